@@ -1,0 +1,158 @@
+// `fpscope convert --from F --to G`: a stream of values or bit patterns, one per line, through a cast.
+#include <fmt/core.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+#include "commands.hpp"
+#include "fpscope/core/bits.hpp"
+#include "fpscope/core/convert.hpp"
+#include "fpscope/core/decimal.hpp"
+#include "fpscope/core/names.hpp"
+
+namespace fpscope::cli {
+
+namespace {
+
+struct ConvertOptions {
+  std::string from;
+  std::string to;
+  std::string round = "rne";
+  std::string output = "auto";
+  bool flags = false;
+  bool flush_to_zero = false;
+  bool denormals_are_zero = false;
+  bool saturate = false;
+  std::uint64_t seed = 0;
+};
+
+enum class OutputKind { automatic, bits, value, both };
+
+OutputKind parse_output(const std::string& text) {
+  if (text == "auto") return OutputKind::automatic;
+  if (text == "bits") return OutputKind::bits;
+  if (text == "value") return OutputKind::value;
+  if (text == "both") return OutputKind::both;
+  throw UsageError("unknown --output '" + text + "': expected auto, bits, value or both");
+}
+
+std::string_view trim(std::string_view line) {
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.remove_suffix(1);
+  while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+  return line;
+}
+
+bool is_bit_pattern(std::string_view text) {
+  return text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X') &&
+         text.find_first_of(".pP") == std::string_view::npos;
+}
+
+// Hex digits after 0x into bits; false if malformed or too wide for f.
+bool parse_hex_bits(std::string_view text, const Format& f, std::uint64_t& bits) {
+  bits = 0;
+  const std::string_view digits = text.substr(2);
+  if (digits.empty() || digits.size() > 16) return false;
+  for (const char c : digits) {
+    unsigned d;
+    if (c >= '0' && c <= '9') d = static_cast<unsigned>(c - '0');
+    else if (c >= 'a' && c <= 'f') d = static_cast<unsigned>(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F') d = static_cast<unsigned>(c - 'A' + 10);
+    else return false;
+    bits = (bits << 4) | d;
+  }
+  return (bits & ~f.all_bits_mask()) == 0;
+}
+
+// A value of `to` as short decimal text that reads back to the same bits: shortest for
+// float32 and binary64 ({fmt}'s Dragonbox), enough digits for the others.
+void append_value(fmt::memory_buffer& out, const Format& to, std::uint64_t bits) {
+  if (is_nan(to, bits)) {
+    fmt::format_to(std::back_inserter(out), "{}", sign_of(to, bits) ? "-nan" : "nan");
+    return;
+  }
+  Context widen;
+  const double value = to_double(to, bits, widen);
+  if (to == formats::fp64) fmt::format_to(std::back_inserter(out), "{}", value);
+  else if (to == formats::fp32) fmt::format_to(std::back_inserter(out), "{}", static_cast<float>(value));
+  else {
+    const int digits = static_cast<int>(std::ceil(1 + (to.mantissa_bits + 1) * std::log10(2.0)));
+    fmt::format_to(std::back_inserter(out), "{:.{}g}", value, digits);
+  }
+}
+
+void run_convert(const ConvertOptions& options) {
+  const Format from = parse_format(options.from);
+  const Format to = parse_format(options.to);
+  const OutputKind output = parse_output(options.output);
+  Context ctx;
+  ctx.rounding = parse_rounding_mode(options.round);
+  ctx.flush_to_zero = options.flush_to_zero;
+  ctx.denormals_are_zero = options.denormals_are_zero;
+  ctx.saturate = options.saturate;
+  ctx.stochastic_seed = options.seed;
+
+  // Read everything first: nothing is written unless every line converts.
+  std::string input;
+  {
+    char chunk[1 << 16];
+    std::size_t n;
+    while ((n = std::fread(chunk, 1, sizeof chunk, stdin)) > 0) input.append(chunk, n);
+  }
+  fmt::memory_buffer out;
+  out.reserve(input.size() + input.size() / 2);
+  const int hex_digits = (to.width() + 3) / 4;
+  std::size_t line_number = 0;
+  std::size_t start = 0;
+  while (start < input.size()) {
+    std::size_t end = input.find('\n', start);
+    if (end == std::string::npos) end = input.size();
+    const std::string_view line = trim(std::string_view(input).substr(start, end - start));
+    start = end + 1;
+    ++line_number;
+    if (line.empty()) throw UsageError(fmt::format("stdin line {} is empty: expected a value or 0x bits of {}", line_number, format_name(from)), 1);
+
+    ctx.flags = 0;
+    std::uint64_t source = 0;
+    const bool bits_in = is_bit_pattern(line);
+    if (bits_in) {
+      if (!parse_hex_bits(line, from, source))
+        throw UsageError(fmt::format("stdin line {}: '{}' is not a {}-bit pattern of {}", line_number, line, from.width(), format_name(from)), 1);
+    } else {
+      try {
+        source = round_text(from, line, ctx);  // a value is first a value of `from`
+      } catch (const ParseError& e) {
+        throw UsageError(fmt::format("stdin line {}: {}", line_number, e.what()), 1);
+      }
+    }
+    const std::uint64_t result = convert(from, to, source, ctx);
+    const OutputKind kind = output != OutputKind::automatic ? output : bits_in ? OutputKind::bits : OutputKind::value;
+    if (kind == OutputKind::bits || kind == OutputKind::both) fmt::format_to(std::back_inserter(out), "0x{:0{}X}", result, hex_digits);
+    if (kind == OutputKind::both) out.push_back(' ');
+    if (kind == OutputKind::value || kind == OutputKind::both) append_value(out, to, result);
+    if (options.flags) fmt::format_to(std::back_inserter(out), " {}", describe_flags(ctx.flags));
+    out.push_back('\n');
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+}
+
+}  // namespace
+
+void add_convert(CLI::App& app) {
+  auto options = std::make_shared<ConvertOptions>();
+  CLI::App* cmd = app.add_subcommand("convert", "Convert values or bit patterns on stdin (one per line) from one format to another");
+  cmd->add_option("--from", options->from, "format of the input (0x bit patterns are read in it; values are first rounded into it)")->required();
+  cmd->add_option("--to", options->to, "format of the output")->required();
+  cmd->add_option("-r,--round", options->round, "rounding mode: rne rna rz ru rd odd stochastic")->capture_default_str();
+  cmd->add_option("--output", options->output, "auto (bits for bit input, values for value input), bits, value or both")->capture_default_str();
+  cmd->add_flag("--flags", options->flags, "append the flags each line raised");
+  cmd->add_flag("--ftz", options->flush_to_zero, "flush tiny results to zero");
+  cmd->add_flag("--daz", options->denormals_are_zero, "read subnormal inputs as zero");
+  cmd->add_flag("--saturate", options->saturate, "overflow gives ±max finite (OCP FP8 SAT)");
+  cmd->add_option("--seed", options->seed, "seed for stochastic rounding")->capture_default_str();
+  cmd->callback([options] { run_convert(*options); });
+}
+
+}  // namespace fpscope::cli

@@ -1,0 +1,105 @@
+// `fpscope table`: the characteristics of formats, as a teacher writes them on the board.
+#include <fmt/core.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "fpscope/core/bits.hpp"
+#include "fpscope/core/decimal.hpp"
+#include "fpscope/core/names.hpp"
+#include "fpscope/core/round_pack.hpp"
+
+namespace fpscope::cli {
+
+namespace {
+
+struct TableOptions {
+  std::vector<std::string> format_names;
+  bool exact = false;
+};
+
+// 2^k exactly, as the decimal string of a binary64 power of two.
+std::string exact_power_of_two(int k) {
+  Context scratch;
+  return exact_decimal(formats::fp64, round_pack(formats::fp64, false, k, 1, scratch));
+}
+
+// The exact value of the largest finite number of f.
+std::string exact_max(const Format& f) {
+  const std::uint64_t mantissa = f.max_finite_bits() & f.mantissa_mask();
+  Context scratch;
+  return exact_decimal(formats::fp64, round_pack(formats::fp64, false, f.emax() - f.mantissa_bits,
+                                                 mantissa | f.min_normal_bits(), scratch));
+}
+
+// max as (2 - 2^-j) * 2^emax, with j the mantissa bits set in it (all but the last in OCP FN).
+std::string max_expression(const Format& f) {
+  const std::uint64_t mantissa = f.max_finite_bits() & f.mantissa_mask();
+  if (mantissa == f.mantissa_mask()) return fmt::format("(2-2^-{})*2^{}", f.mantissa_bits, f.emax());
+  return fmt::format("(2-2^-{})*2^{}", f.mantissa_bits - 1, f.emax());
+}
+
+double decimal_digits(const Format& f) { return (f.mantissa_bits + 1) * std::log10(2.0); }
+int round_trip_digits(const Format& f) { return static_cast<int>(std::ceil(1 + (f.mantissa_bits + 1) * std::log10(2.0))); }
+
+std::string approx(const std::string& exact) { return fmt::format("{:.4g}", std::strtod(exact.c_str(), nullptr)); }
+
+std::string compact_table(const std::vector<Format>& formats) {
+  std::string out = fmt::format("{:<7} {:>9} {:>6} {:>6} {:>5}  {:<20} {:<20} {:<28} {:<18} {:>6} {:>20}\n", "format",
+                                "s.e.m", "bias", "emin", "emax", "min subnormal", "min normal", "max", "epsilon",
+                                "digits", "finite values");
+  for (const Format& f : formats) {
+    const std::string max_exact = exact_max(f);
+    const std::string max_text =
+        max_exact.size() <= 12 ? max_exact : fmt::format("{} ~ {}", max_expression(f), approx(max_exact));
+    out += fmt::format("{:<7} {:>9} {:>6} {:>6} {:>5}  {:<20} {:<20} {:<28} {:<18} {:>6.2f} {:>20}\n", format_name(f),
+                       fmt::format("1.{}.{}", f.exponent_bits, f.mantissa_bits), f.bias(), f.emin(), f.emax(),
+                       fmt::format("2^{} ~ {}", f.min_subnormal_exponent(), approx(exact_power_of_two(f.min_subnormal_exponent()))),
+                       fmt::format("2^{} ~ {}", f.emin(), approx(exact_power_of_two(f.emin()))), max_text,
+                       fmt::format("2^{} ~ {}", f.epsilon_exponent(), approx(exact_power_of_two(f.epsilon_exponent()))),
+                       decimal_digits(f), f.finite_count());
+  }
+  out += "\nExact: every power of two and every max above is exact; '~' values are 4-digit approximations\n"
+         "(use --exact for every digit). digits = (m+1)*log10(2); finite values counts +0 and -0.\n";
+  return out;
+}
+
+std::string exact_listing(const std::vector<Format>& formats) {
+  std::string out;
+  for (const Format& f : formats) {
+    out += fmt::format("{}: 1 sign, {} exponent, {} mantissa bits{}\n", format_name(f), f.exponent_bits, f.mantissa_bits,
+                       f.flavour == Flavour::ocp_fn ? " (OCP FN: no infinities, NaN only at all ones)" : "");
+    out += fmt::format("  bias               {}\n", f.bias());
+    out += fmt::format("  emin, emax         {}, {}\n", f.emin(), f.emax());
+    out += fmt::format("  min subnormal      2^{} = {}\n", f.min_subnormal_exponent(), exact_power_of_two(f.min_subnormal_exponent()));
+    out += fmt::format("  min normal         2^{} = {}\n", f.emin(), exact_power_of_two(f.emin()));
+    out += fmt::format("  max                {} = {}\n", max_expression(f), exact_max(f));
+    out += fmt::format("  epsilon            2^{} = {}\n", f.epsilon_exponent(), exact_power_of_two(f.epsilon_exponent()));
+    out += fmt::format("  decimal digits     {:.4f} (round trip needs {})\n", decimal_digits(f), round_trip_digits(f));
+    out += fmt::format("  finite values      {} (counting +0 and -0)\n", f.finite_count());
+    out += fmt::format("  infinities         {}\n\n", f.has_infinity() ? "yes" : "no");
+  }
+  if (!out.empty()) out.pop_back();
+  return out;
+}
+
+void run_table(const TableOptions& options) {
+  std::vector<Format> formats;
+  for (const auto& name : options.format_names) formats.push_back(parse_format(name));
+  if (formats.empty()) formats = named_formats();
+  fmt::print("{}", options.exact ? exact_listing(formats) : compact_table(formats));
+}
+
+}  // namespace
+
+void add_table(CLI::App& app) {
+  auto options = std::make_shared<TableOptions>();
+  CLI::App* cmd = app.add_subcommand("table", "The characteristics of formats: bias, range, precision, count of values");
+  cmd->add_option("FORMAT", options->format_names, "formats to list (default: all named formats)");
+  cmd->add_flag("--exact", options->exact, "list each format with every digit of every constant");
+  cmd->callback([options] { run_table(*options); });
+}
+
+}  // namespace fpscope::cli

@@ -1,0 +1,25 @@
+// The fpscope subcommands: each registers its options on the app and runs when chosen.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace fpscope::cli {
+
+// Each add_* registers a subcommand whose callback does the work; errors are thrown as
+// exceptions carrying one sentence, and main prints them.
+void add_inspect(CLI::App& app);
+void add_table(CLI::App& app);
+void add_convert(CLI::App& app);
+void add_verify(CLI::App& app);
+
+// A user's mistake or bad input: main prints "fpscope: <what>" and exits with `status`.
+class UsageError : public std::runtime_error {
+ public:
+  explicit UsageError(const std::string& what, int status = 2) : std::runtime_error(what), status_(status) {}
+  int status() const { return status_; }
+
+ private:
+  int status_;
+};
+
+}  // namespace fpscope::cli

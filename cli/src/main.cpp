@@ -1,0 +1,70 @@
+// fpscope: the command-line entry point; prints errors, nothing else prints them.
+#include <fmt/core.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "fpscope/core/decimal.hpp"
+#include "fpscope/core/names.hpp"
+
+namespace {
+
+// TestFloat's testfloat_ver spells options with one dash and glued values (-rnear_even,
+// -tininessbefore); `fpscope verify` accepts them by rewriting them into long options.
+std::vector<std::string> translate_testfloat_options(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  if (args.size() < 2 || args[1] != "verify") return args;
+  for (std::size_t i = 2; i < args.size(); ++i) {
+    std::string& a = args[i];
+    if (a.rfind("-r", 0) == 0 && a.size() > 2 && a[2] != '-') a = "--round=" + a.substr(2);
+    else if (a == "-tininessbefore") a = "--tininess=before";
+    else if (a == "-tininessafter") a = "--tininess=after";
+    else if (a == "-exact") a = "--exact";
+    else if (a == "-notexact") a = "--not-exact";
+    else if (a == "-checkNaNs") a = "--check-nans";
+    else if (a == "-checkInvInts") a = "--check-invalid-integers";
+    else if (a == "-checkAll") a = "--check-all";
+  }
+  return args;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"fpscope: makes floating-point precision visible"};
+  app.require_subcommand(1);
+  fpscope::cli::add_inspect(app);
+  fpscope::cli::add_table(app);
+  fpscope::cli::add_convert(app);
+  fpscope::cli::add_verify(app);
+
+  const std::vector<std::string> args = translate_testfloat_options(argc, argv);
+  std::vector<const char*> pointers;
+  for (const auto& a : args) pointers.push_back(a.c_str());
+  try {
+    app.parse(static_cast<int>(pointers.size()), pointers.data());
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const fpscope::cli::UsageError& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "fpscope: {}\n", e.what());
+    return e.status();
+  } catch (const fpscope::ParseError& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "fpscope: {}\n", e.what());
+    return 2;
+  } catch (const fpscope::UnknownNameError& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "fpscope: {}\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "fpscope: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

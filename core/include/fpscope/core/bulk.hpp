@@ -1,0 +1,28 @@
+// Bulk conversion of float32 arrays to and from narrow formats, at memory speed.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "fpscope/core/context.hpp"
+#include "fpscope/core/format.hpp"
+
+namespace fpscope {
+
+// Each call converts element i exactly as the scalar `convert` would under ctx (stochastic
+// rounding draws word ctx.stochastic_counter + i, and the counter advances by the length),
+// ORs every element's flags into ctx.flags, and throws std::invalid_argument when the spans'
+// lengths differ or the format does not fit the element type. fp16, bf16, tf32, e4m3 and e5m2
+// run branch-free vectorised kernels (AVX2 where the processor has it); other formats run the
+// general scalar path.
+
+// float32 -> bits of f, for formats of at most 16 bits (or at most 8 bits into bytes).
+void f32_to_bits(const Format& f, std::span<const float> in, std::span<std::uint16_t> out, Context& ctx);
+void f32_to_bits(const Format& f, std::span<const float> in, std::span<std::uint8_t> out, Context& ctx);
+// bits of f -> float32 (exact for formats narrower than float32).
+void bits_to_f32(const Format& f, std::span<const std::uint16_t> in, std::span<float> out, Context& ctx);
+void bits_to_f32(const Format& f, std::span<const std::uint8_t> in, std::span<float> out, Context& ctx);
+// float32 -> the value of f it rounds to, as float32 ("fake quantisation"). In place is fine.
+void round_f32(const Format& f, std::span<const float> in, std::span<float> out, Context& ctx);
+
+}  // namespace fpscope

@@ -1,0 +1,34 @@
+// Names of formats and rounding modes as users type them, and as fpscope prints them.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fpscope/core/context.hpp"
+#include "fpscope/core/format.hpp"
+
+namespace fpscope {
+
+class UnknownNameError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// fp16/binary16/half, bf16/bfloat16, fp32/binary32/single/float, fp64/binary64/double, tf32,
+// e4m3 (OCP E4M3FN), e5m2, or a custom eXmY (IEEE flavour) / eXmYfn (OCP FN flavour) with
+// 2 <= X <= 11 and 1 <= Y <= 52. Throws UnknownNameError naming the input otherwise.
+Format parse_format(std::string_view name);
+// The canonical name: "fp16", "bf16", ..., or "e6m9" / "e3m4fn" for custom formats.
+std::string format_name(const Format& f);
+// The named formats, in the order fpscope lists them.
+const std::vector<Format>& named_formats();
+
+// rne/nearest_even, rna/nearest_away, rz/toward_zero, ru/toward_positive, rd/toward_negative,
+// odd, stochastic; TestFloat's near_even, near_maxMag, minMag, max, min are accepted too.
+RoundingMode parse_rounding_mode(std::string_view name);
+std::string rounding_mode_name(RoundingMode mode);
+std::string describe_flags(std::uint8_t flags);
+
+}  // namespace fpscope

@@ -1,0 +1,117 @@
+// Parsing and printing of format and rounding-mode names.
+#include "fpscope/core/names.hpp"
+
+#include <array>
+#include <cctype>
+#include <charconv>
+
+namespace fpscope {
+
+namespace {
+
+std::string lowercase(std::string_view text) {
+  std::string result(text);
+  for (char& c : result) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return result;
+}
+
+struct NamedFormat {
+  const char* name;
+  Format format;
+};
+
+constexpr std::array<NamedFormat, 17> format_aliases{{
+    {"fp16", formats::fp16}, {"binary16", formats::fp16}, {"half", formats::fp16}, {"f16", formats::fp16},
+    {"bf16", formats::bf16}, {"bfloat16", formats::bf16},
+    {"fp32", formats::fp32}, {"binary32", formats::fp32}, {"single", formats::fp32}, {"float", formats::fp32},
+    {"fp64", formats::fp64}, {"binary64", formats::fp64}, {"double", formats::fp64},
+    {"tf32", formats::tf32}, {"e4m3", formats::e4m3}, {"e4m3fn", formats::e4m3}, {"e5m2", formats::e5m2},
+}};
+
+bool parse_int(std::string_view text, int& value) {
+  const auto* end = text.data() + text.size();
+  const auto result = std::from_chars(text.data(), end, value);
+  return !text.empty() && result.ec == std::errc{} && result.ptr == end;
+}
+
+}  // namespace
+
+Format parse_format(std::string_view name) {
+  const std::string key = lowercase(name);
+  for (const auto& alias : format_aliases)
+    if (key == alias.name) return alias.format;
+  // Custom eXmY or eXmYfn.
+  if (key.size() >= 4 && key[0] == 'e') {
+    std::string_view body = std::string_view(key).substr(1);
+    Flavour flavour = Flavour::ieee;
+    if (body.size() > 2 && body.substr(body.size() - 2) == "fn") {
+      flavour = Flavour::ocp_fn;
+      body.remove_suffix(2);
+    }
+    const auto m = body.find('m');
+    int exponent_bits = 0, mantissa_bits = 0;
+    if (m != std::string_view::npos && parse_int(body.substr(0, m), exponent_bits) &&
+        parse_int(body.substr(m + 1), mantissa_bits)) {
+      const Format f{exponent_bits, mantissa_bits, flavour};
+      if (f.valid()) return f;
+      throw UnknownNameError("format '" + std::string(name) +
+                             "' is out of range: custom formats need 2 to 11 exponent bits, 1 to 52 mantissa bits and at most 64 bits in all");
+    }
+  }
+  throw UnknownNameError("unknown format '" + std::string(name) +
+                         "': expected fp16, bf16, fp32, fp64, tf32, e4m3, e5m2 or a custom eXmY such as e6m9 (eXmYfn for the OCP FN flavour)");
+}
+
+std::string format_name(const Format& f) {
+  for (const auto& alias : format_aliases)
+    if (alias.format == f) return alias.name;
+  return "e" + std::to_string(f.exponent_bits) + "m" + std::to_string(f.mantissa_bits) +
+         (f.flavour == Flavour::ocp_fn ? "fn" : "");
+}
+
+const std::vector<Format>& named_formats() {
+  static const std::vector<Format> list{formats::fp16, formats::bf16, formats::fp32, formats::fp64,
+                                        formats::tf32, formats::e4m3, formats::e5m2};
+  return list;
+}
+
+RoundingMode parse_rounding_mode(std::string_view name) {
+  const std::string key = lowercase(name);
+  if (key == "rne" || key == "nearest_even" || key == "near_even" || key == "nearest") return RoundingMode::nearest_even;
+  if (key == "rna" || key == "nearest_away" || key == "near_maxmag") return RoundingMode::nearest_away;
+  if (key == "rz" || key == "toward_zero" || key == "minmag" || key == "truncate") return RoundingMode::toward_zero;
+  if (key == "ru" || key == "toward_positive" || key == "max" || key == "up") return RoundingMode::toward_positive;
+  if (key == "rd" || key == "toward_negative" || key == "min" || key == "down") return RoundingMode::toward_negative;
+  if (key == "odd" || key == "ro") return RoundingMode::odd;
+  if (key == "stochastic" || key == "sr") return RoundingMode::stochastic;
+  throw UnknownNameError("unknown rounding mode '" + std::string(name) +
+                         "': expected rne, rna, rz, ru, rd, odd or stochastic");
+}
+
+std::string rounding_mode_name(RoundingMode mode) {
+  switch (mode) {
+    case RoundingMode::nearest_even: return "rne";
+    case RoundingMode::nearest_away: return "rna";
+    case RoundingMode::toward_zero: return "rz";
+    case RoundingMode::toward_positive: return "ru";
+    case RoundingMode::toward_negative: return "rd";
+    case RoundingMode::odd: return "odd";
+    case RoundingMode::stochastic: return "stochastic";
+  }
+  return "?";
+}
+
+std::string describe_flags(std::uint8_t flags) {
+  static constexpr std::array<std::pair<std::uint8_t, const char*>, 5> names{{
+      {flag::invalid, "invalid"}, {flag::infinite, "divide-by-zero"}, {flag::overflow, "overflow"},
+      {flag::underflow, "underflow"}, {flag::inexact, "inexact"}}};
+  std::string text;
+  for (const auto& [bit, name] : names) {
+    if ((flags & bit) == 0) continue;
+    if (!text.empty()) text += ' ';
+    text += name;
+  }
+  return text.empty() ? "none" : text;
+}
+
+}  // namespace fpscope
