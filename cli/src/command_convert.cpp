@@ -51,7 +51,7 @@ bool is_bit_pattern(std::string_view text) {
 }
 
 // Hex digits after 0x into bits; false if malformed or too wide for f.
-bool parse_hex_bits(std::string_view text, const Format& f, std::uint64_t& bits) {
+bool parse_hex_bits(std::string_view text, Format f, std::uint64_t& bits) {
   bits = 0;
   const std::string_view digits = text.substr(2);
   if (digits.empty() || digits.size() > 16) return false;
@@ -68,7 +68,7 @@ bool parse_hex_bits(std::string_view text, const Format& f, std::uint64_t& bits)
 
 // A value of `to` as short decimal text that reads back to the same bits: shortest for
 // float32 and binary64 ({fmt}'s Dragonbox), enough digits for the others.
-void append_value(fmt::memory_buffer& out, const Format& to, std::uint64_t bits) {
+void append_value(fmt::memory_buffer& out, Format to, std::uint64_t bits) {
   if (is_nan(to, bits)) {
     fmt::format_to(std::back_inserter(out), "{}", sign_of(to, bits) ? "-nan" : "nan");
     return;

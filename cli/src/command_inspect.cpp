@@ -48,11 +48,11 @@ std::string binary(std::uint64_t value, int width) {
   return text;
 }
 
-std::string hex_bits(const Format& f, std::uint64_t bits) {
+std::string hex_bits(Format f, std::uint64_t bits) {
   return fmt::format("0x{:0{}X}", bits, (f.width() + 3) / 4);
 }
 
-std::string describe_format(const Format& f) {
+std::string describe_format(Format f) {
   return fmt::format("{} bits: 1 sign, {} exponent, {} mantissa{}", f.width(), f.exponent_bits, f.mantissa_bits,
                      f.flavour == Flavour::ocp_fn ? "; OCP FN: no infinities, one NaN" : "");
 }
@@ -60,7 +60,7 @@ std::string describe_format(const Format& f) {
 std::string power_of_two(int exponent) { return fmt::format("2^{}", exponent); }
 
 // Reads raw bits: hex with 0x, or binary with 0b; must fit the format.
-std::uint64_t parse_bits(const std::string& text, const Format& f) {
+std::uint64_t parse_bits(const std::string& text, Format f) {
   std::string digits = text;
   int base = 16;
   if (digits.rfind("0x", 0) == 0 || digits.rfind("0X", 0) == 0) digits = digits.substr(2);
@@ -81,12 +81,12 @@ std::uint64_t parse_bits(const std::string& text, const Format& f) {
   return value;
 }
 
-std::string neighbour_line(const Format& f, std::uint64_t bits) {
+std::string neighbour_line(Format f, std::uint64_t bits) {
   if (is_nan(f, bits)) return "none (NaN)";
   return fmt::format("{}  ({})", exact_decimal(f, bits), hex_bits(f, bits));
 }
 
-std::string inspect_one(const Format& f, std::uint64_t bits, std::uint8_t flags, const ParsedNumber* written,
+std::string inspect_one(Format f, std::uint64_t bits, std::uint8_t flags, const ParsedNumber* written,
                         const Context& ctx, const Palette& palette) {
   std::string out;
   const bool finite = is_finite(f, bits);
@@ -143,7 +143,7 @@ void run_inspect(const InspectOptions& options) {
     const Format source = formats.front();
     const std::uint64_t source_bits = parse_bits(options.bits, source);
     out += fmt::format("bits {} of {} = {}\n\n", hex_bits(source, source_bits), format_name(source), exact_decimal(source, source_bits));
-    for (const Format& f : formats) {
+    for (Format f : formats) {
       Context ctx = base;
       const std::uint64_t bits = convert(source, f, source_bits, ctx);
       out += inspect_one(f, bits, ctx.flags, nullptr, ctx, palette) + "\n";
@@ -154,7 +154,7 @@ void run_inspect(const InspectOptions& options) {
     const bool moderate = number.kind != ParsedNumber::Kind::finite || number.digits.empty() ||
                           std::abs(number.exponent) < 5000;
     out += fmt::format("value {}\n\n", options.value);
-    for (const Format& f : formats) {
+    for (Format f : formats) {
       Context ctx = base;
       const std::uint64_t bits = round_number(f, number, ctx);
       out += inspect_one(f, bits, ctx.flags, moderate ? &number : nullptr, ctx, palette) + "\n";

@@ -27,7 +27,7 @@ std::string exact_power_of_two(int k) {
 }
 
 // The exact value of the largest finite number of f.
-std::string exact_max(const Format& f) {
+std::string exact_max(Format f) {
   const std::uint64_t mantissa = f.max_finite_bits() & f.mantissa_mask();
   Context scratch;
   return exact_decimal(formats::fp64, round_pack(formats::fp64, false, f.emax() - f.mantissa_bits,
@@ -35,14 +35,14 @@ std::string exact_max(const Format& f) {
 }
 
 // max as (2 - 2^-j) * 2^emax, with j the mantissa bits set in it (all but the last in OCP FN).
-std::string max_expression(const Format& f) {
+std::string max_expression(Format f) {
   const std::uint64_t mantissa = f.max_finite_bits() & f.mantissa_mask();
   if (mantissa == f.mantissa_mask()) return fmt::format("(2-2^-{})*2^{}", f.mantissa_bits, f.emax());
   return fmt::format("(2-2^-{})*2^{}", f.mantissa_bits - 1, f.emax());
 }
 
-double decimal_digits(const Format& f) { return (f.mantissa_bits + 1) * std::log10(2.0); }
-int round_trip_digits(const Format& f) { return static_cast<int>(std::ceil(1 + (f.mantissa_bits + 1) * std::log10(2.0))); }
+double decimal_digits(Format f) { return (f.mantissa_bits + 1) * std::log10(2.0); }
+int round_trip_digits(Format f) { return static_cast<int>(std::ceil(1 + (f.mantissa_bits + 1) * std::log10(2.0))); }
 
 std::string approx(const std::string& exact) { return fmt::format("{:.4g}", std::strtod(exact.c_str(), nullptr)); }
 
@@ -50,7 +50,7 @@ std::string compact_table(const std::vector<Format>& formats) {
   std::string out = fmt::format("{:<7} {:>9} {:>6} {:>6} {:>5}  {:<20} {:<20} {:<28} {:<18} {:>6} {:>20}\n", "format",
                                 "s.e.m", "bias", "emin", "emax", "min subnormal", "min normal", "max", "epsilon",
                                 "digits", "finite values");
-  for (const Format& f : formats) {
+  for (Format f : formats) {
     const std::string max_exact = exact_max(f);
     const std::string max_text =
         max_exact.size() <= 12 ? max_exact : fmt::format("{} ~ {}", max_expression(f), approx(max_exact));
@@ -68,7 +68,7 @@ std::string compact_table(const std::vector<Format>& formats) {
 
 std::string exact_listing(const std::vector<Format>& formats) {
   std::string out;
-  for (const Format& f : formats) {
+  for (Format f : formats) {
     out += fmt::format("{}: 1 sign, {} exponent, {} mantissa bits{}\n", format_name(f), f.exponent_bits, f.mantissa_bits,
                        f.flavour == Flavour::ocp_fn ? " (OCP FN: no infinities, NaN only at all ones)" : "");
     out += fmt::format("  bias               {}\n", f.bias());

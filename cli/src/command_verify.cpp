@@ -124,7 +124,7 @@ bool parse_hex(const std::string& token, int width, std::uint64_t& value) {
 }
 
 std::uint64_t evaluate(const Function& fn, const std::vector<std::uint64_t>& x, bool exact, Context& ctx) {
-  const Format& f = fn.in.format;
+  Format f = fn.in.format;
   switch (fn.operation) {
     case Operation::add: return add(f, x[0], x[1], ctx);
     case Operation::sub: return sub(f, x[0], x[1], ctx);

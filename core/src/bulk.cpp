@@ -24,7 +24,7 @@ bool has_avx2() {
 const std::uint32_t* as_bits(const float* values) { return reinterpret_cast<const std::uint32_t*>(values); }
 std::uint32_t* as_bits(float* values) { return reinterpret_cast<std::uint32_t*>(values); }
 
-void check(const Format& f, std::size_t in, std::size_t out, int element_bits) {
+void check(Format f, std::size_t in, std::size_t out, int element_bits) {
   if (in != out)
     throw std::invalid_argument("bulk conversion: input has " + std::to_string(in) + " elements but output has " +
                                 std::to_string(out));
@@ -34,7 +34,7 @@ void check(const Format& f, std::size_t in, std::size_t out, int element_bits) {
 }
 
 template <typename Out>
-void scalar_narrow(const Format& f, std::span<const float> in, Out* out, Context& ctx) {
+void scalar_narrow(Format f, std::span<const float> in, Out* out, Context& ctx) {
   const std::uint64_t first = ctx.stochastic_counter;
   for (std::size_t i = 0; i < in.size(); ++i) {
     ctx.stochastic_counter = first + i;
@@ -45,7 +45,7 @@ void scalar_narrow(const Format& f, std::span<const float> in, Out* out, Context
 
 }  // namespace
 
-void f32_to_bits(const Format& f, std::span<const float> in, std::span<std::uint16_t> out, Context& ctx) {
+void f32_to_bits(Format f, std::span<const float> in, std::span<std::uint16_t> out, Context& ctx) {
   check(f, in.size(), out.size(), 16);
   const bool done = has_avx2() ? bulk_avx2::f32_to_bits16(f, as_bits(in.data()), out.data(), in.size(), ctx)
                                : bulk_generic::f32_to_bits16(f, as_bits(in.data()), out.data(), in.size(), ctx);
@@ -53,7 +53,7 @@ void f32_to_bits(const Format& f, std::span<const float> in, std::span<std::uint
   else scalar_narrow(f, in, out.data(), ctx);
 }
 
-void f32_to_bits(const Format& f, std::span<const float> in, std::span<std::uint8_t> out, Context& ctx) {
+void f32_to_bits(Format f, std::span<const float> in, std::span<std::uint8_t> out, Context& ctx) {
   check(f, in.size(), out.size(), 8);
   const bool done = has_avx2() ? bulk_avx2::f32_to_bits8(f, as_bits(in.data()), out.data(), in.size(), ctx)
                                : bulk_generic::f32_to_bits8(f, as_bits(in.data()), out.data(), in.size(), ctx);
@@ -61,7 +61,7 @@ void f32_to_bits(const Format& f, std::span<const float> in, std::span<std::uint
   else scalar_narrow(f, in, out.data(), ctx);
 }
 
-void round_f32(const Format& f, std::span<const float> in, std::span<float> out, Context& ctx) {
+void round_f32(Format f, std::span<const float> in, std::span<float> out, Context& ctx) {
   check(f, in.size(), out.size(), 32);
   const bool done = has_avx2() ? bulk_avx2::round_f32(f, as_bits(in.data()), as_bits(out.data()), in.size(), ctx)
                                : bulk_generic::round_f32(f, as_bits(in.data()), as_bits(out.data()), in.size(), ctx);
@@ -79,7 +79,7 @@ void round_f32(const Format& f, std::span<const float> in, std::span<float> out,
   ctx.stochastic_counter = first + in.size();
 }
 
-void bits_to_f32(const Format& f, std::span<const std::uint16_t> in, std::span<float> out, Context& ctx) {
+void bits_to_f32(Format f, std::span<const std::uint16_t> in, std::span<float> out, Context& ctx) {
   check(f, in.size(), out.size(), 16);
   const bool done = has_avx2() ? bulk_avx2::bits16_to_f32(f, in.data(), as_bits(out.data()), in.size(), ctx)
                                : bulk_generic::bits16_to_f32(f, in.data(), as_bits(out.data()), in.size(), ctx);
@@ -87,7 +87,7 @@ void bits_to_f32(const Format& f, std::span<const std::uint16_t> in, std::span<f
   for (std::size_t i = 0; i < in.size(); ++i) out[i] = bits_float(static_cast<std::uint32_t>(convert(f, formats::fp32, in[i], ctx)));
 }
 
-void bits_to_f32(const Format& f, std::span<const std::uint8_t> in, std::span<float> out, Context& ctx) {
+void bits_to_f32(Format f, std::span<const std::uint8_t> in, std::span<float> out, Context& ctx) {
   check(f, in.size(), out.size(), 8);
   const bool done = has_avx2() ? bulk_avx2::bits8_to_f32(f, in.data(), as_bits(out.data()), in.size(), ctx)
                                : bulk_generic::bits8_to_f32(f, in.data(), as_bits(out.data()), in.size(), ctx);

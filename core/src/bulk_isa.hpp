@@ -9,11 +9,11 @@
 
 #define FPSCOPE_DECLARE_BULK_ISA(isa)                                                                              \
   namespace fpscope::isa {                                                                                         \
-  bool f32_to_bits16(const Format& f, const std::uint32_t* in, std::uint16_t* out, std::size_t n, Context& ctx); \
-  bool f32_to_bits8(const Format& f, const std::uint32_t* in, std::uint8_t* out, std::size_t n, Context& ctx);   \
-  bool round_f32(const Format& f, const std::uint32_t* in, std::uint32_t* out, std::size_t n, Context& ctx);     \
-  bool bits16_to_f32(const Format& f, const std::uint16_t* in, std::uint32_t* out, std::size_t n, Context& ctx); \
-  bool bits8_to_f32(const Format& f, const std::uint8_t* in, std::uint32_t* out, std::size_t n, Context& ctx);   \
+  bool f32_to_bits16(Format f, const std::uint32_t* in, std::uint16_t* out, std::size_t n, Context& ctx); \
+  bool f32_to_bits8(Format f, const std::uint32_t* in, std::uint8_t* out, std::size_t n, Context& ctx);   \
+  bool round_f32(Format f, const std::uint32_t* in, std::uint32_t* out, std::size_t n, Context& ctx);     \
+  bool bits16_to_f32(Format f, const std::uint16_t* in, std::uint32_t* out, std::size_t n, Context& ctx); \
+  bool bits8_to_f32(Format f, const std::uint8_t* in, std::uint32_t* out, std::size_t n, Context& ctx);   \
   }
 
 FPSCOPE_DECLARE_BULK_ISA(bulk_generic)

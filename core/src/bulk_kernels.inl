@@ -41,7 +41,7 @@ std::uint32_t widen_loop(const In* in, std::uint32_t* out, std::size_t n, CastOp
 // Calls body.template operator()<F, Mode>() for the named narrow format f and ctx's mode;
 // returns false when f is not one of them.
 template <typename Body>
-bool with_format_and_mode(const Format& f, RoundingMode mode, Body&& body) {
+bool with_format_and_mode(Format f, RoundingMode mode, Body&& body) {
   auto with_mode = [&]<Format F>() {
     switch (mode) {
       case RoundingMode::nearest_even: body.template operator()<F, RoundingMode::nearest_even>(); break;
@@ -63,7 +63,7 @@ bool with_format_and_mode(const Format& f, RoundingMode mode, Body&& body) {
 }
 
 template <typename Body>
-bool with_format(const Format& f, Body&& body) {
+bool with_format(Format f, Body&& body) {
   if (f == formats::fp16) return body.template operator()<formats::fp16>(), true;
   if (f == formats::bf16) return body.template operator()<formats::bf16>(), true;
   if (f == formats::tf32) return body.template operator()<formats::tf32>(), true;
@@ -76,14 +76,14 @@ bool with_format(const Format& f, Body&& body) {
 
 namespace fpscope::BULK_ISA {
 
-bool f32_to_bits16(const Format& f, const std::uint32_t* in, std::uint16_t* out, std::size_t n, Context& ctx) {
+bool f32_to_bits16(Format f, const std::uint32_t* in, std::uint16_t* out, std::size_t n, Context& ctx) {
   const CastOptions options = CastOptions::from(ctx);
   return with_format_and_mode(f, ctx.rounding, [&]<Format F, RoundingMode Mode>() {
     ctx.raise(static_cast<std::uint8_t>(narrow_loop<F, Mode>(in, out, n, options, ctx.stochastic_seed, ctx.stochastic_counter)));
   });
 }
 
-bool f32_to_bits8(const Format& f, const std::uint32_t* in, std::uint8_t* out, std::size_t n, Context& ctx) {
+bool f32_to_bits8(Format f, const std::uint32_t* in, std::uint8_t* out, std::size_t n, Context& ctx) {
   const CastOptions options = CastOptions::from(ctx);
   return with_format_and_mode(f, ctx.rounding, [&]<Format F, RoundingMode Mode>() {
     if constexpr (F.width() <= 8)
@@ -91,19 +91,19 @@ bool f32_to_bits8(const Format& f, const std::uint32_t* in, std::uint8_t* out, s
   });
 }
 
-bool round_f32(const Format& f, const std::uint32_t* in, std::uint32_t* out, std::size_t n, Context& ctx) {
+bool round_f32(Format f, const std::uint32_t* in, std::uint32_t* out, std::size_t n, Context& ctx) {
   const CastOptions options = CastOptions::from(ctx);
   return with_format_and_mode(f, ctx.rounding, [&]<Format F, RoundingMode Mode>() {
     ctx.raise(static_cast<std::uint8_t>(round_loop<F, Mode>(in, out, n, options, ctx.stochastic_seed, ctx.stochastic_counter)));
   });
 }
 
-bool bits16_to_f32(const Format& f, const std::uint16_t* in, std::uint32_t* out, std::size_t n, Context& ctx) {
+bool bits16_to_f32(Format f, const std::uint16_t* in, std::uint32_t* out, std::size_t n, Context& ctx) {
   const CastOptions options = CastOptions::from(ctx);
   return with_format(f, [&]<Format F>() { ctx.raise(static_cast<std::uint8_t>(widen_loop<F>(in, out, n, options))); });
 }
 
-bool bits8_to_f32(const Format& f, const std::uint8_t* in, std::uint32_t* out, std::size_t n, Context& ctx) {
+bool bits8_to_f32(Format f, const std::uint8_t* in, std::uint32_t* out, std::size_t n, Context& ctx) {
   const CastOptions options = CastOptions::from(ctx);
   return with_format(f, [&]<Format F>() {
     if constexpr (F.width() <= 8) ctx.raise(static_cast<std::uint8_t>(widen_loop<F>(in, out, n, options)));

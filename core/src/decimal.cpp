@@ -198,7 +198,7 @@ ParsedNumber parse_number(std::string_view text) {
   return number;
 }
 
-std::uint64_t round_number(const Format& f, const ParsedNumber& number, Context& ctx) {
+std::uint64_t round_number(Format f, const ParsedNumber& number, Context& ctx) {
   switch (number.kind) {
     case ParsedNumber::Kind::infinity:
       return convert(formats::fp64, f, infinity(formats::fp64, number.negative), ctx);
@@ -225,7 +225,7 @@ namespace {
 // True when the double d is neither a point of f's grid in d's binade nor a midpoint, at
 // one bit finer than f's precision (so neither are the grid, its midpoints, 2^emin and the
 // tininess boundary). Then every real number that rounds to d rounds like d in f.
-bool strictly_inside_grid_cell(const Format& f, double d) {
+bool strictly_inside_grid_cell(Format f, double d) {
   const std::uint64_t bits = double_bits(d);
   const std::uint64_t biased = (bits >> 52) & 0x7FF;
   if (biased == 0 || biased == 0x7FF) return false;  // zero, subnormal double, inf, nan
@@ -241,7 +241,7 @@ bool strictly_inside_grid_cell(const Format& f, double d) {
 
 }  // namespace
 
-std::uint64_t round_text(const Format& f, std::string_view text, Context& ctx) {
+std::uint64_t round_text(Format f, std::string_view text, Context& ctx) {
   if (ctx.rounding != RoundingMode::stochastic && f.mantissa_bits <= 50 && !text.empty() &&
       text.find_first_of("xXpP") == std::string_view::npos) {
     std::string_view digits = text;
@@ -255,7 +255,7 @@ std::uint64_t round_text(const Format& f, std::string_view text, Context& ctx) {
   return round_number(f, parse_number(text), ctx);
 }
 
-std::string exact_decimal(const Format& f, std::uint64_t bits) {
+std::string exact_decimal(Format f, std::uint64_t bits) {
   const bool negative = sign_of(f, bits);
   if (is_nan(f, bits)) return std::string(negative ? "-" : "") + (is_signaling_nan(f, bits) ? "snan" : "nan");
   if (is_infinite(f, bits)) return negative ? "-inf" : "inf";
@@ -265,7 +265,7 @@ std::string exact_decimal(const Format& f, std::uint64_t bits) {
   return format_scaled(scaled.numerator, scaled.scale, negative);
 }
 
-ConversionError conversion_error(const Format& f, std::uint64_t bits, const ParsedNumber& number) {
+ConversionError conversion_error(Format f, std::uint64_t bits, const ParsedNumber& number) {
   // Both values as N / 10^scale on a common scale; the written one may be a hex float.
   const Unpacked stored_value = unpack_finite(f, bits);
   ScaledDecimal stored = to_scaled_decimal(false, stored_value.exponent, stored_value.significand);

@@ -62,7 +62,7 @@ Format parse_format(std::string_view name) {
                          "': expected fp16, bf16, fp32, fp64, tf32, e4m3, e5m2 or a custom eXmY such as e6m9 (eXmYfn for the OCP FN flavour)");
 }
 
-std::string format_name(const Format& f) {
+std::string format_name(Format f) {
   for (const auto& alias : format_aliases)
     if (alias.format == f) return alias.name;
   return "e" + std::to_string(f.exponent_bits) + "m" + std::to_string(f.mantissa_bits) +

@@ -28,7 +28,7 @@ FPSCOPE_HD inline void normalise_to(u128& sig, int& exponent, int lead) {
 }
 
 // (-1)^sa sa_sig 2^ea + (-1)^sb sb_sig 2^eb, rounded once. Significands below 2^120, exact.
-FPSCOPE_HD inline std::uint64_t add_exact(const Format& f, bool sa, int ea, u128 a, bool sb, int eb,
+FPSCOPE_HD inline std::uint64_t add_exact(Format f, bool sa, int ea, u128 a, bool sb, int eb,
                                           u128 b, Context& ctx) {
   if (a == 0 && b == 0) return signed_zero(f, sa == sb ? sa : zero_sum_sign(ctx));
   if (a == 0) return round_pack(f, sb, eb, b, ctx);
@@ -68,7 +68,7 @@ FPSCOPE_HD inline u128 isqrt(u128 radicand, u128& remainder) {
 
 }  // namespace detail
 
-FPSCOPE_HD inline std::uint64_t add(const Format& f, std::uint64_t a, std::uint64_t b, Context& ctx) {
+FPSCOPE_HD inline std::uint64_t add(Format f, std::uint64_t a, std::uint64_t b, Context& ctx) {
   if (is_nan(f, a) || is_nan(f, b)) return propagate_nan(f, a, b, ctx);
   a = read_operand(f, a, ctx);
   b = read_operand(f, b, ctx);
@@ -84,13 +84,13 @@ FPSCOPE_HD inline std::uint64_t add(const Format& f, std::uint64_t a, std::uint6
   return detail::add_exact(f, x.sign, x.exponent, x.significand, y.sign, y.exponent, y.significand, ctx);
 }
 
-FPSCOPE_HD inline std::uint64_t sub(const Format& f, std::uint64_t a, std::uint64_t b, Context& ctx) {
+FPSCOPE_HD inline std::uint64_t sub(Format f, std::uint64_t a, std::uint64_t b, Context& ctx) {
   // a - b is a + (-b), except that a NaN operand must come back with its own sign.
   if (is_nan(f, a) || is_nan(f, b)) return propagate_nan(f, a, b, ctx);
   return add(f, a, b ^ f.sign_mask(), ctx);
 }
 
-FPSCOPE_HD inline std::uint64_t mul(const Format& f, std::uint64_t a, std::uint64_t b, Context& ctx) {
+FPSCOPE_HD inline std::uint64_t mul(Format f, std::uint64_t a, std::uint64_t b, Context& ctx) {
   if (is_nan(f, a) || is_nan(f, b)) return propagate_nan(f, a, b, ctx);
   a = read_operand(f, a, ctx);
   b = read_operand(f, b, ctx);
@@ -107,7 +107,7 @@ FPSCOPE_HD inline std::uint64_t mul(const Format& f, std::uint64_t a, std::uint6
   return round_pack(f, sign, x.exponent + y.exponent, u128{x.significand} * y.significand, ctx);
 }
 
-FPSCOPE_HD inline std::uint64_t div(const Format& f, std::uint64_t a, std::uint64_t b, Context& ctx) {
+FPSCOPE_HD inline std::uint64_t div(Format f, std::uint64_t a, std::uint64_t b, Context& ctx) {
   if (is_nan(f, a) || is_nan(f, b)) return propagate_nan(f, a, b, ctx);
   a = read_operand(f, a, ctx);
   b = read_operand(f, b, ctx);
@@ -134,7 +134,7 @@ FPSCOPE_HD inline std::uint64_t div(const Format& f, std::uint64_t a, std::uint6
   return round_pack(f, sign, exponent - y.exponent, quotient | (sticky ? 1 : 0), ctx);
 }
 
-FPSCOPE_HD inline std::uint64_t sqrt(const Format& f, std::uint64_t a, Context& ctx) {
+FPSCOPE_HD inline std::uint64_t sqrt(Format f, std::uint64_t a, Context& ctx) {
   if (is_nan(f, a)) return propagate_nan(f, a, a, ctx);
   a = read_operand(f, a, ctx);
   if (is_zero(f, a)) return a;  // sqrt(-0) = -0
@@ -158,7 +158,7 @@ FPSCOPE_HD inline std::uint64_t sqrt(const Format& f, std::uint64_t a, Context& 
 }
 
 // a * b + c with a single rounding.
-FPSCOPE_HD inline std::uint64_t fma(const Format& f, std::uint64_t a, std::uint64_t b, std::uint64_t c,
+FPSCOPE_HD inline std::uint64_t fma(Format f, std::uint64_t a, std::uint64_t b, std::uint64_t c,
                                     Context& ctx) {
   // SoftFloat's x86 order: a NaN among a, b wins over c; 0 * inf is invalid even when c is a
   // quiet NaN, and then c's NaN is returned through the usual propagation.

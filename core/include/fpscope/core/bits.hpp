@@ -9,20 +9,20 @@
 
 namespace fpscope {
 
-FPSCOPE_HD constexpr bool sign_of(const Format& f, std::uint64_t bits) {
+FPSCOPE_HD constexpr bool sign_of(Format f, std::uint64_t bits) {
   return (bits & f.sign_mask()) != 0;
 }
-FPSCOPE_HD constexpr std::uint64_t biased_exponent_of(const Format& f, std::uint64_t bits) {
+FPSCOPE_HD constexpr std::uint64_t biased_exponent_of(Format f, std::uint64_t bits) {
   return (bits >> f.mantissa_bits) & f.max_biased_exponent();
 }
-FPSCOPE_HD constexpr std::uint64_t mantissa_of(const Format& f, std::uint64_t bits) {
+FPSCOPE_HD constexpr std::uint64_t mantissa_of(Format f, std::uint64_t bits) {
   return bits & f.mantissa_mask();
 }
-FPSCOPE_HD constexpr std::uint64_t magnitude_of(const Format& f, std::uint64_t bits) {
+FPSCOPE_HD constexpr std::uint64_t magnitude_of(Format f, std::uint64_t bits) {
   return bits & f.magnitude_mask();
 }
 // Precondition: biased_exponent and mantissa fit their fields.
-FPSCOPE_HD constexpr std::uint64_t pack(const Format& f, bool sign, std::uint64_t biased_exponent,
+FPSCOPE_HD constexpr std::uint64_t pack(Format f, bool sign, std::uint64_t biased_exponent,
                                         std::uint64_t mantissa) {
   return (sign ? f.sign_mask() : 0) | (biased_exponent << f.mantissa_bits) | mantissa;
 }
@@ -31,41 +31,41 @@ enum class FloatClass : std::uint8_t {
   zero, subnormal, normal, infinite, quiet_nan, signaling_nan
 };
 
-FPSCOPE_HD constexpr bool is_nan(const Format& f, std::uint64_t bits) {
+FPSCOPE_HD constexpr bool is_nan(Format f, std::uint64_t bits) {
   const std::uint64_t magnitude = magnitude_of(f, bits);
   return f.flavour == Flavour::ieee ? magnitude > f.exponent_mask()
                                     : magnitude == f.quiet_nan_bits();
 }
-FPSCOPE_HD constexpr bool is_signaling_nan(const Format& f, std::uint64_t bits) {
+FPSCOPE_HD constexpr bool is_signaling_nan(Format f, std::uint64_t bits) {
   return f.flavour == Flavour::ieee && is_nan(f, bits) && (bits & f.quiet_bit()) == 0;
 }
-FPSCOPE_HD constexpr bool is_infinite(const Format& f, std::uint64_t bits) {
+FPSCOPE_HD constexpr bool is_infinite(Format f, std::uint64_t bits) {
   return f.flavour == Flavour::ieee && magnitude_of(f, bits) == f.exponent_mask();
 }
-FPSCOPE_HD constexpr bool is_zero(const Format& f, std::uint64_t bits) {
+FPSCOPE_HD constexpr bool is_zero(Format f, std::uint64_t bits) {
   return magnitude_of(f, bits) == 0;
 }
-FPSCOPE_HD constexpr bool is_subnormal(const Format& f, std::uint64_t bits) {
+FPSCOPE_HD constexpr bool is_subnormal(Format f, std::uint64_t bits) {
   return biased_exponent_of(f, bits) == 0 && mantissa_of(f, bits) != 0;
 }
-FPSCOPE_HD constexpr bool is_finite(const Format& f, std::uint64_t bits) {
+FPSCOPE_HD constexpr bool is_finite(Format f, std::uint64_t bits) {
   return !is_nan(f, bits) && !is_infinite(f, bits);
 }
 
-FPSCOPE_HD constexpr FloatClass classify(const Format& f, std::uint64_t bits) {
+FPSCOPE_HD constexpr FloatClass classify(Format f, std::uint64_t bits) {
   if (is_nan(f, bits)) return is_signaling_nan(f, bits) ? FloatClass::signaling_nan : FloatClass::quiet_nan;
   if (is_infinite(f, bits)) return FloatClass::infinite;
   if (is_zero(f, bits)) return FloatClass::zero;
   return biased_exponent_of(f, bits) == 0 ? FloatClass::subnormal : FloatClass::normal;
 }
 
-FPSCOPE_HD constexpr std::uint64_t infinity(const Format& f, bool sign) {
+FPSCOPE_HD constexpr std::uint64_t infinity(Format f, bool sign) {
   return (sign ? f.sign_mask() : 0) | f.infinity_bits();
 }
-FPSCOPE_HD constexpr std::uint64_t max_finite(const Format& f, bool sign) {
+FPSCOPE_HD constexpr std::uint64_t max_finite(Format f, bool sign) {
   return (sign ? f.sign_mask() : 0) | f.max_finite_bits();
 }
-FPSCOPE_HD constexpr std::uint64_t signed_zero(const Format& f, bool sign) {
+FPSCOPE_HD constexpr std::uint64_t signed_zero(Format f, bool sign) {
   return sign ? f.sign_mask() : 0;
 }
 
@@ -77,7 +77,7 @@ struct Unpacked {
 };
 
 // Precondition: bits is finite (not NaN, not infinite).
-FPSCOPE_HD constexpr Unpacked unpack_finite(const Format& f, std::uint64_t bits) {
+FPSCOPE_HD constexpr Unpacked unpack_finite(Format f, std::uint64_t bits) {
   const std::uint64_t biased = biased_exponent_of(f, bits);
   const std::uint64_t mantissa = mantissa_of(f, bits);
   if (biased == 0) return {sign_of(f, bits), f.emin() - f.mantissa_bits, mantissa};
@@ -86,7 +86,7 @@ FPSCOPE_HD constexpr Unpacked unpack_finite(const Format& f, std::uint64_t bits)
 }
 
 // Reads an operand under denormals-are-zero: a subnormal becomes a zero of the same sign.
-FPSCOPE_HD inline std::uint64_t read_operand(const Format& f, std::uint64_t bits, const Context& ctx) {
+FPSCOPE_HD inline std::uint64_t read_operand(Format f, std::uint64_t bits, const Context& ctx) {
   return ctx.denormals_are_zero && is_subnormal(f, bits) ? signed_zero(f, sign_of(f, bits)) : bits;
 }
 

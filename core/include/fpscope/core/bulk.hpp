@@ -17,12 +17,12 @@ namespace fpscope {
 // general scalar path.
 
 // float32 -> bits of f, for formats of at most 16 bits (or at most 8 bits into bytes).
-void f32_to_bits(const Format& f, std::span<const float> in, std::span<std::uint16_t> out, Context& ctx);
-void f32_to_bits(const Format& f, std::span<const float> in, std::span<std::uint8_t> out, Context& ctx);
+void f32_to_bits(Format f, std::span<const float> in, std::span<std::uint16_t> out, Context& ctx);
+void f32_to_bits(Format f, std::span<const float> in, std::span<std::uint8_t> out, Context& ctx);
 // bits of f -> float32 (exact for formats narrower than float32).
-void bits_to_f32(const Format& f, std::span<const std::uint16_t> in, std::span<float> out, Context& ctx);
-void bits_to_f32(const Format& f, std::span<const std::uint8_t> in, std::span<float> out, Context& ctx);
+void bits_to_f32(Format f, std::span<const std::uint16_t> in, std::span<float> out, Context& ctx);
+void bits_to_f32(Format f, std::span<const std::uint8_t> in, std::span<float> out, Context& ctx);
 // float32 -> the value of f it rounds to, as float32 ("fake quantisation"). In place is fine.
-void round_f32(const Format& f, std::span<const float> in, std::span<float> out, Context& ctx);
+void round_f32(Format f, std::span<const float> in, std::span<float> out, Context& ctx);
 
 }  // namespace fpscope

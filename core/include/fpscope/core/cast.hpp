@@ -31,7 +31,7 @@ struct CastOptions {
 
 // Formats a float32 converts into by dropping mantissa bits only: at most 8 exponent bits and
 // 22 mantissa bits, so that the smallest normal of the target is a normal float32 or larger.
-constexpr bool is_narrow_of_f32(const Format& f) {
+constexpr bool is_narrow_of_f32(Format f) {
   return f.valid() && f.exponent_bits <= 8 && f.mantissa_bits <= 22 && f.emin() >= -126;
 }
 
@@ -160,7 +160,8 @@ FPSCOPE_HD inline std::uint32_t cast_to_f32(std::uint32_t bits, const CastOption
   constexpr std::uint32_t mantissa_mask = static_cast<std::uint32_t>(F.mantissa_mask());
   constexpr std::uint32_t rebias = static_cast<std::uint32_t>(127 - F.bias()) << 23;
   // 2^(emin - m): the weight of one unit of a subnormal mantissa; a normal float32.
-  constexpr std::uint32_t subnormal_unit = static_cast<std::uint32_t>(F.emin() - m + 127) << 23;
+  constexpr std::uint32_t subnormal_unit =
+      F.emin() - m >= -126 ? static_cast<std::uint32_t>(F.emin() - m + 127) << 23 : 0;
 
   const bool negative = (bits & static_cast<std::uint32_t>(F.sign_mask())) != 0;
   const std::uint32_t magnitude = bits & magnitude_mask;
@@ -171,9 +172,11 @@ FPSCOPE_HD inline std::uint32_t cast_to_f32(std::uint32_t bits, const CastOption
   const bool nan = special && (F.flavour == Flavour::ocp_fn || mantissa != 0);
 
   const std::uint32_t normal = (magnitude << (23 - m)) + rebias;
-  // mantissa * 2^(emin-m) in float32 arithmetic is exact (an integer below 2^22 times a power
-  // of two that keeps it normal), whatever the rounding mode.
-  const std::uint32_t sub = float_bits(static_cast<float>(mantissa) * bits_float(subnormal_unit));
+  // Formats with float32's exponent range (bf16, tf32) have float32's subnormals: the same
+  // shift. For the others, mantissa * 2^(emin-m) in float32 arithmetic is exact (an integer
+  // below 2^22 times a power of two that keeps it normal), whatever the rounding mode.
+  std::uint32_t sub = normal;
+  if constexpr (F.emin() - m >= -126) sub = float_bits(static_cast<float>(mantissa) * bits_float(subnormal_unit));
   const std::uint32_t special_bits =
       0x7F800000u | (F.flavour == Flavour::ieee ? mantissa << (23 - m) : 0) | (nan ? 0x400000u : 0);
   const std::uint32_t canonical = options.default_nan_negative ? 0xFFC00000u : 0x7FC00000u;

@@ -15,7 +15,7 @@ namespace fpscope {
 enum class Ordering : std::uint8_t { less, equal, greater, unordered };
 
 // Signalling comparisons raise invalid on any NaN operand, quiet ones only on a signalling NaN.
-FPSCOPE_HD inline Ordering compare(const Format& f, std::uint64_t a, std::uint64_t b, bool signaling,
+FPSCOPE_HD inline Ordering compare(Format f, std::uint64_t a, std::uint64_t b, bool signaling,
                                    Context& ctx) {
   if (is_nan(f, a) || is_nan(f, b)) {
     if (signaling || is_signaling_nan(f, a) || is_signaling_nan(f, b)) ctx.raise(flag::invalid);
@@ -32,43 +32,43 @@ FPSCOPE_HD inline Ordering compare(const Format& f, std::uint64_t a, std::uint64
   return ka < kb ? Ordering::less : ka > kb ? Ordering::greater : Ordering::equal;
 }
 
-FPSCOPE_HD inline bool eq(const Format& f, std::uint64_t a, std::uint64_t b, Context& ctx) {
+FPSCOPE_HD inline bool eq(Format f, std::uint64_t a, std::uint64_t b, Context& ctx) {
   return compare(f, a, b, false, ctx) == Ordering::equal;
 }
-FPSCOPE_HD inline bool eq_signaling(const Format& f, std::uint64_t a, std::uint64_t b, Context& ctx) {
+FPSCOPE_HD inline bool eq_signaling(Format f, std::uint64_t a, std::uint64_t b, Context& ctx) {
   return compare(f, a, b, true, ctx) == Ordering::equal;
 }
-FPSCOPE_HD inline bool lt(const Format& f, std::uint64_t a, std::uint64_t b, Context& ctx) {
+FPSCOPE_HD inline bool lt(Format f, std::uint64_t a, std::uint64_t b, Context& ctx) {
   return compare(f, a, b, true, ctx) == Ordering::less;
 }
-FPSCOPE_HD inline bool le(const Format& f, std::uint64_t a, std::uint64_t b, Context& ctx) {
+FPSCOPE_HD inline bool le(Format f, std::uint64_t a, std::uint64_t b, Context& ctx) {
   const Ordering o = compare(f, a, b, true, ctx);
   return o == Ordering::less || o == Ordering::equal;
 }
-FPSCOPE_HD inline bool lt_quiet(const Format& f, std::uint64_t a, std::uint64_t b, Context& ctx) {
+FPSCOPE_HD inline bool lt_quiet(Format f, std::uint64_t a, std::uint64_t b, Context& ctx) {
   return compare(f, a, b, false, ctx) == Ordering::less;
 }
-FPSCOPE_HD inline bool le_quiet(const Format& f, std::uint64_t a, std::uint64_t b, Context& ctx) {
+FPSCOPE_HD inline bool le_quiet(Format f, std::uint64_t a, std::uint64_t b, Context& ctx) {
   const Ordering o = compare(f, a, b, false, ctx);
   return o == Ordering::less || o == Ordering::equal;
 }
 
 namespace detail {
 // Total order on non-NaN values where -0 < +0 (IEEE 754-2019 minimum/maximum).
-FPSCOPE_HD inline bool below_with_signed_zero(const Format& f, std::uint64_t a, std::uint64_t b, Context& ctx) {
+FPSCOPE_HD inline bool below_with_signed_zero(Format f, std::uint64_t a, std::uint64_t b, Context& ctx) {
   if (is_zero(f, a) && is_zero(f, b)) return sign_of(f, a) && !sign_of(f, b);
   return compare(f, a, b, false, ctx) == Ordering::less;
 }
 }  // namespace detail
 
 // IEEE 754-2019 minimum / maximum: a NaN operand gives a NaN; -0 < +0.
-FPSCOPE_HD inline std::uint64_t minimum(const Format& f, std::uint64_t a, std::uint64_t b, Context& ctx) {
+FPSCOPE_HD inline std::uint64_t minimum(Format f, std::uint64_t a, std::uint64_t b, Context& ctx) {
   if (is_nan(f, a) || is_nan(f, b)) return propagate_nan(f, a, b, ctx);
   a = read_operand(f, a, ctx);
   b = read_operand(f, b, ctx);
   return detail::below_with_signed_zero(f, b, a, ctx) ? b : a;
 }
-FPSCOPE_HD inline std::uint64_t maximum(const Format& f, std::uint64_t a, std::uint64_t b, Context& ctx) {
+FPSCOPE_HD inline std::uint64_t maximum(Format f, std::uint64_t a, std::uint64_t b, Context& ctx) {
   if (is_nan(f, a) || is_nan(f, b)) return propagate_nan(f, a, b, ctx);
   a = read_operand(f, a, ctx);
   b = read_operand(f, b, ctx);
@@ -76,7 +76,7 @@ FPSCOPE_HD inline std::uint64_t maximum(const Format& f, std::uint64_t a, std::u
 }
 // IEEE 754-2019 minimumNumber / maximumNumber: a number beats a NaN (a signalling NaN still
 // raises invalid); two NaNs give a quiet NaN; -0 < +0.
-FPSCOPE_HD inline std::uint64_t minimum_number(const Format& f, std::uint64_t a, std::uint64_t b, Context& ctx) {
+FPSCOPE_HD inline std::uint64_t minimum_number(Format f, std::uint64_t a, std::uint64_t b, Context& ctx) {
   const bool nan_a = is_nan(f, a), nan_b = is_nan(f, b);
   if (nan_a && nan_b) return propagate_nan(f, a, b, ctx);
   if (nan_a || nan_b) {
@@ -85,7 +85,7 @@ FPSCOPE_HD inline std::uint64_t minimum_number(const Format& f, std::uint64_t a,
   }
   return minimum(f, a, b, ctx);
 }
-FPSCOPE_HD inline std::uint64_t maximum_number(const Format& f, std::uint64_t a, std::uint64_t b, Context& ctx) {
+FPSCOPE_HD inline std::uint64_t maximum_number(Format f, std::uint64_t a, std::uint64_t b, Context& ctx) {
   const bool nan_a = is_nan(f, a), nan_b = is_nan(f, b);
   if (nan_a && nan_b) return propagate_nan(f, a, b, ctx);
   if (nan_a || nan_b) {

@@ -15,7 +15,7 @@ namespace fpscope {
 // Converts bits of `from` into `to`. Infinity into a format without one (OCP FN) is invalid
 // and gives NaN, or ±max under saturation; saturation also sends ±infinity to ±max in IEEE
 // targets (OCP "SAT" conversions).
-FPSCOPE_HD inline std::uint64_t convert(const Format& from, const Format& to, std::uint64_t bits,
+FPSCOPE_HD inline std::uint64_t convert(Format from, Format to, std::uint64_t bits,
                                         Context& ctx) {
   if (is_nan(from, bits)) return convert_nan(from, to, bits, ctx);
   bits = read_operand(from, bits, ctx);
@@ -32,16 +32,16 @@ FPSCOPE_HD inline std::uint64_t convert(const Format& from, const Format& to, st
 
 // float32 value -> bits of f, and bits of f -> the nearest float32 (exact for every format
 // with at most 8 exponent bits and 23 mantissa bits).
-FPSCOPE_HD inline std::uint64_t from_float(const Format& f, float value, Context& ctx) {
+FPSCOPE_HD inline std::uint64_t from_float(Format f, float value, Context& ctx) {
   return convert(formats::fp32, f, float_bits(value), ctx);
 }
-FPSCOPE_HD inline float to_float(const Format& f, std::uint64_t bits, Context& ctx) {
+FPSCOPE_HD inline float to_float(Format f, std::uint64_t bits, Context& ctx) {
   return bits_float(static_cast<std::uint32_t>(convert(f, formats::fp32, bits, ctx)));
 }
-FPSCOPE_HD inline std::uint64_t from_double(const Format& f, double value, Context& ctx) {
+FPSCOPE_HD inline std::uint64_t from_double(Format f, double value, Context& ctx) {
   return convert(formats::fp64, f, double_bits(value), ctx);
 }
-FPSCOPE_HD inline double to_double(const Format& f, std::uint64_t bits, Context& ctx) {
+FPSCOPE_HD inline double to_double(Format f, std::uint64_t bits, Context& ctx) {
   return bits_double(convert(f, formats::fp64, bits, ctx));
 }
 

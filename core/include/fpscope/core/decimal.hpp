@@ -35,7 +35,7 @@ ParsedNumber parse_number(std::string_view text);
 
 // The number correctly rounded into f under ctx (flags raised as for a conversion from an
 // exact value: inexact, underflow, overflow).
-std::uint64_t round_number(const Format& f, const ParsedNumber& number, Context& ctx);
+std::uint64_t round_number(Format f, const ParsedNumber& number, Context& ctx);
 
 // parse_number + round_number, with a fast path for the common case: the text is first read
 // as the nearest binary64 (std::from_chars, correctly rounded); when that double lies strictly
@@ -43,11 +43,11 @@ std::uint64_t round_number(const Format& f, const ParsedNumber& number, Context&
 // precision, which also settles tininess after rounding), the text rounds to f exactly as
 // the double does, flags included. Otherwise, and always for stochastic rounding, it takes
 // the exact path. Throws ParseError like parse_number.
-std::uint64_t round_text(const Format& f, std::string_view text, Context& ctx);
+std::uint64_t round_text(Format f, std::string_view text, Context& ctx);
 
 // Every digit of the value that bits of f stand for: "0.1000000000000000055511151231257827021181583404541015625".
 // NaNs print as "nan"/"-nan" ("snan" when signalling), infinities as "inf"/"-inf".
-std::string exact_decimal(const Format& f, std::uint64_t bits);
+std::string exact_decimal(Format f, std::uint64_t bits);
 
 // The exact difference stored - written, as a decimal string with every digit, and the
 // relative error |stored - written| / |written| (an approximation; inf when written is 0).
@@ -56,6 +56,6 @@ struct ConversionError {
   std::string absolute;  // signed, exact
   double relative = 0;
 };
-ConversionError conversion_error(const Format& f, std::uint64_t bits, const ParsedNumber& number);
+ConversionError conversion_error(Format f, std::uint64_t bits, const ParsedNumber& number);
 
 }  // namespace fpscope

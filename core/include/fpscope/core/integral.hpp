@@ -31,7 +31,7 @@ FPSCOPE_HD inline u128 round_to_integer_magnitude(const Unpacked& value, Context
 
 // roundToIntegral in ctx's rounding mode. `exact` chooses IEEE roundToIntegralExact (raises
 // inexact) over roundToIntegral (never raises it), as TestFloat's -exact / -notexact.
-FPSCOPE_HD inline std::uint64_t round_to_integral(const Format& f, std::uint64_t a, bool exact, Context& ctx) {
+FPSCOPE_HD inline std::uint64_t round_to_integral(Format f, std::uint64_t a, bool exact, Context& ctx) {
   if (is_nan(f, a)) return propagate_nan(f, a, a, ctx);
   a = read_operand(f, a, ctx);
   if (is_infinite(f, a) || is_zero(f, a)) return a;
@@ -47,7 +47,7 @@ FPSCOPE_HD inline std::uint64_t round_to_integral(const Format& f, std::uint64_t
 
 // Conversion to an integer of `width` bits (32 or 64), signed or not. NaN and out-of-range
 // operands raise invalid (never inexact) and return the platform's value for that case.
-FPSCOPE_HD inline std::uint64_t to_integer(const Format& f, std::uint64_t a, int width, bool is_signed,
+FPSCOPE_HD inline std::uint64_t to_integer(Format f, std::uint64_t a, int width, bool is_signed,
                                            bool exact, Context& ctx) {
   const std::uint64_t all_ones = width == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << width) - 1;
   const std::uint64_t signed_min = std::uint64_t{1} << (width - 1);  // as bits
@@ -75,13 +75,13 @@ FPSCOPE_HD inline std::uint64_t to_integer(const Format& f, std::uint64_t a, int
 }
 
 // Conversion from an integer, correctly rounded.
-FPSCOPE_HD inline std::uint64_t from_signed(const Format& f, std::int64_t value, Context& ctx) {
+FPSCOPE_HD inline std::uint64_t from_signed(Format f, std::int64_t value, Context& ctx) {
   const bool negative = value < 0;
   const std::uint64_t magnitude = negative ? 0 - static_cast<std::uint64_t>(value)
                                            : static_cast<std::uint64_t>(value);
   return round_pack(f, negative, 0, magnitude, ctx);
 }
-FPSCOPE_HD inline std::uint64_t from_unsigned(const Format& f, std::uint64_t value, Context& ctx) {
+FPSCOPE_HD inline std::uint64_t from_unsigned(Format f, std::uint64_t value, Context& ctx) {
   return round_pack(f, false, 0, value, ctx);
 }
 

@@ -21,7 +21,7 @@ class UnknownNameError : public std::runtime_error {
 // 2 <= X <= 11 and 1 <= Y <= 52. Throws UnknownNameError naming the input otherwise.
 Format parse_format(std::string_view name);
 // The canonical name: "fp16", "bf16", ..., or "e6m9" / "e3m4fn" for custom formats.
-std::string format_name(const Format& f);
+std::string format_name(Format f);
 // The named formats, in the order fpscope lists them.
 const std::vector<Format>& named_formats();
 

@@ -11,19 +11,19 @@
 namespace fpscope {
 
 // The NaN an invalid operation produces (x86: sign set, fp16 0xFE00; RISC-V: 0x7E00).
-FPSCOPE_HD inline std::uint64_t default_nan(const Format& f, const Context& ctx) {
+FPSCOPE_HD inline std::uint64_t default_nan(Format f, const Context& ctx) {
   return signed_zero(f, ctx.platform.default_nan_negative) | f.quiet_nan_bits();
 }
 
 // A NaN of f made quiet (IEEE: the quiet bit set; OCP FN has a single NaN).
-FPSCOPE_HD inline std::uint64_t quieted(const Format& f, std::uint64_t nan_bits) {
+FPSCOPE_HD inline std::uint64_t quieted(Format f, std::uint64_t nan_bits) {
   return f.flavour == Flavour::ieee ? nan_bits | f.quiet_bit() : nan_bits;
 }
 
 // The NaN result of an operation with at least one NaN operand (a or b; c for fused
 // multiply-add): invalid if any is signalling; x86 SSE returns the first NaN operand, quieted;
 // platforms that do not propagate payloads return the default NaN.
-FPSCOPE_HD inline std::uint64_t propagate_nan(const Format& f, std::uint64_t a, std::uint64_t b,
+FPSCOPE_HD inline std::uint64_t propagate_nan(Format f, std::uint64_t a, std::uint64_t b,
                                               Context& ctx) {
   if (is_signaling_nan(f, a) || is_signaling_nan(f, b)) ctx.raise(flag::invalid);
   if (!ctx.platform.propagate_nan_payload) return default_nan(f, ctx);
@@ -31,14 +31,15 @@ FPSCOPE_HD inline std::uint64_t propagate_nan(const Format& f, std::uint64_t a, 
 }
 
 // A NaN of `from` carried into `to`: sign kept, payload aligned at the top of the mantissa and
-// truncated or zero-extended, quiet bit set (SoftFloat's x86 "common NaN" path).
-FPSCOPE_HD inline std::uint64_t convert_nan(const Format& from, const Format& to,
+// truncated or zero-extended, quiet bit set (SoftFloat's x86 "common NaN" path). The single
+// NaN of an OCP FN format carries no payload.
+FPSCOPE_HD inline std::uint64_t convert_nan(Format from, Format to,
                                             std::uint64_t bits, Context& ctx) {
   if (is_signaling_nan(from, bits)) ctx.raise(flag::invalid);
   if (!ctx.platform.propagate_nan_payload) return default_nan(to, ctx);
   const bool sign = sign_of(from, bits);
   if (to.flavour == Flavour::ocp_fn) return signed_zero(to, sign) | to.quiet_nan_bits();
-  const std::uint64_t payload = mantissa_of(from, bits);
+  const std::uint64_t payload = from.flavour == Flavour::ieee ? mantissa_of(from, bits) : 0;  // FN NaN: no payload
   const int dist = to.mantissa_bits - from.mantissa_bits;
   const std::uint64_t aligned = dist >= 0 ? payload << dist : payload >> (-dist);
   return signed_zero(to, sign) | to.exponent_mask() | to.quiet_bit() | (aligned & to.mantissa_mask());

@@ -12,7 +12,7 @@ namespace fpscope {
 // nextUp: the least value of f that compares greater. NaN gives the quiet NaN; +inf stays;
 // -inf gives -max; ±0 give the smallest positive subnormal. In OCP FN formats, nextUp(max)
 // is NaN: there is nothing above.
-FPSCOPE_HD constexpr std::uint64_t next_up(const Format& f, std::uint64_t bits) {
+FPSCOPE_HD constexpr std::uint64_t next_up(Format f, std::uint64_t bits) {
   if (is_nan(f, bits)) return bits | (f.flavour == Flavour::ieee ? f.quiet_bit() : 0);
   const bool negative = sign_of(f, bits);
   const std::uint64_t magnitude = magnitude_of(f, bits);
@@ -24,14 +24,14 @@ FPSCOPE_HD constexpr std::uint64_t next_up(const Format& f, std::uint64_t bits) 
 }
 
 // nextDown(x) = -nextUp(-x).
-FPSCOPE_HD constexpr std::uint64_t next_down(const Format& f, std::uint64_t bits) {
+FPSCOPE_HD constexpr std::uint64_t next_down(Format f, std::uint64_t bits) {
   if (is_nan(f, bits)) return next_up(f, bits);
   return next_up(f, bits ^ f.sign_mask()) ^ f.sign_mask();
 }
 
 // The exponent k of ulp(x) = 2^k: the spacing of f's values in x's binade (for subnormals and
 // zero, the subnormal spacing 2^(emin - m)). Precondition: x finite.
-FPSCOPE_HD constexpr int ulp_exponent(const Format& f, std::uint64_t bits) {
+FPSCOPE_HD constexpr int ulp_exponent(Format f, std::uint64_t bits) {
   const std::uint64_t biased = biased_exponent_of(f, bits);
   const int binade = biased == 0 ? f.emin() : static_cast<int>(biased) - f.bias();
   return binade - f.mantissa_bits;

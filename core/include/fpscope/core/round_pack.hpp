@@ -61,7 +61,7 @@ FPSCOPE_HD inline u128 round_significand(u128 sig, int shift, bool sign, Roundin
 
 // The result of an overflow in the context's rounding mode: ±infinity (IEEE) or NaN (OCP FN),
 // or ±max finite for the modes that round toward zero and under saturation.
-FPSCOPE_HD inline std::uint64_t overflow_result(const Format& f, bool sign, Context& ctx) {
+FPSCOPE_HD inline std::uint64_t overflow_result(Format f, bool sign, Context& ctx) {
   ctx.raise(flag::overflow | flag::inexact);
   const RoundingMode mode = ctx.rounding;
   const bool to_max_finite = ctx.saturate || mode == RoundingMode::toward_zero ||
@@ -77,7 +77,7 @@ FPSCOPE_HD inline std::uint64_t overflow_result(const Format& f, bool sign, Cont
 // underflow and overflow exactly where IEEE 754 says so. sig may carry a jammed sticky bit
 // (see shift_right_jam) provided it has at least m + 3 significant bits; an exact sig may be
 // any width below 2^127. sig == 0 gives a zero of the given sign.
-FPSCOPE_HD inline std::uint64_t round_pack(const Format& f, bool sign, int exponent, u128 sig,
+FPSCOPE_HD inline std::uint64_t round_pack(Format f, bool sign, int exponent, u128 sig,
                                            Context& ctx) {
   if (sig == 0) return signed_zero(f, sign);
   // Normalise so that the leading one sits at bit 125: plenty of guard bits for every format.

@@ -1,0 +1,109 @@
+// Bulk conversion and histogram throughput on 64M floats, beside F16C and a plain memory read.
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "fpscope/core/bulk.hpp"
+#include "fpscope/core/exponent_histogram.hpp"
+
+namespace {
+
+constexpr std::size_t count = std::size_t{64} << 20;  // 64M floats = 256 MiB
+
+// Values shaped like a gradient tensor: normal-distributed over many binades, with zeros.
+const std::vector<float>& input() {
+  static const std::vector<float> values = [] {
+    std::vector<float> v(count);
+    std::mt19937 rng(1);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (std::size_t i = 0; i < count; ++i) v[i] = (i % 8 == 0) ? 0.0f : normal(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 24) - 20);
+    return v;
+  }();
+  return values;
+}
+
+void set_bytes(benchmark::State& state) {
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(count * sizeof(float)));
+}
+
+// Baseline: read every float once (vectorised sum of the bits).
+void BM_plain_read(benchmark::State& state) {
+  const auto& in = input();
+  for (auto _ : state) {
+    const auto* p = reinterpret_cast<const __m256i*>(in.data());
+    __m256i sum = _mm256_setzero_si256();
+    for (std::size_t i = 0; i < count / 8; ++i) sum = _mm256_add_epi32(sum, _mm256_loadu_si256(p + i));
+    benchmark::DoNotOptimize(sum);
+  }
+  set_bytes(state);
+}
+
+// Baseline: the F16C instruction converting the whole array (round to nearest even).
+void BM_f16c_f32_to_fp16(benchmark::State& state) {
+  const auto& in = input();
+  std::vector<std::uint16_t> out(count);
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < count; i += 8) {
+      const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in.data() + i), _MM_FROUND_TO_NEAREST_INT);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out.data() + i), h);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_bytes(state);
+}
+
+void BM_fpscope_f32_to_fp16(benchmark::State& state) {
+  const auto& in = input();
+  std::vector<std::uint16_t> out(count);
+  for (auto _ : state) {
+    fpscope::Context ctx;
+    fpscope::f32_to_bits(fpscope::formats::fp16, in, out, ctx);
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_bytes(state);
+}
+
+void BM_fpscope_f32_to_bf16(benchmark::State& state) {
+  const auto& in = input();
+  std::vector<std::uint16_t> out(count);
+  for (auto _ : state) {
+    fpscope::Context ctx;
+    fpscope::f32_to_bits(fpscope::formats::bf16, in, out, ctx);
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_bytes(state);
+}
+
+void BM_fpscope_round_f32_fp16(benchmark::State& state) {
+  const auto& in = input();
+  std::vector<float> out(count);
+  for (auto _ : state) {
+    fpscope::Context ctx;
+    fpscope::round_f32(fpscope::formats::fp16, in, out, ctx);
+    benchmark::DoNotOptimize(out.data());
+  }
+  set_bytes(state);
+}
+
+void BM_fpscope_exponent_histogram(benchmark::State& state) {
+  const auto& in = input();
+  for (auto _ : state) {
+    fpscope::ExponentHistogram histogram;
+    histogram.add(in);
+    benchmark::DoNotOptimize(histogram);
+  }
+  set_bytes(state);
+}
+
+}  // namespace
+
+BENCHMARK(BM_plain_read)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_f16c_f32_to_fp16)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_fpscope_f32_to_fp16)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_fpscope_f32_to_bf16)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_fpscope_round_f32_fp16)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_fpscope_exponent_histogram)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_MAIN();

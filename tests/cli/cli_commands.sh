@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# End-to-end checks of the fpscope command: outputs, exit statuses, error sentences.
+set -u
+fpscope="$1"
+passed=0
+failed=0
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# expect NAME STATUS PATTERN -- command...   (stdout+stderr must match the extended regex)
+check() {
+  local name="$1" want_status="$2" pattern="$3"
+  shift 4
+  local out status
+  out=$("$@" 2>&1)
+  status=$?
+  if [[ "$status" == "$want_status" ]] && grep -Eq -- "$pattern" <<<"$out"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    echo "FAIL $name: status $status (wanted $want_status), pattern '$pattern'"
+    echo "$out" | head -20
+  fi
+}
+
+# a bad input: non-zero status, nothing on stdout, exactly one line on stderr naming the input.
+check_bad() {
+  local name="$1" needle="$2"
+  shift 3
+  local out err status
+  out=$("$@" 2>"$work/err" </dev/null)
+  status=$?
+  err=$(cat "$work/err")
+  if [[ "$status" != 0 && -z "$out" && $(wc -l <"$work/err") == 1 && "$err" == *"$needle"* ]]; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    echo "FAIL $name: status $status, stdout '$out', stderr '$err'"
+  fi
+}
+
+check inspect-overflow 0 'hex +0x7C00' -- "$fpscope" inspect 65520 --format fp16
+check inspect-overflow-flags 0 'flags +overflow inexact' -- "$fpscope" inspect 65520 --format fp16
+check inspect-subnormal 0 'hex +0x0001' -- "$fpscope" inspect 5.96e-8 --format fp16
+check inspect-subnormal-class 0 'class +subnormal' -- "$fpscope" inspect 5.96e-8 --format fp16
+check inspect-three-bf16 0 'hex +0x3DCD' -- "$fpscope" inspect 0.1 --format bf16 --format fp16 --format e4m3
+check inspect-three-fp16 0 'stored +0\.0999755859375' -- "$fpscope" inspect 0.1 --format bf16 --format fp16 --format e4m3
+check inspect-three-e4m3 0 'hex +0x1D' -- "$fpscope" inspect 0.1 --format bf16 --format fp16 --format e4m3
+check inspect-error 0 'absolute -0\.0000244140625 \(exact\)' -- "$fpscope" inspect 0.1 --format fp16
+check inspect-bits 0 'stored +1$' -- "$fpscope" inspect --bits 0x3C00 --format fp16
+check inspect-hexfloat 0 'stored +0\.1875' -- "$fpscope" inspect 0x1.8p-3 --format fp32
+check inspect-negative-zero 0 'bits +1 \| 00000 \| 0000000000' -- "$fpscope" inspect -0 --format fp16
+check inspect-nan 0 'class +quiet NaN' -- "$fpscope" inspect nan --format fp16
+check inspect-round-up 0 'hex +0x2E67' -- "$fpscope" inspect 0.1 --format fp16 --round ru
+check inspect-colour-forced 0 $'\x1b\\[3' -- "$fpscope" inspect 1 --format fp16 --color always
+# Piped output carries no colour escapes.
+if [[ "$("$fpscope" inspect 1 --format fp16)" == *$'\x1b'* ]]; then
+  failed=$((failed + 1)); echo "FAIL inspect-plain-when-piped: escape codes in piped output"
+else
+  passed=$((passed + 1))
+fi
+check table-fp16 0 'fp16 +1\.5\.10 +15 +-14 +15 +2\^-24' -- "$fpscope" table fp16
+check table-e4m3 0 'e4m3 .* 448 ' -- "$fpscope" table e4m3
+check table-exact 0 'min subnormal +2\^-24 = 0\.000000059604644775390625' -- "$fpscope" table fp16 --exact
+
+printf '1.0\n0.1\n65520\n-0\n' >"$work/values"
+check convert-values 0 '^1$' -- bash -c "'$fpscope' convert --from fp32 --to fp16 <'$work/values' | head -1"
+check convert-bits 0 '^0x3C00 1$' -- bash -c "printf '0x3F800000\n' | '$fpscope' convert --from fp32 --to fp16 --output both"
+check convert-flags 0 '^inf overflow inexact$' -- bash -c "printf '65520\n' | '$fpscope' convert --from fp64 --to fp16 --flags"
+check convert-widen 0 '^0x3FF0000000000000$' -- bash -c "printf '0x3C00\n' | '$fpscope' convert --from fp16 --to fp64"
+check convert-e4m3-saturate 0 '^0x7E$' -- bash -c "printf '0x7F800000\n' | '$fpscope' convert --from fp32 --to e4m3 --saturate"
+
+check_bad bad-number "'banana'" -- "$fpscope" inspect banana
+check_bad bad-format "'fp17'" -- "$fpscope" inspect 1 --format fp17
+check_bad bad-mode "'sideways'" -- "$fpscope" inspect 1 --round sideways
+check_bad bad-bits "does not fit" -- "$fpscope" inspect --bits 0x123456 --format fp16
+check_bad bad-table-format "'half-float'" -- "$fpscope" table half-float
+check_bad bad-convert-line "line 2" -- bash -c "printf '1\nbanana\n' | '$fpscope' convert --from fp32 --to fp16"
+check_bad bad-convert-width "line 1" -- bash -c "printf '0x12345\n' | '$fpscope' convert --from fp16 --to fp32"
+check_bad bad-verify-function "'f16_frobnicate'" -- "$fpscope" verify f16_frobnicate
+check bad-verify-line 1 'line 2: malformed case' -- bash -c "printf '3C00 3C00 4000 00\n3C00 zz\n' | '$fpscope' verify f16_add"
+check bad-verify-count 1 '^1 passed, 1 failed$' -- bash -c "printf '3C00 3C00 4000 00\n3C00 zz\n' | '$fpscope' verify f16_add 2>/dev/null"
+check verify-failure-shown 1 'ours 4000 flags 00 \(none\), expected 4001' -- bash -c "printf '3C00 3C00 4001 00\n' | '$fpscope' verify f16_add"
+check verify-options 0 '^1 passed, 0 failed$' -- bash -c "printf '3C01 3C00 01\n' | '$fpscope' verify f16_roundToInt -rminMag -exact"
+check verify-int 0 '^1 passed, 0 failed$' -- bash -c "printf '4100 00000002 00\n' | '$fpscope' verify f16_to_i32 -rnear_even"
+check verify-compare 0 '^1 passed, 0 failed$' -- bash -c "printf '7E00 3C00 0 10\n' | '$fpscope' verify f16_lt"
+
+echo "$passed passed, $failed failed"
+[[ $failed == 0 ]]

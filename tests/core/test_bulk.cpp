@@ -1,0 +1,178 @@
+// Bulk kernels and the branch-free casts against the general scalar conversion, bit for bit.
+#include <doctest/doctest.h>
+
+#include <initializer_list>
+#include <iostream>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "fpscope/core/bulk.hpp"
+#include "fpscope/core/cast.hpp"
+#include "fpscope/core/convert.hpp"
+
+using namespace fpscope;
+
+namespace {
+
+// Inputs that cover every path: all classes, every rounding boundary near each target's range.
+std::vector<float> edgy_floats(std::size_t n) {
+  std::mt19937 rng(11);
+  std::vector<float> values;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t bits = rng();
+    switch (i % 4) {
+      case 0: break;  // anything
+      case 1: bits = (bits & 0x80001FFFu) | ((100u + rng() % 60u) << 23) | (rng() & 0x7FE000u); break;  // fp16 range
+      case 2: bits = (bits & 0x807FFFFFu) | ((rng() % 8) << 23); break;  // float32 subnormals and tiny
+      case 3: bits = (bits & 0x8000FFFFu) | (0x7F0000u & (rng() << 16)) | ((110u + rng() % 40u) << 23); break;  // ties
+    }
+    values.push_back(bits_float(bits));
+  }
+  for (const std::uint32_t special : {0x00000000u, 0x80000000u, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0x7F800001u,
+                                      0x477FEFFFu, 0x477FF000u, 0x477FF001u, 0x33000000u, 0x33000001u, 0x387FF000u,
+                                      0x007FFFFFu, 0x43E00000u, 0x43E80000u})
+    values.push_back(bits_float(special));
+  return values;
+}
+
+// The formats whose bits fit 16-bit elements (tf32, 19 bits wide, is tested through round_f32).
+const Format narrow_formats[] = {formats::fp16, formats::bf16, formats::e4m3, formats::e5m2};
+
+}  // namespace
+
+TEST_CASE("bulk float32 -> narrow equals scalar convert in every mode and option") {
+  const std::vector<float> in = edgy_floats(20000);
+  for (const Format& f : narrow_formats) {
+    for (int mode = 0; mode < rounding_mode_count; ++mode) {
+      for (int option = 0; option < 6; ++option) {
+        Context bulk_ctx;
+        bulk_ctx.rounding = static_cast<RoundingMode>(mode);
+        bulk_ctx.flush_to_zero = option == 1;
+        bulk_ctx.denormals_are_zero = option == 2;
+        bulk_ctx.saturate = option == 3;
+        bulk_ctx.tininess = option == 4 ? Tininess::before_rounding : Tininess::after_rounding;
+        if (option == 5) bulk_ctx.platform = platform_riscv;
+        bulk_ctx.stochastic_seed = 77;
+        Context scalar_ctx = bulk_ctx;
+        std::vector<std::uint16_t> out(in.size());
+        f32_to_bits(f, in, out, bulk_ctx);
+        std::uint8_t scalar_flags = 0;
+        int mismatches = 0;
+        for (std::size_t i = 0; i < in.size(); ++i) {
+          scalar_ctx.flags = 0;
+          scalar_ctx.stochastic_counter = i;
+          const std::uint64_t expected = convert(formats::fp32, f, float_bits(in[i]), scalar_ctx);
+          scalar_flags |= scalar_ctx.flags;
+          if (expected != out[i] && ++mismatches < 5)
+            MESSAGE("format e" << f.exponent_bits << "m" << f.mantissa_bits << " mode " << mode << " option " << option
+                               << " input " << std::hex << float_bits(in[i]) << ": bulk " << out[i] << " scalar " << expected);
+        }
+        CHECK(mismatches == 0);
+        CHECK(bulk_ctx.flags == scalar_flags);
+        CHECK(bulk_ctx.stochastic_counter == in.size());
+      }
+    }
+  }
+}
+
+TEST_CASE("cast_from_f32 flags equal convert's flags element by element") {
+  const std::vector<float> in = edgy_floats(20000);
+  for (int mode = 0; mode < rounding_mode_count; ++mode) {
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      Context ctx;
+      ctx.rounding = static_cast<RoundingMode>(mode);
+      ctx.stochastic_counter = i;
+      const std::uint64_t random = stochastic_random(0, i);
+      const std::uint64_t expected = convert(formats::fp32, formats::fp16, float_bits(in[i]), ctx);
+      std::uint32_t flags = 0;
+      std::uint32_t got = 0;
+      const CastOptions options = CastOptions::from(ctx);
+      switch (ctx.rounding) {
+        case RoundingMode::nearest_even: got = cast_from_f32<formats::fp16, RoundingMode::nearest_even>(float_bits(in[i]), options, random, flags); break;
+        case RoundingMode::nearest_away: got = cast_from_f32<formats::fp16, RoundingMode::nearest_away>(float_bits(in[i]), options, random, flags); break;
+        case RoundingMode::toward_zero: got = cast_from_f32<formats::fp16, RoundingMode::toward_zero>(float_bits(in[i]), options, random, flags); break;
+        case RoundingMode::toward_positive: got = cast_from_f32<formats::fp16, RoundingMode::toward_positive>(float_bits(in[i]), options, random, flags); break;
+        case RoundingMode::toward_negative: got = cast_from_f32<formats::fp16, RoundingMode::toward_negative>(float_bits(in[i]), options, random, flags); break;
+        case RoundingMode::odd: got = cast_from_f32<formats::fp16, RoundingMode::odd>(float_bits(in[i]), options, random, flags); break;
+        case RoundingMode::stochastic: got = cast_from_f32<formats::fp16, RoundingMode::stochastic>(float_bits(in[i]), options, random, flags); break;
+      }
+      REQUIRE(got == expected);
+      REQUIRE(flags == ctx.flags);
+    }
+  }
+}
+
+TEST_CASE("every 16-bit and 8-bit pattern widens to float32 like convert") {
+  for (const Format& f : narrow_formats) {
+    for (const bool daz : {false, true}) {
+      const std::size_t count = std::size_t{1} << (f.width() <= 8 ? 8 : 16);
+      std::vector<std::uint16_t> in(count);
+      for (std::size_t i = 0; i < count; ++i) in[i] = static_cast<std::uint16_t>(i);
+      if (f.width() > 16) in.resize(0);
+      std::vector<float> out(in.size());
+      Context ctx;
+      ctx.denormals_are_zero = daz;
+      if (f.width() <= 16) bits_to_f32(f, in, out, ctx);
+      for (std::size_t i = 0; i < in.size(); ++i) {
+        Context scalar;
+        scalar.denormals_are_zero = daz;
+        CAPTURE(i);
+        CAPTURE(f.mantissa_bits);
+        CAPTURE(daz);
+        REQUIRE(float_bits(out[i]) == convert(f, formats::fp32, in[i], scalar));
+      }
+    }
+  }
+}
+
+TEST_CASE("round_f32 equals scalar convert there and back, tf32 included") {
+  const std::vector<float> in = edgy_floats(20000);
+  for (const Format& f : {formats::tf32, formats::fp16, formats::bf16}) {
+    for (int mode = 0; mode < rounding_mode_count; ++mode) {
+      Context bulk_ctx;
+      bulk_ctx.rounding = static_cast<RoundingMode>(mode);
+      Context scalar_ctx = bulk_ctx;
+      std::vector<float> out(in.size());
+      round_f32(f, in, out, bulk_ctx);
+      std::uint8_t scalar_flags = 0;
+      for (std::size_t i = 0; i < in.size(); ++i) {
+        scalar_ctx.flags = 0;
+        scalar_ctx.stochastic_counter = i;
+        const std::uint64_t narrow = convert(formats::fp32, f, float_bits(in[i]), scalar_ctx);
+        scalar_flags |= scalar_ctx.flags;
+        Context widen;
+        REQUIRE(float_bits(out[i]) == convert(f, formats::fp32, narrow, widen));
+      }
+      CHECK(bulk_ctx.flags == scalar_flags);
+    }
+  }
+}
+
+TEST_CASE("round_f32 is narrow then widen; 8-bit outputs; length mismatches throw") {
+  const std::vector<float> in = edgy_floats(5000);
+  std::vector<float> rounded(in.size());
+  Context ctx;
+  round_f32(formats::e4m3, in, rounded, ctx);
+  std::vector<std::uint8_t> bytes(in.size());
+  Context ctx2;
+  f32_to_bits(formats::e4m3, in, bytes, ctx2);
+  CHECK(ctx.flags == ctx2.flags);
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    Context widen;
+    REQUIRE(float_bits(rounded[i]) == convert(formats::e4m3, formats::fp32, bytes[i], widen));
+  }
+  std::vector<std::uint16_t> short_out(3);
+  CHECK_THROWS_AS(f32_to_bits(formats::fp16, in, short_out, ctx), std::invalid_argument);
+  std::vector<std::uint8_t> narrow(in.size());
+  CHECK_THROWS_AS(f32_to_bits(formats::fp16, in, narrow, ctx), std::invalid_argument);
+  // A custom format takes the general path, with the same results.
+  const Format e6m9{6, 9, Flavour::ieee};
+  std::vector<std::uint16_t> custom(in.size());
+  Context c1;
+  f32_to_bits(e6m9, in, custom, c1);
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    Context c2;
+    REQUIRE(custom[i] == convert(formats::fp32, e6m9, float_bits(in[i]), c2));
+  }
+}

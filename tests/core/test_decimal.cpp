@@ -1,0 +1,126 @@
+// Exact decimal printing and parsing, against glibc's correctly rounded strtod/strtof.
+#include <doctest/doctest.h>
+
+#include <cfenv>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "fpscope/core/convert.hpp"
+#include "fpscope/core/decimal.hpp"
+
+using namespace fpscope;
+
+TEST_CASE("exact decimal expansions") {
+  CHECK(exact_decimal(formats::fp16, 0x2E66) == "0.0999755859375");
+  CHECK(exact_decimal(formats::fp16, 0x0001) == "0.000000059604644775390625");
+  CHECK(exact_decimal(formats::fp16, 0x7BFF) == "65504");
+  CHECK(exact_decimal(formats::fp16, 0xFC00) == "-inf");
+  CHECK(exact_decimal(formats::fp16, 0x8000) == "-0");
+  CHECK(exact_decimal(formats::fp16, 0x7D00) == "snan");
+  CHECK(exact_decimal(formats::fp16, 0xFE00) == "-nan");
+  CHECK(exact_decimal(formats::fp64, 0x3FB999999999999A) == "0.1000000000000000055511151231257827021181583404541015625");
+  CHECK(exact_decimal(formats::bf16, 0x7F7F) == "338953138925153547590470800371487866880");
+  const std::string tiny = exact_decimal(formats::fp64, 1);  // 2^-1074 has 751 significant digits
+  CHECK(tiny.size() == 2 + 1074);  // "0." and 1074 fraction digits, the last one 5
+  CHECK(tiny.rfind("0.000", 0) == 0);
+  CHECK(tiny.substr(tiny.size() - 5) == "65625");
+}
+
+TEST_CASE("parsing accepts every documented form and rejects the rest") {
+  Context ctx;
+  CHECK(round_number(formats::fp32, parse_number("0.1"), ctx) == 0x3DCCCCCD);
+  CHECK(round_number(formats::fp32, parse_number("0x1.8p-3"), ctx) == 0x3E400000);
+  CHECK(round_number(formats::fp32, parse_number("-0"), ctx) == 0x80000000);
+  CHECK(round_number(formats::fp32, parse_number("+1E+2"), ctx) == 0x42C80000);
+  CHECK(round_number(formats::fp32, parse_number(".5"), ctx) == 0x3F000000);
+  CHECK(round_number(formats::fp32, parse_number("5."), ctx) == 0x40A00000);
+  CHECK(round_number(formats::fp32, parse_number("-inf"), ctx) == 0xFF800000);
+  CHECK(round_number(formats::fp32, parse_number("Infinity"), ctx) == 0x7F800000);
+  CHECK(round_number(formats::fp32, parse_number("nan"), ctx) == 0x7FC00000);
+  CHECK(round_number(formats::fp32, parse_number("snan"), ctx) == 0x7F800001);
+  CHECK(round_number(formats::fp32, parse_number("1e-999999999999"), ctx) == 0);
+  CHECK(round_number(formats::fp32, parse_number("1e999999999999"), ctx) == 0x7F800000);
+  for (const char* bad : {"", "banana", "1.2.3", "1e", "0x", "--1", "1e+", "0x1.8q3", "1,5", "nan1", " 1"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS(parse_number(bad), ParseError);
+  }
+  try {
+    parse_number("banana");
+  } catch (const ParseError& e) {
+    CHECK(std::string(e.what()).find("'banana'") != std::string::npos);
+  }
+}
+
+TEST_CASE("a long decimal is rounded exactly, not through a double") {
+  // 1 + 2^-11 + 10^-40 in fp16: just above the tie, so it rounds up; through a double the
+  // 10^-40 would be lost and the tie would round to even (down).
+  Context ctx;
+  CHECK(round_number(formats::fp16, parse_number("1.00048828125000000000000000000000000000001"), ctx) == 0x3C01);
+  CHECK(round_number(formats::fp16, parse_number("1.00048828125"), ctx) == 0x3C00);
+  CHECK(round_text(formats::fp16, "1.00048828125000000000000000000000000000001", ctx) == 0x3C01);
+}
+
+TEST_CASE("random decimals round like glibc's strtod and strtof in four modes") {
+  std::mt19937_64 rng(99);
+  const int modes[] = {FE_TONEAREST, FE_TOWARDZERO, FE_UPWARD, FE_DOWNWARD};
+  const RoundingMode ours[] = {RoundingMode::nearest_even, RoundingMode::toward_zero, RoundingMode::toward_positive,
+                               RoundingMode::toward_negative};
+  int mismatches = 0;
+  for (int i = 0; i < 40000; ++i) {
+    std::string text = (rng() & 1) ? "-" : "";
+    const int digits = 1 + static_cast<int>(rng() % 30);
+    for (int d = 0; d < digits; ++d) text.push_back(static_cast<char>('0' + rng() % 10));
+    if (rng() & 1) text.insert(text.size() - static_cast<std::size_t>(rng() % static_cast<unsigned>(digits)), ".");
+    text += "e" + std::to_string(static_cast<int>(rng() % 700) - 350);
+    const int m = static_cast<int>(i % 4);
+    std::fesetround(modes[m]);
+    const double expected_double = std::strtod(text.c_str(), nullptr);
+    const float expected_float = std::strtof(text.c_str(), nullptr);
+    std::fesetround(FE_TONEAREST);
+    std::uint64_t d_bits;
+    std::uint32_t f_bits;
+    std::memcpy(&d_bits, &expected_double, 8);
+    std::memcpy(&f_bits, &expected_float, 4);
+    Context ctx;
+    ctx.rounding = ours[m];
+    const ParsedNumber number = parse_number(text);
+    if (round_number(formats::fp64, number, ctx) != d_bits || round_number(formats::fp32, number, ctx) != f_bits) {
+      if (++mismatches < 10) MESSAGE(text);
+    }
+  }
+  CHECK(mismatches == 0);
+}
+
+TEST_CASE("round_text's fast path agrees with the exact path, flags included") {
+  std::mt19937_64 rng(5);
+  const Format targets[] = {formats::fp16, formats::bf16, formats::e4m3, formats::e5m2, formats::fp32, formats::tf32};
+  int mismatches = 0;
+  for (int i = 0; i < 60000; ++i) {
+    std::string text = (rng() & 1) ? "-" : "";
+    const int digits = 1 + static_cast<int>(rng() % 12);
+    for (int d = 0; d < digits; ++d) text.push_back(static_cast<char>('0' + rng() % 10));
+    text += "e" + std::to_string(static_cast<int>(rng() % 90) - 60);
+    const Format f = targets[i % 6];
+    for (int mode = 0; mode < 6; ++mode) {
+      Context fast, exact;
+      fast.rounding = exact.rounding = static_cast<RoundingMode>(mode);
+      fast.tininess = exact.tininess = (i & 1) ? Tininess::before_rounding : Tininess::after_rounding;
+      const std::uint64_t a = round_text(f, text, fast);
+      const std::uint64_t b = round_number(f, parse_number(text), exact);
+      if (a != b || fast.flags != exact.flags) {
+        if (++mismatches < 10) MESSAGE(text << " mode " << mode);
+      }
+    }
+  }
+  CHECK(mismatches == 0);
+}
+
+TEST_CASE("conversion error is exact") {
+  const ConversionError e = conversion_error(formats::fp16, 0x2E66, parse_number("0.1"));
+  CHECK(e.absolute == "-0.0000244140625");
+  CHECK(e.relative == doctest::Approx(2.44140625e-4));
+  CHECK(conversion_error(formats::fp16, 0x3C00, parse_number("1")).absolute == "0");
+  CHECK(conversion_error(formats::fp16, 0x3C00, parse_number("0x1.001p0")).absolute == "-0.000244140625");
+}

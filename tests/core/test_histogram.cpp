@@ -1,0 +1,85 @@
+// ExponentHistogram against a direct computation with frexp.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "fpscope/core/exponent_histogram.hpp"
+
+using namespace fpscope;
+
+TEST_CASE("binade of every kind of float32") {
+  CHECK(binade_of_f32(float_bits(1.0f)) == 0);
+  CHECK(binade_of_f32(float_bits(-1.5f)) == 0);
+  CHECK(binade_of_f32(float_bits(0.75f)) == -1);
+  CHECK(binade_of_f32(0x00000001) == -149);  // smallest subnormal
+  CHECK(binade_of_f32(0x00400000) == -127);
+  CHECK(binade_of_f32(0x007FFFFF) == -127);
+  CHECK(binade_of_f32(0x00800000) == -126);
+  CHECK(binade_of_f32(0x7F7FFFFF) == 127);
+  CHECK(histogram_slot_of_f32(0x80000000) == bin_zero);
+  CHECK(histogram_slot_of_f32(0xFF800000) == bin_infinity);
+  CHECK(histogram_slot_of_f32(0x7FC00001) == bin_nan);
+}
+
+TEST_CASE("histogram of a mixed array equals a frexp count, and counts sum to the size") {
+  std::mt19937 rng(3);
+  std::vector<float> values;
+  std::normal_distribution<float> normal(0.0f, 1e-3f);
+  for (int i = 0; i < 100003; ++i) {
+    switch (i % 10) {
+      case 0: values.push_back(0.0f); break;
+      case 1: values.push_back(bits_float(rng() & 0x807FFFFFu)); break;  // subnormal or zero
+      case 2: values.push_back(bits_float(rng())); break;                 // anything, NaNs included
+      default: values.push_back(normal(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 40) - 20)); break;
+    }
+  }
+  values.push_back(std::numeric_limits<float>::infinity());
+  values.push_back(-std::numeric_limits<float>::infinity());
+  values.push_back(std::numeric_limits<float>::quiet_NaN());
+
+  ExponentHistogram histogram;
+  histogram.add(values);
+  std::map<int, std::uint64_t> expected;
+  std::uint64_t zeros = 0, infinities = 0, nans = 0;
+  for (const float v : values) {
+    if (std::isnan(v)) ++nans;
+    else if (std::isinf(v)) ++infinities;
+    else if (v == 0) ++zeros;
+    else {
+      int exponent = 0;
+      std::frexp(v, &exponent);  // v = m * 2^exponent, 0.5 <= |m| < 1
+      ++expected[exponent - 1];
+    }
+  }
+  for (int b = min_binade; b <= max_binade; ++b) {
+    CAPTURE(b);
+    CHECK(histogram.count(b) == (expected.count(b) ? expected[b] : 0));
+  }
+  CHECK(histogram.zero_count() == zeros);
+  CHECK(histogram.infinity_count() == infinities);
+  CHECK(histogram.nan_count() == nans);
+  CHECK(histogram.total_count() == values.size());
+  CHECK(histogram.lowest_binade() == expected.begin()->first);
+  CHECK(histogram.highest_binade() == expected.rbegin()->first);
+
+  ExponentHistogram one_by_one;
+  for (const float v : values) one_by_one.add_value(v);
+  CHECK(one_by_one == histogram);
+  ExponentHistogram merged;
+  merged.add(std::span<const float>(values).first(500));
+  ExponentHistogram rest;
+  rest.add(std::span<const float>(values).subspan(500));
+  merged.merge(rest);
+  CHECK(merged == histogram);
+}
+
+TEST_CASE("an empty histogram") {
+  ExponentHistogram empty;
+  empty.add(std::span<const float>{});
+  CHECK(empty.total_count() == 0);
+  CHECK(empty.lowest_binade() == min_binade - 1);
+}
