@@ -1,9 +1,12 @@
 // Bulk conversions: checks, instruction-set dispatch, and the general scalar path for other formats.
 #include "fpscope/core/bulk.hpp"
 
+#include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
+#include "bulk_f16c.hpp"
 #include "bulk_isa.hpp"
 #include "fpscope/core/convert.hpp"
 #include "fpscope/core/names.hpp"
@@ -12,14 +15,41 @@ namespace fpscope {
 
 namespace {
 
-bool has_avx2() {
-#if defined(FPSCOPE_HAVE_AVX2_KERNELS)
-  static const bool supported = __builtin_cpu_supports("avx2") != 0;
-  return supported;
+enum class Isa { generic, avx2, avx512 };
+
+// FPSCOPE_BULK_ISA=generic|avx2|avx512 forces one kernel build (and turns the F16C accelerator
+// off), so that the tests can hold every build to the scalar reference on one machine.
+const char* forced_isa() {
+  static const char* forced = std::getenv("FPSCOPE_BULK_ISA");
+  return forced;
+}
+
+Isa best_isa() {
+#if defined(FPSCOPE_HAVE_X86_KERNELS)
+  static const Isa isa = [] {
+    const bool avx512 = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                        __builtin_cpu_supports("avx512dq");
+    const bool avx2 = __builtin_cpu_supports("avx2");
+    if (const char* forced = forced_isa()) {
+      if (std::strcmp(forced, "avx512") == 0 && avx512) return Isa::avx512;
+      if (std::strcmp(forced, "avx2") == 0 && avx2) return Isa::avx2;
+      return Isa::generic;
+    }
+    return avx512 ? Isa::avx512 : avx2 ? Isa::avx2 : Isa::generic;
+  }();
+  return isa;
 #else
-  return false;
+  return Isa::generic;
 #endif
 }
+
+bool use_f16c(Format f, const Context& ctx) { return forced_isa() == nullptr && bulk_f16c::applies(f, ctx); }
+
+// Calls the kernel `name` of the best instruction set this processor has.
+#define FPSCOPE_BULK_DISPATCH(name, ...)                       \
+  (best_isa() == Isa::avx512 ? bulk_avx512::name(__VA_ARGS__) \
+   : best_isa() == Isa::avx2 ? bulk_avx2::name(__VA_ARGS__)   \
+                             : bulk_generic::name(__VA_ARGS__))
 
 const std::uint32_t* as_bits(const float* values) { return reinterpret_cast<const std::uint32_t*>(values); }
 std::uint32_t* as_bits(float* values) { return reinterpret_cast<std::uint32_t*>(values); }
@@ -47,24 +77,31 @@ void scalar_narrow(Format f, std::span<const float> in, Out* out, Context& ctx) 
 
 void f32_to_bits(Format f, std::span<const float> in, std::span<std::uint16_t> out, Context& ctx) {
   check(f, in.size(), out.size(), 16);
-  const bool done = has_avx2() ? bulk_avx2::f32_to_bits16(f, as_bits(in.data()), out.data(), in.size(), ctx)
-                               : bulk_generic::f32_to_bits16(f, as_bits(in.data()), out.data(), in.size(), ctx);
+  if (use_f16c(f, ctx)) {
+    ctx.raise(bulk_f16c::f32_to_fp16(in.data(), out.data(), in.size(), ctx.rounding));
+    ctx.stochastic_counter += in.size();
+    return;
+  }
+  const bool done = FPSCOPE_BULK_DISPATCH(f32_to_bits16, f, as_bits(in.data()), out.data(), in.size(), ctx);
   if (done) ctx.stochastic_counter += in.size();
   else scalar_narrow(f, in, out.data(), ctx);
 }
 
 void f32_to_bits(Format f, std::span<const float> in, std::span<std::uint8_t> out, Context& ctx) {
   check(f, in.size(), out.size(), 8);
-  const bool done = has_avx2() ? bulk_avx2::f32_to_bits8(f, as_bits(in.data()), out.data(), in.size(), ctx)
-                               : bulk_generic::f32_to_bits8(f, as_bits(in.data()), out.data(), in.size(), ctx);
+  const bool done = FPSCOPE_BULK_DISPATCH(f32_to_bits8, f, as_bits(in.data()), out.data(), in.size(), ctx);
   if (done) ctx.stochastic_counter += in.size();
   else scalar_narrow(f, in, out.data(), ctx);
 }
 
 void round_f32(Format f, std::span<const float> in, std::span<float> out, Context& ctx) {
   check(f, in.size(), out.size(), 32);
-  const bool done = has_avx2() ? bulk_avx2::round_f32(f, as_bits(in.data()), as_bits(out.data()), in.size(), ctx)
-                               : bulk_generic::round_f32(f, as_bits(in.data()), as_bits(out.data()), in.size(), ctx);
+  if (use_f16c(f, ctx)) {
+    ctx.raise(bulk_f16c::round_f32_fp16(in.data(), out.data(), in.size(), ctx.rounding));
+    ctx.stochastic_counter += in.size();
+    return;
+  }
+  const bool done = FPSCOPE_BULK_DISPATCH(round_f32, f, as_bits(in.data()), as_bits(out.data()), in.size(), ctx);
   if (done) {
     ctx.stochastic_counter += in.size();
     return;
@@ -81,16 +118,18 @@ void round_f32(Format f, std::span<const float> in, std::span<float> out, Contex
 
 void bits_to_f32(Format f, std::span<const std::uint16_t> in, std::span<float> out, Context& ctx) {
   check(f, in.size(), out.size(), 16);
-  const bool done = has_avx2() ? bulk_avx2::bits16_to_f32(f, in.data(), as_bits(out.data()), in.size(), ctx)
-                               : bulk_generic::bits16_to_f32(f, in.data(), as_bits(out.data()), in.size(), ctx);
+  if (use_f16c(f, ctx)) {
+    ctx.raise(bulk_f16c::fp16_to_f32(in.data(), out.data(), in.size()));
+    return;
+  }
+  const bool done = FPSCOPE_BULK_DISPATCH(bits16_to_f32, f, in.data(), as_bits(out.data()), in.size(), ctx);
   if (done) return;
   for (std::size_t i = 0; i < in.size(); ++i) out[i] = bits_float(static_cast<std::uint32_t>(convert(f, formats::fp32, in[i], ctx)));
 }
 
 void bits_to_f32(Format f, std::span<const std::uint8_t> in, std::span<float> out, Context& ctx) {
   check(f, in.size(), out.size(), 8);
-  const bool done = has_avx2() ? bulk_avx2::bits8_to_f32(f, in.data(), as_bits(out.data()), in.size(), ctx)
-                               : bulk_generic::bits8_to_f32(f, in.data(), as_bits(out.data()), in.size(), ctx);
+  const bool done = FPSCOPE_BULK_DISPATCH(bits8_to_f32, f, in.data(), as_bits(out.data()), in.size(), ctx);
   if (done) return;
   for (std::size_t i = 0; i < in.size(); ++i) out[i] = bits_float(static_cast<std::uint32_t>(convert(f, formats::fp32, in[i], ctx)));
 }

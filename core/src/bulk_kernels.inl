@@ -12,23 +12,24 @@ using namespace fpscope;
 template <Format F, RoundingMode Mode, typename Out>
 std::uint32_t narrow_loop(const std::uint32_t* in, Out* out, std::size_t n, CastOptions options,
                           std::uint64_t seed, std::uint64_t counter) {
-  std::uint32_t flags = 0;
+  CastFlags raised;
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint64_t random = Mode == RoundingMode::stochastic ? stochastic_random(seed, counter + i) : 0;
-    out[i] = static_cast<Out>(cast_from_f32<F, Mode>(in[i], options, random, flags));
+    out[i] = static_cast<Out>(cast_from_f32<F, Mode>(in[i], options, random, raised));
   }
-  return flags;
+  return raised.flags();
 }
 
 template <Format F, RoundingMode Mode>
 std::uint32_t round_loop(const std::uint32_t* in, std::uint32_t* out, std::size_t n, CastOptions options,
                          std::uint64_t seed, std::uint64_t counter) {
-  std::uint32_t flags = 0, widen_flags = 0;  // widening a narrowed value raises nothing new
+  CastFlags raised;
+  std::uint32_t widen_flags = 0;  // widening a narrowed value raises nothing new
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint64_t random = Mode == RoundingMode::stochastic ? stochastic_random(seed, counter + i) : 0;
-    out[i] = cast_to_f32<F>(cast_from_f32<F, Mode>(in[i], options, random, flags), options, widen_flags);
+    out[i] = cast_to_f32<F>(cast_from_f32<F, Mode>(in[i], options, random, raised), options, widen_flags);
   }
-  return flags;
+  return raised.flags();
 }
 
 template <Format F, typename In>

@@ -81,12 +81,22 @@ FPSCOPE_HD constexpr Mask overflows_to_max(Mask negative) {
 
 }  // namespace detail
 
-// float32 bits -> bits of F, rounded in Mode; ORs the raised flags into `flags`. `random` is
+// The flags raised by many casts, kept as raw words that a vector loop only ORs together;
+// flags() turns them into flag bits at the end.
+struct CastFlags {
+  std::uint32_t inexact = 0, underflow = 0, overflow = 0, invalid = 0;
+  FPSCOPE_HD std::uint8_t flags() const {
+    return static_cast<std::uint8_t>((inexact != 0 ? flag::inexact : 0) | (underflow != 0 ? flag::underflow : 0) |
+                                     (overflow != 0 ? flag::overflow : 0) | (invalid != 0 ? flag::invalid : 0));
+  }
+};
+
+// float32 bits -> bits of F, rounded in Mode, with the flags ORed into `raised`. `random` is
 // the element's random word for stochastic rounding (stochastic_random(seed, index)). Every
 // case is computed and then selected: no control flow, so loops over it vectorise.
 template <Format F, RoundingMode Mode>
 FPSCOPE_HD inline std::uint32_t cast_from_f32(std::uint32_t u, const CastOptions& options,
-                                              std::uint64_t random, std::uint32_t& flags) {
+                                              std::uint64_t random, CastFlags& raised) {
   static_assert(is_narrow_of_f32(F), "cast_from_f32 needs a format narrower than float32");
   using detail::mask;
   using detail::Mask;
@@ -94,68 +104,92 @@ FPSCOPE_HD inline std::uint32_t cast_from_f32(std::uint32_t u, const CastOptions
   constexpr int m = F.mantissa_bits;
   constexpr std::uint32_t normal_shift = 23 - m;
   constexpr std::uint32_t min_normal_biased32 = static_cast<std::uint32_t>(F.emin() + 127);
+  constexpr std::uint32_t min_normal32 = min_normal_biased32 << 23;
+  constexpr std::uint32_t rebias = static_cast<std::uint32_t>(127 - F.bias()) << m;
   constexpr std::uint32_t max_finite = static_cast<std::uint32_t>(F.max_finite_bits());
   constexpr std::uint32_t nan_bits = static_cast<std::uint32_t>(F.quiet_nan_bits());
   constexpr std::uint32_t infinity_or_nan = F.has_infinity() ? static_cast<std::uint32_t>(F.infinity_bits()) : nan_bits;
   constexpr std::uint32_t sign_bit = static_cast<std::uint32_t>(F.sign_mask());
-  const Mask daz = mask(options.denormals_are_zero), ftz = mask(options.flush_to_zero);
+  // Below 2^emin, F has subnormals of its own only when its emin is above float32's.
+  constexpr bool own_subnormals = min_normal_biased32 > 1;
   const Mask saturate = mask(options.saturate), canonical = mask(options.canonical_nan);
-  const Mask tininess_before = mask(options.tininess == Tininess::before_rounding);
 
   const Mask negative = static_cast<Mask>(static_cast<std::int32_t>(u) >> 31);
-  const std::uint32_t biased32 = (u >> 23) & 0xFFu;
-  const Mask normal32 = mask(biased32 != 0);
-  const std::uint32_t magnitude = select(daz & ~normal32, 0, u & 0x7FFFFFFFu);
-  const std::uint32_t mantissa32 = magnitude & 0x7FFFFFu;
+  const std::uint32_t magnitude = select(mask(options.denormals_are_zero) & mask((u & 0x7F800000u) == 0), 0, u & 0x7FFFFFFFu);
+  const Mask finite = mask(magnitude < 0x7F800000u);
   const Mask nan = mask(magnitude > 0x7F800000u);
-  const Mask inf = mask(magnitude == 0x7F800000u);
-  const Mask special = nan | inf;
+  const Mask tiny_before = mask(magnitude < min_normal32) & mask(magnitude != 0);
 
-  // Finite path: a float32 subnormal behaves as exponent field 1 without the hidden bit.
-  const std::uint32_t sig = mantissa32 | (normal32 & 0x800000u);
-  const std::uint32_t effective_biased = select(normal32, biased32, 1);
-  const std::uint32_t below = select(mask(effective_biased < min_normal_biased32), min_normal_biased32 - effective_biased, 0);
+  // Normal range: round the magnitude bits at the mantissa's end; the exponent field rides
+  // along above the kept mantissa (a carry walks into it), and rebias moves it to F's bias.
+  // For bf16 and tf32 this also covers their subnormals, which are float32's.
   Mask inexact = 0;
-  const std::uint32_t kept = detail::round_bits32<Mode>(sig, normal_shift + below, negative, random, inexact);
-  // In the normal range the exponent field is added below the kept significand (hidden bit
-  // included), so a rounding carry walks into the exponent by itself.
-  const std::uint32_t base = select(mask(below == 0), (effective_biased - min_normal_biased32) << m, 0);
-  const std::uint32_t finite = base + kept;
-  const Mask overflow = ~special & mask(finite > max_finite);
+  std::uint32_t rounded = detail::round_bits32<Mode>(magnitude, normal_shift, negative, random, inexact) - rebias;
+  const std::uint32_t biased32 = magnitude >> 23;
+  if constexpr (own_subnormals) {
+    // F's subnormal range: the significand shifted further, one more bit per binade below.
+    const std::uint32_t sig = (magnitude & 0x7FFFFFu) | (mask(biased32 != 0) & 0x800000u);
+    const std::uint32_t effective_biased = biased32 > 1 ? biased32 : 1;
+    const std::uint32_t below =
+        min_normal_biased32 - (effective_biased < min_normal_biased32 ? effective_biased : min_normal_biased32);
+    Mask sub_inexact = 0;
+    const std::uint32_t sub = detail::round_bits32<Mode>(sig, normal_shift + below, negative, random, sub_inexact);
+    const Mask below_normal = mask(magnitude < min_normal32);  // zero included
+    rounded = select(below_normal, sub, rounded);
+    inexact = select(below_normal, sub_inexact, inexact);
+  }
+  const Mask overflow = finite & mask(rounded > max_finite);
 
-  // Tininess: before rounding, |x| < 2^emin. After rounding, unless x is in the binade just
-  // below and rounding it to m+1 significant bits (unbounded exponent) reaches 2^emin.
-  const Mask tiny_before = mask(magnitude < (min_normal_biased32 << 23)) & mask(magnitude != 0);
-  const Mask binade_below = select(normal32, mask(biased32 + 1 == min_normal_biased32),
-                                   min_normal_biased32 == 1 ? mask(mantissa32 >= 0x400000u) : 0);
-  Mask unused = 0;
-  const std::uint32_t unbounded =
-      detail::round_bits32<Mode>(sig, select(normal32, normal_shift, normal_shift - 1), negative, random, unused);
-  const Mask reaches_min_normal = binade_below & mask((unbounded >> (m + 1)) != 0);
-  const Mask tiny = select(tininess_before, tiny_before, tiny_before & ~reaches_min_normal);
-  const Mask flushed = ftz & tiny;
+  // Tininess after rounding: |x| below the point from which rounding to m+1 significant bits
+  // (unbounded exponent) reaches 2^emin. In float32 bits the grid of the binade below 2^emin
+  // has a spacing of `grid` units (half as many when that binade is float32-subnormal, as below
+  // bf16's 2^-126), so each mode's threshold is a constant. Stochastic rounding decides with
+  // the element's random word, like the general path.
+  constexpr std::uint32_t grid = std::uint32_t{1} << (own_subnormals ? 23 - m : 22 - m);
+  Mask tiny_after = tiny_before;  // toward zero and odd never round up to 2^emin from below
+  if constexpr (Mode == RoundingMode::nearest_even || Mode == RoundingMode::nearest_away) {
+    tiny_after = mask(magnitude < min_normal32 - grid / 2) & mask(magnitude != 0);
+  } else if constexpr (Mode == RoundingMode::toward_positive || Mode == RoundingMode::toward_negative) {
+    const Mask rounds_away = Mode == RoundingMode::toward_positive ? ~negative : negative;
+    tiny_after = select(rounds_away, mask(magnitude <= min_normal32 - grid), tiny_before) & mask(magnitude != 0);
+  } else if constexpr (Mode == RoundingMode::stochastic) {
+    const Mask binade_below = own_subnormals ? mask(biased32 + 1 == min_normal_biased32)
+                                             : mask(biased32 == 0) & mask(magnitude >= 0x400000u);
+    const std::uint32_t sig = (magnitude & 0x7FFFFFu) | (mask(biased32 != 0) & 0x800000u);
+    Mask unused = 0;
+    const std::uint32_t unbounded =
+        detail::round_bits32<Mode>(sig, own_subnormals ? normal_shift : normal_shift - 1, negative, random, unused);
+    tiny_after = tiny_before & ~(binade_below & mask((unbounded >> (m + 1)) != 0));
+  }
+  const Mask tiny = select(mask(options.tininess == Tininess::before_rounding), tiny_before, tiny_after);
+  const Mask flushed = mask(options.flush_to_zero) & tiny;
 
-  // Special values.
+  // Results other than the rounded value.
   const std::uint32_t overflow_value =
       select(saturate | detail::overflows_to_max<Mode>(negative), max_finite, infinity_or_nan);
   const std::uint32_t infinity_value = select(saturate, max_finite, infinity_or_nan);
   const std::uint32_t payload_nan =
-      F.flavour == Flavour::ieee
-          ? static_cast<std::uint32_t>(F.exponent_mask() | F.quiet_bit()) | (mantissa32 >> normal_shift)
-          : nan_bits;
-  const Mask nan_negative = select(canonical, mask(options.default_nan_negative), negative);
+      F.flavour == Flavour::ieee ? static_cast<std::uint32_t>(F.exponent_mask() | F.quiet_bit()) |
+                                       ((magnitude >> normal_shift) & static_cast<std::uint32_t>(F.mantissa_mask()))
+                                 : nan_bits;
+  const std::uint32_t special_value = select(nan, select(canonical, nan_bits, payload_nan), infinity_value);
+  std::uint32_t result = select(finite, select(flushed, 0, select(overflow, overflow_value, rounded)), special_value);
+  result |= select(nan & canonical, mask(options.default_nan_negative), negative) & sign_bit;
 
-  std::uint32_t result = select(flushed, 0, select(overflow, overflow_value, finite));
-  result = select(inf, infinity_value, result);
-  result = select(nan, select(canonical, nan_bits, payload_nan), result);
-  result |= select(nan, nan_negative, negative) & sign_bit;
+  raised.inexact |= finite & (inexact | overflow | flushed);
+  raised.underflow |= tiny & (inexact | flushed);
+  raised.overflow |= overflow;
+  raised.invalid |= (nan & mask((magnitude & 0x400000u) == 0)) | (F.has_infinity() ? 0 : ~finite & ~nan & ~saturate);
+  return result;
+}
 
-  const Mask finite_input = ~special;
-  const Mask signaling = nan & mask((mantissa32 & 0x400000u) == 0);
-  const Mask invalid_inf = F.has_infinity() ? 0 : inf & ~saturate;
-  flags |= (finite_input & (inexact | overflow | flushed) & flag::inexact) |
-           (finite_input & tiny & (inexact | flushed) & ~overflow & flag::underflow) | (overflow & flag::overflow) |
-           ((signaling | invalid_inf) & flag::invalid);
+// The same for one element, raising its flags into a flag byte.
+template <Format F, RoundingMode Mode>
+FPSCOPE_HD inline std::uint32_t cast_from_f32(std::uint32_t u, const CastOptions& options, std::uint64_t random,
+                                              std::uint32_t& flags) {
+  CastFlags raised;
+  const std::uint32_t result = cast_from_f32<F, Mode>(u, options, random, raised);
+  flags |= raised.flags();
   return result;
 }
 
