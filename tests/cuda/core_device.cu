@@ -29,6 +29,7 @@ struct Outputs {
   std::uint32_t flags;
   int slot;
   bool less;
+  std::uint64_t min_number;
 };
 
 // The same sequence on host and device.
@@ -50,6 +51,7 @@ FPSCOPE_HD void compute(std::uint32_t x, std::uint32_t y, Outputs& out) {
   out.round_int = round_to_integral(formats::fp32, x, true, ctx);
   out.to_int = to_integer(formats::fp32, y, 32, true, true, ctx);
   out.less = lt(formats::fp32, x, y, ctx);
+  out.min_number = minimum_number(formats::fp32, x, y, ctx);
   out.flags = ctx.flags;
   out.slot = histogram_slot_of_f32(x);
 }
@@ -93,7 +95,7 @@ int main() {
                       host.convert_fp16 == d.convert_fp16 && host.add_fp16 == d.add_fp16 && host.mul_bf16 == d.mul_bf16 &&
                       host.div_fp32 == d.div_fp32 && host.sqrt_fp16 == d.sqrt_fp16 && host.fma_fp16 == d.fma_fp16 &&
                       host.round_int == d.round_int && host.to_int == d.to_int && host.flags == d.flags &&
-                      host.slot == d.slot && host.less == d.less;
+                      host.slot == d.slot && host.less == d.less && host.min_number == d.min_number;
     if (!same && ++mismatches <= 5) std::printf("MISMATCH at x=%08x y=%08x\n", x[i], y[i]);
   }
   std::printf("%s: %d inputs, %ld mismatches between device and host\n", mismatches == 0 ? "DEVICE OK" : "DEVICE FAIL", n, mismatches);

@@ -48,7 +48,7 @@ FPSCOPE_HD constexpr std::uint32_t select(Mask m, std::uint32_t if_set, std::uin
 // Drops `shift` (>= 1) low bits of a 24-bit significand, rounding in Mode. Same contract as
 // round_significand, on 32-bit words; `inexact` becomes all ones when dropped bits were nonzero.
 template <RoundingMode Mode>
-FPSCOPE_HD inline std::uint32_t round_bits32(std::uint32_t sig, std::uint32_t shift, Mask negative,
+FPSCOPE_HD_KERNEL std::uint32_t round_bits32(std::uint32_t sig, std::uint32_t shift, Mask negative,
                                              std::uint64_t random, Mask& inexact) {
   const std::uint32_t s = select(mask(shift < 31), shift, 31);  // sig < 2^24: beyond 31 all is below half
   const std::uint32_t kept = sig >> s;
@@ -95,7 +95,7 @@ struct CastFlags {
 // the element's random word for stochastic rounding (stochastic_random(seed, index)). Every
 // case is computed and then selected: no control flow, so loops over it vectorise.
 template <Format F, RoundingMode Mode>
-FPSCOPE_HD inline std::uint32_t cast_from_f32(std::uint32_t u, const CastOptions& options,
+FPSCOPE_HD_KERNEL std::uint32_t cast_from_f32(std::uint32_t u, const CastOptions& options,
                                               std::uint64_t random, CastFlags& raised) {
   static_assert(is_narrow_of_f32(F), "cast_from_f32 needs a format narrower than float32");
   using detail::mask;
@@ -196,7 +196,7 @@ FPSCOPE_HD inline std::uint32_t cast_from_f32(std::uint32_t u, const CastOptions
 // Bits of F -> float32 bits (exact: F is narrower). Signalling NaNs are quieted and raise
 // invalid; denormals-are-zero reads subnormal inputs as zero. Branch-free like cast_from_f32.
 template <Format F>
-FPSCOPE_HD inline std::uint32_t cast_to_f32(std::uint32_t bits, const CastOptions& options, std::uint32_t& flags) {
+FPSCOPE_HD_KERNEL std::uint32_t cast_to_f32(std::uint32_t bits, const CastOptions& options, std::uint32_t& flags) {
   static_assert(is_narrow_of_f32(F), "cast_to_f32 needs a format narrower than float32");
   using detail::mask;
   using detail::Mask;

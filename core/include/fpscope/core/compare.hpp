@@ -74,25 +74,27 @@ FPSCOPE_HD inline std::uint64_t maximum(Format f, std::uint64_t a, std::uint64_t
   b = read_operand(f, b, ctx);
   return detail::below_with_signed_zero(f, a, b, ctx) ? b : a;
 }
-// IEEE 754-2019 minimumNumber / maximumNumber: a number beats a NaN (a signalling NaN still
-// raises invalid); two NaNs give a quiet NaN; -0 < +0.
-FPSCOPE_HD inline std::uint64_t minimum_number(Format f, std::uint64_t a, std::uint64_t b, Context& ctx) {
+namespace detail {
+// minimumNumber / maximumNumber around minimum / maximum: a number beats a NaN (a signalling
+// NaN still raises invalid); two NaNs give a quiet NaN.
+template <typename Pick>
+FPSCOPE_HD inline std::uint64_t number_variant(Format f, std::uint64_t a, std::uint64_t b, Context& ctx, Pick pick) {
   const bool nan_a = is_nan(f, a), nan_b = is_nan(f, b);
   if (nan_a && nan_b) return propagate_nan(f, a, b, ctx);
   if (nan_a || nan_b) {
     if (is_signaling_nan(f, a) || is_signaling_nan(f, b)) ctx.raise(flag::invalid);
     return read_operand(f, nan_a ? b : a, ctx);
   }
-  return minimum(f, a, b, ctx);
+  return pick(f, a, b, ctx);
+}
+}  // namespace detail
+
+// IEEE 754-2019 minimumNumber / maximumNumber; -0 < +0.
+FPSCOPE_HD inline std::uint64_t minimum_number(Format f, std::uint64_t a, std::uint64_t b, Context& ctx) {
+  return detail::number_variant(f, a, b, ctx, [](Format g, std::uint64_t x, std::uint64_t y, Context& c) { return minimum(g, x, y, c); });
 }
 FPSCOPE_HD inline std::uint64_t maximum_number(Format f, std::uint64_t a, std::uint64_t b, Context& ctx) {
-  const bool nan_a = is_nan(f, a), nan_b = is_nan(f, b);
-  if (nan_a && nan_b) return propagate_nan(f, a, b, ctx);
-  if (nan_a || nan_b) {
-    if (is_signaling_nan(f, a) || is_signaling_nan(f, b)) ctx.raise(flag::invalid);
-    return read_operand(f, nan_a ? b : a, ctx);
-  }
-  return maximum(f, a, b, ctx);
+  return detail::number_variant(f, a, b, ctx, [](Format g, std::uint64_t x, std::uint64_t y, Context& c) { return maximum(g, x, y, c); });
 }
 
 }  // namespace fpscope

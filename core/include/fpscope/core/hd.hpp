@@ -10,6 +10,15 @@
 #define FPSCOPE_HD
 #endif
 
+// For the element-wise kernels that loops must inline to vectorise.
+#if defined(__CUDACC__)
+#define FPSCOPE_HD_KERNEL __host__ __device__ __forceinline__
+#elif defined(__GNUC__)
+#define FPSCOPE_HD_KERNEL __attribute__((always_inline)) inline
+#else
+#define FPSCOPE_HD_KERNEL inline
+#endif
+
 namespace fpscope {
 
 // GCC, Clang and nvcc (host and device) all provide a native 128-bit integer; the emulator
