@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "bulk_bf16_avx512.hpp"
 #include "bulk_f16c.hpp"
 #include "bulk_isa.hpp"
 #include "fpscope/core/convert.hpp"
@@ -17,8 +18,8 @@ namespace {
 
 enum class Isa { generic, avx2, avx512 };
 
-// FPSCOPE_BULK_ISA=generic|avx2|avx512 forces one kernel build (and turns the F16C accelerator
-// off), so that the tests can hold every build to the scalar reference on one machine.
+// FPSCOPE_BULK_ISA=generic|avx2|avx512 forces one kernel build (and turns the F16C and
+// AVX-512 BF16 accelerators off), so that the tests can hold every build to the scalar reference on one machine.
 const char* forced_isa() {
   static const char* forced = std::getenv("FPSCOPE_BULK_ISA");
   return forced;
@@ -44,6 +45,9 @@ Isa best_isa() {
 }
 
 bool use_f16c(Format f, const Context& ctx) { return forced_isa() == nullptr && bulk_f16c::applies(f, ctx); }
+bool use_avx512_bf16(Format f, const Context& ctx) {
+  return forced_isa() == nullptr && bulk_bf16_avx512::applies(f, ctx);
+}
 
 // Calls the kernel `name` of the best instruction set this processor has.
 #define FPSCOPE_BULK_DISPATCH(name, ...)                       \
@@ -79,6 +83,11 @@ void f32_to_bits(Format f, std::span<const float> in, std::span<std::uint16_t> o
   check(f, in.size(), out.size(), 16);
   if (use_f16c(f, ctx)) {
     ctx.raise(bulk_f16c::f32_to_fp16(in.data(), out.data(), in.size(), ctx.rounding));
+    ctx.stochastic_counter += in.size();
+    return;
+  }
+  if (use_avx512_bf16(f, ctx)) {
+    ctx.raise(bulk_bf16_avx512::f32_to_bf16(in.data(), out.data(), in.size(), ctx));
     ctx.stochastic_counter += in.size();
     return;
   }

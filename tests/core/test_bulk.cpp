@@ -76,6 +76,37 @@ TEST_CASE("bulk float32 -> narrow equals scalar convert in every mode and option
   }
 }
 
+TEST_CASE("bulk casts of arrays without float32 subnormals (whole blocks on the hardware paths)") {
+  std::vector<float> in = edgy_floats(40000);
+  std::erase_if(in, [](float v) { return (float_bits(v) & 0x7F800000u) == 0 && (float_bits(v) & 0x7FFFFFu) != 0; });
+  for (const Format& f : {formats::fp16, formats::bf16}) {
+    for (int mode = 0; mode < 6; ++mode) {
+      Context bulk_ctx;
+      bulk_ctx.rounding = static_cast<RoundingMode>(mode);
+      std::vector<std::uint16_t> out(in.size());
+      f32_to_bits(f, in, out, bulk_ctx);
+      std::uint8_t scalar_flags = 0;
+      for (std::size_t i = 0; i < in.size(); ++i) {
+        Context scalar_ctx;
+        scalar_ctx.rounding = bulk_ctx.rounding;
+        REQUIRE(out[i] == convert(formats::fp32, f, float_bits(in[i]), scalar_ctx));
+        scalar_flags |= scalar_ctx.flags;
+      }
+      CHECK(bulk_ctx.flags == scalar_flags);
+      // The flags of each part alone: a block of 16 equal values raises that value's flags.
+      for (std::size_t i = 0; i < in.size(); i += 97) {
+        std::vector<float> same(16, in[i]);
+        std::vector<std::uint16_t> block(16);
+        Context block_ctx, scalar_ctx;
+        block_ctx.rounding = scalar_ctx.rounding = bulk_ctx.rounding;
+        f32_to_bits(f, same, block, block_ctx);
+        convert(formats::fp32, f, float_bits(in[i]), scalar_ctx);
+        REQUIRE(block_ctx.flags == scalar_ctx.flags);
+      }
+    }
+  }
+}
+
 TEST_CASE("cast_from_f32 flags equal convert's flags element by element") {
   const std::vector<float> in = edgy_floats(20000);
   for (int mode = 0; mode < rounding_mode_count; ++mode) {

@@ -1,62 +1,18 @@
 // Exhaustive: all 2^32 float32 -> bfloat16 in six modes (nearest even, nearest away, toward zero,
-// up, down, odd), bits and flags, against a reference written here for the test: bfloat16 is
-// the upper half of a float32 with the same exponent range, so rounding is a decision on the
-// lower 16 bits; tininess after rounding is decided in binary64 arithmetic.
+// up, down, odd), bits and flags, against the reference of bf16_reference.hpp, for both the
+// general conversion and the branch-free kernel.
 #include <cmath>
 #include <cstdio>
 
 #include "fpscope/core/cast.hpp"
 #include "fpscope/core/convert.hpp"
+#include "bf16_reference.hpp"
 #include "sweep.hpp"
 
 using namespace fpscope;
+using namespace bf16_reference;
 
 namespace {
-
-constexpr RoundingMode modes[] = {RoundingMode::nearest_even, RoundingMode::nearest_away, RoundingMode::toward_zero,
-                                  RoundingMode::toward_positive, RoundingMode::toward_negative, RoundingMode::odd};
-
-bool rounds_up(RoundingMode mode, bool negative, std::uint32_t kept_lsb, std::uint32_t dropped, std::uint32_t half) {
-  switch (mode) {
-    case RoundingMode::nearest_even: return dropped > half || (dropped == half && kept_lsb != 0);
-    case RoundingMode::nearest_away: return dropped >= half;
-    case RoundingMode::toward_positive: return dropped != 0 && !negative;
-    case RoundingMode::toward_negative: return dropped != 0 && negative;
-    default: return false;
-  }
-}
-
-struct Reference {
-  std::uint32_t bits;
-  std::uint8_t flags;
-};
-
-Reference reference_bf16(std::uint32_t u, RoundingMode mode) {
-  const bool negative = (u >> 31) != 0;
-  const std::uint32_t magnitude = u & 0x7FFFFFFFu;
-  if (magnitude > 0x7F800000u) return {(u >> 16) | 0x0040u, (u & 0x00400000u) ? std::uint8_t{0} : flag::invalid};
-  if (magnitude == 0x7F800000u) return {u >> 16, 0};
-  const std::uint32_t upper = magnitude >> 16, lower = magnitude & 0xFFFFu;
-  const bool inexact = lower != 0;
-  std::uint32_t result = mode == RoundingMode::odd ? (upper | (inexact ? 1u : 0u))
-                                                   : upper + (rounds_up(mode, negative, upper & 1, lower, 0x8000) ? 1u : 0u);
-  std::uint8_t flags = inexact ? flag::inexact : 0;
-  if (result >= 0x7F80u) flags |= flag::overflow;  // carried out of the largest binade: infinity
-  if (magnitude < 0x00800000u && inexact) {
-    // Tiny after rounding unless rounding to 8 significant bits, exponent unbounded, reaches 2^-126.
-    const double value = std::ldexp(static_cast<double>(magnitude), -149);
-    int exponent = 0;
-    std::frexp(value, &exponent);  // value in [2^(exponent-1), 2^exponent)
-    const double quantum = std::ldexp(1.0, exponent - 1 - 7);
-    const double units = value / quantum;  // exact
-    const double below = std::floor(units);
-    const auto dropped = static_cast<std::uint32_t>((units - below) * 65536.0);  // 16 bits of fraction suffice
-    double rounded = below + (rounds_up(mode, negative, static_cast<std::uint32_t>(below) & 1, dropped, 0x8000) ? 1 : 0);
-    if (mode == RoundingMode::odd && units != below) rounded = below + ((static_cast<std::uint32_t>(below) & 1) ? 0 : 1);
-    if (rounded * quantum < std::ldexp(1.0, -126)) flags |= flag::underflow;
-  }
-  return {result | (negative ? 0x8000u : 0u), flags};
-}
 
 template <RoundingMode Mode>
 std::uint64_t sweep_mode(std::uint64_t first, std::uint64_t last) {

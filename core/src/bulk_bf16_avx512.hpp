@@ -1,0 +1,17 @@
+// VCVTNEPS2BF16-accelerated float32 -> bf16, for the cases where it matches fpscope bit for bit.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "fpscope/core/context.hpp"
+#include "fpscope/core/format.hpp"
+
+namespace fpscope::bulk_bf16_avx512 {
+
+// True when the processor has AVX-512 BF16 and the cast of f under ctx is one it speeds up.
+bool applies(Format f, const Context& ctx);
+// Returns the flags raised. Precondition: applies(bf16, ctx).
+std::uint8_t f32_to_bf16(const float* in, std::uint16_t* out, std::size_t n, const Context& ctx);
+
+}  // namespace fpscope::bulk_bf16_avx512
