@@ -19,7 +19,8 @@ namespace {
 enum class Isa { generic, avx2, avx512 };
 
 // FPSCOPE_BULK_ISA=generic|avx2|avx512 forces one kernel build (and turns the F16C and
-// AVX-512 BF16 accelerators off), so that the tests can hold every build to the scalar reference on one machine.
+// AVX-512 BF16 accelerators off), so that the tests can hold every build to the scalar
+// reference on one machine.
 const char* forced_isa() {
   static const char* forced = std::getenv("FPSCOPE_BULK_ISA");
   return forced;
