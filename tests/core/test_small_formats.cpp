@@ -1,5 +1,6 @@
-// Arithmetic in small formats (OCP FP8, bf16, a custom e6m9) against a reference written here in
-// binary64 arithmetic: every E4M3 and E5M2 operand pair exhaustively, random pairs for the others.
+// Arithmetic in small formats (OCP FP8, bf16, custom e6m9 and e3m4fn) against a reference written
+// here in binary64 arithmetic: add, sub, mul, div for every E4M3, E5M2 and e3m4fn operand pair
+// (with a random addend for fma, and sqrt of every operand), random pairs for the others.
 //
 // The exact result comes from binary64 hardware arithmetic rounded to odd (toward zero, last bit
 // forced to 1 when inexact): with 53 >= m + 3 bits, rounding that to the format in any mode is
@@ -104,6 +105,7 @@ std::uint8_t mxcsr_flags() {
 
 // The binary64 operation with rounding direction rc (MXCSR RC: 1 down, 3 toward zero), rounded
 // to odd when toward zero. Operands are exact binary64 values.
+// op 4 is sqrt(x); op 5 adds y to an exact product held in x (fused multiply-add).
 double double_op(int op, double x, double y, unsigned rc, std::uint8_t& flags) {
   const unsigned saved = _mm_getcsr();
   _mm_setcsr((saved & ~0x603Fu) | (rc << 13));
@@ -114,6 +116,8 @@ double double_op(int op, double x, double y, unsigned rc, std::uint8_t& flags) {
     case 1: r = a - b; break;
     case 2: r = a * b; break;
     case 3: r = a / b; break;
+    case 4: r = std::sqrt(static_cast<double>(a)); break;
+    case 5: r = a + b; break;
   }
   volatile double result = r;
   flags = mxcsr_flags();
@@ -128,22 +132,33 @@ double double_op(int op, double x, double y, unsigned rc, std::uint8_t& flags) {
   return value;
 }
 
-Expected expected_result(const Reference& reference, int op, std::uint64_t a, std::uint64_t b, RoundingMode mode) {
+Expected expected_result(const Reference& reference, int op, std::uint64_t a, std::uint64_t b, std::uint64_t c,
+                         RoundingMode mode) {
   const Format f = reference.format();
   Context widen;
-  const double x = to_double(f, a, widen), y = to_double(f, b, widen);
+  double x = to_double(f, a, widen), y = to_double(f, b, widen);
   std::uint8_t op_flags = 0;
-  const double r = double_op(op, x, y, 3, op_flags);
-  const std::uint8_t invalid = (op_flags & flag::invalid) | (is_signaling_nan(f, a) || is_signaling_nan(f, b) ? flag::invalid : 0);
+  bool signalling = is_signaling_nan(f, a) || (op != 4 && is_signaling_nan(f, b));
+  if (op == 5) {  // a * b is exact in binary64 (at most 2 x 24 significant bits); then + c
+    std::uint8_t product_flags = 0;
+    x = double_op(2, x, y, 3, product_flags);
+    op_flags |= product_flags & flag::invalid;
+    y = to_double(f, c, widen);
+    signalling = signalling || is_signaling_nan(f, c);
+  }
+  std::uint8_t last_flags = 0;
+  const double r = double_op(op == 5 ? 5 : op, x, y, 3, last_flags);
+  op_flags |= last_flags;
+  const std::uint8_t invalid = (op_flags & flag::invalid) | (signalling ? flag::invalid : 0);
   if (std::isnan(r)) return {0, invalid, true};
   if (std::isinf(r)) {  // from an infinite operand or a division by zero
     const std::uint64_t sign = std::signbit(r) ? f.sign_mask() : 0;
     return {sign | (f.has_infinity() ? f.infinity_bits() : f.quiet_nan_bits()), static_cast<std::uint8_t>(op_flags & flag::infinite), false};
   }
-  if (r == 0 && op <= 1) {
+  if (r == 0 && (op <= 1 || op == 5)) {
     // An exact zero: its sign follows IEEE 754-2019 6.3, which the FPU knows in each direction.
     std::uint8_t ignored = 0;
-    const double zero = double_op(op, x, y, mode == RoundingMode::toward_negative ? 1 : 3, ignored);
+    const double zero = double_op(op == 5 ? 5 : op, x, y, mode == RoundingMode::toward_negative ? 1 : 3, ignored);
     return {std::signbit(zero) ? f.sign_mask() : 0, 0, false};
   }
   Expected e = reference.round(r, mode);
@@ -160,10 +175,12 @@ void check_pairs(Format f, bool exhaustive, int random_pairs) {
   for (std::uint64_t i = 0; i < pairs; ++i) {
     const std::uint64_t a = exhaustive ? i / count : rng() & f.all_bits_mask();
     const std::uint64_t b = exhaustive ? i % count : rng() & f.all_bits_mask();
-    for (int op = 0; op < 4; ++op) {
+    const std::uint64_t c = rng() & f.all_bits_mask();
+    for (int op = 0; op < 6; ++op) {
+      if (op == 4 && exhaustive && b != 0) continue;  // sqrt: once per operand
       for (int mode = 0; mode < 6; ++mode) {
         const auto rounding = static_cast<RoundingMode>(mode);
-        const Expected expected = expected_result(reference, op, a, b, rounding);
+        const Expected expected = expected_result(reference, op, a, b, c, rounding);
         Context ctx;
         ctx.rounding = rounding;
         std::uint64_t ours = 0;
@@ -172,10 +189,12 @@ void check_pairs(Format f, bool exhaustive, int random_pairs) {
           case 1: ours = sub(f, a, b, ctx); break;
           case 2: ours = mul(f, a, b, ctx); break;
           case 3: ours = div(f, a, b, ctx); break;
+          case 4: ours = fpscope::sqrt(f, a, ctx); break;
+          case 5: ours = fma(f, a, b, c, ctx); break;
         }
         const bool same_value = expected.any_nan ? is_nan(f, ours) : ours == expected.bits;
         if ((!same_value || ctx.flags != expected.flags) && ++mismatches <= 10)
-          MESSAGE("e" << f.exponent_bits << "m" << f.mantissa_bits << " op " << op << " mode " << mode << " a=" << a << " b=" << b
+          MESSAGE("e" << f.exponent_bits << "m" << f.mantissa_bits << " op " << op << " mode " << mode << " a=" << a << " b=" << b << " c=" << c
                       << ": ours " << ours << "/" << int{ctx.flags} << " reference " << expected.bits << "/" << int{expected.flags});
       }
     }
@@ -185,13 +204,13 @@ void check_pairs(Format f, bool exhaustive, int random_pairs) {
 
 }  // namespace
 
-TEST_CASE("OCP E4M3 arithmetic: every operand pair, four operations, six modes") { check_pairs(formats::e4m3, true, 0); }
-TEST_CASE("OCP E5M2 arithmetic: every operand pair, four operations, six modes") { check_pairs(formats::e5m2, true, 0); }
-TEST_CASE("bfloat16 arithmetic: random operand pairs, four operations, six modes") { check_pairs(formats::bf16, false, 60000); }
-TEST_CASE("custom e6m9 arithmetic: random operand pairs, four operations, six modes") {
+TEST_CASE("OCP E4M3 arithmetic: every operand pair, add sub mul div sqrt fma, six modes") { check_pairs(formats::e4m3, true, 0); }
+TEST_CASE("OCP E5M2 arithmetic: every operand pair, add sub mul div sqrt fma, six modes") { check_pairs(formats::e5m2, true, 0); }
+TEST_CASE("bfloat16 arithmetic: random operand pairs, add sub mul div sqrt fma, six modes") { check_pairs(formats::bf16, false, 60000); }
+TEST_CASE("custom e6m9 arithmetic: random operand pairs, add sub mul div sqrt fma, six modes") {
   check_pairs(Format{6, 9, Flavour::ieee}, false, 60000);
 }
-TEST_CASE("custom e3m4fn arithmetic: every operand pair, four operations, six modes") {
+TEST_CASE("custom e3m4fn arithmetic: every operand pair, add sub mul div sqrt fma, six modes") {
   check_pairs(Format{3, 4, Flavour::ocp_fn}, true, 0);
 }
 
