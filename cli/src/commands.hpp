@@ -11,6 +11,8 @@ void add_inspect(CLI::App& app);
 void add_table(CLI::App& app);
 void add_convert(CLI::App& app);
 void add_verify(CLI::App& app);
+void add_analyze(CLI::App& app);
+void add_export(CLI::App& app);
 
 // A user's mistake or bad input: main prints "fpscope: <what>" and exits with `status`.
 class UsageError : public std::runtime_error {

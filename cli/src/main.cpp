@@ -41,6 +41,8 @@ int main(int argc, char** argv) {
   fpscope::cli::add_table(app);
   fpscope::cli::add_convert(app);
   fpscope::cli::add_verify(app);
+  fpscope::cli::add_analyze(app);
+  fpscope::cli::add_export(app);
 
   const std::vector<std::string> args = translate_testfloat_options(argc, argv);
   std::vector<const char*> pointers;

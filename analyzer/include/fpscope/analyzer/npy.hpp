@@ -1,0 +1,43 @@
+// NumPy .npy tensors into exponent histograms, memory-mapped.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "fpscope/analyzer/snapshot.hpp"
+#include "fpscope/core/exponent_histogram.hpp"
+
+namespace fpscope {
+
+// A .npy file that cannot be read; what() names the file and what was expected.
+class NpyError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// How to read the elements: by the file's dtype, or 2-byte elements as bfloat16 (for raw
+// uint16 / int16 / void data written without ml_dtypes' type).
+enum class NpyElements { by_dtype, bfloat16 };
+
+struct NpyInfo {
+  std::string descr;               // as written, such as "<f4"
+  std::vector<std::uint64_t> shape;
+  bool fortran_order = false;
+  std::uint64_t count = 0;
+};
+
+// Reads format versions 1-3, float16 / float32 / float64 / bfloat16 (descr "bfloat16", or any
+// 2-byte type with NpyElements::bfloat16), either byte order, C or Fortran order (the histogram
+// does not depend on it). binary64 magnitudes outside float32's binades are counted in the
+// lowest (2^-149) or highest (2^127) bin.
+ExponentHistogram npy_histogram(const std::filesystem::path& path, NpyElements elements = NpyElements::by_dtype,
+                                NpyInfo* info = nullptr);
+
+// A folder of .npy files as one snapshot, one tensor per file (named by the file's stem,
+// kind `other`), in file-name order. Throws NpyError when the folder holds no .npy file.
+Snapshot npy_folder_snapshot(const std::filesystem::path& folder, NpyElements elements = NpyElements::by_dtype);
+
+}  // namespace fpscope

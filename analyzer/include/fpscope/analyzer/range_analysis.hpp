@@ -1,0 +1,37 @@
+// What a format and a power-of-two scale would do to the values a histogram describes.
+#pragma once
+
+#include <cstdint>
+
+#include "fpscope/core/exponent_histogram.hpp"
+#include "fpscope/core/format.hpp"
+
+namespace fpscope {
+
+// Counts of a histogram's values after multiplying by 2^scale_log2 and rounding to nearest into
+// a format. Binade granularity decides most values exactly; two places are estimates, and the
+// report says how many values sit in them:
+//  - the binade just below the smallest subnormal, [2^(emin-m-1), 2^(emin-m)): every value in it
+//    rounds up to the smallest subnormal except its exact power of two, a tie that rounds to
+//    zero. Counted as subnormal; `boundary_below` is how many there are.
+//  - the top binade, [2^emax, 2^(emax+1)): values above max + half an ulp overflow. Counted as
+//    normal; `boundary_above` is how many there are.
+struct RangeReport {
+  std::uint64_t total = 0;            // every value, zeros and non-finite included
+  std::uint64_t zero = 0;             // exact zeros before the cast
+  std::uint64_t flushed_to_zero = 0;  // nonzero values that round to zero
+  std::uint64_t subnormal = 0;        // land in the subnormal range: precision lost
+  std::uint64_t normal = 0;
+  std::uint64_t overflow = 0;         // finite values beyond the format's range
+  std::uint64_t non_finite = 0;       // infinities and NaNs before the cast
+  std::uint64_t boundary_below = 0;   // estimate: in the binade under the smallest subnormal
+  std::uint64_t boundary_above = 0;   // estimate: in the top binade, may overflow
+
+  double share(std::uint64_t count) const { return total == 0 ? 0.0 : static_cast<double>(count) / static_cast<double>(total); }
+  // Shares of the nonzero finite values, the denominator the paper uses.
+  std::uint64_t nonzero_finite() const { return flushed_to_zero + subnormal + normal + overflow; }
+};
+
+RangeReport analyze_range(const ExponentHistogram& histogram, Format format, int scale_log2);
+
+}  // namespace fpscope

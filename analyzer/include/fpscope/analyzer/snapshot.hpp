@@ -1,0 +1,47 @@
+// Snapshot: one recorded step of one run -- the unit the engine publishes and the analyzer reads.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fpscope/core/exponent_histogram.hpp"
+
+namespace fpscope {
+
+enum class TensorKind : std::uint8_t { activation, activation_gradient, weight, weight_gradient, other };
+
+// "activation", "activation_gradient", "weight", "weight_gradient", "other".
+std::string_view tensor_kind_name(TensorKind kind);
+// Throws std::invalid_argument naming the text when it is none of the names above.
+TensorKind parse_tensor_kind(std::string_view name);
+
+// Exact counts of what the cast of a tensor into its low-precision format did.
+struct CastCounts {
+  std::uint64_t flushed_to_zero = 0;  // nonzero fp32 values that became zero
+  std::uint64_t made_subnormal = 0;   // values that landed in the subnormal range
+  std::uint64_t overflowed = 0;       // finite values that became infinite (or NaN, or saturated)
+  friend bool operator==(const CastCounts&, const CastCounts&) = default;
+};
+
+struct TensorRecord {
+  std::string name;  // layer or module name, such as "fc1" or "encoder.layers.0.mlp"
+  TensorKind kind = TensorKind::other;
+  ExponentHistogram histogram;  // of the fp32 values before any cast
+  std::optional<CastCounts> cast;
+  friend bool operator==(const TensorRecord&, const TensorRecord&) = default;
+};
+
+struct Snapshot {
+  std::int64_t step = 0;
+  double loss = 0;
+  double loss_scale = 1;
+  bool skipped = false;  // the optimizer step was skipped (non-finite gradients)
+  std::vector<TensorRecord> tensors;
+  friend bool operator==(const Snapshot&, const Snapshot&) = default;
+};
+
+}  // namespace fpscope

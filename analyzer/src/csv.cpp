@@ -1,0 +1,131 @@
+// Tidy CSV export and import of histograms.
+#include "fpscope/analyzer/csv.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <stdexcept>
+#include <tuple>
+
+namespace fpscope {
+
+namespace {
+
+std::string quoted(const std::string& field) {
+  if (field.find_first_of(",\"\n\r") == std::string::npos) return field;
+  std::string out = "\"";
+  for (const char c : field) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+// Splits one CSV record (no embedded newlines); false on an unterminated quote.
+bool split_record(const std::string& line, std::vector<std::string>& fields) {
+  fields.clear();
+  std::string field;
+  bool in_quotes = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (in_quotes) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') field += '"', ++i;
+      else if (c == '"') in_quotes = false;
+      else field += c;
+    } else if (c == '"') {
+      in_quotes = true;
+    } else if (c == ',') {
+      fields.push_back(field);
+      field.clear();
+    } else if (c != '\r') {
+      field += c;
+    }
+  }
+  fields.push_back(field);
+  return !in_quotes;
+}
+
+template <typename T>
+bool parse_integer(const std::string& text, T& value) {
+  const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
+  return !text.empty() && result.ec == std::errc{} && result.ptr == text.data() + text.size();
+}
+
+}  // namespace
+
+std::string histograms_csv(const std::vector<Snapshot>& snapshots) {
+  std::string out = "step,tensor,kind,binade,count\n";
+  for (const Snapshot& s : snapshots) {
+    for (const TensorRecord& t : s.tensors) {
+      const std::string prefix = std::to_string(s.step) + "," + quoted(t.name) + "," + std::string(tensor_kind_name(t.kind)) + ",";
+      for (int b = min_binade; b <= max_binade; ++b)
+        if (t.histogram.count(b) != 0) out += prefix + std::to_string(b) + "," + std::to_string(t.histogram.count(b)) + "\n";
+      if (t.histogram.zero_count() != 0) out += prefix + "zero," + std::to_string(t.histogram.zero_count()) + "\n";
+      if (t.histogram.infinity_count() != 0) out += prefix + "inf," + std::to_string(t.histogram.infinity_count()) + "\n";
+      if (t.histogram.nan_count() != 0) out += prefix + "nan," + std::to_string(t.histogram.nan_count()) + "\n";
+    }
+  }
+  return out;
+}
+
+std::vector<Snapshot> read_histograms_csv(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path.string() + ": cannot open: " + std::strerror(errno));
+  std::string line;
+  std::vector<std::string> fields;
+  if (!std::getline(in, line)) throw std::runtime_error(path.string() + ": empty file: expected the header step,tensor,kind,binade,count");
+  split_record(line, fields);
+  const std::vector<std::string> expected{"step", "tensor", "kind", "binade", "count"};
+  std::size_t column[5];
+  for (std::size_t c = 0; c < expected.size(); ++c) {
+    const auto it = std::find(fields.begin(), fields.end(), expected[c]);
+    if (it == fields.end()) throw std::runtime_error(path.string() + ":1: missing column '" + expected[c] + "' (expected step,tensor,kind,binade,count)");
+    column[c] = static_cast<std::size_t>(it - fields.begin());
+  }
+  const std::size_t width = fields.size();
+  // Keyed by step, then by tensor in order of first appearance.
+  std::map<std::int64_t, Snapshot> steps;
+  std::size_t line_number = 1;
+  while (std::getline(in, line)) {
+    ++line_number;
+    const std::string where = path.string() + ":" + std::to_string(line_number);
+    if (line.empty() || line == "\r") continue;
+    if (!split_record(line, fields)) throw std::runtime_error(where + ": unterminated quote");
+    if (fields.size() != width) throw std::runtime_error(where + ": " + std::to_string(fields.size()) + " fields, expected " + std::to_string(width));
+    std::int64_t step = 0;
+    std::uint64_t count = 0;
+    if (!parse_integer(fields[column[0]], step)) throw std::runtime_error(where + ": step '" + fields[column[0]] + "' is not an integer");
+    if (!parse_integer(fields[column[4]], count)) throw std::runtime_error(where + ": count '" + fields[column[4]] + "' is not a non-negative integer");
+    TensorKind kind;
+    try {
+      kind = parse_tensor_kind(fields[column[2]]);
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(where + ": " + e.what());
+    }
+    Snapshot& snapshot = steps[step];
+    snapshot.step = step;
+    const std::string& name = fields[column[1]];
+    auto tensor = std::find_if(snapshot.tensors.begin(), snapshot.tensors.end(),
+                               [&](const TensorRecord& t) { return t.name == name && t.kind == kind; });
+    if (tensor == snapshot.tensors.end()) {
+      snapshot.tensors.push_back(TensorRecord{name, kind, {}, std::nullopt});
+      tensor = snapshot.tensors.end() - 1;
+    }
+    ExponentHistogram& h = tensor->histogram;
+    const std::string& binade_text = fields[column[3]];
+    int binade = 0;
+    if (binade_text == "zero") h.set_specials(h.zero_count() + count, h.infinity_count(), h.nan_count());
+    else if (binade_text == "inf") h.set_specials(h.zero_count(), h.infinity_count() + count, h.nan_count());
+    else if (binade_text == "nan") h.set_specials(h.zero_count(), h.infinity_count(), h.nan_count() + count);
+    else if (parse_integer(binade_text, binade) && binade >= min_binade && binade <= max_binade) h.set_count(binade, h.count(binade) + count);
+    else throw std::runtime_error(where + ": binade '" + binade_text + "' is not an integer in -149..127 nor zero, inf or nan");
+  }
+  std::vector<Snapshot> result;
+  for (auto& [step, snapshot] : steps) result.push_back(std::move(snapshot));
+  return result;
+}
+
+}  // namespace fpscope

@@ -1,0 +1,225 @@
+// Run log I/O: JSON Lines through nlohmann-json; atomic whole-file writes; line-by-line appends.
+#include "fpscope/analyzer/run_log.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace fpscope {
+
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void fail(const std::string& where, const std::string& what) { throw RunLogError(where + ": " + what); }
+
+json histogram_json(const ExponentHistogram& h) {
+  json bins = json::array();
+  for (int b = min_binade; b <= max_binade; ++b)
+    if (h.count(b) != 0) bins.push_back(json::array({b, h.count(b)}));
+  return bins;
+}
+
+std::uint64_t unsigned_field(const json& object, const char* key, const std::string& where) {
+  const auto it = object.find(key);
+  if (it == object.end()) return 0;
+  if (!it->is_number_unsigned() && !(it->is_number_integer() && it->get<std::int64_t>() >= 0))
+    fail(where, std::string("'") + key + "' must be a non-negative integer");
+  return it->get<std::uint64_t>();
+}
+
+template <typename T>
+T required(const json& object, const char* key, const std::string& where) {
+  const auto it = object.find(key);
+  if (it == object.end()) fail(where, std::string("missing '") + key + "'");
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    fail(where, std::string("'") + key + "' has the wrong type");
+  }
+}
+
+json parse_object(std::string_view line, const std::string& where) {
+  json value;
+  try {
+    value = json::parse(line);
+  } catch (const json::parse_error& e) {
+    fail(where, std::string("not valid JSON (") + e.what() + ")");
+  }
+  if (!value.is_object()) fail(where, "expected a JSON object");
+  return value;
+}
+
+}  // namespace
+
+std::string run_header_line(const RunHeader& header) {
+  return json{{"fpscope_run_log", true},     {"schema_version", header.schema_version},
+              {"source", header.source},     {"model", header.model},
+              {"precision", header.precision}, {"format", header.format},
+              {"rounding", header.rounding}, {"scaler", header.scaler}}
+      .dump();
+}
+
+std::string snapshot_line(const Snapshot& snapshot) {
+  json tensors = json::array();
+  for (const TensorRecord& t : snapshot.tensors) {
+    json record{{"name", t.name},
+                {"kind", tensor_kind_name(t.kind)},
+                {"bins", histogram_json(t.histogram)},
+                {"zero", t.histogram.zero_count()},
+                {"inf", t.histogram.infinity_count()},
+                {"nan", t.histogram.nan_count()}};
+    if (t.cast)
+      record["cast"] = {{"flushed_to_zero", t.cast->flushed_to_zero},
+                        {"subnormal", t.cast->made_subnormal},
+                        {"overflow", t.cast->overflowed}};
+    tensors.push_back(std::move(record));
+  }
+  return json{{"step", snapshot.step},
+              {"loss", snapshot.loss},
+              {"loss_scale", snapshot.loss_scale},
+              {"skipped", snapshot.skipped},
+              {"tensors", std::move(tensors)}}
+      .dump();
+}
+
+RunHeader parse_run_header(std::string_view line, const std::string& where) {
+  const json value = parse_object(line, where);
+  if (!value.contains("schema_version")) fail(where, "not a run log header: no 'schema_version'");
+  RunHeader header;
+  header.schema_version = required<int>(value, "schema_version", where);
+  if (header.schema_version != run_log_schema_version)
+    fail(where, "unknown schema version " + std::to_string(header.schema_version) + " (this fpscope reads version " +
+                    std::to_string(run_log_schema_version) + ")");
+  header.source = value.value("source", "");
+  header.model = value.value("model", "");
+  header.precision = value.value("precision", "");
+  header.format = value.value("format", "");
+  header.rounding = value.value("rounding", "");
+  header.scaler = value.value("scaler", "");
+  return header;
+}
+
+Snapshot parse_snapshot(std::string_view line, const std::string& where) {
+  const json value = parse_object(line, where);
+  Snapshot snapshot;
+  snapshot.step = required<std::int64_t>(value, "step", where);
+  snapshot.loss = value.contains("loss") && value["loss"].is_number() ? value["loss"].get<double>() : 0.0;
+  snapshot.loss_scale = value.contains("loss_scale") && value["loss_scale"].is_number() ? value["loss_scale"].get<double>() : 1.0;
+  snapshot.skipped = value.value("skipped", false);
+  const json tensors = value.value("tensors", json::array());
+  if (!tensors.is_array()) fail(where, "'tensors' must be an array");
+  for (const json& t : tensors) {
+    if (!t.is_object()) fail(where, "each tensor must be an object");
+    TensorRecord record;
+    record.name = required<std::string>(t, "name", where);
+    try {
+      record.kind = parse_tensor_kind(required<std::string>(t, "kind", where));
+    } catch (const std::invalid_argument& e) {
+      fail(where, e.what());
+    }
+    const json bins = t.value("bins", json::array());
+    if (!bins.is_array()) fail(where, "'bins' must be an array of [binade, count] pairs");
+    for (const json& bin : bins) {
+      if (!bin.is_array() || bin.size() != 2 || !bin[0].is_number_integer() || !bin[1].is_number_integer() ||
+          bin[1].get<std::int64_t>() < 0)
+        fail(where, "each bin must be [binade, count] with integers");
+      const int binade = bin[0].get<int>();
+      if (binade < min_binade || binade > max_binade)
+        fail(where, "binade " + std::to_string(binade) + " is outside -149..127");
+      record.histogram.set_count(binade, record.histogram.count(binade) + bin[1].get<std::uint64_t>());
+    }
+    record.histogram.set_specials(unsigned_field(t, "zero", where), unsigned_field(t, "inf", where),
+                                  unsigned_field(t, "nan", where));
+    if (const auto cast = t.find("cast"); cast != t.end()) {
+      if (!cast->is_object()) fail(where, "'cast' must be an object");
+      record.cast = CastCounts{unsigned_field(*cast, "flushed_to_zero", where), unsigned_field(*cast, "subnormal", where),
+                               unsigned_field(*cast, "overflow", where)};
+    }
+    snapshot.tensors.push_back(std::move(record));
+  }
+  return snapshot;
+}
+
+RunLog read_run_log(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw RunLogError(path.string() + ": cannot open: " + std::strerror(errno));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  RunLog log;
+  if (text.empty()) throw RunLogError(path.string() + ": empty file: expected a run log header line");
+  std::size_t start = 0, line_number = 0;
+  bool have_header = false;
+  while (start < text.size()) {
+    const std::size_t newline = text.find('\n', start);
+    const bool complete = newline != std::string::npos;
+    const std::string_view line(text.data() + start, (complete ? newline : text.size()) - start);
+    start = complete ? newline + 1 : text.size();
+    ++line_number;
+    const std::string where = path.string() + ":" + std::to_string(line_number);
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    try {
+      if (!have_header) {
+        log.header = parse_run_header(line, where);
+        have_header = true;
+      } else {
+        log.snapshots.push_back(parse_snapshot(line, where));
+      }
+    } catch (const RunLogError&) {
+      if (complete || !have_header) throw;
+      log.warnings.push_back(where + ": incomplete last line skipped (the run may still be writing, or crashed)");
+    }
+  }
+  if (!have_header) throw RunLogError(path.string() + ": no header line: expected a run log");
+  return log;
+}
+
+void write_file_atomically(const std::filesystem::path& path, std::string_view contents) {
+  const std::filesystem::path temporary = path.string() + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error(temporary.string() + ": cannot create: " + std::strerror(errno));
+    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+    out.flush();
+    if (!out) {
+      std::error_code ignored;
+      std::filesystem::remove(temporary, ignored);
+      throw std::runtime_error(temporary.string() + ": write failed");
+    }
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) {
+    std::filesystem::remove(temporary, error);
+    throw std::runtime_error(path.string() + ": cannot replace: " + error.message());
+  }
+}
+
+void write_run_log(const std::filesystem::path& path, const RunLog& log) {
+  std::string text = run_header_line(log.header) + "\n";
+  for (const Snapshot& s : log.snapshots) text += snapshot_line(s) + "\n";
+  write_file_atomically(path, text);
+}
+
+RunLogAppender::RunLogAppender(const std::filesystem::path& path, const RunHeader& header) : path_(path) {
+  write_file_atomically(path, run_header_line(header) + "\n");
+  file_ = std::fopen(path.c_str(), "ab");
+  if (file_ == nullptr) throw std::runtime_error(path.string() + ": cannot open for appending: " + std::strerror(errno));
+}
+
+RunLogAppender::~RunLogAppender() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void RunLogAppender::append(const Snapshot& snapshot) {
+  const std::string line = snapshot_line(snapshot) + "\n";
+  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
+    throw std::runtime_error(path_.string() + ": write failed: " + std::strerror(errno));
+}
+
+}  // namespace fpscope

@@ -1,0 +1,32 @@
+// Names of tensor kinds.
+#include "fpscope/analyzer/snapshot.hpp"
+
+#include <array>
+#include <string>
+
+namespace fpscope {
+
+namespace {
+constexpr std::array<std::pair<TensorKind, std::string_view>, 5> kind_names{{
+    {TensorKind::activation, "activation"},
+    {TensorKind::activation_gradient, "activation_gradient"},
+    {TensorKind::weight, "weight"},
+    {TensorKind::weight_gradient, "weight_gradient"},
+    {TensorKind::other, "other"},
+}};
+}  // namespace
+
+std::string_view tensor_kind_name(TensorKind kind) {
+  for (const auto& [k, name] : kind_names)
+    if (k == kind) return name;
+  return "other";
+}
+
+TensorKind parse_tensor_kind(std::string_view name) {
+  for (const auto& [kind, text] : kind_names)
+    if (text == name) return kind;
+  throw std::invalid_argument("unknown tensor kind '" + std::string(name) +
+                              "': expected activation, activation_gradient, weight, weight_gradient or other");
+}
+
+}  // namespace fpscope

@@ -1,0 +1,143 @@
+// .npy files written byte by byte here (every version, dtype, order), read into histograms.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "fpscope/analyzer/npy.hpp"
+#include "fpscope/core/convert.hpp"
+
+using namespace fpscope;
+
+namespace {
+
+std::filesystem::path temporary(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / ("fpscope-npy-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir / name;
+}
+
+// A .npy file as NumPy writes it: magic, version, header length, the header dict padded with
+// spaces to a multiple of 64 and ending in a newline, then the data.
+void write_npy(const std::filesystem::path& path, const std::string& descr, const std::string& shape, const std::string& data,
+               int version = 1, bool fortran = false) {
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") + ", 'shape': " + shape + ", }";
+  const std::size_t prefix = version == 1 ? 10 : 12;
+  while ((prefix + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string out = "\x93NUMPY";
+  out += static_cast<char>(version);
+  out += '\0';
+  const auto length = static_cast<std::uint32_t>(header.size());
+  out += static_cast<char>(length & 0xFF);
+  out += static_cast<char>((length >> 8) & 0xFF);
+  if (version > 1) {
+    out += static_cast<char>((length >> 16) & 0xFF);
+    out += static_cast<char>((length >> 24) & 0xFF);
+  }
+  std::ofstream(path, std::ios::binary) << out << header << data;
+}
+
+template <typename T>
+std::string bytes_of(const std::vector<T>& values, bool big_endian = false) {
+  std::string data(values.size() * sizeof(T), '\0');
+  std::memcpy(data.data(), values.data(), data.size());
+  if (big_endian)
+    for (std::size_t i = 0; i < data.size(); i += sizeof(T)) std::reverse(data.begin() + static_cast<std::ptrdiff_t>(i), data.begin() + static_cast<std::ptrdiff_t>(i + sizeof(T)));
+  return data;
+}
+
+std::vector<float> sample(std::size_t n) {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> normal(0, 1);
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = i % 7 == 0 ? 0.0f : normal(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 40) - 30);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("float32, float16, float64 and bfloat16 .npy files give the direct histogram") {
+  const std::vector<float> values = sample(3001);
+  ExponentHistogram expected;
+  expected.add(values);
+
+  const auto f4 = temporary("f4.npy");
+  write_npy(f4, "<f4", "(3001,)", bytes_of(values));
+  NpyInfo info;
+  CHECK(npy_histogram(f4, NpyElements::by_dtype, &info) == expected);
+  CHECK(info.count == 3001);
+  CHECK(info.shape == std::vector<std::uint64_t>{3001});
+
+  const auto f4_big = temporary("f4_big.npy");
+  write_npy(f4_big, ">f4", "(3, 1000)", bytes_of(std::vector<float>(values.begin(), values.begin() + 3000), true), 2, true);
+  ExponentHistogram first_3000;
+  first_3000.add(std::span<const float>(values).first(3000));
+  CHECK(npy_histogram(f4_big) == first_3000);
+
+  // float16 and bfloat16: the histogram of the values they hold, widened exactly.
+  std::vector<std::uint16_t> half(values.size()), brain(values.size());
+  std::vector<float> half_values(values.size()), brain_values(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    Context ctx;
+    half[i] = static_cast<std::uint16_t>(from_float(formats::fp16, values[i], ctx));
+    brain[i] = static_cast<std::uint16_t>(from_float(formats::bf16, values[i], ctx));
+    half_values[i] = to_float(formats::fp16, half[i], ctx);
+    brain_values[i] = to_float(formats::bf16, brain[i], ctx);
+  }
+  ExponentHistogram expected_half, expected_brain;
+  expected_half.add(half_values);
+  expected_brain.add(brain_values);
+  const auto f2 = temporary("f2.npy");
+  write_npy(f2, "<f2", "(3001,)", bytes_of(half), 3);
+  CHECK(npy_histogram(f2) == expected_half);
+  const auto bf = temporary("bf16.npy");
+  write_npy(bf, "bfloat16", "(3001,)", bytes_of(brain));
+  CHECK(npy_histogram(bf) == expected_brain);
+  const auto raw = temporary("raw_u2.npy");
+  write_npy(raw, "<u2", "(3001,)", bytes_of(brain));
+  CHECK(npy_histogram(raw, NpyElements::bfloat16) == expected_brain);
+  CHECK_THROWS_WITH_AS(npy_histogram(raw), doctest::Contains("pass --as bf16"), NpyError);
+
+  // float64: binned by ilogb, the same binades as the float32 values.
+  std::vector<double> doubles(values.begin(), values.end());
+  const auto f8 = temporary("f8.npy");
+  write_npy(f8, "<f8", "(3001,)", bytes_of(doubles));
+  CHECK(npy_histogram(f8) == expected);
+}
+
+TEST_CASE("bad .npy files: one clear sentence naming the file") {
+  const auto truncated = temporary("truncated.npy");
+  write_npy(truncated, "<f4", "(1000,)", std::string(100, '\0'));
+  CHECK_THROWS_WITH_AS(npy_histogram(truncated), doctest::Contains("truncated.npy: truncated"), NpyError);
+  const auto object = temporary("object.npy");
+  write_npy(object, "|O", "(3,)", std::string(24, '\0'));
+  CHECK_THROWS_WITH_AS(npy_histogram(object), doctest::Contains("object.npy: holds Python objects"), NpyError);
+  const auto ints = temporary("ints.npy");
+  write_npy(ints, "<i8", "(3,)", std::string(24, '\0'));
+  CHECK_THROWS_WITH_AS(npy_histogram(ints), doctest::Contains("has dtype '<i8'"), NpyError);
+  const auto not_npy = temporary("not.npy");
+  std::ofstream(not_npy) << "hello";
+  CHECK_THROWS_WITH_AS(npy_histogram(not_npy), doctest::Contains("not a NumPy .npy file"), NpyError);
+  CHECK_THROWS_AS(npy_histogram(temporary("absent.npy")), NpyError);
+}
+
+TEST_CASE("a folder of .npy files is one snapshot, one tensor per file") {
+  const auto folder = temporary("folder");
+  std::filesystem::create_directories(folder);
+  write_npy(folder / "b_weights.npy", "<f4", "(2,)", bytes_of(std::vector<float>{1.0f, 0.25f}));
+  write_npy(folder / "a_grads.npy", "<f4", "(1,)", bytes_of(std::vector<float>{0.0f}));
+  const Snapshot s = npy_folder_snapshot(folder);
+  REQUIRE(s.tensors.size() == 2);
+  CHECK(s.tensors[0].name == "a_grads");
+  CHECK(s.tensors[0].histogram.zero_count() == 1);
+  CHECK(s.tensors[1].histogram.count(0) == 1);
+  CHECK(s.tensors[1].histogram.count(-2) == 1);
+  CHECK_THROWS_AS(npy_folder_snapshot(temporary("empty_folder_that_is_absent")), NpyError);
+}

@@ -1,0 +1,108 @@
+// Range analysis and scale recommendation on constructed histograms with hand-computed answers.
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "fpscope/analyzer/range_analysis.hpp"
+#include "fpscope/analyzer/recommendation.hpp"
+
+using namespace fpscope;
+
+namespace {
+ExponentHistogram histogram_of(std::initializer_list<std::pair<int, std::uint64_t>> bins, std::uint64_t zeros = 0) {
+  ExponentHistogram h;
+  for (const auto& [binade, count] : bins) h.set_count(binade, count);
+  h.set_specials(zeros, 0, 0);
+  return h;
+}
+}  // namespace
+
+TEST_CASE("fp16 edges: 2^-24 is kept, 2^-25 is the boundary, below flushes; 2^15 is the top binade, 2^16 overflows") {
+  // One value per binade: 2^-26 (flushed), 2^-25 (rounds up except the exact tie), 2^-24 and
+  // 2^-15 (subnormal), 2^-14 (normal), 2^15 = [32768, 65536) holds 65504 and 65520 (normal,
+  // may overflow), 2^16 (overflow).
+  const ExponentHistogram h = histogram_of({{-26, 1}, {-25, 2}, {-24, 3}, {-15, 4}, {-14, 5}, {15, 6}, {16, 7}}, 8);
+  const RangeReport r = analyze_range(h, formats::fp16, 0);
+  CHECK(r.total == 36);
+  CHECK(r.zero == 8);
+  CHECK(r.flushed_to_zero == 1);
+  CHECK(r.subnormal == 2 + 3 + 4);
+  CHECK(r.boundary_below == 2);
+  CHECK(r.normal == 5 + 6);
+  CHECK(r.boundary_above == 6);
+  CHECK(r.overflow == 7);
+  CHECK(r.nonzero_finite() == 28);
+  // Scaling by 2 moves every binade up one: 2^-26 becomes the boundary, 2^15 overflows.
+  const RangeReport up = analyze_range(h, formats::fp16, 1);
+  CHECK(up.flushed_to_zero == 0);
+  CHECK(up.boundary_below == 1);
+  CHECK(up.overflow == 6 + 7);
+}
+
+TEST_CASE("bf16 and FP8 edges") {
+  // bf16: subnormals down to 2^-133, top binade 2^127 (float32's range).
+  const RangeReport bf16 = analyze_range(histogram_of({{-135, 1}, {-134, 2}, {-133, 3}, {-126, 4}, {127, 5}}), formats::bf16, 0);
+  CHECK(bf16.flushed_to_zero == 1);
+  CHECK(bf16.boundary_below == 2);
+  CHECK(bf16.subnormal == 2 + 3);
+  CHECK(bf16.normal == 4 + 5);
+  CHECK(bf16.overflow == 0);
+  // E4M3: subnormals 2^-9 .. 2^-7, normals 2^-6 .. 2^8 (max 448 in binade 8), nothing above.
+  const RangeReport e4m3 = analyze_range(histogram_of({{-11, 1}, {-10, 2}, {-9, 3}, {-6, 4}, {8, 5}, {9, 6}}), formats::e4m3, 0);
+  CHECK(e4m3.flushed_to_zero == 1);
+  CHECK(e4m3.subnormal == 2 + 3);
+  CHECK(e4m3.normal == 4 + 5);
+  CHECK(e4m3.boundary_above == 5);
+  CHECK(e4m3.overflow == 6);
+  // E5M2: subnormals 2^-16 .. 2^-15, max 57344 in binade 15.
+  const RangeReport e5m2 = analyze_range(histogram_of({{-18, 1}, {-17, 2}, {-16, 3}, {15, 4}, {16, 5}}), formats::e5m2, 0);
+  CHECK(e5m2.flushed_to_zero == 1);
+  CHECK(e5m2.subnormal == 2 + 3);
+  CHECK(e5m2.normal == 4);
+  CHECK(e5m2.overflow == 5);
+}
+
+TEST_CASE("a histogram shaped like the paper's SSD gradients: scale 8 recovers [2^-27, 2^-24)") {
+  // Micikevicius et al. 2018, figure 3: most activation-gradient values of SSD lie below 2^-24,
+  // about two thirds are zero, and the largest are far below fp16's maximum.
+  ExponentHistogram h;
+  for (int b = -40; b <= -28; ++b) h.set_count(b, 1000);  // lost even at scale 8
+  for (int b = -27; b <= -25; ++b) h.set_count(b, 5000);  // the range scale 8 recovers
+  for (int b = -24; b <= -10; ++b) h.set_count(b, 2000);
+  h.set_specials(67000, 0, 0);
+  const RangeReport unscaled = analyze_range(h, formats::fp16, 0);
+  const RangeReport by_8 = analyze_range(h, formats::fp16, 3);
+  CHECK(unscaled.flushed_to_zero == 13 * 1000 + 2 * 5000);  // 2^-27, 2^-26 flushed; 2^-25 is the boundary
+  CHECK(by_8.flushed_to_zero == 12 * 1000);  // -28 becomes the boundary -25: only -40..-29 flush
+  CHECK(by_8.overflow == 0);
+  CHECK(by_8.subnormal >= 3 * 5000);
+  const ScaleRecommendation recommended = recommend_scale(h, formats::fp16);
+  CHECK(recommended.scale_log2 == 15 - 1 - (-10));  // largest value 2^-10 kept a binade under 2^16
+  CHECK(recommended.at_scale.overflow == 0);
+  CHECK(recommended.at_scale.flushed_to_zero <= by_8.flushed_to_zero);
+  CHECK(recommended.unscaled.flushed_to_zero == unscaled.flushed_to_zero);
+}
+
+TEST_CASE("a common scale keeps every tensor in range; empty histograms get 2^0") {
+  const std::vector<ExponentHistogram> tensors{histogram_of({{-20, 1}, {-5, 1}}), histogram_of({{-30, 1}, {2, 1}}),
+                                               ExponentHistogram{}};
+  CHECK(recommend_common_scale(tensors, formats::fp16) == 15 - 1 - 2);
+  CHECK(recommend_scale(ExponentHistogram{}, formats::fp16).scale_log2 == 0);
+}
+
+TEST_CASE("dynamic loss scaling replay follows GradScaler's rule") {
+  DynamicScalerSettings settings;
+  settings.initial_scale = 1024;  // 2^10
+  settings.growth_interval = 3;
+  // Binade 4 fits at 2^10 and 2^11 (top binade 15); binade 5 at 2^11 and 6 at 2^10 overflow.
+  const std::vector<int> maxima{4, 4, 4, 5, 6, 4, 4, 4, min_binade - 1};
+  const auto steps = replay_dynamic_scaling(maxima, formats::fp16, settings);
+  REQUIRE(steps.size() == maxima.size());
+  const double expected_scales[] = {1024, 1024, 1024, 2048, 1024, 512, 512, 512, 1024};
+  const bool expected_overflow[] = {false, false, false, true, true, false, false, false, false};
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    CAPTURE(i);
+    CHECK(steps[i].scale == expected_scales[i]);
+    CHECK(steps[i].overflow == expected_overflow[i]);
+  }
+}

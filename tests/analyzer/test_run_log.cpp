@@ -1,0 +1,140 @@
+// Run logs (JSON Lines) and tidy CSV: round trips, truncated last lines, and clear errors.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "fpscope/analyzer/csv.hpp"
+#include "fpscope/analyzer/run_log.hpp"
+#include "fpscope/analyzer/run_store.hpp"
+
+using namespace fpscope;
+
+namespace {
+
+std::filesystem::path temporary(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / ("fpscope-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir / name;
+}
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+Snapshot sample_snapshot(std::int64_t step, std::mt19937& rng) {
+  Snapshot s;
+  s.step = step;
+  s.loss = 2.5 / static_cast<double>(step + 1);
+  s.loss_scale = 65536;
+  s.skipped = step % 5 == 4;
+  for (const auto& [name, kind] : {std::pair{"fc1", TensorKind::activation}, std::pair{"fc1", TensorKind::activation_gradient},
+                                   std::pair{"fc, \"2\"", TensorKind::weight_gradient}}) {
+    TensorRecord t{name, kind, {}, std::nullopt};
+    std::vector<float> values(1000);
+    std::normal_distribution<float> normal(0, 1e-3f);
+    for (float& v : values) v = normal(rng);
+    values[0] = 0.0f;
+    values[1] = std::numeric_limits<float>::infinity();
+    t.histogram.add(values);
+    if (kind == TensorKind::activation_gradient) t.cast = CastCounts{12, 34, 1};
+    s.tensors.push_back(std::move(t));
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a run log round-trips through JSON Lines, written at once or appended") {
+  std::mt19937 rng(4);
+  RunLog log;
+  log.header = RunHeader{run_log_schema_version, "fpscope train", "784-512-10 relu", "fp16", "fp16", "rne", "dynamic"};
+  for (int step = 0; step < 12; ++step) log.snapshots.push_back(sample_snapshot(step, rng));
+  const auto whole = temporary("whole.jsonl");
+  write_run_log(whole, log);
+  const RunLog back = read_run_log(whole);
+  CHECK(back.header == log.header);
+  CHECK(back.snapshots == log.snapshots);
+  CHECK(back.warnings.empty());
+
+  const auto appended = temporary("appended.jsonl");
+  {
+    RunLogAppender appender(appended, log.header);
+    for (const Snapshot& s : log.snapshots) appender.append(s);
+  }
+  CHECK(read_run_log(appended).snapshots == log.snapshots);
+}
+
+TEST_CASE("a truncated last line is skipped with a warning; other damage is an error naming file and line") {
+  std::mt19937 rng(5);
+  const std::string header = run_header_line(RunHeader{}) + "\n";
+  const std::string one = snapshot_line(sample_snapshot(1, rng)) + "\n";
+  const std::string two = snapshot_line(sample_snapshot(2, rng));
+  const auto truncated = temporary("truncated.jsonl");
+  write_text(truncated, header + one + two.substr(0, two.size() / 2));
+  const RunLog log = read_run_log(truncated);
+  CHECK(log.snapshots.size() == 1);
+  REQUIRE(log.warnings.size() == 1);
+  CHECK(log.warnings[0].find("truncated.jsonl:3") != std::string::npos);
+
+  const auto broken = temporary("broken.jsonl");
+  write_text(broken, header + two.substr(0, two.size() / 2) + "\n" + one);
+  CHECK_THROWS_WITH_AS(read_run_log(broken), doctest::Contains("broken.jsonl:2:"), RunLogError);
+
+  const auto future = temporary("future.jsonl");
+  write_text(future, "{\"schema_version\": 99}\n" + one);
+  CHECK_THROWS_WITH_AS(read_run_log(future), doctest::Contains("future.jsonl:1: unknown schema version 99"), RunLogError);
+
+  const auto bad_bin = temporary("bad_bin.jsonl");
+  write_text(bad_bin, header + R"({"step": 1, "tensors": [{"name": "x", "kind": "weight", "bins": [[500, 1]]}]})" + "\n");
+  CHECK_THROWS_WITH_AS(read_run_log(bad_bin), doctest::Contains("bad_bin.jsonl:2: binade 500"), RunLogError);
+
+  CHECK_THROWS_AS(read_run_log(temporary("missing.jsonl")), RunLogError);
+}
+
+TEST_CASE("run log -> CSV -> histograms are equal; a CSV missing a column is an error") {
+  std::mt19937 rng(6);
+  std::vector<Snapshot> snapshots;
+  for (int step = 0; step < 4; ++step) snapshots.push_back(sample_snapshot(step * 10, rng));
+  const auto csv = temporary("run.csv");
+  write_file_atomically(csv, histograms_csv(snapshots));
+  const std::vector<Snapshot> back = read_histograms_csv(csv);
+  REQUIRE(back.size() == snapshots.size());
+  for (std::size_t i = 0; i < back.size(); ++i) {
+    CHECK(back[i].step == snapshots[i].step);
+    REQUIRE(back[i].tensors.size() == snapshots[i].tensors.size());
+    for (std::size_t t = 0; t < back[i].tensors.size(); ++t) {
+      CHECK(back[i].tensors[t].name == snapshots[i].tensors[t].name);
+      CHECK(back[i].tensors[t].kind == snapshots[i].tensors[t].kind);
+      CHECK(back[i].tensors[t].histogram == snapshots[i].tensors[t].histogram);
+    }
+  }
+  const auto missing = temporary("missing_column.csv");
+  write_text(missing, "step,tensor,binade,count\n1,fc1,-3,4\n");
+  CHECK_THROWS_WITH_AS(read_histograms_csv(missing), doctest::Contains("missing_column.csv:1: missing column 'kind'"), std::runtime_error);
+  const auto bad_number = temporary("bad_number.csv");
+  write_text(bad_number, "step,tensor,kind,binade,count\n1,fc1,weight,-3,four\n");
+  CHECK_THROWS_WITH_AS(read_histograms_csv(bad_number), doctest::Contains("bad_number.csv:2: count 'four'"), std::runtime_error);
+}
+
+TEST_CASE("RunStore: a writer thread appends while a reader copies what is new") {
+  RunStore store;
+  std::mt19937 rng(7);
+  std::vector<Snapshot> made;
+  for (int i = 0; i < 200; ++i) made.push_back(sample_snapshot(i, rng));
+  std::thread writer([&] {
+    for (const Snapshot& s : made) store.append(s);
+  });
+  std::vector<Snapshot> seen;
+  while (seen.size() < made.size()) {
+    auto fresh = store.copy_since(seen.size());
+    seen.insert(seen.end(), fresh.begin(), fresh.end());
+  }
+  writer.join();
+  CHECK(seen == made);
+  CHECK(store.copy_since(1000).empty());
+}
