@@ -15,24 +15,29 @@ namespace fpscope::bulk_bf16_avx512 {
 
 namespace {
 
+#define FPSCOPE_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+// Flags of the blocks so far, as vector words ORed together (and the largest finite magnitude):
+// turned into flag bits once at the end.
+struct BlockFlags {
+  __m512i dropped;     // low halves of finite inputs: inexact if nonzero
+  __m512i max_finite;  // overflow if >= 0x7F7F8000 (rounds to infinity)
+  __m512i signaling;   // quiet bit clear in a NaN
+};
+
 // One block of 16 inputs; false when it holds a float32 subnormal (the caller takes the kernel).
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) bool convert_block(const float* in, std::uint16_t* out,
-                                                                                   CastFlags& raised) {
+FPSCOPE_AVX512_BF16 inline bool convert_block(const float* in, std::uint16_t* out, BlockFlags& flags) {
   const __m512i bits = _mm512_loadu_si512(in);
   const __m512i magnitude = _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF));
-  const __mmask16 subnormal = _mm512_cmplt_epu32_mask(magnitude, _mm512_set1_epi32(0x00800000)) &
-                              _mm512_test_epi32_mask(magnitude, magnitude);
+  // 1 <= magnitude <= 0x7FFFFF, in one unsigned comparison.
+  const __mmask16 subnormal = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(magnitude, _mm512_set1_epi32(1)), _mm512_set1_epi32(0x7FFFFF));
   if (subnormal != 0) return false;
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), (__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(bits)));
   const __mmask16 finite = _mm512_cmplt_epu32_mask(magnitude, _mm512_set1_epi32(0x7F800000));
+  flags.dropped = _mm512_mask_or_epi32(flags.dropped, finite, flags.dropped, _mm512_and_si512(bits, _mm512_set1_epi32(0xFFFF)));
+  flags.max_finite = _mm512_mask_max_epu32(flags.max_finite, finite, flags.max_finite, magnitude);
   const __mmask16 nan = _mm512_cmpgt_epu32_mask(magnitude, _mm512_set1_epi32(0x7F800000));
-  // Inexact: dropped low half nonzero. Overflow: rounds to infinity, from 0x7F7F8000 up.
-  const __mmask16 inexact = finite & _mm512_test_epi32_mask(bits, _mm512_set1_epi32(0xFFFF));
-  const __mmask16 overflow = finite & _mm512_cmpge_epu32_mask(magnitude, _mm512_set1_epi32(0x7F7F8000));
-  const __mmask16 signaling = nan & _mm512_testn_epi32_mask(bits, _mm512_set1_epi32(0x00400000));
-  raised.inexact |= inexact;
-  raised.overflow |= overflow;
-  raised.invalid |= signaling;
+  flags.signaling = _mm512_mask_or_epi32(flags.signaling, nan, flags.signaling, _mm512_andnot_si512(bits, _mm512_set1_epi32(0x00400000)));
   return true;
 }
 
@@ -40,6 +45,27 @@ bool has_avx512_bf16() {
   static const bool supported = __builtin_cpu_supports("avx512bf16") != 0 && __builtin_cpu_supports("avx512bw") != 0 &&
                                 __builtin_cpu_supports("avx512vl") != 0;
   return supported;
+}
+
+// The whole loop under the AVX-512 target, so that convert_block inlines into it.
+FPSCOPE_AVX512_BF16 std::uint8_t convert_all(const float* in, std::uint16_t* out, std::size_t n, const CastOptions& options) {
+  CastFlags raised;
+  BlockFlags blocks{_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    if (convert_block(in + i, out + i, blocks)) continue;
+    for (std::size_t j = i; j < i + 16; ++j)
+      out[j] = static_cast<std::uint16_t>(
+          cast_from_f32<formats::bf16, RoundingMode::nearest_even>(float_bits(in[j]), options, 0, raised));
+  }
+  for (; i < n; ++i)
+    out[i] = static_cast<std::uint16_t>(cast_from_f32<formats::bf16, RoundingMode::nearest_even>(float_bits(in[i]), options, 0, raised));
+  raised.inexact |= _mm512_test_epi32_mask(blocks.dropped, blocks.dropped);
+  const __mmask16 overflow = _mm512_cmpge_epu32_mask(blocks.max_finite, _mm512_set1_epi32(0x7F7F8000));
+  raised.overflow |= overflow;
+  raised.inexact |= overflow;
+  raised.invalid |= _mm512_test_epi32_mask(blocks.signaling, blocks.signaling);
+  return raised.flags();
 }
 
 }  // namespace
@@ -50,18 +76,7 @@ bool applies(Format f, const Context& ctx) {
 }
 
 std::uint8_t f32_to_bf16(const float* in, std::uint16_t* out, std::size_t n, const Context& ctx) {
-  const CastOptions options = CastOptions::from(ctx);
-  CastFlags raised;
-  std::size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    if (convert_block(in + i, out + i, raised)) continue;
-    for (std::size_t j = i; j < i + 16; ++j)
-      out[j] = static_cast<std::uint16_t>(
-          cast_from_f32<formats::bf16, RoundingMode::nearest_even>(float_bits(in[j]), options, 0, raised));
-  }
-  for (; i < n; ++i)
-    out[i] = static_cast<std::uint16_t>(cast_from_f32<formats::bf16, RoundingMode::nearest_even>(float_bits(in[i]), options, 0, raised));
-  return raised.flags();
+  return convert_all(in, out, n, CastOptions::from(ctx));
 }
 
 }  // namespace fpscope::bulk_bf16_avx512
