@@ -85,5 +85,29 @@ check verify-options 0 '^1 passed, 0 failed$' -- bash -c "printf '3C01 3C00 01\n
 check verify-int 0 '^1 passed, 0 failed$' -- bash -c "printf '4100 00000002 00\n' | '$fpscope' verify f16_to_i32 -rnear_even"
 check verify-compare 0 '^1 passed, 0 failed$' -- bash -c "printf '7E00 3C00 0 10\n' | '$fpscope' verify f16_lt"
 
+# analyze and export on a small run log and a hand-written .npy file.
+cat >"$work/run.jsonl" <<'LOG'
+{"schema_version": 1, "source": "test", "model": "tiny", "precision": "fp16", "format": "fp16", "rounding": "rne", "scaler": "none"}
+{"step": 0, "loss": 2.0, "loss_scale": 1, "skipped": false, "tensors": [{"name": "fc1", "kind": "activation_gradient", "bins": [[-30, 5], [-20, 10], [-2, 1]], "zero": 4}]}
+{"step": 1, "loss": 1.5, "loss_scale": 1, "skipped": false, "tensors": [{"name": "fc1", "kind": "activation_gradient", "bins": [[-30, 5], [-20, 10], [-2, 1]], "zero": 4}]}
+LOG
+check analyze-table 0 'fc1 activation_gradient +40 +2\^-2 +2\^-30 +45\.00% +50\.00% +0\.00% +2\^16' -- "$fpscope" analyze "$work/run.jsonl"
+check analyze-scaled 0 'fc1 activation_gradient +40 .* 20\.00% +25\.00%' -- "$fpscope" analyze "$work/run.jsonl" --scale 2^8
+check analyze-json 0 '"recommended_scale_log2": 16' -- "$fpscope" analyze "$work/run.jsonl" --json
+check export-csv 0 '^step,tensor,kind,binade,count$' -- bash -c "'$fpscope' export '$work/run.jsonl' --csv '$work/run.csv' && head -1 '$work/run.csv'"
+# A float32 .npy written byte by byte: 1.0, 0.25, 0 -> binades 0 and -2, one zero.
+{ printf '\x93NUMPY\x01\x00\x76\x00'; printf "%-117s\n" "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }"; printf '\x00\x00\x80\x3f\x00\x00\x80\x3e\x00\x00\x00\x00'; } >"$work/t.npy"
+check analyze-npy 0 '^t +3 +2\^0 +2\^-2 +33\.33%' -- "$fpscope" analyze "$work/t.npy"
+printf '{"schema_version": 7}\n' >"$work/future.jsonl"
+check_bad bad-run-schema "future.jsonl:1: unknown schema version 7" -- "$fpscope" analyze "$work/future.jsonl"
+check_bad bad-run-missing "absent.jsonl" -- "$fpscope" analyze "$work/absent.jsonl"
+check_bad bad-scale "--scale '3'" -- "$fpscope" analyze "$work/run.jsonl" --scale 3
+check_bad bad-export "future.jsonl:1" -- "$fpscope" export "$work/future.jsonl" --csv "$work/never.csv"
+if [[ -e "$work/never.csv" ]] || ls "$work"/never.csv.tmp* >/dev/null 2>&1; then
+  failed=$((failed + 1)); echo "FAIL bad-export-no-output: a partial CSV was left behind"
+else
+  passed=$((passed + 1))
+fi
+
 echo "$passed passed, $failed failed"
 [[ $failed == 0 ]]
