@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "scale_option.hpp"
 #include "fpscope/analyzer/npy.hpp"
 #include "fpscope/analyzer/recommendation.hpp"
 #include "fpscope/analyzer/run_log.hpp"
@@ -61,25 +62,6 @@ std::vector<NamedHistogram> load(const std::string& input, NpyElements elements,
   return out;
 }
 
-// "2^k", "auto" or a power of two such as 1024.
-std::optional<int> parse_scale(const std::string& text) {
-  if (text == "auto") return std::nullopt;
-  try {
-    if (text.rfind("2^", 0) == 0) {
-      std::size_t used = 0;
-      const int k = std::stoi(text.substr(2), &used);
-      if (used == text.size() - 2) return k;
-    } else {
-      std::size_t used = 0;
-      const double value = std::stod(text, &used);
-      int exponent = 0;
-      if (used == text.size() && value > 0 && std::frexp(value, &exponent) == 0.5) return exponent - 1;
-    }
-  } catch (const std::exception&) {
-  }
-  throw UsageError("--scale '" + text + "' is not a power of two: expected 2^k (such as 2^10), a number such as 1024, or auto");
-}
-
 double percent(std::uint64_t part, std::uint64_t whole) { return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole); }
 
 void run_analyze(const AnalyzeOptions& options) {
@@ -87,7 +69,7 @@ void run_analyze(const AnalyzeOptions& options) {
   NpyElements elements = NpyElements::by_dtype;
   if (options.as == "bf16") elements = NpyElements::bfloat16;
   else if (!options.as.empty()) throw UsageError("--as '" + options.as + "' is not supported: expected bf16");
-  std::optional<int> fixed_scale = parse_scale(options.scale);
+  std::optional<int> fixed_scale = parse_scale_log2(options.scale);
 
   std::vector<NamedHistogram> tensors;
   std::vector<std::string> warnings;

@@ -1,11 +1,14 @@
-// `fpscope export RUN --csv OUT`: a run's histograms in tidy CSV, written atomically.
+// `fpscope export RUN (--csv|--svg) OUT`: a run's histograms as tidy CSV, or plotted as SVG.
 #include <fmt/core.h>
 
 #include <string>
 
 #include "commands.hpp"
 #include "fpscope/analyzer/csv.hpp"
+#include "fpscope/analyzer/plot.hpp"
 #include "fpscope/analyzer/run_log.hpp"
+#include "fpscope/core/names.hpp"
+#include "scale_option.hpp"
 
 namespace fpscope::cli {
 
@@ -14,22 +17,80 @@ namespace {
 struct ExportOptions {
   std::string run;
   std::string csv;
+  std::string svg;
+  std::string plot = "histogram";
+  std::string tensor;
+  std::string kind;
+  std::string format = "fp16";
+  std::string scale = "1";
 };
 
+// The tensor to plot: named by --tensor/--kind, else the first activation gradient, else the
+// first tensor of the run.
+std::pair<std::string, TensorKind> choose_tensor(const RunLog& log, const ExportOptions& options) {
+  std::optional<TensorKind> kind;
+  if (!options.kind.empty()) {
+    try {
+      kind = parse_tensor_kind(options.kind);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
+  const TensorRecord* fallback = nullptr;
+  for (const Snapshot& s : log.snapshots) {
+    for (const TensorRecord& t : s.tensors) {
+      if ((options.tensor.empty() || t.name == options.tensor) && (!kind || t.kind == *kind)) {
+        if (!options.tensor.empty() || kind || t.kind == TensorKind::activation_gradient) return {t.name, t.kind};
+        if (fallback == nullptr) fallback = &t;
+      }
+    }
+  }
+  if (fallback != nullptr) return {fallback->name, fallback->kind};
+  throw UsageError("the run log " + options.run + " has no tensor" +
+                   (options.tensor.empty() ? std::string() : " named '" + options.tensor + "'") +
+                   (options.kind.empty() ? std::string() : " of kind " + options.kind));
+}
+
 void run_export(const ExportOptions& options) {
-  if (options.csv.empty()) throw UsageError("export needs --csv OUT");
+  if (options.csv.empty() == options.svg.empty()) throw UsageError("export needs one of --csv OUT or --svg OUT");
+  if (options.plot != "histogram" && options.plot != "heatmap")
+    throw UsageError("unknown --plot '" + options.plot + "': expected histogram or heatmap");
+  const Format format = parse_format(options.format);
+  const std::optional<int> scale = parse_scale_log2(options.scale);
+  if (!scale) throw UsageError("export needs a fixed --scale such as 2^10");
   const RunLog log = read_run_log(options.run);
   for (const std::string& w : log.warnings) fmt::print(stderr, "fpscope: warning: {}\n", w);
-  write_file_atomically(options.csv, histograms_csv(log.snapshots));
+  if (!options.csv.empty()) {
+    write_file_atomically(options.csv, histograms_csv(log.snapshots));
+    return;
+  }
+  const auto [name, kind] = choose_tensor(log, options);
+  std::vector<std::pair<std::int64_t, ExponentHistogram>> steps;
+  ExponentHistogram merged;
+  for (const Snapshot& s : log.snapshots)
+    for (const TensorRecord& t : s.tensors)
+      if (t.name == name && t.kind == kind) {
+        steps.emplace_back(s.step, t.histogram);
+        merged.merge(t.histogram);
+      }
+  const PlotOptions plot{format, *scale, name + " " + std::string(tensor_kind_name(kind)) +
+                                             (options.plot == "histogram" ? fmt::format(", {} steps merged", steps.size()) : "")};
+  write_file_atomically(options.svg, options.plot == "histogram" ? histogram_svg(merged, plot) : heatmap_svg(steps, plot));
 }
 
 }  // namespace
 
 void add_export(CLI::App& app) {
   auto options = std::make_shared<ExportOptions>();
-  CLI::App* cmd = app.add_subcommand("export", "Export a run log's histograms (tidy CSV: step,tensor,kind,binade,count)");
+  CLI::App* cmd = app.add_subcommand("export", "Export a run log's histograms: tidy CSV, or an SVG plot against a format's range");
   cmd->add_option("RUN", options->run, "the run log (.jsonl)")->required();
-  cmd->add_option("--csv", options->csv, "write the CSV here (atomically: a temporary file, then rename)");
+  cmd->add_option("--csv", options->csv, "write step,tensor,kind,binade,count here");
+  cmd->add_option("--svg", options->svg, "write a plot here");
+  cmd->add_option("--plot", options->plot, "histogram (all steps merged) or heatmap (steps x binades)")->capture_default_str();
+  cmd->add_option("--tensor", options->tensor, "tensor to plot (default: the first activation gradient)");
+  cmd->add_option("--kind", options->kind, "its kind: activation, activation_gradient, weight, weight_gradient");
+  cmd->add_option("-f,--format", options->format, "format whose range shades the plot")->capture_default_str();
+  cmd->add_option("--scale", options->scale, "loss scale applied before the cast: 2^k or a power of two")->capture_default_str();
   cmd->callback([options] { run_export(*options); });
 }
 

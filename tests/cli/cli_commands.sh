@@ -95,6 +95,10 @@ check analyze-table 0 'fc1 activation_gradient +40 +2\^-2 +2\^-30 +45\.00% +50\.
 check analyze-scaled 0 'fc1 activation_gradient +40 .* 20\.00% +25\.00%' -- "$fpscope" analyze "$work/run.jsonl" --scale 2^8
 check analyze-json 0 '"recommended_scale_log2": 16' -- "$fpscope" analyze "$work/run.jsonl" --json
 check export-csv 0 '^step,tensor,kind,binade,count$' -- bash -c "'$fpscope' export '$work/run.jsonl' --csv '$work/run.csv' && head -1 '$work/run.csv'"
+check export-svg 0 '^<svg xmlns' -- bash -c "'$fpscope' export '$work/run.jsonl' --svg '$work/h.svg' --scale 2^8 && head -c 14 '$work/h.svg'"
+check export-heatmap 0 'smallest subnormal' -- bash -c "'$fpscope' export '$work/run.jsonl' --svg '$work/m.svg' --plot heatmap && cat '$work/m.svg'"
+check_bad bad-plot "'pie'" -- "$fpscope" export "$work/run.jsonl" --svg "$work/p.svg" --plot pie
+check_bad bad-tensor "no tensor named 'fc9'" -- "$fpscope" export "$work/run.jsonl" --svg "$work/p.svg" --tensor fc9
 # A float32 .npy written byte by byte: 1.0, 0.25, 0 -> binades 0 and -2, one zero.
 { printf '\x93NUMPY\x01\x00\x76\x00'; printf "%-117s\n" "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }"; printf '\x00\x00\x80\x3f\x00\x00\x80\x3e\x00\x00\x00\x00'; } >"$work/t.npy"
 check analyze-npy 0 '^t +3 +2\^0 +2\^-2 +33\.33%' -- "$fpscope" analyze "$work/t.npy"

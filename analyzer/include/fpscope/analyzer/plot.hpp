@@ -1,0 +1,29 @@
+// Plots without a display: SVG of a histogram against a format's range, and of steps x binades.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fpscope/core/exponent_histogram.hpp"
+#include "fpscope/core/format.hpp"
+
+namespace fpscope {
+
+struct PlotOptions {
+  Format format;           // whose ranges shade the plot
+  int scale_log2 = 0;      // the values are multiplied by 2^scale_log2 before the cast
+  std::string title;
+};
+
+// Bars: share of the values per binade (x: log2|x| of the unscaled values). Behind them the
+// format's regions after scaling: flushed to zero, subnormal, normal, overflow, each with its
+// count and share in the legend (range_analysis.hpp).
+std::string histogram_svg(const ExponentHistogram& histogram, const PlotOptions& options);
+
+// One column per recorded step (merged to at most 600 columns), one row per binade, shade by
+// log count; lines mark the format's smallest subnormal, smallest normal and largest binade.
+std::string heatmap_svg(const std::vector<std::pair<std::int64_t, ExponentHistogram>>& steps, const PlotOptions& options);
+
+}  // namespace fpscope

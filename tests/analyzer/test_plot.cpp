@@ -1,0 +1,50 @@
+// SVG plots: well-formed, the format's regions where they belong, one bar per nonzero binade.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "fpscope/analyzer/plot.hpp"
+
+using namespace fpscope;
+
+namespace {
+std::size_t occurrences(const std::string& text, const std::string& needle) {
+  std::size_t count = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++count;
+  return count;
+}
+}  // namespace
+
+TEST_CASE("histogram SVG: a bar per nonzero binade over the four fp16 regions, counts in the legend") {
+  ExponentHistogram h;
+  h.set_count(-30, 10);  // flushed at scale 1
+  h.set_count(-20, 20);  // subnormal
+  h.set_count(0, 30);    // normal
+  h.set_count(16, 5);    // overflow
+  const std::string svg = histogram_svg(h, PlotOptions{formats::fp16, 0, "test <tensor>"});
+  CHECK(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0) == 0);
+  CHECK(svg.find("</svg>") != std::string::npos);
+  CHECK(occurrences(svg, "class=\"bar\"") == 4);
+  CHECK(svg.find("<title>2^-30: 10</title>") != std::string::npos);
+  CHECK(svg.find("test &lt;tensor&gt;") != std::string::npos);  // escaped
+  for (const char* region : {"#f4b6b6", "#fbe3a0", "#c9e8c4", "#d9b8ec"}) CHECK(svg.find(region) != std::string::npos);
+  CHECK(svg.find("flushed to zero 10 (15.38%)") != std::string::npos);
+  CHECK(svg.find("overflow 5 (7.69%)") != std::string::npos);
+  // Scaled by 2^5, nothing is flushed any more: the legend says so.
+  CHECK(histogram_svg(h, PlotOptions{formats::fp16, 5, ""}).find("flushed to zero 0 (0.00%)") != std::string::npos);
+}
+
+TEST_CASE("heatmap SVG: at most 600 columns however many steps, limits drawn") {
+  std::vector<std::pair<std::int64_t, ExponentHistogram>> steps;
+  for (int s = 0; s < 2000; ++s) {
+    ExponentHistogram h;
+    h.set_count(-20, 1);
+    steps.emplace_back(s, h);
+  }
+  const std::string svg = heatmap_svg(steps, PlotOptions{formats::fp16, 0, ""});
+  // One cell per column (the only nonzero binade), plus the background rects.
+  CHECK(occurrences(svg, "<rect") == 600 + 2);
+  CHECK(svg.find("smallest subnormal") != std::string::npos);
+  CHECK(svg.find("step 1999") != std::string::npos);
+  CHECK(heatmap_svg({}, PlotOptions{formats::fp16, 0, ""}).find("</svg>") != std::string::npos);
+}
