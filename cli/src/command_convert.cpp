@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "commands.hpp"
+#include "hex_digits.hpp"
 #include "fpscope/core/bits.hpp"
 #include "fpscope/core/convert.hpp"
 #include "fpscope/core/decimal.hpp"
@@ -52,18 +53,7 @@ bool is_bit_pattern(std::string_view text) {
 
 // Hex digits after 0x into bits; false if malformed or too wide for f.
 bool parse_hex_bits(std::string_view text, Format f, std::uint64_t& bits) {
-  bits = 0;
-  const std::string_view digits = text.substr(2);
-  if (digits.empty() || digits.size() > 16) return false;
-  for (const char c : digits) {
-    unsigned d;
-    if (c >= '0' && c <= '9') d = static_cast<unsigned>(c - '0');
-    else if (c >= 'a' && c <= 'f') d = static_cast<unsigned>(c - 'a' + 10);
-    else if (c >= 'A' && c <= 'F') d = static_cast<unsigned>(c - 'A' + 10);
-    else return false;
-    bits = (bits << 4) | d;
-  }
-  return (bits & ~f.all_bits_mask()) == 0;
+  return parse_hex_digits(text.substr(2), f.width(), bits);
 }
 
 // A value of `to` as short decimal text that reads back to the same bits: shortest for

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "hex_digits.hpp"
 #include "fpscope/core/arithmetic.hpp"
 #include "fpscope/core/compare.hpp"
 #include "fpscope/core/convert.hpp"
@@ -109,19 +110,7 @@ Function parse_function(const std::string& name) {
   throw UsageError("unknown function '" + name + "': " + expected);
 }
 
-bool parse_hex(const std::string& token, int width, std::uint64_t& value) {
-  if (token.empty() || token.size() > 16) return false;
-  value = 0;
-  for (const char c : token) {
-    unsigned d;
-    if (c >= '0' && c <= '9') d = static_cast<unsigned>(c - '0');
-    else if (c >= 'a' && c <= 'f') d = static_cast<unsigned>(c - 'a' + 10);
-    else if (c >= 'A' && c <= 'F') d = static_cast<unsigned>(c - 'A' + 10);
-    else return false;
-    value = (value << 4) | d;
-  }
-  return width >= 64 || (value >> width) == 0;
-}
+bool parse_hex(const std::string& token, int width, std::uint64_t& value) { return parse_hex_digits(token, width, value); }
 
 std::uint64_t evaluate(const Function& fn, const std::vector<std::uint64_t>& x, bool exact, Context& ctx) {
   Format f = fn.in.format;
