@@ -47,14 +47,14 @@ int round_trip_digits(Format f) { return static_cast<int>(std::ceil(1 + (f.manti
 std::string approx(const std::string& exact) { return fmt::format("{:.4g}", std::strtod(exact.c_str(), nullptr)); }
 
 std::string compact_table(const std::vector<Format>& formats) {
-  std::string out = fmt::format("{:<7} {:>9} {:>6} {:>6} {:>5}  {:<20} {:<20} {:<28} {:<18} {:>6} {:>20}\n", "format",
+  std::string out = fmt::format("{:<7} {:>9} {:>6} {:>6} {:>5}  {:<22} {:<22} {:<30} {:<18} {:>6} {:>20}\n", "format",
                                 "s.e.m", "bias", "emin", "emax", "min subnormal", "min normal", "max", "epsilon",
                                 "digits", "finite values");
   for (Format f : formats) {
     const std::string max_exact = exact_max(f);
     const std::string max_text =
         max_exact.size() <= 12 ? max_exact : fmt::format("{} ~ {}", max_expression(f), approx(max_exact));
-    out += fmt::format("{:<7} {:>9} {:>6} {:>6} {:>5}  {:<20} {:<20} {:<28} {:<18} {:>6.2f} {:>20}\n", format_name(f),
+    out += fmt::format("{:<7} {:>9} {:>6} {:>6} {:>5}  {:<22} {:<22} {:<30} {:<18} {:>6.2f} {:>20}\n", format_name(f),
                        fmt::format("1.{}.{}", f.exponent_bits, f.mantissa_bits), f.bias(), f.emin(), f.emax(),
                        fmt::format("2^{} ~ {}", f.min_subnormal_exponent(), approx(exact_power_of_two(f.min_subnormal_exponent()))),
                        fmt::format("2^{} ~ {}", f.emin(), approx(exact_power_of_two(f.emin()))), max_text,
