@@ -1,4 +1,4 @@
-// `fpscope export RUN (--csv|--svg) OUT`: a run's histograms as tidy CSV, or plotted as SVG.
+// `fpscope export RUN (--csv|--svg|--png) OUT`: a run's histograms as tidy CSV, or plotted.
 #include <fmt/core.h>
 
 #include <string>
@@ -6,6 +6,7 @@
 #include "commands.hpp"
 #include "fpscope/analyzer/csv.hpp"
 #include "fpscope/analyzer/plot.hpp"
+#include "fpscope/analyzer/png.hpp"
 #include "fpscope/analyzer/run_log.hpp"
 #include "fpscope/core/names.hpp"
 #include "scale_option.hpp"
@@ -18,6 +19,7 @@ struct ExportOptions {
   std::string run;
   std::string csv;
   std::string svg;
+  std::string png;
   std::string plot = "histogram";
   std::string tensor;
   std::string kind;
@@ -52,7 +54,8 @@ std::pair<std::string, TensorKind> choose_tensor(const RunLog& log, const Export
 }
 
 void run_export(const ExportOptions& options) {
-  if (options.csv.empty() == options.svg.empty()) throw UsageError("export needs one of --csv OUT or --svg OUT");
+  const int outputs = !options.csv.empty() + !options.svg.empty() + !options.png.empty();
+  if (outputs != 1) throw UsageError("export needs exactly one of --csv OUT, --svg OUT or --png OUT");
   if (options.plot != "histogram" && options.plot != "heatmap")
     throw UsageError("unknown --plot '" + options.plot + "': expected histogram or heatmap");
   const Format format = parse_format(options.format);
@@ -75,17 +78,20 @@ void run_export(const ExportOptions& options) {
       }
   const PlotOptions plot{format, *scale, name + " " + std::string(tensor_kind_name(kind)) +
                                              (options.plot == "histogram" ? fmt::format(", {} steps merged", steps.size()) : "")};
-  write_file_atomically(options.svg, options.plot == "histogram" ? histogram_svg(merged, plot) : heatmap_svg(steps, plot));
+  const std::string svg = options.plot == "histogram" ? histogram_svg(merged, plot) : heatmap_svg(steps, plot);
+  if (!options.svg.empty()) write_file_atomically(options.svg, svg);
+  else write_svg_as_png(svg, options.png);
 }
 
 }  // namespace
 
 void add_export(CLI::App& app) {
   auto options = std::make_shared<ExportOptions>();
-  CLI::App* cmd = app.add_subcommand("export", "Export a run log's histograms: tidy CSV, or an SVG plot against a format's range");
+  CLI::App* cmd = app.add_subcommand("export", "Export a run log's histograms: tidy CSV, or an SVG or PNG plot against a format's range");
   cmd->add_option("RUN", options->run, "the run log (.jsonl)")->required();
   cmd->add_option("--csv", options->csv, "write step,tensor,kind,binade,count here");
   cmd->add_option("--svg", options->svg, "write a plot here");
+  cmd->add_option("--png", options->png, "write the plot as a PNG (twice the SVG's size) here");
   cmd->add_option("--plot", options->plot, "histogram (all steps merged) or heatmap (steps x binades)")->capture_default_str();
   cmd->add_option("--tensor", options->tensor, "tensor to plot (default: the first activation gradient)");
   cmd->add_option("--kind", options->kind, "its kind: activation, activation_gradient, weight, weight_gradient");

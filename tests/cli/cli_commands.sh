@@ -97,6 +97,7 @@ check analyze-json 0 '"recommended_scale_log2": 16' -- "$fpscope" analyze "$work
 check export-csv 0 '^step,tensor,kind,binade,count$' -- bash -c "'$fpscope' export '$work/run.jsonl' --csv '$work/run.csv' && head -1 '$work/run.csv'"
 check export-svg 0 '^<svg xmlns' -- bash -c "'$fpscope' export '$work/run.jsonl' --svg '$work/h.svg' --scale 2^8 && head -c 14 '$work/h.svg'"
 check export-heatmap 0 'smallest subnormal' -- bash -c "'$fpscope' export '$work/run.jsonl' --svg '$work/m.svg' --plot heatmap && cat '$work/m.svg'"
+check export-png 0 'PNG image data, 1920 x 940' -- bash -c "'$fpscope' export '$work/run.jsonl' --png '$work/h.png' && file '$work/h.png'"
 check_bad bad-plot "'pie'" -- "$fpscope" export "$work/run.jsonl" --svg "$work/p.svg" --plot pie
 check_bad bad-tensor "no tensor named 'fc9'" -- "$fpscope" export "$work/run.jsonl" --svg "$work/p.svg" --tensor fc9
 # A float32 .npy written byte by byte: 1.0, 0.25, 0 -> binades 0 and -2, one zero.
