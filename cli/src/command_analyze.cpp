@@ -12,6 +12,7 @@
 
 #include "commands.hpp"
 #include "scale_option.hpp"
+#include "fpscope/analyzer/csv.hpp"
 #include "fpscope/analyzer/npy.hpp"
 #include "fpscope/analyzer/recommendation.hpp"
 #include "fpscope/analyzer/run_log.hpp"
@@ -36,7 +37,8 @@ struct NamedHistogram {
   ExponentHistogram histogram;
 };
 
-// A run log's tensors, each merged over every recorded step; a .npy file or a folder of them.
+// A run log's (or an exported CSV's) tensors, each merged over every recorded step; a .npy file
+// or a folder of them.
 std::vector<NamedHistogram> load(const std::string& input, NpyElements elements, std::vector<std::string>& warnings) {
   const std::filesystem::path path(input);
   std::vector<NamedHistogram> out;
@@ -48,10 +50,16 @@ std::vector<NamedHistogram> load(const std::string& input, NpyElements elements,
     out.push_back({input, path.stem().string(), npy_histogram(path, elements)});
     return out;
   }
-  const RunLog log = read_run_log(path);
-  warnings.insert(warnings.end(), log.warnings.begin(), log.warnings.end());
+  std::vector<Snapshot> snapshots;
+  if (path.extension() == ".csv") {
+    snapshots = read_histograms_csv(path);
+  } else {
+    RunLog log = read_run_log(path);
+    warnings.insert(warnings.end(), log.warnings.begin(), log.warnings.end());
+    snapshots = std::move(log.snapshots);
+  }
   std::map<std::string, std::size_t> index;
-  for (const Snapshot& s : log.snapshots) {
+  for (const Snapshot& s : snapshots) {
     for (const TensorRecord& t : s.tensors) {
       const std::string name = t.name + " " + std::string(tensor_kind_name(t.kind));
       auto [it, inserted] = index.try_emplace(name, out.size());
@@ -142,7 +150,7 @@ void run_analyze(const AnalyzeOptions& options) {
 void add_analyze(CLI::App& app) {
   auto options = std::make_shared<AnalyzeOptions>();
   CLI::App* cmd = app.add_subcommand("analyze", "What a format and a loss scale would flush to zero or overflow, per tensor, and the scale to use");
-  cmd->add_option("RUN_OR_NPY", options->inputs, "run logs (.jsonl), .npy files, or folders of .npy files")->required();
+  cmd->add_option("RUN_OR_NPY", options->inputs, "run logs (.jsonl), exported CSV (.csv), .npy files, or folders of .npy files")->required();
   cmd->add_option("-f,--format", options->format, "target format: fp16 bf16 e4m3 e5m2 tf32 eXmY")->capture_default_str();
   cmd->add_option("--scale", options->scale, "the scale to analyse at: 2^k, a power of two, or auto (the recommended one)")->capture_default_str();
   cmd->add_option("--as", options->as, "read 2-byte .npy elements as bf16");

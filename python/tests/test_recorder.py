@@ -100,6 +100,31 @@ class RecorderTest(unittest.TestCase):
             self.assertIn("0 activation", names)
             self.assertIn("2.weight weight_gradient", names)
 
+    def test_scaler_scale_and_skipped_steps(self):
+        class StepScaler:
+            """Stands in for GradScaler (CUDA-only in this torch): the scale after each update()."""
+            def __init__(self, scales):
+                self.scales, self.index = scales, -1
+            def is_enabled(self):
+                return True
+            def get_scale(self):
+                return self.scales[self.index]
+            def update(self):
+                self.index += 1
+        scaler = StepScaler([65536.0, 65536.0, 32768.0, 32768.0, 65536.0])
+        model = tiny_model()
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+            with fpscope_torch.Recorder(model, path, scaler=scaler) as recorder:
+                for _ in range(5):
+                    model(torch.randn(4, 6)).sum().backward()
+                    scaler.update()
+                    recorder.step()
+            header, snapshots = read_log(path)
+            self.assertEqual(header["scaler"], "dynamic")
+            self.assertEqual([s["loss_scale"] for s in snapshots], [65536.0, 65536.0, 32768.0, 32768.0, 65536.0])
+            self.assertEqual([s["skipped"] for s in snapshots], [False, False, True, False, False])
+
     def test_autocast_bf16(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "run.jsonl")

@@ -95,6 +95,9 @@ check analyze-table 0 'fc1 activation_gradient +40 +2\^-2 +2\^-30 +45\.00% +50\.
 check analyze-scaled 0 'fc1 activation_gradient +40 .* 20\.00% +25\.00%' -- "$fpscope" analyze "$work/run.jsonl" --scale 2^8
 check analyze-json 0 '"recommended_scale_log2": 16' -- "$fpscope" analyze "$work/run.jsonl" --json
 check export-csv 0 '^step,tensor,kind,binade,count$' -- bash -c "'$fpscope' export '$work/run.jsonl' --csv '$work/run.csv' && head -1 '$work/run.csv'"
+check analyze-csv 0 'fc1 activation_gradient +40 +2\^-2 +2\^-30 +45\.00%' -- "$fpscope" analyze "$work/run.csv"
+printf 'step,tensor,binade,count\n1,fc1,-3,4\n' >"$work/bad.csv"
+check_bad bad-csv-column "bad.csv:1: missing column 'kind'" -- "$fpscope" analyze "$work/bad.csv"
 check export-svg 0 '^<svg xmlns' -- bash -c "'$fpscope' export '$work/run.jsonl' --svg '$work/h.svg' --scale 2^8 && head -c 14 '$work/h.svg'"
 check export-heatmap 0 'smallest subnormal' -- bash -c "'$fpscope' export '$work/run.jsonl' --svg '$work/m.svg' --plot heatmap && cat '$work/m.svg'"
 check export-png 0 'PNG image data, 1920 x 940' -- bash -c "'$fpscope' export '$work/run.jsonl' --png '$work/h.png' && file '$work/h.png'"
