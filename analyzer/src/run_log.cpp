@@ -87,7 +87,7 @@ std::string snapshot_line(const Snapshot& snapshot) {
       .dump();
 }
 
-RunHeader parse_run_header(std::string_view line, const std::string& where) {
+RunHeader parse_run_header(std::string_view line, const std::string& where) try {
   const json value = parse_object(line, where);
   if (!value.contains("schema_version")) fail(where, "not a run log header: no 'schema_version'");
   RunHeader header;
@@ -102,9 +102,11 @@ RunHeader parse_run_header(std::string_view line, const std::string& where) {
   header.rounding = value.value("rounding", "");
   header.scaler = value.value("scaler", "");
   return header;
+} catch (const json::exception& e) {
+  fail(where, std::string("a header field has the wrong type (") + e.what() + ")");
 }
 
-Snapshot parse_snapshot(std::string_view line, const std::string& where) {
+Snapshot parse_snapshot(std::string_view line, const std::string& where) try {
   const json value = parse_object(line, where);
   Snapshot snapshot;
   snapshot.step = required<std::int64_t>(value, "step", where);
@@ -143,6 +145,8 @@ Snapshot parse_snapshot(std::string_view line, const std::string& where) {
     snapshot.tensors.push_back(std::move(record));
   }
   return snapshot;
+} catch (const json::exception& e) {
+  fail(where, std::string("a field has the wrong type (") + e.what() + ")");
 }
 
 RunLog read_run_log(const std::filesystem::path& path) {

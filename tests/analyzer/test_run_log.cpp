@@ -93,6 +93,10 @@ TEST_CASE("a truncated last line is skipped with a warning; other damage is an e
   write_text(bad_bin, header + R"({"step": 1, "tensors": [{"name": "x", "kind": "weight", "bins": [[500, 1]]}]})" + "\n");
   CHECK_THROWS_WITH_AS(read_run_log(bad_bin), doctest::Contains("bad_bin.jsonl:2: binade 500"), RunLogError);
 
+  const auto wrong_type = temporary("wrong_type.jsonl");
+  write_text(wrong_type, header + R"({"step": 1, "skipped": "yes"})" + "\n");
+  CHECK_THROWS_WITH_AS(read_run_log(wrong_type), doctest::Contains("wrong_type.jsonl:2: a field has the wrong type"), RunLogError);
+
   CHECK_THROWS_AS(read_run_log(temporary("missing.jsonl")), RunLogError);
 }
 
