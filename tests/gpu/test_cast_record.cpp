@@ -1,0 +1,71 @@
+// The recorded cast: rounded values, histogram and outcome counts against per-element scalar casts.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "fpscope/core/bits.hpp"
+#include "fpscope/core/convert.hpp"
+#include "fpscope/gpu/cast_record.hpp"
+
+using namespace fpscope;
+
+TEST_CASE("cast_and_record equals element-by-element casts, counts included") {
+  std::mt19937 rng(9);
+  std::vector<float> values(50000);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    std::uint32_t bits = rng();
+    if (i % 3 == 0) bits = (bits & 0x807FFFFFu) | ((90u + rng() % 60u) << 23);  // around fp16's range
+    values[i] = bits_float(bits);
+  }
+  values[0] = 0.0f;
+  values[1] = 1e-9f;    // flushed in fp16
+  values[2] = 70000.f;  // overflows fp16
+  for (const Format f : {formats::fp16, formats::bf16, formats::e4m3, formats::e5m2}) {
+    for (const bool saturate : {false, true}) {
+      Context ctx;
+      ctx.saturate = saturate;
+      std::vector<float> out(values.size());
+      ExponentHistogram histogram;
+      CastCounts counts;
+      cast_and_record(f, values, out, ctx, histogram, counts);
+
+      ExponentHistogram expected_histogram;
+      expected_histogram.add(values);
+      CHECK(histogram == expected_histogram);
+      CastCounts expected;
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        Context scalar;
+        scalar.saturate = saturate;
+        const std::uint64_t narrow = convert(formats::fp32, f, float_bits(values[i]), scalar);
+        Context widen;
+        REQUIRE(float_bits(out[i]) == convert(f, formats::fp32, narrow, widen));
+        const bool finite_in = std::isfinite(values[i]);
+        expected.flushed_to_zero += finite_in && values[i] != 0 && is_zero(f, narrow);
+        expected.made_subnormal += is_subnormal(f, narrow);
+        expected.overflowed += finite_in && (scalar.flags & flag::overflow) != 0;
+      }
+      CAPTURE(f.exponent_bits);
+      CAPTURE(saturate);
+      CHECK(counts.flushed_to_zero == expected.flushed_to_zero);
+      CHECK(counts.made_subnormal == expected.made_subnormal);
+      CHECK(counts.overflowed == expected.overflowed);
+      if (f != formats::bf16) CHECK(counts.flushed_to_zero > 0);  // bf16 keeps float32's range
+      CHECK(counts.overflowed > 0);
+    }
+  }
+}
+
+TEST_CASE("in place, and the histogram is of the values before the cast") {
+  std::vector<float> values{1e-9f, 0.1f, 70000.0f, -3.0f};
+  ExponentHistogram histogram;
+  CastCounts counts;
+  Context ctx;
+  cast_and_record(formats::fp16, values, values, ctx, histogram, counts);
+  CHECK(histogram.count(-30) == 1);  // 1e-9 before the cast, though it is now 0
+  CHECK(values[0] == 0.0f);
+  CHECK(values[2] == std::numeric_limits<float>::infinity());
+  CHECK(counts == CastCounts{1, 0, 1});
+}
