@@ -1,0 +1,77 @@
+// A multi-layer perceptron trained with mixed precision on the CPU (Eigen): the reference backend.
+#pragma once
+
+#include <Eigen/Core>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fpscope/analyzer/snapshot.hpp"
+#include "fpscope/core/context.hpp"
+#include "fpscope/core/format.hpp"
+#include "fpscope/gpu/loss_scaler.hpp"
+
+namespace fpscope {
+
+enum class Activation : std::uint8_t { relu, gelu, tanh };
+// fp32: everything in float32. fp16 / bf16: Micikevicius et al. 2018 -- float32 master weights,
+// low-precision copies for the forward and backward passes, GEMMs on low-precision inputs with
+// float32 accumulation and outputs rounded to the format, float32 loss, loss scaling, float32
+// update. fp16_pure: the same without master weights (weights live in fp16).
+enum class Precision : std::uint8_t { fp32, fp16, bf16, fp16_pure };
+
+Activation parse_activation(std::string_view name);  // relu, gelu, tanh; throws std::invalid_argument
+Precision parse_precision(std::string_view name);    // fp32, fp16, bf16, fp16-pure
+std::string precision_name(Precision precision);
+std::string activation_name(Activation activation);
+// "784-512-512-10": at least two sizes, each 1 ..= 1<<20; throws std::invalid_argument naming the text.
+std::vector<int> parse_layer_sizes(std::string_view text);
+
+struct MlpConfig {
+  std::vector<int> layer_sizes{784, 512, 512, 10};
+  Activation activation = Activation::relu;
+  Precision precision = Precision::fp16;
+  RoundingMode rounding = RoundingMode::nearest_even;
+  LossScalerConfig scaler = LossScalerConfig::pytorch();
+  float learning_rate = 0.01f;
+  std::uint64_t seed = 1;
+};
+
+struct StepResult {
+  double loss = 0;        // float32 cross-entropy of the batch, unscaled
+  double loss_scale = 1;  // the scale this step ran with
+  bool skipped = false;   // non-finite gradients: master weights untouched
+  std::optional<Snapshot> snapshot;  // when the step was recorded
+};
+
+class MlpTrainer {
+ public:
+  explicit MlpTrainer(const MlpConfig& config);
+  // One step on a batch: inputs (batch x layer_sizes[0]) and class labels. Records a Snapshot
+  // when `record` is set.
+  StepResult step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record);
+  // The loss and the gradients of the master weights in float64 arithmetic, for tests.
+  double loss_in_double(const Eigen::MatrixXf& inputs, const std::vector<int>& labels) const;
+
+  const MlpConfig& config() const { return config_; }
+  LossScaler& scaler() { return scaler_; }
+  std::int64_t step_count() const { return steps_; }
+  // Master weights (fp32; for fp16_pure, the fp16 weights as float32) and biases per layer.
+  std::vector<Eigen::MatrixXf>& weights() { return weights_; }
+  std::vector<Eigen::VectorXf>& biases() { return biases_; }
+  // Low-precision format of the policy (fp32 for the fp32 policy).
+  Format format() const;
+
+ private:
+  MlpConfig config_;
+  LossScaler scaler_;
+  Context ctx_;
+  std::vector<Eigen::MatrixXf> weights_;  // layer l: out x in
+  std::vector<Eigen::VectorXf> biases_;
+  std::int64_t steps_ = 0;
+};
+
+}  // namespace fpscope

@@ -1,0 +1,255 @@
+// The CPU reference backend: an MLP step in fp32 or mixed precision, with recording.
+#include "fpscope/gpu/mlp.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <random>
+#include <span>
+
+#include "fpscope/core/bulk.hpp"
+#include "fpscope/gpu/cast_record.hpp"
+
+namespace fpscope {
+
+namespace {
+
+float activate(Activation a, float z) {
+  switch (a) {
+    case Activation::relu: return z > 0 ? z : 0.0f;
+    case Activation::gelu: return 0.5f * z * (1.0f + std::erf(z * 0.70710678f));
+    case Activation::tanh: return std::tanh(z);
+  }
+  return z;
+}
+
+float derivative(Activation a, float z) {
+  switch (a) {
+    case Activation::relu: return z > 0 ? 1.0f : 0.0f;
+    case Activation::gelu: return 0.5f * (1.0f + std::erf(z * 0.70710678f)) + z * 0.39894228f * std::exp(-0.5f * z * z);
+    case Activation::tanh: {
+      const float t = std::tanh(z);
+      return 1.0f - t * t;
+    }
+  }
+  return 1.0f;
+}
+
+double activate(Activation a, double z) {
+  switch (a) {
+    case Activation::relu: return z > 0 ? z : 0.0;
+    case Activation::gelu: return 0.5 * z * (1.0 + std::erf(z / std::sqrt(2.0)));
+    case Activation::tanh: return std::tanh(z);
+  }
+  return z;
+}
+
+// Rounds a matrix in place into f (nothing for fp32), recording the values before the cast.
+template <typename Matrix>
+void cast(Format f, bool low_precision, Matrix& m, Context& ctx, TensorRecord* record) {
+  const std::span<float> values(m.data(), static_cast<std::size_t>(m.size()));
+  if (!low_precision) {
+    if (record != nullptr) record->histogram.add(values);
+    return;
+  }
+  if (record == nullptr) {
+    round_f32(f, values, values, ctx);
+    return;
+  }
+  CastCounts counts;
+  cast_and_record(f, values, values, ctx, record->histogram, counts);
+  record->cast = counts;
+}
+
+}  // namespace
+
+Activation parse_activation(std::string_view name) {
+  if (name == "relu") return Activation::relu;
+  if (name == "gelu") return Activation::gelu;
+  if (name == "tanh") return Activation::tanh;
+  throw std::invalid_argument("unknown activation '" + std::string(name) + "': expected relu, gelu or tanh");
+}
+
+std::string activation_name(Activation a) { return a == Activation::relu ? "relu" : a == Activation::gelu ? "gelu" : "tanh"; }
+
+Precision parse_precision(std::string_view name) {
+  if (name == "fp32") return Precision::fp32;
+  if (name == "fp16") return Precision::fp16;
+  if (name == "bf16") return Precision::bf16;
+  if (name == "fp16-pure") return Precision::fp16_pure;
+  throw std::invalid_argument("unknown precision '" + std::string(name) + "': expected fp32, fp16, bf16 or fp16-pure");
+}
+
+std::string precision_name(Precision p) {
+  switch (p) {
+    case Precision::fp32: return "fp32";
+    case Precision::fp16: return "fp16";
+    case Precision::bf16: return "bf16";
+    case Precision::fp16_pure: return "fp16-pure";
+  }
+  return "?";
+}
+
+std::vector<int> parse_layer_sizes(std::string_view text) {
+  std::vector<int> sizes;
+  const std::string message = "model '" + std::string(text) + "' is not a list of layer sizes such as 784-512-512-10";
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t dash = std::min(text.find('-', start), text.size());
+    int size = 0;
+    const auto piece = text.substr(start, dash - start);
+    const auto result = std::from_chars(piece.data(), piece.data() + piece.size(), size);
+    if (piece.empty() || result.ec != std::errc{} || result.ptr != piece.data() + piece.size() || size < 1 || size > (1 << 20))
+      throw std::invalid_argument(message);
+    sizes.push_back(size);
+    start = dash + 1;
+  }
+  if (sizes.size() < 2) throw std::invalid_argument(message);
+  return sizes;
+}
+
+Format MlpTrainer::format() const {
+  switch (config_.precision) {
+    case Precision::fp32: return formats::fp32;
+    case Precision::bf16: return formats::bf16;
+    default: return formats::fp16;
+  }
+}
+
+MlpTrainer::MlpTrainer(const MlpConfig& config) : config_(config), scaler_(config.scaler) {
+  ctx_.rounding = config.rounding;
+  ctx_.stochastic_seed = config.seed;
+  std::mt19937_64 rng(config.seed);
+  for (std::size_t l = 0; l + 1 < config.layer_sizes.size(); ++l) {
+    const int in = config.layer_sizes[l], out = config.layer_sizes[l + 1];
+    // He initialisation for ReLU-like layers, Glorot for tanh.
+    const double stddev = config.activation == Activation::tanh ? std::sqrt(1.0 / in) : std::sqrt(2.0 / in);
+    std::normal_distribution<float> normal(0.0f, static_cast<float>(stddev));
+    Eigen::MatrixXf w(out, in);
+    for (Eigen::Index i = 0; i < w.size(); ++i) w.data()[i] = normal(rng);
+    weights_.push_back(std::move(w));
+    biases_.push_back(Eigen::VectorXf::Zero(out));
+  }
+  if (config.precision == Precision::fp16_pure)
+    for (auto& w : weights_) cast(formats::fp16, true, w, ctx_, nullptr);
+}
+
+StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record) {
+  const std::size_t layers = weights_.size();
+  const bool low = config_.precision != Precision::fp32;
+  const Format f = format();
+  const auto batch = inputs.rows();
+  if (inputs.cols() != config_.layer_sizes.front() || static_cast<std::size_t>(batch) != labels.size())
+    throw std::invalid_argument("step: inputs are " + std::to_string(inputs.rows()) + "x" + std::to_string(inputs.cols()) +
+                                " with " + std::to_string(labels.size()) + " labels; the model takes " +
+                                std::to_string(config_.layer_sizes.front()) + " features");
+  StepResult result;
+  result.loss_scale = scaler_.scale();
+  const float scale = static_cast<float>(result.loss_scale);
+  Snapshot snapshot;
+  std::vector<TensorRecord> activation(layers), activation_gradient(layers), weight(layers), weight_gradient(layers);
+  for (std::size_t l = 0; l < layers; ++l) {
+    const std::string name = "fc" + std::to_string(l + 1);
+    activation[l] = {name, TensorKind::activation, {}, std::nullopt};
+    activation_gradient[l] = {name, TensorKind::activation_gradient, {}, std::nullopt};
+    weight[l] = {name, TensorKind::weight, {}, std::nullopt};
+    weight_gradient[l] = {name, TensorKind::weight_gradient, {}, std::nullopt};
+  }
+  auto recorded = [&](std::vector<TensorRecord>& records, std::size_t l) { return record ? &records[l] : nullptr; };
+
+  // Low-precision copies of the weights (the weights themselves for fp32 and fp16-pure).
+  std::vector<Eigen::MatrixXf> w(weights_);
+  std::vector<Eigen::VectorXf> b(biases_);
+  for (std::size_t l = 0; l < layers; ++l) {
+    cast(f, low, w[l], ctx_, recorded(weight, l));
+    cast(f, low, b[l], ctx_, nullptr);
+  }
+  // Forward: GEMMs on low-precision values with float32 accumulation, outputs rounded.
+  std::vector<Eigen::MatrixXf> a(layers), z(layers);
+  a[0] = inputs;
+  cast(f, low, a[0], ctx_, nullptr);
+  for (std::size_t l = 0; l < layers; ++l) {
+    z[l] = a[l] * w[l].transpose();
+    z[l].rowwise() += b[l].transpose();
+    cast(f, low, z[l], ctx_, recorded(activation, l));
+    if (l + 1 < layers) {
+      a[l + 1] = z[l].unaryExpr([&](float v) { return activate(config_.activation, v); });
+      cast(f, low, a[l + 1], ctx_, nullptr);
+    }
+  }
+  // Softmax cross-entropy in float32; its gradient carries the loss scale.
+  const Eigen::MatrixXf& logits = z[layers - 1];
+  Eigen::MatrixXf dz(logits.rows(), logits.cols());
+  double loss = 0;
+  for (Eigen::Index i = 0; i < batch; ++i) {
+    const float top = logits.row(i).maxCoeff();
+    const Eigen::RowVectorXf e = (logits.row(i).array() - top).exp().matrix();
+    const float sum = e.sum();
+    loss += -(std::log(e(labels[static_cast<std::size_t>(i)]) / sum));
+    dz.row(i) = e / sum;
+    dz(i, labels[static_cast<std::size_t>(i)]) -= 1.0f;
+  }
+  result.loss = loss / static_cast<double>(batch);
+  dz *= scale / static_cast<float>(batch);
+  // Backward in low precision.
+  std::vector<Eigen::MatrixXf> grad_w(layers);
+  std::vector<Eigen::VectorXf> grad_b(layers);
+  bool non_finite = false;
+  for (std::size_t l = layers; l-- > 0;) {
+    cast(f, low, dz, ctx_, recorded(activation_gradient, l));
+    grad_w[l] = dz.transpose() * a[l];
+    grad_b[l] = dz.colwise().sum().transpose();
+    cast(f, low, grad_w[l], ctx_, recorded(weight_gradient, l));
+    cast(f, low, grad_b[l], ctx_, nullptr);
+    non_finite = non_finite || !grad_w[l].allFinite() || !grad_b[l].allFinite();
+    if (l > 0) {
+      Eigen::MatrixXf da = dz * w[l];
+      cast(f, low, da, ctx_, nullptr);
+      dz = da.cwiseProduct(z[l - 1].unaryExpr([&](float v) { return derivative(config_.activation, v); }));
+    }
+  }
+  // Unscale in float32 and update, unless a gradient overflowed.
+  result.skipped = scaler_.update(non_finite);
+  if (!result.skipped) {
+    for (std::size_t l = 0; l < layers; ++l) {
+      weights_[l] -= (config_.learning_rate / scale) * grad_w[l];
+      biases_[l] -= (config_.learning_rate / scale) * grad_b[l];
+      if (config_.precision == Precision::fp16_pure) {
+        cast(formats::fp16, true, weights_[l], ctx_, nullptr);
+        cast(formats::fp16, true, biases_[l], ctx_, nullptr);
+      }
+    }
+  }
+  if (record) {
+    snapshot.step = steps_;
+    snapshot.loss = result.loss;
+    snapshot.loss_scale = result.loss_scale;
+    snapshot.skipped = result.skipped;
+    for (std::size_t l = 0; l < layers; ++l) {
+      snapshot.tensors.push_back(std::move(activation[l]));
+      snapshot.tensors.push_back(std::move(activation_gradient[l]));
+      snapshot.tensors.push_back(std::move(weight[l]));
+      snapshot.tensors.push_back(std::move(weight_gradient[l]));
+    }
+    result.snapshot = std::move(snapshot);
+  }
+  ++steps_;
+  return result;
+}
+
+double MlpTrainer::loss_in_double(const Eigen::MatrixXf& inputs, const std::vector<int>& labels) const {
+  Eigen::MatrixXd a = inputs.cast<double>();
+  for (std::size_t l = 0; l < weights_.size(); ++l) {
+    Eigen::MatrixXd z = a * weights_[l].cast<double>().transpose();
+    z.rowwise() += biases_[l].cast<double>().transpose();
+    a = l + 1 < weights_.size() ? Eigen::MatrixXd(z.unaryExpr([&](double v) { return activate(config_.activation, v); })) : z;
+  }
+  double loss = 0;
+  for (Eigen::Index i = 0; i < a.rows(); ++i) {
+    const double top = a.row(i).maxCoeff();
+    const double sum = (a.row(i).array() - top).exp().sum();
+    loss += -(a(i, labels[static_cast<std::size_t>(i)]) - top - std::log(sum));
+  }
+  return loss / static_cast<double>(a.rows());
+}
+
+}  // namespace fpscope

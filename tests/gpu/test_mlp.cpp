@@ -1,0 +1,129 @@
+// The CPU backend: gradients against float64 finite differences, skipped steps, recording.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <random>
+
+#include "fpscope/core/convert.hpp"
+#include "fpscope/gpu/mlp.hpp"
+
+using namespace fpscope;
+
+namespace {
+struct Batch {
+  Eigen::MatrixXf inputs;
+  std::vector<int> labels;
+};
+Batch make_batch(int rows, int features, int classes, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0, 1);
+  Batch b{Eigen::MatrixXf(rows, features), {}};
+  for (Eigen::Index i = 0; i < b.inputs.size(); ++i) b.inputs.data()[i] = normal(rng);
+  for (int i = 0; i < rows; ++i) b.labels.push_back(static_cast<int>(rng() % static_cast<unsigned>(classes)));
+  return b;
+}
+}  // namespace
+
+TEST_CASE("fp32 forward and backward match float64 finite differences") {
+  for (const Activation activation : {Activation::tanh, Activation::gelu, Activation::relu}) {
+    MlpConfig config;
+    config.layer_sizes = {5, 7, 6, 3};
+    config.activation = activation;
+    config.precision = Precision::fp32;
+    config.scaler = LossScalerConfig::none();
+    config.learning_rate = 1.0f;  // the update is then exactly minus the gradient
+    MlpTrainer trainer(config);
+    const Batch batch = make_batch(8, 5, 3, 4);
+    const std::vector<Eigen::MatrixXf> before = trainer.weights();
+    trainer.step(batch.inputs, batch.labels, false);
+    MlpTrainer probe(config);  // the same initial weights (same seed)
+    double worst = 0;
+    for (std::size_t l = 0; l < before.size(); ++l) {
+      for (Eigen::Index i = 0; i < before[l].size(); ++i) {
+        const double analytic = static_cast<double>(before[l].data()[i]) - trainer.weights()[l].data()[i];
+        const float saved = probe.weights()[l].data()[i];
+        const double h = 1e-3;
+        probe.weights()[l].data()[i] = static_cast<float>(saved + h);
+        const double up = probe.loss_in_double(batch.inputs, batch.labels);
+        probe.weights()[l].data()[i] = static_cast<float>(saved - h);
+        const double down = probe.loss_in_double(batch.inputs, batch.labels);
+        probe.weights()[l].data()[i] = saved;
+        const double numeric = (up - down) / ((static_cast<double>(static_cast<float>(saved + h)) - static_cast<float>(saved - h)));
+        worst = std::max(worst, std::abs(analytic - numeric) / (1e-3 + std::abs(numeric)));
+      }
+    }
+    CAPTURE(activation_name(activation));
+    CHECK(worst < (activation == Activation::relu ? 2e-2 : 2e-3));  // ReLU's kink can sit inside h
+  }
+}
+
+TEST_CASE("an overflowing step is skipped and leaves the master weights bit-identical") {
+  MlpConfig config;
+  config.layer_sizes = {16, 32, 4};
+  config.precision = Precision::fp16;
+  config.scaler = LossScalerConfig::pytorch();
+  config.scaler.initial_scale = std::ldexp(1.0, 40);  // scaled gradients overflow fp16 at once
+  MlpTrainer trainer(config);
+  const Batch batch = make_batch(32, 16, 4, 5);
+  const std::vector<Eigen::MatrixXf> before = trainer.weights();
+  const StepResult result = trainer.step(batch.inputs, batch.labels, true);
+  CHECK(result.skipped);
+  CHECK(trainer.scaler().scale() == std::ldexp(1.0, 39));
+  for (std::size_t l = 0; l < before.size(); ++l)
+    CHECK(std::memcmp(before[l].data(), trainer.weights()[l].data(), sizeof(float) * static_cast<std::size_t>(before[l].size())) == 0);
+  REQUIRE(result.snapshot);
+  CHECK(result.snapshot->skipped);
+  bool overflow_recorded = false;
+  for (const TensorRecord& t : result.snapshot->tensors)
+    if (t.cast && t.cast->overflowed > 0) overflow_recorded = true;
+  CHECK(overflow_recorded);
+}
+
+TEST_CASE("recorded histograms count every element; fp16-pure weights stay fp16 values") {
+  MlpConfig config;
+  config.layer_sizes = {12, 20, 5};
+  config.precision = Precision::fp16_pure;
+  config.scaler = LossScalerConfig::fixed(1024);
+  MlpTrainer trainer(config);
+  const Batch batch = make_batch(9, 12, 5, 6);
+  const StepResult result = trainer.step(batch.inputs, batch.labels, true);
+  REQUIRE(result.snapshot);
+  CHECK(result.snapshot->tensors.size() == 8);
+  for (const TensorRecord& t : result.snapshot->tensors) {
+    const std::size_t layer = t.name == "fc1" ? 0 : 1;
+    const std::uint64_t out = static_cast<std::uint64_t>(config.layer_sizes[layer + 1]);
+    const std::uint64_t in = static_cast<std::uint64_t>(config.layer_sizes[layer]);
+    const std::uint64_t expected = t.kind == TensorKind::activation || t.kind == TensorKind::activation_gradient ? 9 * out : out * in;
+    CAPTURE(t.name);
+    CAPTURE(tensor_kind_name(t.kind));
+    CHECK(t.histogram.total_count() == expected);
+    CHECK(t.cast.has_value());
+  }
+  for (const auto& w : trainer.weights())
+    for (Eigen::Index i = 0; i < w.size(); ++i) {
+      Context ctx;
+      const std::uint64_t half = convert(formats::fp32, formats::fp16, float_bits(w.data()[i]), ctx);
+      REQUIRE(ctx.flags == 0);  // exactly representable
+      (void)half;
+    }
+}
+
+TEST_CASE("mixed fp16 training lowers the loss; names parse or fail with one sentence") {
+  MlpConfig config;
+  config.layer_sizes = {10, 32, 3};
+  config.precision = Precision::fp16;
+  config.learning_rate = 0.1f;
+  MlpTrainer trainer(config);
+  const Batch batch = make_batch(64, 10, 3, 7);
+  const double first = trainer.step(batch.inputs, batch.labels, false).loss;
+  double last = first;
+  for (int i = 0; i < 50; ++i) last = trainer.step(batch.inputs, batch.labels, false).loss;
+  CHECK(last < 0.7 * first);
+  CHECK(parse_layer_sizes("784-512-10") == std::vector<int>{784, 512, 10});
+  CHECK_THROWS_WITH_AS(parse_layer_sizes("784-x-10"), doctest::Contains("'784-x-10'"), std::invalid_argument);
+  CHECK_THROWS_AS(parse_layer_sizes("10"), std::invalid_argument);
+  CHECK_THROWS_AS(parse_layer_sizes("10-0"), std::invalid_argument);
+  CHECK(parse_precision("fp16-pure") == Precision::fp16_pure);
+  CHECK_THROWS_AS(parse_precision("fp8"), std::invalid_argument);
+  CHECK_THROWS_AS(parse_activation("swish"), std::invalid_argument);
+}
