@@ -13,6 +13,7 @@ void add_convert(CLI::App& app);
 void add_verify(CLI::App& app);
 void add_analyze(CLI::App& app);
 void add_export(CLI::App& app);
+void add_train(CLI::App& app);
 
 // A user's mistake or bad input: main prints "fpscope: <what>" and exits with `status`.
 class UsageError : public std::runtime_error {

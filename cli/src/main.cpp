@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   fpscope::cli::add_verify(app);
   fpscope::cli::add_analyze(app);
   fpscope::cli::add_export(app);
+  fpscope::cli::add_train(app);
 
   const std::vector<std::string> args = translate_testfloat_options(argc, argv);
   std::vector<const char*> pointers;

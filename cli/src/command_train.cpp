@@ -1,0 +1,134 @@
+// `fpscope train`: mixed-precision training of an MLP on the CPU backend, recording a run log.
+#include <fmt/core.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "commands.hpp"
+#include "fpscope/analyzer/run_log.hpp"
+#include "fpscope/core/names.hpp"
+#include "fpscope/gpu/mlp.hpp"
+#include "fpscope/gpu/synthetic_data.hpp"
+
+namespace fpscope::cli {
+
+namespace {
+
+std::atomic<bool> interrupted{false};
+void on_interrupt(int) { interrupted = true; }
+
+struct TrainOptions {
+  std::string model = "784-512-512-10";
+  std::string activation = "relu";
+  std::string precision = "fp16";
+  std::string round = "rne";
+  std::string loss_scale = "dynamic";
+  long long steps = 500;
+  int batch = 128;
+  float lr = 0.01f;
+  int record_every = 1;
+  std::string data = "synthetic";
+  std::string backend = "auto";
+  unsigned long long seed = 1;
+  std::string out;
+};
+
+LossScalerConfig parse_loss_scale(const std::string& text) {
+  if (text == "none") return LossScalerConfig::none();
+  if (text == "dynamic") return LossScalerConfig::pytorch();
+  try {
+    std::size_t used = 0;
+    const double value = std::stod(text, &used);
+    if (used == text.size() && value > 0 && std::isfinite(value)) return LossScalerConfig::fixed(value);
+  } catch (const std::exception&) {
+  }
+  throw UsageError("--loss-scale '" + text + "' is not none, dynamic or a positive number");
+}
+
+template <typename Parse>
+auto parse_or_usage(Parse parse) {
+  try {
+    return parse();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+void run_train(const TrainOptions& o) {
+  MlpConfig config;
+  config.layer_sizes = parse_or_usage([&] { return parse_layer_sizes(o.model); });
+  config.activation = parse_or_usage([&] { return parse_activation(o.activation); });
+  config.precision = parse_or_usage([&] { return parse_precision(o.precision); });
+  config.rounding = parse_rounding_mode(o.round);
+  config.scaler = parse_loss_scale(o.loss_scale);
+  if (config.precision == Precision::fp32 && o.loss_scale == "dynamic") config.scaler = LossScalerConfig::none();
+  config.learning_rate = o.lr;
+  config.seed = o.seed;
+  if (o.steps < 1 || o.batch < 1 || o.record_every < 1) throw UsageError("--steps, --batch and --record-every must be positive");
+  if (!(o.lr > 0)) throw UsageError("--lr must be positive");
+  if (o.backend == "cuda") throw UsageError("this fpscope has no CUDA training backend yet: use --backend cpu");
+  if (o.backend != "auto" && o.backend != "cpu") throw UsageError("unknown --backend '" + o.backend + "': expected auto, cpu or cuda");
+  if (o.data != "synthetic") throw UsageError("--data '" + o.data + "' is not available: this fpscope reads only the embedded synthetic task");
+
+  SyntheticClassification data(config.layer_sizes.front(), config.layer_sizes.back(), o.seed, 1.0f);
+  MlpTrainer trainer(config);
+  std::optional<RunLogAppender> log;
+  if (!o.out.empty()) {
+    RunHeader header;
+    header.source = "fpscope train";
+    header.model = o.model + " " + activation_name(config.activation);
+    header.precision = precision_name(config.precision);
+    header.format = format_name(trainer.format());
+    header.rounding = rounding_mode_name(config.rounding);
+    header.scaler = describe(config.scaler);
+    log.emplace(o.out, header);
+  }
+  interrupted = false;
+  const auto previous = std::signal(SIGINT, on_interrupt);
+  const auto start = std::chrono::steady_clock::now();
+  Eigen::MatrixXf inputs;
+  std::vector<int> labels;
+  StepResult last;
+  long long step = 0;
+  for (; step < o.steps && !interrupted; ++step) {
+    data.next_batch(o.batch, inputs, labels);
+    last = trainer.step(inputs, labels, log.has_value() && step % o.record_every == 0);
+    if (last.snapshot) log->append(*last.snapshot);
+    if (step % 10 == 0 || step + 1 == o.steps) {
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      fmt::print(stderr, "\rstep {:>7}/{}  loss {:.4f}  scale {:g}  skipped {}  {:.1f} steps/s   ", step + 1, o.steps, last.loss,
+                 last.loss_scale, trainer.scaler().state().skipped_steps, static_cast<double>(step + 1) / std::max(seconds, 1e-9));
+    }
+  }
+  std::signal(SIGINT, previous);
+  fmt::print(stderr, "\n");
+  fmt::print("{} steps, final loss {:.6f}, loss scale {:g}, skipped steps {}{}\n", step, last.loss, trainer.scaler().scale(),
+             trainer.scaler().state().skipped_steps, interrupted ? " (interrupted)" : "");
+}
+
+}  // namespace
+
+void add_train(CLI::App& app) {
+  auto o = std::make_shared<TrainOptions>();
+  CLI::App* cmd = app.add_subcommand("train", "Train an MLP in fp32 or mixed precision on the CPU backend, recording exponent histograms");
+  cmd->add_option("--model", o->model, "layer sizes, input to classes")->capture_default_str();
+  cmd->add_option("--activation", o->activation, "relu, gelu or tanh")->capture_default_str();
+  cmd->add_option("--precision", o->precision, "fp32, fp16, bf16 or fp16-pure")->capture_default_str();
+  cmd->add_option("-r,--round", o->round, "rounding mode of every low-precision cast")->capture_default_str();
+  cmd->add_option("--loss-scale", o->loss_scale, "none, dynamic (GradScaler's rule) or a number")->capture_default_str();
+  cmd->add_option("--steps", o->steps, "training steps")->capture_default_str();
+  cmd->add_option("--batch", o->batch, "batch size")->capture_default_str();
+  cmd->add_option("--lr", o->lr, "learning rate (SGD)")->capture_default_str();
+  cmd->add_option("--record-every", o->record_every, "record a snapshot every N steps")->capture_default_str();
+  cmd->add_option("--data", o->data, "synthetic (embedded)")->capture_default_str();
+  cmd->add_option("--backend", o->backend, "auto or cpu")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "seed: the same seed gives the same bits")->capture_default_str();
+  cmd->add_option("--out", o->out, "run log to write as training goes (JSON Lines)");
+  cmd->callback([o] { run_train(*o); });
+}
+
+}  // namespace fpscope::cli
