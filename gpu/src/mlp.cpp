@@ -189,7 +189,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
     dz(i, labels[static_cast<std::size_t>(i)]) -= 1.0f;
   }
   result.loss = loss / static_cast<double>(batch);
-  dz *= scale / static_cast<float>(batch);
+  dz *= scale * config_.loss_weight / static_cast<float>(batch);
   // Backward in low precision.
   std::vector<Eigen::MatrixXf> grad_w(layers);
   std::vector<Eigen::VectorXf> grad_b(layers);

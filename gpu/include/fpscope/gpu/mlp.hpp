@@ -37,6 +37,9 @@ struct MlpConfig {
   RoundingMode rounding = RoundingMode::nearest_even;
   LossScalerConfig scaler = LossScalerConfig::pytorch();
   float learning_rate = 0.01f;
+  // The loss is multiplied by this before the backward pass, as a term of a multi-task loss
+  // often is; its gradients shrink by the same factor (scale learning_rate up to compensate).
+  float loss_weight = 1.0f;
   std::uint64_t seed = 1;
 };
 
