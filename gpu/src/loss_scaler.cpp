@@ -1,6 +1,8 @@
 // The dynamic loss-scaling rule (GradScaler; with DeepSpeed's hysteresis and a floor).
 #include "fpscope/gpu/loss_scaler.hpp"
 
+#include "fpscope/gpu/scaler_rule.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -30,25 +32,6 @@ void LossScaler::set_scale(double scale) {
   state_.finite_steps = 0;
 }
 
-bool LossScaler::update(bool found_non_finite) {
-  if (found_non_finite) ++state_.skipped_steps;
-  if (config_.kind != LossScalerConfig::Kind::dynamic) return found_non_finite;
-  if (found_non_finite) {
-    state_.finite_steps = 0;
-    if (state_.hysteresis_left > 1) {
-      --state_.hysteresis_left;  // DeepSpeed: tolerate, keep the scale
-    } else {
-      state_.scale = std::max(state_.scale * config_.backoff_factor, config_.min_scale);
-    }
-    return true;
-  }
-  if (++state_.finite_steps >= config_.growth_interval) {
-    const double grown = state_.scale * config_.growth_factor;
-    if (std::isfinite(grown) && grown <= 3.4028234663852886e38) state_.scale = grown;  // the scale must stay a finite float32
-    state_.finite_steps = 0;
-    state_.hysteresis_left = std::max(1, config_.hysteresis);
-  }
-  return false;
-}
+bool LossScaler::update(bool found_non_finite) { return apply_scaler_rule(config_, state_, found_non_finite); }
 
 }  // namespace fpscope

@@ -18,6 +18,7 @@ struct LossScalerConfig {
   double min_scale = 0.0;               // floor of the scale; 0 for none
   int hysteresis = 1;                   // overflows tolerated before backing off (DeepSpeed)
 
+  // (Plain data, no strings: the CUDA backend copies it to the device.)
   static LossScalerConfig none() { return {Kind::none, 1.0, 2.0, 0.5, 2000, 0.0, 1}; }
   static LossScalerConfig fixed(double scale) { return {Kind::fixed, scale, 2.0, 0.5, 2000, 0.0, 1}; }
   // PyTorch torch.cuda.amp.GradScaler defaults.
