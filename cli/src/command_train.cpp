@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "fpscope/analyzer/run_log.hpp"
 #include "fpscope/core/names.hpp"
+#include "fpscope/gpu/idx_data.hpp"
 #include "fpscope/gpu/mlp.hpp"
 #include "fpscope/gpu/synthetic_data.hpp"
 
@@ -72,9 +73,22 @@ void run_train(const TrainOptions& o) {
   if (!(o.lr > 0)) throw UsageError("--lr must be positive");
   if (o.backend == "cuda") throw UsageError("this fpscope has no CUDA training backend yet: use --backend cpu");
   if (o.backend != "auto" && o.backend != "cpu") throw UsageError("unknown --backend '" + o.backend + "': expected auto, cpu or cuda");
-  if (o.data != "synthetic") throw UsageError("--data '" + o.data + "' is not available: this fpscope reads only the embedded synthetic task");
-
-  SyntheticClassification data(config.layer_sizes.front(), config.layer_sizes.back(), o.seed, 1.0f);
+  std::optional<SyntheticClassification> synthetic;
+  std::optional<IdxClassification> idx;
+  if (o.data == "synthetic") {
+    synthetic.emplace(config.layer_sizes.front(), config.layer_sizes.back(), o.seed, 1.0f);
+  } else if (o.data.rfind("mnist:", 0) == 0) {
+    idx.emplace(o.data.substr(6), o.seed);
+    if (idx->features() != config.layer_sizes.front() || idx->classes() > config.layer_sizes.back())
+      throw UsageError(fmt::format("--model {} does not fit the data in {}: {} features and {} classes", o.model, o.data.substr(6),
+                                   idx->features(), idx->classes()));
+  } else {
+    throw UsageError("unknown --data '" + o.data + "': expected synthetic or mnist:DIR");
+  }
+  auto next_batch = [&](Eigen::MatrixXf& x, std::vector<int>& y) {
+    if (synthetic) synthetic->next_batch(o.batch, x, y);
+    else idx->next_batch(o.batch, x, y);
+  };
   MlpTrainer trainer(config);
   std::optional<RunLogAppender> log;
   if (!o.out.empty()) {
@@ -95,7 +109,7 @@ void run_train(const TrainOptions& o) {
   StepResult last;
   long long step = 0;
   for (; step < o.steps && !interrupted; ++step) {
-    data.next_batch(o.batch, inputs, labels);
+    next_batch(inputs, labels);
     last = trainer.step(inputs, labels, log.has_value() && step % o.record_every == 0);
     if (last.snapshot) log->append(*last.snapshot);
     if (step % 10 == 0 || step + 1 == o.steps) {
@@ -124,7 +138,7 @@ void add_train(CLI::App& app) {
   cmd->add_option("--batch", o->batch, "batch size")->capture_default_str();
   cmd->add_option("--lr", o->lr, "learning rate (SGD)")->capture_default_str();
   cmd->add_option("--record-every", o->record_every, "record a snapshot every N steps")->capture_default_str();
-  cmd->add_option("--data", o->data, "synthetic (embedded)")->capture_default_str();
+  cmd->add_option("--data", o->data, "synthetic (embedded), or mnist:DIR with train-images-idx3-ubyte and train-labels-idx1-ubyte (.gz or not)")->capture_default_str();
   cmd->add_option("--backend", o->backend, "auto or cpu")->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed: the same seed gives the same bits")->capture_default_str();
   cmd->add_option("--out", o->out, "run log to write as training goes (JSON Lines)");

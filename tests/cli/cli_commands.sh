@@ -125,6 +125,15 @@ check_bad bad-train-model "'16-x-4'" -- "$fpscope" train --model 16-x-4 --out "$
 check_bad bad-train-scale-negative "'-4'" -- "$fpscope" train --loss-scale -4 --out "$work/never2.jsonl"
 check_bad bad-train-scale-zero "'0'" -- "$fpscope" train --loss-scale 0 --out "$work/never3.jsonl"
 check_bad bad-train-cuda "no CUDA training backend" -- "$fpscope" train --backend cuda --out "$work/never4.jsonl"
+# MNIST-format IDX files: 20 examples of 4x4 pixels, 3 classes; images gzipped, labels plain.
+mkdir -p "$work/mnist"
+{ printf '\x00\x00\x08\x03\x00\x00\x00\x14\x00\x00\x00\x04\x00\x00\x00\x04'; head -c 320 /dev/urandom; } | gzip >"$work/mnist/train-images-idx3-ubyte.gz"
+{ printf '\x00\x00\x08\x01\x00\x00\x00\x14'; for i in $(seq 20); do printf "\\x0$((i % 3))"; done; } >"$work/mnist/train-labels-idx1-ubyte"
+check train-mnist 0 '^30 steps, final loss' -- bash -c "'$fpscope' train --data 'mnist:$work/mnist' --model 16-8-3 --steps 30 --batch 8 2>/dev/null"
+check_bad bad-train-mnist-model "does not fit the data" -- "$fpscope" train --data "mnist:$work/mnist" --model 784-8-10 --out "$work/never5.jsonl"
+check_bad bad-train-mnist-missing "train-images-idx3-ubyte(.gz): not found" -- "$fpscope" train --data "mnist:$work/nowhere" --out "$work/never6.jsonl"
+head -c 100 "$work/mnist/train-labels-idx1-ubyte" | head -c 12 >"$work/mnist/short" && mkdir -p "$work/bad" && cp "$work/mnist/train-images-idx3-ubyte.gz" "$work/bad/" && head -c 15 "$work/mnist/train-labels-idx1-ubyte" >"$work/bad/train-labels-idx1-ubyte"
+check_bad bad-train-mnist-truncated "truncated" -- "$fpscope" train --data "mnist:$work/bad" --model 16-8-3 --out "$work/never7.jsonl"
 if ls "$work"/never*.jsonl >/dev/null 2>&1; then
   failed=$((failed + 1)); echo "FAIL bad-train-no-log: a run log was left behind"
 else
