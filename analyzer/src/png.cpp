@@ -3,12 +3,13 @@
 
 #include <cairo.h>
 #include <librsvg/rsvg.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <memory>
 #include <stdexcept>
 #include <string>
+
+#include "fpscope/analyzer/run_log.hpp"  // write_file_atomically
 
 namespace fpscope {
 
@@ -35,18 +36,15 @@ void write_svg_as_png(std::string_view svg, const std::filesystem::path& path, d
     throw std::runtime_error(path.string() + ": cannot render the plot: " + message);
   }
   cairo_surface_flush(surface);
-  const std::filesystem::path temporary = path.string() + ".tmp-" + std::to_string(::getpid());
-  if (cairo_surface_write_to_png(surface, temporary.c_str()) != CAIRO_STATUS_SUCCESS) {
-    std::error_code ignored;
-    std::filesystem::remove(temporary, ignored);
-    throw std::runtime_error(path.string() + ": cannot write the PNG");
-  }
-  std::error_code rename_error;
-  std::filesystem::rename(temporary, path, rename_error);
-  if (rename_error) {
-    std::filesystem::remove(temporary, rename_error);
-    throw std::runtime_error(path.string() + ": cannot replace: " + rename_error.message());
-  }
+  // Encode into memory, then write it like every other output: atomically.
+  std::string png;
+  const auto append = [](void* closure, const unsigned char* data, unsigned int length) -> cairo_status_t {
+    static_cast<std::string*>(closure)->append(reinterpret_cast<const char*>(data), length);
+    return CAIRO_STATUS_SUCCESS;
+  };
+  if (cairo_surface_write_to_png_stream(surface, append, &png) != CAIRO_STATUS_SUCCESS)
+    throw std::runtime_error(path.string() + ": cannot encode the PNG");
+  write_file_atomically(path, png);
 }
 
 }  // namespace fpscope
