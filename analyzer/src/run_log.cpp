@@ -17,13 +17,6 @@ using nlohmann::json;
 
 [[noreturn]] void fail(const std::string& where, const std::string& what) { throw RunLogError(where + ": " + what); }
 
-json histogram_json(const ExponentHistogram& h) {
-  json bins = json::array();
-  for (int b = min_binade; b <= max_binade; ++b)
-    if (h.count(b) != 0) bins.push_back(json::array({b, h.count(b)}));
-  return bins;
-}
-
 std::uint64_t unsigned_field(const json& object, const char* key, const std::string& where) {
   const auto it = object.find(key);
   if (it == object.end()) return 0;
@@ -56,6 +49,13 @@ json parse_object(std::string_view line, const std::string& where) {
 
 }  // namespace
 
+nlohmann::json sparse_bins_json(const ExponentHistogram& h) {
+  json bins = json::array();
+  for (int b = min_binade; b <= max_binade; ++b)
+    if (h.count(b) != 0) bins.push_back(json::array({b, h.count(b)}));
+  return bins;
+}
+
 std::string run_header_line(const RunHeader& header) {
   return json{{"fpscope_run_log", true},     {"schema_version", header.schema_version},
               {"source", header.source},     {"model", header.model},
@@ -69,7 +69,7 @@ std::string snapshot_line(const Snapshot& snapshot) {
   for (const TensorRecord& t : snapshot.tensors) {
     json record{{"name", t.name},
                 {"kind", tensor_kind_name(t.kind)},
-                {"bins", histogram_json(t.histogram)},
+                {"bins", sparse_bins_json(t.histogram)},
                 {"zero", t.histogram.zero_count()},
                 {"inf", t.histogram.infinity_count()},
                 {"nan", t.histogram.nan_count()}};

@@ -70,14 +70,6 @@ std::vector<NamedHistogram> load(const std::string& input, NpyElements elements,
   return out;
 }
 
-// The histogram itself, sparse: [[binade, count], ...].
-nlohmann::json bins_json(const ExponentHistogram& h) {
-  nlohmann::json bins = nlohmann::json::array();
-  for (int b = min_binade; b <= max_binade; ++b)
-    if (h.count(b) != 0) bins.push_back({b, h.count(b)});
-  return bins;
-}
-
 double percent(std::uint64_t part, std::uint64_t whole) { return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole); }
 
 void run_analyze(const AnalyzeOptions& options) {
@@ -118,7 +110,7 @@ void run_analyze(const AnalyzeOptions& options) {
                                 {"estimated_near_smallest_subnormal", r.boundary_below},
                                 {"estimated_near_max", r.boundary_above},
                                 {"recommended_scale_log2", rec.scale_log2},
-                                {"bins", bins_json(t.histogram)},
+                                {"bins", sparse_bins_json(t.histogram)},
                                 {"zero", t.histogram.zero_count()},
                                 {"inf", t.histogram.infinity_count()},
                                 {"nan", t.histogram.nan_count()}});

@@ -3,8 +3,6 @@
 
 #include "fpscope/gpu/scaler_rule.hpp"
 
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
 
 namespace fpscope {

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json_fwd.hpp>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -31,6 +32,9 @@ class RunLogError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// A histogram's nonzero binades as the run log writes them: [[binade, count], ...].
+nlohmann::json sparse_bins_json(const ExponentHistogram& histogram);
 
 // One line each, without the newline.
 std::string run_header_line(const RunHeader& header);
