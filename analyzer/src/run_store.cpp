@@ -15,12 +15,13 @@ RunHeader RunStore::header() const {
 
 void RunStore::append(Snapshot snapshot) {
   const std::lock_guard lock(mutex_);
-  snapshots_.push_back(std::move(snapshot));
+  snapshots_.push_back(std::make_shared<const Snapshot>(std::move(snapshot)));
 }
 
 void RunStore::clear() {
   const std::lock_guard lock(mutex_);
   snapshots_.clear();
+  ++generation_;
 }
 
 std::size_t RunStore::size() const {
@@ -31,7 +32,25 @@ std::size_t RunStore::size() const {
 std::vector<Snapshot> RunStore::copy_since(std::size_t first) const {
   const std::lock_guard lock(mutex_);
   if (first >= snapshots_.size()) return {};
-  return {snapshots_.begin() + static_cast<std::ptrdiff_t>(first), snapshots_.end()};
+  std::vector<Snapshot> copies;
+  copies.reserve(snapshots_.size() - first);
+  for (std::size_t i = first; i < snapshots_.size(); ++i) copies.push_back(*snapshots_[i]);
+  return copies;
+}
+
+RunStore::Update RunStore::update_since(std::uint64_t generation, std::size_t first) const {
+  const std::lock_guard lock(mutex_);
+  Update update;
+  update.generation = generation_;
+  update.header = header_;
+  if (generation != generation_) first = 0;
+  if (first < snapshots_.size()) update.snapshots.assign(snapshots_.begin() + static_cast<std::ptrdiff_t>(first), snapshots_.end());
+  return update;
+}
+
+std::uint64_t RunStore::generation() const {
+  const std::lock_guard lock(mutex_);
+  return generation_;
 }
 
 }  // namespace fpscope

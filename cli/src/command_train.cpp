@@ -11,9 +11,8 @@
 #include "commands.hpp"
 #include "fpscope/analyzer/run_log.hpp"
 #include "fpscope/core/names.hpp"
-#include "fpscope/gpu/idx_data.hpp"
 #include "fpscope/gpu/mlp.hpp"
-#include "fpscope/gpu/synthetic_data.hpp"
+#include "fpscope/gpu/training_data.hpp"
 
 namespace fpscope::cli {
 
@@ -73,22 +72,12 @@ void run_train(const TrainOptions& o) {
   if (!(o.lr > 0)) throw UsageError("--lr must be positive");
   if (o.backend == "cuda") throw UsageError("this fpscope has no CUDA training backend yet: use --backend cpu");
   if (o.backend != "auto" && o.backend != "cpu") throw UsageError("unknown --backend '" + o.backend + "': expected auto, cpu or cuda");
-  std::optional<SyntheticClassification> synthetic;
-  std::optional<IdxClassification> idx;
-  if (o.data == "synthetic") {
-    synthetic.emplace(config.layer_sizes.front(), config.layer_sizes.back(), o.seed, 1.0f);
-  } else if (o.data.rfind("mnist:", 0) == 0) {
-    idx.emplace(o.data.substr(6), o.seed);
-    if (idx->features() != config.layer_sizes.front() || idx->classes() > config.layer_sizes.back())
-      throw UsageError(fmt::format("--model {} does not fit the data in {}: {} features and {} classes", o.model, o.data.substr(6),
-                                   idx->features(), idx->classes()));
-  } else {
-    throw UsageError("unknown --data '" + o.data + "': expected synthetic or mnist:DIR");
+  std::optional<TrainingData> data;
+  try {
+    data.emplace(o.data, config.layer_sizes, o.seed);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--data: ") + e.what());
   }
-  auto next_batch = [&](Eigen::MatrixXf& x, std::vector<int>& y) {
-    if (synthetic) synthetic->next_batch(o.batch, x, y);
-    else idx->next_batch(o.batch, x, y);
-  };
   MlpTrainer trainer(config);
   std::optional<RunLogAppender> log;
   if (!o.out.empty()) {
@@ -109,7 +98,7 @@ void run_train(const TrainOptions& o) {
   StepResult last;
   long long step = 0;
   for (; step < o.steps && !interrupted; ++step) {
-    next_batch(inputs, labels);
+    data->next_batch(o.batch, inputs, labels);
     last = trainer.step(inputs, labels, log.has_value() && step % o.record_every == 0);
     if (last.snapshot) log->append(*last.snapshot);
     if (step % 10 == 0 || step + 1 == o.steps) {

@@ -30,6 +30,12 @@ void LossScaler::set_scale(double scale) {
   state_.finite_steps = 0;
 }
 
+void LossScaler::reconfigure(const LossScalerConfig& config) {
+  const std::int64_t skipped = state_.skipped_steps;
+  *this = LossScaler(config);
+  state_.skipped_steps = skipped;
+}
+
 bool LossScaler::update(bool found_non_finite) { return apply_scaler_rule(config_, state_, found_non_finite); }
 
 }  // namespace fpscope

@@ -89,6 +89,15 @@ std::string precision_name(Precision p) {
   return "?";
 }
 
+std::string layer_sizes_name(const std::vector<int>& sizes) {
+  std::string text;
+  for (int size : sizes) {
+    if (!text.empty()) text += '-';
+    text += std::to_string(size);
+  }
+  return text;
+}
+
 std::vector<int> parse_layer_sizes(std::string_view text) {
   std::vector<int> sizes;
   const std::string message = "model '" + std::string(text) + "' is not a list of layer sizes such as 784-512-512-10";

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -22,10 +24,22 @@ class RunStore {
   // Snapshots [first, size()), copied; empty when first >= size().
   std::vector<Snapshot> copy_since(std::size_t first) const;
 
+  // What a reader that has seen `first` snapshots of `generation` needs, taken under one lock:
+  // when the store was cleared since (a new run), generation differs and snapshots start at 0.
+  struct Update {
+    std::uint64_t generation = 0;
+    RunHeader header;
+    std::vector<std::shared_ptr<const Snapshot>> snapshots;  // shared, not copied
+  };
+  Update update_since(std::uint64_t generation, std::size_t first) const;
+  // Incremented by every clear().
+  std::uint64_t generation() const;
+
  private:
   mutable std::mutex mutex_;
   RunHeader header_;
-  std::vector<Snapshot> snapshots_;
+  std::vector<std::shared_ptr<const Snapshot>> snapshots_;
+  std::uint64_t generation_ = 0;
 };
 
 }  // namespace fpscope

@@ -51,6 +51,9 @@ class LossScaler {
   const LossScalerConfig& config() const { return config_; }
   // Sets the scale directly (the app's slider); the growth count starts over.
   void set_scale(double scale);
+  // Switches to another rule mid-run (the app's "static" / "dynamic" switch): the scale starts
+  // at the new config's initial scale, counters start over; the skipped-step total is kept.
+  void reconfigure(const LossScalerConfig& config);
 
   // After a backward pass: `found_non_finite` when any gradient is inf or NaN. Returns true
   // when the optimizer step must be skipped. Dynamic scaling then follows the config's rule.

@@ -29,6 +29,8 @@ std::string precision_name(Precision precision);
 std::string activation_name(Activation activation);
 // "784-512-512-10": at least two sizes, each 1 ..= 1<<20; throws std::invalid_argument naming the text.
 std::vector<int> parse_layer_sizes(std::string_view text);
+// The inverse: "784-512-512-10".
+std::string layer_sizes_name(const std::vector<int>& sizes);
 
 struct MlpConfig {
   std::vector<int> layer_sizes{784, 512, 512, 10};

@@ -1,0 +1,43 @@
+// RunLogFollower: reads a run log that another process is still writing, a few lines at a time.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "fpscope/analyzer/run_store.hpp"
+
+namespace fpscope {
+
+// Each poll() reads the complete lines that arrived since the last one and appends their
+// Snapshots to the store. It never throws and never gives up: a missing file, a malformed line,
+// or a file that was truncated or replaced (a new run written over the old one) is reported by
+// error() / restarts() and the follower keeps polling.
+class RunLogFollower {
+ public:
+  RunLogFollower(std::filesystem::path path, RunStore& store);
+  // Returns how many snapshots were added.
+  std::size_t poll();
+  // Empty while all is well; otherwise one sentence naming the file (and line).
+  const std::string& error() const { return error_; }
+  // How many times the file was found truncated or replaced, and reading started over.
+  std::uint64_t restarts() const { return restarts_; }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  void start_over();
+
+  std::filesystem::path path_;
+  RunStore& store_;
+  std::uint64_t offset_ = 0;      // bytes consumed: whole lines only
+  std::uint64_t line_number_ = 0;
+  bool have_header_ = false;
+  bool have_identity_ = false;
+  std::uint64_t device_ = 0, inode_ = 0;
+  std::uint64_t stuck_size_ = 0;  // size when a malformed line stopped reading
+  bool stuck_ = false;
+  std::string error_;
+  std::uint64_t restarts_ = 0;
+};
+
+}  // namespace fpscope

@@ -1,0 +1,90 @@
+// Following a growing run log: whole lines only, restarting when the file is truncated or replaced.
+#include "fpscope/analyzer/run_log_follower.hpp"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+namespace fpscope {
+
+RunLogFollower::RunLogFollower(std::filesystem::path path, RunStore& store) : path_(std::move(path)), store_(store) {}
+
+void RunLogFollower::start_over() {
+  offset_ = 0;
+  line_number_ = 0;
+  have_header_ = false;
+  stuck_ = false;
+  store_.clear();
+  store_.set_header(RunHeader{});
+}
+
+std::size_t RunLogFollower::poll() {
+  struct stat info {};
+  if (::stat(path_.c_str(), &info) != 0) {
+    error_ = "cannot read " + path_.string() + ": " + std::strerror(errno) + " (waiting for it)";
+    return 0;
+  }
+  if (!S_ISREG(info.st_mode)) {
+    error_ = path_.string() + " is not a regular file";
+    return 0;
+  }
+  const auto size = static_cast<std::uint64_t>(info.st_size);
+  const bool replaced = have_identity_ && (static_cast<std::uint64_t>(info.st_dev) != device_ || static_cast<std::uint64_t>(info.st_ino) != inode_);
+  if (replaced || size < offset_) {
+    start_over();
+    ++restarts_;
+  }
+  have_identity_ = true;
+  device_ = static_cast<std::uint64_t>(info.st_dev);
+  inode_ = static_cast<std::uint64_t>(info.st_ino);
+  if (stuck_ && size == stuck_size_) return 0;  // the malformed line is still there, unchanged
+  if (size == offset_) {
+    if (!stuck_ && size == 0) error_.clear();
+    return 0;
+  }
+
+  std::ifstream in(path_, std::ios::binary);
+  if (!in) {
+    error_ = "cannot open " + path_.string() + ": " + std::strerror(errno);
+    return 0;
+  }
+  in.seekg(static_cast<std::streamoff>(offset_));
+  // At most 64 MiB per poll, so that a huge log loads over several frames.
+  const std::uint64_t want = std::min<std::uint64_t>(size - offset_, 64ull << 20);
+  std::vector<char> buffer(want);
+  in.read(buffer.data(), static_cast<std::streamsize>(want));
+  const auto got = static_cast<std::size_t>(in.gcount());
+
+  std::size_t added = 0;
+  std::size_t line_start = 0;
+  stuck_ = false;
+  error_.clear();
+  for (std::size_t i = 0; i < got; ++i) {
+    if (buffer[i] != '\n') continue;
+    std::string_view line(buffer.data() + line_start, i - line_start);
+    const std::string where = path_.string() + ":" + std::to_string(line_number_ + 1);
+    try {
+      if (!have_header_) {
+        store_.set_header(parse_run_header(line, where));
+        have_header_ = true;
+      } else if (!line.empty()) {
+        store_.append(parse_snapshot(line, where));
+        ++added;
+      }
+    } catch (const std::exception& e) {
+      error_ = e.what();
+      stuck_ = true;
+      stuck_size_ = size;
+      break;
+    }
+    ++line_number_;
+    line_start = i + 1;
+    offset_ += line.size() + 1;
+  }
+  return added;
+}
+
+}  // namespace fpscope

@@ -1,0 +1,31 @@
+// Picks and opens the batch source named by a --data spec.
+#include "fpscope/gpu/training_data.hpp"
+
+#include "fpscope/gpu/mlp.hpp"
+
+#include <stdexcept>
+
+namespace fpscope {
+
+TrainingData::TrainingData(const std::string& spec, const std::vector<int>& layer_sizes, std::uint64_t seed) {
+  if (layer_sizes.size() < 2) throw std::invalid_argument("a model needs an input and an output size");
+  if (spec == "synthetic") {
+    synthetic_.emplace(layer_sizes.front(), layer_sizes.back(), seed, 1.0f);
+  } else if (spec.rfind("mnist:", 0) == 0) {
+    const std::string folder = spec.substr(6);
+    idx_.emplace(folder, seed);
+    if (idx_->features() != layer_sizes.front() || idx_->classes() > layer_sizes.back())
+      throw std::invalid_argument("model " + layer_sizes_name(layer_sizes) + " does not fit the data in " + folder + ": " +
+                                  std::to_string(idx_->features()) + " features and " + std::to_string(idx_->classes()) +
+                                  " classes");
+  } else {
+    throw std::invalid_argument("unknown data '" + spec + "': expected synthetic or mnist:DIR");
+  }
+}
+
+void TrainingData::next_batch(int rows, Eigen::MatrixXf& inputs, std::vector<int>& labels) {
+  if (synthetic_) synthetic_->next_batch(rows, inputs, labels);
+  else idx_->next_batch(rows, inputs, labels);
+}
+
+}  // namespace fpscope

@@ -1,0 +1,167 @@
+// The training thread: steps, drains the command queue between steps, publishes Snapshots.
+#include "fpscope/gpu/training_session.hpp"
+
+#include <chrono>
+
+#include "fpscope/core/names.hpp"
+
+namespace fpscope {
+
+std::string_view training_state_name(TrainingStatus::State state) {
+  switch (state) {
+    case TrainingStatus::State::idle: return "idle";
+    case TrainingStatus::State::running: return "running";
+    case TrainingStatus::State::paused: return "paused";
+    case TrainingStatus::State::finished: return "finished";
+    case TrainingStatus::State::failed: return "failed";
+  }
+  return "?";
+}
+
+TrainingSession::TrainingSession(RunStore& store) : store_(store) {}
+
+TrainingSession::~TrainingSession() { stop(); }
+
+void TrainingSession::start(const TrainingSettings& settings) {
+  stop();
+  // Built here so that bad settings throw on the caller's thread, before anything changes.
+  TrainingData data(settings.data, settings.mlp.layer_sizes, settings.mlp.seed);
+  MlpTrainer trainer(settings.mlp);
+  if (settings.batch < 1 || settings.record_every < 1 || settings.steps < 0)
+    throw std::invalid_argument("batch and record-every must be positive, steps not negative");
+  settings_ = settings;
+  RunHeader header;
+  header.source = "fpscope-gui";
+  header.model = layer_sizes_name(settings.mlp.layer_sizes) + " " + activation_name(settings.mlp.activation);
+  header.precision = precision_name(settings.mlp.precision);
+  header.format = format_name(trainer.format());
+  header.rounding = rounding_mode_name(settings.mlp.rounding);
+  header.scaler = describe(settings.mlp.scaler);
+  store_.clear();
+  store_.set_header(header);
+  {
+    std::lock_guard lock(mutex_);
+    queue_.clear();
+    quit_ = false;
+    status_ = TrainingStatus{};
+    status_.state = settings.start_paused ? TrainingStatus::State::paused : TrainingStatus::State::running;
+    status_.loss_scale = trainer.scaler().scale();
+    status_.dynamic_scaling = settings.mlp.scaler.kind == LossScalerConfig::Kind::dynamic;
+  }
+  thread_ = std::thread([this, trainer = std::move(trainer), data = std::move(data)]() mutable {
+    run(std::move(trainer), std::move(data));
+  });
+}
+
+void TrainingSession::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    quit_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void TrainingSession::post(Command command, double value) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back({command, value});
+  }
+  wake_.notify_all();
+}
+
+void TrainingSession::pause() { post(Command::pause); }
+void TrainingSession::resume() { post(Command::resume); }
+void TrainingSession::single_step() { post(Command::single_step); }
+void TrainingSession::set_static_scale(double scale) { post(Command::set_static, scale); }
+void TrainingSession::set_dynamic_scaling() { post(Command::set_dynamic); }
+
+TrainingStatus TrainingSession::status() const {
+  std::lock_guard lock(mutex_);
+  return status_;
+}
+
+void TrainingSession::run(MlpTrainer trainer, TrainingData data) {
+  using Clock = std::chrono::steady_clock;
+  Eigen::MatrixXf inputs;
+  std::vector<int> labels;
+  auto window_start = Clock::now();
+  std::int64_t window_steps = 0;
+  const std::int64_t limit = settings_.steps;
+  const int record_every = settings_.record_every;
+  const int batch = settings_.batch;
+  const LossScalerConfig dynamic_config =
+      settings_.mlp.scaler.kind == LossScalerConfig::Kind::dynamic ? settings_.mlp.scaler : LossScalerConfig::pytorch();
+  try {
+    for (;;) {
+      bool take_step = false;
+      {
+        std::unique_lock lock(mutex_);
+        for (;;) {
+          // One command at a time up to a single step, so that "step, set scale, step" keeps its order.
+          while (!queue_.empty() && !take_step) {
+            const QueuedCommand c = queue_.front();
+            queue_.pop_front();
+            switch (c.command) {
+              case Command::pause:
+                if (status_.state == TrainingStatus::State::running) status_.state = TrainingStatus::State::paused;
+                break;
+              case Command::resume:
+                if (status_.state == TrainingStatus::State::paused) status_.state = TrainingStatus::State::running;
+                window_start = Clock::now();
+                window_steps = 0;
+                break;
+              case Command::single_step:
+                if (status_.state == TrainingStatus::State::paused) take_step = true;
+                break;
+              case Command::set_static:
+                if (c.value > 0) trainer.scaler().reconfigure(LossScalerConfig::fixed(c.value));
+                status_.dynamic_scaling = false;
+                status_.loss_scale = trainer.scaler().scale();
+                break;
+              case Command::set_dynamic:
+                trainer.scaler().reconfigure(dynamic_config);
+                status_.dynamic_scaling = true;
+                status_.loss_scale = trainer.scaler().scale();
+                break;
+            }
+          }
+          if (quit_) return;
+          if (limit > 0 && status_.step >= limit) {
+            status_.state = TrainingStatus::State::finished;
+            status_.steps_per_second = 0;
+            return;
+          }
+          if (take_step || status_.state == TrainingStatus::State::running) break;
+          status_.steps_per_second = 0;
+          wake_.wait(lock, [this] { return quit_ || !queue_.empty(); });
+        }
+      }
+      data.next_batch(batch, inputs, labels);
+      const std::int64_t step = trainer.step_count();
+      StepResult result = trainer.step(inputs, labels, step % record_every == 0);
+      if (result.snapshot) store_.append(std::move(*result.snapshot));
+      ++window_steps;
+      const auto now = Clock::now();
+      const double seconds = std::chrono::duration<double>(now - window_start).count();
+      std::lock_guard lock(mutex_);
+      status_.step = trainer.step_count();
+      status_.loss = result.loss;
+      status_.loss_scale = trainer.scaler().scale();
+      status_.skipped_steps = trainer.scaler().state().skipped_steps;
+      if (seconds >= 0.5) {
+        status_.steps_per_second = static_cast<double>(window_steps) / seconds;
+        window_start = now;
+        window_steps = 0;
+      } else if (status_.steps_per_second == 0 && seconds > 0) {
+        status_.steps_per_second = static_cast<double>(window_steps) / seconds;
+      }
+    }
+  } catch (const std::exception& e) {
+    std::lock_guard lock(mutex_);
+    status_.state = TrainingStatus::State::failed;
+    status_.error = e.what();
+  }
+}
+
+}  // namespace fpscope

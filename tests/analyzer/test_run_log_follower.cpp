@@ -1,0 +1,111 @@
+// Following a run log while it grows, is truncated, replaced, or broken.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "fpscope/analyzer/run_log_follower.hpp"
+
+using namespace fpscope;
+
+namespace {
+Snapshot snapshot_at(std::int64_t step) {
+  Snapshot s;
+  s.step = step;
+  s.loss = 1.0 / static_cast<double>(step + 1);
+  s.loss_scale = 1024;
+  TensorRecord record;
+  record.name = "fc1";
+  record.kind = TensorKind::activation_gradient;
+  record.histogram.set_count(-20 - static_cast<int>(step), 3);
+  s.tensors.push_back(record);
+  return s;
+}
+void append_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::app | std::ios::binary);
+  out << text;
+}
+struct TempDir {
+  std::filesystem::path path = std::filesystem::temp_directory_path() / ("fpscope_follow_" + std::to_string(::getpid()));
+  TempDir() { std::filesystem::create_directories(path); }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+}  // namespace
+
+TEST_CASE("a follower reads whole lines as they arrive, and only whole lines") {
+  TempDir dir;
+  const auto path = dir.path / "run.jsonl";
+  RunHeader header;
+  header.source = "test";
+  header.format = "fp16";
+  append_text(path, run_header_line(header) + "\n" + snapshot_line(snapshot_at(0)) + "\n" + snapshot_line(snapshot_at(1)) + "\n");
+  RunStore store;
+  RunLogFollower follower(path, store);
+  CHECK(follower.poll() == 2);
+  CHECK(follower.error().empty());
+  CHECK(store.header() == header);
+  CHECK(store.copy_since(0) == std::vector<Snapshot>{snapshot_at(0), snapshot_at(1)});
+
+  const std::string line = snapshot_line(snapshot_at(2));
+  append_text(path, line.substr(0, line.size() / 2));  // a write in progress
+  CHECK(follower.poll() == 0);
+  CHECK(follower.error().empty());
+  append_text(path, line.substr(line.size() / 2) + "\n");
+  CHECK(follower.poll() == 1);
+  CHECK(store.copy_since(2) == std::vector<Snapshot>{snapshot_at(2)});
+  CHECK(follower.poll() == 0);
+}
+
+TEST_CASE("a follower starts over when the log is truncated or replaced") {
+  TempDir dir;
+  const auto path = dir.path / "run.jsonl";
+  RunHeader header;
+  header.source = "first";
+  append_text(path, run_header_line(header) + "\n" + snapshot_line(snapshot_at(0)) + "\n" + snapshot_line(snapshot_at(1)) + "\n");
+  RunStore store;
+  RunLogFollower follower(path, store);
+  CHECK(follower.poll() == 2);
+  const auto generation = store.generation();
+
+  // Truncated in place (same file, shorter).
+  std::filesystem::resize_file(path, 0);
+  CHECK(follower.poll() == 0);
+  CHECK(follower.restarts() == 1);
+  CHECK(store.size() == 0);
+  CHECK(store.generation() != generation);
+  append_text(path, run_header_line(header) + "\n" + snapshot_line(snapshot_at(5)) + "\n");
+  CHECK(follower.poll() == 1);
+  CHECK(store.copy_since(0).at(0).step == 5);
+
+  // Replaced by a new file of a greater size (a new run written atomically over the old).
+  RunLog second;
+  second.header.source = "second";
+  for (int i = 0; i < 4; ++i) second.snapshots.push_back(snapshot_at(10 + i));
+  write_run_log(path, second);
+  CHECK(follower.poll() == 4);
+  CHECK(follower.restarts() == 2);
+  CHECK(store.header().source == "second");
+  CHECK(store.copy_since(0) == second.snapshots);
+}
+
+TEST_CASE("a follower reports a missing or malformed log and keeps going") {
+  TempDir dir;
+  const auto path = dir.path / "later.jsonl";
+  RunStore store;
+  RunLogFollower follower(path, store);
+  CHECK(follower.poll() == 0);
+  CHECK(follower.error().find("later.jsonl") != std::string::npos);
+
+  RunHeader header;
+  append_text(path, run_header_line(header) + "\n" + snapshot_line(snapshot_at(0)) + "\n{\"step\": \"seven\"}\n");
+  CHECK(follower.poll() == 1);
+  CHECK(follower.error().find("later.jsonl:3") != std::string::npos);
+  CHECK(follower.poll() == 0);  // the same broken line: no new error, no crash
+  CHECK(!follower.error().empty());
+
+  std::filesystem::remove(path);
+  append_text(path, "not json at all\n");
+  CHECK(follower.poll() == 0);
+  CHECK(follower.error().find("later.jsonl:1") != std::string::npos);
+  CHECK(store.size() == 0);
+}

@@ -1,0 +1,110 @@
+// The training thread: same bits as a direct run, pause / single step, live scale changes.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "fpscope/gpu/training_session.hpp"
+
+using namespace fpscope;
+
+namespace {
+TrainingSettings small_settings(std::int64_t steps) {
+  TrainingSettings s;
+  s.mlp.layer_sizes = {8, 16, 4};
+  s.mlp.activation = Activation::tanh;
+  s.mlp.precision = Precision::fp16;
+  s.mlp.seed = 7;
+  s.batch = 16;
+  s.steps = steps;
+  return s;
+}
+TrainingStatus wait_until(const TrainingSession& session, TrainingStatus::State state, std::int64_t min_step = 0) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    const TrainingStatus status = session.status();
+    if ((status.state == state && status.step >= min_step) || std::chrono::steady_clock::now() > deadline) return status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+}  // namespace
+
+TEST_CASE("a session on its thread records the same snapshots as a direct run") {
+  RunStore store;
+  TrainingSession session(store);
+  const TrainingSettings settings = small_settings(25);
+  session.start(settings);
+  const TrainingStatus status = wait_until(session, TrainingStatus::State::finished);
+  CHECK(status.state == TrainingStatus::State::finished);
+  CHECK(status.step == 25);
+  CHECK(store.header().precision == "fp16");
+  CHECK(store.header().source == "fpscope-gui");
+
+  MlpTrainer direct(settings.mlp);
+  TrainingData data(settings.data, settings.mlp.layer_sizes, settings.mlp.seed);
+  Eigen::MatrixXf inputs;
+  std::vector<int> labels;
+  std::vector<Snapshot> expected;
+  for (int i = 0; i < 25; ++i) {
+    data.next_batch(settings.batch, inputs, labels);
+    expected.push_back(*direct.step(inputs, labels, true).snapshot);
+  }
+  CHECK(store.copy_since(0) == expected);
+}
+
+TEST_CASE("pause, single step and resume") {
+  RunStore store;
+  TrainingSession session(store);
+  TrainingSettings settings = small_settings(0);
+  settings.start_paused = true;
+  session.start(settings);
+  CHECK(session.status().state == TrainingStatus::State::paused);
+  for (int i = 0; i < 3; ++i) session.single_step();
+  const TrainingStatus stepped = wait_until(session, TrainingStatus::State::paused, 3);
+  CHECK(stepped.step == 3);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(session.status().step == 3);  // paused means paused
+  CHECK(store.size() == 3);
+  session.resume();
+  CHECK(wait_until(session, TrainingStatus::State::running, 10).step >= 10);
+  session.pause();
+  const std::int64_t at_pause = wait_until(session, TrainingStatus::State::paused).step;
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(session.status().step == at_pause);
+  session.stop();
+  CHECK(store.size() == static_cast<std::size_t>(at_pause));
+}
+
+TEST_CASE("the slider's static scale reaches the next steps, and dynamic scaling comes back") {
+  RunStore store;
+  TrainingSession session(store);
+  TrainingSettings settings = small_settings(0);
+  settings.start_paused = true;
+  session.start(settings);
+  session.single_step();
+  session.set_static_scale(8.0);
+  session.single_step();
+  session.set_dynamic_scaling();
+  session.single_step();
+  wait_until(session, TrainingStatus::State::paused, 3);
+  const auto snapshots = store.copy_since(0);
+  REQUIRE(snapshots.size() == 3);
+  CHECK(snapshots[0].loss_scale == 65536.0);
+  CHECK(snapshots[1].loss_scale == 8.0);
+  CHECK(snapshots[2].loss_scale == 65536.0);
+  CHECK(session.status().dynamic_scaling);
+}
+
+TEST_CASE("bad settings throw before anything changes") {
+  RunStore store;
+  TrainingSession session(store);
+  session.start(small_settings(2));
+  wait_until(session, TrainingStatus::State::finished);
+  const auto before = store.copy_since(0);
+  TrainingSettings bad = small_settings(2);
+  bad.data = "imagenet";
+  CHECK_THROWS_WITH_AS(session.start(bad), doctest::Contains("unknown data 'imagenet'"), std::invalid_argument);
+  bad.data = "mnist:/nonexistent/folder";
+  CHECK_THROWS(session.start(bad));
+  CHECK(store.copy_since(0) == before);
+}
