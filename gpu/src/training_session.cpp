@@ -128,8 +128,7 @@ void TrainingSession::run(MlpTrainer trainer, TrainingData data) {
           }
           if (quit_) return;
           if (limit > 0 && status_.step >= limit) {
-            status_.state = TrainingStatus::State::finished;
-            status_.steps_per_second = 0;
+            status_.state = TrainingStatus::State::finished;  // steps_per_second keeps the last rate
             return;
           }
           if (take_step || status_.state == TrainingStatus::State::running) break;

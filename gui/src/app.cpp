@@ -1,0 +1,241 @@
+// The app's frame: copy what is new from the store, then lay out the training panel and the view tabs.
+#include "app.hpp"
+
+#include <fmt/core.h>
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "fpscope/core/names.hpp"
+
+namespace fpscope::gui {
+
+std::string_view view_name(View view) {
+  switch (view) {
+    case View::training: return "training";
+    case View::histogram: return "histogram";
+    case View::heatmap: return "heatmap";
+    case View::curves: return "curves";
+    case View::what_if: return "what-if";
+    case View::inspector: return "inspector";
+    case View::export_files: return "export";
+  }
+  return "?";
+}
+
+std::optional<View> parse_view(std::string_view name) {
+  for (View view : all_views)
+    if (view_name(view) == name) return view;
+  return std::nullopt;
+}
+
+App::App(const AppOptions& options) : view(options.view) {
+  if (!options.follow.empty()) {
+    follower = std::make_unique<RunLogFollower>(options.follow, store);
+  } else {
+    session = std::make_unique<TrainingSession>(store);
+  }
+  if (options.demo && session) {
+    // The paper's effect, small: a tanh MLP whose loss is weighted by 2^-10 (lr raised to match),
+    // so activation gradients sit near fp16's subnormal range. fp32 first, as the baseline.
+    form.precision = 0;
+    form.scaling = 0;
+    form.steps = 150;
+    form.batch = 1024;
+    if (start_training(form)) demo_stage_ = 0;
+  }
+}
+
+App::~App() = default;
+
+bool App::start_training(const TrainingForm& f) {
+  static const char* activations[] = {"relu", "gelu", "tanh"};
+  static const char* precisions[] = {"fp32", "fp16", "bf16", "fp16-pure"};
+  try {
+    TrainingSettings settings;
+    settings.mlp.layer_sizes = parse_layer_sizes(f.model);
+    settings.mlp.activation = parse_activation(activations[f.activation]);
+    settings.mlp.precision = parse_precision(precisions[f.precision]);
+    settings.mlp.rounding = static_cast<RoundingMode>(f.rounding);
+    switch (f.scaling) {
+      case 0: settings.mlp.scaler = LossScalerConfig::none(); break;
+      case 1: settings.mlp.scaler = LossScalerConfig::fixed(std::ldexp(1.0, f.static_scale_log2)); break;
+      default: settings.mlp.scaler = LossScalerConfig::pytorch(); break;
+    }
+    if (!(f.learning_rate > 0)) throw std::invalid_argument("the learning rate must be positive");
+    settings.mlp.learning_rate = f.learning_rate;
+    settings.mlp.loss_weight = static_cast<float>(std::ldexp(1.0, f.loss_weight_log2));
+    settings.mlp.seed = static_cast<std::uint64_t>(f.seed);
+    settings.data = f.data;
+    settings.batch = f.batch;
+    settings.record_every = f.record_every;
+    settings.steps = f.steps;
+    save_baseline_if_fp32();
+    session->start(settings);
+    training_message.clear();
+    step_index = -1;
+    return true;
+  } catch (const std::exception& e) {
+    training_message = e.what();
+    return false;
+  }
+}
+
+void App::save_baseline_if_fp32() {
+  if (header.precision != "fp32" || snapshots.empty()) return;
+  baseline_steps.clear();
+  baseline_loss.clear();
+  for (const auto& s : snapshots) {
+    baseline_steps.push_back(static_cast<double>(s->step));
+    baseline_loss.push_back(s->loss);
+  }
+}
+
+void App::update(double now_seconds) {
+  now = now_seconds;
+  if (follower) {
+    follower->poll();
+    followed_once_ = true;
+    if (follower->error() != follow_error) {
+      follow_error = follower->error();
+      if (!follow_error.empty()) std::fprintf(stderr, "fpscope-gui: %s\n", follow_error.c_str());
+    }
+  }
+  const std::uint64_t previous_generation = store_generation_seen_;
+  RunStore::Update update = store.update_since(previous_generation, snapshots.size());
+  if (update.generation != previous_generation) {
+    snapshots.clear();
+    tensor_names.clear();
+    step_index = -1;
+    ++data_version;
+  }
+  store_generation_seen_ = update.generation;
+  header = std::move(update.header);
+  growing = !update.snapshots.empty();
+  if (!update.snapshots.empty()) {
+    for (const auto& s : update.snapshots) {
+      for (const TensorRecord& t : s->tensors)
+        if (std::find(tensor_names.begin(), tensor_names.end(), t.name) == tensor_names.end()) tensor_names.push_back(t.name);
+    }
+    snapshots.insert(snapshots.end(), update.snapshots.begin(), update.snapshots.end());
+    ++data_version;
+  }
+  if (tensor_index >= static_cast<int>(tensor_names.size())) tensor_index = 0;
+  if (step_index >= static_cast<int>(snapshots.size())) step_index = -1;
+
+  if (demo_stage_ == 0 && session->status().state == TrainingStatus::State::finished) {
+    TrainingForm fp16 = form;
+    fp16.precision = 1;
+    fp16.scaling = 0;
+    form = fp16;
+    demo_stage_ = start_training(fp16) ? 1 : 2;
+  } else if (demo_stage_ == 1 && session->status().state != TrainingStatus::State::running) {
+    demo_stage_ = 2;
+  }
+}
+
+bool App::settled() const {
+  if (follower) return followed_once_ && store.size() == snapshots.size();
+  if (demo_stage_ >= 0 && demo_stage_ < 2) return false;
+  if (session) {
+    const auto state = session->status().state;
+    if (state == TrainingStatus::State::running) return false;
+  }
+  return store.size() == snapshots.size();
+}
+
+const Snapshot* App::current_snapshot() const {
+  if (snapshots.empty()) return nullptr;
+  return snapshots[static_cast<std::size_t>(current_index())].get();
+}
+
+std::int64_t App::current_index() const {
+  if (snapshots.empty()) return -1;
+  return step_index < 0 ? static_cast<std::int64_t>(snapshots.size()) - 1 : step_index;
+}
+
+const TensorRecord* App::selected_record(const Snapshot& snapshot) const {
+  if (tensor_names.empty()) return nullptr;
+  const std::string& name = tensor_names[static_cast<std::size_t>(tensor_index)];
+  for (const TensorRecord& t : snapshot.tensors)
+    if (t.name == name && t.kind == kind) return &t;
+  return nullptr;
+}
+
+void App::selection_controls() {
+  ImGui::SetNextItemWidth(110);
+  const char* tensor_label = tensor_names.empty() ? "(none)" : tensor_names[static_cast<std::size_t>(tensor_index)].c_str();
+  if (ImGui::BeginCombo("layer", tensor_label)) {
+    for (int i = 0; i < static_cast<int>(tensor_names.size()); ++i)
+      if (ImGui::Selectable(tensor_names[static_cast<std::size_t>(i)].c_str(), i == tensor_index)) tensor_index = i;
+    ImGui::EndCombo();
+  }
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(170);
+  static constexpr TensorKind kinds[] = {TensorKind::activation, TensorKind::activation_gradient, TensorKind::weight,
+                                         TensorKind::weight_gradient};
+  if (ImGui::BeginCombo("tensor", std::string(tensor_kind_name(kind)).c_str())) {
+    for (TensorKind k : kinds)
+      if (ImGui::Selectable(std::string(tensor_kind_name(k)).c_str(), k == kind)) kind = k;
+    ImGui::EndCombo();
+  }
+  ImGui::SameLine();
+  ImGui::TextUnformatted("format");
+  for (int i = 0; i < 4; ++i) {
+    ImGui::SameLine();
+    ImGui::RadioButton(target_format_names[i], &format_index, i);
+  }
+  if (!snapshots.empty()) {
+    ImGui::SameLine();
+    bool follow_latest = step_index < 0;
+    if (ImGui::Checkbox("latest", &follow_latest)) step_index = follow_latest ? -1 : static_cast<int>(snapshots.size()) - 1;
+    ImGui::SameLine();
+    int index = static_cast<int>(current_index());
+    ImGui::SetNextItemWidth(-1);
+    const std::string label = fmt::format("step {}", snapshots[static_cast<std::size_t>(index)]->step);
+    if (ImGui::SliderInt("##step", &index, 0, static_cast<int>(snapshots.size()) - 1, label.c_str())) step_index = index;
+  }
+}
+
+void App::draw() {
+  const ImGuiViewport* viewport = ImGui::GetMainViewport();
+  ImGui::SetNextWindowPos(viewport->WorkPos);
+  ImGui::SetNextWindowSize(viewport->WorkSize);
+  ImGui::Begin("fpscope", nullptr,
+               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus);
+  ImGui::BeginChild("training", ImVec2(330, 0), true);
+  draw_training(*this);
+  ImGui::EndChild();
+  ImGui::SameLine();
+  ImGui::BeginChild("views", ImVec2(0, 0), false);
+  if (ImGui::BeginTabBar("view tabs")) {
+    struct Tab {
+      View view;
+      const char* label;
+      void (*draw)(App&);
+    };
+    static constexpr Tab tabs[] = {{View::histogram, "Histogram", draw_histogram},  {View::heatmap, "Heatmap", draw_heatmap},
+                                   {View::curves, "Curves", draw_curves},            {View::what_if, "What-if", draw_what_if},
+                                   {View::inspector, "Float inspector", draw_float_inspector},
+                                   {View::export_files, "Export", draw_export}};
+    // The Training view is the panel on the left; `--view training` shows it beside the histogram.
+    const View shown = view == View::training ? View::histogram : view;
+    for (const Tab& tab : tabs) {
+      const bool select_now = requested_tab_ && tab.view == shown;
+      if (ImGui::BeginTabItem(tab.label, nullptr, select_now ? ImGuiTabItemFlags_SetSelected : 0)) {
+        if (!requested_tab_ && view != View::training) view = tab.view;
+        tab.draw(*this);
+        ImGui::EndTabItem();
+      }
+    }
+    requested_tab_ = false;
+    ImGui::EndTabBar();
+  }
+  ImGui::EndChild();
+  ImGui::End();
+}
+
+}  // namespace fpscope::gui

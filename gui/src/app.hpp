@@ -1,0 +1,150 @@
+// App: what fpscope-gui shows -- a run (trained here or followed from a log), the selection, and
+// each view's state. The data side (RunStore, TrainingSession, RunLogFollower) knows nothing of
+// ImGui; the app copies what is new once per frame and draws from its copy.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fpscope/analyzer/run_log_follower.hpp"
+#include "fpscope/analyzer/run_store.hpp"
+#include "fpscope/core/format.hpp"
+#include "fpscope/gpu/training_session.hpp"
+
+namespace fpscope::gui {
+
+enum class View : std::uint8_t { training, histogram, heatmap, curves, what_if, inspector, export_files };
+inline constexpr View all_views[] = {View::training, View::histogram, View::heatmap, View::curves,
+                                     View::what_if,  View::inspector, View::export_files};
+std::string_view view_name(View view);  // "training", "histogram", ..., "what-if", "inspector", "export"
+std::optional<View> parse_view(std::string_view name);
+
+// The formats the histogram, heatmap and what-if views can shade.
+inline constexpr Format target_formats[] = {formats::fp16, formats::bf16, formats::e4m3, formats::e5m2};
+inline constexpr const char* target_format_names[] = {"fp16", "bf16", "e4m3", "e5m2"};
+
+struct AppOptions {
+  std::string follow;  // a run log to follow instead of training here
+  bool demo = false;   // train an fp32 baseline, then fp16 without loss scaling, on the paper's settings
+  View view = View::histogram;
+};
+
+// The Training view's form: the options of `fpscope train`.
+struct TrainingForm {
+  std::string model = "32-64-64-64-10";
+  int activation = 2;  // relu, gelu, tanh
+  int precision = 1;   // fp32, fp16, bf16, fp16-pure
+  int rounding = 0;    // index into the rounding-mode names
+  int scaling = 2;     // none, static, dynamic
+  int static_scale_log2 = 10;
+  int batch = 256;
+  float learning_rate = 1024.0f;
+  int loss_weight_log2 = -10;
+  int record_every = 1;
+  int steps = 0;  // 0: until stopped
+  std::string data = "synthetic";
+  int seed = 1;
+};
+
+// Float inspector state.
+struct InspectorState {
+  std::string text = "0.1";
+  int rounding = 0;
+};
+
+// What-if state.
+struct WhatIfState {
+  int scale_log2 = 0;
+  bool initialised = false;
+};
+
+// The heatmap's texture and what it was built from.
+struct HeatmapState {
+  unsigned texture = 0;
+  std::uint64_t built_version = ~0ull;
+  std::string built_key;
+  double built_at = -1;
+  int columns = 0;
+  std::vector<std::int64_t> column_first_step, column_last_step;
+  std::vector<std::uint64_t> counts;  // columns x binade_count
+};
+
+class App {
+ public:
+  explicit App(const AppOptions& options);
+  ~App();
+  App(const App&) = delete;
+  App& operator=(const App&) = delete;
+
+  // Once per frame, before draw(): poll the follower, copy new snapshots, advance the demo.
+  void update(double now_seconds);
+  void draw();
+  // Headless runs take their screenshot once the demo has finished and a followed log is read.
+  bool settled() const;
+
+  // --- the run, as of this frame ---
+  RunStore store;
+  std::unique_ptr<TrainingSession> session;
+  std::unique_ptr<RunLogFollower> follower;
+  std::string follow_error;  // shown in the window; also printed once to stderr
+  RunHeader header;
+  std::vector<std::shared_ptr<const Snapshot>> snapshots;
+  std::uint64_t data_version = 0;  // changes whenever `snapshots` does
+  std::vector<std::string> tensor_names;  // layer names in first-seen order
+  std::vector<double> baseline_steps, baseline_loss;  // the last finished fp32 run's curve
+  double now = 0;
+  bool growing = false;  // new snapshots arrived this frame
+
+  // --- selection shared by the views ---
+  int tensor_index = 0;  // into tensor_names
+  TensorKind kind = TensorKind::activation_gradient;
+  int format_index = 0;  // into target_formats
+  int step_index = -1;   // into snapshots; -1 follows the latest
+  View view = View::histogram;
+
+  // --- per-view state ---
+  TrainingForm form;
+  std::string training_message;  // the last start's error, shown under the form
+  InspectorState inspector;
+  WhatIfState what_if;
+  HeatmapState heatmap;
+  std::string export_folder = ".";
+  std::string export_message;
+  std::string pending_window_png;  // main() writes the frame here after rendering
+
+  // --- helpers for the views ---
+  const Snapshot* current_snapshot() const;
+  std::int64_t current_index() const;
+  const TensorRecord* selected_record(const Snapshot& snapshot) const;
+  Format target_format() const { return target_formats[format_index]; }
+  // Start a run from the form (errors go to training_message); used by the Training view and the demo.
+  bool start_training(const TrainingForm& form);
+  void selection_controls();  // tensor, kind, format and step pickers, shared by several views
+
+ private:
+  void save_baseline_if_fp32();
+  std::uint64_t store_generation_seen_ = ~0ull;
+  bool requested_tab_ = true;  // select `view`'s tab on the first frame
+  int demo_stage_ = -1;  // -1 no demo; 0 fp32 baseline running; 1 fp16 running; 2 done
+  bool followed_once_ = false;
+};
+
+// One function per view, one file each.
+void draw_training(App& app);
+void draw_histogram(App& app);
+void draw_heatmap(App& app);
+void draw_curves(App& app);
+void draw_what_if(App& app);
+void draw_float_inspector(App& app);
+void draw_export(App& app);
+
+// The Export view's actions, also run by `fpscope-gui --export DIR` once a headless run settles.
+// Each returns one sentence saying what it did or why it could not.
+std::string export_run_log(const App& app, const std::string& folder);
+std::string export_histograms_csv(const App& app, const std::string& folder);
+
+}  // namespace fpscope::gui

@@ -1,0 +1,182 @@
+// fpscope-gui: the main loop (poll events, new frame, draw the views, render), headless frames and screenshots.
+#include <GLFW/glfw3.h>
+#include <backends/imgui_impl_glfw.h>
+#include <backends/imgui_impl_opengl3.h>
+#include <fmt/core.h>
+#include <imgui.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cfloat>
+#include <filesystem>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "app.hpp"
+#include "screenshot.hpp"
+
+namespace {
+
+std::string glfw_error_text;
+void on_glfw_error(int, const char* description) { glfw_error_text = description; }
+
+struct Options {
+  fpscope::gui::AppOptions app;
+  std::string view = "histogram";
+  int frames = 0;           // headless: render this many frames once settled, then exit
+  std::string screenshot;   // ... and save the last one here
+  std::string export_folder;  // ... and run the Export view's actions into this folder
+  int width = 1480, height = 900;
+  bool report = false;
+  double settle_timeout = 300;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+int run(const Options& o) {
+  glfwSetErrorCallback(on_glfw_error);
+  if (!glfwInit()) {
+    std::fprintf(stderr, "fpscope-gui: cannot open a window (%s): run it on a desktop, or headless under xvfb-run\n",
+                 glfw_error_text.c_str());
+    return 1;
+  }
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+  glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+  glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
+  GLFWwindow* window = glfwCreateWindow(o.width, o.height, "fpscope", nullptr, nullptr);
+  if (window == nullptr) {
+    std::fprintf(stderr, "fpscope-gui: cannot create an OpenGL 3.3 window (%s)\n", glfw_error_text.c_str());
+    glfwTerminate();
+    return 1;
+  }
+  glfwMakeContextCurrent(window);
+  glfwSwapInterval(1);
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGui::GetIO().IniFilename = nullptr;  // the layout is fixed; leave no imgui.ini behind
+  ImGui::StyleColorsDark();
+  ImGui_ImplGlfw_InitForOpenGL(window, true);
+  ImGui_ImplOpenGL3_Init("#version 330 core");
+
+  int status = 0;
+  {
+    fpscope::gui::App app(o.app);
+    const auto start = std::chrono::steady_clock::now();
+    const bool headless = o.frames > 0;
+    int frames_after_settling = 0;
+    bool warned_settle = false;
+    std::vector<double> frame_ms;
+    constexpr double frame_budget = 1.0 / 60.0;
+    while (!glfwWindowShouldClose(window)) {
+      const auto frame_start = std::chrono::steady_clock::now();
+      glfwPollEvents();
+      app.update(seconds_since(start));
+      ImGui_ImplOpenGL3_NewFrame();
+      ImGui_ImplGlfw_NewFrame();
+      // Headless frames are pictures, not sessions: keep the pointer (wherever Xvfb put it) out.
+      if (headless) ImGui::GetIO().MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
+      ImGui::NewFrame();
+      app.draw();
+      ImGui::Render();
+      int width = 0, height = 0;
+      glfwGetFramebufferSize(window, &width, &height);
+      glViewport(0, 0, width, height);
+      glClearColor(0.08f, 0.08f, 0.10f, 1.0f);
+      glClear(GL_COLOR_BUFFER_BIT);
+      ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+
+      bool last_frame = false;
+      if (headless) {
+        const bool settled = app.settled();
+        if (!settled && seconds_since(start) > o.settle_timeout && !warned_settle) {
+          std::fprintf(stderr, "fpscope-gui: still running after %.0f s; taking the frames anyway\n", o.settle_timeout);
+          warned_settle = true;
+        }
+        if (settled || warned_settle) last_frame = ++frames_after_settling >= o.frames;
+      }
+      try {
+        if (!app.pending_window_png.empty()) {
+          fpscope::gui::save_framebuffer_png(width, height, app.pending_window_png);
+          app.export_message = "saved the window as " + app.pending_window_png;
+          app.pending_window_png.clear();
+        }
+        if (last_frame && !o.screenshot.empty()) fpscope::gui::save_framebuffer_png(width, height, o.screenshot);
+        if (last_frame && !o.export_folder.empty()) {
+          const std::string saved[] = {fpscope::gui::export_run_log(app, o.export_folder),
+                                       fpscope::gui::export_histograms_csv(app, o.export_folder)};
+          for (const std::string& message : saved) {
+            std::fprintf(stderr, "fpscope-gui: %s\n", message.c_str());
+            if (message.rfind("saved ", 0) != 0) status = 1;
+          }
+          fpscope::gui::save_framebuffer_png(width, height, std::filesystem::path(o.export_folder) / "fpscope-window.png");
+        }
+      } catch (const std::exception& e) {
+        if (last_frame) {
+          std::fprintf(stderr, "fpscope-gui: %s\n", e.what());
+          status = 1;
+        } else {
+          app.export_message = e.what();
+          app.pending_window_png.clear();
+        }
+      }
+      glfwSwapBuffers(window);
+      const double work = seconds_since(frame_start);
+      if (frames_after_settling > 0) frame_ms.push_back(work * 1000.0);
+      if (last_frame) break;
+      if (work < frame_budget) std::this_thread::sleep_for(std::chrono::duration<double>(frame_budget - work));
+    }
+    if (o.report && !frame_ms.empty()) {
+      std::sort(frame_ms.begin(), frame_ms.end());
+      const auto session = app.session ? app.session->status() : fpscope::TrainingStatus{};
+      fmt::print("frames {}  median frame {:.2f} ms  p95 {:.2f} ms  snapshots {}  training steps {}  ({} steps/s)\n", frame_ms.size(),
+                 frame_ms[frame_ms.size() / 2], frame_ms[std::min(frame_ms.size() - 1, frame_ms.size() * 95 / 100)],
+                 app.snapshots.size(), session.step, session.steps_per_second);
+    }
+    if (headless && !app.follow_error.empty()) status = 1;
+  }
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+  glfwDestroyWindow(window);
+  glfwTerminate();
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App cli("fpscope-gui: watch mixed-precision training live, tune the loss scale by eye, explore float formats bit by bit");
+  cli.add_option("--follow", o.app.follow, "show a run log that another process is writing (fpscope train, the PyTorch bridge)");
+  cli.add_flag("--demo", o.app.demo, "train an fp32 baseline, then fp16 without loss scaling, on settings that flush gradients");
+  cli.add_option("--view", o.view, "the view to show first: training, histogram, heatmap, curves, what-if, inspector, export")
+      ->capture_default_str();
+  cli.add_option("--frames", o.frames, "headless: once the demo or the followed log has settled, render N frames and exit");
+  cli.add_option("--screenshot", o.screenshot, "with --frames: save the last frame as this PNG");
+  cli.add_option("--export", o.export_folder, "with --frames: save run.jsonl, histograms.csv and fpscope-window.png into this folder (the Export view's buttons)");
+  cli.add_option("--width", o.width, "window width")->capture_default_str();
+  cli.add_option("--height", o.height, "window height")->capture_default_str();
+  cli.add_flag("--report", o.report, "print frame times and training speed on exit");
+  try {
+    cli.parse(argc, argv);
+    const auto view = fpscope::gui::parse_view(o.view);
+    if (!view) throw CLI::ValidationError("unknown --view '" + o.view + "': expected training, histogram, heatmap, curves, what-if, inspector or export");
+    o.app.view = *view;
+    if (!o.export_folder.empty() && o.frames <= 0) throw CLI::ValidationError("--export needs --frames N (N > 0)");
+    if (!o.screenshot.empty() && o.frames <= 0) throw CLI::ValidationError("--screenshot needs --frames N (N > 0)");
+    if (o.width < 200 || o.height < 150 || o.width > 8192 || o.height > 8192) throw CLI::ValidationError("--width and --height must be 200..8192 and 150..8192");
+    if (o.frames < 0) throw CLI::ValidationError("--frames must not be negative");
+  } catch (const CLI::CallForHelp& e) {
+    return cli.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "fpscope-gui: %s\n", e.what());
+    return 2;
+  }
+  return run(o);
+}

@@ -1,0 +1,65 @@
+// Axes and ticks for the views' plots.
+#include "plot_frame.hpp"
+
+#include <fmt/core.h>
+
+#include <cmath>
+
+namespace fpscope::gui {
+
+PlotFrame PlotFrame::reserve(ImVec2 size, double x0, double x1, double y0, double y1, const char* id) {
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  if (size.x <= 0) size.x = avail.x;
+  if (size.y <= 0) size.y = avail.y;
+  size.x = std::max(size.x, 80.0f);
+  size.y = std::max(size.y, 60.0f);
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  ImGui::InvisibleButton(id, size);
+  PlotFrame frame;
+  frame.min = ImVec2(origin.x + 56, origin.y + 6);
+  frame.max = ImVec2(origin.x + size.x - 8, origin.y + size.y - 22);
+  frame.x0 = x0;
+  frame.x1 = x1 == x0 ? x0 + 1 : x1;
+  frame.y0 = y0;
+  frame.y1 = y1 == y0 ? y0 + 1 : y1;
+  return frame;
+}
+
+bool PlotFrame::hovered() const {
+  const ImVec2 m = ImGui::GetIO().MousePos;
+  return m.x >= min.x && m.x < max.x && m.y >= min.y && m.y < max.y;
+}
+
+void PlotFrame::axes(double x_step, std::string (*x_label)(double), int y_ticks, std::string (*y_label)(double)) const {
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  const ImU32 axis = IM_COL32(150, 150, 150, 255);
+  const ImU32 text = IM_COL32(200, 200, 200, 255);
+  draw->AddRect(min, max, axis);
+  if (x_step > 0) {
+    const double first = std::ceil(x0 / x_step) * x_step;
+    float last_label_end = -1e9f;
+    for (double x = first; x <= x1 + 1e-9; x += x_step) {
+      const float px = sx(x);
+      draw->AddLine(ImVec2(px, max.y), ImVec2(px, max.y + 4), axis);
+      const std::string label = x_label(x);
+      const float width = ImGui::CalcTextSize(label.c_str()).x;
+      if (px - width / 2 > last_label_end + 6) {
+        draw->AddText(ImVec2(px - width / 2, max.y + 5), text, label.c_str());
+        last_label_end = px + width / 2;
+      }
+    }
+  }
+  for (int i = 0; i <= y_ticks && y_ticks > 0; ++i) {
+    const double y = y0 + (y1 - y0) * i / y_ticks;
+    const float py = sy(y);
+    draw->AddLine(ImVec2(min.x - 4, py), ImVec2(min.x, py), axis);
+    const std::string label = y_label(y);
+    const ImVec2 size = ImGui::CalcTextSize(label.c_str());
+    draw->AddText(ImVec2(min.x - 6 - size.x, py - size.y / 2), text, label.c_str());
+  }
+}
+
+std::string binade_label(double binade) { return fmt::format("2^{}", static_cast<int>(std::lround(binade))); }
+std::string plain_label(double value) { return fmt::format("{:.3g}", value); }
+
+}  // namespace fpscope::gui

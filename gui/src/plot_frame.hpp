@@ -1,0 +1,33 @@
+// PlotFrame: a rectangle of the window with data coordinates, axes and ticks, drawn with ImDrawList.
+#pragma once
+
+#include <imgui.h>
+
+#include <string>
+
+#include "palette.hpp"
+
+namespace fpscope::gui {
+
+inline ImU32 to_imgui(Rgb c, int alpha = 255) { return IM_COL32(c.r, c.g, c.b, alpha); }
+
+struct PlotFrame {
+  ImVec2 min, max;            // screen rectangle of the data area
+  double x0 = 0, x1 = 1;      // data range along x
+  double y0 = 0, y1 = 1;      // data range along y
+
+  // Reserves `size` (pixels; non-positive means "the rest") leaving room for tick labels.
+  static PlotFrame reserve(ImVec2 size, double x0, double x1, double y0, double y1, const char* id);
+  float sx(double x) const { return min.x + static_cast<float>((x - x0) / (x1 - x0)) * (max.x - min.x); }
+  float sy(double y) const { return max.y - static_cast<float>((y - y0) / (y1 - y0)) * (max.y - min.y); }
+  double data_x(float screen_x) const { return x0 + (screen_x - min.x) / (max.x - min.x) * (x1 - x0); }
+  double data_y(float screen_y) const { return y0 + (max.y - screen_y) / (max.y - min.y) * (y1 - y0); }
+  bool hovered() const;
+  // Ticks: every `x_step` along x, labelled by `x_label(value)`, and `y_ticks` evenly spaced on y.
+  void axes(double x_step, std::string (*x_label)(double), int y_ticks, std::string (*y_label)(double)) const;
+};
+
+std::string binade_label(double binade);  // "2^-24"
+std::string plain_label(double value);    // "%g"
+
+}  // namespace fpscope::gui

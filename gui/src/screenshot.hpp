@@ -1,0 +1,12 @@
+// Reading the rendered frame back and saving it as a PNG.
+#pragma once
+
+#include <filesystem>
+
+namespace fpscope::gui {
+
+// Reads the current framebuffer (width x height, after rendering, before the swap) and writes
+// it as a PNG, atomically. Throws std::runtime_error naming the file on failure.
+void save_framebuffer_png(int width, int height, const std::filesystem::path& path);
+
+}  // namespace fpscope::gui

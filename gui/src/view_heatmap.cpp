@@ -1,0 +1,155 @@
+// Heatmap view: steps x binades of one tensor from a texture, and layers x binades at the current step.
+#include <GL/gl.h>
+#include <fmt/core.h>
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "app.hpp"
+#include "format_regions.hpp"
+#include "heatmap_image.hpp"
+#include "plot_frame.hpp"
+
+namespace fpscope::gui {
+
+namespace {
+
+constexpr int max_columns = 4096;  // under every GL's texture size limit; more steps share columns
+
+void rebuild_if_stale(App& app, const std::string& key) {
+  HeatmapState& state = app.heatmap;
+  const bool stale = state.built_version != app.data_version || state.built_key != key;
+  // While a run grows, rebuild at most four times a second: the picture stays live, frames stay cheap.
+  if (!stale || (state.built_key == key && app.growing && app.now - state.built_at < 0.25)) return;
+  const HeatmapImage image = build_heatmap(app.snapshots, app.tensor_names[static_cast<std::size_t>(app.tensor_index)], app.kind, max_columns);
+  if (state.texture == 0) glGenTextures(1, &state.texture);
+  glBindTexture(GL_TEXTURE_2D, state.texture);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_S, GL_CLAMP_TO_EDGE);
+  glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_T, GL_CLAMP_TO_EDGE);
+  glPixelStorei(GL_UNPACK_ALIGNMENT, 4);
+  if (image.columns > 0)
+    glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA8, image.columns, binade_count, 0, GL_RGBA, GL_UNSIGNED_BYTE, image.rgba.data());
+  state.columns = image.columns;
+  state.counts = image.counts;
+  state.column_first_step = image.column_first_step;
+  state.column_last_step = image.column_last_step;
+  state.built_version = app.data_version;
+  state.built_key = key;
+  state.built_at = app.now;
+}
+
+void range_lines_horizontal(const PlotFrame& plot, Format f) {
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  auto line = [&](int binade, Rgb colour) {
+    if (binade < plot.y0 || binade > plot.y1) return;
+    const float y = std::floor(plot.sy(binade));
+    draw->AddLine(ImVec2(plot.min.x, y), ImVec2(plot.max.x, y), to_imgui(colour), 2.0f);
+  };
+  line(f.emin() - f.mantissa_bits, palette::min_subnormal_line);
+  line(f.emin(), palette::min_normal_line);
+  line(f.emax() + 1, palette::overflow_line);
+}
+
+}  // namespace
+
+void draw_heatmap(App& app) {
+  app.selection_controls();
+  if (app.snapshots.empty() || app.tensor_names.empty()) {
+    ImGui::TextDisabled("No run yet: press Start on the left, or open a run log with fpscope-gui --follow run.jsonl.");
+    return;
+  }
+  const Format f = app.target_format();
+  const std::string key = app.tensor_names[static_cast<std::size_t>(app.tensor_index)] + "/" + std::string(tensor_kind_name(app.kind));
+  rebuild_if_stale(app, key);
+  const HeatmapState& state = app.heatmap;
+
+  // Rows to show: the data's binades and the format's edges, with a margin.
+  int lo = f.emin() - f.mantissa_bits - 2, hi = f.emax() + 2;
+  for (std::size_t b = 0; b < binade_count; ++b) {
+    bool any = false;
+    for (int c = 0; c < state.columns && !any; ++c) any = state.counts[static_cast<std::size_t>(c) * binade_count + b] != 0;
+    if (!any) continue;
+    lo = std::min(lo, static_cast<int>(b) + min_binade - 1);
+    hi = std::max(hi, static_cast<int>(b) + min_binade + 1);
+  }
+  lo = std::max(lo, min_binade);
+  hi = std::min(hi, max_binade);
+
+  ImGui::Text("%s over %zu recorded steps (%d columns); lines: smallest %s subnormal, smallest normal, overflow", key.c_str(),
+              app.snapshots.size(), state.columns, target_format_names[app.format_index]);
+  const float avail = ImGui::GetContentRegionAvail().y;
+  const double first_step = static_cast<double>(state.column_first_step.front());
+  const double last_step = static_cast<double>(state.column_last_step.back()) + 1;
+  PlotFrame plot = PlotFrame::reserve(ImVec2(0, avail * 0.58f), first_step, last_step, lo, hi + 1, "##steps_binades");
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  // Texture rows: row 0 is max_binade. Binade b occupies row (max_binade - b).
+  const float v0 = static_cast<float>(max_binade - hi) / binade_count;
+  const float v1 = static_cast<float>(max_binade - lo + 1) / binade_count;
+  if (state.columns > 0)
+    draw->AddImage(reinterpret_cast<ImTextureID>(static_cast<std::intptr_t>(state.texture)), plot.min, plot.max, ImVec2(0, v0), ImVec2(1, v1));
+  range_lines_horizontal(plot, f);
+  const double step_span = last_step - first_step;
+  plot.axes(step_span > 5000 ? 1000 : step_span > 500 ? 100 : step_span > 50 ? 10 : 1, plain_label, 0, nullptr);
+  for (int b = lo; b <= hi + 1; b += (hi - lo > 60 ? 10 : 5)) {
+    const std::string label = binade_label(b);
+    const ImVec2 size = ImGui::CalcTextSize(label.c_str());
+    draw->AddText(ImVec2(plot.min.x - 6 - size.x, plot.sy(b) - size.y / 2), IM_COL32(200, 200, 200, 255), label.c_str());
+  }
+  if (plot.hovered() && state.columns > 0) {
+    const ImVec2 m = ImGui::GetIO().MousePos;
+    const int column = std::clamp(static_cast<int>((m.x - plot.min.x) / (plot.max.x - plot.min.x) * state.columns), 0, state.columns - 1);
+    const int binade = static_cast<int>(std::floor(plot.data_y(m.y)));
+    const std::uint64_t count = binade < min_binade || binade > max_binade ? 0 : state.counts[static_cast<std::size_t>(column) * binade_count + static_cast<std::size_t>(binade - min_binade)];
+    const auto a = state.column_first_step[static_cast<std::size_t>(column)], z = state.column_last_step[static_cast<std::size_t>(column)];
+    ImGui::SetTooltip("%s\nbinade 2^%d\n%llu values", a == z ? fmt::format("step {}", a).c_str() : fmt::format("steps {}..{}", a, z).c_str(),
+                      binade, static_cast<unsigned long long>(count));
+  }
+
+  // Layers x binades at the current step: the paper's figure, one row per layer.
+  const Snapshot* snapshot = app.current_snapshot();
+  ImGui::Text("every layer's %s at step %lld", std::string(tensor_kind_name(app.kind)).c_str(), static_cast<long long>(snapshot->step));
+  std::vector<const TensorRecord*> rows;
+  for (const std::string& name : app.tensor_names)
+    for (const TensorRecord& t : snapshot->tensors)
+      if (t.name == name && t.kind == app.kind) rows.push_back(&t);
+  if (rows.empty()) {
+    ImGui::TextDisabled("This step recorded no %s.", std::string(tensor_kind_name(app.kind)).c_str());
+    return;
+  }
+  PlotFrame layers = PlotFrame::reserve(ImVec2(0, 0), lo, hi + 1, 0, static_cast<double>(rows.size()), "##layers_binades");
+  draw->AddRectFilled(layers.min, layers.max, to_imgui(palette::heat_empty));
+  std::uint64_t top = 1;
+  for (const TensorRecord* t : rows) top = std::max(top, *std::max_element(t->histogram.bins().begin(), t->histogram.bins().end()));
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    const float y0 = std::floor(layers.sy(static_cast<double>(rows.size() - r))), y1 = std::floor(layers.sy(static_cast<double>(rows.size() - r - 1)));
+    for (int b = lo; b <= hi; ++b) {
+      const std::uint64_t c = rows[r]->histogram.count(b);
+      if (c == 0) continue;
+      const double t = std::max(1e-6, std::log1p(static_cast<double>(c)) / std::log1p(static_cast<double>(top)));
+      draw->AddRectFilled(ImVec2(std::floor(layers.sx(b)), y0), ImVec2(std::floor(layers.sx(b + 1)), y1), to_imgui(palette::heat(t)));
+    }
+    draw->AddText(ImVec2(layers.min.x - 52, (y0 + y1) / 2 - 7), IM_COL32(200, 200, 200, 255), rows[r]->name.c_str());
+  }
+  auto line = [&](int binade, Rgb colour) {
+    if (binade < lo || binade > hi + 1) return;
+    const float x = std::floor(layers.sx(binade));
+    draw->AddLine(ImVec2(x, layers.min.y), ImVec2(x, layers.max.y), to_imgui(colour), 2.0f);
+  };
+  line(f.emin() - f.mantissa_bits, palette::min_subnormal_line);
+  line(f.emin(), palette::min_normal_line);
+  line(f.emax() + 1, palette::overflow_line);
+  layers.axes(hi - lo > 60 ? 10 : 5, binade_label, 0, nullptr);
+  if (layers.hovered()) {
+    const ImVec2 m = ImGui::GetIO().MousePos;
+    const int b = static_cast<int>(std::floor(layers.data_x(m.x)));
+    const auto r = std::min(rows.size() - 1, static_cast<std::size_t>(std::max(0.0, static_cast<double>(rows.size()) - layers.data_y(m.y))));
+    ImGui::SetTooltip("%s, step %lld\nbinade 2^%d\n%llu values", rows[r]->name.c_str(), static_cast<long long>(snapshot->step), b,
+                      static_cast<unsigned long long>(rows[r]->histogram.count(b)));
+  }
+}
+
+}  // namespace fpscope::gui

@@ -1,0 +1,141 @@
+// Training view: start, pause, step, reset; the run's settings; the live loss-scale slider; steps/s.
+#include <fmt/core.h>
+#include <imgui.h>
+#include <imgui_stdlib.h>
+
+#include <cmath>
+
+#include "app.hpp"
+#include "fpscope/core/names.hpp"
+#include "plot_frame.hpp"
+
+namespace fpscope::gui {
+
+namespace {
+
+Rgb state_colour(TrainingStatus::State state) {
+  switch (state) {
+    case TrainingStatus::State::idle: return palette::state_idle;
+    case TrainingStatus::State::running: return palette::state_running;
+    case TrainingStatus::State::paused: return palette::state_paused;
+    case TrainingStatus::State::finished: return palette::state_finished;
+    case TrainingStatus::State::failed: return palette::state_failed;
+  }
+  return palette::state_idle;
+}
+
+void state_swatch(Rgb colour) {
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + 18, p.y + 18), to_imgui(colour));
+  ImGui::Dummy(ImVec2(18, 18));
+  ImGui::SameLine();
+}
+
+void draw_followed(App& app) {
+  ImGui::TextUnformatted("Following a run log");
+  ImGui::TextWrapped("%s", app.follower->path().c_str());
+  state_swatch(app.follow_error.empty() ? palette::state_running : palette::state_failed);
+  ImGui::Text("%zu snapshots%s", app.snapshots.size(), app.follower->restarts() > 0 ? " (file restarted)" : "");
+  if (!app.follow_error.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(240, 110, 110, 255));
+    ImGui::TextWrapped("%s", app.follow_error.c_str());
+    ImGui::PopStyleColor();
+  }
+  ImGui::Separator();
+  ImGui::Text("source     %s", app.header.source.c_str());
+  ImGui::Text("model      %s", app.header.model.c_str());
+  ImGui::Text("precision  %s (%s, %s)", app.header.precision.c_str(), app.header.format.c_str(), app.header.rounding.c_str());
+  ImGui::TextWrapped("scaling    %s", app.header.scaler.c_str());
+  if (const Snapshot* s = app.current_snapshot())
+    ImGui::Text("step %lld  loss %.5f  scale 2^%.0f%s", static_cast<long long>(s->step), s->loss, std::log2(s->loss_scale),
+                s->skipped ? "  skipped" : "");
+}
+
+}  // namespace
+
+void draw_training(App& app) {
+  ImGui::TextUnformatted("Training");
+  ImGui::Separator();
+  if (app.follower) {
+    draw_followed(app);
+    return;
+  }
+  TrainingSession& session = *app.session;
+  const TrainingStatus status = session.status();
+  const bool active = status.state == TrainingStatus::State::running || status.state == TrainingStatus::State::paused;
+
+  if (ImGui::Button(active ? "Restart" : "Start")) app.start_training(app.form);
+  ImGui::SameLine();
+  if (status.state == TrainingStatus::State::running) {
+    if (ImGui::Button("Pause")) session.pause();
+  } else {
+    ImGui::BeginDisabled(status.state != TrainingStatus::State::paused);
+    if (ImGui::Button("Resume")) session.resume();
+    ImGui::EndDisabled();
+  }
+  ImGui::SameLine();
+  ImGui::BeginDisabled(!active);
+  const bool step_pressed = ImGui::Button("Step");
+  ImGui::EndDisabled();
+  if (step_pressed) {
+    if (status.state == TrainingStatus::State::paused) session.single_step();
+    else if (status.state == TrainingStatus::State::running) session.pause();
+  }
+  ImGui::SameLine();
+  if (ImGui::Button("Reset")) {
+    session.stop();
+    app.store.clear();
+    app.training_message.clear();
+  }
+
+  state_swatch(state_colour(status.state));
+  ImGui::Text("%s  step %lld", std::string(training_state_name(status.state)).c_str(), static_cast<long long>(status.step));
+  ImGui::Text("loss %.5f   %.1f steps/s", status.loss, status.steps_per_second);
+  ImGui::Text("scale 2^%.0f (%s)   skipped %lld", std::log2(status.loss_scale), status.dynamic_scaling ? "dynamic" : "static",
+              static_cast<long long>(status.skipped_steps));
+  if (!status.error.empty() || !app.training_message.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(240, 110, 110, 255));
+    ImGui::TextWrapped("%s", status.error.empty() ? app.training_message.c_str() : status.error.c_str());
+    ImGui::PopStyleColor();
+  }
+
+  ImGui::Separator();
+  ImGui::TextUnformatted("Loss scale (applies now)");
+  int scale_log2 = static_cast<int>(std::lround(std::log2(std::max(1.0, status.loss_scale))));
+  scale_log2 = std::clamp(scale_log2, 0, 24);
+  ImGui::SetNextItemWidth(-1);
+  if (ImGui::SliderInt("##scale", &scale_log2, 0, 24, "2^%d") && active) session.set_static_scale(std::ldexp(1.0, scale_log2));
+  bool dynamic = status.dynamic_scaling;
+  if (ImGui::Checkbox("dynamic (GradScaler's rule)", &dynamic) && active) {
+    if (dynamic) session.set_dynamic_scaling();
+    else session.set_static_scale(status.loss_scale);
+  }
+
+  ImGui::Separator();
+  ImGui::TextUnformatted("Settings (take effect on Start)");
+  TrainingForm& f = app.form;
+  ImGui::PushItemWidth(170);
+  ImGui::InputText("model", &f.model);
+  ImGui::Combo("activation", &f.activation, "relu\0gelu\0tanh\0");
+  ImGui::Combo("precision", &f.precision, "fp32\0fp16\0bf16\0fp16-pure\0");
+  static std::string rounding_items;
+  if (rounding_items.empty())
+    for (int i = 0; i < rounding_mode_count; ++i) rounding_items += rounding_mode_name(static_cast<RoundingMode>(i)) + '\0';
+  ImGui::Combo("rounding", &f.rounding, rounding_items.c_str());
+  ImGui::Combo("loss scaling", &f.scaling, "none\0static\0dynamic\0");
+  if (f.scaling == 1) ImGui::SliderInt("static scale", &f.static_scale_log2, 0, 24, "2^%d");
+  ImGui::InputInt("batch", &f.batch);
+  ImGui::InputFloat("learning rate", &f.learning_rate, 0, 0, "%g");
+  ImGui::SliderInt("loss weight", &f.loss_weight_log2, -16, 0, "2^%d");
+  ImGui::InputInt("record every", &f.record_every);
+  ImGui::InputInt("steps (0: run on)", &f.steps);
+  ImGui::InputText("data", &f.data);
+  ImGui::InputInt("seed", &f.seed);
+  ImGui::PopItemWidth();
+  f.batch = std::clamp(f.batch, 1, 1 << 16);
+  f.record_every = std::max(1, f.record_every);
+  f.steps = std::max(0, f.steps);
+  ImGui::TextDisabled("data: synthetic, or mnist:DIR");
+}
+
+}  // namespace fpscope::gui

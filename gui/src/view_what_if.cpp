@@ -1,0 +1,135 @@
+// What-if view: a hypothetical loss scale on the recorded gradients, predicted per format, before applying it.
+#include <fmt/core.h>
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "app.hpp"
+#include "fpscope/analyzer/recommendation.hpp"
+#include "plot_frame.hpp"
+
+namespace fpscope::gui {
+
+namespace {
+
+// One horizontal bar split into the four shares of the nonzero finite values.
+void stacked_bar(const RangeReport& r, float width) {
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  const double base = static_cast<double>(r.nonzero_finite());
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  draw->AddRectFilled(p, ImVec2(p.x + width, p.y + 16), to_imgui(palette::heat_empty));
+  float x = p.x;
+  const std::pair<std::uint64_t, Rgb> parts[] = {{r.flushed_to_zero, palette::flushed_bar},
+                                                 {r.subnormal, palette::subnormal_bar},
+                                                 {r.normal, palette::normal_bar},
+                                                 {r.overflow, palette::overflow_bar}};
+  for (const auto& [count, colour] : parts) {
+    if (base == 0 || count == 0) continue;
+    const float w = std::max(1.0f, std::round(static_cast<float>(count / base) * width));
+    draw->AddRectFilled(ImVec2(x, p.y), ImVec2(std::min(x + w, p.x + width), p.y + 16), to_imgui(colour));
+    x += w;
+  }
+  ImGui::Dummy(ImVec2(width, 16));
+}
+
+std::string percent(std::uint64_t count, const RangeReport& r) {
+  const std::uint64_t base = r.nonzero_finite();
+  return base == 0 ? "-" : fmt::format("{:.2f}%", 100.0 * static_cast<double>(count) / static_cast<double>(base));
+}
+
+}  // namespace
+
+void draw_what_if(App& app) {
+  const Snapshot* snapshot = app.current_snapshot();
+  if (snapshot == nullptr) {
+    ImGui::TextDisabled("No recorded histograms yet: train or follow a run, then try a scale here before applying it.");
+    return;
+  }
+  app.selection_controls();
+  const double recorded_log2 = std::log2(snapshot->loss_scale);
+  const int recorded = static_cast<int>(std::lround(recorded_log2));
+  if (!app.what_if.initialised) {
+    app.what_if.scale_log2 = recorded;
+    app.what_if.initialised = true;
+  }
+  static int scope = 0;  // 0: every gradient of the step; 1: the selected tensor
+  ImGui::RadioButton("every gradient at this step", &scope, 0);
+  ImGui::SameLine();
+  ImGui::RadioButton("the selected tensor", &scope, 1);
+
+  ExponentHistogram merged;
+  std::vector<ExponentHistogram> gradients;
+  bool scaled = true;
+  if (scope == 0) {
+    for (const TensorRecord& t : snapshot->tensors)
+      if (t.kind == TensorKind::activation_gradient || t.kind == TensorKind::weight_gradient) {
+        merged.merge(t.histogram);
+        gradients.push_back(t.histogram);
+      }
+  } else if (const TensorRecord* t = app.selected_record(*snapshot)) {
+    merged = t->histogram;
+    gradients.push_back(t->histogram);
+    scaled = t->kind == TensorKind::activation_gradient || t->kind == TensorKind::weight_gradient;
+  }
+  if (merged.total_count() == 0) {
+    ImGui::TextDisabled("Step %lld has no such tensors recorded.", static_cast<long long>(snapshot->step));
+    return;
+  }
+  if (!scaled) ImGui::TextDisabled("Activations and weights are not multiplied by the loss scale: the scale does not move them.");
+  ImGui::Text("recorded at step %lld with loss scale 2^%d", static_cast<long long>(snapshot->step), recorded);
+  ImGui::SetNextItemWidth(400);
+  ImGui::SliderInt("hypothetical loss scale", &app.what_if.scale_log2, -20, 40, "2^%d");
+  const int shift = scaled ? app.what_if.scale_log2 - recorded : 0;
+
+  if (ImGui::BeginTable("what if", 6, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_BordersInnerH)) {
+    ImGui::TableSetupColumn("format");
+    ImGui::TableSetupColumn("share of nonzero values", ImGuiTableColumnFlags_WidthFixed, 320);
+    ImGui::TableSetupColumn("flushed");
+    ImGui::TableSetupColumn("subnormal");
+    ImGui::TableSetupColumn("overflow");
+    ImGui::TableSetupColumn("recommended");
+    ImGui::TableHeadersRow();
+    for (int i = 0; i < 4; ++i) {
+      const Format f = target_formats[i];
+      const RangeReport r = analyze_range(merged, f, shift);
+      const int recommended = recommend_common_scale(gradients, f) + (scaled ? recorded : 0);
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(target_format_names[i]);
+      ImGui::TableNextColumn();
+      stacked_bar(r, 320);
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(percent(r.flushed_to_zero, r).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(percent(r.subnormal, r).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(percent(r.overflow, r).c_str());
+      ImGui::TableNextColumn();
+      ImGui::Text("2^%d", recommended);
+    }
+    ImGui::EndTable();
+  }
+  ImGui::TextDisabled("Predicted at binade granularity (the analyzer's rule); the recommendation keeps the largest value\n"
+                      "one binade below overflow (Micikevicius et al. 2018, section 3.2).");
+
+  const int recommended = recommend_common_scale(gradients, app.target_format()) + (scaled ? recorded : 0);
+  const bool can_apply = app.session != nullptr && (app.session->status().state == TrainingStatus::State::running ||
+                                                    app.session->status().state == TrainingStatus::State::paused);
+  ImGui::BeginDisabled(!can_apply);
+  // The session's scale stays within the slider's range, 2^0 .. 2^24.
+  const int applicable = std::clamp(recommended, 0, 24);
+  const std::string label = applicable == recommended
+                                ? fmt::format("Apply the recommended {} scale, 2^{}", target_format_names[app.format_index], recommended)
+                                : fmt::format("Apply 2^{} (the recommended {} scale 2^{} is outside 2^0..2^24)", applicable,
+                                              target_format_names[app.format_index], recommended);
+  if (ImGui::Button(label.c_str())) app.session->set_static_scale(std::ldexp(1.0, applicable));
+  ImGui::SameLine();
+  const int slider_scale = std::clamp(app.what_if.scale_log2, 0, 24);
+  if (ImGui::Button(fmt::format("Apply 2^{}", slider_scale).c_str())) app.session->set_static_scale(std::ldexp(1.0, slider_scale));
+  ImGui::EndDisabled();
+  if (!can_apply) ImGui::TextDisabled("(applying needs a run training in this window)");
+}
+
+}  // namespace fpscope::gui

@@ -1,0 +1,112 @@
+// Checks that a screenshot of fpscope-gui shows what its view must show: the palette's colours, in quantity.
+// Usage: check_screenshot PNG VIEW. Prints each check with the pixel count it found.
+#include <stb_image.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../../gui/src/palette.hpp"
+
+using fpscope::gui::Rgb;
+namespace palette = fpscope::gui::palette;
+
+namespace {
+
+struct Image {
+  int width = 0, height = 0;
+  std::vector<unsigned char> rgb;
+};
+
+bool near(const unsigned char* p, Rgb c, int tolerance) {
+  return std::abs(p[0] - c.r) <= tolerance && std::abs(p[1] - c.g) <= tolerance && std::abs(p[2] - c.b) <= tolerance;
+}
+
+long count_colour(const Image& image, Rgb c, int tolerance = 2) {
+  long n = 0;
+  for (std::size_t i = 0; i < image.rgb.size(); i += 3) n += near(&image.rgb[i], c, tolerance) ? 1 : 0;
+  return n;
+}
+
+int failures = 0;
+void expect(const Image& image, const char* what, Rgb colour, long at_least, int tolerance = 2) {
+  const long n = count_colour(image, colour, tolerance);
+  const bool ok = n >= at_least;
+  std::printf("%s %-28s %8ld pixels (need %ld)\n", ok ? "ok  " : "FAIL", what, n, at_least);
+  failures += ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: check_screenshot PNG VIEW\n");
+    return 2;
+  }
+  Image image;
+  int channels = 0;
+  unsigned char* data = stbi_load(argv[1], &image.width, &image.height, &channels, 3);
+  if (data == nullptr) {
+    std::fprintf(stderr, "check_screenshot: cannot read %s as an image\n", argv[1]);
+    return 2;
+  }
+  image.rgb.assign(data, data + static_cast<std::size_t>(image.width) * image.height * 3);
+  stbi_image_free(data);
+  const std::string view = argv[2];
+
+  // Not blank: a drawn window has many colours.
+  std::set<unsigned> colours;
+  for (std::size_t i = 0; i < image.rgb.size(); i += 3) colours.insert(image.rgb[i] << 16 | image.rgb[i + 1] << 8 | image.rgb[i + 2]);
+  const bool varied = colours.size() >= 20;
+  std::printf("%s %-28s %8zu colours (need 20)\n", varied ? "ok  " : "FAIL", "not blank", colours.size());
+  failures += varied ? 0 : 1;
+
+  if (view == "training") {
+    expect(image, "state swatch: finished", palette::state_finished, 200);
+  } else if (view == "histogram") {
+    expect(image, "band: flushed to zero", palette::flushed_band, 2000);
+    expect(image, "band: subnormal", palette::subnormal_band, 2000);
+    expect(image, "band: normal", palette::normal_band, 2000);
+    expect(image, "band: overflow", palette::overflow_band, 2000);
+    expect(image, "bars: flushed to zero", palette::flushed_bar, 2000);
+    expect(image, "bars: subnormal", palette::subnormal_bar, 2000);
+  } else if (view == "heatmap") {
+    std::vector<Rgb> ramp;
+    for (int i = 1; i <= 4000; ++i) ramp.push_back(palette::heat(i / 4000.0));
+    long on_ramp = 0;
+    for (std::size_t i = 0; i < image.rgb.size(); i += 3)
+      for (const Rgb& c : ramp)
+        if (near(&image.rgb[i], c, 0)) {
+          ++on_ramp;
+          break;
+        }
+    const bool ok = on_ramp >= 20000;
+    std::printf("%s %-28s %8ld pixels (need 20000)\n", ok ? "ok  " : "FAIL", "heatmap cells", on_ramp);
+    failures += ok ? 0 : 1;
+    expect(image, "line: smallest subnormal", palette::min_subnormal_line, 300, 10);
+    expect(image, "line: smallest normal", palette::min_normal_line, 300, 10);
+    expect(image, "line: overflow", palette::overflow_line, 300, 10);
+  } else if (view == "curves") {
+    expect(image, "loss curve", palette::loss_line, 300, 12);
+    expect(image, "fp32 baseline curve", palette::baseline_line, 300, 12);
+    expect(image, "loss scale curve", palette::scale_line, 300, 12);
+  } else if (view == "what-if") {
+    expect(image, "share: flushed to zero", palette::flushed_bar, 1000);
+    expect(image, "share: subnormal", palette::subnormal_bar, 500);
+    expect(image, "share: normal", palette::normal_bar, 1000);
+  } else if (view == "inspector") {
+    expect(image, "bit cells: sign", palette::sign_cell, 1500);
+    expect(image, "bit cells: exponent", palette::exponent_cell, 5000);
+    expect(image, "bit cells: mantissa", palette::mantissa_cell, 5000);
+  } else if (view == "export") {
+    expect(image, "state swatch: finished", palette::state_finished, 200);
+  } else if (view == "follow-error") {
+    expect(image, "state swatch: failed", palette::state_failed, 200);
+  } else {
+    std::fprintf(stderr, "check_screenshot: unknown view '%s'\n", view.c_str());
+    return 2;
+  }
+  return failures == 0 ? 0 : 1;
+}

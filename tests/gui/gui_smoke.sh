@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# fpscope-gui headless under Xvfb: every view's screenshot shows what the view must show; follow
+# mode survives missing, malformed, truncated and rewritten logs; --export writes whole files.
+set -u
+gui="$1" check="$2" fpscope="$3"
+if ! command -v xvfb-run >/dev/null; then
+  echo "xvfb-run not found: skipping the GUI tests (scripts/install-deps installs xvfb)"
+  exit 77
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); }
+fail() { failed=$((failed + 1)); echo "FAIL $*"; }
+headless() { xvfb-run -a -s "-screen 0 1600x1000x24" "$gui" "$@"; }
+
+# Every view after a short demo run (an fp32 baseline, then fp16 without loss scaling).
+for view in training histogram heatmap curves what-if inspector export; do
+  if headless --demo --frames 3 --view "$view" --screenshot "$work/$view.png" >"$work/$view.out" 2>&1 &&
+     "$check" "$work/$view.png" "$view" >"$work/$view.check"; then
+    ok
+  else
+    fail "view $view"; cat "$work/$view.out" "$work/$view.check" 2>/dev/null
+  fi
+done
+
+# The checker itself can fail: a histogram is not an inspector.
+if "$check" "$work/histogram.png" inspector >/dev/null; then fail "checker passed a histogram as an inspector"; else ok; fi
+
+# --export: the Export view's actions, whole files the CLI reads back.
+mkdir -p "$work/exported"
+if headless --demo --frames 2 --export "$work/exported" 2>"$work/export.err" &&
+   "$fpscope" analyze "$work/exported/run.jsonl" >/dev/null &&
+   "$fpscope" analyze "$work/exported/histograms.csv" >/dev/null &&
+   "$check" "$work/exported/fpscope-window.png" training >/dev/null; then
+  ok
+else
+  fail "--export"; cat "$work/export.err"
+fi
+if headless --demo --frames 2 --export "$work/nowhere/at/all" 2>"$work/export-bad.err"; then
+  fail "--export into a missing folder succeeded"
+elif grep -q "nowhere/at/all" "$work/export-bad.err" && [[ ! -e "$work/nowhere" ]]; then
+  ok
+else
+  fail "--export into a missing folder: $(cat "$work/export-bad.err")"
+fi
+
+# Following a log written by fpscope train.
+"$fpscope" train --model 16-32-10 --activation tanh --steps 40 --batch 32 --out "$work/run.jsonl" 2>/dev/null >/dev/null
+if headless --follow "$work/run.jsonl" --frames 3 --view histogram --screenshot "$work/follow.png" --report >"$work/follow.out" 2>&1 &&
+   grep -q "snapshots 40 " "$work/follow.out" && ! "$check" "$work/follow.png" follow-error >/dev/null; then
+  ok
+else
+  fail "follow of a good log (40 snapshots, no error swatch)"; cat "$work/follow.out"
+fi
+
+# A missing log and a malformed one: the error in the window and on stderr, exit 1, no crash.
+headless --follow "$work/missing.jsonl" --frames 3 --screenshot "$work/missing.png" 2>"$work/missing.err"
+status=$?
+if [[ $status == 1 ]] && grep -q "cannot read .*missing.jsonl" "$work/missing.err" && "$check" "$work/missing.png" follow-error >/dev/null; then ok
+else fail "follow of a missing log: status $status, $(cat "$work/missing.err")"; fi
+printf '{"schema_version": 1}\nnot json\n' >"$work/broken.jsonl"
+headless --follow "$work/broken.jsonl" --frames 3 --screenshot "$work/broken.png" 2>"$work/broken.err"
+status=$?
+if [[ $status == 1 ]] && grep -q "broken.jsonl:2" "$work/broken.err" && "$check" "$work/broken.png" follow-error >/dev/null; then ok
+else fail "follow of a malformed log: status $status, $(cat "$work/broken.err")"; fi
+
+# A followed log truncated and rewritten while the app runs: it stays up and ends on the last file.
+cp "$work/run.jsonl" "$work/live.jsonl"
+headless --follow "$work/live.jsonl" --frames 240 --report >"$work/live.out" 2>"$work/live.err" &
+app=$!
+sleep 1.5
+: >"$work/live.jsonl"                                # truncated in place
+sleep 0.5
+head -c 3000 "$work/run.jsonl" >"$work/live.jsonl"   # a partial rewrite, last line cut
+sleep 0.5
+"$fpscope" train --model 16-32-10 --steps 25 --batch 32 --seed 3 --out "$work/live.jsonl" 2>/dev/null >/dev/null  # replaced by rename
+wait $app
+status=$?
+if [[ $status == 0 ]] && grep -q "snapshots 25 " "$work/live.out"; then ok
+else fail "follow through truncation and rewrite: status $status, $(cat "$work/live.out" "$work/live.err")"; fi
+
+# Bad arguments: one sentence, status 2, no window needed.
+for args in "--view pie" "--frames 3 --screenshot" "--screenshot x.png" "--width 10"; do
+  # shellcheck disable=SC2086
+  if "$gui" $args >/dev/null 2>"$work/args.err"; then fail "accepted: $args"
+  elif [[ $(wc -l <"$work/args.err") == 1 ]]; then ok
+  else fail "args $args: $(cat "$work/args.err")"; fi
+done
+# No display at all: one sentence, status 1.
+if env -u DISPLAY -u WAYLAND_DISPLAY "$gui" --demo >/dev/null 2>"$work/nodisplay.err"; then fail "ran without a display"
+elif grep -q "cannot open a window" "$work/nodisplay.err"; then ok
+else fail "no display: $(cat "$work/nodisplay.err")"; fi
+
+echo "$passed passed, $failed failed"
+[[ $failed == 0 ]]
