@@ -136,6 +136,7 @@ void TrainingSession::run(MlpTrainer trainer, TrainingData data) {
           wake_.wait(lock, [this] { return quit_ || !queue_.empty(); });
         }
       }
+      const auto step_start = Clock::now();
       data.next_batch(batch, inputs, labels);
       const std::int64_t step = trainer.step_count();
       StepResult result = trainer.step(inputs, labels, step % record_every == 0);
@@ -145,6 +146,7 @@ void TrainingSession::run(MlpTrainer trainer, TrainingData data) {
       const double seconds = std::chrono::duration<double>(now - window_start).count();
       std::lock_guard lock(mutex_);
       status_.step = trainer.step_count();
+      status_.running_seconds += std::chrono::duration<double>(now - step_start).count();
       status_.loss = result.loss;
       status_.loss_scale = trainer.scaler().scale();
       status_.skipped_steps = trainer.scaler().state().skipped_steps;

@@ -31,7 +31,7 @@ std::optional<View> parse_view(std::string_view name) {
   return std::nullopt;
 }
 
-App::App(const AppOptions& options) : view(options.view) {
+App::App(const AppOptions& options) : view(options.view), form(options.form) {
   if (!options.follow.empty()) {
     follower = std::make_unique<RunLogFollower>(options.follow, store);
   } else {
@@ -45,6 +45,8 @@ App::App(const AppOptions& options) : view(options.view) {
     form.steps = 150;
     form.batch = 1024;
     if (start_training(form)) demo_stage_ = 0;
+  } else if (options.start && session && !start_training(form)) {
+    std::fprintf(stderr, "fpscope-gui: cannot start training: %s\n", training_message.c_str());
   }
 }
 

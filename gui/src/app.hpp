@@ -27,12 +27,6 @@ std::optional<View> parse_view(std::string_view name);
 inline constexpr Format target_formats[] = {formats::fp16, formats::bf16, formats::e4m3, formats::e5m2};
 inline constexpr const char* target_format_names[] = {"fp16", "bf16", "e4m3", "e5m2"};
 
-struct AppOptions {
-  std::string follow;  // a run log to follow instead of training here
-  bool demo = false;   // train an fp32 baseline, then fp16 without loss scaling, on the paper's settings
-  View view = View::histogram;
-};
-
 // The Training view's form: the options of `fpscope train`.
 struct TrainingForm {
   std::string model = "32-64-64-64-10";
@@ -48,6 +42,14 @@ struct TrainingForm {
   int steps = 0;  // 0: until stopped
   std::string data = "synthetic";
   int seed = 1;
+};
+
+struct AppOptions {
+  std::string follow;  // a run log to follow instead of training here
+  bool demo = false;   // train an fp32 baseline, then fp16 without loss scaling, on the paper's settings
+  View view = View::histogram;
+  TrainingForm form;   // the Training view's settings on opening
+  bool start = false;  // start training with `form` on opening
 };
 
 // Float inspector state.
@@ -71,6 +73,7 @@ struct HeatmapState {
   int columns = 0;
   std::vector<std::int64_t> column_first_step, column_last_step;
   std::vector<std::uint64_t> counts;  // columns x binade_count
+  int lowest_binade = 0, highest_binade = -1;  // with any count; highest < lowest when none
 };
 
 class App {

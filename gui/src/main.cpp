@@ -7,6 +7,8 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
+#include <initializer_list>
 #include <cfloat>
 #include <filesystem>
 #include <chrono>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "app.hpp"
+#include "fpscope/core/names.hpp"
 #include "screenshot.hpp"
 
 namespace {
@@ -72,7 +75,8 @@ int run(const Options& o) {
     int frames_after_settling = 0;
     bool warned_settle = false;
     std::vector<double> frame_ms;
-    constexpr double frame_budget = 1.0 / 60.0;
+    // 60 frames a second; 30 while a run trains in this process, so that the training thread keeps
+    // its core (2-core machines: software GL's rasterizer threads compete with it).
     while (!glfwWindowShouldClose(window)) {
       const auto frame_start = std::chrono::steady_clock::now();
       glfwPollEvents();
@@ -129,16 +133,19 @@ int run(const Options& o) {
       const double work = seconds_since(frame_start);
       if (frames_after_settling > 0) frame_ms.push_back(work * 1000.0);
       if (last_frame) break;
+      const bool training = app.session && app.session->status().state == fpscope::TrainingStatus::State::running;
+      const double frame_budget = training ? 1.0 / 30.0 : 1.0 / 60.0;
       if (work < frame_budget) std::this_thread::sleep_for(std::chrono::duration<double>(frame_budget - work));
     }
     if (o.report && !frame_ms.empty()) {
       std::sort(frame_ms.begin(), frame_ms.end());
       const auto session = app.session ? app.session->status() : fpscope::TrainingStatus{};
-      fmt::print("frames {}  median frame {:.2f} ms  p95 {:.2f} ms  snapshots {}  training steps {}  ({} steps/s)\n", frame_ms.size(),
-                 frame_ms[frame_ms.size() / 2], frame_ms[std::min(frame_ms.size() - 1, frame_ms.size() * 95 / 100)],
-                 app.snapshots.size(), session.step, session.steps_per_second);
+      fmt::print("frames {}  median frame {:.2f} ms  p95 {:.2f} ms  snapshots {}  training steps {} in {:.2f} s ({:.1f} steps/s)\n",
+                 frame_ms.size(), frame_ms[frame_ms.size() / 2], frame_ms[std::min(frame_ms.size() - 1, frame_ms.size() * 95 / 100)],
+                 app.snapshots.size(), session.step, session.running_seconds,
+                 session.running_seconds > 0 ? static_cast<double>(session.step) / session.running_seconds : 0.0);
     }
-    if (headless && !app.follow_error.empty()) status = 1;
+    if (headless && (!app.follow_error.empty() || !app.training_message.empty())) status = 1;
   }
   ImGui_ImplOpenGL3_Shutdown();
   ImGui_ImplGlfw_Shutdown();
@@ -162,12 +169,62 @@ int main(int argc, char** argv) {
   cli.add_option("--export", o.export_folder, "with --frames: save run.jsonl, histograms.csv and fpscope-window.png into this folder (the Export view's buttons)");
   cli.add_option("--width", o.width, "window width")->capture_default_str();
   cli.add_option("--height", o.height, "window height")->capture_default_str();
+  // The Training view's settings, as `fpscope train` names them.
+  fpscope::gui::TrainingForm& f = o.app.form;
+  std::string activation = "tanh", precision = "fp16", loss_scale = "dynamic", round = "rne";
+  cli.add_option("--model", f.model, "training: layer sizes, input to classes")->capture_default_str();
+  cli.add_option("--activation", activation, "training: relu, gelu or tanh")->capture_default_str();
+  cli.add_option("--precision", precision, "training: fp32, fp16, bf16 or fp16-pure")->capture_default_str();
+  cli.add_option("-r,--round", round, "training: rounding mode of every low-precision cast")->capture_default_str();
+  cli.add_option("--loss-scale", loss_scale, "training: none, dynamic, or a power of two 1 .. 2^24")->capture_default_str();
+  cli.add_option("--steps", f.steps, "training: steps (0 runs until stopped)")->capture_default_str();
+  cli.add_option("--batch", f.batch, "training: batch size")->capture_default_str();
+  cli.add_option("--lr", f.learning_rate, "training: learning rate")->capture_default_str();
+  cli.add_option("--loss-weight-log2", f.loss_weight_log2, "training: the loss is weighted by 2^this (-16 .. 0)")->capture_default_str();
+  cli.add_option("--record-every", f.record_every, "training: record a snapshot every N steps")->capture_default_str();
+  cli.add_option("--data", f.data, "training: synthetic or mnist:DIR")->capture_default_str();
+  cli.add_option("--seed", f.seed, "training: seed")->capture_default_str();
+  cli.add_flag("--start", o.app.start, "start training with these settings on opening");
   cli.add_flag("--report", o.report, "print frame times and training speed on exit");
   try {
     cli.parse(argc, argv);
     const auto view = fpscope::gui::parse_view(o.view);
     if (!view) throw CLI::ValidationError("unknown --view '" + o.view + "': expected training, histogram, heatmap, curves, what-if, inspector or export");
     o.app.view = *view;
+    auto index_of = [](const std::string& value, std::initializer_list<const char*> names, const char* option) {
+      int i = 0;
+      for (const char* name : names) {
+        if (value == name) return i;
+        ++i;
+      }
+      throw CLI::ValidationError(fmt::format("unknown {} '{}'", option, value));
+    };
+    f.activation = index_of(activation, {"relu", "gelu", "tanh"}, "--activation");
+    f.precision = index_of(precision, {"fp32", "fp16", "bf16", "fp16-pure"}, "--precision");
+    try {
+      f.rounding = static_cast<int>(fpscope::parse_rounding_mode(round));
+    } catch (const std::exception& e) {
+      throw CLI::ValidationError(e.what());
+    }
+    if (loss_scale == "none") {
+      f.scaling = 0;
+    } else if (loss_scale == "dynamic") {
+      f.scaling = 2;
+    } else {
+      f.scaling = 1;
+      std::size_t used = 0;
+      double value = 0;
+      try {
+        value = std::stod(loss_scale, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      int exponent = 0;
+      if (used != loss_scale.size() || !(value >= 1) || std::frexp(value, &exponent) != 0.5 || exponent - 1 > 24)
+        throw CLI::ValidationError("--loss-scale '" + loss_scale + "' is not none, dynamic or a power of two from 1 to 2^24");
+      f.static_scale_log2 = exponent - 1;
+    }
+    if (f.loss_weight_log2 < -16 || f.loss_weight_log2 > 0) throw CLI::ValidationError("--loss-weight-log2 must be -16 .. 0");
     if (!o.export_folder.empty() && o.frames <= 0) throw CLI::ValidationError("--export needs --frames N (N > 0)");
     if (!o.screenshot.empty() && o.frames <= 0) throw CLI::ValidationError("--screenshot needs --frames N (N > 0)");
     if (o.width < 200 || o.height < 150 || o.width > 8192 || o.height > 8192) throw CLI::ValidationError("--width and --height must be 200..8192 and 150..8192");

@@ -61,5 +61,6 @@ void PlotFrame::axes(double x_step, std::string (*x_label)(double), int y_ticks,
 
 std::string binade_label(double binade) { return fmt::format("2^{}", static_cast<int>(std::lround(binade))); }
 std::string plain_label(double value) { return fmt::format("{:.3g}", value); }
+std::string step_label(double step) { return fmt::format("{:.0f}", step); }
 
 }  // namespace fpscope::gui

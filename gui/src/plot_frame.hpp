@@ -28,6 +28,7 @@ struct PlotFrame {
 };
 
 std::string binade_label(double binade);  // "2^-24"
-std::string plain_label(double value);    // "%g"
+std::string plain_label(double value);    // three significant digits
+std::string step_label(double step);      // an integer, "10000"
 
 }  // namespace fpscope::gui

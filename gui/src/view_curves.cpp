@@ -62,7 +62,7 @@ void draw_curves(App& app) {
   PlotFrame loss_plot = PlotFrame::reserve(ImVec2(0, avail * 0.6f), 0, x1, y0, y1, "##loss");
   const double span = x1;
   const double x_step = span > 5000 ? 1000 : span > 500 ? 100 : span > 50 ? 10 : 1;
-  loss_plot.axes(x_step, plain_label, 4, +[](double y) { return fmt::format("{:.3g}", std::pow(10.0, y)); });
+  loss_plot.axes(x_step, step_label, 4, +[](double y) { return fmt::format("{:.3g}", std::pow(10.0, y)); });
   if (!app.baseline_steps.empty()) polyline(loss_plot, app.baseline_steps, baseline, palette::baseline_line);
   polyline(loss_plot, steps, loss, palette::loss_line);
   ImDrawList* draw = ImGui::GetWindowDrawList();
@@ -82,7 +82,7 @@ void draw_curves(App& app) {
   const double scale_lo = std::floor(s0) - 1, scale_hi = std::ceil(s1) + 1;
   PlotFrame scale_plot = PlotFrame::reserve(ImVec2(0, 0), 0, x1, scale_lo, scale_hi, "##scale");
   const int span_log2 = static_cast<int>(scale_hi - scale_lo);
-  scale_plot.axes(x_step, plain_label, span_log2 <= 12 ? span_log2 : span_log2 % 4 == 0 ? 4 : span_log2 % 3 == 0 ? 3 : 2, +[](double y) { return fmt::format("2^{:.0f}", y); });
+  scale_plot.axes(x_step, step_label, span_log2 <= 12 ? span_log2 : span_log2 % 4 == 0 ? 4 : span_log2 % 3 == 0 ? 3 : 2, +[](double y) { return fmt::format("2^{:.0f}", y); });
   polyline(scale_plot, steps, scale, palette::scale_line);
   for (double s : skipped)
     draw->AddLine(ImVec2(std::floor(scale_plot.sx(s)), scale_plot.min.y), ImVec2(std::floor(scale_plot.sx(s)), scale_plot.max.y), to_imgui(palette::skipped_mark), 1.0f);

@@ -37,6 +37,14 @@ void rebuild_if_stale(App& app, const std::string& key) {
   state.counts = image.counts;
   state.column_first_step = image.column_first_step;
   state.column_last_step = image.column_last_step;
+  state.lowest_binade = max_binade + 1;
+  state.highest_binade = min_binade - 1;
+  for (int c = 0; c < image.columns; ++c)
+    for (int b = 0; b < binade_count; ++b)
+      if (image.counts[static_cast<std::size_t>(c) * binade_count + static_cast<std::size_t>(b)] != 0) {
+        state.lowest_binade = std::min(state.lowest_binade, b + min_binade);
+        state.highest_binade = std::max(state.highest_binade, b + min_binade);
+      }
   state.built_version = app.data_version;
   state.built_key = key;
   state.built_at = app.now;
@@ -69,12 +77,9 @@ void draw_heatmap(App& app) {
 
   // Rows to show: the data's binades and the format's edges, with a margin.
   int lo = f.emin() - f.mantissa_bits - 2, hi = f.emax() + 2;
-  for (std::size_t b = 0; b < binade_count; ++b) {
-    bool any = false;
-    for (int c = 0; c < state.columns && !any; ++c) any = state.counts[static_cast<std::size_t>(c) * binade_count + b] != 0;
-    if (!any) continue;
-    lo = std::min(lo, static_cast<int>(b) + min_binade - 1);
-    hi = std::max(hi, static_cast<int>(b) + min_binade + 1);
+  if (state.highest_binade >= state.lowest_binade) {
+    lo = std::min(lo, state.lowest_binade - 1);
+    hi = std::max(hi, state.highest_binade + 1);
   }
   lo = std::max(lo, min_binade);
   hi = std::min(hi, max_binade);
@@ -93,7 +98,7 @@ void draw_heatmap(App& app) {
     draw->AddImage(reinterpret_cast<ImTextureID>(static_cast<std::intptr_t>(state.texture)), plot.min, plot.max, ImVec2(0, v0), ImVec2(1, v1));
   range_lines_horizontal(plot, f);
   const double step_span = last_step - first_step;
-  plot.axes(step_span > 5000 ? 1000 : step_span > 500 ? 100 : step_span > 50 ? 10 : 1, plain_label, 0, nullptr);
+  plot.axes(step_span > 5000 ? 1000 : step_span > 500 ? 100 : step_span > 50 ? 10 : 1, step_label, 0, nullptr);
   for (int b = lo; b <= hi + 1; b += (hi - lo > 60 ? 10 : 5)) {
     const std::string label = binade_label(b);
     const ImVec2 size = ImGui::CalcTextSize(label.c_str());

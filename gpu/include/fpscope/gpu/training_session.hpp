@@ -34,6 +34,7 @@ struct TrainingStatus {
   bool dynamic_scaling = false;
   std::int64_t skipped_steps = 0;
   double steps_per_second = 0;    // over the last second or so of running
+  double running_seconds = 0;     // time spent stepping (paused time not counted)
   std::string error;              // when failed
 };
 
