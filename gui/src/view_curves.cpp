@@ -51,7 +51,7 @@ void draw_curves(App& app) {
   y1 = std::ceil(y1 * 4) / 4 + 0.05;
 
   const Snapshot& last = *app.snapshots.back();
-  ImGui::Text("loss %.5f at step %lld (%s)", last.loss, static_cast<long long>(last.step), app.header.precision.c_str());
+  ImGui::TextColored(ImVec4(0.36f, 0.67f, 0.99f, 1), "loss %.5f at step %lld (%s)", last.loss, static_cast<long long>(last.step), app.header.precision.c_str());
   if (!app.baseline_loss.empty()) {
     ImGui::SameLine();
     ImGui::TextColored(ImVec4(1.0f, 0.5f, 0.63f, 1), "  fp32 baseline %.5f", app.baseline_loss.back());
