@@ -1,12 +1,16 @@
 // Run log I/O: JSON Lines through nlohmann-json; atomic whole-file writes; line-by-line appends.
 #include "fpscope/analyzer/run_log.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 namespace fpscope {
@@ -183,7 +187,38 @@ RunLog read_run_log(const std::filesystem::path& path) {
   return log;
 }
 
+namespace {
+
+// A process killed between creating its temporary file and the rename leaves "NAME.tmp-PID"
+// behind. The next write of NAME (once per process) removes those whose process is gone.
+void remove_stale_temporaries(const std::filesystem::path& path) {
+  static std::mutex mutex;
+  static std::set<std::string> cleaned;
+  {
+    const std::lock_guard lock(mutex);
+    if (!cleaned.insert(path.string()).second) return;
+  }
+  const std::string prefix = path.filename().string() + ".tmp-";
+  std::error_code error;
+  const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  for (std::filesystem::directory_iterator it(folder, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    pid_t pid = 0;
+    const char* digits = name.c_str() + prefix.size();
+    const auto parsed = std::from_chars(digits, name.c_str() + name.size(), pid);
+    if (parsed.ec != std::errc{} || parsed.ptr != name.c_str() + name.size() || pid <= 0) continue;
+    if (::kill(pid, 0) != 0 && errno == ESRCH) {
+      std::error_code ignored;
+      std::filesystem::remove(it->path(), ignored);
+    }
+  }
+}
+
+}  // namespace
+
 void write_file_atomically(const std::filesystem::path& path, std::string_view contents) {
+  remove_stale_temporaries(path);
   const std::filesystem::path temporary = path.string() + ".tmp-" + std::to_string(::getpid());
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
@@ -211,9 +246,32 @@ void write_run_log(const std::filesystem::path& path, const RunLog& log) {
 }
 
 RunLogAppender::RunLogAppender(const std::filesystem::path& path, const RunHeader& header) : path_(path) {
-  write_file_atomically(path, run_header_line(header) + "\n");
+  const std::string first = run_header_line(header) + "\n";
+  write_file_atomically(path, first);
   file_ = std::fopen(path.c_str(), "ab");
   if (file_ == nullptr) throw std::runtime_error(path.string() + ": cannot open for appending: " + std::strerror(errno));
+  bytes_ = first.size();
+}
+
+RunLogAppender::RunLogAppender(const std::filesystem::path& path, const RunHeader& header, std::uint64_t resume_at_bytes)
+    : path_(path) {
+  const std::string first = run_header_line(header) + "\n";
+  std::error_code error;
+  const auto size = std::filesystem::file_size(path, error);
+  if (error) throw std::runtime_error("cannot resume run log " + path.string() + ": " + error.message());
+  if (size < resume_at_bytes || resume_at_bytes < first.size())
+    throw std::runtime_error("cannot resume run log " + path.string() + ": it is " + std::to_string(size) +
+                             " bytes, shorter than the checkpoint's " + std::to_string(resume_at_bytes) + ": it was changed since");
+  std::string start(first.size(), '\0');
+  std::FILE* check = std::fopen(path.c_str(), "rb");
+  const bool same_header = check != nullptr && std::fread(start.data(), 1, start.size(), check) == start.size() && start == first;
+  if (check != nullptr) std::fclose(check);
+  if (!same_header) throw std::runtime_error("cannot resume run log " + path.string() + ": its header is not this run's");
+  std::filesystem::resize_file(path, resume_at_bytes, error);
+  if (error) throw std::runtime_error("cannot resume run log " + path.string() + ": " + error.message());
+  file_ = std::fopen(path.c_str(), "ab");
+  if (file_ == nullptr) throw std::runtime_error(path.string() + ": cannot open for appending: " + std::strerror(errno));
+  bytes_ = resume_at_bytes;
 }
 
 RunLogAppender::~RunLogAppender() {
@@ -224,6 +282,7 @@ void RunLogAppender::append(const Snapshot& snapshot) {
   const std::string line = snapshot_line(snapshot) + "\n";
   if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
     throw std::runtime_error(path_.string() + ": write failed: " + std::strerror(errno));
+  bytes_ += line.size();
 }
 
 }  // namespace fpscope

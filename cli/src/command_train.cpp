@@ -7,10 +7,13 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "fpscope/analyzer/run_log.hpp"
 #include "fpscope/core/names.hpp"
+#include "fpscope/gpu/checkpoint.hpp"
+#include "fpscope/gpu/fault_injection.hpp"
 #include "fpscope/gpu/mlp.hpp"
 #include "fpscope/gpu/training_data.hpp"
 
@@ -35,6 +38,10 @@ struct TrainOptions {
   std::string backend = "auto";
   unsigned long long seed = 1;
   std::string out;
+  std::vector<std::string> inject;
+  long long checkpoint_every = 0;
+  std::string checkpoint;
+  bool resume = false;
 };
 
 LossScalerConfig parse_loss_scale(const std::string& text) {
@@ -79,15 +86,42 @@ void run_train(const TrainOptions& o) {
     throw UsageError(std::string("--data: ") + e.what());
   }
   MlpTrainer trainer(config);
+  std::string injected;
+  for (const std::string& text : o.inject) {
+    const FaultInjection fault = parse_or_usage([&] { return parse_fault_injection(text, static_cast<int>(config.layer_sizes.size()) - 1); });
+    trainer.inject(fault);
+    injected += " " + describe(fault);
+  }
+  if (o.checkpoint_every < 0) throw UsageError("--checkpoint-every must not be negative");
+  RunHeader header;
+  header.source = "fpscope train";
+  header.model = o.model + " " + activation_name(config.activation);
+  header.precision = precision_name(config.precision);
+  header.format = format_name(trainer.format());
+  header.rounding = rounding_mode_name(config.rounding);
+  header.scaler = describe(config.scaler);
+  // What a checkpoint must agree with to be resumed: everything that decides the bits.
+  const std::string settings = fmt::format("{}|batch {}|lr {}|loss weight {}|record-every {}|data {}|seed {}|inject{}|log {}",
+                                           run_header_line(header), o.batch, o.lr, config.loss_weight, o.record_every, o.data, o.seed,
+                                           injected, o.out);
+  const std::string checkpoint_path =
+      !o.checkpoint.empty() ? o.checkpoint : o.out.empty() ? std::string("fpscope-train.ckpt") : o.out + ".ckpt";
+  long long first_step = 0;
   std::optional<RunLogAppender> log;
-  if (!o.out.empty()) {
-    RunHeader header;
-    header.source = "fpscope train";
-    header.model = o.model + " " + activation_name(config.activation);
-    header.precision = precision_name(config.precision);
-    header.format = format_name(trainer.format());
-    header.rounding = rounding_mode_name(config.rounding);
-    header.scaler = describe(config.scaler);
+  if (o.resume) {
+    TrainingCheckpoint checkpoint;
+    try {
+      checkpoint = read_checkpoint(checkpoint_path);
+    } catch (const CheckpointError& e) {
+      throw UsageError(std::string(e.what()) + ": cannot --resume");
+    }
+    if (checkpoint.settings != settings)
+      throw UsageError("checkpoint " + checkpoint_path + " was written by a run with other settings: resume with the same options");
+    trainer.restore(checkpoint.trainer);
+    data->restore_state(checkpoint.data_state);
+    if (!o.out.empty()) log.emplace(o.out, header, checkpoint.run_log_bytes);
+    first_step = checkpoint.trainer.steps;
+  } else if (!o.out.empty()) {
     log.emplace(o.out, header);
   }
   interrupted = false;
@@ -96,11 +130,13 @@ void run_train(const TrainOptions& o) {
   Eigen::MatrixXf inputs;
   std::vector<int> labels;
   StepResult last;
-  long long step = 0;
+  long long step = first_step;
   for (; step < o.steps && !interrupted; ++step) {
     data->next_batch(o.batch, inputs, labels);
     last = trainer.step(inputs, labels, log.has_value() && step % o.record_every == 0);
     if (last.snapshot) log->append(*last.snapshot);
+    if (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0)
+      write_checkpoint(checkpoint_path, {settings, trainer.state(), data->save_state(), log ? log->bytes_written() : 0});
     if (step % 10 == 0 || step + 1 == o.steps) {
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       fmt::print(stderr, "\rstep {:>7}/{}  loss {:.4f}  scale {:g}  skipped {}  {:.1f} steps/s   ", step + 1, o.steps, last.loss,
@@ -131,6 +167,10 @@ void add_train(CLI::App& app) {
   cmd->add_option("--backend", o->backend, "auto or cpu")->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed: the same seed gives the same bits")->capture_default_str();
   cmd->add_option("--out", o->out, "run log to write as training goes (JSON Lines)");
+  cmd->add_option("--inject", o->inject, "put nan or inf into a layer's weight gradient at a step: nan@fc2:100 (repeatable)");
+  cmd->add_option("--checkpoint-every", o->checkpoint_every, "write a checkpoint every N steps (atomically)");
+  cmd->add_option("--checkpoint", o->checkpoint, "checkpoint file (default: the run log's name + .ckpt, or fpscope-train.ckpt)");
+  cmd->add_flag("--resume", o->resume, "go on from the checkpoint with the same options; the run log is cut back to it");
   cmd->callback([o] { run_train(*o); });
 }
 

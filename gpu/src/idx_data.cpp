@@ -1,6 +1,8 @@
 // IDX reading through zlib's gz* functions, which read plain and gzipped files alike.
 #include "fpscope/gpu/idx_data.hpp"
 
+#include <sstream>
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -43,7 +45,7 @@ IdxArray read_idx(const std::filesystem::path& path) {
 
 namespace {
 std::filesystem::path find(const std::filesystem::path& folder, const std::string& name) {
-  for (const std::string candidate : {name, name + ".gz"})
+  for (const std::string& candidate : {name, name + ".gz"})
     if (std::filesystem::exists(folder / candidate)) return folder / candidate;
   throw IdxError((folder / name).string() + "(.gz): not found: expected MNIST-format IDX files in " + folder.string());
 }
@@ -78,6 +80,28 @@ void IdxClassification::next_batch(int rows, Eigen::MatrixXf& inputs, std::vecto
     inputs.row(r) = images_.row(static_cast<Eigen::Index>(example));
     labels[static_cast<std::size_t>(r)] = labels_[example];
   }
+}
+
+std::string IdxClassification::save_state() const {
+  std::ostringstream out;
+  out << rng_ << ' ' << next_ << ' ' << order_.size();
+  for (std::size_t i : order_) out << ' ' << i;
+  return out.str();
+}
+
+void IdxClassification::restore_state(const std::string& state) {
+  std::istringstream in(state);
+  std::mt19937_64 rng;
+  std::size_t next = 0, count = 0;
+  in >> rng >> next >> count;
+  std::vector<std::size_t> order(in && count == order_.size() ? count : 0);
+  for (std::size_t& i : order) in >> i;
+  bool valid = in && count == order_.size() && next <= count;
+  for (std::size_t i : order) valid = valid && i < count;
+  if (!valid) throw std::invalid_argument("the saved state of the IDX data does not fit these files");
+  rng_ = rng;
+  next_ = next;
+  order_ = std::move(order);
 }
 
 }  // namespace fpscope

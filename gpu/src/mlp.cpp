@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <span>
 
@@ -207,6 +208,10 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
     cast(f, low, dz, ctx_, recorded(activation_gradient, l));
     grad_w[l] = dz.transpose() * a[l];
     grad_b[l] = dz.colwise().sum().transpose();
+    for (const FaultInjection& fault : faults_)
+      if (fault.step == steps_ && static_cast<std::size_t>(fault.layer) == l + 1)
+        grad_w[l](0, 0) = fault.value == FaultInjection::Value::nan ? std::numeric_limits<float>::quiet_NaN()
+                                                                    : std::numeric_limits<float>::infinity();
     cast(f, low, grad_w[l], ctx_, recorded(weight_gradient, l));
     cast(f, low, grad_b[l], ctx_, nullptr);
     non_finite = non_finite || !grad_w[l].allFinite() || !grad_b[l].allFinite();
@@ -243,6 +248,23 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   }
   ++steps_;
   return result;
+}
+
+MlpTrainer::State MlpTrainer::state() const {
+  return {steps_, weights_, biases_, scaler_.state(), ctx_.stochastic_counter};
+}
+
+void MlpTrainer::restore(const State& state) {
+  bool fits = state.weights.size() == weights_.size() && state.biases.size() == biases_.size();
+  for (std::size_t l = 0; fits && l < weights_.size(); ++l)
+    fits = state.weights[l].rows() == weights_[l].rows() && state.weights[l].cols() == weights_[l].cols() &&
+           state.biases[l].size() == biases_[l].size();
+  if (!fits || state.steps < 0) throw std::invalid_argument("the saved training state is not of this model's shape");
+  steps_ = state.steps;
+  weights_ = state.weights;
+  biases_ = state.biases;
+  scaler_.restore(state.scaler);
+  ctx_.stochastic_counter = state.stochastic_counter;
 }
 
 double MlpTrainer::loss_in_double(const Eigen::MatrixXf& inputs, const std::vector<int>& labels) const {

@@ -28,4 +28,11 @@ void TrainingData::next_batch(int rows, Eigen::MatrixXf& inputs, std::vector<int
   else idx_->next_batch(rows, inputs, labels);
 }
 
+std::string TrainingData::save_state() const { return synthetic_ ? synthetic_->save_state() : idx_->save_state(); }
+
+void TrainingData::restore_state(const std::string& state) {
+  if (synthetic_) synthetic_->restore_state(state);
+  else idx_->restore_state(state);
+}
+
 }  // namespace fpscope

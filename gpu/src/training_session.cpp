@@ -76,6 +76,14 @@ void TrainingSession::single_step() { post(Command::single_step); }
 void TrainingSession::set_static_scale(double scale) { post(Command::set_static, scale); }
 void TrainingSession::set_dynamic_scaling() { post(Command::set_dynamic); }
 
+void TrainingSession::inject_next_step(FaultInjection::Value value, int layer) {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back({Command::inject, 0, FaultInjection{value, layer, 0}});
+  }
+  wake_.notify_all();
+}
+
 TrainingStatus TrainingSession::status() const {
   std::lock_guard lock(mutex_);
   return status_;
@@ -118,6 +126,13 @@ void TrainingSession::run(MlpTrainer trainer, TrainingData data) {
                 if (c.value > 0) trainer.scaler().reconfigure(LossScalerConfig::fixed(c.value));
                 status_.dynamic_scaling = false;
                 status_.loss_scale = trainer.scaler().scale();
+                break;
+              case Command::inject:
+                if (c.fault.layer >= 1 && static_cast<std::size_t>(c.fault.layer) < settings_.mlp.layer_sizes.size()) {
+                  FaultInjection fault = c.fault;
+                  fault.step = trainer.step_count();
+                  trainer.inject(fault);
+                }
                 break;
               case Command::set_dynamic:
                 trainer.scaler().reconfigure(dynamic_config);

@@ -3,6 +3,7 @@
 #include <imgui.h>
 #include <imgui_stdlib.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "app.hpp"
@@ -110,6 +111,23 @@ void draw_training(App& app) {
     if (dynamic) session.set_dynamic_scaling();
     else session.set_static_scale(status.loss_scale);
   }
+
+  // Fault injection: what one non-finite gradient does (the step is skipped, the scale backs off).
+  static int inject_value = 0, inject_layer = 1;
+  ImGui::SetNextItemWidth(70);
+  ImGui::Combo("##inject value", &inject_value, "nan\0inf\0");
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(90);
+  const int layers = std::max(1, static_cast<int>(session.settings().mlp.layer_sizes.size()) - 1);
+  inject_layer = std::clamp(inject_layer, 1, layers);
+  ImGui::SliderInt("##inject layer", &inject_layer, 1, layers, "fc%d");
+  ImGui::SameLine();
+  ImGui::BeginDisabled(!active);
+  if (ImGui::Button("Inject"))
+    session.inject_next_step(inject_value == 0 ? FaultInjection::Value::nan : FaultInjection::Value::infinity, inject_layer);
+  ImGui::EndDisabled();
+  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("put a %s into fc%d's weight gradient at the next step", inject_value == 0 ? "NaN" : "infinity", inject_layer);
 
   ImGui::Separator();
   ImGui::TextUnformatted("Settings (take effect on Start)");

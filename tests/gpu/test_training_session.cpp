@@ -95,6 +95,26 @@ TEST_CASE("the slider's static scale reaches the next steps, and dynamic scaling
   CHECK(session.status().dynamic_scaling);
 }
 
+TEST_CASE("a fault injected from the app skips exactly the next step") {
+  RunStore store;
+  TrainingSession session(store);
+  TrainingSettings settings = small_settings(0);
+  settings.start_paused = true;
+  session.start(settings);
+  session.single_step();
+  session.inject_next_step(FaultInjection::Value::infinity, 2);
+  session.single_step();
+  session.single_step();
+  const TrainingStatus status = wait_until(session, TrainingStatus::State::paused, 3);
+  CHECK(status.skipped_steps == 1);
+  const auto snapshots = store.copy_since(0);
+  REQUIRE(snapshots.size() == 3);
+  CHECK_FALSE(snapshots[0].skipped);
+  CHECK(snapshots[1].skipped);
+  CHECK_FALSE(snapshots[2].skipped);
+  CHECK(snapshots[2].loss_scale == snapshots[1].loss_scale / 2);
+}
+
 TEST_CASE("bad settings throw before anything changes") {
   RunStore store;
   TrainingSession session(store);

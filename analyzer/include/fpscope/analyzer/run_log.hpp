@@ -1,6 +1,7 @@
 // The run log: JSON Lines, a header line then one line per Snapshot, append-only.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json_fwd.hpp>
@@ -61,14 +62,21 @@ void write_run_log(const std::filesystem::path& path, const RunLog& log);
 class RunLogAppender {
  public:
   RunLogAppender(const std::filesystem::path& path, const RunHeader& header);
+  // Goes on with a log a checkpoint left: the file must start with this header and be at least
+  // `resume_at_bytes` long; it is cut back to that length (dropping steps after the checkpoint)
+  // and appended to. Throws std::runtime_error naming the file when it does not fit.
+  RunLogAppender(const std::filesystem::path& path, const RunHeader& header, std::uint64_t resume_at_bytes);
   ~RunLogAppender();
   RunLogAppender(const RunLogAppender&) = delete;
   RunLogAppender& operator=(const RunLogAppender&) = delete;
   void append(const Snapshot& snapshot);
+  // The file's length after the last append (what a checkpoint records).
+  std::uint64_t bytes_written() const { return bytes_; }
 
  private:
   std::filesystem::path path_;
   std::FILE* file_ = nullptr;
+  std::uint64_t bytes_ = 0;
 };
 
 // Writes `contents` to `path` through a temporary file and a rename: readers see the old file

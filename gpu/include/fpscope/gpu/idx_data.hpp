@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace fpscope {
@@ -32,6 +33,9 @@ class IdxClassification {
   int features() const { return static_cast<int>(images_.cols()); }
   int classes() const { return classes_; }
   std::size_t size() const { return labels_.size(); }
+  // Where the epoch stands (order, position, generator), for checkpoints.
+  std::string save_state() const;
+  void restore_state(const std::string& state);  // throws std::invalid_argument
 
  private:
   Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> images_;

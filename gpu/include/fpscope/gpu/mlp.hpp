@@ -12,6 +12,7 @@
 #include "fpscope/analyzer/snapshot.hpp"
 #include "fpscope/core/context.hpp"
 #include "fpscope/core/format.hpp"
+#include "fpscope/gpu/fault_injection.hpp"
 #include "fpscope/gpu/loss_scaler.hpp"
 
 namespace fpscope {
@@ -69,6 +70,21 @@ class MlpTrainer {
   std::vector<Eigen::VectorXf>& biases() { return biases_; }
   // Low-precision format of the policy (fp32 for the fp32 policy).
   Format format() const;
+  // Puts a non-finite value into element (0, 0) of the layer's weight gradient at that step,
+  // before it is cast and recorded (so the run log's histogram counts it) and checked.
+  void inject(const FaultInjection& fault) { faults_.push_back(fault); }
+
+  // The whole training state, for checkpoints: restoring it and stepping on gives the same bits.
+  struct State {
+    std::int64_t steps = 0;
+    std::vector<Eigen::MatrixXf> weights;
+    std::vector<Eigen::VectorXf> biases;
+    LossScalerState scaler;
+    std::uint64_t stochastic_counter = 0;
+  };
+  State state() const;
+  // Throws std::invalid_argument when the state's shapes are not this model's.
+  void restore(const State& state);
 
  private:
   MlpConfig config_;
@@ -77,6 +93,7 @@ class MlpTrainer {
   std::vector<Eigen::MatrixXf> weights_;  // layer l: out x in
   std::vector<Eigen::VectorXf> biases_;
   std::int64_t steps_ = 0;
+  std::vector<FaultInjection> faults_;
 };
 
 }  // namespace fpscope

@@ -4,6 +4,7 @@
 #include <Eigen/Core>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace fpscope {
@@ -17,6 +18,9 @@ class SyntheticClassification {
   void next_batch(int rows, Eigen::MatrixXf& inputs, std::vector<int>& labels);
   int features() const { return static_cast<int>(centres_.cols()); }
   int classes() const { return static_cast<int>(centres_.rows()); }
+  // Where the sequence of batches stands (the generator's state), for checkpoints.
+  std::string save_state() const;
+  void restore_state(const std::string& state);  // throws std::invalid_argument
 
  private:
   Eigen::MatrixXf centres_;  // classes x features

@@ -18,6 +18,8 @@ class TrainingData {
   // model whose input and output sizes do not fit the data, IdxError for unreadable files.
   TrainingData(const std::string& spec, const std::vector<int>& layer_sizes, std::uint64_t seed);
   void next_batch(int rows, Eigen::MatrixXf& inputs, std::vector<int>& labels);
+  std::string save_state() const;
+  void restore_state(const std::string& state);  // throws std::invalid_argument
 
  private:
   std::optional<SyntheticClassification> synthetic_;

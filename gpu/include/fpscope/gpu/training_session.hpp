@@ -59,15 +59,18 @@ class TrainingSession {
   void single_step();  // one step while paused
   void set_static_scale(double scale);  // from the slider: static scaling at this scale, now
   void set_dynamic_scaling();           // GradScaler's rule from the current settings' config
+  // A non-finite value into layer `layer`'s weight gradient at the next step (fault injection).
+  void inject_next_step(FaultInjection::Value value, int layer);
 
   TrainingStatus status() const;
   const TrainingSettings& settings() const { return settings_; }
 
  private:
-  enum class Command : std::uint8_t { pause, resume, single_step, set_static, set_dynamic };
+  enum class Command : std::uint8_t { pause, resume, single_step, set_static, set_dynamic, inject };
   struct QueuedCommand {
     Command command;
     double value = 0;
+    FaultInjection fault{};
   };
   void post(Command command, double value = 0);
   void run(MlpTrainer trainer, TrainingData data);

@@ -1,0 +1,170 @@
+// Checkpoint encoding: little-endian fields, length-prefixed strings and matrices, CRC-32 at the end.
+#include "fpscope/gpu/checkpoint.hpp"
+
+#include <zlib.h>
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "fpscope/analyzer/run_log.hpp"
+
+namespace fpscope {
+
+namespace {
+
+constexpr char magic[8] = {'F', 'P', 'S', 'C', 'K', 'P', 'T', '\n'};
+constexpr std::uint32_t version = 1;
+
+class Writer {
+ public:
+  template <typename T>
+  void put(T value) {
+    char bytes[sizeof(T)];
+    std::memcpy(bytes, &value, sizeof(T));
+    out_.append(bytes, sizeof(T));
+  }
+  void put_string(std::string_view text) {
+    put<std::uint64_t>(text.size());
+    out_.append(text);
+  }
+  void put_floats(const float* data, std::size_t count) {
+    out_.append(reinterpret_cast<const char*>(data), count * sizeof(float));
+  }
+  std::string& bytes() { return out_; }
+
+ private:
+  std::string out_;
+};
+
+class Reader {
+ public:
+  Reader(std::string_view bytes, const std::string& where) : bytes_(bytes), where_(where) {}
+  template <typename T>
+  T get() {
+    need(sizeof(T));
+    T value;
+    std::memcpy(&value, bytes_.data() + at_, sizeof(T));
+    at_ += sizeof(T);
+    return value;
+  }
+  std::string get_string() {
+    const auto size = get<std::uint64_t>();
+    need(size);
+    std::string text(bytes_.substr(at_, size));
+    at_ += size;
+    return text;
+  }
+  void get_floats(float* data, std::uint64_t count) {
+    if (count > (bytes_.size() - at_) / sizeof(float)) fail("is truncated");
+    std::memcpy(data, bytes_.data() + at_, count * sizeof(float));
+    at_ += count * sizeof(float);
+  }
+  std::int64_t get_size(std::int64_t limit) {
+    const auto value = get<std::int64_t>();
+    if (value < 0 || value > limit) fail("holds a matrix size that makes no sense");
+    return value;
+  }
+  bool done() const { return at_ == bytes_.size(); }
+  [[noreturn]] void fail(const std::string& what) const { throw CheckpointError(where_ + " " + what); }
+
+ private:
+  void need(std::uint64_t count) {
+    if (count > bytes_.size() - at_) fail("is truncated");
+  }
+  std::string_view bytes_;
+  const std::string& where_;
+  std::size_t at_ = 0;
+};
+
+std::uint32_t crc_of(std::string_view bytes) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  // zlib takes a uInt length: feed large inputs in pieces.
+  for (std::size_t at = 0; at < bytes.size(); at += 1u << 30) {
+    const std::size_t n = std::min<std::size_t>(bytes.size() - at, 1u << 30);
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(bytes.data() + at), static_cast<uInt>(n));
+  }
+  return static_cast<std::uint32_t>(crc);
+}
+
+}  // namespace
+
+std::string encode_checkpoint(const TrainingCheckpoint& c) {
+  Writer w;
+  w.bytes().append(magic, sizeof magic);
+  w.put(version);
+  w.put_string(c.settings);
+  w.put<std::int64_t>(c.trainer.steps);
+  w.put<std::uint64_t>(c.run_log_bytes);
+  w.put<double>(c.trainer.scaler.scale);
+  w.put<std::int64_t>(c.trainer.scaler.finite_steps);
+  w.put<std::int32_t>(c.trainer.scaler.hysteresis_left);
+  w.put<std::int64_t>(c.trainer.scaler.skipped_steps);
+  w.put<std::uint64_t>(c.trainer.stochastic_counter);
+  w.put<std::uint32_t>(static_cast<std::uint32_t>(c.trainer.weights.size()));
+  for (std::size_t l = 0; l < c.trainer.weights.size(); ++l) {
+    const Eigen::MatrixXf& m = c.trainer.weights[l];
+    w.put<std::int64_t>(m.rows());
+    w.put<std::int64_t>(m.cols());
+    w.put_floats(m.data(), static_cast<std::size_t>(m.size()));
+    const Eigen::VectorXf& b = c.trainer.biases[l];
+    w.put<std::int64_t>(b.size());
+    w.put_floats(b.data(), static_cast<std::size_t>(b.size()));
+  }
+  w.put_string(c.data_state);
+  w.put<std::uint32_t>(crc_of(w.bytes()));
+  return std::move(w.bytes());
+}
+
+TrainingCheckpoint decode_checkpoint(std::string_view bytes, const std::string& where) {
+  if (bytes.size() < sizeof magic + 8 || std::memcmp(bytes.data(), magic, sizeof magic) != 0)
+    throw CheckpointError(where + " is not an fpscope checkpoint");
+  std::uint32_t stored_crc;
+  std::memcpy(&stored_crc, bytes.data() + bytes.size() - 4, 4);
+  if (crc_of(bytes.substr(0, bytes.size() - 4)) != stored_crc) throw CheckpointError(where + " is corrupt: its checksum does not match");
+  Reader r(bytes.substr(sizeof magic, bytes.size() - sizeof magic - 4), where);
+  if (const auto v = r.get<std::uint32_t>(); v != version)
+    r.fail("is of checkpoint version " + std::to_string(v) + "; this fpscope reads version " + std::to_string(version));
+  TrainingCheckpoint c;
+  c.settings = r.get_string();
+  c.trainer.steps = r.get<std::int64_t>();
+  c.run_log_bytes = r.get<std::uint64_t>();
+  c.trainer.scaler.scale = r.get<double>();
+  c.trainer.scaler.finite_steps = r.get<std::int64_t>();
+  c.trainer.scaler.hysteresis_left = r.get<std::int32_t>();
+  c.trainer.scaler.skipped_steps = r.get<std::int64_t>();
+  c.trainer.stochastic_counter = r.get<std::uint64_t>();
+  const auto layers = r.get<std::uint32_t>();
+  if (layers > 4096) r.fail("holds a layer count that makes no sense");
+  constexpr std::int64_t max_side = 1 << 20;  // parse_layer_sizes' limit
+  for (std::uint32_t l = 0; l < layers; ++l) {
+    const std::int64_t rows = r.get_size(max_side), cols = r.get_size(max_side);
+    Eigen::MatrixXf m(0, 0);
+    if (rows * cols > static_cast<std::int64_t>(bytes.size())) r.fail("is truncated");
+    m.resize(rows, cols);
+    r.get_floats(m.data(), static_cast<std::uint64_t>(m.size()));
+    const std::int64_t size = r.get_size(max_side);
+    if (size > static_cast<std::int64_t>(bytes.size())) r.fail("is truncated");
+    Eigen::VectorXf b(size);
+    r.get_floats(b.data(), static_cast<std::uint64_t>(size));
+    c.trainer.weights.push_back(std::move(m));
+    c.trainer.biases.push_back(std::move(b));
+  }
+  c.data_state = r.get_string();
+  if (!r.done()) r.fail("has bytes after its end");
+  if (c.trainer.steps < 0 || !(c.trainer.scaler.scale > 0)) r.fail("holds a training state that makes no sense");
+  return c;
+}
+
+void write_checkpoint(const std::filesystem::path& path, const TrainingCheckpoint& checkpoint) {
+  write_file_atomically(path, encode_checkpoint(checkpoint));
+}
+
+TrainingCheckpoint read_checkpoint(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CheckpointError("cannot read checkpoint " + path.string() + ": " + std::strerror(errno));
+  const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return decode_checkpoint(bytes, "checkpoint " + path.string());
+}
+
+}  // namespace fpscope
