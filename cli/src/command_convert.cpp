@@ -109,7 +109,8 @@ void run_convert(const ConvertOptions& options) {
     const bool bits_in = is_bit_pattern(line);
     if (bits_in) {
       if (!parse_hex_bits(line, from, source))
-        throw UsageError(fmt::format("stdin line {}: '{}' is not a {}-bit pattern of {}", line_number, line, from.width(), format_name(from)), 1);
+        throw UsageError(fmt::format("stdin line {}: '{}' is not a {}-bit pattern of {}", line_number,
+                                       line.size() <= 64 ? std::string(line) : std::string(line.substr(0, 40)) + "...", from.width(), format_name(from)), 1);
     } else {
       try {
         source = round_text(from, line, ctx);  // a value is first a value of `from`

@@ -175,10 +175,11 @@ void run_verify(const VerifyOptions& options) {
     well_formed = well_formed && parse_hex(fields[static_cast<std::size_t>(operands)], fn.out.width, expected) &&
                   parse_hex(fields[static_cast<std::size_t>(operands + 1)], 8, expected_flags) && (expected_flags & ~0x1Fu) == 0;
     if (!well_formed) {
-      ++failed;
-      report += fmt::format("line {}: malformed case '{}': expected {} operand(s), a result and flags in hex\n", line_number,
-                            line, operands);
-      continue;
+      // Bad input, not a failed case: one sentence, and no report (nothing on stdout).
+      std::string shown;
+      for (char c : line.substr(0, 60)) shown += (c >= 0x20 && c < 0x7F) ? c : '?';
+      throw UsageError(fmt::format("line {}: malformed case '{}{}': expected {} operand(s), a result and flags in hex", line_number,
+                                   shown, line.size() > 60 ? "..." : "", operands));
     }
     Context ctx = base;
     const std::uint64_t ours = evaluate(fn, x, exact, ctx);

@@ -2,6 +2,7 @@
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -45,13 +46,28 @@ int main(int argc, char** argv) {
   fpscope::cli::add_export(app);
   fpscope::cli::add_train(app);
 
+  const auto subcommands = app.get_subcommands([](CLI::App*) { return true; });
+  const bool known = argc < 2 || argv[1][0] == '-' ||
+                     std::any_of(subcommands.begin(), subcommands.end(), [&](const CLI::App* sub) { return sub->get_name() == argv[1]; });
+  if (!known) {
+    std::string names;
+    for (const CLI::App* sub : subcommands) names += (names.empty() ? "" : ", ") + sub->get_name();
+    fmt::print(stderr, "fpscope: unknown command '{}': expected one of {}\n", argv[1], names);
+    return 2;
+  }
   const std::vector<std::string> args = translate_testfloat_options(argc, argv);
   std::vector<const char*> pointers;
   for (const auto& a : args) pointers.push_back(a.c_str());
   try {
     app.parse(static_cast<int>(pointers.size()), pointers.data());
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // One sentence, like every other error (CLI11 would add a second line).
+    fmt::print(stderr, "fpscope: {} (see fpscope --help)\n", e.what());
+    return 2;
   } catch (const fpscope::cli::UsageError& e) {
     std::fflush(stdout);
     fmt::print(stderr, "fpscope: {}\n", e.what());

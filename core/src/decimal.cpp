@@ -31,7 +31,10 @@ int hex_value(char c) {
 }
 
 [[noreturn]] void fail(std::string_view text, std::string_view why) {
-  throw ParseError("'" + std::string(text) + "' is not a number: " + std::string(why));
+  // A message is one readable sentence: a long input is shown by its start and its length.
+  const std::string shown = text.size() <= 64 ? std::string(text)
+                                              : std::string(text.substr(0, 40)) + "... (" + std::to_string(text.size()) + " characters)";
+  throw ParseError("'" + shown + "' is not a number: " + std::string(why));
 }
 
 // Reads an optionally signed decimal exponent, saturating far beyond any format's range.
