@@ -5,11 +5,13 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "commands.hpp"
+#include "cuda_module.hpp"
 #include "fpscope/analyzer/run_log.hpp"
 #include "fpscope/core/names.hpp"
 #include "fpscope/gpu/checkpoint.hpp"
@@ -65,6 +67,30 @@ auto parse_or_usage(Parse parse) {
   }
 }
 
+// The two backends behind one face: the CPU reference (Eigen) and the CUDA module (cuBLAS + our kernels).
+class Backend {
+ public:
+  Backend(const std::string& name, const MlpConfig& config) {
+    std::string why;
+    const bool use_cuda = name == "cuda" || (name == "auto" && config.rounding != RoundingMode::stochastic && cuda_device_count(why) > 0);
+    if (use_cuda) cuda_ = make_cuda_trainer(config);
+    else cpu_.emplace(config);
+  }
+  std::string_view name() const { return cpu_ ? "cpu" : "cuda"; }
+  StepResult step(const Eigen::MatrixXf& x, const std::vector<int>& y, bool record, bool read_loss) {
+    return cpu_ ? cpu_->step(x, y, record) : cuda_->step(x, y, record, read_loss);
+  }
+  MlpTrainer::State state() const { return cpu_ ? cpu_->state() : cuda_->state(); }
+  void restore(const MlpTrainer::State& state) { cpu_ ? cpu_->restore(state) : cuda_->restore(state); }
+  void inject(const FaultInjection& fault) { cpu_ ? cpu_->inject(fault) : cuda_->inject(fault); }
+  LossScalerState scaler_state() const { return cpu_ ? cpu_->scaler().state() : cuda_->scaler_state(); }
+  Format format() const { return cpu_ ? cpu_->format() : cuda_->format(); }
+
+ private:
+  std::optional<MlpTrainer> cpu_;
+  std::unique_ptr<TrainerBackend> cuda_;
+};
+
 void run_train(const TrainOptions& o) {
   MlpConfig config;
   config.layer_sizes = parse_or_usage([&] { return parse_layer_sizes(o.model); });
@@ -77,15 +103,15 @@ void run_train(const TrainOptions& o) {
   config.seed = o.seed;
   if (o.steps < 1 || o.batch < 1 || o.record_every < 1) throw UsageError("--steps, --batch and --record-every must be positive");
   if (!(o.lr > 0)) throw UsageError("--lr must be positive");
-  if (o.backend == "cuda") throw UsageError("this fpscope has no CUDA training backend yet: use --backend cpu");
-  if (o.backend != "auto" && o.backend != "cpu") throw UsageError("unknown --backend '" + o.backend + "': expected auto, cpu or cuda");
+  if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")
+    throw UsageError("unknown --backend '" + o.backend + "': expected auto, cpu or cuda");
   std::optional<TrainingData> data;
   try {
     data.emplace(o.data, config.layer_sizes, o.seed);
   } catch (const std::invalid_argument& e) {
     throw UsageError(std::string("--data: ") + e.what());
   }
-  MlpTrainer trainer(config);
+  Backend trainer(o.backend, config);
   std::string injected;
   for (const std::string& text : o.inject) {
     const FaultInjection fault = parse_or_usage([&] { return parse_fault_injection(text, static_cast<int>(config.layer_sizes.size()) - 1); });
@@ -101,8 +127,8 @@ void run_train(const TrainOptions& o) {
   header.rounding = rounding_mode_name(config.rounding);
   header.scaler = describe(config.scaler);
   // What a checkpoint must agree with to be resumed: everything that decides the bits.
-  const std::string settings = fmt::format("{}|batch {}|lr {}|loss weight {}|record-every {}|data {}|seed {}|inject{}|log {}",
-                                           run_header_line(header), o.batch, o.lr, config.loss_weight, o.record_every, o.data, o.seed,
+  const std::string settings = fmt::format("{}|backend {}|batch {}|lr {}|loss weight {}|record-every {}|data {}|seed {}|inject{}|log {}",
+                                           run_header_line(header), trainer.name(), o.batch, o.lr, config.loss_weight, o.record_every, o.data, o.seed,
                                            injected, o.out);
   const std::string checkpoint_path =
       !o.checkpoint.empty() ? o.checkpoint : o.out.empty() ? std::string("fpscope-train.ckpt") : o.out + ".ckpt";
@@ -133,27 +159,30 @@ void run_train(const TrainOptions& o) {
   long long step = first_step;
   for (; step < o.steps && !interrupted; ++step) {
     data->next_batch(o.batch, inputs, labels);
-    last = trainer.step(inputs, labels, log.has_value() && step % o.record_every == 0);
+    const bool report = step % 10 == 0 || step + 1 == o.steps;
+    last = trainer.step(inputs, labels, log.has_value() && step % o.record_every == 0, report);
     if (last.snapshot) log->append(*last.snapshot);
     if (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0)
       write_checkpoint(checkpoint_path, {settings, trainer.state(), data->save_state(), log ? log->bytes_written() : 0});
-    if (step % 10 == 0 || step + 1 == o.steps) {
+    if (report) {
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      fmt::print(stderr, "\rstep {:>7}/{}  loss {:.4f}  scale {:g}  skipped {}  {:.1f} steps/s   ", step + 1, o.steps, last.loss,
-                 last.loss_scale, trainer.scaler().state().skipped_steps, static_cast<double>(step + 1) / std::max(seconds, 1e-9));
+      fmt::print(stderr, "\r{} step {:>7}/{}  loss {:.4f}  scale {:g}  skipped {}  {:.1f} steps/s   ", trainer.name(), step + 1, o.steps,
+                 last.loss, last.loss_scale, trainer.scaler_state().skipped_steps,
+                 static_cast<double>(step + 1 - first_step) / std::max(seconds, 1e-9));
     }
   }
   std::signal(SIGINT, previous);
   fmt::print(stderr, "\n");
-  fmt::print("{} steps, final loss {:.6f}, loss scale {:g}, skipped steps {}{}\n", step, last.loss, trainer.scaler().scale(),
-             trainer.scaler().state().skipped_steps, interrupted ? " (interrupted)" : "");
+  const LossScalerState scaler = trainer.scaler_state();
+  fmt::print("{} steps, final loss {:.6f}, loss scale {:g}, skipped steps {}{}\n", step, last.loss, scaler.scale, scaler.skipped_steps,
+             interrupted ? " (interrupted)" : "");
 }
 
 }  // namespace
 
 void add_train(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
-  CLI::App* cmd = app.add_subcommand("train", "Train an MLP in fp32 or mixed precision on the CPU backend, recording exponent histograms");
+  CLI::App* cmd = app.add_subcommand("train", "Train an MLP in fp32 or mixed precision (CPU or CUDA backend), recording exponent histograms");
   cmd->add_option("--model", o->model, "layer sizes, input to classes")->capture_default_str();
   cmd->add_option("--activation", o->activation, "relu, gelu or tanh")->capture_default_str();
   cmd->add_option("--precision", o->precision, "fp32, fp16, bf16 or fp16-pure")->capture_default_str();
@@ -164,7 +193,7 @@ void add_train(CLI::App& app) {
   cmd->add_option("--lr", o->lr, "learning rate (SGD)")->capture_default_str();
   cmd->add_option("--record-every", o->record_every, "record a snapshot every N steps")->capture_default_str();
   cmd->add_option("--data", o->data, "synthetic (embedded), or mnist:DIR with train-images-idx3-ubyte and train-labels-idx1-ubyte (.gz or not)")->capture_default_str();
-  cmd->add_option("--backend", o->backend, "auto or cpu")->capture_default_str();
+  cmd->add_option("--backend", o->backend, "auto (cuda when a device answers), cpu or cuda")->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed: the same seed gives the same bits")->capture_default_str();
   cmd->add_option("--out", o->out, "run log to write as training goes (JSON Lines)");
   cmd->add_option("--inject", o->inject, "put nan or inf into a layer's weight gradient at a step: nan@fc2:100 (repeatable)");

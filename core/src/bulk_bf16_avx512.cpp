@@ -11,6 +11,9 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
+// GCC 12 warns that the intrinsics' own undefined-vector idiom "may be used uninitialized".
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 namespace fpscope::bulk_bf16_avx512 {
 
 namespace {

@@ -32,9 +32,18 @@ int hex_value(char c) {
 
 [[noreturn]] void fail(std::string_view text, std::string_view why) {
   // A message is one readable sentence: a long input is shown by its start and its length.
-  const std::string shown = text.size() <= 64 ? std::string(text)
-                                              : std::string(text.substr(0, 40)) + "... (" + std::to_string(text.size()) + " characters)";
-  throw ParseError("'" + shown + "' is not a number: " + std::string(why));
+  std::string message = "'";
+  if (text.size() <= 64) {
+    message += text;
+  } else {
+    message += text.substr(0, 40);
+    message += "... (";
+    message += std::to_string(text.size());
+    message += " characters)";
+  }
+  message += "' is not a number: ";
+  message += why;
+  throw ParseError(message);
 }
 
 // Reads an optionally signed decimal exponent, saturating far beyond any format's range.
@@ -131,7 +140,7 @@ std::string format_scaled(const BigUint& numerator, long long scale, bool negati
   if (scale > 0) {
     if (static_cast<long long>(digits.size()) <= scale)
       digits.insert(0, static_cast<std::size_t>(scale - static_cast<long long>(digits.size()) + 1), '0');
-    digits.insert(digits.size() - static_cast<std::size_t>(scale), ".");
+    digits.insert(digits.end() - static_cast<std::ptrdiff_t>(scale), '.');
     while (digits.back() == '0') digits.pop_back();
     if (digits.back() == '.') digits.pop_back();
   }

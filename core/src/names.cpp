@@ -65,8 +65,13 @@ Format parse_format(std::string_view name) {
 std::string format_name(Format f) {
   for (const auto& alias : format_aliases)
     if (alias.format == f) return alias.name;
-  return "e" + std::to_string(f.exponent_bits) + "m" + std::to_string(f.mantissa_bits) +
-         (f.flavour == Flavour::ocp_fn ? "fn" : "");
+  // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) about a chain of operator+.
+  std::string name = "e";
+  name += std::to_string(f.exponent_bits);
+  name += 'm';
+  name += std::to_string(f.mantissa_bits);
+  if (f.flavour == Flavour::ocp_fn) name += "fn";
+  return name;
 }
 
 const std::vector<Format>& named_formats() {

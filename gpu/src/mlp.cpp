@@ -14,27 +14,6 @@ namespace fpscope {
 
 namespace {
 
-float activate(Activation a, float z) {
-  switch (a) {
-    case Activation::relu: return z > 0 ? z : 0.0f;
-    case Activation::gelu: return 0.5f * z * (1.0f + std::erf(z * 0.70710678f));
-    case Activation::tanh: return std::tanh(z);
-  }
-  return z;
-}
-
-float derivative(Activation a, float z) {
-  switch (a) {
-    case Activation::relu: return z > 0 ? 1.0f : 0.0f;
-    case Activation::gelu: return 0.5f * (1.0f + std::erf(z * 0.70710678f)) + z * 0.39894228f * std::exp(-0.5f * z * z);
-    case Activation::tanh: {
-      const float t = std::tanh(z);
-      return 1.0f - t * t;
-    }
-  }
-  return 1.0f;
-}
-
 double activate(Activation a, double z) {
   switch (a) {
     case Activation::relu: return z > 0 ? z : 0.0;
@@ -218,7 +197,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
     if (l > 0) {
       Eigen::MatrixXf da = dz * w[l];
       cast(f, low, da, ctx_, nullptr);
-      dz = da.cwiseProduct(z[l - 1].unaryExpr([&](float v) { return derivative(config_.activation, v); }));
+      dz = da.cwiseProduct(z[l - 1].unaryExpr([&](float v) { return activation_derivative(config_.activation, v); }));
     }
   }
   // Unscale in float32 and update, unless a gradient overflowed.

@@ -70,6 +70,94 @@ __global__ void unscale_kernel(float* gradients, std::size_t n, float inverse_sc
   if (__any_sync(0xFFFFFFFFu, non_finite) && (threadIdx.x & 31) == 0) atomicExch(found_non_finite, 1);
 }
 
+__global__ void histogram_kernel(const float* in, std::size_t n, unsigned long long* histogram) {
+  __shared__ unsigned int bins[slots];
+  for (int i = threadIdx.x; i < slots; i += blockDim.x) bins[i] = 0;
+  __syncthreads();
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    atomicAdd(&bins[histogram_slot_of_f32(float_bits(in[i]))], 1u);
+  __syncthreads();
+  for (int i = threadIdx.x; i < slots; i += blockDim.x)
+    if (bins[i] != 0) atomicAdd(&histogram[i], static_cast<unsigned long long>(bins[i]));
+}
+
+template <int ExponentBits, int MantissaBits>
+__global__ void pack_16_kernel(const float* in, std::uint16_t* out, std::size_t n) {
+  constexpr Format F{ExponentBits, MantissaBits, Flavour::ieee};
+  const CastOptions options{};
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    std::uint32_t flags = 0;  // exact: the value is already representable
+    out[i] = static_cast<std::uint16_t>(cast_from_f32<F, RoundingMode::nearest_even>(float_bits(in[i]), options, 0, flags));
+  }
+}
+
+__global__ void add_bias_kernel(float* z, const float* bias, int rows, int cols) {
+  const std::size_t n = static_cast<std::size_t>(rows) * cols;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    z[i] += bias[i % cols];
+}
+
+__global__ void activation_forward_kernel(const float* z, float* out, std::size_t n, Activation activation) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    out[i] = activate(activation, z[i]);
+}
+
+__global__ void activation_backward_kernel(const float* z, float* gradient, std::size_t n, Activation activation) {
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    gradient[i] *= activation_derivative(activation, z[i]);
+}
+
+__global__ void softmax_cross_entropy_kernel(const float* logits, const int* labels, int rows, int cols, const LossScalerState* state,
+                                             float loss_weight, float* gradient, float* row_loss) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  const float* row = logits + static_cast<std::size_t>(r) * cols;
+  float* g = gradient + static_cast<std::size_t>(r) * cols;
+  float top = row[0];
+  for (int c = 1; c < cols; ++c) top = fmaxf(top, row[c]);
+  float sum = 0;
+  for (int c = 0; c < cols; ++c) sum += expf(row[c] - top);
+  const int label = labels[r];
+  row_loss[r] = -logf(expf(row[label] - top) / sum);
+  const float factor = static_cast<float>(state->scale) * loss_weight / static_cast<float>(rows);
+  for (int c = 0; c < cols; ++c) g[c] = (expf(row[c] - top) / sum - (c == label ? 1.0f : 0.0f)) * factor;
+}
+
+__global__ void column_sums_kernel(const float* m, int rows, int cols, float* out) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  float sum = 0;
+  for (int r = 0; r < rows; ++r) sum += m[static_cast<std::size_t>(r) * cols + c];
+  out[c] = sum;
+}
+
+__global__ void unscale_by_state_kernel(float* gradients, std::size_t n, const LossScalerState* state, int* found_non_finite) {
+  const float inverse_scale = 1.0f / static_cast<float>(state->scale);
+  bool non_finite = false;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    gradients[i] = unscale_element(gradients[i], inverse_scale, non_finite);
+  if (__any_sync(0xFFFFFFFFu, non_finite) && (threadIdx.x & 31) == 0) atomicExch(found_non_finite, 1);
+}
+
+__global__ void sgd_update_kernel(float* w, const float* g, std::size_t n, float learning_rate, const int* skip) {
+  if (*skip != 0) return;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    w[i] -= learning_rate * g[i];
+}
+
+__global__ void ordered_sum_kernel(const float* values, int n, float* out) {
+  double sum = 0;
+  for (int i = 0; i < n; ++i) sum += values[i];
+  *out = static_cast<float>(sum);
+}
+
 __global__ void scaler_kernel(LossScalerConfig config, LossScalerState* state, const int* found_non_finite, int* skip) {
   *skip = apply_scaler_rule(config, *state, *found_non_finite != 0) ? 1 : 0;
 }
@@ -111,6 +199,60 @@ void unscale_and_check(float* gradients, std::size_t n, float inverse_scale, int
 
 void update_scaler(const LossScalerConfig& config, LossScalerState* state, const int* found_non_finite, int* skip, void* stream) {
   scaler_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(config, state, found_non_finite, skip);
+  cudaCheck(cudaGetLastError());
+}
+
+void record_histogram(const float* in, std::size_t n, unsigned long long* histogram, void* stream) {
+  histogram_kernel<<<blocks_for(n), threads, 0, static_cast<cudaStream_t>(stream)>>>(in, n, histogram);
+  cudaCheck(cudaGetLastError());
+}
+
+void pack_16(const float* in, std::uint16_t* out, std::size_t n, bool bf16, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (bf16) pack_16_kernel<formats::bf16.exponent_bits, formats::bf16.mantissa_bits><<<blocks_for(n), threads, 0, s>>>(in, out, n);
+  else pack_16_kernel<formats::fp16.exponent_bits, formats::fp16.mantissa_bits><<<blocks_for(n), threads, 0, s>>>(in, out, n);
+  cudaCheck(cudaGetLastError());
+}
+
+void add_bias(float* z, const float* bias, int rows, int cols, void* stream) {
+  add_bias_kernel<<<blocks_for(static_cast<std::size_t>(rows) * cols), threads, 0, static_cast<cudaStream_t>(stream)>>>(z, bias, rows, cols);
+  cudaCheck(cudaGetLastError());
+}
+
+void activation_forward(const float* z, float* out, std::size_t n, Activation activation, void* stream) {
+  activation_forward_kernel<<<blocks_for(n), threads, 0, static_cast<cudaStream_t>(stream)>>>(z, out, n, activation);
+  cudaCheck(cudaGetLastError());
+}
+
+void activation_backward(const float* z, float* gradient, std::size_t n, Activation activation, void* stream) {
+  activation_backward_kernel<<<blocks_for(n), threads, 0, static_cast<cudaStream_t>(stream)>>>(z, gradient, n, activation);
+  cudaCheck(cudaGetLastError());
+}
+
+void softmax_cross_entropy(const float* logits, const int* labels, int rows, int cols, const LossScalerState* state, float loss_weight,
+                           float* gradient, float* row_loss, void* stream) {
+  softmax_cross_entropy_kernel<<<(rows + threads - 1) / threads, threads, 0, static_cast<cudaStream_t>(stream)>>>(
+      logits, labels, rows, cols, state, loss_weight, gradient, row_loss);
+  cudaCheck(cudaGetLastError());
+}
+
+void column_sums(const float* m, int rows, int cols, float* out, void* stream) {
+  column_sums_kernel<<<(cols + threads - 1) / threads, threads, 0, static_cast<cudaStream_t>(stream)>>>(m, rows, cols, out);
+  cudaCheck(cudaGetLastError());
+}
+
+void unscale_by_state(float* gradients, std::size_t n, const LossScalerState* state, int* found_non_finite, void* stream) {
+  unscale_by_state_kernel<<<blocks_for(n), threads, 0, static_cast<cudaStream_t>(stream)>>>(gradients, n, state, found_non_finite);
+  cudaCheck(cudaGetLastError());
+}
+
+void sgd_update(float* w, const float* g, std::size_t n, float learning_rate, const int* skip, void* stream) {
+  sgd_update_kernel<<<blocks_for(n), threads, 0, static_cast<cudaStream_t>(stream)>>>(w, g, n, learning_rate, skip);
+  cudaCheck(cudaGetLastError());
+}
+
+void ordered_sum(const float* values, int n, float* out, void* stream) {
+  ordered_sum_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(values, n, out);
   cudaCheck(cudaGetLastError());
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "fpscope/core/context.hpp"
+#include "fpscope/gpu/activation.hpp"
 #include "fpscope/gpu/loss_scaler.hpp"
 
 namespace fpscope::cuda {
@@ -36,5 +37,31 @@ void update_scaler(const LossScalerConfig& config, LossScalerState* state, const
 
 // Number of CUDA devices (0 when there is no driver or no device).
 int device_count();
+
+// --- the MLP step's other kernels (row-major matrices, as the CPU backend holds them) ---
+
+// Histogram of n float32 values without a cast (the fp32 policy records this only).
+void record_histogram(const float* in, std::size_t n, unsigned long long* histogram, void* stream = nullptr);
+// Values already representable in fp16 (bf16) as their 16-bit patterns, for cuBLAS inputs.
+void pack_16(const float* in, std::uint16_t* out, std::size_t n, bool bf16, void* stream = nullptr);
+// z (rows x cols) += bias (cols) on every row.
+void add_bias(float* z, const float* bias, int rows, int cols, void* stream = nullptr);
+// out = activate(z), element-wise (out may equal z).
+void activation_forward(const float* z, float* out, std::size_t n, Activation activation, void* stream = nullptr);
+// gradient *= activation_derivative(z), element-wise.
+void activation_backward(const float* z, float* gradient, std::size_t n, Activation activation, void* stream = nullptr);
+// Softmax cross-entropy of each row of logits (rows x cols) in float32: row_loss[r], and
+// gradient = (softmax - onehot) * scale * loss_weight / rows, the scale read from the device
+// state (no host sync).
+void softmax_cross_entropy(const float* logits, const int* labels, int rows, int cols, const LossScalerState* state,
+                           float loss_weight, float* gradient, float* row_loss, void* stream = nullptr);
+// out[c] = sum over rows of m[r][c], in row order (deterministic).
+void column_sums(const float* m, int rows, int cols, float* out, void* stream = nullptr);
+// unscale_and_check with the inverse of the device state's scale.
+void unscale_by_state(float* gradients, std::size_t n, const LossScalerState* state, int* found_non_finite, void* stream = nullptr);
+// w -= learning_rate * g unless *skip (device flag).
+void sgd_update(float* w, const float* g, std::size_t n, float learning_rate, const int* skip, void* stream = nullptr);
+// *out = sum of n values in order (one thread: the loss of a batch, deterministic).
+void ordered_sum(const float* values, int n, float* out, void* stream = nullptr);
 
 }  // namespace fpscope::cuda

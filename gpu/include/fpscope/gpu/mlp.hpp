@@ -12,12 +12,12 @@
 #include "fpscope/analyzer/snapshot.hpp"
 #include "fpscope/core/context.hpp"
 #include "fpscope/core/format.hpp"
+#include "fpscope/gpu/activation.hpp"
 #include "fpscope/gpu/fault_injection.hpp"
 #include "fpscope/gpu/loss_scaler.hpp"
 
 namespace fpscope {
 
-enum class Activation : std::uint8_t { relu, gelu, tanh };
 // fp32: everything in float32. fp16 / bf16: Micikevicius et al. 2018 -- float32 master weights,
 // low-precision copies for the forward and backward passes, GEMMs on low-precision inputs with
 // float32 accumulation and outputs rounded to the format, float32 loss, loss scaling, float32
@@ -64,6 +64,7 @@ class MlpTrainer {
 
   const MlpConfig& config() const { return config_; }
   LossScaler& scaler() { return scaler_; }
+  const LossScaler& scaler() const { return scaler_; }
   std::int64_t step_count() const { return steps_; }
   // Master weights (fp32; for fp16_pure, the fp16 weights as float32) and biases per layer.
   std::vector<Eigen::MatrixXf>& weights() { return weights_; }

@@ -1,0 +1,72 @@
+// dlopen of the CUDA module: the commands that never train never map cuBLAS.
+#include "cuda_module.hpp"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "commands.hpp"
+
+namespace fpscope::cli {
+
+namespace {
+
+struct CudaModule {
+  fpscope_cuda_device_count_fn device_count = nullptr;
+  fpscope_create_cuda_trainer_fn create = nullptr;
+  std::string error;
+};
+
+const CudaModule& module() {
+  static const CudaModule loaded = [] {
+    CudaModule m;
+    std::vector<std::string> candidates;
+    std::error_code ignored;
+    const auto exe = std::filesystem::read_symlink("/proc/self/exe", ignored);
+    if (!exe.empty()) candidates.push_back((exe.parent_path() / "libfpscope_cuda.so").string());
+#ifdef FPSCOPE_CUDA_MODULE
+    candidates.push_back(FPSCOPE_CUDA_MODULE);
+#endif
+    void* handle = nullptr;
+    for (const std::string& path : candidates) {
+      if (!std::filesystem::exists(path, ignored)) continue;
+      handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (handle != nullptr) break;
+      m.error = std::string("cannot load the CUDA backend: ") + ::dlerror();
+    }
+    if (handle == nullptr) {
+      if (m.error.empty()) m.error = "this fpscope was built without CUDA (no nvcc at build time)";
+      return m;
+    }
+    m.device_count = reinterpret_cast<fpscope_cuda_device_count_fn>(::dlsym(handle, "fpscope_cuda_device_count"));
+    m.create = reinterpret_cast<fpscope_create_cuda_trainer_fn>(::dlsym(handle, "fpscope_create_cuda_trainer"));
+    if (m.device_count == nullptr || m.create == nullptr) m.error = "the CUDA backend module lacks its entry points";
+    return m;
+  }();
+  return loaded;
+}
+
+}  // namespace
+
+int cuda_device_count(std::string& why) {
+  const CudaModule& m = module();
+  if (!m.error.empty()) {
+    why = m.error;
+    return 0;
+  }
+  const int count = m.device_count();
+  if (count == 0) why = "no CUDA device answers on this machine";
+  return count;
+}
+
+std::unique_ptr<TrainerBackend> make_cuda_trainer(const MlpConfig& config) {
+  std::string why;
+  if (cuda_device_count(why) == 0) throw UsageError("--backend cuda: " + why + ": use --backend cpu (or auto)");
+  char error[512] = {};
+  TrainerBackend* backend = module().create(&config, error, sizeof error);
+  if (backend == nullptr) throw UsageError(std::string("--backend cuda: ") + error);
+  return std::unique_ptr<TrainerBackend>(backend);
+}
+
+}  // namespace fpscope::cli

@@ -1,0 +1,48 @@
+// The CUDA backend of the MLP trainer: cuBLAS GEMMs (cublasGemmEx: fp16/bf16 inputs, fp32 compute)
+// and our kernels for the recorded casts, the loss, unscaling and the scaler, all on the device.
+// Built only with FPSCOPE_ENABLE_CUDA; runs only where a device answers.
+#pragma once
+
+#include <Eigen/Core>
+#include <memory>
+#include <vector>
+
+#include "fpscope/gpu/mlp.hpp"
+#include "fpscope/gpu/trainer_backend.hpp"
+
+namespace fpscope {
+
+// True when the CUDA runtime finds at least one device.
+bool cuda_device_available();
+
+class CudaMlpTrainer final : public TrainerBackend {
+ public:
+  // Same model, initial weights and recipe as MlpTrainer(config). Throws std::runtime_error when
+  // no device answers, std::invalid_argument for stochastic rounding (the device cast implements
+  // the deterministic modes).
+  explicit CudaMlpTrainer(const MlpConfig& config);
+  ~CudaMlpTrainer() override;
+  CudaMlpTrainer(const CudaMlpTrainer&) = delete;
+  CudaMlpTrainer& operator=(const CudaMlpTrainer&) = delete;
+
+  // One step. The device runs it without waiting for the host; the host waits only when
+  // `record` (the snapshot is read back) or `read_loss` (loss, scale and skip are read back).
+  // Otherwise the result's loss is NaN.
+  StepResult step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool read_loss = true) override;
+
+  void inject(const FaultInjection& fault) override { faults_.push_back(fault); }
+  MlpTrainer::State state() const override;  // copies the device state back
+  void restore(const MlpTrainer::State& state) override;
+  LossScalerState scaler_state() const override;  // copies it back
+  Format format() const override;
+  const MlpConfig& config() const { return config_; }
+
+ private:
+  struct Device;
+  MlpConfig config_;
+  std::unique_ptr<Device> device_;
+  std::int64_t steps_ = 0;
+  std::vector<FaultInjection> faults_;
+};
+
+}  // namespace fpscope

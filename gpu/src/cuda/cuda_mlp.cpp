@@ -1,0 +1,341 @@
+// The CUDA MLP step: the CPU backend's recipe (mlp.cpp) with cuBLAS GEMMs and the kernels of kernels.cu.
+// Row-major matrices X (r x c) are handed to cuBLAS as the column-major X^T (c x r).
+#include "fpscope/gpu/cuda_mlp.hpp"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "fpscope/gpu/cuda_kernels.hpp"
+
+#define cudaCheck(err) cuda_check((err), __FILE__, __LINE__)
+#define cublasCheck(status) cublas_check((status), __FILE__, __LINE__)
+
+namespace fpscope {
+
+namespace {
+
+void cuda_check(cudaError_t error, const char* file, int line) {
+  if (error != cudaSuccess) throw std::runtime_error(std::string("CUDA error at ") + file + ":" + std::to_string(line) + ": " + cudaGetErrorString(error));
+}
+
+void cublas_check(cublasStatus_t status, const char* file, int line) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("cuBLAS error at ") + file + ":" + std::to_string(line) + ": status " + std::to_string(static_cast<int>(status)));
+}
+
+// A device array that frees itself.
+template <typename T>
+struct DeviceArray {
+  T* data = nullptr;
+  std::size_t size = 0;
+  DeviceArray() = default;
+  explicit DeviceArray(std::size_t n) : size(n) { cudaCheck(cudaMalloc(reinterpret_cast<void**>(&data), std::max<std::size_t>(n, 1) * sizeof(T))); }
+  DeviceArray(DeviceArray&& other) noexcept : data(other.data), size(other.size) { other.data = nullptr; }
+  DeviceArray& operator=(DeviceArray&& other) noexcept {
+    std::swap(data, other.data);
+    std::swap(size, other.size);
+    return *this;
+  }
+  ~DeviceArray() {
+    if (data != nullptr) cudaFree(data);
+  }
+};
+
+constexpr std::size_t record_stride = bin_slot_count + 3;  // histogram slots, then 3 outcome counts
+
+}  // namespace
+
+bool cuda_device_available() { return cuda::device_count() > 0; }
+
+struct CudaMlpTrainer::Device {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  int batch = 0;  // buffers are sized for this batch
+  std::vector<DeviceArray<float>> weights, biases, weights_low, biases_low, grad_w, grad_b;
+  std::vector<DeviceArray<std::uint16_t>> weights_16;
+  std::vector<DeviceArray<float>> a, z;  // per layer: input activations, pre-activations
+  std::vector<DeviceArray<std::uint16_t>> a_16, dz_16;
+  DeviceArray<float> dz, da, row_loss, loss;
+  DeviceArray<int> labels, found_non_finite, skip;
+  DeviceArray<LossScalerState> scaler;
+  DeviceArray<unsigned long long> records, scratch;  // recorded casts; casts not recorded
+  ~Device() {
+    if (cublas != nullptr) cublasDestroy(cublas);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+};
+
+Format CudaMlpTrainer::format() const {
+  switch (config_.precision) {
+    case Precision::fp32: return formats::fp32;
+    case Precision::bf16: return formats::bf16;
+    default: return formats::fp16;
+  }
+}
+
+CudaMlpTrainer::CudaMlpTrainer(const MlpConfig& config) : config_(config), device_(std::make_unique<Device>()) {
+  if (!cuda_device_available()) throw std::runtime_error("no CUDA device answers");
+  if (config.rounding == RoundingMode::stochastic)
+    throw std::invalid_argument("the CUDA backend rounds in the deterministic modes; stochastic rounding runs on --backend cpu");
+  Device& d = *device_;
+  cudaCheck(cudaStreamCreate(&d.stream));
+  cublasCheck(cublasCreate(&d.cublas));
+  cublasCheck(cublasSetStream(d.cublas, d.stream));
+  // The same initial weights as the CPU backend: built there, copied here.
+  const MlpTrainer reference(config);
+  MlpTrainer::State initial = reference.state();
+  const std::size_t layers = config.layer_sizes.size() - 1;
+  for (std::size_t l = 0; l < layers; ++l) {
+    const std::size_t w = static_cast<std::size_t>(initial.weights[l].size()), b = static_cast<std::size_t>(initial.biases[l].size());
+    d.weights.emplace_back(w);
+    d.biases.emplace_back(b);
+    d.weights_low.emplace_back(w);
+    d.biases_low.emplace_back(b);
+    d.grad_w.emplace_back(w);
+    d.grad_b.emplace_back(b);
+    d.weights_16.emplace_back(w);
+  }
+  d.found_non_finite = DeviceArray<int>(1);
+  d.skip = DeviceArray<int>(1);
+  d.scaler = DeviceArray<LossScalerState>(1);
+  d.loss = DeviceArray<float>(1);
+  d.records = DeviceArray<unsigned long long>(4 * layers * record_stride);
+  d.scratch = DeviceArray<unsigned long long>(record_stride);
+  restore(initial);
+}
+
+CudaMlpTrainer::~CudaMlpTrainer() = default;
+
+MlpTrainer::State CudaMlpTrainer::state() const {
+  const Device& d = *device_;
+  cudaCheck(cudaStreamSynchronize(d.stream));
+  MlpTrainer::State s;
+  s.steps = steps_;
+  for (std::size_t l = 0; l + 1 < config_.layer_sizes.size(); ++l) {
+    Eigen::MatrixXf w(config_.layer_sizes[l + 1], config_.layer_sizes[l]);
+    Eigen::VectorXf b(config_.layer_sizes[l + 1]);
+    // Eigen is column-major; the device holds row-major (out x in): copy through the transpose.
+    Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> row_major(w.rows(), w.cols());
+    cudaCheck(cudaMemcpy(row_major.data(), d.weights[l].data, sizeof(float) * static_cast<std::size_t>(w.size()), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(b.data(), d.biases[l].data, sizeof(float) * static_cast<std::size_t>(b.size()), cudaMemcpyDeviceToHost));
+    w = row_major;
+    s.weights.push_back(std::move(w));
+    s.biases.push_back(std::move(b));
+  }
+  s.scaler = scaler_state();
+  return s;
+}
+
+void CudaMlpTrainer::restore(const MlpTrainer::State& state) {
+  Device& d = *device_;
+  const std::size_t layers = config_.layer_sizes.size() - 1;
+  bool fits = state.weights.size() == layers && state.biases.size() == layers;
+  for (std::size_t l = 0; fits && l < layers; ++l)
+    fits = state.weights[l].rows() == config_.layer_sizes[l + 1] && state.weights[l].cols() == config_.layer_sizes[l] &&
+           state.biases[l].size() == config_.layer_sizes[l + 1];
+  if (!fits) throw std::invalid_argument("the saved training state is not of this model's shape");
+  for (std::size_t l = 0; l < layers; ++l) {
+    const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> row_major = state.weights[l];
+    cudaCheck(cudaMemcpy(d.weights[l].data, row_major.data(), sizeof(float) * static_cast<std::size_t>(row_major.size()), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(d.biases[l].data, state.biases[l].data(), sizeof(float) * static_cast<std::size_t>(state.biases[l].size()), cudaMemcpyHostToDevice));
+  }
+  cudaCheck(cudaMemcpy(d.scaler.data, &state.scaler, sizeof(LossScalerState), cudaMemcpyHostToDevice));
+  steps_ = state.steps;
+}
+
+LossScalerState CudaMlpTrainer::scaler_state() const {
+  LossScalerState s;
+  cudaCheck(cudaStreamSynchronize(device_->stream));
+  cudaCheck(cudaMemcpy(&s, device_->scaler.data, sizeof s, cudaMemcpyDeviceToHost));
+  return s;
+}
+
+StepResult CudaMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool read_loss) {
+  Device& d = *device_;
+  const std::size_t layers = config_.layer_sizes.size() - 1;
+  const int batch = static_cast<int>(inputs.rows());
+  if (inputs.cols() != config_.layer_sizes.front() || static_cast<std::size_t>(batch) != labels.size())
+    throw std::invalid_argument("step: the inputs do not fit the model");
+  const bool low = config_.precision != Precision::fp32;
+  const bool bf16 = config_.precision == Precision::bf16;
+  const cudaDataType low_type = bf16 ? CUDA_R_16BF : CUDA_R_16F;
+  void* s = d.stream;
+
+  if (d.batch != batch) {  // (re)size the activation buffers
+    d.a.clear(), d.z.clear(), d.a_16.clear(), d.dz_16.clear();
+    for (std::size_t l = 0; l < layers; ++l) {
+      d.a.emplace_back(static_cast<std::size_t>(batch) * config_.layer_sizes[l]);
+      d.a_16.emplace_back(static_cast<std::size_t>(batch) * config_.layer_sizes[l]);
+      d.z.emplace_back(static_cast<std::size_t>(batch) * config_.layer_sizes[l + 1]);
+      d.dz_16.emplace_back(static_cast<std::size_t>(batch) * config_.layer_sizes[l + 1]);
+    }
+    int widest = 0;
+    for (int size : config_.layer_sizes) widest = std::max(widest, size);
+    d.dz = DeviceArray<float>(static_cast<std::size_t>(batch) * widest);
+    d.da = DeviceArray<float>(static_cast<std::size_t>(batch) * widest);
+    d.row_loss = DeviceArray<float>(static_cast<std::size_t>(batch));
+    d.labels = DeviceArray<int>(static_cast<std::size_t>(batch));
+    d.batch = batch;
+  }
+  // Inputs row-major.
+  const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> x = inputs;
+  cudaCheck(cudaMemcpyAsync(d.a[0].data, x.data(), sizeof(float) * static_cast<std::size_t>(x.size()), cudaMemcpyHostToDevice, d.stream));
+  cudaCheck(cudaMemcpyAsync(d.labels.data, labels.data(), sizeof(int) * labels.size(), cudaMemcpyHostToDevice, d.stream));
+  if (record) cudaCheck(cudaMemsetAsync(d.records.data, 0, sizeof(unsigned long long) * d.records.size, d.stream));
+
+  // Where tensor (layer, kind) records: kinds in the snapshot's order.
+  auto buffers = [&](std::size_t l, int kind) {
+    unsigned long long* base = record ? d.records.data + (4 * l + static_cast<std::size_t>(kind)) * record_stride : d.scratch.data;
+    return cuda::CastRecordBuffers{base, base + bin_slot_count};
+  };
+  auto cast = [&](float* values, std::size_t n, std::size_t l, int kind, bool recorded) {
+    const cuda::CastRecordBuffers b = recorded ? buffers(l, kind) : cuda::CastRecordBuffers{d.scratch.data, d.scratch.data + bin_slot_count};
+    if (low) cuda::cast_and_record(values, values, n, bf16, config_.rounding, b, s);
+    else if (recorded) cuda::record_histogram(values, n, b.histogram, s);
+  };
+  const float one = 1.0f, zero = 0.0f;
+  // C (m x n, column-major) = op(A) op(B), inputs 16-bit or float32, float32 out and compute.
+  auto gemm = [&](cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* a16, const float* a32, int lda,
+                  const void* b16, const float* b32, int ldb, float* c, int ldc) {
+    cublasCheck(cublasGemmEx(d.cublas, ta, tb, m, n, k, &one, low ? a16 : a32, low ? low_type : CUDA_R_32F, lda, low ? b16 : b32,
+                             low ? low_type : CUDA_R_32F, ldb, &zero, c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  };
+
+  // Low-precision copies of the weights.
+  for (std::size_t l = 0; l < layers; ++l) {
+    const std::size_t nw = d.weights[l].size, nb = d.biases[l].size;
+    cudaCheck(cudaMemcpyAsync(d.weights_low[l].data, d.weights[l].data, sizeof(float) * nw, cudaMemcpyDeviceToDevice, d.stream));
+    cudaCheck(cudaMemcpyAsync(d.biases_low[l].data, d.biases[l].data, sizeof(float) * nb, cudaMemcpyDeviceToDevice, d.stream));
+    cast(d.weights_low[l].data, nw, l, 2, record);
+    cast(d.biases_low[l].data, nb, l, 2, false);
+    if (low) cuda::pack_16(d.weights_low[l].data, d.weights_16[l].data, nw, bf16, s);
+  }
+  // Forward.
+  cast(d.a[0].data, d.a[0].size, 0, 0, false);
+  for (std::size_t l = 0; l < layers; ++l) {
+    const int in = config_.layer_sizes[l], out = config_.layer_sizes[l + 1];
+    if (low) cuda::pack_16(d.a[l].data, d.a_16[l].data, d.a[l].size, bf16, s);
+    gemm(CUBLAS_OP_T, CUBLAS_OP_N, out, batch, in, d.weights_16[l].data, d.weights_low[l].data, in, d.a_16[l].data, d.a[l].data, in,
+         d.z[l].data, out);
+    cuda::add_bias(d.z[l].data, d.biases_low[l].data, batch, out, s);
+    cast(d.z[l].data, d.z[l].size, l, 0, record);
+    if (l + 1 < layers) {
+      cuda::activation_forward(d.z[l].data, d.a[l + 1].data, d.z[l].size, config_.activation, s);
+      cast(d.a[l + 1].data, d.a[l + 1].size, l + 1, 0, false);
+    }
+  }
+  // Loss in float32; its gradient carries the loss scale (read on the device).
+  const int classes = config_.layer_sizes.back();
+  cuda::softmax_cross_entropy(d.z[layers - 1].data, d.labels.data, batch, classes, d.scaler.data, config_.loss_weight, d.dz.data,
+                              d.row_loss.data, s);
+  cuda::ordered_sum(d.row_loss.data, batch, d.loss.data, s);
+  // Backward.
+  cudaCheck(cudaMemsetAsync(d.found_non_finite.data, 0, sizeof(int), d.stream));
+  for (std::size_t l = layers; l-- > 0;) {
+    const int in = config_.layer_sizes[l], out = config_.layer_sizes[l + 1];
+    const std::size_t n_dz = static_cast<std::size_t>(batch) * out;
+    cast(d.dz.data, n_dz, l, 1, record);
+    if (low) cuda::pack_16(d.dz.data, d.dz_16[l].data, n_dz, bf16, s);
+    // grad_W^T (in x out) = A^T (in x batch) dz (batch x out)
+    gemm(CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, d.a_16[l].data, d.a[l].data, in, d.dz_16[l].data, d.dz.data, out, d.grad_w[l].data, in);
+    cuda::column_sums(d.dz.data, batch, out, d.grad_b[l].data, s);
+    for (const FaultInjection& fault : faults_)
+      if (fault.step == steps_ && static_cast<std::size_t>(fault.layer) == l + 1) {
+        const float bad = fault.value == FaultInjection::Value::nan ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+        cudaCheck(cudaMemcpyAsync(d.grad_w[l].data, &bad, sizeof bad, cudaMemcpyHostToDevice, d.stream));
+        cudaCheck(cudaStreamSynchronize(d.stream));  // `bad` lives on this stack frame
+      }
+    cast(d.grad_w[l].data, d.grad_w[l].size, l, 3, record);
+    cast(d.grad_b[l].data, d.grad_b[l].size, l, 3, false);
+    if (l > 0) {
+      // dA^T (in x batch) = W^T (in x out) dz^T (out x batch)
+      gemm(CUBLAS_OP_N, CUBLAS_OP_N, in, batch, out, d.weights_16[l].data, d.weights_low[l].data, in, d.dz_16[l].data, d.dz.data, out,
+           d.da.data, in);
+      const std::size_t n_da = static_cast<std::size_t>(batch) * in;
+      cast(d.da.data, n_da, l, 1, false);
+      cuda::activation_backward(d.z[l - 1].data, d.da.data, n_da, config_.activation, s);
+      std::swap(d.dz, d.da);
+    }
+  }
+  // Unscale in float32, check, advance the scaler, update unless skipped: all on the device.
+  for (std::size_t l = 0; l < layers; ++l) {
+    cuda::unscale_by_state(d.grad_w[l].data, d.grad_w[l].size, d.scaler.data, d.found_non_finite.data, s);
+    cuda::unscale_by_state(d.grad_b[l].data, d.grad_b[l].size, d.scaler.data, d.found_non_finite.data, s);
+  }
+  float scale_before = std::numeric_limits<float>::quiet_NaN();
+  if (record || read_loss) {
+    LossScalerState before;
+    cudaCheck(cudaMemcpyAsync(&before, d.scaler.data, sizeof before, cudaMemcpyDeviceToHost, d.stream));
+    cudaCheck(cudaStreamSynchronize(d.stream));
+    scale_before = static_cast<float>(before.scale);
+  }
+  cuda::update_scaler(config_.scaler, d.scaler.data, d.found_non_finite.data, d.skip.data, s);
+  for (std::size_t l = 0; l < layers; ++l) {
+    cuda::sgd_update(d.weights[l].data, d.grad_w[l].data, d.grad_w[l].size, config_.learning_rate, d.skip.data, s);
+    cuda::sgd_update(d.biases[l].data, d.grad_b[l].data, d.grad_b[l].size, config_.learning_rate, d.skip.data, s);
+    if (config_.precision == Precision::fp16_pure) {
+      cast(d.weights[l].data, d.weights[l].size, l, 2, false);
+      cast(d.biases[l].data, d.biases[l].size, l, 2, false);
+    }
+  }
+
+  StepResult result;
+  result.loss = std::numeric_limits<double>::quiet_NaN();
+  result.loss_scale = scale_before;
+  if (record || read_loss) {
+    float loss_sum = 0;
+    int skip = 0;
+    cudaCheck(cudaMemcpyAsync(&loss_sum, d.loss.data, sizeof loss_sum, cudaMemcpyDeviceToHost, d.stream));
+    cudaCheck(cudaMemcpyAsync(&skip, d.skip.data, sizeof skip, cudaMemcpyDeviceToHost, d.stream));
+    std::vector<unsigned long long> counters(record ? d.records.size : 0);
+    if (record)
+      cudaCheck(cudaMemcpyAsync(counters.data(), d.records.data, sizeof(unsigned long long) * counters.size(), cudaMemcpyDeviceToHost, d.stream));
+    cudaCheck(cudaStreamSynchronize(d.stream));
+    result.loss = static_cast<double>(loss_sum) / batch;
+    result.skipped = skip != 0;
+    if (record) {
+      Snapshot snapshot;
+      snapshot.step = steps_;
+      snapshot.loss = result.loss;
+      snapshot.loss_scale = result.loss_scale;
+      snapshot.skipped = result.skipped;
+      static constexpr TensorKind kinds[] = {TensorKind::activation, TensorKind::activation_gradient, TensorKind::weight,
+                                             TensorKind::weight_gradient};
+      for (std::size_t l = 0; l < layers; ++l)
+        for (int k = 0; k < 4; ++k) {
+          const unsigned long long* c = counters.data() + (4 * l + static_cast<std::size_t>(k)) * record_stride;
+          TensorRecord t;
+          t.name = "fc" + std::to_string(l + 1);
+          t.kind = kinds[k];
+          for (int b = 0; b < binade_count; ++b) t.histogram.set_count(b + min_binade, c[b]);
+          t.histogram.set_specials(c[bin_zero], c[bin_infinity], c[bin_nan]);
+          if (low) t.cast = CastCounts{c[bin_slot_count], c[bin_slot_count + 1], c[bin_slot_count + 2]};
+          snapshot.tensors.push_back(std::move(t));
+        }
+      result.snapshot = std::move(snapshot);
+    }
+  }
+  ++steps_;
+  return result;
+}
+
+}  // namespace fpscope
+
+// The module's entry points (see trainer_backend.hpp).
+extern "C" __attribute__((visibility("default"))) int fpscope_cuda_device_count() { return fpscope::cuda::device_count(); }
+
+extern "C" __attribute__((visibility("default"))) fpscope::TrainerBackend* fpscope_create_cuda_trainer(const fpscope::MlpConfig* config,
+                                                                                                    char* error, unsigned long error_size) {
+  try {
+    return new fpscope::CudaMlpTrainer(*config);
+  } catch (const std::exception& e) {
+    std::snprintf(error, error_size, "%s", e.what());
+    return nullptr;
+  }
+}
