@@ -13,6 +13,7 @@ namespace fpscope {
 void cast_and_record(Format f, std::span<const float> in, std::span<float> out, Context& ctx, ExponentHistogram& histogram,
                      CastCounts& counts) {
   if (in.size() != out.size()) throw std::invalid_argument("cast_and_record: input and output lengths differ");
+  histogram.add(in);  // before the cast (and before `out` may overwrite `in`)
   // The outcome counts in a loop the compiler vectorises (classify_cast's rule on bit patterns);
   // the rare results that reached ±max from above are resolved afterwards, one by one.
   const std::uint32_t min_normal = static_cast<std::uint32_t>(f.emin() + 127) << 23;
@@ -23,8 +24,7 @@ void cast_and_record(Format f, std::span<const float> in, std::span<float> out, 
   float before[chunk];
   for (std::size_t start = 0; start < in.size(); start += chunk) {
     const std::size_t n = std::min(chunk, in.size() - start);
-    std::copy_n(in.data() + start, n, before);  // before the cast: `out` may be `in`
-    histogram.add(std::span<const float>(before, n));  // while the chunk is in L1: no second pass over memory
+    std::copy_n(in.data() + start, n, before);
     const std::uint64_t first_random = ctx.stochastic_counter;
     round_f32(f, std::span<const float>(before, n), out.subspan(start, n), ctx);
     const auto* in_bits = reinterpret_cast<const std::uint32_t*>(before);
