@@ -19,7 +19,8 @@ struct FieldCounts {
   std::uint64_t zeros = 0;
 };
 
-#if defined(__x86_64__) && defined(__GNUC__)
+// (Not under ThreadSanitizer: the loader runs the clone's resolver before TSan is up, and it crashes.)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
 __attribute__((target_clones("avx2", "default")))
 #endif
 FieldCounts count_exponent_fields(const std::uint32_t* bits, std::size_t n) {

@@ -3,12 +3,19 @@
 # mode survives missing, malformed, truncated and rewritten logs; --export writes whole files.
 set -u
 gui="$1" check="$2" fpscope="$3"
-if ! command -v xvfb-run >/dev/null; then
-  echo "xvfb-run not found: skipping the GUI tests (scripts/install-deps installs xvfb)"
+if ! command -v Xvfb >/dev/null; then
+  echo "Xvfb not found: skipping the GUI tests (scripts/install-deps installs xvfb)"
   exit 77
 fi
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# One virtual X server for the whole test, on a free display number.
+display=99
+while [[ -e /tmp/.X$display-lock ]]; do display=$((display + 1)); done
+Xvfb ":$display" -screen 0 1600x1000x24 -nolisten tcp >"$work/xvfb.log" 2>&1 &
+xvfb=$!
+trap 'kill $xvfb 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 100); do [[ -e /tmp/.X11-unix/X$display ]] && break; sleep 0.05; done
+export DISPLAY=":$display"
 passed=0
 failed=0
 ok() { passed=$((passed + 1)); }
@@ -17,7 +24,7 @@ fail() { failed=$((failed + 1)); echo "FAIL $*"; }
 # unloaded at exit, leaves allocations LeakSanitizer can only attribute to "<unknown module>".
 # The app's own code is still checked for every other error; its data side (training session,
 # RunStore, follower) is leak-checked by gpu_tests and analyzer_tests.
-headless() { ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" xvfb-run -a -s "-screen 0 1600x1000x24" "$gui" "$@"; }
+headless() { ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" "$gui" "$@"; }
 
 # Every view after a short demo run (an fp32 baseline, then fp16 without loss scaling).
 for view in training histogram heatmap curves what-if inspector export; do
