@@ -6,6 +6,7 @@
 #include "bulk_f16c.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 namespace fpscope::bulk_f16c {
@@ -61,7 +62,11 @@ __attribute__((target("avx,f16c"))) void widen(const std::uint16_t* in, float* o
 }
 
 bool has_f16c() {
-  static const bool supported = __builtin_cpu_supports("f16c") != 0 && __builtin_cpu_supports("avx") != 0;
+  // CPUID leaf 1, ECX bit 29 (clang 14's __builtin_cpu_supports does not know "f16c").
+  static const bool supported = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0 && __builtin_cpu_supports("avx") != 0;
+  }();
   return supported;
 }
 
