@@ -105,6 +105,16 @@ std::vector<Snapshot> read_histograms_csv(const std::filesystem::path& path) {
     } catch (const std::invalid_argument& e) {
       throw std::runtime_error(where + ": " + e.what());
     }
+    if (count == 0) {
+      // A zero count carries nothing (the writer never writes one): checked, then skipped, so
+      // that reading and writing back give the same file.
+      int zero_row_binade = 0;
+      const std::string& text = fields[column[3]];
+      if (text != "zero" && text != "inf" && text != "nan" &&
+          !(parse_integer(text, zero_row_binade) && zero_row_binade >= min_binade && zero_row_binade <= max_binade))
+        throw std::runtime_error(where + ": binade '" + text + "' is not an integer from -149 to 127, zero, inf or nan");
+      continue;
+    }
     Snapshot& snapshot = steps[step];
     snapshot.step = step;
     const std::string& name = fields[column[1]];
