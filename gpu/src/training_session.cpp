@@ -62,10 +62,10 @@ void TrainingSession::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void TrainingSession::post(Command command, double value) {
+void TrainingSession::post(Command command, double value, FaultInjection fault) {
   {
     std::lock_guard lock(mutex_);
-    queue_.push_back({command, value});
+    queue_.push_back({command, value, fault});
   }
   wake_.notify_all();
 }
@@ -77,11 +77,7 @@ void TrainingSession::set_static_scale(double scale) { post(Command::set_static,
 void TrainingSession::set_dynamic_scaling() { post(Command::set_dynamic); }
 
 void TrainingSession::inject_next_step(FaultInjection::Value value, int layer) {
-  {
-    std::lock_guard lock(mutex_);
-    queue_.push_back({Command::inject, 0, FaultInjection{value, layer, 0}});
-  }
-  wake_.notify_all();
+  post(Command::inject, 0, FaultInjection{value, layer, 0});
 }
 
 TrainingStatus TrainingSession::status() const {

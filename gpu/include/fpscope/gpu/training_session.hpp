@@ -72,7 +72,7 @@ class TrainingSession {
     double value = 0;
     FaultInjection fault{};
   };
-  void post(Command command, double value = 0);
+  void post(Command command, double value = 0, FaultInjection fault = {});
   void run(MlpTrainer trainer, TrainingData data);
 
   RunStore& store_;
