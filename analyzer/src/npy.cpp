@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "fpscope/core/bulk.hpp"
 
@@ -85,17 +86,22 @@ std::string dict_value(const std::string& header, const std::string& key, const 
   return header.substr(at, end == std::string::npos ? std::string::npos : end - at);
 }
 
+// NumPy writes the shape as a Python tuple of non-negative integers: "()", "(5,)", "(3, 4)".
 std::vector<std::uint64_t> parse_shape(const std::string& tuple, const std::filesystem::path& path) {
+  if (tuple.size() < 2 || tuple.front() != '(' || tuple.back() != ')')
+    fail(path, "malformed shape '" + tuple.substr(0, 40) + "': expected a tuple such as (3, 4)");
+  std::vector<std::string> pieces(1);
+  for (std::size_t i = 1; i + 1 < tuple.size(); ++i) {
+    if (tuple[i] == ',') pieces.emplace_back();
+    else if (tuple[i] != ' ') pieces.back() += tuple[i];
+  }
+  if (pieces.back().empty()) pieces.pop_back();  // "(5,)" and "()"
   std::vector<std::uint64_t> shape;
-  std::string number;
-  for (const char c : tuple.substr(1)) {
-    if (c >= '0' && c <= '9') number += c;
-    else if (c == ',' || c == ')') {
-      if (!number.empty()) shape.push_back(std::stoull(number));
-      number.clear();
-    } else if (c != ' ' && c != 'L') {
-      fail(path, "malformed shape " + tuple);
-    }
+  for (std::string& extent : pieces) {
+    if (!extent.empty() && extent.back() == 'L') extent.pop_back();  // Python 2 long literal
+    if (extent.empty() || extent.find_first_not_of("0123456789") != std::string::npos) fail(path, "malformed shape " + tuple);
+    if (extent.size() > 19) fail(path, "shape " + tuple + " has an extent too large to address");
+    shape.push_back(std::stoull(extent));
   }
   return shape;
 }
@@ -152,10 +158,17 @@ ExponentHistogram npy_histogram(const std::filesystem::path& path, NpyElements e
 
   NpyInfo parsed;
   parsed.descr = dict_value(header, "descr", path);
-  parsed.fortran_order = dict_value(header, "fortran_order", path).find("True") != std::string::npos;
+  const std::string fortran_order = dict_value(header, "fortran_order", path);
+  if (fortran_order != "True" && fortran_order != "False")
+    fail(path, "malformed header: 'fortran_order' is '" + fortran_order.substr(0, 40) + "', expected True or False");
+  parsed.fortran_order = fortran_order == "True";
   parsed.shape = parse_shape(dict_value(header, "shape", path), path);
   parsed.count = 1;
-  for (const std::uint64_t extent : parsed.shape) parsed.count *= extent;
+  for (const std::uint64_t extent : parsed.shape)
+    if (extent != 0 && parsed.count > std::numeric_limits<std::uint64_t>::max() / extent)
+      fail(path, "shape " + dict_value(header, "shape", path) + " holds more elements than can be addressed");
+    else
+      parsed.count *= extent;
   if (info != nullptr) *info = parsed;
 
   const std::string& descr = parsed.descr;

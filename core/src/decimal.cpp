@@ -258,11 +258,16 @@ std::uint64_t round_text(Format f, std::string_view text, Context& ctx) {
       text.find_first_of("xXpP") == std::string_view::npos) {
     std::string_view digits = text;
     if (digits.front() == '+') digits.remove_prefix(1);  // from_chars takes '-' only
+    // One sign at most, then a digit or a point: "+-5" is not a number (fuzzing found the fast
+    // path taking it), and "inf"/"nan" go to parse_number, which knows their spellings.
+    const std::size_t body = !digits.empty() && digits.front() == '-' && digits.data() == text.data() ? 1 : 0;
+    const bool plain = digits.size() > body && (std::isdigit(static_cast<unsigned char>(digits[body])) || digits[body] == '.');
     double d = 0;
-    const auto result = std::from_chars(digits.data(), digits.data() + digits.size(), d);
-    if (result.ec == std::errc{} && result.ptr == digits.data() + digits.size() &&
-        !digits.empty() && digits.front() != 'i' && digits.front() != 'n' && strictly_inside_grid_cell(f, d))
-      return convert(formats::fp64, f, double_bits(d), ctx);
+    if (plain) {
+      const auto result = std::from_chars(digits.data(), digits.data() + digits.size(), d);
+      if (result.ec == std::errc{} && result.ptr == digits.data() + digits.size() && strictly_inside_grid_cell(f, d))
+        return convert(formats::fp64, f, double_bits(d), ctx);
+    }
   }
   return round_number(f, parse_number(text), ctx);
 }

@@ -28,25 +28,35 @@ constexpr std::array<NamedFormat, 17> format_aliases{{
     {"tf32", formats::tf32}, {"e4m3", formats::e4m3}, {"e4m3fn", formats::e4m3}, {"e5m2", formats::e5m2},
 }};
 
+// A bit count as written in eXmY: decimal digits without a leading zero ("e4m03" is refused, so
+// that every custom format has exactly one spelling).
 bool parse_int(std::string_view text, int& value) {
   const auto* end = text.data() + text.size();
   const auto result = std::from_chars(text.data(), end, value);
-  return !text.empty() && result.ec == std::errc{} && result.ptr == end;
+  return !text.empty() && !(text.size() > 1 && text[0] == '0') && result.ec == std::errc{} && result.ptr == end;
+}
+
+const NamedFormat* alias_named(std::string_view key) {
+  for (const auto& alias : format_aliases)
+    if (key == alias.name) return &alias;
+  return nullptr;
 }
 
 }  // namespace
 
 Format parse_format(std::string_view name) {
   const std::string key = lowercase(name);
-  for (const auto& alias : format_aliases)
-    if (key == alias.name) return alias.format;
-  // Custom eXmY or eXmYfn.
+  if (const NamedFormat* alias = alias_named(key)) return alias->format;
+  // Custom eXmY, eXmYfn (OCP FN flavour) or eXmYieee (IEEE flavour said explicitly: e4m3 alone
+  // is OCP's E4M3, so the IEEE-style e4m3 with infinities is e4m3ieee).
   if (key.size() >= 4 && key[0] == 'e') {
     std::string_view body = std::string_view(key).substr(1);
     Flavour flavour = Flavour::ieee;
     if (body.size() > 2 && body.substr(body.size() - 2) == "fn") {
       flavour = Flavour::ocp_fn;
       body.remove_suffix(2);
+    } else if (body.size() > 4 && body.substr(body.size() - 4) == "ieee") {
+      body.remove_suffix(4);
     }
     const auto m = body.find('m');
     int exponent_bits = 0, mantissa_bits = 0;
@@ -59,7 +69,7 @@ Format parse_format(std::string_view name) {
     }
   }
   throw UnknownNameError("unknown format '" + std::string(name) +
-                         "': expected fp16, bf16, fp32, fp64, tf32, e4m3, e5m2 or a custom eXmY such as e6m9 (eXmYfn for the OCP FN flavour)");
+                         "': expected fp16, bf16, fp32, fp64, tf32, e4m3, e5m2 or a custom eXmY such as e6m9 (eXmYfn for the OCP FN flavour, eXmYieee to insist on IEEE)");
 }
 
 std::string format_name(Format f) {
@@ -71,6 +81,7 @@ std::string format_name(Format f) {
   name += 'm';
   name += std::to_string(f.mantissa_bits);
   if (f.flavour == Flavour::ocp_fn) name += "fn";
+  else if (alias_named(name) != nullptr) name += "ieee";  // the plain name means another format
   return name;
 }
 

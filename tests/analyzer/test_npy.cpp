@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 
 #include "fpscope/analyzer/npy.hpp"
@@ -126,6 +127,41 @@ TEST_CASE("bad .npy files: one clear sentence naming the file") {
   std::ofstream(not_npy) << "hello";
   CHECK_THROWS_WITH_AS(npy_histogram(not_npy), doctest::Contains("not a NumPy .npy file"), NpyError);
   CHECK_THROWS_AS(npy_histogram(temporary("absent.npy")), NpyError);
+}
+
+TEST_CASE("the shape tuple: every form NumPy writes is read, anything else is refused") {
+  const std::vector<float> values = sample(12);
+  for (const auto& [shape, count] : std::vector<std::pair<std::string, std::uint64_t>>{
+           {"(12,)", 12}, {"(3, 4)", 12}, {"(2,3,2)", 12}, {"(12L,)", 12}, {"( 12 , )", 12}, {"(12)", 12}, {"()", 1}, {"(0,)", 0}, {"(3, 0, 4)", 0}}) {
+    CAPTURE(shape);
+    const auto file = temporary("shape.npy");
+    write_npy(file, "<f4", shape, bytes_of(values));
+    NpyInfo info;
+    const ExponentHistogram h = npy_histogram(file, NpyElements::by_dtype, &info);
+    CHECK(info.count == count);
+    CHECK(h.total_count() == count);
+  }
+  // Found by fuzzing (tests/fuzz/findings): an empty shape value read past its end.
+  for (const std::string shape : {"", ",(5,)", "(5,", "5,)", "(5,,)", "(,5)", "(3 4)", "(-3,)", "(3.0,)", "(0x10,)", "(L,)", "(99999999999999999999,)"}) {
+    CAPTURE(shape);
+    const auto file = temporary("bad_shape.npy");
+    write_npy(file, "<f4", shape, bytes_of(values));
+    CHECK_THROWS_WITH_AS(npy_histogram(file), doctest::Contains("bad_shape.npy: "), NpyError);
+  }
+  // Extents whose product does not fit 64 bits must not wrap around to a small count.
+  const auto huge = temporary("huge_shape.npy");
+  write_npy(huge, "<f4", "(4294967296, 4294967296)", bytes_of(values));
+  CHECK_THROWS_WITH_AS(npy_histogram(huge), doctest::Contains("more elements than can be addressed"), NpyError);
+  const auto order = temporary("bad_order.npy");
+  write_npy(order, "<f4", "(12,)", bytes_of(values));
+  {
+    std::string bytes;
+    std::ifstream in(order, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+    bytes.replace(bytes.find("False"), 5, "Fals3");
+    std::ofstream(order, std::ios::binary | std::ios::trunc) << bytes;
+  }
+  CHECK_THROWS_WITH_AS(npy_histogram(order), doctest::Contains("expected True or False"), NpyError);
 }
 
 TEST_CASE("a folder of .npy files is one snapshot, one tensor per file") {

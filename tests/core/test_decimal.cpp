@@ -117,6 +117,21 @@ TEST_CASE("round_text's fast path agrees with the exact path, flags included") {
   CHECK(mismatches == 0);
 }
 
+TEST_CASE("round_text and parse_number refuse the same texts (a fuzz finding: \"+-5\" took the fast path)") {
+  for (const char* text : {"+-0000000000003289", "+-5", "++5", "--5", "-+5", "+", "-", "+.", "+e5", "+inf5", " 5", "5 ", "+ 5"}) {
+    CAPTURE(text);
+    Context ctx;
+    CHECK_THROWS_AS(parse_number(text), ParseError);
+    CHECK_THROWS_AS(round_text(formats::fp16, text, ctx), ParseError);
+  }
+  for (const char* text : {"+5", "-5", "+.5", "-.5", "+5.", "+0", "-0", "+inf", "-nan", "+1e-3"}) {
+    CAPTURE(text);
+    Context fast, exact;
+    CHECK(round_text(formats::fp16, text, fast) == round_number(formats::fp16, parse_number(text), exact));
+    CHECK(fast.flags == exact.flags);
+  }
+}
+
 TEST_CASE("conversion error is exact") {
   const ConversionError e = conversion_error(formats::fp16, 0x2E66, parse_number("0.1"));
   CHECK(e.absolute == "-0.0000244140625");

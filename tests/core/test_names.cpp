@@ -20,6 +20,30 @@ TEST_CASE("format names and custom formats") {
   for (const Format& f : named_formats()) CHECK(parse_format(format_name(f)) == f);
 }
 
+TEST_CASE("every format has one name that reads back as that format (fuzz finding: e4m03)") {
+  // e4m3 alone is OCP FP8 E4M3 (FN flavour); the IEEE-style e4m3, with infinities, is e4m3ieee.
+  CHECK(format_name(Format{4, 3, Flavour::ieee}) == "e4m3ieee");
+  CHECK(parse_format("e4m3ieee") == Format{4, 3, Flavour::ieee});
+  CHECK(parse_format("E5M2IEEE") == formats::e5m2);
+  CHECK(format_name(Format{5, 10, Flavour::ieee}) == "fp16");
+  CHECK_THROWS_AS(parse_format("e4m03"), UnknownNameError);  // was IEEE e4m3, unlike "e4m3"
+  CHECK_THROWS_AS(parse_format("e04m3"), UnknownNameError);
+  CHECK_THROWS_AS(parse_format("e4m3ieeefn"), UnknownNameError);
+  CHECK_THROWS_AS(parse_format("e4m3fnieee"), UnknownNameError);
+  CHECK_THROWS_AS(parse_format("eieee"), UnknownNameError);
+  int formats_named = 0;
+  for (int e = 2; e <= 11; ++e)
+    for (int m = 1; m <= 52; ++m)
+      for (const Flavour flavour : {Flavour::ieee, Flavour::ocp_fn}) {
+        const Format f{e, m, flavour};
+        if (!f.valid()) continue;
+        CAPTURE(format_name(f));
+        CHECK(parse_format(format_name(f)) == f);
+        ++formats_named;
+      }
+  CHECK(formats_named > 900);
+}
+
 TEST_CASE("rounding mode names, ours and TestFloat's") {
   CHECK(parse_rounding_mode("rne") == RoundingMode::nearest_even);
   CHECK(parse_rounding_mode("near_maxMag") == RoundingMode::nearest_away);
