@@ -8,10 +8,12 @@
 #include <charconv>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <utility>
 
 namespace fpscope {
 
@@ -21,12 +23,31 @@ using nlohmann::json;
 
 [[noreturn]] void fail(const std::string& where, const std::string& what) { throw RunLogError(where + ": " + what); }
 
+// An integer read exactly: a JSON float ("5.0", "2e28") or a value outside T is refused, where
+// nlohmann's get<T> would convert it with a cast (undefined behaviour out of range: fuzzing found
+// a step of 2.2e28).
+template <typename T>
+T integer_value(const json& value, const std::string& what, const std::string& where) {
+  if (value.is_number_unsigned()) {
+    if (const auto u = value.get<std::uint64_t>(); std::in_range<T>(u)) return static_cast<T>(u);
+  } else if (value.is_number_integer()) {
+    if (const auto i = value.get<std::int64_t>(); std::in_range<T>(i)) return static_cast<T>(i);
+  }
+  fail(where, what + " must be an integer from " + std::to_string(std::numeric_limits<T>::min()) + " to " +
+                  std::to_string(std::numeric_limits<T>::max()));
+}
+
 std::uint64_t unsigned_field(const json& object, const char* key, const std::string& where) {
   const auto it = object.find(key);
   if (it == object.end()) return 0;
-  if (!it->is_number_unsigned() && !(it->is_number_integer() && it->get<std::int64_t>() >= 0))
-    fail(where, std::string("'") + key + "' must be a non-negative integer");
-  return it->get<std::uint64_t>();
+  return integer_value<std::uint64_t>(*it, std::string("'") + key + "'", where);
+}
+
+template <typename T>
+T required_integer(const json& object, const char* key, const std::string& where) {
+  const auto it = object.find(key);
+  if (it == object.end()) fail(where, std::string("missing '") + key + "'");
+  return integer_value<T>(*it, std::string("'") + key + "'", where);
 }
 
 template <typename T>
@@ -95,7 +116,7 @@ RunHeader parse_run_header(std::string_view line, const std::string& where) try 
   const json value = parse_object(line, where);
   if (!value.contains("schema_version")) fail(where, "not a run log header: no 'schema_version'");
   RunHeader header;
-  header.schema_version = required<int>(value, "schema_version", where);
+  header.schema_version = required_integer<int>(value, "schema_version", where);
   if (header.schema_version != run_log_schema_version)
     fail(where, "unknown schema version " + std::to_string(header.schema_version) + " (this fpscope reads version " +
                     std::to_string(run_log_schema_version) + ")");
@@ -113,7 +134,7 @@ RunHeader parse_run_header(std::string_view line, const std::string& where) try 
 Snapshot parse_snapshot(std::string_view line, const std::string& where) try {
   const json value = parse_object(line, where);
   Snapshot snapshot;
-  snapshot.step = required<std::int64_t>(value, "step", where);
+  snapshot.step = required_integer<std::int64_t>(value, "step", where);
   snapshot.loss = value.contains("loss") && value["loss"].is_number() ? value["loss"].get<double>() : 0.0;
   snapshot.loss_scale = value.contains("loss_scale") && value["loss_scale"].is_number() ? value["loss_scale"].get<double>() : 1.0;
   snapshot.skipped = value.value("skipped", false);
@@ -131,13 +152,16 @@ Snapshot parse_snapshot(std::string_view line, const std::string& where) try {
     const json bins = t.value("bins", json::array());
     if (!bins.is_array()) fail(where, "'bins' must be an array of [binade, count] pairs");
     for (const json& bin : bins) {
-      if (!bin.is_array() || bin.size() != 2 || !bin[0].is_number_integer() || !bin[1].is_number_integer() ||
-          bin[1].get<std::int64_t>() < 0)
+      if (!bin.is_array() || bin.size() != 2 || !bin[0].is_number_integer() || !bin[1].is_number_integer())
         fail(where, "each bin must be [binade, count] with integers");
-      const int binade = bin[0].get<int>();
+      const std::int64_t binade = integer_value<std::int64_t>(bin[0], "a binade", where);
       if (binade < min_binade || binade > max_binade)
         fail(where, "binade " + std::to_string(binade) + " is outside -149..127");
-      record.histogram.set_count(binade, record.histogram.count(binade) + bin[1].get<std::uint64_t>());
+      const std::uint64_t count = integer_value<std::uint64_t>(bin[1], "a bin's count", where);
+      const int b = static_cast<int>(binade);
+      if (count > std::numeric_limits<std::uint64_t>::max() - record.histogram.count(b))
+        fail(where, "binade " + std::to_string(binade) + "'s counts add up past 2^64");
+      record.histogram.set_count(b, record.histogram.count(b) + count);
     }
     record.histogram.set_specials(unsigned_field(t, "zero", where), unsigned_field(t, "inf", where),
                                   unsigned_field(t, "nan", where));

@@ -72,7 +72,7 @@ class Backend {
  public:
   Backend(const std::string& name, const MlpConfig& config) {
     std::string why;
-    const bool use_cuda = name == "cuda" || (name == "auto" && config.rounding != RoundingMode::stochastic && cuda_device_count(why) > 0);
+    const bool use_cuda = name == "cuda" || (name == "auto" && cuda_device_count(why) > 0);
     if (use_cuda) cuda_ = make_cuda_trainer(config);
     else cpu_.emplace(config);
   }

@@ -1,6 +1,8 @@
 // Run logs (JSON Lines) and tidy CSV: round trips, truncated last lines, and clear errors.
 #include <doctest/doctest.h>
 
+#include <limits>
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -98,6 +100,38 @@ TEST_CASE("a truncated last line is skipped with a warning; other damage is an e
   CHECK_THROWS_WITH_AS(read_run_log(wrong_type), doctest::Contains("wrong_type.jsonl:2: a field has the wrong type"), RunLogError);
 
   CHECK_THROWS_AS(read_run_log(temporary("missing.jsonl")), RunLogError);
+}
+
+TEST_CASE("integer fields are read exactly: floats and out-of-range values are refused (fuzz finding: step 2.2e28)") {
+  const std::string header = run_header_line(RunHeader{}) + "\n";
+  const std::string tensor = R"({"name": "x", "kind": "weight", )";
+  for (const auto& [body, message] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"step": 2.2e28})", "'step' must be an integer"},
+           {R"({"step": 5.0})", "'step' must be an integer"},
+           {R"({"step": 18446744073709551615})", "'step' must be an integer"},
+           {R"({"step": 1, "tensors": [)" + tensor + R"("bins": [[4294967296, 1]]}]})", "binade 4294967296 is outside"},
+           {R"({"step": 1, "tensors": [)" + tensor + R"("bins": [[3, -1]]}]})", "a bin's count must be an integer from 0"},
+           {R"({"step": 1, "tensors": [)" + tensor + R"("bins": [[3, 1.5]]}]})", "each bin must be [binade, count] with integers"},
+           {R"({"step": 1, "tensors": [)" + tensor + R"("bins": [[3, 18446744073709551615], [3, 1]]}]})", "binade 3's counts add up past 2^64"},
+           {R"({"step": 1, "tensors": [)" + tensor + R"("zero": 1e30}]})", "'zero' must be an integer"},
+           {R"({"step": 1, "tensors": [)" + tensor + R"("cast": {"overflow": -2}}]})", "'overflow' must be an integer"},
+       }) {
+    CAPTURE(body);
+    const auto file = temporary("integers.jsonl");
+    write_text(file, header + body + "\n");
+    const std::string expected = "integers.jsonl:2: " + message;
+    CHECK_THROWS_WITH_AS(read_run_log(file), doctest::Contains(expected.c_str()), RunLogError);
+  }
+  const auto bad_version = temporary("version.jsonl");
+  write_text(bad_version, R"({"schema_version": 1e10})" "\n");
+  CHECK_THROWS_WITH_AS(read_run_log(bad_version), doctest::Contains("'schema_version' must be an integer"), RunLogError);
+  // The largest values that fit are read as they are.
+  const auto big = temporary("big.jsonl");
+  write_text(big, header + R"({"step": 9223372036854775807, "tensors": [)" + tensor + R"("bins": [[-149, 18446744073709551615]]}]})" + "\n");
+  const RunLog log = read_run_log(big);
+  REQUIRE(log.snapshots.size() == 1);
+  CHECK(log.snapshots[0].step == std::numeric_limits<std::int64_t>::max());
+  CHECK(log.snapshots[0].tensors[0].histogram.count(-149) == std::numeric_limits<std::uint64_t>::max());
 }
 
 TEST_CASE("run log -> CSV -> histograms are equal; a CSV missing a column is an error") {

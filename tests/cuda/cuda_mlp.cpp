@@ -1,6 +1,7 @@
 // The CUDA MLP backend against the CPU reference: losses close (cuBLAS sums in another order, so
 // not bit-equal), every recorded histogram counting every element, a fault-injected step skipped
-// with the master weights bit-identical. Needs a device to run; prints its verdicts.
+// with the master weights bit-identical, stochastic rounding reproducible from its seed and its
+// saved counter. Needs a device to run; prints its verdicts.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -70,6 +71,34 @@ int main() {
     verdict(skipped.skipped && same_bits(before, gpu.state()), what, 0);
     std::snprintf(what, sizeof what, "%s: the NaN is in fc2's weight-gradient histogram", name);
     verdict(skipped.snapshot->tensors[7].histogram.nan_count() == 1, what, 0);
+  }
+  // Stochastic rounding on the device: counter-based words, so the same seed gives the same
+  // bits twice, a checkpointed state resumes onto them, and another seed gives other bits.
+  {
+    MlpConfig config;
+    config.layer_sizes = {16, 32, 32, 10};
+    config.precision = Precision::fp16;
+    config.rounding = RoundingMode::stochastic;
+    auto run = [&](std::uint64_t seed, int steps, const MlpTrainer::State* resume_from) {
+      config.seed = seed;
+      CudaMlpTrainer gpu(config);
+      if (resume_from != nullptr) gpu.restore(*resume_from);
+      TrainingData data("synthetic", config.layer_sizes, 1);
+      Eigen::MatrixXf x;
+      std::vector<int> y;
+      for (std::int64_t step = 0; step < gpu.state().steps; ++step) data.next_batch(64, x, y);  // the data position
+      for (int step = 0; step < steps; ++step) {
+        data.next_batch(64, x, y);
+        gpu.step(x, y, false, false);
+      }
+      return gpu.state();
+    };
+    const MlpTrainer::State a = run(5, 20, nullptr), b = run(5, 20, nullptr), c = run(6, 20, nullptr);
+    verdict(same_bits(a, b), "stochastic fp16: the same seed gives the same weights", 0);
+    verdict(!same_bits(a, c), "stochastic fp16: another seed gives other weights", 0);
+    const MlpTrainer::State half = run(5, 10, nullptr);
+    verdict(half.stochastic_counter > 0, "stochastic fp16: the random-word counter is part of the state", static_cast<double>(half.stochastic_counter));
+    verdict(same_bits(a, run(5, 10, &half)), "stochastic fp16: 10 steps, restore, 10 more = 20 steps", 0);
   }
   std::printf("%s\n", failures == 0 ? "all OK" : "FAILURES");
   return failures == 0 ? 0 : 1;

@@ -27,10 +27,12 @@ int main() {
   for (std::size_t i = 0; i < n; ++i) values[i] = bits_float(i % 4 == 0 ? rng() : (rng() & 0x807FFFFFu) | ((90u + rng() % 60u) << 23));
   int failures = 0;
   for (const bool bf16 : {false, true}) {
-    for (int mode = 0; mode < 6; ++mode) {
-      // CPU twin.
+    for (int mode = 0; mode < 7; ++mode) {  // the six deterministic modes, then stochastic
+      // CPU twin (stochastic: seed 7, words from index 1000, as the device is asked below).
       Context ctx;
       ctx.rounding = static_cast<RoundingMode>(mode);
+      ctx.stochastic_seed = 7;
+      ctx.stochastic_counter = 1000;
       std::vector<float> expected(n);
       ExponentHistogram histogram;
       CastCounts counts;
@@ -45,7 +47,7 @@ int main() {
       cudaMemset(bins, 0, 280 * sizeof(unsigned long long));
       cudaMemset(outcome, 0, 3 * sizeof(unsigned long long));
       cudaMemcpy(in, values.data(), n * sizeof(float), cudaMemcpyHostToDevice);
-      cuda::cast_and_record(in, out, n, bf16, ctx.rounding, {bins, outcome});
+      cuda::cast_and_record(in, out, n, bf16, ctx.rounding, {bins, outcome}, nullptr, 7, 1000);
       std::vector<float> got(n);
       std::vector<unsigned long long> got_bins(280), got_counts(3);
       cudaMemcpy(got.data(), out, n * sizeof(float), cudaMemcpyDeviceToHost);

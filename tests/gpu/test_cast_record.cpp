@@ -1,7 +1,9 @@
 // The recorded cast: rounded values, histogram and outcome counts against per-element scalar casts.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -9,6 +11,7 @@
 #include "fpscope/core/bits.hpp"
 #include "fpscope/core/convert.hpp"
 #include "fpscope/gpu/cast_record.hpp"
+#include "fpscope/gpu/cast_record_element.hpp"
 
 using namespace fpscope;
 
@@ -68,4 +71,71 @@ TEST_CASE("in place, and the histogram is of the values before the cast") {
   CHECK(values[0] == 0.0f);
   CHECK(values[2] == std::numeric_limits<float>::infinity());
   CHECK(counts == CastCounts{1, 0, 1});
+}
+
+namespace {
+
+// The CUDA kernel's per-element math, run on the host over a whole tensor.
+template <Format F, RoundingMode Mode>
+void cast_like_the_kernel(const std::vector<float>& in, std::uint64_t seed, std::uint64_t first, std::vector<float>& out,
+                          ExponentHistogram& histogram, CastCounts& counts) {
+  std::array<std::uint64_t, bin_slot_count> slots{};
+  out.resize(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const CastRecordElement e = cast_record_element<F, Mode>(float_bits(in[i]), seed, first, i);
+    out[i] = bits_float(e.rounded);
+    ++slots[static_cast<std::size_t>(e.slot)];
+    counts.flushed_to_zero += e.flushed_to_zero;
+    counts.made_subnormal += e.made_subnormal;
+    counts.overflowed += e.overflowed;
+  }
+  for (int b = min_binade; b <= max_binade; ++b) histogram.set_count(b, slots[static_cast<std::size_t>(b - min_binade)]);
+  histogram.set_specials(slots[bin_zero], slots[bin_infinity], slots[bin_nan]);
+}
+
+template <Format F>
+void check_kernel_math_in_every_mode(const std::vector<float>& values) {
+  auto one_mode = [&]<RoundingMode Mode>() {
+    Context ctx;
+    ctx.rounding = Mode;
+    ctx.stochastic_seed = 7;
+    ctx.stochastic_counter = 1000;
+    std::vector<float> expected(values.size()), got;
+    ExponentHistogram expected_histogram, got_histogram;
+    CastCounts expected_counts, got_counts;
+    cast_and_record(F, values, expected, ctx, expected_histogram, expected_counts);
+    cast_like_the_kernel<F, Mode>(values, 7, 1000, got, got_histogram, got_counts);
+    CAPTURE(F.mantissa_bits);
+    CAPTURE(static_cast<int>(Mode));
+    CHECK(std::memcmp(got.data(), expected.data(), sizeof(float) * values.size()) == 0);
+    CHECK(got_histogram == expected_histogram);
+    CHECK(got_counts.flushed_to_zero == expected_counts.flushed_to_zero);
+    CHECK(got_counts.made_subnormal == expected_counts.made_subnormal);
+    CHECK(got_counts.overflowed == expected_counts.overflowed);
+    CHECK(ctx.stochastic_counter == 1000 + values.size());  // the next cast's first word
+  };
+  one_mode.template operator()<RoundingMode::nearest_even>();
+  one_mode.template operator()<RoundingMode::nearest_away>();
+  one_mode.template operator()<RoundingMode::toward_zero>();
+  one_mode.template operator()<RoundingMode::toward_positive>();
+  one_mode.template operator()<RoundingMode::toward_negative>();
+  one_mode.template operator()<RoundingMode::odd>();
+  one_mode.template operator()<RoundingMode::stochastic>();
+}
+
+}  // namespace
+
+TEST_CASE("the CUDA cast kernel's element math equals cast_and_record in all seven modes, stochastic words included") {
+  std::mt19937 rng(21);
+  std::vector<float> values(40000);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    std::uint32_t bits = rng();
+    if (i % 4 != 0) bits = (bits & 0x807FFFFFu) | ((90u + rng() % 60u) << 23);  // around fp16's range
+    values[i] = bits_float(bits);
+  }
+  values[0] = 0.0f;
+  values[1] = std::numeric_limits<float>::infinity();
+  values[2] = std::numeric_limits<float>::quiet_NaN();
+  check_kernel_math_in_every_mode<formats::fp16>(values);
+  check_kernel_math_in_every_mode<formats::bf16>(values);
 }

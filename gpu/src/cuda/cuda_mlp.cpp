@@ -81,8 +81,6 @@ Format CudaMlpTrainer::format() const {
 
 CudaMlpTrainer::CudaMlpTrainer(const MlpConfig& config) : config_(config), device_(std::make_unique<Device>()) {
   if (!cuda_device_available()) throw std::runtime_error("no CUDA device answers");
-  if (config.rounding == RoundingMode::stochastic)
-    throw std::invalid_argument("the CUDA backend rounds in the deterministic modes; stochastic rounding runs on --backend cpu");
   Device& d = *device_;
   cudaCheck(cudaStreamCreate(&d.stream));
   cublasCheck(cublasCreate(&d.cublas));
@@ -129,6 +127,7 @@ MlpTrainer::State CudaMlpTrainer::state() const {
     s.biases.push_back(std::move(b));
   }
   s.scaler = scaler_state();
+  s.stochastic_counter = stochastic_counter_;
   return s;
 }
 
@@ -147,6 +146,7 @@ void CudaMlpTrainer::restore(const MlpTrainer::State& state) {
   }
   cudaCheck(cudaMemcpy(d.scaler.data, &state.scaler, sizeof(LossScalerState), cudaMemcpyHostToDevice));
   steps_ = state.steps;
+  stochastic_counter_ = state.stochastic_counter;
 }
 
 LossScalerState CudaMlpTrainer::scaler_state() const {
@@ -196,7 +196,11 @@ StepResult CudaMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector
   };
   auto cast = [&](float* values, std::size_t n, std::size_t l, int kind, bool recorded) {
     const cuda::CastRecordBuffers b = recorded ? buffers(l, kind) : cuda::CastRecordBuffers{d.scratch.data, d.scratch.data + bin_slot_count};
-    if (low) cuda::cast_and_record(values, values, n, bf16, config_.rounding, b, s);
+    if (low) {
+      // Element i draws random word stochastic_counter_ + i, as the CPU backend's round_f32 does.
+      cuda::cast_and_record(values, values, n, bf16, config_.rounding, b, s, config_.seed, stochastic_counter_);
+      stochastic_counter_ += n;
+    }
     else if (recorded) cuda::record_histogram(values, n, b.histogram, s);
   };
   const float one = 1.0f, zero = 0.0f;

@@ -7,6 +7,7 @@
 
 #include "fpscope/core/cast.hpp"
 #include "fpscope/core/exponent_histogram.hpp"
+#include "fpscope/gpu/cast_record_element.hpp"
 #include "fpscope/gpu/cuda_kernels.hpp"
 #include "fpscope/gpu/scaler_rule.hpp"
 #include "fpscope/gpu/unscale.hpp"
@@ -29,32 +30,42 @@ constexpr int threads = 256;
 // ----------------------------------------------------------------------------------------------
 // CUDA kernels
 
+// Adds one per lane to shared counter `slot`, with one atomic per group of this warp's active
+// lanes that share the slot (warp aggregation: tensors hold long runs of one binade, which
+// would otherwise queue on one shared-memory counter).
+__device__ void add_warp_aggregated(unsigned int* counters, int slot) {
+  const unsigned int active = __activemask();
+  const unsigned int peers = __match_any_sync(active, slot);
+  if ((threadIdx.x & 31u) == static_cast<unsigned int>(__ffs(peers) - 1)) atomicAdd(&counters[slot], static_cast<unsigned int>(__popc(peers)));
+}
+
+// Adds the number of active lanes for which `condition` holds, once per warp.
+__device__ void add_warp_count(unsigned int* counter, bool condition) {
+  const unsigned int active = __activemask();
+  const unsigned int votes = __ballot_sync(active, condition);
+  if (votes != 0 && (threadIdx.x & 31u) == static_cast<unsigned int>(__ffs(active) - 1)) atomicAdd(counter, static_cast<unsigned int>(__popc(votes)));
+}
+
 // Kernel templates take plain integers (nvcc's host stubs cannot spell a class-type template
-// argument); the device functions they call take the Format itself.
+// argument); the device functions they call take the Format itself. The element's math is
+// cast_record_element, which the CPU tests check against cast_and_record.
 template <int ExponentBits, int MantissaBits, RoundingMode Mode>
 __global__ void cast_record_kernel(const float* in, float* out, std::size_t n, unsigned long long* histogram,
-                                   unsigned long long* counts) {
+                                   unsigned long long* counts, std::uint64_t stochastic_seed, std::uint64_t first_random) {
   constexpr Format F{ExponentBits, MantissaBits, Flavour::ieee};
   __shared__ unsigned int bins[slots];
   __shared__ unsigned int outcome[3];
   for (int i = threadIdx.x; i < slots; i += blockDim.x) bins[i] = 0;
   if (threadIdx.x < 3) outcome[threadIdx.x] = 0;
   __syncthreads();
-  constexpr std::uint32_t min_normal = static_cast<std::uint32_t>(F.emin() + 127) << 23;
-  const CastOptions options{};
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    const std::uint32_t u = float_bits(in[i]);
-    atomicAdd(&bins[histogram_slot_of_f32(u)], 1u);
-    std::uint32_t flags = 0, widen_flags = 0;
-    const std::uint32_t narrow = cast_from_f32<F, Mode>(u, options, 0, flags);
-    const std::uint32_t back = cast_to_f32<F>(narrow, options, widen_flags);
-    out[i] = bits_float(back);
-    const std::uint32_t a = u & 0x7FFFFFFFu, b = back & 0x7FFFFFFFu;
-    const bool finite_in = a < 0x7F800000u;
-    if (finite_in && a != 0 && b == 0) atomicAdd(&outcome[0], 1u);
-    if (b != 0 && b < min_normal) atomicAdd(&outcome[1], 1u);
-    if ((flags & flag::overflow) != 0) atomicAdd(&outcome[2], 1u);
+    const CastRecordElement e = cast_record_element<F, Mode>(float_bits(in[i]), stochastic_seed, first_random, i);
+    out[i] = bits_float(e.rounded);
+    add_warp_aggregated(bins, e.slot);
+    add_warp_count(&outcome[0], e.flushed_to_zero);
+    add_warp_count(&outcome[1], e.made_subnormal);
+    add_warp_count(&outcome[2], e.overflowed);
   }
   __syncthreads();
   for (int i = threadIdx.x; i < slots; i += blockDim.x)
@@ -76,7 +87,7 @@ __global__ void histogram_kernel(const float* in, std::size_t n, unsigned long l
   __syncthreads();
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
-    atomicAdd(&bins[histogram_slot_of_f32(float_bits(in[i]))], 1u);
+    add_warp_aggregated(bins, histogram_slot_of_f32(float_bits(in[i])));
   __syncthreads();
   for (int i = threadIdx.x; i < slots; i += blockDim.x)
     if (bins[i] != 0) atomicAdd(&histogram[i], static_cast<unsigned long long>(bins[i]));
@@ -170,15 +181,23 @@ int blocks_for(std::size_t n) {
   return static_cast<int>(wanted < 4096 ? (wanted == 0 ? 1 : wanted) : 4096);
 }
 
+template <Format F, RoundingMode Mode>
+void launch_cast_record_in(const float* in, float* out, std::size_t n, CastRecordBuffers b, cudaStream_t s, std::uint64_t seed,
+                           std::uint64_t first) {
+  cast_record_kernel<F.exponent_bits, F.mantissa_bits, Mode><<<blocks_for(n), threads, 0, s>>>(in, out, n, b.histogram, b.counts, seed, first);
+}
+
 template <Format F>
-void launch_cast_record(const float* in, float* out, std::size_t n, RoundingMode mode, CastRecordBuffers b, cudaStream_t s) {
+void launch_cast_record(const float* in, float* out, std::size_t n, RoundingMode mode, CastRecordBuffers b, cudaStream_t s,
+                        std::uint64_t seed, std::uint64_t first) {
   switch (mode) {
-    case RoundingMode::nearest_away: cast_record_kernel<F.exponent_bits, F.mantissa_bits, RoundingMode::nearest_away><<<blocks_for(n), threads, 0, s>>>(in, out, n, b.histogram, b.counts); break;
-    case RoundingMode::toward_zero: cast_record_kernel<F.exponent_bits, F.mantissa_bits, RoundingMode::toward_zero><<<blocks_for(n), threads, 0, s>>>(in, out, n, b.histogram, b.counts); break;
-    case RoundingMode::toward_positive: cast_record_kernel<F.exponent_bits, F.mantissa_bits, RoundingMode::toward_positive><<<blocks_for(n), threads, 0, s>>>(in, out, n, b.histogram, b.counts); break;
-    case RoundingMode::toward_negative: cast_record_kernel<F.exponent_bits, F.mantissa_bits, RoundingMode::toward_negative><<<blocks_for(n), threads, 0, s>>>(in, out, n, b.histogram, b.counts); break;
-    case RoundingMode::odd: cast_record_kernel<F.exponent_bits, F.mantissa_bits, RoundingMode::odd><<<blocks_for(n), threads, 0, s>>>(in, out, n, b.histogram, b.counts); break;
-    default: cast_record_kernel<F.exponent_bits, F.mantissa_bits, RoundingMode::nearest_even><<<blocks_for(n), threads, 0, s>>>(in, out, n, b.histogram, b.counts); break;
+    case RoundingMode::nearest_even: launch_cast_record_in<F, RoundingMode::nearest_even>(in, out, n, b, s, seed, first); break;
+    case RoundingMode::nearest_away: launch_cast_record_in<F, RoundingMode::nearest_away>(in, out, n, b, s, seed, first); break;
+    case RoundingMode::toward_zero: launch_cast_record_in<F, RoundingMode::toward_zero>(in, out, n, b, s, seed, first); break;
+    case RoundingMode::toward_positive: launch_cast_record_in<F, RoundingMode::toward_positive>(in, out, n, b, s, seed, first); break;
+    case RoundingMode::toward_negative: launch_cast_record_in<F, RoundingMode::toward_negative>(in, out, n, b, s, seed, first); break;
+    case RoundingMode::odd: launch_cast_record_in<F, RoundingMode::odd>(in, out, n, b, s, seed, first); break;
+    case RoundingMode::stochastic: launch_cast_record_in<F, RoundingMode::stochastic>(in, out, n, b, s, seed, first); break;
   }
   cudaCheck(cudaGetLastError());
 }
@@ -186,10 +205,10 @@ void launch_cast_record(const float* in, float* out, std::size_t n, RoundingMode
 }  // namespace
 
 void cast_and_record(const float* in, float* out, std::size_t n, bool bf16, RoundingMode mode, CastRecordBuffers buffers,
-                     void* stream) {
+                     void* stream, std::uint64_t stochastic_seed, std::uint64_t first_random) {
   const auto s = static_cast<cudaStream_t>(stream);
-  if (bf16) launch_cast_record<formats::bf16>(in, out, n, mode, buffers, s);
-  else launch_cast_record<formats::fp16>(in, out, n, mode, buffers, s);
+  if (bf16) launch_cast_record<formats::bf16>(in, out, n, mode, buffers, s, stochastic_seed, first_random);
+  else launch_cast_record<formats::fp16>(in, out, n, mode, buffers, s, stochastic_seed, first_random);
 }
 
 void unscale_and_check(float* gradients, std::size_t n, float inverse_scale, int* found_non_finite, void* stream) {

@@ -23,9 +23,12 @@ struct CastRecordBuffers {
 // Rounds n float32 values (device memory) to fp16 (bf16 with `bf16`) in `mode` with default
 // options, writing them back as float32 into `out` (may equal `in`), and accumulates the
 // histogram of the values before the cast and the outcome counts. One pass over the data;
-// block-local shared-memory histograms, merged with one atomic per bin per block.
+// block-local shared-memory histograms (lanes of a warp with the same bin add once, with the
+// count of their group), merged with one atomic per bin per block. Stochastic rounding draws
+// element i's word as stochastic_random(stochastic_seed, first_random + i), as the CPU's
+// round_f32 does with ctx.stochastic_counter == first_random: the same bits on both.
 void cast_and_record(const float* in, float* out, std::size_t n, bool bf16, RoundingMode mode, CastRecordBuffers buffers,
-                     void* stream = nullptr);
+                     void* stream = nullptr, std::uint64_t stochastic_seed = 0, std::uint64_t first_random = 0);
 
 // gradients *= inverse_scale in place; sets *found_non_finite (device int) to 1 if any was inf/NaN.
 void unscale_and_check(float* gradients, std::size_t n, float inverse_scale, int* found_non_finite, void* stream = nullptr);

@@ -17,9 +17,9 @@ bool cuda_device_available();
 
 class CudaMlpTrainer final : public TrainerBackend {
  public:
-  // Same model, initial weights and recipe as MlpTrainer(config). Throws std::runtime_error when
-  // no device answers, std::invalid_argument for stochastic rounding (the device cast implements
-  // the deterministic modes).
+  // Same model, initial weights and recipe as MlpTrainer(config), every rounding mode included
+  // (stochastic rounding draws counter-based words, so a seed gives the same bits run after run).
+  // Throws std::runtime_error when no device answers.
   explicit CudaMlpTrainer(const MlpConfig& config);
   ~CudaMlpTrainer() override;
   CudaMlpTrainer(const CudaMlpTrainer&) = delete;
@@ -42,6 +42,7 @@ class CudaMlpTrainer final : public TrainerBackend {
   MlpConfig config_;
   std::unique_ptr<Device> device_;
   std::int64_t steps_ = 0;
+  std::uint64_t stochastic_counter_ = 0;  // the next random word's index, as MlpTrainer's ctx
   std::vector<FaultInjection> faults_;
 };
 
