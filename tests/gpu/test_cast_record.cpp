@@ -71,6 +71,32 @@ TEST_CASE("in place, and the histogram is of the values before the cast") {
   CHECK(values[0] == 0.0f);
   CHECK(values[2] == std::numeric_limits<float>::infinity());
   CHECK(counts == CastCounts{1, 0, 1});
+
+  // Across many histogram blocks (64K) and cast chunks (4096), with a ragged end: in place equals
+  // out of place, and the histogram is the original values'.
+  std::mt19937 rng(12);
+  std::vector<float> big(300001);
+  for (float& v : big) v = bits_float((rng() & 0x807FFFFFu) | ((95u + rng() % 40u) << 23));
+  const std::vector<float> original = big;
+  std::vector<float> separate(big.size());
+  ExponentHistogram h_in_place, h_separate, expected;
+  CastCounts c_in_place, c_separate;
+  Context a, b;
+  cast_and_record(formats::fp16, original, separate, a, h_separate, c_separate);
+  cast_and_record(formats::fp16, big, big, b, h_in_place, c_in_place);
+  expected.add(original);
+  CHECK(std::memcmp(big.data(), separate.data(), sizeof(float) * big.size()) == 0);
+  CHECK(h_in_place == expected);
+  CHECK(h_separate == expected);
+  CHECK(c_in_place == c_separate);
+  CHECK(c_in_place.flushed_to_zero > 0);
+
+  // A partly overlapping output would overwrite values before they are counted: refused.
+  std::vector<float> buffer(10000, 1.0f);
+  Context c;
+  CHECK_THROWS_AS(cast_and_record(formats::fp16, std::span<const float>(buffer.data(), 5000), std::span<float>(buffer.data() + 100, 5000), c,
+                                  h_separate, c_separate),
+                  std::invalid_argument);
 }
 
 namespace {

@@ -43,9 +43,11 @@ FPSCOPE_HD inline CastOutcome classify_cast(Format f, std::uint32_t before, std:
   return outcome;
 }
 
-// Rounds `in` into f under ctx (as float32 values, in `out`; in place is fine), adds the values
-// before the cast to `histogram`, and counts the outcomes into `counts`. The CPU backend's cast;
-// its CUDA twin fuses the same three steps in one pass. Preconditions: f is narrower than float32.
+// Rounds `in` into f under ctx (as float32 values, in `out`: in place, or not overlapping
+// `in`), adds the values before the cast to `histogram`, and counts the outcomes into `counts`.
+// The CPU backend's cast; its CUDA twin fuses the same three steps in one pass.
+// Preconditions: f is narrower than float32. Throws std::invalid_argument for spans of different
+// lengths or partly overlapping.
 void cast_and_record(Format f, std::span<const float> in, std::span<float> out, Context& ctx,
                      ExponentHistogram& histogram, CastCounts& counts);
 
