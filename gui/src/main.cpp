@@ -146,6 +146,7 @@ int run(const Options& o) {
                  session.running_seconds > 0 ? static_cast<double>(session.step) / session.running_seconds : 0.0);
     }
     if (headless && (!app.follow_error.empty() || !app.training_message.empty())) status = 1;
+    if (app.heatmap.texture != 0) glDeleteTextures(1, &app.heatmap.texture);  // while the GL context lives
   }
   ImGui_ImplOpenGL3_Shutdown();
   ImGui_ImplGlfw_Shutdown();
