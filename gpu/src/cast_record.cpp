@@ -2,6 +2,7 @@
 #include "fpscope/gpu/cast_record.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <vector>
 
@@ -42,8 +43,8 @@ ChunkOutcomes count_outcomes(const std::uint32_t* before, const std::uint32_t* a
 void cast_and_record(Format f, std::span<const float> in, std::span<float> out, Context& ctx, ExponentHistogram& histogram,
                      CastCounts& counts) {
   if (in.size() != out.size()) throw std::invalid_argument("cast_and_record: input and output lengths differ");
-  const auto* in_begin = reinterpret_cast<const char*>(in.data());
-  const auto* out_begin = reinterpret_cast<const char*>(out.data());
+  const auto in_begin = reinterpret_cast<std::uintptr_t>(in.data());  // addresses of possibly unrelated arrays
+  const auto out_begin = reinterpret_cast<std::uintptr_t>(out.data());
   if (in_begin != out_begin && in_begin < out_begin + out.size_bytes() && out_begin < in_begin + in.size_bytes())
     throw std::invalid_argument("cast_and_record: output overlaps the input without being it");
   // The outcome counts in a loop the compiler vectorises (classify_cast's rule on bit patterns);
