@@ -162,11 +162,12 @@ ExponentHistogram npy_histogram(const std::filesystem::path& path, NpyElements e
   if (fortran_order != "True" && fortran_order != "False")
     fail(path, "malformed header: 'fortran_order' is '" + fortran_order.substr(0, 40) + "', expected True or False");
   parsed.fortran_order = fortran_order == "True";
-  parsed.shape = parse_shape(dict_value(header, "shape", path), path);
+  const std::string shape = dict_value(header, "shape", path);
+  parsed.shape = parse_shape(shape, path);
   parsed.count = 1;
   for (const std::uint64_t extent : parsed.shape)
     if (extent != 0 && parsed.count > std::numeric_limits<std::uint64_t>::max() / extent)
-      fail(path, "shape " + dict_value(header, "shape", path) + " holds more elements than can be addressed");
+      fail(path, "shape " + shape + " holds more elements than can be addressed");
     else
       parsed.count *= extent;
   if (info != nullptr) *info = parsed;

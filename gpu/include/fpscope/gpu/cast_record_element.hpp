@@ -7,6 +7,7 @@
 
 #include "fpscope/core/cast.hpp"
 #include "fpscope/core/exponent_histogram.hpp"
+#include "fpscope/gpu/cast_outcome.hpp"
 
 namespace fpscope {
 
@@ -21,7 +22,6 @@ struct CastRecordElement {
 template <Format F, RoundingMode Mode>
 FPSCOPE_HD inline CastRecordElement cast_record_element(std::uint32_t u, std::uint64_t stochastic_seed, std::uint64_t first_random,
                                                         std::uint64_t index) {
-  constexpr std::uint32_t min_normal = static_cast<std::uint32_t>(F.emin() + 127) << 23;
   const CastOptions options{};
   std::uint32_t flags = 0, widen_flags = 0;
   const std::uint64_t random = Mode == RoundingMode::stochastic ? stochastic_random(stochastic_seed, first_random + index) : 0;
@@ -29,10 +29,11 @@ FPSCOPE_HD inline CastRecordElement cast_record_element(std::uint32_t u, std::ui
   CastRecordElement e;
   e.rounded = cast_to_f32<F>(narrow, options, widen_flags);
   e.slot = histogram_slot_of_f32(u);
-  const std::uint32_t a = u & 0x7FFFFFFFu, b = e.rounded & 0x7FFFFFFFu;
-  const bool finite_in = a < 0x7F800000u;
-  e.flushed_to_zero = finite_in && a != 0 && b == 0;
-  e.made_subnormal = b != 0 && b < min_normal;
+  const CastOutcome outcome = classify_cast(F, u, e.rounded);
+  e.flushed_to_zero = outcome.flushed_to_zero;
+  e.made_subnormal = outcome.made_subnormal;
+  // From the cast's own flag: it also covers results that reached ±max from above, which
+  // classify_cast leaves to its caller.
   e.overflowed = (flags & flag::overflow) != 0;
   return e;
 }
