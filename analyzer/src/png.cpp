@@ -9,17 +9,16 @@
 #include <stdexcept>
 #include <string>
 
-#include "fpscope/analyzer/run_log.hpp"  // write_file_atomically
 
 namespace fpscope {
 
-void write_svg_as_png(std::string_view svg, const std::filesystem::path& path, double scale) {
+void write_svg_as_png(std::string_view svg, const OutputTarget& target, double scale) {
   GError* error = nullptr;
   RsvgHandle* handle = rsvg_handle_new_from_data(reinterpret_cast<const guint8*>(svg.data()), svg.size(), &error);
   if (handle == nullptr) {
     const std::string message = error != nullptr ? error->message : "unknown error";
     if (error != nullptr) g_error_free(error);
-    throw std::runtime_error(path.string() + ": cannot render the plot: " + message);
+    throw std::runtime_error(target.given.string() + ": cannot render the plot: " + message);
   }
   const std::unique_ptr<RsvgHandle, void (*)(gpointer)> owned(handle, g_object_unref);
   gdouble width = 0, height = 0;
@@ -33,7 +32,7 @@ void write_svg_as_png(std::string_view svg, const std::filesystem::path& path, d
   if (!rsvg_handle_render_document(handle, cr, &viewport, &error)) {
     const std::string message = error != nullptr ? error->message : "unknown error";
     if (error != nullptr) g_error_free(error);
-    throw std::runtime_error(path.string() + ": cannot render the plot: " + message);
+    throw std::runtime_error(target.given.string() + ": cannot render the plot: " + message);
   }
   cairo_surface_flush(surface);
   // Encode into memory, then write it like every other output: atomically.
@@ -43,8 +42,8 @@ void write_svg_as_png(std::string_view svg, const std::filesystem::path& path, d
     return CAIRO_STATUS_SUCCESS;
   };
   if (cairo_surface_write_to_png_stream(surface, append, &png) != CAIRO_STATUS_SUCCESS)
-    throw std::runtime_error(path.string() + ": cannot encode the PNG");
-  write_file_atomically(path, png);
+    throw std::runtime_error(target.given.string() + ": cannot encode the PNG");
+  write_output(target, png);
 }
 
 }  // namespace fpscope

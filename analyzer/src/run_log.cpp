@@ -1,19 +1,19 @@
 // Run log I/O: JSON Lines through nlohmann-json; atomic whole-file writes; line-by-line appends.
 #include "fpscope/analyzer/run_log.hpp"
 
-#include <signal.h>
-#include <unistd.h>
+#include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <fstream>
 #include <limits>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <sstream>
 #include <utility>
+
+#include "fpscope/core/printable_text.hpp"
 
 namespace fpscope {
 
@@ -82,11 +82,12 @@ nlohmann::json sparse_bins_json(const ExponentHistogram& h) {
 }
 
 std::string run_header_line(const RunHeader& header) {
-  return json{{"fpscope_run_log", true},     {"schema_version", header.schema_version},
+  json line{{"fpscope_run_log", true},     {"schema_version", header.schema_version},
               {"source", header.source},     {"model", header.model},
               {"precision", header.precision}, {"format", header.format},
-              {"rounding", header.rounding}, {"scaler", header.scaler}}
-      .dump();
+              {"rounding", header.rounding}, {"scaler", header.scaler}};
+  if (!header.run_id.empty()) line["run_id"] = header.run_id;
+  return line.dump();
 }
 
 std::string snapshot_line(const Snapshot& snapshot) {
@@ -126,6 +127,7 @@ RunHeader parse_run_header(std::string_view line, const std::string& where) try 
   header.format = value.value("format", "");
   header.rounding = value.value("rounding", "");
   header.scaler = value.value("scaler", "");
+  header.run_id = value.value("run_id", "");
   return header;
 } catch (const json::exception& e) {
   fail(where, std::string("a header field has the wrong type (") + e.what() + ")");
@@ -213,100 +215,59 @@ RunLog read_run_log(const std::filesystem::path& path) {
 
 namespace {
 
-// A process killed between creating its temporary file and the rename leaves "NAME.tmp-PID"
-// behind. The next write of NAME (once per process) removes those whose process is gone.
-void remove_stale_temporaries(const std::filesystem::path& path) {
-  static std::mutex mutex;
-  static std::set<std::string> cleaned;
-  {
-    const std::lock_guard lock(mutex);
-    if (!cleaned.insert(path.string()).second) return;
+std::uint32_t crc32_of(std::uint32_t crc, std::string_view bytes) {
+  // zlib takes a uInt length: large inputs go in pieces.
+  for (std::size_t at = 0; at < bytes.size(); at += 1u << 30) {
+    const std::size_t n = std::min<std::size_t>(bytes.size() - at, 1u << 30);
+    crc = static_cast<std::uint32_t>(::crc32(crc, reinterpret_cast<const Bytef*>(bytes.data() + at), static_cast<uInt>(n)));
   }
-  const std::string prefix = path.filename().string() + ".tmp-";
-  std::error_code error;
-  const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  for (std::filesystem::directory_iterator it(folder, error), end; !error && it != end; it.increment(error)) {
-    const std::string name = it->path().filename().string();
-    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
-    pid_t pid = 0;
-    const char* digits = name.c_str() + prefix.size();
-    const auto parsed = std::from_chars(digits, name.c_str() + name.size(), pid);
-    if (parsed.ec != std::errc{} || parsed.ptr != name.c_str() + name.size() || pid <= 0) continue;
-    if (::kill(pid, 0) != 0 && errno == ESRCH) {
-      std::error_code ignored;
-      std::filesystem::remove(it->path(), ignored);
-    }
-  }
+  return crc;
 }
 
 }  // namespace
 
-void write_file_atomically(const std::filesystem::path& path, std::string_view contents) {
-  remove_stale_temporaries(path);
-  const std::filesystem::path temporary = path.string() + ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error(temporary.string() + ": cannot create: " + std::strerror(errno));
-    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-    out.flush();
-    if (!out) {
-      std::error_code ignored;
-      std::filesystem::remove(temporary, ignored);
-      throw std::runtime_error(temporary.string() + ": write failed");
-    }
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    std::filesystem::remove(temporary, error);
-    throw std::runtime_error(path.string() + ": cannot replace: " + error.message());
-  }
-}
-
-void write_run_log(const std::filesystem::path& path, const RunLog& log) {
+void write_run_log(const OutputTarget& target, const RunLog& log) {
   std::string text = run_header_line(log.header) + "\n";
   for (const Snapshot& s : log.snapshots) text += snapshot_line(s) + "\n";
-  write_file_atomically(path, text);
+  write_output(target, text);
 }
 
-RunLogAppender::RunLogAppender(const std::filesystem::path& path, const RunHeader& header) : path_(path) {
+RunLogAppender::RunLogAppender(const OutputTarget& target, const RunHeader& header)
+    : out_(AppendingOutput::create(target, run_header_line(header) + "\n")) {
   const std::string first = run_header_line(header) + "\n";
-  write_file_atomically(path, first);
-  file_ = std::fopen(path.c_str(), "ab");
-  if (file_ == nullptr) throw std::runtime_error(path.string() + ": cannot open for appending: " + std::strerror(errno));
-  bytes_ = first.size();
+  position_ = {first.size(), crc32_of(0, first)};
 }
 
-RunLogAppender::RunLogAppender(const std::filesystem::path& path, const RunHeader& header, std::uint64_t resume_at_bytes)
-    : path_(path) {
-  const std::string first = run_header_line(header) + "\n";
-  std::error_code error;
-  const auto size = std::filesystem::file_size(path, error);
-  if (error) throw std::runtime_error("cannot resume run log " + path.string() + ": " + error.message());
-  if (size < resume_at_bytes || resume_at_bytes < first.size())
-    throw std::runtime_error("cannot resume run log " + path.string() + ": it is " + std::to_string(size) +
-                             " bytes, shorter than the checkpoint's " + std::to_string(resume_at_bytes) + ": it was changed since");
-  std::string start(first.size(), '\0');
-  std::FILE* check = std::fopen(path.c_str(), "rb");
-  const bool same_header = check != nullptr && std::fread(start.data(), 1, start.size(), check) == start.size() && start == first;
-  if (check != nullptr) std::fclose(check);
-  if (!same_header) throw std::runtime_error("cannot resume run log " + path.string() + ": its header is not this run's");
-  std::filesystem::resize_file(path, resume_at_bytes, error);
-  if (error) throw std::runtime_error("cannot resume run log " + path.string() + ": " + error.message());
-  file_ = std::fopen(path.c_str(), "ab");
-  if (file_ == nullptr) throw std::runtime_error(path.string() + ": cannot open for appending: " + std::strerror(errno));
-  bytes_ = resume_at_bytes;
+RunLogAppender::RunLogAppender(const OutputTarget& target, const RunHeader& header, const RunLogPosition& position)
+    : out_(AppendingOutput::resume(target, position.bytes, [&](const std::string& prefix) {
+        const std::string first = run_header_line(header) + "\n";
+        const auto not_ours = [&](const std::string& why) {
+          return OutputError("cannot resume run log " + printable_text(target.given.string(), 200) + ": " + why +
+                             "; start a new run, or resume with the log the checkpoint was written with");
+        };
+        if (prefix.compare(0, first.size(), first) != 0) {
+          const std::string line = prefix.substr(0, prefix.find('\n'));
+          std::string other_id;
+          try {
+            other_id = parse_run_header(line, target.given.string()).run_id;
+          } catch (const RunLogError&) {
+          }
+          if (!other_id.empty() && other_id != header.run_id)
+            throw not_ours("it belongs to run " + other_id + ", the checkpoint to run " + header.run_id);
+          throw not_ours("its header is not this run's");
+        }
+        if (crc32_of(0, prefix) != position.crc32) throw not_ours("its first " + std::to_string(position.bytes) + " bytes changed since the checkpoint");
+      })),
+      position_(position) {}
+
+void RunLogAppender::add(std::string_view text) {
+  out_.append(text);
+  position_.bytes += text.size();
+  position_.crc32 = crc32_of(position_.crc32, text);
 }
 
-RunLogAppender::~RunLogAppender() {
-  if (file_ != nullptr) std::fclose(file_);
-}
+void RunLogAppender::append(const Snapshot& snapshot) { add(snapshot_line(snapshot) + "\n"); }
 
-void RunLogAppender::append(const Snapshot& snapshot) {
-  const std::string line = snapshot_line(snapshot) + "\n";
-  if (std::fwrite(line.data(), 1, line.size(), file_) != line.size() || std::fflush(file_) != 0)
-    throw std::runtime_error(path_.string() + ": write failed: " + std::strerror(errno));
-  bytes_ += line.size();
-}
+void RunLogAppender::sync() { out_.sync(); }
 
 }  // namespace fpscope

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <vector>
 
+#include "fpscope/analyzer/run_log.hpp"
+
 namespace fpscope {
 
 RunLogFollower::RunLogFollower(std::filesystem::path path, RunStore& store) : path_(std::move(path)), store_(store) {}

@@ -1,6 +1,8 @@
 // `fpscope export RUN (--csv|--svg|--png) OUT`: a run's histograms as tidy CSV, or plotted.
 #include <fmt/core.h>
 
+#include <filesystem>
+#include <optional>
 #include <string>
 
 #include "commands.hpp"
@@ -9,6 +11,7 @@
 #include "fpscope/analyzer/png.hpp"
 #include "fpscope/analyzer/run_log.hpp"
 #include "fpscope/core/names.hpp"
+#include "fpscope/snapshot/output_file.hpp"
 #include "scale_option.hpp"
 
 namespace fpscope::cli {
@@ -17,9 +20,9 @@ namespace {
 
 struct ExportOptions {
   std::string run;
-  std::string csv;
-  std::string svg;
-  std::string png;
+  std::optional<std::string> csv;  // exactly one of the three: where to write
+  std::optional<std::string> svg;
+  std::optional<std::string> png;
   std::string plot = "histogram";
   std::string tensor;
   std::string kind;
@@ -54,17 +57,22 @@ std::pair<std::string, TensorKind> choose_tensor(const RunLog& log, const Export
 }
 
 void run_export(const ExportOptions& options) {
-  const int outputs = !options.csv.empty() + !options.svg.empty() + !options.png.empty();
+  const int outputs = options.csv.has_value() + options.svg.has_value() + options.png.has_value();
   if (outputs != 1) throw UsageError("export needs exactly one of --csv OUT, --svg OUT or --png OUT");
   if (options.plot != "histogram" && options.plot != "heatmap")
     throw UsageError("unknown --plot '" + options.plot + "': expected histogram or heatmap");
   const Format format = parse_format(options.format);
   const std::optional<int> scale = parse_scale_log2(options.scale);
   if (!scale) throw UsageError("export needs a fixed --scale such as 2^10");
+  // The output is resolved and checked (its folder exists, it is not the run log) before the
+  // run log is even read.
+  const std::string& out_path = options.csv ? *options.csv : options.svg ? *options.svg : *options.png;
+  const OutputTarget out = resolve_output(out_path, options.csv ? "--csv" : options.svg ? "--svg" : "--png");
+  check_outputs({&out, 1}, {{std::filesystem::path(options.run)}});
   const RunLog log = read_run_log(options.run);
   for (const std::string& w : log.warnings) fmt::print(stderr, "fpscope: warning: {}\n", w);
-  if (!options.csv.empty()) {
-    write_file_atomically(options.csv, histograms_csv(log.snapshots));
+  if (options.csv) {
+    write_output(out, histograms_csv(log.snapshots));
     return;
   }
   const auto [name, kind] = choose_tensor(log, options);
@@ -79,8 +87,8 @@ void run_export(const ExportOptions& options) {
   const PlotOptions plot{format, *scale, name + " " + std::string(tensor_kind_name(kind)) +
                                              (options.plot == "histogram" ? fmt::format(", {} steps merged", steps.size()) : "")};
   const std::string svg = options.plot == "histogram" ? histogram_svg(merged, plot) : heatmap_svg(steps, plot);
-  if (!options.svg.empty()) write_file_atomically(options.svg, svg);
-  else write_svg_as_png(svg, options.png);
+  if (options.svg) write_output(out, svg);
+  else write_svg_as_png(svg, out);
 }
 
 }  // namespace
@@ -89,9 +97,11 @@ void add_export(CLI::App& app) {
   auto options = std::make_shared<ExportOptions>();
   CLI::App* cmd = app.add_subcommand("export", "Export a run log's histograms: tidy CSV, or an SVG or PNG plot against a format's range");
   cmd->add_option("RUN", options->run, "the run log (.jsonl)")->required();
-  cmd->add_option("--csv", options->csv, "write step,tensor,kind,binade,count here");
-  cmd->add_option("--svg", options->svg, "write a plot here");
-  cmd->add_option("--png", options->png, "write the plot as a PNG (twice the SVG's size) here");
+  cmd->add_option_function<std::string>("--csv", [options](const std::string& path) { options->csv = path; },
+                                        "write step,tensor,kind,binade,count here (- for standard output)");
+  cmd->add_option_function<std::string>("--svg", [options](const std::string& path) { options->svg = path; }, "write a plot here");
+  cmd->add_option_function<std::string>("--png", [options](const std::string& path) { options->png = path; },
+                                        "write the plot as a PNG (twice the SVG's size) here");
   cmd->add_option("--plot", options->plot, "histogram (all steps merged) or heatmap (steps x binades)")->capture_default_str();
   cmd->add_option("--tensor", options->tensor, "tensor to plot (default: the first activation gradient)");
   cmd->add_option("--kind", options->kind, "its kind: activation, activation_gradient, weight, weight_gradient");

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +19,9 @@
 #include "fpscope/gpu/fault_injection.hpp"
 #include "fpscope/gpu/mlp.hpp"
 #include "fpscope/gpu/training_data.hpp"
+#include "fpscope/snapshot/memory_budget.hpp"
+#include "fpscope/snapshot/output_file.hpp"
+#include "number_option.hpp"
 
 namespace fpscope::cli {
 
@@ -26,23 +30,24 @@ namespace {
 std::atomic<bool> interrupted{false};
 void on_interrupt(int) { interrupted = true; }
 
+// Numbers are kept as the user typed them and read by number_option.hpp: nothing is clamped.
 struct TrainOptions {
   std::string model = "784-512-512-10";
   std::string activation = "relu";
   std::string precision = "fp16";
   std::string round = "rne";
   std::string loss_scale = "dynamic";
-  long long steps = 500;
-  int batch = 128;
-  float lr = 0.01f;
-  int record_every = 1;
+  std::string steps = "500";
+  std::string batch = "128";
+  std::string lr = "0.01";
+  std::string record_every = "1";
   std::string data = "synthetic";
   std::string backend = "auto";
-  unsigned long long seed = 1;
-  std::string out;
+  std::string seed = "1";
+  std::optional<std::string> out;
   std::vector<std::string> inject;
-  long long checkpoint_every = 0;
-  std::string checkpoint;
+  std::string checkpoint_every = "0";
+  std::optional<std::string> checkpoint;
   bool resume = false;
 };
 
@@ -50,12 +55,10 @@ LossScalerConfig parse_loss_scale(const std::string& text) {
   if (text == "none") return LossScalerConfig::none();
   if (text == "dynamic") return LossScalerConfig::pytorch();
   try {
-    std::size_t used = 0;
-    const double value = std::stod(text, &used);
-    if (used == text.size() && value > 0 && std::isfinite(value)) return LossScalerConfig::fixed(value);
-  } catch (const std::exception&) {
+    return LossScalerConfig::fixed(parse_positive_float_option("--loss-scale", text));
+  } catch (const UsageError&) {
+    throw UsageError("--loss-scale '" + printable_text(text) + "' is not none, dynamic or a positive number that float32 holds");
   }
-  throw UsageError("--loss-scale '" + text + "' is not none, dynamic or a positive number");
 }
 
 template <typename Parse>
@@ -91,7 +94,14 @@ class Backend {
   std::unique_ptr<TrainerBackend> cuda_;
 };
 
+// A run longer than this is a typo, not a plan (10^12 steps at 10^6 steps/s is 11 days).
+constexpr std::int64_t max_steps = 1'000'000'000'000;
+
+// Set by SIGINT: the step in progress finishes, the log is left whole, and train exits 130.
+constexpr int interrupted_status = 130;
+
 void run_train(const TrainOptions& o) {
+  // Every option is read and checked before any file is touched.
   MlpConfig config;
   config.layer_sizes = parse_or_usage([&] { return parse_layer_sizes(o.model); });
   config.activation = parse_or_usage([&] { return parse_activation(o.activation); });
@@ -99,26 +109,49 @@ void run_train(const TrainOptions& o) {
   config.rounding = parse_rounding_mode(o.round);
   config.scaler = parse_loss_scale(o.loss_scale);
   if (config.precision == Precision::fp32 && o.loss_scale == "dynamic") config.scaler = LossScalerConfig::none();
-  config.learning_rate = o.lr;
-  config.seed = o.seed;
-  if (o.steps < 1 || o.batch < 1 || o.record_every < 1) throw UsageError("--steps, --batch and --record-every must be positive");
-  if (!(o.lr > 0)) throw UsageError("--lr must be positive");
+  config.learning_rate = parse_positive_float_option("--lr", o.lr);
+  config.seed = parse_integer_option<std::uint64_t>("--seed", o.seed, 0, std::numeric_limits<std::uint64_t>::max());
+  const auto steps = parse_integer_option<std::int64_t>("--steps", o.steps, 1, max_steps);
+  const auto batch = parse_integer_option<int>("--batch", o.batch, 1, 1 << 24);
+  const auto record_every = parse_integer_option<std::int64_t>("--record-every", o.record_every, 1, max_steps);
+  const auto checkpoint_every = parse_integer_option<std::int64_t>("--checkpoint-every", o.checkpoint_every, 0, max_steps);
   if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")
-    throw UsageError("unknown --backend '" + o.backend + "': expected auto, cpu or cuda");
+    throw UsageError("unknown --backend '" + printable_text(o.backend) + "': expected auto, cpu or cuda");
+  std::vector<FaultInjection> faults;
+  for (const std::string& text : o.inject) {
+    faults.push_back(parse_or_usage([&] { return parse_fault_injection(text, static_cast<int>(config.layer_sizes.size()) - 1); }));
+    if (faults.back().step >= steps)
+      throw UsageError(fmt::format("--inject {} is at step {}, but the run's steps are 0 to {}", describe(faults.back()), faults.back().step, steps - 1));
+  }
+  if (o.checkpoint && o.checkpoint->empty()) throw UsageError("--checkpoint is empty: name a file");
+  try {
+    check_memory_budget(estimated_training_bytes(config.layer_sizes, batch),
+                        fmt::format("training {} at batch {}", o.model, batch));
+  } catch (const MemoryBudgetError& e) {
+    throw UsageError(e.what());
+  }
+
+  // The outputs, resolved and checked against each other and the inputs before anything is written.
+  const std::string checkpoint_path = o.checkpoint ? *o.checkpoint : o.out && *o.out != "-" ? *o.out + ".ckpt" : std::string("fpscope-train.ckpt");
+  std::vector<OutputTarget> outputs;
+  if (o.out) outputs.push_back(resolve_output(*o.out, "--out"));
+  if (checkpoint_every > 0) outputs.push_back(resolve_output(checkpoint_path, "--checkpoint"));
   std::optional<TrainingData> data;
   try {
-    data.emplace(o.data, config.layer_sizes, o.seed);
+    data.emplace(o.data, config.layer_sizes, config.seed);
   } catch (const std::invalid_argument& e) {
     throw UsageError(std::string("--data: ") + e.what());
   }
+  check_outputs(outputs, data->files());
+  const OutputTarget* log_target = o.out ? &outputs.front() : nullptr;
+  const OutputTarget* checkpoint_target = checkpoint_every > 0 ? &outputs.back() : nullptr;
+
   Backend trainer(o.backend, config);
   std::string injected;
-  for (const std::string& text : o.inject) {
-    const FaultInjection fault = parse_or_usage([&] { return parse_fault_injection(text, static_cast<int>(config.layer_sizes.size()) - 1); });
+  for (const FaultInjection& fault : faults) {
     trainer.inject(fault);
     injected += " " + describe(fault);
   }
-  if (o.checkpoint_every < 0) throw UsageError("--checkpoint-every must not be negative");
   RunHeader header;
   header.source = "fpscope train";
   header.model = o.model + " " + activation_name(config.activation);
@@ -128,11 +161,9 @@ void run_train(const TrainOptions& o) {
   header.scaler = describe(config.scaler);
   // What a checkpoint must agree with to be resumed: everything that decides the bits.
   const std::string settings = fmt::format("{}|backend {}|batch {}|lr {}|loss weight {}|record-every {}|data {}|seed {}|inject{}|log {}",
-                                           run_header_line(header), trainer.name(), o.batch, o.lr, config.loss_weight, o.record_every, o.data, o.seed,
-                                           injected, o.out);
-  const std::string checkpoint_path =
-      !o.checkpoint.empty() ? o.checkpoint : o.out.empty() ? std::string("fpscope-train.ckpt") : o.out + ".ckpt";
-  long long first_step = 0;
+                                           run_header_line(header), trainer.name(), batch, config.learning_rate, config.loss_weight,
+                                           record_every, o.data, config.seed, injected, o.out.value_or(""));
+  std::int64_t first_step = 0;
   std::optional<RunLogAppender> log;
   if (o.resume) {
     TrainingCheckpoint checkpoint;
@@ -142,31 +173,39 @@ void run_train(const TrainOptions& o) {
       throw UsageError(std::string(e.what()) + ": cannot --resume");
     }
     if (checkpoint.settings != settings)
-      throw UsageError("checkpoint " + checkpoint_path + " was written by a run with other settings: resume with the same options");
+      throw UsageError("checkpoint " + printable_text(checkpoint_path, 200) + " was written by a run with other settings: resume with the same options");
     trainer.restore(checkpoint.trainer);
     data->restore_state(checkpoint.data_state);
-    if (!o.out.empty()) log.emplace(o.out, header, checkpoint.run_log_bytes);
+    header.run_id = checkpoint.run_id;
+    if (log_target) log.emplace(*log_target, header, RunLogPosition{checkpoint.run_log_bytes, checkpoint.run_log_crc32});
     first_step = checkpoint.trainer.steps;
-  } else if (!o.out.empty()) {
-    log.emplace(o.out, header);
+  } else {
+    header.run_id = new_run_id();
+    if (log_target) log.emplace(*log_target, header);
   }
+  // With the run log on standard output, the summary goes to standard error.
+  std::FILE* summary = log_target && log_target->kind == OutputTarget::Kind::descriptor && log_target->descriptor == 1 ? stderr : stdout;
+
   interrupted = false;
   const auto previous = std::signal(SIGINT, on_interrupt);
   const auto start = std::chrono::steady_clock::now();
   Eigen::MatrixXf inputs;
   std::vector<int> labels;
   StepResult last;
-  long long step = first_step;
-  for (; step < o.steps && !interrupted; ++step) {
-    data->next_batch(o.batch, inputs, labels);
-    const bool report = step % 10 == 0 || step + 1 == o.steps;
-    last = trainer.step(inputs, labels, log.has_value() && step % o.record_every == 0, report);
+  std::int64_t step = first_step;
+  for (; step < steps && !interrupted; ++step) {
+    data->next_batch(batch, inputs, labels);
+    const bool report = step % 10 == 0 || step + 1 == steps;
+    last = trainer.step(inputs, labels, log.has_value() && step % record_every == 0, report);
     if (last.snapshot) log->append(*last.snapshot);
-    if (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0)
-      write_checkpoint(checkpoint_path, {settings, trainer.state(), data->save_state(), log ? log->bytes_written() : 0});
+    if (checkpoint_target && (step + 1) % checkpoint_every == 0) {
+      if (log) log->sync();  // the checkpoint never covers bytes a power cut could take back
+      const RunLogPosition position = log ? log->position() : RunLogPosition{};
+      write_checkpoint(*checkpoint_target, {settings, trainer.state(), data->save_state(), header.run_id, position.bytes, position.crc32});
+    }
     if (report) {
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      fmt::print(stderr, "\r{} step {:>7}/{}  loss {:.4f}  scale {:g}  skipped {}  {:.1f} steps/s   ", trainer.name(), step + 1, o.steps,
+      fmt::print(stderr, "\r{} step {:>7}/{}  loss {:.4f}  scale {:g}  skipped {}  {:.1f} steps/s   ", trainer.name(), step + 1, steps,
                  last.loss, last.loss_scale, trainer.scaler_state().skipped_steps,
                  static_cast<double>(step + 1 - first_step) / std::max(seconds, 1e-9));
     }
@@ -174,8 +213,11 @@ void run_train(const TrainOptions& o) {
   std::signal(SIGINT, previous);
   fmt::print(stderr, "\n");
   const LossScalerState scaler = trainer.scaler_state();
-  fmt::print("{} steps, final loss {:.6f}, loss scale {:g}, skipped steps {}{}\n", step, last.loss, scaler.scale, scaler.skipped_steps,
-             interrupted ? " (interrupted)" : "");
+  if (interrupted)
+    throw UsageError(fmt::format("interrupted after step {} of {}: the run log is whole up to it{}", step, steps,
+                                 checkpoint_target ? "; --resume goes on from the last checkpoint" : ""),
+                     interrupted_status);
+  fmt::print(summary, "{} steps, final loss {:.6f}, loss scale {:g}, skipped steps {}\n", step, last.loss, scaler.scale, scaler.skipped_steps);
 }
 
 }  // namespace
@@ -195,10 +237,12 @@ void add_train(CLI::App& app) {
   cmd->add_option("--data", o->data, "synthetic (embedded), or mnist:DIR with train-images-idx3-ubyte and train-labels-idx1-ubyte (.gz or not)")->capture_default_str();
   cmd->add_option("--backend", o->backend, "auto (cuda when a device answers), cpu or cuda")->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed: the same seed gives the same bits")->capture_default_str();
-  cmd->add_option("--out", o->out, "run log to write as training goes (JSON Lines)");
+  cmd->add_option_function<std::string>("--out", [o](const std::string& path) { o->out = path; },
+                                        "run log to write as training goes (JSON Lines; - for standard output)");
   cmd->add_option("--inject", o->inject, "put nan or inf into a layer's weight gradient at a step: nan@fc2:100 (repeatable)");
-  cmd->add_option("--checkpoint-every", o->checkpoint_every, "write a checkpoint every N steps (atomically)");
-  cmd->add_option("--checkpoint", o->checkpoint, "checkpoint file (default: the run log's name + .ckpt, or fpscope-train.ckpt)");
+  cmd->add_option("--checkpoint-every", o->checkpoint_every, "write a checkpoint every N steps (atomically)")->capture_default_str();
+  cmd->add_option_function<std::string>("--checkpoint", [o](const std::string& path) { o->checkpoint = path; },
+                                        "checkpoint file (default: the run log's name + .ckpt, or fpscope-train.ckpt)");
   cmd->add_flag("--resume", o->resume, "go on from the checkpoint with the same options; the run log is cut back to it");
   cmd->callback([o] { run_train(*o); });
 }

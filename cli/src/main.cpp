@@ -1,7 +1,13 @@
 // fpscope: the command-line entry point; prints errors, nothing else prints them.
 #include <fmt/core.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
+#include <new>
 #include <algorithm>
 #include <cstdio>
 #include <exception>
@@ -35,7 +41,30 @@ std::vector<std::string> translate_testfloat_options(int argc, char** argv) {
 
 }  // namespace
 
+// Results go to standard output: a closed one would lose them (and let the next file opened take
+// descriptor 1), a full disk or a closed pipe would cut them short. Both are errors.
+static bool standard_output_open() { return ::fcntl(STDOUT_FILENO, F_GETFD) != -1 || errno != EBADF; }
+
+static int finish_standard_output(int status) {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || std::fclose(stdout) != 0) {
+    const int error = errno;
+    fmt::print(stderr, "fpscope: cannot write to standard output: {}\n", std::strerror(error != 0 ? error : EIO));
+    return status == 0 ? 1 : status;
+  }
+  return status;
+}
+
+static int run(int argc, char** argv);
+
 int main(int argc, char** argv) {
+  if (!standard_output_open()) {
+    fmt::print(stderr, "fpscope: standard output is closed: fpscope writes its results there (redirect it to /dev/null to drop them)\n");
+    return 1;
+  }
+  return finish_standard_output(run(argc, argv));
+}
+
+static int run(int argc, char** argv) {
   CLI::App app{"fpscope: makes floating-point precision visible"};
   app.require_subcommand(1);
   fpscope::cli::add_inspect(app);
@@ -80,6 +109,10 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     fmt::print(stderr, "fpscope: {}\n", e.what());
     return 2;
+  } catch (const std::bad_alloc&) {
+    std::fflush(stdout);
+    fmt::print(stderr, "fpscope: out of memory\n");
+    return 1;
   } catch (const std::exception& e) {
     std::fflush(stdout);
     fmt::print(stderr, "fpscope: {}\n", e.what());

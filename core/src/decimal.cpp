@@ -10,6 +10,7 @@
 #include "big_uint.hpp"
 #include "fpscope/core/bits.hpp"
 #include "fpscope/core/convert.hpp"
+#include "fpscope/core/printable_text.hpp"
 #include "fpscope/core/round_pack.hpp"
 
 namespace fpscope {
@@ -31,19 +32,7 @@ int hex_value(char c) {
 }
 
 [[noreturn]] void fail(std::string_view text, std::string_view why) {
-  // A message is one readable sentence: a long input is shown by its start and its length.
-  std::string message = "'";
-  if (text.size() <= 64) {
-    message += text;
-  } else {
-    message += text.substr(0, 40);
-    message += "... (";
-    message += std::to_string(text.size());
-    message += " characters)";
-  }
-  message += "' is not a number: ";
-  message += why;
-  throw ParseError(message);
+  throw ParseError("'" + printable_text(text) + "' is not a number: " + std::string(why));
 }
 
 // Reads an optionally signed decimal exponent, saturating far beyond any format's range.

@@ -7,14 +7,13 @@
 #include <fstream>
 #include <iterator>
 
-#include "fpscope/analyzer/run_log.hpp"
 
 namespace fpscope {
 
 namespace {
 
 constexpr char magic[8] = {'F', 'P', 'S', 'C', 'K', 'P', 'T', '\n'};
-constexpr std::uint32_t version = 1;
+constexpr std::uint32_t version = 2;  // 2: the run id and the log prefix's CRC-32
 
 class Writer {
  public:
@@ -96,6 +95,8 @@ std::string encode_checkpoint(const TrainingCheckpoint& c) {
   w.put_string(c.settings);
   w.put<std::int64_t>(c.trainer.steps);
   w.put<std::uint64_t>(c.run_log_bytes);
+  w.put_string(c.run_id);
+  w.put<std::uint32_t>(c.run_log_crc32);
   w.put<double>(c.trainer.scaler.scale);
   w.put<std::int64_t>(c.trainer.scaler.finite_steps);
   w.put<std::int32_t>(c.trainer.scaler.hysteresis_left);
@@ -129,6 +130,8 @@ TrainingCheckpoint decode_checkpoint(std::string_view bytes, const std::string& 
   c.settings = r.get_string();
   c.trainer.steps = r.get<std::int64_t>();
   c.run_log_bytes = r.get<std::uint64_t>();
+  c.run_id = r.get_string();
+  c.run_log_crc32 = r.get<std::uint32_t>();
   c.trainer.scaler.scale = r.get<double>();
   c.trainer.scaler.finite_steps = r.get<std::int64_t>();
   c.trainer.scaler.hysteresis_left = r.get<std::int32_t>();
@@ -156,8 +159,8 @@ TrainingCheckpoint decode_checkpoint(std::string_view bytes, const std::string& 
   return c;
 }
 
-void write_checkpoint(const std::filesystem::path& path, const TrainingCheckpoint& checkpoint) {
-  write_file_atomically(path, encode_checkpoint(checkpoint));
+void write_checkpoint(const OutputTarget& target, const TrainingCheckpoint& checkpoint) {
+  write_output(target, encode_checkpoint(checkpoint));
 }
 
 TrainingCheckpoint read_checkpoint(const std::filesystem::path& path) {

@@ -52,8 +52,9 @@ std::filesystem::path find(const std::filesystem::path& folder, const std::strin
 }  // namespace
 
 IdxClassification::IdxClassification(const std::filesystem::path& folder, std::uint64_t seed) : rng_(seed) {
-  const IdxArray images = read_idx(find(folder, "train-images-idx3-ubyte"));
-  const IdxArray labels = read_idx(find(folder, "train-labels-idx1-ubyte"));
+  files_ = {find(folder, "train-images-idx3-ubyte"), find(folder, "train-labels-idx1-ubyte")};
+  const IdxArray images = read_idx(files_[0]);
+  const IdxArray labels = read_idx(files_[1]);
   if (images.dimensions.size() < 2 || labels.dimensions.size() != 1 || images.dimensions[0] != labels.dimensions[0] ||
       images.dimensions[0] == 0)
     throw IdxError(folder.string() + ": the images and labels files do not describe the same number of examples");

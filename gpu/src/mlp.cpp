@@ -1,6 +1,7 @@
 // The CPU reference backend: an MLP step in fp32 or mixed precision, with recording.
 #include "fpscope/gpu/mlp.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -94,6 +95,21 @@ std::vector<int> parse_layer_sizes(std::string_view text) {
   }
   if (sizes.size() < 2) throw std::invalid_argument(message);
   return sizes;
+}
+
+std::uint64_t estimated_training_bytes(const std::vector<int>& layer_sizes, std::int64_t batch) {
+  // In doubles: the products of user-given sizes overflow 64 bits long before they matter.
+  double parameters = 0, activations = 0, widest = 0;
+  for (std::size_t l = 0; l < layer_sizes.size(); ++l) {
+    activations += layer_sizes[l];
+    widest = std::max<double>(widest, layer_sizes[l]);
+    if (l + 1 < layer_sizes.size()) parameters += static_cast<double>(layer_sizes[l]) * layer_sizes[l + 1] + layer_sizes[l + 1];
+  }
+  // Parameters: master, low-precision copy, gradient, and the state and encoding of a checkpoint.
+  // A batch: inputs (data and the model's copy), pre- and post-activations, the backward's
+  // gradients and activation derivatives.
+  const double bytes = 4.0 * (5.0 * parameters + static_cast<double>(batch) * (4.0 * activations + 3.0 * widest));
+  return bytes >= 1.8e19 ? std::numeric_limits<std::uint64_t>::max() : static_cast<std::uint64_t>(bytes);
 }
 
 Format MlpTrainer::format() const {

@@ -35,4 +35,8 @@ void TrainingData::restore_state(const std::string& state) {
   else idx_->restore_state(state);
 }
 
+std::vector<std::filesystem::path> TrainingData::files() const {
+  return idx_ ? idx_->files() : std::vector<std::filesystem::path>{};
+}
+
 }  // namespace fpscope

@@ -11,7 +11,8 @@
 #include <vector>
 
 #include "fpscope/analyzer/run_log_follower.hpp"
-#include "fpscope/analyzer/run_store.hpp"
+#include "fpscope/snapshot/output_file.hpp"
+#include "fpscope/snapshot/run_store.hpp"
 #include "fpscope/core/format.hpp"
 #include "fpscope/gpu/training_session.hpp"
 
@@ -149,5 +150,8 @@ void draw_export(App& app);
 // Each returns one sentence saying what it did or why it could not.
 std::string export_run_log(const App& app, const std::string& folder);
 std::string export_histograms_csv(const App& app, const std::string& folder);
+// The files the app reads (the followed log): no export may overwrite one. `path` resolved and
+// checked against them; throws OutputError.
+OutputTarget export_target(const App& app, const std::filesystem::path& path);
 
 }  // namespace fpscope::gui

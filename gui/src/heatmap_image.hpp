@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "fpscope/analyzer/snapshot.hpp"
+#include "fpscope/snapshot/snapshot.hpp"
 
 namespace fpscope::gui {
 

@@ -19,6 +19,8 @@
 
 #include "app.hpp"
 #include "fpscope/core/names.hpp"
+#include "fpscope/core/printable_text.hpp"
+#include "fpscope/snapshot/output_file.hpp"
 #include "screenshot.hpp"
 
 namespace {
@@ -106,11 +108,11 @@ int run(const Options& o) {
       }
       try {
         if (!app.pending_window_png.empty()) {
-          fpscope::gui::save_framebuffer_png(width, height, app.pending_window_png);
+          fpscope::gui::save_framebuffer_png(width, height, fpscope::gui::export_target(app, app.pending_window_png));
           app.export_message = "saved the window as " + app.pending_window_png;
           app.pending_window_png.clear();
         }
-        if (last_frame && !o.screenshot.empty()) fpscope::gui::save_framebuffer_png(width, height, o.screenshot);
+        if (last_frame && !o.screenshot.empty()) fpscope::gui::save_framebuffer_png(width, height, fpscope::gui::export_target(app, o.screenshot));
         if (last_frame && !o.export_folder.empty()) {
           const std::string saved[] = {fpscope::gui::export_run_log(app, o.export_folder),
                                        fpscope::gui::export_histograms_csv(app, o.export_folder)};
@@ -118,7 +120,8 @@ int run(const Options& o) {
             std::fprintf(stderr, "fpscope-gui: %s\n", message.c_str());
             if (message.rfind("saved ", 0) != 0) status = 1;
           }
-          fpscope::gui::save_framebuffer_png(width, height, std::filesystem::path(o.export_folder) / "fpscope-window.png");
+          fpscope::gui::save_framebuffer_png(width, height,
+                                             fpscope::gui::export_target(app, std::filesystem::path(o.export_folder) / "fpscope-window.png"));
         }
       } catch (const std::exception& e) {
         if (last_frame) {
@@ -230,6 +233,22 @@ int main(int argc, char** argv) {
     if (!o.screenshot.empty() && o.frames <= 0) throw CLI::ValidationError("--screenshot needs --frames N (N > 0)");
     if (o.width < 200 || o.height < 150 || o.width > 8192 || o.height > 8192) throw CLI::ValidationError("--width and --height must be 200..8192 and 150..8192");
     if (o.frames < 0) throw CLI::ValidationError("--frames must not be negative");
+    // Headless outputs are checked before a window opens: writable, and none of them the followed log.
+    std::vector<fpscope::OutputTarget> outputs;
+    try {
+      if (!o.screenshot.empty()) outputs.push_back(fpscope::resolve_output(o.screenshot, "--screenshot"));
+      if (!o.export_folder.empty()) {
+        if (!std::filesystem::is_directory(o.export_folder))
+          throw fpscope::OutputError("--export " + fpscope::printable_text(o.export_folder, 200) + " is not a folder");
+        for (const char* name : {"run.jsonl", "histograms.csv", "fpscope-window.png"})
+          outputs.push_back(fpscope::resolve_output(std::filesystem::path(o.export_folder) / name, "--export"));
+      }
+      std::vector<std::filesystem::path> inputs;
+      if (!o.app.follow.empty()) inputs.emplace_back(o.app.follow);
+      fpscope::check_outputs(outputs, inputs);
+    } catch (const fpscope::OutputError& e) {
+      throw CLI::ValidationError(e.what());
+    }
   } catch (const CLI::CallForHelp& e) {
     return cli.exit(e);
   } catch (const CLI::ParseError& e) {

@@ -10,12 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "fpscope/analyzer/run_log.hpp"
 
 namespace fpscope::gui {
 
-void save_framebuffer_png(int width, int height, const std::filesystem::path& path) {
-  if (width <= 0 || height <= 0) throw std::runtime_error("cannot save " + path.string() + ": the window has no pixels");
+void save_framebuffer_png(int width, int height, const OutputTarget& target) {
+  if (width <= 0 || height <= 0) throw std::runtime_error("cannot save " + target.given.string() + ": the window has no pixels");
   std::vector<std::uint8_t> pixels(static_cast<std::size_t>(width) * height * 3);
   glPixelStorei(GL_PACK_ALIGNMENT, 1);
   glReadPixels(0, 0, width, height, GL_RGB, GL_UNSIGNED_BYTE, pixels.data());
@@ -26,8 +25,8 @@ void save_framebuffer_png(int width, int height, const std::filesystem::path& pa
   std::string png;
   auto append = [](void* context, void* data, int size) { static_cast<std::string*>(context)->append(static_cast<const char*>(data), static_cast<std::size_t>(size)); };
   if (stbi_write_png_to_func(append, &png, width, height, 3, flipped.data(), static_cast<int>(row)) == 0)
-    throw std::runtime_error("cannot encode " + path.string() + " as PNG");
-  write_file_atomically(path, png);
+    throw std::runtime_error("cannot encode " + target.given.string() + " as PNG");
+  write_output(target, png);
 }
 
 }  // namespace fpscope::gui

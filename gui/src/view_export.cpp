@@ -22,11 +22,19 @@ std::vector<Snapshot> copies(const App& app) {
 
 }  // namespace
 
+OutputTarget export_target(const App& app, const std::filesystem::path& path) {
+  const OutputTarget target = resolve_output(path);
+  std::vector<std::filesystem::path> inputs;
+  if (app.follower) inputs.push_back(app.follower->path());
+  check_outputs({&target, 1}, inputs);
+  return target;
+}
+
 std::string export_run_log(const App& app, const std::string& folder) {
   const std::filesystem::path path = std::filesystem::path(folder.empty() ? "." : folder) / "run.jsonl";
   if (app.snapshots.empty()) return "nothing to save yet: no recorded steps";
   try {
-    write_run_log(path, RunLog{app.header, copies(app), {}});
+    write_run_log(export_target(app, path), RunLog{app.header, copies(app), {}});
     return fmt::format("saved {} snapshots to {}", app.snapshots.size(), path.string());
   } catch (const std::exception& e) {
     return e.what();
@@ -37,7 +45,7 @@ std::string export_histograms_csv(const App& app, const std::string& folder) {
   const std::filesystem::path path = std::filesystem::path(folder.empty() ? "." : folder) / "histograms.csv";
   if (app.snapshots.empty()) return "nothing to save yet: no recorded steps";
   try {
-    write_file_atomically(path, histograms_csv(copies(app)));
+    write_output(export_target(app, path), histograms_csv(copies(app)));
     return "saved " + path.string();
   } catch (const std::exception& e) {
     return e.what();

@@ -12,7 +12,7 @@
 
 #include "fpscope/analyzer/csv.hpp"
 #include "fpscope/analyzer/run_log.hpp"
-#include "fpscope/analyzer/run_store.hpp"
+#include "fpscope/snapshot/run_store.hpp"
 
 using namespace fpscope;
 
@@ -57,7 +57,7 @@ TEST_CASE("a run log round-trips through JSON Lines, written at once or appended
   log.header = RunHeader{run_log_schema_version, "fpscope train", "784-512-10 relu", "fp16", "fp16", "rne", "dynamic"};
   for (int step = 0; step < 12; ++step) log.snapshots.push_back(sample_snapshot(step, rng));
   const auto whole = temporary("whole.jsonl");
-  write_run_log(whole, log);
+  write_run_log(resolve_output(whole), log);
   const RunLog back = read_run_log(whole);
   CHECK(back.header == log.header);
   CHECK(back.snapshots == log.snapshots);
@@ -65,7 +65,7 @@ TEST_CASE("a run log round-trips through JSON Lines, written at once or appended
 
   const auto appended = temporary("appended.jsonl");
   {
-    RunLogAppender appender(appended, log.header);
+    RunLogAppender appender(resolve_output(appended), log.header);
     for (const Snapshot& s : log.snapshots) appender.append(s);
   }
   CHECK(read_run_log(appended).snapshots == log.snapshots);
@@ -139,7 +139,7 @@ TEST_CASE("run log -> CSV -> histograms are equal; a CSV missing a column is an 
   std::vector<Snapshot> snapshots;
   for (int step = 0; step < 4; ++step) snapshots.push_back(sample_snapshot(step * 10, rng));
   const auto csv = temporary("run.csv");
-  write_file_atomically(csv, histograms_csv(snapshots));
+  write_output(csv, histograms_csv(snapshots));
   const std::vector<Snapshot> back = read_histograms_csv(csv);
   REQUIRE(back.size() == snapshots.size());
   for (std::size_t i = 0; i < back.size(); ++i) {

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "fpscope/analyzer/run_log.hpp"
 #include "fpscope/analyzer/run_log_follower.hpp"
 
 using namespace fpscope;
@@ -81,7 +82,7 @@ TEST_CASE("a follower starts over when the log is truncated or replaced") {
   RunLog second;
   second.header.source = "second";
   for (int i = 0; i < 4; ++i) second.snapshots.push_back(snapshot_at(10 + i));
-  write_run_log(path, second);
+  write_run_log(resolve_output(path), second);
   CHECK(follower.poll() == 4);
   CHECK(follower.restarts() == 2);
   CHECK(store.header().source == "second");

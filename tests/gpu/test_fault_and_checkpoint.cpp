@@ -91,10 +91,12 @@ TEST_CASE("a checkpoint restored into a new trainer goes on with the same bits")
       first_data.next_batch(16, x, y);
       got.push_back(*first.step(x, y, true).snapshot);
     }
-    const std::string bytes = encode_checkpoint({"settings", first.state(), first_data.save_state(), 1234});
+    const std::string bytes = encode_checkpoint({"settings", first.state(), first_data.save_state(), "0123abcd", 1234, 0xDEADBEEF});
     const TrainingCheckpoint back = decode_checkpoint(bytes, "test");
     CHECK(back.settings == "settings");
+    CHECK(back.run_id == "0123abcd");
     CHECK(back.run_log_bytes == 1234);
+    CHECK(back.run_log_crc32 == 0xDEADBEEF);
     MlpTrainer resumed(config);  // fresh: initial weights and data at step 0
     TrainingData resumed_data("synthetic", config.layer_sizes, 5);
     resumed.restore(back.trainer);
@@ -111,7 +113,7 @@ TEST_CASE("a checkpoint restored into a new trainer goes on with the same bits")
 
 TEST_CASE("a damaged checkpoint is refused with one sentence") {
   MlpTrainer trainer(small_config(Precision::bf16));
-  const std::string bytes = encode_checkpoint({"s", trainer.state(), "state", 0});
+  const std::string bytes = encode_checkpoint({"s", trainer.state(), "state", "id", 0, 0});
   CHECK_THROWS_WITH_AS(decode_checkpoint("hello", "c.ckpt"), doctest::Contains("c.ckpt is not an fpscope checkpoint"), CheckpointError);
   for (std::size_t cut : {bytes.size() - 1, bytes.size() / 2, std::size_t{20}})
     CHECK_THROWS_AS(decode_checkpoint(std::string_view(bytes).substr(0, cut), "c.ckpt"), CheckpointError);

@@ -114,7 +114,7 @@ bad train-precision "fp8" "never.jsonl" -- "$fpscope" train --precision fp8 --ou
 bad train-scale-zero "--loss-scale '0'" "never.jsonl" -- "$fpscope" train --loss-scale 0 --out never.jsonl
 bad train-scale-negative "--loss-scale '-8'" "never.jsonl" -- "$fpscope" train --loss-scale=-8 --out never.jsonl
 bad train-scale-nan "--loss-scale 'nan'" "never.jsonl" -- "$fpscope" train --loss-scale nan --out never.jsonl
-bad train-steps "positive" "never.jsonl" -- "$fpscope" train --steps 0 --out never.jsonl
+bad train-steps "--steps '0'" "never.jsonl" -- "$fpscope" train --steps 0 --out never.jsonl
 bad train-steps-text "--steps" "never.jsonl" -- "$fpscope" train --steps many --out never.jsonl
 bad train-data "imagenet" "never.jsonl" -- "$fpscope" train --data imagenet --out never.jsonl
 bad train-mnist-truncated "truncated" "never.jsonl" -- "$fpscope" train --data mnist:mnist_short --model 16-8-3 --out never.jsonl

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# SIGKILL at random moments while fpscope checkpoints and while it exports: every file left is the
-# previous one or the new one, never a part; a run resumed after every kill ends with the same
-# bytes as one never interrupted.
+# SIGKILL at random moments while fpscope checkpoints, while it exports and while the app exports:
+# every file left is the previous one or the new one, never a part; a run resumed after every kill
+# ends with the same bytes as one never interrupted (but for the header's run id, which is each
+# run's own).
 set -u
 fpscope="$1"
 kills="${2:-25}"
+gui="${3:-}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work" || exit 1
@@ -36,7 +38,8 @@ for ((attempt = 0; attempt < 200; ++attempt)); do
   "$fpscope" "${train[@]}" --resume >/dev/null 2>>"err.txt" || { echo "FAIL: resume after $killed kills: $(cat err.txt)"; failed=1; }
   break
 done
-if cmp -s run.jsonl reference.jsonl; then
+without_run_id() { sed -E 's/"run_id":"[0-9a-f]{32}",?//' "$1"; }
+if cmp -s <(without_run_id run.jsonl) <(without_run_id reference.jsonl); then
   echo "ok: $killed kills during training with a checkpoint every step; the resumed log equals the uninterrupted one ($(wc -l <run.jsonl) lines)"
 else
   echo "FAIL: after $killed kills the resumed log differs from the uninterrupted one"; failed=1
@@ -46,22 +49,50 @@ fi
 "$fpscope" export reference.jsonl --png new.png >/dev/null 2>&1 && "$fpscope" export reference.jsonl --csv new.csv >/dev/null 2>&1 || { echo "FAIL: export"; exit 1; }
 echo "old contents" >old.txt
 for kind in png csv; do
-  torn=0
+  torn=0 new=0
   for ((i = 0; i < kills; ++i)); do
     cp old.txt "out.$kind"
     "$fpscope" export reference.jsonl "--$kind" "out.$kind" >/dev/null 2>&1 &
     pid=$!
-    sleep "0.0$((RANDOM % 60 + 1))"
+    sleep "0.$(printf %02d $((RANDOM % 60)))"
     kill -9 "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
-    if ! cmp -s "out.$kind" old.txt && ! cmp -s "out.$kind" "new.$kind"; then torn=$((torn + 1)); fi
+    if cmp -s "out.$kind" "new.$kind"; then new=$((new + 1)); elif ! cmp -s "out.$kind" old.txt; then torn=$((torn + 1)); fi
   done
-  if ((torn == 0)); then echo "ok: $kills kills during export --$kind: always the old file or the new one"
+  if ((torn == 0)); then echo "ok: $kills kills during export --$kind: always the old file or the new one ($new new)"
   else echo "FAIL: $torn of $kills kills during export --$kind left a torn file"; failed=1; fi
 done
-# What the kills left behind (NAME.tmp-PID) goes with the next write of the same file.
+
+# The app's Export (--export DIR after the followed log is read): each of its three files is the
+# old one or the new one.
+if [[ -n "$gui" ]]; then
+  xvfb=()
+  [[ -z "${DISPLAY:-}" ]] && xvfb=(xvfb-run -a -s "-screen 0 1280x800x24")
+  mkdir -p app_new app_out
+  "${xvfb[@]}" "$gui" --follow reference.jsonl --frames 2 --export app_new >/dev/null 2>&1 || { echo "FAIL: the app's export"; exit 1; }
+  torn=0 new=0
+  for ((i = 0; i < kills; ++i)); do
+    for name in run.jsonl histograms.csv fpscope-window.png; do cp old.txt "app_out/$name"; done
+    "${xvfb[@]}" "$gui" --follow reference.jsonl --frames 2 --export app_out >/dev/null 2>&1 &
+    pid=$!
+    sleep "0.$(printf %02d $((RANDOM % 90)))"
+    # The app itself, not xvfb-run (which then stops its X server).
+    pkill -9 -f -- "^$gui --follow reference.jsonl --frames 2 --export app_out" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    for name in run.jsonl histograms.csv fpscope-window.png; do
+      if cmp -s "app_out/$name" "app_new/$name"; then new=$((new + 1))
+      elif ! cmp -s "app_out/$name" old.txt; then torn=$((torn + 1)); echo "torn: $name"; fi
+    done
+  done
+  if ((torn == 0)); then echo "ok: $kills kills during the app's export: always the old files or the new ones ($new of $((3 * kills)) new)"
+  else echo "FAIL: $torn files torn by $kills kills during the app's export"; failed=1; fi
+fi
+
+# What the kills left behind (.NAME.fpscope-tmp-XXXXXXXXXXXX, only if a kill fell between naming a
+# temporary and renaming it) goes with the next write of the same file.
 "$fpscope" export reference.jsonl --png out.png >/dev/null 2>&1 && "$fpscope" export reference.jsonl --csv out.csv >/dev/null 2>&1
-left=$(find . -name '*.tmp-*' | wc -l)
+"$fpscope" train --model 8-8-2 --steps 1 --checkpoint-every 1 --out run.jsonl >/dev/null 2>&1
+left=$(find . -name '*.fpscope-tmp-*' | wc -l)
 if ((left == 0)); then echo "ok: no temporary files left behind"
-else echo "FAIL: $left temporary files left behind: $(find . -name '*.tmp-*' | head -3)"; failed=1; fi
+else echo "FAIL: $left temporary files left behind: $(find . -name '*.fpscope-tmp-*' | head -3)"; failed=1; fi
 exit $failed

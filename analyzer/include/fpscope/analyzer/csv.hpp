@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "fpscope/analyzer/snapshot.hpp"
+#include "fpscope/snapshot/snapshot.hpp"
 
 namespace fpscope {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "fpscope/analyzer/snapshot.hpp"
+#include "fpscope/snapshot/snapshot.hpp"
 #include "fpscope/core/exponent_histogram.hpp"
 
 namespace fpscope {

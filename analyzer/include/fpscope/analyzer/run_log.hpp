@@ -10,23 +10,11 @@
 #include <string_view>
 #include <vector>
 
-#include "fpscope/analyzer/snapshot.hpp"
+#include "fpscope/snapshot/output_file.hpp"
+#include "fpscope/snapshot/run_header.hpp"
+#include "fpscope/snapshot/snapshot.hpp"
 
 namespace fpscope {
-
-inline constexpr int run_log_schema_version = 1;
-
-// What the run was: written once, as the first line.
-struct RunHeader {
-  int schema_version = run_log_schema_version;
-  std::string source;     // "fpscope train", "fpscope_torch", "npy"
-  std::string model;      // free text, such as "784-512-512-10 relu"
-  std::string precision;  // "fp32", "fp16", "bf16", "fp16-pure", ...
-  std::string format;     // the low-precision format tensors are cast to, such as "fp16"
-  std::string rounding;   // rounding-mode name
-  std::string scaler;     // loss scaling: "none", "static 1024", "dynamic"
-  friend bool operator==(const RunHeader&, const RunHeader&) = default;
-};
 
 // A malformed run log. what() names the file and line: "run.jsonl:7: ...".
 class RunLogError : public std::runtime_error {
@@ -54,33 +42,36 @@ struct RunLog {
 // write in progress or a crash: skipped with a warning. Anything else malformed is an error.
 RunLog read_run_log(const std::filesystem::path& path);
 
-// Writes a whole run log atomically (a temporary file beside it, then rename).
-void write_run_log(const std::filesystem::path& path, const RunLog& log);
+// Writes a whole run log through the output policy (output_file.hpp): atomically for a file.
+void write_run_log(const OutputTarget& target, const RunLog& log);
 
-// Writes a run log as it goes: the header at construction (the file is created atomically),
-// then one flushed line per append, so a reader following the file sees whole lines.
-class RunLogAppender {
- public:
-  RunLogAppender(const std::filesystem::path& path, const RunHeader& header);
-  // Goes on with a log a checkpoint left: the file must start with this header and be at least
-  // `resume_at_bytes` long; it is cut back to that length (dropping steps after the checkpoint)
-  // and appended to. Throws std::runtime_error naming the file when it does not fit.
-  RunLogAppender(const std::filesystem::path& path, const RunHeader& header, std::uint64_t resume_at_bytes);
-  ~RunLogAppender();
-  RunLogAppender(const RunLogAppender&) = delete;
-  RunLogAppender& operator=(const RunLogAppender&) = delete;
-  void append(const Snapshot& snapshot);
-  // The file's length after the last append (what a checkpoint records).
-  std::uint64_t bytes_written() const { return bytes_; }
-
- private:
-  std::filesystem::path path_;
-  std::FILE* file_ = nullptr;
-  std::uint64_t bytes_ = 0;
+// Where a run log stood when a checkpoint was taken: its length and the CRC-32 of those bytes.
+struct RunLogPosition {
+  std::uint64_t bytes = 0;
+  std::uint32_t crc32 = 0;
+  friend bool operator==(const RunLogPosition&, const RunLogPosition&) = default;
 };
 
-// Writes `contents` to `path` through a temporary file and a rename: readers see the old file
-// or the new one, never a part. Throws std::runtime_error naming the path on failure.
-void write_file_atomically(const std::filesystem::path& path, std::string_view contents);
+// Writes a run log as it goes: the header at construction, then one line per append (each
+// written whole, so a reader following the file sees whole lines). A file is locked for the
+// appender's life: a second writer of the same log is refused (OutputError).
+class RunLogAppender {
+ public:
+  // A new log: a file is replaced whole by one holding the header line.
+  RunLogAppender(const OutputTarget& target, const RunHeader& header);
+  // Goes on with the log a checkpoint covers: its header line must be this run's (the same run id
+  // and settings) and its first position.bytes must have position.crc32; it is then cut back to
+  // them. Throws OutputError naming the file when it is another run's log or was changed since.
+  RunLogAppender(const OutputTarget& target, const RunHeader& header, const RunLogPosition& position);
+  void append(const Snapshot& snapshot);
+  // What a checkpoint records; sync() first makes those bytes durable.
+  RunLogPosition position() const { return position_; }
+  void sync();
+
+ private:
+  void add(std::string_view text);
+  AppendingOutput out_;
+  RunLogPosition position_;
+};
 
 }  // namespace fpscope

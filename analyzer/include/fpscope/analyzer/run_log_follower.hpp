@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <string>
 
-#include "fpscope/analyzer/run_store.hpp"
+#include "fpscope/snapshot/run_store.hpp"
 
 namespace fpscope {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <span>
 
-#include "fpscope/analyzer/snapshot.hpp"
+#include "fpscope/snapshot/snapshot.hpp"
 #include "fpscope/core/context.hpp"
 #include "fpscope/core/exponent_histogram.hpp"
 #include "fpscope/core/format.hpp"

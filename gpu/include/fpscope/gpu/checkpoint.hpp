@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "fpscope/gpu/mlp.hpp"
+#include "fpscope/snapshot/output_file.hpp"
 
 namespace fpscope {
 
@@ -20,7 +21,11 @@ struct TrainingCheckpoint {
   std::string settings;            // the run's settings as text: a resume must match them
   MlpTrainer::State trainer;       // weights, biases, scaler, step count, stochastic counter
   std::string data_state;          // TrainingData::save_state()
-  std::uint64_t run_log_bytes = 0; // length of the run log when the checkpoint was taken
+  // The run log the checkpoint covers, so that --resume can refuse any other: the owner's run
+  // id, and the log's length and the CRC-32 of those bytes when the checkpoint was taken.
+  std::string run_id;
+  std::uint64_t run_log_bytes = 0;
+  std::uint32_t run_log_crc32 = 0;
 };
 
 // Binary: magic, version, fields, CRC-32 of all before it. decode throws CheckpointError naming
@@ -28,8 +33,9 @@ struct TrainingCheckpoint {
 std::string encode_checkpoint(const TrainingCheckpoint& checkpoint);
 TrainingCheckpoint decode_checkpoint(std::string_view bytes, const std::string& where);
 
-// Written atomically (a temporary file, then a rename): a kill leaves the old file or the new one.
-void write_checkpoint(const std::filesystem::path& path, const TrainingCheckpoint& checkpoint);
+// Written through the output policy: atomically and durably, so a kill or a power cut leaves the
+// old checkpoint or the new one.
+void write_checkpoint(const OutputTarget& target, const TrainingCheckpoint& checkpoint);
 TrainingCheckpoint read_checkpoint(const std::filesystem::path& path);
 
 }  // namespace fpscope

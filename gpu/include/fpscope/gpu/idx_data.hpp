@@ -33,6 +33,8 @@ class IdxClassification {
   int features() const { return static_cast<int>(images_.cols()); }
   int classes() const { return classes_; }
   std::size_t size() const { return labels_.size(); }
+  // The two files it read (an output must never be one of them).
+  const std::vector<std::filesystem::path>& files() const { return files_; }
   // Where the epoch stands (order, position, generator), for checkpoints.
   std::string save_state() const;
   void restore_state(const std::string& state);  // throws std::invalid_argument
@@ -44,6 +46,7 @@ class IdxClassification {
   std::vector<std::size_t> order_;
   std::size_t next_ = 0;
   std::mt19937_64 rng_;
+  std::vector<std::filesystem::path> files_;
 };
 
 }  // namespace fpscope

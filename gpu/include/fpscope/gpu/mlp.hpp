@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fpscope/analyzer/snapshot.hpp"
+#include "fpscope/snapshot/snapshot.hpp"
 #include "fpscope/core/context.hpp"
 #include "fpscope/core/format.hpp"
 #include "fpscope/gpu/activation.hpp"
@@ -32,6 +32,11 @@ std::string activation_name(Activation activation);
 std::vector<int> parse_layer_sizes(std::string_view text);
 // The inverse: "784-512-512-10".
 std::string layer_sizes_name(const std::vector<int>& sizes);
+// About how much memory training this model on batches of `batch` takes at its peak: the master
+// weights, their low-precision copies, gradients and a checkpoint's copies, and a batch's inputs,
+// activations and their gradients (saturating). Checked against what is available before
+// anything is allocated.
+std::uint64_t estimated_training_bytes(const std::vector<int>& layer_sizes, std::int64_t batch);
 
 struct MlpConfig {
   std::vector<int> layer_sizes{784, 512, 512, 10};

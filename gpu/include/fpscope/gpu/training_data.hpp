@@ -3,6 +3,7 @@
 
 #include <Eigen/Core>
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,8 @@ class TrainingData {
   void next_batch(int rows, Eigen::MatrixXf& inputs, std::vector<int>& labels);
   std::string save_state() const;
   void restore_state(const std::string& state);  // throws std::invalid_argument
+  // The files the data was read from (none for the synthetic task).
+  std::vector<std::filesystem::path> files() const;
 
  private:
   std::optional<SyntheticClassification> synthetic_;

@@ -9,7 +9,7 @@
 #include <string>
 #include <thread>
 
-#include "fpscope/analyzer/run_store.hpp"
+#include "fpscope/snapshot/run_store.hpp"
 #include "fpscope/gpu/mlp.hpp"
 #include "fpscope/gpu/training_data.hpp"
 

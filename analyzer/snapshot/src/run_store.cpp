@@ -1,5 +1,5 @@
 // RunStore: a mutex around a vector of Snapshots.
-#include "fpscope/analyzer/run_store.hpp"
+#include "fpscope/snapshot/run_store.hpp"
 
 namespace fpscope {
 

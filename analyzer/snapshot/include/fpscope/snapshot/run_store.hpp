@@ -7,8 +7,8 @@
 #include <mutex>
 #include <vector>
 
-#include "fpscope/analyzer/run_log.hpp"
-#include "fpscope/analyzer/snapshot.hpp"
+#include "fpscope/snapshot/run_header.hpp"
+#include "fpscope/snapshot/snapshot.hpp"
 
 namespace fpscope {
 

@@ -1,5 +1,5 @@
 // Names of tensor kinds.
-#include "fpscope/analyzer/snapshot.hpp"
+#include "fpscope/snapshot/snapshot.hpp"
 
 #include <array>
 #include <string>

@@ -1,0 +1,105 @@
+// The one output policy: every file fpscope writes (CLI and app) is resolved, checked and written here.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace fpscope {
+
+// An output that cannot be written, or must not be; what() is one sentence naming the path the
+// user gave (never a temporary file).
+class OutputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Where an output path leads, decided before anything is opened for writing.
+struct OutputTarget {
+  enum class Kind : std::uint8_t {
+    descriptor,    // "-" (standard output), /dev/stdout, /dev/fd/N, /proc/self/fd/N: written to fd N
+    stream,        // a device, FIFO or socket: opened and written in place, never replaced
+    regular_file,  // an existing regular file: replaced atomically, keeping its mode and owner
+    new_file,      // nothing there yet: created atomically
+  };
+  Kind kind = Kind::new_file;
+  std::filesystem::path given;     // as the user wrote it: what messages name
+  std::string role;                // the option that named it ("--checkpoint"), for messages; may be empty
+  std::filesystem::path resolved;  // the symlinks followed: the file that is replaced or created
+  int descriptor = -1;             // for Kind::descriptor
+  bool exists = false;             // device and inode are known
+  dev_t device = 0;
+  ino_t inode = 0;
+
+  bool is_file() const { return kind == Kind::regular_file || kind == Kind::new_file; }
+};
+
+// Follows `path` through its symlinks and checks that it can be written: its folder exists and
+// is writable, it is not a folder, an existing file is writable by this user. Opens nothing for
+// writing. Throws OutputError naming `role` (the option, such as "--csv") and the path.
+OutputTarget resolve_output(const std::filesystem::path& path, std::string_view role = {});
+
+// Refuses, before anything is written, an output that is the same file (same device and inode,
+// or the same path for files not yet there) as one of the inputs or as another output. Inputs
+// that do not exist are ignored (their readers report them). Throws OutputError.
+void check_outputs(std::span<const OutputTarget> outputs, std::span<const std::filesystem::path> inputs);
+
+// Writes `contents` whole. A file (new or regular) goes to a temporary in its folder that no
+// user file can be named like, is fsynced and renamed over the target, and the folder is
+// fsynced: a reader, a kill or a power cut sees the old file or the new one, never a part.
+// A descriptor or stream is written in place, every write checked. Throws OutputError.
+void write_output(const OutputTarget& target, std::string_view contents);
+// resolve_output + write_output.
+void write_output(const std::filesystem::path& path, std::string_view contents);
+
+// A file written as it goes (the run log), with one writer at a time: a file target is locked
+// (flock) for the writer's lifetime, and a second writer is refused in one sentence.
+class AppendingOutput {
+ public:
+  // A new file: `first` (the header line) is written to a temporary and renamed over the target
+  // (a follower sees a new file, never a torn one); refused when another writer holds the
+  // target. A descriptor or stream gets `first` written in place.
+  static AppendingOutput create(const OutputTarget& target, std::string_view first);
+  // Goes on with an existing file: locked, handed to `accept(prefix)` with its first
+  // `keep_bytes` bytes (accept throws to refuse: another run's log), then cut back to them.
+  // Only for files; throws OutputError when the file is shorter than keep_bytes.
+  template <typename Accept>
+  static AppendingOutput resume(const OutputTarget& target, std::uint64_t keep_bytes, Accept accept) {
+    AppendingOutput out = open_locked_for_resume(target, keep_bytes);
+    accept(out.read_prefix(keep_bytes));
+    out.cut_to(keep_bytes);
+    return out;
+  }
+
+  AppendingOutput(AppendingOutput&& other) noexcept;
+  AppendingOutput& operator=(AppendingOutput&& other) noexcept;
+  AppendingOutput(const AppendingOutput&) = delete;
+  AppendingOutput& operator=(const AppendingOutput&) = delete;
+  ~AppendingOutput();
+
+  void append(std::string_view text);  // every byte written, or OutputError
+  void sync();                         // a file's bytes made durable (fsync); nothing for streams
+  std::uint64_t bytes_written() const { return bytes_; }  // the file's length after the last append
+  const OutputTarget& target() const { return target_; }
+
+ private:
+  AppendingOutput() = default;
+  static AppendingOutput open_locked_for_resume(const OutputTarget& target, std::uint64_t keep_bytes);
+  std::string read_prefix(std::uint64_t bytes);
+  void cut_to(std::uint64_t bytes);
+
+  OutputTarget target_;
+  int fd_ = -1;
+  bool owns_fd_ = false;
+  std::uint64_t bytes_ = 0;
+};
+
+// Standard output as an output of the command: "-" is resolve_output("-").
+inline const std::filesystem::path standard_output_path{"-"};
+
+}  // namespace fpscope

@@ -1,0 +1,28 @@
+// RunHeader: what a run was, written once as the first line of its log.
+#pragma once
+
+#include <string>
+
+namespace fpscope {
+
+inline constexpr int run_log_schema_version = 1;
+
+struct RunHeader {
+  int schema_version = run_log_schema_version;
+  std::string source;     // "fpscope train", "fpscope_torch", "npy"
+  std::string model;      // free text, such as "784-512-512-10 relu"
+  std::string precision;  // "fp32", "fp16", "bf16", "fp16-pure", ...
+  std::string format;     // the low-precision format tensors are cast to, such as "fp16"
+  std::string rounding;   // rounding-mode name
+  std::string scaler;     // loss scaling: "none", "static 1024", "dynamic"
+  // Who owns the log: a fresh random id per run (new_run_id()); a checkpoint records it, and
+  // --resume refuses a log with another. Optional in the file: logs written before it, and by
+  // other writers, have none.
+  std::string run_id;
+  friend bool operator==(const RunHeader&, const RunHeader&) = default;
+};
+
+// 32 lowercase hex digits from the system's random source.
+std::string new_run_id();
+
+}  // namespace fpscope
