@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "fpscope/core/printable_text.hpp"
+
 namespace fpscope {
 
 namespace {
@@ -24,7 +26,8 @@ std::string quoted(const std::string& field) {
   return out + "\"";
 }
 
-// Splits one CSV record (no embedded newlines); false on an unterminated quote.
+// Splits one CSV record (RFC 4180: a quoted field may hold commas, quotes doubled, and line
+// breaks); false when a quote is still open at the end of `line`.
 bool split_record(const std::string& line, std::vector<std::string>& fields) {
   fields.clear();
   std::string field;
@@ -77,6 +80,8 @@ std::vector<Snapshot> read_histograms_csv(const std::filesystem::path& path) {
   std::string line;
   std::vector<std::string> fields;
   if (!std::getline(in, line)) throw std::runtime_error(path.string() + ": empty file: expected the header step,tensor,kind,binade,count");
+  // Spreadsheets save CSV with a UTF-8 byte order mark before the first column's name.
+  if (line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
   split_record(line, fields);
   const std::vector<std::string> expected{"step", "tensor", "kind", "binade", "count"};
   std::size_t column[5];
@@ -93,12 +98,19 @@ std::vector<Snapshot> read_histograms_csv(const std::filesystem::path& path) {
     ++line_number;
     const std::string where = path.string() + ":" + std::to_string(line_number);
     if (line.empty() || line == "\r") continue;
-    if (!split_record(line, fields)) throw std::runtime_error(where + ": unterminated quote");
+    // A quoted field with a line break in it goes on over the next lines.
+    bool complete = split_record(line, fields);
+    for (std::string more; !complete && std::getline(in, more); complete = split_record(line, fields)) {
+      line += '\n';
+      line += more;
+      ++line_number;
+    }
+    if (!complete) throw std::runtime_error(where + ": unterminated quote");
     if (fields.size() != width) throw std::runtime_error(where + ": " + std::to_string(fields.size()) + " fields, expected " + std::to_string(width));
     std::int64_t step = 0;
     std::uint64_t count = 0;
-    if (!parse_integer(fields[column[0]], step)) throw std::runtime_error(where + ": step '" + fields[column[0]] + "' is not an integer");
-    if (!parse_integer(fields[column[4]], count)) throw std::runtime_error(where + ": count '" + fields[column[4]] + "' is not a non-negative integer");
+    if (!parse_integer(fields[column[0]], step)) throw std::runtime_error(where + ": step '" + printable_text(fields[column[0]]) + "' is not an integer");
+    if (!parse_integer(fields[column[4]], count)) throw std::runtime_error(where + ": count '" + printable_text(fields[column[4]]) + "' is not a non-negative integer");
     TensorKind kind;
     try {
       kind = parse_tensor_kind(fields[column[2]]);
@@ -112,7 +124,7 @@ std::vector<Snapshot> read_histograms_csv(const std::filesystem::path& path) {
       const std::string& text = fields[column[3]];
       if (text != "zero" && text != "inf" && text != "nan" &&
           !(parse_integer(text, zero_row_binade) && zero_row_binade >= min_binade && zero_row_binade <= max_binade))
-        throw std::runtime_error(where + ": binade '" + text + "' is not an integer from -149 to 127, zero, inf or nan");
+        throw std::runtime_error(where + ": binade '" + printable_text(text) + "' is not an integer from -149 to 127, zero, inf or nan");
       continue;
     }
     Snapshot& snapshot = steps[step];
@@ -126,15 +138,28 @@ std::vector<Snapshot> read_histograms_csv(const std::filesystem::path& path) {
     }
     ExponentHistogram& h = tensor->histogram;
     const std::string& binade_text = fields[column[3]];
+    // Rows of one tensor add up; a sum past 2^64 is refused, never wrapped.
+    const auto added = [&](std::uint64_t before) {
+      std::uint64_t sum = 0;
+      if (__builtin_add_overflow(before, count, &sum))
+        throw std::runtime_error(where + ": the counts of tensor '" + printable_text(name) + "' add up past 2^64");
+      return sum;
+    };
     int binade = 0;
-    if (binade_text == "zero") h.set_specials(h.zero_count() + count, h.infinity_count(), h.nan_count());
-    else if (binade_text == "inf") h.set_specials(h.zero_count(), h.infinity_count() + count, h.nan_count());
-    else if (binade_text == "nan") h.set_specials(h.zero_count(), h.infinity_count(), h.nan_count() + count);
-    else if (parse_integer(binade_text, binade) && binade >= min_binade && binade <= max_binade) h.set_count(binade, h.count(binade) + count);
-    else throw std::runtime_error(where + ": binade '" + binade_text + "' is not an integer in -149..127 nor zero, inf or nan");
+    if (binade_text == "zero") h.set_specials(added(h.zero_count()), h.infinity_count(), h.nan_count());
+    else if (binade_text == "inf") h.set_specials(h.zero_count(), added(h.infinity_count()), h.nan_count());
+    else if (binade_text == "nan") h.set_specials(h.zero_count(), h.infinity_count(), added(h.nan_count()));
+    else if (parse_integer(binade_text, binade) && binade >= min_binade && binade <= max_binade) h.set_count(binade, added(h.count(binade)));
+    else throw std::runtime_error(where + ": binade '" + printable_text(binade_text) + "' is not an integer in -149..127 nor zero, inf or nan");
   }
   std::vector<Snapshot> result;
-  for (auto& [step, snapshot] : steps) result.push_back(std::move(snapshot));
+  for (auto& [step, snapshot] : steps) {
+    for (const TensorRecord& t : snapshot.tensors)
+      if (!t.histogram.checked_total_count())
+        throw std::runtime_error(path.string() + ": step " + std::to_string(step) + ", tensor '" + printable_text(t.name) +
+                                 "' counts more than 2^64 - 1 values");
+    result.push_back(std::move(snapshot));
+  }
   return result;
 }
 

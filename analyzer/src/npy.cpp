@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "fpscope/core/bulk.hpp"
+#include "fpscope/core/printable_text.hpp"
 
 namespace fpscope {
 
@@ -89,7 +90,7 @@ std::string dict_value(const std::string& header, const std::string& key, const 
 // NumPy writes the shape as a Python tuple of non-negative integers: "()", "(5,)", "(3, 4)".
 std::vector<std::uint64_t> parse_shape(const std::string& tuple, const std::filesystem::path& path) {
   if (tuple.size() < 2 || tuple.front() != '(' || tuple.back() != ')')
-    fail(path, "malformed shape '" + tuple.substr(0, 40) + "': expected a tuple such as (3, 4)");
+    fail(path, "malformed shape '" + printable_text(tuple, 40) + "': expected a tuple such as (3, 4)");
   std::vector<std::string> pieces(1);
   for (std::size_t i = 1; i + 1 < tuple.size(); ++i) {
     if (tuple[i] == ',') pieces.emplace_back();
@@ -160,7 +161,7 @@ ExponentHistogram npy_histogram(const std::filesystem::path& path, NpyElements e
   parsed.descr = dict_value(header, "descr", path);
   const std::string fortran_order = dict_value(header, "fortran_order", path);
   if (fortran_order != "True" && fortran_order != "False")
-    fail(path, "malformed header: 'fortran_order' is '" + fortran_order.substr(0, 40) + "', expected True or False");
+    fail(path, "malformed header: 'fortran_order' is '" + printable_text(fortran_order, 40) + "', expected True or False");
   parsed.fortran_order = fortran_order == "True";
   const std::string shape = dict_value(header, "shape", path);
   parsed.shape = parse_shape(shape, path);
@@ -189,9 +190,9 @@ ExponentHistogram npy_histogram(const std::filesystem::path& path, NpyElements e
   } else if (type == "O") {
     fail(path, "holds Python objects (dtype object), not numbers: save a float array");
   } else if (type == "V2" || type == "u2" || type == "i2") {
-    fail(path, "holds 2-byte '" + descr + "' elements: pass --as bf16 if they are bfloat16 bits");
+    fail(path, "holds 2-byte '" + printable_text(descr) + "' elements: pass --as bf16 if they are bfloat16 bits");
   } else {
-    fail(path, "has dtype '" + descr + "': expected float16, float32, float64 or bfloat16");
+    fail(path, "has dtype '" + printable_text(descr) + "': expected float16, float32, float64 or bfloat16");
   }
   if (parsed.count > (size - data_offset) / item_size)
     fail(path, "truncated: the header promises " + std::to_string(parsed.count) + " elements of " + std::to_string(item_size) +
@@ -221,11 +222,21 @@ ExponentHistogram npy_histogram(const std::filesystem::path& path, NpyElements e
   return histogram;
 }
 
-Snapshot npy_folder_snapshot(const std::filesystem::path& folder, NpyElements elements) {
+Snapshot npy_folder_snapshot(const std::filesystem::path& folder, NpyElements elements, std::vector<std::string>& warnings) {
   std::vector<std::filesystem::path> files;
   std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(folder, error))
-    if (entry.is_regular_file() && entry.path().extension() == ".npy") files.push_back(entry.path());
+  for (std::filesystem::directory_iterator it(folder, error), end; !error && it != end; it.increment(error)) {
+    if (it->path().extension() != ".npy") continue;
+    // A broken link or a link loop among the files is skipped, said once, and never fatal.
+    std::error_code entry_error;
+    const bool regular = it->is_regular_file(entry_error);
+    if (entry_error || !regular) {
+      warnings.push_back(printable_text(it->path().string(), 200) + ": skipped: " +
+                         (entry_error ? entry_error.message() : std::string("not a regular file")));
+      continue;
+    }
+    files.push_back(it->path());
+  }
   if (error) throw NpyError(folder.string() + ": cannot list: " + error.message());
   if (files.empty()) throw NpyError(folder.string() + ": no .npy files in this folder");
   std::sort(files.begin(), files.end());

@@ -8,6 +8,7 @@
 
 #include "fpscope/analyzer/range_analysis.hpp"
 #include "fpscope/core/names.hpp"
+#include "fpscope/core/printable_text.hpp"
 
 namespace fpscope {
 
@@ -20,7 +21,10 @@ constexpr const char* normal_colour = "#c9e8c4";
 constexpr const char* overflow_colour = "#d9b8ec";
 constexpr const char* bar_colour = "#2b5c8a";
 
-std::string escape(const std::string& text) {
+// Text for an SVG element: control characters and bytes that are not UTF-8 (XML allows neither)
+// written as \xNN by printable_text, then the XML specials escaped.
+std::string escape(const std::string& raw) {
+  const std::string text = printable_text(raw, 200);
   std::string out;
   for (const char c : text) {
     if (c == '<') out += "&lt;";
@@ -86,9 +90,17 @@ std::string subtitle(const PlotOptions& o) {
   return format_name(o.format) + ", values scaled by 2^" + std::to_string(o.scale_log2);
 }
 
+// The options with the scale clamped as range_analysis.hpp says (no int overflow below).
+PlotOptions clamped(const PlotOptions& options) {
+  PlotOptions o = options;
+  o.scale_log2 = clamp_scale_log2(o.scale_log2);
+  return o;
+}
+
 }  // namespace
 
-std::string histogram_svg(const ExponentHistogram& h, const PlotOptions& o) {
+std::string histogram_svg(const ExponentHistogram& h, const PlotOptions& options) {
+  const PlotOptions o = clamped(options);
   constexpr int width = 960, height = 470, left = 80, right = 20, top = 60, bottom = 110;
   const auto [low, high] = binade_span(h.lowest_binade(), h.highest_binade(), o);
   const int columns = high - low + 1;
@@ -159,7 +171,8 @@ std::string histogram_svg(const ExponentHistogram& h, const PlotOptions& o) {
   return svg + "</svg>\n";
 }
 
-std::string heatmap_svg(const std::vector<std::pair<std::int64_t, ExponentHistogram>>& steps, const PlotOptions& o) {
+std::string heatmap_svg(const std::vector<std::pair<std::int64_t, ExponentHistogram>>& steps, const PlotOptions& options) {
+  const PlotOptions o = clamped(options);
   constexpr int width = 960, height = 560, left = 70, right = 30, top = 60, bottom = 70;
   ExponentHistogram all;
   for (const auto& [step, h] : steps) all.merge(h);

@@ -4,6 +4,7 @@
 namespace fpscope {
 
 RangeReport analyze_range(const ExponentHistogram& histogram, Format format, int scale_log2) {
+  scale_log2 = clamp_scale_log2(scale_log2);
   RangeReport report;
   report.zero = histogram.zero_count();
   report.non_finite = histogram.infinity_count() + histogram.nan_count();

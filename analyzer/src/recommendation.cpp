@@ -10,7 +10,7 @@ namespace fpscope {
 ScaleRecommendation recommend_scale(const ExponentHistogram& histogram, Format format, int margin_binades) {
   ScaleRecommendation result;
   const int highest = histogram.highest_binade();
-  if (highest >= min_binade) result.scale_log2 = format.emax() - margin_binades - highest;
+  if (highest >= min_binade) result.scale_log2 = format.emax() - clamp_margin_binades(margin_binades) - highest;
   result.at_scale = analyze_range(histogram, format, result.scale_log2);
   result.unscaled = analyze_range(histogram, format, 0);
   return result;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -14,6 +15,7 @@
 #include <utility>
 
 #include "fpscope/core/printable_text.hpp"
+#include "fpscope/snapshot/memory_budget.hpp"
 
 namespace fpscope {
 
@@ -137,8 +139,19 @@ Snapshot parse_snapshot(std::string_view line, const std::string& where) try {
   const json value = parse_object(line, where);
   Snapshot snapshot;
   snapshot.step = required_integer<std::int64_t>(value, "step", where);
-  snapshot.loss = value.contains("loss") && value["loss"].is_number() ? value["loss"].get<double>() : 0.0;
-  snapshot.loss_scale = value.contains("loss_scale") && value["loss_scale"].is_number() ? value["loss_scale"].get<double>() : 1.0;
+  // loss: a number; null (how JSON writers spell NaN and infinity) or absent is a loss not known,
+  // NaN. Anything else is an error, never a silent 0.
+  snapshot.loss = std::numeric_limits<double>::quiet_NaN();
+  if (const auto loss = value.find("loss"); loss != value.end() && !loss->is_null()) {
+    if (!loss->is_number()) fail(where, "'loss' must be a number or null");
+    snapshot.loss = loss->get<double>();
+  }
+  snapshot.loss_scale = 1.0;
+  if (const auto scale = value.find("loss_scale"); scale != value.end()) {
+    if (!scale->is_number() || !(scale->get<double>() > 0) || !std::isfinite(scale->get<double>()))
+      fail(where, "'loss_scale' must be a positive number");
+    snapshot.loss_scale = scale->get<double>();
+  }
   snapshot.skipped = value.value("skipped", false);
   const json tensors = value.value("tensors", json::array());
   if (!tensors.is_array()) fail(where, "'tensors' must be an array");
@@ -167,6 +180,8 @@ Snapshot parse_snapshot(std::string_view line, const std::string& where) try {
     }
     record.histogram.set_specials(unsigned_field(t, "zero", where), unsigned_field(t, "inf", where),
                                   unsigned_field(t, "nan", where));
+    if (!record.histogram.checked_total_count())
+      fail(where, "tensor '" + printable_text(record.name) + "' counts more than 2^64 - 1 values");
     if (const auto cast = t.find("cast"); cast != t.end()) {
       if (!cast->is_object()) fail(where, "'cast' must be an object");
       record.cast = CastCounts{unsigned_field(*cast, "flushed_to_zero", where), unsigned_field(*cast, "subnormal", where),
@@ -179,25 +194,31 @@ Snapshot parse_snapshot(std::string_view line, const std::string& where) try {
   fail(where, std::string("a field has the wrong type (") + e.what() + ")");
 }
 
+void check_line_memory(std::size_t line_bytes, const std::string& where) {
+  // Small lines are never a problem; /proc is read only for the rare large one.
+  if (line_bytes < (std::size_t{1} << 20)) return;
+  try {
+    check_memory_budget(static_cast<std::uint64_t>(line_bytes) * json_bytes_per_line_byte,
+                        "reading a line of " + byte_size_text(line_bytes));
+  } catch (const MemoryBudgetError& e) {
+    throw RunLogError(where + ": " + e.what());
+  }
+}
+
 RunLog read_run_log(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw RunLogError(path.string() + ": cannot open: " + std::strerror(errno));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  if (!in) throw RunLogError(printable_text(path.string(), 200) + ": cannot open: " + std::strerror(errno));
   RunLog log;
-  if (text.empty()) throw RunLogError(path.string() + ": empty file: expected a run log header line");
-  std::size_t start = 0, line_number = 0;
+  std::size_t line_number = 0;
   bool have_header = false;
-  while (start < text.size()) {
-    const std::size_t newline = text.find('\n', start);
-    const bool complete = newline != std::string::npos;
-    const std::string_view line(text.data() + start, (complete ? newline : text.size()) - start);
-    start = complete ? newline + 1 : text.size();
+  // Line by line: memory holds one line and the snapshots read, never the whole file.
+  for (std::string line; std::getline(in, line);) {
+    const bool complete = !in.eof();  // getline stops at end of file without a newline
     ++line_number;
-    const std::string where = path.string() + ":" + std::to_string(line_number);
-    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    const std::string where = printable_text(path.string(), 200) + ":" + std::to_string(line_number);
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
+      check_line_memory(line.size(), where);
       if (!have_header) {
         log.header = parse_run_header(line, where);
         have_header = true;
@@ -209,7 +230,9 @@ RunLog read_run_log(const std::filesystem::path& path) {
       log.warnings.push_back(where + ": incomplete last line skipped (the run may still be writing, or crashed)");
     }
   }
-  if (!have_header) throw RunLogError(path.string() + ": no header line: expected a run log");
+  if (in.bad()) throw RunLogError(printable_text(path.string(), 200) + ": cannot read: " + std::strerror(errno));
+  if (line_number == 0) throw RunLogError(printable_text(path.string(), 200) + ": empty file: expected a run log header line");
+  if (!have_header) throw RunLogError(printable_text(path.string(), 200) + ": no header line: expected a run log");
   return log;
 }
 

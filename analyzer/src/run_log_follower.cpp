@@ -9,10 +9,12 @@
 #include <vector>
 
 #include "fpscope/analyzer/run_log.hpp"
+#include "fpscope/snapshot/memory_budget.hpp"
 
 namespace fpscope {
 
-RunLogFollower::RunLogFollower(std::filesystem::path path, RunStore& store) : path_(std::move(path)), store_(store) {}
+RunLogFollower::RunLogFollower(std::filesystem::path path, RunStore& store, std::uint64_t window)
+    : path_(std::move(path)), store_(store), window_bytes_(window) {}
 
 void RunLogFollower::start_over() {
   offset_ = 0;
@@ -54,8 +56,8 @@ std::size_t RunLogFollower::poll() {
     return 0;
   }
   in.seekg(static_cast<std::streamoff>(offset_));
-  // At most 64 MiB per poll, so that a huge log loads over several frames.
-  const std::uint64_t want = std::min<std::uint64_t>(size - offset_, 64ull << 20);
+  // At most one window per poll, so that a huge log loads over several frames.
+  const std::uint64_t want = std::min<std::uint64_t>(size - offset_, window_bytes_);
   std::vector<char> buffer(want);
   in.read(buffer.data(), static_cast<std::streamsize>(want));
   const auto got = static_cast<std::size_t>(in.gcount());
@@ -69,6 +71,7 @@ std::size_t RunLogFollower::poll() {
     std::string_view line(buffer.data() + line_start, i - line_start);
     const std::string where = path_.string() + ":" + std::to_string(line_number_ + 1);
     try {
+      check_line_memory(line.size(), where);
       if (!have_header_) {
         store_.set_header(parse_run_header(line, where));
         have_header_ = true;
@@ -85,6 +88,13 @@ std::size_t RunLogFollower::poll() {
     ++line_number_;
     line_start = i + 1;
     offset_ += line.size() + 1;
+  }
+  // A whole window without a newline is no run log line (it would be read again every poll).
+  if (line_start == 0 && !stuck_ && got == window_bytes_) {
+    error_ = path_.string() + ":" + std::to_string(line_number_ + 1) + ": a line longer than " + byte_size_text(window_bytes_) +
+             ": not a run log line";
+    stuck_ = true;
+    stuck_size_ = size;
   }
   return added;
 }

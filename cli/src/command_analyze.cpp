@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "number_option.hpp"
 #include "scale_option.hpp"
 #include "fpscope/analyzer/csv.hpp"
+#include "fpscope/core/printable_text.hpp"
 #include "fpscope/analyzer/npy.hpp"
 #include "fpscope/analyzer/recommendation.hpp"
 #include "fpscope/analyzer/run_log.hpp"
@@ -27,7 +29,7 @@ struct AnalyzeOptions {
   std::string format = "fp16";
   std::string scale = "1";
   std::string as = "";
-  int margin = 1;
+  std::string margin = "1";
   bool json = false;
 };
 
@@ -43,7 +45,7 @@ std::vector<NamedHistogram> load(const std::string& input, NpyElements elements,
   const std::filesystem::path path(input);
   std::vector<NamedHistogram> out;
   if (std::filesystem::is_directory(path)) {
-    for (TensorRecord& t : npy_folder_snapshot(path, elements).tensors) out.push_back({input, t.name, std::move(t.histogram)});
+    for (TensorRecord& t : npy_folder_snapshot(path, elements, warnings).tensors) out.push_back({input, t.name, std::move(t.histogram)});
     return out;
   }
   if (path.extension() == ".npy") {
@@ -64,7 +66,11 @@ std::vector<NamedHistogram> load(const std::string& input, NpyElements elements,
       const std::string name = t.name + " " + std::string(tensor_kind_name(t.kind));
       auto [it, inserted] = index.try_emplace(name, out.size());
       if (inserted) out.push_back({input, name, {}});
-      out[it->second].histogram.merge(t.histogram);
+      try {
+        out[it->second].histogram.merge(t.histogram);
+      } catch (const std::overflow_error&) {
+        throw std::runtime_error(printable_text(input, 200) + ": tensor " + printable_text(name) + " counts more than 2^64 - 1 values over the run");
+      }
     }
   }
   return out;
@@ -76,8 +82,9 @@ void run_analyze(const AnalyzeOptions& options) {
   const Format format = parse_format(options.format);
   NpyElements elements = NpyElements::by_dtype;
   if (options.as == "bf16") elements = NpyElements::bfloat16;
-  else if (!options.as.empty()) throw UsageError("--as '" + options.as + "' is not supported: expected bf16");
+  else if (!options.as.empty()) throw UsageError("--as '" + printable_text(options.as) + "' is not supported: expected bf16");
   std::optional<int> fixed_scale = parse_scale_log2(options.scale);
+  const int margin = parse_integer_option<int>("--margin", options.margin, 0, max_margin_binades);
 
   std::vector<NamedHistogram> tensors;
   std::vector<std::string> warnings;
@@ -87,14 +94,14 @@ void run_analyze(const AnalyzeOptions& options) {
   }
   std::vector<ExponentHistogram> all;
   for (const auto& t : tensors) all.push_back(t.histogram);
-  const int scale_log2 = fixed_scale ? *fixed_scale : recommend_common_scale(all, format, options.margin);
+  const int scale_log2 = fixed_scale ? *fixed_scale : recommend_common_scale(all, format, margin);
 
   for (const std::string& w : warnings) fmt::print(stderr, "fpscope: warning: {}\n", w);
   if (options.json) {
     nlohmann::json out{{"format", format_name(format)}, {"scale_log2", scale_log2}, {"tensors", nlohmann::json::array()}};
     for (const auto& t : tensors) {
       const RangeReport r = analyze_range(t.histogram, format, scale_log2);
-      const ScaleRecommendation rec = recommend_scale(t.histogram, format, options.margin);
+      const ScaleRecommendation rec = recommend_scale(t.histogram, format, margin);
       const bool any = t.histogram.highest_binade() >= min_binade;
       out["tensors"].push_back({{"source", t.source},
                                 {"tensor", t.name},
@@ -123,7 +130,7 @@ void run_analyze(const AnalyzeOptions& options) {
                        "% zero", "% subnormal", "% overflow", "recommended");
   for (const auto& t : tensors) {
     const RangeReport r = analyze_range(t.histogram, format, scale_log2);
-    const ScaleRecommendation rec = recommend_scale(t.histogram, format, options.margin);
+    const ScaleRecommendation rec = recommend_scale(t.histogram, format, margin);
     const bool any = t.histogram.highest_binade() >= min_binade;
     table += fmt::format("{:<36} {:>12} {:>6} {:>8} {:>10.2f}% {:>10.2f}% {:>9.2f}% {:>12}\n", t.name, r.total,
                          any ? fmt::format("2^{}", t.histogram.highest_binade()) : "-",
@@ -133,7 +140,7 @@ void run_analyze(const AnalyzeOptions& options) {
   table += fmt::format("\n% zero counts exact zeros and values the cast flushes; shares at binade granularity (values in the binade\n"
                        "under the smallest subnormal count as kept, values in the top binade as not overflowing). recommended: the\n"
                        "largest 2^k keeping each tensor's largest binade {} below the overflow threshold.\n",
-                       options.margin == 1 ? "one binade" : fmt::format("{} binades", options.margin));
+                       margin == 1 ? "one binade" : fmt::format("{} binades", margin));
   fmt::print("{}", table);
 }
 

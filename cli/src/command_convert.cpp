@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "commands.hpp"
+#include "fpscope/core/printable_text.hpp"
 #include "hex_digits.hpp"
 #include "fpscope/core/bits.hpp"
 #include "fpscope/core/convert.hpp"
@@ -37,7 +38,7 @@ OutputKind parse_output(const std::string& text) {
   if (text == "bits") return OutputKind::bits;
   if (text == "value") return OutputKind::value;
   if (text == "both") return OutputKind::both;
-  throw UsageError("unknown --output '" + text + "': expected auto, bits, value or both");
+  throw UsageError("unknown --output '" + printable_text(text) + "': expected auto, bits, value or both");
 }
 
 std::string_view trim(std::string_view line) {

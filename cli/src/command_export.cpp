@@ -11,6 +11,7 @@
 #include "fpscope/analyzer/png.hpp"
 #include "fpscope/analyzer/run_log.hpp"
 #include "fpscope/core/names.hpp"
+#include "fpscope/core/printable_text.hpp"
 #include "fpscope/snapshot/output_file.hpp"
 #include "scale_option.hpp"
 
@@ -52,7 +53,7 @@ std::pair<std::string, TensorKind> choose_tensor(const RunLog& log, const Export
   }
   if (fallback != nullptr) return {fallback->name, fallback->kind};
   throw UsageError("the run log " + options.run + " has no tensor" +
-                   (options.tensor.empty() ? std::string() : " named '" + options.tensor + "'") +
+                   (options.tensor.empty() ? std::string() : " named '" + printable_text(options.tensor) + "'") +
                    (options.kind.empty() ? std::string() : " of kind " + options.kind));
 }
 
@@ -60,7 +61,7 @@ void run_export(const ExportOptions& options) {
   const int outputs = options.csv.has_value() + options.svg.has_value() + options.png.has_value();
   if (outputs != 1) throw UsageError("export needs exactly one of --csv OUT, --svg OUT or --png OUT");
   if (options.plot != "histogram" && options.plot != "heatmap")
-    throw UsageError("unknown --plot '" + options.plot + "': expected histogram or heatmap");
+    throw UsageError("unknown --plot '" + printable_text(options.plot) + "': expected histogram or heatmap");
   const Format format = parse_format(options.format);
   const std::optional<int> scale = parse_scale_log2(options.scale);
   if (!scale) throw UsageError("export needs a fixed --scale such as 2^10");
@@ -82,7 +83,11 @@ void run_export(const ExportOptions& options) {
     for (const TensorRecord& t : s.tensors)
       if (t.name == name && t.kind == kind) {
         steps.emplace_back(s.step, t.histogram);
-        merged.merge(t.histogram);
+        try {
+          merged.merge(t.histogram);
+        } catch (const std::overflow_error&) {
+          throw std::runtime_error(printable_text(options.run, 200) + ": tensor " + printable_text(name) + " counts more than 2^64 - 1 values over the run");
+        }
       }
   const PlotOptions plot{format, *scale, name + " " + std::string(tensor_kind_name(kind)) +
                                              (options.plot == "histogram" ? fmt::format(", {} steps merged", steps.size()) : "")};

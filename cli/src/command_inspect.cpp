@@ -169,7 +169,7 @@ void run_inspect(const InspectOptions& options) {
 void add_inspect(CLI::App& app) {
   auto options = std::make_shared<InspectOptions>();
   CLI::App* cmd = app.add_subcommand("inspect", "Show how each format stores a number: bits, exponent, exact value, error, neighbours, flags");
-  cmd->add_option("VALUE", options->value, "a decimal of any length (0.1, 6.1e-5), a hex float (0x1.8p-3), inf, nan, snan, -0");
+  cmd->add_option("VALUE,--value", options->value, "a decimal of any length (0.1, 6.1e-5), a hex float (0x1.8p-3), inf, nan, snan, -0, -inf");
   cmd->add_option("--bits", options->bits, "raw bits of the first --format instead of VALUE (0x3C00 or 0b...)");
   cmd->add_option("-f,--format", options->format_names, "format(s) to show (default fp16 bf16 fp32): fp16 bf16 fp32 fp64 tf32 e4m3 e5m2 eXmY");
   cmd->add_option("-r,--round", options->round, "rounding mode: rne rna rz ru rd odd stochastic")->capture_default_str();

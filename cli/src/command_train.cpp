@@ -112,7 +112,7 @@ void run_train(const TrainOptions& o) {
   config.learning_rate = parse_positive_float_option("--lr", o.lr);
   config.seed = parse_integer_option<std::uint64_t>("--seed", o.seed, 0, std::numeric_limits<std::uint64_t>::max());
   const auto steps = parse_integer_option<std::int64_t>("--steps", o.steps, 1, max_steps);
-  const auto batch = parse_integer_option<int>("--batch", o.batch, 1, 1 << 24);
+  const auto batch = parse_integer_option<int>("--batch", o.batch, 1, std::numeric_limits<int>::max());
   const auto record_every = parse_integer_option<std::int64_t>("--record-every", o.record_every, 1, max_steps);
   const auto checkpoint_every = parse_integer_option<std::int64_t>("--checkpoint-every", o.checkpoint_every, 0, max_steps);
   if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "fpscope/core/printable_text.hpp"
 #include "testfloat_case.hpp"
 #include "fpscope/core/bits.hpp"
 #include "fpscope/core/names.hpp"
@@ -36,7 +37,7 @@ void run_verify(const VerifyOptions& options) {
   base.rounding = parse_rounding_mode(options.round);
   if (options.tininess == "before") base.tininess = Tininess::before_rounding;
   else if (options.tininess == "after") base.tininess = Tininess::after_rounding;
-  else throw UsageError("unknown tininess '" + options.tininess + "': expected before or after");
+  else throw UsageError("unknown tininess '" + printable_text(options.tininess) + "': expected before or after");
   if (options.exact && options.not_exact) throw UsageError("give -exact or -notexact, not both");
   const bool exact = options.exact;
   const bool check_nans = options.check_nans || options.check_all;
@@ -71,6 +72,12 @@ void run_verify(const VerifyOptions& options) {
                           options.function, operand_text, hex(ours, fn.out.width), ctx.flags, describe_flags(ctx.flags),
                           hex(expected, fn.out.width), expected_flags, describe_flags(static_cast<std::uint8_t>(expected_flags)));
   }
+  if (std::cin.bad()) throw UsageError("cannot read the cases from standard input", 1);
+  // No case at all is a broken pipeline (an empty file, a generator that failed), not a pass.
+  if (passed + failed == 0)
+    throw UsageError("no test cases on standard input: expected lines of hex operands, result and flags, such as testfloat_gen " +
+                         options.function + " writes",
+                     1);
   fmt::print("{}{} passed, {} failed\n", report, passed, failed);
   if (failed != 0) throw UsageError(fmt::format("{} of {} cases failed", failed, passed + failed), 1);
 }

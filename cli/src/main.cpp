@@ -9,6 +9,8 @@
 #include <cstring>
 #include <new>
 #include <algorithm>
+#include <cctype>
+#include <string_view>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -17,13 +19,35 @@
 #include "commands.hpp"
 #include "fpscope/core/decimal.hpp"
 #include "fpscope/core/names.hpp"
+#include "fpscope/core/printable_text.hpp"
 
 namespace {
 
+// The arguments as CLI11 should see them.
 // TestFloat's testfloat_ver spells options with one dash and glued values (-rnear_even,
 // -tininessbefore); `fpscope verify` accepts them by rewriting them into long options.
-std::vector<std::string> translate_testfloat_options(int argc, char** argv) {
+// A negative special or hex float ("-inf", "-nan", "-snan", "-0x1p-3") reads to CLI11 as short
+// options (it knows negative decimals only), even behind "--" once a multi-value option such as
+// --format came first. `inspect` takes them as --value=ARG, and takes what follows "--" likewise.
+bool negative_special_value(std::string_view arg) {
+  if (arg.size() < 3 || arg[0] != '-' || arg[1] == '-') return false;
+  std::string rest(arg.substr(1));
+  for (char& c : rest) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return rest == "inf" || rest == "infinity" || rest == "nan" || rest == "qnan" || rest == "snan" || rest.rfind("0x", 0) == 0;
+}
+
+std::vector<std::string> translate_arguments(int argc, char** argv) {
   std::vector<std::string> args(argv, argv + argc);
+  if (args.size() >= 2 && args[1] == "inspect") {
+    std::vector<std::string> out(args.begin(), args.begin() + 2);
+    bool positional_only = false;
+    for (std::size_t i = 2; i < args.size(); ++i) {
+      if (!positional_only && args[i] == "--") positional_only = true;
+      else if (positional_only || negative_special_value(args[i])) out.push_back("--value=" + args[i]);
+      else out.push_back(args[i]);
+    }
+    return out;
+  }
   if (args.size() < 2 || args[1] != "verify") return args;
   for (std::size_t i = 2; i < args.size(); ++i) {
     std::string& a = args[i];
@@ -43,6 +67,10 @@ std::vector<std::string> translate_testfloat_options(int argc, char** argv) {
 
 // Results go to standard output: a closed one would lose them (and let the next file opened take
 // descriptor 1), a full disk or a closed pipe would cut them short. Both are errors.
+// Every error is one line on stderr: whatever of the user's text is in it (a file's bytes, an
+// argument) is escaped, so no control character breaks the line or drives the terminal.
+static void print_error(std::string_view message) { fmt::print(stderr, "fpscope: {}\n", fpscope::printable_text(message, 4096)); }
+
 static bool standard_output_open() { return ::fcntl(STDOUT_FILENO, F_GETFD) != -1 || errno != EBADF; }
 
 static int finish_standard_output(int status) {
@@ -81,10 +109,10 @@ static int run(int argc, char** argv) {
   if (!known) {
     std::string names;
     for (const CLI::App* sub : subcommands) names += (names.empty() ? "" : ", ") + sub->get_name();
-    fmt::print(stderr, "fpscope: unknown command '{}': expected one of {}\n", argv[1], names);
+    print_error(fmt::format("unknown command '{}': expected one of {}", argv[1], names));
     return 2;
   }
-  const std::vector<std::string> args = translate_testfloat_options(argc, argv);
+  const std::vector<std::string> args = translate_arguments(argc, argv);
   std::vector<const char*> pointers;
   for (const auto& a : args) pointers.push_back(a.c_str());
   try {
@@ -95,19 +123,19 @@ static int run(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // One sentence, like every other error (CLI11 would add a second line).
-    fmt::print(stderr, "fpscope: {} (see fpscope --help)\n", e.what());
+    print_error(std::string(e.what()) + " (see fpscope --help)");
     return 2;
   } catch (const fpscope::cli::UsageError& e) {
     std::fflush(stdout);
-    fmt::print(stderr, "fpscope: {}\n", e.what());
+    print_error(e.what());
     return e.status();
   } catch (const fpscope::ParseError& e) {
     std::fflush(stdout);
-    fmt::print(stderr, "fpscope: {}\n", e.what());
+    print_error(e.what());
     return 2;
   } catch (const fpscope::UnknownNameError& e) {
     std::fflush(stdout);
-    fmt::print(stderr, "fpscope: {}\n", e.what());
+    print_error(e.what());
     return 2;
   } catch (const std::bad_alloc&) {
     std::fflush(stdout);
@@ -115,7 +143,7 @@ static int run(int argc, char** argv) {
     return 1;
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    fmt::print(stderr, "fpscope: {}\n", e.what());
+    print_error(e.what());
     return 1;
   }
   return 0;

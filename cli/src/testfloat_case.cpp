@@ -1,5 +1,6 @@
 // TestFloat case lines: function names, case parsing, evaluation through the core emulator.
 #include "testfloat_case.hpp"
+#include "fpscope/core/printable_text.hpp"
 
 #include <fmt/core.h>
 
@@ -46,7 +47,7 @@ Function parse_function(const std::string& name) {
     const auto in = parse_type(name.substr(0, to));
     const auto out = parse_type(target);
     if (!in || !out || (in->kind == Type::Kind::integer && out->kind == Type::Kind::integer))
-      throw UsageError("unknown function '" + name + "': " + expected);
+      throw UsageError("unknown function '" + printable_text(name) + "': " + expected);
     function.operation = Operation::convert;
     function.in = *in;
     function.out = *out;
@@ -54,7 +55,7 @@ Function parse_function(const std::string& name) {
   }
   const auto underscore = name.find('_');
   const auto type = underscore == std::string::npos ? std::nullopt : parse_type(name.substr(0, underscore));
-  if (!type || type->kind != Type::Kind::floating) throw UsageError("unknown function '" + name + "': " + expected);
+  if (!type || type->kind != Type::Kind::floating) throw UsageError("unknown function '" + printable_text(name) + "': " + expected);
   static const std::vector<std::pair<std::string, Operation>> operations{
       {"add", Operation::add}, {"sub", Operation::sub}, {"mul", Operation::mul}, {"div", Operation::div},
       {"sqrt", Operation::sqrt}, {"mulAdd", Operation::mul_add}, {"eq", Operation::eq}, {"lt", Operation::lt},
@@ -69,7 +70,7 @@ Function parse_function(const std::string& name) {
     function.out = comparison ? Type{Type::Kind::boolean, {}, 1} : *type;
     return function;
   }
-  throw UsageError("unknown function '" + name + "': " + expected);
+  throw UsageError("unknown function '" + printable_text(name) + "': " + expected);
 }
 
 std::uint64_t evaluate(const Function& fn, const std::vector<std::uint64_t>& x, bool exact, Context& ctx) {

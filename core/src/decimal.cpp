@@ -19,6 +19,16 @@ namespace {
 
 using detail::BigUint;
 
+// A decimal D * 10^e with more significant digits than this rounds like the one whose digits are
+// D's first max_significant_decimal_digits followed by a single 1 (its last digit is nonzero:
+// parse_number strips trailing zeros, so the digits dropped are not all zero). Both lie strictly
+// inside the same interval between two numbers of this many digits, and every point where a
+// rounding decision changes -- a representable value or a midpoint of any format up to binary64,
+// the tininess and overflow thresholds -- has at most 767 significant digits. 1100 also covers
+// the 126 bits round_pack sees, for stochastic rounding, down to 2^-1200; below that, every value
+// rounds to zero or the smallest subnormal with a probability under 2^-100.
+constexpr std::size_t max_significant_decimal_digits = 1100;
+
 std::string lowercase(std::string_view text) {
   std::string result(text);
   for (char& c : result) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -148,43 +158,55 @@ void rescale(ScaledDecimal& value, long long scale) {
 ParsedNumber parse_number(std::string_view text) {
   ParsedNumber number;
   number.text = std::string(text);
-  std::string s = lowercase(text);
-  if (s.empty()) fail(text, "it is empty");
+  if (text.empty()) fail(text, "it is empty");
   std::size_t i = 0;
-  if (s[0] == '+' || s[0] == '-') {
-    number.negative = s[0] == '-';
+  if (text[0] == '+' || text[0] == '-') {
+    number.negative = text[0] == '-';
     i = 1;
   }
-  const std::string_view rest = std::string_view(s).substr(i);
-  if (rest == "inf" || rest == "infinity") {
-    number.kind = ParsedNumber::Kind::infinity;
-    return number;
+  const std::string_view rest = text.substr(i);
+  if (rest.size() <= 8) {
+    const std::string word = lowercase(rest);
+    if (word == "inf" || word == "infinity") {
+      number.kind = ParsedNumber::Kind::infinity;
+      return number;
+    }
+    if (word == "nan" || word == "qnan") {
+      number.kind = ParsedNumber::Kind::quiet_nan;
+      return number;
+    }
+    if (word == "snan") {
+      number.kind = ParsedNumber::Kind::signaling_nan;
+      return number;
+    }
   }
-  if (rest == "nan" || rest == "qnan") {
-    number.kind = ParsedNumber::Kind::quiet_nan;
-    return number;
-  }
-  if (rest == "snan") {
-    number.kind = ParsedNumber::Kind::signaling_nan;
-    return number;
-  }
-  number.hex = rest.size() > 2 && rest[0] == '0' && rest[1] == 'x';
+  const auto lower = [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); };
+  number.hex = rest.size() > 2 && rest[0] == '0' && lower(rest[1]) == 'x';
   std::size_t p = number.hex ? 2 : 0;
   const char exponent_mark = number.hex ? 'p' : 'e';
   bool seen_point = false, seen_digit = false;
   long long fraction_digits = 0;
-  for (; p < rest.size() && rest[p] != exponent_mark; ++p) {
-    const char c = rest[p];
-    if (c == '.') {
+  number.digits.reserve(rest.size());
+  const auto is_digit = [&](char c) { return (c >= '0' && c <= '9') || (number.hex && hex_value(lower(c)) >= 0); };
+  while (p < rest.size() && lower(rest[p]) != exponent_mark) {
+    if (rest[p] == '.') {
       if (seen_point) fail(text, "it has two decimal points");
       seen_point = true;
+      ++p;
       continue;
     }
-    const bool digit = number.hex ? hex_value(c) >= 0 : std::isdigit(static_cast<unsigned char>(c)) != 0;
-    if (!digit) fail(text, number.hex ? "expected a hex float such as 0x1.8p-3" : "expected a decimal such as 0.1 or 6.1e-5, a hex float, inf or nan");
+    // A run of digits at once: numbers of millions of digits are read in linear time.
+    std::size_t end = p;
+    while (end < rest.size() && is_digit(rest[end])) ++end;
+    if (end == p) fail(text, number.hex ? "expected a hex float such as 0x1.8p-3" : "expected a decimal such as 0.1 or 6.1e-5, a hex float, inf or nan");
     seen_digit = true;
-    if (seen_point) ++fraction_digits;
-    if (!(number.digits.empty() && c == '0')) number.digits.push_back(c);
+    if (seen_point) fraction_digits += static_cast<long long>(end - p);
+    std::size_t first = p;
+    if (number.digits.empty())  // leading zeros are not significant
+      while (first < end && rest[first] == '0') ++first;
+    if (number.hex) for (std::size_t k = first; k < end; ++k) number.digits.push_back(lower(rest[k]));
+    else number.digits.append(rest.substr(first, end - first));
+    p = end;
   }
   if (!seen_digit) fail(text, "it has no digits");
   long long exponent = 0;
@@ -217,6 +239,17 @@ std::uint64_t round_number(Format f, const ParsedNumber& number, Context& ctx) {
   const long long magnitude = number.hex ? (number.exponent + 4 * digit_count) : (number.exponent + digit_count) * 4;
   if (magnitude > 8000) return round_pack(f, number.negative, 8000, 1, ctx);
   if (magnitude < -8000) return round_pack(f, number.negative, -8000, 1, ctx);
+  if (!number.hex && number.digits.size() > max_significant_decimal_digits) {
+    // Only the first digits can decide the rounding (see max_significant_decimal_digits): the rest
+    // become one sticky digit, so a number of any length rounds in time linear in its length.
+    ParsedNumber shortened;
+    shortened.negative = number.negative;
+    shortened.digits = number.digits.substr(0, max_significant_decimal_digits);
+    shortened.digits += '1';
+    shortened.exponent = number.exponent + static_cast<long long>(number.digits.size()) - static_cast<long long>(shortened.digits.size());
+    const BinaryValue value = decimal_to_binary(shortened);
+    return round_pack(f, number.negative, static_cast<int>(value.exponent), value.sig, ctx);
+  }
   const BinaryValue value = number.hex ? hex_to_binary(number) : decimal_to_binary(number);
   return round_pack(f, number.negative, static_cast<int>(value.exponent), value.sig, ctx);
 }
@@ -243,7 +276,9 @@ bool strictly_inside_grid_cell(Format f, double d) {
 }  // namespace
 
 std::uint64_t round_text(Format f, std::string_view text, Context& ctx) {
-  if (ctx.rounding != RoundingMode::stochastic && f.mantissa_bits <= 50 && !text.empty() &&
+  // The fast path is for the everyday number; one longer than a double's 17 digits and an exponent
+  // goes straight to the exact path (from_chars would read it all once more).
+  if (ctx.rounding != RoundingMode::stochastic && f.mantissa_bits <= 50 && !text.empty() && text.size() <= 64 &&
       text.find_first_of("xXpP") == std::string_view::npos) {
     std::string_view digits = text;
     if (digits.front() == '+') digits.remove_prefix(1);  // from_chars takes '-' only

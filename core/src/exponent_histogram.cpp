@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
+#include <stdexcept>
 
 namespace fpscope {
 
@@ -97,10 +99,22 @@ void ExponentHistogram::add_value(float value) {
 }
 
 void ExponentHistogram::merge(const ExponentHistogram& other) {
+  const auto mine = checked_total_count(), theirs = other.checked_total_count();
+  if (!mine || !theirs || *theirs > std::numeric_limits<std::uint64_t>::max() - *mine)
+    throw std::overflow_error("the merged counts pass 2^64");
   for (std::size_t i = 0; i < bins_.size(); ++i) bins_[i] += other.bins_[i];
   zeros_ += other.zeros_;
   infinities_ += other.infinities_;
   nans_ += other.nans_;
+}
+
+std::optional<std::uint64_t> ExponentHistogram::checked_total_count() const {
+  std::uint64_t total = 0;
+  for (const std::uint64_t count : bins_)
+    if (__builtin_add_overflow(total, count, &total)) return std::nullopt;
+  for (const std::uint64_t count : {zeros_, infinities_, nans_})
+    if (__builtin_add_overflow(total, count, &total)) return std::nullopt;
+  return total;
 }
 
 std::uint64_t ExponentHistogram::finite_nonzero_count() const {

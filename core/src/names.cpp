@@ -1,5 +1,6 @@
 // Parsing and printing of format and rounding-mode names.
 #include "fpscope/core/names.hpp"
+#include "fpscope/core/printable_text.hpp"
 
 #include <array>
 #include <cctype>
@@ -64,11 +65,11 @@ Format parse_format(std::string_view name) {
         parse_int(body.substr(m + 1), mantissa_bits)) {
       const Format f{exponent_bits, mantissa_bits, flavour};
       if (f.valid()) return f;
-      throw UnknownNameError("format '" + std::string(name) +
+      throw UnknownNameError("format '" + printable_text(name) +
                              "' is out of range: custom formats need 2 to 11 exponent bits, 1 to 52 mantissa bits and at most 64 bits in all");
     }
   }
-  throw UnknownNameError("unknown format '" + std::string(name) +
+  throw UnknownNameError("unknown format '" + printable_text(name) +
                          "': expected fp16, bf16, fp32, fp64, tf32, e4m3, e5m2 or a custom eXmY such as e6m9 (eXmYfn for the OCP FN flavour, eXmYieee to insist on IEEE)");
 }
 
@@ -100,7 +101,7 @@ RoundingMode parse_rounding_mode(std::string_view name) {
   if (key == "rd" || key == "toward_negative" || key == "min" || key == "down") return RoundingMode::toward_negative;
   if (key == "odd" || key == "ro") return RoundingMode::odd;
   if (key == "stochastic" || key == "sr") return RoundingMode::stochastic;
-  throw UnknownNameError("unknown rounding mode '" + std::string(name) +
+  throw UnknownNameError("unknown rounding mode '" + printable_text(name) +
                          "': expected rne, rna, rz, ru, rd, odd or stochastic");
 }
 

@@ -1,5 +1,6 @@
 // Parsing VALUE@LAYER:STEP.
 #include "fpscope/gpu/fault_injection.hpp"
+#include "fpscope/core/printable_text.hpp"
 
 #include <charconv>
 #include <stdexcept>
@@ -15,7 +16,7 @@ bool parse_whole(std::string_view text, Int& value) {
 }  // namespace
 
 FaultInjection parse_fault_injection(std::string_view text, int layer_count) {
-  const std::string quoted = "--inject '" + std::string(text) + "'";
+  const std::string quoted = "--inject '" + printable_text(text) + "'";
   const auto at = text.find('@');
   const auto colon = text.rfind(':');
   if (at == std::string_view::npos || colon == std::string_view::npos || colon < at)

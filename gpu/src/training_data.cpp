@@ -1,5 +1,6 @@
 // Picks and opens the batch source named by a --data spec.
 #include "fpscope/gpu/training_data.hpp"
+#include "fpscope/core/printable_text.hpp"
 
 #include "fpscope/gpu/mlp.hpp"
 
@@ -19,7 +20,7 @@ TrainingData::TrainingData(const std::string& spec, const std::vector<int>& laye
                                   std::to_string(idx_->features()) + " features and " + std::to_string(idx_->classes()) +
                                   " classes");
   } else {
-    throw std::invalid_argument("unknown data '" + spec + "': expected synthetic or mnist:DIR");
+    throw std::invalid_argument("unknown data '" + printable_text(spec) + "': expected synthetic or mnist:DIR");
   }
 }
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "fpscope/core/names.hpp"
+#include "fpscope/core/printable_text.hpp"
 
 namespace fpscope::gui {
 
@@ -46,7 +47,7 @@ App::App(const AppOptions& options) : view(options.view), form(options.form) {
     form.batch = 1024;
     if (start_training(form)) demo_stage_ = 0;
   } else if (options.start && session && !start_training(form)) {
-    std::fprintf(stderr, "fpscope-gui: cannot start training: %s\n", training_message.c_str());
+    std::fprintf(stderr, "fpscope-gui: cannot start training: %s\n", printable_text(training_message, 4096).c_str());
   }
 }
 
@@ -102,7 +103,7 @@ void App::update(double now_seconds) {
     followed_once_ = true;
     if (follower->error() != follow_error) {
       follow_error = follower->error();
-      if (!follow_error.empty()) std::fprintf(stderr, "fpscope-gui: %s\n", follow_error.c_str());
+      if (!follow_error.empty()) std::fprintf(stderr, "fpscope-gui: %s\n", printable_text(follow_error, 4096).c_str());
     }
   }
   const std::uint64_t previous_generation = store_generation_seen_;

@@ -117,7 +117,7 @@ int run(const Options& o) {
           const std::string saved[] = {fpscope::gui::export_run_log(app, o.export_folder),
                                        fpscope::gui::export_histograms_csv(app, o.export_folder)};
           for (const std::string& message : saved) {
-            std::fprintf(stderr, "fpscope-gui: %s\n", message.c_str());
+            std::fprintf(stderr, "fpscope-gui: %s\n", fpscope::printable_text(message, 4096).c_str());
             if (message.rfind("saved ", 0) != 0) status = 1;
           }
           fpscope::gui::save_framebuffer_png(width, height,
@@ -125,7 +125,7 @@ int run(const Options& o) {
         }
       } catch (const std::exception& e) {
         if (last_frame) {
-          std::fprintf(stderr, "fpscope-gui: %s\n", e.what());
+          std::fprintf(stderr, "fpscope-gui: %s\n", fpscope::printable_text(e.what(), 4096).c_str());
           status = 1;
         } else {
           app.export_message = e.what();
@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
   try {
     cli.parse(argc, argv);
     const auto view = fpscope::gui::parse_view(o.view);
-    if (!view) throw CLI::ValidationError("unknown --view '" + o.view + "': expected training, histogram, heatmap, curves, what-if, inspector or export");
+    if (!view) throw CLI::ValidationError("unknown --view '" + fpscope::printable_text(o.view) + "': expected training, histogram, heatmap, curves, what-if, inspector or export");
     o.app.view = *view;
     auto index_of = [](const std::string& value, std::initializer_list<const char*> names, const char* option) {
       int i = 0;
@@ -225,7 +225,7 @@ int main(int argc, char** argv) {
       }
       int exponent = 0;
       if (used != loss_scale.size() || !(value >= 1) || std::frexp(value, &exponent) != 0.5 || exponent - 1 > 24)
-        throw CLI::ValidationError("--loss-scale '" + loss_scale + "' is not none, dynamic or a power of two from 1 to 2^24");
+        throw CLI::ValidationError("--loss-scale '" + fpscope::printable_text(loss_scale) + "' is not none, dynamic or a power of two from 1 to 2^24");
       f.static_scale_log2 = exponent - 1;
     }
     if (f.loss_weight_log2 < -16 || f.loss_weight_log2 > 0) throw CLI::ValidationError("--loss-weight-log2 must be -16 .. 0");
@@ -252,7 +252,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return cli.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "fpscope-gui: %s\n", e.what());
+    std::fprintf(stderr, "fpscope-gui: %s\n", fpscope::printable_text(e.what(), 4096).c_str());
     return 2;
   }
   return run(o);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
 #include "app.hpp"
@@ -65,7 +66,13 @@ void draw_what_if(App& app) {
   if (scope == 0) {
     for (const TensorRecord& t : snapshot->tensors)
       if (t.kind == TensorKind::activation_gradient || t.kind == TensorKind::weight_gradient) {
-        merged.merge(t.histogram);
+        try {
+          merged.merge(t.histogram);
+        } catch (const std::overflow_error&) {
+          ImGui::TextDisabled("The gradients of step %lld count more than 2^64 values together: a log no training writes.",
+                              static_cast<long long>(snapshot->step));
+          return;
+        }
         gradients.push_back(t.histogram);
       }
   } else if (const TensorRecord* t = app.selected_record(*snapshot)) {

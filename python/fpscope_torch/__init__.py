@@ -24,6 +24,7 @@ Rank 0 writes the log.
 """
 
 import json
+import math
 import os
 
 import torch
@@ -141,6 +142,15 @@ class Recorder:
         self._pending = {}
         self.step_index += 1
 
+    @staticmethod
+    def _finite_or_none(loss):
+        """The loss as the run log holds it: a number, or null when it is not given or not finite
+        (JSON has no NaN; fpscope reads null as a loss not known)."""
+        if loss is None:
+            return None
+        value = float(loss.detach()) if torch.is_tensor(loss) else float(loss)
+        return value if math.isfinite(value) else None
+
     def _write(self, loss):
         keys = sorted(self._pending)
         if self._distributed:
@@ -155,7 +165,7 @@ class Recorder:
         scale = self._scale if self._scale is not None else 1.0
         skipped = self._skipped
         snapshot = {"step": self.step_index,
-                    "loss": float(loss.detach()) if torch.is_tensor(loss) else (float(loss) if loss is not None else 0.0),
+                    "loss": self._finite_or_none(loss),
                     "loss_scale": scale, "skipped": skipped,
                     "tensors": [_tensor_record(name, kind, self._pending[(name, kind)]) for name, kind in keys]}
         self._file.write(json.dumps(snapshot) + "\n")

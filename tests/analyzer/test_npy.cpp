@@ -169,11 +169,19 @@ TEST_CASE("a folder of .npy files is one snapshot, one tensor per file") {
   std::filesystem::create_directories(folder);
   write_npy(folder / "b_weights.npy", "<f4", "(2,)", bytes_of(std::vector<float>{1.0f, 0.25f}));
   write_npy(folder / "a_grads.npy", "<f4", "(1,)", bytes_of(std::vector<float>{0.0f}));
-  const Snapshot s = npy_folder_snapshot(folder);
+  // An unrelated broken link and a link loop among them: skipped, each with a warning.
+  std::filesystem::remove(folder / "dangling.npy");
+  std::filesystem::remove(folder / "loop.npy");
+  std::filesystem::create_symlink(folder / "nothing-here.npy", folder / "dangling.npy");
+  std::filesystem::create_symlink(folder / "loop.npy", folder / "loop.npy");
+  std::vector<std::string> warnings;
+  const Snapshot s = npy_folder_snapshot(folder, NpyElements::by_dtype, warnings);
+  CHECK(warnings.size() == 2);
+  for (const std::string& w : warnings) CHECK(w.find("skipped") != std::string::npos);
   REQUIRE(s.tensors.size() == 2);
   CHECK(s.tensors[0].name == "a_grads");
   CHECK(s.tensors[0].histogram.zero_count() == 1);
   CHECK(s.tensors[1].histogram.count(0) == 1);
   CHECK(s.tensors[1].histogram.count(-2) == 1);
-  CHECK_THROWS_AS(npy_folder_snapshot(temporary("empty_folder_that_is_absent")), NpyError);
+  CHECK_THROWS_AS(npy_folder_snapshot(temporary("empty_folder_that_is_absent"), NpyElements::by_dtype, warnings), NpyError);
 }

@@ -1,6 +1,7 @@
 // Following a run log while it grows, is truncated, replaced, or broken.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -109,4 +110,32 @@ TEST_CASE("a follower reports a missing or malformed log and keeps going") {
   CHECK(follower.poll() == 0);
   CHECK(follower.error().find("later.jsonl:1") != std::string::npos);
   CHECK(store.size() == 0);
+}
+
+TEST_CASE("a line longer than the follower's window is an error naming the line, not a read repeated forever") {
+  TempDir dir;
+  const auto path = dir.path / "run.jsonl";
+  RunHeader header;
+  header.source = "test";
+  append_text(path, run_header_line(header) + "\n" + snapshot_line(snapshot_at(0)) + "\n" + std::string(5000, 'x'));
+  RunStore store;
+  RunLogFollower follower(path, store, 4096);  // a 4 KiB window stands for the 64 MiB one
+  std::size_t added = 0;
+  for (int poll = 0; poll < 4; ++poll) added += follower.poll();
+  CHECK(added == 1);
+  CHECK(follower.error().find("run.jsonl:3: a line longer than 4.0 KiB") != std::string::npos);
+  // A line that fits the window is read as before.
+  RunStore other;
+  RunLogFollower wide(path, other, 8192);
+  CHECK(wide.poll() == 1);
+  CHECK(wide.error().empty());  // the unfinished last line is a write in progress
+}
+
+TEST_CASE("loss: a number, or null / absent for a loss not known; anything else is an error, never 0") {
+  CHECK(parse_snapshot(R"({"step": 1, "loss": 0.25})", "x").loss == 0.25);
+  CHECK(std::isnan(parse_snapshot(R"({"step": 1, "loss": null})", "x").loss));
+  CHECK(std::isnan(parse_snapshot(R"({"step": 1})", "x").loss));
+  CHECK_THROWS_WITH_AS(parse_snapshot(R"({"step": 1, "loss": "garbage"})", "run.jsonl:2"), doctest::Contains("'loss' must be a number"), RunLogError);
+  CHECK_THROWS_WITH_AS(parse_snapshot(R"({"step": 1, "loss_scale": 0})", "run.jsonl:2"), doctest::Contains("'loss_scale' must be a positive"), RunLogError);
+  CHECK_THROWS_AS(parse_snapshot(R"({"step": 1, "loss_scale": "big"})", "x"), RunLogError);
 }

@@ -139,3 +139,55 @@ TEST_CASE("conversion error is exact") {
   CHECK(conversion_error(formats::fp16, 0x3C00, parse_number("1")).absolute == "0");
   CHECK(conversion_error(formats::fp16, 0x3C00, parse_number("0x1.001p0")).absolute == "-0.000244140625");
 }
+
+TEST_CASE("decimals of thousands of digits round like glibc in four modes (the digits past 1100 become one sticky digit)") {
+  // Just above, at and just below points where rounding changes, written with 1,200 to 3,000
+  // significant digits: fp32 midpoints (exact in binary64) against strtof, and binary64 values
+  // (normal and subnormal: 2^-1074 alone has 751 digits) plus a tiny amount against strtod.
+  std::mt19937_64 rng(2026);
+  const int modes[] = {FE_TONEAREST, FE_TOWARDZERO, FE_UPWARD, FE_DOWNWARD};
+  const RoundingMode ours[] = {RoundingMode::nearest_even, RoundingMode::toward_zero, RoundingMode::toward_positive,
+                               RoundingMode::toward_negative};
+  int mismatches = 0, long_inputs = 0;
+  for (int i = 0; i < 400; ++i) {
+    // A float32 (normal or subnormal), the midpoint to its successor as an exact decimal.
+    const std::uint32_t f_bits = static_cast<std::uint32_t>(rng() % 0x7F7FFFFFu);
+    float f, next;
+    std::memcpy(&f, &f_bits, 4);
+    const std::uint32_t next_bits = f_bits + 1;
+    std::memcpy(&next, &next_bits, 4);
+    const double midpoint = (static_cast<double>(f) + static_cast<double>(next)) / 2;
+    std::uint64_t midpoint_bits;
+    std::memcpy(&midpoint_bits, &midpoint, 8);
+    const std::string at = exact_decimal(formats::fp64, midpoint_bits);
+    // And a binary64 value, made tiny (subnormal) for every other case.
+    const std::uint64_t d_bits = (i % 2 == 0) ? rng() % 0x000FFFFFFFFFFFFFull + 1 : rng() % 0x7FEFFFFFFFFFFFFFull;
+    const std::string d = exact_decimal(formats::fp64, d_bits);
+    const std::string zeros(1200 + rng() % 1800, '0');
+    const auto with_point = [](std::string s) { return s.find('.') == std::string::npos ? s + "." : s; };
+    std::string below = at;  // an exact decimal of a binary fraction ends in 5 (or is an integer)
+    if (below.back() == '5') below.back() = '4', below = with_point(below) + std::string(zeros.size(), '9');
+    for (const std::string& text : {with_point(at) + zeros + "1", with_point(at) + zeros, below, with_point(d) + zeros + "1",
+                                    "-" + with_point(d) + zeros + "7"}) {
+      long_inputs += text.size() > 1100;
+      for (int m = 0; m < 4; ++m) {
+        std::fesetround(modes[m]);
+        const float expected_float = std::strtof(text.c_str(), nullptr);
+        const double expected_double = std::strtod(text.c_str(), nullptr);
+        std::fesetround(FE_TONEAREST);
+        std::uint32_t ef;
+        std::uint64_t ed;
+        std::memcpy(&ef, &expected_float, 4);
+        std::memcpy(&ed, &expected_double, 8);
+        Context ctx;
+        ctx.rounding = ours[m];
+        const ParsedNumber number = parse_number(text);
+        if (round_number(formats::fp32, number, ctx) != ef || round_number(formats::fp64, number, ctx) != ed) {
+          if (++mismatches < 5) MESSAGE(text.substr(0, 60) << "... (" << text.size() << " characters), mode " << m);
+        }
+      }
+    }
+  }
+  CHECK(long_inputs > 1600);  // of 2000 (the "below" variant of an integer midpoint is short)
+  CHECK(mismatches == 0);
+}

@@ -1,4 +1,5 @@
 // Fuzz target: run-log lines (a header, then snapshots). Whatever parses must print and parse back equal.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -18,8 +19,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const fpscope::RunHeader header = fpscope::parse_run_header(line, "fuzz:1");
         if (!(fpscope::parse_run_header(fpscope::run_header_line(header), "again") == header)) std::abort();
       } else {
-        const fpscope::Snapshot snapshot = fpscope::parse_snapshot(line, "fuzz");
-        if (!(fpscope::parse_snapshot(fpscope::snapshot_line(snapshot), "again") == snapshot)) std::abort();
+        fpscope::Snapshot snapshot = fpscope::parse_snapshot(line, "fuzz");
+        fpscope::Snapshot again = fpscope::parse_snapshot(fpscope::snapshot_line(snapshot), "again");
+        // A loss not known (null, absent) reads as NaN, which == never calls equal: compare the rest.
+        if (std::isnan(snapshot.loss) && std::isnan(again.loss)) snapshot.loss = again.loss = 0;
+        if (!(again == snapshot)) std::abort();
       }
     } catch (const fpscope::RunLogError&) {
     }

@@ -86,6 +86,7 @@ if [[ -n "$gui" ]]; then
   done
   if ((torn == 0)); then echo "ok: $kills kills during the app's export: always the old files or the new ones ($new of $((3 * kills)) new)"
   else echo "FAIL: $torn files torn by $kills kills during the app's export"; failed=1; fi
+  "${xvfb[@]}" "$gui" --follow reference.jsonl --frames 2 --export app_out >/dev/null 2>&1 || { echo "FAIL: the app's export after the kills"; failed=1; }
 fi
 
 # What the kills left behind (.NAME.fpscope-tmp-XXXXXXXXXXXX, only if a kill fell between naming a

@@ -276,7 +276,7 @@ OutputTarget resolve_output(const std::filesystem::path& given, std::string_view
     }
     target.kind = OutputTarget::Kind::regular_file;
     if (::access(path.c_str(), W_OK) != 0) fail_errno(target, "cannot write", errno);
-  } else if (errno != ENOENT) {
+  } else if (errno != ENOENT && errno != ENOTDIR) {  // the folder is checked below
     fail_errno(target, "cannot write", errno);
   } else {
     target.kind = OutputTarget::Kind::new_file;

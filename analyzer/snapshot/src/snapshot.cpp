@@ -1,5 +1,6 @@
 // Names of tensor kinds.
 #include "fpscope/snapshot/snapshot.hpp"
+#include "fpscope/core/printable_text.hpp"
 
 #include <array>
 #include <string>
@@ -25,7 +26,7 @@ std::string_view tensor_kind_name(TensorKind kind) {
 TensorKind parse_tensor_kind(std::string_view name) {
   for (const auto& [kind, text] : kind_names)
     if (text == name) return kind;
-  throw std::invalid_argument("unknown tensor kind '" + std::string(name) +
+  throw std::invalid_argument("unknown tensor kind '" + printable_text(name) +
                               "': expected activation, activation_gradient, weight, weight_gradient or other");
 }
 

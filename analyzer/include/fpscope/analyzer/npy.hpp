@@ -37,7 +37,8 @@ ExponentHistogram npy_histogram(const std::filesystem::path& path, NpyElements e
                                 NpyInfo* info = nullptr);
 
 // A folder of .npy files as one snapshot, one tensor per file (named by the file's stem,
-// kind `other`), in file-name order. Throws NpyError when the folder holds no .npy file.
-Snapshot npy_folder_snapshot(const std::filesystem::path& folder, NpyElements elements = NpyElements::by_dtype);
+// kind `other`), in file-name order. A .npy entry that is a broken link, a link loop or not a
+// regular file is skipped with a warning. Throws NpyError when the folder holds no .npy file.
+Snapshot npy_folder_snapshot(const std::filesystem::path& folder, NpyElements elements, std::vector<std::string>& warnings);
 
 }  // namespace fpscope

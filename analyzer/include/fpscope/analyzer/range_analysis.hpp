@@ -32,6 +32,15 @@ struct RangeReport {
   std::uint64_t nonzero_finite() const { return flushed_to_zero + subnormal + normal + overflow; }
 };
 
+// Scales are powers of two 2^k. Beyond |k| = max_scale_log2 every float32 binade lies outside
+// every format's range (fp64's is 2^-1074 .. 2^1024), so a larger |k| says nothing new: the
+// functions here clamp k to it, which also keeps binade + k far from int overflow. Margins
+// (binades kept below overflow) are clamped to 0 .. max_margin_binades likewise.
+inline constexpr int max_scale_log2 = 2048;
+inline constexpr int max_margin_binades = 1024;
+inline int clamp_scale_log2(int scale_log2) { return scale_log2 < -max_scale_log2 ? -max_scale_log2 : scale_log2 > max_scale_log2 ? max_scale_log2 : scale_log2; }
+inline int clamp_margin_binades(int margin) { return margin < 0 ? 0 : margin > max_margin_binades ? max_margin_binades : margin; }
+
 RangeReport analyze_range(const ExponentHistogram& histogram, Format format, int scale_log2);
 
 }  // namespace fpscope

@@ -15,7 +15,8 @@ namespace fpscope {
 // error() / restarts() and the follower keeps polling.
 class RunLogFollower {
  public:
-  RunLogFollower(std::filesystem::path path, RunStore& store);
+  // Each poll reads at most window_bytes; a line longer than that is an error (no run log line is).
+  RunLogFollower(std::filesystem::path path, RunStore& store, std::uint64_t window_bytes = std::uint64_t{64} << 20);
   // Returns how many snapshots were added.
   std::size_t poll();
   // Empty while all is well; otherwise one sentence naming the file (and line).
@@ -29,6 +30,7 @@ class RunLogFollower {
 
   std::filesystem::path path_;
   RunStore& store_;
+  std::uint64_t window_bytes_;
   std::uint64_t offset_ = 0;      // bytes consumed: whole lines only
   std::uint64_t line_number_ = 0;
   bool have_header_ = false;

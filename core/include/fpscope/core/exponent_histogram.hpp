@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "fpscope/core/hd.hpp"
@@ -40,6 +41,8 @@ class ExponentHistogram {
   void add(std::span<const float> values);
   void add_bits(std::span<const std::uint32_t> bits);
   void add_value(float value);
+  // Adds other's counts. Throws std::overflow_error (and changes nothing) when the total count
+  // would pass 2^64 - 1: a histogram counted from data never gets there, one read from a file may.
   void merge(const ExponentHistogram& other);
   void clear() { *this = ExponentHistogram{}; }
 
@@ -57,7 +60,10 @@ class ExponentHistogram {
     nans_ = nans;
   }
   std::uint64_t finite_nonzero_count() const;
+  // Precondition: the total fits in 64 bits (checked_total_count() says whether it does; merge
+  // and the file readers keep it so).
   std::uint64_t total_count() const { return finite_nonzero_count() + zeros_ + infinities_ + nans_; }
+  std::optional<std::uint64_t> checked_total_count() const;
   // Smallest and largest binade with a nonzero count; min_binade - 1 when there is none.
   int lowest_binade() const;
   int highest_binade() const;
