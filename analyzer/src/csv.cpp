@@ -11,6 +11,8 @@
 #include <tuple>
 
 #include "fpscope/core/printable_text.hpp"
+#include "fpscope/snapshot/line_reader.hpp"
+#include "fpscope/snapshot/memory_budget.hpp"
 
 namespace fpscope {
 
@@ -75,11 +77,13 @@ std::string histograms_csv(const std::vector<Snapshot>& snapshots) {
 }
 
 std::vector<Snapshot> read_histograms_csv(const std::filesystem::path& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path.string() + ": cannot open: " + std::strerror(errno));
   std::string line;
   std::vector<std::string> fields;
-  if (!std::getline(in, line)) throw std::runtime_error(path.string() + ": empty file: expected the header step,tensor,kind,binade,count");
+  LineReader lines(in, path.string(), 4);  // a record's fields take a few times its length
+  bool newline = false;
+  if (!lines.next(line, newline)) throw std::runtime_error(path.string() + ": empty file: expected the header step,tensor,kind,binade,count");
   // Spreadsheets save CSV with a UTF-8 byte order mark before the first column's name.
   if (line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
   split_record(line, fields);
@@ -94,16 +98,17 @@ std::vector<Snapshot> read_histograms_csv(const std::filesystem::path& path) {
   // Keyed by step, then by tensor in order of first appearance.
   std::map<std::int64_t, Snapshot> steps;
   std::size_t line_number = 1;
-  while (std::getline(in, line)) {
+  while (lines.next(line, newline)) {
     ++line_number;
     const std::string where = path.string() + ":" + std::to_string(line_number);
     if (line.empty() || line == "\r") continue;
     // A quoted field with a line break in it goes on over the next lines.
     bool complete = split_record(line, fields);
-    for (std::string more; !complete && std::getline(in, more); complete = split_record(line, fields)) {
+    for (std::string more; !complete && lines.next(more, newline); complete = split_record(line, fields)) {
       line += '\n';
       line += more;
       ++line_number;
+      if (line.size() > lines.max_line_bytes()) throw std::runtime_error(where + ": a quoted field runs on past " + byte_size_text(lines.max_line_bytes()));
     }
     if (!complete) throw std::runtime_error(where + ": unterminated quote");
     if (fields.size() != width) throw std::runtime_error(where + ": " + std::to_string(fields.size()) + " fields, expected " + std::to_string(width));

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "fpscope/core/printable_text.hpp"
+#include "fpscope/snapshot/line_reader.hpp"
 #include "fpscope/snapshot/memory_budget.hpp"
 
 namespace fpscope {
@@ -211,14 +212,15 @@ RunLog read_run_log(const std::filesystem::path& path) {
   RunLog log;
   std::size_t line_number = 0;
   bool have_header = false;
-  // Line by line: memory holds one line and the snapshots read, never the whole file.
-  for (std::string line; std::getline(in, line);) {
-    const bool complete = !in.eof();  // getline stops at end of file without a newline
+  // Line by line: memory holds one line and the snapshots read, never the whole file; a line
+  // longer than memory allows for its JSON is refused before it is all read.
+  LineReader lines(in, path.string(), json_bytes_per_line_byte);
+  std::string line;
+  for (bool complete = false; lines.next(line, complete);) {
     ++line_number;
     const std::string where = printable_text(path.string(), 200) + ":" + std::to_string(line_number);
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
-      check_line_memory(line.size(), where);
       if (!have_header) {
         log.header = parse_run_header(line, where);
         have_header = true;
@@ -230,7 +232,6 @@ RunLog read_run_log(const std::filesystem::path& path) {
       log.warnings.push_back(where + ": incomplete last line skipped (the run may still be writing, or crashed)");
     }
   }
-  if (in.bad()) throw RunLogError(printable_text(path.string(), 200) + ": cannot read: " + std::strerror(errno));
   if (line_number == 0) throw RunLogError(printable_text(path.string(), 200) + ": empty file: expected a run log header line");
   if (!have_header) throw RunLogError(printable_text(path.string(), 200) + ": no header line: expected a run log");
   return log;

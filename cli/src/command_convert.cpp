@@ -3,11 +3,15 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <string_view>
 
 #include "commands.hpp"
+#include "fpscope/snapshot/memory_budget.hpp"
+#include "number_option.hpp"
 #include "fpscope/core/printable_text.hpp"
 #include "hex_digits.hpp"
 #include "fpscope/core/bits.hpp"
@@ -28,7 +32,7 @@ struct ConvertOptions {
   bool flush_to_zero = false;
   bool denormals_are_zero = false;
   bool saturate = false;
-  std::uint64_t seed = 0;
+  std::string seed = "0";
 };
 
 enum class OutputKind { automatic, bits, value, both };
@@ -83,14 +87,26 @@ void run_convert(const ConvertOptions& options) {
   ctx.flush_to_zero = options.flush_to_zero;
   ctx.denormals_are_zero = options.denormals_are_zero;
   ctx.saturate = options.saturate;
-  ctx.stochastic_seed = options.seed;
+  ctx.stochastic_seed = parse_integer_option<std::uint64_t>("--seed", options.seed, 0, std::numeric_limits<std::uint64_t>::max());
 
   // Read everything first: nothing is written unless every line converts.
+  // The input and the output built from it must fit in memory (checked every 64 MiB: standard
+  // input may be /dev/zero).
   std::string input;
   {
     char chunk[1 << 16];
     std::size_t n;
-    while ((n = std::fread(chunk, 1, sizeof chunk, stdin)) > 0) input.append(chunk, n);
+    while ((n = std::fread(chunk, 1, sizeof chunk, stdin)) > 0) {
+      input.append(chunk, n);
+      if (input.size() % (std::size_t{64} << 20) < n) {
+        try {
+          check_memory_budget(3 * static_cast<std::uint64_t>(input.size()), "converting " + byte_size_text(input.size()) + " of standard input and more");
+        } catch (const MemoryBudgetError& e) {
+          throw UsageError(e.what(), 1);
+        }
+      }
+    }
+    if (std::ferror(stdin)) throw UsageError(std::string("cannot read standard input: ") + std::strerror(errno), 1);
   }
   fmt::memory_buffer out;
   out.reserve(input.size() + input.size() / 2);

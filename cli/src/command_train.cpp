@@ -1,5 +1,6 @@
 // `fpscope train`: mixed-precision training of an MLP on the CPU backend, recording a run log.
 #include <fmt/core.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -123,7 +124,7 @@ void run_train(const TrainOptions& o) {
     if (faults.back().step >= steps)
       throw UsageError(fmt::format("--inject {} is at step {}, but the run's steps are 0 to {}", describe(faults.back()), faults.back().step, steps - 1));
   }
-  if (o.checkpoint && o.checkpoint->empty()) throw UsageError("--checkpoint is empty: name a file");
+  if (o.checkpoint && o.checkpoint->empty()) throw OutputError("--checkpoint is empty: name a file");
   try {
     check_memory_budget(estimated_training_bytes(config.layer_sizes, batch),
                         fmt::format("training {} at batch {}", o.model, batch));
@@ -170,10 +171,10 @@ void run_train(const TrainOptions& o) {
     try {
       checkpoint = read_checkpoint(checkpoint_path);
     } catch (const CheckpointError& e) {
-      throw UsageError(std::string(e.what()) + ": cannot --resume");
+      throw UsageError(std::string(e.what()) + ": cannot --resume", 1);
     }
     if (checkpoint.settings != settings)
-      throw UsageError("checkpoint " + printable_text(checkpoint_path, 200) + " was written by a run with other settings: resume with the same options");
+      throw UsageError("checkpoint " + printable_text(checkpoint_path, 200) + " was written by a run with other settings: resume with the same options", 1);
     trainer.restore(checkpoint.trainer);
     data->restore_state(checkpoint.data_state);
     header.run_id = checkpoint.run_id;
@@ -186,6 +187,8 @@ void run_train(const TrainOptions& o) {
   // With the run log on standard output, the summary goes to standard error.
   std::FILE* summary = log_target && log_target->kind == OutputTarget::Kind::descriptor && log_target->descriptor == 1 ? stderr : stdout;
 
+  // Progress is for a person watching: shown on a terminal, never in a log of stderr.
+  const bool show_progress = ::isatty(STDERR_FILENO) != 0;
   interrupted = false;
   const auto previous = std::signal(SIGINT, on_interrupt);
   const auto start = std::chrono::steady_clock::now();
@@ -203,7 +206,7 @@ void run_train(const TrainOptions& o) {
       const RunLogPosition position = log ? log->position() : RunLogPosition{};
       write_checkpoint(*checkpoint_target, {settings, trainer.state(), data->save_state(), header.run_id, position.bytes, position.crc32});
     }
-    if (report) {
+    if (report && show_progress) {
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       fmt::print(stderr, "\r{} step {:>7}/{}  loss {:.4f}  scale {:g}  skipped {}  {:.1f} steps/s   ", trainer.name(), step + 1, steps,
                  last.loss, last.loss_scale, trainer.scaler_state().skipped_steps,
@@ -211,7 +214,7 @@ void run_train(const TrainOptions& o) {
     }
   }
   std::signal(SIGINT, previous);
-  fmt::print(stderr, "\n");
+  if (show_progress) fmt::print(stderr, "\n");
   const LossScalerState scaler = trainer.scaler_state();
   if (interrupted)
     throw UsageError(fmt::format("interrupted after step {} of {}: the run log is whole up to it{}", step, steps,

@@ -1,5 +1,7 @@
 // Colour decisions for the CLI: on for a terminal, off when piped, overridable.
 #include "terminal.hpp"
+
+#include "commands.hpp"
 #include "fpscope/core/printable_text.hpp"
 
 #include <unistd.h>
@@ -14,7 +16,7 @@ ColorChoice parse_color_choice(std::string_view text) {
   if (text == "auto") return ColorChoice::automatic;
   if (text == "always") return ColorChoice::always;
   if (text == "never") return ColorChoice::never;
-  throw std::invalid_argument("unknown --color choice '" + printable_text(text) + "': expected auto, always or never");
+  throw UsageError("unknown --color choice '" + printable_text(text) + "': expected auto, always or never");
 }
 
 bool use_color(ColorChoice choice) {

@@ -122,7 +122,7 @@ std::optional<TestFloatCase> parse_case_line(const Function& fn, std::string_vie
   std::string shown;
   for (char ch : line.substr(0, 60)) shown += (ch >= 0x20 && ch < 0x7F) ? ch : '?';
   throw UsageError(fmt::format("line {}: malformed case '{}{}': expected {} operand(s), a result and flags in hex", line_number, shown,
-                               line.size() > 60 ? "..." : "", operands));
+                               line.size() > 60 ? "..." : "", operands), 1);
 }
 
 }  // namespace fpscope::cli

@@ -7,6 +7,9 @@
 #include <fstream>
 #include <iterator>
 
+#include "fpscope/core/printable_text.hpp"
+#include "fpscope/snapshot/memory_budget.hpp"
+
 
 namespace fpscope {
 
@@ -164,10 +167,23 @@ void write_checkpoint(const OutputTarget& target, const TrainingCheckpoint& chec
 }
 
 TrainingCheckpoint read_checkpoint(const std::filesystem::path& path) {
+  const std::string where = "checkpoint " + printable_text(path.string(), 200);
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  if (error) throw CheckpointError("cannot read " + where + ": " + error.message());
+  // A device or FIFO (/dev/zero) would be read forever: a checkpoint is a file.
+  if (!std::filesystem::is_regular_file(status)) throw CheckpointError(where + " is not a regular file");
+  const auto size = std::filesystem::file_size(path, error);
+  if (error) throw CheckpointError("cannot read " + where + ": " + error.message());
+  try {
+    check_memory_budget(2 * size, "reading " + where);  // its bytes and the state decoded from them
+  } catch (const MemoryBudgetError& e) {
+    throw CheckpointError(e.what());
+  }
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw CheckpointError("cannot read checkpoint " + path.string() + ": " + std::strerror(errno));
+  if (!in) throw CheckpointError("cannot read " + where + ": " + std::strerror(errno));
   const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  return decode_checkpoint(bytes, "checkpoint " + path.string());
+  return decode_checkpoint(bytes, where);
 }
 
 }  // namespace fpscope
