@@ -34,10 +34,14 @@ bad() {
   shift 4
   local before after status
   before=$(tree_state)
-  if [[ $stdout == closed ]]; then "$@" <"$stdin" >&- 2>err.txt; else "$@" <"$stdin" >"$stdout" 2>err.txt; fi
+  # A case that hangs fails (timeout's 124) instead of stalling the catalogue.
+  local run=(timeout 120)
+  declare -F "$1" >/dev/null && run=()  # in_namespace times itself
+  if [[ $stdout == closed ]]; then "${run[@]}" "$@" <"$stdin" >&- 2>err.txt; else "${run[@]}" "$@" <"$stdin" >"$stdout" 2>err.txt; fi
   status=$?
   after=$(tree_state)
-  if ((status != want)); then fail "$name: status $status, wanted $want: $(head -c 300 err.txt)"
+  if ((status == 124)); then fail "$name: still running after 120 s"
+  elif ((status != want)); then fail "$name: status $status, wanted $want: $(head -c 300 err.txt)"
   elif [[ $stdout == out.txt && -s out.txt ]]; then fail "$name: wrote to stdout: $(head -c 200 out.txt)"
   elif (($(wc -l <err.txt) != 1)); then fail "$name: $(wc -l <err.txt) lines on stderr: $(head -c 400 err.txt)"
   elif ! grep -qF -- "$needle" err.txt; then fail "$name: stderr lacks '$needle': $(cat err.txt)"
@@ -58,7 +62,9 @@ good() {
   shift 3
   local before after status
   before=$(tree_state | grep -vE " \./(${may_change:-^$})( |$)")
-  "$@" <"$stdin" >out.txt 2>err.txt
+  local run=(timeout 120)
+  declare -F "$1" >/dev/null && run=()
+  "${run[@]}" "$@" <"$stdin" >out.txt 2>err.txt
   status=$?
   after=$(tree_state | grep -vE " \./(${may_change:-^$})( |$)")
   if ((status != 0)); then fail "$name: status $status: $(head -c 300 err.txt)"
@@ -327,7 +333,7 @@ bad no-command 2 "subcommand" -- "$fpscope"
 # ---- devices, in a private mount namespace: a tmpfs /dev with null, full, zero and stdout ----
 if unshare -m true 2>/dev/null; then
   in_namespace() {
-    unshare -m bash -c 'mount -t tmpfs tmpfs /dev && mknod -m 666 /dev/null c 1 3 && mknod -m 666 /dev/full c 1 7 &&
+    timeout 120 unshare -m bash -c 'mount -t tmpfs tmpfs /dev && mknod -m 666 /dev/null c 1 3 && mknod -m 666 /dev/full c 1 7 &&
                         mknod -m 666 /dev/zero c 1 5 && ln -s /proc/self/fd /dev/fd && ln -s /proc/self/fd/1 /dev/stdout && exec "$@"' -- "$@"
   }
   bad device-csv-to-full 1 "/dev/full: cannot write: No space left on device" -- in_namespace bash -c "'$fpscope' export good.jsonl --csv /dev/full; s=\$?; test -c /dev/full || echo 'fpscope: /dev/full replaced' >&2; exit \$s"

@@ -129,8 +129,8 @@ std::string random_suffix() {
   return suffix;
 }
 
-// A killed writer can leave a named temporary behind (only between linking and renaming, see
-// create_linked_temporary). One that nobody holds locked has lost its writer: removed.
+// A killed writer can leave a named temporary behind (only between naming it and renaming it, see
+// Temporary). One that nobody holds locked has lost its writer: removed.
 void remove_abandoned_temporaries(const std::filesystem::path& target) {
   const std::string prefix = temporary_prefix(target);
   std::error_code error;
@@ -145,38 +145,28 @@ void remove_abandoned_temporaries(const std::filesystem::path& target) {
   }
 }
 
-// A temporary file in the target's folder, locked, with a name. With O_TMPFILE the file has no
-// name until its writer holds the lock, so the clean-up above can never take a living writer's
-// file for an abandoned one, and a kill before the link leaves nothing. Where O_TMPFILE is not
-// supported, a named O_EXCL file is locked right after its creation (a window of one syscall).
+// A temporary file in the target's folder, locked by its writer from its creation to the rename.
+// With O_TMPFILE it is created without a name and written and fsynced so; it is named only just
+// before the rename, so a kill almost always leaves nothing, and the clean-up above can never
+// take a living writer's file for an abandoned one. Where O_TMPFILE is not supported it is named
+// at creation (O_EXCL) and locked right after (a window of one system call).
 struct Temporary {
   FileDescriptor fd;
-  std::filesystem::path path;
+  std::filesystem::path path;  // empty while it has no name
 };
 
 void create_locked_temporary(const OutputTarget& target, Temporary& out) {
   const std::filesystem::path folder = folder_of(target.resolved);
-  const std::string prefix = temporary_prefix(target.resolved);
 #ifdef O_TMPFILE
-  {
-    FileDescriptor fd(::open(folder.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666));
-    if (fd.get() >= 0) {
-      if (::flock(fd.get(), LOCK_EX) != 0) fail_errno(target, "cannot lock a temporary file beside it", errno);
-      const std::string self = "/proc/self/fd/" + std::to_string(fd.get());
-      for (int attempt = 0; attempt < 100; ++attempt) {
-        const std::filesystem::path name = folder / (prefix + random_suffix());
-        if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0) {
-          out.fd.reset(fd.release());
-          out.path = name;
-          return;
-        }
-        if (errno != EEXIST) break;  // no /proc: fall back to a named file
-      }
-    }
+  FileDescriptor nameless(::open(folder.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666));
+  if (nameless.get() >= 0) {
+    if (::flock(nameless.get(), LOCK_EX) != 0) fail_errno(target, "cannot lock a temporary file beside it", errno);
+    out.fd.reset(nameless.release());
+    return;
   }
 #endif
   for (int attempt = 0; attempt < 100; ++attempt) {
-    const std::filesystem::path name = folder / (prefix + random_suffix());
+    const std::filesystem::path name = folder / (temporary_prefix(target.resolved) + random_suffix());
     FileDescriptor fd(::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666));
     if (fd.get() < 0) {
       if (errno == EEXIST) continue;
@@ -194,6 +184,23 @@ void create_locked_temporary(const OutputTarget& target, Temporary& out) {
   fail(target, "cannot create a temporary file beside it: every name tried exists");
 }
 
+// Gives a nameless temporary its name, through /proc/self/fd (linkat needs a name to link from
+// unless the process may read any file).
+void name_temporary(const OutputTarget& target, Temporary& temporary) {
+  if (!temporary.path.empty()) return;
+  const std::string self = "/proc/self/fd/" + std::to_string(temporary.fd.get());
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const std::filesystem::path name = folder_of(target.resolved) / (temporary_prefix(target.resolved) + random_suffix());
+    if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, name.c_str(), AT_SYMLINK_FOLLOW) == 0 ||
+        ::linkat(temporary.fd.get(), "", AT_FDCWD, name.c_str(), AT_EMPTY_PATH) == 0) {
+      temporary.path = name;
+      return;
+    }
+    if (errno != EEXIST) fail_errno(target, "cannot name a temporary file beside it", errno);
+  }
+  fail(target, "cannot name a temporary file beside it: every name tried exists");
+}
+
 void sync_folder(const std::filesystem::path& folder, const OutputTarget& target) {
   const FileDescriptor fd(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (fd.get() < 0) fail_errno(target, "cannot open its folder to make the write durable", errno);
@@ -201,7 +208,7 @@ void sync_folder(const std::filesystem::path& folder, const OutputTarget& target
 }
 
 // Writes `contents` to a locked temporary beside the target, with the target's mode (and owner,
-// where allowed), fsynced; returns it, not yet renamed.
+// where allowed), fsynced and named; returns it, not yet renamed.
 void prepare_replacement(const OutputTarget& target, std::string_view contents, Temporary& temporary) {
   remove_abandoned_temporaries(target.resolved);
   create_locked_temporary(target, temporary);
@@ -217,8 +224,9 @@ void prepare_replacement(const OutputTarget& target, std::string_view contents, 
     }
     write_all(temporary.fd.get(), contents, target);
     if (::fsync(temporary.fd.get()) != 0) fail_errno(target, "cannot write", errno);
+    name_temporary(target, temporary);
   } catch (...) {
-    ::unlink(temporary.path.c_str());
+    if (!temporary.path.empty()) ::unlink(temporary.path.c_str());
     throw;
   }
 }
