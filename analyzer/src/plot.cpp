@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <string>
 
+#include "fpscope/analyzer/heatmap.hpp"
 #include "fpscope/analyzer/range_analysis.hpp"
 #include "fpscope/core/names.hpp"
 #include "fpscope/core/printable_text.hpp"
@@ -64,16 +65,20 @@ std::string text(double x, double y, const std::string& content, const std::stri
 }
 
 const char* region_colour(int scaled_binade, Format f) {
-  if (scaled_binade > f.emax()) return overflow_colour;
-  if (scaled_binade >= f.emin()) return normal_colour;
-  if (scaled_binade >= f.min_subnormal_exponent() - 1) return subnormal_colour;
-  return flushed_colour;
+  switch (region_of_binade(f, scaled_binade)) {
+    case BinadeRegion::overflow: return overflow_colour;
+    case BinadeRegion::normal: return normal_colour;
+    case BinadeRegion::subnormal: return subnormal_colour;
+    case BinadeRegion::flushed_to_zero: return flushed_colour;
+  }
+  return normal_colour;
 }
 
 // The binades to draw: the data's, widened to show the format's range after scaling.
 std::pair<int, int> binade_span(int data_low, int data_high, const PlotOptions& o) {
-  const int format_low = o.format.min_subnormal_exponent() - 2 - o.scale_log2;
-  const int format_high = o.format.emax() + 2 - o.scale_log2;
+  const FormatEdges edges = format_edges(o.format);
+  const int format_low = edges.smallest_subnormal - 2 - o.scale_log2;
+  const int format_high = edges.overflow + 1 - o.scale_log2;
   int low = data_low >= min_binade ? std::min(data_low - 1, format_low) : format_low;
   int high = data_high >= min_binade ? std::max(data_high + 1, format_high) : format_high;
   return {std::max(low, min_binade), std::min(high, max_binade)};
@@ -174,15 +179,18 @@ std::string histogram_svg(const ExponentHistogram& h, const PlotOptions& options
 std::string heatmap_svg(const std::vector<std::pair<std::int64_t, ExponentHistogram>>& steps, const PlotOptions& options) {
   const PlotOptions o = clamped(options);
   constexpr int width = 960, height = 560, left = 70, right = 30, top = 60, bottom = 70;
-  ExponentHistogram all;
-  for (const auto& [step, h] : steps) all.merge(h);
-  const auto [low, high] = binade_span(all.lowest_binade(), all.highest_binade(), o);
+  // Neighbouring steps summed into at most 600 columns.
+  std::vector<StepHistogram> step_histograms;
+  for (const auto& [step, h] : steps) step_histograms.push_back({step, &h});
+  const HeatmapColumns heat = heatmap_columns(step_histograms, 600);
+  const std::vector<ExponentHistogram>& merged = heat.histograms;
+  int data_low = max_binade + 1, data_high = min_binade - 1;
+  for (const ExponentHistogram& h : merged)
+    if (h.highest_binade() >= min_binade) data_low = std::min(data_low, h.lowest_binade()), data_high = std::max(data_high, h.highest_binade());
+  const auto [low, high] = binade_span(data_high >= min_binade ? data_low : min_binade - 1, data_high, o);
   const int rows = high - low + 1;
   const double plot_w = width - left - right, plot_h = height - top - bottom;
-  // Merge neighbouring steps into at most 600 columns.
-  const std::size_t columns = std::max<std::size_t>(1, std::min<std::size_t>(600, steps.size()));
-  std::vector<ExponentHistogram> merged(columns);
-  for (std::size_t i = 0; i < steps.size(); ++i) merged[i * columns / steps.size()].merge(steps[i].second);
+  const std::size_t columns = std::max<std::size_t>(1, merged.size());
   std::uint64_t largest = 1;
   for (const auto& h : merged)
     for (int b = low; b <= high; ++b) largest = std::max(largest, h.count(b));
@@ -192,7 +200,7 @@ std::string heatmap_svg(const std::vector<std::pair<std::int64_t, ExponentHistog
   svg += text(left, 24, o.title.empty() ? "exponent histogram per step" : o.title, " font-size=\"16\" font-weight=\"bold\"");
   svg += text(left, 44, subtitle(o) + "; shade: log of the count", " fill=\"#444\"");
   svg += rect(left, top, plot_w, plot_h, "#f7f7f7");
-  for (std::size_t c = 0; c < columns; ++c) {
+  for (std::size_t c = 0; c < merged.size(); ++c) {
     for (int b = low; b <= high; ++b) {
       const std::uint64_t count = merged[c].count(b);
       if (count == 0) continue;
@@ -205,10 +213,11 @@ std::string heatmap_svg(const std::vector<std::pair<std::int64_t, ExponentHistog
     }
   }
   // The format's limits, in unscaled binades: smallest subnormal, smallest normal, largest.
+  const FormatEdges edges = format_edges(o.format);
   const struct { int binade; const char* colour; const char* label; } limits[] = {
-      {o.format.min_subnormal_exponent() - o.scale_log2, "#d62728", "smallest subnormal"},
-      {o.format.emin() - o.scale_log2, "#ff7f0e", "smallest normal"},
-      {o.format.emax() + 1 - o.scale_log2, "#9467bd", "overflow"}};
+      {edges.smallest_subnormal - o.scale_log2, "#d62728", "smallest subnormal"},
+      {edges.smallest_normal - o.scale_log2, "#ff7f0e", "smallest normal"},
+      {edges.overflow - o.scale_log2, "#9467bd", "overflow"}};
   for (const auto& limit : limits) {
     if (limit.binade < low || limit.binade > high + 1) continue;
     const double y = top + (high + 1 - limit.binade) * row_h;

@@ -25,22 +25,14 @@ int recommend_common_scale(std::span<const ExponentHistogram> histograms, Format
 }
 
 std::vector<ReplayedStep> replay_dynamic_scaling(std::span<const int> highest_binade_per_step, Format format,
-                                                 const DynamicScalerSettings& settings) {
+                                                 const LossScalerConfig& config) {
   std::vector<ReplayedStep> steps;
   steps.reserve(highest_binade_per_step.size());
-  double scale = settings.initial_scale;
-  int finite_in_a_row = 0;
+  LossScalerState state = initial_scaler_state(config);
   for (const int highest : highest_binade_per_step) {
-    const bool overflow = highest >= min_binade && highest + static_cast<int>(std::floor(std::log2(scale))) > format.emax();
-    steps.push_back({scale, overflow});
-    if (overflow) {
-      scale = std::max(scale * settings.backoff_factor, settings.min_scale);
-      finite_in_a_row = 0;
-    } else if (++finite_in_a_row == settings.growth_interval) {
-      const double grown = scale * settings.growth_factor;
-      if (std::isfinite(grown)) scale = grown;  // GradScaler keeps the scale when growth overflows
-      finite_in_a_row = 0;
-    }
+    const bool overflow = highest >= min_binade && highest + static_cast<int>(std::floor(std::log2(state.scale))) > format.emax();
+    steps.push_back({state.scale, overflow});
+    apply_scaler_rule(config, state, overflow);
   }
   return steps;
 }

@@ -30,18 +30,6 @@ struct InspectOptions {
   bool saturate = false;
 };
 
-std::string class_name(FloatClass c) {
-  switch (c) {
-    case FloatClass::zero: return "zero";
-    case FloatClass::subnormal: return "subnormal";
-    case FloatClass::normal: return "normal";
-    case FloatClass::infinite: return "infinite";
-    case FloatClass::quiet_nan: return "quiet NaN";
-    case FloatClass::signaling_nan: return "signalling NaN";
-  }
-  return "?";
-}
-
 std::string binary(std::uint64_t value, int width) {
   std::string text;
   for (int i = width - 1; i >= 0; --i) text.push_back(((value >> i) & 1) != 0 ? '1' : '0');
@@ -107,7 +95,7 @@ std::string inspect_one(Format f, std::uint64_t bits, std::uint8_t flags, const 
     out += fmt::format("  exponent    biased {} (all ones: {}; bias {})\n", biased,
                        f.flavour == Flavour::ieee ? "infinity or NaN" : "NaN only with an all-ones mantissa", f.bias());
   }
-  out += fmt::format("  class       {}\n", class_name(c));
+  out += fmt::format("  class       {}\n", float_class_name(c));
   out += fmt::format("  stored      {}\n", exact_decimal(f, bits));
   if (written != nullptr && written->kind == ParsedNumber::Kind::finite && finite) {
     const ConversionError error = conversion_error(f, bits, *written);

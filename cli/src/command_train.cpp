@@ -52,16 +52,6 @@ struct TrainOptions {
   bool resume = false;
 };
 
-LossScalerConfig parse_loss_scale(const std::string& text) {
-  if (text == "none") return LossScalerConfig::none();
-  if (text == "dynamic") return LossScalerConfig::pytorch();
-  try {
-    return LossScalerConfig::fixed(parse_positive_float_option("--loss-scale", text));
-  } catch (const UsageError&) {
-    throw UsageError("--loss-scale '" + printable_text(text) + "' is not none, dynamic or a positive number that float32 holds");
-  }
-}
-
 template <typename Parse>
 auto parse_or_usage(Parse parse) {
   try {
@@ -108,7 +98,7 @@ void run_train(const TrainOptions& o) {
   config.activation = parse_or_usage([&] { return parse_activation(o.activation); });
   config.precision = parse_or_usage([&] { return parse_precision(o.precision); });
   config.rounding = parse_rounding_mode(o.round);
-  config.scaler = parse_loss_scale(o.loss_scale);
+  config.scaler = parse_or_usage([&] { return parse_loss_scale(o.loss_scale); });
   if (config.precision == Precision::fp32 && o.loss_scale == "dynamic") config.scaler = LossScalerConfig::none();
   config.learning_rate = parse_positive_float_option("--lr", o.lr);
   config.seed = parse_integer_option<std::uint64_t>("--seed", o.seed, 0, std::numeric_limits<std::uint64_t>::max());

@@ -131,4 +131,16 @@ std::string describe_flags(std::uint8_t flags) {
   return text.empty() ? "none" : text;
 }
 
+std::string_view float_class_name(FloatClass c) {
+  switch (c) {
+    case FloatClass::zero: return "zero";
+    case FloatClass::subnormal: return "subnormal";
+    case FloatClass::normal: return "normal";
+    case FloatClass::infinite: return "infinite";
+    case FloatClass::quiet_nan: return "quiet NaN";
+    case FloatClass::signaling_nan: return "signalling NaN";
+  }
+  return "?";
+}
+
 }  // namespace fpscope

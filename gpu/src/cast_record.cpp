@@ -49,10 +49,8 @@ void cast_and_record(Format f, std::span<const float> in, std::span<float> out, 
     throw std::invalid_argument("cast_and_record: output overlaps the input without being it");
   // The outcome counts in a loop the compiler vectorises (classify_cast's rule on bit patterns);
   // the rare results that reached ±max from above are resolved afterwards, one by one.
-  const std::uint32_t min_normal = static_cast<std::uint32_t>(f.emin() + 127) << 23;
-  const std::uint64_t max_bits = f.max_finite_bits();
-  const std::uint32_t max32 = (static_cast<std::uint32_t>(static_cast<int>(max_bits >> f.mantissa_bits) - f.bias() + 127) << 23) |
-                              (static_cast<std::uint32_t>(max_bits & f.mantissa_mask()) << (23 - f.mantissa_bits));
+  const std::uint32_t min_normal = f32_bits_of_min_normal(f);
+  const std::uint32_t max32 = f32_bits_of_max_finite(f);
   // Blocks of 64K values (256 KiB, held in L2): the histogram reads a block from memory, then
   // the cast reads it again from L2 in chunks of 4096 that stay in L1 for the counting.
   constexpr std::size_t block = std::size_t{1} << 16;

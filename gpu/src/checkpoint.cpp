@@ -142,7 +142,7 @@ TrainingCheckpoint decode_checkpoint(std::string_view bytes, const std::string& 
   c.trainer.stochastic_counter = r.get<std::uint64_t>();
   const auto layers = r.get<std::uint32_t>();
   if (layers > 4096) r.fail("holds a layer count that makes no sense");
-  constexpr std::int64_t max_side = 1 << 20;  // parse_layer_sizes' limit
+  constexpr std::int64_t max_side = max_layer_size;
   for (std::uint32_t l = 0; l < layers; ++l) {
     const std::int64_t rows = r.get_size(max_side), cols = r.get_size(max_side);
     Eigen::MatrixXf m(0, 0);

@@ -23,8 +23,8 @@ FaultInjection parse_fault_injection(std::string_view text, int layer_count) {
     throw std::invalid_argument(quoted + " is not VALUE@LAYER:STEP, such as nan@fc2:100");
   FaultInjection fault;
   const std::string_view value = text.substr(0, at);
-  if (value == "nan") fault.value = FaultInjection::Value::nan;
-  else if (value == "inf") fault.value = FaultInjection::Value::infinity;
+  if (value == fault_value_name(FaultInjection::Value::nan)) fault.value = FaultInjection::Value::nan;
+  else if (value == fault_value_name(FaultInjection::Value::infinity)) fault.value = FaultInjection::Value::infinity;
   else throw std::invalid_argument(quoted + ": the value must be nan or inf");
   std::string_view layer = text.substr(at + 1, colon - at - 1);
   if (layer.substr(0, 2) == "fc") layer.remove_prefix(2);
@@ -35,9 +35,10 @@ FaultInjection parse_fault_injection(std::string_view text, int layer_count) {
   return fault;
 }
 
+std::string fault_value_name(FaultInjection::Value value) { return value == FaultInjection::Value::nan ? "nan" : "inf"; }
+
 std::string describe(const FaultInjection& fault) {
-  return std::string(fault.value == FaultInjection::Value::nan ? "nan" : "inf") + "@fc" + std::to_string(fault.layer) + ":" +
-         std::to_string(fault.step);
+  return fault_value_name(fault.value) + "@fc" + std::to_string(fault.layer) + ":" + std::to_string(fault.step);
 }
 
 }  // namespace fpscope

@@ -1,11 +1,34 @@
 // The dynamic loss-scaling rule (GradScaler; with DeepSpeed's hysteresis and a floor).
 #include "fpscope/gpu/loss_scaler.hpp"
 
-#include "fpscope/gpu/scaler_rule.hpp"
-
+#include <charconv>
 #include <cstdio>
+#include <limits>
+#include <stdexcept>
+
+#include "fpscope/core/printable_text.hpp"
 
 namespace fpscope {
+
+LossScalerConfig parse_loss_scale(std::string_view text) {
+  if (text == "none") return LossScalerConfig::none();
+  if (text == "dynamic") return LossScalerConfig::pytorch();
+  double value = 0;
+  const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
+  const bool number = !text.empty() && result.ec == std::errc{} && result.ptr == text.data() + text.size();
+  if (number && value > 0 && value <= static_cast<double>(std::numeric_limits<float>::max()) && static_cast<float>(value) > 0)
+    return LossScalerConfig::fixed(value);
+  throw std::invalid_argument("--loss-scale '" + printable_text(text) + "' is not none, dynamic or a positive number that float32 holds");
+}
+
+std::string scaling_kind_name(LossScalerConfig::Kind kind) {
+  switch (kind) {
+    case LossScalerConfig::Kind::none: return "none";
+    case LossScalerConfig::Kind::fixed: return "static";
+    case LossScalerConfig::Kind::dynamic: return "dynamic";
+  }
+  return "?";
+}
 
 std::string describe(const LossScalerConfig& c) {
   char text[160];
@@ -20,10 +43,7 @@ std::string describe(const LossScalerConfig& c) {
   return "?";
 }
 
-LossScaler::LossScaler(const LossScalerConfig& config) : config_(config) {
-  state_.scale = config.kind == LossScalerConfig::Kind::none ? 1.0 : config.initial_scale;
-  state_.hysteresis_left = std::max(1, config.hysteresis);
-}
+LossScaler::LossScaler(const LossScalerConfig& config) : config_(config), state_(initial_scaler_state(config)) {}
 
 void LossScaler::set_scale(double scale) {
   state_.scale = scale;

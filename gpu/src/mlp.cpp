@@ -44,22 +44,33 @@ void cast(Format f, bool low_precision, Matrix& m, Context& ctx, TensorRecord* r
 
 }  // namespace
 
-Activation parse_activation(std::string_view name) {
-  if (name == "relu") return Activation::relu;
-  if (name == "gelu") return Activation::gelu;
-  if (name == "tanh") return Activation::tanh;
-  throw std::invalid_argument("unknown activation '" + printable_text(name) + "': expected relu, gelu or tanh");
+namespace {
+
+// The choice whose name is `name`, or invalid_argument listing every name.
+template <typename Choice, std::size_t N, typename Name>
+Choice parse_choice(std::string_view name, const Choice (&choices)[N], Name name_of, const char* what) {
+  std::string expected;
+  for (std::size_t i = 0; i < N; ++i) {
+    if (name_of(choices[i]) == name) return choices[i];
+    expected += (i == 0 ? "" : i + 1 == N ? " or " : ", ") + name_of(choices[i]);
+  }
+  throw std::invalid_argument(std::string("unknown ") + what + " '" + printable_text(name) + "': expected " + expected);
 }
 
-std::string activation_name(Activation a) { return a == Activation::relu ? "relu" : a == Activation::gelu ? "gelu" : "tanh"; }
+}  // namespace
 
-Precision parse_precision(std::string_view name) {
-  if (name == "fp32") return Precision::fp32;
-  if (name == "fp16") return Precision::fp16;
-  if (name == "bf16") return Precision::bf16;
-  if (name == "fp16-pure") return Precision::fp16_pure;
-  throw std::invalid_argument("unknown precision '" + printable_text(name) + "': expected fp32, fp16, bf16 or fp16-pure");
+Activation parse_activation(std::string_view name) { return parse_choice(name, all_activations, activation_name, "activation"); }
+
+std::string activation_name(Activation a) {
+  switch (a) {
+    case Activation::relu: return "relu";
+    case Activation::gelu: return "gelu";
+    case Activation::tanh: return "tanh";
+  }
+  return "?";
 }
+
+Precision parse_precision(std::string_view name) { return parse_choice(name, all_precisions, precision_name, "precision"); }
 
 std::string precision_name(Precision p) {
   switch (p) {
@@ -89,7 +100,7 @@ std::vector<int> parse_layer_sizes(std::string_view text) {
     int size = 0;
     const auto piece = text.substr(start, dash - start);
     const auto result = std::from_chars(piece.data(), piece.data() + piece.size(), size);
-    if (piece.empty() || result.ec != std::errc{} || result.ptr != piece.data() + piece.size() || size < 1 || size > (1 << 20))
+    if (piece.empty() || result.ec != std::errc{} || result.ptr != piece.data() + piece.size() || size < 1 || size > max_layer_size)
       throw std::invalid_argument(message);
     sizes.push_back(size);
     start = dash + 1;

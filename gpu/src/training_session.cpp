@@ -31,7 +31,8 @@ void TrainingSession::start(const TrainingSettings& settings) {
     throw std::invalid_argument("batch and record-every must be positive, steps not negative");
   settings_ = settings;
   RunHeader header;
-  header.source = "fpscope-gui";
+  header.source = settings.source;
+  header.run_id = new_run_id();
   header.model = layer_sizes_name(settings.mlp.layer_sizes) + " " + activation_name(settings.mlp.activation);
   header.precision = precision_name(settings.mlp.precision);
   header.format = format_name(trainer.format());

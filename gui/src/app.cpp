@@ -41,8 +41,8 @@ App::App(const AppOptions& options) : view(options.view), form(options.form) {
   if (options.demo && session) {
     // The paper's effect, small: a tanh MLP whose loss is weighted by 2^-10 (lr raised to match),
     // so activation gradients sit near fp16's subnormal range. fp32 first, as the baseline.
-    form.precision = 0;
-    form.scaling = 0;
+    form.precision = Precision::fp32;
+    form.scaling = LossScalerConfig::Kind::none;
     form.steps = 150;
     form.batch = 1024;
     if (start_training(form)) demo_stage_ = 0;
@@ -54,18 +54,17 @@ App::App(const AppOptions& options) : view(options.view), form(options.form) {
 App::~App() = default;
 
 bool App::start_training(const TrainingForm& f) {
-  static const char* activations[] = {"relu", "gelu", "tanh"};
-  static const char* precisions[] = {"fp32", "fp16", "bf16", "fp16-pure"};
   try {
     TrainingSettings settings;
+    settings.source = "fpscope-gui";
     settings.mlp.layer_sizes = parse_layer_sizes(f.model);
-    settings.mlp.activation = parse_activation(activations[f.activation]);
-    settings.mlp.precision = parse_precision(precisions[f.precision]);
-    settings.mlp.rounding = static_cast<RoundingMode>(f.rounding);
+    settings.mlp.activation = f.activation;
+    settings.mlp.precision = f.precision;
+    settings.mlp.rounding = f.rounding;
     switch (f.scaling) {
-      case 0: settings.mlp.scaler = LossScalerConfig::none(); break;
-      case 1: settings.mlp.scaler = LossScalerConfig::fixed(std::ldexp(1.0, f.static_scale_log2)); break;
-      default: settings.mlp.scaler = LossScalerConfig::pytorch(); break;
+      case LossScalerConfig::Kind::none: settings.mlp.scaler = LossScalerConfig::none(); break;
+      case LossScalerConfig::Kind::fixed: settings.mlp.scaler = LossScalerConfig::fixed(std::ldexp(1.0, f.static_scale_log2)); break;
+      case LossScalerConfig::Kind::dynamic: settings.mlp.scaler = LossScalerConfig::pytorch(); break;
     }
     if (!(f.learning_rate > 0)) throw std::invalid_argument("the learning rate must be positive");
     settings.mlp.learning_rate = f.learning_rate;
@@ -130,8 +129,8 @@ void App::update(double now_seconds) {
 
   if (demo_stage_ == 0 && session->status().state == TrainingStatus::State::finished) {
     TrainingForm fp16 = form;
-    fp16.precision = 1;
-    fp16.scaling = 0;
+    fp16.precision = Precision::fp16;
+    fp16.scaling = LossScalerConfig::Kind::none;
     form = fp16;
     demo_stage_ = start_training(fp16) ? 1 : 2;
   } else if (demo_stage_ == 1 && session->status().state != TrainingStatus::State::running) {
@@ -186,7 +185,7 @@ void App::selection_controls() {
   }
   ImGui::SameLine();
   ImGui::TextUnformatted("format");
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < target_format_count; ++i) {
     ImGui::SameLine();
     ImGui::RadioButton(target_format_names[i], &format_index, i);
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -27,15 +28,19 @@ std::optional<View> parse_view(std::string_view name);
 // The formats the histogram, heatmap and what-if views can shade.
 inline constexpr Format target_formats[] = {formats::fp16, formats::bf16, formats::e4m3, formats::e5m2};
 inline constexpr const char* target_format_names[] = {"fp16", "bf16", "e4m3", "e5m2"};
+inline constexpr int target_format_count = static_cast<int>(std::size(target_formats));
+
+// The loss-scale slider and a static scale given on the command line: 2^0 .. 2^this.
+inline constexpr int slider_max_scale_log2 = 24;
 
 // The Training view's form: the options of `fpscope train`.
 struct TrainingForm {
   std::string model = "32-64-64-64-10";
-  int activation = 2;  // relu, gelu, tanh
-  int precision = 1;   // fp32, fp16, bf16, fp16-pure
-  int rounding = 0;    // index into the rounding-mode names
-  int scaling = 2;     // none, static, dynamic
-  int static_scale_log2 = 10;
+  Activation activation = Activation::tanh;
+  Precision precision = Precision::fp16;
+  RoundingMode rounding = RoundingMode::nearest_even;
+  LossScalerConfig::Kind scaling = LossScalerConfig::Kind::dynamic;
+  int static_scale_log2 = 10;  // for Kind::fixed
   int batch = 256;
   float learning_rate = 1024.0f;
   int loss_weight_log2 = -10;
@@ -56,13 +61,26 @@ struct AppOptions {
 // Float inspector state.
 struct InspectorState {
   std::string text = "0.1";
-  int rounding = 0;
+  RoundingMode rounding = RoundingMode::nearest_even;
+  int detail = 0;  // the format whose special values the buttons give
 };
 
 // What-if state.
 struct WhatIfState {
   int scale_log2 = 0;
   bool initialised = false;
+  bool selected_tensor_only = false;  // else every gradient of the step
+};
+
+// Histogram view state.
+struct HistogramState {
+  bool log_counts = true;
+};
+
+// Fault injection from the Training view.
+struct InjectState {
+  FaultInjection::Value value = FaultInjection::Value::nan;
+  int layer = 1;  // 1-based: fc1, fc2, ...
 };
 
 // The heatmap's texture and what it was built from.
@@ -115,6 +133,8 @@ class App {
   std::string training_message;  // the last start's error, shown under the form
   InspectorState inspector;
   WhatIfState what_if;
+  HistogramState histogram;
+  InjectState inject;
   HeatmapState heatmap;
   std::string export_folder = ".";
   std::string export_message;

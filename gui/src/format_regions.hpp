@@ -1,51 +1,39 @@
-// Which region of a target format a binade falls in, as the views shade it (range_analysis's rule).
+// The colours of a format's regions as the views shade them; the rule that decides a binade's
+// region is the analyzer's (region_of_binade in range_analysis.hpp), never restated here.
 #pragma once
 
-#include "fpscope/core/format.hpp"
+#include "fpscope/analyzer/range_analysis.hpp"
 #include "palette.hpp"
 
 namespace fpscope::gui {
 
-enum class Region { flushed, subnormal, normal, overflow };
-
-// Binade b of values already multiplied by the scale: below emin - m - 1 rounds to zero; the
-// binade just under the smallest subnormal up to emin - 1 is subnormal (the boundary binade
-// rounds up, but for its power of two); emin .. emax normal; above emax overflows.
-inline Region region_of_binade(Format f, int binade) {
-  if (binade < f.emin() - f.mantissa_bits - 1) return Region::flushed;
-  if (binade < f.emin()) return Region::subnormal;
-  if (binade <= f.emax()) return Region::normal;
-  return Region::overflow;
-}
-
-inline Rgb band_colour(Region r) {
+inline Rgb band_colour(BinadeRegion r) {
   switch (r) {
-    case Region::flushed: return palette::flushed_band;
-    case Region::subnormal: return palette::subnormal_band;
-    case Region::normal: return palette::normal_band;
-    case Region::overflow: return palette::overflow_band;
+    case BinadeRegion::flushed_to_zero: return palette::flushed_band;
+    case BinadeRegion::subnormal: return palette::subnormal_band;
+    case BinadeRegion::normal: return palette::normal_band;
+    case BinadeRegion::overflow: return palette::overflow_band;
   }
   return palette::normal_band;
 }
 
-inline Rgb bar_colour(Region r) {
+inline Rgb bar_colour(BinadeRegion r) {
   switch (r) {
-    case Region::flushed: return palette::flushed_bar;
-    case Region::subnormal: return palette::subnormal_bar;
-    case Region::normal: return palette::normal_bar;
-    case Region::overflow: return palette::overflow_bar;
+    case BinadeRegion::flushed_to_zero: return palette::flushed_bar;
+    case BinadeRegion::subnormal: return palette::subnormal_bar;
+    case BinadeRegion::normal: return palette::normal_bar;
+    case BinadeRegion::overflow: return palette::overflow_bar;
   }
   return palette::normal_bar;
 }
 
-inline const char* region_name(Region r) {
-  switch (r) {
-    case Region::flushed: return "flushed to zero";
-    case Region::subnormal: return "subnormal";
-    case Region::normal: return "normal";
-    case Region::overflow: return "overflow";
-  }
-  return "?";
+// The three lines at a format's edges (format_edges), in the palette's line colours.
+template <typename DrawLine>
+void draw_format_edges(Format f, DrawLine line) {
+  const FormatEdges edges = format_edges(f);
+  line(edges.smallest_subnormal, palette::min_subnormal_line);
+  line(edges.smallest_normal, palette::min_normal_line);
+  line(edges.overflow, palette::overflow_line);
 }
 
 }  // namespace fpscope::gui

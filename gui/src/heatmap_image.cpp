@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "fpscope/analyzer/heatmap.hpp"
 #include "palette.hpp"
 
 namespace fpscope::gui {
@@ -15,26 +16,26 @@ std::uint32_t pack(Rgb c) { return static_cast<std::uint32_t>(c.r) | static_cast
 HeatmapImage build_heatmap(const std::vector<std::shared_ptr<const Snapshot>>& snapshots, const std::string& tensor,
                            TensorKind kind, int max_columns) {
   HeatmapImage image;
-  const std::size_t n = snapshots.size();
-  if (n == 0) return image;
-  image.columns = static_cast<int>(std::min<std::size_t>(n, static_cast<std::size_t>(max_columns)));
-  const auto columns = static_cast<std::size_t>(image.columns);
-  image.counts.assign(columns * binade_count, 0);
-  image.column_first_step.assign(columns, -1);
-  image.column_last_step.assign(columns, -1);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t column = i * columns / n;
-    const Snapshot& s = *snapshots[i];
-    if (image.column_first_step[column] < 0) image.column_first_step[column] = s.step;
-    image.column_last_step[column] = s.step;
-    for (const TensorRecord& t : s.tensors) {
-      if (t.kind != kind || t.name != tensor) continue;
-      std::uint64_t* out = image.counts.data() + column * binade_count;
-      const auto& bins = t.histogram.bins();
-      for (std::size_t b = 0; b < bins.size(); ++b) out[b] += bins[b];
-      break;
-    }
+  std::vector<StepHistogram> steps;
+  steps.reserve(snapshots.size());
+  for (const auto& s : snapshots) {
+    const ExponentHistogram* found = nullptr;
+    for (const TensorRecord& t : s->tensors)
+      if (t.kind == kind && t.name == tensor) {
+        found = &t.histogram;
+        break;
+      }
+    steps.push_back({s->step, found});
   }
+  const HeatmapColumns heat = heatmap_columns(steps, static_cast<std::size_t>(std::max(1, max_columns)));
+  if (heat.size() == 0) return image;
+  image.columns = static_cast<int>(heat.size());
+  const std::size_t columns = heat.size();
+  image.column_first_step = heat.first_step;
+  image.column_last_step = heat.last_step;
+  image.counts.assign(columns * binade_count, 0);
+  for (std::size_t column = 0; column < columns; ++column)
+    std::copy(heat.histograms[column].bins().begin(), heat.histograms[column].bins().end(), image.counts.begin() + static_cast<std::ptrdiff_t>(column * binade_count));
   const std::uint64_t top = *std::max_element(image.counts.begin(), image.counts.end());
   const double log_top = std::log1p(static_cast<double>(top));
   image.rgba.assign(columns * binade_count, pack(palette::heat_empty));

@@ -175,7 +175,8 @@ int main(int argc, char** argv) {
   cli.add_option("--height", o.height, "window height")->capture_default_str();
   // The Training view's settings, as `fpscope train` names them.
   fpscope::gui::TrainingForm& f = o.app.form;
-  std::string activation = "tanh", precision = "fp16", loss_scale = "dynamic", round = "rne";
+  std::string activation = fpscope::activation_name(f.activation), precision = fpscope::precision_name(f.precision),
+              loss_scale = "dynamic", round = fpscope::rounding_mode_name(f.rounding);
   cli.add_option("--model", f.model, "training: layer sizes, input to classes")->capture_default_str();
   cli.add_option("--activation", activation, "training: relu, gelu or tanh")->capture_default_str();
   cli.add_option("--precision", precision, "training: fp32, fp16, bf16 or fp16-pure")->capture_default_str();
@@ -195,38 +196,22 @@ int main(int argc, char** argv) {
     const auto view = fpscope::gui::parse_view(o.view);
     if (!view) throw CLI::ValidationError("unknown --view '" + fpscope::printable_text(o.view) + "': expected training, histogram, heatmap, curves, what-if, inspector or export");
     o.app.view = *view;
-    auto index_of = [](const std::string& value, std::initializer_list<const char*> names, const char* option) {
-      int i = 0;
-      for (const char* name : names) {
-        if (value == name) return i;
-        ++i;
-      }
-      throw CLI::ValidationError(fmt::format("unknown {} '{}'", option, value));
-    };
-    f.activation = index_of(activation, {"relu", "gelu", "tanh"}, "--activation");
-    f.precision = index_of(precision, {"fp32", "fp16", "bf16", "fp16-pure"}, "--precision");
+    // The names fpscope train takes, read by the same functions.
     try {
-      f.rounding = static_cast<int>(fpscope::parse_rounding_mode(round));
+      f.activation = fpscope::parse_activation(activation);
+      f.precision = fpscope::parse_precision(precision);
+      f.rounding = fpscope::parse_rounding_mode(round);
+      const fpscope::LossScalerConfig scaler = fpscope::parse_loss_scale(loss_scale);
+      f.scaling = scaler.kind;
+      if (scaler.kind == fpscope::LossScalerConfig::Kind::fixed) {
+        int exponent = 0;
+        if (std::frexp(scaler.initial_scale, &exponent) != 0.5 || exponent - 1 < 0 || exponent - 1 > fpscope::gui::slider_max_scale_log2)
+          throw std::invalid_argument(fmt::format("--loss-scale '{}' is not a power of two from 1 to 2^{} (the app's slider)",
+                                                  fpscope::printable_text(loss_scale), fpscope::gui::slider_max_scale_log2));
+        f.static_scale_log2 = exponent - 1;
+      }
     } catch (const std::exception& e) {
       throw CLI::ValidationError(e.what());
-    }
-    if (loss_scale == "none") {
-      f.scaling = 0;
-    } else if (loss_scale == "dynamic") {
-      f.scaling = 2;
-    } else {
-      f.scaling = 1;
-      std::size_t used = 0;
-      double value = 0;
-      try {
-        value = std::stod(loss_scale, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      int exponent = 0;
-      if (used != loss_scale.size() || !(value >= 1) || std::frexp(value, &exponent) != 0.5 || exponent - 1 > 24)
-        throw CLI::ValidationError("--loss-scale '" + fpscope::printable_text(loss_scale) + "' is not none, dynamic or a power of two from 1 to 2^24");
-      f.static_scale_log2 = exponent - 1;
     }
     if (f.loss_weight_log2 < -16 || f.loss_weight_log2 > 0) throw CLI::ValidationError("--loss-weight-log2 must be -16 .. 0");
     if (!o.export_folder.empty() && o.frames <= 0) throw CLI::ValidationError("--export needs --frames N (N > 0)");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "app.hpp"
+#include "choice_combo.hpp"
 #include "fpscope/core/bits.hpp"
 #include "fpscope/core/convert.hpp"
 #include "fpscope/core/decimal.hpp"
@@ -98,8 +99,7 @@ void details(Format f, std::uint64_t bits, const ParsedNumber& number, std::uint
   const bool negative = sign_of(f, bits);
   const auto biased = biased_exponent_of(f, bits);
   const FloatClass c = classify(f, bits);
-  static const char* class_names[] = {"zero", "subnormal", "normal", "infinite", "quiet NaN", "signalling NaN"};
-  ImGui::Text("class      %s", class_names[static_cast<int>(c)]);
+  ImGui::Text("class      %s", std::string(float_class_name(c)).c_str());
   ImGui::Text("sign       %d (%s)", negative ? 1 : 0, negative ? "negative" : "positive");
   ImGui::Text("exponent   biased %llu, bias %d, unbiased %s", static_cast<unsigned long long>(biased), f.bias(),
               biased == 0 ? fmt::format("{} (subnormal: emin, hidden bit 0)", f.emin()).c_str()
@@ -127,12 +127,9 @@ void draw_float_inspector(App& app) {
   ImGui::SetNextItemWidth(320);
   ImGui::InputText("number", &s.text);
   ImGui::SameLine();
-  static std::string rounding_items;
-  if (rounding_items.empty())
-    for (int i = 0; i < rounding_mode_count - 1; ++i) rounding_items += rounding_mode_name(static_cast<RoundingMode>(i)) + '\0';
   ImGui::SetNextItemWidth(120);
-  ImGui::Combo("rounding", &s.rounding, rounding_items.c_str());
-  static int detail = 0;
+  choice_combo("rounding", s.rounding, deterministic_rounding_modes, rounding_mode_name);
+  int& detail = s.detail;
   ParsedNumber number;
   try {
     number = parse_number(s.text);
@@ -158,10 +155,10 @@ void draw_float_inspector(App& app) {
   }
 
   ImGui::Separator();
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < static_cast<int>(std::size(inspected)); ++i) {
     const Format f = inspected[i].format;
     Context ctx;
-    ctx.rounding = static_cast<RoundingMode>(s.rounding);
+    ctx.rounding = s.rounding;
     const std::uint64_t bits = round_number(f, number, ctx);
     ImGui::RadioButton(inspected[i].name, &detail, i);
     ImGui::SameLine(70);
@@ -177,7 +174,7 @@ void draw_float_inspector(App& app) {
   {
     const Format f = inspected[detail].format;
     Context ctx;
-    ctx.rounding = static_cast<RoundingMode>(s.rounding);
+    ctx.rounding = s.rounding;
     const std::uint64_t bits = round_number(f, number, ctx);
     ImGui::Text("%s: %s", inspected[detail].name, format_name(f).c_str());
     details(f, bits, number, ctx.flags);

@@ -57,9 +57,7 @@ void range_lines_horizontal(const PlotFrame& plot, Format f) {
     const float y = std::floor(plot.sy(binade));
     draw->AddLine(ImVec2(plot.min.x, y), ImVec2(plot.max.x, y), to_imgui(colour), 2.0f);
   };
-  line(f.emin() - f.mantissa_bits, palette::min_subnormal_line);
-  line(f.emin(), palette::min_normal_line);
-  line(f.emax() + 1, palette::overflow_line);
+  draw_format_edges(f, line);
 }
 
 }  // namespace
@@ -76,7 +74,7 @@ void draw_heatmap(App& app) {
   const HeatmapState& state = app.heatmap;
 
   // Rows to show: the data's binades and the format's edges, with a margin.
-  int lo = f.emin() - f.mantissa_bits - 2, hi = f.emax() + 2;
+  int lo = format_edges(f).smallest_subnormal - 2, hi = format_edges(f).overflow + 1;
   if (state.highest_binade >= state.lowest_binade) {
     lo = std::min(lo, state.lowest_binade - 1);
     hi = std::max(hi, state.highest_binade + 1);
@@ -144,9 +142,7 @@ void draw_heatmap(App& app) {
     const float x = std::floor(layers.sx(binade));
     draw->AddLine(ImVec2(x, layers.min.y), ImVec2(x, layers.max.y), to_imgui(colour), 2.0f);
   };
-  line(f.emin() - f.mantissa_bits, palette::min_subnormal_line);
-  line(f.emin(), palette::min_normal_line);
-  line(f.emax() + 1, palette::overflow_line);
+  draw_format_edges(f, line);
   layers.axes(hi - lo > 60 ? 10 : 5, binade_label, 0, nullptr);
   if (layers.hovered()) {
     const ImVec2 m = ImGui::GetIO().MousePos;

@@ -74,12 +74,12 @@ void draw_histogram(App& app) {
     ImGui::EndTable();
   }
 
-  static bool log_counts = true;
+  bool& log_counts = app.histogram.log_counts;
   ImGui::Checkbox("log counts", &log_counts);
   ImGui::SameLine();
   ImGui::TextDisabled("bands: what %s does to each binade; bars: the fp32 values before the cast", target_format_names[app.format_index]);
 
-  const int flush_edge = f.emin() - f.mantissa_bits - 1;
+  const int flush_edge = format_edges(f).smallest_subnormal - 1;  // the lowest binade the cast keeps
   const bool any = h.finite_nonzero_count() > 0;
   const int lo = std::min(any ? h.lowest_binade() : flush_edge, flush_edge) - 3;
   const int hi = std::max(any ? h.highest_binade() : f.emax(), f.emax()) + 3;
@@ -90,7 +90,7 @@ void draw_histogram(App& app) {
   PlotFrame plot = PlotFrame::reserve(ImVec2(0, 0), lo, hi + 1, 0, y_top, "##histogram");
   ImDrawList* draw = ImGui::GetWindowDrawList();
   for (int b = lo; b <= hi; ++b) {
-    const Region r = region_of_binade(f, b);
+    const BinadeRegion r = region_of_binade(f, b);
     draw->AddRectFilled(ImVec2(std::floor(plot.sx(b)), plot.min.y), ImVec2(std::floor(plot.sx(b + 1)), plot.max.y), to_imgui(band_colour(r)));
   }
   for (int b = lo; b <= hi; ++b) {
@@ -105,7 +105,7 @@ void draw_histogram(App& app) {
   if (plot.hovered()) {
     const int b = static_cast<int>(std::floor(plot.data_x(ImGui::GetIO().MousePos.x)));
     ImGui::SetTooltip("binade 2^%d: [2^%d, 2^%d)\n%llu values\n%s in %s", b, b, b + 1, static_cast<unsigned long long>(h.count(b)),
-                      region_name(region_of_binade(f, b)), target_format_names[app.format_index]);
+                      std::string(region_name(region_of_binade(f, b))).c_str(), target_format_names[app.format_index]);
   }
 }
 

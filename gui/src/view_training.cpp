@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "app.hpp"
+#include "choice_combo.hpp"
 #include "fpscope/core/names.hpp"
 #include "plot_frame.hpp"
 
@@ -103,9 +104,9 @@ void draw_training(App& app) {
   ImGui::Separator();
   ImGui::TextUnformatted("Loss scale (applies now)");
   int scale_log2 = static_cast<int>(std::lround(std::log2(std::max(1.0, status.loss_scale))));
-  scale_log2 = std::clamp(scale_log2, 0, 24);
+  scale_log2 = std::clamp(scale_log2, 0, slider_max_scale_log2);
   ImGui::SetNextItemWidth(-1);
-  if (ImGui::SliderInt("##scale", &scale_log2, 0, 24, "2^%d") && active) session.set_static_scale(std::ldexp(1.0, scale_log2));
+  if (ImGui::SliderInt("##scale", &scale_log2, 0, slider_max_scale_log2, "2^%d") && active) session.set_static_scale(std::ldexp(1.0, scale_log2));
   bool dynamic = status.dynamic_scaling;
   if (ImGui::Checkbox("dynamic (GradScaler's rule)", &dynamic) && active) {
     if (dynamic) session.set_dynamic_scaling();
@@ -113,35 +114,33 @@ void draw_training(App& app) {
   }
 
   // Fault injection: what one non-finite gradient does (the step is skipped, the scale backs off).
-  static int inject_value = 0, inject_layer = 1;
+  InjectState& inject = app.inject;
+  static constexpr FaultInjection::Value fault_values[] = {FaultInjection::Value::nan, FaultInjection::Value::infinity};
   ImGui::SetNextItemWidth(70);
-  ImGui::Combo("##inject value", &inject_value, "nan\0inf\0");
+  choice_combo("##inject value", inject.value, fault_values, fault_value_name);
   ImGui::SameLine();
   ImGui::SetNextItemWidth(90);
   const int layers = std::max(1, static_cast<int>(session.settings().mlp.layer_sizes.size()) - 1);
-  inject_layer = std::clamp(inject_layer, 1, layers);
-  ImGui::SliderInt("##inject layer", &inject_layer, 1, layers, "fc%d");
+  inject.layer = std::clamp(inject.layer, 1, layers);
+  ImGui::SliderInt("##inject layer", &inject.layer, 1, layers, "fc%d");
   ImGui::SameLine();
   ImGui::BeginDisabled(!active);
-  if (ImGui::Button("Inject"))
-    session.inject_next_step(inject_value == 0 ? FaultInjection::Value::nan : FaultInjection::Value::infinity, inject_layer);
+  if (ImGui::Button("Inject")) session.inject_next_step(inject.value, inject.layer);
   ImGui::EndDisabled();
   if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
-    ImGui::SetTooltip("put a %s into fc%d's weight gradient at the next step", inject_value == 0 ? "NaN" : "infinity", inject_layer);
+    ImGui::SetTooltip("put a %s into fc%d's weight gradient at the next step", inject.value == FaultInjection::Value::nan ? "NaN" : "infinity",
+                      inject.layer);
 
   ImGui::Separator();
   ImGui::TextUnformatted("Settings (take effect on Start)");
   TrainingForm& f = app.form;
   ImGui::PushItemWidth(170);
   ImGui::InputText("model", &f.model);
-  ImGui::Combo("activation", &f.activation, "relu\0gelu\0tanh\0");
-  ImGui::Combo("precision", &f.precision, "fp32\0fp16\0bf16\0fp16-pure\0");
-  static std::string rounding_items;
-  if (rounding_items.empty())
-    for (int i = 0; i < rounding_mode_count; ++i) rounding_items += rounding_mode_name(static_cast<RoundingMode>(i)) + '\0';
-  ImGui::Combo("rounding", &f.rounding, rounding_items.c_str());
-  ImGui::Combo("loss scaling", &f.scaling, "none\0static\0dynamic\0");
-  if (f.scaling == 1) ImGui::SliderInt("static scale", &f.static_scale_log2, 0, 24, "2^%d");
+  choice_combo("activation", f.activation, all_activations, activation_name);
+  choice_combo("precision", f.precision, all_precisions, precision_name);
+  choice_combo("rounding", f.rounding, all_rounding_modes, rounding_mode_name);
+  choice_combo("loss scaling", f.scaling, all_scaling_kinds, scaling_kind_name);
+  if (f.scaling == LossScalerConfig::Kind::fixed) ImGui::SliderInt("static scale", &f.static_scale_log2, 0, slider_max_scale_log2, "2^%d");
   ImGui::InputInt("batch", &f.batch);
   ImGui::InputFloat("learning rate", &f.learning_rate, 0, 0, "%g");
   ImGui::SliderInt("loss weight", &f.loss_weight_log2, -16, 0, "2^%d");

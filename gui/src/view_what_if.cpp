@@ -55,15 +55,15 @@ void draw_what_if(App& app) {
     app.what_if.scale_log2 = recorded;
     app.what_if.initialised = true;
   }
-  static int scope = 0;  // 0: every gradient of the step; 1: the selected tensor
-  ImGui::RadioButton("every gradient at this step", &scope, 0);
+  bool& selected_only = app.what_if.selected_tensor_only;
+  if (ImGui::RadioButton("every gradient at this step", !selected_only)) selected_only = false;
   ImGui::SameLine();
-  ImGui::RadioButton("the selected tensor", &scope, 1);
+  if (ImGui::RadioButton("the selected tensor", selected_only)) selected_only = true;
 
   ExponentHistogram merged;
   std::vector<ExponentHistogram> gradients;
   bool scaled = true;
-  if (scope == 0) {
+  if (!selected_only) {
     for (const TensorRecord& t : snapshot->tensors)
       if (t.kind == TensorKind::activation_gradient || t.kind == TensorKind::weight_gradient) {
         try {
@@ -98,7 +98,7 @@ void draw_what_if(App& app) {
     ImGui::TableSetupColumn("overflow");
     ImGui::TableSetupColumn("recommended");
     ImGui::TableHeadersRow();
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < target_format_count; ++i) {
       const Format f = target_formats[i];
       const RangeReport r = analyze_range(merged, f, shift);
       const int recommended = recommend_common_scale(gradients, f) + (scaled ? recorded : 0);
@@ -125,15 +125,15 @@ void draw_what_if(App& app) {
   const bool can_apply = app.session != nullptr && (app.session->status().state == TrainingStatus::State::running ||
                                                     app.session->status().state == TrainingStatus::State::paused);
   ImGui::BeginDisabled(!can_apply);
-  // The session's scale stays within the slider's range, 2^0 .. 2^24.
-  const int applicable = std::clamp(recommended, 0, 24);
+  // The session's scale stays within the slider's range.
+  const int applicable = std::clamp(recommended, 0, slider_max_scale_log2);
   const std::string label = applicable == recommended
                                 ? fmt::format("Apply the recommended {} scale, 2^{}", target_format_names[app.format_index], recommended)
-                                : fmt::format("Apply 2^{} (the recommended {} scale 2^{} is outside 2^0..2^24)", applicable,
-                                              target_format_names[app.format_index], recommended);
+                                : fmt::format("Apply 2^{} (the recommended {} scale 2^{} is outside 2^0..2^{})", applicable,
+                                              target_format_names[app.format_index], recommended, slider_max_scale_log2);
   if (ImGui::Button(label.c_str())) app.session->set_static_scale(std::ldexp(1.0, applicable));
   ImGui::SameLine();
-  const int slider_scale = std::clamp(app.what_if.scale_log2, 0, 24);
+  const int slider_scale = std::clamp(app.what_if.scale_log2, 0, slider_max_scale_log2);
   if (ImGui::Button(fmt::format("Apply 2^{}", slider_scale).c_str())) app.session->set_static_scale(std::ldexp(1.0, slider_scale));
   ImGui::EndDisabled();
   if (!can_apply) ImGui::TextDisabled("(applying needs a run training in this window)");

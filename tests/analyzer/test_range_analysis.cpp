@@ -91,7 +91,7 @@ TEST_CASE("a common scale keeps every tensor in range; empty histograms get 2^0"
 }
 
 TEST_CASE("dynamic loss scaling replay follows GradScaler's rule") {
-  DynamicScalerSettings settings;
+  LossScalerConfig settings = LossScalerConfig::pytorch();
   settings.initial_scale = 1024;  // 2^10
   settings.growth_interval = 3;
   // Binade 4 fits at 2^10 and 2^11 (top binade 15); binade 5 at 2^11 and 6 at 2^10 overflow.

@@ -32,13 +32,15 @@ TrainingStatus wait_until(const TrainingSession& session, TrainingStatus::State 
 TEST_CASE("a session on its thread records the same snapshots as a direct run") {
   RunStore store;
   TrainingSession session(store);
-  const TrainingSettings settings = small_settings(25);
+  TrainingSettings settings = small_settings(25);
+  settings.source = "a test";  // the session says who trains as it is told; it knows no app
   session.start(settings);
   const TrainingStatus status = wait_until(session, TrainingStatus::State::finished);
   CHECK(status.state == TrainingStatus::State::finished);
   CHECK(status.step == 25);
   CHECK(store.header().precision == "fp16");
-  CHECK(store.header().source == "fpscope-gui");
+  CHECK(store.header().source == "a test");
+  CHECK(store.header().run_id.size() == 32);
 
   MlpTrainer direct(settings.mlp);
   TrainingData data(settings.data, settings.mlp.layer_sizes, settings.mlp.seed);

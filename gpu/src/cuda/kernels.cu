@@ -9,7 +9,7 @@
 #include "fpscope/core/exponent_histogram.hpp"
 #include "fpscope/gpu/cast_record_element.hpp"
 #include "fpscope/gpu/cuda_kernels.hpp"
-#include "fpscope/gpu/scaler_rule.hpp"
+#include "fpscope/core/loss_scaling.hpp"
 #include "fpscope/gpu/unscale.hpp"
 
 #define cudaCheck(err) cuda_check((err), __FILE__, __LINE__)

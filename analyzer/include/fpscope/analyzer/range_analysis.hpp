@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "fpscope/core/exponent_histogram.hpp"
 #include "fpscope/core/format.hpp"
@@ -42,5 +43,23 @@ inline int clamp_scale_log2(int scale_log2) { return scale_log2 < -max_scale_log
 inline int clamp_margin_binades(int margin) { return margin < 0 ? 0 : margin > max_margin_binades ? max_margin_binades : margin; }
 
 RangeReport analyze_range(const ExponentHistogram& histogram, Format format, int scale_log2);
+
+// The one rule for where a binade of values (already multiplied by the scale) lands in a format,
+// at binade granularity (see RangeReport for the two estimated binades): above emax it overflows;
+// emin .. emax is normal; from the binade just under the smallest subnormal (2^(emin-m-1), which
+// rounds up but for its power of two) to emin - 1 it is subnormal; below, it flushes to zero.
+// analyze_range counts by it, the plots and the app shade by it.
+enum class BinadeRegion : std::uint8_t { flushed_to_zero, subnormal, normal, overflow };
+BinadeRegion region_of_binade(Format format, int scaled_binade);
+std::string_view region_name(BinadeRegion region);  // "flushed to zero", "subnormal", "normal", "overflow"
+
+// Where the lines at a format's edges are drawn, as the binade each one starts: the smallest
+// subnormal's (emin - m), the smallest normal's (emin), and the first that overflows (emax + 1).
+struct FormatEdges {
+  int smallest_subnormal = 0;
+  int smallest_normal = 0;
+  int overflow = 0;
+};
+FormatEdges format_edges(Format format);
 
 }  // namespace fpscope

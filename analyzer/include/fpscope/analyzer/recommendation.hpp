@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "fpscope/analyzer/range_analysis.hpp"
+#include "fpscope/core/loss_scaling.hpp"
 #include "fpscope/core/exponent_histogram.hpp"
 #include "fpscope/core/format.hpp"
 
@@ -28,26 +29,16 @@ ScaleRecommendation recommend_scale(const ExponentHistogram& histogram, Format f
 // recommendations, so that none of them overflows.
 int recommend_common_scale(std::span<const ExponentHistogram> histograms, Format format, int margin_binades = 1);
 
-// PyTorch GradScaler's rule (torch.cuda.amp.GradScaler defaults): start at 2^16; a step whose
-// scaled gradients overflow is skipped and halves the scale; after growth_interval finite steps
-// in a row the scale doubles.
-struct DynamicScalerSettings {
-  double initial_scale = 65536.0;
-  double growth_factor = 2.0;
-  double backoff_factor = 0.5;
-  int growth_interval = 2000;
-  double min_scale = 0.0;  // DeepSpeed-style floor; 0 for none
-};
-
 struct ReplayedStep {
   double scale = 0;        // the scale the step ran with
   bool overflow = false;   // predicted: skipped
 };
 
-// Replays the scaler over a run's recorded gradient maxima (the highest nonzero binade of the
+// Replays a loss scaler (the engine's own rule, core/loss_scaling.hpp: GradScaler's defaults
+// unless told otherwise) over a run's recorded gradient maxima (the highest nonzero binade of the
 // unscaled gradients at each step; below min_binade for a step without any). Overflow is
 // predicted at binade granularity: highest_binade + log2(scale) > emax.
 std::vector<ReplayedStep> replay_dynamic_scaling(std::span<const int> highest_binade_per_step, Format format,
-                                                 const DynamicScalerSettings& settings = {});
+                                                 const LossScalerConfig& config = LossScalerConfig::pytorch());
 
 }  // namespace fpscope

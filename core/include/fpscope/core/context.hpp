@@ -18,6 +18,13 @@ enum class RoundingMode : std::uint8_t {
 };
 
 inline constexpr int rounding_mode_count = 7;
+inline constexpr RoundingMode all_rounding_modes[] = {RoundingMode::nearest_even, RoundingMode::nearest_away, RoundingMode::toward_zero,
+                                                      RoundingMode::toward_positive, RoundingMode::toward_negative, RoundingMode::odd,
+                                                      RoundingMode::stochastic};
+// The modes that round a number deterministically (all but stochastic).
+inline constexpr RoundingMode deterministic_rounding_modes[] = {RoundingMode::nearest_even, RoundingMode::nearest_away,
+                                                                RoundingMode::toward_zero, RoundingMode::toward_positive,
+                                                                RoundingMode::toward_negative, RoundingMode::odd};
 
 // When an underflow is detected (IEEE 754-2019 7.5): after rounding (x86, RISC-V, ARM) or
 // before rounding.

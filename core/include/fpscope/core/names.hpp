@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fpscope/core/bits.hpp"
 #include "fpscope/core/context.hpp"
 #include "fpscope/core/format.hpp"
 
@@ -30,5 +31,7 @@ const std::vector<Format>& named_formats();
 RoundingMode parse_rounding_mode(std::string_view name);
 std::string rounding_mode_name(RoundingMode mode);
 std::string describe_flags(std::uint8_t flags);
+// "zero", "subnormal", "normal", "infinite", "quiet NaN", "signalling NaN".
+std::string_view float_class_name(FloatClass c);
 
 }  // namespace fpscope

@@ -20,5 +20,6 @@ struct FaultInjection {
 // Throws std::invalid_argument naming the text and what was expected.
 FaultInjection parse_fault_injection(std::string_view text, int layer_count);
 std::string describe(const FaultInjection& fault);  // "nan@fc2:100"
+std::string fault_value_name(FaultInjection::Value value);  // "nan", "inf"
 
 }  // namespace fpscope

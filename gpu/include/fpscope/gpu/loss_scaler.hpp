@@ -1,46 +1,25 @@
-// Loss scaling: none, static, and dynamic with PyTorch GradScaler's, TensorFlow's or DeepSpeed's rules.
+// LossScaler: the training loop's scaler over the one rule in core/loss_scaling.hpp (none, static, and
+// dynamic with PyTorch GradScaler's, TensorFlow's or DeepSpeed's settings).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
-#include "fpscope/core/hd.hpp"
+#include "fpscope/core/loss_scaling.hpp"
 
 namespace fpscope {
 
-struct LossScalerConfig {
-  enum class Kind : std::uint8_t { none, fixed, dynamic };
-  Kind kind = Kind::dynamic;
-  double initial_scale = 65536.0;  // torch.cuda.amp.GradScaler: 2^16
-  double growth_factor = 2.0;
-  double backoff_factor = 0.5;
-  std::int64_t growth_interval = 2000;  // consecutive finite steps before the scale grows
-  double min_scale = 0.0;               // floor of the scale; 0 for none
-  int hysteresis = 1;                   // overflows tolerated before backing off (DeepSpeed)
-
-  // (Plain data, no strings: the CUDA backend copies it to the device.)
-  static LossScalerConfig none() { return {Kind::none, 1.0, 2.0, 0.5, 2000, 0.0, 1}; }
-  static LossScalerConfig fixed(double scale) { return {Kind::fixed, scale, 2.0, 0.5, 2000, 0.0, 1}; }
-  // PyTorch torch.cuda.amp.GradScaler defaults.
-  static LossScalerConfig pytorch() { return {}; }
-  // TensorFlow LossScaleOptimizer (dynamic) defaults: 2^15, doubled every 2000 finite steps,
-  // halved on overflow but never below 1.
-  static LossScalerConfig tensorflow() { return {Kind::dynamic, 32768.0, 2.0, 0.5, 2000, 1.0, 1}; }
-  // DeepSpeed fp16 defaults: 2^16, window 1000, hysteresis 2, minimum 1.
-  static LossScalerConfig deepspeed() { return {Kind::dynamic, 65536.0, 2.0, 0.5, 1000, 1.0, 2}; }
-};
+// The loss scaling a user names: "none", "dynamic" (GradScaler's rule) or a positive number that
+// float32 holds (static scaling). Throws std::invalid_argument naming the text.
+LossScalerConfig parse_loss_scale(std::string_view text);
+// "none", "static", "dynamic": the kinds as menus name them.
+inline constexpr LossScalerConfig::Kind all_scaling_kinds[] = {LossScalerConfig::Kind::none, LossScalerConfig::Kind::fixed,
+                                                               LossScalerConfig::Kind::dynamic};
+std::string scaling_kind_name(LossScalerConfig::Kind kind);
 
 // "none", "fixed 1024", "dynamic (pytorch)"-style description for run log headers.
 std::string describe(const LossScalerConfig& config);
-
-// The scaler's state; part of the training state (checkpointed with it).
-struct LossScalerState {
-  double scale = 1.0;
-  std::int64_t finite_steps = 0;  // consecutive finite steps since the last growth or overflow
-  int hysteresis_left = 1;
-  std::int64_t skipped_steps = 0;
-  friend bool operator==(const LossScalerState&, const LossScalerState&) = default;
-};
 
 class LossScaler {
  public:

@@ -24,11 +24,16 @@ namespace fpscope {
 // update. fp16_pure: the same without master weights (weights live in fp16).
 enum class Precision : std::uint8_t { fp32, fp16, bf16, fp16_pure };
 
+// Every choice, in the order menus list them; parse_* accepts exactly their *_name()s.
+inline constexpr Activation all_activations[] = {Activation::relu, Activation::gelu, Activation::tanh};
+inline constexpr Precision all_precisions[] = {Precision::fp32, Precision::fp16, Precision::bf16, Precision::fp16_pure};
 Activation parse_activation(std::string_view name);  // relu, gelu, tanh; throws std::invalid_argument
 Precision parse_precision(std::string_view name);    // fp32, fp16, bf16, fp16-pure
 std::string precision_name(Precision precision);
 std::string activation_name(Activation activation);
-// "784-512-512-10": at least two sizes, each 1 ..= 1<<20; throws std::invalid_argument naming the text.
+// The widest layer a model may have (parse_layer_sizes; a checkpoint holding a wider one is corrupt).
+inline constexpr int max_layer_size = 1 << 20;
+// "784-512-512-10": at least two sizes, each 1 ..= max_layer_size; throws std::invalid_argument naming the text.
 std::vector<int> parse_layer_sizes(std::string_view text);
 // The inverse: "784-512-512-10".
 std::string layer_sizes_name(const std::vector<int>& sizes);

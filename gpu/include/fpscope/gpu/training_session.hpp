@@ -17,6 +17,7 @@ namespace fpscope {
 
 struct TrainingSettings {
   MlpConfig mlp;
+  std::string source = "fpscope";  // who trains, for the run's header (the app says "fpscope-gui")
   std::string data = "synthetic";  // or "mnist:DIR"
   int batch = 128;
   int record_every = 1;
