@@ -26,23 +26,30 @@ const char* forced_isa() {
   return forced;
 }
 
-Isa best_isa() {
+bool cpu_has(Isa isa) {
 #if defined(FPSCOPE_HAVE_X86_KERNELS)
+  switch (isa) {
+    case Isa::generic: return true;
+    case Isa::avx2: return __builtin_cpu_supports("avx2");
+    case Isa::avx512:
+      return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  }
+  return false;
+#else
+  return isa == Isa::generic;
+#endif
+}
+
+Isa best_isa() {
   static const Isa isa = [] {
-    const bool avx512 = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-                        __builtin_cpu_supports("avx512dq");
-    const bool avx2 = __builtin_cpu_supports("avx2");
     if (const char* forced = forced_isa()) {
-      if (std::strcmp(forced, "avx512") == 0 && avx512) return Isa::avx512;
-      if (std::strcmp(forced, "avx2") == 0 && avx2) return Isa::avx2;
+      if (std::strcmp(forced, "avx512") == 0 && cpu_has(Isa::avx512)) return Isa::avx512;
+      if (std::strcmp(forced, "avx2") == 0 && cpu_has(Isa::avx2)) return Isa::avx2;
       return Isa::generic;
     }
-    return avx512 ? Isa::avx512 : avx2 ? Isa::avx2 : Isa::generic;
+    return cpu_has(Isa::avx512) ? Isa::avx512 : cpu_has(Isa::avx2) ? Isa::avx2 : Isa::generic;
   }();
   return isa;
-#else
-  return Isa::generic;
-#endif
 }
 
 bool use_f16c(Format f, const Context& ctx) { return forced_isa() == nullptr && bulk_f16c::applies(f, ctx); }
@@ -142,6 +149,22 @@ void bits_to_f32(Format f, std::span<const std::uint8_t> in, std::span<float> ou
   const bool done = FPSCOPE_BULK_DISPATCH(bits8_to_f32, f, in.data(), as_bits(out.data()), in.size(), ctx);
   if (done) return;
   for (std::size_t i = 0; i < in.size(); ++i) out[i] = bits_float(static_cast<std::uint32_t>(convert(f, formats::fp32, in[i], ctx)));
+}
+
+std::string_view bulk_kernel_isa() {
+  switch (best_isa()) {
+    case Isa::avx512: return "avx512";
+    case Isa::avx2: return "avx2";
+    case Isa::generic: return "generic";
+  }
+  return "generic";
+}
+
+bool bulk_isa_supported(std::string_view isa) {
+  if (isa == "generic") return true;
+  if (isa == "avx2") return cpu_has(Isa::avx2);
+  if (isa == "avx512") return cpu_has(Isa::avx512);
+  return false;
 }
 
 }  // namespace fpscope

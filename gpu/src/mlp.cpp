@@ -11,6 +11,7 @@
 
 #include "fpscope/core/bulk.hpp"
 #include "fpscope/gpu/cast_record.hpp"
+#include "fpscope/gpu/softmax_cross_entropy.hpp"
 
 namespace fpscope {
 
@@ -194,19 +195,14 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
     }
   }
   // Softmax cross-entropy in float32; its gradient carries the loss scale.
-  const Eigen::MatrixXf& logits = z[layers - 1];
+  const Eigen::MatrixXf& logits = z[layers - 1];  // column-major: row i's logits are `batch` apart
   Eigen::MatrixXf dz(logits.rows(), logits.cols());
+  const float factor = scale * config_.loss_weight / static_cast<float>(batch);
   double loss = 0;
-  for (Eigen::Index i = 0; i < batch; ++i) {
-    const float top = logits.row(i).maxCoeff();
-    const Eigen::RowVectorXf e = (logits.row(i).array() - top).exp().matrix();
-    const float sum = e.sum();
-    loss += -(std::log(e(labels[static_cast<std::size_t>(i)]) / sum));
-    dz.row(i) = e / sum;
-    dz(i, labels[static_cast<std::size_t>(i)]) -= 1.0f;
-  }
+  for (Eigen::Index i = 0; i < batch; ++i)
+    loss += softmax_cross_entropy_row(logits.data() + i, static_cast<int>(logits.cols()), static_cast<int>(batch),
+                                      labels[static_cast<std::size_t>(i)], factor, dz.data() + i);
   result.loss = loss / static_cast<double>(batch);
-  dz *= scale * config_.loss_weight / static_cast<float>(batch);
   // Backward in low precision.
   std::vector<Eigen::MatrixXf> grad_w(layers);
   std::vector<Eigen::VectorXf> grad_b(layers);

@@ -41,6 +41,11 @@ inline constexpr Rgb state_paused{220, 150, 30};
 inline constexpr Rgb state_finished{60, 120, 220};
 inline constexpr Rgb state_failed{210, 50, 50};
 inline constexpr Rgb heat_empty{16, 16, 22};
+// Axes, tick labels and text drawn into plots.
+inline constexpr Rgb axis_line{150, 150, 150};
+inline constexpr Rgb label_text{200, 200, 200};
+// Error messages in the panels.
+inline constexpr Rgb error_text{240, 110, 110};
 
 // The heatmap's colour ramp, t in (0, 1]: dark blue through teal and green to yellow (our own
 // piecewise-linear ramp; evenly spaced stops keep it readable in greyscale too).

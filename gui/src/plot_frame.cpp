@@ -32,8 +32,8 @@ bool PlotFrame::hovered() const {
 
 void PlotFrame::axes(double x_step, std::string (*x_label)(double), int y_ticks, std::string (*y_label)(double)) const {
   ImDrawList* draw = ImGui::GetWindowDrawList();
-  const ImU32 axis = IM_COL32(150, 150, 150, 255);
-  const ImU32 text = IM_COL32(200, 200, 200, 255);
+  const ImU32 axis = to_imgui(palette::axis_line);
+  const ImU32 text = to_imgui(palette::label_text);
   draw->AddRect(min, max, axis);
   if (x_step > 0) {
     const double first = std::ceil(x0 / x_step) * x_step;

@@ -10,6 +10,7 @@
 namespace fpscope::gui {
 
 inline ImU32 to_imgui(Rgb c, int alpha = 255) { return IM_COL32(c.r, c.g, c.b, alpha); }
+inline ImVec4 to_imgui_vec4(Rgb c) { return ImVec4(c.r / 255.0f, c.g / 255.0f, c.b / 255.0f, 1.0f); }
 
 struct PlotFrame {
   ImVec2 min, max;            // screen rectangle of the data area

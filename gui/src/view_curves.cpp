@@ -51,13 +51,13 @@ void draw_curves(App& app) {
   y1 = std::ceil(y1 * 4) / 4 + 0.05;
 
   const Snapshot& last = *app.snapshots.back();
-  ImGui::TextColored(ImVec4(0.36f, 0.67f, 0.99f, 1), "loss %.5f at step %lld (%s)", last.loss, static_cast<long long>(last.step), app.header.precision.c_str());
+  ImGui::TextColored(to_imgui_vec4(palette::loss_line), "loss %.5f at step %lld (%s)", last.loss, static_cast<long long>(last.step), app.header.precision.c_str());
   if (!app.baseline_loss.empty()) {
     ImGui::SameLine();
-    ImGui::TextColored(ImVec4(1.0f, 0.5f, 0.63f, 1), "  fp32 baseline %.5f", app.baseline_loss.back());
+    ImGui::TextColored(to_imgui_vec4(palette::baseline_line), "  fp32 baseline %.5f", app.baseline_loss.back());
   }
   ImGui::SameLine();
-  ImGui::TextColored(ImVec4(0.92f, 0.24f, 0.24f, 1), "  %zu skipped steps", skipped.size());
+  ImGui::TextColored(to_imgui_vec4(palette::skipped_mark), "  %zu skipped steps", skipped.size());
   const float avail = ImGui::GetContentRegionAvail().y;
   PlotFrame loss_plot = PlotFrame::reserve(ImVec2(0, avail * 0.6f), 0, x1, y0, y1, "##loss");
   const double span = x1;

@@ -82,16 +82,16 @@ void number_line(Format f, std::uint64_t bits) {
   PlotFrame line = PlotFrame::reserve(ImVec2(0, 70), lo, hi, 0, 1, "##number_line");
   ImDrawList* draw = ImGui::GetWindowDrawList();
   const float mid = (line.min.y + line.max.y) / 2;
-  draw->AddLine(ImVec2(line.min.x, mid), ImVec2(line.max.x, mid), IM_COL32(160, 160, 160, 255));
+  draw->AddLine(ImVec2(line.min.x, mid), ImVec2(line.max.x, mid), to_imgui(palette::axis_line));
   for (std::uint64_t v : around) {
     const float x = line.sx(value_of(f, v));
     const bool self = v == bits;
     draw->AddLine(ImVec2(x, mid - (self ? 16.0f : 8.0f)), ImVec2(x, mid + (self ? 16.0f : 8.0f)),
-                  self ? to_imgui(palette::scale_line) : IM_COL32(210, 210, 210, 255), self ? 3.0f : 1.0f);
+                  self ? to_imgui(palette::scale_line) : to_imgui(palette::label_text), self ? 3.0f : 1.0f);
   }
   const std::string left = fmt::format("{:.7g}", lo), right = fmt::format("{:.7g}", hi);
-  draw->AddText(ImVec2(line.min.x, line.max.y + 2), IM_COL32(200, 200, 200, 255), left.c_str());
-  draw->AddText(ImVec2(line.max.x - ImGui::CalcTextSize(right.c_str()).x, line.max.y + 2), IM_COL32(200, 200, 200, 255), right.c_str());
+  draw->AddText(ImVec2(line.min.x, line.max.y + 2), to_imgui(palette::label_text), left.c_str());
+  draw->AddText(ImVec2(line.max.x - ImGui::CalcTextSize(right.c_str()).x, line.max.y + 2), to_imgui(palette::label_text), right.c_str());
   if (line.hovered()) ImGui::SetTooltip("the representable values nearest the number; the spacing doubles at each power of two");
 }
 
@@ -134,7 +134,7 @@ void draw_float_inspector(App& app) {
   try {
     number = parse_number(s.text);
   } catch (const ParseError& e) {
-    ImGui::TextColored(ImVec4(0.95f, 0.45f, 0.45f, 1), "%s", e.what());
+    ImGui::TextColored(to_imgui_vec4(palette::error_text), "%s", e.what());
     ImGui::TextDisabled("Numbers: 0.1, -6.1e-5, 65520, hex floats such as 0x1.8p-3, inf, nan.");
     return;
   }

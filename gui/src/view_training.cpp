@@ -39,7 +39,7 @@ void draw_followed(App& app) {
   state_swatch(app.follow_error.empty() ? palette::state_running : palette::state_failed);
   ImGui::Text("%zu snapshots%s", app.snapshots.size(), app.follower->restarts() > 0 ? " (file restarted)" : "");
   if (!app.follow_error.empty()) {
-    ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(240, 110, 110, 255));
+    ImGui::PushStyleColor(ImGuiCol_Text, to_imgui(palette::error_text));
     ImGui::TextWrapped("%s", app.follow_error.c_str());
     ImGui::PopStyleColor();
   }
@@ -96,7 +96,7 @@ void draw_training(App& app) {
   ImGui::Text("scale 2^%.0f (%s)   skipped %lld", std::log2(status.loss_scale), status.dynamic_scaling ? "dynamic" : "static",
               static_cast<long long>(status.skipped_steps));
   if (!status.error.empty() || !app.training_message.empty()) {
-    ImGui::PushStyleColor(ImGuiCol_Text, IM_COL32(240, 110, 110, 255));
+    ImGui::PushStyleColor(ImGuiCol_Text, to_imgui(palette::error_text));
     ImGui::TextWrapped("%s", status.error.empty() ? app.training_message.c_str() : status.error.c_str());
     ImGui::PopStyleColor();
   }

@@ -3,7 +3,10 @@
 
 #include <initializer_list>
 #include <iostream>
+#include <cstdlib>
 #include <random>
+#include <string>
+#include <string_view>
 #include <stdexcept>
 #include <vector>
 
@@ -206,4 +209,12 @@ TEST_CASE("round_f32 is narrow then widen; 8-bit outputs; length mismatches thro
     Context c2;
     REQUIRE(custom[i] == convert(formats::fp32, e6m9, float_bits(in[i]), c2));
   }
+}
+
+TEST_CASE("bulk: the kernels FPSCOPE_BULK_ISA forces are the ones that run (no quiet fallback)") {
+  const char* forced = std::getenv("FPSCOPE_BULK_ISA");
+  MESSAGE("bulk kernels running: " << std::string(bulk_kernel_isa()));
+  if (forced != nullptr) CHECK(bulk_kernel_isa() == std::string_view(forced));
+  CHECK(bulk_isa_supported("generic"));
+  CHECK(!bulk_isa_supported("avx1024"));
 }

@@ -1,11 +1,16 @@
 // The CPU backend: gradients against float64 finite differences, skipped steps, recording.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstring>
+#include <vector>
 #include <random>
 
 #include "fpscope/core/convert.hpp"
 #include "fpscope/gpu/mlp.hpp"
+#include "fpscope/gpu/softmax_cross_entropy.hpp"
 
 using namespace fpscope;
 
@@ -126,4 +131,35 @@ TEST_CASE("mixed fp16 training lowers the loss; names parse or fail with one sen
   CHECK(parse_precision("fp16-pure") == Precision::fp16_pure);
   CHECK_THROWS_AS(parse_precision("fp8"), std::invalid_argument);
   CHECK_THROWS_AS(parse_activation("swish"), std::invalid_argument);
+}
+
+TEST_CASE("softmax cross-entropy, the one function both backends call, against float64; a stride changes no bit") {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  constexpr int cols = 10, rows = 64;
+  std::vector<float> row_major(rows * cols), column_major(rows * cols);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) row_major[r * cols + c] = column_major[c * rows + r] = normal(rng);
+  std::vector<float> g_row(rows * cols), g_col(rows * cols);
+  double worst = 0;
+  for (int r = 0; r < rows; ++r) {
+    const int label = r % cols;
+    const float factor = 1024.0f / rows;
+    const float loss = softmax_cross_entropy_row(row_major.data() + r * cols, cols, 1, label, factor, g_row.data() + r * cols);
+    const float loss_col = softmax_cross_entropy_row(column_major.data() + r, cols, rows, label, factor, g_col.data() + r);
+    CHECK(std::bit_cast<std::uint32_t>(loss) == std::bit_cast<std::uint32_t>(loss_col));
+    double top = -1e300, sum = 0;
+    for (int c = 0; c < cols; ++c) top = std::max(top, static_cast<double>(row_major[r * cols + c]));
+    for (int c = 0; c < cols; ++c) sum += std::exp(row_major[r * cols + c] - top);
+    const double exact_loss = -(row_major[r * cols + label] - top - std::log(sum));
+    worst = std::max(worst, std::abs(loss - exact_loss) / std::max(1e-3, exact_loss));
+    for (int c = 0; c < cols; ++c) {
+      const double p = std::exp(row_major[r * cols + c] - top) / sum;
+      const double exact = (p - (c == label ? 1.0 : 0.0)) * factor;
+      CHECK(std::abs(g_row[r * cols + c] - exact) <= 1e-5 * factor);  // float32 exp, log and division: a few ulps
+      CHECK(std::bit_cast<std::uint32_t>(g_row[r * cols + c]) == std::bit_cast<std::uint32_t>(g_col[c * rows + r]));
+    }
+  }
+  MESSAGE("softmax cross-entropy: worst relative loss error " << worst);
+  CHECK(worst < 1e-5);
 }

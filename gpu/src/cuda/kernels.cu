@@ -10,6 +10,7 @@
 #include "fpscope/gpu/cast_record_element.hpp"
 #include "fpscope/gpu/cuda_kernels.hpp"
 #include "fpscope/core/loss_scaling.hpp"
+#include "fpscope/gpu/softmax_cross_entropy.hpp"
 #include "fpscope/gpu/unscale.hpp"
 
 #define cudaCheck(err) cuda_check((err), __FILE__, __LINE__)
@@ -127,16 +128,9 @@ __global__ void softmax_cross_entropy_kernel(const float* logits, const int* lab
                                              float loss_weight, float* gradient, float* row_loss) {
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= rows) return;
-  const float* row = logits + static_cast<std::size_t>(r) * cols;
-  float* g = gradient + static_cast<std::size_t>(r) * cols;
-  float top = row[0];
-  for (int c = 1; c < cols; ++c) top = fmaxf(top, row[c]);
-  float sum = 0;
-  for (int c = 0; c < cols; ++c) sum += expf(row[c] - top);
-  const int label = labels[r];
-  row_loss[r] = -logf(expf(row[label] - top) / sum);
   const float factor = static_cast<float>(state->scale) * loss_weight / static_cast<float>(rows);
-  for (int c = 0; c < cols; ++c) g[c] = (expf(row[c] - top) / sum - (c == label ? 1.0f : 0.0f)) * factor;
+  row_loss[r] = softmax_cross_entropy_row(logits + static_cast<std::size_t>(r) * cols, cols, 1, labels[r], factor,
+                                          gradient + static_cast<std::size_t>(r) * cols);
 }
 
 __global__ void column_sums_kernel(const float* m, int rows, int cols, float* out) {

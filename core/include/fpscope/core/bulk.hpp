@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 #include "fpscope/core/context.hpp"
 #include "fpscope/core/format.hpp"
@@ -26,5 +27,11 @@ void bits_to_f32(Format f, std::span<const std::uint16_t> in, std::span<float> o
 void bits_to_f32(Format f, std::span<const std::uint8_t> in, std::span<float> out, Context& ctx);
 // float32 -> the value of f it rounds to, as float32 ("fake quantisation"). In place is fine.
 void round_f32(Format f, std::span<const float> in, std::span<float> out, Context& ctx);
+
+// The instruction set whose kernels run: "avx512", "avx2" or "generic". The environment
+// variable FPSCOPE_BULK_ISA=generic|avx2|avx512 forces one (and turns the hardware casts off);
+// one this processor lacks cannot be forced, and bulk_isa_supported says so beforehand.
+std::string_view bulk_kernel_isa();
+bool bulk_isa_supported(std::string_view isa);
 
 }  // namespace fpscope

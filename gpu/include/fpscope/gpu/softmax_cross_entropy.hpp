@@ -1,0 +1,26 @@
+// Softmax cross-entropy of one row of logits in float32, written once for the CPU backend and the
+// CUDA kernel: the same operations in the same order on both.
+#pragma once
+
+#include <math.h>
+
+#include "fpscope/core/hd.hpp"
+
+namespace fpscope {
+
+// The row's logits are logits[c * stride] for c in [0, cols); `label` is the true class. Writes
+// the gradient of the loss with respect to each logit, (softmax - one-hot) * gradient_factor (the
+// loss scale times the loss weight over the batch), to gradient[c * stride], and returns the
+// row's loss, -log softmax[label]. The largest logit is subtracted first, so no exp overflows.
+FPSCOPE_HD inline float softmax_cross_entropy_row(const float* logits, int cols, int stride, int label, float gradient_factor,
+                                                  float* gradient) {
+  float top = logits[0];
+  for (int c = 1; c < cols; ++c) top = fmaxf(top, logits[c * stride]);
+  float sum = 0;
+  for (int c = 0; c < cols; ++c) sum += expf(logits[c * stride] - top);
+  const float loss = -logf(expf(logits[label * stride] - top) / sum);
+  for (int c = 0; c < cols; ++c) gradient[c * stride] = (expf(logits[c * stride] - top) / sum - (c == label ? 1.0f : 0.0f)) * gradient_factor;
+  return loss;
+}
+
+}  // namespace fpscope
