@@ -90,6 +90,19 @@ TEST_CASE("a common scale keeps every tensor in range; empty histograms get 2^0"
   CHECK(recommend_scale(ExponentHistogram{}, formats::fp16).scale_log2 == 0);
 }
 
+TEST_CASE("the replay grows the scale every growth_interval finite steps, counting afresh after each growth") {
+  LossScalerConfig config = LossScalerConfig::pytorch();
+  config.initial_scale = 1;
+  config.growth_interval = 3;
+  const std::vector<int> maxima(7, -40);  // tiny gradients: never an overflow
+  const auto steps = replay_dynamic_scaling(maxima, formats::fp16, config);
+  const double expected[] = {1, 1, 1, 2, 2, 2, 4};
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    CAPTURE(i);
+    CHECK(steps[i].scale == expected[i]);
+  }
+}
+
 TEST_CASE("dynamic loss scaling replay follows GradScaler's rule") {
   LossScalerConfig settings = LossScalerConfig::pytorch();
   settings.initial_scale = 1024;  // 2^10

@@ -33,7 +33,9 @@ TEST_CASE("GradScaler's rule: x0.5 and skip on inf/NaN, x2 after growth_interval
                {true, true, 65536},                                                      // backoff, counter reset
                {false, false, 65536}, {false, false, 65536}, {true, true, 32768},       // reset before growing
                {true, true, 16384},
-               {false, false, 16384}, {false, false, 16384}, {false, false, 32768}});
+               {false, false, 16384}, {false, false, 16384}, {false, false, 32768},
+               // after a growth the count starts over: the next growth is three steps later
+               {false, false, 32768}, {false, false, 32768}, {false, false, 65536}});
   CHECK(scaler.state().skipped_steps == 3);
 }
 
