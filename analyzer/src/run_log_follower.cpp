@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
 #include <vector>
 
 #include "fpscope/analyzer/run_log.hpp"
@@ -97,6 +98,19 @@ std::size_t RunLogFollower::poll() {
     stuck_size_ = size;
   }
   return added;
+}
+
+std::string RunLogFollower::bytes_read() const {
+  std::ifstream in(path_, std::ios::binary);
+  struct stat info {};
+  if (!in || ::stat(path_.c_str(), &info) != 0) throw std::runtime_error("cannot read " + path_.string() + ": " + std::strerror(errno));
+  if (!have_identity_ || static_cast<std::uint64_t>(info.st_dev) != device_ || static_cast<std::uint64_t>(info.st_ino) != inode_ ||
+      static_cast<std::uint64_t>(info.st_size) < offset_)
+    throw std::runtime_error(path_.string() + " was replaced or cut since it was read: wait for the app to read it again");
+  std::string bytes(offset_, '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(offset_));
+  if (static_cast<std::uint64_t>(in.gcount()) != offset_) throw std::runtime_error("cannot read " + path_.string() + " back");
+  return bytes;
 }
 
 }  // namespace fpscope

@@ -34,7 +34,11 @@ std::string export_run_log(const App& app, const std::string& folder) {
   const std::filesystem::path path = std::filesystem::path(folder.empty() ? "." : folder) / "run.jsonl";
   if (app.snapshots.empty()) return "nothing to save yet: no recorded steps";
   try {
-    write_run_log(export_target(app, path), RunLog{app.header, copies(app), {}});
+    // A followed log is saved as it was read, byte for byte (fields fpscope does not know kept);
+    // a run trained here is written from its snapshots.
+    const OutputTarget target = export_target(app, path);
+    if (app.follower) write_output(target, app.follower->bytes_read());
+    else write_run_log(target, RunLog{app.header, copies(app), {}});
     return fmt::format("saved {} snapshots to {}", app.snapshots.size(), path.string());
   } catch (const std::exception& e) {
     return e.what();

@@ -66,6 +66,15 @@ else
   fail "follow of a good log (40 snapshots, no error swatch)"; cat "$work/follow.out"
 fi
 
+# Saving a followed run keeps its log byte for byte, fields fpscope does not know included.
+sed 's/"skipped":/"a_field_of_tomorrow":[1,"two"],"skipped":/' "$work/run.jsonl" >"$work/extended.jsonl"
+mkdir -p "$work/saved"
+if headless --follow "$work/extended.jsonl" --frames 2 --export "$work/saved" 2>"$work/saved.err" && cmp -s "$work/extended.jsonl" "$work/saved/run.jsonl"; then
+  ok
+else
+  fail "--follow --export did not save the followed log byte for byte"; cat "$work/saved.err"
+fi
+
 # A missing log and a malformed one: the error in the window and on stderr, exit 1, no crash.
 headless --follow "$work/missing.jsonl" --frames 3 --screenshot "$work/missing.png" 2>"$work/missing.err"
 status=$?

@@ -24,6 +24,10 @@ class RunLogFollower {
   // How many times the file was found truncated or replaced, and reading started over.
   std::uint64_t restarts() const { return restarts_; }
   const std::filesystem::path& path() const { return path_; }
+  // The log as read so far -- the header and every whole line now in the store -- byte for byte
+  // as the file holds it, fields fpscope does not know included: what saving a followed run
+  // writes. Throws std::runtime_error naming the file when it was replaced or cut since.
+  std::string bytes_read() const;
 
  private:
   void start_over();
