@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "fpscope/analyzer/csv.hpp"
+#include "fpscope/analyzer/plot.hpp"
 #include "fpscope/analyzer/run_log.hpp"
 #include "fpscope/snapshot/run_store.hpp"
 
@@ -175,4 +176,36 @@ TEST_CASE("RunStore: a writer thread appends while a reader copies what is new")
   writer.join();
   CHECK(seen == made);
   CHECK(store.copy_since(1000).empty());
+}
+
+TEST_CASE("tensor names with quotes, commas, line breaks, control and non-UTF-8 bytes: CSV reads back, SVG stays text") {
+  const std::vector<std::string> names{"a,b", "say \"hi\"", "two\nlines", "cr\r\nlf", "ctl\x01\x1b[31m", std::string("nul\0x", 5), "bad\xff\xfe utf8",
+                                       "é ü 日本"};
+  std::vector<Snapshot> snapshots(1);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    TensorRecord t;
+    t.name = names[i];
+    t.kind = TensorKind::activation_gradient;
+    t.histogram.set_count(-static_cast<int>(i) - 3, i + 1);
+    snapshots[0].tensors.push_back(t);
+  }
+  const auto csv = temporary("names.csv");
+  write_output(csv, histograms_csv(snapshots));
+  const std::vector<Snapshot> back = read_histograms_csv(csv);
+  REQUIRE(back.size() == 1);
+  REQUIRE(back[0].tensors.size() == names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    CAPTURE(i);
+    CHECK(back[0].tensors[i].name == names[i]);
+    CHECK(back[0].tensors[i].histogram == snapshots[0].tensors[i].histogram);
+  }
+  // In a plot title: no control character and no byte that is not UTF-8 reaches the SVG (XML
+  // allows neither), and XML's specials are escaped.
+  for (const std::string& name : names) {
+    CAPTURE(name);
+    const std::string svg = histogram_svg(snapshots[0].tensors[0].histogram, PlotOptions{formats::fp16, 0, name + " <&>"});
+    for (const char c : svg) CHECK((static_cast<unsigned char>(c) >= 0x20 || c == '\n'));
+    CHECK(svg.find(" &lt;&amp;&gt;") != std::string::npos);
+    CHECK(svg.find("\xff") == std::string::npos);
+  }
 }

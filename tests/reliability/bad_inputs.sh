@@ -351,6 +351,20 @@ else
   echo "unshare -m is not allowed here: the device cases are skipped"
 fi
 
+# ---- as a user who is not root: permissions are respected, and stdout and pipes work ----
+if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null && id nobody >/dev/null 2>&1; then
+  as_user() { timeout 120 setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups "$@"; }
+  chmod 755 "$work"
+  mkdir -p open && chmod 777 open && echo "not yours" >open/ro.csv && chmod 444 open/ro.csv
+  bad user-read-only-file 1 "--csv open/ro.csv: cannot write: Permission denied" -- as_user "$fpscope" export good.jsonl --csv open/ro.csv
+  bad user-folder-not-writable 1 "cannot create files in its folder .: Permission denied" -- as_user "$fpscope" export good.jsonl --csv new.csv
+  bad user-log-folder-not-writable 1 "--out run2.jsonl: cannot create files in its folder" -- as_user "$fpscope" train --model 8-8-2 --steps 2 --out run2.jsonl
+  good user-csv-to-stdout "^step,tensor,kind,binade,count" -- as_user "$fpscope" export good.jsonl --csv -
+  good user-csv-to-pipe "^[0-9]+ lines" -- as_user bash -c "'$fpscope' export good.jsonl --csv >(echo \"\$(wc -l) lines\" >&2) && sleep 0.3"
+else
+  echo "not root, or no setpriv: the cases as another user are skipped"
+fi
+
 # ---- outputs that must work: stdout, pipes, links, modes ----
 good csv-to-dash "^step,tensor,kind,binade,count" -- "$fpscope" export good.jsonl --csv -
 good csv-to-process-substitution "^[0-9]+ lines" -- bash -c "'$fpscope' export good.jsonl --csv >(echo \"\$(wc -l) lines\" >&2) && sleep 0.3"
