@@ -205,6 +205,7 @@ void run_train(const TrainOptions& o) {
   }
   std::signal(SIGINT, previous);
   if (show_progress) fmt::print(stderr, "\n");
+  if (log) log->sync();  // the whole log durable before train says it is done (or interrupted)
   const LossScalerState scaler = trainer.scaler_state();
   if (interrupted)
     throw UsageError(fmt::format("interrupted after step {} of {}: the run log is whole up to it{}", step, steps,
