@@ -77,6 +77,14 @@ json parse_object(std::string_view line, const std::string& where) {
 
 }  // namespace
 
+namespace {
+
+json step_json(const StepRecord& step) {
+  return json{{"step", step.step}, {"loss", step.loss}, {"loss_scale", step.loss_scale}, {"skipped", step.skipped}};
+}
+
+}  // namespace
+
 nlohmann::json sparse_bins_json(const ExponentHistogram& h) {
   json bins = json::array();
   for (int b = min_binade; b <= max_binade; ++b)
@@ -106,23 +114,24 @@ std::string snapshot_line(const Snapshot& snapshot) {
       record["cast"] = {{"flushed_to_zero", t.cast->flushed_to_zero},
                         {"subnormal", t.cast->made_subnormal},
                         {"overflow", t.cast->overflowed}};
+    record["scale"] = t.scale;
+    record["captured"] = capture_name(t.captured);
     tensors.push_back(std::move(record));
   }
-  return json{{"step", snapshot.step},
-              {"loss", snapshot.loss},
-              {"loss_scale", snapshot.loss_scale},
-              {"skipped", snapshot.skipped},
-              {"tensors", std::move(tensors)}}
-      .dump();
+  json line = step_json(snapshot.step_record());
+  line["tensors"] = std::move(tensors);
+  return line.dump();
 }
+
+std::string step_line(const StepRecord& step) { return step_json(step).dump(); }
 
 RunHeader parse_run_header(std::string_view line, const std::string& where) try {
   const json value = parse_object(line, where);
   if (!value.contains("schema_version")) fail(where, "not a run log header: no 'schema_version'");
   RunHeader header;
   header.schema_version = required_integer<int>(value, "schema_version", where);
-  if (header.schema_version != run_log_schema_version)
-    fail(where, "unknown schema version " + std::to_string(header.schema_version) + " (this fpscope reads version " +
+  if (header.schema_version < 1 || header.schema_version > run_log_schema_version)
+    fail(where, "unknown schema version " + std::to_string(header.schema_version) + " (this fpscope reads versions 1 to " +
                     std::to_string(run_log_schema_version) + ")");
   header.source = value.value("source", "");
   header.model = value.value("model", "");
@@ -136,26 +145,36 @@ RunHeader parse_run_header(std::string_view line, const std::string& where) try 
   fail(where, std::string("a header field has the wrong type (") + e.what() + ")");
 }
 
-Snapshot parse_snapshot(std::string_view line, const std::string& where) try {
+RunLogLine parse_run_log_line(std::string_view line, const std::string& where, const RunHeader& header) try {
   const json value = parse_object(line, where);
-  Snapshot snapshot;
-  snapshot.step = required_integer<std::int64_t>(value, "step", where);
+  RunLogLine out;
+  StepRecord& step = out.step;
+  step.step = required_integer<std::int64_t>(value, "step", where);
   // loss: a number; null (how JSON writers spell NaN and infinity) or absent is a loss not known,
   // NaN. Anything else is an error, never a silent 0.
-  snapshot.loss = std::numeric_limits<double>::quiet_NaN();
+  step.loss = std::numeric_limits<double>::quiet_NaN();
   if (const auto loss = value.find("loss"); loss != value.end() && !loss->is_null()) {
     if (!loss->is_number()) fail(where, "'loss' must be a number or null");
-    snapshot.loss = loss->get<double>();
+    step.loss = loss->get<double>();
   }
-  snapshot.loss_scale = 1.0;
+  step.loss_scale = 1.0;
   if (const auto scale = value.find("loss_scale"); scale != value.end()) {
     if (!scale->is_number() || !(scale->get<double>() > 0) || !std::isfinite(scale->get<double>()))
       fail(where, "'loss_scale' must be a positive number");
-    snapshot.loss_scale = scale->get<double>();
+    step.loss_scale = scale->get<double>();
   }
-  snapshot.skipped = value.value("skipped", false);
-  const json tensors = value.value("tensors", json::array());
+  step.skipped = value.value("skipped", false);
+  const bool version1 = header.schema_version == 1;
+  const auto tensors_it = value.find("tensors");
+  if (!version1 && tensors_it == value.end()) return out;  // a step line
+  Snapshot snapshot;
+  snapshot.step = step.step;
+  snapshot.loss = step.loss;
+  snapshot.loss_scale = step.loss_scale;
+  snapshot.skipped = step.skipped;
+  const json tensors = tensors_it != value.end() ? *tensors_it : json::array();
   if (!tensors.is_array()) fail(where, "'tensors' must be an array");
+  const bool from_bridge = header.source == "fpscope_torch";
   for (const json& t : tensors) {
     if (!t.is_object()) fail(where, "each tensor must be an object");
     TensorRecord record;
@@ -188,11 +207,38 @@ Snapshot parse_snapshot(std::string_view line, const std::string& where) try {
       record.cast = CastCounts{unsigned_field(*cast, "flushed_to_zero", where), unsigned_field(*cast, "subnormal", where),
                                unsigned_field(*cast, "overflow", where)};
     }
+    if (version1) {
+      const bool gradient = record.kind == TensorKind::activation_gradient || record.kind == TensorKind::weight_gradient;
+      const bool unscaled_by_bridge = from_bridge && record.kind == TensorKind::weight_gradient;
+      record.scale = gradient && !unscaled_by_bridge ? step.loss_scale : 1.0;
+      record.captured = from_bridge ? Capture::as_stored : Capture::before_cast;
+    } else {
+      if (const auto scale = t.find("scale"); scale != t.end()) {
+        if (!scale->is_number() || !(scale->get<double>() > 0) || !std::isfinite(scale->get<double>()))
+          fail(where, "a tensor's 'scale' must be a positive number");
+        record.scale = scale->get<double>();
+      }
+      if (const auto captured = t.find("captured"); captured != t.end()) {
+        if (!captured->is_string()) fail(where, "a tensor's 'captured' must be before_cast or as_stored");
+        try {
+          record.captured = parse_capture(captured->get<std::string>());
+        } catch (const std::invalid_argument& e) {
+          fail(where, e.what());
+        }
+      }
+    }
     snapshot.tensors.push_back(std::move(record));
   }
-  return snapshot;
+  out.snapshot = std::move(snapshot);
+  return out;
 } catch (const json::exception& e) {
   fail(where, std::string("a field has the wrong type (") + e.what() + ")");
+}
+
+Snapshot parse_snapshot(std::string_view line, const std::string& where) {
+  RunLogLine parsed = parse_run_log_line(line, where, RunHeader{});
+  if (!parsed.snapshot) fail(where, "a step line, not a snapshot: no 'tensors'");
+  return std::move(*parsed.snapshot);
 }
 
 void check_line_memory(std::size_t line_bytes, const std::string& where) {
@@ -225,7 +271,9 @@ RunLog read_run_log(const std::filesystem::path& path) {
         log.header = parse_run_header(line, where);
         have_header = true;
       } else {
-        log.snapshots.push_back(parse_snapshot(line, where));
+        RunLogLine parsed = parse_run_log_line(line, where, log.header);
+        log.steps.push_back(parsed.step);
+        if (parsed.snapshot) log.snapshots.push_back(std::move(*parsed.snapshot));
       }
     } catch (const RunLogError&) {
       if (complete || !have_header) throw;
@@ -251,8 +299,16 @@ std::uint32_t crc32_of(std::uint32_t crc, std::string_view bytes) {
 }  // namespace
 
 void write_run_log(const OutputTarget& target, const RunLog& log) {
+  // Step records and snapshots in step order; a step with a snapshot is written once, as it.
   std::string text = run_header_line(log.header) + "\n";
-  for (const Snapshot& s : log.snapshots) text += snapshot_line(s) + "\n";
+  std::size_t next_snapshot = 0;
+  for (const StepRecord& step : log.steps) {
+    while (next_snapshot < log.snapshots.size() && log.snapshots[next_snapshot].step < step.step)
+      text += snapshot_line(log.snapshots[next_snapshot++]) + "\n";
+    if (next_snapshot < log.snapshots.size() && log.snapshots[next_snapshot].step == step.step) text += snapshot_line(log.snapshots[next_snapshot++]) + "\n";
+    else text += step_line(step) + "\n";
+  }
+  for (; next_snapshot < log.snapshots.size(); ++next_snapshot) text += snapshot_line(log.snapshots[next_snapshot]) + "\n";
   write_output(target, text);
 }
 
@@ -291,6 +347,8 @@ void RunLogAppender::add(std::string_view text) {
 }
 
 void RunLogAppender::append(const Snapshot& snapshot) { add(snapshot_line(snapshot) + "\n"); }
+
+void RunLogAppender::append_step(const StepRecord& step) { add(step_line(step) + "\n"); }
 
 void RunLogAppender::sync() { out_.sync(); }
 

@@ -74,11 +74,17 @@ std::size_t RunLogFollower::poll() {
     try {
       check_line_memory(line.size(), where);
       if (!have_header_) {
-        store_.set_header(parse_run_header(line, where));
+        header_ = parse_run_header(line, where);
+        store_.set_header(header_);
         have_header_ = true;
       } else if (!line.empty()) {
-        store_.append(parse_snapshot(line, where));
-        ++added;
+        RunLogLine parsed = parse_run_log_line(line, where, header_);
+        if (parsed.snapshot) {
+          store_.append(std::move(*parsed.snapshot));
+          ++added;
+        } else {
+          store_.append_step(parsed.step);
+        }
       }
     } catch (const std::exception& e) {
       error_ = e.what();

@@ -189,8 +189,11 @@ void run_train(const TrainOptions& o) {
   for (; step < steps && !interrupted; ++step) {
     data->next_batch(batch, inputs, labels);
     const bool report = step % 10 == 0 || step + 1 == steps;
-    last = trainer.step(inputs, labels, log.has_value() && step % record_every == 0, report);
+    // A run log holds a step record for every step: the loss and scale are read back each step
+    // then (on the CUDA backend that is a wait for the device per step).
+    last = trainer.step(inputs, labels, log.has_value() && step % record_every == 0, report || log.has_value());
     if (last.snapshot) log->append(*last.snapshot);
+    else if (log) log->append_step({step, last.loss, last.loss_scale, last.skipped});
     if (checkpoint_target && (step + 1) % checkpoint_every == 0) {
       if (log) log->sync();  // the checkpoint never covers bytes a power cut could take back
       const RunLogPosition position = log ? log->position() : RunLogPosition{};

@@ -153,6 +153,7 @@ void TrainingSession::run(MlpTrainer trainer, TrainingData data) {
       const std::int64_t step = trainer.step_count();
       StepResult result = trainer.step(inputs, labels, step % record_every == 0);
       if (result.snapshot) store_.append(std::move(*result.snapshot));
+      else store_.append_step({step, result.loss, result.loss_scale, result.skipped});
       ++window_steps;
       const auto now = Clock::now();
       const double seconds = std::chrono::duration<double>(now - window_start).count();

@@ -106,9 +106,10 @@ void App::update(double now_seconds) {
     }
   }
   const std::uint64_t previous_generation = store_generation_seen_;
-  RunStore::Update update = store.update_since(previous_generation, snapshots.size());
+  RunStore::Update update = store.update_since(previous_generation, snapshots.size(), steps.size());
   if (update.generation != previous_generation) {
     snapshots.clear();
+    steps.clear();
     tensor_names.clear();
     step_index = -1;
     ++data_version;
@@ -116,6 +117,7 @@ void App::update(double now_seconds) {
   store_generation_seen_ = update.generation;
   header = std::move(update.header);
   growing = !update.snapshots.empty();
+  steps.insert(steps.end(), update.steps.begin(), update.steps.end());
   if (!update.snapshots.empty()) {
     for (const auto& s : update.snapshots) {
       for (const TensorRecord& t : s->tensors)

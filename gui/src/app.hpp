@@ -115,6 +115,7 @@ class App {
   std::string follow_error;  // shown in the window; also printed once to stderr
   RunHeader header;
   std::vector<std::shared_ptr<const Snapshot>> snapshots;
+  std::vector<StepRecord> steps;  // every step of the run, recorded or not
   std::uint64_t data_version = 0;  // changes whenever `snapshots` does
   std::vector<std::string> tensor_names;  // layer names in first-seen order
   std::vector<double> baseline_steps, baseline_loss;  // the last finished fp32 run's curve

@@ -38,7 +38,7 @@ std::string export_run_log(const App& app, const std::string& folder) {
     // a run trained here is written from its snapshots.
     const OutputTarget target = export_target(app, path);
     if (app.follower) write_output(target, app.follower->bytes_read());
-    else write_run_log(target, RunLog{app.header, copies(app), {}});
+    else write_run_log(target, RunLog{app.header, app.steps, copies(app), {}});
     return fmt::format("saved {} snapshots to {}", app.snapshots.size(), path.string());
   } catch (const std::exception& e) {
     return e.what();

@@ -132,10 +132,12 @@ TEST_CASE("a line longer than the follower's window is an error naming the line,
 }
 
 TEST_CASE("loss: a number, or null / absent for a loss not known; anything else is an error, never 0") {
-  CHECK(parse_snapshot(R"({"step": 1, "loss": 0.25})", "x").loss == 0.25);
-  CHECK(std::isnan(parse_snapshot(R"({"step": 1, "loss": null})", "x").loss));
-  CHECK(std::isnan(parse_snapshot(R"({"step": 1})", "x").loss));
-  CHECK_THROWS_WITH_AS(parse_snapshot(R"({"step": 1, "loss": "garbage"})", "run.jsonl:2"), doctest::Contains("'loss' must be a number"), RunLogError);
-  CHECK_THROWS_WITH_AS(parse_snapshot(R"({"step": 1, "loss_scale": 0})", "run.jsonl:2"), doctest::Contains("'loss_scale' must be a positive"), RunLogError);
-  CHECK_THROWS_AS(parse_snapshot(R"({"step": 1, "loss_scale": "big"})", "x"), RunLogError);
+  const RunHeader header;
+  CHECK(parse_run_log_line(R"({"step": 1, "loss": 0.25})", "x", header).step.loss == 0.25);
+  CHECK(std::isnan(parse_run_log_line(R"({"step": 1, "loss": null})", "x", header).step.loss));
+  CHECK(std::isnan(parse_run_log_line(R"({"step": 1})", "x", header).step.loss));
+  CHECK(!parse_run_log_line(R"({"step": 1})", "x", header).snapshot);  // a step line
+  CHECK_THROWS_WITH_AS(parse_run_log_line(R"({"step": 1, "loss": "garbage"})", "run.jsonl:2", header), doctest::Contains("'loss' must be a number"), RunLogError);
+  CHECK_THROWS_WITH_AS(parse_run_log_line(R"({"step": 1, "loss_scale": 0})", "run.jsonl:2", header), doctest::Contains("'loss_scale' must be a positive"), RunLogError);
+  CHECK_THROWS_AS(parse_run_log_line(R"({"step": 1, "loss_scale": "big"})", "x", header), RunLogError);
 }

@@ -30,4 +30,12 @@ TensorKind parse_tensor_kind(std::string_view name) {
                               "': expected activation, activation_gradient, weight, weight_gradient or other");
 }
 
+std::string_view capture_name(Capture capture) { return capture == Capture::before_cast ? "before_cast" : "as_stored"; }
+
+Capture parse_capture(std::string_view name) {
+  if (name == "before_cast") return Capture::before_cast;
+  if (name == "as_stored") return Capture::as_stored;
+  throw std::invalid_argument("unknown capture '" + printable_text(name) + "': expected before_cast or as_stored");
+}
+
 }  // namespace fpscope

@@ -11,6 +11,7 @@
 
 #include "fpscope/core/bulk.hpp"
 #include "fpscope/gpu/cast_record.hpp"
+#include "fpscope/gpu/recording.hpp"
 #include "fpscope/gpu/softmax_cross_entropy.hpp"
 
 namespace fpscope {
@@ -247,6 +248,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
       snapshot.tensors.push_back(std::move(weight[l]));
       snapshot.tensors.push_back(std::move(weight_gradient[l]));
     }
+    for (TensorRecord& t : snapshot.tensors) set_recorded_scale(t, result.loss_scale);
     result.snapshot = std::move(snapshot);
   }
   ++steps_;

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "fpscope/gpu/cuda_kernels.hpp"
+#include "fpscope/gpu/recording.hpp"
 
 #define cudaCheck(err) cuda_check((err), __FILE__, __LINE__)
 #define cublasCheck(status) cublas_check((status), __FILE__, __LINE__)
@@ -320,6 +321,7 @@ StepResult CudaMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector
           for (int b = 0; b < binade_count; ++b) t.histogram.set_count(b + min_binade, c[b]);
           t.histogram.set_specials(c[bin_zero], c[bin_infinity], c[bin_nan]);
           if (low) t.cast = CastCounts{c[bin_slot_count], c[bin_slot_count + 1], c[bin_slot_count + 2]};
+          set_recorded_scale(t, result.loss_scale);
           snapshot.tensors.push_back(std::move(t));
         }
       result.snapshot = std::move(snapshot);

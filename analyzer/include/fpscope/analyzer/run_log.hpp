@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -25,17 +26,34 @@ class RunLogError : public std::runtime_error {
 // A histogram's nonzero binades as the run log writes them: [[binade, count], ...].
 nlohmann::json sparse_bins_json(const ExponentHistogram& histogram);
 
-// One line each, without the newline.
+// One line each, without the newline. A step line is a step record without histograms; a
+// snapshot line is a step record with its "tensors".
 std::string run_header_line(const RunHeader& header);
 std::string snapshot_line(const Snapshot& snapshot);
+std::string step_line(const StepRecord& step);
+
 // `where` prefixes error messages ("run.jsonl:7").
 RunHeader parse_run_header(std::string_view line, const std::string& where);
+
+// A line after the header: every line is a step record; a snapshot line also holds histograms.
+// Version 1 logs have no step lines (every line is a snapshot) and no per-tensor scale or
+// capture; they are inferred as version 1 writers meant them: gradients carry the snapshot's
+// loss scale, except the PyTorch bridge's weight gradients, which it read after unscaling, and
+// the bridge's tensors are as_stored (it read them as PyTorch held them), fpscope train's
+// before_cast.
+struct RunLogLine {
+  StepRecord step;
+  std::optional<Snapshot> snapshot;
+};
+RunLogLine parse_run_log_line(std::string_view line, const std::string& where, const RunHeader& header);
+// A snapshot line of the current version (tests, fuzzing).
 Snapshot parse_snapshot(std::string_view line, const std::string& where);
 
 struct RunLog {
   RunHeader header;
-  std::vector<Snapshot> snapshots;
-  std::vector<std::string> warnings;  // such as a truncated last line, skipped
+  std::vector<StepRecord> steps;       // every step the log records, in order
+  std::vector<Snapshot> snapshots;     // the steps with histograms
+  std::vector<std::string> warnings;   // such as a truncated last line, skipped
 };
 
 // Parsing a line into JSON takes up to about 27 bytes of memory per byte of text (measured with
@@ -71,6 +89,7 @@ class RunLogAppender {
   // them. Throws OutputError naming the file when it is another run's log or was changed since.
   RunLogAppender(const OutputTarget& target, const RunHeader& header, const RunLogPosition& position);
   void append(const Snapshot& snapshot);
+  void append_step(const StepRecord& step);
   // What a checkpoint records; sync() first makes those bytes durable.
   RunLogPosition position() const { return position_; }
   void sync();

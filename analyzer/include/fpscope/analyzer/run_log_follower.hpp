@@ -38,6 +38,7 @@ class RunLogFollower {
   std::uint64_t offset_ = 0;      // bytes consumed: whole lines only
   std::uint64_t line_number_ = 0;
   bool have_header_ = false;
+  RunHeader header_;  // how to read the lines after it (version 1 or 2)
   bool have_identity_ = false;
   std::uint64_t device_ = 0, inode_ = 0;
   std::uint64_t stuck_size_ = 0;  // size when a malformed line stopped reading

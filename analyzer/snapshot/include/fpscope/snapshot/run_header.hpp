@@ -5,7 +5,9 @@
 
 namespace fpscope {
 
-inline constexpr int run_log_schema_version = 1;
+// Version 2: a step record for every step, and each tensor's scale and capture; version 1 logs
+// are read as well (run_log.hpp says how their tensors' scales are inferred).
+inline constexpr int run_log_schema_version = 2;
 
 struct RunHeader {
   int schema_version = run_log_schema_version;

@@ -18,7 +18,10 @@ class RunStore {
  public:
   void set_header(const RunHeader& header);
   RunHeader header() const;
+  // A recorded step: its snapshot, and its step record with it.
   void append(Snapshot snapshot);
+  // A step without histograms (run logs record every step; snapshots only every N).
+  void append_step(const StepRecord& step);
   void clear();
   std::size_t size() const;
   // Snapshots [first, size()), copied; empty when first >= size().
@@ -30,8 +33,10 @@ class RunStore {
     std::uint64_t generation = 0;
     RunHeader header;
     std::vector<std::shared_ptr<const Snapshot>> snapshots;  // shared, not copied
+    std::vector<StepRecord> steps;                           // step records from first_step on
   };
-  Update update_since(std::uint64_t generation, std::size_t first) const;
+  Update update_since(std::uint64_t generation, std::size_t first, std::size_t first_step = 0) const;
+  std::size_t step_count() const;
   // Incremented by every clear().
   std::uint64_t generation() const;
 
@@ -39,6 +44,7 @@ class RunStore {
   mutable std::mutex mutex_;
   RunHeader header_;
   std::vector<std::shared_ptr<const Snapshot>> snapshots_;
+  std::vector<StepRecord> steps_;
   std::uint64_t generation_ = 0;
 };
 

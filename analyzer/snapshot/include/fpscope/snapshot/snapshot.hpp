@@ -19,6 +19,14 @@ std::string_view tensor_kind_name(TensorKind kind);
 // Throws std::invalid_argument naming the text when it is none of the names above.
 TensorKind parse_tensor_kind(std::string_view name);
 
+// Where a tensor's values were taken. before_cast: the float32 values a cast is about to round, so
+// what it flushes or overflows shows in the histogram. as_stored: values already held in the
+// low-precision format, so what a cast flushed is among the zeros and cannot be told apart.
+enum class Capture : std::uint8_t { before_cast, as_stored };
+std::string_view capture_name(Capture capture);  // "before_cast", "as_stored"
+// Throws std::invalid_argument naming the text when it is neither.
+Capture parse_capture(std::string_view name);
+
 // Exact counts of what the cast of a tensor into its low-precision format did.
 struct CastCounts {
   std::uint64_t flushed_to_zero = 0;  // nonzero fp32 values that became zero
@@ -30,9 +38,23 @@ struct CastCounts {
 struct TensorRecord {
   std::string name;  // layer or module name, such as "fc1" or "encoder.layers.0.mlp"
   TensorKind kind = TensorKind::other;
-  ExponentHistogram histogram;  // of the fp32 values before any cast
+  ExponentHistogram histogram;  // of the values as `captured`, multiplied by `scale`
   std::optional<CastCounts> cast;
+  // The factor the values carry: the loss scale for gradients read before unscaling, else 1.
+  // Analysis divides it out first (scale_semantics.hpp).
+  double scale = 1.0;
+  Capture captured = Capture::before_cast;
   friend bool operator==(const TensorRecord&, const TensorRecord&) = default;
+};
+
+// One training step, recorded or not: its loss (NaN where not known), the loss scale its backward
+// pass used, and whether the optimizer step was skipped.
+struct StepRecord {
+  std::int64_t step = 0;
+  double loss = 0;
+  double loss_scale = 1;
+  bool skipped = false;
+  friend bool operator==(const StepRecord&, const StepRecord&) = default;
 };
 
 struct Snapshot {
@@ -42,6 +64,7 @@ struct Snapshot {
   bool skipped = false;  // the optimizer step was skipped (non-finite gradients)
   std::vector<TensorRecord> tensors;
   friend bool operator==(const Snapshot&, const Snapshot&) = default;
+  StepRecord step_record() const { return {step, loss, loss_scale, skipped}; }
 };
 
 }  // namespace fpscope

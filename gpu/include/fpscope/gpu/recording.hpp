@@ -1,0 +1,16 @@
+// What the engine's recorded tensors carry, said once for every backend: gradients are recorded
+// before unscaling, so they carry the step's loss scale; activations and weights carry none; every
+// tensor is recorded before its cast to the low-precision format (flushes are visible).
+#pragma once
+
+#include "fpscope/snapshot/snapshot.hpp"
+
+namespace fpscope {
+
+inline void set_recorded_scale(TensorRecord& record, double loss_scale) {
+  const bool gradient = record.kind == TensorKind::activation_gradient || record.kind == TensorKind::weight_gradient;
+  record.scale = gradient ? loss_scale : 1.0;
+  record.captured = Capture::before_cast;
+}
+
+}  // namespace fpscope
