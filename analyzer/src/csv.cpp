@@ -7,6 +7,9 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <cstdio>
+#include <cmath>
 #include <stdexcept>
 #include <tuple>
 
@@ -62,10 +65,13 @@ bool parse_integer(const std::string& text, T& value) {
 }  // namespace
 
 std::string histograms_csv(const std::vector<Snapshot>& snapshots) {
-  std::string out = "step,tensor,kind,binade,count\n";
+  std::string out = "step,tensor,kind,scale,captured,binade,count\n";
   for (const Snapshot& s : snapshots) {
     for (const TensorRecord& t : s.tensors) {
-      const std::string prefix = std::to_string(s.step) + "," + quoted(t.name) + "," + std::string(tensor_kind_name(t.kind)) + ",";
+      char scale[40];
+      std::snprintf(scale, sizeof scale, "%.17g", t.scale);
+      const std::string prefix = std::to_string(s.step) + "," + quoted(t.name) + "," + std::string(tensor_kind_name(t.kind)) + "," + scale +
+                                 "," + std::string(capture_name(t.captured)) + ",";
       for (int b = min_binade; b <= max_binade; ++b)
         if (t.histogram.count(b) != 0) out += prefix + std::to_string(b) + "," + std::to_string(t.histogram.count(b)) + "\n";
       if (t.histogram.zero_count() != 0) out += prefix + "zero," + std::to_string(t.histogram.zero_count()) + "\n";
@@ -94,6 +100,12 @@ std::vector<Snapshot> read_histograms_csv(const std::filesystem::path& path) {
     if (it == fields.end()) throw std::runtime_error(path.string() + ":1: missing column '" + expected[c] + "' (expected step,tensor,kind,binade,count)");
     column[c] = static_cast<std::size_t>(it - fields.begin());
   }
+  // Optional: the scale the values carry (1 without the column) and where they were captured.
+  const auto optional_column = [&](const char* name) -> std::optional<std::size_t> {
+    const auto it = std::find(fields.begin(), fields.end(), name);
+    return it == fields.end() ? std::nullopt : std::optional<std::size_t>(static_cast<std::size_t>(it - fields.begin()));
+  };
+  const std::optional<std::size_t> scale_column = optional_column("scale"), captured_column = optional_column("captured");
   const std::size_t width = fields.size();
   // Keyed by step, then by tensor in order of first appearance.
   std::map<std::int64_t, Snapshot> steps;
@@ -137,8 +149,26 @@ std::vector<Snapshot> read_histograms_csv(const std::filesystem::path& path) {
     const std::string& name = fields[column[1]];
     auto tensor = std::find_if(snapshot.tensors.begin(), snapshot.tensors.end(),
                                [&](const TensorRecord& t) { return t.name == name && t.kind == kind; });
+    double scale = 1.0;
+    Capture captured = Capture::before_cast;
+    if (scale_column) {
+      const std::string& text = fields[*scale_column];
+      const auto result = std::from_chars(text.data(), text.data() + text.size(), scale);
+      if (text.empty() || result.ec != std::errc{} || result.ptr != text.data() + text.size() || !(scale > 0) || !std::isfinite(scale))
+        throw std::runtime_error(where + ": scale '" + printable_text(text) + "' is not a positive number");
+    }
+    if (captured_column) {
+      try {
+        captured = parse_capture(fields[*captured_column]);
+      } catch (const std::invalid_argument& e) {
+        throw std::runtime_error(where + ": " + e.what());
+      }
+    }
+    // One step's tensor at one scale: rows of another scale are another record (never merged).
+    if (tensor != snapshot.tensors.end() && tensor->scale != scale)
+      throw std::runtime_error(where + ": tensor '" + printable_text(name) + "' has two scales at step " + std::to_string(step));
     if (tensor == snapshot.tensors.end()) {
-      snapshot.tensors.push_back(TensorRecord{name, kind, {}, std::nullopt});
+      snapshot.tensors.push_back(TensorRecord{name, kind, {}, std::nullopt, scale, captured});
       tensor = snapshot.tensors.end() - 1;
     }
     ExponentHistogram& h = tensor->histogram;

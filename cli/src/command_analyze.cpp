@@ -1,24 +1,24 @@
-// `fpscope analyze RUN_OR_NPY...`: per tensor, what a format and a scale would flush, make
-// subnormal or overflow, and the scale to use.
+// `fpscope analyze RUN_OR_NPY...`: per tensor, what a format and a loss scale would flush, make
+// subnormal or overflow, and the loss scale to use -- under the one scale semantics
+// (scale_semantics.hpp): recorded scales divided out, a hypothetical scale moving only gradients.
 #include <fmt/core.h>
+#include <fnmatch.h>
 
-#include <cmath>
 #include <filesystem>
-#include <map>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "commands.hpp"
+#include "fpscope/analyzer/csv.hpp"
+#include "fpscope/analyzer/npy.hpp"
+#include "fpscope/analyzer/run_log.hpp"
+#include "fpscope/analyzer/scale_semantics.hpp"
+#include "fpscope/core/names.hpp"
+#include "fpscope/core/printable_text.hpp"
 #include "number_option.hpp"
 #include "scale_option.hpp"
-#include "fpscope/analyzer/csv.hpp"
-#include "fpscope/core/printable_text.hpp"
-#include "fpscope/analyzer/npy.hpp"
-#include "fpscope/analyzer/recommendation.hpp"
-#include "fpscope/analyzer/run_log.hpp"
-#include "fpscope/core/names.hpp"
 
 namespace fpscope::cli {
 
@@ -27,29 +27,31 @@ namespace {
 struct AnalyzeOptions {
   std::vector<std::string> inputs;
   std::string format = "fp16";
-  std::string scale = "1";
+  std::string scale = "recorded";
   std::string as = "";
   std::string margin = "1";
+  std::vector<std::string> kinds;    // only these kinds
+  std::vector<std::string> tensors;  // only names matching one of these globs
   bool json = false;
 };
 
-struct NamedHistogram {
+struct SourcedSeries {
   std::string source;  // the file
-  std::string name;    // tensor name, with its kind for run logs
-  ExponentHistogram histogram;
+  TensorSeries series;
 };
 
-// A run log's (or an exported CSV's) tensors, each merged over every recorded step; a .npy file
-// or a folder of them.
-std::vector<NamedHistogram> load(const std::string& input, NpyElements elements, std::vector<std::string>& warnings) {
+// A run log's (or an exported CSV's) tensors over every recorded step; a .npy file or a folder of
+// them (kind `other`: what the user asks a scale about).
+std::vector<SourcedSeries> load(const std::string& input, NpyElements elements, std::vector<std::string>& warnings) {
   const std::filesystem::path path(input);
-  std::vector<NamedHistogram> out;
+  std::vector<SourcedSeries> out;
   if (std::filesystem::is_directory(path)) {
-    for (TensorRecord& t : npy_folder_snapshot(path, elements, warnings).tensors) out.push_back({input, t.name, std::move(t.histogram)});
+    for (TensorRecord& t : npy_folder_snapshot(path, elements, warnings).tensors)
+      out.push_back({input, single_series(t.name, t.kind, t.histogram)});
     return out;
   }
   if (path.extension() == ".npy") {
-    out.push_back({input, path.stem().string(), npy_histogram(path, elements)});
+    out.push_back({input, single_series(path.stem().string(), TensorKind::other, npy_histogram(path, elements))});
     return out;
   }
   std::vector<Snapshot> snapshots;
@@ -60,54 +62,96 @@ std::vector<NamedHistogram> load(const std::string& input, NpyElements elements,
     warnings.insert(warnings.end(), log.warnings.begin(), log.warnings.end());
     snapshots = std::move(log.snapshots);
   }
-  std::map<std::string, std::size_t> index;
-  for (const Snapshot& s : snapshots) {
-    for (const TensorRecord& t : s.tensors) {
-      const std::string name = t.name + " " + std::string(tensor_kind_name(t.kind));
-      auto [it, inserted] = index.try_emplace(name, out.size());
-      if (inserted) out.push_back({input, name, {}});
-      try {
-        out[it->second].histogram.merge(t.histogram);
-      } catch (const std::overflow_error&) {
-        throw std::runtime_error(printable_text(input, 200) + ": tensor " + printable_text(name) + " counts more than 2^64 - 1 values over the run");
-      }
-    }
+  try {
+    for (TensorSeries& s : tensor_series(snapshots)) out.push_back({input, std::move(s)});
+  } catch (const std::overflow_error& e) {
+    throw std::runtime_error(printable_text(input, 200) + ": " + e.what());
   }
   return out;
 }
 
+bool selected(const TensorSeries& s, const std::vector<TensorKind>& kinds, const std::vector<std::string>& globs) {
+  if (!kinds.empty() && std::find(kinds.begin(), kinds.end(), s.kind) == kinds.end()) return false;
+  if (globs.empty()) return true;
+  for (const std::string& glob : globs)
+    if (::fnmatch(glob.c_str(), s.name.c_str(), 0) == 0) return true;
+  return false;
+}
+
 double percent(std::uint64_t part, std::uint64_t whole) { return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole); }
+
+// "2^16", "2^10..2^16" across steps, "1".
+std::string recorded_scales(const TensorSeries& s) {
+  int low = 0, high = 0;
+  for (std::size_t i = 0; i < s.parts.size(); ++i) {
+    low = i == 0 ? s.parts[i].first : std::min(low, s.parts[i].first);
+    high = i == 0 ? s.parts[i].first : std::max(high, s.parts[i].first);
+  }
+  const auto power = [](int k) { return k == 0 ? std::string("1") : fmt::format("2^{}", k); };
+  return (low == high ? power(low) : power(low) + ".." + power(high)) + (s.scale_inexact ? "~" : "");
+}
+
+std::string advice_text(const LossScaleAdvice& advice) {
+  switch (advice.kind) {
+    case LossScaleAdvice::Kind::scale: return fmt::format("2^{}", advice.scale_log2);
+    case LossScaleAdvice::Kind::no_scaling_needed: return "none needed";
+    case LossScaleAdvice::Kind::no_gradients: return "-";
+  }
+  return "-";
+}
 
 void run_analyze(const AnalyzeOptions& options) {
   const Format format = parse_format(options.format);
   NpyElements elements = NpyElements::by_dtype;
   if (options.as == "bf16") elements = NpyElements::bfloat16;
   else if (!options.as.empty()) throw UsageError("--as '" + printable_text(options.as) + "' is not supported: expected bf16");
-  std::optional<int> fixed_scale = parse_scale_log2(options.scale);
+  const bool as_recorded = options.scale == "recorded";
+  const std::optional<int> fixed_scale = as_recorded ? std::nullopt : parse_scale_log2(options.scale);
   const int margin = parse_integer_option<int>("--margin", options.margin, 0, max_margin_binades);
-
-  std::vector<NamedHistogram> tensors;
-  std::vector<std::string> warnings;
-  for (const std::string& input : options.inputs) {
-    auto loaded = load(input, elements, warnings);
-    tensors.insert(tensors.end(), std::make_move_iterator(loaded.begin()), std::make_move_iterator(loaded.end()));
+  std::vector<TensorKind> kinds;
+  for (const std::string& k : options.kinds) {
+    try {
+      kinds.push_back(parse_tensor_kind(k));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("--kind: ") + e.what());
+    }
   }
-  std::vector<ExponentHistogram> all;
-  for (const auto& t : tensors) all.push_back(t.histogram);
-  const int scale_log2 = fixed_scale ? *fixed_scale : recommend_common_scale(all, format, margin);
 
-  for (const std::string& w : warnings) fmt::print(stderr, "fpscope: warning: {}\n", w);
+  std::vector<SourcedSeries> tensors;
+  std::vector<std::string> warnings;
+  for (const std::string& input : options.inputs)
+    for (SourcedSeries& s : load(input, elements, warnings))
+      if (selected(s.series, kinds, options.tensors)) tensors.push_back(std::move(s));
+  if (tensors.empty()) throw UsageError("no tensor matches --kind and --tensor in the inputs", 1);
+
+  std::vector<TensorSeries> all;
+  for (const auto& t : tensors) all.push_back(t.series);
+  const LossScaleAdvice common = recommend_loss_scale(all, format, margin);
+  // The hypothetical loss scale: a number, the common advice (auto), or none (as recorded).
+  std::optional<int> scale_log2 = fixed_scale;
+  if (!as_recorded && !fixed_scale) scale_log2 = common.kind == LossScaleAdvice::Kind::scale ? common.scale_log2 : 0;
+
+  for (const std::string& w : warnings) fmt::print(stderr, "fpscope: warning: {}\n", printable_text(w, 600));
+  const auto binade_text = [](std::optional<int> b) { return b ? fmt::format("2^{}", *b) : std::string("-"); };
   if (options.json) {
-    nlohmann::json out{{"format", format_name(format)}, {"scale_log2", scale_log2}, {"tensors", nlohmann::json::array()}};
-    for (const auto& t : tensors) {
-      const RangeReport r = analyze_range(t.histogram, format, scale_log2);
-      const ScaleRecommendation rec = recommend_scale(t.histogram, format, margin);
-      const bool any = t.histogram.highest_binade() >= min_binade;
-      out["tensors"].push_back({{"source", t.source},
-                                {"tensor", t.name},
+    nlohmann::json out{{"format", format_name(format)},
+                       {"scale_log2", scale_log2 ? nlohmann::json(*scale_log2) : nlohmann::json("recorded")},
+                       {"advice", advice_text(common)},
+                       {"advice_decided_by", common.decided_by},
+                       {"tensors", nlohmann::json::array()}};
+    for (const auto& [source, s] : tensors) {
+      const RangeReport r = analyze_series(s, format, scale_log2);
+      const LossScaleAdvice own = recommend_loss_scale(s, format, margin);
+      const ShiftedHistogram recorded = shifted_histogram(s, std::nullopt);
+      out["tensors"].push_back({{"source", source},
+                                {"tensor", s.name},
+                                {"kind", tensor_kind_name(s.kind)},
+                                {"captured", capture_name(s.captured)},
+                                {"recorded_scale", recorded_scales(s)},
+                                {"steps", s.steps},
                                 {"count", r.total},
-                                {"max_binade", any ? nlohmann::json(t.histogram.highest_binade()) : nlohmann::json(nullptr)},
-                                {"min_nonzero_binade", any ? nlohmann::json(t.histogram.lowest_binade()) : nlohmann::json(nullptr)},
+                                {"max_binade_at_scale_1", highest_binade_at_scale_one(s) ? nlohmann::json(*highest_binade_at_scale_one(s)) : nlohmann::json(nullptr)},
+                                {"min_nonzero_binade_at_scale_1", lowest_binade_at_scale_one(s) ? nlohmann::json(*lowest_binade_at_scale_one(s)) : nlohmann::json(nullptr)},
                                 {"zero_after_cast", r.zero + r.flushed_to_zero},
                                 {"flushed_to_zero", r.flushed_to_zero},
                                 {"subnormal", r.subnormal},
@@ -116,31 +160,47 @@ void run_analyze(const AnalyzeOptions& options) {
                                 {"non_finite", r.non_finite},
                                 {"estimated_near_smallest_subnormal", r.boundary_below},
                                 {"estimated_near_max", r.boundary_above},
-                                {"recommended_scale_log2", rec.scale_log2},
-                                {"bins", sparse_bins_json(t.histogram)},
-                                {"zero", t.histogram.zero_count()},
-                                {"inf", t.histogram.infinity_count()},
-                                {"nan", t.histogram.nan_count()}});
+                                {"advice", advice_text(own)},
+                                {"bins", sparse_bins_json(recorded.histogram)},  // as recorded
+                                {"zero", recorded.histogram.zero_count()},
+                                {"inf", recorded.histogram.infinity_count()},
+                                {"nan", recorded.histogram.nan_count()}});
     }
     fmt::print("{}\n", out.dump(2));
     return;
   }
-  std::string table = fmt::format("format {}, scale 2^{}{}\n\n", format_name(format), scale_log2, fixed_scale ? "" : " (recommended for all tensors)");
-  table += fmt::format("{:<36} {:>12} {:>6} {:>8} {:>11} {:>11} {:>10} {:>12}\n", "tensor", "values", "max", "min>0",
-                       "% zero", "% subnormal", "% overflow", "recommended");
-  for (const auto& t : tensors) {
-    const RangeReport r = analyze_range(t.histogram, format, scale_log2);
-    const ScaleRecommendation rec = recommend_scale(t.histogram, format, margin);
-    const bool any = t.histogram.highest_binade() >= min_binade;
-    table += fmt::format("{:<36} {:>12} {:>6} {:>8} {:>10.2f}% {:>10.2f}% {:>9.2f}% {:>12}\n", t.name, r.total,
-                         any ? fmt::format("2^{}", t.histogram.highest_binade()) : "-",
-                         any ? fmt::format("2^{}", t.histogram.lowest_binade()) : "-", percent(r.zero + r.flushed_to_zero, r.total),
-                         percent(r.subnormal, r.total), percent(r.overflow, r.total), fmt::format("2^{}", rec.scale_log2));
+  std::string table;
+  if (!scale_log2)
+    table += fmt::format("format {}, at the scales the values were recorded with\n", format_name(format));
+  else
+    table += fmt::format("format {}, loss scale 2^{}{} on the gradients (activations and weights as they are)\n", format_name(format),
+                         *scale_log2, fixed_scale ? "" : " (the advice below)");
+  table += fmt::format("advice for the gradients: {}{}\n\n", advice_text(common),
+                       common.kind == LossScaleAdvice::Kind::scale ? " (set by " + printable_text(common.decided_by) + ")"
+                       : common.kind == LossScaleAdvice::Kind::no_scaling_needed ? " (at 2^0 nothing flushes, turns subnormal or overflows)"
+                                                                                  : " (no gradients among the tensors)");
+  table += fmt::format("{:<40} {:>12} {:>10} {:>7} {:>8} {:>9} {:>11} {:>10} {:>12}\n", "tensor", "values", "recorded", "max", "min>0",
+                       "% zero", "% subnormal", "% overflow", "advice");
+  bool any_as_stored = false;
+  for (const auto& [source, s] : tensors) {
+    const RangeReport r = analyze_series(s, format, scale_log2);
+    const LossScaleAdvice own = recommend_loss_scale(s, format, margin);
+    const bool as_stored = s.captured == Capture::as_stored;
+    any_as_stored = any_as_stored || as_stored;
+    const std::string name = printable_text(s.name + " " + std::string(tensor_kind_name(s.kind)), 38) + (as_stored ? " *" : "");
+    table += fmt::format("{:<40} {:>12} {:>10} {:>7} {:>8} {:>8.2f}% {:>10.2f}% {:>9.2f}% {:>12}\n", name, r.total, recorded_scales(s),
+                         binade_text(highest_binade_at_scale_one(s)), binade_text(lowest_binade_at_scale_one(s)),
+                         percent(r.zero + r.flushed_to_zero, r.total), percent(r.subnormal, r.total), percent(r.overflow, r.total),
+                         is_gradient(s.kind) || s.kind == TensorKind::other ? advice_text(own) : "-");
   }
-  table += fmt::format("\n% zero counts exact zeros and values the cast flushes; shares at binade granularity (values in the binade\n"
-                       "under the smallest subnormal count as kept, values in the top binade as not overflowing). recommended: the\n"
-                       "largest 2^k keeping each tensor's largest binade {} below the overflow threshold.\n",
-                       margin == 1 ? "one binade" : fmt::format("{} binades", margin));
+  table += fmt::format(
+      "\nrecorded: the scale the values carried (the loss scale, for gradients read before unscaling); max and min>0 are binades at\n"
+      "scale 1. % zero counts exact zeros and values the cast flushes; shares at binade granularity (values in the binade under the\n"
+      "smallest subnormal count as kept, values in the top binade as not overflowing). advice: the largest 2^k keeping the\n"
+      "gradient's largest binade {} below the overflow threshold; a loss scale moves only gradients.\n",
+      margin == 1 ? "one binade" : fmt::format("{} binades", margin));
+  if (any_as_stored)
+    table += "* captured as stored (already in the low-precision format): values its cast flushed are among the zeros.\n";
   fmt::print("{}", table);
 }
 
@@ -148,12 +208,16 @@ void run_analyze(const AnalyzeOptions& options) {
 
 void add_analyze(CLI::App& app) {
   auto options = std::make_shared<AnalyzeOptions>();
-  CLI::App* cmd = app.add_subcommand("analyze", "What a format and a loss scale would flush to zero or overflow, per tensor, and the scale to use");
+  CLI::App* cmd = app.add_subcommand("analyze", "What a format and a loss scale would flush to zero or overflow, per tensor, and the loss scale to use");
   cmd->add_option("RUN_OR_NPY", options->inputs, "run logs (.jsonl), exported CSV (.csv), .npy files, or folders of .npy files")->required();
   cmd->add_option("-f,--format", options->format, "target format: fp16 bf16 e4m3 e5m2 tf32 eXmY")->capture_default_str();
-  cmd->add_option("--scale", options->scale, "the scale to analyse at: 2^k, a power of two, or auto (the recommended one)")->capture_default_str();
+  cmd->add_option("--scale", options->scale,
+                  "recorded (the values as the run scaled them), a loss scale 2^k or a power of two (moves gradients only), or auto (the advice)")
+      ->capture_default_str();
+  cmd->add_option("--kind", options->kinds, "only tensors of this kind (repeatable): activation, activation_gradient, weight, weight_gradient, other");
+  cmd->add_option("--tensor", options->tensors, "only tensors whose name matches this glob (repeatable): 'fc*', 'h2.attn.*'");
   cmd->add_option("--as", options->as, "read 2-byte .npy elements as bf16");
-  cmd->add_option("--margin", options->margin, "binades to keep between the largest value and overflow")->capture_default_str();
+  cmd->add_option("--margin", options->margin, "binades to keep between the largest gradient and overflow")->capture_default_str();
   cmd->add_flag("--json", options->json, "print JSON instead of a table");
   cmd->callback([options] { run_analyze(*options); });
 }

@@ -96,7 +96,7 @@ class RecorderTest(unittest.TestCase):
             result = subprocess.run([FPSCOPE, "analyze", path, "--json"], capture_output=True, text=True)
             self.assertEqual(result.returncode, 0, result.stderr)
             analysis = json.loads(result.stdout)
-            names = {t["tensor"] for t in analysis["tensors"]}
+            names = {t["tensor"] + " " + t["kind"] for t in analysis["tensors"]}
             self.assertIn("0 activation", names)
             self.assertIn("2.weight weight_gradient", names)
 

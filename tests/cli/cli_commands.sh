@@ -90,11 +90,11 @@ cat >"$work/run.jsonl" <<'LOG'
 {"step": 0, "loss": 2.0, "loss_scale": 1, "skipped": false, "tensors": [{"name": "fc1", "kind": "activation_gradient", "bins": [[-30, 5], [-20, 10], [-2, 1]], "zero": 4}]}
 {"step": 1, "loss": 1.5, "loss_scale": 1, "skipped": false, "tensors": [{"name": "fc1", "kind": "activation_gradient", "bins": [[-30, 5], [-20, 10], [-2, 1]], "zero": 4}]}
 LOG
-check analyze-table 0 'fc1 activation_gradient +40 +2\^-2 +2\^-30 +45\.00% +50\.00% +0\.00% +2\^16' -- "$fpscope" analyze "$work/run.jsonl"
+check analyze-table 0 'fc1 activation_gradient +40 +1 +2\^-2 +2\^-30 +45\.00% +50\.00% +0\.00% +2\^16' -- "$fpscope" analyze "$work/run.jsonl"
 check analyze-scaled 0 'fc1 activation_gradient +40 .* 20\.00% +25\.00%' -- "$fpscope" analyze "$work/run.jsonl" --scale 2^8
-check analyze-json 0 '"recommended_scale_log2": 16' -- "$fpscope" analyze "$work/run.jsonl" --json
-check export-csv 0 '^step,tensor,kind,binade,count$' -- bash -c "'$fpscope' export '$work/run.jsonl' --csv '$work/run.csv' && head -1 '$work/run.csv'"
-check analyze-csv 0 'fc1 activation_gradient +40 +2\^-2 +2\^-30 +45\.00%' -- "$fpscope" analyze "$work/run.csv"
+check analyze-json 0 '"advice": "2\^16"' -- "$fpscope" analyze "$work/run.jsonl" --json
+check export-csv 0 '^step,tensor,kind,scale,captured,binade,count$' -- bash -c "'$fpscope' export '$work/run.jsonl' --csv '$work/run.csv' && head -1 '$work/run.csv'"
+check analyze-csv 0 'fc1 activation_gradient +40 +1 +2\^-2 +2\^-30 +45\.00%' -- "$fpscope" analyze "$work/run.csv"
 printf 'step,tensor,binade,count\n1,fc1,-3,4\n' >"$work/bad.csv"
 check_bad bad-csv-column "bad.csv:1: missing column 'kind'" -- "$fpscope" analyze "$work/bad.csv"
 check export-svg 0 '^<svg xmlns' -- bash -c "'$fpscope' export '$work/run.jsonl' --svg '$work/h.svg' --scale 2^8 && head -c 14 '$work/h.svg'"
@@ -104,7 +104,23 @@ check_bad bad-plot "'pie'" -- "$fpscope" export "$work/run.jsonl" --svg "$work/p
 check_bad bad-tensor "no tensor named 'fc9'" -- "$fpscope" export "$work/run.jsonl" --svg "$work/p.svg" --tensor fc9
 # A float32 .npy written byte by byte: 1.0, 0.25, 0 -> binades 0 and -2, one zero.
 { printf '\x93NUMPY\x01\x00\x76\x00'; printf "%-117s\n" "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }"; printf '\x00\x00\x80\x3f\x00\x00\x80\x3e\x00\x00\x00\x00'; } >"$work/t.npy"
-check analyze-npy 0 '^t +3 +2\^0 +2\^-2 +33\.33%' -- "$fpscope" analyze "$work/t.npy"
+check analyze-npy 0 '^t other +3 +1 +2\^0 +2\^-2 +33\.33%' -- "$fpscope" analyze "$work/t.npy"
+# One scale semantics (run log v2): a gradient recorded at 2^8 and an activation; a hypothetical
+# loss scale moves the gradient only, and the recorded scale is divided out first.
+cat >"$work/v2.jsonl" <<'LOG'
+{"schema_version": 2, "source": "test", "run_id": "00112233445566778899aabbccddeeff"}
+{"step": 0, "loss": 2.0, "loss_scale": 256, "skipped": true}
+{"step": 1, "loss": 1.5, "loss_scale": 256, "skipped": false, "tensors": [{"name": "fc1", "kind": "activation_gradient", "scale": 256, "captured": "before_cast", "bins": [[-22, 5], [-12, 10], [6, 1]]}, {"name": "fc1", "kind": "activation", "scale": 1, "captured": "as_stored", "bins": [[-30, 5], [-20, 10], [-2, 1]]}]}
+LOG
+check semantics-as-recorded 0 'fc1 activation_gradient +16 +2\^8 +2\^-2 +2\^-30 +0\.00% +31\.25% +0\.00%' -- "$fpscope" analyze "$work/v2.jsonl"
+check semantics-same-at-recorded-scale 0 'fc1 activation_gradient +16 +2\^8 +2\^-2 +2\^-30 +0\.00% +31\.25% +0\.00%' -- "$fpscope" analyze "$work/v2.jsonl" --scale 2^8
+check semantics-gradient-at-1 0 'fc1 activation_gradient +16 +2\^8 +2\^-2 +2\^-30 +31\.25% +62\.50%' -- "$fpscope" analyze "$work/v2.jsonl" --scale 1
+check semantics-activation-never-moves 0 'fc1 activation \* +16 +1 +2\^-2 +2\^-30 +31\.25% +62\.50% +0\.00% +-' -- "$fpscope" analyze "$work/v2.jsonl" --scale 2^12
+check semantics-as-stored-said 0 'captured as stored' -- "$fpscope" analyze "$work/v2.jsonl"
+check semantics-auto-from-gradients 0 'advice for the gradients: 2\^16 \(set by fc1 activation_gradient\)' -- "$fpscope" analyze "$work/v2.jsonl" --scale auto
+check semantics-bf16-none-needed 0 'advice for the gradients: none needed' -- "$fpscope" analyze "$work/v2.jsonl" --format bf16 --scale auto
+check analyze-kind-filter 0 '^fc1 activation \*' -- bash -c "'$fpscope' analyze '$work/v2.jsonl' --kind activation | grep -v gradient"
+check analyze-tensor-glob 0 'no tensor matches' -- bash -c "'$fpscope' analyze '$work/v2.jsonl' --tensor 'fc9*' 2>&1; true"
 printf '{"schema_version": 7}\n' >"$work/future.jsonl"
 check_bad bad-run-schema "future.jsonl:1: unknown schema version 7" -- "$fpscope" analyze "$work/future.jsonl"
 check_bad bad-run-missing "absent.jsonl" -- "$fpscope" analyze "$work/absent.jsonl"

@@ -345,8 +345,8 @@ if unshare -m true 2>/dev/null; then
       printf '0.1\n%.0s' {1..20000} | '$fpscope' convert --from fp32 --to fp16 >/tmp/small/out.txt"
   # What must work with devices (good cases), and leave them devices.
   good device-train-to-null "^2 steps" -- in_namespace bash -c "'$fpscope' train --model 8-8-2 --steps 2 --out /dev/null && test -c /dev/null"
-  good device-csv-to-stdout "^step,tensor,kind,binade,count" -- in_namespace bash -c "'$fpscope' export good.jsonl --csv /dev/stdout && test -L /dev/stdout"
-  good device-csv-to-fd "^step,tensor,kind,binade,count" -- in_namespace bash -c "'$fpscope' export good.jsonl --csv /dev/fd/1"
+  good device-csv-to-stdout "^step,tensor,kind,scale,captured,binade,count" -- in_namespace bash -c "'$fpscope' export good.jsonl --csv /dev/stdout && test -L /dev/stdout"
+  good device-csv-to-fd "^step,tensor,kind,scale,captured,binade,count" -- in_namespace bash -c "'$fpscope' export good.jsonl --csv /dev/fd/1"
 else
   echo "unshare -m is not allowed here: the device cases are skipped"
 fi
@@ -359,14 +359,14 @@ if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null && id nobody >/dev/null 
   bad user-read-only-file 1 "--csv open/ro.csv: cannot write: Permission denied" -- as_user "$fpscope" export good.jsonl --csv open/ro.csv
   bad user-folder-not-writable 1 "cannot create files in its folder .: Permission denied" -- as_user "$fpscope" export good.jsonl --csv new.csv
   bad user-log-folder-not-writable 1 "--out run2.jsonl: cannot create files in its folder" -- as_user "$fpscope" train --model 8-8-2 --steps 2 --out run2.jsonl
-  good user-csv-to-stdout "^step,tensor,kind,binade,count" -- as_user "$fpscope" export good.jsonl --csv -
+  good user-csv-to-stdout "^step,tensor,kind,scale,captured,binade,count" -- as_user "$fpscope" export good.jsonl --csv -
   good user-csv-to-pipe "^[0-9]+ lines" -- as_user bash -c "'$fpscope' export good.jsonl --csv >(echo \"\$(wc -l) lines\" >&2) && sleep 0.3"
 else
   echo "not root, or no setpriv: the cases as another user are skipped"
 fi
 
 # ---- outputs that must work: stdout, pipes, links, modes ----
-good csv-to-dash "^step,tensor,kind,binade,count" -- "$fpscope" export good.jsonl --csv -
+good csv-to-dash "^step,tensor,kind,scale,captured,binade,count" -- "$fpscope" export good.jsonl --csv -
 good csv-to-process-substitution "^[0-9]+ lines" -- bash -c "'$fpscope' export good.jsonl --csv >(echo \"\$(wc -l) lines\" >&2) && sleep 0.3"
 good train-log-to-dash '"fpscope_run_log":true' -- "$fpscope" train --model 8-8-2 --steps 2 --out -
 timeout 20 cat fifo.csv >fifo.out 2>/dev/null &
