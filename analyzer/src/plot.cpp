@@ -92,7 +92,7 @@ std::string svg_open(int width, int height) {
 }
 
 std::string subtitle(const PlotOptions& o) {
-  return format_name(o.format) + ", values scaled by 2^" + std::to_string(o.scale_log2);
+  return format_name(o.format) + ", " + (o.scale_text.empty() ? "values scaled by 2^" + std::to_string(o.scale_log2) : o.scale_text);
 }
 
 // The options with the scale clamped as range_analysis.hpp says (no int overflow below).
@@ -149,7 +149,9 @@ std::string histogram_svg(const ExponentHistogram& h, const PlotOptions& options
            number(top + plot_h + 5) + "\" stroke=\"#000\"/>\n";
     svg += text(x, top + plot_h + 19, std::to_string(b), " text-anchor=\"middle\"");
   }
-  svg += text(left + plot_w / 2, top + plot_h + 38, "binade: floor(log2 |x|) of the unscaled values", " text-anchor=\"middle\"");
+  svg += text(left + plot_w / 2, top + plot_h + 38,
+              o.scale_text.empty() ? "binade: floor(log2 |x|) of the unscaled values" : "binade: floor(log2 |x|) of the values the cast rounds",
+              " text-anchor=\"middle\"");
   svg += text(16, top + plot_h / 2, "share of all values", " transform=\"rotate(-90 16 " + number(top + plot_h / 2) + ")\" text-anchor=\"middle\"");
   for (int i = 0; i <= 4; ++i) {
     const double y = top + plot_h - plot_h * i / 4.0;
@@ -171,7 +173,7 @@ std::string histogram_svg(const ExponentHistogram& h, const PlotOptions& options
   }
   svg += text(left, height - 12,
               "zeros " + std::to_string(report.zero) + ", infinities and NaNs " + std::to_string(report.non_finite) +
-                  "; binade granularity: the binade under the smallest subnormal counts as kept",
+                  "; binade granularity: the binade under the smallest subnormal counts as kept" + (o.note.empty() ? "" : "; " + o.note),
               " fill=\"#444\" font-size=\"11\"");
   return svg + "</svg>\n";
 }

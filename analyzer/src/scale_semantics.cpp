@@ -113,23 +113,27 @@ std::optional<int> lowest_binade_at_scale_one(const TensorSeries& series) {
   return lowest;
 }
 
-ShiftedHistogram shifted_histogram(const TensorSeries& series, std::optional<int> loss_scale_log2) {
+ShiftedHistogram shift_histogram(const ExponentHistogram& histogram, int shift) {
   ShiftedHistogram out;
-  std::uint64_t zeros = 0, infinities = 0, nans = 0;
-  for (const auto& [recorded, histogram] : series.parts) {
-    const int shift = shift_of_part(series.kind, recorded, loss_scale_log2);
-    for (int b = min_binade; b <= max_binade; ++b) {
-      const std::uint64_t count = histogram.count(b);
-      if (count == 0) continue;
-      const int to = std::clamp(b + shift, min_binade, max_binade);
-      if (to != b + shift) out.clamped += count;
-      out.histogram.set_count(to, out.histogram.count(to) + count);
-    }
-    zeros += histogram.zero_count();
-    infinities += histogram.infinity_count();
-    nans += histogram.nan_count();
+  for (int b = min_binade; b <= max_binade; ++b) {
+    const std::uint64_t count = histogram.count(b);
+    if (count == 0) continue;
+    const int to = std::clamp(b + shift, min_binade, max_binade);
+    if (to != b + shift) out.clamped += count;
+    out.histogram.set_count(to, out.histogram.count(to) + count);
   }
-  out.histogram.set_specials(zeros, infinities, nans);
+  out.histogram.set_specials(histogram.zero_count(), histogram.infinity_count(), histogram.nan_count());
+  return out;
+}
+
+ShiftedHistogram shifted_histogram(const TensorSeries& series, std::optional<int> loss_scale_log2) {
+  // The parts' totals fit 2^64 together (tensor_series merged them), so these sums cannot wrap.
+  ShiftedHistogram out;
+  for (const auto& [recorded, histogram] : series.parts) {
+    const ShiftedHistogram part = shift_histogram(histogram, shift_of_part(series.kind, recorded, loss_scale_log2));
+    out.histogram.merge(part.histogram);
+    out.clamped += part.clamped;
+  }
   return out;
 }
 

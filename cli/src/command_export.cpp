@@ -10,6 +10,7 @@
 #include "fpscope/analyzer/plot.hpp"
 #include "fpscope/analyzer/png.hpp"
 #include "fpscope/analyzer/run_log.hpp"
+#include "fpscope/analyzer/scale_semantics.hpp"
 #include "fpscope/core/names.hpp"
 #include "fpscope/core/printable_text.hpp"
 #include "fpscope/snapshot/output_file.hpp"
@@ -28,7 +29,7 @@ struct ExportOptions {
   std::string tensor;
   std::string kind;
   std::string format = "fp16";
-  std::string scale = "1";
+  std::string scale = "recorded";
 };
 
 // The tensor to plot: named by --tensor/--kind, else the first activation gradient, else the
@@ -63,8 +64,9 @@ void run_export(const ExportOptions& options) {
   if (options.plot != "histogram" && options.plot != "heatmap")
     throw UsageError("unknown --plot '" + printable_text(options.plot) + "': expected histogram or heatmap");
   const Format format = parse_format(options.format);
-  const std::optional<int> scale = parse_scale_log2(options.scale);
-  if (!scale) throw UsageError("export needs a fixed --scale such as 2^10");
+  // As recorded, or at a hypothetical loss scale (which moves gradients only).
+  const std::optional<int> scale = options.scale == "recorded" ? std::nullopt : parse_scale_log2(options.scale);
+  if (!scale && options.scale != "recorded") throw UsageError("export needs --scale recorded or a fixed loss scale such as 2^10");
   // The output is resolved and checked (its folder exists, it is not the run log) before the
   // run log is even read.
   const std::string& out_path = options.csv ? *options.csv : options.svg ? *options.svg : *options.png;
@@ -77,21 +79,38 @@ void run_export(const ExportOptions& options) {
     return;
   }
   const auto [name, kind] = choose_tensor(log, options);
+  // The tensor's steps, each moved by the one scale semantics (its recorded scale divided out,
+  // a hypothetical loss scale applied if it is a gradient); the plot then draws them at 2^0.
   std::vector<std::pair<std::int64_t, ExponentHistogram>> steps;
-  ExponentHistogram merged;
+  std::vector<Snapshot> chosen;
+  std::uint64_t clamped = 0;
+  bool as_stored = false;
   for (const Snapshot& s : log.snapshots)
     for (const TensorRecord& t : s.tensors)
       if (t.name == name && t.kind == kind) {
-        steps.emplace_back(s.step, t.histogram);
-        try {
-          merged.merge(t.histogram);
-        } catch (const std::overflow_error&) {
-          throw std::runtime_error(printable_text(options.run, 200) + ": tensor " + printable_text(name) + " counts more than 2^64 - 1 values over the run");
-        }
+        const ShiftedHistogram moved = shift_histogram(t.histogram, shift_of_part(kind, scale_log2_of(t.scale).log2, scale));
+        steps.emplace_back(s.step, moved.histogram);
+        clamped += moved.clamped;
+        as_stored = as_stored || t.captured == Capture::as_stored;
+        Snapshot one = s;
+        one.tensors = {t};
+        chosen.push_back(std::move(one));
       }
-  const PlotOptions plot{format, *scale, name + " " + std::string(tensor_kind_name(kind)) +
-                                             (options.plot == "histogram" ? fmt::format(", {} steps merged", steps.size()) : "")};
-  const std::string svg = options.plot == "histogram" ? histogram_svg(merged, plot) : heatmap_svg(steps, plot);
+  std::optional<ShiftedHistogram> merged;
+  try {
+    const std::vector<TensorSeries> series = tensor_series(chosen);
+    merged = shifted_histogram(series.front(), scale);
+  } catch (const std::overflow_error& e) {
+    throw std::runtime_error(printable_text(options.run, 200) + ": " + e.what());
+  }
+  PlotOptions plot{format, 0, name + " " + std::string(tensor_kind_name(kind)) +
+                                  (options.plot == "histogram" ? fmt::format(", {} steps merged", steps.size()) : "")};
+  plot.scale_text = !scale ? std::string("the values as recorded (with the scales the run gave them)")
+                    : loss_scale_multiplies(kind) ? fmt::format("at loss scale 2^{} (the recorded scale divided out)", *scale)
+                                                  : std::string("a loss scale does not move these values");
+  if (as_stored) plot.note = "captured as stored: values the cast flushed are among the zeros";
+  if (clamped > 0) plot.note += (plot.note.empty() ? "" : "; ") + std::to_string(clamped) + " values outside float32's binades drawn at its ends";
+  const std::string svg = options.plot == "histogram" ? histogram_svg(merged->histogram, plot) : heatmap_svg(steps, plot);
   if (options.svg) write_output(out, svg);
   else write_svg_as_png(svg, out);
 }
@@ -111,7 +130,7 @@ void add_export(CLI::App& app) {
   cmd->add_option("--tensor", options->tensor, "tensor to plot (default: the first activation gradient)");
   cmd->add_option("--kind", options->kind, "its kind: activation, activation_gradient, weight, weight_gradient");
   cmd->add_option("-f,--format", options->format, "format whose range shades the plot")->capture_default_str();
-  cmd->add_option("--scale", options->scale, "loss scale applied before the cast: 2^k or a power of two")->capture_default_str();
+  cmd->add_option("--scale", options->scale, "recorded (the values as the run scaled them) or a loss scale 2^k (moves gradients only)")->capture_default_str();
   cmd->callback([options] { run_export(*options); });
 }
 

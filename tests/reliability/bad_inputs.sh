@@ -248,7 +248,7 @@ bad export-png-under-a-file 1 "is not a folder" -- "$fpscope" export good.jsonl 
 bad export-tensor 2 "fc9" -- "$fpscope" export good.jsonl --svg out.svg --tensor fc9
 bad export-kind 2 "gradient" -- "$fpscope" export good.jsonl --svg out.svg --kind gradient
 bad export-plot 2 "pie" -- "$fpscope" export good.jsonl --svg out.svg --plot pie
-bad export-scale-auto 2 "fixed --scale" -- "$fpscope" export good.jsonl --svg out.svg --scale auto
+bad export-scale-auto 2 "needs --scale recorded or a fixed loss scale" -- "$fpscope" export good.jsonl --svg out.svg --scale auto
 bad export-scale-huge 2 "out of range" -- "$fpscope" export good.jsonl --svg out.svg --scale 2^99999
 bad export-no-output 2 "exactly one" -- "$fpscope" export good.jsonl
 bad export-two-outputs 2 "exactly one" -- "$fpscope" export good.jsonl --csv a.csv --svg b.svg

@@ -15,6 +15,10 @@ struct PlotOptions {
   Format format;           // whose ranges shade the plot
   int scale_log2 = 0;      // the values are multiplied by 2^scale_log2 before the cast
   std::string title;
+  // What the values carry, for the subtitle ("at the scales the run recorded", "gradients at loss
+  // scale 2^10"); empty: "values scaled by 2^scale_log2". And a note under the plot (as_stored).
+  std::string scale_text;
+  std::string note;
 };
 
 // Bars: share of the values per binade (x: log2|x| of the unscaled values). Behind them the

@@ -69,6 +69,8 @@ struct ShiftedHistogram {
   std::uint64_t clamped = 0;
 };
 ShiftedHistogram shifted_histogram(const TensorSeries& series, std::optional<int> loss_scale_log2);
+// One histogram moved by `shift` binades, clamped the same way.
+ShiftedHistogram shift_histogram(const ExponentHistogram& histogram, int shift);
 
 // The loss scale for a format, from the gradients among `series` (Micikevicius et al. 2018,
 // section 3.2): the largest 2^k that keeps the largest gradient `margin` binades below the
