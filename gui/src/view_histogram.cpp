@@ -8,6 +8,7 @@
 #include "app.hpp"
 #include "format_regions.hpp"
 #include "fpscope/analyzer/range_analysis.hpp"
+#include "fpscope/analyzer/scale_semantics.hpp"
 #include "plot_frame.hpp"
 
 namespace fpscope::gui {
@@ -49,11 +50,14 @@ void draw_histogram(App& app) {
   const Format f = app.target_format();
   const ExponentHistogram& h = record->histogram;
   const RangeReport report = analyze_range(h, f, 0);
-  const bool gradient = record->kind == TensorKind::activation_gradient || record->kind == TensorKind::weight_gradient;
-  ImGui::Text("%s %s at step %lld: %llu values, %llu zeros%s", record->name.c_str(), std::string(tensor_kind_name(record->kind)).c_str(),
-              static_cast<long long>(snapshot->step), static_cast<unsigned long long>(h.total_count()),
-              static_cast<unsigned long long>(h.zero_count()),
-              gradient ? fmt::format(", recorded scaled by 2^{:.0f}", std::log2(snapshot->loss_scale)).c_str() : "");
+  const ScaleLog2 carried = scale_log2_of(record->scale);
+  ImGui::Text("%s %s at step %lld: %llu values, %llu zeros; the values carry a scale of 2^%d%s", record->name.c_str(),
+              std::string(tensor_kind_name(record->kind)).c_str(), static_cast<long long>(snapshot->step),
+              static_cast<unsigned long long>(h.total_count()), static_cast<unsigned long long>(h.zero_count()), carried.log2,
+              carried.exact ? "" : " (about)");
+  if (record->captured == Capture::as_stored)
+    ImGui::TextColored(to_imgui_vec4(palette::subnormal_bar),
+                       "Captured as stored (already in the low-precision format): values its cast flushed are among the zeros.");
 
   // The table: what the target format would do (binade granularity), and what the run's cast did.
   const bool run_format = app.header.format == target_format_names[app.format_index];
@@ -77,7 +81,8 @@ void draw_histogram(App& app) {
   bool& log_counts = app.histogram.log_counts;
   ImGui::Checkbox("log counts", &log_counts);
   ImGui::SameLine();
-  ImGui::TextDisabled("bands: what %s does to each binade; bars: the fp32 values before the cast", target_format_names[app.format_index]);
+  ImGui::TextDisabled("bands: what %s does to each binade; bars: %s", target_format_names[app.format_index],
+                      record->captured == Capture::before_cast ? "the fp32 values before the cast" : "the values as stored");
 
   const int flush_edge = format_edges(f).smallest_subnormal - 1;  // the lowest binade the cast keeps
   const bool any = h.finite_nonzero_count() > 0;

@@ -9,6 +9,7 @@
 
 #include "app.hpp"
 #include "fpscope/analyzer/recommendation.hpp"
+#include "fpscope/analyzer/scale_semantics.hpp"
 #include "plot_frame.hpp"
 
 namespace fpscope::gui {
@@ -60,35 +61,53 @@ void draw_what_if(App& app) {
   ImGui::SameLine();
   if (ImGui::RadioButton("the selected tensor", selected_only)) selected_only = true;
 
-  ExponentHistogram merged;
-  std::vector<ExponentHistogram> gradients;
-  bool scaled = true;
+  // The tensors in question, each with the scale it was recorded at (the one scale semantics:
+  // divided out first; the hypothetical loss scale then moves only gradients).
+  std::vector<TensorSeries> series;
   if (!selected_only) {
     for (const TensorRecord& t : snapshot->tensors)
-      if (t.kind == TensorKind::activation_gradient || t.kind == TensorKind::weight_gradient) {
-        try {
-          merged.merge(t.histogram);
-        } catch (const std::overflow_error&) {
-          ImGui::TextDisabled("The gradients of step %lld count more than 2^64 values together: a log no training writes.",
-                              static_cast<long long>(snapshot->step));
-          return;
-        }
-        gradients.push_back(t.histogram);
-      }
+      if (is_gradient(t.kind)) series.push_back(single_series(t.name, t.kind, t.histogram, t.scale, t.captured));
   } else if (const TensorRecord* t = app.selected_record(*snapshot)) {
-    merged = t->histogram;
-    gradients.push_back(t->histogram);
-    scaled = t->kind == TensorKind::activation_gradient || t->kind == TensorKind::weight_gradient;
+    series.push_back(single_series(t->name, t->kind, t->histogram, t->scale, t->captured));
   }
-  if (merged.total_count() == 0) {
+  const bool scaled = series.empty() || loss_scale_multiplies(series.front().kind);
+  std::uint64_t values = 0;
+  bool as_stored = false;
+  for (const TensorSeries& s : series) {
+    values += s.parts.front().second.checked_total_count().value_or(0);
+    as_stored = as_stored || s.captured == Capture::as_stored;
+  }
+  if (values == 0) {
     ImGui::TextDisabled("Step %lld has no such tensors recorded.", static_cast<long long>(snapshot->step));
     return;
   }
   if (!scaled) ImGui::TextDisabled("Activations and weights are not multiplied by the loss scale: the scale does not move them.");
+  if (as_stored)
+    ImGui::TextDisabled("Captured as stored (already in the low-precision format): what a cast flushed is among the zeros, and no\n"
+                        "scale can bring it back. Predictions below are for the values that remained.");
   ImGui::Text("recorded at step %lld with loss scale 2^%d", static_cast<long long>(snapshot->step), recorded);
   ImGui::SetNextItemWidth(400);
   ImGui::SliderInt("hypothetical loss scale", &app.what_if.scale_log2, -20, 40, "2^%d");
-  const int shift = scaled ? app.what_if.scale_log2 - recorded : 0;
+  const int hypothetical = app.what_if.scale_log2;
+  const auto analyze_all = [&](Format f) {
+    RangeReport total;
+    for (const TensorSeries& s : series) {
+      const RangeReport r = analyze_series(s, f, hypothetical);
+      total.flushed_to_zero += r.flushed_to_zero;
+      total.subnormal += r.subnormal;
+      total.normal += r.normal;
+      total.overflow += r.overflow;
+      total.zero += r.zero;
+      total.non_finite += r.non_finite;
+      total.total += r.total;
+    }
+    return total;
+  };
+  const auto advice_text = [](const LossScaleAdvice& a) {
+    return a.kind == LossScaleAdvice::Kind::scale ? fmt::format("2^{}", a.scale_log2)
+           : a.kind == LossScaleAdvice::Kind::no_scaling_needed ? std::string("none needed")
+                                                                : std::string("-");
+  };
 
   if (ImGui::BeginTable("what if", 6, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_BordersInnerH)) {
     ImGui::TableSetupColumn("format");
@@ -100,8 +119,8 @@ void draw_what_if(App& app) {
     ImGui::TableHeadersRow();
     for (int i = 0; i < target_format_count; ++i) {
       const Format f = target_formats[i];
-      const RangeReport r = analyze_range(merged, f, shift);
-      const int recommended = recommend_common_scale(gradients, f) + (scaled ? recorded : 0);
+      const RangeReport r = analyze_all(f);
+      const LossScaleAdvice advice = recommend_loss_scale(series, f);
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(target_format_names[i]);
@@ -114,14 +133,17 @@ void draw_what_if(App& app) {
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(percent(r.overflow, r).c_str());
       ImGui::TableNextColumn();
-      ImGui::Text("2^%d", recommended);
+      ImGui::TextUnformatted(advice_text(advice).c_str());
+      if (ImGui::IsItemHovered() && !advice.decided_by.empty()) ImGui::SetTooltip("set by %s", advice.decided_by.c_str());
     }
     ImGui::EndTable();
   }
-  ImGui::TextDisabled("Predicted at binade granularity (the analyzer's rule); the recommendation keeps the largest value\n"
-                      "one binade below overflow (Micikevicius et al. 2018, section 3.2).");
+  ImGui::TextDisabled("Predicted at binade granularity (the analyzer's rule) from this step's histograms; the advice keeps the\n"
+                      "largest gradient one binade below overflow (Micikevicius et al. 2018, section 3.2). What it cannot know: a\n"
+                      "value flushed in a later layer changes the gradients upstream, which this step's histograms do not show.");
 
-  const int recommended = recommend_common_scale(gradients, app.target_format()) + (scaled ? recorded : 0);
+  const LossScaleAdvice target_advice = recommend_loss_scale(series, app.target_format());
+  const int recommended = target_advice.kind == LossScaleAdvice::Kind::scale ? target_advice.scale_log2 : 0;
   const bool can_apply = app.session != nullptr && (app.session->status().state == TrainingStatus::State::running ||
                                                     app.session->status().state == TrainingStatus::State::paused);
   ImGui::BeginDisabled(!can_apply);
