@@ -1,0 +1,306 @@
+"""Recorder: observes a PyTorch training and writes an fpscope run log (schema 2)."""
+
+import json
+import math
+import os
+import uuid
+
+import torch
+
+from .histogram import COUNTS, captured_of, exponent_histogram, tensor_record
+
+SCHEMA_VERSION = 2
+_SHARDED = ("activation", "activation_gradient")  # each rank computes its own; summed across ranks
+
+
+def _tensors(value, path=""):
+    """Every floating-point tensor in a module's output, however nested (tuples, lists, dicts),
+    with its path: "" for a lone tensor, "[0]", "[1].key"."""
+    if torch.is_tensor(value):
+        if value.is_floating_point():
+            yield path, value
+    elif isinstance(value, (tuple, list)):
+        for i, item in enumerate(value):
+            yield from _tensors(item, f"{path}[{i}]")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _tensors(item, f"{path}.{key}")
+
+
+def _recorded_modules(model, include, exclude):
+    """Leaf modules (their outputs are the layer activations), and attention and recurrent modules,
+    whose outputs are tuples their children do not show; filtered by name prefixes."""
+    wanted = (torch.nn.MultiheadAttention, torch.nn.RNNBase)
+    for name, module in model.named_modules():
+        leaf = not any(True for _ in module.children())
+        if not (leaf or isinstance(module, wanted)):
+            continue
+        label = name or type(module).__name__
+        if include is not None and not any(label == p or label.startswith(p + ".") for p in include):
+            continue
+        if exclude is not None and any(label == p or label.startswith(p + ".") for p in exclude):
+            continue
+        yield label, module
+
+
+class Recorder:
+    """Records exponent histograms of a model's activations, activation gradients, weights and
+    weight gradients every `every` steps, and a step record (loss, the loss scale its backward
+    used, skipped) for every step, into the run log at `path`.
+
+    Observe, never alter: forward hooks for activations, and hooks on the autograd nodes that made
+    them for their gradients (an in-place op after a module rewrites its output tensor, never that
+    node), `register_post_accumulate_grad_hook` for weight gradients (torch >= 2.1; on
+    older torch, a hook on each parameter's gradient of the last backward call). Hooks are
+    installed only for the steps recorded: an unrecorded step runs exactly as without fpscope.
+    Gradients are read during the backward pass, before any unscaling, so they carry the scale
+    the backward used, and each record says so (`scale`); values already in fp16/bf16 are
+    `as_stored`, others `before_cast`.
+
+    Call step(loss) once per training step, after the optimizer step (and the scaler's update).
+    Under torch.distributed every rank must call it (recording steps are collective).
+    """
+
+    def __init__(self, model, path, every=1, scaler=None, model_name=None, precision=None, fmt="fp16",
+                 kinds=("activation", "activation_gradient", "weight", "weight_gradient"),
+                 include=None, exclude=None, append=False, global_step=None):
+        if every < 1:
+            raise ValueError(f"every must be at least 1, not {every}")
+        unknown = set(kinds) - {"activation", "activation_gradient", "weight", "weight_gradient"}
+        if unknown:
+            raise ValueError(f"unknown kinds {sorted(unknown)}: expected activation, activation_gradient, weight, weight_gradient")
+        self.model = model
+        self.path = os.fspath(path)
+        self.every = every
+        self.scaler = scaler
+        self.kinds = set(kinds)
+        self._modules = list(_recorded_modules(model, include, exclude))
+        self._distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+        self._rank = torch.distributed.get_rank() if self._distributed else 0
+        self._hooks = []            # removed at the end of each recorded step
+        self._pending = {}          # (name, kind) -> [counts, scale, captured], for the step recorded
+        self._calls = {}            # module label -> calls so far in this step
+        self._steps = []            # step records not yet written: [step, loss, scale used, scale after, skipped]
+        self._file = None
+        self._scale_used = self._scale_now()  # the scale the next backward will use
+        self.step_index = 0
+        if self._rank == 0:
+            self._open(model_name, precision, fmt, append)
+        if append and global_step is None:
+            global_step = self._next_step_in_log() if self._rank == 0 else 0
+            if self._distributed:
+                shared = [global_step]
+                torch.distributed.broadcast_object_list(shared, src=0)
+                global_step = shared[0]
+        if global_step is not None:
+            if global_step < 0:
+                raise ValueError(f"global_step must not be negative, not {global_step}")
+            self.step_index = global_step
+        self._arm_if_recording()
+
+    # ---- the log ----
+
+    def _open(self, model_name, precision, fmt, append):
+        if append and os.path.exists(self.path):
+            with open(self.path) as f:
+                first = f.readline()
+            try:
+                header = json.loads(first)
+            except ValueError:
+                header = None
+            if not isinstance(header, dict) or "schema_version" not in header:
+                raise ValueError(f"{self.path} is not an fpscope run log: cannot append to it")
+            self._run_id = header.get("run_id", "")
+            self._file = open(self.path, "a")
+            return
+        self._run_id = uuid.uuid4().hex
+        header = {"fpscope_run_log": True, "schema_version": SCHEMA_VERSION, "run_id": self._run_id,
+                  "source": "fpscope_torch", "model": model_name or type(self.model).__name__,
+                  "precision": precision or "", "format": fmt, "rounding": "rne",
+                  "scaler": "dynamic" if self._scaler_enabled() else "none"}
+        tmp = os.path.join(os.path.dirname(os.path.abspath(self.path)), f".{os.path.basename(self.path)}.fpscope-tmp-{os.getpid()}")
+        with open(tmp, "w") as f:
+            f.write(json.dumps(header) + "\n")
+        os.replace(tmp, self.path)  # atomically: a follower never sees a half-written header
+        self._file = open(self.path, "a")
+
+    def _next_step_in_log(self):
+        last = -1
+        with open(self.path) as f:
+            for line in f:
+                try:
+                    last = max(last, int(json.loads(line).get("step", -1)))
+                except (ValueError, AttributeError):
+                    pass  # the header, or a torn last line
+        return last + 1
+
+    # ---- the scaler ----
+
+    def _scaler_enabled(self):
+        return self.scaler is not None and (not hasattr(self.scaler, "is_enabled") or self.scaler.is_enabled())
+
+    def _scale_now(self):
+        """The scaler's scale as it is now, without waiting for the device: a tensor copy where
+        GradScaler has one (read when the step records are written), else a number."""
+        if not self._scaler_enabled():
+            return 1.0
+        scale = getattr(self.scaler, "_scale", None)
+        if torch.is_tensor(scale):
+            return scale.detach().clone()
+        return float(self.scaler.get_scale())
+
+    # ---- hooks, installed only for a recorded step ----
+
+    def _recording(self):
+        return self.step_index % self.every == 0
+
+    def _arm_if_recording(self):
+        if not self._recording():
+            return
+        self._calls = {}
+        for label, module in self._modules:
+            self._hooks.append(module.register_forward_hook(self._forward_hook(label)))
+        for name, parameter in self.model.named_parameters():
+            if not parameter.requires_grad:
+                continue
+            if "weight" in self.kinds:
+                self._add(name, "weight", parameter, 1.0)  # the weights the coming forward uses
+            if "weight_gradient" in self.kinds:
+                if hasattr(parameter, "register_post_accumulate_grad_hook"):
+                    self._hooks.append(parameter.register_post_accumulate_grad_hook(self._accumulated_grad_hook(name)))
+                else:
+                    self._hooks.append(parameter.register_hook(self._grad_hook(name)))
+
+    def _disarm(self):
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks = []
+
+    def _add(self, name, kind, tensor, scale, replace=False):
+        if kind not in self.kinds:
+            return
+        counts = exponent_histogram(tensor)
+        key = (name, kind)
+        if key in self._pending and not replace:
+            self._pending[key][0] = self._pending[key][0] + counts
+        else:
+            self._pending[key] = [counts, scale, captured_of(tensor)]
+
+    def _forward_hook(self, label):
+        def hook(module, inputs, output):
+            # An evaluation forward (no_grad, eval()) on a recording step is not training.
+            if not torch.is_grad_enabled() or not module.training:
+                return
+            call = self._calls.get(label, 0) + 1
+            self._calls[label] = call
+            name = label if call == 1 else f"{label}#{call}"  # a module called twice is two layers
+            for path, tensor in _tensors(output):
+                self._add(name + path, "activation", tensor, 1.0)
+                if "activation_gradient" in self.kinds and tensor.grad_fn is not None:
+                    # On the node that made the output, not on the tensor: an in-place op after
+                    # the module (ReLU(inplace=True)) rewrites the tensor, never that node.
+                    tensor.grad_fn.register_hook(self._output_grad_hook(name + path, tensor.output_nr))
+        return hook
+
+    def _output_grad_hook(self, name, output_nr):
+        def hook(grad_inputs, grad_outputs):
+            grad = grad_outputs[output_nr] if output_nr < len(grad_outputs) else None
+            if grad is not None:
+                self._add(name, "activation_gradient", grad, self._scale_used)
+        return hook
+
+    def _accumulated_grad_hook(self, name):
+        def hook(parameter):
+            # After each accumulation: the last call leaves the whole step's gradient.
+            if parameter.grad is not None:
+                self._add(name, "weight_gradient", parameter.grad, self._scale_used, replace=True)
+        return hook
+
+    def _grad_hook(self, name):
+        def hook(grad):
+            self._add(name, "weight_gradient", grad, self._scale_used, replace=True)
+        return hook
+
+    # ---- steps ----
+
+    def step(self, loss=None, skipped=None):
+        """Ends a training step: call it after the optimizer step and the scaler's update. `loss`
+        (a tensor or number) goes into the step record; `skipped` says whether the optimizer
+        step was skipped, for scalers other than GradScaler (whose skips are read from its scale:
+        it backs off exactly when it skipped). Collective under torch.distributed on recorded
+        steps."""
+        scale_after = self._scale_now()
+        loss_value = loss.detach().float().reshape(()) if torch.is_tensor(loss) else loss
+        self._steps.append([self.step_index, loss_value, self._scale_used, scale_after, skipped])
+        if self._recording():
+            self._disarm()
+            self._write_recorded()
+        self._scale_used = scale_after
+        self.step_index += 1
+        self._arm_if_recording()
+
+    def _step_line(self, record, tensors=None):
+        step, loss, used, after, skipped = record
+        used, after = float(used), float(after)  # waits for the device here, once per recorded step
+        if skipped is None:
+            skipped = self._scaler_enabled() and after < used
+        value = None
+        if loss is not None:
+            value = float(loss)
+            value = value if math.isfinite(value) else None  # JSON has no NaN: null is a loss not known
+        line = {"step": step, "loss": value, "loss_scale": used, "skipped": bool(skipped)}
+        if tensors is not None:
+            line["tensors"] = tensors
+        return line
+
+    def _write_recorded(self):
+        pending = self._reduce(self._pending)
+        self._pending = {}
+        records, current = self._steps[:-1], self._steps[-1]
+        self._steps = []
+        if self._rank != 0:
+            return
+        lines = [self._step_line(r) for r in records]
+        tensors = [tensor_record(name, kind, counts, scale if not torch.is_tensor(scale) else float(scale), captured)
+                   for (name, kind), (counts, scale, captured) in sorted(pending.items())]
+        lines.append(self._step_line(current, tensors))
+        self._file.write("".join(json.dumps(line) + "\n" for line in lines))
+        self._file.flush()
+
+    def _reduce(self, pending):
+        """Under torch.distributed: the ranks agree on one key list (the union of what each saw;
+        zeros where a rank did not run a module), then sum the sharded kinds. Replicated kinds
+        (weights, weight gradients after DDP's averaging) are rank 0's."""
+        if not self._distributed:
+            return pending
+        keys = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(keys, sorted(pending))
+        agreed = sorted({tuple(k) for rank_keys in keys for k in rank_keys})
+        sharded = [k for k in agreed if k[1] in _SHARDED]
+        if sharded:
+            device = next((v[0].device for v in pending.values()), torch.device("cpu"))
+            if torch.distributed.get_backend() == "nccl" and device.type != "cuda":
+                device = torch.device("cuda", torch.cuda.current_device())
+            zeros = torch.zeros(COUNTS, dtype=torch.int64, device=device)
+            stacked = torch.stack([pending[k][0].to(device) if k in pending else zeros for k in sharded])
+            torch.distributed.all_reduce(stacked)
+            for k, counts in zip(sharded, stacked):
+                scale, captured = (pending[k][1], pending[k][2]) if k in pending else (self._scale_used, "before_cast")
+                pending[k] = [counts, scale, captured]
+        return pending
+
+    def close(self):
+        """Writes the step records not yet written and removes every hook."""
+        self._disarm()
+        if self._rank == 0 and self._file is not None:
+            self._file.write("".join(json.dumps(self._step_line(r)) + "\n" for r in self._steps))
+            self._file.close()
+            self._file = None
+        self._steps = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
