@@ -1,4 +1,4 @@
-"""Exponent histograms of tensors on their own device: one bincount over float32 exponent bits."""
+"""Exponent histograms of tensors on their own device: one bincount over the float32 exponent field."""
 
 import torch
 
@@ -11,22 +11,36 @@ COUNTS = SLOTS + 3
 
 def exponent_histogram(tensor):
     """Counts of |x| per binade floor(log2|x|), -149..127, then zeros, infinities and NaNs: a
-    length-280 int64 tensor on the tensor's device, from one bincount over the float32 bit
-    patterns (no masked copies). Other dtypes are rounded to float32 first, the histogram's range:
-    float64 values beyond it count as infinities or zeros, as float32 would hold them."""
+    length-280 int64 tensor on the tensor's device. Other dtypes are rounded to float32 first, the
+    histogram's range: float64 values beyond it count as infinities or zeros, as float32 holds them.
+
+    One bincount over the 8-bit exponent field does the normal numbers (a normal binade is the
+    field - 127) and count_nonzero the zeros; only where subnormals, infinities or NaNs are there
+    (rare) are they taken apart, from a masked copy of just them."""
     x = tensor.detach().reshape(-1)
     if x.dtype != torch.float32:
         x = x.float()
     bits = x.view(torch.int32)
-    field = (bits >> 23) & 0xFF
-    mantissa = bits & 0x7FFFFF
-    # Normal: floor(log2|x|) is the unbiased exponent. Subnormal: -149 + the mantissa's top bit,
-    # taken in float64, exact for every mantissa below 2^23 (float32 would round 2^23-1 up to 2^23).
-    slot = field.long() - 127 - MIN_BINADE
-    top_bit = torch.floor(torch.log2(mantissa.clamp(min=1).double())).long()
-    slot = torch.where(field == 0, torch.where(mantissa == 0, torch.full_like(slot, ZERO), top_bit), slot)
-    slot = torch.where(field == 255, torch.where(mantissa == 0, torch.full_like(slot, INF), torch.full_like(slot, NAN)), slot)
-    return torch.bincount(slot, minlength=COUNTS)
+    field = (bits >> 23).to(torch.uint8)  # the low 8 bits: the sign falls off
+    by_field = torch.bincount(field, minlength=256)
+    counts = torch.zeros(COUNTS, dtype=torch.int64, device=x.device)
+    counts[1 - 127 - MIN_BINADE:255 - 127 - MIN_BINADE] = by_field[1:255]  # field f: binade f - 127
+    # Field 0 holds the zeros and the subnormals, field 255 the infinities and NaNs: each is looked
+    # at only when there is something in it (weights and most gradients have neither).
+    in_field_0 = int(by_field[0])
+    zeros = x.numel() - int(torch.count_nonzero(x)) if in_field_0 > 0 else 0  # -0.0 is zero too; NaN is not
+    counts[ZERO] = zeros
+    if in_field_0 - zeros + int(by_field[255]) > 0:
+        magnitude = bits & 0x7FFFFFFF
+        picked = magnitude[((field == 0) & (magnitude != 0)) | (field == 255)]
+        mantissa = picked & 0x7FFFFF
+        # A subnormal's binade is -149 + the mantissa's top bit: the exponent of the mantissa
+        # converted to float32, which holds every integer below 2^24 exactly.
+        top_bit = (mantissa.float().view(torch.int32) >> 23) - 127
+        infinity_or_nan = torch.where(mantissa == 0, torch.full_like(top_bit, INF), torch.full_like(top_bit, NAN))
+        slot = torch.where((picked >> 23) == 0, top_bit, infinity_or_nan)
+        counts += torch.bincount(slot.long(), minlength=COUNTS)
+    return counts
 
 
 def tensor_record(name, kind, counts, scale=1.0, captured="before_cast"):
