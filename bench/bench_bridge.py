@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The PyTorch bridge's cost beside the training it observes, in the same run: one training step of
-a small GPT-style transformer (~1M parameters, CPU) without fpscope, recording every step, and
-recording every 10 steps. Medians over interleaved repetitions; prints the ratios.
+a small GPT-style transformer (~1M parameters, CPU) without fpscope, recording every step,
+recording every 10 steps, and every 10 with the fp32 shadow. Medians over interleaved
+repetitions; prints the ratios.
 
     /usr/bin/python3 bench/bench_bridge.py            # Debian's torch
     ~/.cache/fpscope/venv-torch/bin/python bench/bench_bridge.py   # torch 2.x (scripts/test-torch makes it)
@@ -43,9 +44,14 @@ def main():
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     tokens = torch.randint(0, 256, (16, 65))
 
-    def train_step(recorder):
-        loss = torch.nn.functional.cross_entropy(model(tokens[:, :-1]).reshape(-1, 256), tokens[:, 1:].reshape(-1))
+    def compute_loss():
+        return torch.nn.functional.cross_entropy(model(tokens[:, :-1]).reshape(-1, 256), tokens[:, 1:].reshape(-1))
+
+    def train_step(recorder, shadow=False):
+        loss = compute_loss()
         loss.backward()
+        if shadow:
+            recorder.shadow(compute_loss)
         optimizer.step()
         if recorder is not None:
             recorder.step(loss)
@@ -54,17 +60,19 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         every_step = fpscope_torch.Recorder(model, os.path.join(d, "every1.jsonl"), every=1)
         every_step.close()  # made once to warm up, then reopened per measurement
-        times = {"without fpscope": [], "recording every step": [], "recording every 10 steps": []}
+        times = {"without fpscope": [], "recording every step": [], "recording every 10 steps": [],
+                 "every 10, fp32 shadow": []}
         for _ in range(3):
             train_step(None)  # warm-up
         for repetition in range(5):
             for name in times:
                 every = 1 if name == "recording every step" else 10
+                shadow = "shadow" in name
                 recorder = None if name == "without fpscope" else fpscope_torch.Recorder(model, os.path.join(d, f"r{repetition}.jsonl"), every=every)
                 steps = 10
                 start = time.perf_counter()
                 for _ in range(steps):
-                    train_step(recorder)
+                    train_step(recorder, shadow)
                 times[name].append((time.perf_counter() - start) / steps)
                 if recorder is not None:
                     recorder.close()

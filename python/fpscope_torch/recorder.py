@@ -80,6 +80,8 @@ class Recorder:
         self._hooks = []            # removed at the end of each recorded step
         self._pending = {}          # (name, kind) -> [counts, scale, captured], for the step recorded
         self._calls = {}            # module label -> calls so far in this step
+        self._shadowing = False     # inside shadow(): records go to "<name> (fp32 shadow)"
+        self._shadow_calls = {}
         self._steps = []            # step records not yet written: [step, loss, scale used, scale after, skipped]
         self._file = None
         self._scale_used = self._scale_now()  # the scale the next backward will use
@@ -186,14 +188,18 @@ class Recorder:
         else:
             self._pending[key] = [counts, scale, captured_of(tensor)]
 
+    def _shadow_name(self, name):
+        return f"{name} (fp32 shadow)" if self._shadowing else name
+
     def _forward_hook(self, label):
         def hook(module, inputs, output):
             # An evaluation forward (no_grad, eval()) on a recording step is not training.
             if not torch.is_grad_enabled() or not module.training:
                 return
-            call = self._calls.get(label, 0) + 1
-            self._calls[label] = call
-            name = label if call == 1 else f"{label}#{call}"  # a module called twice is two layers
+            calls = self._shadow_calls if self._shadowing else self._calls
+            call = calls.get(label, 0) + 1
+            calls[label] = call
+            name = self._shadow_name(label if call == 1 else f"{label}#{call}")  # a module called twice is two layers
             for path, tensor in _tensors(output):
                 self._add(name + path, "activation", tensor, 1.0)
                 if "activation_gradient" in self.kinds and tensor.grad_fn is not None:
@@ -213,13 +219,42 @@ class Recorder:
         def hook(parameter):
             # After each accumulation: the last call leaves the whole step's gradient.
             if parameter.grad is not None:
-                self._add(name, "weight_gradient", parameter.grad, self._scale_used, replace=True)
+                self._add(self._shadow_name(name), "weight_gradient", parameter.grad, self._scale_used, replace=True)
         return hook
 
     def _grad_hook(self, name):
         def hook(grad):
-            self._add(name, "weight_gradient", grad, self._scale_used, replace=True)
+            self._add(self._shadow_name(name), "weight_gradient", grad, self._scale_used, replace=True)
         return hook
+
+    # ---- fp32 shadow ----
+
+    def shadow(self, closure):
+        """fp32 shadow mode: on a recording step, call it after the backward pass and before the
+        optimizer step, with a closure that computes the step's loss again from the same batch
+        (`lambda: loss_fn(model(x), y)`). It runs the closure with autocast off, so in float32
+        with the same weights, and its backward scaled by the step's loss scale, and records those
+        histograms as "<name> (fp32 shadow)", captured before_cast: what the fp16 casts would
+        round, flushes and overflows visible, as the paper's histograms were. The model's
+        gradients are put back as they were and nothing else changes. On other steps it does
+        nothing. Costs about one more forward and backward on each recording step."""
+        if not self._recording():
+            return
+        parameters = [p for p in self.model.parameters() if p.requires_grad]
+        saved = [p.grad for p in parameters]
+        for p in parameters:
+            p.grad = None
+        device = next((p.device.type for p in parameters), "cpu")
+        self._shadowing, self._shadow_calls = True, {}
+        try:
+            with torch.autocast(device_type=device, enabled=False):
+                loss = closure()
+                scale = float(self._scale_used)
+                (loss.float() * scale).backward()
+        finally:
+            self._shadowing = False
+            for p, grad in zip(parameters, saved):
+                p.grad = grad
 
     # ---- steps ----
 

@@ -224,6 +224,52 @@ class RecorderTest(unittest.TestCase):
                 self.assertEqual(records[("0.weight", "weight_gradient")]["scale"], snapshot["loss_scale"])
                 self.assertEqual(records[("0", "activation")]["captured"], "as_stored")  # fp16 under autocast
 
+    def test_fp32_shadow_equals_a_separate_fp32_run_and_changes_nothing(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+            model = tiny_model()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            scaler = ScriptedScaler(init_scale=2.0 ** 10)
+            torch.manual_seed(1)
+            x, y = torch.randn(32, 6), torch.randint(0, 3, (32,))
+            # The reference: the same weights in float32, a separate run, the loss scaled by 2^10.
+            reference = tiny_model()
+            reference.load_state_dict(model.state_dict())
+            first = reference[0](x)
+            first.retain_grad()
+            (torch.nn.functional.cross_entropy(reference[2](reference[1](first)), y) * 2.0 ** 10).backward()
+            with fpscope_torch.Recorder(model, path, scaler=scaler) as recorder:
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                scaler.scale(loss).backward()
+                before = [p.grad.clone() for p in model.parameters()]
+                recorder.shadow(lambda: torch.nn.functional.cross_entropy(model(x), y))
+                for grad, p in zip(before, model.parameters()):
+                    self.assertTrue(torch.equal(grad, p.grad))  # the training's gradients, untouched
+                scaler.step(optimizer)
+                scaler.update()
+                recorder.step(loss)
+            _, lines = read_log(path)
+            records = records_of(snapshots_of(lines)[0])
+            shadow = lambda name, kind: records[(name + " (fp32 shadow)", kind)]
+            self.assertEqual(record_histogram(shadow("0", "activation")), numpy_histogram(first.detach().numpy()))
+            self.assertEqual(record_histogram(shadow("0", "activation_gradient")), numpy_histogram(first.grad.numpy()))
+            self.assertEqual(record_histogram(shadow("0.weight", "weight_gradient")), numpy_histogram(reference[0].weight.grad.numpy()))
+            self.assertEqual(shadow("0", "activation_gradient")["scale"], 2.0 ** 10)
+            self.assertEqual(shadow("0", "activation_gradient")["captured"], "before_cast")
+            self.assertEqual(records[("0", "activation")]["captured"], "as_stored")  # the bf16 pass itself
+            self.assertNotIn(("0#2", "activation"), records)  # the shadow forward is not a second call
+            # fpscope's advice from the shadow gradients equals the hand computation: the largest
+            # 2^k keeping the largest gradient (at scale 1) one binade under fp16's top, 2^15.
+            gradients = [t for t in snapshots_of(lines)[0]["tensors"] if t["name"].endswith("(fp32 shadow)") and "gradient" in t["kind"]]
+            highest = max(max(b for b, _ in t["bins"]) - 10 for t in gradients)  # recorded at 2^10
+            result = subprocess.run([FPSCOPE, "analyze", path, "--json", "--scale", "auto", "--tensor", "* (fp32 shadow)"],
+                                    capture_output=True, text=True)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            analysis = json.loads(result.stdout)
+            self.assertEqual(analysis["advice"], f"2^{15 - 1 - highest}")
+            self.assertEqual(analysis["scale_log2"], 15 - 1 - highest)
+
     def test_awkward_modules_and_hooks_only_on_recorded_steps(self):
         class Block(torch.nn.Module):
             def __init__(self):
