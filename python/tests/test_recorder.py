@@ -270,6 +270,26 @@ class RecorderTest(unittest.TestCase):
             self.assertEqual(analysis["advice"], f"2^{15 - 1 - highest}")
             self.assertEqual(analysis["scale_log2"], 15 - 1 - highest)
 
+    @unittest.skipUnless(hasattr(torch, "_dynamo") and hasattr(getattr(torch, "_dynamo", None), "explain"), "torch.compile is not here")
+    def test_unrecorded_steps_compile_without_graph_breaks(self):
+        """torch.compile's tracer over the model on an unrecorded step: no graph break (nothing of
+        fpscope's is there); on a recorded step the hooks are."""
+        with tempfile.TemporaryDirectory() as d:
+            model = tiny_model()
+            x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+            breaks = []
+            with fpscope_torch.Recorder(model, os.path.join(d, "run.jsonl"), every=2) as recorder:
+                for step in range(4):
+                    torch._dynamo.reset()
+                    breaks.append(torch._dynamo.explain(model)(x).graph_break_count)
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    loss.backward()
+                    recorder.step(loss)
+                    model.zero_grad()
+            self.assertGreater(breaks[0], 0)  # the hooks of a recorded step are seen (the check can fail)
+            self.assertEqual(breaks[1], 0)
+            self.assertEqual(breaks[3], 0)
+
     def test_awkward_modules_and_hooks_only_on_recorded_steps(self):
         class Block(torch.nn.Module):
             def __init__(self):
@@ -287,6 +307,7 @@ class RecorderTest(unittest.TestCase):
                 self.attn = torch.nn.MultiheadAttention(8, 2, batch_first=True)
                 self.lstm = torch.nn.LSTM(8, 8, batch_first=True)
                 self.norm = torch.nn.BatchNorm1d(8)
+                self.conv = torch.nn.Conv1d(8, 8, 3, padding=1)
                 self.block = Block()
                 self.head = torch.nn.Linear(8, 10, bias=False)
                 self.head.weight = self.embed.weight  # tied
@@ -296,7 +317,7 @@ class RecorderTest(unittest.TestCase):
                 h, _ = self.attn(h, h, h)
                 h, _ = self.lstm(h)
                 h = self.block(self.block(h))  # one block, called twice
-                h = self.norm(h.transpose(1, 2)).transpose(1, 2)
+                h = torch.relu(self.conv(self.norm(h.transpose(1, 2)))).transpose(1, 2)
                 return self.head(h)
 
         torch.manual_seed(0)
@@ -324,7 +345,7 @@ class RecorderTest(unittest.TestCase):
             records = records_of(snapshots_of(lines)[0])
             names = {name for name, _ in records}
             for expected in ("attn[0]", "attn[1]", "lstm[0]", "lstm[1][0]", "block.fc", "block.fc#2", "block.act", "block.act#2",
-                             "norm", "head", "embed.weight"):
+                             "norm", "conv", "conv.weight", "head", "embed.weight"):
                 self.assertIn(expected, names)
             self.assertIn(("block.act#2", "activation_gradient"), records)  # in-place ReLU's gradient
             # One training forward of 4 x 5 tokens x 8 features: the evaluation forward added nothing.
