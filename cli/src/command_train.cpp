@@ -41,6 +41,7 @@ struct TrainOptions {
   std::string steps = "500";
   std::string batch = "128";
   std::string lr = "0.01";
+  std::string loss_weight = "1";
   std::string record_every = "1";
   std::string data = "synthetic";
   std::string backend = "auto";
@@ -101,6 +102,7 @@ void run_train(const TrainOptions& o) {
   config.scaler = parse_or_usage([&] { return parse_loss_scale(o.loss_scale); });
   if (config.precision == Precision::fp32 && o.loss_scale == "dynamic") config.scaler = LossScalerConfig::none();
   config.learning_rate = parse_positive_float_option("--lr", o.lr);
+  config.loss_weight = parse_positive_float_option("--loss-weight", o.loss_weight);
   config.seed = parse_integer_option<std::uint64_t>("--seed", o.seed, 0, std::numeric_limits<std::uint64_t>::max());
   const auto steps = parse_integer_option<std::int64_t>("--steps", o.steps, 1, max_steps);
   const auto batch = parse_integer_option<int>("--batch", o.batch, 1, std::numeric_limits<int>::max());
@@ -230,6 +232,9 @@ void add_train(CLI::App& app) {
   cmd->add_option("--steps", o->steps, "training steps")->capture_default_str();
   cmd->add_option("--batch", o->batch, "batch size")->capture_default_str();
   cmd->add_option("--lr", o->lr, "learning rate (SGD)")->capture_default_str();
+  cmd->add_option("--loss-weight", o->loss_weight,
+                  "the loss is multiplied by this before the backward pass, as one term of a multi-task loss often is (2^-10 = 0.0009765625)")
+      ->capture_default_str();
   cmd->add_option("--record-every", o->record_every, "record a snapshot every N steps")->capture_default_str();
   cmd->add_option("--data", o->data, "synthetic (embedded), or mnist:DIR with train-images-idx3-ubyte and train-labels-idx1-ubyte (.gz or not)")->capture_default_str();
   cmd->add_option("--backend", o->backend, "auto (cuda when a device answers), cpu or cuda")->capture_default_str();

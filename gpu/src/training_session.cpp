@@ -61,6 +61,19 @@ void TrainingSession::stop() {
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
+  std::lock_guard lock(mutex_);
+  if (status_.state == TrainingStatus::State::running || status_.state == TrainingStatus::State::paused)
+    status_.state = TrainingStatus::State::finished;
+  status_.steps_per_second = 0;
+}
+
+void TrainingSession::reset() {
+  stop();
+  {
+    std::lock_guard lock(mutex_);
+    status_ = TrainingStatus{};
+  }
+  store_.clear();
 }
 
 void TrainingSession::post(Command command, double value, FaultInjection fault) {

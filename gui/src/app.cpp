@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "fpscope/analyzer/scale_semantics.hpp"
 #include "fpscope/core/names.hpp"
 #include "fpscope/core/printable_text.hpp"
 
@@ -33,6 +34,7 @@ std::optional<View> parse_view(std::string_view name) {
 }
 
 App::App(const AppOptions& options) : view(options.view), form(options.form) {
+  preview.scale_log2 = options.preview_scale_log2;
   if (!options.follow.empty()) {
     follower = std::make_unique<RunLogFollower>(options.follow, store);
   } else {
@@ -166,6 +168,11 @@ const TensorRecord* App::selected_record(const Snapshot& snapshot) const {
   for (const TensorRecord& t : snapshot.tensors)
     if (t.name == name && t.kind == kind) return &t;
   return nullptr;
+}
+
+int App::recorded_scale_log2() const {
+  const Snapshot* s = current_snapshot();
+  return s == nullptr ? 0 : scale_log2_of(s->loss_scale).log2;
 }
 
 void App::selection_controls() {

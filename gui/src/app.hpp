@@ -30,8 +30,11 @@ inline constexpr Format target_formats[] = {formats::fp16, formats::bf16, format
 inline constexpr const char* target_format_names[] = {"fp16", "bf16", "e4m3", "e5m2"};
 inline constexpr int target_format_count = static_cast<int>(std::size(target_formats));
 
-// The loss-scale slider and a static scale given on the command line: 2^0 .. 2^this.
-inline constexpr int slider_max_scale_log2 = 24;
+// The loss-scale slider: 2^min .. 2^max, wide enough for what runs reach and what the advice says
+// (a dynamic scaler passes 2^31 on the demo; fp16 advice reaches 2^36); a static scale given on
+// the command line must lie in it.
+inline constexpr int slider_min_scale_log2 = -16;
+inline constexpr int slider_max_scale_log2 = 48;
 
 // The Training view's form: the options of `fpscope train`.
 struct TrainingForm {
@@ -39,7 +42,8 @@ struct TrainingForm {
   Activation activation = Activation::tanh;
   Precision precision = Precision::fp16;
   RoundingMode rounding = RoundingMode::nearest_even;
-  LossScalerConfig::Kind scaling = LossScalerConfig::Kind::dynamic;
+  // Unscaled on opening: Start shows fp16 flushing the gradients; the slider then shows the rescue.
+  LossScalerConfig::Kind scaling = LossScalerConfig::Kind::none;
   int static_scale_log2 = 10;  // for Kind::fixed
   int batch = 256;
   float learning_rate = 1024.0f;
@@ -56,6 +60,7 @@ struct AppOptions {
   View view = View::histogram;
   TrainingForm form;   // the Training view's settings on opening
   bool start = false;  // start training with `form` on opening
+  std::optional<int> preview_scale_log2;  // the slider's preview on opening
 };
 
 // Float inspector state.
@@ -65,16 +70,28 @@ struct InspectorState {
   int detail = 0;  // the format whose special values the buttons give
 };
 
-// What-if state.
+// What-if state (its hypothetical scale is the shared ScalePreview).
 struct WhatIfState {
-  int scale_log2 = 0;
-  bool initialised = false;
   bool selected_tensor_only = false;  // else every gradient of the step
 };
 
 // Histogram view state.
 struct HistogramState {
   bool log_counts = true;
+  // Where the last frame drew the plot (for --report and the screenshot tests): its screen x range
+  // and the binades it spans.
+  struct Geometry {
+    float x_min = 0, x_max = 0;
+    int binade_lo = 0, binade_end = 0;  // [binade_lo, binade_end) across x_min .. x_max
+  } geometry;
+};
+
+// The loss-scale slider previews in every state: the histograms are drawn as they would be at this
+// scale (an outlined ghost over the recorded bars) without touching the run; Apply makes it the
+// run's static scale. Unset, the slider shows the run's (or the log's) current scale.
+struct ScalePreview {
+  std::optional<int> scale_log2;
+  bool apply_while_dragging = false;
 };
 
 // Fault injection from the Training view.
@@ -136,6 +153,7 @@ class App {
   WhatIfState what_if;
   HistogramState histogram;
   InjectState inject;
+  ScalePreview preview;
   HeatmapState heatmap;
   std::string export_folder = ".";
   std::string export_message;
@@ -149,6 +167,9 @@ class App {
   // Start a run from the form (errors go to training_message); used by the Training view and the demo.
   bool start_training(const TrainingForm& form);
   void selection_controls();  // tensor, kind, format and step pickers, shared by several views
+  // The scale the shown step ran with (2^k), and the slider's: the preview, or that.
+  int recorded_scale_log2() const;
+  int preview_scale_log2() const { return preview.scale_log2.value_or(recorded_scale_log2()); }
 
  private:
   void save_baseline_if_fp32();

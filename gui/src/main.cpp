@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <initializer_list>
 #include <cfloat>
@@ -147,6 +148,11 @@ int run(const Options& o) {
                  frame_ms.size(), frame_ms[frame_ms.size() / 2], frame_ms[std::min(frame_ms.size() - 1, frame_ms.size() * 95 / 100)],
                  app.snapshots.size(), session.step, session.running_seconds,
                  session.running_seconds > 0 ? static_cast<double>(session.step) / session.running_seconds : 0.0);
+      const auto& g = app.histogram.geometry;
+      if (g.binade_end > g.binade_lo)
+        fmt::print("histogram x {:.1f} .. {:.1f} px over binades {} .. {}: {:.3f} px per binade; preview 2^{}, recorded 2^{}\n", g.x_min,
+                   g.x_max, g.binade_lo, g.binade_end, (g.x_max - g.x_min) / static_cast<float>(g.binade_end - g.binade_lo),
+                   app.preview_scale_log2(), app.recorded_scale_log2());
     }
     if (headless && (!app.follow_error.empty() || !app.training_message.empty())) status = 1;
     if (app.heatmap.texture != 0) glDeleteTextures(1, &app.heatmap.texture);  // while the GL context lives
@@ -176,12 +182,17 @@ int main(int argc, char** argv) {
   // The Training view's settings, as `fpscope train` names them.
   fpscope::gui::TrainingForm& f = o.app.form;
   std::string activation = fpscope::activation_name(f.activation), precision = fpscope::precision_name(f.precision),
-              loss_scale = "dynamic", round = fpscope::rounding_mode_name(f.rounding);
+              loss_scale = fpscope::scaling_kind_name(f.scaling), round = fpscope::rounding_mode_name(f.rounding);
   cli.add_option("--model", f.model, "training: layer sizes, input to classes")->capture_default_str();
   cli.add_option("--activation", activation, "training: relu, gelu or tanh")->capture_default_str();
   cli.add_option("--precision", precision, "training: fp32, fp16, bf16 or fp16-pure")->capture_default_str();
   cli.add_option("-r,--round", round, "training: rounding mode of every low-precision cast")->capture_default_str();
-  cli.add_option("--loss-scale", loss_scale, "training: none, dynamic, or a power of two 1 .. 2^24")->capture_default_str();
+  cli.add_option("--loss-scale", loss_scale,
+                 fmt::format("training: none, dynamic, or a power of two 2^{} .. 2^{}", fpscope::gui::slider_min_scale_log2,
+                             fpscope::gui::slider_max_scale_log2))
+      ->capture_default_str();
+  std::string preview_scale;
+  cli.add_option("--preview-scale", preview_scale, "the loss-scale slider's preview on opening: a power of two, such as 2^10");
   cli.add_option("--steps", f.steps, "training: steps (0 runs until stopped)")->capture_default_str();
   cli.add_option("--batch", f.batch, "training: batch size")->capture_default_str();
   cli.add_option("--lr", f.learning_rate, "training: learning rate")->capture_default_str();
@@ -205,10 +216,27 @@ int main(int argc, char** argv) {
       f.scaling = scaler.kind;
       if (scaler.kind == fpscope::LossScalerConfig::Kind::fixed) {
         int exponent = 0;
-        if (std::frexp(scaler.initial_scale, &exponent) != 0.5 || exponent - 1 < 0 || exponent - 1 > fpscope::gui::slider_max_scale_log2)
-          throw std::invalid_argument(fmt::format("--loss-scale '{}' is not a power of two from 1 to 2^{} (the app's slider)",
-                                                  fpscope::printable_text(loss_scale), fpscope::gui::slider_max_scale_log2));
+        if (std::frexp(scaler.initial_scale, &exponent) != 0.5 || exponent - 1 < fpscope::gui::slider_min_scale_log2 ||
+            exponent - 1 > fpscope::gui::slider_max_scale_log2)
+          throw std::invalid_argument(fmt::format("--loss-scale '{}' is not a power of two from 2^{} to 2^{} (the app's slider)",
+                                                  fpscope::printable_text(loss_scale), fpscope::gui::slider_min_scale_log2,
+                                                  fpscope::gui::slider_max_scale_log2));
         f.static_scale_log2 = exponent - 1;
+      }
+      if (!preview_scale.empty()) {
+        double value = 0;
+        const bool power = preview_scale.rfind("2^", 0) == 0;
+        int k = 0;
+        const auto result = power ? std::from_chars(preview_scale.data() + 2, preview_scale.data() + preview_scale.size(), k)
+                                  : std::from_chars(preview_scale.data(), preview_scale.data() + preview_scale.size(), value);
+        int exponent = 0;
+        const bool parsed = result.ec == std::errc{} && result.ptr == preview_scale.data() + preview_scale.size() &&
+                            (power || (value > 0 && std::frexp(value, &exponent) == 0.5));
+        if (!power) k = exponent - 1;
+        if (!parsed || k < fpscope::gui::slider_min_scale_log2 || k > fpscope::gui::slider_max_scale_log2)
+          throw std::invalid_argument(fmt::format("--preview-scale '{}' is not a power of two from 2^{} to 2^{}", fpscope::printable_text(preview_scale),
+                                                  fpscope::gui::slider_min_scale_log2, fpscope::gui::slider_max_scale_log2));
+        o.app.preview_scale_log2 = k;
       }
     } catch (const std::exception& e) {
       throw CLI::ValidationError(e.what());

@@ -21,6 +21,10 @@ inline constexpr Rgb flushed_bar{236, 84, 84};
 inline constexpr Rgb subnormal_bar{242, 182, 52};
 inline constexpr Rgb normal_bar{84, 204, 124};
 inline constexpr Rgb overflow_bar{194, 104, 234};
+// Exact zeros, and infinities and NaNs, beside the binades; the preview's outline.
+inline constexpr Rgb zero_bar{150, 160, 180};
+inline constexpr Rgb non_finite_bar{255, 110, 200};
+inline constexpr Rgb ghost_outline{236, 236, 255};  // not the text colour: the screenshot test finds it
 // Lines over the heatmap: the smallest subnormal, the smallest normal, the overflow threshold.
 inline constexpr Rgb min_subnormal_line{242, 182, 52};
 inline constexpr Rgb min_normal_line{84, 204, 124};

@@ -3,6 +3,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace fpscope::gui {
@@ -30,7 +31,7 @@ bool PlotFrame::hovered() const {
   return m.x >= min.x && m.x < max.x && m.y >= min.y && m.y < max.y;
 }
 
-void PlotFrame::axes(double x_step, std::string (*x_label)(double), int y_ticks, std::string (*y_label)(double)) const {
+void PlotFrame::axes(double x_step, std::string (*x_label)(double), int y_ticks, std::string (*y_label)(double), double x_tick_end) const {
   ImDrawList* draw = ImGui::GetWindowDrawList();
   const ImU32 axis = to_imgui(palette::axis_line);
   const ImU32 text = to_imgui(palette::label_text);
@@ -38,7 +39,7 @@ void PlotFrame::axes(double x_step, std::string (*x_label)(double), int y_ticks,
   if (x_step > 0) {
     const double first = std::ceil(x0 / x_step) * x_step;
     float last_label_end = -1e9f;
-    for (double x = first; x <= x1 + 1e-9; x += x_step) {
+    for (double x = first; x <= std::min(x1, x_tick_end) + 1e-9; x += x_step) {
       const float px = sx(x);
       draw->AddLine(ImVec2(px, max.y), ImVec2(px, max.y + 4), axis);
       const std::string label = x_label(x);

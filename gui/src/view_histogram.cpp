@@ -1,9 +1,11 @@
-// Histogram view: one tensor's exponent histogram at one step, over the target format's regions.
+// Histogram view: one tensor's exponent histogram at one step over the target format's regions, on
+// an x-axis fixed by the format (never by the data), with the loss-scale preview as a ghost.
 #include <fmt/core.h>
 #include <imgui.h>
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "app.hpp"
 #include "format_regions.hpp"
@@ -15,19 +17,36 @@ namespace fpscope::gui {
 
 namespace {
 
-void region_row(const char* name, Rgb colour, std::uint64_t predicted, const RangeReport& report, const std::string& exact) {
+// Binades shown around the format's range: the window depends on the format alone, so a scale
+// change moves the bars across fixed bands.
+constexpr int window_below_flush = 12;
+constexpr int window_above_overflow = 8;
+
+std::string share(std::uint64_t part, std::uint64_t whole) {
+  return whole == 0 ? std::string("-") : fmt::format("{:.2f}%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
+}
+
+// One row of the table: a region, the recorded values in it (of all values and of the nonzero
+// finite ones), the same at the preview scale, and what the run's cast did (exact counts).
+void region_row(const char* name, Rgb colour, const char* tip, std::uint64_t recorded, std::uint64_t previewed, const RangeReport& r,
+                const RangeReport& p, const std::string& exact, bool nonzero_share) {
   ImGui::TableNextRow();
   ImGui::TableNextColumn();
-  const ImVec2 p = ImGui::GetCursorScreenPos();
-  ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + 12, p.y + 12), to_imgui(colour));
+  const ImVec2 at = ImGui::GetCursorScreenPos();
+  ImGui::GetWindowDrawList()->AddRectFilled(at, ImVec2(at.x + 12, at.y + 12), to_imgui(colour));
   ImGui::Dummy(ImVec2(12, 12));
   ImGui::SameLine();
   ImGui::TextUnformatted(name);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tip);
   ImGui::TableNextColumn();
-  ImGui::Text("%llu", static_cast<unsigned long long>(predicted));
+  ImGui::Text("%llu", static_cast<unsigned long long>(recorded));
   ImGui::TableNextColumn();
-  const std::uint64_t base = report.nonzero_finite();
-  ImGui::Text("%.2f%%", base == 0 ? 0.0 : 100.0 * static_cast<double>(predicted) / static_cast<double>(base));
+  ImGui::TextUnformatted(share(recorded, r.total).c_str());
+  ImGui::TableNextColumn();
+  ImGui::TextUnformatted(nonzero_share ? share(recorded, r.nonzero_finite()).c_str() : "");
+  ImGui::TableNextColumn();
+  ImGui::TextUnformatted(nonzero_share ? fmt::format("{} ({} of nonzero)", share(previewed, p.total), share(previewed, p.nonzero_finite())).c_str()
+                                       : share(previewed, p.total).c_str());
   ImGui::TableNextColumn();
   ImGui::TextUnformatted(exact.c_str());
 }
@@ -38,7 +57,8 @@ void draw_histogram(App& app) {
   app.selection_controls();
   const Snapshot* snapshot = app.current_snapshot();
   if (snapshot == nullptr) {
-    ImGui::TextDisabled("No run yet: press Start on the left, or open a run log with fpscope-gui --follow run.jsonl.");
+    ImGui::TextDisabled(app.follower ? "Nothing recorded in the log yet: waiting for its first snapshot."
+                                     : "No run yet: press Start on the left.");
     return;
   }
   const TensorRecord* record = app.selected_record(*snapshot);
@@ -48,69 +68,132 @@ void draw_histogram(App& app) {
     return;
   }
   const Format f = app.target_format();
+  const char* format = target_format_names[app.format_index];
   const ExponentHistogram& h = record->histogram;
-  const RangeReport report = analyze_range(h, f, 0);
   const ScaleLog2 carried = scale_log2_of(record->scale);
-  ImGui::Text("%s %s at step %lld: %llu values, %llu zeros; the values carry a scale of 2^%d%s", record->name.c_str(),
+  // The one scale semantics: the preview's loss scale moves only what a loss scale multiplies.
+  const bool moves = loss_scale_multiplies(record->kind);
+  const int preview = app.preview_scale_log2();
+  const int shift = moves ? preview - carried.log2 : 0;
+  const RangeReport recorded = analyze_range(h, f, 0);
+  const RangeReport previewed = analyze_range(h, f, shift);
+  ImGui::Text("%s %s at step %lld: %llu values, carrying a scale of 2^%d%s", record->name.c_str(),
               std::string(tensor_kind_name(record->kind)).c_str(), static_cast<long long>(snapshot->step),
-              static_cast<unsigned long long>(h.total_count()), static_cast<unsigned long long>(h.zero_count()), carried.log2,
-              carried.exact ? "" : " (about)");
+              static_cast<unsigned long long>(h.total_count()), carried.log2, carried.exact ? "" : " (about)");
   if (record->captured == Capture::as_stored)
     ImGui::TextColored(to_imgui_vec4(palette::subnormal_bar),
                        "Captured as stored (already in the low-precision format): values its cast flushed are among the zeros.");
 
-  // The table: what the target format would do (binade granularity), and what the run's cast did.
-  const bool run_format = app.header.format == target_format_names[app.format_index];
-  if (ImGui::BeginTable("regions", 4, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_BordersInnerV)) {
+  const bool run_format = app.header.format == format;
+  const auto exact = [&](std::uint64_t CastCounts::*member) -> std::string {
+    if (!run_format) return "(run cast to " + app.header.format + ")";
+    return record->cast ? fmt::format("{}", (*record->cast).*member) : std::string("not recorded");
+  };
+  const FormatEdges edges = format_edges(f);
+  const std::string flushed_tip = fmt::format("Below 2^{}, half of {}'s smallest subnormal 2^{}: the cast rounds these to zero.",
+                                              edges.smallest_subnormal - 1, format, edges.smallest_subnormal);
+  const std::string subnormal_tip = fmt::format("2^{} .. 2^{}: kept as subnormals, with fewer significant bits the smaller they are.",
+                                                edges.smallest_subnormal - 1, edges.smallest_normal);
+  const std::string normal_tip = fmt::format("2^{} .. 2^{}: kept with {}'s full {} bits of precision.", edges.smallest_normal,
+                                             edges.overflow, format, f.mantissa_bits + 1);
+  const std::string overflow_tip = fmt::format("From 2^{} up, past {}'s largest finite value: the cast gives infinity (or saturates).",
+                                               edges.overflow, format);
+  if (ImGui::BeginTable("regions", 6, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_BordersInnerV)) {
     ImGui::TableSetupColumn("region");
     ImGui::TableSetupColumn("values");
-    ImGui::TableSetupColumn("% of nonzero");
+    ImGui::TableSetupColumn("of all");
+    ImGui::TableSetupColumn("of nonzero");
+    ImGui::TableSetupColumn(moves ? fmt::format("at 2^{} (preview)", preview).c_str() : "preview (not moved)");
     ImGui::TableSetupColumn(run_format ? "the run's cast (exact)" : "the run's cast");
     ImGui::TableHeadersRow();
-    auto exact = [&](std::uint64_t CastCounts::*member) -> std::string {
-      if (!record->cast || !run_format) return run_format ? "not recorded" : "(run cast to " + app.header.format + ")";
-      return fmt::format("{}", (*record->cast).*member);
-    };
-    region_row("flushed to zero", palette::flushed_bar, report.flushed_to_zero, report, exact(&CastCounts::flushed_to_zero));
-    region_row("subnormal", palette::subnormal_bar, report.subnormal, report, exact(&CastCounts::made_subnormal));
-    region_row("normal", palette::normal_bar, report.normal, report, "");
-    region_row("overflow", palette::overflow_bar, report.overflow, report, exact(&CastCounts::overflowed));
+    region_row("flushed to zero", palette::flushed_bar, flushed_tip.c_str(), recorded.flushed_to_zero, previewed.flushed_to_zero, recorded,
+               previewed, exact(&CastCounts::flushed_to_zero), true);
+    region_row("subnormal", palette::subnormal_bar, subnormal_tip.c_str(), recorded.subnormal, previewed.subnormal, recorded, previewed,
+               exact(&CastCounts::made_subnormal), true);
+    region_row("normal", palette::normal_bar, normal_tip.c_str(), recorded.normal, previewed.normal, recorded, previewed, "", true);
+    region_row("overflow", palette::overflow_bar, overflow_tip.c_str(), recorded.overflow, previewed.overflow, recorded, previewed,
+               exact(&CastCounts::overflowed), true);
+    region_row("zero", palette::zero_bar, "Exact zeros before the cast.", recorded.zero, previewed.zero, recorded, previewed, "", false);
+    region_row("inf / NaN", palette::non_finite_bar, "Infinities and NaNs before the cast: the step is skipped.", recorded.non_finite,
+               previewed.non_finite, recorded, previewed, "", false);
     ImGui::EndTable();
   }
 
   bool& log_counts = app.histogram.log_counts;
   ImGui::Checkbox("log counts", &log_counts);
   ImGui::SameLine();
-  ImGui::TextDisabled("bands: what %s does to each binade; bars: %s", target_format_names[app.format_index],
-                      record->captured == Capture::before_cast ? "the fp32 values before the cast" : "the values as stored");
+  ImGui::TextDisabled("bands: what %s does to each binade; bars: %s%s", format,
+                      record->captured == Capture::before_cast ? "the values before the cast" : "the values as stored",
+                      moves ? "; outline: the same values at the preview scale" : "; a loss scale does not move these values");
 
-  const int flush_edge = format_edges(f).smallest_subnormal - 1;  // the lowest binade the cast keeps
-  const bool any = h.finite_nonzero_count() > 0;
-  const int lo = std::min(any ? h.lowest_binade() : flush_edge, flush_edge) - 3;
-  const int hi = std::max(any ? h.highest_binade() : f.emax(), f.emax()) + 3;
+  // The window: the format's regions with a margin, then three columns for zero, inf and NaN,
+  // each a twentieth of the binades wide so that their labels never overlap.
+  const int lo = edges.smallest_subnormal - 1 - window_below_flush;
+  const int hi = edges.overflow + window_above_overflow;
+  const int special_width = std::max(1, (hi - lo + 1) / 20);
+  const int zero_x = hi + 2, inf_x = zero_x + special_width, nan_x = inf_x + special_width;
+  const std::uint64_t specials[] = {h.zero_count(), h.infinity_count(), h.nan_count()};
   std::uint64_t top = 1;
-  for (int b = lo; b <= hi; ++b) top = std::max(top, h.count(b));
+  for (int b = min_binade; b <= max_binade; ++b) top = std::max(top, h.count(b));
+  for (const std::uint64_t c : specials) top = std::max(top, c);
   auto height = [&](std::uint64_t c) { return log_counts ? std::log10(1.0 + static_cast<double>(c)) : static_cast<double>(c); };
-  const double y_top = height(top) * 1.05;
-  PlotFrame plot = PlotFrame::reserve(ImVec2(0, 0), lo, hi + 1, 0, y_top, "##histogram");
+  PlotFrame plot = PlotFrame::reserve(ImVec2(0, 0), lo, nan_x + special_width, 0, height(top) * 1.05, "##histogram");
+  app.histogram.geometry = {plot.min.x, plot.max.x, lo, nan_x + special_width};
   ImDrawList* draw = ImGui::GetWindowDrawList();
-  for (int b = lo; b <= hi; ++b) {
-    const BinadeRegion r = region_of_binade(f, b);
-    draw->AddRectFilled(ImVec2(std::floor(plot.sx(b)), plot.min.y), ImVec2(std::floor(plot.sx(b + 1)), plot.max.y), to_imgui(band_colour(r)));
-  }
-  for (int b = lo; b <= hi; ++b) {
+  for (int b = lo; b <= hi; ++b)
+    draw->AddRectFilled(ImVec2(std::floor(plot.sx(b)), plot.min.y), ImVec2(std::floor(plot.sx(b + 1)), plot.max.y),
+                        to_imgui(band_colour(region_of_binade(f, b))));
+  const auto bar = [&](double x, std::uint64_t c, Rgb colour, int width = 1) {
+    const float x0 = std::floor(plot.sx(x)) + 1, x1 = std::max(x0 + 1, std::floor(plot.sx(x + width)) - 1);
+    draw->AddRectFilled(ImVec2(x0, std::floor(plot.sy(height(c)))), ImVec2(x1, plot.max.y), to_imgui(colour));
+  };
+  // Values outside the window are drawn at its edges, with an arrow and their count.
+  std::uint64_t below = 0, above = 0;
+  for (int b = min_binade; b <= max_binade; ++b) {
     const std::uint64_t c = h.count(b);
     if (c == 0) continue;
-    const float x0 = std::floor(plot.sx(b)) + 1, x1 = std::max(x0 + 1, std::floor(plot.sx(b + 1)) - 1);
-    draw->AddRectFilled(ImVec2(x0, std::floor(plot.sy(height(c)))), ImVec2(x1, plot.max.y), to_imgui(bar_colour(region_of_binade(f, b))));
+    if (b < lo) below += c;
+    else if (b > hi) above += c;
+    else bar(b, c, bar_colour(region_of_binade(f, b)));
   }
+  const Rgb special_colours[] = {palette::zero_bar, palette::non_finite_bar, palette::non_finite_bar};
+  const int special_x[] = {zero_x, inf_x, nan_x};
+  const char* special_names[] = {"0", "inf", "NaN"};
+  for (int i = 0; i < 3; ++i) {
+    if (specials[i] > 0) bar(special_x[i], specials[i], special_colours[i], special_width);
+    const ImVec2 size = ImGui::CalcTextSize(special_names[i]);
+    draw->AddText(ImVec2((plot.sx(special_x[i]) + plot.sx(special_x[i] + special_width) - size.x) / 2, plot.min.y + 2), to_imgui(palette::label_text),
+                  special_names[i]);
+  }
+  if (below > 0) draw->AddText(ImVec2(plot.min.x + 4, plot.min.y + 18), to_imgui(palette::label_text), fmt::format("<- {} below", below).c_str());
+  if (above > 0) {
+    const std::string text = fmt::format("{} above ->", above);
+    draw->AddText(ImVec2(plot.sx(hi + 1) - 4 - ImGui::CalcTextSize(text.c_str()).x, plot.min.y + 18), to_imgui(palette::label_text), text.c_str());
+  }
+  // The ghost: the recorded bars moved to the preview scale, outlined.
+  if (moves && shift != 0)
+    for (int b = min_binade; b <= max_binade; ++b) {
+      const std::uint64_t c = h.count(b);
+      const int to = b + shift;
+      if (c == 0 || to < lo || to > hi) continue;
+      const float x0 = std::floor(plot.sx(to)) + 1, x1 = std::max(x0 + 1, std::floor(plot.sx(to + 1)) - 1);
+      draw->AddRect(ImVec2(x0, std::floor(plot.sy(height(c)))), ImVec2(x1, plot.max.y), to_imgui(palette::ghost_outline), 0.0f, 0, 2.0f);
+    }
   const int span = hi - lo + 1;
-  plot.axes(span > 120 ? 20 : span > 60 ? 10 : span > 30 ? 5 : 2, binade_label, 4,
-            log_counts ? +[](double y) { return fmt::format("{:.0f}", std::pow(10.0, y) - 1); } : plain_label);
+  plot.axes(span > 120 ? 20 : span > 60 ? 10 : 5, binade_label, 4,
+            log_counts ? +[](double y) { return fmt::format("{:.0f}", std::pow(10.0, y) - 1); } : plain_label, hi + 1);
   if (plot.hovered()) {
     const int b = static_cast<int>(std::floor(plot.data_x(ImGui::GetIO().MousePos.x)));
-    ImGui::SetTooltip("binade 2^%d: [2^%d, 2^%d)\n%llu values\n%s in %s", b, b, b + 1, static_cast<unsigned long long>(h.count(b)),
-                      std::string(region_name(region_of_binade(f, b))).c_str(), target_format_names[app.format_index]);
+    if (b >= zero_x && b < nan_x + special_width) {
+      const int i = (b - zero_x) / special_width;
+      ImGui::SetTooltip("%s: %llu values", special_names[i], static_cast<unsigned long long>(specials[i]));
+    } else if (b <= hi) {
+      const BinadeRegion r = region_of_binade(f, b);
+      ImGui::SetTooltip("binade 2^%d: [2^%d, 2^%d)\n%llu values recorded here%s\n%s in %s", b, b, b + 1,
+                        static_cast<unsigned long long>(h.count(b)),
+                        moves && shift != 0 ? fmt::format("\n{} would land here at 2^{}", h.count(b - shift), preview).c_str() : "",
+                        std::string(region_name(r)).c_str(), format);
+    }
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "app.hpp"
+#include "fpscope/analyzer/scale_semantics.hpp"
 #include "choice_combo.hpp"
 #include "fpscope/core/names.hpp"
 #include "plot_frame.hpp"
@@ -33,6 +34,40 @@ void state_swatch(Rgb colour) {
   ImGui::SameLine();
 }
 
+// The loss-scale slider, in every state: dragging previews (Histogram draws the ghost at once);
+// Apply, or dragging with "apply while dragging", sets a running session's static scale.
+void draw_scale_preview(App& app, TrainingSession* session, double run_scale) {
+  ImGui::Separator();
+  const int current = scale_log2_of(std::max(run_scale, 1e-300)).log2;
+  ImGui::Text("Loss scale: the run's is 2^%d", current);
+  int value = app.preview.scale_log2.value_or(current);
+  value = std::clamp(value, slider_min_scale_log2, slider_max_scale_log2);
+  ImGui::SetNextItemWidth(-1);
+  const bool dragged = ImGui::SliderInt("##scale", &value, slider_min_scale_log2, slider_max_scale_log2, "preview 2^%d");
+  if (dragged) {
+    app.preview.scale_log2 = value;
+    if (session != nullptr && app.preview.apply_while_dragging) session->set_static_scale(std::ldexp(1.0, value));
+  }
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("Drag to see the gradients at another loss scale (an outline over the bars in Histogram);\n"
+                      "Apply makes it the run's static scale.");
+  ImGui::BeginDisabled(session == nullptr || !app.preview.scale_log2);
+  if (ImGui::Button("Apply") && session != nullptr && app.preview.scale_log2) session->set_static_scale(std::ldexp(1.0, *app.preview.scale_log2));
+  ImGui::EndDisabled();
+  ImGui::SameLine();
+  ImGui::BeginDisabled(!app.preview.scale_log2);
+  if (ImGui::Button("Back to the run's")) app.preview.scale_log2.reset();
+  ImGui::EndDisabled();
+  ImGui::BeginDisabled(session == nullptr);
+  ImGui::Checkbox("apply while dragging", &app.preview.apply_while_dragging);
+  ImGui::EndDisabled();
+  if (session == nullptr) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped("A preview only: applying a scale needs a run training in this window.");
+    ImGui::PopStyleColor();
+  }
+}
+
 void draw_followed(App& app) {
   ImGui::TextUnformatted("Following a run log");
   ImGui::TextWrapped("%s", app.follower->path().c_str());
@@ -51,6 +86,8 @@ void draw_followed(App& app) {
   if (const Snapshot* s = app.current_snapshot())
     ImGui::Text("step %lld  loss %.5f  scale 2^%.0f%s", static_cast<long long>(s->step), s->loss, std::log2(s->loss_scale),
                 s->skipped ? "  skipped" : "");
+  const Snapshot* latest = app.snapshots.empty() ? nullptr : app.snapshots.back().get();
+  draw_scale_preview(app, nullptr, latest != nullptr ? latest->loss_scale : 1.0);
 }
 
 }  // namespace
@@ -84,12 +121,18 @@ void draw_training(App& app) {
     else if (status.state == TrainingStatus::State::running) session.pause();
   }
   ImGui::SameLine();
+  ImGui::BeginDisabled(!active);
+  if (ImGui::Button("Stop")) session.stop();  // finished: what was recorded stays
+  ImGui::EndDisabled();
+  ImGui::SameLine();
   if (ImGui::Button("Reset")) {
-    session.stop();
-    app.store.clear();
+    session.reset();  // idle, nothing recorded: the form takes effect at the next Start
     app.training_message.clear();
   }
 
+  if (status.state == TrainingStatus::State::idle)
+    ImGui::TextWrapped("Press Start: fp16 without loss scaling. Most activation gradients fall below fp16's range (red in "
+                       "Histogram); then drag the loss scale up and watch them move into the green.");
   state_swatch(state_colour(status.state));
   ImGui::Text("%s  step %lld", std::string(training_state_name(status.state)).c_str(), static_cast<long long>(status.step));
   ImGui::Text("loss %.5f   %.1f steps/s", status.loss, status.steps_per_second);
@@ -101,12 +144,7 @@ void draw_training(App& app) {
     ImGui::PopStyleColor();
   }
 
-  ImGui::Separator();
-  ImGui::TextUnformatted("Loss scale (applies now)");
-  int scale_log2 = static_cast<int>(std::lround(std::log2(std::max(1.0, status.loss_scale))));
-  scale_log2 = std::clamp(scale_log2, 0, slider_max_scale_log2);
-  ImGui::SetNextItemWidth(-1);
-  if (ImGui::SliderInt("##scale", &scale_log2, 0, slider_max_scale_log2, "2^%d") && active) session.set_static_scale(std::ldexp(1.0, scale_log2));
+  draw_scale_preview(app, active ? &session : nullptr, status.loss_scale);
   bool dynamic = status.dynamic_scaling;
   if (ImGui::Checkbox("dynamic (GradScaler's rule)", &dynamic) && active) {
     if (dynamic) session.set_dynamic_scaling();
@@ -143,6 +181,9 @@ void draw_training(App& app) {
   if (f.scaling == LossScalerConfig::Kind::fixed) ImGui::SliderInt("static scale", &f.static_scale_log2, 0, slider_max_scale_log2, "2^%d");
   ImGui::InputInt("batch", &f.batch);
   ImGui::InputFloat("learning rate", &f.learning_rate, 0, 0, "%g");
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("SGD: a step is learning rate x the gradient of the weighted loss, so 1024 with a\n"
+                      "loss weight of 2^-10 moves the weights as a rate of 1 on the plain loss would.");
   ImGui::SliderInt("loss weight", &f.loss_weight_log2, -16, 0, "2^%d");
   ImGui::InputInt("record every", &f.record_every);
   ImGui::InputInt("steps (0: run on)", &f.steps);

@@ -50,12 +50,7 @@ void draw_what_if(App& app) {
     return;
   }
   app.selection_controls();
-  const double recorded_log2 = std::log2(snapshot->loss_scale);
-  const int recorded = static_cast<int>(std::lround(recorded_log2));
-  if (!app.what_if.initialised) {
-    app.what_if.scale_log2 = recorded;
-    app.what_if.initialised = true;
-  }
+  const int recorded = app.recorded_scale_log2();
   bool& selected_only = app.what_if.selected_tensor_only;
   if (ImGui::RadioButton("every gradient at this step", !selected_only)) selected_only = false;
   ImGui::SameLine();
@@ -87,8 +82,10 @@ void draw_what_if(App& app) {
                         "scale can bring it back. Predictions below are for the values that remained.");
   ImGui::Text("recorded at step %lld with loss scale 2^%d", static_cast<long long>(snapshot->step), recorded);
   ImGui::SetNextItemWidth(400);
-  ImGui::SliderInt("hypothetical loss scale", &app.what_if.scale_log2, -20, 40, "2^%d");
-  const int hypothetical = app.what_if.scale_log2;
+  // The same preview as the Training panel's slider: one hypothetical scale across the views.
+  int hypothetical = app.preview_scale_log2();
+  if (ImGui::SliderInt("hypothetical loss scale", &hypothetical, slider_min_scale_log2, slider_max_scale_log2, "2^%d"))
+    app.preview.scale_log2 = hypothetical;
   const auto analyze_all = [&](Format f) {
     RangeReport total;
     for (const TensorSeries& s : series) {
@@ -148,14 +145,14 @@ void draw_what_if(App& app) {
                                                     app.session->status().state == TrainingStatus::State::paused);
   ImGui::BeginDisabled(!can_apply);
   // The session's scale stays within the slider's range.
-  const int applicable = std::clamp(recommended, 0, slider_max_scale_log2);
+  const int applicable = std::clamp(recommended, slider_min_scale_log2, slider_max_scale_log2);
   const std::string label = applicable == recommended
                                 ? fmt::format("Apply the recommended {} scale, 2^{}", target_format_names[app.format_index], recommended)
-                                : fmt::format("Apply 2^{} (the recommended {} scale 2^{} is outside 2^0..2^{})", applicable,
-                                              target_format_names[app.format_index], recommended, slider_max_scale_log2);
+                                : fmt::format("Apply 2^{} (the recommended {} scale 2^{} is outside 2^{}..2^{})", applicable,
+                                              target_format_names[app.format_index], recommended, slider_min_scale_log2, slider_max_scale_log2);
   if (ImGui::Button(label.c_str())) app.session->set_static_scale(std::ldexp(1.0, applicable));
   ImGui::SameLine();
-  const int slider_scale = std::clamp(app.what_if.scale_log2, 0, slider_max_scale_log2);
+  const int slider_scale = std::clamp(hypothetical, slider_min_scale_log2, slider_max_scale_log2);
   if (ImGui::Button(fmt::format("Apply 2^{}", slider_scale).c_str())) app.session->set_static_scale(std::ldexp(1.0, slider_scale));
   ImGui::EndDisabled();
   if (!can_apply) ImGui::TextDisabled("(applying needs a run training in this window)");

@@ -75,6 +75,30 @@ TEST_CASE("pause, single step and resume") {
   CHECK(session.status().step == at_pause);
   session.stop();
   CHECK(store.size() == static_cast<std::size_t>(at_pause));
+  // Stop ends the run: the app's state swatch says finished, not paused, and nothing steps on.
+  CHECK(session.status().state == TrainingStatus::State::finished);
+  CHECK(session.status().step == at_pause);
+  session.single_step();
+  session.resume();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(session.status().step == at_pause);
+}
+
+TEST_CASE("reset forgets the run: idle, the store empty, and a new run starts from step 0") {
+  RunStore store;
+  TrainingSession session(store);
+  session.start(small_settings(0));
+  CHECK(wait_until(session, TrainingStatus::State::running, 5).step >= 5);
+  session.reset();
+  CHECK(session.status().state == TrainingStatus::State::idle);
+  CHECK(session.status().step == 0);
+  CHECK(store.size() == 0);
+  CHECK(store.step_count() == 0);
+  session.start(small_settings(4));
+  const TrainingStatus again = wait_until(session, TrainingStatus::State::finished);
+  CHECK(again.step == 4);
+  CHECK(store.size() == 4);
+  CHECK(store.copy_since(0).front().step == 0);
 }
 
 TEST_CASE("the slider's static scale reaches the next steps, and dynamic scaling comes back") {

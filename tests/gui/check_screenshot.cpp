@@ -2,6 +2,7 @@
 // Usage: check_screenshot PNG VIEW. Prints each check with the pixel count it found.
 #include <stb_image.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -72,6 +73,22 @@ int main(int argc, char** argv) {
     expect(image, "band: overflow", palette::overflow_band, 2000);
     expect(image, "bars: flushed to zero", palette::flushed_bar, 2000);
     expect(image, "bars: subnormal", palette::subnormal_bar, 2000);
+  } else if (view == "histogram-ghost") {
+    // The preview's outline, and where it ends: the last line is "ghost x FIRST LAST", the columns
+    // holding the outline's colour, for the caller to compare between two preview scales.
+    expect(image, "preview outline", palette::ghost_outline, 300, 0);
+    int first = image.width, last = -1;
+    for (int y = 0; y < image.height; ++y)
+      for (int x = 0; x < image.width; ++x)
+        if (near(&image.rgb[(static_cast<std::size_t>(y) * image.width + x) * 3], palette::ghost_outline, 0)) {
+          first = std::min(first, x);
+          last = std::max(last, x);
+        }
+    std::printf("ghost x %d %d\n", first, last);
+  } else if (view == "histogram-specials") {
+    expect(image, "bar: exact zeros", palette::zero_bar, 2000);
+  } else if (view == "histogram-non-finite") {
+    expect(image, "bars: inf and NaN", palette::non_finite_bar, 5000);
   } else if (view == "heatmap") {
     std::vector<Rgb> ramp;
     for (int i = 1; i <= 4000; ++i) ramp.push_back(palette::heat(i / 4000.0));

@@ -66,6 +66,37 @@ else
   fail "follow of a good log (40 snapshots, no error swatch)"; cat "$work/follow.out"
 fi
 
+# The loss-scale preview moves the outline by whole binades: from 2^4 to 2^10 it moves six
+# binades' width (the width --report prints), to the pixel the plot's rounding allows.
+"$fpscope" train --model 16-32-10 --activation relu --precision fp16 --loss-scale none --steps 20 --batch 32 \
+  --out "$work/fp16.jsonl" >/dev/null 2>&1
+for k in 4 10; do
+  headless --follow "$work/fp16.jsonl" --frames 3 --view histogram --preview-scale "2^$k" --screenshot "$work/preview$k.png" \
+    --report >"$work/preview$k.out" 2>&1
+  "$check" "$work/preview$k.png" histogram-ghost >"$work/preview$k.check"
+done
+read -r _ _ first4 last4 < <(grep "^ghost x" "$work/preview4.check")
+read -r _ _ first10 last10 < <(grep "^ghost x" "$work/preview10.check")
+per_binade=$(sed -n 's/.*: \([0-9.]*\) px per binade; preview 2^10, recorded 2^0$/\1/p' "$work/preview10.out")
+if [[ -n "$per_binade" && -n "${last4:-}" && -n "${last10:-}" ]] &&
+   awk -v a="$((first10 - first4))" -v b="$((last10 - last4))" -v w="$per_binade" \
+     'BEGIN { d = 6 * w; exit !(a >= d - 1.5 && a <= d + 1.5 && b >= d - 1.5 && b <= d + 1.5) }'; then
+  ok
+else
+  fail "preview outline from 2^4 to 2^10: moved $((${first10:-0} - ${first4:-0})) and $((${last10:-0} - ${last4:-0})) px, $per_binade px per binade"
+  cat "$work/preview4.out" "$work/preview10.out" "$work/preview4.check" "$work/preview10.check"
+fi
+# ReLU's exact zeros are a bar of their own, beside the binades; a scale of 2^40 gives infinities and NaNs.
+"$fpscope" train --model 16-32-10 --activation relu --precision fp16 --loss-scale 1099511627776 --steps 4 --batch 32 \
+  --out "$work/blown.jsonl" >/dev/null 2>&1
+headless --follow "$work/blown.jsonl" --frames 3 --view histogram --screenshot "$work/blown.png" >/dev/null 2>&1
+if "$check" "$work/preview10.png" histogram-specials >/dev/null && ! "$check" "$work/preview10.png" histogram-non-finite >/dev/null &&
+   "$check" "$work/blown.png" histogram-non-finite >/dev/null; then
+  ok
+else
+  fail "zero and inf/NaN bars"; "$check" "$work/preview10.png" histogram-specials; "$check" "$work/blown.png" histogram-non-finite
+fi
+
 # Saving a followed run keeps its log byte for byte, fields fpscope does not know included.
 sed 's/"skipped":/"a_field_of_tomorrow":[1,"two"],"skipped":/' "$work/run.jsonl" >"$work/extended.jsonl"
 mkdir -p "$work/saved"

@@ -300,6 +300,8 @@ bad train-lr-inf 2 "--lr 'inf'" -- "$fpscope" train --lr inf --out never.jsonl
 bad train-lr-past-float 2 "--lr '1e40'" -- "$fpscope" train --lr 1e40 --out never.jsonl
 bad train-lr-zero 2 "--lr '0'" -- "$fpscope" train --lr 0 --out never.jsonl
 bad train-lr-nan 2 "--lr 'nan'" -- "$fpscope" train --lr nan --out never.jsonl
+bad train-loss-weight-negative 2 "--loss-weight '-1'" -- "$fpscope" train --loss-weight -1 --out never.jsonl
+bad train-loss-weight-zero 2 "--loss-weight '0'" -- "$fpscope" train --loss-weight 0 --out never.jsonl
 bad train-data 2 "imagenet" -- "$fpscope" train --data imagenet --out never.jsonl
 bad train-data-escape 2 '\x1b[1m' -- "$fpscope" train --data $'\e[1mimagenet' --out never.jsonl
 bad train-mnist-truncated 1 "truncated" -- "$fpscope" train --data mnist:mnist_short --model 16-8-3 --out never.jsonl
@@ -423,6 +425,10 @@ else fail "sigint: status $status, $(tail -c 200 interrupted.err)"; fi
 if [[ -n "$gui" ]]; then
   bad gui-view 2 "pie" -- "$gui" --view pie
   bad gui-scale 2 "3000" -- "$gui" --loss-scale 3000
+  bad gui-scale-past-slider 2 "2^-16 to 2^48" -- "$gui" --loss-scale 562949953421312
+  bad gui-preview-scale 2 "--preview-scale" -- "$gui" --preview-scale 2^x
+  bad gui-preview-scale-not-power 2 "not a power of two" -- "$gui" --preview-scale 3
+  bad gui-preview-scale-past-slider 2 "2^49' is not" -- "$gui" --preview-scale 2^49
   bad gui-precision 2 "fp12" -- "$gui" --precision fp12
   bad gui-screenshot-alone 2 "--frames" -- "$gui" --screenshot x.png
   bad gui-export-alone 2 "--frames" -- "$gui" --export folder

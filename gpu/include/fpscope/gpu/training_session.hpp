@@ -52,7 +52,8 @@ class TrainingSession {
   // Throws std::invalid_argument / IdxError (on the caller's thread) for bad settings or data;
   // the running session, if any, is stopped first.
   void start(const TrainingSettings& settings);
-  void stop();  // ends the run; the store keeps what was recorded
+  void stop();   // ends the run (state: finished); the store keeps what was recorded
+  void reset();  // ends the run and forgets it: state idle, the store cleared
 
   // Commands, drained by the training thread between steps.
   void pause();
