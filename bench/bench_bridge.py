@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The PyTorch bridge's cost beside the training it observes, in the same run: one training step of
 a small GPT-style transformer (~1M parameters, CPU) without fpscope, recording every step,
-recording every 10 steps, and every 10 with the fp32 shadow. Medians over interleaved
-repetitions; prints the ratios.
+recording every 10 steps, and every 10 with the fp32 shadow. Medians over 9 interleaved
+repetitions of 20 steps (each configuration measured between the others, so a slow minute on a
+shared machine touches all of them); prints the ratios and each configuration's spread.
 
     /usr/bin/python3 bench/bench_bridge.py            # Debian's torch
     ~/.cache/fpscope/venv-torch/bin/python bench/bench_bridge.py   # torch 2.x (scripts/test-torch makes it)
@@ -36,6 +37,9 @@ class TinyGPT(torch.nn.Module):
         return self.norm(h) @ self.embed.weight.t()
 
 
+REPETITIONS, STEPS = 9, 20
+
+
 def main():
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -64,12 +68,12 @@ def main():
                  "every 10, fp32 shadow": []}
         for _ in range(3):
             train_step(None)  # warm-up
-        for repetition in range(5):
+        for repetition in range(REPETITIONS):
             for name in times:
                 every = 1 if name == "recording every step" else 10
                 shadow = "shadow" in name
                 recorder = None if name == "without fpscope" else fpscope_torch.Recorder(model, os.path.join(d, f"r{repetition}.jsonl"), every=every)
-                steps = 10
+                steps = STEPS
                 start = time.perf_counter()
                 for _ in range(steps):
                     train_step(recorder, shadow)
@@ -77,10 +81,10 @@ def main():
                 if recorder is not None:
                     recorder.close()
     base = statistics.median(times["without fpscope"])
-    print(f"torch {torch.__version__}, {parameters} parameters, batch 16 x 64 tokens, one CPU thread; medians of 5 x 10 steps")
+    print(f"torch {torch.__version__}, {parameters} parameters, batch 16 x 64 tokens, one CPU thread; medians of {REPETITIONS} x {STEPS} steps")
     for name, samples in times.items():
         m = statistics.median(samples)
-        print(f"{name:<26} {1000 * m:8.2f} ms/step   {m / base:5.2f}x")
+        print(f"{name:<26} {1000 * m:8.2f} ms/step   {m / base:5.2f}x   (repetitions {1000 * min(samples):.1f} .. {1000 * max(samples):.1f} ms)")
 
 
 if __name__ == "__main__":

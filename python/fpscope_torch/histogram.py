@@ -1,4 +1,11 @@
-"""Exponent histograms of tensors on their own device: one bincount over the float32 exponent field."""
+"""Exponent histograms of tensors on their own device: one bincount over the float32 exponent field.
+
+A recorded step histograms every activation and gradient of the model, a few hundred tensors, so
+the work per tensor is kept to what must touch the data (one shift, one bincount, a zero count only
+where field 0 holds values) and everything small -- laying out the 280 slots, summing repeated
+calls, reading counts back -- is done once per step for all tensors together (`assemble`)."""
+
+from itertools import compress
 
 import torch
 
@@ -7,30 +14,46 @@ MAX_BINADE = 127
 SLOTS = MAX_BINADE - MIN_BINADE + 1  # 277 binades, then zero, inf, nan
 ZERO, INF, NAN = SLOTS, SLOTS + 1, SLOTS + 2
 COUNTS = SLOTS + 3
+_FIRST_NORMAL_SLOT = 1 - 127 - MIN_BINADE  # exponent field f is binade f - 127
+_EXACT_FLOAT_SUM = 2 ** 24  # a float32 sum of at most 2^24 ones is exact in any order
 
 
-def exponent_histogram(tensor):
-    """Counts of |x| per binade floor(log2|x|), -149..127, then zeros, infinities and NaNs: a
-    length-280 int64 tensor on the tensor's device. Other dtypes are rounded to float32 first, the
-    histogram's range: float64 values beyond it count as infinities or zeros, as float32 holds them.
+class Partial:
+    """One tensor's histogram before it is laid out: counts per 8-bit exponent field (a tensor on
+    the tensor's device), the number of zeros, and the counts of the rare values (subnormals,
+    infinities, NaNs) as a COUNTS-long tensor where there were any."""
 
-    One bincount over the 8-bit exponent field does the normal numbers (a normal binade is the
-    field - 127) and count_nonzero the zeros; only where subnormals, infinities or NaNs are there
-    (rare) are they taken apart, from a masked copy of just them."""
+    __slots__ = ("by_field", "zeros", "rare")
+
+    def __init__(self, by_field, zeros, rare):
+        self.by_field, self.zeros, self.rare = by_field, zeros, rare
+
+
+def _nonzero_count(x):
+    """Elements of x (no NaN among them) that are not +-0. sign(|x|) is 1 or 0 (a subnormal's
+    sign is 1), and a float32 sum of up to 2^24 ones is exact: a fast pass for the usual sizes;
+    larger tensors take the integer path."""
+    if x.numel() <= _EXACT_FLOAT_SUM:
+        return int(x.abs().sign_().sum())
+    return int(torch.count_nonzero(x))
+
+
+def partial_histogram(tensor):
+    """The work on the data for one tensor (see exponent_histogram); lay it out with assemble."""
     x = tensor.detach().reshape(-1)
     if x.dtype != torch.float32:
         x = x.float()
     bits = x.view(torch.int32)
     field = (bits >> 23).to(torch.uint8)  # the low 8 bits: the sign falls off
     by_field = torch.bincount(field, minlength=256)
-    counts = torch.zeros(COUNTS, dtype=torch.int64, device=x.device)
-    counts[1 - 127 - MIN_BINADE:255 - 127 - MIN_BINADE] = by_field[1:255]  # field f: binade f - 127
     # Field 0 holds the zeros and the subnormals, field 255 the infinities and NaNs: each is looked
     # at only when there is something in it (weights and most gradients have neither).
-    in_field_0 = int(by_field[0])
-    zeros = x.numel() - int(torch.count_nonzero(x)) if in_field_0 > 0 else 0  # -0.0 is zero too; NaN is not
-    counts[ZERO] = zeros
-    if in_field_0 - zeros + int(by_field[255]) > 0:
+    in_field_0, in_field_255 = by_field[::255].tolist()
+    zeros = 0
+    if in_field_0 > 0:
+        zeros = x.numel() - (_nonzero_count(x) if in_field_255 == 0 else int(torch.count_nonzero(x)))  # -0.0 is zero; NaN is not
+    rare = None
+    if in_field_0 - zeros + in_field_255 > 0:
         magnitude = bits & 0x7FFFFFFF
         picked = magnitude[((field == 0) & (magnitude != 0)) | (field == 255)]
         mantissa = picked & 0x7FFFFF
@@ -39,14 +62,42 @@ def exponent_histogram(tensor):
         top_bit = (mantissa.float().view(torch.int32) >> 23) - 127
         infinity_or_nan = torch.where(mantissa == 0, torch.full_like(top_bit, INF), torch.full_like(top_bit, NAN))
         slot = torch.where((picked >> 23) == 0, top_bit, infinity_or_nan)
-        counts += torch.bincount(slot.long(), minlength=COUNTS)
+        rare = torch.bincount(slot.long(), minlength=COUNTS)
+    return Partial(by_field, zeros, rare)
+
+
+def assemble(partials):
+    """The histograms of many tensors as one (len(partials), COUNTS) int64 tensor, in a handful of
+    operations whatever their number."""
+    if not partials:
+        return torch.zeros((0, COUNTS), dtype=torch.int64)
+    device = partials[0].by_field.device
+    fields = torch.stack([p.by_field.to(device) for p in partials])
+    counts = torch.zeros((len(partials), COUNTS), dtype=torch.int64, device=device)
+    counts[:, _FIRST_NORMAL_SLOT:_FIRST_NORMAL_SLOT + 254] = fields[:, 1:255]
+    counts[:, ZERO] = torch.tensor([p.zeros for p in partials], dtype=torch.int64, device=device)
+    rare = [(i, p.rare) for i, p in enumerate(partials) if p.rare is not None]
+    if rare:
+        counts[[i for i, _ in rare]] += torch.stack([r.to(device) for _, r in rare])
     return counts
+
+
+def exponent_histogram(tensor):
+    """Counts of |x| per binade floor(log2|x|), -149..127, then zeros, infinities and NaNs: a
+    length-280 int64 tensor on the tensor's device. Other dtypes are rounded to float32 first, the
+    histogram's range: float64 values beyond it count as infinities or zeros, as float32 holds them.
+
+    One bincount over the 8-bit exponent field does the normal numbers (a normal binade is the
+    field - 127); only where field 0 holds values are the zeros counted, and only where
+    subnormals, infinities or NaNs are there (rare) are they taken apart, from a masked copy of
+    just them."""
+    return assemble([partial_histogram(tensor)])[0]
 
 
 def tensor_record(name, kind, counts, scale=1.0, captured="before_cast"):
     """A run-log tensor record (schema 2) from a histogram's counts."""
     counts = counts.tolist() if torch.is_tensor(counts) else list(counts)
-    bins = [[MIN_BINADE + i, c] for i, c in enumerate(counts[:SLOTS]) if c]
+    bins = [[MIN_BINADE + i, counts[i]] for i in compress(range(SLOTS), counts[:SLOTS])]  # the nonzero slots
     return {"name": name, "kind": kind, "bins": bins, "zero": counts[ZERO], "inf": counts[INF], "nan": counts[NAN],
             "scale": float(scale), "captured": captured}
 

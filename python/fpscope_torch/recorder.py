@@ -4,10 +4,11 @@ import json
 import math
 import os
 import uuid
+import weakref
 
 import torch
 
-from .histogram import COUNTS, captured_of, exponent_histogram, tensor_record
+from .histogram import COUNTS, assemble, captured_of, partial_histogram, tensor_record
 
 SCHEMA_VERSION = 2
 _SHARDED = ("activation", "activation_gradient")  # each rank computes its own; summed across ranks
@@ -78,7 +79,8 @@ class Recorder:
         self._distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
         self._rank = torch.distributed.get_rank() if self._distributed else 0
         self._hooks = []            # removed at the end of each recorded step
-        self._pending = {}          # (name, kind) -> [counts, scale, captured], for the step recorded
+        self._pending = {}          # (name, kind) -> [[Partial, ...], scale, captured], for the step recorded
+        self._seen = {}             # id(tensor) -> (weakref, version, Partial): this step's histograms by tensor
         self._calls = {}            # module label -> calls so far in this step
         self._shadowing = False     # inside shadow(): records go to "<name> (fp32 shadow)"
         self._shadow_calls = {}
@@ -181,12 +183,26 @@ class Recorder:
     def _add(self, name, kind, tensor, scale, replace=False):
         if kind not in self.kinds:
             return
-        counts = exponent_histogram(tensor)
+        partial = self._histogram_of(tensor)
         key = (name, kind)
         if key in self._pending and not replace:
-            self._pending[key][0] = self._pending[key][0] + counts
+            self._pending[key][0].append(partial)  # summed when the step is written
         else:
-            self._pending[key] = [counts, scale, captured_of(tensor)]
+            self._pending[key] = [[partial], scale, captured_of(tensor)]
+
+    def _histogram_of(self, tensor):
+        """A tensor's partial histogram, computed once per step: a module that returns its input
+        unchanged (dropout with p = 0, an identity) hands the same tensor to two records, and its
+        gradient node the same gradient. Same object, same version counter: same values."""
+        seen = self._seen.get(id(tensor))
+        if seen is not None and seen[0]() is tensor and seen[1] == tensor._version:
+            return seen[2]
+        partial = partial_histogram(tensor)
+        try:
+            self._seen[id(tensor)] = (weakref.ref(tensor), tensor._version, partial)
+        except TypeError:
+            pass  # a tensor subclass without weak references is simply not remembered
+        return partial
 
     def _shadow_name(self, name):
         return f"{name} (fp32 shadow)" if self._shadowing else name
@@ -288,16 +304,32 @@ class Recorder:
             line["tensors"] = tensors
         return line
 
+    def _laid_out(self, pending):
+        """The step's partial histograms as (name, kind) -> [counts, scale, captured], counts a
+        COUNTS-long tensor: all of them laid out together, repeated calls summed."""
+        keys = list(pending)
+        partials = [p for key in keys for p in pending[key][0]]
+        matrix = assemble(partials)
+        laid_out, row = {}, 0
+        for key in keys:
+            n = len(pending[key][0])
+            counts = matrix[row] if n == 1 else matrix[row:row + n].sum(dim=0)
+            row += n
+            laid_out[key] = [counts, pending[key][1], pending[key][2]]
+        return laid_out
+
     def _write_recorded(self):
-        pending = self._reduce(self._pending)
-        self._pending = {}
+        pending = self._reduce(self._laid_out(self._pending))
+        self._pending, self._seen = {}, {}
         records, current = self._steps[:-1], self._steps[-1]
         self._steps = []
         if self._rank != 0:
             return
         lines = [self._step_line(r) for r in records]
+        ordered = sorted(pending.items())
+        all_counts = torch.stack([counts for _, (counts, _, _) in ordered]).tolist() if ordered else []  # one read-back
         tensors = [tensor_record(name, kind, counts, scale if not torch.is_tensor(scale) else float(scale), captured)
-                   for (name, kind), (counts, scale, captured) in sorted(pending.items())]
+                   for ((name, kind), (_, scale, captured)), counts in zip(ordered, all_counts)]
         lines.append(self._step_line(current, tensors))
         self._file.write("".join(json.dumps(line) + "\n" for line in lines))
         self._file.flush()

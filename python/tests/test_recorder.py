@@ -308,6 +308,7 @@ class RecorderTest(unittest.TestCase):
                 self.lstm = torch.nn.LSTM(8, 8, batch_first=True)
                 self.norm = torch.nn.BatchNorm1d(8)
                 self.conv = torch.nn.Conv1d(8, 8, 3, padding=1)
+                self.drop = torch.nn.Dropout(0.0)  # returns its input tensor itself
                 self.block = Block()
                 self.head = torch.nn.Linear(8, 10, bias=False)
                 self.head.weight = self.embed.weight  # tied
@@ -316,7 +317,7 @@ class RecorderTest(unittest.TestCase):
                 h = self.embed(tokens)
                 h, _ = self.attn(h, h, h)
                 h, _ = self.lstm(h)
-                h = self.block(self.block(h))  # one block, called twice
+                h = self.block(self.block(self.drop(h)))  # one block, called twice
                 h = torch.relu(self.conv(self.norm(h.transpose(1, 2)))).transpose(1, 2)
                 return self.head(h)
 
@@ -352,6 +353,14 @@ class RecorderTest(unittest.TestCase):
             act = records[("block.fc", "activation")]
             self.assertEqual(sum(c for _, c in act["bins"]) + act["zero"], 4 * 5 * 8)
             self.assertIn(("embed.weight", "weight_gradient"), records)  # tied: one parameter, one record
+            # A histogram is computed once per tensor and step, but an in-place op makes it another:
+            # fc's output has no zeros, the ReLU that overwrote it half of them.
+            self.assertEqual(act["zero"], 0)
+            self.assertGreater(records[("block.act", "activation")]["zero"], 0)
+            # The identity's output is lstm's output tensor: the same histograms, values and gradients.
+            for kind in ("activation", "activation_gradient"):
+                self.assertEqual(records[("drop", kind)]["bins"], records[("lstm[0]", kind)]["bins"])
+                self.assertTrue(records[("drop", kind)]["bins"])
 
     def test_append_goes_on_with_the_same_log(self):
         with tempfile.TemporaryDirectory() as d:
