@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # fpscope-gui's responsiveness under Xvfb (software GL), with its baselines in the same run:
-#  1. median frame time of every view while following a run log of 10,000 steps x 8 tensors;
-#  2. training throughput with the app open vs headless `fpscope train`, same settings.
+#  1. frame times (median, p95) and peak memory of every view after following run logs of
+#     10,000 and 100,000 steps x 8 tensors (the log is read on its own thread; long runs are
+#     thinned to the app's snapshot budget);
+#  2. CPU use of an idle window (a followed log that has stopped growing), against one core;
+#  3. training throughput with the app open vs headless `fpscope train`, same settings.
 # Usage: bench/gui_responsiveness.sh BUILD_DIR
 set -euo pipefail
 build="${1:-build}"
@@ -11,12 +14,31 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 headless() { xvfb-run -a -s "-screen 0 1600x1000x24" "$gui" "$@"; }
 
-"$fpscope" train --model 64-64-10 --steps 10000 --batch 32 --out "$work/big.jsonl" >/dev/null 2>&1
-echo "frame times, following 10,000 steps x 8 tensors (64-64-10: 2 layers x 4 kinds), 300 frames each:"
-for view in histogram heatmap curves what-if inspector export; do
-  printf '  %-10s ' "$view"
-  headless --follow "$work/big.jsonl" --frames 300 --view "$view" --report 2>/dev/null | sed -E 's/ +snapshots.*//'
+for steps in 10000 100000; do
+  "$fpscope" train --model 64-64-10 --steps "$steps" --batch 32 --out "$work/big.jsonl" >/dev/null 2>&1
+  echo "following $steps steps x 8 tensors (64-64-10: 2 layers x 4 kinds), 300 frames each:"
+  for view in histogram heatmap curves what-if inspector export; do
+    printf '  %-10s ' "$view"
+    headless --follow "$work/big.jsonl" --frames 300 --view "$view" --report 2>/dev/null |
+      awk '/^frames/ { sub(/ +snapshots.*/, ""); frames = $0 } /^memory/ { sub(/^memory: /, ""); memory = $0 } END { print frames "; " memory }'
+  done
 done
+
+# Idle: the window stays open on the followed log (no --frames); after it has read the log and
+# settled, CPU time over 10 s, from /proc (clock ticks; 100% = one core).
+idle_cpu() {
+  "$gui" --follow "$work/big.jsonl" --view histogram >/dev/null 2>&1 &
+  local pid=$! hz; hz=$(getconf CLK_TCK)
+  sleep 20
+  local t0; t0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+  sleep 10
+  local t1; t1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  awk -v t="$((t1 - t0))" -v hz="$hz" 'BEGIN { printf "idle window (100,000-step log read, nothing changing): %.1f%% of one core over 10 s\n", 100 * t / hz / 10 }'
+}
+export -f idle_cpu
+export gui work
+xvfb-run -a -s "-screen 0 1600x1000x24" bash -c idle_cpu
 
 settings=(--model 784-256-256-10 --activation relu --precision fp16 --loss-scale dynamic --steps 400 --batch 128 --lr 0.01 --seed 1)
 rate_cli() { "$fpscope" train "${settings[@]}" "$@" 2>&1 | tr '\r' '\n' | grep -Eo '[0-9.]+ steps/s' | tail -1 | cut -d' ' -f1; }

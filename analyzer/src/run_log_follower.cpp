@@ -27,6 +27,7 @@ void RunLogFollower::start_over() {
 }
 
 std::size_t RunLogFollower::poll() {
+  caught_up_ = true;
   struct stat info {};
   if (::stat(path_.c_str(), &info) != 0) {
     error_ = "cannot read " + path_.string() + ": " + std::strerror(errno) + " (waiting for it)";
@@ -59,6 +60,7 @@ std::size_t RunLogFollower::poll() {
   in.seekg(static_cast<std::streamoff>(offset_));
   // At most one window per poll, so that a huge log loads over several frames.
   const std::uint64_t want = std::min<std::uint64_t>(size - offset_, window_bytes_);
+  caught_up_ = want == size - offset_;
   std::vector<char> buffer(want);
   in.read(buffer.data(), static_cast<std::streamsize>(want));
   const auto got = static_cast<std::size_t>(in.gcount());

@@ -35,8 +35,9 @@ std::optional<View> parse_view(std::string_view name) {
 
 App::App(const AppOptions& options) : view(options.view), form(options.form) {
   preview.scale_log2 = options.preview_scale_log2;
+  store.set_memory_budget(snapshot_memory_budget);
   if (!options.follow.empty()) {
-    follower = std::make_unique<RunLogFollower>(options.follow, store);
+    follower = std::make_unique<FollowThread>(options.follow, store, follow_window_bytes);
   } else {
     session = std::make_unique<TrainingSession>(store);
   }
@@ -100,23 +101,27 @@ void App::save_baseline_if_fp32() {
 void App::update(double now_seconds) {
   now = now_seconds;
   if (follower) {
-    follower->poll();
-    followed_once_ = true;
-    if (follower->error() != follow_error) {
-      follow_error = follower->error();
+    if (std::string error = follower->error(); error != follow_error) {
+      follow_error = std::move(error);
       if (!follow_error.empty()) std::fprintf(stderr, "fpscope-gui: %s\n", printable_text(follow_error, 4096).c_str());
     }
   }
   const std::uint64_t previous_generation = store_generation_seen_;
-  RunStore::Update update = store.update_since(previous_generation, snapshots.size(), steps.size());
+  RunStore::Update update = store.update_since(previous_generation, snapshots.size(), steps.size(), store_layout_seen_);
+  std::int64_t selected_step = -1;  // kept across thinning by its step number
   if (update.generation != previous_generation) {
     snapshots.clear();
     steps.clear();
     tensor_names.clear();
     step_index = -1;
     ++data_version;
+  } else if (update.layout != store_layout_seen_) {
+    if (step_index >= 0) selected_step = snapshots[static_cast<std::size_t>(step_index)]->step;
+    snapshots.clear();  // the store thinned old snapshots: take its list whole
+    ++data_version;
   }
   store_generation_seen_ = update.generation;
+  store_layout_seen_ = update.layout;
   header = std::move(update.header);
   growing = !update.snapshots.empty();
   steps.insert(steps.end(), update.steps.begin(), update.steps.end());
@@ -127,6 +132,11 @@ void App::update(double now_seconds) {
     }
     snapshots.insert(snapshots.end(), update.snapshots.begin(), update.snapshots.end());
     ++data_version;
+  }
+  if (selected_step >= 0) {  // the step shown, or the nearest kept one before it
+    const auto at = std::upper_bound(snapshots.begin(), snapshots.end(), selected_step,
+                                     [](std::int64_t step, const auto& s) { return step < s->step; });
+    step_index = at == snapshots.begin() ? 0 : static_cast<int>(at - snapshots.begin()) - 1;
   }
   if (tensor_index >= static_cast<int>(tensor_names.size())) tensor_index = 0;
   if (step_index >= static_cast<int>(snapshots.size())) step_index = -1;
@@ -143,7 +153,7 @@ void App::update(double now_seconds) {
 }
 
 bool App::settled() const {
-  if (follower) return followed_once_ && store.size() == snapshots.size();
+  if (follower) return follower->polls() > 0 && follower->caught_up() && store.size() == snapshots.size();
   if (demo_stage_ >= 0 && demo_stage_ < 2) return false;
   if (session) {
     const auto state = session->status().state;
@@ -204,6 +214,14 @@ void App::selection_controls() {
     if (ImGui::Checkbox("latest", &follow_latest)) step_index = follow_latest ? -1 : static_cast<int>(snapshots.size()) - 1;
     ImGui::SameLine();
     int index = static_cast<int>(current_index());
+    const std::int64_t shown_step = snapshots[static_cast<std::size_t>(index)]->step;
+    bool pinned = store.pinned(shown_step);
+    if (ImGui::Checkbox("pin", &pinned)) pinned ? store.pin(shown_step) : store.unpin(shown_step);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("Keep this step exactly as recorded. Long runs thin their old snapshots to stay within %zu MiB\n"
+                        "(every other one, again and again; the newest and the pinned stay): %llu thinned so far.",
+                        snapshot_memory_budget >> 20, static_cast<unsigned long long>(store.thinned_snapshots()));
+    ImGui::SameLine();
     ImGui::SetNextItemWidth(-1);
     const std::string label = fmt::format("step {}", snapshots[static_cast<std::size_t>(index)]->step);
     if (ImGui::SliderInt("##step", &index, 0, static_cast<int>(snapshots.size()) - 1, label.c_str())) step_index = index;

@@ -3,6 +3,7 @@
 // ImGui; the app copies what is new once per frame and draws from its copy.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <memory>
@@ -11,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fpscope/analyzer/run_log_follower.hpp"
+#include "follow_thread.hpp"
 #include "fpscope/snapshot/output_file.hpp"
 #include "fpscope/snapshot/run_store.hpp"
 #include "fpscope/core/format.hpp"
@@ -29,6 +30,14 @@ std::optional<View> parse_view(std::string_view name);
 inline constexpr Format target_formats[] = {formats::fp16, formats::bf16, formats::e4m3, formats::e5m2};
 inline constexpr const char* target_format_names[] = {"fp16", "bf16", "e4m3", "e5m2"};
 inline constexpr int target_format_count = static_cast<int>(std::size(target_formats));
+
+// The snapshots the app keeps in memory: past this, old ones are thinned (RunStore). The app's
+// peak is about 1.5x this (snapshots thinned while the follower reads are freed at the next
+// frame) plus what one poll reads plus ~100 MB of window, fonts and GL: under 500 MB however long
+// a run goes (bench/gui_responsiveness.sh measures it at 100,000 steps).
+inline constexpr std::size_t snapshot_memory_budget = std::size_t{192} << 20;
+// A followed log is read at most this much per frame (and no line may be longer).
+inline constexpr std::uint64_t follow_window_bytes = std::uint64_t{8} << 20;
 
 // The loss-scale slider: 2^min .. 2^max, wide enough for what runs reach and what the advice says
 // (a dynamic scaler passes 2^31 on the demo; fp16 advice reaches 2^36); a static scale given on
@@ -128,7 +137,7 @@ class App {
   // --- the run, as of this frame ---
   RunStore store;
   std::unique_ptr<TrainingSession> session;
-  std::unique_ptr<RunLogFollower> follower;
+  std::unique_ptr<FollowThread> follower;  // reads on its own thread
   std::string follow_error;  // shown in the window; also printed once to stderr
   RunHeader header;
   std::vector<std::shared_ptr<const Snapshot>> snapshots;
@@ -174,9 +183,9 @@ class App {
  private:
   void save_baseline_if_fp32();
   std::uint64_t store_generation_seen_ = ~0ull;
+  std::uint64_t store_layout_seen_ = 0;
   bool requested_tab_ = true;  // select `view`'s tab on the first frame
   int demo_stage_ = -1;  // -1 no demo; 0 fp32 baseline running; 1 fp16 running; 2 done
-  bool followed_once_ = false;
 };
 
 // One function per view, one file each.

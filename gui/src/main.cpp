@@ -29,6 +29,28 @@ namespace {
 std::string glfw_error_text;
 void on_glfw_error(int, const char* description) { glfw_error_text = description; }
 
+// Input the window received since the last frame. Installed before ImGui's callbacks, which call
+// these first ("chain"), so ImGui sees every event as before.
+bool input_arrived = true;
+void note_input() { input_arrived = true; }
+void install_input_callbacks(GLFWwindow* window) {
+  glfwSetCursorPosCallback(window, [](GLFWwindow*, double, double) { note_input(); });
+  glfwSetMouseButtonCallback(window, [](GLFWwindow*, int, int, int) { note_input(); });
+  glfwSetScrollCallback(window, [](GLFWwindow*, double, double) { note_input(); });
+  glfwSetKeyCallback(window, [](GLFWwindow*, int, int, int, int) { note_input(); });
+  glfwSetCharCallback(window, [](GLFWwindow*, unsigned) { note_input(); });
+  glfwSetWindowFocusCallback(window, [](GLFWwindow*, int) { note_input(); });
+  glfwSetCursorEnterCallback(window, [](GLFWwindow*, int) { note_input(); });
+  glfwSetWindowRefreshCallback(window, [](GLFWwindow*) { note_input(); });
+  glfwSetFramebufferSizeCallback(window, [](GLFWwindow*, int, int) { note_input(); });
+}
+
+// When nothing changes, nothing is drawn: the loop sleeps in glfwWaitEventsTimeout, waking for
+// input, and every poll interval to look for new data (a followed log, a paused session's status).
+// After input it draws at full rate for a moment, for ImGui's hover and click feedback.
+constexpr double idle_poll_seconds = 0.25;
+constexpr double active_after_input_seconds = 0.75;
+
 struct Options {
   fpscope::gui::AppOptions app;
   std::string view = "histogram";
@@ -39,6 +61,18 @@ struct Options {
   bool report = false;
   double settle_timeout = 300;
 };
+
+// The process's peak resident memory in MiB (Linux: VmHWM in /proc/self/status); 0 where unknown.
+double peak_memory_mib() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  double kib = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr)
+    if (std::sscanf(line, "VmHWM: %lf kB", &kib) == 1) break;
+  std::fclose(f);
+  return kib / 1024.0;
+}
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -67,6 +101,7 @@ int run(const Options& o) {
   ImGui::CreateContext();
   ImGui::GetIO().IniFilename = nullptr;  // the layout is fixed; leave no imgui.ini behind
   ImGui::StyleColorsDark();
+  install_input_callbacks(window);
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
 
@@ -80,10 +115,31 @@ int run(const Options& o) {
     std::vector<double> frame_ms;
     // 60 frames a second; 30 while a run trains in this process, so that the training thread keeps
     // its core (2-core machines: software GL's rasterizer threads compete with it).
+    double active_until = 0;
+    std::uint64_t drawn_version = ~0ull;
+    fpscope::TrainingStatus drawn_status;
+    bool drawn_once = false;
     while (!glfwWindowShouldClose(window)) {
+      const bool running = app.session && app.session->status().state == fpscope::TrainingStatus::State::running;
+      if (headless || running || seconds_since(start) < active_until) {
+        glfwPollEvents();
+      } else {
+        glfwWaitEventsTimeout(idle_poll_seconds);
+      }
       const auto frame_start = std::chrono::steady_clock::now();
-      glfwPollEvents();
+      if (input_arrived) active_until = seconds_since(start) + active_after_input_seconds;
       app.update(seconds_since(start));
+      // Idle and nothing new: keep the last frame on screen.
+      const fpscope::TrainingStatus session_status = app.session ? app.session->status() : fpscope::TrainingStatus{};
+      const bool status_changed = session_status.state != drawn_status.state || session_status.step != drawn_status.step ||
+                                  session_status.loss_scale != drawn_status.loss_scale;
+      if (!headless && drawn_once && !input_arrived && seconds_since(start) >= active_until && !running && !status_changed &&
+          app.data_version == drawn_version && app.pending_window_png.empty())
+        continue;
+      input_arrived = false;
+      drawn_once = true;
+      drawn_version = app.data_version;
+      drawn_status = session_status;
       ImGui_ImplOpenGL3_NewFrame();
       ImGui_ImplGlfw_NewFrame();
       // Headless frames are pictures, not sessions: keep the pointer (wherever Xvfb put it) out.
@@ -137,8 +193,7 @@ int run(const Options& o) {
       const double work = seconds_since(frame_start);
       if (frames_after_settling > 0) frame_ms.push_back(work * 1000.0);
       if (last_frame) break;
-      const bool training = app.session && app.session->status().state == fpscope::TrainingStatus::State::running;
-      const double frame_budget = training ? 1.0 / 30.0 : 1.0 / 60.0;
+      const double frame_budget = running ? 1.0 / 30.0 : 1.0 / 60.0;
       if (work < frame_budget) std::this_thread::sleep_for(std::chrono::duration<double>(frame_budget - work));
     }
     if (o.report && !frame_ms.empty()) {
@@ -148,6 +203,9 @@ int run(const Options& o) {
                  frame_ms.size(), frame_ms[frame_ms.size() / 2], frame_ms[std::min(frame_ms.size() - 1, frame_ms.size() * 95 / 100)],
                  app.snapshots.size(), session.step, session.running_seconds,
                  session.running_seconds > 0 ? static_cast<double>(session.step) / session.running_seconds : 0.0);
+      fmt::print("memory: peak {:.0f} MiB; snapshots held {} ({:.0f} MiB by the store's estimate), {} thinned; step records {}\n",
+                 peak_memory_mib(), app.snapshots.size(), static_cast<double>(app.store.snapshot_bytes()) / (1 << 20),
+                 app.store.thinned_snapshots(), app.steps.size());
       const auto& g = app.histogram.geometry;
       if (g.binade_end > g.binade_lo)
         fmt::print("histogram x {:.1f} .. {:.1f} px over binades {} .. {}: {:.3f} px per binade; preview 2^{}, recorded 2^{}\n", g.x_min,

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -176,6 +177,53 @@ TEST_CASE("RunStore: a writer thread appends while a reader copies what is new")
   writer.join();
   CHECK(seen == made);
   CHECK(store.copy_since(1000).empty());
+}
+
+TEST_CASE("RunStore: a memory budget thins old snapshots, keeps the first, the newest and the pinned, and readers see it") {
+  RunStore store;
+  std::mt19937 rng(11);
+  const Snapshot one = sample_snapshot(0, rng);
+  store.append(one);
+  const std::size_t per_snapshot = store.snapshot_bytes();
+  REQUIRE(per_snapshot > sizeof(Snapshot));
+  store.clear();
+  const std::size_t budget = 200 * per_snapshot;
+  store.set_memory_budget(budget, 50);
+  store.pin(333);
+  std::uint64_t layout_seen = 0, generation_seen = store.generation();
+  std::vector<std::shared_ptr<const Snapshot>> reader;
+  std::size_t steps_seen = 0;
+  for (int i = 0; i < 2000; ++i) {
+    store.append(sample_snapshot(i, rng));
+    CHECK(store.snapshot_bytes() <= budget);
+    if (i % 97 == 0) {  // a reader catching up now and then, as the app does once per frame
+      auto update = store.update_since(generation_seen, reader.size(), steps_seen, layout_seen);
+      if (update.layout != layout_seen) reader.clear();
+      reader.insert(reader.end(), update.snapshots.begin(), update.snapshots.end());
+      steps_seen += update.steps.size();
+      layout_seen = update.layout;
+      generation_seen = update.generation;
+    }
+  }
+  auto update = store.update_since(generation_seen, reader.size(), steps_seen, layout_seen);
+  if (update.layout != layout_seen) reader.clear();
+  reader.insert(reader.end(), update.snapshots.begin(), update.snapshots.end());
+  steps_seen += update.steps.size();
+  CHECK(update.layout > 0);  // it did thin
+  CHECK(steps_seen == 2000);  // step records are never thinned
+  CHECK(store.step_count() == 2000);
+  REQUIRE(reader.size() == store.size());
+  CHECK(store.thinned_snapshots() == 2000 - store.size());
+  CHECK(reader.front()->step == 0);
+  for (int i = 0; i < 50; ++i) CHECK(reader[reader.size() - 1 - static_cast<std::size_t>(i)]->step == 1999 - i);
+  CHECK(std::any_of(reader.begin(), reader.end(), [](const auto& s) { return s->step == 333; }));
+  for (std::size_t i = 1; i < reader.size(); ++i) CHECK(reader[i - 1]->step < reader[i]->step);
+  // The kept ones are the snapshots as appended, not copies that drifted.
+  std::mt19937 again(11);
+  (void)sample_snapshot(0, again);
+  std::vector<Snapshot> made;
+  for (int i = 0; i < 2000; ++i) made.push_back(sample_snapshot(i, again));
+  for (const auto& s : reader) CHECK(*s == made[static_cast<std::size_t>(s->step)]);
 }
 
 TEST_CASE("tensor names with quotes, commas, line breaks, control and non-UTF-8 bytes: CSV reads back, SVG stays text") {

@@ -58,6 +58,33 @@ TEST_CASE("a follower reads whole lines as they arrive, and only whole lines") {
   CHECK(follower.poll() == 0);
 }
 
+TEST_CASE("a follower with a small window reads a long log over several polls and says when it has caught up") {
+  TempDir dir;
+  const auto path = dir.path / "run.jsonl";
+  std::string text = run_header_line(RunHeader{}) + "\n";
+  std::vector<Snapshot> written;
+  for (int i = 0; i < 100; ++i) {  // snapshot_at's binade goes below float32's past step 128
+    written.push_back(snapshot_at(i));
+    text += snapshot_line(written.back()) + "\n";
+  }
+  append_text(path, text);
+  RunStore store;
+  RunLogFollower follower(path, store, 2048);  // some 10 lines a poll
+  int polls = 0;
+  do {
+    follower.poll();
+    ++polls;
+    if (store.size() < written.size()) CHECK_FALSE(follower.caught_up());
+  } while (!follower.caught_up() && polls < 1000);
+  CHECK(polls > 10);
+  CHECK(follower.error().empty());
+  CHECK(store.copy_since(0) == written);
+  const std::string half = snapshot_line(snapshot_at(100));
+  append_text(path, half.substr(0, 10));  // a line being written: nothing whole to read
+  follower.poll();
+  CHECK(follower.caught_up());
+}
+
 TEST_CASE("a follower starts over when the log is truncated or replaced") {
   TempDir dir;
   const auto path = dir.path / "run.jsonl";

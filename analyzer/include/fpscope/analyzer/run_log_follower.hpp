@@ -21,6 +21,9 @@ class RunLogFollower {
   std::size_t poll();
   // Empty while all is well; otherwise one sentence naming the file (and line).
   const std::string& error() const { return error_; }
+  // Whether the last poll left no whole line unread: false only when it stopped at its window
+  // with more of the file to come (then poll again at once).
+  bool caught_up() const { return caught_up_; }
   // How many times the file was found truncated or replaced, and reading started over.
   std::uint64_t restarts() const { return restarts_; }
   const std::filesystem::path& path() const { return path_; }
@@ -36,6 +39,7 @@ class RunLogFollower {
   RunStore& store_;
   std::uint64_t window_bytes_;
   std::uint64_t offset_ = 0;      // bytes consumed: whole lines only
+  bool caught_up_ = true;
   std::uint64_t line_number_ = 0;
   bool have_header_ = false;
   RunHeader header_;  // how to read the lines after it (version 1 or 2)
