@@ -7,6 +7,20 @@
 #  3. training throughput with the app open vs headless `fpscope train`, same settings.
 # Usage: bench/gui_responsiveness.sh BUILD_DIR
 set -euo pipefail
+if [[ "${1:-}" == --idle-cpu ]]; then
+  # Idle: the window stays open on the followed log (no --frames); once it has read the log and
+  # settled, its CPU time over 10 s from /proc (clock ticks; 100% = one core). Run under xvfb-run.
+  "$2" --follow "$3" --view histogram >/dev/null 2>&1 &
+  pid=$!
+  sleep 20
+  t0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+  sleep 10
+  t1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  awk -v t="$((t1 - t0))" -v hz="$(getconf CLK_TCK)" \
+    'BEGIN { printf "idle window (the 100,000-step log read, nothing changing): %.1f%% of one core over 10 s\n", 100 * t / hz / 10 }'
+  exit 0
+fi
 build="${1:-build}"
 gui="$build/gui/fpscope-gui"
 fpscope="$build/cli/fpscope"
@@ -24,21 +38,7 @@ for steps in 10000 100000; do
   done
 done
 
-# Idle: the window stays open on the followed log (no --frames); after it has read the log and
-# settled, CPU time over 10 s, from /proc (clock ticks; 100% = one core).
-idle_cpu() {
-  "$gui" --follow "$work/big.jsonl" --view histogram >/dev/null 2>&1 &
-  local pid=$! hz; hz=$(getconf CLK_TCK)
-  sleep 20
-  local t0; t0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-  sleep 10
-  local t1; t1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-  kill "$pid"; wait "$pid" 2>/dev/null || true
-  awk -v t="$((t1 - t0))" -v hz="$hz" 'BEGIN { printf "idle window (100,000-step log read, nothing changing): %.1f%% of one core over 10 s\n", 100 * t / hz / 10 }'
-}
-export -f idle_cpu
-export gui work
-xvfb-run -a -s "-screen 0 1600x1000x24" bash -c idle_cpu
+xvfb-run -a -s "-screen 0 1600x1000x24" bash "$0" --idle-cpu "$gui" "$work/big.jsonl"
 
 settings=(--model 784-256-256-10 --activation relu --precision fp16 --loss-scale dynamic --steps 400 --batch 128 --lr 0.01 --seed 1)
 rate_cli() { "$fpscope" train "${settings[@]}" "$@" 2>&1 | tr '\r' '\n' | grep -Eo '[0-9.]+ steps/s' | tail -1 | cut -d' ' -f1; }
