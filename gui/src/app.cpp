@@ -1,5 +1,6 @@
 // The app's frame: copy what is new from the store, then lay out the training panel and the view tabs.
 #include "app.hpp"
+#include "ui_scale.hpp"
 
 #include <fmt/core.h>
 #include <imgui.h>
@@ -186,7 +187,7 @@ int App::recorded_scale_log2() const {
 }
 
 void App::selection_controls() {
-  ImGui::SetNextItemWidth(110);
+  ImGui::SetNextItemWidth(px(110));
   const char* tensor_label = tensor_names.empty() ? "(none)" : tensor_names[static_cast<std::size_t>(tensor_index)].c_str();
   if (ImGui::BeginCombo("layer", tensor_label)) {
     for (int i = 0; i < static_cast<int>(tensor_names.size()); ++i)
@@ -194,7 +195,7 @@ void App::selection_controls() {
     ImGui::EndCombo();
   }
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(170);
+  ImGui::SetNextItemWidth(px(170));
   static constexpr TensorKind kinds[] = {TensorKind::activation, TensorKind::activation_gradient, TensorKind::weight,
                                          TensorKind::weight_gradient};
   if (ImGui::BeginCombo("tensor", std::string(tensor_kind_name(kind)).c_str())) {
@@ -235,7 +236,7 @@ void App::draw() {
   ImGui::Begin("fpscope", nullptr,
                ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
                    ImGuiWindowFlags_NoBringToFrontOnFocus);
-  ImGui::BeginChild("training", ImVec2(330, 0), true);
+  ImGui::BeginChild("training", ImVec2(px(330), 0), true);
   draw_training(*this);
   ImGui::EndChild();
   ImGui::SameLine();

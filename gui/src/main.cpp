@@ -23,6 +23,7 @@
 #include "fpscope/core/printable_text.hpp"
 #include "fpscope/snapshot/output_file.hpp"
 #include "screenshot.hpp"
+#include "ui_scale.hpp"
 
 namespace {
 
@@ -60,6 +61,7 @@ struct Options {
   int width = 1480, height = 900;
   bool report = false;
   double settle_timeout = 300;
+  float ui_scale = 0;  // 0: the monitor's content scale
 };
 
 // The process's peak resident memory in MiB (Linux: VmHWM in /proc/self/status); 0 where unknown.
@@ -104,6 +106,10 @@ int run(const Options& o) {
   install_input_callbacks(window);
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
+  float content_scale = 1, unused = 1;
+  glfwGetWindowContentScale(window, &content_scale, &unused);
+  fpscope::gui::apply_ui_scale(o.ui_scale > 0 ? o.ui_scale : fpscope::gui::default_ui_scale(content_scale));
+  float requested_scale = fpscope::gui::current_ui_scale();
 
   int status = 0;
   {
@@ -128,6 +134,11 @@ int run(const Options& o) {
       }
       const auto frame_start = std::chrono::steady_clock::now();
       if (input_arrived) active_until = seconds_since(start) + active_after_input_seconds;
+      if (requested_scale != fpscope::gui::current_ui_scale()) {  // between frames: the font atlas is rebuilt
+        fpscope::gui::apply_ui_scale(requested_scale);
+        requested_scale = fpscope::gui::current_ui_scale();
+        input_arrived = true;
+      }
       app.update(seconds_since(start));
       // Idle and nothing new: keep the last frame on screen.
       const fpscope::TrainingStatus session_status = app.session ? app.session->status() : fpscope::TrainingStatus{};
@@ -145,6 +156,13 @@ int run(const Options& o) {
       // Headless frames are pictures, not sessions: keep the pointer (wherever Xvfb put it) out.
       if (headless) ImGui::GetIO().MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
       ImGui::NewFrame();
+      // Ctrl + / Ctrl - / Ctrl 0: the UI scale, in quarters, applied before the next frame.
+      if (ImGui::GetIO().KeyCtrl) {
+        if (ImGui::IsKeyPressed(GLFW_KEY_EQUAL) || ImGui::IsKeyPressed(GLFW_KEY_KP_ADD)) requested_scale += 0.25f;
+        if (ImGui::IsKeyPressed(GLFW_KEY_MINUS) || ImGui::IsKeyPressed(GLFW_KEY_KP_SUBTRACT)) requested_scale -= 0.25f;
+        if (ImGui::IsKeyPressed(GLFW_KEY_0) || ImGui::IsKeyPressed(GLFW_KEY_KP_0)) requested_scale = 1.0f;
+        requested_scale = std::clamp(requested_scale, fpscope::gui::min_ui_scale, fpscope::gui::max_ui_scale);
+      }
       app.draw();
       ImGui::Render();
       int width = 0, height = 0;
@@ -206,6 +224,7 @@ int run(const Options& o) {
       fmt::print("memory: peak {:.0f} MiB; snapshots held {} ({:.0f} MiB by the store's estimate), {} thinned; step records {}\n",
                  peak_memory_mib(), app.snapshots.size(), static_cast<double>(app.store.snapshot_bytes()) / (1 << 20),
                  app.store.thinned_snapshots(), app.steps.size());
+      fmt::print("ui scale {:.2f} (font {:.0f} px)\n", fpscope::gui::current_ui_scale(), ImGui::GetFontSize());
       const auto& g = app.histogram.geometry;
       if (g.binade_end > g.binade_lo)
         fmt::print("histogram x {:.1f} .. {:.1f} px over binades {} .. {}: {:.3f} px per binade; preview 2^{}, recorded 2^{}\n", g.x_min,
@@ -260,6 +279,7 @@ int main(int argc, char** argv) {
   cli.add_option("--seed", f.seed, "training: seed")->capture_default_str();
   cli.add_flag("--start", o.app.start, "start training with these settings on opening");
   cli.add_flag("--report", o.report, "print frame times and training speed on exit");
+  cli.add_option("--ui-scale", o.ui_scale, "size of text and widgets, 0.5 .. 4 (default: the monitor's content scale; Ctrl +/-/0 change it)");
   try {
     cli.parse(argc, argv);
     const auto view = fpscope::gui::parse_view(o.view);
@@ -304,6 +324,8 @@ int main(int argc, char** argv) {
     if (!o.screenshot.empty() && o.frames <= 0) throw CLI::ValidationError("--screenshot needs --frames N (N > 0)");
     if (o.width < 200 || o.height < 150 || o.width > 8192 || o.height > 8192) throw CLI::ValidationError("--width and --height must be 200..8192 and 150..8192");
     if (o.frames < 0) throw CLI::ValidationError("--frames must not be negative");
+    if (cli.count("--ui-scale") > 0 && !(o.ui_scale >= fpscope::gui::min_ui_scale && o.ui_scale <= fpscope::gui::max_ui_scale))
+      throw CLI::ValidationError("--ui-scale must be 0.5 .. 4");
     // Headless outputs are checked before a window opens: writable, and none of them the followed log.
     std::vector<fpscope::OutputTarget> outputs;
     try {

@@ -1,5 +1,6 @@
 // Axes and ticks for the views' plots.
 #include "plot_frame.hpp"
+#include "ui_scale.hpp"
 
 #include <fmt/core.h>
 
@@ -12,13 +13,13 @@ PlotFrame PlotFrame::reserve(ImVec2 size, double x0, double x1, double y0, doubl
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   if (size.x <= 0) size.x = avail.x;
   if (size.y <= 0) size.y = avail.y;
-  size.x = std::max(size.x, 80.0f);
-  size.y = std::max(size.y, 60.0f);
+  size.x = std::max(size.x, px(80));
+  size.y = std::max(size.y, px(60));
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   ImGui::InvisibleButton(id, size);
   PlotFrame frame;
-  frame.min = ImVec2(origin.x + 56, origin.y + 6);
-  frame.max = ImVec2(origin.x + size.x - 8, origin.y + size.y - 22);
+  frame.min = ImVec2(origin.x + px(56), origin.y + px(6));
+  frame.max = ImVec2(origin.x + size.x - px(8), origin.y + size.y - px(22));
   frame.x0 = x0;
   frame.x1 = x1 == x0 ? x0 + 1 : x1;
   frame.y0 = y0;
@@ -40,23 +41,23 @@ void PlotFrame::axes(double x_step, std::string (*x_label)(double), int y_ticks,
     const double first = std::ceil(x0 / x_step) * x_step;
     float last_label_end = -1e9f;
     for (double x = first; x <= std::min(x1, x_tick_end) + 1e-9; x += x_step) {
-      const float px = sx(x);
-      draw->AddLine(ImVec2(px, max.y), ImVec2(px, max.y + 4), axis);
+      const float tick_x = sx(x);
+      draw->AddLine(ImVec2(tick_x, max.y), ImVec2(tick_x, max.y + px(4)), axis);
       const std::string label = x_label(x);
       const float width = ImGui::CalcTextSize(label.c_str()).x;
-      if (px - width / 2 > last_label_end + 6) {
-        draw->AddText(ImVec2(px - width / 2, max.y + 5), text, label.c_str());
-        last_label_end = px + width / 2;
+      if (tick_x - width / 2 > last_label_end + px(6)) {
+        draw->AddText(ImVec2(tick_x - width / 2, max.y + px(5)), text, label.c_str());
+        last_label_end = tick_x + width / 2;
       }
     }
   }
   for (int i = 0; i <= y_ticks && y_ticks > 0; ++i) {
     const double y = y0 + (y1 - y0) * i / y_ticks;
     const float py = sy(y);
-    draw->AddLine(ImVec2(min.x - 4, py), ImVec2(min.x, py), axis);
+    draw->AddLine(ImVec2(min.x - px(4), py), ImVec2(min.x, py), axis);
     const std::string label = y_label(y);
     const ImVec2 size = ImGui::CalcTextSize(label.c_str());
-    draw->AddText(ImVec2(min.x - 6 - size.x, py - size.y / 2), text, label.c_str());
+    draw->AddText(ImVec2(min.x - px(6) - size.x, py - size.y / 2), text, label.c_str());
   }
 }
 

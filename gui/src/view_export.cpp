@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "app.hpp"
+#include "ui_scale.hpp"
 #include "fpscope/analyzer/csv.hpp"
 #include "fpscope/analyzer/run_log.hpp"
 
@@ -58,7 +59,7 @@ std::string export_histograms_csv(const App& app, const std::string& folder) {
 
 void draw_export(App& app) {
   ImGui::TextUnformatted("Files are written whole (a temporary file, then a rename): an existing file is replaced only by a complete one.");
-  ImGui::SetNextItemWidth(420);
+  ImGui::SetNextItemWidth(px(420));
   ImGui::InputText("folder", &app.export_folder);
   const std::filesystem::path folder = app.export_folder.empty() ? std::filesystem::path(".") : std::filesystem::path(app.export_folder);
   const bool have_run = !app.snapshots.empty();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "app.hpp"
+#include "ui_scale.hpp"
 #include "choice_combo.hpp"
 #include "fpscope/core/bits.hpp"
 #include "fpscope/core/convert.hpp"
@@ -55,7 +56,7 @@ std::uint64_t bit_cells(Format f, std::uint64_t bits, const char* id) {
       ImGui::SetTooltip("bit %d: %s", i, sign ? "sign" : exponent ? "exponent" : "mantissa (fraction)");
     ImGui::PopStyleColor(2);
     ImGui::PopID();
-    if (i > 0) ImGui::SameLine(0, (i == width - 1 || i == f.mantissa_bits) ? 6.0f : 1.0f);
+    if (i > 0) ImGui::SameLine(0, (i == width - 1 || i == f.mantissa_bits) ? px(6) : px(1));
   }
   ImGui::PopID();
   return result;
@@ -79,14 +80,14 @@ void number_line(Format f, std::uint64_t bits) {
   around.insert(around.begin(), below.rbegin(), below.rend());
   const double lo = value_of(f, around.front()), hi = value_of(f, around.back());
   if (!(hi > lo)) return;
-  PlotFrame line = PlotFrame::reserve(ImVec2(0, 70), lo, hi, 0, 1, "##number_line");
+  PlotFrame line = PlotFrame::reserve(ImVec2(0, px(70)), lo, hi, 0, 1, "##number_line");
   ImDrawList* draw = ImGui::GetWindowDrawList();
   const float mid = (line.min.y + line.max.y) / 2;
   draw->AddLine(ImVec2(line.min.x, mid), ImVec2(line.max.x, mid), to_imgui(palette::axis_line));
   for (std::uint64_t v : around) {
     const float x = line.sx(value_of(f, v));
     const bool self = v == bits;
-    draw->AddLine(ImVec2(x, mid - (self ? 16.0f : 8.0f)), ImVec2(x, mid + (self ? 16.0f : 8.0f)),
+    draw->AddLine(ImVec2(x, mid - (self ? px(16) : px(8))), ImVec2(x, mid + (self ? px(16) : px(8))),
                   self ? to_imgui(palette::scale_line) : to_imgui(palette::label_text), self ? 3.0f : 1.0f);
   }
   const std::string left = fmt::format("{:.7g}", lo), right = fmt::format("{:.7g}", hi);
@@ -124,10 +125,10 @@ void details(Format f, std::uint64_t bits, const ParsedNumber& number, std::uint
 
 void draw_float_inspector(App& app) {
   InspectorState& s = app.inspector;
-  ImGui::SetNextItemWidth(320);
+  ImGui::SetNextItemWidth(px(320));
   ImGui::InputText("number", &s.text);
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(120);
+  ImGui::SetNextItemWidth(px(120));
   choice_combo("rounding", s.rounding, deterministic_rounding_modes, rounding_mode_name);
   int& detail = s.detail;
   ParsedNumber number;
@@ -161,7 +162,7 @@ void draw_float_inspector(App& app) {
     ctx.rounding = s.rounding;
     const std::uint64_t bits = round_number(f, number, ctx);
     ImGui::RadioButton(inspected[i].name, &detail, i);
-    ImGui::SameLine(70);
+    ImGui::SameLine(px(70));
     const std::uint64_t clicked = bit_cells(f, bits, inspected[i].name);
     ImGui::SameLine();
     ImGui::Text(" 0x%0*llX  %s", (f.width() + 3) / 4, static_cast<unsigned long long>(bits), value_text(f, bits).substr(0, 24).c_str());

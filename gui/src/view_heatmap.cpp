@@ -11,6 +11,7 @@
 #include "format_regions.hpp"
 #include "heatmap_image.hpp"
 #include "plot_frame.hpp"
+#include "ui_scale.hpp"
 
 namespace fpscope::gui {
 
@@ -100,7 +101,7 @@ void draw_heatmap(App& app) {
   for (int b = lo; b <= hi + 1; b += (hi - lo > 60 ? 10 : 5)) {
     const std::string label = binade_label(b);
     const ImVec2 size = ImGui::CalcTextSize(label.c_str());
-    draw->AddText(ImVec2(plot.min.x - 6 - size.x, plot.sy(b) - size.y / 2), to_imgui(palette::label_text), label.c_str());
+    draw->AddText(ImVec2(plot.min.x - px(6) - size.x, plot.sy(b) - size.y / 2), to_imgui(palette::label_text), label.c_str());
   }
   if (plot.hovered() && state.columns > 0) {
     const ImVec2 m = ImGui::GetIO().MousePos;
@@ -135,7 +136,7 @@ void draw_heatmap(App& app) {
       const double t = std::max(1e-6, std::log1p(static_cast<double>(c)) / std::log1p(static_cast<double>(top)));
       draw->AddRectFilled(ImVec2(std::floor(layers.sx(b)), y0), ImVec2(std::floor(layers.sx(b + 1)), y1), to_imgui(palette::heat(t)));
     }
-    draw->AddText(ImVec2(layers.min.x - 52, (y0 + y1) / 2 - 7), to_imgui(palette::label_text), rows[r]->name.c_str());
+    draw->AddText(ImVec2(layers.min.x - px(52), (y0 + y1) / 2 - ImGui::GetFontSize() / 2), to_imgui(palette::label_text), rows[r]->name.c_str());
   }
   auto line = [&](int binade, Rgb colour) {
     if (binade < lo || binade > hi + 1) return;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "app.hpp"
+#include "ui_scale.hpp"
 #include "format_regions.hpp"
 #include "fpscope/analyzer/range_analysis.hpp"
 #include "fpscope/analyzer/scale_semantics.hpp"
@@ -33,8 +34,8 @@ void region_row(const char* name, Rgb colour, const char* tip, std::uint64_t rec
   ImGui::TableNextRow();
   ImGui::TableNextColumn();
   const ImVec2 at = ImGui::GetCursorScreenPos();
-  ImGui::GetWindowDrawList()->AddRectFilled(at, ImVec2(at.x + 12, at.y + 12), to_imgui(colour));
-  ImGui::Dummy(ImVec2(12, 12));
+  ImGui::GetWindowDrawList()->AddRectFilled(at, ImVec2(at.x + px(12), at.y + px(12)), to_imgui(colour));
+  ImGui::Dummy(px(12, 12));
   ImGui::SameLine();
   ImGui::TextUnformatted(name);
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tip);
@@ -162,13 +163,13 @@ void draw_histogram(App& app) {
   for (int i = 0; i < 3; ++i) {
     if (specials[i] > 0) bar(special_x[i], specials[i], special_colours[i], special_width);
     const ImVec2 size = ImGui::CalcTextSize(special_names[i]);
-    draw->AddText(ImVec2((plot.sx(special_x[i]) + plot.sx(special_x[i] + special_width) - size.x) / 2, plot.min.y + 2), to_imgui(palette::label_text),
+    draw->AddText(ImVec2((plot.sx(special_x[i]) + plot.sx(special_x[i] + special_width) - size.x) / 2, plot.min.y + px(2)), to_imgui(palette::label_text),
                   special_names[i]);
   }
-  if (below > 0) draw->AddText(ImVec2(plot.min.x + 4, plot.min.y + 18), to_imgui(palette::label_text), fmt::format("<- {} below", below).c_str());
+  if (below > 0) draw->AddText(ImVec2(plot.min.x + px(4), plot.min.y + px(18)), to_imgui(palette::label_text), fmt::format("<- {} below", below).c_str());
   if (above > 0) {
     const std::string text = fmt::format("{} above ->", above);
-    draw->AddText(ImVec2(plot.sx(hi + 1) - 4 - ImGui::CalcTextSize(text.c_str()).x, plot.min.y + 18), to_imgui(palette::label_text), text.c_str());
+    draw->AddText(ImVec2(plot.sx(hi + 1) - px(4) - ImGui::CalcTextSize(text.c_str()).x, plot.min.y + px(18)), to_imgui(palette::label_text), text.c_str());
   }
   // The ghost: the recorded bars moved to the preview scale, outlined.
   if (moves && shift != 0)

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "app.hpp"
+#include "ui_scale.hpp"
 #include "fpscope/analyzer/scale_semantics.hpp"
 #include "choice_combo.hpp"
 #include "fpscope/core/names.hpp"
@@ -29,8 +30,8 @@ Rgb state_colour(TrainingStatus::State state) {
 
 void state_swatch(Rgb colour) {
   const ImVec2 p = ImGui::GetCursorScreenPos();
-  ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + 18, p.y + 18), to_imgui(colour));
-  ImGui::Dummy(ImVec2(18, 18));
+  ImGui::GetWindowDrawList()->AddRectFilled(p, ImVec2(p.x + px(18), p.y + px(18)), to_imgui(colour));
+  ImGui::Dummy(px(18, 18));
   ImGui::SameLine();
 }
 
@@ -154,10 +155,10 @@ void draw_training(App& app) {
   // Fault injection: what one non-finite gradient does (the step is skipped, the scale backs off).
   InjectState& inject = app.inject;
   static constexpr FaultInjection::Value fault_values[] = {FaultInjection::Value::nan, FaultInjection::Value::infinity};
-  ImGui::SetNextItemWidth(70);
+  ImGui::SetNextItemWidth(px(70));
   choice_combo("##inject value", inject.value, fault_values, fault_value_name);
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(90);
+  ImGui::SetNextItemWidth(px(90));
   const int layers = std::max(1, static_cast<int>(session.settings().mlp.layer_sizes.size()) - 1);
   inject.layer = std::clamp(inject.layer, 1, layers);
   ImGui::SliderInt("##inject layer", &inject.layer, 1, layers, "fc%d");
@@ -172,7 +173,7 @@ void draw_training(App& app) {
   ImGui::Separator();
   ImGui::TextUnformatted("Settings (take effect on Start)");
   TrainingForm& f = app.form;
-  ImGui::PushItemWidth(170);
+  ImGui::PushItemWidth(px(170));
   ImGui::InputText("model", &f.model);
   choice_combo("activation", f.activation, all_activations, activation_name);
   choice_combo("precision", f.precision, all_precisions, precision_name);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "app.hpp"
+#include "ui_scale.hpp"
 #include "fpscope/analyzer/recommendation.hpp"
 #include "fpscope/analyzer/scale_semantics.hpp"
 #include "plot_frame.hpp"
@@ -21,7 +22,7 @@ void stacked_bar(const RangeReport& r, float width) {
   const ImVec2 p = ImGui::GetCursorScreenPos();
   const double base = static_cast<double>(r.nonzero_finite());
   ImDrawList* draw = ImGui::GetWindowDrawList();
-  draw->AddRectFilled(p, ImVec2(p.x + width, p.y + 16), to_imgui(palette::heat_empty));
+  draw->AddRectFilled(p, ImVec2(p.x + width, p.y + px(16)), to_imgui(palette::heat_empty));
   float x = p.x;
   const std::pair<std::uint64_t, Rgb> parts[] = {{r.flushed_to_zero, palette::flushed_bar},
                                                  {r.subnormal, palette::subnormal_bar},
@@ -30,10 +31,10 @@ void stacked_bar(const RangeReport& r, float width) {
   for (const auto& [count, colour] : parts) {
     if (base == 0 || count == 0) continue;
     const float w = std::max(1.0f, std::round(static_cast<float>(count / base) * width));
-    draw->AddRectFilled(ImVec2(x, p.y), ImVec2(std::min(x + w, p.x + width), p.y + 16), to_imgui(colour));
+    draw->AddRectFilled(ImVec2(x, p.y), ImVec2(std::min(x + w, p.x + width), p.y + px(16)), to_imgui(colour));
     x += w;
   }
-  ImGui::Dummy(ImVec2(width, 16));
+  ImGui::Dummy(ImVec2(width, px(16)));
 }
 
 std::string percent(std::uint64_t count, const RangeReport& r) {
@@ -81,7 +82,7 @@ void draw_what_if(App& app) {
     ImGui::TextDisabled("Captured as stored (already in the low-precision format): what a cast flushed is among the zeros, and no\n"
                         "scale can bring it back. Predictions below are for the values that remained.");
   ImGui::Text("recorded at step %lld with loss scale 2^%d", static_cast<long long>(snapshot->step), recorded);
-  ImGui::SetNextItemWidth(400);
+  ImGui::SetNextItemWidth(px(400));
   // The same preview as the Training panel's slider: one hypothetical scale across the views.
   int hypothetical = app.preview_scale_log2();
   if (ImGui::SliderInt("hypothetical loss scale", &hypothetical, slider_min_scale_log2, slider_max_scale_log2, "2^%d"))

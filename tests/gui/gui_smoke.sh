@@ -86,6 +86,16 @@ else
   fail "preview outline from 2^4 to 2^10: moved $((${first10:-0} - ${first4:-0})) and $((${last10:-0} - ${last4:-0})) px, $per_binade px per binade"
   cat "$work/preview4.out" "$work/preview10.out" "$work/preview4.check" "$work/preview10.check"
 fi
+# --ui-scale 2 in a window twice the size: a 26 px font and every length doubled, the plot included.
+headless --follow "$work/fp16.jsonl" --frames 3 --view histogram --preview-scale "2^10" --ui-scale 2 --width 2960 --height 1800 \
+  --report >"$work/scaled.out" 2>&1
+scaled_per_binade=$(sed -n 's/.*: \([0-9.]*\) px per binade; preview 2^10, recorded 2^0$/\1/p' "$work/scaled.out")
+if grep -q "^ui scale 2.00 (font 26 px)" "$work/scaled.out" && grep -q "^ui scale 1.00 (font 13 px)" "$work/preview10.out" &&
+   awk -v a="${per_binade:-0}" -v b="${scaled_per_binade:-0}" 'BEGIN { exit !(a > 0 && b / a > 1.98 && b / a < 2.02) }'; then
+  ok
+else
+  fail "--ui-scale 2: $scaled_per_binade px per binade against $per_binade at scale 1"; cat "$work/scaled.out"
+fi
 # ReLU's exact zeros are a bar of their own, beside the binades; a scale of 2^40 gives infinities and NaNs.
 "$fpscope" train --model 16-32-10 --activation relu --precision fp16 --loss-scale 1099511627776 --steps 4 --batch 32 \
   --out "$work/blown.jsonl" >/dev/null 2>&1

@@ -429,6 +429,8 @@ if [[ -n "$gui" ]]; then
   bad gui-preview-scale 2 "--preview-scale" -- "$gui" --preview-scale 2^x
   bad gui-preview-scale-not-power 2 "not a power of two" -- "$gui" --preview-scale 3
   bad gui-preview-scale-past-slider 2 "2^49' is not" -- "$gui" --preview-scale 2^49
+  bad gui-ui-scale-small 2 "--ui-scale must be 0.5 .. 4" -- "$gui" --ui-scale 0.25
+  bad gui-ui-scale-nan 2 "--ui-scale must be 0.5 .. 4" -- "$gui" --ui-scale nan
   bad gui-precision 2 "fp12" -- "$gui" --precision fp12
   bad gui-screenshot-alone 2 "--frames" -- "$gui" --screenshot x.png
   bad gui-export-alone 2 "--frames" -- "$gui" --export folder
