@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "follow_thread.hpp"
+#include "fpscope/analyzer/heatmap.hpp"
 #include "fpscope/snapshot/output_file.hpp"
 #include "fpscope/snapshot/run_store.hpp"
 #include "fpscope/core/format.hpp"
@@ -117,7 +118,10 @@ struct HeatmapState {
   double built_at = -1;
   int columns = 0;
   std::vector<std::int64_t> column_first_step, column_last_step;
-  std::vector<std::uint64_t> counts;  // columns x binade_count
+  std::vector<std::uint32_t> column_recorded;
+  std::vector<double> values;  // columns x binade_count: a count, or a mean / largest count of several steps
+  double top = 0;
+  HeatmapColumns::Aggregate aggregate = HeatmapColumns::Aggregate::mean;  // when columns hold several steps
   int lowest_binade = 0, highest_binade = -1;  // with any count; highest < lowest when none
 };
 

@@ -13,8 +13,10 @@ namespace {
 std::uint32_t pack(Rgb c) { return static_cast<std::uint32_t>(c.r) | static_cast<std::uint32_t>(c.g) << 8 | static_cast<std::uint32_t>(c.b) << 16 | 0xFF000000u; }
 }  // namespace
 
+double heat_position(double value, double top) { return std::max(1e-6, std::log1p(value) / std::log1p(std::max(top, 1.0))); }
+
 HeatmapImage build_heatmap(const std::vector<std::shared_ptr<const Snapshot>>& snapshots, const std::string& tensor,
-                           TensorKind kind, int max_columns) {
+                           TensorKind kind, int max_columns, HeatmapColumns::Aggregate aggregate) {
   HeatmapImage image;
   std::vector<StepHistogram> steps;
   steps.reserve(snapshots.size());
@@ -33,19 +35,20 @@ HeatmapImage build_heatmap(const std::vector<std::shared_ptr<const Snapshot>>& s
   const std::size_t columns = heat.size();
   image.column_first_step = heat.first_step;
   image.column_last_step = heat.last_step;
-  image.counts.assign(columns * binade_count, 0);
+  image.column_recorded = heat.recorded;
+  image.values.assign(columns * binade_count, 0.0);
   for (std::size_t column = 0; column < columns; ++column)
-    std::copy(heat.histograms[column].bins().begin(), heat.histograms[column].bins().end(), image.counts.begin() + static_cast<std::ptrdiff_t>(column * binade_count));
-  const std::uint64_t top = *std::max_element(image.counts.begin(), image.counts.end());
-  const double log_top = std::log1p(static_cast<double>(top));
+    for (int b = min_binade; b <= max_binade; ++b) {
+      const double v = heat.value(column, b, aggregate);
+      image.values[column * binade_count + static_cast<std::size_t>(b - min_binade)] = v;
+      image.top = std::max(image.top, v);
+    }
   image.rgba.assign(columns * binade_count, pack(palette::heat_empty));
   for (std::size_t column = 0; column < columns; ++column) {
     for (std::size_t b = 0; b < binade_count; ++b) {
-      const std::uint64_t count = image.counts[column * binade_count + b];
-      if (count == 0) continue;
-      // Never the empty colour: the smallest count still gets the ramp's first stop.
-      const double t = std::max(1e-6, std::log1p(static_cast<double>(count)) / log_top);
-      image.rgba[(binade_count - 1 - b) * columns + column] = pack(palette::heat(t));
+      const double v = image.values[column * binade_count + b];
+      if (v == 0) continue;
+      image.rgba[(binade_count - 1 - b) * columns + column] = pack(palette::heat(heat_position(v, image.top)));
     }
   }
   return image;

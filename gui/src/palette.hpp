@@ -26,9 +26,12 @@ inline constexpr Rgb zero_bar{150, 160, 180};
 inline constexpr Rgb non_finite_bar{255, 110, 200};
 inline constexpr Rgb ghost_outline{236, 236, 255};  // not the text colour: the screenshot test finds it
 // Lines over the heatmap: the smallest subnormal, the smallest normal, the overflow threshold.
-inline constexpr Rgb min_subnormal_line{242, 182, 52};
-inline constexpr Rgb min_normal_line{84, 204, 124};
-inline constexpr Rgb overflow_line{236, 84, 84};
+// Colours the ramp (heat, below) and the text never take -- magenta, cyan, red -- each over a dark
+// underlay, so a line stays visible on every cell.
+inline constexpr Rgb min_subnormal_line{255, 80, 255};
+inline constexpr Rgb min_normal_line{90, 240, 255};
+inline constexpr Rgb overflow_line{255, 40, 40};
+inline constexpr Rgb line_underlay{0, 0, 0};
 // Bit cells of the float inspector.
 inline constexpr Rgb sign_cell{58, 110, 200};
 inline constexpr Rgb exponent_cell{40, 150, 90};

@@ -24,7 +24,8 @@ void rebuild_if_stale(App& app, const std::string& key) {
   const bool stale = state.built_version != app.data_version || state.built_key != key;
   // While a run grows, rebuild at most four times a second: the picture stays live, frames stay cheap.
   if (!stale || (state.built_key == key && app.growing && app.now - state.built_at < 0.25)) return;
-  const HeatmapImage image = build_heatmap(app.snapshots, app.tensor_names[static_cast<std::size_t>(app.tensor_index)], app.kind, max_columns);
+  const HeatmapImage image =
+      build_heatmap(app.snapshots, app.tensor_names[static_cast<std::size_t>(app.tensor_index)], app.kind, max_columns, state.aggregate);
   if (state.texture == 0) glGenTextures(1, &state.texture);
   glBindTexture(GL_TEXTURE_2D, state.texture);
   glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
@@ -35,14 +36,16 @@ void rebuild_if_stale(App& app, const std::string& key) {
   if (image.columns > 0)
     glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA8, image.columns, binade_count, 0, GL_RGBA, GL_UNSIGNED_BYTE, image.rgba.data());
   state.columns = image.columns;
-  state.counts = image.counts;
+  state.values = image.values;
+  state.top = image.top;
   state.column_first_step = image.column_first_step;
   state.column_last_step = image.column_last_step;
+  state.column_recorded = image.column_recorded;
   state.lowest_binade = max_binade + 1;
   state.highest_binade = min_binade - 1;
   for (int c = 0; c < image.columns; ++c)
     for (int b = 0; b < binade_count; ++b)
-      if (image.counts[static_cast<std::size_t>(c) * binade_count + static_cast<std::size_t>(b)] != 0) {
+      if (image.values[static_cast<std::size_t>(c) * binade_count + static_cast<std::size_t>(b)] != 0) {
         state.lowest_binade = std::min(state.lowest_binade, b + min_binade);
         state.highest_binade = std::max(state.highest_binade, b + min_binade);
       }
@@ -51,14 +54,43 @@ void rebuild_if_stale(App& app, const std::string& key) {
   state.built_at = app.now;
 }
 
+// A range line: the colour over a dark underlay twice as wide, visible on every cell of the ramp.
+void range_line(ImDrawList* draw, ImVec2 a, ImVec2 b, Rgb colour) {
+  draw->AddLine(a, b, to_imgui(palette::line_underlay), px(4));
+  draw->AddLine(a, b, to_imgui(colour), px(2));
+}
+
 void range_lines_horizontal(const PlotFrame& plot, Format f) {
   ImDrawList* draw = ImGui::GetWindowDrawList();
   auto line = [&](int binade, Rgb colour) {
     if (binade < plot.y0 || binade > plot.y1) return;
     const float y = std::floor(plot.sy(binade));
-    draw->AddLine(ImVec2(plot.min.x, y), ImVec2(plot.max.x, y), to_imgui(colour), 2.0f);
+    range_line(draw, ImVec2(plot.min.x, y), ImVec2(plot.max.x, y), colour);
   };
   draw_format_edges(f, line);
+}
+
+// The colour bar beside the steps x binades picture: the ramp from 1 (bottom) to the largest value
+// (top) on the same log scale as the cells, with a few values marked.
+void colour_bar(ImVec2 min, ImVec2 max, double top, const char* title) {
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  const float bar_right = min.x + px(14);
+  constexpr int segments = 48;
+  for (int i = 0; i < segments; ++i) {
+    const float y0 = max.y - (max.y - min.y) * static_cast<float>(i + 1) / segments;
+    const float y1 = max.y - (max.y - min.y) * static_cast<float>(i) / segments;
+    draw->AddRectFilled(ImVec2(min.x, y0), ImVec2(bar_right, y1), to_imgui(palette::heat((i + 0.5) / segments)));
+  }
+  draw->AddRect(min, ImVec2(bar_right, max.y), to_imgui(palette::axis_line));
+  const ImU32 text = to_imgui(palette::label_text);
+  const double log_top = std::log1p(std::max(top, 1.0));
+  for (double v = 1; v <= std::max(top, 1.0) * 1.0001; v *= 10) {  // 1, 10, 100, ... on the ramp's log scale
+    const float y = max.y - static_cast<float>(std::log1p(v) / log_top) * (max.y - min.y);
+    draw->AddLine(ImVec2(bar_right, y), ImVec2(bar_right + px(4), y), to_imgui(palette::axis_line));
+    draw->AddText(ImVec2(bar_right + px(6), y - ImGui::GetFontSize() / 2), text, plain_label(v).c_str());
+  }
+  draw->AddText(ImVec2(bar_right + px(6), min.y - ImGui::GetFontSize() / 2), text, plain_label(top).c_str());
+  draw->AddText(ImVec2(min.x, max.y + px(4)), text, title);
 }
 
 }  // namespace
@@ -70,7 +102,8 @@ void draw_heatmap(App& app) {
     return;
   }
   const Format f = app.target_format();
-  const std::string key = app.tensor_names[static_cast<std::size_t>(app.tensor_index)] + "/" + std::string(tensor_kind_name(app.kind));
+  const std::string key = app.tensor_names[static_cast<std::size_t>(app.tensor_index)] + "/" + std::string(tensor_kind_name(app.kind)) +
+                          (app.heatmap.aggregate == HeatmapColumns::Aggregate::mean ? " (mean)" : " (max)");
   rebuild_if_stale(app, key);
   const HeatmapState& state = app.heatmap;
 
@@ -83,12 +116,32 @@ void draw_heatmap(App& app) {
   lo = std::max(lo, min_binade);
   hi = std::min(hi, max_binade);
 
-  ImGui::Text("%s over %zu recorded steps (%d columns); lines: smallest %s subnormal, smallest normal, overflow", key.c_str(),
-              app.snapshots.size(), state.columns, target_format_names[app.format_index]);
+  const bool several = static_cast<std::size_t>(state.columns) < app.snapshots.size();
+  ImGui::Text("%s over %zu recorded steps in %d columns%s", key.c_str(), app.snapshots.size(), state.columns,
+              several ? "; each column shows its steps'" : "");
+  if (several) {
+    ImGui::SameLine();
+    int aggregate = static_cast<int>(state.aggregate);
+    ImGui::SetNextItemWidth(px(70));
+    if (ImGui::Combo("##aggregate", &aggregate, "mean\0max\0")) app.heatmap.aggregate = static_cast<HeatmapColumns::Aggregate>(aggregate);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("A column holds several steps when there are more steps than columns.\n"
+                        "mean: each binade's average count over the column's steps (a steady tensor looks steady).\n"
+                        "max: its largest count (a one-step spike stays visible).");
+  }
+  ImGui::TextColored(to_imgui_vec4(palette::min_subnormal_line), "smallest %s subnormal", target_format_names[app.format_index]);
+  ImGui::SameLine();
+  ImGui::TextColored(to_imgui_vec4(palette::min_normal_line), "smallest normal");
+  ImGui::SameLine();
+  ImGui::TextColored(to_imgui_vec4(palette::overflow_line), "overflow");
   const float avail = ImGui::GetContentRegionAvail().y;
   const double first_step = static_cast<double>(state.column_first_step.front());
   const double last_step = static_cast<double>(state.column_last_step.back()) + 1;
-  PlotFrame plot = PlotFrame::reserve(ImVec2(0, avail * 0.58f), first_step, last_step, lo, hi + 1, "##steps_binades");
+  const float bar_width = px(90);
+  PlotFrame plot = PlotFrame::reserve(ImVec2(ImGui::GetContentRegionAvail().x - bar_width, avail * 0.58f), first_step, last_step, lo,
+                                      hi + 1, "##steps_binades");
+  colour_bar(ImVec2(plot.max.x + px(16), plot.min.y + px(8)), ImVec2(plot.max.x + px(30), plot.max.y),
+             state.top, several ? (state.aggregate == HeatmapColumns::Aggregate::mean ? "mean count" : "max count") : "count");
   ImDrawList* draw = ImGui::GetWindowDrawList();
   // Texture rows: row 0 is max_binade. Binade b occupies row (max_binade - b).
   const float v0 = static_cast<float>(max_binade - hi) / binade_count;
@@ -107,10 +160,15 @@ void draw_heatmap(App& app) {
     const ImVec2 m = ImGui::GetIO().MousePos;
     const int column = std::clamp(static_cast<int>((m.x - plot.min.x) / (plot.max.x - plot.min.x) * state.columns), 0, state.columns - 1);
     const int binade = static_cast<int>(std::floor(plot.data_y(m.y)));
-    const std::uint64_t count = binade < min_binade || binade > max_binade ? 0 : state.counts[static_cast<std::size_t>(column) * binade_count + static_cast<std::size_t>(binade - min_binade)];
+    const double value = binade < min_binade || binade > max_binade ? 0 : state.values[static_cast<std::size_t>(column) * binade_count + static_cast<std::size_t>(binade - min_binade)];
     const auto a = state.column_first_step[static_cast<std::size_t>(column)], z = state.column_last_step[static_cast<std::size_t>(column)];
-    ImGui::SetTooltip("%s\nbinade 2^%d\n%llu values", a == z ? fmt::format("step {}", a).c_str() : fmt::format("steps {}..{}", a, z).c_str(),
-                      binade, static_cast<unsigned long long>(count));
+    const std::uint32_t recorded = state.column_recorded[static_cast<std::size_t>(column)];
+    const std::string what = recorded <= 1 ? fmt::format("{:.0f} values", value)
+                             : state.aggregate == HeatmapColumns::Aggregate::mean
+                                 ? fmt::format("{:.1f} values a step (mean of {} steps)", value, recorded)
+                                 : fmt::format("{:.0f} values (the most in one of {} steps)", value, recorded);
+    ImGui::SetTooltip("%s\nbinade 2^%d\n%s", a == z ? fmt::format("step {}", a).c_str() : fmt::format("steps {}..{}", a, z).c_str(), binade,
+                      what.c_str());
   }
 
   // Layers x binades at the current step: the paper's figure, one row per layer.
@@ -133,7 +191,7 @@ void draw_heatmap(App& app) {
     for (int b = lo; b <= hi; ++b) {
       const std::uint64_t c = rows[r]->histogram.count(b);
       if (c == 0) continue;
-      const double t = std::max(1e-6, std::log1p(static_cast<double>(c)) / std::log1p(static_cast<double>(top)));
+      const double t = heat_position(static_cast<double>(c), static_cast<double>(top));
       draw->AddRectFilled(ImVec2(std::floor(layers.sx(b)), y0), ImVec2(std::floor(layers.sx(b + 1)), y1), to_imgui(palette::heat(t)));
     }
     draw->AddText(ImVec2(layers.min.x - px(52), (y0 + y1) / 2 - ImGui::GetFontSize() / 2), to_imgui(palette::label_text), rows[r]->name.c_str());
@@ -141,7 +199,7 @@ void draw_heatmap(App& app) {
   auto line = [&](int binade, Rgb colour) {
     if (binade < lo || binade > hi + 1) return;
     const float x = std::floor(layers.sx(binade));
-    draw->AddLine(ImVec2(x, layers.min.y), ImVec2(x, layers.max.y), to_imgui(colour), 2.0f);
+    range_line(draw, ImVec2(x, layers.min.y), ImVec2(x, layers.max.y), colour);
   };
   draw_format_edges(f, line);
   layers.axes(hi - lo > 60 ? 10 : 5, binade_label, 0, nullptr);

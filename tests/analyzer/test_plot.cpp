@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "fpscope/analyzer/heatmap.hpp"
 #include "fpscope/analyzer/plot.hpp"
 
 using namespace fpscope;
@@ -47,4 +48,29 @@ TEST_CASE("heatmap SVG: at most 600 columns however many steps, limits drawn") {
   CHECK(svg.find("smallest subnormal") != std::string::npos);
   CHECK(svg.find("step 1999") != std::string::npos);
   CHECK(heatmap_svg({}, PlotOptions{formats::fp16, 0, ""}).find("</svg>") != std::string::npos);
+}
+
+TEST_CASE("heatmap columns: a steady tensor looks the same in columns of 2 and of 3 steps by mean, and max keeps a spike") {
+  // 11 steps into 4 columns: 3, 3, 3, 2 each (step i goes to column i * 4 / 11); the last records nothing.
+  std::vector<ExponentHistogram> made(10);
+  std::vector<StepHistogram> steps;
+  for (int s = 0; s < 10; ++s) {
+    made[static_cast<std::size_t>(s)].set_count(-20, 100);
+    if (s == 7) made[static_cast<std::size_t>(s)].set_count(-10, 9);  // one step's spike
+    steps.push_back({s, &made[static_cast<std::size_t>(s)]});
+  }
+  steps.push_back({10, nullptr});  // a step that did not record the tensor: not in any mean
+  const HeatmapColumns heat = heatmap_columns(steps, 4);
+  REQUIRE(heat.size() == 4);
+  CHECK(heat.steps == std::vector<std::uint32_t>{3, 3, 3, 2});
+  CHECK(heat.recorded == std::vector<std::uint32_t>{3, 3, 3, 1});
+  for (std::size_t c = 0; c < 4; ++c) {
+    CAPTURE(c);
+    CHECK(heat.value(c, -20, HeatmapColumns::Aggregate::mean) == 100.0);  // a sum would read 300, 300, 300, 100
+    CHECK(heat.value(c, -20, HeatmapColumns::Aggregate::max) == 100.0);
+  }
+  const std::size_t spike = 2;  // step 7 is in column 7 * 4 / 11 = 2
+  CHECK(heat.value(spike, -10, HeatmapColumns::Aggregate::max) == 9.0);
+  CHECK(heat.value(spike, -10, HeatmapColumns::Aggregate::mean) == 3.0);
+  CHECK(heat.value(0, -10, HeatmapColumns::Aggregate::max) == 0.0);
 }

@@ -21,7 +21,14 @@ struct HeatmapColumns {
   std::vector<ExponentHistogram> histograms;  // each column's counts, summed (saturating at 2^64 - 1)
   std::vector<std::int64_t> first_step, last_step;
   std::vector<std::uint32_t> steps;  // recorded steps summed into each column
+  std::vector<std::uint32_t> recorded;  // of those, the steps that recorded this tensor
+  std::vector<ExponentHistogram> maxima;  // each column's largest count per binade over its steps
   std::size_t size() const { return histograms.size(); }
+  // What a column shows per binade when it holds several steps: the mean over the steps that
+  // recorded the tensor (sum / recorded; even columns of 2 and 3 steps then look alike, not
+  // striped), or the largest.
+  enum class Aggregate : std::uint8_t { mean, max };
+  double value(std::size_t column, int binade, Aggregate aggregate) const;
 };
 
 // At most max_columns columns (at least one when there are steps); step i of n goes to column
