@@ -73,6 +73,11 @@ struct AppOptions {
   std::optional<int> preview_scale_log2;  // the slider's preview on opening
 };
 
+// Curves state: TensorBoard's smoothing (an exponential moving average, debiased at the start).
+struct CurvesState {
+  float smoothing = 0.6f;  // 0: the raw values
+};
+
 // Float inspector state.
 struct InspectorState {
   std::string text = "0.1";
@@ -165,6 +170,7 @@ class App {
   InspectorState inspector;
   WhatIfState what_if;
   HistogramState histogram;
+  CurvesState curves;
   InjectState inject;
   ScalePreview preview;
   HeatmapState heatmap;

@@ -9,7 +9,7 @@
 
 namespace fpscope::gui {
 
-PlotFrame PlotFrame::reserve(ImVec2 size, double x0, double x1, double y0, double y1, const char* id) {
+PlotFrame PlotFrame::reserve(ImVec2 size, double x0, double x1, double y0, double y1, const char* id, float left_margin) {
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   if (size.x <= 0) size.x = avail.x;
   if (size.y <= 0) size.y = avail.y;
@@ -18,7 +18,7 @@ PlotFrame PlotFrame::reserve(ImVec2 size, double x0, double x1, double y0, doubl
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   ImGui::InvisibleButton(id, size);
   PlotFrame frame;
-  frame.min = ImVec2(origin.x + px(56), origin.y + px(6));
+  frame.min = ImVec2(origin.x + (left_margin > 0 ? left_margin : px(56)), origin.y + px(6));
   frame.max = ImVec2(origin.x + size.x - px(8), origin.y + size.y - px(22));
   frame.x0 = x0;
   frame.x1 = x1 == x0 ? x0 + 1 : x1;
@@ -59,6 +59,35 @@ void PlotFrame::axes(double x_step, std::string (*x_label)(double), int y_ticks,
     const ImVec2 size = ImGui::CalcTextSize(label.c_str());
     draw->AddText(ImVec2(min.x - px(6) - size.x, py - size.y / 2), text, label.c_str());
   }
+}
+
+void PlotFrame::y_tick(double y, const std::string& label) const {
+  if (y < std::min(y0, y1) || y > std::max(y0, y1)) return;
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  const float py = sy(y);
+  draw->AddLine(ImVec2(min.x - px(4), py), ImVec2(min.x, py), to_imgui(palette::axis_line));
+  const ImVec2 size = ImGui::CalcTextSize(label.c_str());
+  draw->AddText(ImVec2(min.x - px(6) - size.x, py - size.y / 2), to_imgui(palette::label_text), label.c_str());
+}
+
+void PlotFrame::x_title(const char* title) const {
+  const ImVec2 size = ImGui::CalcTextSize(title);
+  ImGui::GetWindowDrawList()->AddText(ImVec2(max.x - size.x, max.y + px(5) + size.y), to_imgui(palette::label_text), title);
+}
+
+double nice_tick_step(double span, int target) {
+  if (!(span > 0) || target < 1) return 1;
+  const double raw = span / target;
+  const double decade = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * decade >= raw) return m * decade;
+  return 10 * decade;
+}
+
+float label_margin(std::initializer_list<std::string> labels) {
+  float widest = 0;
+  for (const std::string& label : labels) widest = std::max(widest, ImGui::CalcTextSize(label.c_str()).x);
+  return widest + px(12);
 }
 
 std::string binade_label(double binade) { return fmt::format("2^{}", static_cast<int>(std::lround(binade))); }

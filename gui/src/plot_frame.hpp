@@ -3,6 +3,7 @@
 
 #include <imgui.h>
 
+#include <initializer_list>
 #include <limits>
 #include <string>
 
@@ -18,8 +19,9 @@ struct PlotFrame {
   double x0 = 0, x1 = 1;      // data range along x
   double y0 = 0, y1 = 1;      // data range along y
 
-  // Reserves `size` (pixels; non-positive means "the rest") leaving room for tick labels.
-  static PlotFrame reserve(ImVec2 size, double x0, double x1, double y0, double y1, const char* id);
+  // Reserves `size` (pixels; non-positive means "the rest") leaving room for tick labels:
+  // `left_margin` pixels on the left for the y labels (0: room for six characters).
+  static PlotFrame reserve(ImVec2 size, double x0, double x1, double y0, double y1, const char* id, float left_margin = 0);
   float sx(double x) const { return min.x + static_cast<float>((x - x0) / (x1 - x0)) * (max.x - min.x); }
   float sy(double y) const { return max.y - static_cast<float>((y - y0) / (y1 - y0)) * (max.y - min.y); }
   double data_x(float screen_x) const { return x0 + (screen_x - min.x) / (max.x - min.x) * (x1 - x0); }
@@ -29,7 +31,16 @@ struct PlotFrame {
   // labelled by `x_label(value)`, and `y_ticks` evenly spaced on y.
   void axes(double x_step, std::string (*x_label)(double), int y_ticks, std::string (*y_label)(double),
             double x_tick_end = std::numeric_limits<double>::infinity()) const;
+  // One y tick with its label, left of the frame (for axes whose ticks are not evenly spaced).
+  void y_tick(double y, const std::string& label) const;
+  // A title under the x axis's labels, at its right end ("step").
+  void x_title(const char* title) const;
 };
+
+// A round tick spacing -- 1, 2 or 5 x 10^k -- that puts at most `target` ticks over `span`.
+double nice_tick_step(double span, int target);
+// The left margin that fits the widest of these labels, with room for the ticks.
+float label_margin(std::initializer_list<std::string> labels);
 
 std::string binade_label(double binade);  // "2^-24"
 std::string plain_label(double value);    // three significant digits

@@ -1,91 +1,156 @@
-// Curves view: loss (with the last fp32 run beside it), the loss scale in log2, skipped steps marked.
+// Curves view: the loss of every step (raw and smoothed, with the last fp32 run beside it), the
+// loss scale in log2, skipped steps marked; round ticks, axis titles, values under the pointer.
 #include <fmt/core.h>
 #include <imgui.h>
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <limits>
 #include <vector>
 
 #include "app.hpp"
+#include "fpscope/analyzer/smoothing.hpp"
 #include "plot_frame.hpp"
+#include "ui_scale.hpp"
 
 namespace fpscope::gui {
 
 namespace {
 
-// Polyline of (x, y), thinned to about one point per pixel column.
-void polyline(const PlotFrame& plot, const std::vector<double>& xs, const std::vector<double>& ys, Rgb colour) {
-  if (xs.size() < 2) return;
-  std::vector<ImVec2> points;
+// Polyline of (x, y), thinned to about one point per pixel column; NaN points break the line.
+void polyline(const PlotFrame& plot, const std::vector<double>& xs, const std::vector<double>& ys, ImU32 colour, float thickness) {
   const float width = plot.max.x - plot.min.x;
   const std::size_t stride = std::max<std::size_t>(1, xs.size() / static_cast<std::size_t>(std::max(1.0f, width)));
-  for (std::size_t i = 0; i < xs.size(); i += stride)
-    points.emplace_back(plot.sx(xs[i]), std::clamp(plot.sy(ys[i]), plot.min.y, plot.max.y));
-  points.emplace_back(plot.sx(xs.back()), std::clamp(plot.sy(ys.back()), plot.min.y, plot.max.y));
-  ImGui::GetWindowDrawList()->AddPolyline(points.data(), static_cast<int>(points.size()), to_imgui(colour), 0, 2.0f);
+  std::vector<ImVec2> points;
+  auto flush = [&] {
+    if (points.size() >= 2) ImGui::GetWindowDrawList()->AddPolyline(points.data(), static_cast<int>(points.size()), colour, 0, thickness);
+    points.clear();
+  };
+  for (std::size_t i = 0; i < xs.size(); i += stride) {
+    const std::size_t at = std::min(i, xs.size() - 1);
+    if (!std::isfinite(ys[at])) {
+      flush();
+      continue;
+    }
+    points.emplace_back(plot.sx(xs[at]), std::clamp(plot.sy(ys[at]), plot.min.y, plot.max.y));
+  }
+  if (!xs.empty() && std::isfinite(ys.back()) && (xs.size() - 1) % stride != 0)
+    points.emplace_back(plot.sx(xs.back()), std::clamp(plot.sy(ys.back()), plot.min.y, plot.max.y));
+  flush();
 }
 
-double log10_clamped(double loss) { return std::log10(std::max(loss, 1e-12)); }
+double log10_or_nan(double v) { return v > 0 && std::isfinite(v) ? std::log10(v) : std::numeric_limits<double>::quiet_NaN(); }
+
+std::string loss_label(double log10_value) { return fmt::format("{:g}", std::pow(10.0, log10_value)); }
 
 }  // namespace
 
 void draw_curves(App& app) {
-  if (app.snapshots.empty()) {
-    ImGui::TextDisabled("No run yet: the loss and the loss scale appear here as steps are recorded.");
+  if (app.steps.empty()) {
+    ImGui::TextDisabled("No run yet: the loss and the loss scale appear here as steps are taken.");
     return;
   }
+  // Every step's record (a run log has one for each step; snapshots only every N).
   std::vector<double> steps, loss, scale, skipped;
-  for (const auto& s : app.snapshots) {
-    steps.push_back(static_cast<double>(s->step));
-    loss.push_back(log10_clamped(s->loss));
-    scale.push_back(std::log2(s->loss_scale));
-    if (s->skipped) skipped.push_back(static_cast<double>(s->step));
+  steps.reserve(app.steps.size());
+  for (const StepRecord& r : app.steps) {
+    steps.push_back(static_cast<double>(r.step));
+    loss.push_back(r.loss);
+    scale.push_back(std::log2(r.loss_scale));
+    if (r.skipped) skipped.push_back(static_cast<double>(r.step));
   }
-  std::vector<double> baseline;
-  for (double l : app.baseline_loss) baseline.push_back(log10_clamped(l));
+  const std::vector<double> smooth = smoothed_curve(loss, app.curves.smoothing);
+  std::vector<double> log_loss(loss.size()), log_smooth(loss.size()), log_baseline;
+  for (std::size_t i = 0; i < loss.size(); ++i) log_loss[i] = log10_or_nan(loss[i]), log_smooth[i] = log10_or_nan(smooth[i]);
+  for (double l : app.baseline_loss) log_baseline.push_back(log10_or_nan(l));
+
   double x1 = steps.back() + 1;
   if (!app.baseline_steps.empty()) x1 = std::max(x1, app.baseline_steps.back() + 1);
-  double y0 = *std::min_element(loss.begin(), loss.end()), y1 = *std::max_element(loss.begin(), loss.end());
-  for (double l : baseline) y0 = std::min(y0, l), y1 = std::max(y1, l);
+  double y0 = std::numeric_limits<double>::infinity(), y1 = -y0;
+  for (const auto* series : {&log_loss, &log_baseline})
+    for (double v : *series)
+      if (std::isfinite(v)) y0 = std::min(y0, v), y1 = std::max(y1, v);
+  if (!(y0 <= y1)) y0 = -1, y1 = 1;  // no finite loss yet
   y0 = std::floor(y0 * 4) / 4 - 0.05;
   y1 = std::ceil(y1 * 4) / 4 + 0.05;
 
-  const Snapshot& last = *app.snapshots.back();
-  ImGui::TextColored(to_imgui_vec4(palette::loss_line), "loss %.5f at step %lld (%s)", last.loss, static_cast<long long>(last.step), app.header.precision.c_str());
+  const StepRecord& last = app.steps.back();
+  ImGui::TextColored(to_imgui_vec4(palette::loss_line), "loss %.5g at step %lld (%s)", last.loss, static_cast<long long>(last.step),
+                     app.header.precision.c_str());
   if (!app.baseline_loss.empty()) {
     ImGui::SameLine();
-    ImGui::TextColored(to_imgui_vec4(palette::baseline_line), "  fp32 baseline %.5f", app.baseline_loss.back());
+    ImGui::TextColored(to_imgui_vec4(palette::baseline_line), "  fp32 baseline %.5g", app.baseline_loss.back());
   }
   ImGui::SameLine();
   ImGui::TextColored(to_imgui_vec4(palette::skipped_mark), "  %zu skipped steps", skipped.size());
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(px(160));
+  ImGui::SliderFloat("smoothing", &app.curves.smoothing, 0.0f, 0.999f, "%.3f");
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("As TensorBoard's: an exponential moving average of the loss, s = w s + (1 - w) loss,\n"
+                      "divided by 1 - w^n so the first steps are not pulled towards 0. The raw loss stays drawn, faint.");
+
+  // The loss on a log axis: ticks at each decade, and at 2 and 5 where fewer than three decades show.
+  std::vector<std::pair<double, std::string>> y_ticks;
+  const bool few_decades = y1 - y0 < 3;
+  static constexpr double multiples[] = {1, 2, 5};
+  for (int d = static_cast<int>(std::floor(y0)); d <= static_cast<int>(std::ceil(y1)); ++d)
+    for (std::size_t k = 0; k < (few_decades ? std::size(multiples) : 1); ++k) {
+      const double y = d + std::log10(multiples[k]);
+      if (y >= y0 && y <= y1) y_ticks.emplace_back(y, loss_label(y));
+    }
+  float margin = px(56);
+  for (const auto& [y, label] : y_ticks) margin = std::max(margin, label_margin({label}));
   const float avail = ImGui::GetContentRegionAvail().y;
-  PlotFrame loss_plot = PlotFrame::reserve(ImVec2(0, avail * 0.6f), 0, x1, y0, y1, "##loss");
-  const double span = x1;
-  const double x_step = span > 5000 ? 1000 : span > 500 ? 100 : span > 50 ? 10 : 1;
-  loss_plot.axes(x_step, step_label, 4, +[](double y) { return fmt::format("{:.3g}", std::pow(10.0, y)); });
-  if (!app.baseline_steps.empty()) polyline(loss_plot, app.baseline_steps, baseline, palette::baseline_line);
-  polyline(loss_plot, steps, loss, palette::loss_line);
+  PlotFrame loss_plot = PlotFrame::reserve(ImVec2(0, avail * 0.6f - ImGui::GetFontSize()), 0, x1, y0, y1, "##loss", margin);
+  const double x_step = nice_tick_step(x1, std::max(2, static_cast<int>((loss_plot.max.x - loss_plot.min.x) / px(90))));
+  loss_plot.axes(x_step, step_label, 0, nullptr);
+  for (const auto& [y, label] : y_ticks) loss_plot.y_tick(y, label);
+  loss_plot.x_title("step");
+  if (!app.baseline_steps.empty()) polyline(loss_plot, app.baseline_steps, log_baseline, to_imgui(palette::baseline_line), px(2));
+  const bool smoothing = app.curves.smoothing > 0;
+  polyline(loss_plot, steps, log_loss, to_imgui(palette::loss_line, smoothing ? 90 : 255), smoothing ? px(1) : px(2));
+  if (smoothing) polyline(loss_plot, steps, log_smooth, to_imgui(palette::loss_line), px(2));
   ImDrawList* draw = ImGui::GetWindowDrawList();
   for (double s : skipped)
-    draw->AddLine(ImVec2(std::floor(loss_plot.sx(s)), loss_plot.max.y - 10), ImVec2(std::floor(loss_plot.sx(s)), loss_plot.max.y), to_imgui(palette::skipped_mark), 2.0f);
-  if (loss_plot.hovered()) {
-    const double x = loss_plot.data_x(ImGui::GetIO().MousePos.x);
-    const auto it = std::lower_bound(steps.begin(), steps.end(), x);
-    if (it != steps.end()) {
-      const std::size_t i = static_cast<std::size_t>(it - steps.begin());
-      ImGui::SetTooltip("step %.0f\nloss %.6f\nscale 2^%.0f%s", steps[i], app.snapshots[i]->loss, scale[i], app.snapshots[i]->skipped ? "\nskipped" : "");
-    }
-  }
+    draw->AddLine(ImVec2(std::floor(loss_plot.sx(s)), loss_plot.max.y - px(10)), ImVec2(std::floor(loss_plot.sx(s)), loss_plot.max.y),
+                  to_imgui(palette::skipped_mark), px(2));
 
   ImGui::TextUnformatted("loss scale (log2); red ticks: skipped steps");
-  double s0 = *std::min_element(scale.begin(), scale.end()), s1 = *std::max_element(scale.begin(), scale.end());
+  const double s0 = *std::min_element(scale.begin(), scale.end()), s1 = *std::max_element(scale.begin(), scale.end());
   const double scale_lo = std::floor(s0) - 1, scale_hi = std::ceil(s1) + 1;
-  PlotFrame scale_plot = PlotFrame::reserve(ImVec2(0, 0), 0, x1, scale_lo, scale_hi, "##scale");
-  const int span_log2 = static_cast<int>(scale_hi - scale_lo);
-  scale_plot.axes(x_step, step_label, span_log2 <= 12 ? span_log2 : span_log2 % 4 == 0 ? 4 : span_log2 % 3 == 0 ? 3 : 2, +[](double y) { return fmt::format("2^{:.0f}", y); });
-  polyline(scale_plot, steps, scale, palette::scale_line);
+  PlotFrame scale_plot =
+      PlotFrame::reserve(ImVec2(0, ImGui::GetContentRegionAvail().y - ImGui::GetFontSize()), 0, x1, scale_lo, scale_hi, "##scale", margin);
+  scale_plot.axes(x_step, step_label, 0, nullptr);
+  const double scale_step =  // whole powers of two only
+      std::max(1.0, nice_tick_step(scale_hi - scale_lo, std::max(2, static_cast<int>((scale_plot.max.y - scale_plot.min.y) / px(28)))));
+  for (double y = std::ceil(scale_lo / scale_step) * scale_step; y <= scale_hi; y += scale_step)
+    scale_plot.y_tick(y, fmt::format("2^{:.0f}", y));
+  scale_plot.x_title("step");
+  polyline(scale_plot, steps, scale, to_imgui(palette::scale_line), px(2));
   for (double s : skipped)
-    draw->AddLine(ImVec2(std::floor(scale_plot.sx(s)), scale_plot.min.y), ImVec2(std::floor(scale_plot.sx(s)), scale_plot.max.y), to_imgui(palette::skipped_mark), 1.0f);
+    draw->AddLine(ImVec2(std::floor(scale_plot.sx(s)), scale_plot.min.y), ImVec2(std::floor(scale_plot.sx(s)), scale_plot.max.y),
+                  to_imgui(palette::skipped_mark), px(1));
+
+  // Under the pointer, in either plot: a cursor line through both and the step's values.
+  for (const PlotFrame* plot : {&loss_plot, &scale_plot}) {
+    if (!plot->hovered()) continue;
+    const double x = plot->data_x(ImGui::GetIO().MousePos.x);
+    const auto it = std::lower_bound(steps.begin(), steps.end(), std::floor(x));
+    if (it == steps.end()) break;
+    const std::size_t i = static_cast<std::size_t>(it - steps.begin());
+    for (const PlotFrame* p : {&loss_plot, &scale_plot})
+      draw->AddLine(ImVec2(std::floor(p->sx(steps[i])), p->min.y), ImVec2(std::floor(p->sx(steps[i])), p->max.y), to_imgui(palette::axis_line, 160));
+    std::string text = fmt::format("step {:.0f}\nloss {:.6g}", steps[i], loss[i]);
+    if (smoothing && std::isfinite(smooth[i])) text += fmt::format(" (smoothed {:.6g})", smooth[i]);
+    const auto b = std::lower_bound(app.baseline_steps.begin(), app.baseline_steps.end(), steps[i]);
+    if (b != app.baseline_steps.end() && *b == steps[i])
+      text += fmt::format("\nfp32 baseline {:.6g}", app.baseline_loss[static_cast<std::size_t>(b - app.baseline_steps.begin())]);
+    text += fmt::format("\nloss scale 2^{:g}{}", scale[i], app.steps[i].skipped ? "\nskipped: the optimizer step was not taken" : "");
+    ImGui::SetTooltip("%s", text.c_str());
+    break;
+  }
 }
 
 }  // namespace fpscope::gui

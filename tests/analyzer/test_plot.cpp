@@ -1,10 +1,12 @@
 // SVG plots: well-formed, the format's regions where they belong, one bar per nonzero binade.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
 
 #include "fpscope/analyzer/heatmap.hpp"
 #include "fpscope/analyzer/plot.hpp"
+#include "fpscope/analyzer/smoothing.hpp"
 
 using namespace fpscope;
 
@@ -73,4 +75,17 @@ TEST_CASE("heatmap columns: a steady tensor looks the same in columns of 2 and o
   CHECK(heat.value(spike, -10, HeatmapColumns::Aggregate::max) == 9.0);
   CHECK(heat.value(spike, -10, HeatmapColumns::Aggregate::mean) == 3.0);
   CHECK(heat.value(0, -10, HeatmapColumns::Aggregate::max) == 0.0);
+}
+
+TEST_CASE("curve smoothing is TensorBoard's debiased moving average; NaN losses stay out of it") {
+  // w = 0.5 over 1, 3: the averages 0.5 and 1.75, debiased by 1 - 0.5 and 1 - 0.25.
+  const std::vector<double> two = smoothed_curve({1, 3}, 0.5);
+  CHECK(two[0] == 1.0);
+  CHECK(two[1] == doctest::Approx(1.75 / 0.75).epsilon(1e-15));
+  // A constant stays constant from the first point on (what debiasing is for).
+  for (double v : smoothed_curve(std::vector<double>(50, 2.5), 0.99)) CHECK(v == doctest::Approx(2.5).epsilon(1e-12));
+  const std::vector<double> with_nan = smoothed_curve({1, std::nan(""), 3}, 0.5);
+  CHECK(std::isnan(with_nan[1]));
+  CHECK(with_nan[2] == doctest::Approx(1.75 / 0.75).epsilon(1e-15));
+  CHECK(smoothed_curve({4, 5}, 0) == std::vector<double>{4, 5});
 }
