@@ -50,7 +50,7 @@ App::App(const AppOptions& options) : view(options.view), form(options.form) {
     form.steps = 150;
     form.batch = 1024;
     if (start_training(form)) demo_stage_ = 0;
-  } else if (options.start && session && !start_training(form)) {
+  } else if ((options.start || options.example) && session && !start_training(form)) {
     std::fprintf(stderr, "fpscope-gui: cannot start training: %s\n", printable_text(training_message, 4096).c_str());
   }
 }

@@ -70,6 +70,7 @@ struct AppOptions {
   View view = View::histogram;
   TrainingForm form;   // the Training view's settings on opening
   bool start = false;  // start training with `form` on opening
+  bool example = false;  // start the example (the form's defaults: fp16, no loss scaling, run on)
   std::optional<int> preview_scale_log2;  // the slider's preview on opening
 };
 

@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
+#include <vector>
 
 #include "app.hpp"
 #include "ui_scale.hpp"
+#include "fpscope/analyzer/recommendation.hpp"
 #include "fpscope/analyzer/scale_semantics.hpp"
 #include "choice_combo.hpp"
 #include "fpscope/core/names.hpp"
@@ -93,6 +96,30 @@ void draw_followed(App& app) {
 
 }  // namespace
 
+// One line on what to do next, from the latest step's gradients: the advised scale while they fall
+// out of the format's range, and where to look once they are in it.
+void draw_next_step_hint(App& app, const TrainingStatus& status) {
+  if (app.snapshots.empty() || app.form.precision == Precision::fp32) return;
+  const Snapshot latest = *app.snapshots.back();
+  const std::vector<TensorSeries> series = tensor_series(std::span<const Snapshot>(&latest, 1));
+  const Format f = app.target_format();
+  const LossScaleAdvice advice = recommend_loss_scale(series, f);
+  if (advice.kind != LossScaleAdvice::Kind::scale) return;
+  const int now_log2 = scale_log2_of(status.loss_scale).log2;
+  ImGui::PushStyleColor(ImGuiCol_Text, to_imgui(palette::subnormal_bar));
+  if (now_log2 < advice.scale_log2 - 1)
+    ImGui::TextWrapped("Red bars are gradients %s flushes to zero. Drag the loss scale to 2^%d (advised) and press Apply.",
+                       target_format_names[app.format_index], advice.scale_log2);
+  else
+    ImGui::TextWrapped("At 2^%d the gradients sit in %s's range: watch the loss recover in Curves.", now_log2,
+                       target_format_names[app.format_index]);
+  ImGui::PopStyleColor();
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("The advice keeps the largest gradient of the latest step one binade below %s's overflow\n"
+                      "(set by %s). Histogram shows where the slider's scale puts them before you apply it.",
+                      target_format_names[app.format_index], advice.decided_by.c_str());
+}
+
 void draw_training(App& app) {
   ImGui::TextUnformatted("Training");
   ImGui::Separator();
@@ -134,6 +161,8 @@ void draw_training(App& app) {
   if (status.state == TrainingStatus::State::idle)
     ImGui::TextWrapped("Press Start: fp16 without loss scaling. Most activation gradients fall below fp16's range (red in "
                        "Histogram); then drag the loss scale up and watch them move into the green.");
+  else
+    draw_next_step_hint(app, status);
   state_swatch(state_colour(status.state));
   ImGui::Text("%s  step %lld", std::string(training_state_name(status.state)).c_str(), static_cast<long long>(status.step));
   ImGui::Text("loss %.5f   %.1f steps/s", status.loss, status.steps_per_second);
