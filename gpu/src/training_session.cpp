@@ -172,6 +172,8 @@ void TrainingSession::run(MlpTrainer trainer, TrainingData data) {
       const double seconds = std::chrono::duration<double>(now - window_start).count();
       std::lock_guard lock(mutex_);
       status_.step = trainer.step_count();
+      if (settings_.pause_at_step > 0 && status_.step == settings_.pause_at_step && status_.state == TrainingStatus::State::running)
+        status_.state = TrainingStatus::State::paused;
       status_.running_seconds += std::chrono::duration<double>(now - step_start).count();
       status_.loss = result.loss;
       status_.loss_scale = trainer.scaler().scale();

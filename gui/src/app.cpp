@@ -36,6 +36,9 @@ std::optional<View> parse_view(std::string_view name) {
 
 App::App(const AppOptions& options) : view(options.view), form(options.form) {
   preview.scale_log2 = options.preview_scale_log2;
+  settle_at_step_ = options.settle_at_step;
+  wanted_tensor_ = options.tensor;
+  kind = options.kind;
   store.set_memory_budget(snapshot_memory_budget);
   if (!options.follow.empty()) {
     follower = std::make_unique<FollowThread>(options.follow, store, follow_window_bytes);
@@ -78,6 +81,7 @@ bool App::start_training(const TrainingForm& f) {
     settings.batch = f.batch;
     settings.record_every = f.record_every;
     settings.steps = f.steps;
+    settings.pause_at_step = f.pause_at_step;
     save_baseline_if_fp32();
     session->start(settings);
     training_message.clear();
@@ -139,6 +143,13 @@ void App::update(double now_seconds) {
                                      [](std::int64_t step, const auto& s) { return step < s->step; });
     step_index = at == snapshots.begin() ? 0 : static_cast<int>(at - snapshots.begin()) - 1;
   }
+  if (!wanted_tensor_.empty()) {
+    const auto at = std::find(tensor_names.begin(), tensor_names.end(), wanted_tensor_);
+    if (at != tensor_names.end()) {
+      tensor_index = static_cast<int>(at - tensor_names.begin());
+      wanted_tensor_.clear();
+    }
+  }
   if (tensor_index >= static_cast<int>(tensor_names.size())) tensor_index = 0;
   if (step_index >= static_cast<int>(snapshots.size())) step_index = -1;
 
@@ -157,8 +168,9 @@ bool App::settled() const {
   if (follower) return follower->polls() > 0 && follower->caught_up() && store.size() == snapshots.size();
   if (demo_stage_ >= 0 && demo_stage_ < 2) return false;
   if (session) {
-    const auto state = session->status().state;
-    if (state == TrainingStatus::State::running) return false;
+    const TrainingStatus status = session->status();
+    if (status.state == TrainingStatus::State::running)  // settled only when told where: it grows on
+      return settle_at_step_ > 0 && status.step >= settle_at_step_ && !snapshots.empty();
   }
   return store.size() == snapshots.size();
 }

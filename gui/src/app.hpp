@@ -62,6 +62,7 @@ struct TrainingForm {
   int steps = 0;  // 0: until stopped
   std::string data = "synthetic";
   int seed = 1;
+  int pause_at_step = 0;  // > 0: the run pauses itself there (--pause-at-step; not in the form)
 };
 
 struct AppOptions {
@@ -72,6 +73,9 @@ struct AppOptions {
   bool start = false;  // start training with `form` on opening
   bool example = false;  // start the example (the form's defaults: fp16, no loss scaling, run on)
   std::optional<int> preview_scale_log2;  // the slider's preview on opening
+  std::int64_t settle_at_step = 0;  // headless: a running session has settled once it did this many steps
+  std::string tensor;  // the layer selected on opening, once the run has it (--tensor)
+  TensorKind kind = TensorKind::activation_gradient;  // --kind
 };
 
 // Curves state: TensorBoard's smoothing (an exponential moving average, debiased at the start).
@@ -197,6 +201,8 @@ class App {
   std::uint64_t store_layout_seen_ = 0;
   bool requested_tab_ = true;  // select `view`'s tab on the first frame
   int demo_stage_ = -1;  // -1 no demo; 0 fp32 baseline running; 1 fp16 running; 2 done
+  std::int64_t settle_at_step_ = 0;
+  std::string wanted_tensor_;  // selected as soon as it appears
 };
 
 // One function per view, one file each.

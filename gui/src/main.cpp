@@ -278,6 +278,12 @@ int main(int argc, char** argv) {
   cli.add_option("--data", f.data, "training: synthetic or mnist:DIR")->capture_default_str();
   cli.add_option("--seed", f.seed, "training: seed")->capture_default_str();
   cli.add_flag("--start", o.app.start, "start training with these settings on opening");
+  std::string kind = "activation_gradient";
+  cli.add_option("--tensor", o.app.tensor, "the layer to show on opening (fc1, fc2, ... or a module name), once the run has it");
+  cli.add_option("--kind", kind, "the tensor kind to show on opening: activation, activation_gradient, weight, weight_gradient")
+      ->capture_default_str();
+  cli.add_option("--pause-at-step", f.pause_at_step, "training: pause once this many steps are done (as Pause would)");
+  cli.add_option("--at-step", o.app.settle_at_step, "with --frames: take the frames once the run has done this many steps, while it trains on");
   bool idle = false;
   cli.add_flag("--idle", idle, "open without training anything (by default a window opens on the example: fp16, no loss scaling)");
   cli.add_flag("--report", o.report, "print frame times and training speed on exit");
@@ -289,6 +295,7 @@ int main(int argc, char** argv) {
     o.app.view = *view;
     // The names fpscope train takes, read by the same functions.
     try {
+      o.app.kind = fpscope::parse_tensor_kind(kind);
       f.activation = fpscope::parse_activation(activation);
       f.precision = fpscope::parse_precision(precision);
       f.rounding = fpscope::parse_rounding_mode(round);
@@ -326,6 +333,8 @@ int main(int argc, char** argv) {
     if (!o.screenshot.empty() && o.frames <= 0) throw CLI::ValidationError("--screenshot needs --frames N (N > 0)");
     if (o.width < 200 || o.height < 150 || o.width > 8192 || o.height > 8192) throw CLI::ValidationError("--width and --height must be 200..8192 and 150..8192");
     if (o.frames < 0) throw CLI::ValidationError("--frames must not be negative");
+    if (f.pause_at_step < 0) throw CLI::ValidationError("--pause-at-step must not be negative");
+    if (o.app.settle_at_step < 0) throw CLI::ValidationError("--at-step must not be negative");
     // A window opened with nothing to show starts the example; headless runs do only what they are told.
     o.app.example = !idle && o.frames == 0 && o.app.follow.empty() && !o.app.demo && !o.app.start;
     if (cli.count("--ui-scale") > 0 && !(o.ui_scale >= fpscope::gui::min_ui_scale && o.ui_scale <= fpscope::gui::max_ui_scale))

@@ -51,6 +51,8 @@ inline constexpr Rgb heat_empty{16, 16, 22};
 // Axes, tick labels and text drawn into plots.
 inline constexpr Rgb axis_line{150, 150, 150};
 inline constexpr Rgb label_text{200, 200, 200};
+// The Training panel's line on what to do next (not a bar colour: the screenshot tests count those).
+inline constexpr Rgb hint_text{250, 222, 140};
 // Error messages in the panels.
 inline constexpr Rgb error_text{240, 110, 110};
 

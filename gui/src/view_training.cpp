@@ -106,7 +106,7 @@ void draw_next_step_hint(App& app, const TrainingStatus& status) {
   const LossScaleAdvice advice = recommend_loss_scale(series, f);
   if (advice.kind != LossScaleAdvice::Kind::scale) return;
   const int now_log2 = scale_log2_of(status.loss_scale).log2;
-  ImGui::PushStyleColor(ImGuiCol_Text, to_imgui(palette::subnormal_bar));
+  ImGui::PushStyleColor(ImGuiCol_Text, to_imgui(palette::hint_text));
   if (now_log2 < advice.scale_log2 - 1)
     ImGui::TextWrapped("Red bars are gradients %s flushes to zero. Drag the loss scale to 2^%d (advised) and press Apply.",
                        target_format_names[app.format_index], advice.scale_log2);

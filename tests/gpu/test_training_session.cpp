@@ -84,6 +84,23 @@ TEST_CASE("pause, single step and resume") {
   CHECK(session.status().step == at_pause);
 }
 
+TEST_CASE("pause_at_step pauses the run exactly there, and Resume goes on") {
+  RunStore store;
+  TrainingSession session(store);
+  TrainingSettings settings = small_settings(0);
+  settings.pause_at_step = 7;
+  session.start(settings);
+  const TrainingStatus paused = wait_until(session, TrainingStatus::State::paused, 7);
+  CHECK(paused.state == TrainingStatus::State::paused);
+  CHECK(paused.step == 7);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(session.status().step == 7);
+  CHECK(store.size() == 7);
+  session.resume();
+  CHECK(wait_until(session, TrainingStatus::State::running, 12).step >= 12);
+  session.stop();
+}
+
 TEST_CASE("reset forgets the run: idle, the store empty, and a new run starts from step 0") {
   RunStore store;
   TrainingSession session(store);

@@ -85,10 +85,50 @@ int main(int argc, char** argv) {
           last = std::max(last, x);
         }
     std::printf("ghost x %d %d\n", first, last);
+    // The plot's first row: the first with a run of the flushed band's colour (the table's swatches
+    // above it use the bars' colours).
+    int plot_top = image.height;
+    for (int y = 0; y < image.height && plot_top == image.height; ++y) {
+      int band_pixels = 0;
+      for (int x = 0; x < image.width; ++x) band_pixels += near(&image.rgb[(static_cast<std::size_t>(y) * image.width + x) * 3], palette::flushed_band, 0);
+      if (band_pixels >= 50) plot_top = y;
+    }
+    // The recorded bars' extent in the plot (their region colours, exactly), for the ghost's offset
+    // from them within one picture: (preview - recorded scale) binades.
+    int bars_first = image.width, bars_last = -1;
+    for (int y = plot_top; y < image.height; ++y)
+      for (int x = 0; x < image.width; ++x) {
+        const unsigned char* p = &image.rgb[(static_cast<std::size_t>(y) * image.width + x) * 3];
+        if (near(p, palette::flushed_bar, 0) || near(p, palette::subnormal_bar, 0) || near(p, palette::normal_bar, 0) ||
+            near(p, palette::overflow_bar, 0)) {
+          bars_first = std::min(bars_first, x);
+          bars_last = std::max(bars_last, x);
+        }
+      }
+    std::printf("bars x %d %d\n", bars_first, bars_last);
+    // Where the bands begin, along the plot's top rows (above every bar): the first x of the
+    // subnormal, normal and overflow bands, to compare between pictures.
+    if (plot_top < image.height) {
+      const int row = std::min(image.height - 1, plot_top + 3);
+      auto first_of = [&](Rgb c) {
+        for (int x = 0; x < image.width; ++x)
+          if (near(&image.rgb[(static_cast<std::size_t>(row) * image.width + x) * 3], c, 0)) return x;
+        return -1;
+      };
+      std::printf("band edges %d %d %d\n", first_of(palette::subnormal_band), first_of(palette::normal_band), first_of(palette::overflow_band));
+    }
   } else if (view == "histogram-specials") {
     expect(image, "bar: exact zeros", palette::zero_bar, 2000);
   } else if (view == "histogram-non-finite") {
     expect(image, "bars: inf and NaN", palette::non_finite_bar, 5000);
+  } else if (view == "histogram-one-nan") {  // one NaN among a layer's weight gradients: a short bar
+    expect(image, "bar: NaN", palette::non_finite_bar, 1000);
+  } else if (view == "swatch-running") {
+    expect(image, "state swatch: running", palette::state_running, 200);
+  } else if (view == "swatch-paused") {
+    expect(image, "state swatch: paused", palette::state_paused, 200);
+  } else if (view == "swatch-finished") {
+    expect(image, "state swatch: finished", palette::state_finished, 200);
   } else if (view == "heatmap") {
     std::vector<Rgb> ramp;
     for (int i = 1; i <= 4000; ++i) ramp.push_back(palette::heat(i / 4000.0));

@@ -86,6 +86,41 @@ else
   fail "preview outline from 2^4 to 2^10: moved $((${first10:-0} - ${first4:-0})) and $((${last10:-0} - ${last4:-0})) px, $per_binade px per binade"
   cat "$work/preview4.out" "$work/preview10.out" "$work/preview4.check" "$work/preview10.check"
 fi
+# The preview in every state: running (frames taken while it trains on), paused, finished and
+# following a log. In each picture the outline sits 2^6 / 2^0 = 6 binades right of the recorded
+# bars (their right ends: 6 x px-per-binade, +1 for the outline's stroke, +-2 px of rounding),
+# and the bands begin at the same pixels in all four: the axis belongs to the format.
+state_run=(--model 16-32-10 --activation relu --precision fp16 --loss-scale none --batch 32 --seed 3)
+state_view=(--view histogram --preview-scale 2^6 --frames 3 --report)
+headless "${state_run[@]}" "${state_view[@]}" --start --steps 0 --at-step 20 --screenshot "$work/state-running.png" >"$work/state-running.out" 2>&1
+headless "${state_run[@]}" "${state_view[@]}" --start --steps 0 --pause-at-step 20 --screenshot "$work/state-paused.png" >"$work/state-paused.out" 2>&1
+headless "${state_run[@]}" "${state_view[@]}" --start --steps 20 --screenshot "$work/state-finished.png" >"$work/state-finished.out" 2>&1
+"$fpscope" train "${state_run[@]}" --steps 20 --out "$work/state.jsonl" >/dev/null 2>&1
+headless --follow "$work/state.jsonl" "${state_view[@]}" --screenshot "$work/state-following.png" >"$work/state-following.out" 2>&1
+edges_seen=""
+for state in running paused finished following; do
+  "$check" "$work/state-$state.png" histogram-ghost >"$work/state-$state.check"
+  read -r _ _ _ ghost_last < <(grep "^ghost x" "$work/state-$state.check")
+  read -r _ _ _ bars_last < <(grep "^bars x" "$work/state-$state.check")
+  edges=$(grep "^band edges" "$work/state-$state.check")
+  width=$(sed -n 's/.*: \([0-9.]*\) px per binade; preview 2^6, recorded 2^0$/\1/p' "$work/state-$state.out")
+  swatch_ok=1
+  if [[ "$state" != following ]] && ! "$check" "$work/state-$state.png" "swatch-$state" >/dev/null; then swatch_ok=0; fi
+  if [[ -n "$width" && -n "${ghost_last:-}" && -n "${bars_last:-}" && "$swatch_ok" == 1 && -n "$edges" &&
+        ( -z "$edges_seen" || "$edges" == "$edges_seen" ) ]] &&
+     awk -v d="$((ghost_last - bars_last))" -v w="$width" 'BEGIN { e = 6 * w + 1; exit !(d >= e - 2 && d <= e + 2) }'; then
+    ok
+  else
+    fail "preview while $state: outline $((${ghost_last:-0} - ${bars_last:-0})) px right of the bars at $width px per binade; '$edges' against '$edges_seen'; swatch $swatch_ok"
+    cat "$work/state-$state.out" "$work/state-$state.check"
+  fi
+  edges_seen="$edges"
+done
+# One NaN injected into fc1's weight gradient at the last step: its bar, with --tensor and --kind picking it.
+"$fpscope" train "${state_run[@]}" --steps 6 --inject nan@fc1:5 --out "$work/inject.jsonl" >/dev/null 2>&1
+headless --follow "$work/inject.jsonl" --tensor fc1 --kind weight_gradient --frames 3 --screenshot "$work/inject.png" >/dev/null 2>&1
+if "$check" "$work/inject.png" histogram-one-nan >/dev/null; then ok; else fail "the injected NaN's bar"; "$check" "$work/inject.png" histogram-one-nan; fi
+
 # --ui-scale 2 in a window twice the size: a 26 px font and every length doubled, the plot included.
 headless --follow "$work/fp16.jsonl" --frames 3 --view histogram --preview-scale "2^10" --ui-scale 2 --width 2960 --height 1800 \
   --report >"$work/scaled.out" 2>&1

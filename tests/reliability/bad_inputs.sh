@@ -431,6 +431,9 @@ if [[ -n "$gui" ]]; then
   bad gui-preview-scale-past-slider 2 "2^49' is not" -- "$gui" --preview-scale 2^49
   bad gui-ui-scale-small 2 "--ui-scale must be 0.5 .. 4" -- "$gui" --ui-scale 0.25
   bad gui-ui-scale-nan 2 "--ui-scale must be 0.5 .. 4" -- "$gui" --ui-scale nan
+  bad gui-pause-at-step 2 "--pause-at-step must not be negative" -- "$gui" --pause-at-step -1
+  bad gui-at-step 2 "--at-step must not be negative" -- "$gui" --at-step -3
+  bad gui-kind 2 "unknown tensor kind" -- "$gui" --kind gradients
   bad gui-precision 2 "fp12" -- "$gui" --precision fp12
   bad gui-screenshot-alone 2 "--frames" -- "$gui" --screenshot x.png
   bad gui-export-alone 2 "--frames" -- "$gui" --export folder

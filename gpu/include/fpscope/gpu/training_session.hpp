@@ -23,6 +23,7 @@ struct TrainingSettings {
   int record_every = 1;
   std::int64_t steps = 0;  // stop after this many steps; 0 runs until stopped
   bool start_paused = false;
+  std::int64_t pause_at_step = 0;  // > 0: pause once this many steps are done (as the Pause button would)
 };
 
 // What the app shows about the session; copied out under the lock.
