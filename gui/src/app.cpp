@@ -274,10 +274,20 @@ void App::draw() {
       }
     }
     requested_tab_ = false;
+    if (ImGui::TabItemButton("PNG", ImGuiTabItemFlags_Trailing | ImGuiTabItemFlags_NoTooltip)) pending_window_png = view_png_path(*this);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("Save the window as it shows this view: %s", view_png_path(*this).c_str());
     ImGui::EndTabBar();
   }
   ImGui::EndChild();
   ImGui::End();
+  if (now < export_message_until && !export_message.empty()) {  // what the PNG button did, over any view
+    ImGui::SetNextWindowPos(ImVec2(viewport->WorkPos.x + viewport->WorkSize.x - px(12), viewport->WorkPos.y + viewport->WorkSize.y - px(12)),
+                            ImGuiCond_Always, ImVec2(1, 1));
+    ImGui::Begin("##export message", nullptr,
+                 ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_AlwaysAutoResize | ImGuiWindowFlags_NoInputs | ImGuiWindowFlags_NoSavedSettings);
+    ImGui::TextUnformatted(export_message.c_str());
+    ImGui::End();
+  }
 }
 
 }  // namespace fpscope::gui

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <optional>
@@ -12,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "export_job.hpp"
 #include "follow_thread.hpp"
 #include "fpscope/analyzer/heatmap.hpp"
 #include "fpscope/snapshot/output_file.hpp"
@@ -147,6 +149,8 @@ class App {
   void draw();
   // Headless runs take their screenshot once the demo has finished and a followed log is read.
   bool settled() const;
+  // Something on screen changes by itself: a save under way, a message about to go.
+  bool animating() const { return export_job.busy() || now < export_message_until; }
 
   // --- the run, as of this frame ---
   RunStore store;
@@ -182,6 +186,8 @@ class App {
   std::string export_folder = ".";
   std::string export_message;
   std::string pending_window_png;  // main() writes the frame here after rendering
+  double export_message_until = -1;  // shown over every view until then (a PNG saved from any view)
+  ExportJob export_job;  // after `follower`: destroyed first, so a save reading the log finishes before it goes
 
   // --- helpers for the views ---
   const Snapshot* current_snapshot() const;
@@ -218,6 +224,12 @@ void draw_export(App& app);
 // Each returns one sentence saying what it did or why it could not.
 std::string export_run_log(const App& app, const std::string& folder);
 std::string export_histograms_csv(const App& app, const std::string& folder);
+// The same as work for an ExportJob: what the save needs is copied now (shared snapshots, the
+// header, the step records), so the app may go on changing while it runs.
+std::function<std::string()> run_log_saver(const App& app, const std::string& folder);
+std::function<std::string()> histograms_csv_saver(const App& app, const std::string& folder);
+// The PNG a view saves into the export folder: fpscope-<view>.png.
+std::string view_png_path(const App& app);
 // The files the app reads (the followed log): no export may overwrite one. `path` resolved and
 // checked against them; throws OutputError.
 OutputTarget export_target(const App& app, const std::filesystem::path& path);

@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cmath>
 #include <initializer_list>
+#include <limits>
 #include <cfloat>
 #include <filesystem>
 #include <chrono>
@@ -34,11 +35,24 @@ void on_glfw_error(int, const char* description) { glfw_error_text = description
 // these first ("chain"), so ImGui sees every event as before.
 bool input_arrived = true;
 void note_input() { input_arrived = true; }
+// The window's shortcuts, taken in the key callback itself: Dear ImGui 1.86 sees a key only if it
+// is still down when the frame starts, so a quick tap (press and release between two frames)
+// would be lost. Ctrl + / Ctrl - / Ctrl 0 change the UI scale (applied before the next frame),
+// Ctrl Q quits.
+float scale_steps_requested = 0;  // quarters to add; NaN: back to 1
+void on_key(GLFWwindow* window, int key, int, int action, int mods) {
+  note_input();
+  if (action != GLFW_PRESS || (mods & GLFW_MOD_CONTROL) == 0) return;
+  if (key == GLFW_KEY_Q) glfwSetWindowShouldClose(window, GLFW_TRUE);
+  if (key == GLFW_KEY_EQUAL || key == GLFW_KEY_KP_ADD) scale_steps_requested += 1;
+  if (key == GLFW_KEY_MINUS || key == GLFW_KEY_KP_SUBTRACT) scale_steps_requested -= 1;
+  if (key == GLFW_KEY_0 || key == GLFW_KEY_KP_0) scale_steps_requested = std::numeric_limits<float>::quiet_NaN();
+}
 void install_input_callbacks(GLFWwindow* window) {
   glfwSetCursorPosCallback(window, [](GLFWwindow*, double, double) { note_input(); });
   glfwSetMouseButtonCallback(window, [](GLFWwindow*, int, int, int) { note_input(); });
   glfwSetScrollCallback(window, [](GLFWwindow*, double, double) { note_input(); });
-  glfwSetKeyCallback(window, [](GLFWwindow*, int, int, int, int) { note_input(); });
+  glfwSetKeyCallback(window, on_key);
   glfwSetCharCallback(window, [](GLFWwindow*, unsigned) { note_input(); });
   glfwSetWindowFocusCallback(window, [](GLFWwindow*, int) { note_input(); });
   glfwSetCursorEnterCallback(window, [](GLFWwindow*, int) { note_input(); });
@@ -122,18 +136,27 @@ int run(const Options& o) {
     // 60 frames a second; 30 while a run trains in this process, so that the training thread keeps
     // its core (2-core machines: software GL's rasterizer threads compete with it).
     double active_until = 0;
+    bool animated_last_frame = false;  // one more frame after a save ends or a message goes
     std::uint64_t drawn_version = ~0ull;
     fpscope::TrainingStatus drawn_status;
     bool drawn_once = false;
     while (!glfwWindowShouldClose(window)) {
-      const bool running = app.session && app.session->status().state == fpscope::TrainingStatus::State::running;
-      if (headless || running || seconds_since(start) < active_until) {
+      // Something changes without input: a run training here, a save under way, a message timing out.
+      const bool live = (app.session && app.session->status().state == fpscope::TrainingStatus::State::running) || app.animating() ||
+                           animated_last_frame;
+      animated_last_frame = app.animating();
+      if (headless || live || seconds_since(start) < active_until) {
         glfwPollEvents();
       } else {
         glfwWaitEventsTimeout(idle_poll_seconds);
       }
       const auto frame_start = std::chrono::steady_clock::now();
       if (input_arrived) active_until = seconds_since(start) + active_after_input_seconds;
+      if (scale_steps_requested != 0) {  // Ctrl + / - / 0, from the key callback
+        requested_scale = std::isnan(scale_steps_requested) ? 1.0f : requested_scale + 0.25f * scale_steps_requested;
+        requested_scale = std::clamp(requested_scale, fpscope::gui::min_ui_scale, fpscope::gui::max_ui_scale);
+        scale_steps_requested = 0;
+      }
       if (requested_scale != fpscope::gui::current_ui_scale()) {  // between frames: the font atlas is rebuilt
         fpscope::gui::apply_ui_scale(requested_scale);
         requested_scale = fpscope::gui::current_ui_scale();
@@ -144,7 +167,7 @@ int run(const Options& o) {
       const fpscope::TrainingStatus session_status = app.session ? app.session->status() : fpscope::TrainingStatus{};
       const bool status_changed = session_status.state != drawn_status.state || session_status.step != drawn_status.step ||
                                   session_status.loss_scale != drawn_status.loss_scale;
-      if (!headless && drawn_once && !input_arrived && seconds_since(start) >= active_until && !running && !status_changed &&
+      if (!headless && drawn_once && !input_arrived && seconds_since(start) >= active_until && !live && !status_changed &&
           app.data_version == drawn_version && app.pending_window_png.empty())
         continue;
       input_arrived = false;
@@ -156,13 +179,6 @@ int run(const Options& o) {
       // Headless frames are pictures, not sessions: keep the pointer (wherever Xvfb put it) out.
       if (headless) ImGui::GetIO().MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
       ImGui::NewFrame();
-      // Ctrl + / Ctrl - / Ctrl 0: the UI scale, in quarters, applied before the next frame.
-      if (ImGui::GetIO().KeyCtrl) {
-        if (ImGui::IsKeyPressed(GLFW_KEY_EQUAL) || ImGui::IsKeyPressed(GLFW_KEY_KP_ADD)) requested_scale += 0.25f;
-        if (ImGui::IsKeyPressed(GLFW_KEY_MINUS) || ImGui::IsKeyPressed(GLFW_KEY_KP_SUBTRACT)) requested_scale -= 0.25f;
-        if (ImGui::IsKeyPressed(GLFW_KEY_0) || ImGui::IsKeyPressed(GLFW_KEY_KP_0)) requested_scale = 1.0f;
-        requested_scale = std::clamp(requested_scale, fpscope::gui::min_ui_scale, fpscope::gui::max_ui_scale);
-      }
       app.draw();
       ImGui::Render();
       int width = 0, height = 0;
@@ -183,6 +199,7 @@ int run(const Options& o) {
       }
       try {
         if (!app.pending_window_png.empty()) {
+          app.export_message_until = app.now + 4;
           fpscope::gui::save_framebuffer_png(width, height, fpscope::gui::export_target(app, app.pending_window_png));
           app.export_message = "saved the window as " + app.pending_window_png;
           app.pending_window_png.clear();
@@ -209,9 +226,9 @@ int run(const Options& o) {
       }
       glfwSwapBuffers(window);
       const double work = seconds_since(frame_start);
-      if (frames_after_settling > 0) frame_ms.push_back(work * 1000.0);
+      if (frames_after_settling > 0 || !headless) frame_ms.push_back(work * 1000.0);  // interactive: every frame drawn
       if (last_frame) break;
-      const double frame_budget = running ? 1.0 / 30.0 : 1.0 / 60.0;
+      const double frame_budget = live ? 1.0 / 30.0 : 1.0 / 60.0;
       if (work < frame_budget) std::this_thread::sleep_for(std::chrono::duration<double>(frame_budget - work));
     }
     if (o.report && !frame_ms.empty()) {

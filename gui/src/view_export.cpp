@@ -4,6 +4,9 @@
 #include <imgui_stdlib.h>
 
 #include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
 
 #include "app.hpp"
 #include "ui_scale.hpp"
@@ -14,47 +17,67 @@ namespace fpscope::gui {
 
 namespace {
 
-std::vector<Snapshot> copies(const App& app) {
+std::vector<Snapshot> copies(const std::vector<std::shared_ptr<const Snapshot>>& snapshots) {
   std::vector<Snapshot> out;
-  out.reserve(app.snapshots.size());
-  for (const auto& s : app.snapshots) out.push_back(*s);
+  out.reserve(snapshots.size());
+  for (const auto& s : snapshots) out.push_back(*s);
   return out;
 }
 
-}  // namespace
-
-OutputTarget export_target(const App& app, const std::filesystem::path& path) {
+OutputTarget checked_target(const std::filesystem::path& path, const std::optional<std::filesystem::path>& followed) {
   const OutputTarget target = resolve_output(path);
   std::vector<std::filesystem::path> inputs;
-  if (app.follower) inputs.push_back(app.follower->path());
+  if (followed) inputs.push_back(*followed);
   check_outputs({&target, 1}, inputs);
   return target;
 }
 
-std::string export_run_log(const App& app, const std::string& folder) {
-  const std::filesystem::path path = std::filesystem::path(folder.empty() ? "." : folder) / "run.jsonl";
-  if (app.snapshots.empty()) return "nothing to save yet: no recorded steps";
-  try {
-    // A followed log is saved as it was read, byte for byte (fields fpscope does not know kept);
-    // a run trained here is written from its snapshots.
-    const OutputTarget target = export_target(app, path);
-    if (app.follower) write_output(target, app.follower->bytes_read());
-    else write_run_log(target, RunLog{app.header, app.steps, copies(app), {}});
-    return fmt::format("saved {} snapshots to {}", app.snapshots.size(), path.string());
-  } catch (const std::exception& e) {
-    return e.what();
-  }
+std::optional<std::filesystem::path> followed_path(const App& app) {
+  if (app.follower) return app.follower->path();
+  return std::nullopt;
 }
 
-std::string export_histograms_csv(const App& app, const std::string& folder) {
+}  // namespace
+
+OutputTarget export_target(const App& app, const std::filesystem::path& path) { return checked_target(path, followed_path(app)); }
+
+std::function<std::string()> run_log_saver(const App& app, const std::string& folder) {
+  const std::filesystem::path path = std::filesystem::path(folder.empty() ? "." : folder) / "run.jsonl";
+  if (app.snapshots.empty()) return [] { return std::string("nothing to save yet: no recorded steps"); };
+  // A followed log is saved as it was read, byte for byte (fields fpscope does not know kept);
+  // a run trained here is written from its snapshots.
+  return [path, followed = followed_path(app), follower = app.follower.get(), header = app.header, steps = app.steps,
+          snapshots = app.snapshots]() -> std::string {
+    try {
+      const OutputTarget target = checked_target(path, followed);
+      if (follower != nullptr) write_output(target, follower->bytes_read());
+      else write_run_log(target, RunLog{header, steps, copies(snapshots), {}});
+      return fmt::format("saved {} snapshots to {}", snapshots.size(), path.string());
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  };
+}
+
+std::function<std::string()> histograms_csv_saver(const App& app, const std::string& folder) {
   const std::filesystem::path path = std::filesystem::path(folder.empty() ? "." : folder) / "histograms.csv";
-  if (app.snapshots.empty()) return "nothing to save yet: no recorded steps";
-  try {
-    write_output(export_target(app, path), histograms_csv(copies(app)));
-    return "saved " + path.string();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
+  if (app.snapshots.empty()) return [] { return std::string("nothing to save yet: no recorded steps"); };
+  return [path, followed = followed_path(app), snapshots = app.snapshots]() -> std::string {
+    try {
+      write_output(checked_target(path, followed), histograms_csv(copies(snapshots)));
+      return "saved " + path.string();
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  };
+}
+
+std::string export_run_log(const App& app, const std::string& folder) { return run_log_saver(app, folder)(); }
+std::string export_histograms_csv(const App& app, const std::string& folder) { return histograms_csv_saver(app, folder)(); }
+
+std::string view_png_path(const App& app) {
+  const std::filesystem::path folder = app.export_folder.empty() ? std::filesystem::path(".") : std::filesystem::path(app.export_folder);
+  return (folder / ("fpscope-" + std::string(view_name(app.view)) + ".png")).string();
 }
 
 void draw_export(App& app) {
@@ -64,17 +87,25 @@ void draw_export(App& app) {
   const std::filesystem::path folder = app.export_folder.empty() ? std::filesystem::path(".") : std::filesystem::path(app.export_folder);
   const bool have_run = !app.snapshots.empty();
   if (!have_run) ImGui::TextDisabled("No run yet: the run log and CSV need recorded steps; the window PNG works any time.");
-  ImGui::BeginDisabled(!have_run);
-  if (ImGui::Button("Save run log (run.jsonl)")) app.export_message = export_run_log(app, app.export_folder);
+  if (auto result = app.export_job.take_result()) app.export_message = *result;
+  const bool saving = app.export_job.busy();
+  ImGui::BeginDisabled(!have_run || saving);
+  if (ImGui::Button("Save run log (run.jsonl)")) app.export_job.start("run.jsonl", run_log_saver(app, app.export_folder));
   ImGui::SameLine();
-  if (ImGui::Button("Save histograms (histograms.csv)")) app.export_message = export_histograms_csv(app, app.export_folder);
+  if (ImGui::Button("Save histograms (histograms.csv)")) app.export_job.start("histograms.csv", histograms_csv_saver(app, app.export_folder));
   ImGui::EndDisabled();
   ImGui::SameLine();
   if (ImGui::Button("Save a PNG of the window (fpscope-window.png)")) {
     if (!std::filesystem::is_directory(folder)) app.export_message = "cannot save into " + folder.string() + ": not a folder";
     else app.pending_window_png = (folder / "fpscope-window.png").string();
   }
-  if (!app.export_message.empty()) ImGui::TextWrapped("%s", app.export_message.c_str());
+  if (saving)
+    ImGui::Text("saving %s in the background: %.1f s so far (the window stays live; quitting waits for it)", app.export_job.what().c_str(),
+                app.export_job.seconds());
+  else if (!app.export_message.empty())
+    ImGui::TextWrapped("%s", app.export_message.c_str());
+  ImGui::TextDisabled("Every view has a PNG button at the right of the tabs: it saves the window as it shows that view, as %s.",
+                      view_png_path(app).c_str());
   ImGui::Separator();
   ImGui::TextDisabled("The CLI reads what this saves: fpscope analyze run.jsonl, fpscope export run.jsonl --png plot.png.");
   if (have_run) ImGui::Text("%zu snapshots, %zu layers; header: %s, %s, %s", app.snapshots.size(), app.tensor_names.size(),

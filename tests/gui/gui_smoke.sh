@@ -121,6 +121,38 @@ done
 headless --follow "$work/inject.jsonl" --tensor fc1 --kind weight_gradient --frames 3 --screenshot "$work/inject.png" >/dev/null 2>&1
 if "$check" "$work/inject.png" histogram-one-nan >/dev/null; then ok; else fail "the injected NaN's bar"; "$check" "$work/inject.png" histogram-one-nan; fi
 
+# Interactive, driven by xdotool as a person would: a window on a followed log that has been
+# read draws nothing; a click on the Curves tab wakes it and switches the view; the PNG button
+# saves the window as it shows that view; Ctrl+Q quits and --report prints what was drawn.
+# (Positions for the default 1480x900 window at UI scale 1: the Curves tab at x 507, the PNG
+# button at x 788, both at y 17.)
+if command -v xdotool >/dev/null; then
+  mkdir -p "$work/interactive"
+  gui_path=$(realpath "$gui")
+  (cd "$work/interactive" && exec "$gui_path" --follow "$work/state.jsonl" --report >"$work/interactive.out" 2>&1) &
+  app=$!
+  sleep 3
+  xdotool mousemove 1550 950  # off the window: no hover, nothing to redraw
+  sleep 1
+  pid_ticks() { awk '{print $14 + $15}' "/proc/$app/stat" 2>/dev/null || echo 0; }
+  t0=$(pid_ticks); sleep 3; t1=$(pid_ticks)
+  xdotool mousemove 507 17 sleep 0.3 click 1 sleep 0.5 mousemove 788 17 sleep 0.3 click 1 sleep 1
+  xdotool search --name "^fpscope$" windowfocus --sync  # no window manager here to give it the keyboard
+  xdotool key ctrl+q
+  for _ in $(seq 50); do kill -0 "$app" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$app" 2>/dev/null; then kill "$app"; quit=0; else quit=1; fi
+  wait "$app" 2>/dev/null
+  if [[ "$quit" == 1 && -s "$work/interactive/fpscope-curves.png" ]] && grep -q "^frames " "$work/interactive.out" &&
+     "$check" "$work/interactive/fpscope-curves.png" curves-followed >/dev/null && (( t1 - t0 <= 15 )); then
+    ok
+  else
+    fail "interactive: quit by Ctrl+Q $quit, $(ls "$work/interactive"), idle CPU $((t1 - t0)) ticks in 3 s"
+    cat "$work/interactive.out"
+  fi
+else
+  echo "xdotool not found: skipping the interactive checks (scripts/install-deps installs it)"
+fi
+
 # --ui-scale 2 in a window twice the size: a 26 px font and every length doubled, the plot included.
 headless --follow "$work/fp16.jsonl" --frames 3 --view histogram --preview-scale "2^10" --ui-scale 2 --width 2960 --height 1800 \
   --report >"$work/scaled.out" 2>&1
