@@ -38,6 +38,7 @@ App::App(const AppOptions& options) : view(options.view), form(options.form) {
   preview.scale_log2 = options.preview_scale_log2;
   settle_at_step_ = options.settle_at_step;
   wanted_tensor_ = options.tensor;
+  if (options.inspector) inspector = *options.inspector;
   kind = options.kind;
   store.set_memory_budget(snapshot_memory_budget);
   if (!options.follow.empty()) {

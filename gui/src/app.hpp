@@ -67,6 +67,25 @@ struct TrainingForm {
   int pause_at_step = 0;  // > 0: the run pauses itself there (--pause-at-step; not in the form)
 };
 
+
+// Curves state: TensorBoard's smoothing (an exponential moving average, debiased at the start).
+struct CurvesState {
+  float smoothing = 0.6f;  // 0: the raw values
+};
+
+// Float inspector state.
+struct InspectorState {
+  std::string text = "0.1";  // a number, or 0x... / 0b... bits of the selected format
+  RoundingMode rounding = RoundingMode::nearest_even;
+  bool flush_to_zero = false, denormals_are_zero = false, saturate = false;
+  int detail = 3;  // the selected format (index into the inspector's list; 3: fp16)
+  std::string custom = "e3m4";  // the custom row: eXmY or eXmYfn
+  // Arithmetic panel: a op b in the selected format.
+  std::string a = "1", b = "0.0001";
+  int op = 0;  // + - x / sqrt
+  std::string report;  // what the last frame showed, for --report: the number's bits and value, the arithmetic
+};
+
 struct AppOptions {
   std::string follow;  // a run log to follow instead of training here
   bool demo = false;   // train an fp32 baseline, then fp16 without loss scaling, on the paper's settings
@@ -76,20 +95,9 @@ struct AppOptions {
   bool example = false;  // start the example (the form's defaults: fp16, no loss scaling, run on)
   std::optional<int> preview_scale_log2;  // the slider's preview on opening
   std::int64_t settle_at_step = 0;  // headless: a running session has settled once it did this many steps
+  std::optional<InspectorState> inspector;  // the Float inspector on opening (--inspect, --inspect-format, --arithmetic)
   std::string tensor;  // the layer selected on opening, once the run has it (--tensor)
   TensorKind kind = TensorKind::activation_gradient;  // --kind
-};
-
-// Curves state: TensorBoard's smoothing (an exponential moving average, debiased at the start).
-struct CurvesState {
-  float smoothing = 0.6f;  // 0: the raw values
-};
-
-// Float inspector state.
-struct InspectorState {
-  std::string text = "0.1";
-  RoundingMode rounding = RoundingMode::nearest_even;
-  int detail = 0;  // the format whose special values the buttons give
 };
 
 // What-if state (its hypothetical scale is the shared ScalePreview).
@@ -218,6 +226,9 @@ void draw_heatmap(App& app);
 void draw_curves(App& app);
 void draw_what_if(App& app);
 void draw_float_inspector(App& app);
+// The inspector's rows: fp64 fp32 tf32 fp16 bf16 e5m2 e4m3, then the custom format.
+int inspector_format_index(std::string_view name);  // -1 when the name is none of the named rows
+inline constexpr int inspector_custom_index = 7;
 void draw_export(App& app);
 
 // The Export view's actions, also run by `fpscope-gui --export DIR` once a headless run settles.

@@ -242,6 +242,7 @@ int run(const Options& o) {
                  peak_memory_mib(), app.snapshots.size(), static_cast<double>(app.store.snapshot_bytes()) / (1 << 20),
                  app.store.thinned_snapshots(), app.steps.size());
       fmt::print("ui scale {:.2f} (font {:.0f} px)\n", fpscope::gui::current_ui_scale(), ImGui::GetFontSize());
+      if (app.view == fpscope::gui::View::inspector) fmt::print("{}", app.inspector.report);
       const auto& g = app.histogram.geometry;
       if (g.binade_end > g.binade_lo)
         fmt::print("histogram x {:.1f} .. {:.1f} px over binades {} .. {}: {:.3f} px per binade; preview 2^{}, recorded 2^{}\n", g.x_min,
@@ -295,6 +296,10 @@ int main(int argc, char** argv) {
   cli.add_option("--data", f.data, "training: synthetic or mnist:DIR")->capture_default_str();
   cli.add_option("--seed", f.seed, "training: seed")->capture_default_str();
   cli.add_flag("--start", o.app.start, "start training with these settings on opening");
+  std::string inspect_text, inspect_format, arithmetic;
+  cli.add_option("--inspect", inspect_text, "the Float inspector's number on opening: 0.1, 1e-40, 0x1.8p-3, or bits 0x3C00 / 0b...");
+  cli.add_option("--inspect-format", inspect_format, "the Float inspector's selected format: fp64 fp32 tf32 fp16 bf16 e5m2 e4m3, or a custom eXmY");
+  cli.add_option("--arithmetic", arithmetic, "the Float inspector's arithmetic on opening: \"A OP B\" (OP one of + - x /) or \"sqrt A\"");
   std::string kind = "activation_gradient";
   cli.add_option("--tensor", o.app.tensor, "the layer to show on opening (fc1, fc2, ... or a module name), once the run has it");
   cli.add_option("--kind", kind, "the tensor kind to show on opening: activation, activation_gradient, weight, weight_gradient")
@@ -313,6 +318,42 @@ int main(int argc, char** argv) {
     // The names fpscope train takes, read by the same functions.
     try {
       o.app.kind = fpscope::parse_tensor_kind(kind);
+      if (!inspect_text.empty() || !inspect_format.empty() || !arithmetic.empty()) {
+        fpscope::gui::InspectorState inspector;
+        if (!inspect_text.empty()) inspector.text = inspect_text;
+        if (!inspect_format.empty()) {
+          const int named = fpscope::gui::inspector_format_index(inspect_format);
+          if (named >= 0) {
+            inspector.detail = named;
+          } else {
+            (void)fpscope::parse_format(inspect_format);  // throws naming it when it is no format
+            inspector.custom = inspect_format;
+            inspector.detail = fpscope::gui::inspector_custom_index;
+          }
+        }
+        if (!arithmetic.empty()) {
+          std::vector<std::string> words;
+          for (std::size_t at = 0; at < arithmetic.size();) {
+            const std::size_t end = arithmetic.find(' ', at);
+            if (end != at) words.push_back(arithmetic.substr(at, end == std::string::npos ? std::string::npos : end - at));
+            if (end == std::string::npos) break;
+            at = end + 1;
+          }
+          static constexpr const char* ops[] = {"+", "-", "x", "/"};
+          const auto op = words.size() == 3 ? std::find(std::begin(ops), std::end(ops), words[1]) : std::end(ops);
+          if (words.size() == 2 && words[0] == "sqrt") {
+            inspector.a = words[1];
+            inspector.op = 4;
+          } else if (op != std::end(ops)) {
+            inspector.a = words[0];
+            inspector.b = words[2];
+            inspector.op = static_cast<int>(op - std::begin(ops));
+          } else {
+            throw std::invalid_argument("--arithmetic '" + fpscope::printable_text(arithmetic) + "' is not \"A OP B\" (OP + - x /) or \"sqrt A\"");
+          }
+        }
+        o.app.inspector = inspector;
+      }
       f.activation = fpscope::parse_activation(activation);
       f.precision = fpscope::parse_precision(precision);
       f.rounding = fpscope::parse_rounding_mode(round);

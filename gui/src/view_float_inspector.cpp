@@ -1,35 +1,56 @@
-// Float inspector: a number's bits in fp16, bf16, fp32, e4m3 and e5m2 as clickable cells, and what they mean.
+// Float inspector: a number in every named format and a custom eXmY as clickable bit cells with
+// their indices and fields, what the bits mean (never truncated: scientific form, every digit on
+// hover and copy), +-1 ulp, the conversion's rounding mode / FTZ / saturation, and an arithmetic
+// panel: a op b in the selected format with the exact result, its two neighbours, which one the
+// rounding mode picks and why, and the flags.
 #include <fmt/core.h>
 #include <imgui.h>
 #include <imgui_stdlib.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "app.hpp"
-#include "ui_scale.hpp"
 #include "choice_combo.hpp"
 #include "fpscope/core/bits.hpp"
 #include "fpscope/core/convert.hpp"
 #include "fpscope/core/decimal.hpp"
 #include "fpscope/core/names.hpp"
 #include "fpscope/core/neighbours.hpp"
+#include "fpscope/core/rounding_choice.hpp"
 #include "plot_frame.hpp"
+#include "ui_scale.hpp"
 
 namespace fpscope::gui {
 
 namespace {
 
+constexpr const char* named_rows[] = {"fp64", "fp32", "tf32", "fp16", "bf16", "e5m2", "e4m3"};
+
 struct InspectedFormat {
-  const char* name;
+  std::string name;
   Format format;
 };
-constexpr InspectedFormat inspected[] = {{"fp16", formats::fp16}, {"bf16", formats::bf16}, {"fp32", formats::fp32},
-                                         {"e4m3", formats::e4m3}, {"e5m2", formats::e5m2}};
+
+// Every named format, widest first, then the custom one (when its name reads).
+std::vector<InspectedFormat> inspected_formats(const std::string& custom, std::string& custom_error) {
+  std::vector<InspectedFormat> list;
+  for (const char* name : named_rows) list.push_back({name, parse_format(name)});
+  custom_error.clear();
+  try {
+    list.push_back({custom, parse_format(custom)});
+  } catch (const std::exception& e) {
+    custom_error = e.what();
+  }
+  return list;
+}
 
 std::string value_text(Format f, std::uint64_t bits) {
-  if (is_nan(f, bits)) return "nan";
+  if (is_nan(f, bits)) return sign_of(f, bits) ? "-nan" : "nan";
   return exact_decimal(f, bits);
 }
 
@@ -38,11 +59,62 @@ double value_of(Format f, std::uint64_t bits) {
   return to_double(f, bits, ctx);
 }
 
-// One row of bit cells; returns the bits with a clicked cell flipped (or unchanged).
-std::uint64_t bit_cells(Format f, std::uint64_t bits, const char* id) {
+// Significant decimal digits that tell every value of the format apart (IEEE 754's Pmin + 1).
+int distinguishing_digits(Format f) { return static_cast<int>(std::ceil((f.mantissa_bits + 1) * std::log10(2.0))) + 1; }
+
+// The value in scientific form with enough digits for its format; "=" when that is every digit.
+std::string scientific(Format f, std::uint64_t bits) {
+  if (is_nan(f, bits)) return value_text(f, bits);
+  if (!is_finite(f, bits)) return sign_of(f, bits) ? "-inf" : "inf";
+  const std::string exact = exact_decimal(f, bits);
+  std::size_t significant = 0;
+  bool started = false;
+  for (char c : exact) {
+    if (c >= '1' && c <= '9') started = true;
+    if (started && std::isdigit(static_cast<unsigned char>(c))) ++significant;
+  }
+  std::string text = fmt::format("{:.{}e}", value_of(f, bits), std::max(0, distinguishing_digits(f) - 1));
+  const bool all = significant <= static_cast<std::size_t>(distinguishing_digits(f));
+  return (all ? "= " : "~ ") + text;
+}
+
+// The input: a number (decimal, hex float, inf, nan), or bits of the selected format written
+// 0x... (hex digits, no '.' or 'p') or 0b... . Returns the bits for the latter.
+std::optional<std::uint64_t> read_bits(const std::string& text, Format f, std::string& error) {
+  std::string t;
+  for (char c : text)
+    if (!std::isspace(static_cast<unsigned char>(c)) && c != '_' && c != '\'') t += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const bool binary = t.rfind("0b", 0) == 0;
+  const bool hex = t.rfind("0x", 0) == 0 && t.find_first_of(".p") == std::string::npos;
+  if (!binary && !hex) return std::nullopt;
+  const std::string digits = t.substr(2);
+  const int bits_per_digit = binary ? 1 : 4;
+  std::uint64_t bits = 0;
+  int used = 0;
+  for (char c : digits) {
+    const int v = binary ? (c == '0' ? 0 : c == '1' ? 1 : -1) : (std::isdigit(static_cast<unsigned char>(c)) ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1);
+    if (v < 0) {
+      error = fmt::format("'{}' is not a {} digit", c, binary ? "binary" : "hex");
+      return std::nullopt;
+    }
+    if (bits == 0 && v == 0) continue;  // leading zeros
+    used += bits_per_digit;
+    if (used > 64) break;
+    bits = bits << bits_per_digit | static_cast<std::uint64_t>(v);
+  }
+  if (digits.empty()) error = "no digits after the prefix";
+  else if (used > 64 || (f.width() < 64 && (bits >> f.width()) != 0))
+    error = fmt::format("{} has more bits than {}'s {}", text, format_name(f), f.width());
+  return error.empty() ? std::optional<std::uint64_t>(bits) : std::nullopt;
+}
+
+// One row of bit cells; returns the bits with a clicked cell flipped (or unchanged), and each
+// cell's left edge in `cell_x` (for the index ruler).
+std::uint64_t bit_cells(Format f, std::uint64_t bits, const std::string& id, float cell, std::vector<float>& cell_x) {
   const int width = f.width();
   std::uint64_t result = bits;
-  ImGui::PushID(id);
+  cell_x.assign(static_cast<std::size_t>(width), 0);
+  ImGui::PushID(id.c_str());
   for (int i = width - 1; i >= 0; --i) {
     const bool sign = i == width - 1;
     const bool exponent = !sign && i >= f.mantissa_bits;
@@ -51,15 +123,55 @@ std::uint64_t bit_cells(Format f, std::uint64_t bits, const char* id) {
     ImGui::PushStyleColor(ImGuiCol_Button, to_imgui(c));
     ImGui::PushStyleColor(ImGuiCol_ButtonHovered, IM_COL32(std::min(255, c.r + 40), std::min(255, c.g + 40), std::min(255, c.b + 40), 255));
     const bool one = ((bits >> i) & 1u) != 0;
-    if (ImGui::Button(one ? "1" : "0", ImVec2(width > 16 ? 17 : 22, 22))) result = bits ^ (std::uint64_t{1} << i);
-    if (ImGui::IsItemHovered())
-      ImGui::SetTooltip("bit %d: %s", i, sign ? "sign" : exponent ? "exponent" : "mantissa (fraction)");
+    cell_x[static_cast<std::size_t>(i)] = ImGui::GetCursorScreenPos().x;
+    if (ImGui::Button(one ? "1" : "0", ImVec2(cell, px(22)))) result = bits ^ (std::uint64_t{1} << i);
+    if (ImGui::IsItemHovered()) {
+      const int field_bit = sign ? 0 : exponent ? i - f.mantissa_bits : i;
+      ImGui::SetTooltip("bit %d: %s (click to flip)", i,
+                        sign ? "the sign" : exponent ? fmt::format("exponent bit e{}", field_bit).c_str() : fmt::format("mantissa bit m{}, worth 2^-{} of the leading 1", field_bit, f.mantissa_bits - field_bit).c_str());
+    }
     ImGui::PopStyleColor(2);
     ImGui::PopID();
     if (i > 0) ImGui::SameLine(0, (i == width - 1 || i == f.mantissa_bits) ? px(6) : px(1));
   }
   ImGui::PopID();
   return result;
+}
+
+// Under the selected format's cells: bit indices at the field edges and every 4 bits, and the
+// fields' names under their spans.
+void index_ruler(Format f, const std::vector<float>& cell_x, float cell) {
+  const float y = ImGui::GetCursorScreenPos().y;
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  const ImU32 text = to_imgui(palette::label_text);
+  const int width = f.width();
+  for (int i = 0; i < width; ++i) {
+    const bool edge = i == 0 || i == width - 1 || i == f.mantissa_bits || i == f.mantissa_bits - 1 || i == width - 2;
+    if (!edge && i % 4 != 0) continue;
+    const std::string label = std::to_string(i);
+    const float w = ImGui::CalcTextSize(label.c_str()).x;
+    draw->AddText(ImVec2(cell_x[static_cast<std::size_t>(i)] + (cell - w) / 2, y), text, label.c_str());
+  }
+  auto field = [&](int high, int low, const std::string& name, Rgb colour) {
+    const float x0 = cell_x[static_cast<std::size_t>(high)], x1 = cell_x[static_cast<std::size_t>(low)] + cell;
+    const float line_y = y + ImGui::GetFontSize() * 1.3f;
+    draw->AddLine(ImVec2(x0, line_y), ImVec2(x1, line_y), to_imgui(colour), px(2));
+    // The longest of the name's forms that fits its span: "exponent (5 bits, bias 15)", "exponent", "e".
+    std::string label = name;
+    for (const std::string& shorter : {name, name.substr(0, name.find(' ')), name.substr(0, 1)})
+      if (ImGui::CalcTextSize(shorter.c_str()).x <= x1 - x0 + px(8)) {
+        label = shorter;
+        break;
+      } else {
+        label = shorter;
+      }
+    const float w = ImGui::CalcTextSize(label.c_str()).x;
+    draw->AddText(ImVec2((x0 + x1 - w) / 2, line_y + px(2)), text, label.c_str());
+  };
+  field(width - 1, width - 1, "S", palette::sign_cell);
+  field(width - 2, f.mantissa_bits, fmt::format("exponent ({} bits, bias {})", f.exponent_bits, f.bias()), palette::exponent_cell);
+  field(f.mantissa_bits - 1, 0, fmt::format("mantissa ({} bits)", f.mantissa_bits), palette::mantissa_cell);
+  ImGui::Dummy(ImVec2(1, ImGui::GetFontSize() * 2.6f));
 }
 
 void number_line(Format f, std::uint64_t bits) {
@@ -88,28 +200,41 @@ void number_line(Format f, std::uint64_t bits) {
     const float x = line.sx(value_of(f, v));
     const bool self = v == bits;
     draw->AddLine(ImVec2(x, mid - (self ? px(16) : px(8))), ImVec2(x, mid + (self ? px(16) : px(8))),
-                  self ? to_imgui(palette::scale_line) : to_imgui(palette::label_text), self ? 3.0f : 1.0f);
+                  self ? to_imgui(palette::scale_line) : to_imgui(palette::label_text), self ? px(3) : px(1));
   }
-  const std::string left = fmt::format("{:.7g}", lo), right = fmt::format("{:.7g}", hi);
-  draw->AddText(ImVec2(line.min.x, line.max.y + 2), to_imgui(palette::label_text), left.c_str());
-  draw->AddText(ImVec2(line.max.x - ImGui::CalcTextSize(right.c_str()).x, line.max.y + 2), to_imgui(palette::label_text), right.c_str());
+  const std::string left = scientific(f, around.front()), right = scientific(f, around.back());
+  draw->AddText(ImVec2(line.min.x, line.max.y + px(2)), to_imgui(palette::label_text), left.c_str());
+  draw->AddText(ImVec2(line.max.x - ImGui::CalcTextSize(right.c_str()).x, line.max.y + px(2)), to_imgui(palette::label_text), right.c_str());
   if (line.hovered()) ImGui::SetTooltip("the representable values nearest the number; the spacing doubles at each power of two");
+}
+
+// A value that may run to hundreds of digits: scientific form, every digit wrapped below, copyable.
+void long_value(const char* label, Format f, std::uint64_t bits) {
+  ImGui::Text("%-10s %s", label, scientific(f, bits).c_str());
+  const std::string exact = value_text(f, bits);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", exact.c_str());
+  ImGui::SameLine();
+  ImGui::PushID(label);
+  if (ImGui::SmallButton("copy")) ImGui::SetClipboardText(exact.c_str());
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("copy every digit (%zu characters)", exact.size());
+  ImGui::PopID();
 }
 
 void details(Format f, std::uint64_t bits, const ParsedNumber& number, std::uint8_t flags) {
   const bool negative = sign_of(f, bits);
   const auto biased = biased_exponent_of(f, bits);
-  const FloatClass c = classify(f, bits);
-  ImGui::Text("class      %s", std::string(float_class_name(c)).c_str());
+  ImGui::Text("class      %s", std::string(float_class_name(classify(f, bits))).c_str());
   ImGui::Text("sign       %d (%s)", negative ? 1 : 0, negative ? "negative" : "positive");
   ImGui::Text("exponent   biased %llu, bias %d, unbiased %s", static_cast<unsigned long long>(biased), f.bias(),
               biased == 0 ? fmt::format("{} (subnormal: emin, hidden bit 0)", f.emin()).c_str()
                           : fmt::format("{} (hidden bit 1)", static_cast<int>(biased) - f.bias()).c_str());
   ImGui::Text("mantissa   0x%llX of %d bits", static_cast<unsigned long long>(mantissa_of(f, bits)), f.mantissa_bits);
-  ImGui::TextWrapped("value      %s", value_text(f, bits).c_str());
+  ImGui::TextUnformatted("exact      ");
+  ImGui::SameLine(0, 0);
+  ImGui::TextWrapped("%s", value_text(f, bits).c_str());
   if (is_finite(f, bits)) {
-    ImGui::TextWrapped("next up    %s", value_text(f, next_up(f, bits)).c_str());
-    ImGui::TextWrapped("next down  %s", value_text(f, next_down(f, bits)).c_str());
+    long_value("next up", f, next_up(f, bits));
+    long_value("next down", f, next_down(f, bits));
     ImGui::Text("ulp        2^%d", ulp_exponent(f, bits));
     if (number.kind == ParsedNumber::Kind::finite) {
       const ConversionError error = conversion_error(f, bits, number);
@@ -118,69 +243,197 @@ void details(Format f, std::uint64_t bits, const ParsedNumber& number, std::uint
   }
   ImGui::Text("flags      %s", flags == 0 ? "none" : describe_flags(flags).c_str());
   ImGui::Text("range      min subnormal 2^%d, min normal 2^%d, max %s", f.emin() - f.mantissa_bits, f.emin(),
-              value_text(f, f.max_finite_bits()).c_str());
+              scientific(f, f.max_finite_bits()).c_str());
+}
+
+Context context_of(const InspectorState& s, RoundingMode mode) {
+  Context ctx;
+  ctx.rounding = mode;
+  ctx.flush_to_zero = s.flush_to_zero;
+  ctx.denormals_are_zero = s.denormals_are_zero;
+  ctx.saturate = s.saturate;
+  return ctx;
+}
+
+constexpr const char* op_names[] = {"+", "-", "x", "/", "sqrt"};
+constexpr Operation operations[] = {Operation::add, Operation::sub, Operation::mul, Operation::div, Operation::sqrt};
+
+void arithmetic_panel(InspectorState& s, const InspectedFormat& shown) {
+  const Format f = shown.format;
+  ImGui::SetNextItemWidth(px(180));
+  ImGui::InputText("##a", &s.a);
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(px(70));
+  ImGui::Combo("##op", &s.op, op_names, static_cast<int>(std::size(op_names)));
+  if (s.op != 4) {
+    ImGui::SameLine();
+    ImGui::SetNextItemWidth(px(180));
+    ImGui::InputText("##b", &s.b);
+  }
+  ImGui::SameLine();
+  ImGui::Text("in %s, rounding %s", shown.name.c_str(), rounding_mode_name(s.rounding).c_str());
+  std::uint64_t a = 0, b = 0;
+  try {
+    Context read = context_of(s, s.rounding);
+    a = round_text(f, s.a, read);
+    if (s.op != 4) b = round_text(f, s.b, read);
+  } catch (const std::exception& e) {
+    ImGui::TextColored(to_imgui_vec4(palette::error_text), "%s", e.what());
+    return;
+  }
+  ImGui::Text("a %s%s", scientific(f, a).c_str(), s.op != 4 ? fmt::format("    b {}", scientific(f, b)).c_str() : "");
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("the operands as %s holds them (each rounded from what was typed)", shown.name.c_str());
+
+  const Operation op = operations[s.op];
+  const RoundingChoice choice = explain_rounding(f, op, a, b, context_of(s, s.rounding));
+  // The exact result: fp64 holds every operand exactly (at most 11 exponent and 52 mantissa bits);
+  // where fp64's result is inexact too (a quotient, a wide product) it is shown as approximate.
+  Context wide_ctx, to_wide;
+  const std::uint64_t wa = round_text(formats::fp64, value_text(f, a), to_wide);
+  const std::uint64_t wb = op == Operation::sqrt ? 0 : round_text(formats::fp64, value_text(f, b), to_wide);
+  const std::uint64_t wide = apply_operation(formats::fp64, op, wa, wb, wide_ctx);
+  ImGui::Separator();
+  if (is_nan(formats::fp64, wide)) {
+    ImGui::TextUnformatted("exact result   not a number (an invalid operation)");
+  } else {
+    ImGui::TextUnformatted("exact result  ");
+    ImGui::SameLine(0, 0);
+    if ((wide_ctx.flags & flag::inexact) == 0)
+      ImGui::TextWrapped("%s", value_text(formats::fp64, wide).c_str());
+    else
+      ImGui::TextWrapped("~ %s (fp64's nearest: the exact value has more digits than fp64 holds)",
+                         fmt::format("{:.17g}", value_of(formats::fp64, wide)).c_str());
+  }
+  if (choice.lower != choice.upper) {
+    ImGui::Text("lower neighbour %s  (0x%llX)", scientific(f, choice.lower).c_str(), static_cast<unsigned long long>(choice.lower));
+    ImGui::Text("upper neighbour %s  (0x%llX)%s", scientific(f, choice.upper).c_str(), static_cast<unsigned long long>(choice.upper),
+                choice.tie ? "   the exact result is exactly halfway" : "");
+  }
+  ImGui::PushStyleColor(ImGuiCol_Text, to_imgui(palette::hint_text));
+  const char* which = choice.result == choice.upper && choice.lower != choice.upper ? "the upper neighbour, "
+                      : choice.result == choice.lower && choice.lower != choice.upper ? "the lower neighbour, " : "";
+  ImGui::Text("%s gives %s (0x%llX): %s%s", rounding_mode_name(s.rounding).c_str(), scientific(f, choice.result).c_str(),
+              static_cast<unsigned long long>(choice.result), choice.reason == RoundingReason::replaced ? "" : which,
+              std::string(rounding_reason_text(choice.reason)).c_str());
+  ImGui::PopStyleColor();
+  ImGui::Text("flags          %s", choice.flags == 0 ? "none" : describe_flags(choice.flags).c_str());
+  s.report += fmt::format("arithmetic {} {} {} in {}: 0x{:X}, lower 0x{:X}, upper 0x{:X}, {}; flags {}\n", s.a, op_names[s.op],
+                          op == Operation::sqrt ? "" : s.b, shown.name, choice.result, choice.lower, choice.upper,
+                          rounding_reason_text(choice.reason), choice.flags == 0 ? "none" : describe_flags(choice.flags));
 }
 
 }  // namespace
 
+int inspector_format_index(std::string_view name) {
+  for (int i = 0; i < static_cast<int>(std::size(named_rows)); ++i)
+    if (name == named_rows[i]) return i;
+  return -1;
+}
+
 void draw_float_inspector(App& app) {
   InspectorState& s = app.inspector;
-  ImGui::SetNextItemWidth(px(320));
+  std::string custom_error;
+  const std::vector<InspectedFormat> list = inspected_formats(s.custom, custom_error);
+  s.detail = std::clamp(s.detail, 0, static_cast<int>(list.size()) - 1);
+  const InspectedFormat& shown = list[static_cast<std::size_t>(s.detail)];
+
+  ImGui::SetNextItemWidth(px(300));
   ImGui::InputText("number", &s.text);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("0.1, -6.1e-5, 65520, a hex float 0x1.8p-3, inf, nan;\nor the selected format's bits: 0x3C00 (hex) or 0b0011110000000000");
   ImGui::SameLine();
   ImGui::SetNextItemWidth(px(120));
-  choice_combo("rounding", s.rounding, deterministic_rounding_modes, rounding_mode_name);
-  int& detail = s.detail;
+  choice_combo("rounding", s.rounding, all_rounding_modes, rounding_mode_name);
+  ImGui::SameLine();
+  ImGui::Checkbox("FTZ", &s.flush_to_zero);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("flush to zero: tiny results become a signed zero");
+  ImGui::SameLine();
+  ImGui::Checkbox("DAZ", &s.denormals_are_zero);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("denormals are zero: subnormal operands read as zero (arithmetic)");
+  ImGui::SameLine();
+  ImGui::Checkbox("saturate", &s.saturate);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("overflow gives the largest finite value (OCP FP8's SAT conversions)");
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(px(80));
+  ImGui::InputText("custom", &s.custom);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("the last row's format: eXmY (IEEE) or eXmYfn (OCP FN), 2 <= X <= 11, 1 <= Y <= 52");
+
   ParsedNumber number;
+  std::string bits_error;
+  const std::optional<std::uint64_t> typed_bits = read_bits(s.text, shown.format, bits_error);
   try {
-    number = parse_number(s.text);
-  } catch (const ParseError& e) {
+    if (!bits_error.empty()) throw std::invalid_argument(bits_error);
+    number = parse_number(typed_bits ? value_text(shown.format, *typed_bits) : s.text);
+  } catch (const std::exception& e) {
     ImGui::TextColored(to_imgui_vec4(palette::error_text), "%s", e.what());
-    ImGui::TextDisabled("Numbers: 0.1, -6.1e-5, 65520, hex floats such as 0x1.8p-3, inf, nan.");
+    ImGui::TextDisabled("Numbers: 0.1, -6.1e-5, 65520, hex floats such as 0x1.8p-3, inf, nan; bits: 0x3C00, 0b0011110000000000.");
     return;
   }
-  const Format detail_format = inspected[detail].format;
-  ImGui::TextUnformatted("special values:");
+  if (!custom_error.empty()) ImGui::TextColored(to_imgui_vec4(palette::error_text), "custom format: %s", custom_error.c_str());
+  if (typed_bits) ImGui::TextDisabled("read as %s's bits 0x%llX", shown.name.c_str(), static_cast<unsigned long long>(*typed_bits));
+
+  // Special values of the selected format, and one ulp either way.
+  const Format sf = shown.format;
+  Context shown_ctx = context_of(s, s.rounding);
+  const std::uint64_t shown_bits = typed_bits ? *typed_bits : round_number(sf, number, shown_ctx);
+  ImGui::TextUnformatted("values:");
   const std::pair<const char*, std::uint64_t> specials[] = {
       {"0", 0},
-      {"-0", detail_format.sign_mask()},
-      {"min subnormal", detail_format.min_subnormal_bits()},
-      {"min normal", detail_format.min_normal_bits()},
-      {"1", 0},
-      {"max", detail_format.max_finite_bits()},
-      {"inf", detail_format.has_infinity() ? infinity(detail_format, false) : detail_format.max_finite_bits()},
-      {"nan", detail_format.quiet_nan_bits()}};
+      {"-0", sf.sign_mask()},
+      {"min subnormal", sf.min_subnormal_bits()},
+      {"min normal", sf.min_normal_bits()},
+      {"max", sf.max_finite_bits()},
+      {"inf", sf.has_infinity() ? infinity(sf, false) : sf.max_finite_bits()},
+      {"nan", sf.quiet_nan_bits()}};
   for (const auto& [label, bits] : specials) {
     ImGui::SameLine();
-    if (ImGui::SmallButton(label)) s.text = std::string(label) == "1" ? "1" : std::string(label) == "inf" ? "inf" : value_text(detail_format, bits);
+    if (ImGui::SmallButton(label)) s.text = std::string(label) == "inf" && sf.has_infinity() ? "inf" : value_text(sf, bits);
   }
+  ImGui::SameLine();
+  ImGui::BeginDisabled(!is_finite(sf, shown_bits));
+  if (ImGui::SmallButton("-1 ulp")) s.text = value_text(sf, next_down(sf, shown_bits));
+  ImGui::SameLine();
+  if (ImGui::SmallButton("+1 ulp")) s.text = value_text(sf, next_up(sf, shown_bits));
+  ImGui::EndDisabled();
 
   ImGui::Separator();
-  for (int i = 0; i < static_cast<int>(std::size(inspected)); ++i) {
-    const Format f = inspected[i].format;
-    Context ctx;
-    ctx.rounding = s.rounding;
-    const std::uint64_t bits = round_number(f, number, ctx);
-    ImGui::RadioButton(inspected[i].name, &detail, i);
+  // Cell width: the widest row (fp64, 64 cells) fits beside its name and value when it can.
+  const float avail = ImGui::GetContentRegionAvail().x - px(70) - px(300);
+  const float cell = std::clamp(avail / 66.0f - px(1), px(11), px(22));
+  std::vector<float> shown_cells;
+  for (int i = 0; i < static_cast<int>(list.size()); ++i) {
+    const Format f = list[static_cast<std::size_t>(i)].format;
+    Context ctx = context_of(s, s.rounding);
+    const std::uint64_t bits = i == s.detail ? shown_bits : round_number(f, number, ctx);
+    ImGui::RadioButton(list[static_cast<std::size_t>(i)].name.c_str(), &s.detail, i);
     ImGui::SameLine(px(70));
-    const std::uint64_t clicked = bit_cells(f, bits, inspected[i].name);
-    ImGui::SameLine();
-    ImGui::Text(" 0x%0*llX  %s", (f.width() + 3) / 4, static_cast<unsigned long long>(bits), value_text(f, bits).substr(0, 24).c_str());
+    std::vector<float> cells;
+    const std::uint64_t clicked = bit_cells(f, bits, list[static_cast<std::size_t>(i)].name, cell, cells);
+    // The bits in hex and the value beside the cells, or under them when the row is too wide.
+    const std::string row_text = fmt::format(" 0x{:0{}X}  {}", bits, (f.width() + 3) / 4, scientific(f, bits));
+    const float right_edge = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+    if (right_edge - ImGui::GetItemRectMax().x >= ImGui::CalcTextSize(row_text.c_str()).x + ImGui::GetStyle().ItemSpacing.x) {
+      ImGui::SameLine();
+    } else {
+      ImGui::SetCursorPosX(ImGui::GetCursorPosX() + px(70));
+    }
+    ImGui::TextUnformatted(row_text.c_str());
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", value_text(f, bits).c_str());
+    if (i == s.detail) index_ruler(f, cells, cell);
     if (clicked != bits) {
       s.text = value_text(f, clicked);
-      detail = i;
+      s.detail = i;
     }
   }
   ImGui::Separator();
-  {
-    const Format f = inspected[detail].format;
-    Context ctx;
-    ctx.rounding = s.rounding;
-    const std::uint64_t bits = round_number(f, number, ctx);
-    ImGui::Text("%s: %s", inspected[detail].name, format_name(f).c_str());
-    details(f, bits, number, ctx.flags);
-    number_line(f, bits);
-  }
+  s.report = fmt::format("inspector {} 0x{:X} = {}\n", shown.name, shown_bits, value_text(sf, shown_bits));
+  ImGui::Text("%s: %s", shown.name.c_str(), format_name(sf).c_str());
+  details(sf, shown_bits, number, shown_ctx.flags);
+  number_line(sf, shown_bits);
+  ImGui::Separator();
+  if (ImGui::CollapsingHeader("Arithmetic: a op b in the selected format, its neighbours and which one the rounding picks",
+                              ImGuiTreeNodeFlags_DefaultOpen))
+    arithmetic_panel(s, shown);
 }
 
 }  // namespace fpscope::gui

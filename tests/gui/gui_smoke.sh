@@ -153,6 +153,20 @@ else
   echo "xdotool not found: skipping the interactive checks (scripts/install-deps installs it)"
 fi
 
+# The Float inspector: 0x3C00 is fp16's bits for 1 (not the number 15360); 1e-40 in bf16 is its
+# smallest subnormal, every digit of it (no truncation); 1 + 2^-11 in fp16 is a tie that
+# round-to-nearest-even settles on 1.
+inspect() { headless --idle --view inspector --frames 2 --report "$@" 2>&1; }
+if inspect --inspect 0x3C00 --inspect-format fp16 | grep -qx "inspector fp16 0x3C00 = 1" &&
+   inspect --inspect 1e-40 --inspect-format bf16 | grep -qx "inspector bf16 0x1 = 0.0000000000000000000000000000000000000000918354961579912115600575419704879435795832466228193376178712270530013483949005603790283203125" &&
+   inspect --inspect-format fp16 --arithmetic "1 + 0.00048828125" |
+     grep -qx "arithmetic 1 + 0.00048828125 in fp16: 0x3C00, lower 0x3C00, upper 0x3C01, a tie: the neighbour whose last bit is even; flags inexact"; then
+  ok
+else
+  fail "inspector: bits input, full digits, the arithmetic panel's tie"
+  inspect --inspect 0x3C00 --inspect-format fp16 | grep -E "^(inspector|arithmetic)"
+fi
+
 # --ui-scale 2 in a window twice the size: a 26 px font and every length doubled, the plot included.
 headless --follow "$work/fp16.jsonl" --frames 3 --view histogram --preview-scale "2^10" --ui-scale 2 --width 2960 --height 1800 \
   --report >"$work/scaled.out" 2>&1

@@ -434,6 +434,8 @@ if [[ -n "$gui" ]]; then
   bad gui-pause-at-step 2 "--pause-at-step must not be negative" -- "$gui" --pause-at-step -1
   bad gui-at-step 2 "--at-step must not be negative" -- "$gui" --at-step -3
   bad gui-kind 2 "unknown tensor kind" -- "$gui" --kind gradients
+  bad gui-arithmetic 2 "is not \"A OP B\"" -- "$gui" --arithmetic "1 ^ 2"
+  bad gui-inspect-format 2 "out of range" -- "$gui" --inspect-format e99m1
   bad gui-precision 2 "fp12" -- "$gui" --precision fp12
   bad gui-screenshot-alone 2 "--frames" -- "$gui" --screenshot x.png
   bad gui-export-alone 2 "--frames" -- "$gui" --export folder
