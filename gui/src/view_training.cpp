@@ -107,9 +107,13 @@ void draw_next_step_hint(App& app, const TrainingStatus& status) {
   if (advice.kind != LossScaleAdvice::Kind::scale) return;
   const int now_log2 = scale_log2_of(status.loss_scale).log2;
   ImGui::PushStyleColor(ImGuiCol_Text, to_imgui(palette::hint_text));
-  if (now_log2 < advice.scale_log2 - 1)
+  const bool active = status.state == TrainingStatus::State::running || status.state == TrainingStatus::State::paused;
+  if (now_log2 < advice.scale_log2 - 1 && active)
     ImGui::TextWrapped("Red bars are gradients %s flushes to zero. Drag the loss scale to 2^%d (advised) and press Apply.",
                        target_format_names[app.format_index], advice.scale_log2);
+  else if (now_log2 < advice.scale_log2 - 1)
+    ImGui::TextWrapped("Red bars are gradients %s flushed to zero. Drag the loss scale to 2^%d (advised) to see where they would "
+                       "go; Start trains again.", target_format_names[app.format_index], advice.scale_log2);
   else
     ImGui::TextWrapped("At 2^%d the gradients sit in %s's range: watch the loss recover in Curves.", now_log2,
                        target_format_names[app.format_index]);
