@@ -46,7 +46,7 @@ echo "training throughput, ${settings[*]}:"
 for run in 1 2 3; do
   plain=$(rate_cli)
   logged=$(rate_cli --out "$work/cli.jsonl")
-  app=$(headless "${settings[@]}" --loss-weight-log2 0 --start --frames 1 --view heatmap --report 2>/dev/null | grep -Eo '\(([0-9.]+) steps/s' | tr -d '(' | cut -d' ' -f1)
+  app=$(headless "${settings[@]}" --loss-weight 1 --start --frames 1 --view heatmap --report 2>/dev/null | grep -Eo '\(([0-9.]+) steps/s' | tr -d '(' | cut -d' ' -f1)
   awk -v p="$plain" -v l="$logged" -v a="$app" 'BEGIN {
     printf "  run %d: fpscope train %.1f steps/s (no log), %.1f (writing the log); fpscope-gui %.1f: %.2fx and %.2fx\n", '"$run"', p, l, a, a / p, a / l }'
 done

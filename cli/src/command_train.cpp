@@ -18,7 +18,9 @@
 #include "fpscope/core/names.hpp"
 #include "fpscope/gpu/checkpoint.hpp"
 #include "fpscope/gpu/fault_injection.hpp"
+#include "fpscope/gpu/loss_scaler.hpp"
 #include "fpscope/gpu/mlp.hpp"
+#include "fpscope/gpu/training_defaults.hpp"
 #include "fpscope/gpu/training_data.hpp"
 #include "fpscope/snapshot/memory_budget.hpp"
 #include "fpscope/snapshot/output_file.hpp"
@@ -32,20 +34,21 @@ std::atomic<bool> interrupted{false};
 void on_interrupt(int) { interrupted = true; }
 
 // Numbers are kept as the user typed them and read by number_option.hpp: nothing is clamped.
+// The defaults are the app's (training_defaults.hpp): one example, whichever tool starts it.
 struct TrainOptions {
-  std::string model = "784-512-512-10";
-  std::string activation = "relu";
-  std::string precision = "fp16";
-  std::string round = "rne";
-  std::string loss_scale = "dynamic";
-  std::string steps = "500";
-  std::string batch = "128";
-  std::string lr = "0.01";
-  std::string loss_weight = "1";
-  std::string record_every = "1";
-  std::string data = "synthetic";
+  std::string model = training_defaults::model;
+  std::string activation = activation_name(training_defaults::activation);
+  std::string precision = precision_name(training_defaults::precision);
+  std::string round = rounding_mode_name(training_defaults::rounding);
+  std::string loss_scale = training_defaults::loss_scale;
+  std::string steps = std::to_string(training_defaults::cli_steps);
+  std::string batch = std::to_string(training_defaults::batch);
+  std::string lr = fmt::format("{:g}", training_defaults::learning_rate);
+  std::string loss_weight = fmt::format("2^{}", training_defaults::loss_weight_log2);
+  std::string record_every = std::to_string(training_defaults::record_every);
+  std::string data = training_defaults::data;
   std::string backend = "auto";
-  std::string seed = "1";
+  std::string seed = std::to_string(training_defaults::seed);
   std::optional<std::string> out;
   std::vector<std::string> inject;
   std::string checkpoint_every = "0";
@@ -102,7 +105,11 @@ void run_train(const TrainOptions& o) {
   config.scaler = parse_or_usage([&] { return parse_loss_scale(o.loss_scale); });
   if (config.precision == Precision::fp32 && o.loss_scale == "dynamic") config.scaler = LossScalerConfig::none();
   config.learning_rate = parse_positive_float_option("--lr", o.lr);
-  config.loss_weight = parse_positive_float_option("--loss-weight", o.loss_weight);
+  config.loss_weight = parse_or_usage([&] {
+    const std::optional<double> weight = parse_scale_factor(o.loss_weight);
+    if (!weight) throw std::invalid_argument("--loss-weight '" + printable_text(o.loss_weight) + "' is not 2^k or a positive number that float32 holds");
+    return static_cast<float>(*weight);
+  });
   config.seed = parse_integer_option<std::uint64_t>("--seed", o.seed, 0, std::numeric_limits<std::uint64_t>::max());
   const auto steps = parse_integer_option<std::int64_t>("--steps", o.steps, 1, max_steps);
   const auto batch = parse_integer_option<int>("--batch", o.batch, 1, std::numeric_limits<int>::max());
@@ -228,12 +235,12 @@ void add_train(CLI::App& app) {
   cmd->add_option("--activation", o->activation, "relu, gelu or tanh")->capture_default_str();
   cmd->add_option("--precision", o->precision, "fp32, fp16, bf16 or fp16-pure")->capture_default_str();
   cmd->add_option("-r,--round", o->round, "rounding mode of every low-precision cast")->capture_default_str();
-  cmd->add_option("--loss-scale", o->loss_scale, "none, dynamic (GradScaler's rule) or a number")->capture_default_str();
+  cmd->add_option("--loss-scale", o->loss_scale, "none, dynamic (GradScaler's rule), or a static scale: 2^k or a number")->capture_default_str();
   cmd->add_option("--steps", o->steps, "training steps")->capture_default_str();
   cmd->add_option("--batch", o->batch, "batch size")->capture_default_str();
   cmd->add_option("--lr", o->lr, "learning rate (SGD)")->capture_default_str();
   cmd->add_option("--loss-weight", o->loss_weight,
-                  "the loss is multiplied by this before the backward pass, as one term of a multi-task loss often is (2^-10 = 0.0009765625)")
+                  "the loss is multiplied by this before the backward pass, as one term of a multi-task loss often is: 2^k or a number")
       ->capture_default_str();
   cmd->add_option("--record-every", o->record_every, "record a snapshot every N steps")->capture_default_str();
   cmd->add_option("--data", o->data, "synthetic (embedded), or mnist:DIR with train-images-idx3-ubyte and train-labels-idx1-ubyte (.gz or not)")->capture_default_str();

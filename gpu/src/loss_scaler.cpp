@@ -2,6 +2,7 @@
 #include "fpscope/gpu/loss_scaler.hpp"
 
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <stdexcept>
@@ -10,15 +11,28 @@
 
 namespace fpscope {
 
+std::optional<double> parse_scale_factor(std::string_view text) {
+  double value = 0;
+  if (text.size() > 2 && text.substr(0, 2) == "2^") {
+    int k = 0;
+    const std::string_view digits = text.substr(2);
+    const auto result = std::from_chars(digits.data(), digits.data() + digits.size(), k);
+    if (result.ec != std::errc{} || result.ptr != digits.data() + digits.size() || k < -149 || k > 127) return std::nullopt;
+    value = std::ldexp(1.0, k);
+  } else {
+    const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || result.ec != std::errc{} || result.ptr != text.data() + text.size()) return std::nullopt;
+  }
+  if (!(value > 0) || value > static_cast<double>(std::numeric_limits<float>::max()) || static_cast<float>(value) == 0) return std::nullopt;
+  return value;
+}
+
 LossScalerConfig parse_loss_scale(std::string_view text) {
   if (text == "none") return LossScalerConfig::none();
   if (text == "dynamic") return LossScalerConfig::pytorch();
-  double value = 0;
-  const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
-  const bool number = !text.empty() && result.ec == std::errc{} && result.ptr == text.data() + text.size();
-  if (number && value > 0 && value <= static_cast<double>(std::numeric_limits<float>::max()) && static_cast<float>(value) > 0)
-    return LossScalerConfig::fixed(value);
-  throw std::invalid_argument("--loss-scale '" + printable_text(text) + "' is not none, dynamic or a positive number that float32 holds");
+  if (const std::optional<double> value = parse_scale_factor(text)) return LossScalerConfig::fixed(*value);
+  throw std::invalid_argument("--loss-scale '" + printable_text(text) +
+                              "' is not none, dynamic, 2^k or a positive number that float32 holds");
 }
 
 std::string scaling_kind_name(LossScalerConfig::Kind kind) {

@@ -19,6 +19,7 @@
 #include "fpscope/snapshot/output_file.hpp"
 #include "fpscope/snapshot/run_store.hpp"
 #include "fpscope/core/format.hpp"
+#include "fpscope/gpu/training_defaults.hpp"
 #include "fpscope/gpu/training_session.hpp"
 
 namespace fpscope::gui {
@@ -49,21 +50,22 @@ inline constexpr int slider_min_scale_log2 = -16;
 inline constexpr int slider_max_scale_log2 = 48;
 
 // The Training view's form: the options of `fpscope train`.
+// Its defaults are fpscope train's (training_defaults.hpp), but for the length.
 struct TrainingForm {
-  std::string model = "32-64-64-64-10";
-  Activation activation = Activation::tanh;
-  Precision precision = Precision::fp16;
-  RoundingMode rounding = RoundingMode::nearest_even;
+  std::string model = training_defaults::model;
+  Activation activation = training_defaults::activation;
+  Precision precision = training_defaults::precision;
+  RoundingMode rounding = training_defaults::rounding;
   // Unscaled on opening: Start shows fp16 flushing the gradients; the slider then shows the rescue.
-  LossScalerConfig::Kind scaling = LossScalerConfig::Kind::none;
+  LossScalerConfig::Kind scaling = parse_loss_scale(training_defaults::loss_scale).kind;
   int static_scale_log2 = 10;  // for Kind::fixed
-  int batch = 256;
-  float learning_rate = 1024.0f;
-  int loss_weight_log2 = -10;
-  int record_every = 1;
+  int batch = training_defaults::batch;
+  float learning_rate = training_defaults::learning_rate;
+  int loss_weight_log2 = training_defaults::loss_weight_log2;
+  int record_every = training_defaults::record_every;
   int steps = 0;  // 0: until stopped
-  std::string data = "synthetic";
-  int seed = 1;
+  std::string data = training_defaults::data;
+  int seed = training_defaults::seed;
   int pause_at_step = 0;  // > 0: the run pauses itself there (--pause-at-step; not in the form)
 };
 

@@ -291,7 +291,9 @@ int main(int argc, char** argv) {
   cli.add_option("--steps", f.steps, "training: steps (0 runs until stopped)")->capture_default_str();
   cli.add_option("--batch", f.batch, "training: batch size")->capture_default_str();
   cli.add_option("--lr", f.learning_rate, "training: learning rate")->capture_default_str();
-  cli.add_option("--loss-weight-log2", f.loss_weight_log2, "training: the loss is weighted by 2^this (-16 .. 0)")->capture_default_str();
+  std::string loss_weight = fmt::format("2^{}", f.loss_weight_log2);
+  cli.add_option("--loss-weight", loss_weight, "training: the loss is multiplied by this, a power of two 2^-16 .. 1 (as fpscope train's: 2^k or a number)")
+      ->capture_default_str();
   cli.add_option("--record-every", f.record_every, "training: record a snapshot every N steps")->capture_default_str();
   cli.add_option("--data", f.data, "training: synthetic or mnist:DIR")->capture_default_str();
   cli.add_option("--seed", f.seed, "training: seed")->capture_default_str();
@@ -386,7 +388,13 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
       throw CLI::ValidationError(e.what());
     }
-    if (f.loss_weight_log2 < -16 || f.loss_weight_log2 > 0) throw CLI::ValidationError("--loss-weight-log2 must be -16 .. 0");
+    {  // the same grammar as fpscope train's; the app's slider holds powers of two 2^-16 .. 1
+      const std::optional<double> weight = fpscope::parse_scale_factor(loss_weight);
+      int exponent = 0;
+      if (!weight || std::frexp(*weight, &exponent) != 0.5 || exponent - 1 < -16 || exponent - 1 > 0)
+        throw CLI::ValidationError("--loss-weight '" + fpscope::printable_text(loss_weight) + "' is not a power of two from 2^-16 to 1 (the app's slider)");
+      f.loss_weight_log2 = exponent - 1;
+    }
     if (!o.export_folder.empty() && o.frames <= 0) throw CLI::ValidationError("--export needs --frames N (N > 0)");
     if (!o.screenshot.empty() && o.frames <= 0) throw CLI::ValidationError("--screenshot needs --frames N (N > 0)");
     if (o.width < 200 || o.height < 150 || o.width > 8192 || o.height > 8192) throw CLI::ValidationError("--width and --height must be 200..8192 and 150..8192");

@@ -167,6 +167,19 @@ else
   inspect --inspect 0x3C00 --inspect-format fp16 | grep -E "^(inspector|arithmetic)"
 fi
 
+# One set of defaults: the app started with nothing but --steps trains what fpscope train trains
+# with nothing but --steps, to the bit (their histograms' CSVs are the same file).
+mkdir -p "$work/defaults"
+"$fpscope" train --steps 12 --out "$work/defaults/cli.jsonl" >/dev/null 2>&1
+headless --start --steps 12 --frames 1 --export "$work/defaults" >/dev/null 2>&1
+"$fpscope" export "$work/defaults/cli.jsonl" --csv "$work/defaults/cli.csv" >/dev/null 2>&1
+"$fpscope" export "$work/defaults/run.jsonl" --csv "$work/defaults/app.csv" >/dev/null 2>&1
+if [[ -s "$work/defaults/cli.csv" ]] && cmp -s "$work/defaults/cli.csv" "$work/defaults/app.csv"; then
+  ok
+else
+  fail "fpscope train and fpscope-gui defaults differ"; head -3 "$work/defaults/cli.jsonl" "$work/defaults/run.jsonl" | cut -c1-300
+fi
+
 # --ui-scale 2 in a window twice the size: a 26 px font and every length doubled, the plot included.
 headless --follow "$work/fp16.jsonl" --frames 3 --view histogram --preview-scale "2^10" --ui-scale 2 --width 2960 --height 1800 \
   --report >"$work/scaled.out" 2>&1

@@ -302,6 +302,7 @@ bad train-lr-zero 2 "--lr '0'" -- "$fpscope" train --lr 0 --out never.jsonl
 bad train-lr-nan 2 "--lr 'nan'" -- "$fpscope" train --lr nan --out never.jsonl
 bad train-loss-weight-negative 2 "--loss-weight '-1'" -- "$fpscope" train --loss-weight -1 --out never.jsonl
 bad train-loss-weight-zero 2 "--loss-weight '0'" -- "$fpscope" train --loss-weight 0 --out never.jsonl
+bad train-loss-weight-power-text 2 "is not 2^k or a positive number" -- "$fpscope" train --loss-weight 2^x --out never.jsonl
 bad train-data 2 "imagenet" -- "$fpscope" train --data imagenet --out never.jsonl
 bad train-data-escape 2 '\x1b[1m' -- "$fpscope" train --data $'\e[1mimagenet' --out never.jsonl
 bad train-mnist-truncated 1 "truncated" -- "$fpscope" train --data mnist:mnist_short --model 16-8-3 --out never.jsonl
@@ -435,6 +436,7 @@ if [[ -n "$gui" ]]; then
   bad gui-at-step 2 "--at-step must not be negative" -- "$gui" --at-step -3
   bad gui-kind 2 "unknown tensor kind" -- "$gui" --kind gradients
   bad gui-arithmetic 2 "is not \"A OP B\"" -- "$gui" --arithmetic "1 ^ 2"
+  bad gui-loss-weight-not-power 2 "is not a power of two from 2^-16 to 1" -- "$gui" --loss-weight 3
   bad gui-inspect-format 2 "out of range" -- "$gui" --inspect-format e99m1
   bad gui-precision 2 "fp12" -- "$gui" --precision fp12
   bad gui-screenshot-alone 2 "--frames" -- "$gui" --screenshot x.png

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -10,8 +11,12 @@
 
 namespace fpscope {
 
-// The loss scaling a user names: "none", "dynamic" (GradScaler's rule) or a positive number that
-// float32 holds (static scaling). Throws std::invalid_argument naming the text.
+// A positive factor that float32 holds, as fpscope train and fpscope-gui both read one (a loss
+// scale, a loss weight): a number (1024, 0.0009765625, 6.5e4) or a power of two 2^k (2^10, 2^-10).
+// Empty when the text is neither.
+std::optional<double> parse_scale_factor(std::string_view text);
+// The loss scaling a user names: "none", "dynamic" (GradScaler's rule) or a factor as above
+// (static scaling). Throws std::invalid_argument naming the text.
 LossScalerConfig parse_loss_scale(std::string_view text);
 // "none", "static", "dynamic": the kinds as menus name them.
 inline constexpr LossScalerConfig::Kind all_scaling_kinds[] = {LossScalerConfig::Kind::none, LossScalerConfig::Kind::fixed,
