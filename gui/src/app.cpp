@@ -130,6 +130,7 @@ void App::update(double now_seconds) {
   store_layout_seen_ = update.layout;
   header = std::move(update.header);
   growing = !update.snapshots.empty();
+  if (growing || !update.steps.empty()) last_growth_at = now;
   steps.insert(steps.end(), update.steps.begin(), update.steps.end());
   if (!update.snapshots.empty()) {
     for (const auto& s : update.snapshots) {

@@ -40,6 +40,8 @@ inline constexpr int target_format_count = static_cast<int>(std::size(target_for
 // frame) plus what one poll reads plus ~100 MB of window, fonts and GL: under 500 MB however long
 // a run goes (bench/gui_responsiveness.sh measures it at 100,000 steps).
 inline constexpr std::size_t snapshot_memory_budget = std::size_t{192} << 20;
+// A followed log that has not grown for this long is said to be quiet (its writer finished or paused).
+inline constexpr double follow_quiet_seconds = 5;
 // A followed log is read at most this much per frame (and no line may be longer).
 inline constexpr std::uint64_t follow_window_bytes = std::uint64_t{8} << 20;
 
@@ -160,7 +162,9 @@ class App {
   // Headless runs take their screenshot once the demo has finished and a followed log is read.
   bool settled() const;
   // Something on screen changes by itself: a save under way, a message about to go.
-  bool animating() const { return export_job.busy() || now < export_message_until; }
+  bool animating() const {
+    return export_job.busy() || now < export_message_until || (follower && now - last_growth_at <= follow_quiet_seconds + 0.5);
+  }
 
   // --- the run, as of this frame ---
   RunStore store;
@@ -175,6 +179,7 @@ class App {
   std::vector<double> baseline_steps, baseline_loss;  // the last finished fp32 run's curve
   double now = 0;
   bool growing = false;  // new snapshots arrived this frame
+  double last_growth_at = 0;  // when snapshots last arrived (a followed log goes quiet when its writer ends)
 
   // --- selection shared by the views ---
   int tensor_index = 0;  // into tensor_names

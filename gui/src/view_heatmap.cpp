@@ -98,7 +98,8 @@ void colour_bar(ImVec2 min, ImVec2 max, double top, const char* title) {
 void draw_heatmap(App& app) {
   app.selection_controls();
   if (app.snapshots.empty() || app.tensor_names.empty()) {
-    ImGui::TextDisabled("No run yet: press Start on the left, or open a run log with fpscope-gui --follow run.jsonl.");
+    ImGui::TextDisabled(app.follower ? "Nothing recorded in the log yet: waiting for its first snapshot."
+                                     : "No run yet: press Start on the left, or open a run log with fpscope-gui --follow run.jsonl.");
     return;
   }
   const Format f = app.target_format();

@@ -75,17 +75,26 @@ void draw_scale_preview(App& app, TrainingSession* session, double run_scale) {
 void draw_followed(App& app) {
   ImGui::TextUnformatted("Following a run log");
   ImGui::TextWrapped("%s", app.follower->path().c_str());
-  state_swatch(app.follow_error.empty() ? palette::state_running : palette::state_failed);
+  // Growing, or quiet: a log says nothing when its writer ends, so the app says how long it has been.
+  const bool quiet = app.now - app.last_growth_at > follow_quiet_seconds;
+  state_swatch(!app.follow_error.empty() ? palette::state_failed : quiet ? palette::state_finished : palette::state_running);
   ImGui::Text("%zu snapshots%s", app.snapshots.size(), app.follower->restarts() > 0 ? " (file restarted)" : "");
+  if (app.follow_error.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyle().Colors[ImGuiCol_TextDisabled]);
+    ImGui::TextWrapped(quiet ? "no new lines for %.0f s or more: the writer has finished or paused" : "growing", follow_quiet_seconds);
+    ImGui::PopStyleColor();
+  }
   if (!app.follow_error.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, to_imgui(palette::error_text));
     ImGui::TextWrapped("%s", app.follow_error.c_str());
     ImGui::PopStyleColor();
   }
   ImGui::Separator();
-  ImGui::Text("source     %s", app.header.source.c_str());
-  ImGui::Text("model      %s", app.header.model.c_str());
-  ImGui::Text("precision  %s (%s, %s)", app.header.precision.c_str(), app.header.format.c_str(), app.header.rounding.c_str());
+  ImGui::Text("source     %s", app.header.source.empty() ? "-" : app.header.source.c_str());
+  ImGui::Text("model      %s", app.header.model.empty() ? "-" : app.header.model.c_str());
+  const auto or_dash = [](const std::string& text) { return text.empty() ? std::string("-") : text; };
+  ImGui::Text("precision  %s%s", or_dash(app.header.precision).c_str(),
+              app.header.format.empty() ? "" : fmt::format(" ({}{})", app.header.format, app.header.rounding.empty() ? "" : ", " + app.header.rounding).c_str());
   ImGui::TextWrapped("scaling    %s", app.header.scaler.c_str());
   if (const Snapshot* s = app.current_snapshot())
     ImGui::Text("step %lld  loss %.5f  scale 2^%.0f%s", static_cast<long long>(s->step), s->loss, std::log2(s->loss_scale),
@@ -168,7 +177,8 @@ void draw_training(App& app) {
   else
     draw_next_step_hint(app, status);
   state_swatch(state_colour(status.state));
-  ImGui::Text("%s  step %lld", std::string(training_state_name(status.state)).c_str(), static_cast<long long>(status.step));
+  // Steps done (the views name a recorded step by its number, which starts at 0).
+  ImGui::Text("%s  %lld steps done", std::string(training_state_name(status.state)).c_str(), static_cast<long long>(status.step));
   ImGui::Text("loss %.5f   %.1f steps/s", status.loss, status.steps_per_second);
   ImGui::Text("scale 2^%.0f (%s)   skipped %lld", std::log2(status.loss_scale), status.dynamic_scaling ? "dynamic" : "static",
               static_cast<long long>(status.skipped_steps));

@@ -133,7 +133,7 @@ if command -v xdotool >/dev/null; then
   app=$!
   sleep 3
   xdotool mousemove 1550 950  # off the window: no hover, nothing to redraw
-  sleep 1
+  sleep 5  # past the 5 s after which a log that stopped growing is called quiet (drawn once more)
   pid_ticks() { awk '{print $14 + $15}' "/proc/$app/stat" 2>/dev/null || echo 0; }
   t0=$(pid_ticks); sleep 3; t1=$(pid_ticks)
   xdotool mousemove 507 17 sleep 0.3 click 1 sleep 0.5 mousemove 788 17 sleep 0.3 click 1 sleep 1
