@@ -195,6 +195,22 @@ const TensorRecord* App::selected_record(const Snapshot& snapshot) const {
   return nullptr;
 }
 
+const std::vector<TensorSeries>& App::window_series() {
+  const std::int64_t end = current_index();
+  const int window = std::max(1, what_if.window);
+  const auto key = std::make_tuple(data_version, end, window);
+  if (key != window_series_key_) {
+    window_series_.clear();
+    if (end >= 0) {
+      std::vector<Snapshot> recent;
+      for (std::int64_t i = std::max<std::int64_t>(0, end - window + 1); i <= end; ++i) recent.push_back(*snapshots[static_cast<std::size_t>(i)]);
+      window_series_ = tensor_series(recent);
+    }
+    window_series_key_ = key;
+  }
+  return window_series_;
+}
+
 int App::recorded_scale_log2() const {
   const Snapshot* s = current_snapshot();
   return s == nullptr ? 0 : scale_log2_of(s->loss_scale).log2;

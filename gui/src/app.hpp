@@ -11,11 +11,13 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "export_job.hpp"
 #include "follow_thread.hpp"
 #include "fpscope/analyzer/heatmap.hpp"
+#include "fpscope/analyzer/scale_semantics.hpp"
 #include "fpscope/snapshot/output_file.hpp"
 #include "fpscope/snapshot/run_store.hpp"
 #include "fpscope/core/format.hpp"
@@ -107,6 +109,7 @@ struct AppOptions {
 // What-if state (its hypothetical scale is the shared ScalePreview).
 struct WhatIfState {
   bool selected_tensor_only = false;  // else every gradient of the step
+  int window = 20;  // recorded steps the predictions and the advice sum, ending at the shown step
 };
 
 // Histogram view state.
@@ -215,10 +218,16 @@ class App {
   // The scale the shown step ran with (2^k), and the slider's: the preview, or that.
   int recorded_scale_log2() const;
   int preview_scale_log2() const { return preview.scale_log2.value_or(recorded_scale_log2()); }
+  // Every tensor's series over the `what_if.window` recorded steps ending at the shown one (the
+  // What-if view and the Training panel's hint advise from it: a window keeps the advice from
+  // jumping with one step's extremes). Built once per data version, step and window.
+  const std::vector<TensorSeries>& window_series();
 
  private:
   void save_baseline_if_fp32();
   std::uint64_t store_generation_seen_ = ~0ull;
+  std::vector<TensorSeries> window_series_;
+  std::tuple<std::uint64_t, std::int64_t, int> window_series_key_{~0ull, -1, 0};
   std::uint64_t store_layout_seen_ = 0;
   bool requested_tab_ = true;  // select `view`'s tab on the first frame
   int demo_stage_ = -1;  // -1 no demo; 0 fp32 baseline running; 1 fp16 running; 2 done

@@ -105,12 +105,13 @@ void draw_followed(App& app) {
 
 }  // namespace
 
-// One line on what to do next, from the latest step's gradients: the advised scale while they fall
+// One line on what to do next, from the shown step's window of gradients: the advised scale while they fall
 // out of the format's range, and where to look once they are in it.
 void draw_next_step_hint(App& app, const TrainingStatus& status) {
   if (app.snapshots.empty() || app.form.precision == Precision::fp32) return;
-  const Snapshot latest = *app.snapshots.back();
-  const std::vector<TensorSeries> series = tensor_series(std::span<const Snapshot>(&latest, 1));
+  std::vector<TensorSeries> series;  // the gradients of the What-if view's window, as it advises
+  for (const TensorSeries& s : app.window_series())
+    if (is_gradient(s.kind)) series.push_back(s);
   const Format f = app.target_format();
   const LossScaleAdvice advice = recommend_loss_scale(series, f);
   if (advice.kind != LossScaleAdvice::Kind::scale) return;

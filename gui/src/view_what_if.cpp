@@ -53,19 +53,22 @@ void draw_what_if(App& app) {
   app.selection_controls();
   const int recorded = app.recorded_scale_log2();
   bool& selected_only = app.what_if.selected_tensor_only;
-  if (ImGui::RadioButton("every gradient at this step", !selected_only)) selected_only = false;
+  if (ImGui::RadioButton("every gradient", !selected_only)) selected_only = false;
   ImGui::SameLine();
   if (ImGui::RadioButton("the selected tensor", selected_only)) selected_only = true;
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(px(200));
+  ImGui::SliderInt("recorded steps up to this one", &app.what_if.window, 1, 200);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("Predictions and advice sum this many recorded steps: one step's extremes come and go, so advice from\n"
+                      "a window moves only when a new extreme enters it or an old one leaves (1: this step alone).");
 
-  // The tensors in question, each with the scale it was recorded at (the one scale semantics:
+  // The tensors in question, each part with the scale it was recorded at (the one scale semantics:
   // divided out first; the hypothetical loss scale then moves only gradients).
   std::vector<TensorSeries> series;
-  if (!selected_only) {
-    for (const TensorRecord& t : snapshot->tensors)
-      if (is_gradient(t.kind)) series.push_back(single_series(t.name, t.kind, t.histogram, t.scale, t.captured));
-  } else if (const TensorRecord* t = app.selected_record(*snapshot)) {
-    series.push_back(single_series(t->name, t->kind, t->histogram, t->scale, t->captured));
-  }
+  const std::string selected_name = app.tensor_names.empty() ? "" : app.tensor_names[static_cast<std::size_t>(app.tensor_index)];
+  for (const TensorSeries& s : app.window_series())
+    if (selected_only ? (s.name == selected_name && s.kind == app.kind) : is_gradient(s.kind)) series.push_back(s);
   const bool scaled = series.empty() || loss_scale_multiplies(series.front().kind);
   std::uint64_t values = 0;
   bool as_stored = false;
@@ -81,7 +84,9 @@ void draw_what_if(App& app) {
   if (as_stored)
     ImGui::TextDisabled("Captured as stored (already in the low-precision format): what a cast flushed is among the zeros, and no\n"
                         "scale can bring it back. Predictions below are for the values that remained.");
-  ImGui::Text("recorded at step %lld with loss scale 2^%d", static_cast<long long>(snapshot->step), recorded);
+  const std::uint64_t steps_summed = series.empty() ? 0 : series.front().steps;
+  ImGui::Text("%llu recorded step%s up to step %lld; the shown step's loss scale 2^%d (each step's own is divided out)",
+              static_cast<unsigned long long>(steps_summed), steps_summed == 1 ? "" : "s", static_cast<long long>(snapshot->step), recorded);
   ImGui::SetNextItemWidth(px(400));
   // The same preview as the Training panel's slider: one hypothetical scale across the views.
   int hypothetical = app.preview_scale_log2();
@@ -136,9 +141,9 @@ void draw_what_if(App& app) {
     }
     ImGui::EndTable();
   }
-  ImGui::TextDisabled("Predicted at binade granularity (the analyzer's rule) from this step's histograms; the advice keeps the\n"
+  ImGui::TextDisabled("Predicted at binade granularity (the analyzer's rule) from the window's histograms; the advice keeps the\n"
                       "largest gradient one binade below overflow (Micikevicius et al. 2018, section 3.2). What it cannot know: a\n"
-                      "value flushed in a later layer changes the gradients upstream, which this step's histograms do not show.");
+                      "value flushed in a later layer changes the gradients upstream, which the recorded histograms do not show.");
 
   const LossScaleAdvice target_advice = recommend_loss_scale(series, app.target_format());
   const int recommended = target_advice.kind == LossScaleAdvice::Kind::scale ? target_advice.scale_log2 : 0;
