@@ -130,6 +130,11 @@ int main(int argc, char** argv) {
     expect(image, "state swatch: running", palette::state_running, 200);
   } else if (view == "swatch-paused") {
     expect(image, "state swatch: paused", palette::state_paused, 200);
+  } else if (view == "swatch-idle") {
+    expect(image, "state swatch: idle", palette::state_idle, 200, 0);
+    const long running = count_colour(image, palette::state_running, 0);
+    std::printf("%s %-28s %8ld pixels (need none)\n", running == 0 ? "ok  " : "FAIL", "no running swatch", running);
+    failures += running == 0 ? 0 : 1;
   } else if (view == "swatch-finished") {
     expect(image, "state swatch: finished", palette::state_finished, 200);
   } else if (view == "heatmap") {

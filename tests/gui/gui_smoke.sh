@@ -149,6 +149,21 @@ if command -v xdotool >/dev/null; then
     fail "interactive: quit by Ctrl+Q $quit, $(ls "$work/interactive"), idle CPU $((t1 - t0)) ticks in 3 s"
     cat "$work/interactive.out"
   fi
+  # Reset while a run trains: the state goes back to idle (the swatch), nothing recorded is shown.
+  mkdir -p "$work/reset"
+  (cd "$work/reset" && exec "$gui_path" --start --steps 0 >/dev/null 2>&1) &
+  app=$!
+  sleep 3
+  xdotool mousemove 234 46 sleep 0.3 click 1 sleep 1 mousemove 788 17 sleep 0.3 click 1 sleep 1  # Reset, then PNG
+  xdotool search --name "^fpscope$" windowfocus --sync
+  xdotool key ctrl+q
+  for _ in $(seq 50); do kill -0 "$app" 2>/dev/null || break; sleep 0.1; done
+  kill "$app" 2>/dev/null; wait "$app" 2>/dev/null
+  if [[ -s "$work/reset/fpscope-histogram.png" ]] && "$check" "$work/reset/fpscope-histogram.png" swatch-idle >/dev/null; then
+    ok
+  else
+    fail "Reset while training: $(ls "$work/reset")"; [[ -s "$work/reset/fpscope-histogram.png" ]] && "$check" "$work/reset/fpscope-histogram.png" swatch-idle
+  fi
 else
   echo "xdotool not found: skipping the interactive checks (scripts/install-deps installs it)"
 fi
