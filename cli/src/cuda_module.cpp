@@ -55,8 +55,9 @@ int cuda_device_count(std::string& why) {
     why = m.error;
     return 0;
   }
-  const int count = m.device_count();
-  if (count == 0) why = "no CUDA device answers on this machine";
+  char reason[512] = {};
+  const int count = m.device_count(reason, sizeof reason);
+  if (count == 0) why = std::string("no CUDA device answers: ") + (reason[0] != '\0' ? reason : "the runtime gave no reason");
   return count;
 }
 

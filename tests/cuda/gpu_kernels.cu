@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -17,8 +18,9 @@
 using namespace fpscope;
 
 int main() {
-  if (cuda::device_count() == 0) {
-    std::printf("no CUDA device: skipping the device run (this binary compiled and linked)\n");
+  std::string why;
+  if (cuda::device_count(&why) == 0) {
+    std::printf("no CUDA device (%s): skipping the device run (this binary compiled and linked)\n", why.c_str());
     return 77;
   }
   std::mt19937 rng(3);

@@ -334,7 +334,12 @@ StepResult CudaMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector
 }  // namespace fpscope
 
 // The module's entry points (see trainer_backend.hpp).
-extern "C" __attribute__((visibility("default"))) int fpscope_cuda_device_count() { return fpscope::cuda::device_count(); }
+extern "C" __attribute__((visibility("default"))) int fpscope_cuda_device_count(char* why, unsigned long why_size) {
+  std::string reason;
+  const int count = fpscope::cuda::device_count(&reason);
+  if (why != nullptr && why_size > 0) std::snprintf(why, why_size, "%s", reason.c_str());
+  return count;
+}
 
 extern "C" __attribute__((visibility("default"))) fpscope::TrainerBackend* fpscope_create_cuda_trainer(const fpscope::MlpConfig* config,
                                                                                                     char* error, unsigned long error_size) {

@@ -2,8 +2,8 @@
 // FPSCOPE_HD code; only the parallel structure lives here.
 #include <cuda_runtime.h>
 
-#include <cstdio>
-#include <cstdlib>
+#include <stdexcept>
+#include <string>
 
 #include "fpscope/core/cast.hpp"
 #include "fpscope/core/exponent_histogram.hpp"
@@ -13,12 +13,12 @@
 #include "fpscope/gpu/softmax_cross_entropy.hpp"
 #include "fpscope/gpu/unscale.hpp"
 
+// A CUDA error becomes an exception, as in cuda_mlp.cpp: this code runs inside the dlopen'd module
+// of `fpscope train`, which must end with its sentence and a whole log, never exit from here.
 #define cudaCheck(err) cuda_check((err), __FILE__, __LINE__)
 static void cuda_check(cudaError_t error, const char* file, int line) {
-  if (error != cudaSuccess) {
-    std::fprintf(stderr, "CUDA error at %s:%d: %s\n", file, line, cudaGetErrorString(error));
-    std::exit(1);
-  }
+  if (error != cudaSuccess)
+    throw std::runtime_error(std::string("CUDA error at ") + file + ":" + std::to_string(line) + ": " + cudaGetErrorString(error));
 }
 
 namespace fpscope::cuda {
@@ -269,9 +269,17 @@ void ordered_sum(const float* values, int n, float* out, void* stream) {
   cudaCheck(cudaGetLastError());
 }
 
-int device_count() {
+int device_count(std::string* why) {
   int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+  const cudaError_t error = cudaGetDeviceCount(&count);
+  if (error != cudaSuccess) {
+    // The runtime's own reason (a driver too old for the runtime, no driver at all, an empty
+    // CUDA_VISIBLE_DEVICES, missing device nodes), not one sentence for all of them.
+    if (why != nullptr) *why = std::string(cudaGetErrorString(error)) + " (" + cudaGetErrorName(error) + ")";
+    return 0;
+  }
+  if (count == 0 && why != nullptr) *why = "the CUDA runtime finds no device";
+  return count;
 }
 
 }  // namespace fpscope::cuda

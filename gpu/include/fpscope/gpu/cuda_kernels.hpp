@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "fpscope/core/context.hpp"
 #include "fpscope/gpu/activation.hpp"
@@ -39,7 +40,8 @@ void update_scaler(const LossScalerConfig& config, LossScalerState* state, const
                    void* stream = nullptr);
 
 // Number of CUDA devices (0 when there is no driver or no device).
-int device_count();
+// Devices the CUDA runtime finds; 0 with the runtime's reason in *why when it finds none.
+int device_count(std::string* why = nullptr);
 
 // --- the MLP step's other kernels (row-major matrices, as the CPU backend holds them) ---
 

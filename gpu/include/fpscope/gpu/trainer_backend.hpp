@@ -24,7 +24,8 @@ class TrainerBackend {
 
 // The entry points of the CUDA module (libfpscope_cuda.so), looked up with dlsym.
 extern "C" {
-using fpscope_cuda_device_count_fn = int (*)();
+// Devices found; 0 with the CUDA runtime's reason in `why` (a sentence) when there are none.
+using fpscope_cuda_device_count_fn = int (*)(char* why, unsigned long why_size);
 // Returns a new backend, or null with a sentence in `error`.
 using fpscope_create_cuda_trainer_fn = TrainerBackend* (*)(const MlpConfig* config, char* error, unsigned long error_size);
 }
