@@ -100,6 +100,36 @@ int main() {
     verdict(half.stochastic_counter > 0, "stochastic fp16: the random-word counter is part of the state", static_cast<double>(half.stochastic_counter));
     verdict(same_bits(a, run(5, 10, &half)), "stochastic fp16: 10 steps, restore, 10 more = 20 steps", 0);
   }
+  // fp16-pure: a skipped step re-casts no weights and draws no random words, on the device as on
+  // the CPU (issue 17, item 4: the counters were a parameter count apart after one injected NaN).
+  {
+    MlpConfig config;
+    config.layer_sizes = {16, 32, 32, 10};
+    config.precision = Precision::fp16_pure;
+    config.rounding = RoundingMode::stochastic;
+    config.seed = 9;
+    MlpTrainer cpu(config);
+    CudaMlpTrainer gpu(config);
+    TrainingData data("synthetic", config.layer_sizes, 1);
+    Eigen::MatrixXf x;
+    std::vector<int> y;
+    for (int step = 0; step < 5; ++step) {
+      data.next_batch(64, x, y);
+      cpu.step(x, y, false);
+      gpu.step(x, y, false, false);
+    }
+    const auto counters = [&] { return static_cast<double>(gpu.state().stochastic_counter) - static_cast<double>(cpu.state().stochastic_counter); };
+    verdict(counters() == 0, "fp16-pure: the device drew as many random words as the CPU in 5 steps (difference)", counters());
+    const FaultInjection fault{FaultInjection::Value::nan, 2, cpu.state().steps};
+    cpu.inject(fault);
+    gpu.inject(fault);
+    const MlpTrainer::State before = gpu.state();
+    data.next_batch(64, x, y);
+    const StepResult a = cpu.step(x, y, false), b = gpu.step(x, y, false, true);
+    verdict(a.skipped && b.skipped, "fp16-pure: the injected step is skipped on both", 0);
+    verdict(counters() == 0, "fp16-pure: after the skipped step the counters still agree (difference)", counters());
+    verdict(gpu.state().stochastic_counter >= before.stochastic_counter, "fp16-pure: the counter never goes back", 0);
+  }
   std::printf("%s\n", failures == 0 ? "all OK" : "FAILURES");
   return failures == 0 ? 0 : 1;
 }

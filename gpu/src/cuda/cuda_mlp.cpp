@@ -281,10 +281,20 @@ StepResult CudaMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector
     scale_before = static_cast<float>(before.scale);
   }
   cuda::update_scaler(config_.scaler, d.scaler.data, d.found_non_finite.data, d.skip.data, s);
+  // fp16-pure re-casts the weights after an update only, as the CPU backend does: a skipped step
+  // leaves them, and the stochastic-rounding counter, as they were. The host must know whether
+  // this step was skipped before it launches the casts: one read-back a step, in this mode only.
+  bool skipped_here = false;
+  if (config_.precision == Precision::fp16_pure) {
+    int skip = 0;
+    cudaCheck(cudaMemcpyAsync(&skip, d.skip.data, sizeof skip, cudaMemcpyDeviceToHost, d.stream));
+    cudaCheck(cudaStreamSynchronize(d.stream));
+    skipped_here = skip != 0;
+  }
   for (std::size_t l = 0; l < layers; ++l) {
     cuda::sgd_update(d.weights[l].data, d.grad_w[l].data, d.grad_w[l].size, config_.learning_rate, d.skip.data, s);
     cuda::sgd_update(d.biases[l].data, d.grad_b[l].data, d.grad_b[l].size, config_.learning_rate, d.skip.data, s);
-    if (config_.precision == Precision::fp16_pure) {
+    if (config_.precision == Precision::fp16_pure && !skipped_here) {
       cast(d.weights[l].data, d.weights[l].size, l, 2, false);
       cast(d.biases[l].data, d.biases[l].size, l, 2, false);
     }
