@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "export_job.hpp"
@@ -115,6 +116,10 @@ struct WhatIfState {
 // Histogram view state.
 struct HistogramState {
   bool log_counts = true;
+  // The user's zoom and pan: the binades shown, [first, last]; unset, the format's window. Wheel
+  // zooms around the pointer, a drag pans, a double-click goes back to the format's window.
+  std::optional<std::pair<int, int>> zoom;
+  float pan_remainder = 0;  // a drag's part of a binade not yet applied
   // Where the last frame drew the plot (for --report and the screenshot tests): its screen x range
   // and the binades it spans.
   struct Geometry {

@@ -126,11 +126,16 @@ void draw_histogram(App& app) {
   ImGui::TextDisabled("bands: what %s does to each binade; bars: %s%s", format,
                       record->captured == Capture::before_cast ? "the values before the cast" : "the values as stored",
                       moves ? "; outline: the same values at the preview scale" : "; a loss scale does not move these values");
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("Over the plot: the wheel zooms around the pointer, a drag pans, a double-click goes back to %s's window.", format);
 
   // The window: the format's regions with a margin, then three columns for zero, inf and NaN,
   // each a twentieth of the binades wide so that their labels never overlap.
-  const int lo = edges.smallest_subnormal - 1 - window_below_flush;
-  const int hi = edges.overflow + window_above_overflow;
+  const int window_lo = edges.smallest_subnormal - 1 - window_below_flush;
+  const int window_hi = edges.overflow + window_above_overflow;
+  auto& zoom = app.histogram.zoom;
+  const int lo = zoom ? zoom->first : window_lo;
+  const int hi = zoom ? zoom->second : window_hi;
   const int special_width = std::max(1, (hi - lo + 1) / 20);
   const int zero_x = hi + 2, inf_x = zero_x + special_width, nan_x = inf_x + special_width;
   const std::uint64_t specials[] = {h.zero_count(), h.infinity_count(), h.nan_count()};
@@ -183,6 +188,29 @@ void draw_histogram(App& app) {
   const int span = hi - lo + 1;
   plot.axes(span > 120 ? 20 : span > 60 ? 10 : 5, binade_label, 4,
             log_counts ? +[](double y) { return fmt::format("{:.0f}", std::pow(10.0, y) - 1); } : plain_label, hi + 1);
+  // Zoom and pan, over the binades only (the zero / inf / NaN columns stay at the right).
+  const ImGuiIO& io = ImGui::GetIO();
+  const float per_binade = (plot.sx(hi + 1) - plot.sx(lo)) / static_cast<float>(hi + 1 - lo);
+  const bool over_binades = plot.hovered() && plot.data_x(io.MousePos.x) < hi + 1;
+  if (over_binades && ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) {
+    zoom.reset();
+  } else if (over_binades && io.MouseWheel != 0) {
+    const double at = plot.data_x(io.MousePos.x);
+    const double factor = std::pow(0.8, io.MouseWheel);  // up: closer
+    const int width = std::clamp(static_cast<int>(std::lround((hi + 1 - lo) * factor)), 8, max_binade - min_binade + 1);
+    int first = static_cast<int>(std::lround(at - (at - lo) * width / (hi + 1 - lo)));
+    first = std::clamp(first, min_binade, max_binade + 1 - width);
+    zoom = std::make_pair(first, first + width - 1);
+  } else if (ImGui::IsItemActive() && ImGui::IsMouseDragging(ImGuiMouseButton_Left) && per_binade > 0) {
+    app.histogram.pan_remainder -= io.MouseDelta.x / per_binade;
+    const int moved = static_cast<int>(app.histogram.pan_remainder);
+    if (moved != 0) {
+      app.histogram.pan_remainder -= static_cast<float>(moved);
+      const int width = hi + 1 - lo;
+      const int first = std::clamp(lo + moved, min_binade, max_binade + 1 - width);
+      zoom = std::make_pair(first, first + width - 1);
+    }
+  }
   if (plot.hovered()) {
     const int b = static_cast<int>(std::floor(plot.data_x(ImGui::GetIO().MousePos.x)));
     if (b >= zero_x && b < nan_x + special_width) {

@@ -149,6 +149,30 @@ if command -v xdotool >/dev/null; then
     fail "interactive: quit by Ctrl+Q $quit, $(ls "$work/interactive"), idle CPU $((t1 - t0)) ticks in 3 s"
     cat "$work/interactive.out"
   fi
+  # Zoom: three wheel clicks over the histogram show about half the binades (0.8^3 of 62), around
+  # the pointer; --report gives the plot's binades on exit. Then a double-click goes back to the window.
+  zoom_run() {  # ACTIONS...: xdotool actions over the plot, then Ctrl+Q; prints the report's histogram line
+    (cd "$work/interactive" && exec "$gui_path" --follow "$work/state.jsonl" --report >"$work/zoom.out" 2>&1) &
+    local zapp=$!
+    sleep 3
+    xdotool mousemove 900 500 sleep 0.3 "$@" sleep 0.5
+    xdotool search --name "^fpscope$" windowfocus --sync
+    xdotool key ctrl+q
+    for _ in $(seq 50); do kill -0 "$zapp" 2>/dev/null || break; sleep 0.1; done
+    kill "$zapp" 2>/dev/null; wait "$zapp" 2>/dev/null
+    sed -n 's/^histogram x .* over binades \(-\{0,1\}[0-9]*\) \.\. \(-\{0,1\}[0-9]*\):.*/\1 \2/p' "$work/zoom.out"
+  }
+  read -r plain_lo plain_end < <(zoom_run sleep 0.1)
+  read -r zoom_lo zoom_end < <(zoom_run click 4 sleep 0.2 click 4 sleep 0.2 click 4)
+  read -r back_lo back_end < <(zoom_run click 4 sleep 0.3 click --repeat 2 --delay 80 1)
+  echo "zoom: ${plain_lo:-?}..${plain_end:-?} -> ${zoom_lo:-?}..${zoom_end:-?} -> ${back_lo:-?}..${back_end:-?}"
+  if [[ -n "${plain_lo:-}" && -n "${zoom_lo:-}" ]] && (( zoom_end - zoom_lo < (plain_end - plain_lo) * 7 / 10 )) &&
+     (( zoom_lo > plain_lo )) && [[ "${back_lo:-}" == "$plain_lo" && "${back_end:-}" == "$plain_end" ]]; then
+    ok
+  else
+    fail "histogram zoom: binades ${plain_lo:-?}..${plain_end:-?} unzoomed, ${zoom_lo:-?}..${zoom_end:-?} after three wheel clicks, ${back_lo:-?}..${back_end:-?} after a double-click"
+  fi
+
   # Reset while a run trains: the state goes back to idle (the swatch), nothing recorded is shown.
   mkdir -p "$work/reset"
   (cd "$work/reset" && exec "$gui_path" --start --steps 0 >/dev/null 2>&1) &
