@@ -298,11 +298,13 @@ std::uint32_t crc32_of(std::uint32_t crc, std::string_view bytes) {
 
 }  // namespace
 
-void write_run_log(const OutputTarget& target, const RunLog& log) {
+void write_run_log(const OutputTarget& target, const RunLog& log, const std::function<void(double)>& progress) {
   // Step records and snapshots in step order; a step with a snapshot is written once, as it.
   std::string text = run_header_line(log.header) + "\n";
-  std::size_t next_snapshot = 0;
+  std::size_t next_snapshot = 0, done = 0;
+  const double steps = static_cast<double>(std::max<std::size_t>(1, log.steps.size()));  // every step is one line
   for (const StepRecord& step : log.steps) {
+    if (progress && ++done % 1024 == 0) progress(std::min(0.99, static_cast<double>(done) / steps));
     while (next_snapshot < log.snapshots.size() && log.snapshots[next_snapshot].step < step.step)
       text += snapshot_line(log.snapshots[next_snapshot++]) + "\n";
     if (next_snapshot < log.snapshots.size() && log.snapshots[next_snapshot].step == step.step) text += snapshot_line(log.snapshots[next_snapshot++]) + "\n";
@@ -310,6 +312,7 @@ void write_run_log(const OutputTarget& target, const RunLog& log) {
   }
   for (; next_snapshot < log.snapshots.size(); ++next_snapshot) text += snapshot_line(log.snapshots[next_snapshot]) + "\n";
   write_output(target, text);
+  if (progress) progress(1.0);
 }
 
 RunLogAppender::RunLogAppender(const OutputTarget& target, const RunHeader& header)

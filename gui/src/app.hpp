@@ -258,8 +258,8 @@ std::string export_run_log(const App& app, const std::string& folder);
 std::string export_histograms_csv(const App& app, const std::string& folder);
 // The same as work for an ExportJob: what the save needs is copied now (shared snapshots, the
 // header, the step records), so the app may go on changing while it runs.
-std::function<std::string()> run_log_saver(const App& app, const std::string& folder);
-std::function<std::string()> histograms_csv_saver(const App& app, const std::string& folder);
+ExportJob::Work run_log_saver(const App& app, const std::string& folder);
+ExportJob::Work histograms_csv_saver(const App& app, const std::string& folder);
 // The PNG a view saves into the export folder: fpscope-<view>.png.
 std::string view_png_path(const App& app);
 // The files the app reads (the followed log): no export may overwrite one. `path` resolved and

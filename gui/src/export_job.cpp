@@ -9,13 +9,14 @@ ExportJob::~ExportJob() {
   if (result_.valid()) result_.wait();
 }
 
-bool ExportJob::start(std::string what, std::function<std::string()> work) {
+bool ExportJob::start(std::string what, Work work) {
   if (busy()) return false;
   what_ = std::move(what);
   started_ = std::chrono::steady_clock::now();
-  result_ = std::async(std::launch::async, [work = std::move(work)]() -> std::string {
+  progress_ = std::make_shared<std::atomic<double>>(0.0);
+  result_ = std::async(std::launch::async, [work = std::move(work), progress = progress_]() -> std::string {
     try {
-      return work();
+      return work([&progress](double share) { progress->store(share); });
     } catch (const std::exception& e) {
       return e.what();
     }

@@ -41,17 +41,17 @@ std::optional<std::filesystem::path> followed_path(const App& app) {
 
 OutputTarget export_target(const App& app, const std::filesystem::path& path) { return checked_target(path, followed_path(app)); }
 
-std::function<std::string()> run_log_saver(const App& app, const std::string& folder) {
+ExportJob::Work run_log_saver(const App& app, const std::string& folder) {
   const std::filesystem::path path = std::filesystem::path(folder.empty() ? "." : folder) / "run.jsonl";
-  if (app.snapshots.empty()) return [] { return std::string("nothing to save yet: no recorded steps"); };
+  if (app.snapshots.empty()) return [](const auto&) { return std::string("nothing to save yet: no recorded steps"); };
   // A followed log is saved as it was read, byte for byte (fields fpscope does not know kept);
   // a run trained here is written from its snapshots.
   return [path, followed = followed_path(app), follower = app.follower.get(), header = app.header, steps = app.steps,
-          snapshots = app.snapshots]() -> std::string {
+          snapshots = app.snapshots](const std::function<void(double)>& progress) -> std::string {
     try {
       const OutputTarget target = checked_target(path, followed);
       if (follower != nullptr) write_output(target, follower->bytes_read());
-      else write_run_log(target, RunLog{header, steps, copies(snapshots), {}});
+      else write_run_log(target, RunLog{header, steps, copies(snapshots), {}}, progress);
       return fmt::format("saved {} snapshots to {}", snapshots.size(), path.string());
     } catch (const std::exception& e) {
       return e.what();
@@ -59,10 +59,10 @@ std::function<std::string()> run_log_saver(const App& app, const std::string& fo
   };
 }
 
-std::function<std::string()> histograms_csv_saver(const App& app, const std::string& folder) {
+ExportJob::Work histograms_csv_saver(const App& app, const std::string& folder) {
   const std::filesystem::path path = std::filesystem::path(folder.empty() ? "." : folder) / "histograms.csv";
-  if (app.snapshots.empty()) return [] { return std::string("nothing to save yet: no recorded steps"); };
-  return [path, followed = followed_path(app), snapshots = app.snapshots]() -> std::string {
+  if (app.snapshots.empty()) return [](const auto&) { return std::string("nothing to save yet: no recorded steps"); };
+  return [path, followed = followed_path(app), snapshots = app.snapshots](const std::function<void(double)>&) -> std::string {
     try {
       write_output(checked_target(path, followed), histograms_csv(copies(snapshots)));
       return "saved " + path.string();
@@ -72,8 +72,8 @@ std::function<std::string()> histograms_csv_saver(const App& app, const std::str
   };
 }
 
-std::string export_run_log(const App& app, const std::string& folder) { return run_log_saver(app, folder)(); }
-std::string export_histograms_csv(const App& app, const std::string& folder) { return histograms_csv_saver(app, folder)(); }
+std::string export_run_log(const App& app, const std::string& folder) { return run_log_saver(app, folder)({}); }
+std::string export_histograms_csv(const App& app, const std::string& folder) { return histograms_csv_saver(app, folder)({}); }
 
 std::string view_png_path(const App& app) {
   const std::filesystem::path folder = app.export_folder.empty() ? std::filesystem::path(".") : std::filesystem::path(app.export_folder);
@@ -99,9 +99,12 @@ void draw_export(App& app) {
     if (!std::filesystem::is_directory(folder)) app.export_message = "cannot save into " + folder.string() + ": not a folder";
     else app.pending_window_png = (folder / "fpscope-window.png").string();
   }
-  if (saving)
+  if (saving) {
     ImGui::Text("saving %s in the background: %.1f s so far (the window stays live; quitting waits for it)", app.export_job.what().c_str(),
                 app.export_job.seconds());
+    const double done = app.export_job.progress();
+    if (done > 0) ImGui::ProgressBar(static_cast<float>(done), ImVec2(px(420), 0));  // a share the save reported
+  }
   else if (!app.export_message.empty())
     ImGui::TextWrapped("%s", app.export_message.c_str());
   ImGui::TextDisabled("Every view has a PNG button at the right of the tabs: it saves the window as it shows that view, as %s.",

@@ -257,3 +257,25 @@ TEST_CASE("tensor names with quotes, commas, line breaks, control and non-UTF-8 
     CHECK(svg.find("\xff") == std::string::npos);
   }
 }
+
+TEST_CASE("writing a run log reports its progress, rising, ending at 1 once the file is whole") {
+  std::mt19937 rng(5);
+  RunLog log;
+  for (int i = 0; i < 3000; ++i) {
+    if (i % 100 == 0) {
+      log.snapshots.push_back(sample_snapshot(i, rng));
+      log.steps.push_back(log.snapshots.back().step_record());
+    } else {
+      log.steps.push_back({i, 1.0, 1.0, false});
+    }
+  }
+  std::vector<double> heard;
+  const auto path = temporary("progress.jsonl");
+  write_run_log(resolve_output(path), log, [&](double p) { heard.push_back(p); });
+  REQUIRE(heard.size() >= 3);  // 3000 steps: at 1024 and 2048, then 1
+  CHECK(std::is_sorted(heard.begin(), heard.end()));
+  CHECK(heard.front() > 0.3);
+  CHECK(heard.front() < 0.4);  // 1024 of 3000
+  CHECK(heard.back() == 1.0);
+  CHECK(read_run_log(path).snapshots.size() == 30);
+}

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json_fwd.hpp>
@@ -68,7 +69,8 @@ void check_line_memory(std::size_t line_bytes, const std::string& where);
 RunLog read_run_log(const std::filesystem::path& path);
 
 // Writes a whole run log through the output policy (output_file.hpp): atomically for a file.
-void write_run_log(const OutputTarget& target, const RunLog& log);
+// `progress`, where given, hears the share of the log made so far (0 .. 1, rising; 1 once written).
+void write_run_log(const OutputTarget& target, const RunLog& log, const std::function<void(double)>& progress = {});
 
 // Where a run log stood when a checkpoint was taken: its length and the CRC-32 of those bytes.
 struct RunLogPosition {
