@@ -81,6 +81,7 @@ std::pair<int, int> binade_span(int data_low, int data_high, const PlotOptions& 
   const int format_high = edges.overflow + 1 - o.scale_log2;
   int low = data_low >= min_binade ? std::min(data_low - 1, format_low) : format_low;
   int high = data_high >= min_binade ? std::max(data_high + 1, format_high) : format_high;
+  if (o.binades) low = std::min(low, o.binades->first), high = std::max(high, o.binades->second);
   return {std::max(low, min_binade), std::min(high, max_binade)};
 }
 

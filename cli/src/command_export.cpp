@@ -6,6 +6,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "number_option.hpp"
 #include "fpscope/analyzer/csv.hpp"
 #include "fpscope/analyzer/plot.hpp"
 #include "fpscope/analyzer/png.hpp"
@@ -30,7 +31,26 @@ struct ExportOptions {
   std::string kind;
   std::string format = "fp16";
   std::string scale = "recorded";
+  std::string binades;  // LO..HI, the plot's x-axis at least
 };
+
+// --binades LO..HI: whole binades of float32, LO below HI.
+std::pair<int, int> parse_binades(const std::string& text) {
+  const std::size_t dots = text.find("..");
+  const auto bad = [&] {
+    return UsageError("--binades '" + printable_text(text) + "' is not LO..HI with " + std::to_string(min_binade) + " <= LO < HI <= " +
+                      std::to_string(max_binade));
+  };
+  if (dots == std::string::npos) throw bad();
+  try {
+    const int lo = parse_integer_option<int>("--binades", text.substr(0, dots), min_binade, max_binade);
+    const int hi = parse_integer_option<int>("--binades", text.substr(dots + 2), min_binade, max_binade);
+    if (lo >= hi) throw bad();
+    return {lo, hi};
+  } catch (const UsageError&) {
+    throw bad();
+  }
+}
 
 // The tensor to plot: named by --tensor/--kind, else the first activation gradient, else the
 // first tensor of the run.
@@ -64,6 +84,8 @@ void run_export(const ExportOptions& options) {
   if (options.plot != "histogram" && options.plot != "heatmap")
     throw UsageError("unknown --plot '" + printable_text(options.plot) + "': expected histogram or heatmap");
   const Format format = parse_format(options.format);
+  const std::optional<std::pair<int, int>> binades =
+      options.binades.empty() ? std::nullopt : std::optional<std::pair<int, int>>(parse_binades(options.binades));
   // As recorded, or at a hypothetical loss scale (which moves gradients only).
   const std::optional<int> scale = options.scale == "recorded" ? std::nullopt : parse_scale_log2(options.scale);
   if (!scale && options.scale != "recorded") throw UsageError("export needs --scale recorded or a fixed loss scale such as 2^10");
@@ -108,6 +130,7 @@ void run_export(const ExportOptions& options) {
   plot.scale_text = !scale ? std::string("the values as recorded (with the scales the run gave them)")
                     : loss_scale_multiplies(kind) ? fmt::format("at loss scale 2^{} (the recorded scale divided out)", *scale)
                                                   : std::string("a loss scale does not move these values");
+  plot.binades = binades;
   if (as_stored) plot.note = "captured as stored: values the cast flushed are among the zeros";
   if (clamped > 0) plot.note += (plot.note.empty() ? "" : "; ") + std::to_string(clamped) + " values outside float32's binades drawn at its ends";
   const std::string svg = options.plot == "histogram" ? histogram_svg(merged->histogram, plot) : heatmap_svg(steps, plot);
@@ -128,6 +151,8 @@ void add_export(CLI::App& app) {
                                         "write the plot as a PNG (twice the SVG's size) here");
   cmd->add_option("--plot", options->plot, "histogram (all steps merged) or heatmap (steps x binades)")->capture_default_str();
   cmd->add_option("--tensor", options->tensor, "tensor to plot (default: the first activation gradient)");
+  cmd->add_option("--binades", options->binades,
+                  "LO..HI: the x-axis spans at least these binades, so that two plots share it (a before/after pair)");
   cmd->add_option("--kind", options->kind, "its kind: activation, activation_gradient, weight, weight_gradient");
   cmd->add_option("-f,--format", options->format, "format whose range shades the plot")->capture_default_str();
   cmd->add_option("--scale", options->scale, "recorded (the values as the run scaled them) or a loss scale 2^k (moves gradients only)")->capture_default_str();

@@ -89,3 +89,20 @@ TEST_CASE("curve smoothing is TensorBoard's debiased moving average; NaN losses 
   CHECK(with_nan[2] == doctest::Approx(1.75 / 0.75).epsilon(1e-15));
   CHECK(smoothed_curve({4, 5}, 0) == std::vector<double>{4, 5});
 }
+
+TEST_CASE("histogram SVGs given the same binades share their x-axis: a before/after pair lines up") {
+  ExponentHistogram before, after;
+  before.set_count(-30, 50);  // flushed in fp16
+  after.set_count(-5, 50);    // the same values at a loss scale of 2^25
+  PlotOptions o{formats::fp16, 0, "t"};
+  o.binades = std::make_pair(-48, 18);
+  const auto band = [](const std::string& svg) {  // the subnormal band's rect: where it sits on the x-axis
+    const std::size_t at = svg.find("#fbe3a0");
+    REQUIRE(at != std::string::npos);
+    return svg.substr(svg.rfind("<rect", at), at - svg.rfind("<rect", at));
+  };
+  CHECK(band(histogram_svg(before, o)) == band(histogram_svg(after, o)));
+  // Without a common span each plot follows its data, and the band moves.
+  PlotOptions free{formats::fp16, 0, "t"};
+  CHECK(band(histogram_svg(before, free)) != band(histogram_svg(after, free)));
+}

@@ -140,6 +140,7 @@ check_bad bad-train-model "'16-x-4'" -- "$fpscope" train --model 16-x-4 --out "$
 check_bad bad-train-scale-negative "'-4'" -- "$fpscope" train --loss-scale -4 --out "$work/never2.jsonl"
 check_bad bad-train-scale-zero "'0'" -- "$fpscope" train --loss-scale 0 --out "$work/never3.jsonl"
 check_bad bad-train-cuda "--backend cuda: " -- "$fpscope" train --backend cuda --out "$work/never4.jsonl"
+check_bad bad-export-binades "--binades '18..-48' is not LO..HI" -- "$fpscope" export "$work/train.jsonl" --png "$work/never.png" --binades 18..-48
 # MNIST-format IDX files: 20 examples of 4x4 pixels, 3 classes; images gzipped, labels plain.
 mkdir -p "$work/mnist"
 { printf '\x00\x00\x08\x03\x00\x00\x00\x14\x00\x00\x00\x04\x00\x00\x00\x04'; head -c 320 /dev/urandom; } | gzip >"$work/mnist/train-images-idx3-ubyte.gz"

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,9 @@ struct PlotOptions {
   // scale 2^10"); empty: "values scaled by 2^scale_log2". And a note under the plot (as_stored).
   std::string scale_text;
   std::string note;
+  // Binades the x-axis must span at least (first, last), beside the data's and the format's: two
+  // plots given the same span share their axis (a before/after pair). Never hides data.
+  std::optional<std::pair<int, int>> binades;
 };
 
 // Bars: share of the values per binade (x: log2|x| of the unscaled values). Behind them the
