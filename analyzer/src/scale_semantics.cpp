@@ -78,18 +78,8 @@ int shift_of_part(TensorKind kind, int recorded_log2, std::optional<int> loss_sc
 
 RangeReport analyze_series(const TensorSeries& series, Format format, std::optional<int> loss_scale_log2) {
   RangeReport total;
-  for (const auto& [recorded, histogram] : series.parts) {
-    const RangeReport r = analyze_range(histogram, format, shift_of_part(series.kind, recorded, loss_scale_log2));
-    total.total += r.total;
-    total.zero += r.zero;
-    total.flushed_to_zero += r.flushed_to_zero;
-    total.subnormal += r.subnormal;
-    total.normal += r.normal;
-    total.overflow += r.overflow;
-    total.non_finite += r.non_finite;
-    total.boundary_below += r.boundary_below;
-    total.boundary_above += r.boundary_above;
-  }
+  for (const auto& [recorded, histogram] : series.parts)
+    total += analyze_range(histogram, format, shift_of_part(series.kind, recorded, loss_scale_log2));
   return total;
 }
 

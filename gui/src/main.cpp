@@ -7,7 +7,6 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <initializer_list>
 #include <limits>
@@ -15,6 +14,7 @@
 #include <filesystem>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -88,6 +88,14 @@ double peak_memory_mib() {
     if (std::sscanf(line, "VmHWM: %lf kB", &kib) == 1) break;
   std::fclose(f);
   return kib / 1024.0;
+}
+
+// A value for one of the app's power-of-two sliders: its k when `value` is exactly 2^k with
+// lo <= k <= hi (the slider's range).
+std::optional<int> slider_power(std::optional<double> value, int lo, int hi) {
+  int exponent = 0;
+  if (!value || std::frexp(*value, &exponent) != 0.5 || exponent - 1 < lo || exponent - 1 > hi) return std::nullopt;
+  return exponent - 1;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -361,39 +369,29 @@ int main(int argc, char** argv) {
       f.rounding = fpscope::parse_rounding_mode(round);
       const fpscope::LossScalerConfig scaler = fpscope::parse_loss_scale(loss_scale);
       f.scaling = scaler.kind;
+      using fpscope::gui::slider_max_scale_log2, fpscope::gui::slider_min_scale_log2;
       if (scaler.kind == fpscope::LossScalerConfig::Kind::fixed) {
-        int exponent = 0;
-        if (std::frexp(scaler.initial_scale, &exponent) != 0.5 || exponent - 1 < fpscope::gui::slider_min_scale_log2 ||
-            exponent - 1 > fpscope::gui::slider_max_scale_log2)
+        const std::optional<int> k = slider_power(scaler.initial_scale, slider_min_scale_log2, slider_max_scale_log2);
+        if (!k)
           throw std::invalid_argument(fmt::format("--loss-scale '{}' is not a power of two from 2^{} to 2^{} (the app's slider)",
-                                                  fpscope::printable_text(loss_scale), fpscope::gui::slider_min_scale_log2,
-                                                  fpscope::gui::slider_max_scale_log2));
-        f.static_scale_log2 = exponent - 1;
+                                                  fpscope::printable_text(loss_scale), slider_min_scale_log2, slider_max_scale_log2));
+        f.static_scale_log2 = *k;
       }
       if (!preview_scale.empty()) {
-        double value = 0;
-        const bool power = preview_scale.rfind("2^", 0) == 0;
-        int k = 0;
-        const auto result = power ? std::from_chars(preview_scale.data() + 2, preview_scale.data() + preview_scale.size(), k)
-                                  : std::from_chars(preview_scale.data(), preview_scale.data() + preview_scale.size(), value);
-        int exponent = 0;
-        const bool parsed = result.ec == std::errc{} && result.ptr == preview_scale.data() + preview_scale.size() &&
-                            (power || (value > 0 && std::frexp(value, &exponent) == 0.5));
-        if (!power) k = exponent - 1;
-        if (!parsed || k < fpscope::gui::slider_min_scale_log2 || k > fpscope::gui::slider_max_scale_log2)
-          throw std::invalid_argument(fmt::format("--preview-scale '{}' is not a power of two from 2^{} to 2^{}", fpscope::printable_text(preview_scale),
-                                                  fpscope::gui::slider_min_scale_log2, fpscope::gui::slider_max_scale_log2));
-        o.app.preview_scale_log2 = k;
+        const std::optional<int> k = slider_power(fpscope::parse_scale_factor(preview_scale), slider_min_scale_log2, slider_max_scale_log2);
+        if (!k)
+          throw std::invalid_argument(fmt::format("--preview-scale '{}' is not a power of two from 2^{} to 2^{}",
+                                                  fpscope::printable_text(preview_scale), slider_min_scale_log2, slider_max_scale_log2));
+        o.app.preview_scale_log2 = *k;
       }
     } catch (const std::exception& e) {
       throw CLI::ValidationError(e.what());
     }
     {  // the same grammar as fpscope train's; the app's slider holds powers of two 2^-16 .. 1
-      const std::optional<double> weight = fpscope::parse_scale_factor(loss_weight);
-      int exponent = 0;
-      if (!weight || std::frexp(*weight, &exponent) != 0.5 || exponent - 1 < -16 || exponent - 1 > 0)
+      const std::optional<int> k = slider_power(fpscope::parse_scale_factor(loss_weight), -16, 0);
+      if (!k)
         throw CLI::ValidationError("--loss-weight '" + fpscope::printable_text(loss_weight) + "' is not a power of two from 2^-16 to 1 (the app's slider)");
-      f.loss_weight_log2 = exponent - 1;
+      f.loss_weight_log2 = *k;
     }
     if (!o.export_folder.empty() && o.frames <= 0) throw CLI::ValidationError("--export needs --frames N (N > 0)");
     if (!o.screenshot.empty() && o.frames <= 0) throw CLI::ValidationError("--screenshot needs --frames N (N > 0)");

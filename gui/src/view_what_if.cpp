@@ -94,16 +94,7 @@ void draw_what_if(App& app) {
     app.preview.scale_log2 = hypothetical;
   const auto analyze_all = [&](Format f) {
     RangeReport total;
-    for (const TensorSeries& s : series) {
-      const RangeReport r = analyze_series(s, f, hypothetical);
-      total.flushed_to_zero += r.flushed_to_zero;
-      total.subnormal += r.subnormal;
-      total.normal += r.normal;
-      total.overflow += r.overflow;
-      total.zero += r.zero;
-      total.non_finite += r.non_finite;
-      total.total += r.total;
-    }
+    for (const TensorSeries& s : series) total += analyze_series(s, f, hypothetical);
     return total;
   };
   const auto advice_text = [](const LossScaleAdvice& a) {

@@ -31,6 +31,19 @@ struct RangeReport {
   double share(std::uint64_t count) const { return total == 0 ? 0.0 : static_cast<double>(count) / static_cast<double>(total); }
   // Shares of the nonzero finite values, the denominator the paper uses.
   std::uint64_t nonzero_finite() const { return flushed_to_zero + subnormal + normal + overflow; }
+  // Two reports of disjoint values as one (parts of a series, tensors of a step).
+  RangeReport& operator+=(const RangeReport& other) {
+    total += other.total;
+    zero += other.zero;
+    flushed_to_zero += other.flushed_to_zero;
+    subnormal += other.subnormal;
+    normal += other.normal;
+    overflow += other.overflow;
+    non_finite += other.non_finite;
+    boundary_below += other.boundary_below;
+    boundary_above += other.boundary_above;
+    return *this;
+  }
 };
 
 // Scales are powers of two 2^k. Beyond |k| = max_scale_log2 every float32 binade lies outside
