@@ -1,11 +1,28 @@
-// The CUDA MLP backend against the CPU reference: losses close (cuBLAS sums in another order, so
-// not bit-equal), every recorded histogram counting every element, a fault-injected step skipped
-// with the master weights bit-identical, stochastic rounding reproducible from its seed and its
-// saved counter. Needs a device to run; prints its verdicts.
+// The CUDA MLP backend against the CPU reference, step by step, on a model whose layers all differ
+// in size (a swapped or transposed tensor cannot hide behind a square one), for every precision,
+// activation and rounding mode, with recorded and unrecorded steps, a batch that changes size, a
+// checkpoint resumed on the other backend and injected faults.
+//
+// What is exact and what is not. The element-wise math is the same FPSCOPE_HD code on both sides,
+// compiled without FMA contraction, and both hold matrices column-major, so the same element draws
+// the same stochastic-rounding word. What differs: cuBLAS sums the GEMMs (and the bias gradients)
+// in another order than Eigen, and CUDA's expf / tanhf / erff / logf may differ from glibc's in the
+// last bits. So:
+//   exact   -- step 0's weight histograms and cast counts (the same weights, the same casts), the
+//              stochastic-rounding counters, the loss scales and skips, a restored state read back;
+//   stated  -- every other histogram: per-bin differences of at most `moved_allowed` elements
+//              (0.5% of the tensor plus 2: values that crossed a binade boundary through summation
+//              order), cast counts within the same allowance; the loss within 1e-5 relative for
+//              fp32 and 2e-3 for the low precisions; the weights after the run within 1e-5 (fp32) and
+//              2e-3 (low) relative in the 2-norm.
+// Prints every measured difference; needs a device to run.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
+#include "fpscope/core/names.hpp"
 #include "fpscope/gpu/cuda_mlp.hpp"
 #include "fpscope/gpu/training_data.hpp"
 
@@ -14,18 +31,111 @@ using namespace fpscope;
 namespace {
 
 int failures = 0;
-void verdict(bool ok, const char* what, double value) {
-  std::printf("%s %-60s %g\n", ok ? "OK  " : "FAIL", what, value);
+void verdict(bool ok, const std::string& what, double value = 0) {
+  std::printf("%s %-84s %g\n", ok ? "OK  " : "FAIL", what.c_str(), value);
   failures += ok ? 0 : 1;
 }
 
 bool same_bits(const MlpTrainer::State& a, const MlpTrainer::State& b) {
+  if (a.weights.size() != b.weights.size()) return false;
   for (std::size_t l = 0; l < a.weights.size(); ++l)
-    if (std::memcmp(a.weights[l].data(), b.weights[l].data(), sizeof(float) * static_cast<std::size_t>(a.weights[l].size())) != 0 ||
+    if (a.weights[l].size() != b.weights[l].size() || a.biases[l].size() != b.biases[l].size() ||
+        std::memcmp(a.weights[l].data(), b.weights[l].data(), sizeof(float) * static_cast<std::size_t>(a.weights[l].size())) != 0 ||
         std::memcmp(a.biases[l].data(), b.biases[l].data(), sizeof(float) * static_cast<std::size_t>(a.biases[l].size())) != 0)
       return false;
-  return true;
+  return a.steps == b.steps && a.stochastic_counter == b.stochastic_counter && a.scaler == b.scaler;
 }
+
+// ||a - b|| / ||a|| over every weight and bias.
+double relative_distance(const MlpTrainer::State& a, const MlpTrainer::State& b) {
+  double difference = 0, norm = 0;
+  for (std::size_t l = 0; l < a.weights.size(); ++l) {
+    difference += (a.weights[l] - b.weights[l]).cast<double>().squaredNorm() + (a.biases[l] - b.biases[l]).cast<double>().squaredNorm();
+    norm += a.weights[l].cast<double>().squaredNorm() + a.biases[l].cast<double>().squaredNorm();
+  }
+  return std::sqrt(difference / std::max(norm, 1e-300));
+}
+
+std::uint64_t moved_allowed(std::uint64_t total) { return 2 + total / 200; }
+
+// The largest per-bin difference (binades, zero, inf, NaN) between two histograms.
+std::uint64_t largest_bin_difference(const ExponentHistogram& a, const ExponentHistogram& b) {
+  auto gap = [](std::uint64_t x, std::uint64_t y) { return x > y ? x - y : y - x; };
+  std::uint64_t worst = std::max({gap(a.zero_count(), b.zero_count()), gap(a.infinity_count(), b.infinity_count()), gap(a.nan_count(), b.nan_count())});
+  for (int binade = min_binade; binade <= max_binade; ++binade) worst = std::max(worst, gap(a.count(binade), b.count(binade)));
+  return worst;
+}
+
+std::uint64_t largest_count_difference(const std::optional<CastCounts>& a, const std::optional<CastCounts>& b) {
+  if (a.has_value() != b.has_value()) return ~std::uint64_t{0};
+  if (!a) return 0;
+  auto gap = [](std::uint64_t x, std::uint64_t y) { return x > y ? x - y : y - x; };
+  return std::max({gap(a->flushed_to_zero, b->flushed_to_zero), gap(a->made_subnormal, b->made_subnormal), gap(a->overflowed, b->overflowed)});
+}
+
+// Worst findings over a run, so that each check prints one line.
+struct Agreement {
+  double loss = 0;                // largest relative loss difference
+  double moved_share = 0;         // largest per-bin difference over the tensor's size
+  bool histograms_within = true;  // every per-bin and count difference within moved_allowed
+  bool layout_same = true;        // the same tensors, names, kinds, totals, scales, captures
+  bool scale_and_skip_same = true;
+  bool step0_weights_exact = true;
+};
+
+void compare_step(const StepResult& cpu, const StepResult& gpu, std::int64_t step, Agreement& agreement) {
+  agreement.loss = std::max(agreement.loss, std::abs(cpu.loss - gpu.loss) / std::max(1e-12, std::abs(cpu.loss)));
+  agreement.scale_and_skip_same = agreement.scale_and_skip_same && cpu.loss_scale == gpu.loss_scale && cpu.skipped == gpu.skipped;
+  if (!cpu.snapshot || !gpu.snapshot) {
+    agreement.layout_same = agreement.layout_same && cpu.snapshot.has_value() == gpu.snapshot.has_value();
+    return;
+  }
+  const auto& a = cpu.snapshot->tensors;
+  const auto& b = gpu.snapshot->tensors;
+  agreement.layout_same = agreement.layout_same && a.size() == b.size() && cpu.snapshot->step == gpu.snapshot->step;
+  for (std::size_t t = 0; t < std::min(a.size(), b.size()); ++t) {
+    const std::uint64_t total = a[t].histogram.total_count();
+    agreement.layout_same = agreement.layout_same && a[t].name == b[t].name && a[t].kind == b[t].kind &&
+                            total == b[t].histogram.total_count() && a[t].scale == b[t].scale && a[t].captured == b[t].captured;
+    const std::uint64_t bins = largest_bin_difference(a[t].histogram, b[t].histogram);
+    const std::uint64_t counts = largest_count_difference(a[t].cast, b[t].cast);
+    agreement.moved_share = std::max(agreement.moved_share, static_cast<double>(std::max(bins, counts)) / static_cast<double>(total));
+    agreement.histograms_within = agreement.histograms_within && bins <= moved_allowed(total) && counts <= moved_allowed(total);
+    if (step == 0 && a[t].kind == TensorKind::weight)
+      agreement.step0_weights_exact = agreement.step0_weights_exact && bins == 0 && counts == 0;
+  }
+}
+
+void report(const std::string& label, const Agreement& agreement, Precision precision) {
+  const double loss_tolerance = precision == Precision::fp32 ? 1e-5 : 2e-3;
+  verdict(agreement.layout_same, label + ": the same tensors (name, kind, size, scale, capture) on both");
+  verdict(agreement.scale_and_skip_same, label + ": the same loss scale and skip every step");
+  verdict(agreement.step0_weights_exact, label + ": step 0's weight histograms and cast counts are exact");
+  verdict(agreement.histograms_within, label + ": per-bin and count differences within 0.5% + 2 (largest share)", agreement.moved_share);
+  verdict(agreement.loss <= loss_tolerance, label + ": loss within " + (precision == Precision::fp32 ? "1e-5" : "2e-3") + " (largest)",
+          agreement.loss);
+}
+
+MlpConfig small_config(Precision precision, Activation activation, RoundingMode rounding) {
+  MlpConfig config;
+  config.layer_sizes = {20, 48, 36, 10};
+  config.activation = activation;
+  config.precision = precision;
+  config.rounding = rounding;
+  config.learning_rate = 0.05f;
+  config.seed = 11;
+  config.scaler = precision == Precision::fp32 ? LossScalerConfig::none() : LossScalerConfig::pytorch();
+  return config;
+}
+
+// The step plan of one run: batch sizes, which steps record and which read their loss.
+struct Planned {
+  int batch;
+  bool record;
+  bool read_loss;
+};
+const Planned plan[] = {{64, true, true},   {64, true, true},   {64, false, false}, {64, false, true}, {40, true, true},
+                        {40, false, false}, {72, true, true},   {72, false, false}, {64, true, true},  {64, true, true}};
 
 }  // namespace
 
@@ -34,51 +144,100 @@ int main() {
     std::printf("no CUDA device: skipping the device run (this binary compiled and linked)\n");
     return 77;
   }
-  for (const Precision precision : {Precision::fp32, Precision::fp16, Precision::bf16}) {
-    MlpConfig config;
-    config.layer_sizes = {16, 32, 32, 10};
-    config.activation = Activation::tanh;
-    config.precision = precision;
-    config.learning_rate = 0.05f;
-    if (precision == Precision::fp32) config.scaler = LossScalerConfig::none();
+  // 1. Every precision x activation, round to nearest even: the plan above, then a NaN and an inf
+  //    injected into the weight gradients of two layers.
+  for (const Precision precision : all_precisions)
+    for (const Activation activation : all_activations) {
+      const MlpConfig config = small_config(precision, activation, RoundingMode::nearest_even);
+      const std::string label = precision_name(precision) + " " + activation_name(activation);
+      MlpTrainer cpu(config);
+      CudaMlpTrainer gpu(config);
+      verdict(same_bits(cpu.state(), gpu.state()), label + ": the device starts from the CPU's weights, bit for bit");
+      TrainingData data("synthetic", config.layer_sizes, 1);
+      Eigen::MatrixXf x;
+      std::vector<int> y;
+      Agreement agreement;
+      std::int64_t step = 0;
+      for (const Planned& p : plan) {
+        data.next_batch(p.batch, x, y);
+        const StepResult a = cpu.step(x, y, p.record);
+        const StepResult b = gpu.step(x, y, p.record, p.read_loss);
+        if (p.read_loss || p.record) compare_step(a, b, step, agreement);
+        else agreement.layout_same = agreement.layout_same && !b.snapshot && std::isnan(b.loss);
+        ++step;
+      }
+      report(label, agreement, precision);
+      const MlpTrainer::State cpu_state = cpu.state(), gpu_state = gpu.state();
+      const double distance = relative_distance(cpu_state, gpu_state);
+      verdict(distance <= (precision == Precision::fp32 ? 1e-5 : 2e-3), label + ": weights after 10 steps (relative 2-norm)", distance);
+      verdict(cpu_state.stochastic_counter == gpu_state.stochastic_counter && cpu_state.steps == gpu_state.steps && cpu_state.scaler == gpu_state.scaler,
+              label + ": step count, scaler state and random-word counter equal");
+      // Faults: a NaN into fc2's weight gradient, then an inf into fc3's.
+      for (const auto& [value, layer] : {std::pair{FaultInjection::Value::nan, 2}, std::pair{FaultInjection::Value::infinity, 3}}) {
+        const FaultInjection fault{value, layer, gpu.state().steps};
+        cpu.inject(fault);
+        gpu.inject(fault);
+        const MlpTrainer::State before = gpu.state();
+        data.next_batch(64, x, y);
+        const StepResult a = cpu.step(x, y, true), b = gpu.step(x, y, true, true);
+        const char* what = value == FaultInjection::Value::nan ? "NaN" : "inf";
+        MlpTrainer::State after = gpu.state();
+        const bool weights_kept = std::equal(before.weights.begin(), before.weights.end(), after.weights.begin(),
+                                             [](const Eigen::MatrixXf& p, const Eigen::MatrixXf& q) {
+                                               return std::memcmp(p.data(), q.data(), sizeof(float) * static_cast<std::size_t>(p.size())) == 0;
+                                             });
+        verdict(a.skipped && b.skipped && weights_kept, label + ": injected " + what + " skips the step on both, device weights bit-identical");
+        verdict(a.loss_scale == b.loss_scale && cpu.scaler().state() == gpu.scaler_state(), label + ": the scale backs off alike after the " + what);
+        const TensorRecord& gradient = b.snapshot->tensors[4 * static_cast<std::size_t>(layer - 1) + 3];
+        const std::uint64_t found = value == FaultInjection::Value::nan ? gradient.histogram.nan_count() : gradient.histogram.infinity_count();
+        verdict(found >= 1 && gradient.name == "fc" + std::to_string(layer) && gradient.kind == TensorKind::weight_gradient,
+                label + ": the " + what + " is in fc" + std::to_string(layer) + "'s weight-gradient histogram", static_cast<double>(found));
+      }
+    }
+  // 2. Every rounding mode, fp16 and bf16: stochastic rounding draws the same words on both.
+  for (const Precision precision : {Precision::fp16, Precision::bf16})
+    for (const RoundingMode mode : all_rounding_modes) {
+      const MlpConfig config = small_config(precision, Activation::gelu, mode);
+      const std::string label = precision_name(precision) + " " + rounding_mode_name(mode);
+      MlpTrainer cpu(config);
+      CudaMlpTrainer gpu(config);
+      TrainingData data("synthetic", config.layer_sizes, 2);
+      Eigen::MatrixXf x;
+      std::vector<int> y;
+      Agreement agreement;
+      for (std::int64_t step = 0; step < 6; ++step) {
+        data.next_batch(48, x, y);
+        compare_step(cpu.step(x, y, true), gpu.step(x, y, true, true), step, agreement);
+      }
+      report(label, agreement, precision);
+      verdict(cpu.state().stochastic_counter == gpu.state().stochastic_counter, label + ": the same number of random words drawn");
+    }
+  // 3. A checkpoint taken on the CPU resumes on the device (and reads back bit for bit), and the
+  //    two go on together.
+  {
+    const MlpConfig config = small_config(Precision::fp16, Activation::relu, RoundingMode::stochastic);
     MlpTrainer cpu(config);
-    CudaMlpTrainer gpu(config);
-    TrainingData data("synthetic", config.layer_sizes, 1);
+    TrainingData data("synthetic", config.layer_sizes, 3);
     Eigen::MatrixXf x;
     std::vector<int> y;
-    double worst = 0;
-    bool counted = true;
-    for (int step = 0; step < 30; ++step) {
-      data.next_batch(64, x, y);
-      const StepResult a = cpu.step(x, y, true);
-      const StepResult b = gpu.step(x, y, true, true);
-      worst = std::max(worst, std::abs(a.loss - b.loss) / std::max(1e-12, a.loss));
-      for (std::size_t t = 0; t < b.snapshot->tensors.size(); ++t)
-        counted = counted && b.snapshot->tensors[t].histogram.total_count() == a.snapshot->tensors[t].histogram.total_count();
+    for (int step = 0; step < 5; ++step) {
+      data.next_batch(32, x, y);
+      cpu.step(x, y, false);
     }
-    const char* name = precision == Precision::fp32 ? "fp32" : precision == Precision::fp16 ? "fp16" : "bf16";
-    char what[120];
-    std::snprintf(what, sizeof what, "%s: loss of 30 steps within 2e-2 of the CPU backend, maxdiff", name);
-    verdict(worst < 2e-2, what, worst);
-    std::snprintf(what, sizeof what, "%s: every histogram counts every element", name);
-    verdict(counted, what, 0);
-
-    const MlpTrainer::State before = gpu.state();
-    gpu.inject({FaultInjection::Value::nan, 2, gpu.state().steps});
-    data.next_batch(64, x, y);
-    const StepResult skipped = gpu.step(x, y, true, true);
-    std::snprintf(what, sizeof what, "%s: injected NaN skips the step, weights bit-identical", name);
-    verdict(skipped.skipped && same_bits(before, gpu.state()), what, 0);
-    std::snprintf(what, sizeof what, "%s: the NaN is in fc2's weight-gradient histogram", name);
-    verdict(skipped.snapshot->tensors[7].histogram.nan_count() == 1, what, 0);
+    CudaMlpTrainer gpu(config);
+    gpu.restore(cpu.state());
+    verdict(same_bits(cpu.state(), gpu.state()), "resume: a CPU checkpoint restored on the device reads back bit for bit");
+    Agreement agreement;
+    for (int step = 5; step < 10; ++step) {
+      data.next_batch(32, x, y);
+      compare_step(cpu.step(x, y, true), gpu.step(x, y, true, true), step, agreement);
+    }
+    report("resume fp16 stochastic", agreement, Precision::fp16);
   }
-  // Stochastic rounding on the device: counter-based words, so the same seed gives the same
-  // bits twice, a checkpointed state resumes onto them, and another seed gives other bits.
+  // 4. Stochastic rounding on the device alone: the same seed gives the same bits twice, a
+  //    checkpointed state resumes onto them, and another seed gives other bits.
   {
-    MlpConfig config;
-    config.layer_sizes = {16, 32, 32, 10};
-    config.precision = Precision::fp16;
-    config.rounding = RoundingMode::stochastic;
+    MlpConfig config = small_config(Precision::fp16, Activation::tanh, RoundingMode::stochastic);
     auto run = [&](std::uint64_t seed, int steps, const MlpTrainer::State* resume_from) {
       config.seed = seed;
       CudaMlpTrainer gpu(config);
@@ -94,20 +253,16 @@ int main() {
       return gpu.state();
     };
     const MlpTrainer::State a = run(5, 20, nullptr), b = run(5, 20, nullptr), c = run(6, 20, nullptr);
-    verdict(same_bits(a, b), "stochastic fp16: the same seed gives the same weights", 0);
-    verdict(!same_bits(a, c), "stochastic fp16: another seed gives other weights", 0);
+    verdict(same_bits(a, b), "stochastic fp16: the same seed gives the same weights");
+    verdict(!same_bits(a, c), "stochastic fp16: another seed gives other weights");
     const MlpTrainer::State half = run(5, 10, nullptr);
     verdict(half.stochastic_counter > 0, "stochastic fp16: the random-word counter is part of the state", static_cast<double>(half.stochastic_counter));
-    verdict(same_bits(a, run(5, 10, &half)), "stochastic fp16: 10 steps, restore, 10 more = 20 steps", 0);
+    verdict(same_bits(a, run(5, 10, &half)), "stochastic fp16: 10 steps, restore, 10 more = 20 steps");
   }
-  // fp16-pure: a skipped step re-casts no weights and draws no random words, on the device as on
-  // the CPU (issue 17, item 4: the counters were a parameter count apart after one injected NaN).
+  // 5. fp16-pure: a skipped step re-casts no weights and draws no random words, on the device as on
+  //    the CPU (issue 17, item 4: the counters were a parameter count apart after one injected NaN).
   {
-    MlpConfig config;
-    config.layer_sizes = {16, 32, 32, 10};
-    config.precision = Precision::fp16_pure;
-    config.rounding = RoundingMode::stochastic;
-    config.seed = 9;
+    const MlpConfig config = small_config(Precision::fp16_pure, Activation::relu, RoundingMode::stochastic);
     MlpTrainer cpu(config);
     CudaMlpTrainer gpu(config);
     TrainingData data("synthetic", config.layer_sizes, 1);
@@ -123,12 +278,10 @@ int main() {
     const FaultInjection fault{FaultInjection::Value::nan, 2, cpu.state().steps};
     cpu.inject(fault);
     gpu.inject(fault);
-    const MlpTrainer::State before = gpu.state();
     data.next_batch(64, x, y);
     const StepResult a = cpu.step(x, y, false), b = gpu.step(x, y, false, true);
-    verdict(a.skipped && b.skipped, "fp16-pure: the injected step is skipped on both", 0);
+    verdict(a.skipped && b.skipped, "fp16-pure: the injected step is skipped on both");
     verdict(counters() == 0, "fp16-pure: after the skipped step the counters still agree (difference)", counters());
-    verdict(gpu.state().stochastic_counter >= before.stochastic_counter, "fp16-pure: the counter never goes back", 0);
   }
   std::printf("%s\n", failures == 0 ? "all OK" : "FAILURES");
   return failures == 0 ? 0 : 1;

@@ -12,6 +12,7 @@
 #include "fpscope/core/bulk.hpp"
 #include "fpscope/gpu/cast_record.hpp"
 #include "fpscope/gpu/recording.hpp"
+#include "fpscope/gpu/sgd_update.hpp"
 #include "fpscope/gpu/softmax_cross_entropy.hpp"
 
 namespace fpscope {
@@ -218,19 +219,23 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
                                                                     : std::numeric_limits<float>::infinity();
     cast(f, low, grad_w[l], ctx_, recorded(weight_gradient, l));
     cast(f, low, grad_b[l], ctx_, nullptr);
-    non_finite = non_finite || !grad_w[l].allFinite() || !grad_b[l].allFinite();
+    non_finite = non_finite || std::any_of(grad_w[l].data(), grad_w[l].data() + grad_w[l].size(), gradient_non_finite) ||
+                 std::any_of(grad_b[l].data(), grad_b[l].data() + grad_b[l].size(), gradient_non_finite);
     if (l > 0) {
       Eigen::MatrixXf da = dz * w[l];
       cast(f, low, da, ctx_, nullptr);
       dz = da.cwiseProduct(z[l - 1].unaryExpr([&](float v) { return activation_derivative(config_.activation, v); }));
     }
   }
-  // Unscale in float32 and update, unless a gradient overflowed.
+  // Update in float32 with the gradients unscaled by the step's factor (sgd_update.hpp), unless a
+  // gradient overflowed.
   result.skipped = scaler_.update(non_finite);
   if (!result.skipped) {
+    const float factor = sgd_step_factor(config_.learning_rate, scale);
+    const auto update = [factor](float w, float g) { return sgd_update_element(w, g, factor); };
     for (std::size_t l = 0; l < layers; ++l) {
-      weights_[l] -= (config_.learning_rate / scale) * grad_w[l];
-      biases_[l] -= (config_.learning_rate / scale) * grad_b[l];
+      weights_[l] = weights_[l].binaryExpr(grad_w[l], update);
+      biases_[l] = biases_[l].binaryExpr(grad_b[l], update);
       if (config_.precision == Precision::fp16_pure) {
         cast(formats::fp16, true, weights_[l], ctx_, nullptr);
         cast(formats::fp16, true, biases_[l], ctx_, nullptr);

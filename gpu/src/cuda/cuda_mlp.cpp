@@ -1,5 +1,7 @@
 // The CUDA MLP step: the CPU backend's recipe (mlp.cpp) with cuBLAS GEMMs and the kernels of kernels.cu.
-// Row-major matrices X (r x c) are handed to cuBLAS as the column-major X^T (c x r).
+// Every matrix is column-major with the CPU backend's shapes (activations batch x features, weights
+// out x in), as Eigen holds them: the state copies over as it is, and element i is the same element
+// on both backends, so stochastic rounding draws the same word for it.
 #include "fpscope/gpu/cuda_mlp.hpp"
 
 #include <cublas_v2.h>
@@ -62,7 +64,7 @@ struct CudaMlpTrainer::Device {
   std::vector<DeviceArray<std::uint16_t>> weights_16;
   std::vector<DeviceArray<float>> a, z;  // per layer: input activations, pre-activations
   std::vector<DeviceArray<std::uint16_t>> a_16, dz_16;
-  DeviceArray<float> dz, da, row_loss, loss;
+  DeviceArray<float> dz, da, row_loss, loss, step_scale;
   DeviceArray<int> labels, found_non_finite, skip;
   DeviceArray<LossScalerState> scaler;
   DeviceArray<unsigned long long> records, scratch;  // recorded casts; casts not recorded
@@ -104,6 +106,7 @@ CudaMlpTrainer::CudaMlpTrainer(const MlpConfig& config) : config_(config), devic
   d.skip = DeviceArray<int>(1);
   d.scaler = DeviceArray<LossScalerState>(1);
   d.loss = DeviceArray<float>(1);
+  d.step_scale = DeviceArray<float>(1);
   d.records = DeviceArray<unsigned long long>(4 * layers * record_stride);
   d.scratch = DeviceArray<unsigned long long>(record_stride);
   restore(initial);
@@ -119,11 +122,8 @@ MlpTrainer::State CudaMlpTrainer::state() const {
   for (std::size_t l = 0; l + 1 < config_.layer_sizes.size(); ++l) {
     Eigen::MatrixXf w(config_.layer_sizes[l + 1], config_.layer_sizes[l]);
     Eigen::VectorXf b(config_.layer_sizes[l + 1]);
-    // Eigen is column-major; the device holds row-major (out x in): copy through the transpose.
-    Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> row_major(w.rows(), w.cols());
-    cudaCheck(cudaMemcpy(row_major.data(), d.weights[l].data, sizeof(float) * static_cast<std::size_t>(w.size()), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(w.data(), d.weights[l].data, sizeof(float) * static_cast<std::size_t>(w.size()), cudaMemcpyDeviceToHost));
     cudaCheck(cudaMemcpy(b.data(), d.biases[l].data, sizeof(float) * static_cast<std::size_t>(b.size()), cudaMemcpyDeviceToHost));
-    w = row_major;
     s.weights.push_back(std::move(w));
     s.biases.push_back(std::move(b));
   }
@@ -141,8 +141,8 @@ void CudaMlpTrainer::restore(const MlpTrainer::State& state) {
            state.biases[l].size() == config_.layer_sizes[l + 1];
   if (!fits) throw std::invalid_argument("the saved training state is not of this model's shape");
   for (std::size_t l = 0; l < layers; ++l) {
-    const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> row_major = state.weights[l];
-    cudaCheck(cudaMemcpy(d.weights[l].data, row_major.data(), sizeof(float) * static_cast<std::size_t>(row_major.size()), cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(d.weights[l].data, state.weights[l].data(), sizeof(float) * static_cast<std::size_t>(state.weights[l].size()),
+                         cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(d.biases[l].data, state.biases[l].data(), sizeof(float) * static_cast<std::size_t>(state.biases[l].size()), cudaMemcpyHostToDevice));
   }
   cudaCheck(cudaMemcpy(d.scaler.data, &state.scaler, sizeof(LossScalerState), cudaMemcpyHostToDevice));
@@ -184,9 +184,9 @@ StepResult CudaMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector
     d.labels = DeviceArray<int>(static_cast<std::size_t>(batch));
     d.batch = batch;
   }
-  // Inputs row-major.
-  const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> x = inputs;
-  cudaCheck(cudaMemcpyAsync(d.a[0].data, x.data(), sizeof(float) * static_cast<std::size_t>(x.size()), cudaMemcpyHostToDevice, d.stream));
+  // The batch as Eigen holds it (column-major batch x features): no reordering on the host.
+  cudaCheck(cudaMemcpyAsync(d.a[0].data, inputs.data(), sizeof(float) * static_cast<std::size_t>(inputs.size()), cudaMemcpyHostToDevice,
+                            d.stream));
   cudaCheck(cudaMemcpyAsync(d.labels.data, labels.data(), sizeof(int) * labels.size(), cudaMemcpyHostToDevice, d.stream));
   if (record) cudaCheck(cudaMemsetAsync(d.records.data, 0, sizeof(unsigned long long) * d.records.size, d.stream));
 
@@ -205,7 +205,8 @@ StepResult CudaMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector
     else if (recorded) cuda::record_histogram(values, n, b.histogram, s);
   };
   const float one = 1.0f, zero = 0.0f;
-  // C (m x n, column-major) = op(A) op(B), inputs 16-bit or float32, float32 out and compute.
+  // C (m x n) = op(A) op(B), all column-major; inputs 16-bit (low precision) or float32, float32
+  // out and compute.
   auto gemm = [&](cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* a16, const float* a32, int lda,
                   const void* b16, const float* b32, int ldb, float* c, int ldc) {
     cublasCheck(cublasGemmEx(d.cublas, ta, tb, m, n, k, &one, low ? a16 : a32, low ? low_type : CUDA_R_32F, lda, low ? b16 : b32,
@@ -221,13 +222,13 @@ StepResult CudaMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector
     cast(d.biases_low[l].data, nb, l, 2, false);
     if (low) cuda::pack_16(d.weights_low[l].data, d.weights_16[l].data, nw, bf16, s);
   }
-  // Forward.
+  // Forward: z (batch x out) = a (batch x in) W^T (W: out x in).
   cast(d.a[0].data, d.a[0].size, 0, 0, false);
   for (std::size_t l = 0; l < layers; ++l) {
     const int in = config_.layer_sizes[l], out = config_.layer_sizes[l + 1];
     if (low) cuda::pack_16(d.a[l].data, d.a_16[l].data, d.a[l].size, bf16, s);
-    gemm(CUBLAS_OP_T, CUBLAS_OP_N, out, batch, in, d.weights_16[l].data, d.weights_low[l].data, in, d.a_16[l].data, d.a[l].data, in,
-         d.z[l].data, out);
+    gemm(CUBLAS_OP_N, CUBLAS_OP_T, batch, out, in, d.a_16[l].data, d.a[l].data, batch, d.weights_16[l].data, d.weights_low[l].data, out,
+         d.z[l].data, batch);
     cuda::add_bias(d.z[l].data, d.biases_low[l].data, batch, out, s);
     cast(d.z[l].data, d.z[l].size, l, 0, record);
     if (l + 1 < layers) {
@@ -247,8 +248,9 @@ StepResult CudaMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector
     const std::size_t n_dz = static_cast<std::size_t>(batch) * out;
     cast(d.dz.data, n_dz, l, 1, record);
     if (low) cuda::pack_16(d.dz.data, d.dz_16[l].data, n_dz, bf16, s);
-    // grad_W^T (in x out) = A^T (in x batch) dz (batch x out)
-    gemm(CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, d.a_16[l].data, d.a[l].data, in, d.dz_16[l].data, d.dz.data, out, d.grad_w[l].data, in);
+    // grad_W (out x in) = dz^T (dz: batch x out) a (batch x in)
+    gemm(CUBLAS_OP_T, CUBLAS_OP_N, out, in, batch, d.dz_16[l].data, d.dz.data, batch, d.a_16[l].data, d.a[l].data, batch,
+         d.grad_w[l].data, out);
     cuda::column_sums(d.dz.data, batch, out, d.grad_b[l].data, s);
     for (const FaultInjection& fault : faults_)
       if (fault.step == steps_ && static_cast<std::size_t>(fault.layer) == l + 1) {
@@ -259,28 +261,22 @@ StepResult CudaMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector
     cast(d.grad_w[l].data, d.grad_w[l].size, l, 3, record);
     cast(d.grad_b[l].data, d.grad_b[l].size, l, 3, false);
     if (l > 0) {
-      // dA^T (in x batch) = W^T (in x out) dz^T (out x batch)
-      gemm(CUBLAS_OP_N, CUBLAS_OP_N, in, batch, out, d.weights_16[l].data, d.weights_low[l].data, in, d.dz_16[l].data, d.dz.data, out,
-           d.da.data, in);
+      // dA (batch x in) = dz (batch x out) W (out x in)
+      gemm(CUBLAS_OP_N, CUBLAS_OP_N, batch, in, out, d.dz_16[l].data, d.dz.data, batch, d.weights_16[l].data, d.weights_low[l].data, out,
+           d.da.data, batch);
       const std::size_t n_da = static_cast<std::size_t>(batch) * in;
       cast(d.da.data, n_da, l, 1, false);
       cuda::activation_backward(d.z[l - 1].data, d.da.data, n_da, config_.activation, s);
       std::swap(d.dz, d.da);
     }
   }
-  // Unscale in float32, check, advance the scaler, update unless skipped: all on the device.
+  // Check the gradients, advance the scaler, update unless skipped: all on the device. The
+  // gradients keep their loss scale; the update divides it out (sgd_update.hpp, as the CPU does).
   for (std::size_t l = 0; l < layers; ++l) {
-    cuda::unscale_by_state(d.grad_w[l].data, d.grad_w[l].size, d.scaler.data, d.found_non_finite.data, s);
-    cuda::unscale_by_state(d.grad_b[l].data, d.grad_b[l].size, d.scaler.data, d.found_non_finite.data, s);
+    cuda::find_non_finite(d.grad_w[l].data, d.grad_w[l].size, d.found_non_finite.data, s);
+    cuda::find_non_finite(d.grad_b[l].data, d.grad_b[l].size, d.found_non_finite.data, s);
   }
-  float scale_before = std::numeric_limits<float>::quiet_NaN();
-  if (record || read_loss) {
-    LossScalerState before;
-    cudaCheck(cudaMemcpyAsync(&before, d.scaler.data, sizeof before, cudaMemcpyDeviceToHost, d.stream));
-    cudaCheck(cudaStreamSynchronize(d.stream));
-    scale_before = static_cast<float>(before.scale);
-  }
-  cuda::update_scaler(config_.scaler, d.scaler.data, d.found_non_finite.data, d.skip.data, s);
+  cuda::update_scaler(config_.scaler, d.scaler.data, d.found_non_finite.data, d.skip.data, d.step_scale.data, s);
   // fp16-pure re-casts the weights after an update only, as the CPU backend does: a skipped step
   // leaves them, and the stochastic-rounding counter, as they were. The host must know whether
   // this step was skipped before it launches the casts: one read-back a step, in this mode only.
@@ -292,8 +288,8 @@ StepResult CudaMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector
     skipped_here = skip != 0;
   }
   for (std::size_t l = 0; l < layers; ++l) {
-    cuda::sgd_update(d.weights[l].data, d.grad_w[l].data, d.grad_w[l].size, config_.learning_rate, d.skip.data, s);
-    cuda::sgd_update(d.biases[l].data, d.grad_b[l].data, d.grad_b[l].size, config_.learning_rate, d.skip.data, s);
+    cuda::sgd_update(d.weights[l].data, d.grad_w[l].data, d.grad_w[l].size, config_.learning_rate, d.step_scale.data, d.skip.data, s);
+    cuda::sgd_update(d.biases[l].data, d.grad_b[l].data, d.grad_b[l].size, config_.learning_rate, d.step_scale.data, d.skip.data, s);
     if (config_.precision == Precision::fp16_pure && !skipped_here) {
       cast(d.weights[l].data, d.weights[l].size, l, 2, false);
       cast(d.biases[l].data, d.biases[l].size, l, 2, false);
@@ -302,17 +298,20 @@ StepResult CudaMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector
 
   StepResult result;
   result.loss = std::numeric_limits<double>::quiet_NaN();
-  result.loss_scale = scale_before;
+  result.loss_scale = std::numeric_limits<double>::quiet_NaN();
   if (record || read_loss) {
-    float loss_sum = 0;
+    // One read-back: the loss, the step's scale, whether it was skipped, and the records.
+    float loss_sum = 0, step_scale = 0;
     int skip = 0;
     cudaCheck(cudaMemcpyAsync(&loss_sum, d.loss.data, sizeof loss_sum, cudaMemcpyDeviceToHost, d.stream));
+    cudaCheck(cudaMemcpyAsync(&step_scale, d.step_scale.data, sizeof step_scale, cudaMemcpyDeviceToHost, d.stream));
     cudaCheck(cudaMemcpyAsync(&skip, d.skip.data, sizeof skip, cudaMemcpyDeviceToHost, d.stream));
     std::vector<unsigned long long> counters(record ? d.records.size : 0);
     if (record)
       cudaCheck(cudaMemcpyAsync(counters.data(), d.records.data, sizeof(unsigned long long) * counters.size(), cudaMemcpyDeviceToHost, d.stream));
     cudaCheck(cudaStreamSynchronize(d.stream));
     result.loss = static_cast<double>(loss_sum) / batch;
+    result.loss_scale = step_scale;
     result.skipped = skip != 0;
     if (record) {
       Snapshot snapshot;

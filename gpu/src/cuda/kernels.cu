@@ -11,7 +11,7 @@
 #include "fpscope/gpu/cuda_kernels.hpp"
 #include "fpscope/core/loss_scaling.hpp"
 #include "fpscope/gpu/softmax_cross_entropy.hpp"
-#include "fpscope/gpu/unscale.hpp"
+#include "fpscope/gpu/sgd_update.hpp"
 
 // A CUDA error becomes an exception, as in cuda_mlp.cpp: this code runs inside the dlopen'd module
 // of `fpscope train`, which must end with its sentence and a whole log, never exit from here.
@@ -74,14 +74,6 @@ __global__ void cast_record_kernel(const float* in, float* out, std::size_t n, u
   if (threadIdx.x < 3 && outcome[threadIdx.x] != 0) atomicAdd(&counts[threadIdx.x], static_cast<unsigned long long>(outcome[threadIdx.x]));
 }
 
-__global__ void unscale_kernel(float* gradients, std::size_t n, float inverse_scale, int* found_non_finite) {
-  bool non_finite = false;
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
-    gradients[i] = unscale_element(gradients[i], inverse_scale, non_finite);
-  if (__any_sync(0xFFFFFFFFu, non_finite) && (threadIdx.x & 31) == 0) atomicExch(found_non_finite, 1);
-}
-
 __global__ void histogram_kernel(const float* in, std::size_t n, unsigned long long* histogram) {
   __shared__ unsigned int bins[slots];
   for (int i = threadIdx.x; i < slots; i += blockDim.x) bins[i] = 0;
@@ -105,11 +97,12 @@ __global__ void pack_16_kernel(const float* in, std::uint16_t* out, std::size_t 
   }
 }
 
+// Column-major z (rows x cols): element i is in column i / rows.
 __global__ void add_bias_kernel(float* z, const float* bias, int rows, int cols) {
   const std::size_t n = static_cast<std::size_t>(rows) * cols;
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
-    z[i] += bias[i % cols];
+    z[i] += bias[i / static_cast<std::size_t>(rows)];
 }
 
 __global__ void activation_forward_kernel(const float* z, float* out, std::size_t n, Activation activation) {
@@ -129,32 +122,37 @@ __global__ void softmax_cross_entropy_kernel(const float* logits, const int* lab
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= rows) return;
   const float factor = static_cast<float>(state->scale) * loss_weight / static_cast<float>(rows);
-  row_loss[r] = softmax_cross_entropy_row(logits + static_cast<std::size_t>(r) * cols, cols, 1, labels[r], factor,
-                                          gradient + static_cast<std::size_t>(r) * cols);
+  // Column-major: row r's logits are `rows` apart, as the CPU backend reads them.
+  row_loss[r] = softmax_cross_entropy_row(logits + r, cols, rows, labels[r], factor, gradient + r);
 }
 
+// One warp per column of a column-major matrix (rows x cols): lanes stride down the column, then a
+// fixed shuffle tree; the order depends on `rows` only, so a result is the same run after run.
 __global__ void column_sums_kernel(const float* m, int rows, int cols, float* out) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= cols) return;
+  const int warp = static_cast<int>((blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) / 32);
+  const int lane = static_cast<int>(threadIdx.x & 31u);
+  if (warp >= cols) return;  // whole warps leave together: blockDim is a multiple of 32
+  const float* column = m + static_cast<std::size_t>(warp) * rows;
   float sum = 0;
-  for (int r = 0; r < rows; ++r) sum += m[static_cast<std::size_t>(r) * cols + c];
-  out[c] = sum;
+  for (int r = lane; r < rows; r += 32) sum += column[r];
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xFFFFFFFFu, sum, offset);
+  if (lane == 0) out[warp] = sum;
 }
 
-__global__ void unscale_by_state_kernel(float* gradients, std::size_t n, const LossScalerState* state, int* found_non_finite) {
-  const float inverse_scale = 1.0f / static_cast<float>(state->scale);
+__global__ void find_non_finite_kernel(const float* values, std::size_t n, int* found_non_finite) {
   bool non_finite = false;
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
-    gradients[i] = unscale_element(gradients[i], inverse_scale, non_finite);
+    non_finite = non_finite || gradient_non_finite(values[i]);
   if (__any_sync(0xFFFFFFFFu, non_finite) && (threadIdx.x & 31) == 0) atomicExch(found_non_finite, 1);
 }
 
-__global__ void sgd_update_kernel(float* w, const float* g, std::size_t n, float learning_rate, const int* skip) {
+__global__ void sgd_update_kernel(float* w, const float* g, std::size_t n, float learning_rate, const float* step_scale, const int* skip) {
   if (*skip != 0) return;
+  const float factor = sgd_step_factor(learning_rate, *step_scale);
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
-    w[i] -= learning_rate * g[i];
+    w[i] = sgd_update_element(w[i], g[i], factor);
 }
 
 __global__ void ordered_sum_kernel(const float* values, int n, float* out) {
@@ -163,7 +161,8 @@ __global__ void ordered_sum_kernel(const float* values, int n, float* out) {
   *out = static_cast<float>(sum);
 }
 
-__global__ void scaler_kernel(LossScalerConfig config, LossScalerState* state, const int* found_non_finite, int* skip) {
+__global__ void scaler_kernel(LossScalerConfig config, LossScalerState* state, const int* found_non_finite, int* skip, float* step_scale) {
+  *step_scale = static_cast<float>(state->scale);  // the scale this step's gradients carry
   *skip = apply_scaler_rule(config, *state, *found_non_finite != 0) ? 1 : 0;
 }
 
@@ -205,13 +204,9 @@ void cast_and_record(const float* in, float* out, std::size_t n, bool bf16, Roun
   else launch_cast_record<formats::fp16>(in, out, n, mode, buffers, s, stochastic_seed, first_random);
 }
 
-void unscale_and_check(float* gradients, std::size_t n, float inverse_scale, int* found_non_finite, void* stream) {
-  unscale_kernel<<<blocks_for(n), threads, 0, static_cast<cudaStream_t>(stream)>>>(gradients, n, inverse_scale, found_non_finite);
-  cudaCheck(cudaGetLastError());
-}
-
-void update_scaler(const LossScalerConfig& config, LossScalerState* state, const int* found_non_finite, int* skip, void* stream) {
-  scaler_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(config, state, found_non_finite, skip);
+void update_scaler(const LossScalerConfig& config, LossScalerState* state, const int* found_non_finite, int* skip, float* step_scale,
+                   void* stream) {
+  scaler_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(config, state, found_non_finite, skip, step_scale);
   cudaCheck(cudaGetLastError());
 }
 
@@ -250,17 +245,18 @@ void softmax_cross_entropy(const float* logits, const int* labels, int rows, int
 }
 
 void column_sums(const float* m, int rows, int cols, float* out, void* stream) {
-  column_sums_kernel<<<(cols + threads - 1) / threads, threads, 0, static_cast<cudaStream_t>(stream)>>>(m, rows, cols, out);
+  const int warps_per_block = threads / 32;
+  column_sums_kernel<<<(cols + warps_per_block - 1) / warps_per_block, threads, 0, static_cast<cudaStream_t>(stream)>>>(m, rows, cols, out);
   cudaCheck(cudaGetLastError());
 }
 
-void unscale_by_state(float* gradients, std::size_t n, const LossScalerState* state, int* found_non_finite, void* stream) {
-  unscale_by_state_kernel<<<blocks_for(n), threads, 0, static_cast<cudaStream_t>(stream)>>>(gradients, n, state, found_non_finite);
+void find_non_finite(const float* values, std::size_t n, int* found_non_finite, void* stream) {
+  find_non_finite_kernel<<<blocks_for(n), threads, 0, static_cast<cudaStream_t>(stream)>>>(values, n, found_non_finite);
   cudaCheck(cudaGetLastError());
 }
 
-void sgd_update(float* w, const float* g, std::size_t n, float learning_rate, const int* skip, void* stream) {
-  sgd_update_kernel<<<blocks_for(n), threads, 0, static_cast<cudaStream_t>(stream)>>>(w, g, n, learning_rate, skip);
+void sgd_update(float* w, const float* g, std::size_t n, float learning_rate, const float* step_scale, const int* skip, void* stream) {
+  sgd_update_kernel<<<blocks_for(n), threads, 0, static_cast<cudaStream_t>(stream)>>>(w, g, n, learning_rate, step_scale, skip);
   cudaCheck(cudaGetLastError());
 }
 

@@ -1,7 +1,10 @@
 // The CUDA backend's element-wise kernels, callable from host code that never sees a CUDA header.
 // Each runs the FPSCOPE_HD math its CPU twin runs: cast_from_f32 / cast_to_f32 and
-// histogram_slot_of_f32 (cast_and_record), unscale_element (unscale_and_check), and
-// apply_scaler_rule (LossScaler::update). Built only when FPSCOPE_ENABLE_CUDA is on.
+// histogram_slot_of_f32 (cast_and_record), sgd_update_element and gradient_non_finite (the update),
+// activate / activation_derivative, softmax_cross_entropy_row and apply_scaler_rule
+// (LossScaler::update). Matrices are column-major, as Eigen holds them in the CPU backend, so that
+// element i is the same element on both sides (stochastic rounding draws word i for it). Built
+// only when FPSCOPE_ENABLE_CUDA is on.
 #pragma once
 
 #include <cstddef>
@@ -31,19 +34,17 @@ struct CastRecordBuffers {
 void cast_and_record(const float* in, float* out, std::size_t n, bool bf16, RoundingMode mode, CastRecordBuffers buffers,
                      void* stream = nullptr, std::uint64_t stochastic_seed = 0, std::uint64_t first_random = 0);
 
-// gradients *= inverse_scale in place; sets *found_non_finite (device int) to 1 if any was inf/NaN.
-void unscale_and_check(float* gradients, std::size_t n, float inverse_scale, int* found_non_finite, void* stream = nullptr);
-
 // Advances the scaler state (device memory) by one step from *found_non_finite, on the device,
-// so that a training step needs no host synchronisation.
-void update_scaler(const LossScalerConfig& config, LossScalerState* state, const int* found_non_finite, int* skip,
+// so that a training step needs no host synchronisation: *skip says whether the step is skipped,
+// *step_scale (float32) the scale the step ran with, read before the state moved on.
+void update_scaler(const LossScalerConfig& config, LossScalerState* state, const int* found_non_finite, int* skip, float* step_scale,
                    void* stream = nullptr);
 
 // Number of CUDA devices (0 when there is no driver or no device).
 // Devices the CUDA runtime finds; 0 with the runtime's reason in *why when it finds none.
 int device_count(std::string* why = nullptr);
 
-// --- the MLP step's other kernels (row-major matrices, as the CPU backend holds them) ---
+// --- the MLP step's other kernels (column-major matrices, as the CPU backend holds them) ---
 
 // Histogram of n float32 values without a cast (the fp32 policy records this only).
 void record_histogram(const float* in, std::size_t n, unsigned long long* histogram, void* stream = nullptr);
@@ -60,12 +61,15 @@ void activation_backward(const float* z, float* gradient, std::size_t n, Activat
 // state (no host sync).
 void softmax_cross_entropy(const float* logits, const int* labels, int rows, int cols, const LossScalerState* state,
                            float loss_weight, float* gradient, float* row_loss, void* stream = nullptr);
-// out[c] = sum over rows of m[r][c], in row order (deterministic).
+// out[c] = sum over rows of m[r][c]: a warp per column, in an order fixed by `rows` (the same
+// bits run after run; not the CPU's order, so not its bits).
 void column_sums(const float* m, int rows, int cols, float* out, void* stream = nullptr);
-// unscale_and_check with the inverse of the device state's scale.
-void unscale_by_state(float* gradients, std::size_t n, const LossScalerState* state, int* found_non_finite, void* stream = nullptr);
-// w -= learning_rate * g unless *skip (device flag).
-void sgd_update(float* w, const float* g, std::size_t n, float learning_rate, const int* skip, void* stream = nullptr);
+// Sets *found_non_finite (device int) to 1 if any of the n values is infinite or NaN.
+void find_non_finite(const float* values, std::size_t n, int* found_non_finite, void* stream = nullptr);
+// w = sgd_update_element(w, g, learning_rate / *step_scale) unless *skip (device values): g still
+// carries the loss scale, as on the CPU.
+void sgd_update(float* w, const float* g, std::size_t n, float learning_rate, const float* step_scale, const int* skip,
+                void* stream = nullptr);
 // *out = sum of n values in order (one thread: the loss of a batch, deterministic).
 void ordered_sum(const float* values, int n, float* out, void* stream = nullptr);
 

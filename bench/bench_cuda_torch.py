@@ -1,0 +1,107 @@
+"""fpscope's CUDA backend beside PyTorch on the same GPU, in one run.
+
+Runs build/bench/bench_cuda (Google Benchmark, JSON) and times the same MLP training step in
+PyTorch: torch.autocast(float16) + GradScaler + SGD, the batch copied from host memory every step
+as fpscope's step does, relu, cross-entropy in float32. Prints every row's median, and the ratios
+the CUDA issue asks for: the recorded cast over a device-to-device copy's bandwidth, fpscope's
+step over PyTorch's, and what recording every tensor every step adds.
+
+Usage: python3 bench/bench_cuda_torch.py [path/to/bench_cuda] [--repetitions N]
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+
+def torch_step_time(width, batch, repetitions):
+    import torch
+
+    torch.manual_seed(1)
+    device = "cuda"
+    model = torch.nn.Sequential(
+        torch.nn.Linear(784, width), torch.nn.ReLU(),
+        torch.nn.Linear(width, width), torch.nn.ReLU(),
+        torch.nn.Linear(width, 10)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    scaler = torch.amp.GradScaler("cuda")
+    batches = [(torch.randn(batch, 784), torch.randint(0, 10, (batch,))) for _ in range(8)]
+
+    def step(x_host, y_host):
+        x = x_host.to(device)
+        y = y_host.to(device)
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device_type="cuda", dtype=torch.float16):
+            logits = model(x)
+        loss = torch.nn.functional.cross_entropy(logits.float(), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+
+    for i in range(10):
+        step(*batches[i % len(batches)])
+    torch.cuda.synchronize()
+    times = []
+    steps = 20
+    for _ in range(repetitions):
+        # As many rounds of 20 steps as fill about half a second, like Google Benchmark's MinTime.
+        rounds, elapsed = 0, 0.0
+        while elapsed < 0.5:
+            start = time.perf_counter()
+            for i in range(steps):
+                step(*batches[i % len(batches)])
+            torch.cuda.synchronize()
+            elapsed += time.perf_counter() - start
+            rounds += 1
+        times.append(elapsed / (rounds * steps))
+    return statistics.median(times)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("bench", nargs="?", default="build/bench/bench_cuda")
+    parser.add_argument("--repetitions", type=int, default=5)
+    args = parser.parse_args()
+
+    import torch
+    if not torch.cuda.is_available():
+        print("bench_cuda_torch: PyTorch sees no CUDA device; nothing to measure here")
+        return 0
+    out = subprocess.run([args.bench, "--benchmark_format=json", f"--benchmark_repetitions={args.repetitions}",
+                          "--benchmark_report_aggregates_only=true"], check=True, capture_output=True, text=True).stdout
+    # Names without Google Benchmark's "/min_time:..." part.
+    rows = {"/".join(part for part in b["run_name"].split("/") if not part.startswith("min_time:")): b
+            for b in json.loads(out)["benchmarks"] if b.get("aggregate_name") == "median"}
+
+    def seconds(name):
+        b = rows[name]
+        scale = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}[b["time_unit"]]
+        return b["real_time"] * scale
+
+    device = torch.cuda.get_device_name(0)
+    print(f"device: {device}; PyTorch {torch.__version__}; medians of {args.repetitions} repetitions")
+    copy = seconds("BM_device_copy_256MiB/manual_time")
+    print(f"\n{'operation on 256 MiB of float32':44} {'ms':>8} {'GB/s (read+write)':>18} {'share of copy':>14}")
+    for name, label, bytes_moved in [("BM_device_copy_256MiB/manual_time", "device-to-device copy (baseline)", 2 << 28),
+                                     ("BM_cast_record_fp16_256MiB/0/manual_time", "recorded cast fp16, nearest even", 2 << 28),
+                                     ("BM_cast_record_fp16_256MiB/6/manual_time", "recorded cast fp16, stochastic", 2 << 28),
+                                     ("BM_histogram_256MiB/manual_time", "histogram alone (reads only)", 1 << 28)]:
+        t = seconds(name)
+        share = (copy * bytes_moved / (2 << 28)) / t
+        print(f"{label:44} {t * 1e3:8.3f} {bytes_moved / t / 1e9:18.0f} {share:13.0%}")
+
+    print(f"\n{'MLP step, fp16 mixed, dynamic scaling':44} {'fpscope us':>10} {'recording us':>13} {'PyTorch us':>11} "
+          f"{'fpscope/torch':>14} {'recording adds':>15}")
+    for width, batch in [(1024, 256), (4096, 1024), (8192, 4096)]:
+        plain = seconds(f"BM_mlp_step/{width}/{batch}/0/manual_time")
+        recorded = seconds(f"BM_mlp_step/{width}/{batch}/1/manual_time")
+        torch_time = torch_step_time(width, batch, args.repetitions)
+        print(f"{f'784-{width}-{width}-10, batch {batch}':44} {plain * 1e6:10.1f} {recorded * 1e6:13.1f} {torch_time * 1e6:11.1f} "
+              f"{plain / torch_time:13.2f}x {recorded / plain - 1:14.1%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
