@@ -127,14 +127,14 @@ void BM_mlp_step(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_device_copy_256MiB)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.5);
+BENCHMARK(BM_device_copy_256MiB)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.2);
 BENCHMARK(BM_cast_record_fp16_256MiB)
     ->Arg(static_cast<int>(fpscope::RoundingMode::nearest_even))
     ->Arg(static_cast<int>(fpscope::RoundingMode::stochastic))
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
-    ->MinTime(0.5);
-BENCHMARK(BM_histogram_256MiB)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.5);
+    ->MinTime(0.2);
+BENCHMARK(BM_histogram_256MiB)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.2);
 BENCHMARK(BM_mlp_step)
     ->Args({1024, 256, 0})
     ->Args({1024, 256, 1})
@@ -144,7 +144,7 @@ BENCHMARK(BM_mlp_step)
     ->Args({8192, 4096, 1})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond)
-    ->MinTime(0.5);
+    ->MinTime(0.2);
 
 int main(int argc, char** argv) {
   std::string why;

@@ -13,11 +13,13 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "fpscope/core/bulk.hpp"
+#include "fpscope/core/cast.hpp"
 #include "fpscope/gpu/activation.hpp"
 #include "fpscope/gpu/cast_record.hpp"
 #include "fpscope/gpu/cuda_kernels.hpp"
@@ -117,6 +119,41 @@ int main() {
         const bool same_counts = got_counts[0] == counts.flushed_to_zero && got_counts[1] == counts.made_subnormal && got_counts[2] == counts.overflowed;
         const std::string label = std::string(bf16 ? "bf16 " : "fp16 ") + std::to_string(static_cast<int>(mode));
         verdict(same_bits(out.read(), expected) && same_histogram && same_counts, "recorded cast " + label + ": values, every bin, outcome counts");
+
+        // Unrecorded, with the 16-bit patterns the GEMMs read: each pattern is the expected value.
+        Device<float> out2(n);
+        Device<std::uint16_t> packed(n);
+        cuda::cast_and_record(in.data, out2.data, n, bf16, mode, {}, nullptr, 7, 1000, packed.data);
+        const std::vector<std::uint16_t> patterns = packed.read();
+        bool patterns_right = true;
+        for (std::size_t i = 0; i < n && patterns_right; ++i) {
+          std::uint32_t flags = 0;
+          const CastOptions options{};
+          const std::uint32_t widened = bf16 ? cast_to_f32<formats::bf16>(patterns[i], options, flags) : cast_to_f32<formats::fp16>(patterns[i], options, flags);
+          patterns_right = widened == float_bits(expected[i]) || (std::isnan(expected[i]) && std::isnan(bits_float(widened)));
+        }
+        verdict(same_bits(out2.read(), expected) && patterns_right, "unrecorded cast " + label + ": values, and 16-bit patterns that are those values");
+
+        // Pointers off the 16-byte grid and an odd length (the one-element path): element i of the
+        // call still draws word 1000 + i.
+        Context ctx_shifted = ctx;
+        ctx_shifted.stochastic_counter = 1000;
+        std::vector<float> expected_shifted(n - 1);
+        ExponentHistogram histogram_shifted;
+        CastCounts counts_shifted;
+        cast_and_record(bf16 ? formats::bf16 : formats::fp16, std::span<const float>(values).subspan(1), expected_shifted, ctx_shifted,
+                        histogram_shifted, counts_shifted);
+        bins.zero();
+        outcome.zero();
+        cuda::cast_and_record(in.data + 1, out2.data + 1, n - 1, bf16, mode, {bins.data, outcome.data}, nullptr, 7, 1000);
+        const std::vector<float> shifted_all = out2.read();
+        const std::vector<float> shifted(shifted_all.begin() + 1, shifted_all.end());
+        const std::vector<unsigned long long> shifted_bins = bins.read(), shifted_counts = outcome.read();
+        bool shifted_histogram = shifted_bins[bin_zero] == histogram_shifted.zero_count() && shifted_bins[bin_nan] == histogram_shifted.nan_count();
+        for (int b = min_binade; b <= max_binade; ++b) shifted_histogram = shifted_histogram && shifted_bins[b - min_binade] == histogram_shifted.count(b);
+        verdict(same_bits(shifted, expected_shifted) && shifted_histogram && shifted_counts[0] == counts_shifted.flushed_to_zero &&
+                    shifted_counts[2] == counts_shifted.overflowed,
+                "recorded cast " + label + ", unaligned, odd length: values, bins, counts");
       }
 
     // The histogram without a cast (the fp32 policy).

@@ -60,14 +60,14 @@ struct CudaMlpTrainer::Device {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   int batch = 0;  // buffers are sized for this batch
-  std::vector<DeviceArray<float>> weights, biases, weights_low, biases_low, grad_w, grad_b;
-  std::vector<DeviceArray<std::uint16_t>> weights_16;
+  std::vector<DeviceArray<float>> weights, biases, biases_low, grad_w, grad_b;
+  std::vector<DeviceArray<std::uint16_t>> weights_16;  // the cast weights as cuBLAS reads them
   std::vector<DeviceArray<float>> a, z;  // per layer: input activations, pre-activations
   std::vector<DeviceArray<std::uint16_t>> a_16, dz_16;
   DeviceArray<float> dz, da, row_loss, loss, step_scale;
   DeviceArray<int> labels, found_non_finite, skip;
   DeviceArray<LossScalerState> scaler;
-  DeviceArray<unsigned long long> records, scratch;  // recorded casts; casts not recorded
+  DeviceArray<unsigned long long> records;  // recorded casts: per tensor, the histogram slots and 3 counts
   ~Device() {
     if (cublas != nullptr) cublasDestroy(cublas);
     if (stream != nullptr) cudaStreamDestroy(stream);
@@ -96,7 +96,6 @@ CudaMlpTrainer::CudaMlpTrainer(const MlpConfig& config) : config_(config), devic
     const std::size_t w = static_cast<std::size_t>(initial.weights[l].size()), b = static_cast<std::size_t>(initial.biases[l].size());
     d.weights.emplace_back(w);
     d.biases.emplace_back(b);
-    d.weights_low.emplace_back(w);
     d.biases_low.emplace_back(b);
     d.grad_w.emplace_back(w);
     d.grad_b.emplace_back(b);
@@ -108,7 +107,6 @@ CudaMlpTrainer::CudaMlpTrainer(const MlpConfig& config) : config_(config), devic
   d.loss = DeviceArray<float>(1);
   d.step_scale = DeviceArray<float>(1);
   d.records = DeviceArray<unsigned long long>(4 * layers * record_stride);
-  d.scratch = DeviceArray<unsigned long long>(record_stride);
   restore(initial);
 }
 
@@ -192,17 +190,20 @@ StepResult CudaMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector
 
   // Where tensor (layer, kind) records: kinds in the snapshot's order.
   auto buffers = [&](std::size_t l, int kind) {
-    unsigned long long* base = record ? d.records.data + (4 * l + static_cast<std::size_t>(kind)) * record_stride : d.scratch.data;
+    unsigned long long* base = d.records.data + (4 * l + static_cast<std::size_t>(kind)) * record_stride;
     return cuda::CastRecordBuffers{base, base + bin_slot_count};
   };
-  auto cast = [&](float* values, std::size_t n, std::size_t l, int kind, bool recorded) {
-    const cuda::CastRecordBuffers b = recorded ? buffers(l, kind) : cuda::CastRecordBuffers{d.scratch.data, d.scratch.data + bin_slot_count};
+  // The cast of n values from `in` to `out` (float32; null where nothing reads them) and `packed`
+  // (16-bit; null where no GEMM reads them), recorded as tensor (l, kind) when `recorded`. The
+  // fp32 policy casts nothing: it records the histogram of `in` where asked.
+  auto cast = [&](const float* in, float* out, std::uint16_t* packed, std::size_t n, std::size_t l, int kind, bool recorded) {
+    const cuda::CastRecordBuffers b = recorded ? buffers(l, kind) : cuda::CastRecordBuffers{};
     if (low) {
       // Element i draws random word stochastic_counter_ + i, as the CPU backend's round_f32 does.
-      cuda::cast_and_record(values, values, n, bf16, config_.rounding, b, s, config_.seed, stochastic_counter_);
+      cuda::cast_and_record(in, out, n, bf16, config_.rounding, b, s, config_.seed, stochastic_counter_, packed);
       stochastic_counter_ += n;
     }
-    else if (recorded) cuda::record_histogram(values, n, b.histogram, s);
+    else if (recorded) cuda::record_histogram(in, n, b.histogram, s);
   };
   const float one = 1.0f, zero = 0.0f;
   // C (m x n) = op(A) op(B), all column-major; inputs 16-bit (low precision) or float32, float32
@@ -213,27 +214,26 @@ StepResult CudaMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector
                              low ? low_type : CUDA_R_32F, ldb, &zero, c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   };
 
-  // Low-precision copies of the weights.
+  // Low-precision copies of the weights (16-bit, for the GEMMs) and biases (float32, for the bias
+  // add); the fp32 policy reads the master weights themselves.
   for (std::size_t l = 0; l < layers; ++l) {
     const std::size_t nw = d.weights[l].size, nb = d.biases[l].size;
-    cudaCheck(cudaMemcpyAsync(d.weights_low[l].data, d.weights[l].data, sizeof(float) * nw, cudaMemcpyDeviceToDevice, d.stream));
-    cudaCheck(cudaMemcpyAsync(d.biases_low[l].data, d.biases[l].data, sizeof(float) * nb, cudaMemcpyDeviceToDevice, d.stream));
-    cast(d.weights_low[l].data, nw, l, 2, record);
-    cast(d.biases_low[l].data, nb, l, 2, false);
-    if (low) cuda::pack_16(d.weights_low[l].data, d.weights_16[l].data, nw, bf16, s);
+    cast(d.weights[l].data, nullptr, d.weights_16[l].data, nw, l, 2, record);
+    cast(d.biases[l].data, d.biases_low[l].data, nullptr, nb, l, 2, false);
   }
-  // Forward: z (batch x out) = a (batch x in) W^T (W: out x in).
-  cast(d.a[0].data, d.a[0].size, 0, 0, false);
+  auto bias = [&](std::size_t l) { return low ? d.biases_low[l].data : d.biases[l].data; };
+  // Forward: z (batch x out) = a (batch x in) W^T (W: out x in). In low precision the GEMMs read
+  // the 16-bit operands the casts wrote; the float32 activations a are not written.
+  cast(d.a[0].data, nullptr, d.a_16[0].data, d.a[0].size, 0, 0, false);
   for (std::size_t l = 0; l < layers; ++l) {
     const int in = config_.layer_sizes[l], out = config_.layer_sizes[l + 1];
-    if (low) cuda::pack_16(d.a[l].data, d.a_16[l].data, d.a[l].size, bf16, s);
-    gemm(CUBLAS_OP_N, CUBLAS_OP_T, batch, out, in, d.a_16[l].data, d.a[l].data, batch, d.weights_16[l].data, d.weights_low[l].data, out,
+    gemm(CUBLAS_OP_N, CUBLAS_OP_T, batch, out, in, d.a_16[l].data, d.a[l].data, batch, d.weights_16[l].data, d.weights[l].data, out,
          d.z[l].data, batch);
-    cuda::add_bias(d.z[l].data, d.biases_low[l].data, batch, out, s);
-    cast(d.z[l].data, d.z[l].size, l, 0, record);
+    cuda::add_bias(d.z[l].data, bias(l), batch, out, s);
+    cast(d.z[l].data, d.z[l].data, nullptr, d.z[l].size, l, 0, record);
     if (l + 1 < layers) {
       cuda::activation_forward(d.z[l].data, d.a[l + 1].data, d.z[l].size, config_.activation, s);
-      cast(d.a[l + 1].data, d.a[l + 1].size, l + 1, 0, false);
+      cast(d.a[l + 1].data, nullptr, d.a_16[l + 1].data, d.a[l + 1].size, l + 1, 0, false);
     }
   }
   // Loss in float32; its gradient carries the loss scale (read on the device).
@@ -246,8 +246,7 @@ StepResult CudaMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector
   for (std::size_t l = layers; l-- > 0;) {
     const int in = config_.layer_sizes[l], out = config_.layer_sizes[l + 1];
     const std::size_t n_dz = static_cast<std::size_t>(batch) * out;
-    cast(d.dz.data, n_dz, l, 1, record);
-    if (low) cuda::pack_16(d.dz.data, d.dz_16[l].data, n_dz, bf16, s);
+    cast(d.dz.data, d.dz.data, d.dz_16[l].data, n_dz, l, 1, record);
     // grad_W (out x in) = dz^T (dz: batch x out) a (batch x in)
     gemm(CUBLAS_OP_T, CUBLAS_OP_N, out, in, batch, d.dz_16[l].data, d.dz.data, batch, d.a_16[l].data, d.a[l].data, batch,
          d.grad_w[l].data, out);
@@ -258,14 +257,14 @@ StepResult CudaMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector
         cudaCheck(cudaMemcpyAsync(d.grad_w[l].data, &bad, sizeof bad, cudaMemcpyHostToDevice, d.stream));
         cudaCheck(cudaStreamSynchronize(d.stream));  // `bad` lives on this stack frame
       }
-    cast(d.grad_w[l].data, d.grad_w[l].size, l, 3, record);
-    cast(d.grad_b[l].data, d.grad_b[l].size, l, 3, false);
+    cast(d.grad_w[l].data, d.grad_w[l].data, nullptr, d.grad_w[l].size, l, 3, record);
+    cast(d.grad_b[l].data, d.grad_b[l].data, nullptr, d.grad_b[l].size, l, 3, false);
     if (l > 0) {
       // dA (batch x in) = dz (batch x out) W (out x in)
-      gemm(CUBLAS_OP_N, CUBLAS_OP_N, batch, in, out, d.dz_16[l].data, d.dz.data, batch, d.weights_16[l].data, d.weights_low[l].data, out,
+      gemm(CUBLAS_OP_N, CUBLAS_OP_N, batch, in, out, d.dz_16[l].data, d.dz.data, batch, d.weights_16[l].data, d.weights[l].data, out,
            d.da.data, batch);
       const std::size_t n_da = static_cast<std::size_t>(batch) * in;
-      cast(d.da.data, n_da, l, 1, false);
+      cast(d.da.data, d.da.data, nullptr, n_da, l, 1, false);
       cuda::activation_backward(d.z[l - 1].data, d.da.data, n_da, config_.activation, s);
       std::swap(d.dz, d.da);
     }
@@ -291,8 +290,8 @@ StepResult CudaMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector
     cuda::sgd_update(d.weights[l].data, d.grad_w[l].data, d.grad_w[l].size, config_.learning_rate, d.step_scale.data, d.skip.data, s);
     cuda::sgd_update(d.biases[l].data, d.grad_b[l].data, d.grad_b[l].size, config_.learning_rate, d.step_scale.data, d.skip.data, s);
     if (config_.precision == Precision::fp16_pure && !skipped_here) {
-      cast(d.weights[l].data, d.weights[l].size, l, 2, false);
-      cast(d.biases[l].data, d.biases[l].size, l, 2, false);
+      cast(d.weights[l].data, d.weights[l].data, nullptr, d.weights[l].size, l, 2, false);
+      cast(d.biases[l].data, d.biases[l].data, nullptr, d.biases[l].size, l, 2, false);
     }
   }
 

@@ -31,70 +31,147 @@ constexpr int threads = 256;
 // ----------------------------------------------------------------------------------------------
 // CUDA kernels
 
-// Adds one per lane to shared counter `slot`, with one atomic per group of this warp's active
-// lanes that share the slot (warp aggregation: tensors hold long runs of one binade, which
-// would otherwise queue on one shared-memory counter).
-__device__ void add_warp_aggregated(unsigned int* counters, int slot) {
-  const unsigned int active = __activemask();
-  const unsigned int peers = __match_any_sync(active, slot);
-  if ((threadIdx.x & 31u) == static_cast<unsigned int>(__ffs(peers) - 1)) atomicAdd(&counters[slot], static_cast<unsigned int>(__popc(peers)));
-}
+// The recording part of a kernel. Each warp counts into its own sub-histogram in shared memory
+// with plain shared atomics, so lanes contend only with their own warp; zeros (the bin a whole
+// warp most often shares: ReLU outputs, masks, padding) and the three outcome counts are counted
+// in each thread's registers. At the end of the block: the warps' sub-histograms summed per bin,
+// the registers summed over each warp by shuffles, one global atomic per nonzero total.
+constexpr int warps_per_block = threads / 32;
+constexpr int block_bins_size = warps_per_block * slots;
 
-// Adds the number of active lanes for which `condition` holds, once per warp.
-__device__ void add_warp_count(unsigned int* counter, bool condition) {
-  const unsigned int active = __activemask();
-  const unsigned int votes = __ballot_sync(active, condition);
-  if (votes != 0 && (threadIdx.x & 31u) == static_cast<unsigned int>(__ffs(active) - 1)) atomicAdd(counter, static_cast<unsigned int>(__popc(votes)));
+struct BlockRecorder {
+  unsigned int* warp_bins;
+  unsigned int zeros = 0, flushed = 0, subnormal = 0, overflowed = 0;
+
+  // Every thread of the block constructs it (the constructor synchronises the block).
+  __device__ explicit BlockRecorder(unsigned int* block_bins) : warp_bins(block_bins + (threadIdx.x / 32) * slots) {
+    for (int i = threadIdx.x; i < block_bins_size; i += blockDim.x) block_bins[i] = 0;
+    __syncthreads();
+  }
+  __device__ void add(int slot) {
+    if (slot == bin_zero) ++zeros;
+    else atomicAdd(&warp_bins[slot], 1u);
+  }
+  __device__ void add_outcome(bool flushed_to_zero, bool made_subnormal, bool overflow) {
+    flushed += flushed_to_zero ? 1u : 0u;
+    subnormal += made_subnormal ? 1u : 0u;
+    overflowed += overflow ? 1u : 0u;
+  }
+  // Every thread of the block calls it, once, after its last element. `counts` may be null.
+  __device__ void merge(const unsigned int* block_bins, unsigned long long* histogram, unsigned long long* counts) {
+    __syncthreads();
+    for (int i = threadIdx.x; i < slots; i += blockDim.x) {
+      unsigned int sum = 0;
+      for (int w = 0; w < warps_per_block; ++w) sum += block_bins[w * slots + i];
+      if (sum != 0) atomicAdd(&histogram[i], static_cast<unsigned long long>(sum));
+    }
+    unsigned int totals[4] = {zeros, flushed, subnormal, overflowed};
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      for (int offset = 16; offset > 0; offset /= 2) totals[k] += __shfl_down_sync(0xFFFFFFFFu, totals[k], offset);
+    if ((threadIdx.x & 31u) == 0) {
+      if (totals[0] != 0) atomicAdd(&histogram[bin_zero], static_cast<unsigned long long>(totals[0]));
+      if (counts != nullptr)
+        for (int k = 1; k < 4; ++k)
+          if (totals[k] != 0) atomicAdd(&counts[k - 1], static_cast<unsigned long long>(totals[k]));
+    }
+  }
+};
+
+// Blocks for a recording kernel: enough to fill the device, few enough that merging the
+// per-block histograms stays cheap (each block ends with up to 280 global atomics).
+int record_blocks_for(std::size_t items) {
+  const std::size_t wanted = (items + threads - 1) / threads;
+  return static_cast<int>(wanted < 1024 ? (wanted == 0 ? 1 : wanted) : 1024);
 }
 
 // Kernel templates take plain integers (nvcc's host stubs cannot spell a class-type template
 // argument); the device functions they call take the Format itself. The element's math is
 // cast_record_element, which the CPU tests check against cast_and_record.
-template <int ExponentBits, int MantissaBits, RoundingMode Mode>
-__global__ void cast_record_kernel(const float* in, float* out, std::size_t n, unsigned long long* histogram,
-                                   unsigned long long* counts, std::uint64_t stochastic_seed, std::uint64_t first_random) {
-  constexpr Format F{ExponentBits, MantissaBits, Flavour::ieee};
-  __shared__ unsigned int bins[slots];
-  __shared__ unsigned int outcome[3];
-  for (int i = threadIdx.x; i < slots; i += blockDim.x) bins[i] = 0;
-  if (threadIdx.x < 3) outcome[threadIdx.x] = 0;
-  __syncthreads();
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    const CastRecordElement e = cast_record_element<F, Mode>(float_bits(in[i]), stochastic_seed, first_random, i);
-    out[i] = bits_float(e.rounded);
-    add_warp_aggregated(bins, e.slot);
-    add_warp_count(&outcome[0], e.flushed_to_zero);
-    add_warp_count(&outcome[1], e.made_subnormal);
-    add_warp_count(&outcome[2], e.overflowed);
+//
+// One pass: each element is read once; `out` (float32, may be `in`) and `packed` (the format's
+// 16-bit patterns, for cuBLAS) are written where not null. Unrecorded casts (Record false) build no
+// histogram at all. Where the pointers allow, a thread takes four neighbouring elements per
+// iteration through 16-byte loads and stores (four independent casts in flight); element i still
+// draws stochastic word first_random + i.
+template <Format F, RoundingMode Mode, bool Record>
+__device__ __forceinline__ void cast_one(std::uint32_t u, std::size_t i, BlockRecorder* recorder, std::uint64_t stochastic_seed,
+                                         std::uint64_t first_random, float& rounded, std::uint16_t& narrow) {
+  const CastRecordElement e = cast_record_element<F, Mode>(u, stochastic_seed, first_random, i);
+  rounded = bits_float(e.rounded);
+  narrow = static_cast<std::uint16_t>(e.narrow);
+  if constexpr (Record) {
+    recorder->add(e.slot);
+    recorder->add_outcome(e.flushed_to_zero, e.made_subnormal, e.overflowed);
   }
-  __syncthreads();
-  for (int i = threadIdx.x; i < slots; i += blockDim.x)
-    if (bins[i] != 0) atomicAdd(&histogram[i], static_cast<unsigned long long>(bins[i]));
-  if (threadIdx.x < 3 && outcome[threadIdx.x] != 0) atomicAdd(&counts[threadIdx.x], static_cast<unsigned long long>(outcome[threadIdx.x]));
 }
 
-__global__ void histogram_kernel(const float* in, std::size_t n, unsigned long long* histogram) {
-  __shared__ unsigned int bins[slots];
-  for (int i = threadIdx.x; i < slots; i += blockDim.x) bins[i] = 0;
-  __syncthreads();
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
-    add_warp_aggregated(bins, histogram_slot_of_f32(float_bits(in[i])));
-  __syncthreads();
-  for (int i = threadIdx.x; i < slots; i += blockDim.x)
-    if (bins[i] != 0) atomicAdd(&histogram[i], static_cast<unsigned long long>(bins[i]));
+template <Format F, RoundingMode Mode, bool Record>
+__device__ __forceinline__ void cast_loop(const float* in, float* out, std::uint16_t* packed, std::size_t n, bool vectors,
+                                          BlockRecorder* recorder, std::uint64_t stochastic_seed, std::uint64_t first_random) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  const std::size_t first = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  std::size_t scalar_from = 0;
+  if (vectors) {
+    const std::size_t quads = n / 4;
+    for (std::size_t q = first; q < quads; q += stride) {
+      const float4 v = reinterpret_cast<const float4*>(in)[q];
+      const std::uint32_t u[4] = {float_bits(v.x), float_bits(v.y), float_bits(v.z), float_bits(v.w)};
+      float r[4];
+      std::uint16_t p[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) cast_one<F, Mode, Record>(u[k], 4 * q + k, recorder, stochastic_seed, first_random, r[k], p[k]);
+      if (out != nullptr) reinterpret_cast<float4*>(out)[q] = make_float4(r[0], r[1], r[2], r[3]);
+      if (packed != nullptr)
+        reinterpret_cast<uint2*>(packed)[q] = make_uint2(p[0] | (static_cast<unsigned int>(p[1]) << 16), p[2] | (static_cast<unsigned int>(p[3]) << 16));
+    }
+    scalar_from = quads * 4;
+  }
+  for (std::size_t i = scalar_from + first; i < n; i += stride) {
+    float r;
+    std::uint16_t p;
+    cast_one<F, Mode, Record>(float_bits(in[i]), i, recorder, stochastic_seed, first_random, r, p);
+    if (out != nullptr) out[i] = r;
+    if (packed != nullptr) packed[i] = p;
+  }
 }
 
-template <int ExponentBits, int MantissaBits>
-__global__ void pack_16_kernel(const float* in, std::uint16_t* out, std::size_t n) {
+template <int ExponentBits, int MantissaBits, RoundingMode Mode, bool Record>
+__global__ void __launch_bounds__(threads) cast_record_kernel(const float* in, float* out, std::uint16_t* packed, std::size_t n, bool vectors,
+                                                              unsigned long long* histogram, unsigned long long* counts,
+                                                              std::uint64_t stochastic_seed, std::uint64_t first_random) {
   constexpr Format F{ExponentBits, MantissaBits, Flavour::ieee};
-  const CastOptions options{};
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    std::uint32_t flags = 0;  // exact: the value is already representable
-    out[i] = static_cast<std::uint16_t>(cast_from_f32<F, RoundingMode::nearest_even>(float_bits(in[i]), options, 0, flags));
+  if constexpr (Record) {
+    __shared__ unsigned int block_bins[block_bins_size];
+    BlockRecorder recorder(block_bins);
+    cast_loop<F, Mode, true>(in, out, packed, n, vectors, &recorder, stochastic_seed, first_random);
+    recorder.merge(block_bins, histogram, counts);
+  } else {
+    cast_loop<F, Mode, false>(in, out, packed, n, vectors, nullptr, stochastic_seed, first_random);
   }
+}
+
+// The histogram of float32 values without a cast (the fp32 policy): four elements per thread
+// where the pointer allows.
+__global__ void __launch_bounds__(threads) histogram_kernel(const float* in, std::size_t n, bool vectors, unsigned long long* histogram) {
+  __shared__ unsigned int block_bins[block_bins_size];
+  BlockRecorder recorder(block_bins);
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  const std::size_t first = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  std::size_t scalar_from = 0;
+  if (vectors) {
+    const std::size_t quads = n / 4;
+    for (std::size_t q = first; q < quads; q += stride) {
+      const float4 v = reinterpret_cast<const float4*>(in)[q];
+      recorder.add(histogram_slot_of_f32(float_bits(v.x)));
+      recorder.add(histogram_slot_of_f32(float_bits(v.y)));
+      recorder.add(histogram_slot_of_f32(float_bits(v.z)));
+      recorder.add(histogram_slot_of_f32(float_bits(v.w)));
+    }
+    scalar_from = quads * 4;
+  }
+  for (std::size_t i = scalar_from + first; i < n; i += stride) recorder.add(histogram_slot_of_f32(float_bits(in[i])));
+  recorder.merge(block_bins, histogram, nullptr);
 }
 
 // Column-major z (rows x cols): element i is in column i / rows.
@@ -174,23 +251,33 @@ int blocks_for(std::size_t n) {
   return static_cast<int>(wanted < 4096 ? (wanted == 0 ? 1 : wanted) : 4096);
 }
 
+// Threads for the cast: each takes four elements per iteration where it can.
+int cast_blocks_for(std::size_t n, bool vectors) { return blocks_for(vectors ? (n + 3) / 4 : n); }
+
 template <Format F, RoundingMode Mode>
-void launch_cast_record_in(const float* in, float* out, std::size_t n, CastRecordBuffers b, cudaStream_t s, std::uint64_t seed,
-                           std::uint64_t first) {
-  cast_record_kernel<F.exponent_bits, F.mantissa_bits, Mode><<<blocks_for(n), threads, 0, s>>>(in, out, n, b.histogram, b.counts, seed, first);
+void launch_cast_record_in(const float* in, float* out, std::uint16_t* packed, std::size_t n, CastRecordBuffers b, cudaStream_t s,
+                           std::uint64_t seed, std::uint64_t first) {
+  const auto aligned = [](const void* p, std::uintptr_t bytes) { return p == nullptr || reinterpret_cast<std::uintptr_t>(p) % bytes == 0; };
+  const bool vectors = aligned(in, 16) && aligned(out, 16) && aligned(packed, 8);
+  if (b.histogram != nullptr)
+    cast_record_kernel<F.exponent_bits, F.mantissa_bits, Mode, true>
+        <<<record_blocks_for(vectors ? (n + 3) / 4 : n), threads, 0, s>>>(in, out, packed, n, vectors, b.histogram, b.counts, seed, first);
+  else
+    cast_record_kernel<F.exponent_bits, F.mantissa_bits, Mode, false>
+        <<<cast_blocks_for(n, vectors), threads, 0, s>>>(in, out, packed, n, vectors, nullptr, nullptr, seed, first);
 }
 
 template <Format F>
-void launch_cast_record(const float* in, float* out, std::size_t n, RoundingMode mode, CastRecordBuffers b, cudaStream_t s,
-                        std::uint64_t seed, std::uint64_t first) {
+void launch_cast_record(const float* in, float* out, std::uint16_t* packed, std::size_t n, RoundingMode mode, CastRecordBuffers b,
+                        cudaStream_t s, std::uint64_t seed, std::uint64_t first) {
   switch (mode) {
-    case RoundingMode::nearest_even: launch_cast_record_in<F, RoundingMode::nearest_even>(in, out, n, b, s, seed, first); break;
-    case RoundingMode::nearest_away: launch_cast_record_in<F, RoundingMode::nearest_away>(in, out, n, b, s, seed, first); break;
-    case RoundingMode::toward_zero: launch_cast_record_in<F, RoundingMode::toward_zero>(in, out, n, b, s, seed, first); break;
-    case RoundingMode::toward_positive: launch_cast_record_in<F, RoundingMode::toward_positive>(in, out, n, b, s, seed, first); break;
-    case RoundingMode::toward_negative: launch_cast_record_in<F, RoundingMode::toward_negative>(in, out, n, b, s, seed, first); break;
-    case RoundingMode::odd: launch_cast_record_in<F, RoundingMode::odd>(in, out, n, b, s, seed, first); break;
-    case RoundingMode::stochastic: launch_cast_record_in<F, RoundingMode::stochastic>(in, out, n, b, s, seed, first); break;
+    case RoundingMode::nearest_even: launch_cast_record_in<F, RoundingMode::nearest_even>(in, out, packed, n, b, s, seed, first); break;
+    case RoundingMode::nearest_away: launch_cast_record_in<F, RoundingMode::nearest_away>(in, out, packed, n, b, s, seed, first); break;
+    case RoundingMode::toward_zero: launch_cast_record_in<F, RoundingMode::toward_zero>(in, out, packed, n, b, s, seed, first); break;
+    case RoundingMode::toward_positive: launch_cast_record_in<F, RoundingMode::toward_positive>(in, out, packed, n, b, s, seed, first); break;
+    case RoundingMode::toward_negative: launch_cast_record_in<F, RoundingMode::toward_negative>(in, out, packed, n, b, s, seed, first); break;
+    case RoundingMode::odd: launch_cast_record_in<F, RoundingMode::odd>(in, out, packed, n, b, s, seed, first); break;
+    case RoundingMode::stochastic: launch_cast_record_in<F, RoundingMode::stochastic>(in, out, packed, n, b, s, seed, first); break;
   }
   cudaCheck(cudaGetLastError());
 }
@@ -198,10 +285,10 @@ void launch_cast_record(const float* in, float* out, std::size_t n, RoundingMode
 }  // namespace
 
 void cast_and_record(const float* in, float* out, std::size_t n, bool bf16, RoundingMode mode, CastRecordBuffers buffers,
-                     void* stream, std::uint64_t stochastic_seed, std::uint64_t first_random) {
+                     void* stream, std::uint64_t stochastic_seed, std::uint64_t first_random, std::uint16_t* packed) {
   const auto s = static_cast<cudaStream_t>(stream);
-  if (bf16) launch_cast_record<formats::bf16>(in, out, n, mode, buffers, s, stochastic_seed, first_random);
-  else launch_cast_record<formats::fp16>(in, out, n, mode, buffers, s, stochastic_seed, first_random);
+  if (bf16) launch_cast_record<formats::bf16>(in, out, packed, n, mode, buffers, s, stochastic_seed, first_random);
+  else launch_cast_record<formats::fp16>(in, out, packed, n, mode, buffers, s, stochastic_seed, first_random);
 }
 
 void update_scaler(const LossScalerConfig& config, LossScalerState* state, const int* found_non_finite, int* skip, float* step_scale,
@@ -211,14 +298,8 @@ void update_scaler(const LossScalerConfig& config, LossScalerState* state, const
 }
 
 void record_histogram(const float* in, std::size_t n, unsigned long long* histogram, void* stream) {
-  histogram_kernel<<<blocks_for(n), threads, 0, static_cast<cudaStream_t>(stream)>>>(in, n, histogram);
-  cudaCheck(cudaGetLastError());
-}
-
-void pack_16(const float* in, std::uint16_t* out, std::size_t n, bool bf16, void* stream) {
-  const auto s = static_cast<cudaStream_t>(stream);
-  if (bf16) pack_16_kernel<formats::bf16.exponent_bits, formats::bf16.mantissa_bits><<<blocks_for(n), threads, 0, s>>>(in, out, n);
-  else pack_16_kernel<formats::fp16.exponent_bits, formats::fp16.mantissa_bits><<<blocks_for(n), threads, 0, s>>>(in, out, n);
+  const bool vectors = reinterpret_cast<std::uintptr_t>(in) % 16 == 0;
+  histogram_kernel<<<record_blocks_for(vectors ? (n + 3) / 4 : n), threads, 0, static_cast<cudaStream_t>(stream)>>>(in, n, vectors, histogram);
   cudaCheck(cudaGetLastError());
 }
 

@@ -12,6 +12,7 @@
 namespace fpscope {
 
 struct CastRecordElement {
+  std::uint32_t narrow = 0;   // the value after the cast, in the format's own bits
   std::uint32_t rounded = 0;  // float32 bits of the value after the cast, widened back
   int slot = 0;               // histogram_slot_of_f32 of the value before it
   bool flushed_to_zero = false, made_subnormal = false, overflowed = false;
@@ -25,9 +26,9 @@ FPSCOPE_HD inline CastRecordElement cast_record_element(std::uint32_t u, std::ui
   const CastOptions options{};
   std::uint32_t flags = 0, widen_flags = 0;
   const std::uint64_t random = Mode == RoundingMode::stochastic ? stochastic_random(stochastic_seed, first_random + index) : 0;
-  const std::uint32_t narrow = cast_from_f32<F, Mode>(u, options, random, flags);
   CastRecordElement e;
-  e.rounded = cast_to_f32<F>(narrow, options, widen_flags);
+  e.narrow = cast_from_f32<F, Mode>(u, options, random, flags);
+  e.rounded = cast_to_f32<F>(e.narrow, options, widen_flags);
   e.slot = histogram_slot_of_f32(u);
   const CastOutcome outcome = classify_cast(F, u, e.rounded);
   e.flushed_to_zero = outcome.flushed_to_zero;

@@ -25,14 +25,17 @@ struct CastRecordBuffers {
 };
 
 // Rounds n float32 values (device memory) to fp16 (bf16 with `bf16`) in `mode` with default
-// options, writing them back as float32 into `out` (may equal `in`), and accumulates the
-// histogram of the values before the cast and the outcome counts. One pass over the data;
-// block-local shared-memory histograms (lanes of a warp with the same bin add once, with the
-// count of their group), merged with one atomic per bin per block. Stochastic rounding draws
-// element i's word as stochastic_random(stochastic_seed, first_random + i), as the CPU's
-// round_f32 does with ctx.stochastic_counter == first_random: the same bits on both.
+// options, writing them as float32 into `out` (may equal `in`; null: not written) and as the
+// format's 16-bit patterns into `packed` (null: not written; the cuBLAS operands), and, where
+// `buffers` are given, accumulates the histogram of the values before the cast and the outcome
+// counts; with CastRecordBuffers{} nothing is counted (an unrecorded cast does no histogram work).
+// One pass over the data; block-local shared-memory histograms (lanes of a warp with the same bin
+// add once, with the count of their group), merged with one atomic per bin per block. Stochastic
+// rounding draws element i's word as stochastic_random(stochastic_seed, first_random + i), as the
+// CPU's round_f32 does with ctx.stochastic_counter == first_random: the same bits on both.
 void cast_and_record(const float* in, float* out, std::size_t n, bool bf16, RoundingMode mode, CastRecordBuffers buffers,
-                     void* stream = nullptr, std::uint64_t stochastic_seed = 0, std::uint64_t first_random = 0);
+                     void* stream = nullptr, std::uint64_t stochastic_seed = 0, std::uint64_t first_random = 0,
+                     std::uint16_t* packed = nullptr);
 
 // Advances the scaler state (device memory) by one step from *found_non_finite, on the device,
 // so that a training step needs no host synchronisation: *skip says whether the step is skipped,
@@ -48,9 +51,7 @@ int device_count(std::string* why = nullptr);
 
 // Histogram of n float32 values without a cast (the fp32 policy records this only).
 void record_histogram(const float* in, std::size_t n, unsigned long long* histogram, void* stream = nullptr);
-// Values already representable in fp16 (bf16) as their 16-bit patterns, for cuBLAS inputs.
-void pack_16(const float* in, std::uint16_t* out, std::size_t n, bool bf16, void* stream = nullptr);
-// z (rows x cols) += bias (cols) on every row.
+// z (rows x cols, column-major) += bias (cols) on every row.
 void add_bias(float* z, const float* bias, int rows, int cols, void* stream = nullptr);
 // out = activate(z), element-wise (out may equal z).
 void activation_forward(const float* z, float* out, std::size_t n, Activation activation, void* stream = nullptr);
