@@ -22,6 +22,7 @@
 #include "fpscope/core/cast.hpp"
 #include "fpscope/gpu/activation.hpp"
 #include "fpscope/gpu/cast_record.hpp"
+#include "fpscope/gpu/cast_record_element_device.cuh"
 #include "fpscope/gpu/cuda_kernels.hpp"
 #include "fpscope/gpu/loss_scaler.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
@@ -81,6 +82,27 @@ double largest_ulps(const std::vector<float>& a, const std::vector<float>& b) {
   return worst;
 }
 
+// Every float32 input (2^32 of them) through the conversion instruction's path and through the
+// emulator's, on the device: counts the inputs whose narrow bits, widened value, histogram slot or
+// outcome differ, and keeps the first such input.
+template <bool Bf16>  // (a kernel template cannot take the Format itself: nvcc's host stubs)
+__global__ void compare_instruction_path(unsigned long long* mismatches, unsigned int* first_mismatch) {
+  constexpr Format F = Bf16 ? formats::bf16 : formats::fp16;
+  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  unsigned int local = 0;
+  for (std::uint64_t v = blockIdx.x * static_cast<std::uint64_t>(blockDim.x) + threadIdx.x; v < (std::uint64_t{1} << 32); v += stride) {
+    const auto u = static_cast<std::uint32_t>(v);
+    const CastRecordElement a = cast_record_element_by_instruction<F>(u);
+    const CastRecordElement b = cast_record_element<F, RoundingMode::nearest_even>(u, 0, 0, 0);
+    if (a.narrow != b.narrow || a.rounded != b.rounded || a.slot != b.slot || a.flushed_to_zero != b.flushed_to_zero ||
+        a.made_subnormal != b.made_subnormal || a.overflowed != b.overflowed) {
+      ++local;
+      atomicMin(first_mismatch, u);
+    }
+  }
+  if (local != 0) atomicAdd(mismatches, static_cast<unsigned long long>(local));
+}
+
 }  // namespace
 
 int main() {
@@ -94,6 +116,20 @@ int main() {
     const std::size_t n = 1 << 20;
     std::vector<float> values(n);
     for (std::size_t i = 0; i < n; ++i) values[i] = bits_float(i % 4 == 0 ? rng() : (rng() & 0x807FFFFFu) | ((90u + rng() % 60u) << 23));
+
+    // The conversion instructions against the emulator, exhaustively.
+    for (const bool bf16 : {false, true}) {
+      Device<unsigned long long> mismatches(1);
+      Device<unsigned int> first(std::vector<unsigned int>{0xFFFFFFFFu});
+      mismatches.zero();
+      if (bf16) compare_instruction_path<true><<<4096, 256>>>(mismatches.data, first.data);
+      else compare_instruction_path<false><<<4096, 256>>>(mismatches.data, first.data);
+      CHECK(cudaGetLastError());
+      const unsigned long long count = mismatches.read()[0];
+      std::printf("     first differing input: 0x%08X\n", count == 0 ? 0u : first.read()[0]);
+      verdict(count == 0, std::string("every float32 -> ") + (bf16 ? "bf16" : "fp16") + " RNE: the instruction path is the emulator's (mismatches)",
+              static_cast<double>(count));
+    }
 
     // The recorded cast, every mode, fp16 and bf16.
     for (const bool bf16 : {false, true})

@@ -8,6 +8,7 @@
 #include "fpscope/core/cast.hpp"
 #include "fpscope/core/exponent_histogram.hpp"
 #include "fpscope/gpu/cast_record_element.hpp"
+#include "fpscope/gpu/cast_record_element_device.cuh"
 #include "fpscope/gpu/cuda_kernels.hpp"
 #include "fpscope/core/loss_scaling.hpp"
 #include "fpscope/gpu/softmax_cross_entropy.hpp"
@@ -97,7 +98,9 @@ int record_blocks_for(std::size_t items) {
 template <Format F, RoundingMode Mode, bool Record>
 __device__ __forceinline__ void cast_one(std::uint32_t u, std::size_t i, BlockRecorder* recorder, std::uint64_t stochastic_seed,
                                          std::uint64_t first_random, float& rounded, std::uint16_t& narrow) {
-  const CastRecordElement e = cast_record_element<F, Mode>(u, stochastic_seed, first_random, i);
+  CastRecordElement e;
+  if constexpr (has_conversion_instruction<F, Mode>) e = cast_record_element_by_instruction<F>(u);
+  else e = cast_record_element<F, Mode>(u, stochastic_seed, first_random, i);
   rounded = bits_float(e.rounded);
   narrow = static_cast<std::uint16_t>(e.narrow);
   if constexpr (Record) {
