@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -64,11 +65,21 @@ struct CudaMlpTrainer::Device {
   std::vector<DeviceArray<std::uint16_t>> weights_16;  // the cast weights as cuBLAS reads them
   std::vector<DeviceArray<float>> a, z;  // per layer: input activations, pre-activations
   std::vector<DeviceArray<std::uint16_t>> a_16, dz_16;
-  DeviceArray<float> dz, da, row_loss, loss, step_scale;
-  DeviceArray<int> labels, found_non_finite, skip;
+  DeviceArray<float> dz, da, row_loss;
+  DeviceArray<int> labels, found_non_finite;
+  // What the host reads back, in one copy: two words of scalars (the batch's loss sum and the
+  // step's scale as floats, then the skip flag), then, for a recorded step, every tensor's
+  // histogram slots and counts. Its host side is pinned, so the copy is one DMA.
+  DeviceArray<unsigned long long> readback;
+  unsigned long long* host_readback = nullptr;
+  float* loss() const { return reinterpret_cast<float*>(readback.data); }
+  float* step_scale() const { return reinterpret_cast<float*>(readback.data) + 1; }
+  int* skip() const { return reinterpret_cast<int*>(readback.data + 1); }
+  unsigned long long* records() const { return readback.data + scalar_words; }
+  static constexpr std::size_t scalar_words = 2;
   DeviceArray<LossScalerState> scaler;
-  DeviceArray<unsigned long long> records;  // recorded casts: per tensor, the histogram slots and 3 counts
   ~Device() {
+    if (host_readback != nullptr) cudaFreeHost(host_readback);
     if (cublas != nullptr) cublasDestroy(cublas);
     if (stream != nullptr) cudaStreamDestroy(stream);
   }
@@ -102,11 +113,9 @@ CudaMlpTrainer::CudaMlpTrainer(const MlpConfig& config) : config_(config), devic
     d.weights_16.emplace_back(w);
   }
   d.found_non_finite = DeviceArray<int>(1);
-  d.skip = DeviceArray<int>(1);
   d.scaler = DeviceArray<LossScalerState>(1);
-  d.loss = DeviceArray<float>(1);
-  d.step_scale = DeviceArray<float>(1);
-  d.records = DeviceArray<unsigned long long>(4 * layers * record_stride);
+  d.readback = DeviceArray<unsigned long long>(Device::scalar_words + 4 * layers * record_stride);
+  cudaCheck(cudaMallocHost(reinterpret_cast<void**>(&d.host_readback), sizeof(unsigned long long) * d.readback.size));
   restore(initial);
 }
 
@@ -186,11 +195,12 @@ StepResult CudaMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector
   cudaCheck(cudaMemcpyAsync(d.a[0].data, inputs.data(), sizeof(float) * static_cast<std::size_t>(inputs.size()), cudaMemcpyHostToDevice,
                             d.stream));
   cudaCheck(cudaMemcpyAsync(d.labels.data, labels.data(), sizeof(int) * labels.size(), cudaMemcpyHostToDevice, d.stream));
-  if (record) cudaCheck(cudaMemsetAsync(d.records.data, 0, sizeof(unsigned long long) * d.records.size, d.stream));
+  if (record)
+    cudaCheck(cudaMemsetAsync(d.records(), 0, sizeof(unsigned long long) * (d.readback.size - Device::scalar_words), d.stream));
 
   // Where tensor (layer, kind) records: kinds in the snapshot's order.
   auto buffers = [&](std::size_t l, int kind) {
-    unsigned long long* base = d.records.data + (4 * l + static_cast<std::size_t>(kind)) * record_stride;
+    unsigned long long* base = d.records() + (4 * l + static_cast<std::size_t>(kind)) * record_stride;
     return cuda::CastRecordBuffers{base, base + bin_slot_count};
   };
   // The cast of n values from `in` to `out` (float32; null where nothing reads them) and `packed`
@@ -240,7 +250,7 @@ StepResult CudaMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector
   const int classes = config_.layer_sizes.back();
   cuda::softmax_cross_entropy(d.z[layers - 1].data, d.labels.data, batch, classes, d.scaler.data, config_.loss_weight, d.dz.data,
                               d.row_loss.data, s);
-  cuda::ordered_sum(d.row_loss.data, batch, d.loss.data, s);
+  cuda::ordered_sum(d.row_loss.data, batch, d.loss(), s);
   // Backward.
   cudaCheck(cudaMemsetAsync(d.found_non_finite.data, 0, sizeof(int), d.stream));
   for (std::size_t l = layers; l-- > 0;) {
@@ -275,20 +285,20 @@ StepResult CudaMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector
     cuda::find_non_finite(d.grad_w[l].data, d.grad_w[l].size, d.found_non_finite.data, s);
     cuda::find_non_finite(d.grad_b[l].data, d.grad_b[l].size, d.found_non_finite.data, s);
   }
-  cuda::update_scaler(config_.scaler, d.scaler.data, d.found_non_finite.data, d.skip.data, d.step_scale.data, s);
+  cuda::update_scaler(config_.scaler, d.scaler.data, d.found_non_finite.data, d.skip(), d.step_scale(), s);
   // fp16-pure re-casts the weights after an update only, as the CPU backend does: a skipped step
   // leaves them, and the stochastic-rounding counter, as they were. The host must know whether
   // this step was skipped before it launches the casts: one read-back a step, in this mode only.
   bool skipped_here = false;
   if (config_.precision == Precision::fp16_pure) {
     int skip = 0;
-    cudaCheck(cudaMemcpyAsync(&skip, d.skip.data, sizeof skip, cudaMemcpyDeviceToHost, d.stream));
+    cudaCheck(cudaMemcpyAsync(&skip, d.skip(), sizeof skip, cudaMemcpyDeviceToHost, d.stream));
     cudaCheck(cudaStreamSynchronize(d.stream));
     skipped_here = skip != 0;
   }
   for (std::size_t l = 0; l < layers; ++l) {
-    cuda::sgd_update(d.weights[l].data, d.grad_w[l].data, d.grad_w[l].size, config_.learning_rate, d.step_scale.data, d.skip.data, s);
-    cuda::sgd_update(d.biases[l].data, d.grad_b[l].data, d.grad_b[l].size, config_.learning_rate, d.step_scale.data, d.skip.data, s);
+    cuda::sgd_update(d.weights[l].data, d.grad_w[l].data, d.grad_w[l].size, config_.learning_rate, d.step_scale(), d.skip(), s);
+    cuda::sgd_update(d.biases[l].data, d.grad_b[l].data, d.grad_b[l].size, config_.learning_rate, d.step_scale(), d.skip(), s);
     if (config_.precision == Precision::fp16_pure && !skipped_here) {
       cast(d.weights[l].data, d.weights[l].data, nullptr, d.weights[l].size, l, 2, false);
       cast(d.biases[l].data, d.biases[l].data, nullptr, d.biases[l].size, l, 2, false);
@@ -299,16 +309,16 @@ StepResult CudaMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector
   result.loss = std::numeric_limits<double>::quiet_NaN();
   result.loss_scale = std::numeric_limits<double>::quiet_NaN();
   if (record || read_loss) {
-    // One read-back: the loss, the step's scale, whether it was skipped, and the records.
+    // One read-back into pinned memory: the scalars, and the records of a recorded step.
+    const std::size_t words = record ? d.readback.size : Device::scalar_words;
+    cudaCheck(cudaMemcpyAsync(d.host_readback, d.readback.data, sizeof(unsigned long long) * words, cudaMemcpyDeviceToHost, d.stream));
+    cudaCheck(cudaStreamSynchronize(d.stream));
     float loss_sum = 0, step_scale = 0;
     int skip = 0;
-    cudaCheck(cudaMemcpyAsync(&loss_sum, d.loss.data, sizeof loss_sum, cudaMemcpyDeviceToHost, d.stream));
-    cudaCheck(cudaMemcpyAsync(&step_scale, d.step_scale.data, sizeof step_scale, cudaMemcpyDeviceToHost, d.stream));
-    cudaCheck(cudaMemcpyAsync(&skip, d.skip.data, sizeof skip, cudaMemcpyDeviceToHost, d.stream));
-    std::vector<unsigned long long> counters(record ? d.records.size : 0);
-    if (record)
-      cudaCheck(cudaMemcpyAsync(counters.data(), d.records.data, sizeof(unsigned long long) * counters.size(), cudaMemcpyDeviceToHost, d.stream));
-    cudaCheck(cudaStreamSynchronize(d.stream));
+    std::memcpy(&loss_sum, d.host_readback, sizeof loss_sum);
+    std::memcpy(&step_scale, reinterpret_cast<const char*>(d.host_readback) + sizeof(float), sizeof step_scale);
+    std::memcpy(&skip, d.host_readback + 1, sizeof skip);
+    const unsigned long long* counters = d.host_readback + Device::scalar_words;
     result.loss = static_cast<double>(loss_sum) / batch;
     result.loss_scale = step_scale;
     result.skipped = skip != 0;
@@ -322,7 +332,7 @@ StepResult CudaMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector
                                              TensorKind::weight_gradient};
       for (std::size_t l = 0; l < layers; ++l)
         for (int k = 0; k < 4; ++k) {
-          const unsigned long long* c = counters.data() + (4 * l + static_cast<std::size_t>(k)) * record_stride;
+          const unsigned long long* c = counters + (4 * l + static_cast<std::size_t>(k)) * record_stride;
           TensorRecord t;
           t.name = "fc" + std::to_string(l + 1);
           t.kind = kinds[k];
