@@ -5,6 +5,7 @@ the work per tensor is kept to what must touch the data (one shift, one bincount
 where field 0 holds values) and everything small -- laying out the 280 slots, summing repeated
 calls, reading counts back -- is done once per step for all tensors together (`assemble`)."""
 
+import threading
 from itertools import compress
 
 import torch
@@ -29,12 +30,38 @@ class Partial:
         self.by_field, self.zeros, self.rare = by_field, zeros, rare
 
 
-def _nonzero_count(x):
+class _Scratch(threading.local):
+    """Reused buffers for the temporaries of a CPU tensor's histogram (one set per thread: hooks
+    may run on autograd's threads). A fresh temporary of a few MB costs more in page faults than the
+    pass that fills it (a shift over 2M values: 1.5 ms into new memory, 0.4 ms into a reused
+    buffer), so the shifted fields, their bytes and |x| go into buffers that grow to the largest
+    tensor seen, up to _SCRATCH_LIMIT elements; larger tensors use fresh memory."""
+
+    def __init__(self):
+        self.shifted = torch.empty(0, dtype=torch.int32)
+        self.fields = torch.empty(0, dtype=torch.uint8)
+        self.magnitudes = torch.empty(0, dtype=torch.float32)
+
+    def take(self, n):
+        if n > _SCRATCH_LIMIT:
+            return (torch.empty(n, dtype=torch.int32), torch.empty(n, dtype=torch.uint8), torch.empty(n, dtype=torch.float32))
+        if self.shifted.numel() < n:
+            self.shifted = torch.empty(n, dtype=torch.int32)
+            self.fields = torch.empty(n, dtype=torch.uint8)
+            self.magnitudes = torch.empty(n, dtype=torch.float32)
+        return self.shifted[:n], self.fields[:n], self.magnitudes[:n]
+
+
+_SCRATCH_LIMIT = 1 << 24  # 16M elements: at most 144 MB of buffers a thread
+_scratch = _Scratch()
+
+
+def _nonzero_count(x, magnitudes=None):
     """Elements of x (no NaN among them) that are not +-0. sign(|x|) is 1 or 0 (a subnormal's
     sign is 1), and a float32 sum of up to 2^24 ones is exact: a fast pass for the usual sizes;
-    larger tensors take the integer path."""
+    larger tensors take the integer path. `magnitudes`: a float32 buffer of x's size for |x|."""
     if x.numel() <= _EXACT_FLOAT_SUM:
-        return int(x.abs().sign_().sum())
+        return int((torch.abs(x, out=magnitudes) if magnitudes is not None else x.abs()).sign_().sum())
     return int(torch.count_nonzero(x))
 
 
@@ -44,14 +71,20 @@ def partial_histogram(tensor):
     if x.dtype != torch.float32:
         x = x.float()
     bits = x.view(torch.int32)
-    field = (bits >> 23).to(torch.uint8)  # the low 8 bits: the sign falls off
+    magnitudes = None
+    if x.device.type == "cpu":
+        shifted, field, magnitudes = _scratch.take(x.numel())
+        torch.bitwise_right_shift(bits, 23, out=shifted)
+        field.copy_(shifted)  # the low 8 bits: the sign falls off
+    else:
+        field = (bits >> 23).to(torch.uint8)
     by_field = torch.bincount(field, minlength=256)
     # Field 0 holds the zeros and the subnormals, field 255 the infinities and NaNs: each is looked
     # at only when there is something in it (weights and most gradients have neither).
     in_field_0, in_field_255 = by_field[::255].tolist()
     zeros = 0
     if in_field_0 > 0:
-        zeros = x.numel() - (_nonzero_count(x) if in_field_255 == 0 else int(torch.count_nonzero(x)))  # -0.0 is zero; NaN is not
+        zeros = x.numel() - (_nonzero_count(x, magnitudes) if in_field_255 == 0 else int(torch.count_nonzero(x)))  # -0.0 is zero; NaN is not
     rare = None
     if in_field_0 - zeros + in_field_255 > 0:
         magnitude = bits & 0x7FFFFFFF
