@@ -1,4 +1,4 @@
-// `fpscope train`: mixed-precision training of an MLP on the CPU backend, recording a run log.
+// `fpscope train`: mixed-precision training of an MLP on the CPU or CUDA backend, recording a run log.
 #include <fmt/core.h>
 #include <unistd.h>
 
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "cuda_module.hpp"
+#include "fpscope/gpu/backend_choice.hpp"
 #include "fpscope/analyzer/run_log.hpp"
 #include "fpscope/core/names.hpp"
 #include "fpscope/gpu/checkpoint.hpp"
@@ -64,30 +64,6 @@ auto parse_or_usage(Parse parse) {
     throw UsageError(e.what());
   }
 }
-
-// The two backends behind one face: the CPU reference (Eigen) and the CUDA module (cuBLAS + our kernels).
-class Backend {
- public:
-  Backend(const std::string& name, const MlpConfig& config) {
-    std::string why;
-    const bool use_cuda = name == "cuda" || (name == "auto" && cuda_device_count(why) > 0);
-    if (use_cuda) cuda_ = make_cuda_trainer(config);
-    else cpu_.emplace(config);
-  }
-  std::string_view name() const { return cpu_ ? "cpu" : "cuda"; }
-  StepResult step(const Eigen::MatrixXf& x, const std::vector<int>& y, bool record, bool read_loss) {
-    return cpu_ ? cpu_->step(x, y, record) : cuda_->step(x, y, record, read_loss);
-  }
-  MlpTrainer::State state() const { return cpu_ ? cpu_->state() : cuda_->state(); }
-  void restore(const MlpTrainer::State& state) { cpu_ ? cpu_->restore(state) : cuda_->restore(state); }
-  void inject(const FaultInjection& fault) { cpu_ ? cpu_->inject(fault) : cuda_->inject(fault); }
-  LossScalerState scaler_state() const { return cpu_ ? cpu_->scaler().state() : cuda_->scaler_state(); }
-  Format format() const { return cpu_ ? cpu_->format() : cuda_->format(); }
-
- private:
-  std::optional<MlpTrainer> cpu_;
-  std::unique_ptr<TrainerBackend> cuda_;
-};
 
 // A run longer than this is a typo, not a plan (10^12 steps at 10^6 steps/s is 11 days).
 constexpr std::int64_t max_steps = 1'000'000'000'000;
@@ -146,7 +122,8 @@ void run_train(const TrainOptions& o) {
   const OutputTarget* log_target = o.out ? &outputs.front() : nullptr;
   const OutputTarget* checkpoint_target = checkpoint_every > 0 ? &outputs.back() : nullptr;
 
-  Backend trainer(o.backend, config);
+  const std::unique_ptr<TrainerBackend> backend = parse_or_usage([&] { return make_trainer_backend(o.backend, config); });
+  TrainerBackend& trainer = *backend;
   std::string injected;
   for (const FaultInjection& fault : faults) {
     trainer.inject(fault);

@@ -1,6 +1,8 @@
 // The training thread: steps, drains the command queue between steps, publishes Snapshots.
 #include "fpscope/gpu/training_session.hpp"
 
+#include "fpscope/gpu/backend_choice.hpp"
+
 #include <chrono>
 
 #include "fpscope/core/names.hpp"
@@ -26,7 +28,7 @@ void TrainingSession::start(const TrainingSettings& settings) {
   stop();
   // Built here so that bad settings throw on the caller's thread, before anything changes.
   TrainingData data(settings.data, settings.mlp.layer_sizes, settings.mlp.seed);
-  MlpTrainer trainer(settings.mlp);
+  std::unique_ptr<TrainerBackend> trainer = make_trainer_backend(settings.backend, settings.mlp);
   if (settings.batch < 1 || settings.record_every < 1 || settings.steps < 0)
     throw std::invalid_argument("batch and record-every must be positive, steps not negative");
   settings_ = settings;
@@ -35,7 +37,7 @@ void TrainingSession::start(const TrainingSettings& settings) {
   header.run_id = new_run_id();
   header.model = layer_sizes_name(settings.mlp.layer_sizes) + " " + activation_name(settings.mlp.activation);
   header.precision = precision_name(settings.mlp.precision);
-  header.format = format_name(trainer.format());
+  header.format = format_name(trainer->format());
   header.rounding = rounding_mode_name(settings.mlp.rounding);
   header.scaler = describe(settings.mlp.scaler);
   store_.clear();
@@ -46,7 +48,8 @@ void TrainingSession::start(const TrainingSettings& settings) {
     quit_ = false;
     status_ = TrainingStatus{};
     status_.state = settings.start_paused ? TrainingStatus::State::paused : TrainingStatus::State::running;
-    status_.loss_scale = trainer.scaler().scale();
+    status_.loss_scale = trainer->scaler_state().scale;
+    status_.backend = std::string(trainer->name());
     status_.dynamic_scaling = settings.mlp.scaler.kind == LossScalerConfig::Kind::dynamic;
   }
   thread_ = std::thread([this, trainer = std::move(trainer), data = std::move(data)]() mutable {
@@ -99,7 +102,8 @@ TrainingStatus TrainingSession::status() const {
   return status_;
 }
 
-void TrainingSession::run(MlpTrainer trainer, TrainingData data) {
+void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, TrainingData data) {
+  TrainerBackend& trainer = *backend;
   using Clock = std::chrono::steady_clock;
   Eigen::MatrixXf inputs;
   std::vector<int> labels;
@@ -133,9 +137,9 @@ void TrainingSession::run(MlpTrainer trainer, TrainingData data) {
                 if (status_.state == TrainingStatus::State::paused) take_step = true;
                 break;
               case Command::set_static:
-                if (c.value > 0) trainer.scaler().reconfigure(LossScalerConfig::fixed(c.value));
+                if (c.value > 0) trainer.reconfigure_scaler(LossScalerConfig::fixed(c.value));
                 status_.dynamic_scaling = false;
-                status_.loss_scale = trainer.scaler().scale();
+                status_.loss_scale = trainer.scaler_state().scale;
                 break;
               case Command::inject:
                 if (c.fault.layer >= 1 && static_cast<std::size_t>(c.fault.layer) < settings_.mlp.layer_sizes.size()) {
@@ -145,9 +149,9 @@ void TrainingSession::run(MlpTrainer trainer, TrainingData data) {
                 }
                 break;
               case Command::set_dynamic:
-                trainer.scaler().reconfigure(dynamic_config);
+                trainer.reconfigure_scaler(dynamic_config);
                 status_.dynamic_scaling = true;
-                status_.loss_scale = trainer.scaler().scale();
+                status_.loss_scale = trainer.scaler_state().scale;
                 break;
             }
           }
@@ -164,7 +168,7 @@ void TrainingSession::run(MlpTrainer trainer, TrainingData data) {
       const auto step_start = Clock::now();
       data.next_batch(batch, inputs, labels);
       const std::int64_t step = trainer.step_count();
-      StepResult result = trainer.step(inputs, labels, step % record_every == 0);
+      StepResult result = trainer.step(inputs, labels, step % record_every == 0, true);  // every step's loss: the curves
       if (result.snapshot) store_.append(std::move(*result.snapshot));
       else store_.append_step({step, result.loss, result.loss_scale, result.skipped});
       ++window_steps;
@@ -176,8 +180,9 @@ void TrainingSession::run(MlpTrainer trainer, TrainingData data) {
         status_.state = TrainingStatus::State::paused;
       status_.running_seconds += std::chrono::duration<double>(now - step_start).count();
       status_.loss = result.loss;
-      status_.loss_scale = trainer.scaler().scale();
-      status_.skipped_steps = trainer.scaler().state().skipped_steps;
+      const LossScalerState scaler = trainer.scaler_state();
+      status_.loss_scale = scaler.scale;
+      status_.skipped_steps = scaler.skipped_steps;
       if (seconds >= 0.5) {
         status_.steps_per_second = static_cast<double>(window_steps) / seconds;
         window_start = now;

@@ -79,6 +79,7 @@ bool App::start_training(const TrainingForm& f) {
     settings.mlp.loss_weight = static_cast<float>(std::ldexp(1.0, f.loss_weight_log2));
     settings.mlp.seed = static_cast<std::uint64_t>(f.seed);
     settings.data = f.data;
+    settings.backend = f.backend;
     settings.batch = f.batch;
     settings.record_every = f.record_every;
     settings.steps = f.steps;

@@ -70,6 +70,7 @@ struct TrainingForm {
   int record_every = training_defaults::record_every;
   int steps = 0;  // 0: until stopped
   std::string data = training_defaults::data;
+  std::string backend = "auto";  // cpu, cuda, or auto: cuda where a device answers
   int seed = training_defaults::seed;
   int pause_at_step = 0;  // > 0: the run pauses itself there (--pause-at-step; not in the form)
 };

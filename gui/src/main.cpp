@@ -304,6 +304,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   cli.add_option("--record-every", f.record_every, "training: record a snapshot every N steps")->capture_default_str();
   cli.add_option("--data", f.data, "training: synthetic or mnist:DIR")->capture_default_str();
+  cli.add_option("--backend", f.backend, "training: auto (cuda where a device answers), cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
   cli.add_option("--seed", f.seed, "training: seed")->capture_default_str();
   cli.add_flag("--start", o.app.start, "start training with these settings on opening");
   std::string inspect_text, inspect_format, arithmetic;

@@ -180,7 +180,8 @@ void draw_training(App& app) {
   state_swatch(state_colour(status.state));
   // Steps done (the views name a recorded step by its number, which starts at 0).
   ImGui::Text("%s  %lld steps done", std::string(training_state_name(status.state)).c_str(), static_cast<long long>(status.step));
-  ImGui::Text("loss %.5f   %.1f steps/s", status.loss, status.steps_per_second);
+  ImGui::Text("loss %.5f   %.1f steps/s%s%s", status.loss, status.steps_per_second, status.backend.empty() ? "" : "   on the ",
+              status.backend.empty() ? "" : (status.backend == "cuda" ? "GPU (CUDA)" : "CPU"));
   ImGui::Text("scale 2^%.0f (%s)   skipped %lld", std::log2(status.loss_scale), status.dynamic_scaling ? "dynamic" : "static",
               static_cast<long long>(status.skipped_steps));
   if (!status.error.empty() || !app.training_message.empty()) {
@@ -233,6 +234,13 @@ void draw_training(App& app) {
   ImGui::InputInt("record every", &f.record_every);
   ImGui::InputInt("steps (0: run on)", &f.steps);
   ImGui::InputText("data", &f.data);
+  static constexpr const char* backends[] = {"auto", "cpu", "cuda"};
+  if (ImGui::BeginCombo("backend", f.backend.c_str())) {
+    for (const char* name : backends)
+      if (ImGui::Selectable(name, f.backend == name)) f.backend = name;
+    ImGui::EndCombo();
+  }
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("auto: the CUDA backend where a device answers, else the CPU");
   ImGui::InputInt("seed", &f.seed);
   ImGui::PopItemWidth();
   f.batch = std::clamp(f.batch, 1, 1 << 16);

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <thread>
 
+#include "fpscope/gpu/backend_choice.hpp"
+#include "fpscope/gpu/training_data.hpp"
 #include "fpscope/gpu/training_session.hpp"
 
 using namespace fpscope;
@@ -17,6 +19,7 @@ TrainingSettings small_settings(std::int64_t steps) {
   s.mlp.seed = 7;
   s.batch = 16;
   s.steps = steps;
+  s.backend = "cpu";  // the direct runs these are compared with are the CPU backend's
   return s;
 }
 TrainingStatus wait_until(const TrainingSession& session, TrainingStatus::State state, std::int64_t min_step = 0) {
@@ -169,5 +172,40 @@ TEST_CASE("bad settings throw before anything changes") {
   CHECK_THROWS_WITH_AS(session.start(bad), doctest::Contains("unknown data 'imagenet'"), std::invalid_argument);
   bad.data = "mnist:/nonexistent/folder";
   CHECK_THROWS(session.start(bad));
+  bad = small_settings(2);
+  bad.backend = "gpu";
+  CHECK_THROWS_WITH_AS(session.start(bad), "--backend gpu: not a backend (cpu, cuda or auto)", std::invalid_argument);
+  std::string why;
+  if (cuda_device_count(why) == 0) {
+    // Where no device answers, asking for CUDA is one sentence that says why and what to do.
+    bad.backend = "cuda";
+    CHECK_THROWS_WITH_AS(session.start(bad), doctest::Contains("use --backend cpu (or auto)"), std::invalid_argument);
+  }
   CHECK(store.copy_since(0) == before);
+}
+
+TEST_CASE("the backend interface: the CPU backend by name, and the scaler reconfigured through it") {
+  const TrainingSettings settings = small_settings(0);
+  std::unique_ptr<TrainerBackend> backend = make_trainer_backend("cpu", settings.mlp);
+  CHECK(backend->name() == "cpu");
+  MlpTrainer direct(settings.mlp);
+  TrainingData data_a("synthetic", settings.mlp.layer_sizes, 1), data_b("synthetic", settings.mlp.layer_sizes, 1);
+  Eigen::MatrixXf x;
+  std::vector<int> y;
+  direct.inject({FaultInjection::Value::nan, 1, 1});
+  backend->inject({FaultInjection::Value::nan, 1, 1});
+  for (int step = 0; step < 3; ++step) {
+    data_a.next_batch(16, x, y);
+    const StepResult a = direct.step(x, y, true);
+    data_b.next_batch(16, x, y);
+    const StepResult b = backend->step(x, y, true, false);  // the CPU knows its loss either way
+    CHECK(a.snapshot == b.snapshot);
+    CHECK(a.loss == b.loss);
+  }
+  CHECK(backend->step_count() == 3);
+  CHECK(backend->scaler_state().skipped_steps == 1);
+  backend->reconfigure_scaler(LossScalerConfig::fixed(1024));
+  CHECK(backend->scaler_state().scale == 1024);
+  CHECK(backend->scaler_state().skipped_steps == 1);  // the count of skipped steps goes on
+  if (std::string why; cuda_device_count(why) == 0) CHECK(make_trainer_backend("auto", settings.mlp)->name() == "cpu");
 }

@@ -157,6 +157,16 @@ void CudaMlpTrainer::restore(const MlpTrainer::State& state) {
   stochastic_counter_ = state.stochastic_counter;
 }
 
+void CudaMlpTrainer::reconfigure_scaler(const LossScalerConfig& config) {
+  // As LossScaler::reconfigure: the new rule from its initial scale, the skipped count kept.
+  LossScaler scaler(config_.scaler);
+  scaler.restore(scaler_state());
+  scaler.reconfigure(config);
+  config_.scaler = config;
+  cudaCheck(cudaMemcpyAsync(device_->scaler.data, &scaler.state(), sizeof(LossScalerState), cudaMemcpyHostToDevice, device_->stream));
+  cudaCheck(cudaStreamSynchronize(device_->stream));  // the source lives on this stack frame
+}
+
 LossScalerState CudaMlpTrainer::scaler_state() const {
   LossScalerState s;
   cudaCheck(cudaStreamSynchronize(device_->stream));

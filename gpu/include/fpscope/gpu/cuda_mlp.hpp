@@ -22,6 +22,7 @@ class CudaMlpTrainer final : public TrainerBackend {
   // Throws std::runtime_error when no device answers.
   explicit CudaMlpTrainer(const MlpConfig& config);
   ~CudaMlpTrainer() override;
+  std::string_view name() const override { return "cuda"; }
   CudaMlpTrainer(const CudaMlpTrainer&) = delete;
   CudaMlpTrainer& operator=(const CudaMlpTrainer&) = delete;
 
@@ -34,6 +35,8 @@ class CudaMlpTrainer final : public TrainerBackend {
   MlpTrainer::State state() const override;  // copies the device state back
   void restore(const MlpTrainer::State& state) override;
   LossScalerState scaler_state() const override;  // copies it back
+  void reconfigure_scaler(const LossScalerConfig& config) override;
+  std::int64_t step_count() const override { return steps_; }
   Format format() const override;
   const MlpConfig& config() const { return config_; }
 

@@ -63,39 +63,68 @@ struct StepResult {
   std::optional<Snapshot> snapshot;  // when the step was recorded
 };
 
-class MlpTrainer {
+// The whole training state, for checkpoints: restoring it and stepping on gives the same bits.
+struct TrainerState {
+  std::int64_t steps = 0;
+  std::vector<Eigen::MatrixXf> weights;  // layer l: out x in
+  std::vector<Eigen::VectorXf> biases;
+  LossScalerState scaler;
+  std::uint64_t stochastic_counter = 0;
+};
+
+// What `fpscope train`, TrainingSession and the app drive: the CPU backend (MlpTrainer, below)
+// and the CUDA backend (CudaMlpTrainer, in a module loaded on demand: backend_choice.hpp).
+class TrainerBackend {
+ public:
+  virtual ~TrainerBackend() = default;
+  virtual std::string_view name() const = 0;  // "cpu" or "cuda"
+  // One step on a batch: inputs (batch x layer_sizes[0]) and class labels; a Snapshot when
+  // `record`. `read_loss`: the host waits for the step's loss, scale and skip; otherwise a device
+  // backend may return NaN for them and keep running ahead (the CPU always knows them).
+  virtual StepResult step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool read_loss) = 0;
+  virtual TrainerState state() const = 0;
+  // Throws std::invalid_argument when the state's shapes are not this model's.
+  virtual void restore(const TrainerState& state) = 0;
+  // Puts a non-finite value into element (0, 0) of the layer's weight gradient at that step,
+  // before it is cast and recorded (so the run log's histogram counts it) and checked.
+  virtual void inject(const FaultInjection& fault) = 0;
+  virtual LossScalerState scaler_state() const = 0;
+  // A new scaling rule from now on, starting at its initial scale; the count of skipped steps
+  // goes on (LossScaler::reconfigure). The app's loss-scale slider and its dynamic button.
+  virtual void reconfigure_scaler(const LossScalerConfig& config) = 0;
+  virtual std::int64_t step_count() const = 0;
+  // Low-precision format of the policy (fp32 for the fp32 policy).
+  virtual Format format() const = 0;
+};
+
+class MlpTrainer final : public TrainerBackend {
  public:
   explicit MlpTrainer(const MlpConfig& config);
+  std::string_view name() const override { return "cpu"; }
   // One step on a batch: inputs (batch x layer_sizes[0]) and class labels. Records a Snapshot
   // when `record` is set.
   StepResult step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record);
+  StepResult step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool /*read_loss*/) override {
+    return step(inputs, labels, record);
+  }
   // The loss and the gradients of the master weights in float64 arithmetic, for tests.
   double loss_in_double(const Eigen::MatrixXf& inputs, const std::vector<int>& labels) const;
 
   const MlpConfig& config() const { return config_; }
   LossScaler& scaler() { return scaler_; }
   const LossScaler& scaler() const { return scaler_; }
-  std::int64_t step_count() const { return steps_; }
+  std::int64_t step_count() const override { return steps_; }
+  LossScalerState scaler_state() const override { return scaler_.state(); }
+  void reconfigure_scaler(const LossScalerConfig& config) override { scaler_.reconfigure(config); }
   // Master weights (fp32; for fp16_pure, the fp16 weights as float32) and biases per layer.
   std::vector<Eigen::MatrixXf>& weights() { return weights_; }
   std::vector<Eigen::VectorXf>& biases() { return biases_; }
-  // Low-precision format of the policy (fp32 for the fp32 policy).
-  Format format() const;
-  // Puts a non-finite value into element (0, 0) of the layer's weight gradient at that step,
-  // before it is cast and recorded (so the run log's histogram counts it) and checked.
-  void inject(const FaultInjection& fault) { faults_.push_back(fault); }
+  Format format() const override;
+  void inject(const FaultInjection& fault) override { faults_.push_back(fault); }
 
-  // The whole training state, for checkpoints: restoring it and stepping on gives the same bits.
-  struct State {
-    std::int64_t steps = 0;
-    std::vector<Eigen::MatrixXf> weights;
-    std::vector<Eigen::VectorXf> biases;
-    LossScalerState scaler;
-    std::uint64_t stochastic_counter = 0;
-  };
-  State state() const;
-  // Throws std::invalid_argument when the state's shapes are not this model's.
-  void restore(const State& state);
+  using State = TrainerState;
+  State state() const override;
+  void restore(const State& state) override;
 
  private:
   MlpConfig config_;

@@ -1,10 +1,11 @@
-// TrainingSession: an MlpTrainer on its own thread, steered through a command queue, publishing
+// TrainingSession: a trainer (CPU or CUDA backend) on its own thread, steered through a command queue, publishing
 // Snapshots into a RunStore. The app's Training view drives one; it never waits on a step.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -19,6 +20,7 @@ struct TrainingSettings {
   MlpConfig mlp;
   std::string source = "fpscope";  // who trains, for the run's header (the app says "fpscope-gui")
   std::string data = "synthetic";  // or "mnist:DIR"
+  std::string backend = "auto";    // cpu, cuda, or auto (cuda where a device answers): backend_choice.hpp
   int batch = 128;
   int record_every = 1;
   std::int64_t steps = 0;  // stop after this many steps; 0 runs until stopped
@@ -38,6 +40,7 @@ struct TrainingStatus {
   double steps_per_second = 0;    // over the last second or so of running
   double running_seconds = 0;     // time spent stepping (paused time not counted)
   std::string error;              // when failed
+  std::string backend;            // the backend training: "cpu" or "cuda"
 };
 
 std::string_view training_state_name(TrainingStatus::State state);
@@ -50,7 +53,8 @@ class TrainingSession {
   TrainingSession& operator=(const TrainingSession&) = delete;
 
   // Clears the store, writes the run's header, builds the model and data and starts stepping.
-  // Throws std::invalid_argument / IdxError (on the caller's thread) for bad settings or data;
+  // Throws std::invalid_argument / IdxError (on the caller's thread) for bad settings or data
+  // (an unknown backend, or --backend cuda where no device answers, included);
   // the running session, if any, is stopped first.
   void start(const TrainingSettings& settings);
   void stop();   // ends the run (state: finished); the store keeps what was recorded
@@ -76,7 +80,7 @@ class TrainingSession {
     FaultInjection fault{};
   };
   void post(Command command, double value = 0, FaultInjection fault = {});
-  void run(MlpTrainer trainer, TrainingData data);
+  void run(std::unique_ptr<TrainerBackend> trainer, TrainingData data);
 
   RunStore& store_;
   TrainingSettings settings_;

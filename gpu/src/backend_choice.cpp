@@ -1,14 +1,16 @@
-// dlopen of the CUDA module: the commands that never train never map cuBLAS.
-#include "cuda_module.hpp"
+// dlopen of the CUDA module: the programs that never train on the GPU never map cuBLAS.
+#include "fpscope/gpu/backend_choice.hpp"
 
 #include <dlfcn.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <stdexcept>
+#include <vector>
 
-#include "commands.hpp"
+#include "fpscope/gpu/trainer_backend.hpp"
 
-namespace fpscope::cli {
+namespace fpscope {
 
 namespace {
 
@@ -18,6 +20,7 @@ struct CudaModule {
   std::string error;
 };
 
+// Loaded once: beside the executable (an installed fpscope), else where the build put it.
 const CudaModule& module() {
   static const CudaModule loaded = [] {
     CudaModule m;
@@ -61,13 +64,17 @@ int cuda_device_count(std::string& why) {
   return count;
 }
 
-std::unique_ptr<TrainerBackend> make_cuda_trainer(const MlpConfig& config) {
+std::unique_ptr<TrainerBackend> make_trainer_backend(std::string_view backend, const MlpConfig& config) {
+  if (backend != "cpu" && backend != "cuda" && backend != "auto")
+    throw std::invalid_argument("--backend " + std::string(backend) + ": not a backend (cpu, cuda or auto)");
   std::string why;
-  if (cuda_device_count(why) == 0) throw UsageError("--backend cuda: " + why + ": use --backend cpu (or auto)");
+  const bool use_cuda = backend == "cuda" || (backend == "auto" && cuda_device_count(why) > 0);
+  if (!use_cuda) return std::make_unique<MlpTrainer>(config);
+  if (cuda_device_count(why) == 0) throw std::invalid_argument("--backend cuda: " + why + ": use --backend cpu (or auto)");
   char error[512] = {};
-  TrainerBackend* backend = module().create(&config, error, sizeof error);
-  if (backend == nullptr) throw UsageError(std::string("--backend cuda: ") + error);
-  return std::unique_ptr<TrainerBackend>(backend);
+  TrainerBackend* trainer = module().create(&config, error, sizeof error);
+  if (trainer == nullptr) throw std::invalid_argument(std::string("--backend cuda: ") + error);
+  return std::unique_ptr<TrainerBackend>(trainer);
 }
 
-}  // namespace fpscope::cli
+}  // namespace fpscope
