@@ -41,8 +41,9 @@ std::string hex_bits(Format f, std::uint64_t bits) {
 }
 
 std::string describe_format(Format f) {
-  return fmt::format("{} bits: 1 sign, {} exponent, {} mantissa{}", f.width(), f.exponent_bits, f.mantissa_bits,
-                     f.flavour == Flavour::ocp_fn ? "; OCP FN: no infinities, one NaN" : "");
+  const std::string note = flavour_description(f.flavour);
+  return fmt::format("{} bits: 1 sign, {} exponent, {} mantissa{}{}", f.width(), f.exponent_bits, f.mantissa_bits, note.empty() ? "" : "; ",
+                     note);
 }
 
 std::string power_of_two(int exponent) { return fmt::format("2^{}", exponent); }
@@ -69,8 +70,11 @@ std::uint64_t parse_bits(const std::string& text, Format f) {
   return value;
 }
 
-std::string neighbour_line(Format f, std::uint64_t bits) {
-  if (is_nan(f, bits)) return "none (NaN)";
+// The neighbour `next` of `bits` (next_up or next_down): "none" where there is nothing beyond.
+std::string neighbour_line(Format f, std::uint64_t bits, std::uint64_t next) {
+  if (is_nan(f, next)) return "none (NaN)";
+  if (next == bits && !is_infinite(f, bits)) return "none (the largest magnitude: a finite format has nothing beyond)";
+  bits = next;
   return fmt::format("{}  ({})", exact_decimal(f, bits), hex_bits(f, bits));
 }
 
@@ -92,8 +96,11 @@ std::string inspect_one(Format f, std::uint64_t bits, std::uint8_t flags, const 
     out += fmt::format("  exponent    biased 0: subnormal range, scale 2^{} (emin {}, bias {}), no hidden bit\n",
                        f.emin(), f.emin(), f.bias());
   } else {
-    out += fmt::format("  exponent    biased {} (all ones: {}; bias {})\n", biased,
-                       f.flavour == Flavour::ieee ? "infinity or NaN" : "NaN only with an all-ones mantissa", f.bias());
+    out += fmt::format("  exponent    biased {} ({}; bias {})\n", biased,
+                       f.flavour == Flavour::ieee     ? "all ones: infinity or NaN"
+                       : f.flavour == Flavour::fnuz   ? "the pattern of -0: the one NaN"
+                                                      : "all ones: NaN only with an all-ones mantissa",
+                       f.bias());
   }
   out += fmt::format("  class       {}\n", float_class_name(c));
   out += fmt::format("  stored      {}\n", exact_decimal(f, bits));
@@ -103,8 +110,8 @@ std::string inspect_one(Format f, std::uint64_t bits, std::uint8_t flags, const 
   } else if (written != nullptr && written->kind == ParsedNumber::Kind::finite) {
     out += "  error       the value is not finite in this format\n";
   }
-  out += fmt::format("  next up     {}\n", neighbour_line(f, next_up(f, bits)));
-  out += fmt::format("  next down   {}\n", neighbour_line(f, next_down(f, bits)));
+  out += fmt::format("  next up     {}\n", neighbour_line(f, bits, next_up(f, bits)));
+  out += fmt::format("  next down   {}\n", neighbour_line(f, bits, next_down(f, bits)));
   if (finite) {
     const int k = ulp_exponent(f, bits);
     Context scratch;  // 2^k is exact in binary64 for every format's ulp
@@ -159,7 +166,7 @@ void add_inspect(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("inspect", "Show how each format stores a number: bits, exponent, exact value, error, neighbours, flags");
   cmd->add_option("VALUE,--value", options->value, "a decimal of any length (0.1, 6.1e-5), a hex float (0x1.8p-3), inf, nan, snan, -0, -inf");
   cmd->add_option("--bits", options->bits, "raw bits of the first --format instead of VALUE (0x3C00 or 0b...)");
-  cmd->add_option("-f,--format", options->format_names, "format(s) to show (default fp16 bf16 fp32): fp16 bf16 fp32 fp64 tf32 e4m3 e5m2 eXmY");
+  cmd->add_option("-f,--format", options->format_names, "format(s) to show (default fp16 bf16 fp32): fp16 bf16 fp32 fp64 tf32 e4m3 e5m2 e2m1 e2m3 e3m2 e4m3fnuz e5m2fnuz eXmY");
   cmd->add_option("-r,--round", options->round, "rounding mode: rne rna rz ru rd odd stochastic")->capture_default_str();
   cmd->add_flag("--ftz", options->flush_to_zero, "flush tiny results to zero");
   cmd->add_flag("--saturate", options->saturate, "overflow gives ±max finite (OCP FP8 SAT)");

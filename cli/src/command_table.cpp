@@ -1,6 +1,7 @@
 // `fpscope table`: the characteristics of formats, as a teacher writes them on the board.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -47,14 +48,16 @@ int round_trip_digits(Format f) { return static_cast<int>(std::ceil(1 + (f.manti
 std::string approx(const std::string& exact) { return fmt::format("{:.4g}", std::strtod(exact.c_str(), nullptr)); }
 
 std::string compact_table(const std::vector<Format>& formats) {
-  std::string out = fmt::format("{:<7} {:>9} {:>6} {:>6} {:>5}  {:<22} {:<22} {:<30} {:<18} {:>6} {:>20}\n", "format",
+  std::size_t name_width = 7;
+  for (Format f : formats) name_width = std::max(name_width, format_name(f).size());
+  std::string out = fmt::format("{:<{}} {:>9} {:>6} {:>6} {:>5}  {:<22} {:<22} {:<30} {:<18} {:>6} {:>20}\n", "format", name_width,
                                 "s.e.m", "bias", "emin", "emax", "min subnormal", "min normal", "max", "epsilon",
                                 "digits", "finite values");
   for (Format f : formats) {
     const std::string max_exact = exact_max(f);
     const std::string max_text =
         max_exact.size() <= 12 ? max_exact : fmt::format("{} ~ {}", max_expression(f), approx(max_exact));
-    out += fmt::format("{:<7} {:>9} {:>6} {:>6} {:>5}  {:<22} {:<22} {:<30} {:<18} {:>6.2f} {:>20}\n", format_name(f),
+    out += fmt::format("{:<{}} {:>9} {:>6} {:>6} {:>5}  {:<22} {:<22} {:<30} {:<18} {:>6.2f} {:>20}\n", format_name(f), name_width,
                        fmt::format("1.{}.{}", f.exponent_bits, f.mantissa_bits), f.bias(), f.emin(), f.emax(),
                        fmt::format("2^{} ~ {}", f.min_subnormal_exponent(), approx(exact_power_of_two(f.min_subnormal_exponent()))),
                        fmt::format("2^{} ~ {}", f.emin(), approx(exact_power_of_two(f.emin()))), max_text,
@@ -69,8 +72,9 @@ std::string compact_table(const std::vector<Format>& formats) {
 std::string exact_listing(const std::vector<Format>& formats) {
   std::string out;
   for (Format f : formats) {
-    out += fmt::format("{}: 1 sign, {} exponent, {} mantissa bits{}\n", format_name(f), f.exponent_bits, f.mantissa_bits,
-                       f.flavour == Flavour::ocp_fn ? " (OCP FN: no infinities, NaN only at all ones)" : "");
+    const std::string note = flavour_description(f.flavour);
+    out += fmt::format("{}: 1 sign, {} exponent, {} mantissa bits{}{}{}\n", format_name(f), f.exponent_bits, f.mantissa_bits,
+                       note.empty() ? "" : " (", note, note.empty() ? "" : ")");
     out += fmt::format("  bias               {}\n", f.bias());
     out += fmt::format("  emin, emax         {}, {}\n", f.emin(), f.emax());
     out += fmt::format("  min subnormal      2^{} = {}\n", f.min_subnormal_exponent(), exact_power_of_two(f.min_subnormal_exponent()));
@@ -78,8 +82,9 @@ std::string exact_listing(const std::vector<Format>& formats) {
     out += fmt::format("  max                {} = {}\n", max_expression(f), exact_max(f));
     out += fmt::format("  epsilon            2^{} = {}\n", f.epsilon_exponent(), exact_power_of_two(f.epsilon_exponent()));
     out += fmt::format("  decimal digits     {:.4f} (round trip needs {})\n", decimal_digits(f), round_trip_digits(f));
-    out += fmt::format("  finite values      {} (counting +0 and -0)\n", f.finite_count());
-    out += fmt::format("  infinities         {}\n\n", f.has_infinity() ? "yes" : "no");
+    out += fmt::format("  finite values      {} ({})\n", f.finite_count(), f.has_negative_zero() ? "counting +0 and -0" : "one zero: no -0");
+    out += fmt::format("  infinities         {}\n", f.has_infinity() ? "yes" : "no");
+    out += fmt::format("  NaN                {}\n\n", f.flavour == Flavour::ieee ? "yes, with payloads" : f.has_nan() ? "one" : "none");
   }
   if (!out.empty()) out.pop_back();
   return out;

@@ -226,8 +226,10 @@ std::uint64_t round_number(Format f, const ParsedNumber& number, Context& ctx) {
     case ParsedNumber::Kind::infinity:
       return convert(formats::fp64, f, infinity(formats::fp64, number.negative), ctx);
     case ParsedNumber::Kind::quiet_nan:
+      if (!f.has_nan()) ctx.raise(flag::invalid);  // a zero of its sign: the format has no NaN (nan.hpp)
       return signed_zero(f, number.negative) | f.quiet_nan_bits();
     case ParsedNumber::Kind::signaling_nan:
+      if (!f.has_nan()) ctx.raise(flag::invalid);
       return f.flavour == Flavour::ieee ? signed_zero(f, number.negative) | f.exponent_mask() | 1
                                         : signed_zero(f, number.negative) | f.quiet_nan_bits();
     case ParsedNumber::Kind::finite: break;
@@ -298,7 +300,8 @@ std::uint64_t round_text(Format f, std::string_view text, Context& ctx) {
 
 std::string exact_decimal(Format f, std::uint64_t bits) {
   const bool negative = sign_of(f, bits);
-  if (is_nan(f, bits)) return std::string(negative ? "-" : "") + (is_signaling_nan(f, bits) ? "snan" : "nan");
+  // FNUZ's one NaN is the pattern of -0: a NaN without a sign.
+  if (is_nan(f, bits)) return std::string(negative && f.flavour != Flavour::fnuz ? "-" : "") + (is_signaling_nan(f, bits) ? "snan" : "nan");
   if (is_infinite(f, bits)) return negative ? "-inf" : "inf";
   if (is_zero(f, bits)) return negative ? "-0" : "0";
   const Unpacked value = unpack_finite(f, bits);

@@ -21,13 +21,20 @@ struct NamedFormat {
   Format format;
 };
 
-constexpr std::array<NamedFormat, 17> format_aliases{{
+// The first name of each format is the one printed.
+constexpr NamedFormat format_aliases[] = {
     {"fp16", formats::fp16}, {"binary16", formats::fp16}, {"half", formats::fp16}, {"f16", formats::fp16},
     {"bf16", formats::bf16}, {"bfloat16", formats::bf16},
     {"fp32", formats::fp32}, {"binary32", formats::fp32}, {"single", formats::fp32}, {"float", formats::fp32},
     {"fp64", formats::fp64}, {"binary64", formats::fp64}, {"double", formats::fp64},
     {"tf32", formats::tf32}, {"e4m3", formats::e4m3}, {"e4m3fn", formats::e4m3}, {"e5m2", formats::e5m2},
-}};
+    // OCP Microscaling (MX) v1.0 element formats: no infinity, no NaN.
+    {"e2m1", formats::e2m1}, {"fp4", formats::e2m1}, {"fp4e2m1", formats::e2m1},
+    {"e2m3", formats::e2m3}, {"fp6e2m3", formats::e2m3},
+    {"e3m2", formats::e3m2}, {"fp6e3m2", formats::e3m2},
+    // AMD / GraphCore FP8: one NaN where -0 would be, bias one more than IEEE's.
+    {"e4m3fnuz", formats::e4m3fnuz}, {"e5m2fnuz", formats::e5m2fnuz},
+};
 
 // A bit count as written in eXmY: decimal digits without a leading zero ("e4m03" is refused, so
 // that every custom format has exactly one spelling).
@@ -48,15 +55,23 @@ const NamedFormat* alias_named(std::string_view key) {
 Format parse_format(std::string_view name) {
   const std::string key = lowercase(name);
   if (const NamedFormat* alias = alias_named(key)) return alias->format;
-  // Custom eXmY, eXmYfn (OCP FN flavour) or eXmYieee (IEEE flavour said explicitly: e4m3 alone
-  // is OCP's E4M3, so the IEEE-style e4m3 with infinities is e4m3ieee).
+  // Custom eXmY, eXmYfn (OCP FN flavour), eXmYfnuz (FNUZ), eXmYfinite (no infinity, no NaN) or
+  // eXmYieee (IEEE flavour said explicitly: e4m3 alone is OCP's E4M3, so the IEEE-style e4m3 with
+  // infinities is e4m3ieee).
   if (key.size() >= 4 && key[0] == 'e') {
     std::string_view body = std::string_view(key).substr(1);
     Flavour flavour = Flavour::ieee;
-    if (body.size() > 2 && body.substr(body.size() - 2) == "fn") {
+    const auto ends_with = [&](std::string_view suffix) { return body.size() > suffix.size() && body.substr(body.size() - suffix.size()) == suffix; };
+    if (ends_with("fnuz")) {
+      flavour = Flavour::fnuz;
+      body.remove_suffix(4);
+    } else if (ends_with("fn")) {
       flavour = Flavour::ocp_fn;
       body.remove_suffix(2);
-    } else if (body.size() > 4 && body.substr(body.size() - 4) == "ieee") {
+    } else if (ends_with("finite")) {
+      flavour = Flavour::finite;
+      body.remove_suffix(6);
+    } else if (ends_with("ieee")) {
       body.remove_suffix(4);
     }
     const auto m = body.find('m');
@@ -66,11 +81,11 @@ Format parse_format(std::string_view name) {
       const Format f{exponent_bits, mantissa_bits, flavour};
       if (f.valid()) return f;
       throw UnknownNameError("format '" + printable_text(name) +
-                             "' is out of range: custom formats need 2 to 11 exponent bits, 1 to 52 mantissa bits and at most 64 bits in all");
+                             "' is out of range: custom formats need 2 to 11 exponent bits (at most 8 for fnuz and finite), 1 to 52 mantissa bits and at most 64 bits in all");
     }
   }
   throw UnknownNameError("unknown format '" + printable_text(name) +
-                         "': expected fp16, bf16, fp32, fp64, tf32, e4m3, e5m2 or a custom eXmY such as e6m9 (eXmYfn for the OCP FN flavour, eXmYieee to insist on IEEE)");
+                         "': expected fp16, bf16, fp32, fp64, tf32, e4m3, e5m2, e2m1, e2m3, e3m2, e4m3fnuz, e5m2fnuz or a custom eXmY such as e6m9 (eXmYfn for the OCP FN flavour, eXmYfnuz, eXmYfinite for no infinity and no NaN, eXmYieee to insist on IEEE)");
 }
 
 std::string format_name(Format f) {
@@ -81,14 +96,31 @@ std::string format_name(Format f) {
   name += std::to_string(f.exponent_bits);
   name += 'm';
   name += std::to_string(f.mantissa_bits);
-  if (f.flavour == Flavour::ocp_fn) name += "fn";
-  else if (alias_named(name) != nullptr) name += "ieee";  // the plain name means another format
+  switch (f.flavour) {
+    case Flavour::ocp_fn: name += "fn"; break;
+    case Flavour::fnuz: name += "fnuz"; break;
+    case Flavour::finite: name += "finite"; break;
+    case Flavour::ieee:
+      if (alias_named(name) != nullptr) name += "ieee";  // the plain name means another format
+      break;
+  }
   return name;
 }
 
+std::string flavour_description(Flavour flavour) {
+  switch (flavour) {
+    case Flavour::ieee: return "";
+    case Flavour::ocp_fn: return "OCP FN: no infinities, one NaN (all ones)";
+    case Flavour::finite: return "finite: no infinities, no NaN";
+    case Flavour::fnuz: return "FNUZ: no infinities, no -0, one NaN (the pattern of -0)";
+  }
+  return "";
+}
+
 const std::vector<Format>& named_formats() {
-  static const std::vector<Format> list{formats::fp16, formats::bf16, formats::fp32, formats::fp64,
-                                        formats::tf32, formats::e4m3, formats::e5m2};
+  static const std::vector<Format> list{formats::fp16,  formats::bf16,     formats::fp32,    formats::fp64,
+                                        formats::tf32,  formats::e4m3,     formats::e5m2,    formats::e2m1,
+                                        formats::e2m3,  formats::e3m2,     formats::e4m3fnuz, formats::e5m2fnuz};
   return list;
 }
 

@@ -87,7 +87,7 @@ struct InspectorState {
   RoundingMode rounding = RoundingMode::nearest_even;
   bool flush_to_zero = false, denormals_are_zero = false, saturate = false;
   int detail = 3;  // the selected format (index into the inspector's list; 3: fp16)
-  std::string custom = "e3m4";  // the custom row: eXmY or eXmYfn
+  std::string custom = "e3m4";  // the custom row: eXmY, eXmYfn, eXmYfnuz or eXmYfinite
   // Arithmetic panel: a op b in the selected format.
   std::string a = "1", b = "0.0001";
   int op = 0;  // + - x / sqrt

@@ -29,7 +29,7 @@ namespace fpscope::gui {
 
 namespace {
 
-constexpr const char* named_rows[] = {"fp64", "fp32", "tf32", "fp16", "bf16", "e5m2", "e4m3"};
+constexpr const char* named_rows[] = {"fp64", "fp32", "tf32", "fp16", "bf16", "e5m2", "e4m3", "e5m2fnuz", "e4m3fnuz", "e3m2", "e2m3", "e2m1"};
 
 struct InspectedFormat {
   std::string name;
@@ -356,7 +356,7 @@ void draw_float_inspector(App& app) {
   ImGui::SameLine();
   ImGui::SetNextItemWidth(px(80));
   ImGui::InputText("custom", &s.custom);
-  if (ImGui::IsItemHovered()) ImGui::SetTooltip("the last row's format: eXmY (IEEE) or eXmYfn (OCP FN), 2 <= X <= 11, 1 <= Y <= 52");
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("the last row's format: eXmY (IEEE), eXmYfn (OCP FN), eXmYfnuz or eXmYfinite (no inf, no NaN), 2 <= X <= 11, 1 <= Y <= 52");
 
   ParsedNumber number;
   std::string bits_error;
@@ -397,8 +397,13 @@ void draw_float_inspector(App& app) {
   ImGui::EndDisabled();
 
   ImGui::Separator();
+  // The names' column fits the longest name (e5m2fnuz, a custom e3m3finite) beside its radio button.
+  float name_column = px(70);
+  for (const InspectedFormat& row : list)
+    name_column = std::max(name_column, ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(row.name.c_str()).x +
+                                            ImGui::GetStyle().ItemSpacing.x + ImGui::GetStyle().WindowPadding.x);
   // Cell width: the widest row (fp64, 64 cells) fits beside its name and value when it can.
-  const float avail = ImGui::GetContentRegionAvail().x - px(70) - px(300);
+  const float avail = ImGui::GetContentRegionAvail().x - name_column - px(300);
   const float cell = std::clamp(avail / 66.0f - px(1), px(11), px(22));
   std::vector<float> shown_cells;
   for (int i = 0; i < static_cast<int>(list.size()); ++i) {
@@ -406,7 +411,7 @@ void draw_float_inspector(App& app) {
     Context ctx = context_of(s, s.rounding);
     const std::uint64_t bits = i == s.detail ? shown_bits : round_number(f, number, ctx);
     ImGui::RadioButton(list[static_cast<std::size_t>(i)].name.c_str(), &s.detail, i);
-    ImGui::SameLine(px(70));
+    ImGui::SameLine(name_column);
     std::vector<float> cells;
     const std::uint64_t clicked = bit_cells(f, bits, list[static_cast<std::size_t>(i)].name, cell, cells);
     // The bits in hex and the value beside the cells, or under them when the row is too wide.
@@ -415,7 +420,7 @@ void draw_float_inspector(App& app) {
     if (right_edge - ImGui::GetItemRectMax().x >= ImGui::CalcTextSize(row_text.c_str()).x + ImGui::GetStyle().ItemSpacing.x) {
       ImGui::SameLine();
     } else {
-      ImGui::SetCursorPosX(ImGui::GetCursorPosX() + px(70));
+      ImGui::SetCursorPosX(ImGui::GetCursorPosX() + name_column);
     }
     ImGui::TextUnformatted(row_text.c_str());
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", value_text(f, bits).c_str());

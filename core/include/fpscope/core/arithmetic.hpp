@@ -122,7 +122,8 @@ FPSCOPE_HD inline std::uint64_t div(Format f, std::uint64_t a, std::uint64_t b, 
   if (inf_b || zero_a) return signed_zero(f, sign);
   if (zero_b) {
     ctx.raise(flag::infinite);
-    return f.has_infinity() ? infinity(f, sign) : signed_zero(f, sign) | f.quiet_nan_bits();
+    // No infinity: NaN (OCP FN, FNUZ), or the largest number of that sign in a finite format.
+    return f.has_infinity() ? infinity(f, sign) : f.has_nan() ? signed_zero(f, sign) | f.quiet_nan_bits() : max_finite(f, sign);
   }
   const Unpacked x = unpack_finite(f, a), y = unpack_finite(f, b);
   // Widen the dividend so the quotient has at least 72 bits; the remainder becomes sticky.

@@ -33,8 +33,13 @@ enum class FloatClass : std::uint8_t {
 
 FPSCOPE_HD constexpr bool is_nan(Format f, std::uint64_t bits) {
   const std::uint64_t magnitude = magnitude_of(f, bits);
-  return f.flavour == Flavour::ieee ? magnitude > f.exponent_mask()
-                                    : magnitude == f.quiet_nan_bits();
+  switch (f.flavour) {
+    case Flavour::ieee: return magnitude > f.exponent_mask();
+    case Flavour::ocp_fn: return magnitude == f.quiet_nan_bits();
+    case Flavour::finite: return false;
+    case Flavour::fnuz: return (bits & f.all_bits_mask()) == f.sign_mask();
+  }
+  return false;
 }
 FPSCOPE_HD constexpr bool is_signaling_nan(Format f, std::uint64_t bits) {
   return f.flavour == Flavour::ieee && is_nan(f, bits) && (bits & f.quiet_bit()) == 0;
@@ -43,7 +48,7 @@ FPSCOPE_HD constexpr bool is_infinite(Format f, std::uint64_t bits) {
   return f.flavour == Flavour::ieee && magnitude_of(f, bits) == f.exponent_mask();
 }
 FPSCOPE_HD constexpr bool is_zero(Format f, std::uint64_t bits) {
-  return magnitude_of(f, bits) == 0;
+  return magnitude_of(f, bits) == 0 && !is_nan(f, bits);  // FNUZ's NaN has a zero magnitude
 }
 FPSCOPE_HD constexpr bool is_subnormal(Format f, std::uint64_t bits) {
   return biased_exponent_of(f, bits) == 0 && mantissa_of(f, bits) != 0;
@@ -65,7 +70,12 @@ FPSCOPE_HD constexpr std::uint64_t infinity(Format f, bool sign) {
 FPSCOPE_HD constexpr std::uint64_t max_finite(Format f, bool sign) {
   return (sign ? f.sign_mask() : 0) | f.max_finite_bits();
 }
+// A zero of that sign; +0 in formats without -0 (FNUZ).
 FPSCOPE_HD constexpr std::uint64_t signed_zero(Format f, bool sign) {
+  return sign && f.has_negative_zero() ? f.sign_mask() : 0;
+}
+// The sign bit of a nonzero result (signed_zero is for zeros: FNUZ has no -0).
+FPSCOPE_HD constexpr std::uint64_t sign_bit(Format f, bool sign) {
   return sign ? f.sign_mask() : 0;
 }
 

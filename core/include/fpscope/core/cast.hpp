@@ -98,6 +98,7 @@ template <Format F, RoundingMode Mode>
 FPSCOPE_HD_KERNEL std::uint32_t cast_from_f32(std::uint32_t u, const CastOptions& options,
                                               std::uint64_t random, CastFlags& raised) {
   static_assert(is_narrow_of_f32(F), "cast_from_f32 needs a format narrower than float32");
+  static_assert(F.flavour == Flavour::ieee || F.flavour == Flavour::ocp_fn, "the branch-free cast knows the IEEE and OCP FN flavours");
   using detail::mask;
   using detail::Mask;
   using detail::select;
@@ -198,6 +199,7 @@ FPSCOPE_HD inline std::uint32_t cast_from_f32(std::uint32_t u, const CastOptions
 template <Format F>
 FPSCOPE_HD_KERNEL std::uint32_t cast_to_f32(std::uint32_t bits, const CastOptions& options, std::uint32_t& flags) {
   static_assert(is_narrow_of_f32(F), "cast_to_f32 needs a format narrower than float32");
+  static_assert(F.flavour == Flavour::ieee || F.flavour == Flavour::ocp_fn, "the branch-free cast knows the IEEE and OCP FN flavours");
   using detail::mask;
   using detail::Mask;
   using detail::select;

@@ -12,9 +12,9 @@
 
 namespace fpscope {
 
-// Converts bits of `from` into `to`. Infinity into a format without one (OCP FN) is invalid
-// and gives NaN, or ±max under saturation; saturation also sends ±infinity to ±max in IEEE
-// targets (OCP "SAT" conversions).
+// Converts bits of `from` into `to`. Infinity into a format without one (OCP FN, FNUZ, finite)
+// is invalid and gives NaN (±max in a finite format, which has no NaN), or ±max under
+// saturation; saturation also sends ±infinity to ±max in IEEE targets (OCP "SAT" conversions).
 FPSCOPE_HD inline std::uint64_t convert(Format from, Format to, std::uint64_t bits,
                                         Context& ctx) {
   if (is_nan(from, bits)) return convert_nan(from, to, bits, ctx);
@@ -24,7 +24,7 @@ FPSCOPE_HD inline std::uint64_t convert(Format from, Format to, std::uint64_t bi
     if (ctx.saturate) return max_finite(to, sign);
     if (to.has_infinity()) return infinity(to, sign);
     ctx.raise(flag::invalid);
-    return signed_zero(to, sign) | to.quiet_nan_bits();
+    return to.has_nan() ? signed_zero(to, sign) | to.quiet_nan_bits() : max_finite(to, sign);
   }
   const Unpacked value = unpack_finite(from, bits);
   return round_pack(to, sign, value.exponent, value.significand, ctx);

@@ -11,7 +11,13 @@ namespace fpscope {
 // mantissa's top bit set marks a quiet NaN.
 // OCP FN ("finite, NaN"): no infinities; the all-ones exponent holds normal numbers, and only
 // S.1…1.1…1 is NaN (OCP 8-bit Floating Point Specification, v1.0, 2023, section 5.3: E4M3).
-enum class Flavour : std::uint8_t { ieee, ocp_fn };
+// Finite: no infinities and no NaN; every encoding is a number, S.1…1.1…1 the largest (the OCP
+// Microscaling Formats v1.0 element types FP6 E2M3, FP6 E3M2 and FP4 E2M1, section 5.3).
+// A conversion saturates to ±max, as nothing else is left; a NaN becomes a zero of its sign.
+// FNUZ ("finite, NaN, unsigned zero"; AMD's and GraphCore's FP8, ml_dtypes float8_e4m3fnuz and
+// float8_e5m2fnuz): no infinities, no -0; the one NaN is the pattern of -0 (1.0…0.0…0), and the
+// bias is one more than IEEE's (8 for E4M3, 16 for E5M2); all-ones is the largest number.
+enum class Flavour : std::uint8_t { ieee, ocp_fn, finite, fnuz };
 
 struct Format {
   int exponent_bits = 0;  // 2 ..= 11
@@ -41,28 +47,36 @@ struct Format {
   }
 
   // Exponent range ----------------------------------------------------------------------------
-  FPSCOPE_HD constexpr int bias() const { return (1 << (exponent_bits - 1)) - 1; }
+  FPSCOPE_HD constexpr int bias() const { return (1 << (exponent_bits - 1)) - (flavour == Flavour::fnuz ? 0 : 1); }
   FPSCOPE_HD constexpr int emin() const { return 1 - bias(); }
   FPSCOPE_HD constexpr int emax() const {
     const int top = static_cast<int>(max_biased_exponent());
     return (flavour == Flavour::ieee ? top - 1 : top) - bias();
   }
   FPSCOPE_HD constexpr bool has_infinity() const { return flavour == Flavour::ieee; }
+  FPSCOPE_HD constexpr bool has_nan() const { return flavour != Flavour::finite; }
+  FPSCOPE_HD constexpr bool has_negative_zero() const { return flavour != Flavour::fnuz; }
 
   // Encodings of the extreme values (magnitude bits, sign clear) ------------------------------
-  // Largest finite: IEEE S.1…10.1…1; OCP FN S.1…1.1…10 (all ones is NaN).
+  // Largest finite: IEEE S.1…10.1…1; OCP FN S.1…1.1…10 (all ones is NaN); finite and FNUZ
+  // S.1…1.1…1.
   FPSCOPE_HD constexpr std::uint64_t max_finite_bits() const {
-    return flavour == Flavour::ieee ? exponent_mask() - 1 : exponent_mask() | (mantissa_mask() - 1);
+    return flavour == Flavour::ieee     ? exponent_mask() - 1
+           : flavour == Flavour::ocp_fn ? exponent_mask() | (mantissa_mask() - 1)
+                                        : exponent_mask() | mantissa_mask();
   }
   FPSCOPE_HD constexpr std::uint64_t min_normal_bits() const {
     return std::uint64_t{1} << mantissa_bits;
   }
   FPSCOPE_HD constexpr std::uint64_t min_subnormal_bits() const { return 1; }
   FPSCOPE_HD constexpr std::uint64_t infinity_bits() const { return exponent_mask(); }  // IEEE only
-  // The quiet NaN with an empty payload (IEEE) or the only NaN (FN), sign clear.
+  // The quiet NaN with an empty payload (IEEE) or the only NaN (FN, sign clear; FNUZ, the
+  // pattern of -0). A finite format has none: callers check has_nan() first.
   FPSCOPE_HD constexpr std::uint64_t quiet_nan_bits() const {
-    return flavour == Flavour::ieee ? exponent_mask() | quiet_bit()
-                                    : exponent_mask() | mantissa_mask();
+    return flavour == Flavour::ieee     ? exponent_mask() | quiet_bit()
+           : flavour == Flavour::ocp_fn ? exponent_mask() | mantissa_mask()
+           : flavour == Flavour::fnuz   ? sign_mask()
+                                        : 0;
   }
 
   // Values as powers of two: max = (2 - 2^-m') * 2^emax where m' counts the mantissa of max.
@@ -70,18 +84,23 @@ struct Format {
   FPSCOPE_HD constexpr int min_subnormal_exponent() const { return emin() - mantissa_bits; }  // 2^(emin-m)
   FPSCOPE_HD constexpr int epsilon_exponent() const { return -mantissa_bits; }  // 2^-m, ulp(1)
 
-  // Number of finite encodings, counting +0 and -0 separately.
+  // Number of finite encodings, counting +0 and -0 separately (FNUZ has one zero).
   FPSCOPE_HD constexpr std::uint64_t finite_count() const {
-    const std::uint64_t per_sign = flavour == Flavour::ieee
-                                       ? max_biased_exponent() << mantissa_bits
-                                       : (max_biased_exponent() + 1) * (mantissa_mask() + 1) - 1;
-    return 2 * per_sign;
+    const std::uint64_t all_per_sign = (max_biased_exponent() + 1) * (mantissa_mask() + 1);
+    switch (flavour) {
+      case Flavour::ieee: return 2 * (max_biased_exponent() << mantissa_bits);
+      case Flavour::ocp_fn: return 2 * (all_per_sign - 1);
+      case Flavour::finite: return 2 * all_per_sign;
+      case Flavour::fnuz: return 2 * all_per_sign - 1;
+    }
+    return 0;
   }
 
   FPSCOPE_HD constexpr bool valid() const {
     return exponent_bits >= 2 && exponent_bits <= 11 && mantissa_bits >= 1 &&
            mantissa_bits <= 52 && width() <= 64 &&
-           !(flavour == Flavour::ocp_fn && exponent_bits + mantissa_bits < 3);
+           !(flavour == Flavour::ocp_fn && exponent_bits + mantissa_bits < 3) &&
+           !(flavour != Flavour::ieee && flavour != Flavour::ocp_fn && exponent_bits > 8);  // finite, FNUZ: the narrow formats
   }
 
   friend constexpr bool operator==(const Format&, const Format&) = default;
@@ -95,6 +114,11 @@ inline constexpr Format fp64{11, 52, Flavour::ieee};  // IEEE 754 binary64
 inline constexpr Format tf32{8, 10, Flavour::ieee};   // NVIDIA TensorFloat-32 (19 bits)
 inline constexpr Format e4m3{4, 3, Flavour::ocp_fn};  // OCP FP8 E4M3 (FN: no inf, max 448)
 inline constexpr Format e5m2{5, 2, Flavour::ieee};    // OCP FP8 E5M2 (IEEE-like)
+inline constexpr Format e2m1{2, 1, Flavour::finite};  // OCP MX FP4 E2M1 (max 6, no inf, no NaN)
+inline constexpr Format e2m3{2, 3, Flavour::finite};  // OCP MX FP6 E2M3 (max 7.5)
+inline constexpr Format e3m2{3, 2, Flavour::finite};  // OCP MX FP6 E3M2 (max 28)
+inline constexpr Format e4m3fnuz{4, 3, Flavour::fnuz};  // AMD / GraphCore FP8 E4M3 (bias 8, max 240)
+inline constexpr Format e5m2fnuz{5, 2, Flavour::fnuz};  // AMD / GraphCore FP8 E5M2 (bias 16, max 57344)
 }  // namespace formats
 
 }  // namespace fpscope

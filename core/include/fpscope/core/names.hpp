@@ -18,11 +18,16 @@ class UnknownNameError : public std::runtime_error {
 };
 
 // fp16/binary16/half, bf16/bfloat16, fp32/binary32/single/float, fp64/binary64/double, tf32,
-// e4m3 (OCP E4M3FN), e5m2, or a custom eXmY (IEEE flavour) / eXmYfn (OCP FN flavour) with
-// 2 <= X <= 11 and 1 <= Y <= 52. Throws UnknownNameError naming the input otherwise.
+// e4m3 (OCP E4M3FN), e5m2, the OCP MX elements e2m1/fp4, e2m3, e3m2 (finite: no inf, no NaN),
+// e4m3fnuz, e5m2fnuz, or a custom eXmY (IEEE flavour) / eXmYfn (OCP FN) / eXmYfnuz /
+// eXmYfinite / eXmYieee with 2 <= X <= 11 (8 for fnuz and finite) and 1 <= Y <= 52. Throws
+// UnknownNameError naming the input otherwise.
 Format parse_format(std::string_view name);
-// The canonical name: "fp16", "bf16", ..., or "e6m9" / "e3m4fn" for custom formats.
+// The canonical name: "fp16", "bf16", ..., or "e6m9" / "e3m4fn" / "e3m3finite" for custom formats.
 std::string format_name(Format f);
+// What a flavour has and lacks, for people: "" for IEEE, "OCP FN: no infinities, one NaN (all
+// ones)", "finite: no infinities, no NaN", "FNUZ: no infinities, no -0, one NaN (the pattern of -0)".
+std::string flavour_description(Flavour flavour);
 // The named formats, in the order fpscope lists them.
 const std::vector<Format>& named_formats();
 

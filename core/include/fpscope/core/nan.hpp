@@ -1,4 +1,5 @@
 // NaN results: the platform's default NaN, quieting, and which operand's NaN an operation returns.
+// A finite format (no NaN) takes a zero of the NaN's sign wherever a NaN would go.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +16,7 @@ FPSCOPE_HD inline std::uint64_t default_nan(Format f, const Context& ctx) {
   return signed_zero(f, ctx.platform.default_nan_negative) | f.quiet_nan_bits();
 }
 
-// A NaN of f made quiet (IEEE: the quiet bit set; OCP FN has a single NaN).
+// A NaN of f made quiet (IEEE: the quiet bit set; OCP FN and FNUZ have a single NaN).
 FPSCOPE_HD inline std::uint64_t quieted(Format f, std::uint64_t nan_bits) {
   return f.flavour == Flavour::ieee ? nan_bits | f.quiet_bit() : nan_bits;
 }
@@ -32,13 +33,15 @@ FPSCOPE_HD inline std::uint64_t propagate_nan(Format f, std::uint64_t a, std::ui
 
 // A NaN of `from` carried into `to`: sign kept, payload aligned at the top of the mantissa and
 // truncated or zero-extended, quiet bit set (SoftFloat's x86 "common NaN" path). The single
-// NaN of an OCP FN format carries no payload.
+// NaN of an OCP FN or FNUZ format carries no payload; a finite format has no NaN: a zero of the
+// NaN's sign, and invalid (as for a conversion of NaN to an integer).
 FPSCOPE_HD inline std::uint64_t convert_nan(Format from, Format to,
                                             std::uint64_t bits, Context& ctx) {
   if (is_signaling_nan(from, bits)) ctx.raise(flag::invalid);
   if (!ctx.platform.propagate_nan_payload) return default_nan(to, ctx);
   const bool sign = sign_of(from, bits);
-  if (to.flavour == Flavour::ocp_fn) return signed_zero(to, sign) | to.quiet_nan_bits();
+  if (!to.has_nan()) ctx.raise(flag::invalid);
+  if (to.flavour != Flavour::ieee) return signed_zero(to, sign) | to.quiet_nan_bits();
   const std::uint64_t payload = from.flavour == Flavour::ieee ? mantissa_of(from, bits) : 0;  // FN NaN: no payload
   const int dist = to.mantissa_bits - from.mantissa_bits;
   const std::uint64_t aligned = dist >= 0 ? payload << dist : payload >> (-dist);

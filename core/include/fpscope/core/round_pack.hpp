@@ -59,8 +59,9 @@ FPSCOPE_HD inline u128 round_significand(u128 sig, int shift, bool sign, Roundin
   return kept + (up ? 1 : 0);
 }
 
-// The result of an overflow in the context's rounding mode: ±infinity (IEEE) or NaN (OCP FN),
-// or ±max finite for the modes that round toward zero and under saturation.
+// The result of an overflow in the context's rounding mode: ±infinity (IEEE) or NaN (OCP FN,
+// FNUZ), or ±max finite for the modes that round toward zero, under saturation, and always in a
+// finite format (which has nothing else).
 FPSCOPE_HD inline std::uint64_t overflow_result(Format f, bool sign, Context& ctx) {
   ctx.raise(flag::overflow | flag::inexact);
   const RoundingMode mode = ctx.rounding;
@@ -68,7 +69,7 @@ FPSCOPE_HD inline std::uint64_t overflow_result(Format f, bool sign, Context& ct
                              mode == RoundingMode::odd ||
                              (mode == RoundingMode::toward_positive && sign) ||
                              (mode == RoundingMode::toward_negative && !sign);
-  if (to_max_finite) return max_finite(f, sign);
+  if (to_max_finite || !f.has_nan()) return max_finite(f, sign);
   if (f.has_infinity()) return infinity(f, sign);
   return signed_zero(f, sign) | f.quiet_nan_bits();
 }
@@ -114,7 +115,7 @@ FPSCOPE_HD inline std::uint64_t round_pack(Format f, bool sign, int exponent, u1
     }
     if (inexact) ctx.raise(tiny ? flag::underflow | flag::inexact : flag::inexact);
     // kept <= 2^m; kept == 2^m is the encoding of the smallest normal number.
-    return signed_zero(f, sign) | static_cast<std::uint64_t>(kept);
+    return kept == 0 ? signed_zero(f, sign) : sign_bit(f, sign) | static_cast<std::uint64_t>(kept);
   }
 
   int result_exponent = unbiased;
@@ -128,7 +129,7 @@ FPSCOPE_HD inline std::uint64_t round_pack(Format f, bool sign, int exponent, u1
       (f.flavour == Flavour::ocp_fn && result_exponent == f.emax() && mantissa == f.mantissa_mask());
   if (overflow) return overflow_result(f, sign, ctx);
   if (inexact) ctx.raise(flag::inexact);
-  return pack(f, sign, static_cast<std::uint64_t>(result_exponent + f.bias()), mantissa);
+  return pack(f, sign, static_cast<std::uint64_t>(result_exponent + f.bias()), mantissa);  // nonzero: the sign bit as it is
 }
 
 }  // namespace fpscope
