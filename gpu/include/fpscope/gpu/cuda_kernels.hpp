@@ -29,8 +29,11 @@ struct CastRecordBuffers {
 // format's 16-bit patterns into `packed` (null: not written; the cuBLAS operands), and, where
 // `buffers` are given, accumulates the histogram of the values before the cast and the outcome
 // counts; with CastRecordBuffers{} nothing is counted (an unrecorded cast does no histogram work).
-// One pass over the data; block-local shared-memory histograms (lanes of a warp with the same bin
-// add once, with the count of their group), merged with one atomic per bin per block. Stochastic
+// One pass over the data (four elements a thread through 16-byte accesses where aligned);
+// per-warp shared-memory histograms, zeros and outcome counts in registers, merged with one
+// global atomic per nonzero bin per block. fp16 / bf16 in round-to-nearest-even use the GPU's
+// conversion instruction (cast_record_element_device.cuh, held to the emulator over every
+// float32 input). Stochastic
 // rounding draws element i's word as stochastic_random(stochastic_seed, first_random + i), as the
 // CPU's round_f32 does with ctx.stochastic_counter == first_random: the same bits on both.
 void cast_and_record(const float* in, float* out, std::size_t n, bool bf16, RoundingMode mode, CastRecordBuffers buffers,
