@@ -37,15 +37,17 @@ struct Expected {
 };
 
 std::uint16_t f16c(float value, int mode_index, std::uint8_t& flags) {
-  sweep::clear_mxcsr_flags();
   __m128i h;
-  const __m128 v = _mm_set_ss(value);
+  __m128 v = _mm_set_ss(value);
+  sweep::clear_mxcsr_flags();
+  sweep::pin(v);
   switch (mode_index) {
     case 0: h = _mm_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT); break;
     case 2: h = _mm_cvtps_ph(v, _MM_FROUND_TO_ZERO); break;
     case 3: h = _mm_cvtps_ph(v, _MM_FROUND_TO_POS_INF); break;
     default: h = _mm_cvtps_ph(v, _MM_FROUND_TO_NEG_INF); break;
   }
+  sweep::pin(h);
   flags = sweep::mxcsr_flags();
   return static_cast<std::uint16_t>(_mm_extract_epi16(h, 0));
 }

@@ -15,9 +15,13 @@ int main() {
   }
   std::uint64_t bad = 0;
   for (std::uint32_t h = 0; h < 65536; ++h) {
+    __m128i input = _mm_cvtsi32_si128(static_cast<int>(h));
     sweep::clear_mxcsr_flags();
-    const auto hardware = static_cast<std::uint32_t>(_mm_cvtsi128_si32(_mm_castps_si128(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(h))))));
+    sweep::pin(input);
+    __m128 widened = _mm_cvtph_ps(input);
+    sweep::pin(widened);
     const std::uint8_t hardware_flags = sweep::mxcsr_flags();
+    const auto hardware = static_cast<std::uint32_t>(_mm_cvtsi128_si32(_mm_castps_si128(widened)));
     Context ctx;
     const std::uint64_t general = convert(formats::fp16, formats::fp32, h, ctx);
     std::uint32_t kernel_flags = 0;

@@ -13,8 +13,11 @@ namespace {
 
 template <int Immediate>
 std::uint16_t f16c(std::uint32_t bits, std::uint8_t& flags) {
+  __m128 input = _mm_castsi128_ps(_mm_cvtsi32_si128(static_cast<int>(bits)));
   sweep::clear_mxcsr_flags();
-  const __m128i h = _mm_cvtps_ph(_mm_castsi128_ps(_mm_cvtsi32_si128(static_cast<int>(bits))), Immediate);
+  sweep::pin(input);
+  __m128i h = _mm_cvtps_ph(input, Immediate);
+  sweep::pin(h);
   flags = sweep::mxcsr_flags();
   return static_cast<std::uint16_t>(_mm_extract_epi16(h, 0));
 }

@@ -30,6 +30,15 @@ inline std::uint8_t flags_from_mxcsr(unsigned csr) {
 inline void clear_mxcsr_flags() { _mm_setcsr(_mm_getcsr() & ~0x3Fu); }
 inline std::uint8_t mxcsr_flags() { return flags_from_mxcsr(_mm_getcsr()); }
 
+// Pins a value in a register at this point of the program: the compiler does not know that the
+// F16C and SSE instructions write MXCSR's flags, and was seen (GCC 12, -O3) to read the flags
+// before the VCVTPS2PH whose flags they were. Put it on the operation's input after clearing the
+// flags and on its result before reading them.
+template <typename T>
+inline void pin(T& value) {
+  asm volatile("" : "+x"(value) : : "memory");
+}
+
 // Runs body(first, last, report) over [0, count) on every hardware thread; body returns its
 // mismatch count and calls report(text) for the first few.
 struct Result {
