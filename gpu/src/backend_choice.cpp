@@ -68,9 +68,9 @@ std::unique_ptr<TrainerBackend> make_trainer_backend(std::string_view backend, c
   if (backend != "cpu" && backend != "cuda" && backend != "auto")
     throw std::invalid_argument("--backend " + std::string(backend) + ": not a backend (cpu, cuda or auto)");
   std::string why;
-  const bool use_cuda = backend == "cuda" || (backend == "auto" && cuda_device_count(why) > 0);
-  if (!use_cuda) return std::make_unique<MlpTrainer>(config);
-  if (cuda_device_count(why) == 0) throw std::invalid_argument("--backend cuda: " + why + ": use --backend cpu (or auto)");
+  const bool device_answers = backend != "cpu" && cuda_device_count(why) > 0;  // asked once
+  if (backend == "cpu" || (backend == "auto" && !device_answers)) return std::make_unique<MlpTrainer>(config);
+  if (!device_answers) throw std::invalid_argument("--backend cuda: " + why + ": use --backend cpu (or auto)");
   char error[512] = {};
   TrainerBackend* trainer = module().create(&config, error, sizeof error);
   if (trainer == nullptr) throw std::invalid_argument(std::string("--backend cuda: ") + error);
