@@ -124,6 +124,75 @@ const std::vector<Format>& named_formats() {
   return list;
 }
 
+namespace {
+
+struct NamedBlockFormat {
+  const char* name;
+  BlockFormat format;
+};
+
+// The first name of each format is the one printed.
+constexpr NamedBlockFormat block_format_aliases[] = {
+    {"mxfp8-e4m3", block_formats::mxfp8_e4m3}, {"mxfp8", block_formats::mxfp8_e4m3},
+    {"mxfp8-e5m2", block_formats::mxfp8_e5m2},
+    {"mxfp6-e2m3", block_formats::mxfp6_e2m3}, {"mxfp6", block_formats::mxfp6_e2m3},
+    {"mxfp6-e3m2", block_formats::mxfp6_e3m2},
+    {"mxfp4", block_formats::mxfp4}, {"mxfp4-e2m1", block_formats::mxfp4},
+    {"mxint8", block_formats::mxint8},
+    {"nvfp4", block_formats::nvfp4},
+};
+
+// Formats are the same but for the block size.
+bool same_kind(const BlockFormat& a, const BlockFormat& b) {
+  return a.elements == b.elements && a.element == b.element && a.scale == b.scale;
+}
+
+}  // namespace
+
+BlockFormat parse_block_format(std::string_view name) {
+  std::string key = lowercase(name);
+  for (char& c : key)
+    if (c == '_') c = '-';
+  for (const auto& alias : block_format_aliases)
+    if (key == alias.name) return alias.format;
+  throw UnknownNameError("unknown block-scaled format '" + printable_text(name) +
+                         "': expected mxfp8-e4m3, mxfp8-e5m2, mxfp6-e2m3, mxfp6-e3m2, mxfp4, mxint8 or nvfp4");
+}
+
+std::string block_format_name(const BlockFormat& format) {
+  for (const auto& alias : block_format_aliases)
+    if (same_kind(alias.format, format)) return alias.name;
+  return "mx-" + format_name(format.element);
+}
+
+const std::vector<BlockFormat>& named_block_formats() {
+  static const std::vector<BlockFormat> list{block_formats::mxfp8_e4m3, block_formats::mxfp8_e5m2, block_formats::mxfp6_e2m3,
+                                             block_formats::mxfp6_e3m2, block_formats::mxfp4,      block_formats::mxint8,
+                                             block_formats::nvfp4};
+  return list;
+}
+
+ScaleRule parse_scale_rule(std::string_view name) {
+  std::string key = lowercase(name);
+  for (char& c : key)
+    if (c == '_') c = '-';
+  if (key == "floor" || key == "ocp") return ScaleRule::floor;
+  if (key == "round-up" || key == "ceil" || key == "roundup") return ScaleRule::round_up;
+  if (key == "rceil") return ScaleRule::rceil;
+  if (key == "even" || key == "round-to-even" || key == "rne") return ScaleRule::even;
+  throw UnknownNameError("unknown scale rule '" + printable_text(name) + "': expected floor (the OCP spec's), round-up, rceil or even");
+}
+
+std::string scale_rule_name(ScaleRule rule) {
+  switch (rule) {
+    case ScaleRule::floor: return "floor";
+    case ScaleRule::round_up: return "round-up";
+    case ScaleRule::rceil: return "rceil";
+    case ScaleRule::even: return "even";
+  }
+  return "?";
+}
+
 RoundingMode parse_rounding_mode(std::string_view name) {
   const std::string key = lowercase(name);
   if (key == "rne" || key == "nearest_even" || key == "near_even" || key == "nearest") return RoundingMode::nearest_even;

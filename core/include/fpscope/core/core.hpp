@@ -3,10 +3,13 @@
 
 #include "fpscope/core/arithmetic.hpp"
 #include "fpscope/core/bits.hpp"
+#include "fpscope/core/block_format.hpp"
+#include "fpscope/core/block_scaling.hpp"
 #include "fpscope/core/cast.hpp"
 #include "fpscope/core/compare.hpp"
 #include "fpscope/core/context.hpp"
 #include "fpscope/core/convert.hpp"
+#include "fpscope/core/e8m0.hpp"
 #include "fpscope/core/exponent_histogram.hpp"
 #include "fpscope/core/format.hpp"
 #include "fpscope/core/integral.hpp"

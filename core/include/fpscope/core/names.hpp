@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fpscope/core/bits.hpp"
+#include "fpscope/core/block_format.hpp"
 #include "fpscope/core/context.hpp"
 #include "fpscope/core/format.hpp"
 
@@ -30,6 +31,18 @@ std::string format_name(Format f);
 std::string flavour_description(Flavour flavour);
 // The named formats, in the order fpscope lists them.
 const std::vector<Format>& named_formats();
+
+// The block-scaled formats: mxfp8-e4m3 (mxfp8), mxfp8-e5m2, mxfp6-e2m3 (mxfp6), mxfp6-e3m2,
+// mxfp4, mxint8 (blocks of 32, E8M0 scales) and nvfp4 (blocks of 16, E4M3 scales under a
+// float32 tensor scale). Throws UnknownNameError naming the input otherwise.
+BlockFormat parse_block_format(std::string_view name);
+// The canonical name, without the block size: "mxfp8-e4m3", "nvfp4".
+std::string block_format_name(const BlockFormat& format);
+// The block-scaled formats, in the order fpscope lists them.
+const std::vector<BlockFormat>& named_block_formats();
+// floor (the OCP spec's, also "ocp"), round-up (also "ceil"), rceil, even.
+ScaleRule parse_scale_rule(std::string_view name);
+std::string scale_rule_name(ScaleRule rule);
 
 // rne/nearest_even, rna/nearest_away, rz/toward_zero, ru/toward_positive, rd/toward_negative,
 // odd, stochastic; TestFloat's near_even, near_maxMag, minMag, max, min are accepted too.

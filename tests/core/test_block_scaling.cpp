@@ -1,0 +1,477 @@
+// Block scaling (OCP MX, MXINT8, NVFP4) and the E8M0 scale, against a reference written here from
+// the specification's algorithm in double arithmetic, with the published constants typed in: no
+// code is shared with the implementation but the float32 arithmetic the rules prescribe.
+// tests/formats/block_scaling_ml_dtypes.py holds the same operation against NumPy + ml_dtypes.
+#include <doctest/doctest.h>
+
+#include <cfenv>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "fpscope/core/block_scaling.hpp"
+#include "fpscope/core/e8m0.hpp"
+#include "fpscope/core/names.hpp"
+
+using namespace fpscope;
+
+namespace {
+
+constexpr float inf = std::numeric_limits<float>::infinity();
+constexpr float quiet_nan = std::numeric_limits<float>::quiet_NaN();
+
+// The published numbers of each element type (OCP MX v1.0 tables 1-4; OCP FP8 v1.0): the
+// exponent of the largest power of two, the smallest normal's exponent, fraction bits, largest.
+struct ElementSpec {
+  int emax;
+  int emin;
+  int mantissa_bits;
+  double max;
+  bool integer;
+};
+ElementSpec spec_of(const BlockFormat& f) {
+  if (f.elements == BlockFormat::Elements::int8) return {0, 0, 6, 127.0 / 64, true};
+  if (f.element == formats::e4m3) return {8, -6, 3, 448, false};
+  if (f.element == formats::e5m2) return {15, -14, 2, 57344, false};
+  if (f.element == formats::e2m3) return {2, 0, 3, 7.5, false};
+  if (f.element == formats::e3m2) return {4, -2, 2, 28, false};
+  if (f.element == formats::e2m1) return {2, 0, 1, 6, false};
+  FAIL("no published numbers for this element type");
+  return {};
+}
+
+// Rounds a non-negative multiple count n (an exact double) to an integer in `mode`, for a value
+// of sign `negative`; sets inexact.
+double round_count(double n, bool negative, RoundingMode mode, bool& inexact) {
+  const double down = std::floor(n);
+  inexact = down != n;
+  switch (mode) {
+    case RoundingMode::nearest_even: {
+      const double fraction = n - down;
+      if (fraction > 0.5) return down + 1;
+      if (fraction < 0.5) return down;
+      return std::fmod(down, 2.0) == 0 ? down : down + 1;
+    }
+    case RoundingMode::nearest_away: return n - down >= 0.5 ? down + 1 : down;
+    case RoundingMode::toward_zero: return down;
+    case RoundingMode::toward_positive: return inexact && !negative ? down + 1 : down;
+    case RoundingMode::toward_negative: return inexact && negative ? down + 1 : down;
+    case RoundingMode::odd: return inexact && std::fmod(down, 2.0) == 0 ? down + 1 : down;
+    case RoundingMode::stochastic: break;
+  }
+  FAIL("no deterministic reference for stochastic rounding");
+  return 0;
+}
+
+struct ReferenceElement {
+  double value;  // the element's value before the block scale (signed; -0.0 for a negative zero)
+  bool flushed, subnormal, saturated;
+};
+
+// y (exact) on the element's grid: quantum 2^(max(floor(log2|y|), emin) - m), clamped at max.
+ReferenceElement reference_element(const ElementSpec& e, double y, RoundingMode mode, bool has_negative_zero = true) {
+  const bool negative = std::signbit(y);
+  const double magnitude = std::fabs(y);
+  if (magnitude == 0) return {negative && has_negative_zero ? -0.0 : 0.0, false, false, false};
+  double quantum = 0;
+  if (e.integer) {
+    quantum = std::ldexp(1.0, -e.mantissa_bits);
+  } else {
+    int exponent = 0;
+    std::frexp(magnitude, &exponent);  // magnitude = f * 2^exponent, f in [0.5, 1)
+    quantum = std::ldexp(1.0, std::max(exponent - 1, e.emin) - e.mantissa_bits);
+  }
+  bool inexact = false;
+  double rounded = round_count(magnitude / quantum, negative, mode, inexact) * quantum;
+  const bool saturated = rounded > e.max;
+  if (saturated) rounded = e.max;
+  const bool flushed = rounded == 0;
+  const bool subnormal = !e.integer && rounded != 0 && rounded < std::ldexp(1.0, e.emin);
+  return {negative ? (flushed && !has_negative_zero ? 0.0 : -rounded) : rounded, flushed, subnormal, saturated};
+}
+
+// The shared exponent X of an MX block, or nullopt-like 999 for a NaN scale.
+constexpr int nan_scale = 999;
+int reference_shared_exponent(const BlockFormat& f, ScaleRule rule, const std::vector<float>& block) {
+  const ElementSpec e = spec_of(f);
+  double amax = 0;
+  for (const float v : block) {
+    if (std::isnan(v) || std::isinf(v)) return nan_scale;
+    amax = std::max(amax, std::fabs(static_cast<double>(v)));
+  }
+  if (amax == 0) return -127;
+  int exponent = 0;
+  std::frexp(amax, &exponent);
+  int x = 0;
+  switch (rule) {
+    case ScaleRule::floor: x = exponent - 1 - e.emax; break;
+    case ScaleRule::round_up:
+      x = exponent - 1 - e.emax;
+      while (amax / std::ldexp(1.0, x) > e.max) ++x;
+      break;
+    case ScaleRule::rceil: {
+      const float product = static_cast<float>(amax) * (1.0f / static_cast<float>(e.max));  // the rule's float32 arithmetic
+      if (product == 0.0f) {
+        x = -127;
+        break;
+      }
+      x = -200;
+      while (std::ldexp(1.0, x) < static_cast<double>(product)) ++x;
+      x = std::min(x, 127);  // the instruction saturates (satfinite)
+      break;
+    }
+    case ScaleRule::even: {
+      const double quantum = std::ldexp(1.0, exponent - 1 - e.mantissa_bits);
+      bool inexact = false;
+      const double rounded = round_count(amax / quantum, false, RoundingMode::nearest_even, inexact) * quantum;
+      std::frexp(rounded, &exponent);
+      x = exponent - 1 - e.emax;
+      break;
+    }
+  }
+  if (x > 127) return nan_scale;
+  return std::max(x, -127);
+}
+
+struct Quantized {
+  std::vector<std::uint8_t> codes, scales;
+  std::vector<BlockOutcome> outcomes;
+  BlockStatistics statistics;
+  float tensor_scale = 0;
+  std::uint8_t flags = 0;
+};
+
+Quantized quantize(const BlockFormat& f, ScaleRule rule, const BlockLayout& layout, const std::vector<float>& values,
+                   RoundingMode mode = RoundingMode::nearest_even, std::uint64_t seed = 0) {
+  Quantized q;
+  q.codes.resize(values.size());
+  q.scales.resize(layout.block_count());
+  q.outcomes.resize(layout.block_count());
+  Context ctx;
+  ctx.rounding = mode;
+  ctx.stochastic_seed = seed;
+  block_quantize(f, rule, layout, values, q.codes, q.scales, q.tensor_scale, ctx, &q.statistics, q.outcomes);
+  q.flags = ctx.flags;
+  return q;
+}
+
+std::uint32_t bits_of(float v) { return std::bit_cast<std::uint32_t>(v); }
+
+// Random blocks of mixed magnitudes, with the adversarial ones every rule must get right.
+std::vector<std::vector<float>> test_blocks(const BlockFormat& f, int block_size) {
+  const ElementSpec e = spec_of(f);
+  std::mt19937 random(20261122);
+  std::vector<std::vector<float>> blocks;
+  const auto random_block = [&](int spread, int centre) {
+    std::vector<float> block(static_cast<std::size_t>(block_size));
+    std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+    std::uniform_int_distribution<int> exponent(centre - spread, centre + spread);
+    for (float& v : block) v = std::ldexp(mantissa(random), exponent(random)) * (random() % 2 != 0 ? -1.0f : 1.0f);
+    return block;
+  };
+  for (int centre : {-140, -126, -60, -20, -3, 0, 5, 30, 100, 125})
+    for (int spread : {0, 2, 6, 14, 40}) blocks.push_back(random_block(spread, centre));
+  const auto with_amax = [&](float amax, float rest) {
+    std::vector<float> block = random_block(3, rest == 0 ? -149 : static_cast<int>(std::floor(std::log2(std::fabs(rest)))));
+    block[3] = amax;
+    return block;
+  };
+  const float max = static_cast<float>(e.max);
+  blocks.push_back(std::vector<float>(static_cast<std::size_t>(block_size), 0.0f));                // all zero
+  blocks.push_back(std::vector<float>(static_cast<std::size_t>(block_size), -0.0f));               // all -0
+  blocks.push_back(with_amax(quiet_nan, 1.0f));                                                     // one NaN
+  blocks.push_back(with_amax(-inf, 1.0f));                                                          // one infinity
+  blocks.push_back(with_amax(3.0e38f, 1.0f));                                                       // a huge outlier
+  blocks.push_back(with_amax(std::numeric_limits<float>::max(), 1e30f));                            // float32's largest
+  blocks.push_back(with_amax(1e-30f, 1e-40f));                                                      // tiny, subnormal rest
+  blocks.push_back(with_amax(std::numeric_limits<float>::denorm_min(), 0.0f));                      // the smallest subnormal
+  for (int k : {-130, -100, -5, 0, 7, 100}) {
+    blocks.push_back(with_amax(std::ldexp(1.0f, k), std::ldexp(1.0f, k - 2)));                      // amax a power of two
+    const float at_max = std::ldexp(max, k - e.emax);                                               // amax = max * 2^k: round_up's edge
+    blocks.push_back(with_amax(at_max, at_max / 8));
+    blocks.push_back(with_amax(std::nextafter(at_max, inf), at_max / 8));
+    blocks.push_back(with_amax(std::nextafter(at_max, 0.0f), at_max / 8));
+    // even's edge: amax halfway between the two largest significands of the binade's grid.
+    const float top = std::ldexp(1.0f, k + 1);
+    const float half_ulp = std::ldexp(1.0f, k - spec_of(f).mantissa_bits - 1);
+    blocks.push_back(with_amax(top - half_ulp, top / 8));
+    blocks.push_back(with_amax(std::nextafter(top - half_ulp, 0.0f), top / 8));
+    blocks.push_back(with_amax(std::nextafter(top - half_ulp, inf), top / 8));
+    blocks.push_back(with_amax(top - 3 * half_ulp, top / 8));  // a tie that rounds down to even
+  }
+  // rceil's edge: the largest amax whose float32 product with 1/max is still at most 2^k.
+  const float reciprocal = 1.0f / max;
+  for (int k : {-3, 0, 9}) {
+    float amax = std::ldexp(max, k);
+    while (amax * reciprocal > std::ldexp(1.0f, k)) amax = std::nextafter(amax, 0.0f);
+    while (std::nextafter(amax, inf) * reciprocal <= std::ldexp(1.0f, k)) amax = std::nextafter(amax, inf);
+    blocks.push_back(with_amax(amax, amax / 4));
+    blocks.push_back(with_amax(std::nextafter(amax, inf), amax / 4));
+  }
+  return blocks;
+}
+
+// Every block of `blocks` quantized along rows against the reference, in `mode`.
+void check_mx_against_reference(const BlockFormat& f, ScaleRule rule, RoundingMode mode) {
+  const ElementSpec e = spec_of(f);
+  const auto blocks = test_blocks(f, f.block_size);
+  std::vector<float> values;
+  for (const auto& block : blocks) values.insert(values.end(), block.begin(), block.end());
+  const BlockLayout layout{blocks.size(), static_cast<std::size_t>(f.block_size), BlockAxis::rows, f.block_size};
+  const Quantized q = quantize(f, rule, layout, values, mode);
+  std::vector<float> dequantized(values.size());
+  block_dequantize(f, layout, q.codes, q.scales, q.tensor_scale, dequantized);
+  int mismatches = 0;
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    const int x = reference_shared_exponent(f, rule, blocks[b]);
+    const std::uint8_t expected_scale = x == nan_scale ? e8m0::nan_code : static_cast<std::uint8_t>(x + 127);
+    if (q.scales[b] != expected_scale) {
+      if (++mismatches < 10)
+        MESSAGE(block_format_name(f), " ", scale_rule_name(rule), " block ", b, ": scale code ", int(q.scales[b]), ", expected ",
+                int(expected_scale));
+      continue;
+    }
+    BlockOutcome expected_outcome;
+    for (std::size_t j = 0; j < blocks[b].size(); ++j) {
+      const std::size_t i = b * static_cast<std::size_t>(f.block_size) + j;
+      if (x == nan_scale) {
+        if (!std::isnan(dequantized[i]) && ++mismatches < 10) MESSAGE("NaN block ", b, " element ", j, " reads ", dequantized[i]);
+        continue;
+      }
+      const float v = blocks[b][j];
+      const ReferenceElement r = reference_element(e, static_cast<double>(v) / std::ldexp(1.0, x), mode);
+      expected_outcome.flushed_to_zero += r.flushed && v != 0;
+      expected_outcome.made_subnormal += r.subnormal;
+      expected_outcome.saturated += r.saturated;
+      const float element = block_element_value(f, q.codes[i]);
+      const float expected_dequantized = static_cast<float>(r.value * std::ldexp(1.0, x));
+      const bool element_ok = bits_of(element) == bits_of(static_cast<float>(r.value)) ||
+                              (e.integer && r.value == 0 && element == 0);  // MXINT8 has one zero
+      const bool dequantized_ok = bits_of(dequantized[i]) == bits_of(expected_dequantized) ||
+                                  (e.integer && expected_dequantized == 0 && dequantized[i] == 0);
+      if ((!element_ok || !dequantized_ok) && ++mismatches < 10)
+        MESSAGE(block_format_name(f), " ", scale_rule_name(rule), " ", rounding_mode_name(mode), " block ", b, " element ", j, ": ",
+                v, " / 2^", x, " -> ", element, " (", dequantized[i], "), expected ", r.value, " (", expected_dequantized, ")");
+    }
+    if (!(q.outcomes[b] == expected_outcome) && ++mismatches < 10)
+      MESSAGE("block ", b, " counts flushed/subnormal/saturated ", q.outcomes[b].flushed_to_zero, "/", q.outcomes[b].made_subnormal,
+              "/", q.outcomes[b].saturated, ", expected ", expected_outcome.flushed_to_zero, "/", expected_outcome.made_subnormal, "/",
+              expected_outcome.saturated);
+  }
+  CHECK_MESSAGE(mismatches == 0, block_format_name(f), " ", scale_rule_name(rule), " ", rounding_mode_name(mode), ": ", mismatches,
+                " mismatches over ", blocks.size(), " blocks");
+}
+
+}  // namespace
+
+TEST_CASE("E8M0: every code decodes to its power of two, 0xFF to NaN") {
+  for (int code = 0; code < 255; ++code)
+    CHECK(static_cast<double>(e8m0::to_float(static_cast<std::uint8_t>(code))) == std::ldexp(1.0, code - 127));
+  CHECK(std::isnan(e8m0::to_float(0xFF)));
+}
+
+TEST_CASE("E8M0: float32 to E8M0 as ml_dtypes' float8_e8m0fnu converts") {
+  Context ctx;
+  const auto code = [&](float v) { return int(e8m0::from_float(v, ctx)); };
+  // Observed with ml_dtypes 0.6: nearest powers of two, a tie (1.5 * 2^k) going up.
+  CHECK(code(1.0f) == 0x7F);
+  CHECK(code(1.5f) == 0x80);
+  CHECK(code(std::nextafter(1.5f, 0.0f)) == 0x7F);
+  CHECK(code(3.0f) == 0x81);
+  CHECK(code(2.9f) == 0x80);
+  CHECK(code(std::ldexp(1.0f, -127)) == 0x00);
+  CHECK(code(std::ldexp(1.0f, -128)) == 0x00);  // no zero: the smallest code
+  CHECK(code(std::numeric_limits<float>::denorm_min()) == 0x00);
+  CHECK(code(1.7e38f) == 0xFE);
+  CHECK(code(std::ldexp(1.5f, 127)) == 0xFF);  // rounds to 2^128: overflow
+  CHECK(code(0.0f) == 0xFF);
+  CHECK(code(-0.0f) == 0xFF);
+  CHECK(code(-2.0f) == 0xFF);
+  CHECK(code(inf) == 0xFF);
+  CHECK(code(quiet_nan) == 0xFF);
+  Context up;
+  up.rounding = RoundingMode::toward_positive;
+  CHECK(int(e8m0::from_float(std::nextafter(1.0f, 2.0f), up)) == 0x80);
+  CHECK(up.flags == flag::inexact);
+  Context down;
+  down.rounding = RoundingMode::toward_zero;
+  CHECK(int(e8m0::from_float(1.99f, down)) == 0x7F);
+}
+
+TEST_CASE("block formats: names and the published element constants") {
+  for (const BlockFormat& f : named_block_formats()) {
+    CHECK(parse_block_format(block_format_name(f)) == f);
+    const ElementSpec e = spec_of(f);
+    CHECK(f.element_emax() == e.emax);
+    CHECK(static_cast<double>(f.element_max()) == e.max);
+  }
+  CHECK(parse_block_format("MXFP8") == block_formats::mxfp8_e4m3);
+  CHECK(parse_block_format("nvfp4").block_size == 16);
+  CHECK_THROWS_AS(parse_block_format("mxfp5"), UnknownNameError);
+  for (const ScaleRule rule : all_scale_rules) CHECK(parse_scale_rule(scale_rule_name(rule)) == rule);
+  CHECK(parse_scale_rule("ocp") == ScaleRule::floor);
+  CHECK_THROWS_AS(parse_scale_rule("nearest-ish"), UnknownNameError);
+}
+
+TEST_CASE("MX block quantization equals the reference for every format, scale rule and rounding mode") {
+  for (const BlockFormat& f : named_block_formats()) {
+    if (f.scale != BlockFormat::Scale::e8m0) continue;
+    for (const ScaleRule rule : all_scale_rules)
+      for (const RoundingMode mode : deterministic_rounding_modes) check_mx_against_reference(f, rule, mode);
+  }
+}
+
+TEST_CASE("the scale rules disagree where they should") {
+  const BlockFormat f = block_formats::mxfp8_e4m3;
+  const auto scale_of = [&](ScaleRule rule, float amax) {
+    std::vector<float> block(32, amax / 16);
+    block[5] = amax;
+    return int(mx_scale_code(f, rule, std::bit_cast<std::uint32_t>(amax)));
+  };
+  // 448 fits E4M3 exactly: floor and round-up agree (2^0); 449 saturates under floor only.
+  CHECK(scale_of(ScaleRule::floor, 448.0f) == 127);
+  CHECK(scale_of(ScaleRule::round_up, 448.0f) == 127);
+  CHECK(scale_of(ScaleRule::floor, 449.0f) == 127);
+  CHECK(scale_of(ScaleRule::round_up, 449.0f) == 128);
+  // 500 rounds to 512 at E4M3's precision: even moves up a binade, floor saturates.
+  CHECK(scale_of(ScaleRule::even, 500.0f) == 128);
+  CHECK(scale_of(ScaleRule::even, 479.0f) == 127);  // rounds to 480, below 2^9
+}
+
+TEST_CASE("MX block quantization along columns equals quantizing the transpose along rows") {
+  const BlockFormat f = block_formats::mxfp4;
+  const std::size_t rows = 70, cols = 9;  // 70 = 2 blocks of 32 and a short one of 6
+  std::mt19937 random(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(rows * cols), transposed(rows * cols);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t c = 0; c < cols; ++c) transposed[c * rows + r] = values[r * cols + c] = normal(random) * std::exp(normal(random) * 3);
+  const Quantized by_cols = quantize(f, ScaleRule::floor, {rows, cols, BlockAxis::cols, 32}, values);
+  const Quantized by_rows = quantize(f, ScaleRule::floor, {cols, rows, BlockAxis::rows, 32}, transposed);
+  REQUIRE(by_cols.scales.size() == 3 * cols);
+  for (std::size_t r = 0; r < rows; ++r)
+    for (std::size_t c = 0; c < cols; ++c) CHECK(by_cols.codes[r * cols + c] == by_rows.codes[c * rows + r]);
+  for (std::size_t br = 0; br < 3; ++br)
+    for (std::size_t c = 0; c < cols; ++c) CHECK(by_cols.scales[br * cols + c] == by_rows.scales[c * 3 + br]);
+  CHECK(by_cols.statistics.saturated == by_rows.statistics.saturated);
+  CHECK(by_cols.statistics.flushed_to_zero == by_rows.statistics.flushed_to_zero);
+}
+
+TEST_CASE("NVFP4 equals the reference: float32 tensor scale, E4M3 block scales, E2M1 elements") {
+  const BlockFormat f = block_formats::nvfp4;
+  const auto blocks = test_blocks(f, 16);
+  for (const bool with_specials : {false, true}) {
+    std::vector<float> values;
+    std::size_t block_count = 0;
+    for (const auto& block : blocks) {
+      bool special = false;
+      for (const float v : block) special = special || std::isnan(v) || std::isinf(v);
+      if (special && !with_specials) continue;
+      values.insert(values.end(), block.begin(), block.end());
+      ++block_count;
+    }
+    const BlockLayout layout{block_count, 16, BlockAxis::rows, 16};
+    const Quantized q = quantize(f, ScaleRule::floor, layout, values);
+    double tensor_amax = 0;
+    for (const float v : values)
+      if (std::isfinite(v)) tensor_amax = std::max(tensor_amax, std::fabs(static_cast<double>(v)));
+    const float expected_tensor_scale =
+        with_specials ? 1.0f : std::min(2688.0f / static_cast<float>(tensor_amax), std::numeric_limits<float>::max());
+    CHECK(bits_of(q.tensor_scale) == bits_of(expected_tensor_scale));
+    const ElementSpec e4m3_spec{8, -6, 3, 448, false}, e2m1_spec{2, 0, 1, 6, false};
+    std::vector<float> dequantized(values.size());
+    block_dequantize(f, layout, q.codes, q.scales, q.tensor_scale, dequantized);
+    int mismatches = 0;
+    for (std::size_t b = 0; b < block_count; ++b) {
+      double amax = 0;
+      bool nan_block = false;
+      for (std::size_t j = 0; j < 16; ++j) {
+        const float v = values[b * 16 + j];
+        nan_block = nan_block || !std::isfinite(v);
+        amax = std::max(amax, std::fabs(static_cast<double>(v)));
+      }
+      if (nan_block) {
+        CHECK(int(q.scales[b]) == 0x7F);
+        for (std::size_t j = 0; j < 16; ++j) CHECK(std::isnan(dequantized[b * 16 + j]));
+        continue;
+      }
+      const float wanted = (static_cast<float>(amax) / 6.0f) * q.tensor_scale;
+      const double block_scale = reference_element(e4m3_spec, wanted, RoundingMode::nearest_even).value;
+      if (static_cast<double>(block_scale_value(f, q.scales[b])) != block_scale && ++mismatches < 10)
+        MESSAGE("block ", b, ": scale ", block_scale_value(f, q.scales[b]), ", expected ", block_scale);
+      const float factor = block_scale == 0 ? 0.0f : q.tensor_scale / static_cast<float>(block_scale);
+      for (std::size_t j = 0; j < 16; ++j) {
+        const std::size_t i = b * 16 + j;
+        const ReferenceElement r = reference_element(e2m1_spec, values[i] * factor, RoundingMode::nearest_even);
+        const float expected = static_cast<float>(r.value * block_scale) / q.tensor_scale;
+        if ((bits_of(block_element_value(f, q.codes[i])) != bits_of(static_cast<float>(r.value)) ||
+             bits_of(dequantized[i]) != bits_of(expected)) &&
+            ++mismatches < 10)
+          MESSAGE("block ", b, " element ", j, ": ", values[i], " -> ", block_element_value(f, q.codes[i]), " (", dequantized[i],
+                  "), expected ", r.value, " (", expected, ")");
+      }
+    }
+    CHECK_MESSAGE(mismatches == 0, mismatches, " NVFP4 mismatches");
+  }
+}
+
+TEST_CASE("block statistics: relative exponents, scale codes and totals agree with the elements") {
+  const BlockFormat f = block_formats::mxfp8_e4m3;
+  const std::vector<float> block_a{1.0f, 0.5f, 0.25f, 0.0f, -3.0f, std::ldexp(1.0f, -20), 0.0f, 1.5f};
+  std::vector<float> values;
+  for (int i = 0; i < 4; ++i) values.insert(values.end(), block_a.begin(), block_a.end());
+  const BlockFormat eight{f.elements, f.element, f.scale, 8};
+  const Quantized q = quantize(eight, ScaleRule::floor, {4, 8, BlockAxis::rows, 8}, values);
+  // amax 3 (2^1): relative exponents 0 (-3, 1.5 -> floor log2 = 0: -1), ...
+  CHECK(q.statistics.blocks == 4);
+  CHECK(q.statistics.elements == 32);
+  CHECK(q.statistics.zeros == 8);
+  CHECK(q.statistics.relative_exponents[0] == 4);   // -3
+  CHECK(q.statistics.relative_exponents[1] == 8);   // 1, 1.5
+  CHECK(q.statistics.relative_exponents[2] == 4);   // 0.5
+  CHECK(q.statistics.relative_exponents[3] == 4);   // 0.25
+  CHECK(q.statistics.relative_exponents[21] == 4);  // 2^-20
+  CHECK(q.statistics.scale_codes[127 + 1 - 8] == 4);
+  // X = -7: 2^-20 / 2^-7 = 2^-13 is below E4M3's smallest subnormal 2^-9: flushed.
+  CHECK(q.statistics.flushed_to_zero == 4);
+  CHECK(q.statistics.made_subnormal == 0);
+  CHECK(q.statistics.saturated == 0);
+  CHECK(q.flags == (flag::inexact | flag::underflow));
+}
+
+TEST_CASE("stochastic block quantization picks a neighbour, reproducibly, with the right odds") {
+  const BlockFormat f = block_formats::mxfp4;
+  std::vector<float> values(32 * 256);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = i % 32 == 0 ? 6.0f : 4.5f;  // 4.5 lies a quarter of the way from 4 to 6
+  const BlockLayout layout{256, 32, BlockAxis::rows, 32};
+  const Quantized a = quantize(f, ScaleRule::floor, layout, values, RoundingMode::stochastic, 42);
+  const Quantized b = quantize(f, ScaleRule::floor, layout, values, RoundingMode::stochastic, 42);
+  const Quantized c = quantize(f, ScaleRule::floor, layout, values, RoundingMode::stochastic, 43);
+  CHECK(a.codes == b.codes);
+  CHECK(a.codes != c.codes);
+  int ups = 0, total = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i % 32 == 0) continue;
+    const float element = block_element_value(f, a.codes[i]);
+    CHECK((element == 4.0f || element == 6.0f));
+    ups += element == 6.0f;
+    ++total;
+  }
+  // Binomial(7936, 1/4): mean 1984, standard deviation 38.6; 6 deviations either side.
+  CHECK(std::abs(ups - total / 4) < 232);
+}
+
+TEST_CASE("block quantization refuses spans that do not fit the layout") {
+  const BlockFormat f = block_formats::mxfp8_e4m3;
+  std::vector<float> values(64);
+  std::vector<std::uint8_t> codes(64), scales(2);
+  float tensor_scale = 0;
+  Context ctx;
+  CHECK_NOTHROW(block_quantize(f, ScaleRule::floor, {2, 32, BlockAxis::rows, 32}, values, codes, scales, tensor_scale, ctx));
+  std::vector<std::uint8_t> too_few(1);
+  CHECK_THROWS_AS(block_quantize(f, ScaleRule::floor, {2, 32, BlockAxis::rows, 32}, values, codes, too_few, tensor_scale, ctx),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(block_quantize(f, ScaleRule::floor, {2, 32, BlockAxis::rows, 16}, values, codes, scales, tensor_scale, ctx),
+                  std::invalid_argument);
+}
