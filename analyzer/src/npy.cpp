@@ -140,10 +140,18 @@ void bin_16bit(ExponentHistogram& histogram, const unsigned char* data, std::uin
   }
 }
 
-}  // namespace
+enum class ElementKind { f16, bf16, f32, f64, u8 };
 
-ExponentHistogram npy_histogram(const std::filesystem::path& path, NpyElements elements, NpyInfo* info) {
-  const MappedFile file(path);
+// A .npy file's header, checked against the file's size.
+struct ParsedNpy {
+  NpyInfo info;
+  ElementKind kind = ElementKind::f32;
+  std::size_t item_size = 0;
+  bool swap = false;
+  const unsigned char* elements = nullptr;
+};
+
+ParsedNpy parse_npy(const MappedFile& file, const std::filesystem::path& path, NpyElements elements, bool bytes = false) {
   const unsigned char* data = file.data();
   const std::size_t size = file.size();
   if (size < 10 || std::memcmp(data, "\x93NUMPY", 6) != 0) fail(path, "not a NumPy .npy file (no \\x93NUMPY magic)");
@@ -157,7 +165,8 @@ ExponentHistogram npy_histogram(const std::filesystem::path& path, NpyElements e
   if (data_offset > size) fail(path, "truncated header");
   const std::string header(reinterpret_cast<const char*>(data) + 8 + length_bytes, header_length);
 
-  NpyInfo parsed;
+  ParsedNpy result;
+  NpyInfo& parsed = result.info;
   parsed.descr = dict_value(header, "descr", path);
   const std::string fortran_order = dict_value(header, "fortran_order", path);
   if (fortran_order != "True" && fortran_order != "False")
@@ -171,22 +180,22 @@ ExponentHistogram npy_histogram(const std::filesystem::path& path, NpyElements e
       fail(path, "shape " + shape + " holds more elements than can be addressed");
     else
       parsed.count *= extent;
-  if (info != nullptr) *info = parsed;
 
   const std::string& descr = parsed.descr;
   const char order = descr.empty() ? '?' : descr[0];
-  const bool swap = order == '>' && std::endian::native == std::endian::little;
+  result.swap = order == '>' && std::endian::native == std::endian::little;
   const std::string type = (order == '<' || order == '>' || order == '|' || order == '=') ? descr.substr(1) : descr;
-  std::size_t item_size = 0;
-  enum class Kind { f16, bf16, f32, f64 } kind = Kind::f32;
-  if (descr == "bfloat16" || (elements == NpyElements::bfloat16 && (type == "V2" || type == "u2" || type == "i2" || type == "f2"))) {
-    kind = Kind::bf16, item_size = 2;
+  if (bytes) {
+    if (type != "u1") fail(path, "has dtype '" + printable_text(descr) + "': expected uint8 codes");
+    result.kind = ElementKind::u8, result.item_size = 1;
+  } else if (descr == "bfloat16" || (elements == NpyElements::bfloat16 && (type == "V2" || type == "u2" || type == "i2" || type == "f2"))) {
+    result.kind = ElementKind::bf16, result.item_size = 2;
   } else if (type == "f2") {
-    kind = Kind::f16, item_size = 2;
+    result.kind = ElementKind::f16, result.item_size = 2;
   } else if (type == "f4") {
-    kind = Kind::f32, item_size = 4;
+    result.kind = ElementKind::f32, result.item_size = 4;
   } else if (type == "f8") {
-    kind = Kind::f64, item_size = 8;
+    result.kind = ElementKind::f64, result.item_size = 8;
   } else if (type == "O") {
     fail(path, "holds Python objects (dtype object), not numbers: save a float array");
   } else if (type == "V2" || type == "u2" || type == "i2") {
@@ -194,12 +203,26 @@ ExponentHistogram npy_histogram(const std::filesystem::path& path, NpyElements e
   } else {
     fail(path, "has dtype '" + printable_text(descr) + "': expected float16, float32, float64 or bfloat16");
   }
-  if (parsed.count > (size - data_offset) / item_size)
-    fail(path, "truncated: the header promises " + std::to_string(parsed.count) + " elements of " + std::to_string(item_size) +
+  if (parsed.count > (size - data_offset) / result.item_size)
+    fail(path, "truncated: the header promises " + std::to_string(parsed.count) + " elements of " + std::to_string(result.item_size) +
                    " bytes but the file holds " + std::to_string(size - data_offset) + " bytes of data");
+  result.elements = data + data_offset;
+  return result;
+}
+
+}  // namespace
+
+ExponentHistogram npy_histogram(const std::filesystem::path& path, NpyElements elements, NpyInfo* info) {
+  const MappedFile file(path);
+  const ParsedNpy npy = parse_npy(file, path, elements);
+  const NpyInfo& parsed = npy.info;
+  if (info != nullptr) *info = parsed;
+  const bool swap = npy.swap;
+  using Kind = ElementKind;
+  const Kind kind = npy.kind;
 
   ExponentHistogram histogram;
-  const unsigned char* elements_data = data + data_offset;
+  const unsigned char* elements_data = npy.elements;
   switch (kind) {
     case Kind::f32:
       if (!swap && reinterpret_cast<std::uintptr_t>(elements_data) % 4 == 0) {
@@ -218,8 +241,85 @@ ExponentHistogram npy_histogram(const std::filesystem::path& path, NpyElements e
     case Kind::f16: bin_16bit(histogram, elements_data, parsed.count, swap, false); break;
     case Kind::bf16: bin_16bit(histogram, elements_data, parsed.count, swap, true); break;
     case Kind::f64: bin_float64(histogram, elements_data, parsed.count, swap); break;
+    case Kind::u8: break;  // not a float: parse_npy refused it
   }
   return histogram;
+}
+
+NpyTensor npy_read_float32(const std::filesystem::path& path, NpyElements elements) {
+  const MappedFile file(path);
+  const ParsedNpy npy = parse_npy(file, path, elements);
+  if (npy.kind == ElementKind::f64)
+    fail(path, "holds float64 values, which would round on their way to float32: save it with .astype(numpy.float32) to say how");
+  NpyTensor tensor;
+  tensor.info = npy.info;
+  const std::uint64_t count = npy.info.count;
+  if (count > std::numeric_limits<std::size_t>::max() / sizeof(float)) fail(path, "too many elements to hold in memory");
+  std::vector<float> stored(static_cast<std::size_t>(count));
+  if (npy.kind == ElementKind::f32) {
+    std::memcpy(stored.data(), npy.elements, 4 * stored.size());
+    if (npy.swap)
+      for (float& v : stored) v = bits_float(__builtin_bswap32(float_bits(v)));
+  } else {
+    std::vector<std::uint16_t> half(stored.size());
+    std::memcpy(half.data(), npy.elements, 2 * half.size());
+    if (npy.swap)
+      for (auto& h : half) h = static_cast<std::uint16_t>((h >> 8) | (h << 8));
+    Context ctx;  // widening is exact
+    bits_to_f32(npy.kind == ElementKind::bf16 ? formats::bf16 : formats::fp16, half, stored, ctx);
+  }
+  if (!npy.info.fortran_order || npy.info.shape.size() < 2) {
+    tensor.values = std::move(stored);
+    tensor.info.fortran_order = false;
+    return tensor;
+  }
+  // Fortran order: element (i0, i1, ..., in) lies at i0 + s0 * (i1 + s1 * (...)); C order wants
+  // the last index fastest. Walk C order with a counter and the Fortran strides.
+  const auto& shape = npy.info.shape;
+  const std::size_t dims = shape.size();
+  std::vector<std::uint64_t> fortran_stride(dims, 1), index(dims, 0);
+  for (std::size_t d = 1; d < dims; ++d) fortran_stride[d] = fortran_stride[d - 1] * shape[d - 1];
+  tensor.values.resize(stored.size());
+  std::uint64_t source = 0;
+  for (std::size_t i = 0; i < tensor.values.size(); ++i) {
+    tensor.values[i] = stored[static_cast<std::size_t>(source)];
+    for (std::size_t d = dims; d-- > 0;) {  // advance the C-order counter, last index first
+      ++index[d];
+      source += fortran_stride[d];
+      if (index[d] < shape[d]) break;
+      source -= fortran_stride[d] * shape[d];
+      index[d] = 0;
+    }
+  }
+  tensor.info.fortran_order = false;
+  return tensor;
+}
+
+NpyBytes npy_read_uint8(const std::filesystem::path& path) {
+  const MappedFile file(path);
+  const ParsedNpy npy = parse_npy(file, path, NpyElements::by_dtype, true);
+  if (npy.info.fortran_order && npy.info.shape.size() >= 2) fail(path, "is in Fortran order: save the codes in C order");
+  NpyBytes bytes;
+  bytes.info = npy.info;
+  bytes.values.assign(npy.elements, npy.elements + npy.info.count);
+  return bytes;
+}
+
+std::string npy_bytes(std::string_view descr, std::span<const std::uint64_t> shape, std::span<const unsigned char> data) {
+  std::string dict = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': (";
+  for (std::size_t d = 0; d < shape.size(); ++d) dict += std::to_string(shape[d]) + (shape.size() == 1 ? "," : d + 1 < shape.size() ? ", " : "");
+  dict += "), }";
+  // Version 1.0: magic, version, a 2-byte header length; the header padded with spaces and ended
+  // by a newline so the data starts at a multiple of 64 bytes (NumPy's own alignment).
+  const std::size_t unpadded = 10 + dict.size() + 1;
+  dict.append((64 - unpadded % 64) % 64, ' ');
+  dict += '\n';
+  std::string bytes("\x93NUMPY\x01\x00", 8);
+  bytes += static_cast<char>(dict.size() & 0xFF);
+  bytes += static_cast<char>(dict.size() >> 8);
+  bytes += dict;
+  bytes.append(reinterpret_cast<const char*>(data.data()), data.size());
+  return bytes;
 }
 
 Snapshot npy_folder_snapshot(const std::filesystem::path& folder, NpyElements elements, std::vector<std::string>& warnings) {

@@ -4,13 +4,16 @@
 #include <fmt/core.h>
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "block_option.hpp"
 #include "commands.hpp"
+#include "fpscope/analyzer/block_analysis.hpp"
 #include "fpscope/analyzer/csv.hpp"
 #include "fpscope/analyzer/npy.hpp"
 #include "fpscope/analyzer/run_log.hpp"
@@ -33,6 +36,9 @@ struct AnalyzeOptions {
   std::vector<std::string> kinds;    // only these kinds
   std::vector<std::string> tensors;  // only names matching one of these globs
   bool json = false;
+  // Block-scaled formats (.npy inputs only).
+  std::string block, axis = "rows", scale_rule = "floor", round = "rne";
+  bool compare_scale_rules = false;
 };
 
 struct SourcedSeries {
@@ -100,7 +106,140 @@ std::string advice_text(const LossScaleAdvice& advice) {
   return "-";
 }
 
+// The .npy tensors among the inputs (a folder's in file-name order), named by file stem.
+std::vector<std::filesystem::path> npy_inputs(const std::vector<std::string>& inputs, std::vector<std::string>& warnings) {
+  std::vector<std::filesystem::path> files;
+  for (const std::string& input : inputs) {
+    const std::filesystem::path path(input);
+    if (std::filesystem::is_directory(path)) {
+      std::vector<std::filesystem::path> folder;
+      for (const auto& entry : std::filesystem::directory_iterator(path)) {
+        if (entry.path().extension() != ".npy") continue;
+        std::error_code error;
+        if (!entry.is_regular_file(error)) {
+          warnings.push_back(printable_text(entry.path().string(), 200) + ": skipped: not a regular file");
+          continue;
+        }
+        folder.push_back(entry.path());
+      }
+      if (folder.empty()) throw UsageError(printable_text(input, 200) + ": no .npy files in this folder", 1);
+      std::sort(folder.begin(), folder.end());
+      files.insert(files.end(), folder.begin(), folder.end());
+    } else if (path.extension() == ".npy") {
+      files.push_back(path);
+    } else {
+      throw UsageError(printable_text(input, 200) +
+                           ": block-scaled formats are analyzed from the values themselves (.npy tensors); a run log's or CSV's exponent "
+                           "histograms cannot say what a block's shared scale flushes",
+                       1);
+    }
+  }
+  return files;
+}
+
+std::string scale_range_text(const BlockRuleReport& r) {
+  if (r.statistics.blocks == r.statistics.nan_blocks) return "-";
+  return r.min_scale_exponent == r.max_scale_exponent ? fmt::format("2^{}", r.min_scale_exponent)
+                                                      : fmt::format("2^{}..2^{}", r.min_scale_exponent, r.max_scale_exponent);
+}
+
+void run_block_analysis(const AnalyzeOptions& options) {
+  const BlockChoice choice = parse_block_choice({options.format, options.block, options.axis, options.scale_rule});
+  if (options.compare_scale_rules && choice.format.scale != BlockFormat::Scale::e8m0)
+    throw UsageError("--compare-scale-rules compares the rules for MX (E8M0) scales; " + block_format_name(choice.format) + " has one");
+  if (options.scale != "recorded" || !options.kinds.empty() || !options.as.empty())
+    throw UsageError("--scale, --kind and --as apply to element formats; a block format sets its own scale per block");
+  Context ctx;
+  ctx.rounding = parse_rounding_mode(options.round);
+  std::vector<std::string> warnings;
+  const std::vector<std::filesystem::path> files = npy_inputs(options.inputs, warnings);
+  for (const std::string& w : warnings) fmt::print(stderr, "fpscope: warning: {}\n", printable_text(w, 600));
+
+  struct TensorReports {
+    std::string name;
+    std::vector<BlockRuleReport> reports;
+  };
+  std::vector<TensorReports> tensors;
+  for (const auto& file : files) {
+    const std::string name = file.stem().string();
+    if (!options.tensors.empty() && std::none_of(options.tensors.begin(), options.tensors.end(), [&](const std::string& glob) {
+          return ::fnmatch(glob.c_str(), name.c_str(), 0) == 0;
+        }))
+      continue;
+    const NpyTensor tensor = npy_read_float32(file);
+    const BlockLayout layout = block_layout_for(choice, tensor.info.shape, file.string());
+    tensors.push_back({name, options.compare_scale_rules ? compare_scale_rules(choice.format, layout, tensor.values, ctx)
+                                                         : std::vector<BlockRuleReport>{analyze_blocks(choice.format, choice.rule, layout,
+                                                                                                       tensor.values, ctx)}});
+  }
+  if (tensors.empty()) throw UsageError("no tensor matches --tensor in the inputs", 1);
+
+  const auto share = [](std::uint64_t part, std::uint64_t whole) { return percent(part, whole); };
+  if (options.json) {
+    nlohmann::json out{{"format", block_format_name(choice.format)},
+                       {"block", choice.format.block_size},
+                       {"axis", choice.axis == BlockAxis::rows ? "rows" : "cols"},
+                       {"rounding", rounding_mode_name(ctx.rounding)},
+                       {"tensors", nlohmann::json::array()}};
+    for (const auto& t : tensors) {
+      nlohmann::json rules = nlohmann::json::array();
+      for (const BlockRuleReport& r : t.reports)
+        rules.push_back({{"scale_rule", choice.format.scale == BlockFormat::Scale::e8m0 ? scale_rule_name(r.rule) : "e4m3-rne"},
+                         {"elements", r.statistics.elements},
+                         {"blocks", r.statistics.blocks},
+                         {"blocks_with_another_scale_than_floor", r.blocks_differing},
+                         {"nan_blocks", r.statistics.nan_blocks},
+                         {"zeros", r.statistics.zeros},
+                         {"flushed_to_zero", r.statistics.flushed_to_zero},
+                         {"made_subnormal", r.statistics.made_subnormal},
+                         {"saturated", r.statistics.saturated},
+                         {"min_scale_exponent", r.min_scale_exponent},
+                         {"max_scale_exponent", r.max_scale_exponent},
+                         {"max_abs_error", r.error.max_abs},
+                         {"rms_error", r.error.rms},
+                         {"relative_rms_error", r.error.relative_rms()}});
+      out["tensors"].push_back({{"tensor", t.name}, {"rules", rules}});
+    }
+    fmt::print("{}\n", out.dump(2));
+    return;
+  }
+  std::string table = fmt::format("format {}, blocks of {} along {}, elements rounded {}{}\n\n", block_format_name(choice.format),
+                                  choice.format.block_size, choice.axis == BlockAxis::rows ? "rows" : "columns", rounding_mode_name(ctx.rounding),
+                                  options.compare_scale_rules                           ? ", every scale rule"
+                                  : choice.format.scale == BlockFormat::Scale::e8m0 ? ", scales by the " + scale_rule_name(choice.rule) + " rule"
+                                                                                     : ", E4M3 block scales under a float32 tensor scale");
+  table += fmt::format("{:<28} {:<9} {:>10} {:>14} {:>9} {:>10} {:>12} {:>11} {:>12} {:>11} {:>10} {:>9}\n", "tensor", "rule", "values",
+                       "other scale", "NaN blk", "% flushed", "% subnormal", "% saturated", "scales", "max error", "RMS error", "relative");
+  for (const auto& t : tensors) {
+    for (const BlockRuleReport& r : t.reports) {
+      const BlockStatistics& st = r.statistics;
+      table += fmt::format("{:<28} {:<9} {:>10} {:>14} {:>9} {:>9.4f}% {:>11.4f}% {:>10.4f}% {:>12} {:>11.4g} {:>10.4g} {:>9.4g}\n",
+                           printable_text(t.name, 28),
+                           choice.format.scale == BlockFormat::Scale::e8m0 ? scale_rule_name(r.rule) : "e4m3",
+                           st.elements, fmt::format("{} ({:.1f}%)", r.blocks_differing, share(r.blocks_differing, st.blocks)), st.nan_blocks,
+                           share(st.flushed_to_zero, st.elements), share(st.made_subnormal, st.elements), share(st.saturated, st.elements),
+                           scale_range_text(r), r.error.max_abs, r.error.rms, r.error.relative_rms());
+    }
+  }
+  table +=
+      "\nexact counts from the values. other scale: blocks whose scale differs from the floor rule's (the OCP spec's). flushed: nonzero\n"
+      "values that became zero; saturated: values beyond the element's largest after scaling, clamped. errors over finite values;\n"
+      "relative: RMS error / RMS value. NaN blk: blocks holding a NaN or infinity (their scale is NaN).\n";
+  fmt::print("{}", table);
+}
+
 void run_analyze(const AnalyzeOptions& options) {
+  {
+    bool block_format = false;
+    try {
+      parse_block_format(options.format);
+      block_format = true;
+    } catch (const UnknownNameError&) {
+    }
+    if (block_format) return run_block_analysis(options);
+    if (options.compare_scale_rules || !options.block.empty() || options.scale_rule != "floor")
+      throw UsageError("--compare-scale-rules, --block and --scale-rule apply to block-scaled formats (mxfp8-e4m3, mxfp4, nvfp4, ...)");
+  }
   const Format format = parse_format(options.format);
   NpyElements elements = NpyElements::by_dtype;
   if (options.as == "bf16") elements = NpyElements::bfloat16;
@@ -210,7 +349,7 @@ void add_analyze(CLI::App& app) {
   auto options = std::make_shared<AnalyzeOptions>();
   CLI::App* cmd = app.add_subcommand("analyze", "What a format and a loss scale would flush to zero or overflow, per tensor, and the loss scale to use");
   cmd->add_option("RUN_OR_NPY", options->inputs, "run logs (.jsonl), exported CSV (.csv), .npy files, or folders of .npy files")->required();
-  cmd->add_option("-f,--format", options->format, "target format: fp16 bf16 e4m3 e5m2 tf32 eXmY")->capture_default_str();
+  cmd->add_option("-f,--format", options->format, "target format: fp16 bf16 e4m3 e5m2 tf32 eXmY, or a block-scaled format (mxfp8-e4m3, mxfp4, nvfp4, ...) for .npy tensors")->capture_default_str();
   cmd->add_option("--scale", options->scale,
                   "recorded (the values as the run scaled them), a loss scale 2^k or a power of two (moves gradients only), or auto (the advice)")
       ->capture_default_str();
@@ -219,6 +358,12 @@ void add_analyze(CLI::App& app) {
   cmd->add_option("--as", options->as, "read 2-byte .npy elements as bf16");
   cmd->add_option("--margin", options->margin, "binades to keep between the largest gradient and overflow")->capture_default_str();
   cmd->add_flag("--json", options->json, "print JSON instead of a table");
+  cmd->add_option("--block", options->block, "block-scaled formats: elements per block (default: the format's)");
+  cmd->add_option("--axis", options->axis, "block-scaled formats: rows or cols")->capture_default_str();
+  cmd->add_option("--scale-rule", options->scale_rule, "block-scaled formats: floor (OCP), round-up, rceil, even")->capture_default_str();
+  cmd->add_option("-r,--round", options->round, "block-scaled formats: how elements round")->capture_default_str();
+  cmd->add_flag("--compare-scale-rules", options->compare_scale_rules,
+                "block-scaled formats: every scale rule side by side (blocks whose scale differs, flushes, saturation, error)");
   cmd->callback([options] { run_analyze(*options); });
 }
 

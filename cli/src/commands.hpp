@@ -14,6 +14,7 @@ void add_verify(CLI::App& app);
 void add_analyze(CLI::App& app);
 void add_export(CLI::App& app);
 void add_train(CLI::App& app);
+void add_quantize(CLI::App& app);  // quantize and dequantize
 
 // A user's mistake or bad input: main prints "fpscope: <what>" and exits with `status`.
 class UsageError : public std::runtime_error {

@@ -102,6 +102,7 @@ static int run(int argc, char** argv) {
   fpscope::cli::add_analyze(app);
   fpscope::cli::add_export(app);
   fpscope::cli::add_train(app);
+  fpscope::cli::add_quantize(app);
 
   const auto subcommands = app.get_subcommands([](CLI::App*) { return true; });
   const bool known = argc < 2 || argv[1][0] == '-' ||

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <span>
+#include <string_view>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -35,6 +37,26 @@ struct NpyInfo {
 // lowest (2^-149) or highest (2^127) bin.
 ExponentHistogram npy_histogram(const std::filesystem::path& path, NpyElements elements = NpyElements::by_dtype,
                                 NpyInfo* info = nullptr);
+
+// A tensor read whole into float32 values in C order (a Fortran-order file is reordered):
+// float32 as stored, float16 and bfloat16 widened exactly. float64 is refused (NpyError): its
+// values would round on the way, and the caller should say how.
+struct NpyTensor {
+  NpyInfo info;  // fortran_order is false: values are in C order
+  std::vector<float> values;
+};
+NpyTensor npy_read_float32(const std::filesystem::path& path, NpyElements elements = NpyElements::by_dtype);
+
+// A uint8 tensor (element or scale codes), C order.
+struct NpyBytes {
+  NpyInfo info;
+  std::vector<std::uint8_t> values;
+};
+NpyBytes npy_read_uint8(const std::filesystem::path& path);
+
+// The bytes of a .npy file (format version 1.0) holding `data`, C-order elements of NumPy type
+// `descr` ("<f4", "|u1") and shape `shape`; a header that long must fit 64 KiB.
+std::string npy_bytes(std::string_view descr, std::span<const std::uint64_t> shape, std::span<const unsigned char> data);
 
 // A folder of .npy files as one snapshot, one tensor per file (named by the file's stem,
 // kind `other`), in file-name order. A .npy entry that is a broken link, a link loop or not a

@@ -1,0 +1,46 @@
+// What a block-scaled format does to a tensor, exactly from its values: counts, error, and the
+// scale rules side by side.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "fpscope/core/block_scaling.hpp"
+
+namespace fpscope {
+
+// How far the dequantized values lie from the originals, over the elements of blocks whose
+// scale is a number and whose values are finite.
+struct QuantizationError {
+  std::uint64_t compared = 0;
+  double max_abs = 0;    // largest |dequantized - original|
+  double rms = 0;        // root mean square of the difference
+  double rms_value = 0;  // root mean square of the originals (rms / rms_value: the relative error)
+  double relative_rms() const { return rms_value == 0 ? 0 : rms / rms_value; }
+};
+
+// Differences in double precision, so the error of the error is far below what it measures.
+QuantizationError quantization_error(std::span<const float> original, std::span<const float> dequantized);
+
+// One tensor quantized under one rule.
+struct BlockRuleReport {
+  ScaleRule rule = ScaleRule::floor;
+  BlockStatistics statistics;
+  QuantizationError error;
+  std::uint64_t blocks_differing = 0;  // blocks whose scale differs from the first report's (compare_scale_rules)
+  int min_scale_exponent = 0, max_scale_exponent = 0;  // over blocks with a number as scale (E8M0 exponents, or E4M3 codes' binades)
+  std::vector<std::uint8_t> scale_codes;
+};
+
+// Quantizes and dequantizes `values` under `rule` in `ctx`'s rounding (ctx is copied: every
+// report starts from the same stochastic stream), with statistics and error.
+BlockRuleReport analyze_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
+                               const Context& ctx);
+
+// Every scale rule (MX formats; NVFP4 has one), blocks_differing counted against the first
+// (the OCP spec's floor rule).
+std::vector<BlockRuleReport> compare_scale_rules(const BlockFormat& format, const BlockLayout& layout, std::span<const float> values,
+                                                 const Context& ctx);
+
+}  // namespace fpscope

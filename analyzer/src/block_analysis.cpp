@@ -1,0 +1,67 @@
+// Block quantization reports: statistics, error against the originals, scale rules compared.
+#include "fpscope/analyzer/block_analysis.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "fpscope/core/bits.hpp"
+
+namespace fpscope {
+
+QuantizationError quantization_error(std::span<const float> original, std::span<const float> dequantized) {
+  QuantizationError error;
+  double sum_squared = 0, sum_squared_value = 0;
+  for (std::size_t i = 0; i < original.size() && i < dequantized.size(); ++i) {
+    const double v = original[i], q = dequantized[i];
+    if (!std::isfinite(v) || std::isnan(q)) continue;  // NaN blocks are counted as such, not as error
+    const double difference = std::fabs(q - v);       // an infinity here is a real, unbounded error
+    error.max_abs = std::max(error.max_abs, difference);
+    sum_squared += difference * difference;
+    sum_squared_value += v * v;
+    ++error.compared;
+  }
+  if (error.compared > 0) {
+    error.rms = std::sqrt(sum_squared / static_cast<double>(error.compared));
+    error.rms_value = std::sqrt(sum_squared_value / static_cast<double>(error.compared));
+  }
+  return error;
+}
+
+BlockRuleReport analyze_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
+                               const Context& ctx) {
+  BlockRuleReport report;
+  report.rule = rule;
+  std::vector<std::uint8_t> codes(values.size());
+  report.scale_codes.resize(layout.block_count());
+  float tensor_scale = 1;
+  Context run = ctx;
+  block_quantize(format, rule, layout, values, codes, report.scale_codes, tensor_scale, run, &report.statistics);
+  std::vector<float> dequantized(values.size());
+  block_dequantize(format, layout, codes, report.scale_codes, tensor_scale, dequantized);
+  report.error = quantization_error(values, dequantized);
+  bool first = true;
+  for (std::size_t code = 0; code < report.statistics.scale_codes.size(); ++code) {
+    if (report.statistics.scale_codes[code] == 0) continue;
+    const float scale = block_scale_value(format, static_cast<std::uint32_t>(code));
+    if (!(scale > 0)) continue;  // NaN, or NVFP4's zero scale
+    const int exponent = static_cast<int>(std::floor(std::log2(scale)));
+    report.min_scale_exponent = first ? exponent : std::min(report.min_scale_exponent, exponent);
+    report.max_scale_exponent = first ? exponent : std::max(report.max_scale_exponent, exponent);
+    first = false;
+  }
+  return report;
+}
+
+std::vector<BlockRuleReport> compare_scale_rules(const BlockFormat& format, const BlockLayout& layout, std::span<const float> values,
+                                                 const Context& ctx) {
+  std::vector<BlockRuleReport> reports;
+  for (const ScaleRule rule : all_scale_rules) {
+    reports.push_back(analyze_blocks(format, rule, layout, values, ctx));
+    for (std::size_t b = 0; b < reports.back().scale_codes.size(); ++b)
+      reports.back().blocks_differing += reports.back().scale_codes[b] != reports.front().scale_codes[b];
+    if (format.scale != BlockFormat::Scale::e8m0) break;  // NVFP4's E4M3 scale has one rule
+  }
+  return reports;
+}
+
+}  // namespace fpscope

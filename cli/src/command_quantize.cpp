@@ -1,0 +1,186 @@
+// `fpscope quantize IN.npy --format mxfp8-e4m3 ...` and `fpscope dequantize CODES.npy ...`: block
+// scaling of a tensor on the command line, with what it flushed, made subnormal and saturated.
+#include <fmt/core.h>
+
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "block_option.hpp"
+#include "commands.hpp"
+#include "fpscope/analyzer/block_analysis.hpp"
+#include "fpscope/analyzer/npy.hpp"
+#include "fpscope/core/names.hpp"
+#include "fpscope/core/printable_text.hpp"
+#include "fpscope/snapshot/output_file.hpp"
+#include "number_option.hpp"
+
+namespace fpscope::cli {
+
+namespace {
+
+struct QuantizeOptions {
+  std::string input;
+  BlockOptionText block;
+  std::string round = "rne";
+  std::string seed = "0";
+  std::optional<std::string> out, codes, scales;
+  bool json = false;
+};
+
+std::span<const unsigned char> as_bytes(std::span<const float> values) {
+  return {reinterpret_cast<const unsigned char*>(values.data()), values.size() * sizeof(float)};
+}
+
+std::string exact_float_text(float v) { return fmt::format("{} ({:a})", v, v); }
+
+void run_quantize(const QuantizeOptions& options) {
+  const BlockChoice choice = parse_block_choice(options.block);
+  Context ctx;
+  ctx.rounding = parse_rounding_mode(options.round);
+  ctx.stochastic_seed = parse_integer_option<std::uint64_t>("--seed", options.seed, 0, std::numeric_limits<std::uint64_t>::max());
+
+  // Every output is checked before anything is read or written.
+  const std::filesystem::path input(options.input);
+  std::vector<OutputTarget> outputs;
+  if (options.out) outputs.push_back(resolve_output(*options.out, "--out"));
+  if (options.codes) outputs.push_back(resolve_output(*options.codes, "--codes"));
+  if (options.scales) outputs.push_back(resolve_output(*options.scales, "--scales"));
+  check_outputs(outputs, {{input}});
+  bool summary_on_stdout = true;
+  for (const OutputTarget& target : outputs) summary_on_stdout = summary_on_stdout && target.kind != OutputTarget::Kind::descriptor;
+
+  const NpyTensor tensor = npy_read_float32(input);
+  const BlockLayout layout = block_layout_for(choice, tensor.info.shape, options.input);
+  std::vector<std::uint8_t> codes(tensor.values.size()), scale_codes(layout.block_count());
+  float tensor_scale = 1;
+  BlockStatistics statistics;
+  Context run = ctx;
+  block_quantize(choice.format, choice.rule, layout, tensor.values, codes, scale_codes, tensor_scale, run, &statistics);
+  std::vector<float> dequantized(tensor.values.size());
+  block_dequantize(choice.format, layout, codes, scale_codes, tensor_scale, dequantized);
+  const QuantizationError error = quantization_error(tensor.values, dequantized);
+
+  const std::vector<std::uint64_t> scale_shape = block_scale_shape(choice, tensor.info.shape);
+  std::size_t next = 0;
+  if (options.out) write_output(outputs[next++], npy_bytes("<f4", tensor.info.shape, as_bytes(dequantized)));
+  if (options.codes) write_output(outputs[next++], npy_bytes("|u1", tensor.info.shape, codes));
+  if (options.scales) write_output(outputs[next++], npy_bytes("|u1", scale_shape, scale_codes));
+  if (!summary_on_stdout) return;
+
+  const auto share = [&](std::uint64_t part) {
+    return statistics.elements == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(statistics.elements);
+  };
+  if (options.json) {
+    nlohmann::json out{{"input", options.input},
+                       {"format", block_format_name(choice.format)},
+                       {"block", choice.format.block_size},
+                       {"axis", layout.axis == BlockAxis::rows ? "rows" : "cols"},
+                       {"scale_rule", choice.format.scale == BlockFormat::Scale::e8m0 ? scale_rule_name(choice.rule) : "e4m3-rne"},
+                       {"rounding", rounding_mode_name(ctx.rounding)},
+                       {"elements", statistics.elements},
+                       {"blocks", statistics.blocks},
+                       {"nan_blocks", statistics.nan_blocks},
+                       {"zeros", statistics.zeros},
+                       {"flushed_to_zero", statistics.flushed_to_zero},
+                       {"made_subnormal", statistics.made_subnormal},
+                       {"saturated", statistics.saturated},
+                       {"max_abs_error", error.max_abs},
+                       {"rms_error", error.rms},
+                       {"relative_rms_error", error.relative_rms()},
+                       {"tensor_scale", tensor_scale},
+                       {"flags", describe_flags(run.flags)}};
+    fmt::print("{}\n", out.dump(2));
+    return;
+  }
+  fmt::print("{}: {} elements in {} blocks of {} along {}, {} scales{}, elements rounded {}\n", printable_text(options.input, 200),
+             statistics.elements, statistics.blocks, choice.format.block_size, layout.axis == BlockAxis::rows ? "rows" : "columns",
+             block_format_name(choice.format),
+             choice.format.scale == BlockFormat::Scale::e8m0 ? " by the " + scale_rule_name(choice.rule) + " rule" : " (E4M3, nearest even)",
+             rounding_mode_name(ctx.rounding));
+  if (choice.format.scale == BlockFormat::Scale::e4m3_nvfp4) fmt::print("tensor scale {}\n", exact_float_text(tensor_scale));
+  fmt::print("flushed to zero {} ({:.4f}%), made subnormal {} ({:.4f}%), saturated {} ({:.4f}%), NaN blocks {}, zeros {}\n",
+             statistics.flushed_to_zero, share(statistics.flushed_to_zero), statistics.made_subnormal, share(statistics.made_subnormal),
+             statistics.saturated, share(statistics.saturated), statistics.nan_blocks, statistics.zeros);
+  fmt::print("error: max {:.6g}, RMS {:.6g} ({:.4g} of the values' RMS) over {} finite values\n", error.max_abs, error.rms,
+             error.relative_rms(), error.compared);
+}
+
+struct DequantizeOptions {
+  std::string codes;
+  std::string scales;
+  BlockOptionText block;
+  std::string tensor_scale = "1";
+  std::string out;
+};
+
+std::vector<std::uint8_t> read_uint8_npy(const std::filesystem::path& path, std::vector<std::uint64_t>& shape) {
+  const NpyBytes bytes = npy_read_uint8(path);
+  shape = bytes.info.shape;
+  return bytes.values;
+}
+
+void run_dequantize(const DequantizeOptions& options) {
+  const BlockChoice choice = parse_block_choice(options.block);
+  float tensor_scale = 1;
+  {
+    const std::string& text = options.tensor_scale;
+    const auto result = std::from_chars(text.data(), text.data() + text.size(), tensor_scale);
+    // "0x1.8p+3" is read as hex: from_chars wants the digits without the prefix.
+    if (text.size() > 2 && (text.rfind("0x", 0) == 0 || text.rfind("0X", 0) == 0)) {
+      const auto hex = std::from_chars(text.data() + 2, text.data() + text.size(), tensor_scale, std::chars_format::hex);
+      if (hex.ec != std::errc{} || hex.ptr != text.data() + text.size()) tensor_scale = 0;
+    } else if (result.ec != std::errc{} || result.ptr != text.data() + text.size()) {
+      tensor_scale = 0;
+    }
+    if (!(tensor_scale > 0) || !std::isfinite(tensor_scale))
+      throw UsageError("--tensor-scale '" + printable_text(text) + "' is not a finite positive float32 (as quantize printed it)");
+  }
+  const std::filesystem::path codes_path(options.codes), scales_path(options.scales);
+  const OutputTarget out = resolve_output(options.out, "--out");
+  check_outputs({&out, 1}, {{codes_path, scales_path}});
+  std::vector<std::uint64_t> shape, scale_shape;
+  const std::vector<std::uint8_t> codes = read_uint8_npy(codes_path, shape);
+  const std::vector<std::uint8_t> scale_codes = read_uint8_npy(scales_path, scale_shape);
+  const BlockLayout layout = block_layout_for(choice, shape, options.codes);
+  if (scale_shape != block_scale_shape(choice, shape))
+    throw UsageError(printable_text(options.scales, 200) + " has shape " + shape_text(scale_shape) + ", but codes of shape " + shape_text(shape) +
+                         " in " + block_format_name(choice.format) + " blocks of " + std::to_string(choice.format.block_size) + " need scales of shape " +
+                         shape_text(block_scale_shape(choice, shape)),
+                     1);
+  std::vector<float> values(codes.size());
+  block_dequantize(choice.format, layout, codes, scale_codes, tensor_scale, values);
+  write_output(out, npy_bytes("<f4", shape, as_bytes(values)));
+}
+
+}  // namespace
+
+void add_quantize(CLI::App& app) {
+  auto options = std::make_shared<QuantizeOptions>();
+  CLI::App* cmd = app.add_subcommand("quantize", "Quantize a .npy tensor into a block-scaled format (MX, NVFP4) and say what it lost");
+  cmd->add_option("IN", options->input, "a .npy tensor (float32, float16 or bfloat16)")->required();
+  add_block_options(cmd, options->block);
+  cmd->add_option("-r,--round", options->round, "how elements round: rne rna rz ru rd odd stochastic")->capture_default_str();
+  cmd->add_option("--seed", options->seed, "seed for stochastic rounding")->capture_default_str();
+  cmd->add_option("--out", options->out, "write the dequantized values (float32 .npy, the input's shape)");
+  cmd->add_option("--codes", options->codes, "write the element codes (uint8 .npy, one per element, the input's shape)");
+  cmd->add_option("--scales", options->scales, "write the block scale codes (uint8 .npy: E8M0, or E4M3 for nvfp4)");
+  cmd->add_flag("--json", options->json, "print the summary as JSON");
+  cmd->callback([options] { run_quantize(*options); });
+
+  auto back = std::make_shared<DequantizeOptions>();
+  CLI::App* de = app.add_subcommand("dequantize", "Turn element and scale codes (from quantize) back into float32 values");
+  de->add_option("CODES", back->codes, "element codes (uint8 .npy)")->required();
+  de->add_option("--scales", back->scales, "block scale codes (uint8 .npy)")->required();
+  add_block_options(de, back->block, false);
+  de->add_option("--tensor-scale", back->tensor_scale, "nvfp4's float32 tensor scale, as quantize printed it")->capture_default_str();
+  de->add_option("--out", back->out, "the float32 values (.npy)")->required();
+  de->callback([back] { run_dequantize(*back); });
+}
+
+}  // namespace fpscope::cli
