@@ -105,6 +105,36 @@ check_bad bad-tensor "no tensor named 'fc9'" -- "$fpscope" export "$work/run.jso
 # A float32 .npy written byte by byte: 1.0, 0.25, 0 -> binades 0 and -2, one zero.
 { printf '\x93NUMPY\x01\x00\x76\x00'; printf "%-117s\n" "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }"; printf '\x00\x00\x80\x3f\x00\x00\x80\x3e\x00\x00\x00\x00'; } >"$work/t.npy"
 check analyze-npy 0 '^t other +3 +1 +2\^0 +2\^-2 +33\.33%' -- "$fpscope" analyze "$work/t.npy"
+# Block scaling: a (2, 4) float32 tensor in blocks of 4. Row 0: 1, 0.25, 0, -3 (amax 3: the OCP
+# floor rule scales by 2^-7, every element exact). Row 1: 500, 1, 2^-20, 0 (amax 500: scale 2^0,
+# 500 saturates to E4M3's 448 and 2^-20 flushes; round-up scales by 2^1 and saturates nothing).
+{ printf '\x93NUMPY\x01\x00\x76\x00'; printf "%-117s\n" "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 4), }"
+  printf '\x00\x00\x80\x3f\x00\x00\x80\x3e\x00\x00\x00\x00\x00\x00\x40\xc0\x00\x00\xfa\x43\x00\x00\x80\x3f\x00\x00\x80\x35\x00\x00\x00\x00'; } >"$work/q.npy"
+check quantize-floor 0 'flushed to zero 1 \(12\.5000%\), made subnormal 0 \(0\.0000%\), saturated 1 \(12\.5000%\)' -- "$fpscope" quantize "$work/q.npy" -f mxfp8 --block 4
+check quantize-round-up 0 'flushed to zero 1 \(12\.5000%\), made subnormal 0 \(0\.0000%\), saturated 0 ' -- "$fpscope" quantize "$work/q.npy" -f mxfp8 --block 4 --scale-rule round-up
+check quantize-error 0 'error: max 52, ' -- "$fpscope" quantize "$work/q.npy" -f mxfp8 --block 4
+check quantize-scales 0 '^ *120 +127$' -- bash -c "'$fpscope' quantize '$work/q.npy' -f mxfp8 --block 4 --scales '$work/qs.npy' --codes '$work/qc.npy' --out '$work/qd.npy' >/dev/null && tail -c 2 '$work/qs.npy' | od -An -tu1"
+check quantize-codes 0 '^ *112 +96 +0 +252 +126 +56 +0 +0$' -- bash -c "tail -c 8 '$work/qc.npy' | od -An -tu1"
+check quantize-dequantized 0 '^ *1 +0\.25 +0 +-3 +448 +1 +0 +0$' -- bash -c "tail -c 32 '$work/qd.npy' | od -An -tf4 -w32 | tr -s ' '"
+check dequantize-round-trip 0 'same' -- bash -c "'$fpscope' dequantize '$work/qc.npy' --scales '$work/qs.npy' -f mxfp8 --block 4 --out '$work/qb.npy' && cmp '$work/qb.npy' '$work/qd.npy' && echo same"
+check analyze-compare-rules 0 '^q +round-up +8 +1 \(50\.0%\) +0 +12\.5000% +0\.0000% +0\.0000%' -- "$fpscope" analyze "$work/q.npy" -f mxfp8 --block 4 --compare-scale-rules
+check analyze-block-floor 0 '^q +floor +8 +0 \(0\.0%\) +0 +12\.5000% +0\.0000% +12\.5000% +2\^-7\.\.2\^0' -- "$fpscope" analyze "$work/q.npy" -f mxfp8 --block 4
+check quantize-nvfp4 0 'tensor scale 5\.376 \(0x1\.5810' -- "$fpscope" quantize "$work/q.npy" -f nvfp4 --block 4
+cp "$work/q.npy" "$work/q-before.npy"
+check_bad bad-quantize-same-file "q.npy" -- "$fpscope" quantize "$work/q.npy" -f mxfp8 --block 4 --out "$work/q.npy"
+check_bad bad-quantize-nvfp4-rule "--scale-rule chooses MX (E8M0) scales" -- "$fpscope" quantize "$work/q.npy" -f nvfp4 --scale-rule even
+check_bad bad-quantize-format "unknown block-scaled format 'mxfp5'" -- "$fpscope" quantize "$work/q.npy" -f mxfp5 --out "$work/never-q.npy"
+check_bad bad-quantize-block "--block '0'" -- "$fpscope" quantize "$work/q.npy" -f mxfp8 --block 0 --out "$work/never-q.npy"
+check_bad bad-quantize-cols-1d "need a 2-D tensor" -- "$fpscope" quantize "$work/t.npy" -f mxfp8 --axis cols --out "$work/never-q.npy"
+{ printf '\x93NUMPY\x01\x00\x76\x00'; printf "%-117s\n" "{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }"; printf '\x00\x00\x00\x00\x00\x00\xf0\x3f'; } >"$work/d.npy"
+check_bad bad-quantize-float64 "holds float64 values" -- "$fpscope" quantize "$work/d.npy" -f mxfp8 --out "$work/never-q.npy"
+check_bad bad-dequantize-shape "need scales of shape (2, 2)" -- "$fpscope" dequantize "$work/qc.npy" --scales "$work/qs.npy" -f mxfp8 --block 2 --out "$work/never-q.npy"
+check_bad bad-analyze-block-log "block-scaled formats are analyzed from the values" -- "$fpscope" analyze "$work/run.jsonl" -f mxfp4
+if cmp -s "$work/q.npy" "$work/q-before.npy" && ! ls "$work"/never-q.npy >/dev/null 2>&1; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1)); echo "FAIL bad-quantize-untouched: the input changed or an output was left behind"
+fi
 # One scale semantics (run log v2): a gradient recorded at 2^8 and an activation; a hypothetical
 # loss scale moves the gradient only, and the recorded scale is divided out first.
 cat >"$work/v2.jsonl" <<'LOG'
