@@ -34,6 +34,8 @@ constexpr NamedFormat format_aliases[] = {
     {"e3m2", formats::e3m2}, {"fp6e3m2", formats::e3m2},
     // AMD / GraphCore FP8: one NaN where -0 would be, bias one more than IEEE's.
     {"e4m3fnuz", formats::e4m3fnuz}, {"e5m2fnuz", formats::e5m2fnuz},
+    // GraphCore's E4M3 FNUZ with bias 11 (ml_dtypes float8_e4m3b11fnuz).
+    {"e4m3b11fnuz", formats::e4m3b11fnuz},
 };
 
 // A bit count as written in eXmY: decimal digits without a leading zero ("e4m03" is refused, so
@@ -78,7 +80,7 @@ Format parse_format(std::string_view name) {
     int exponent_bits = 0, mantissa_bits = 0;
     if (m != std::string_view::npos && parse_int(body.substr(0, m), exponent_bits) &&
         parse_int(body.substr(m + 1), mantissa_bits)) {
-      const Format f{exponent_bits, mantissa_bits, flavour};
+      const Format f{exponent_bits, mantissa_bits, flavour, 0};
       if (f.valid()) return f;
       throw UnknownNameError("format '" + printable_text(name) +
                              "' is out of range: custom formats need 2 to 11 exponent bits (at most 8 for fnuz and finite), 1 to 52 mantissa bits and at most 64 bits in all");
@@ -91,6 +93,7 @@ Format parse_format(std::string_view name) {
 std::string format_name(Format f) {
   for (const auto& alias : format_aliases)
     if (alias.format == f) return alias.name;
+  if (f.bias_offset != 0) return "e" + std::to_string(f.exponent_bits) + "m" + std::to_string(f.mantissa_bits) + "b" + std::to_string(f.bias());  // not parsed back
   // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) about a chain of operator+.
   std::string name = "e";
   name += std::to_string(f.exponent_bits);
@@ -120,7 +123,8 @@ std::string flavour_description(Flavour flavour) {
 const std::vector<Format>& named_formats() {
   static const std::vector<Format> list{formats::fp16,  formats::bf16,     formats::fp32,    formats::fp64,
                                         formats::tf32,  formats::e4m3,     formats::e5m2,    formats::e2m1,
-                                        formats::e2m3,  formats::e3m2,     formats::e4m3fnuz, formats::e5m2fnuz};
+                                        formats::e2m3,  formats::e3m2,     formats::e4m3fnuz, formats::e5m2fnuz,
+                                        formats::e4m3b11fnuz};
   return list;
 }
 

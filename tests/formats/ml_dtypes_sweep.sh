@@ -1,19 +1,13 @@
 #!/usr/bin/env bash
-# Every narrow format against ml_dtypes, exhaustively (tests/exhaustive/ml_dtypes_formats.cpp).
-# ml_dtypes comes from PyPI: scripts/test-torch's venv has it (FPSCOPE_TORCH_VENV to point
-# elsewhere); without it this says so and exits 77 (skipped).
-# Usage: ml_dtypes_sweep.sh PATH/TO/exhaustive_ml_dtypes_formats
+# Every narrow format against ml_dtypes (tests/exhaustive/ml_dtypes_formats.cpp): all 2^32 float32
+# inputs, or with --sample every rounding boundary (seconds; CI runs it). ml_dtypes comes from
+# PyPI (tests/formats/ml_dtypes_python.sh says where it is looked for); without it this says so
+# and exits 77 (skipped).
+# Usage: ml_dtypes_sweep.sh PATH/TO/exhaustive_ml_dtypes_formats [--sample]
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-python=""
-for candidate in "${FPSCOPE_TORCH_VENV:-$HOME/.cache/fpscope/venv-torch}/bin/python" /usr/bin/python3; do
-  if [[ -x "$candidate" ]] && "$candidate" -c "import ml_dtypes, numpy" 2>/dev/null; then python="$candidate"; break; fi
-done
-if [[ -z "$python" ]]; then
-  echo "ml_dtypes is not installed (scripts/test-torch makes a venv with it): skipping the comparison"
-  exit 77
-fi
+python="$("$here/ml_dtypes_python.sh")" || exit 77
 tables="$(mktemp "${TMPDIR:-/tmp}/fpscope-ml-dtypes.XXXXXX")"
 trap 'rm -f "$tables"' EXIT
-"$python" "$here/ml_dtypes_tables.py" "$tables" || exit $?
+"$python" "$here/ml_dtypes_tables.py" "$tables" ${2:+"$2"} || exit $?
 "$1" "$tables"

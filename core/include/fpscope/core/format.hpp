@@ -23,6 +23,9 @@ struct Format {
   int exponent_bits = 0;  // 2 ..= 11
   int mantissa_bits = 0;  // stored fraction bits, 1 ..= 52 (the hidden bit is not counted)
   Flavour flavour = Flavour::ieee;
+  // Added to the flavour's usual bias: GraphCore's float8_e4m3b11fnuz (ml_dtypes) is E4M3 FNUZ
+  // with bias 11, 3 above FNUZ's 8. 0 for every standard format.
+  int bias_offset = 0;
 
   // Bit layout ------------------------------------------------------------------------------
   FPSCOPE_HD constexpr int width() const { return 1 + exponent_bits + mantissa_bits; }
@@ -47,7 +50,9 @@ struct Format {
   }
 
   // Exponent range ----------------------------------------------------------------------------
-  FPSCOPE_HD constexpr int bias() const { return (1 << (exponent_bits - 1)) - (flavour == Flavour::fnuz ? 0 : 1); }
+  FPSCOPE_HD constexpr int bias() const {
+    return (1 << (exponent_bits - 1)) - (flavour == Flavour::fnuz ? 0 : 1) + bias_offset;
+  }
   FPSCOPE_HD constexpr int emin() const { return 1 - bias(); }
   FPSCOPE_HD constexpr int emax() const {
     const int top = static_cast<int>(max_biased_exponent());
@@ -100,7 +105,8 @@ struct Format {
     return exponent_bits >= 2 && exponent_bits <= 11 && mantissa_bits >= 1 &&
            mantissa_bits <= 52 && width() <= 64 &&
            !(flavour == Flavour::ocp_fn && exponent_bits + mantissa_bits < 3) &&
-           !(flavour != Flavour::ieee && flavour != Flavour::ocp_fn && exponent_bits > 8);  // finite, FNUZ: the narrow formats
+           !(flavour != Flavour::ieee && flavour != Flavour::ocp_fn && exponent_bits > 8) &&  // finite, FNUZ: the narrow formats
+           bias_offset >= -8 && bias_offset <= 8 && emin() - mantissa_bits >= -1074 && emax() <= 1023;
   }
 
   friend constexpr bool operator==(const Format&, const Format&) = default;
@@ -119,6 +125,8 @@ inline constexpr Format e2m3{2, 3, Flavour::finite};  // OCP MX FP6 E2M3 (max 7.
 inline constexpr Format e3m2{3, 2, Flavour::finite};  // OCP MX FP6 E3M2 (max 28)
 inline constexpr Format e4m3fnuz{4, 3, Flavour::fnuz};  // AMD / GraphCore FP8 E4M3 (bias 8, max 240)
 inline constexpr Format e5m2fnuz{5, 2, Flavour::fnuz};  // AMD / GraphCore FP8 E5M2 (bias 16, max 57344)
+inline constexpr Format e4m3b11fnuz{4, 3, Flavour::fnuz, 3};  // GraphCore FP8 E4M3 with bias 11 (max 30)
+inline constexpr Format e3m4{3, 4, Flavour::ieee};            // IEEE-style FP8 E3M4 (ml_dtypes float8_e3m4, max 15.5)
 }  // namespace formats
 
 }  // namespace fpscope
