@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "fpscope/core/block_scaling.hpp"
 #include "fpscope/core/bulk.hpp"
 #include "fpscope/core/exponent_histogram.hpp"
 
@@ -98,6 +99,39 @@ void BM_fpscope_exponent_histogram(benchmark::State& state) {
   set_bytes(state);
 }
 
+// Block quantization with the statistics a recorded step keeps (relative exponents, scale
+// codes, flush / subnormal / saturate counts): blocks along rows of 4096-wide rows.
+void block_quantize_record(benchmark::State& state, const fpscope::BlockFormat& format, fpscope::RoundingMode mode) {
+  const auto& in = input();
+  const fpscope::BlockLayout layout{count / 4096, 4096, fpscope::BlockAxis::rows, format.block_size};
+  std::vector<std::uint8_t> codes(count), scales(layout.block_count());
+  for (auto _ : state) {
+    fpscope::Context ctx;
+    ctx.rounding = mode;
+    fpscope::BlockStatistics statistics;
+    float tensor_scale = 0;
+    fpscope::block_quantize(format, fpscope::ScaleRule::floor, layout, in, codes, scales, tensor_scale, ctx, &statistics);
+    benchmark::DoNotOptimize(codes.data());
+    benchmark::DoNotOptimize(statistics);
+  }
+  set_bytes(state);
+}
+void BM_block_quantize_record_mxfp8_e4m3(benchmark::State& state) {
+  block_quantize_record(state, fpscope::block_formats::mxfp8_e4m3, fpscope::RoundingMode::nearest_even);
+}
+void BM_block_quantize_record_mxfp4(benchmark::State& state) {
+  block_quantize_record(state, fpscope::block_formats::mxfp4, fpscope::RoundingMode::nearest_even);
+}
+void BM_block_quantize_record_mxfp4_stochastic(benchmark::State& state) {
+  block_quantize_record(state, fpscope::block_formats::mxfp4, fpscope::RoundingMode::stochastic);
+}
+void BM_block_quantize_record_nvfp4(benchmark::State& state) {
+  block_quantize_record(state, fpscope::block_formats::nvfp4, fpscope::RoundingMode::nearest_even);
+}
+void BM_block_quantize_record_mxint8(benchmark::State& state) {
+  block_quantize_record(state, fpscope::block_formats::mxint8, fpscope::RoundingMode::nearest_even);
+}
+
 }  // namespace
 
 BENCHMARK(BM_plain_read)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -106,4 +140,9 @@ BENCHMARK(BM_fpscope_f32_to_fp16)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_fpscope_f32_to_bf16)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_fpscope_round_f32_fp16)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_fpscope_exponent_histogram)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_block_quantize_record_mxfp8_e4m3)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_block_quantize_record_mxfp4)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_block_quantize_record_mxfp4_stochastic)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_block_quantize_record_nvfp4)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_block_quantize_record_mxint8)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_MAIN();

@@ -60,6 +60,9 @@ bool with_format_and_mode(Format f, RoundingMode mode, Body&& body) {
   if (f == formats::tf32) return with_mode.template operator()<formats::tf32>();
   if (f == formats::e4m3) return with_mode.template operator()<formats::e4m3>();
   if (f == formats::e5m2) return with_mode.template operator()<formats::e5m2>();
+  if (f == formats::e2m1) return with_mode.template operator()<formats::e2m1>();
+  if (f == formats::e2m3) return with_mode.template operator()<formats::e2m3>();
+  if (f == formats::e3m2) return with_mode.template operator()<formats::e3m2>();
   return false;
 }
 
@@ -70,6 +73,9 @@ bool with_format(Format f, Body&& body) {
   if (f == formats::tf32) return body.template operator()<formats::tf32>(), true;
   if (f == formats::e4m3) return body.template operator()<formats::e4m3>(), true;
   if (f == formats::e5m2) return body.template operator()<formats::e5m2>(), true;
+  if (f == formats::e2m1) return body.template operator()<formats::e2m1>(), true;
+  if (f == formats::e2m3) return body.template operator()<formats::e2m3>(), true;
+  if (f == formats::e3m2) return body.template operator()<formats::e3m2>(), true;
   return false;
 }
 

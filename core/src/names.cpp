@@ -93,7 +93,15 @@ Format parse_format(std::string_view name) {
 std::string format_name(Format f) {
   for (const auto& alias : format_aliases)
     if (alias.format == f) return alias.name;
-  if (f.bias_offset != 0) return "e" + std::to_string(f.exponent_bits) + "m" + std::to_string(f.mantissa_bits) + "b" + std::to_string(f.bias());  // not parsed back
+  if (f.bias_offset != 0) {  // not parsed back; appended piece by piece (see below)
+    std::string name = "e";
+    name += std::to_string(f.exponent_bits);
+    name += 'm';
+    name += std::to_string(f.mantissa_bits);
+    name += 'b';
+    name += std::to_string(f.bias());
+    return name;
+  }
   // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) about a chain of operator+.
   std::string name = "e";
   name += std::to_string(f.exponent_bits);

@@ -40,7 +40,7 @@ std::vector<float> edgy_floats(std::size_t n) {
 }
 
 // The formats whose bits fit 16-bit elements (tf32, 19 bits wide, is tested through round_f32).
-const Format narrow_formats[] = {formats::fp16, formats::bf16, formats::e4m3, formats::e5m2};
+const Format narrow_formats[] = {formats::fp16, formats::bf16, formats::e4m3, formats::e5m2, formats::e2m1, formats::e2m3, formats::e3m2};
 
 }  // namespace
 

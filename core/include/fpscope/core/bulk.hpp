@@ -13,9 +13,9 @@ namespace fpscope {
 // Each call converts element i exactly as the scalar `convert` would under ctx (stochastic
 // rounding draws word ctx.stochastic_counter + i, and the counter advances by the length),
 // ORs every element's flags into ctx.flags, and throws std::invalid_argument when the spans'
-// lengths differ or the format does not fit the element type. fp16, bf16, tf32, e4m3 and e5m2
-// run branch-free vectorised kernels (AVX-512 or AVX2 where the processor has it); other
-// formats run the general scalar path. Where hardware gives the same bits and flags it is used
+// lengths differ or the format does not fit the element type. fp16, bf16, tf32, e4m3, e5m2 and
+// the OCP MX elements e2m1, e2m3 and e3m2 run branch-free vectorised kernels (AVX-512 or AVX2
+// where the processor has it); other formats run the general scalar path. Where hardware gives the same bits and flags it is used
 // instead: F16C for fp16 in the four IEEE modes, AVX-512 BF16 for bf16 in round to nearest
 // even, both with default options (see src/bulk_f16c.cpp, src/bulk_bf16_avx512.cpp).
 

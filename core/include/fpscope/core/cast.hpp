@@ -98,7 +98,7 @@ template <Format F, RoundingMode Mode>
 FPSCOPE_HD_KERNEL std::uint32_t cast_from_f32(std::uint32_t u, const CastOptions& options,
                                               std::uint64_t random, CastFlags& raised) {
   static_assert(is_narrow_of_f32(F), "cast_from_f32 needs a format narrower than float32");
-  static_assert(F.flavour == Flavour::ieee || F.flavour == Flavour::ocp_fn, "the branch-free cast knows the IEEE and OCP FN flavours");
+  static_assert(F.flavour != Flavour::fnuz, "the branch-free cast knows the IEEE, OCP FN and finite flavours");
   using detail::mask;
   using detail::Mask;
   using detail::select;
@@ -109,7 +109,11 @@ FPSCOPE_HD_KERNEL std::uint32_t cast_from_f32(std::uint32_t u, const CastOptions
   constexpr std::uint32_t rebias = static_cast<std::uint32_t>(127 - F.bias()) << m;
   constexpr std::uint32_t max_finite = static_cast<std::uint32_t>(F.max_finite_bits());
   constexpr std::uint32_t nan_bits = static_cast<std::uint32_t>(F.quiet_nan_bits());
-  constexpr std::uint32_t infinity_or_nan = F.has_infinity() ? static_cast<std::uint32_t>(F.infinity_bits()) : nan_bits;
+  // Where an overflow or an infinity goes when it does not saturate: infinity (IEEE), NaN (OCP
+  // FN), the largest finite (a finite format has nothing else).
+  constexpr std::uint32_t infinity_or_nan = F.has_infinity() ? static_cast<std::uint32_t>(F.infinity_bits())
+                                            : F.has_nan()    ? nan_bits
+                                                             : max_finite;
   constexpr std::uint32_t sign_bit = static_cast<std::uint32_t>(F.sign_mask());
   // Below 2^emin, F has subnormals of its own only when its emin is above float32's.
   constexpr bool own_subnormals = min_normal_biased32 > 1;
@@ -180,7 +184,10 @@ FPSCOPE_HD_KERNEL std::uint32_t cast_from_f32(std::uint32_t u, const CastOptions
   raised.inexact |= finite & (inexact | overflow | flushed);
   raised.underflow |= tiny & (inexact | flushed);
   raised.overflow |= overflow;
-  raised.invalid |= (nan & mask((magnitude & 0x400000u) == 0)) | (F.has_infinity() ? 0 : ~finite & ~nan & ~saturate);
+  // Invalid: a signalling NaN, any NaN into a format without one (it becomes a zero of its
+  // sign), an infinity into a format without one unless saturating.
+  raised.invalid |= (nan & mask((magnitude & 0x400000u) == 0)) | (F.has_nan() ? 0 : nan) |
+                    (F.has_infinity() ? 0 : ~finite & ~nan & ~saturate);
   return result;
 }
 
@@ -199,7 +206,7 @@ FPSCOPE_HD inline std::uint32_t cast_from_f32(std::uint32_t u, const CastOptions
 template <Format F>
 FPSCOPE_HD_KERNEL std::uint32_t cast_to_f32(std::uint32_t bits, const CastOptions& options, std::uint32_t& flags) {
   static_assert(is_narrow_of_f32(F), "cast_to_f32 needs a format narrower than float32");
-  static_assert(F.flavour == Flavour::ieee || F.flavour == Flavour::ocp_fn, "the branch-free cast knows the IEEE and OCP FN flavours");
+  static_assert(F.flavour != Flavour::fnuz, "the branch-free cast knows the IEEE, OCP FN and finite flavours");
   using detail::mask;
   using detail::Mask;
   using detail::select;
@@ -217,8 +224,9 @@ FPSCOPE_HD_KERNEL std::uint32_t cast_to_f32(std::uint32_t bits, const CastOption
   const std::uint32_t magnitude = bits & magnitude_mask;
   const std::uint32_t mantissa = magnitude & mantissa_mask;
   const Mask subnormal = mask((magnitude & exponent_mask) == 0);
-  const Mask special = F.flavour == Flavour::ieee ? mask((magnitude & exponent_mask) == exponent_mask)
-                                                  : mask(magnitude == static_cast<std::uint32_t>(F.quiet_nan_bits()));
+  const Mask special = F.flavour == Flavour::ieee     ? mask((magnitude & exponent_mask) == exponent_mask)
+                       : F.flavour == Flavour::ocp_fn ? mask(magnitude == static_cast<std::uint32_t>(F.quiet_nan_bits()))
+                                                      : 0;  // finite: every encoding is a number
   const Mask nan = F.flavour == Flavour::ieee ? special & mask(mantissa != 0) : special;
 
   const std::uint32_t normal = (magnitude << (23 - m)) + rebias;

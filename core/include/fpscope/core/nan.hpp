@@ -37,10 +37,9 @@ FPSCOPE_HD inline std::uint64_t propagate_nan(Format f, std::uint64_t a, std::ui
 // NaN's sign, and invalid (as for a conversion of NaN to an integer).
 FPSCOPE_HD inline std::uint64_t convert_nan(Format from, Format to,
                                             std::uint64_t bits, Context& ctx) {
-  if (is_signaling_nan(from, bits)) ctx.raise(flag::invalid);
+  if (is_signaling_nan(from, bits) || !to.has_nan()) ctx.raise(flag::invalid);
   if (!ctx.platform.propagate_nan_payload) return default_nan(to, ctx);
   const bool sign = sign_of(from, bits);
-  if (!to.has_nan()) ctx.raise(flag::invalid);
   if (to.flavour != Flavour::ieee) return signed_zero(to, sign) | to.quiet_nan_bits();
   const std::uint64_t payload = from.flavour == Flavour::ieee ? mantissa_of(from, bits) : 0;  // FN NaN: no payload
   const int dist = to.mantissa_bits - from.mantissa_bits;
