@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "fpscope/core/bulk.hpp"
+#include "fpscope/core/names.hpp"
 #include "fpscope/core/cast.hpp"
 #include "fpscope/core/convert.hpp"
 
@@ -110,31 +111,56 @@ TEST_CASE("bulk casts of arrays without float32 subnormals (whole blocks on the 
   }
 }
 
-TEST_CASE("cast_from_f32 flags equal convert's flags element by element") {
-  const std::vector<float> in = edgy_floats(20000);
+namespace {
+// cast_from_f32<F, mode> for a run-time mode.
+template <Format F>
+std::uint32_t cast_in_mode(RoundingMode mode, std::uint32_t u, const CastOptions& options, std::uint64_t random, std::uint32_t& flags) {
+  switch (mode) {
+    case RoundingMode::nearest_even: return cast_from_f32<F, RoundingMode::nearest_even>(u, options, random, flags);
+    case RoundingMode::nearest_away: return cast_from_f32<F, RoundingMode::nearest_away>(u, options, random, flags);
+    case RoundingMode::toward_zero: return cast_from_f32<F, RoundingMode::toward_zero>(u, options, random, flags);
+    case RoundingMode::toward_positive: return cast_from_f32<F, RoundingMode::toward_positive>(u, options, random, flags);
+    case RoundingMode::toward_negative: return cast_from_f32<F, RoundingMode::toward_negative>(u, options, random, flags);
+    case RoundingMode::odd: return cast_from_f32<F, RoundingMode::odd>(u, options, random, flags);
+    case RoundingMode::stochastic: return cast_from_f32<F, RoundingMode::stochastic>(u, options, random, flags);
+  }
+  return 0;
+}
+
+template <Format F>
+void check_flags_element_by_element(const std::vector<float>& in) {
+  int mismatches = 0;
   for (int mode = 0; mode < rounding_mode_count; ++mode) {
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      Context ctx;
-      ctx.rounding = static_cast<RoundingMode>(mode);
-      ctx.stochastic_counter = i;
-      const std::uint64_t random = stochastic_random(0, i);
-      const std::uint64_t expected = convert(formats::fp32, formats::fp16, float_bits(in[i]), ctx);
-      std::uint32_t flags = 0;
-      std::uint32_t got = 0;
-      const CastOptions options = CastOptions::from(ctx);
-      switch (ctx.rounding) {
-        case RoundingMode::nearest_even: got = cast_from_f32<formats::fp16, RoundingMode::nearest_even>(float_bits(in[i]), options, random, flags); break;
-        case RoundingMode::nearest_away: got = cast_from_f32<formats::fp16, RoundingMode::nearest_away>(float_bits(in[i]), options, random, flags); break;
-        case RoundingMode::toward_zero: got = cast_from_f32<formats::fp16, RoundingMode::toward_zero>(float_bits(in[i]), options, random, flags); break;
-        case RoundingMode::toward_positive: got = cast_from_f32<formats::fp16, RoundingMode::toward_positive>(float_bits(in[i]), options, random, flags); break;
-        case RoundingMode::toward_negative: got = cast_from_f32<formats::fp16, RoundingMode::toward_negative>(float_bits(in[i]), options, random, flags); break;
-        case RoundingMode::odd: got = cast_from_f32<formats::fp16, RoundingMode::odd>(float_bits(in[i]), options, random, flags); break;
-        case RoundingMode::stochastic: got = cast_from_f32<formats::fp16, RoundingMode::stochastic>(float_bits(in[i]), options, random, flags); break;
+    for (int option = 0; option < 3; ++option) {
+      for (std::size_t i = 0; i < in.size(); ++i) {
+        Context ctx;
+        ctx.rounding = static_cast<RoundingMode>(mode);
+        ctx.saturate = option == 1;
+        if (option == 2) ctx.platform = platform_riscv;
+        ctx.stochastic_counter = i;
+        const std::uint64_t random = stochastic_random(0, i);
+        const std::uint64_t expected = convert(formats::fp32, F, float_bits(in[i]), ctx);
+        std::uint32_t flags = 0;
+        const std::uint32_t got = cast_in_mode<F>(ctx.rounding, float_bits(in[i]), CastOptions::from(ctx), random, flags);
+        if ((got != expected || flags != ctx.flags) && ++mismatches < 5)
+          MESSAGE(format_name(F), " mode ", mode, " option ", option, " input bits ", float_bits(in[i]), ": cast ", got, " flags ", flags,
+                  ", convert ", expected, " flags ", int(ctx.flags));
       }
-      REQUIRE(got == expected);
-      REQUIRE(flags == ctx.flags);
     }
   }
+  CHECK_MESSAGE(mismatches == 0, format_name(F));
+}
+}  // namespace
+
+TEST_CASE("cast_from_f32 flags equal convert's flags element by element") {
+  const std::vector<float> in = edgy_floats(20000);
+  check_flags_element_by_element<formats::fp16>(in);
+  check_flags_element_by_element<formats::bf16>(in);
+  check_flags_element_by_element<formats::e4m3>(in);
+  check_flags_element_by_element<formats::e5m2>(in);
+  check_flags_element_by_element<formats::e2m1>(in);
+  check_flags_element_by_element<formats::e2m3>(in);
+  check_flags_element_by_element<formats::e3m2>(in);
 }
 
 TEST_CASE("every 16-bit and 8-bit pattern widens to float32 like convert") {
