@@ -118,3 +118,5 @@ bool bits8_to_f32(Format f, const std::uint8_t* in, std::uint32_t* out, std::siz
 }
 
 }  // namespace fpscope::BULK_ISA
+
+#include "block_kernels.inl"

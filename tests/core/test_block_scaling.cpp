@@ -475,3 +475,54 @@ TEST_CASE("block quantization refuses spans that do not fit the layout") {
   CHECK_THROWS_AS(block_quantize(f, ScaleRule::floor, {2, 32, BlockAxis::rows, 16}, values, codes, scales, tensor_scale, ctx),
                   std::invalid_argument);
 }
+
+TEST_CASE("bulk block kernels equal the scalar path: codes, scales, flags, statistics, outcomes") {
+  std::mt19937 random(99);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const BlockFormat& f : named_block_formats()) {
+    std::vector<float> values;
+    for (const auto& block : test_blocks(f, f.block_size)) values.insert(values.end(), block.begin(), block.end());
+    // Rows of a width that is no multiple of the block: short blocks at the ends of rows.
+    while (values.size() % 67 != 0) values.push_back(normal(random) * std::exp(normal(random) * 4));
+    for (const BlockAxis axis : {BlockAxis::rows, BlockAxis::cols}) {
+      const BlockLayout layout{values.size() / 67, 67, axis, f.block_size};
+      for (const ScaleRule rule : all_scale_rules) {
+        for (const RoundingMode mode : all_rounding_modes) {
+          for (const int option : {0, 1, 2}) {
+            const bool flush = option == 1, daz = option == 2;
+            Quantized fast, scalar;
+            for (Quantized* q : {&fast, &scalar}) {
+              q->codes.resize(values.size());
+              q->scales.resize(layout.block_count());
+              q->outcomes.resize(layout.block_count());
+              Context ctx;
+              ctx.rounding = mode;
+              ctx.flush_to_zero = flush;
+              ctx.denormals_are_zero = daz;
+              ctx.stochastic_seed = 5;
+              ctx.stochastic_counter = 1000;
+              if (q == &fast) block_quantize(f, rule, layout, values, q->codes, q->scales, q->tensor_scale, ctx, &q->statistics, q->outcomes);
+              else block_quantize_scalar(f, rule, layout, values, q->codes, q->scales, q->tensor_scale, ctx, &q->statistics, q->outcomes);
+              q->flags = ctx.flags;
+              CHECK(ctx.stochastic_counter == 1000 + values.size());
+            }
+            INFO(block_format_name(f), " ", scale_rule_name(rule), " ", rounding_mode_name(mode), axis == BlockAxis::rows ? " rows" : " cols",
+                 flush ? " ftz" : daz ? " daz" : "");
+            CHECK(fast.codes == scalar.codes);
+            CHECK(fast.scales == scalar.scales);
+            CHECK(int(fast.flags) == int(scalar.flags));
+            CHECK(bits_of(fast.tensor_scale) == bits_of(scalar.tensor_scale));
+            CHECK(fast.outcomes == scalar.outcomes);
+            CHECK(fast.statistics.relative_exponents == scalar.statistics.relative_exponents);
+            CHECK(fast.statistics.scale_codes == scalar.statistics.scale_codes);
+            CHECK(fast.statistics.zeros == scalar.statistics.zeros);
+            CHECK(fast.statistics.flushed_to_zero == scalar.statistics.flushed_to_zero);
+            CHECK(fast.statistics.made_subnormal == scalar.statistics.made_subnormal);
+            CHECK(fast.statistics.saturated == scalar.statistics.saturated);
+            CHECK(fast.statistics.nan_blocks == scalar.statistics.nan_blocks);
+          }
+        }
+      }
+    }
+  }
+}

@@ -67,6 +67,14 @@ void block_quantize(const BlockFormat& format, ScaleRule rule, const BlockLayout
                     std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float& tensor_scale,
                     Context& ctx, BlockStatistics* statistics = nullptr, std::span<BlockOutcome> outcomes = {});
 
+// The same through the scalar path alone (every element through round_pack and the element
+// rules in block_format.hpp): block_quantize runs per-instruction-set kernels for MX blocks of
+// the formats the branch-free cast knows, and must give exactly this (codes, scales, flags,
+// statistics, outcomes); the tests hold them together.
+void block_quantize_scalar(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
+                           std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float& tensor_scale,
+                           Context& ctx, BlockStatistics* statistics = nullptr, std::span<BlockOutcome> outcomes = {});
+
 // The float32 values of quantized codes: element * scale (MX, exact but for results beyond
 // float32's range, which become infinities), or element * block scale / tensor scale (NVFP4,
 // one rounding); NaN throughout a block whose scale is NaN.

@@ -1,0 +1,77 @@
+// What the scalar block path and the per-instruction-set block kernels share: where a block's
+// elements lie, and how a block adds to a tensor's statistics.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "fpscope/core/block_scaling.hpp"
+
+namespace fpscope::block_walk {
+
+inline constexpr int max_block_size = 256;
+
+// Block (scale_row, scale_col) of the row-major values: element j lies at first + j * stride.
+struct BlockSpan {
+  std::size_t first = 0, stride = 1, count = 0;
+};
+
+inline BlockSpan block_span(const BlockLayout& layout, std::size_t scale_row, std::size_t scale_col) {
+  const std::size_t block = static_cast<std::size_t>(layout.block_size);
+  if (layout.axis == BlockAxis::rows) {
+    const std::size_t first_col = scale_col * block;
+    return {scale_row * layout.cols + first_col, 1, std::min(block, layout.cols - first_col)};
+  }
+  const std::size_t first_row = scale_row * block;
+  return {first_row * layout.cols + scale_col, layout.cols, std::min(block, layout.rows - first_row)};
+}
+
+// Counts each value's exponent relative to its block's amax (and the zeros), into four
+// interleaved sub-histograms: consecutive values mostly land in the same bin, and one counter
+// would make every increment wait for the one before. add_to() sums them into the statistics.
+class RelativeExponentCounter {
+ public:
+  // `magnitudes`: the block's count values' bits without their signs (finite).
+  void add_block(const std::uint32_t* magnitudes, std::size_t count, std::uint32_t amax_magnitude) {
+    const int amax_exponent = floor_log2_of_magnitude(amax_magnitude);
+    for (std::size_t j = 0; j < count; ++j) {
+      const std::uint32_t magnitude = magnitudes[j];
+      // Zeros go to a bin of their own (index bins); the exponent of a zero is not used.
+      const int exponent = magnitude == 0 ? 0 : floor_log2_of_magnitude(magnitude);
+      const std::size_t bin = magnitude == 0 ? bins : static_cast<std::size_t>(amax_exponent - exponent);
+      ++counts_[j & 3][bin];
+    }
+  }
+  void add_to(BlockStatistics& statistics) const {
+    for (const auto& lane : counts_) {
+      for (std::size_t bin = 0; bin < bins; ++bin) statistics.relative_exponents[bin] += lane[bin];
+      statistics.zeros += lane[bins];
+    }
+  }
+
+ private:
+  static constexpr std::size_t bins = BlockStatistics::relative_exponent_bins;
+  std::uint64_t counts_[4][bins + 1] = {};
+};
+
+// One block's scale, size and counts into the tensor's statistics.
+inline void add_block(BlockStatistics& statistics, std::uint32_t scale_code, std::size_t count, bool nan_block, const BlockOutcome& outcome) {
+  ++statistics.scale_codes[scale_code & 0xFF];
+  ++statistics.blocks;
+  statistics.elements += count;
+  if (nan_block) ++statistics.nan_blocks;
+  statistics.flushed_to_zero += outcome.flushed_to_zero;
+  statistics.made_subnormal += outcome.made_subnormal;
+  statistics.saturated += outcome.saturated;
+}
+
+// An element code that stands for "no value" in a block whose scale is NaN: the element
+// format's NaN where it has one, else 0.
+inline std::uint8_t nan_block_element(const BlockFormat& format) {
+  if (format.elements == BlockFormat::Elements::floating && format.element.has_nan())
+    return static_cast<std::uint8_t>(format.element.quiet_nan_bits());
+  return 0;
+}
+
+}  // namespace fpscope::block_walk
