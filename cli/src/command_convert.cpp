@@ -65,7 +65,8 @@ bool parse_hex_bits(std::string_view text, Format f, std::uint64_t& bits) {
 // float32 and binary64 ({fmt}'s Dragonbox), enough digits for the others.
 void append_value(fmt::memory_buffer& out, Format to, std::uint64_t bits) {
   if (is_nan(to, bits)) {
-    fmt::format_to(std::back_inserter(out), "{}", sign_of(to, bits) ? "-nan" : "nan");
+    // FNUZ's one NaN is the pattern of -0: its top bit is not a sign.
+    fmt::format_to(std::back_inserter(out), "{}", sign_of(to, bits) && to.flavour != Flavour::fnuz ? "-nan" : "nan");
     return;
   }
   Context widen;

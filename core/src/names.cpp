@@ -128,6 +128,12 @@ std::string flavour_description(Flavour flavour) {
   return "";
 }
 
+std::string overflow_description(Format f) {
+  if (f.has_infinity()) return "infinity (±max when saturating)";
+  if (f.has_nan()) return "NaN (±max when saturating)";
+  return "±max (it always saturates: no infinity, no NaN)";
+}
+
 const std::vector<Format>& named_formats() {
   static const std::vector<Format> list{formats::fp16,  formats::bf16,     formats::fp32,    formats::fp64,
                                         formats::tf32,  formats::e4m3,     formats::e5m2,    formats::e2m1,

@@ -40,6 +40,7 @@ App::App(const AppOptions& options) : view(options.view), form(options.form) {
   wanted_tensor_ = options.tensor;
   if (options.inspector) inspector = *options.inspector;
   kind = options.kind;
+  format_index = options.format_index;
   store.set_memory_budget(snapshot_memory_budget);
   if (!options.follow.empty()) {
     follower = std::make_unique<FollowThread>(options.follow, store, follow_window_bytes);
@@ -235,10 +236,11 @@ void App::selection_controls() {
     ImGui::EndCombo();
   }
   ImGui::SameLine();
-  ImGui::TextUnformatted("format");
-  for (int i = 0; i < target_format_count; ++i) {
-    ImGui::SameLine();
-    ImGui::RadioButton(target_format_names[i], &format_index, i);
+  ImGui::SetNextItemWidth(px(120));
+  if (ImGui::BeginCombo("format", target_format_names[format_index])) {
+    for (int i = 0; i < target_format_count; ++i)
+      if (ImGui::Selectable(target_format_names[i], i == format_index)) format_index = i;
+    ImGui::EndCombo();
   }
   if (!snapshots.empty()) {
     ImGui::SameLine();
@@ -307,6 +309,12 @@ void App::draw() {
     ImGui::TextUnformatted(export_message.c_str());
     ImGui::End();
   }
+}
+
+int target_format_index(std::string_view name) {
+  for (int i = 0; i < target_format_count; ++i)
+    if (name == target_format_names[i]) return i;
+  return -1;
 }
 
 }  // namespace fpscope::gui

@@ -33,9 +33,11 @@ inline constexpr View all_views[] = {View::training, View::histogram, View::heat
 std::string_view view_name(View view);  // "training", "histogram", ..., "what-if", "inspector", "export"
 std::optional<View> parse_view(std::string_view name);
 
-// The formats the histogram, heatmap and what-if views can shade.
-inline constexpr Format target_formats[] = {formats::fp16, formats::bf16, formats::e4m3, formats::e5m2};
-inline constexpr const char* target_format_names[] = {"fp16", "bf16", "e4m3", "e5m2"};
+// The formats the histogram, heatmap and what-if views can shade: the 16-bit ones, OCP FP8, the
+// FNUZ FP8 of AMD and GraphCore, and the OCP MX element formats (FP6, FP4).
+inline constexpr Format target_formats[] = {formats::fp16,     formats::bf16,     formats::e4m3, formats::e5m2, formats::e4m3fnuz,
+                                            formats::e5m2fnuz, formats::e3m2,     formats::e2m3, formats::e2m1};
+inline constexpr const char* target_format_names[] = {"fp16", "bf16", "e4m3", "e5m2", "e4m3fnuz", "e5m2fnuz", "e3m2", "e2m3", "e2m1"};
 inline constexpr int target_format_count = static_cast<int>(std::size(target_formats));
 
 // The snapshots the app keeps in memory: past this, old ones are thinned (RunStore). The app's
@@ -105,6 +107,7 @@ struct AppOptions {
   std::int64_t settle_at_step = 0;  // headless: a running session has settled once it did this many steps
   std::optional<InspectorState> inspector;  // the Float inspector on opening (--inspect, --inspect-format, --arithmetic)
   std::string tensor;  // the layer selected on opening, once the run has it (--tensor)
+  int format_index = 0;  // the target format on opening (--target-format), into target_formats
   TensorKind kind = TensorKind::activation_gradient;  // --kind
 };
 
@@ -250,6 +253,7 @@ void draw_what_if(App& app);
 void draw_float_inspector(App& app);
 // The inspector's rows: fp64 fp32 tf32 fp16 bf16 e5m2 e4m3, then the custom format.
 int inspector_format_index(std::string_view name);  // -1 when the name is none of the named rows
+int target_format_index(std::string_view name);     // -1 when the name is none of target_format_names
 inline constexpr int inspector_custom_index = 7;
 void draw_export(App& app);
 

@@ -311,6 +311,9 @@ int main(int argc, char** argv) {
   cli.add_flag("--start", o.app.start, "start training with these settings on opening");
   std::string inspect_text, inspect_format, arithmetic;
   cli.add_option("--inspect", inspect_text, "the Float inspector's number on opening: 0.1, 1e-40, 0x1.8p-3, or bits 0x3C00 / 0b...");
+  std::string target_format;
+  cli.add_option("--target-format", target_format,
+                 "the format the histogram, heatmap and training views shade on opening: fp16 bf16 e4m3 e5m2 e4m3fnuz e5m2fnuz e3m2 e2m3 e2m1");
   cli.add_option("--inspect-format", inspect_format, "the Float inspector's selected format: fp64 fp32 tf32 fp16 bf16 e5m2 e4m3, or a custom eXmY");
   cli.add_option("--arithmetic", arithmetic, "the Float inspector's arithmetic on opening: \"A OP B\" (OP one of + - x /) or \"sqrt A\"");
   std::string kind = "activation_gradient";
@@ -331,6 +334,12 @@ int main(int argc, char** argv) {
     // The names fpscope train takes, read by the same functions.
     try {
       o.app.kind = fpscope::parse_tensor_kind(kind);
+      if (!target_format.empty()) {
+        o.app.format_index = fpscope::gui::target_format_index(target_format);
+        if (o.app.format_index < 0)
+          throw std::invalid_argument("--target-format '" + fpscope::printable_text(target_format) +
+                                      "': expected fp16, bf16, e4m3, e5m2, e4m3fnuz, e5m2fnuz, e3m2, e2m3 or e2m1");
+      }
       if (!inspect_text.empty() || !inspect_format.empty() || !arithmetic.empty()) {
         fpscope::gui::InspectorState inspector;
         if (!inspect_text.empty()) inspector.text = inspect_text;

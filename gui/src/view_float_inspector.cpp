@@ -29,7 +29,7 @@ namespace fpscope::gui {
 
 namespace {
 
-constexpr const char* named_rows[] = {"fp64", "fp32", "tf32", "fp16", "bf16", "e5m2", "e4m3", "e5m2fnuz", "e4m3fnuz", "e3m2", "e2m3", "e2m1"};
+constexpr const char* named_rows[] = {"fp64", "fp32", "tf32", "fp16", "bf16", "e5m2", "e4m3", "e5m2fnuz", "e4m3fnuz", "e4m3b11fnuz", "e3m2", "e2m3", "e2m1"};
 
 struct InspectedFormat {
   std::string name;
@@ -50,7 +50,8 @@ std::vector<InspectedFormat> inspected_formats(const std::string& custom, std::s
 }
 
 std::string value_text(Format f, std::uint64_t bits) {
-  if (is_nan(f, bits)) return sign_of(f, bits) ? "-nan" : "nan";
+  // FNUZ's one NaN is the pattern of -0: its top bit is not a sign.
+  if (is_nan(f, bits)) return sign_of(f, bits) && f.flavour != Flavour::fnuz ? "-nan" : "nan";
   return exact_decimal(f, bits);
 }
 
@@ -432,7 +433,13 @@ void draw_float_inspector(App& app) {
   }
   ImGui::Separator();
   s.report = fmt::format("inspector {} 0x{:X} = {}\n", shown.name, shown_bits, value_text(sf, shown_bits));
-  ImGui::Text("%s: %s", shown.name.c_str(), format_name(sf).c_str());
+  {
+    // The selected format's name, what its flavour lacks, and its canonical name where it differs (custom).
+    std::string title = shown.name;
+    if (format_name(sf) != shown.name) title += " (" + format_name(sf) + ")";
+    if (const std::string flavour = flavour_description(sf.flavour); !flavour.empty()) title += ": " + flavour;
+    ImGui::TextUnformatted(title.c_str());
+  }
   details(sf, shown_bits, number, shown_ctx.flags);
   number_line(sf, shown_bits);
   ImGui::Separator();

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "app.hpp"
+#include "fpscope/core/names.hpp"
 #include "ui_scale.hpp"
 #include "format_regions.hpp"
 #include "fpscope/analyzer/range_analysis.hpp"
@@ -97,8 +98,8 @@ void draw_histogram(App& app) {
                                                 edges.smallest_subnormal - 1, edges.smallest_normal);
   const std::string normal_tip = fmt::format("2^{} .. 2^{}: kept with {}'s full {} bits of precision.", edges.smallest_normal,
                                              edges.overflow, format, f.mantissa_bits + 1);
-  const std::string overflow_tip = fmt::format("From 2^{} up, past {}'s largest finite value: the cast gives infinity (or saturates).",
-                                               edges.overflow, format);
+  const std::string overflow_tip = fmt::format("From 2^{} up, past {}'s largest finite value: the cast gives {}.", edges.overflow, format,
+                                               overflow_description(f));
   if (ImGui::BeginTable("regions", 6, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_BordersInnerV)) {
     ImGui::TableSetupColumn("region");
     ImGui::TableSetupColumn("values");

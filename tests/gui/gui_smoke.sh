@@ -206,6 +206,16 @@ else
   inspect --inspect 0x3C00 --inspect-format fp16 | grep -E "^(inspector|arithmetic)"
 fi
 
+# The new formats reach the app: GraphCore's e4m3b11fnuz in the inspector (its largest, 30, is
+# 0x7F), and --target-format takes the MX elements and refuses what it does not know.
+if inspect --inspect 30 --inspect-format e4m3b11fnuz | grep -qx "inspector e4m3b11fnuz 0x7F = 30" &&
+   headless --idle --view histogram --target-format e2m1 --frames 1 >/dev/null 2>&1 &&
+   ! headless --idle --target-format e9m9 --frames 1 >/dev/null 2>"$work/target.err" && grep -q "target-format 'e9m9'" "$work/target.err"; then
+  ok
+else
+  fail "new formats in the app: e4m3b11fnuz in the inspector, --target-format e2m1, a bad --target-format"
+fi
+
 # One set of defaults: the app started with nothing but --steps trains what fpscope train trains
 # with nothing but --steps, to the bit (their histograms' CSVs are the same file).
 mkdir -p "$work/defaults"

@@ -31,6 +31,9 @@ std::string format_name(Format f);
 std::string flavour_description(Flavour flavour);
 // The named formats, in the order fpscope lists them.
 const std::vector<Format>& named_formats();
+// What a cast into f gives for a value beyond its largest finite number: "infinity (±max when
+// saturating)", "NaN (±max when saturating)", or "±max (it always saturates: no infinity, no NaN)".
+std::string overflow_description(Format f);
 
 // The block-scaled formats: mxfp8-e4m3 (mxfp8), mxfp8-e5m2, mxfp6-e2m3 (mxfp6), mxfp6-e3m2,
 // mxfp4, mxint8 (blocks of 32, E8M0 scales) and nvfp4 (blocks of 16, E4M3 scales under a
