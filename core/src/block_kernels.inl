@@ -12,7 +12,9 @@ namespace {
 // draws stochastic word random_base + j * random_stride. Flags go to `flags`, counts to the
 // returned outcome. MX (Multiply false): v / 2^shared_exponent by the exponent field. NVFP4
 // (Multiply true): v * factor in float32, as the scalar rule does, which needs no second look.
-template <Format F, RoundingMode Mode, bool Multiply = false>
+// Lean: the MX elements in round to nearest even without flush-to-zero go through the lean
+// cast (cast.hpp), which fast lanes (normal float32 or zero) satisfy.
+template <Format F, RoundingMode Mode, bool Multiply = false, bool Lean = false>
 BlockOutcome mx_block(const std::uint32_t* __restrict in, std::uint8_t* __restrict out, std::size_t count, int shared_exponent,
                       float factor, const CastOptions& options,
                       std::uint64_t seed, std::uint64_t random_base, std::size_t random_stride, CastFlags& flags,
@@ -36,7 +38,9 @@ BlockOutcome mx_block(const std::uint32_t* __restrict in, std::uint8_t* __restri
     const std::uint32_t scaled = Multiply ? float_bits(bits_float(u) * factor) : select(zero, u, u - exponent_shift);
     const std::uint64_t random = Mode == RoundingMode::stochastic ? stochastic_random(seed, random_base + j * random_stride) : 0;
     CastFlags raised;
-    const std::uint32_t code = cast_from_f32<F, Mode>(scaled, options, random, raised);
+    std::uint32_t code = 0;
+    if constexpr (Lean) code = saturating_nearest_even_from_normal<F>(scaled, options.tininess == Tininess::before_rounding, raised);
+    else code = cast_from_f32<F, Mode>(scaled, options, random, raised);
     out[j] = static_cast<std::uint8_t>(code);
     inexact |= fast & raised.inexact;
     underflow |= fast & raised.underflow;
@@ -128,8 +132,19 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
               outcome = mx_block<F, Mode, true>(in, out, span.count, 0, factor, options, seed, first_random + span.first, span.stride,
                                                 flags, element_ctx);
             } else {
-              outcome = mx_block<F, Mode>(in, out, span.count, e8m0::exponent_of(static_cast<std::uint8_t>(scale_code)), 0.0f, options, seed,
-                                          first_random + span.first, span.stride, flags, element_ctx);
+              const int shared_exponent = e8m0::exponent_of(static_cast<std::uint8_t>(scale_code));
+              if constexpr (Mode == RoundingMode::nearest_even && F.flavour != Flavour::fnuz) {
+                if (!options.flush_to_zero) {
+                  outcome = mx_block<F, Mode, false, true>(in, out, span.count, shared_exponent, 0.0f, options, seed, first_random + span.first,
+                                                           span.stride, flags, element_ctx);
+                } else {
+                  outcome = mx_block<F, Mode>(in, out, span.count, shared_exponent, 0.0f, options, seed, first_random + span.first,
+                                              span.stride, flags, element_ctx);
+                }
+              } else {
+                outcome = mx_block<F, Mode>(in, out, span.count, shared_exponent, 0.0f, options, seed, first_random + span.first, span.stride,
+                                            flags, element_ctx);
+              }
             }
             if (statistics != nullptr) relative.add_block(magnitudes, span.count, amax);
           }

@@ -244,3 +244,44 @@ TEST_CASE("bulk: the kernels FPSCOPE_BULK_ISA forces are the ones that run (no q
   CHECK(bulk_isa_supported("generic"));
   CHECK(!bulk_isa_supported("avx1024"));
 }
+
+namespace {
+template <Format F>
+void check_lean_cast() {
+  int mismatches = 0;
+  for (const bool before : {false, true}) {
+    CastOptions options;
+    options.saturate = true;
+    options.tininess = before ? Tininess::before_rounding : Tininess::after_rounding;
+    // Every 509th float32 pattern that is a zero or normal, and every pattern near F's smallest
+    // normal and largest value (where the lean cast's two ranges and its saturation meet).
+    std::vector<std::uint32_t> inputs;
+    for (std::uint64_t u = 0; u < (std::uint64_t{1} << 32); u += 509) inputs.push_back(static_cast<std::uint32_t>(u));
+    const std::uint32_t min_normal32 = static_cast<std::uint32_t>(F.emin() + 127) << 23;
+    Context widen;
+    const std::uint32_t max32 = float_bits(to_float(F, F.max_finite_bits(), widen));
+    for (const std::uint32_t edge : {min_normal32, max32, min_normal32 >> 1})
+      for (std::uint32_t d = 0; d < 70000; ++d) inputs.insert(inputs.end(), {edge + d, edge - d, (edge + d) | 0x80000000u});
+    for (const std::uint32_t u : inputs) {
+      const std::uint32_t biased = (u >> 23) & 0xFF;
+      if (biased == 255 || (biased == 0 && (u & 0x7FFFFFFFu) != 0)) continue;  // the precondition: zero or normal
+      CastFlags lean_flags, full_flags;
+      const std::uint32_t lean = saturating_nearest_even_from_normal<F>(u, before, lean_flags);
+      const std::uint32_t full = cast_from_f32<F, RoundingMode::nearest_even>(u, options, 0, full_flags);
+      if ((lean != full || lean_flags.flags() != full_flags.flags()) && ++mismatches < 5)
+        MESSAGE(format_name(F), std::string(before ? " tininess before" : ""), " input bits ", u, ": lean ", lean, " flags ", int(lean_flags.flags()),
+                ", cast ", full, " flags ", int(full_flags.flags()));
+    }
+  }
+  CHECK_MESSAGE(mismatches == 0, format_name(F));
+}
+}  // namespace
+
+TEST_CASE("the lean saturating nearest-even cast equals cast_from_f32 on zeros and normal float32") {
+  check_lean_cast<formats::e4m3>();
+  check_lean_cast<formats::e5m2>();
+  check_lean_cast<formats::e2m1>();
+  check_lean_cast<formats::e2m3>();
+  check_lean_cast<formats::e3m2>();
+  check_lean_cast<formats::fp16>();
+}
