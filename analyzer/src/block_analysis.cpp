@@ -27,6 +27,20 @@ QuantizationError quantization_error(std::span<const float> original, std::span<
   return error;
 }
 
+std::optional<ScaleExponentRange> scale_exponent_range(const BlockFormat& format, const BlockStatistics& statistics) {
+  std::optional<ScaleExponentRange> range;
+  for (std::size_t code = 0; code < statistics.scale_codes.size(); ++code) {
+    if (statistics.scale_codes[code] == 0) continue;
+    const float scale = block_scale_value(format, static_cast<std::uint32_t>(code));
+    if (!(scale > 0)) continue;  // NaN, or NVFP4's zero scale
+    const int exponent = static_cast<int>(std::floor(std::log2(scale)));
+    if (!range) range = ScaleExponentRange{exponent, exponent};
+    range->low = std::min(range->low, exponent);
+    range->high = std::max(range->high, exponent);
+  }
+  return range;
+}
+
 BlockRuleReport analyze_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
                                const Context& ctx) {
   BlockRuleReport report;
@@ -39,16 +53,7 @@ BlockRuleReport analyze_blocks(const BlockFormat& format, ScaleRule rule, const 
   std::vector<float> dequantized(values.size());
   block_dequantize(format, layout, codes, report.scale_codes, tensor_scale, dequantized);
   report.error = quantization_error(values, dequantized);
-  bool first = true;
-  for (std::size_t code = 0; code < report.statistics.scale_codes.size(); ++code) {
-    if (report.statistics.scale_codes[code] == 0) continue;
-    const float scale = block_scale_value(format, static_cast<std::uint32_t>(code));
-    if (!(scale > 0)) continue;  // NaN, or NVFP4's zero scale
-    const int exponent = static_cast<int>(std::floor(std::log2(scale)));
-    report.min_scale_exponent = first ? exponent : std::min(report.min_scale_exponent, exponent);
-    report.max_scale_exponent = first ? exponent : std::max(report.max_scale_exponent, exponent);
-    first = false;
-  }
+  report.scale_range = scale_exponent_range(format, report.statistics);
   return report;
 }
 

@@ -1,6 +1,8 @@
 // Run log I/O: JSON Lines through nlohmann-json; atomic whole-file writes; line-by-line appends.
 #include "fpscope/analyzer/run_log.hpp"
 
+#include "fpscope/core/names.hpp"
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -75,6 +77,59 @@ json parse_object(std::string_view line, const std::string& where) {
   return value;
 }
 
+// A tensor's "blocks" (block_record_json), checked: a known format, a block size that fits, a
+// known rule, counts that add up (every element a zero or in one relative-exponent bin, every
+// block one scale code), relative exponents 0 ..= -276.
+BlockRecord parse_block_record(const json& b, const std::string& where) {
+  if (!b.is_object()) fail(where, "'blocks' must be an object");
+  BlockRecord record;
+  try {
+    record.format = parse_block_format(required<std::string>(b, "format", where));
+    record.rule = parse_scale_rule(required<std::string>(b, "rule", where));
+  } catch (const UnknownNameError& e) {
+    fail(where, std::string("'blocks': ") + e.what());
+  }
+  record.format.block_size = required_integer<int>(b, "block", where);
+  if (record.format.block_size < 1 || record.format.block_size > 256) fail(where, "'blocks': 'block' must be 1 ..= 256");
+  BlockStatistics& st = record.statistics;
+  st.elements = unsigned_field(b, "elements", where);
+  st.blocks = unsigned_field(b, "blocks", where);
+  st.nan_blocks = unsigned_field(b, "nan_blocks", where);
+  st.zeros = unsigned_field(b, "zeros", where);
+  st.flushed_to_zero = unsigned_field(b, "flushed_to_zero", where);
+  st.made_subnormal = unsigned_field(b, "subnormal", where);
+  st.saturated = unsigned_field(b, "saturated", where);
+  const auto pairs = [&](const char* key, auto add) {
+    const json list = b.value(key, json::array());
+    if (!list.is_array()) fail(where, std::string("'blocks': '") + key + "' must be an array of [value, count] pairs");
+    for (const json& pair : list) {
+      if (!pair.is_array() || pair.size() != 2) fail(where, std::string("'blocks': each of '") + key + "' must be [value, count]");
+      add(integer_value<std::int64_t>(pair[0], std::string("a '") + key + "' value", where),
+          integer_value<std::uint64_t>(pair[1], std::string("a '") + key + "' count", where));
+    }
+  };
+  std::uint64_t scale_total = 0, relative_total = 0;
+  const auto add_checked = [&](std::uint64_t& total, std::uint64_t count) {
+    if (__builtin_add_overflow(total, count, &total)) fail(where, "'blocks': counts add up past 2^64");
+  };
+  pairs("scales", [&](std::int64_t code, std::uint64_t count) {
+    if (code < 0 || code > 255) fail(where, "'blocks': a scale code must be 0 ..= 255");
+    st.scale_codes[static_cast<std::size_t>(code)] += count;
+    add_checked(scale_total, count);
+  });
+  pairs("relative", [&](std::int64_t exponent, std::uint64_t count) {
+    if (exponent > 0 || -exponent >= BlockStatistics::relative_exponent_bins)
+      fail(where, "'blocks': a relative exponent must be 0 ..= -276");
+    st.relative_exponents[static_cast<std::size_t>(-exponent)] += count;
+    add_checked(relative_total, count);
+  });
+  if (scale_total != st.blocks) fail(where, "'blocks': the scale codes count " + std::to_string(scale_total) + " blocks, not " + std::to_string(st.blocks));
+  if (st.nan_blocks > st.blocks || st.flushed_to_zero > st.elements || st.made_subnormal > st.elements || st.saturated > st.elements ||
+      st.zeros > st.elements || relative_total > st.elements - st.zeros)
+    fail(where, "'blocks': the counts do not fit its " + std::to_string(st.elements) + " elements");
+  return record;
+}
+
 }  // namespace
 
 namespace {
@@ -101,6 +156,32 @@ std::string run_header_line(const RunHeader& header) {
   return line.dump();
 }
 
+namespace {
+
+// "blocks": the format, its block and rule, the counts, and the scale codes and relative exponents
+// as sparse [value, count] pairs (relative exponents are 0 or negative).
+json block_record_json(const BlockRecord& b) {
+  json scales = json::array(), relative = json::array();
+  for (std::size_t code = 0; code < b.statistics.scale_codes.size(); ++code)
+    if (b.statistics.scale_codes[code] != 0) scales.push_back({code, b.statistics.scale_codes[code]});
+  for (std::size_t i = 0; i < b.statistics.relative_exponents.size(); ++i)
+    if (b.statistics.relative_exponents[i] != 0) relative.push_back({-static_cast<int>(i), b.statistics.relative_exponents[i]});
+  return {{"format", block_format_name(b.format)},
+          {"block", b.format.block_size},
+          {"rule", scale_rule_name(b.rule)},
+          {"elements", b.statistics.elements},
+          {"blocks", b.statistics.blocks},
+          {"nan_blocks", b.statistics.nan_blocks},
+          {"zeros", b.statistics.zeros},
+          {"flushed_to_zero", b.statistics.flushed_to_zero},
+          {"subnormal", b.statistics.made_subnormal},
+          {"saturated", b.statistics.saturated},
+          {"scales", std::move(scales)},
+          {"relative", std::move(relative)}};
+}
+
+}  // namespace
+
 std::string snapshot_line(const Snapshot& snapshot) {
   json tensors = json::array();
   for (const TensorRecord& t : snapshot.tensors) {
@@ -116,6 +197,7 @@ std::string snapshot_line(const Snapshot& snapshot) {
                         {"overflow", t.cast->overflowed}};
     record["scale"] = t.scale;
     record["captured"] = capture_name(t.captured);
+    if (t.blocks) record["blocks"] = block_record_json(*t.blocks);
     tensors.push_back(std::move(record));
   }
   json line = step_json(snapshot.step_record());
@@ -227,6 +309,7 @@ RunLogLine parse_run_log_line(std::string_view line, const std::string& where, c
         }
       }
     }
+    if (const auto blocks = t.find("blocks"); blocks != t.end()) record.blocks = parse_block_record(*blocks, where);
     snapshot.tensors.push_back(std::move(record));
   }
   out.snapshot = std::move(snapshot);

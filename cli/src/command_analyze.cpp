@@ -5,6 +5,7 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -128,23 +129,120 @@ std::vector<std::filesystem::path> npy_inputs(const std::vector<std::string>& in
     } else if (path.extension() == ".npy") {
       files.push_back(path);
     } else {
-      throw UsageError(printable_text(input, 200) +
-                           ": block-scaled formats are analyzed from the values themselves (.npy tensors); a run log's or CSV's exponent "
-                           "histograms cannot say what a block's shared scale flushes",
-                       1);
+      throw UsageError(printable_text(input, 200) + ": not a .npy file or a folder of them", 1);
     }
   }
   return files;
 }
 
-std::string scale_range_text(const BlockRuleReport& r) {
-  if (r.statistics.blocks == r.statistics.nan_blocks) return "-";
-  return r.min_scale_exponent == r.max_scale_exponent ? fmt::format("2^{}", r.min_scale_exponent)
-                                                      : fmt::format("2^{}..2^{}", r.min_scale_exponent, r.max_scale_exponent);
+// "2^-6..2^11", "2^3", or "-" where no block has a positive scale.
+std::string scale_range_text(const std::optional<ScaleExponentRange>& range) {
+  if (!range) return "-";
+  return range->low == range->high ? fmt::format("2^{}", range->low) : fmt::format("2^{}..2^{}", range->low, range->high);
+}
+
+// Block statistics a run recorded (fpscope train --record-blocks): per tensor, summed over the
+// recorded steps, for the format asked about.
+void run_recorded_block_analysis(const AnalyzeOptions& options, const BlockChoice& choice) {
+  if (options.compare_scale_rules)
+    throw UsageError("--compare-scale-rules needs the values themselves (.npy tensors); a run log holds one rule's statistics");
+  struct Summed {
+    std::string name;
+    ScaleRule rule;
+    BlockStatistics statistics;
+    std::uint64_t steps = 0;
+  };
+  std::vector<Summed> tensors;
+  std::vector<std::string> warnings;
+  bool any_blocks = false;
+  for (const std::string& input : options.inputs) {
+    if (std::filesystem::path(input).extension() == ".csv")
+      throw UsageError(printable_text(input, 200) + ": a CSV of exponent histograms holds no block statistics (a run log or .npy tensors do)", 1);
+    RunLog log = read_run_log(std::filesystem::path(input));
+    warnings.insert(warnings.end(), log.warnings.begin(), log.warnings.end());
+    for (const Snapshot& snapshot : log.snapshots) {
+      for (const TensorRecord& t : snapshot.tensors) {
+        if (!t.blocks) continue;
+        any_blocks = true;
+        if (!(t.blocks->format == choice.format)) continue;
+        const std::string name = t.name + " " + std::string(tensor_kind_name(t.kind));
+        if (!options.tensors.empty() && std::none_of(options.tensors.begin(), options.tensors.end(), [&](const std::string& glob) {
+              return ::fnmatch(glob.c_str(), t.name.c_str(), 0) == 0;
+            }))
+          continue;
+        auto it = std::find_if(tensors.begin(), tensors.end(), [&](const Summed& s) { return s.name == name; });
+        if (it == tensors.end()) it = tensors.insert(tensors.end(), Summed{name, t.blocks->rule, {}, 0});
+        if (it->rule != t.blocks->rule)
+          throw UsageError(printable_text(input, 200) + ": " + printable_text(name) + " is recorded with two scale rules", 1);
+        BlockStatistics& sum = it->statistics;
+        const BlockStatistics& add = t.blocks->statistics;
+        for (std::size_t i = 0; i < sum.scale_codes.size(); ++i) sum.scale_codes[i] += add.scale_codes[i];
+        for (std::size_t i = 0; i < sum.relative_exponents.size(); ++i) sum.relative_exponents[i] += add.relative_exponents[i];
+        sum.elements += add.elements;
+        sum.blocks += add.blocks;
+        sum.nan_blocks += add.nan_blocks;
+        sum.zeros += add.zeros;
+        sum.flushed_to_zero += add.flushed_to_zero;
+        sum.made_subnormal += add.made_subnormal;
+        sum.saturated += add.saturated;
+        ++it->steps;
+      }
+    }
+  }
+  for (const std::string& w : warnings) fmt::print(stderr, "fpscope: warning: {}\n", printable_text(w, 600));
+  if (!any_blocks)
+    throw UsageError("the run logs hold no block statistics: record them with fpscope train --record-blocks " + block_format_name(choice.format) +
+                         ", or analyze .npy tensors",
+                     1);
+  if (tensors.empty())
+    throw UsageError("the run logs hold no block statistics of " + block_format_name(choice.format) + " in blocks of " +
+                         std::to_string(choice.format.block_size) + (options.tensors.empty() ? "" : " for --tensor"),
+                     1);
+  if (options.scale_rule != "floor" && parse_scale_rule(options.scale_rule) != tensors.front().rule)
+    throw UsageError("the run recorded the " + scale_rule_name(tensors.front().rule) + " rule; --scale-rule " + printable_text(options.scale_rule) +
+                     " needs the values themselves (.npy tensors)");
+  const auto share = [](std::uint64_t part, std::uint64_t whole) { return percent(part, whole); };
+  if (options.json) {
+    nlohmann::json out{{"format", block_format_name(choice.format)}, {"block", choice.format.block_size}, {"tensors", nlohmann::json::array()}};
+    for (const Summed& t : tensors)
+      out["tensors"].push_back({{"tensor", t.name},
+                                {"scale_rule", scale_rule_name(t.rule)},
+                                {"recorded_steps", t.steps},
+                                {"elements", t.statistics.elements},
+                                {"blocks", t.statistics.blocks},
+                                {"nan_blocks", t.statistics.nan_blocks},
+                                {"zeros", t.statistics.zeros},
+                                {"flushed_to_zero", t.statistics.flushed_to_zero},
+                                {"made_subnormal", t.statistics.made_subnormal},
+                                {"saturated", t.statistics.saturated}});
+    fmt::print("{}\n", out.dump(2));
+    return;
+  }
+  std::string table = fmt::format("format {}, blocks of {} along each tensor's feature axis, as the run recorded them ({} rule, elements rounded "
+                                  "to nearest even), summed over the recorded steps\n\n",
+                                  block_format_name(choice.format), choice.format.block_size,
+                                  choice.format.scale == BlockFormat::Scale::e8m0 ? scale_rule_name(tensors.front().rule) : "E4M3 scale");
+  table += fmt::format("{:<36} {:>6} {:>12} {:>9} {:>10} {:>12} {:>11} {:>14}\n", "tensor", "steps", "values", "NaN blk", "% flushed",
+                       "% subnormal", "% saturated", "scales");
+  for (const Summed& t : tensors) {
+    const BlockStatistics& st = t.statistics;
+    table += fmt::format("{:<36} {:>6} {:>12} {:>9} {:>9.4f}% {:>11.4f}% {:>10.4f}% {:>14}\n", printable_text(t.name, 36), t.steps, st.elements,
+                         st.nan_blocks, share(st.flushed_to_zero, st.elements), share(st.made_subnormal, st.elements),
+                         share(st.saturated, st.elements), scale_range_text(scale_exponent_range(choice.format, st)));
+  }
+  table += "\nexact counts, recorded from each tensor's values before its cast (gradients carry the run's loss scale).\n";
+  fmt::print("{}", table);
 }
 
 void run_block_analysis(const AnalyzeOptions& options) {
   const BlockChoice choice = parse_block_choice({options.format, options.block, options.axis, options.scale_rule});
+  {
+    std::size_t logs = 0;
+    for (const std::string& input : options.inputs)
+      logs += !std::filesystem::is_directory(input) && std::filesystem::path(input).extension() != ".npy";
+    if (logs == options.inputs.size()) return run_recorded_block_analysis(options, choice);
+    if (logs > 0) throw UsageError("analyze either .npy tensors or run logs with recorded block statistics, not both at once");
+  }
   if (options.compare_scale_rules && choice.format.scale != BlockFormat::Scale::e8m0)
     throw UsageError("--compare-scale-rules compares the rules for MX (E8M0) scales; " + block_format_name(choice.format) + " has one");
   if (options.scale != "recorded" || !options.kinds.empty() || !options.as.empty())
@@ -193,8 +291,8 @@ void run_block_analysis(const AnalyzeOptions& options) {
                          {"flushed_to_zero", r.statistics.flushed_to_zero},
                          {"made_subnormal", r.statistics.made_subnormal},
                          {"saturated", r.statistics.saturated},
-                         {"min_scale_exponent", r.min_scale_exponent},
-                         {"max_scale_exponent", r.max_scale_exponent},
+                         {"min_scale_exponent", r.scale_range ? nlohmann::json(r.scale_range->low) : nlohmann::json(nullptr)},
+                         {"max_scale_exponent", r.scale_range ? nlohmann::json(r.scale_range->high) : nlohmann::json(nullptr)},
                          {"max_abs_error", r.error.max_abs},
                          {"rms_error", r.error.rms},
                          {"relative_rms_error", r.error.relative_rms()}});
@@ -218,7 +316,7 @@ void run_block_analysis(const AnalyzeOptions& options) {
                            choice.format.scale == BlockFormat::Scale::e8m0 ? scale_rule_name(r.rule) : "e4m3",
                            st.elements, fmt::format("{} ({:.1f}%)", r.blocks_differing, share(r.blocks_differing, st.blocks)), st.nan_blocks,
                            share(st.flushed_to_zero, st.elements), share(st.made_subnormal, st.elements), share(st.saturated, st.elements),
-                           scale_range_text(r), r.error.max_abs, r.error.rms, r.error.relative_rms());
+                           scale_range_text(r.scale_range), r.error.max_abs, r.error.rms, r.error.relative_rms());
     }
   }
   table +=

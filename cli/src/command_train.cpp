@@ -48,6 +48,7 @@ struct TrainOptions {
   std::string record_every = std::to_string(training_defaults::record_every);
   std::string data = training_defaults::data;
   std::string backend = "auto";
+  std::string record_blocks;  // FORMAT or FORMAT:RULE
   std::string seed = std::to_string(training_defaults::seed);
   std::optional<std::string> out;
   std::vector<std::string> inject;
@@ -93,6 +94,18 @@ void run_train(const TrainOptions& o) {
   const auto checkpoint_every = parse_integer_option<std::int64_t>("--checkpoint-every", o.checkpoint_every, 0, max_steps);
   if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")
     throw UsageError("unknown --backend '" + printable_text(o.backend) + "': expected auto, cpu or cuda");
+  if (!o.record_blocks.empty()) {
+    const auto colon = o.record_blocks.find(':');
+    BlockRecording blocks;
+    blocks.format = parse_block_format(o.record_blocks.substr(0, colon));
+    if (colon != std::string::npos) {
+      blocks.rule = parse_scale_rule(o.record_blocks.substr(colon + 1));
+      if (blocks.format.scale != BlockFormat::Scale::e8m0)
+        throw UsageError("--record-blocks " + printable_text(o.record_blocks) + ": a scale rule chooses MX (E8M0) scales; " +
+                         block_format_name(blocks.format) + " has one");
+    }
+    config.record_blocks = blocks;
+  }
   std::vector<FaultInjection> faults;
   for (const std::string& text : o.inject) {
     faults.push_back(parse_or_usage([&] { return parse_fault_injection(text, static_cast<int>(config.layer_sizes.size()) - 1); }));
@@ -137,9 +150,9 @@ void run_train(const TrainOptions& o) {
   header.rounding = rounding_mode_name(config.rounding);
   header.scaler = describe(config.scaler);
   // What a checkpoint must agree with to be resumed: everything that decides the bits.
-  const std::string settings = fmt::format("{}|backend {}|batch {}|lr {}|loss weight {}|record-every {}|data {}|seed {}|inject{}|log {}",
+  const std::string settings = fmt::format("{}|backend {}|batch {}|lr {}|loss weight {}|record-every {}|record-blocks {}|data {}|seed {}|inject{}|log {}",
                                            run_header_line(header), trainer.name(), batch, config.learning_rate, config.loss_weight,
-                                           record_every, o.data, config.seed, injected, o.out.value_or(""));
+                                           record_every, o.record_blocks, o.data, config.seed, injected, o.out.value_or(""));
   std::int64_t first_step = 0;
   std::optional<RunLogAppender> log;
   if (o.resume) {
@@ -220,6 +233,8 @@ void add_train(CLI::App& app) {
                   "the loss is multiplied by this before the backward pass, as one term of a multi-task loss often is: 2^k or a number")
       ->capture_default_str();
   cmd->add_option("--record-every", o->record_every, "record a snapshot every N steps")->capture_default_str();
+  cmd->add_option("--record-blocks", o->record_blocks,
+                  "also record what a block-scaled format would do to every recorded tensor: FORMAT or FORMAT:RULE (mxfp8-e4m3, mxfp4:even, nvfp4, ...; CPU backend)");
   cmd->add_option("--data", o->data, "synthetic (embedded), or mnist:DIR with train-images-idx3-ubyte and train-labels-idx1-ubyte (.gz or not)")->capture_default_str();
   cmd->add_option("--backend", o->backend, "auto (cuda when a device answers), cpu or cuda")->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed: the same seed gives the same bits")->capture_default_str();

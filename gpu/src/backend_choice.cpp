@@ -67,6 +67,10 @@ int cuda_device_count(std::string& why) {
 std::unique_ptr<TrainerBackend> make_trainer_backend(std::string_view backend, const MlpConfig& config) {
   if (backend != "cpu" && backend != "cuda" && backend != "auto")
     throw std::invalid_argument("--backend " + std::string(backend) + ": not a backend (cpu, cuda or auto)");
+  if (config.record_blocks) {  // the CPU backend records block statistics; the CUDA one does not yet
+    if (backend == "cuda") throw std::invalid_argument("--backend cuda: block statistics (--record-blocks) are recorded by the CPU backend only: use --backend cpu");
+    return std::make_unique<MlpTrainer>(config);
+  }
   std::string why;
   const bool device_answers = backend != "cpu" && cuda_device_count(why) > 0;  // asked once
   if (backend == "cpu" || (backend == "auto" && !device_answers)) return std::make_unique<MlpTrainer>(config);

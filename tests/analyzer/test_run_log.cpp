@@ -46,6 +46,15 @@ Snapshot sample_snapshot(std::int64_t step, std::mt19937& rng) {
     values[1] = std::numeric_limits<float>::infinity();
     t.histogram.add(values);
     if (kind == TensorKind::activation_gradient) t.cast = CastCounts{12, 34, 1};
+    if (kind == TensorKind::activation) {  // block statistics (one NaN block: the infinity)
+      BlockRecord blocks{block_formats::mxfp4, ScaleRule::even, {}};
+      std::vector<std::uint8_t> codes(values.size()), scales((values.size() + 31) / 32);
+      float tensor_scale = 0;
+      Context ctx;
+      block_quantize(blocks.format, blocks.rule, {1, values.size(), BlockAxis::rows, 32}, values, codes, scales, tensor_scale, ctx,
+                     &blocks.statistics);
+      t.blocks = blocks;
+    }
     s.tensors.push_back(std::move(t));
   }
   return s;
@@ -71,6 +80,28 @@ TEST_CASE("a run log round-trips through JSON Lines, written at once or appended
     for (const Snapshot& s : log.snapshots) appender.append(s);
   }
   CHECK(read_run_log(appended).snapshots == log.snapshots);
+}
+
+TEST_CASE("block statistics in a run log: read back whole, and damage named") {
+  std::mt19937 rng(9);
+  const Snapshot snapshot = sample_snapshot(3, rng);
+  REQUIRE(snapshot.tensors[0].blocks);
+  CHECK(snapshot.tensors[0].blocks->statistics.nan_blocks == 1);
+  const std::string line = snapshot_line(snapshot);
+  CHECK(parse_snapshot(line, "log:2") == snapshot);
+  const auto damaged = [&](const std::string& from, const std::string& to) {
+    std::string text = line;
+    const auto at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, from.size(), to);
+    return text;
+  };
+  CHECK_THROWS_WITH_AS(parse_snapshot(damaged("\"format\":\"mxfp4\"", "\"format\":\"mxfp5\""), "log:2"),
+                       doctest::Contains("log:2: 'blocks': unknown block-scaled format 'mxfp5'"), RunLogError);
+  CHECK_THROWS_WITH_AS(parse_snapshot(damaged("\"blocks\":32,", "\"blocks\":31,"), "log:2"),
+                       doctest::Contains("log:2: 'blocks': the scale codes count 32 blocks, not 31"), RunLogError);
+  CHECK_THROWS_WITH_AS(parse_snapshot(damaged("\"relative\":[[0,", "\"relative\":[[1,"), "log:2"),
+                       doctest::Contains("a relative exponent must be 0 ..= -276"), RunLogError);
 }
 
 TEST_CASE("a truncated last line is skipped with a warning; other damage is an error naming file and line") {

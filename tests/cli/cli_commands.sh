@@ -129,7 +129,7 @@ check_bad bad-quantize-cols-1d "need a 2-D tensor" -- "$fpscope" quantize "$work
 { printf '\x93NUMPY\x01\x00\x76\x00'; printf "%-117s\n" "{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }"; printf '\x00\x00\x00\x00\x00\x00\xf0\x3f'; } >"$work/d.npy"
 check_bad bad-quantize-float64 "holds float64 values" -- "$fpscope" quantize "$work/d.npy" -f mxfp8 --out "$work/never-q.npy"
 check_bad bad-dequantize-shape "need scales of shape (2, 2)" -- "$fpscope" dequantize "$work/qc.npy" --scales "$work/qs.npy" -f mxfp8 --block 2 --out "$work/never-q.npy"
-check_bad bad-analyze-block-log "block-scaled formats are analyzed from the values" -- "$fpscope" analyze "$work/run.jsonl" -f mxfp4
+check_bad bad-analyze-block-log "the run logs hold no block statistics: record them with fpscope train --record-blocks mxfp4" -- "$fpscope" analyze "$work/run.jsonl" -f mxfp4
 if cmp -s "$work/q.npy" "$work/q-before.npy" && ! ls "$work"/never-q.npy >/dev/null 2>&1; then
   passed=$((passed + 1))
 else
@@ -170,6 +170,13 @@ check_bad bad-train-model "'16-x-4'" -- "$fpscope" train --model 16-x-4 --out "$
 check_bad bad-train-scale-negative "'-4'" -- "$fpscope" train --loss-scale -4 --out "$work/never2.jsonl"
 check_bad bad-train-scale-zero "'0'" -- "$fpscope" train --loss-scale 0 --out "$work/never3.jsonl"
 check_bad bad-train-cuda "--backend cuda: " -- "$fpscope" train --backend cuda --out "$work/never4.jsonl"
+# Block statistics recorded while training: what MXFP8 would flush and saturate, per tensor.
+check train-record-blocks 0 '^fc1 weight +3 +1536 +0 ' -- bash -c "'$fpscope' train --model 16-32-4 --steps 60 --batch 32 --record-every 20 --record-blocks mxfp8-e4m3 --out '$work/blocks.jsonl' >/dev/null 2>&1 && '$fpscope' analyze '$work/blocks.jsonl' -f mxfp8-e4m3"
+check train-record-blocks-same-run 0 '^same$' -- bash -c "cmp -s <('$fpscope' export '$work/train.jsonl' --csv -) <('$fpscope' export '$work/blocks.jsonl' --csv -) && echo same"
+check_bad bad-train-record-blocks-format "unknown block-scaled format 'mxfp5'" -- "$fpscope" train --record-blocks mxfp5 --out "$work/never8.jsonl"
+check_bad bad-train-record-blocks-rule "a scale rule chooses MX (E8M0) scales; nvfp4 has one" -- "$fpscope" train --record-blocks nvfp4:even --out "$work/never9.jsonl"
+check_bad bad-train-record-blocks-cuda "recorded by the CPU backend only" -- "$fpscope" train --backend cuda --record-blocks mxfp4 --out "$work/never10.jsonl"
+check_bad bad-analyze-no-blocks "the run logs hold no block statistics" -- "$fpscope" analyze "$work/train.jsonl" -f mxfp8-e4m3
 check_bad bad-export-binades "--binades '18..-48' is not LO..HI" -- "$fpscope" export "$work/train.jsonl" --png "$work/never.png" --binades 18..-48
 # MNIST-format IDX files: 20 examples of 4x4 pixels, 3 classes; images gzipped, labels plain.
 mkdir -p "$work/mnist"

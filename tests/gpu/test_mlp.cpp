@@ -163,3 +163,55 @@ TEST_CASE("softmax cross-entropy, the one function both backends call, against f
   MESSAGE("softmax cross-entropy: worst relative loss error " << worst);
   CHECK(worst < 1e-5);
 }
+
+TEST_CASE("block statistics: recorded along each tensor's feature axis, and the training unchanged") {
+  MlpConfig config;
+  config.layer_sizes = {40, 70, 5};  // 40 and 70: blocks of 32 with a short one at the end of each row
+  config.precision = Precision::fp32;
+  config.record_blocks = BlockRecording{block_formats::mxfp8_e4m3, ScaleRule::even};
+  MlpTrainer trainer(config);
+  const std::vector<Eigen::MatrixXf> weights_before = trainer.weights();
+  const Batch batch = make_batch(9, 40, 5, 11);
+  const StepResult result = trainer.step(batch.inputs, batch.labels, true);
+  REQUIRE(result.snapshot);
+  int weights_checked = 0;
+  for (const TensorRecord& t : result.snapshot->tensors) {
+    CAPTURE(t.name);
+    CAPTURE(tensor_kind_name(t.kind));
+    REQUIRE(t.blocks.has_value());
+    CHECK(t.blocks->format == block_formats::mxfp8_e4m3);
+    CHECK(t.blocks->rule == ScaleRule::even);
+    CHECK(t.blocks->statistics.elements == t.histogram.total_count());
+    if (t.kind != TensorKind::weight) continue;
+    // The weight out x in, written out row by row (each output's inputs together) and blocked along
+    // those rows: the forward GEMM's reduction axis.
+    const Eigen::MatrixXf& w = weights_before[t.name == "fc1" ? 0 : 1];
+    std::vector<float> by_output;
+    for (Eigen::Index o = 0; o < w.rows(); ++o)
+      for (Eigen::Index i = 0; i < w.cols(); ++i) by_output.push_back(w(o, i));
+    const BlockLayout layout{static_cast<std::size_t>(w.rows()), static_cast<std::size_t>(w.cols()), BlockAxis::rows, 32};
+    std::vector<std::uint8_t> codes(by_output.size()), scales(layout.block_count());
+    BlockStatistics expected;
+    float tensor_scale = 0;
+    Context ctx;
+    block_quantize(block_formats::mxfp8_e4m3, ScaleRule::even, layout, by_output, codes, scales, tensor_scale, ctx, &expected);
+    CHECK(t.blocks->statistics == expected);
+    CHECK(expected.blocks == static_cast<std::uint64_t>(w.rows()) * ((static_cast<std::uint64_t>(w.cols()) + 31) / 32));
+    ++weights_checked;
+  }
+  CHECK(weights_checked == 2);
+
+  // Recording block statistics changes nothing in the run, stochastic rounding's stream included.
+  MlpConfig plain = config;
+  plain.precision = Precision::fp16;
+  plain.rounding = RoundingMode::stochastic;
+  MlpConfig with_blocks = plain;
+  plain.record_blocks.reset();
+  MlpTrainer a(plain), b(with_blocks);
+  for (int step = 0; step < 4; ++step) {
+    a.step(batch.inputs, batch.labels, true);
+    b.step(batch.inputs, batch.labels, true);
+  }
+  for (std::size_t l = 0; l < a.weights().size(); ++l) CHECK(a.weights()[l] == b.weights()[l]);
+  CHECK(a.state().stochastic_counter == b.state().stochastic_counter);
+}

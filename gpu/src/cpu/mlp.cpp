@@ -28,10 +28,29 @@ double activate(Activation a, double z) {
   return z;
 }
 
-// Rounds a matrix in place into f (nothing for fp32), recording the values before the cast.
+// What `blocks` would do to the values of an Eigen matrix (rows x cols, column-major), blocked
+// along its second axis (the features of an activation batch x features, the inputs of a weight
+// out x in: the reduction axis of the forward GEMM). Column-major R x C is row-major C x R, so
+// those blocks run down its columns.
 template <typename Matrix>
-void cast(Format f, bool low_precision, Matrix& m, Context& ctx, TensorRecord* record) {
+BlockRecord block_record(const BlockRecording& blocks, const Matrix& m) {
+  const std::span<const float> values(m.data(), static_cast<std::size_t>(m.size()));
+  const BlockLayout layout{static_cast<std::size_t>(m.cols()), static_cast<std::size_t>(m.rows()), BlockAxis::cols, blocks.format.block_size};
+  std::vector<std::uint8_t> codes(values.size()), scales(layout.block_count());
+  BlockRecord record{blocks.format, blocks.rule, {}};
+  float tensor_scale = 1;
+  Context nearest_even;  // its own context: recording never moves the run's stochastic stream
+  block_quantize(blocks.format, blocks.rule, layout, values, codes, scales, tensor_scale, nearest_even, &record.statistics);
+  return record;
+}
+
+// Rounds a matrix in place into f (nothing for fp32), recording the values before the cast (and
+// what a block format would do to them, where the run asks).
+template <typename Matrix>
+void cast(Format f, bool low_precision, Matrix& m, Context& ctx, TensorRecord* record,
+          const std::optional<BlockRecording>& blocks = std::nullopt) {
   const std::span<float> values(m.data(), static_cast<std::size_t>(m.size()));
+  if (record != nullptr && blocks) record->blocks = block_record(*blocks, m);
   if (!low_precision) {
     if (record != nullptr) record->histogram.add(values);
     return;
@@ -180,7 +199,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   std::vector<Eigen::MatrixXf> w(weights_);
   std::vector<Eigen::VectorXf> b(biases_);
   for (std::size_t l = 0; l < layers; ++l) {
-    cast(f, low, w[l], ctx_, recorded(weight, l));
+    cast(f, low, w[l], ctx_, recorded(weight, l), config_.record_blocks);
     cast(f, low, b[l], ctx_, nullptr);
   }
   // Forward: GEMMs on low-precision values with float32 accumulation, outputs rounded.
@@ -190,7 +209,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   for (std::size_t l = 0; l < layers; ++l) {
     z[l] = a[l] * w[l].transpose();
     z[l].rowwise() += b[l].transpose();
-    cast(f, low, z[l], ctx_, recorded(activation, l));
+    cast(f, low, z[l], ctx_, recorded(activation, l), config_.record_blocks);
     if (l + 1 < layers) {
       a[l + 1] = z[l].unaryExpr([&](float v) { return activate(config_.activation, v); });
       cast(f, low, a[l + 1], ctx_, nullptr);
@@ -210,14 +229,14 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   std::vector<Eigen::VectorXf> grad_b(layers);
   bool non_finite = false;
   for (std::size_t l = layers; l-- > 0;) {
-    cast(f, low, dz, ctx_, recorded(activation_gradient, l));
+    cast(f, low, dz, ctx_, recorded(activation_gradient, l), config_.record_blocks);
     grad_w[l] = dz.transpose() * a[l];
     grad_b[l] = dz.colwise().sum().transpose();
     for (const FaultInjection& fault : faults_)
       if (fault.step == steps_ && static_cast<std::size_t>(fault.layer) == l + 1)
         grad_w[l](0, 0) = fault.value == FaultInjection::Value::nan ? std::numeric_limits<float>::quiet_NaN()
                                                                     : std::numeric_limits<float>::infinity();
-    cast(f, low, grad_w[l], ctx_, recorded(weight_gradient, l));
+    cast(f, low, grad_w[l], ctx_, recorded(weight_gradient, l), config_.record_blocks);
     cast(f, low, grad_b[l], ctx_, nullptr);
     non_finite = non_finite || std::any_of(grad_w[l].data(), grad_w[l].data() + grad_w[l].size(), gradient_non_finite) ||
                  std::any_of(grad_b[l].data(), grad_b[l].data() + grad_b[l].size(), gradient_non_finite);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -23,13 +24,20 @@ struct QuantizationError {
 // Differences in double precision, so the error of the error is far below what it measures.
 QuantizationError quantization_error(std::span<const float> original, std::span<const float> dequantized);
 
+// The binades of the blocks' scales (E8M0 exponents, or the binades of NVFP4's E4M3 scales), over
+// blocks whose scale is a positive number; nullopt when there is none.
+struct ScaleExponentRange {
+  int low = 0, high = 0;
+};
+std::optional<ScaleExponentRange> scale_exponent_range(const BlockFormat& format, const BlockStatistics& statistics);
+
 // One tensor quantized under one rule.
 struct BlockRuleReport {
   ScaleRule rule = ScaleRule::floor;
   BlockStatistics statistics;
   QuantizationError error;
   std::uint64_t blocks_differing = 0;  // blocks whose scale differs from the first report's (compare_scale_rules)
-  int min_scale_exponent = 0, max_scale_exponent = 0;  // over blocks with a number as scale (E8M0 exponents, or E4M3 codes' binades)
+  std::optional<ScaleExponentRange> scale_range;
   std::vector<std::uint8_t> scale_codes;
 };
 

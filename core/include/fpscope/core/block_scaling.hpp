@@ -52,6 +52,7 @@ struct BlockStatistics {
   std::uint64_t flushed_to_zero = 0;
   std::uint64_t made_subnormal = 0;
   std::uint64_t saturated = 0;
+  friend bool operator==(const BlockStatistics&, const BlockStatistics&) = default;
 };
 
 // Quantizes `values` (layout.element_count() of them) into one code per element (the element

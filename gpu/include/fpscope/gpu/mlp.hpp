@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fpscope/snapshot/snapshot.hpp"
+#include "fpscope/core/block_scaling.hpp"
 #include "fpscope/core/context.hpp"
 #include "fpscope/core/format.hpp"
 #include "fpscope/gpu/activation.hpp"
@@ -43,6 +44,15 @@ std::string layer_sizes_name(const std::vector<int>& sizes);
 // anything is allocated.
 std::uint64_t estimated_training_bytes(const std::vector<int>& layer_sizes, std::int64_t batch);
 
+// A block-scaled format whose statistics every recorded tensor carries beside its histogram
+// (TensorRecord::blocks): what MXFP8, MXFP4 or NVFP4 would flush and saturate in this run's
+// tensors, computed from the values before their cast, elements rounded to nearest even. It
+// changes nothing in the training. The CPU backend records it.
+struct BlockRecording {
+  BlockFormat format;
+  ScaleRule rule = ScaleRule::floor;
+};
+
 struct MlpConfig {
   std::vector<int> layer_sizes{784, 512, 512, 10};
   Activation activation = Activation::relu;
@@ -54,6 +64,7 @@ struct MlpConfig {
   // often is; its gradients shrink by the same factor (scale learning_rate up to compensate).
   float loss_weight = 1.0f;
   std::uint64_t seed = 1;
+  std::optional<BlockRecording> record_blocks;
 };
 
 struct StepResult {

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fpscope/core/block_scaling.hpp"
 #include "fpscope/core/exponent_histogram.hpp"
 
 namespace fpscope {
@@ -35,6 +36,17 @@ struct CastCounts {
   friend bool operator==(const CastCounts&, const CastCounts&) = default;
 };
 
+// What a block-scaled format (MX, NVFP4) would do to a tensor's values, recorded beside its
+// histogram: blocks along the tensor's feature axis (the reduction axis of the forward GEMM for
+// activations and weights, and the same axis for their gradients), elements rounded to nearest
+// even. A tensor-wide histogram cannot predict this: every block has its own scale.
+struct BlockRecord {
+  BlockFormat format;  // with its block size
+  ScaleRule rule = ScaleRule::floor;
+  BlockStatistics statistics;
+  friend bool operator==(const BlockRecord&, const BlockRecord&) = default;
+};
+
 struct TensorRecord {
   std::string name;  // layer or module name, such as "fc1" or "encoder.layers.0.mlp"
   TensorKind kind = TensorKind::other;
@@ -44,6 +56,7 @@ struct TensorRecord {
   // Analysis divides it out first (scale_semantics.hpp).
   double scale = 1.0;
   Capture captured = Capture::before_cast;
+  std::optional<BlockRecord> blocks;  // where the run records a block format's statistics
   friend bool operator==(const TensorRecord&, const TensorRecord&) = default;
 };
 
