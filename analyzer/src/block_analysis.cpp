@@ -27,6 +27,12 @@ QuantizationError quantization_error(std::span<const float> original, std::span<
   return error;
 }
 
+RelativeWindow relative_window(const BlockFormat& format) {
+  if (format.elements == BlockFormat::Elements::int8) return {-format.element_mantissa_bits() - 1, -format.element_mantissa_bits() - 1};
+  const Format& e = format.element;
+  return {e.emin() - e.emax(), e.emin() - e.mantissa_bits - 1 - e.emax()};
+}
+
 std::optional<ScaleExponentRange> scale_exponent_range(const BlockFormat& format, const BlockStatistics& statistics) {
   std::optional<ScaleExponentRange> range;
   for (std::size_t code = 0; code < statistics.scale_codes.size(); ++code) {

@@ -94,18 +94,7 @@ void run_train(const TrainOptions& o) {
   const auto checkpoint_every = parse_integer_option<std::int64_t>("--checkpoint-every", o.checkpoint_every, 0, max_steps);
   if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")
     throw UsageError("unknown --backend '" + printable_text(o.backend) + "': expected auto, cpu or cuda");
-  if (!o.record_blocks.empty()) {
-    const auto colon = o.record_blocks.find(':');
-    BlockRecording blocks;
-    blocks.format = parse_block_format(o.record_blocks.substr(0, colon));
-    if (colon != std::string::npos) {
-      blocks.rule = parse_scale_rule(o.record_blocks.substr(colon + 1));
-      if (blocks.format.scale != BlockFormat::Scale::e8m0)
-        throw UsageError("--record-blocks " + printable_text(o.record_blocks) + ": a scale rule chooses MX (E8M0) scales; " +
-                         block_format_name(blocks.format) + " has one");
-    }
-    config.record_blocks = blocks;
-  }
+  if (!o.record_blocks.empty()) config.record_blocks = parse_or_usage([&] { return parse_block_recording(o.record_blocks); });
   std::vector<FaultInjection> faults;
   for (const std::string& text : o.inject) {
     faults.push_back(parse_or_usage([&] { return parse_fault_injection(text, static_cast<int>(config.layer_sizes.size()) - 1); }));

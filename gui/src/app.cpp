@@ -22,6 +22,7 @@ std::string_view view_name(View view) {
     case View::heatmap: return "heatmap";
     case View::curves: return "curves";
     case View::what_if: return "what-if";
+    case View::blocks: return "blocks";
     case View::inspector: return "inspector";
     case View::export_files: return "export";
   }
@@ -81,6 +82,7 @@ bool App::start_training(const TrainingForm& f) {
     settings.mlp.seed = static_cast<std::uint64_t>(f.seed);
     settings.data = f.data;
     settings.backend = f.backend;
+    if (!f.record_blocks.empty()) settings.mlp.record_blocks = parse_block_recording(f.record_blocks);
     settings.batch = f.batch;
     settings.record_every = f.record_every;
     settings.steps = f.steps;
@@ -282,6 +284,7 @@ void App::draw() {
     };
     static constexpr Tab tabs[] = {{View::histogram, "Histogram", draw_histogram},  {View::heatmap, "Heatmap", draw_heatmap},
                                    {View::curves, "Curves", draw_curves},            {View::what_if, "What-if", draw_what_if},
+                                   {View::blocks, "Blocks", draw_blocks},
                                    {View::inspector, "Float inspector", draw_float_inspector},
                                    {View::export_files, "Export", draw_export}};
     // The Training view is the panel on the left; `--view training` shows it beside the histogram.

@@ -27,10 +27,10 @@
 
 namespace fpscope::gui {
 
-enum class View : std::uint8_t { training, histogram, heatmap, curves, what_if, inspector, export_files };
-inline constexpr View all_views[] = {View::training, View::histogram, View::heatmap, View::curves,
-                                     View::what_if,  View::inspector, View::export_files};
-std::string_view view_name(View view);  // "training", "histogram", ..., "what-if", "inspector", "export"
+enum class View : std::uint8_t { training, histogram, heatmap, curves, what_if, blocks, inspector, export_files };
+inline constexpr View all_views[] = {View::training, View::histogram, View::heatmap,   View::curves,
+                                     View::what_if,  View::blocks,    View::inspector, View::export_files};
+std::string_view view_name(View view);  // "training", "histogram", ..., "what-if", "blocks", "inspector", "export"
 std::optional<View> parse_view(std::string_view name);
 
 // The formats the histogram, heatmap and what-if views can shade: the 16-bit ones, OCP FP8, the
@@ -73,6 +73,7 @@ struct TrainingForm {
   int steps = 0;  // 0: until stopped
   std::string data = training_defaults::data;
   std::string backend = "auto";  // cpu, cuda, or auto: cuda where a device answers
+  std::string record_blocks;     // "" or a block format (FORMAT[:RULE]) whose statistics each recorded tensor carries
   int seed = training_defaults::seed;
   int pause_at_step = 0;  // > 0: the run pauses itself there (--pause-at-step; not in the form)
 };
@@ -250,6 +251,7 @@ void draw_histogram(App& app);
 void draw_heatmap(App& app);
 void draw_curves(App& app);
 void draw_what_if(App& app);
+void draw_blocks(App& app);
 void draw_float_inspector(App& app);
 // The inspector's rows: fp64 fp32 tf32 fp16 bf16 e5m2 e4m3, then the custom format.
 int inspector_format_index(std::string_view name);  // -1 when the name is none of the named rows

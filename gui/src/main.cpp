@@ -275,7 +275,7 @@ int main(int argc, char** argv) {
   CLI::App cli("fpscope-gui: watch mixed-precision training live, tune the loss scale by eye, explore float formats bit by bit");
   cli.add_option("--follow", o.app.follow, "show a run log that another process is writing (fpscope train, the PyTorch bridge)");
   cli.add_flag("--demo", o.app.demo, "train an fp32 baseline, then fp16 without loss scaling, on settings that flush gradients");
-  cli.add_option("--view", o.view, "the view to show first: training, histogram, heatmap, curves, what-if, inspector, export")
+  cli.add_option("--view", o.view, "the view to show first: training, histogram, heatmap, curves, what-if, blocks, inspector, export")
       ->capture_default_str();
   cli.add_option("--frames", o.frames, "headless: once the demo or the followed log has settled, render N frames and exit");
   cli.add_option("--screenshot", o.screenshot, "with --frames: save the last frame as this PNG");
@@ -308,6 +308,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   cli.add_option("--seed", f.seed, "training: seed")->capture_default_str();
+  cli.add_option("--record-blocks", f.record_blocks, "training: also record a block format's statistics: FORMAT[:RULE] (mxfp8-e4m3, mxfp4:even, nvfp4)");
   cli.add_flag("--start", o.app.start, "start training with these settings on opening");
   std::string inspect_text, inspect_format, arithmetic;
   cli.add_option("--inspect", inspect_text, "the Float inspector's number on opening: 0.1, 1e-40, 0x1.8p-3, or bits 0x3C00 / 0b...");
@@ -329,7 +330,7 @@ int main(int argc, char** argv) {
   try {
     cli.parse(argc, argv);
     const auto view = fpscope::gui::parse_view(o.view);
-    if (!view) throw CLI::ValidationError("unknown --view '" + fpscope::printable_text(o.view) + "': expected training, histogram, heatmap, curves, what-if, inspector or export");
+    if (!view) throw CLI::ValidationError("unknown --view '" + fpscope::printable_text(o.view) + "': expected training, histogram, heatmap, curves, what-if, blocks, inspector or export");
     o.app.view = *view;
     // The names fpscope train takes, read by the same functions.
     try {
@@ -376,6 +377,7 @@ int main(int argc, char** argv) {
         }
         o.app.inspector = inspector;
       }
+      if (!f.record_blocks.empty()) (void)fpscope::parse_block_recording(f.record_blocks);  // throws naming it
       f.activation = fpscope::parse_activation(activation);
       f.precision = fpscope::parse_precision(precision);
       f.rounding = fpscope::parse_rounding_mode(round);

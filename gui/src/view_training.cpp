@@ -241,6 +241,17 @@ void draw_training(App& app) {
     ImGui::EndCombo();
   }
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("auto: the CUDA backend where a device answers, else the CPU");
+  if (ImGui::BeginCombo("record blocks", f.record_blocks.empty() ? "none" : f.record_blocks.c_str())) {
+    if (ImGui::Selectable("none", f.record_blocks.empty())) f.record_blocks.clear();
+    for (const BlockFormat& format : named_block_formats()) {
+      const std::string name = block_format_name(format);
+      if (ImGui::Selectable(name.c_str(), f.record_blocks == name)) f.record_blocks = name;
+    }
+    ImGui::EndCombo();
+  }
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("Also record what this block-scaled format would do to every recorded tensor (the Blocks view);\n"
+                      "it changes nothing in the training. The CPU backend records it.");
   ImGui::InputInt("seed", &f.seed);
   ImGui::PopItemWidth();
   f.batch = std::clamp(f.batch, 1, 1 << 16);

@@ -1,8 +1,10 @@
 // Range analysis and scale recommendation on constructed histograms with hand-computed answers.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <vector>
 
+#include "fpscope/analyzer/block_analysis.hpp"
 #include "fpscope/analyzer/range_analysis.hpp"
 #include "fpscope/analyzer/recommendation.hpp"
 
@@ -117,5 +119,34 @@ TEST_CASE("dynamic loss scaling replay follows GradScaler's rule") {
     CAPTURE(i);
     CHECK(steps[i].scale == expected_scales[i]);
     CHECK(steps[i].overflow == expected_overflow[i]);
+  }
+}
+
+TEST_CASE("a block's relative window: the published element ranges, counted from the block's top binade") {
+  // E4M3: emax 8, emin -6, 3 mantissa bits: normal down to 14 binades below the block's largest,
+  // subnormal 3 more, and the binade under the smallest subnormal rounds up to it. E2M1: emax 2,
+  // emin 0, 1 bit. MXINT8: integers of 2^-6 in [1, 2); 2^-7 .. 2^-6 rounds to 1.
+  CHECK(relative_window(block_formats::mxfp8_e4m3).normal_from == -14);
+  CHECK(relative_window(block_formats::mxfp8_e4m3).subnormal_from == -18);
+  CHECK(relative_window(block_formats::mxfp8_e5m2).normal_from == -29);
+  CHECK(relative_window(block_formats::mxfp8_e5m2).subnormal_from == -32);
+  CHECK(relative_window(block_formats::mxfp4).normal_from == -2);
+  CHECK(relative_window(block_formats::mxfp4).subnormal_from == -4);
+  CHECK(relative_window(block_formats::mxint8).normal_from == -7);
+  CHECK(relative_window(block_formats::mxint8).subnormal_from == -7);
+  // Against the quantizer: a block of 2^r for every r in mxfp4's window keeps what the window
+  // says, and flushes below it (the floor rule, the block's largest 4 = 2^2 in E2M1's top binade).
+  const RelativeWindow w = relative_window(block_formats::mxfp4);
+  for (int r = -8; r <= 0; ++r) {
+    const std::vector<float> block{4.0f, std::ldexp(1.25f, 2 + r)};  // 1.25 * 2^(2 + r): inside binade r, not a subnormal tie
+    std::vector<std::uint8_t> codes(2), scales(1);
+    float tensor_scale = 0;
+    Context ctx;
+    BlockStatistics st;
+    const BlockFormat two{block_formats::mxfp4.elements, block_formats::mxfp4.element, block_formats::mxfp4.scale, 2};
+    block_quantize(two, ScaleRule::floor, {1, 2, BlockAxis::rows, 2}, block, codes, scales, tensor_scale, ctx, &st);
+    CAPTURE(r);
+    CHECK((st.flushed_to_zero == 1) == (r < w.subnormal_from));
+    CHECK((st.made_subnormal == 1) == (r >= w.subnormal_from && r < w.normal_from));
   }
 }

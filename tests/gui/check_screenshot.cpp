@@ -117,6 +117,13 @@ int main(int argc, char** argv) {
       };
       std::printf("band edges %d %d %d\n", first_of(palette::subnormal_band), first_of(palette::normal_band), first_of(palette::overflow_band));
     }
+  } else if (view == "blocks") {  // relative exponents over the element format's window
+    expect(image, "band: flushed to zero", palette::flushed_band, 2000);
+    expect(image, "band: subnormal", palette::subnormal_band, 2000);
+    expect(image, "band: normal", palette::normal_band, 2000);
+    expect(image, "bars: flushed to zero", palette::flushed_bar, 1000);
+    expect(image, "bars: subnormal", palette::subnormal_bar, 1000);
+    expect(image, "bars: normal", palette::normal_bar, 2000);
   } else if (view == "histogram-specials") {
     expect(image, "bar: exact zeros", palette::zero_bar, 2000);
   } else if (view == "histogram-non-finite") {

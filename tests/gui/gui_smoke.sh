@@ -121,11 +121,19 @@ done
 headless --follow "$work/inject.jsonl" --tensor fc1 --kind weight_gradient --frames 3 --screenshot "$work/inject.png" >/dev/null 2>&1
 if "$check" "$work/inject.png" histogram-one-nan >/dev/null; then ok; else fail "the injected NaN's bar"; "$check" "$work/inject.png" histogram-one-nan; fi
 
+# The Blocks view on a log written with --record-blocks mxfp4: fc1's weights against E2M1's window
+# (normal, subnormal, flushed bands and bars); a log without block statistics says so instead.
+"$fpscope" train "${state_run[@]}" --steps 6 --record-blocks mxfp4 --out "$work/blocks.jsonl" >/dev/null 2>&1
+headless --follow "$work/blocks.jsonl" --tensor fc1 --kind weight --view blocks --frames 3 --screenshot "$work/blocks.png" >/dev/null 2>&1
+if "$check" "$work/blocks.png" blocks >/dev/null; then ok; else fail "the Blocks view"; "$check" "$work/blocks.png" blocks; fi
+headless --follow "$work/inject.jsonl" --view blocks --frames 3 --screenshot "$work/no-blocks.png" >/dev/null 2>&1
+if "$check" "$work/no-blocks.png" blocks >/dev/null; then fail "the Blocks view drew bands for a log without block statistics"; else ok; fi
+
 # Interactive, driven by xdotool as a person would: a window on a followed log that has been
 # read draws nothing; a click on the Curves tab wakes it and switches the view; the PNG button
 # saves the window as it shows that view; Ctrl+Q quits and --report prints what was drawn.
 # (Positions for the default 1480x900 window at UI scale 1: the Curves tab at x 507, the PNG
-# button at x 788, both at y 17.)
+# button at x 843, both at y 17.)
 if command -v xdotool >/dev/null; then
   mkdir -p "$work/interactive"
   gui_path=$(realpath "$gui")
@@ -136,7 +144,7 @@ if command -v xdotool >/dev/null; then
   sleep 5  # past the 5 s after which a log that stopped growing is called quiet (drawn once more)
   pid_ticks() { awk '{print $14 + $15}' "/proc/$app/stat" 2>/dev/null || echo 0; }
   t0=$(pid_ticks); sleep 3; t1=$(pid_ticks)
-  xdotool mousemove 507 17 sleep 0.3 click 1 sleep 0.5 mousemove 788 17 sleep 0.3 click 1 sleep 1
+  xdotool mousemove 507 17 sleep 0.3 click 1 sleep 0.5 mousemove 843 17 sleep 0.3 click 1 sleep 1
   xdotool search --name "^fpscope$" windowfocus --sync  # no window manager here to give it the keyboard
   xdotool key ctrl+q
   for _ in $(seq 50); do kill -0 "$app" 2>/dev/null || break; sleep 0.1; done
@@ -178,7 +186,7 @@ if command -v xdotool >/dev/null; then
   (cd "$work/reset" && exec "$gui_path" --start --steps 0 >/dev/null 2>&1) &
   app=$!
   sleep 3
-  xdotool mousemove 234 46 sleep 0.3 click 1 sleep 1 mousemove 788 17 sleep 0.3 click 1 sleep 1  # Reset, then PNG
+  xdotool mousemove 234 46 sleep 0.3 click 1 sleep 1 mousemove 843 17 sleep 0.3 click 1 sleep 1  # Reset, then PNG
   xdotool search --name "^fpscope$" windowfocus --sync
   xdotool key ctrl+q
   for _ in $(seq 50); do kill -0 "$app" 2>/dev/null || break; sleep 0.1; done

@@ -10,6 +10,7 @@
 #include <span>
 
 #include "fpscope/core/bulk.hpp"
+#include "fpscope/core/names.hpp"
 #include "fpscope/gpu/cast_record.hpp"
 #include "fpscope/gpu/recording.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
@@ -80,6 +81,25 @@ Choice parse_choice(std::string_view name, const Choice (&choices)[N], Name name
 }
 
 }  // namespace
+
+BlockRecording parse_block_recording(std::string_view text) {
+  const auto colon = text.find(':');
+  BlockRecording blocks;
+  try {
+    blocks.format = parse_block_format(text.substr(0, colon));
+    if (colon != std::string_view::npos) blocks.rule = parse_scale_rule(text.substr(colon + 1));
+  } catch (const UnknownNameError& e) {
+    throw std::invalid_argument(std::string("--record-blocks: ") + e.what());
+  }
+  if (colon != std::string_view::npos && blocks.format.scale != BlockFormat::Scale::e8m0)
+    throw std::invalid_argument("--record-blocks " + printable_text(text) + ": a scale rule chooses MX (E8M0) scales; " +
+                                block_format_name(blocks.format) + " has one");
+  return blocks;
+}
+
+std::string block_recording_name(const BlockRecording& blocks) {
+  return block_format_name(blocks.format) + (blocks.rule == ScaleRule::floor ? "" : ":" + scale_rule_name(blocks.rule));
+}
 
 Activation parse_activation(std::string_view name) { return parse_choice(name, all_activations, activation_name, "activation"); }
 

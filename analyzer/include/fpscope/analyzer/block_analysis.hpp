@@ -31,6 +31,22 @@ struct ScaleExponentRange {
 };
 std::optional<ScaleExponentRange> scale_exponent_range(const BlockFormat& format, const BlockStatistics& statistics);
 
+// Where an element lands under round to nearest (as recorded block statistics are rounded) by
+// its exponent relative to its block's largest (floor(log2|v|) - floor(log2 amax)), when the
+// block's largest lands in the element format's top binade, as the floor rule puts it: from
+// `normal_from` up (to 0) the element is normal, from `subnormal_from` up to normal_from - 1
+// subnormal, and below subnormal_from it flushes to zero. subnormal_from's binade lies under the
+// smallest subnormal and rounds up to it (all but its lowest value, exactly half of it, which
+// ties to zero). MXINT8 has no subnormals: both bounds are where values round to the integer 1.
+// Other rules scale a block one binade higher where its largest would saturate, moving that
+// block's window one binade to the right; NVFP4's E4M3 scales place a block's largest near
+// E2M1's top, not exactly there. The exact counts are the record's.
+struct RelativeWindow {
+  int normal_from = 0;
+  int subnormal_from = 0;
+};
+RelativeWindow relative_window(const BlockFormat& format);
+
 // One tensor quantized under one rule.
 struct BlockRuleReport {
   ScaleRule rule = ScaleRule::floor;

@@ -53,6 +53,12 @@ struct BlockRecording {
   ScaleRule rule = ScaleRule::floor;
 };
 
+// "FORMAT" or "FORMAT:RULE" (mxfp8-e4m3, mxfp4:even, nvfp4): a block format and, for MX, its
+// scale rule (default floor). Throws std::invalid_argument with one sentence naming the text.
+BlockRecording parse_block_recording(std::string_view text);
+// The text parse_block_recording reads back: "mxfp4:even", "mxfp8-e4m3" for the floor rule.
+std::string block_recording_name(const BlockRecording& blocks);
+
 struct MlpConfig {
   std::vector<int> layer_sizes{784, 512, 512, 10};
   Activation activation = Activation::relu;

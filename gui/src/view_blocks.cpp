@@ -1,0 +1,139 @@
+// Blocks view: what a block-scaled format (MX, NVFP4) does to the selected tensor, from the block
+// statistics the run recorded: each element's exponent relative to its block's largest, over the
+// element format's window (normal, subnormal, flushed), the exact counts, and the block scales.
+#include <fmt/core.h>
+#include <imgui.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "app.hpp"
+#include "fpscope/analyzer/block_analysis.hpp"
+#include "fpscope/core/names.hpp"
+#include "plot_frame.hpp"
+#include "ui_scale.hpp"
+
+namespace fpscope::gui {
+
+namespace {
+
+std::string share(std::uint64_t part, std::uint64_t whole) {
+  return whole == 0 ? std::string("-") : fmt::format("{:.4f}%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
+}
+
+std::string relative_label(double r) { return r == 0 ? std::string("0") : fmt::format("{}", static_cast<int>(r)); }
+
+// The region a relative exponent falls in, for the floor rule's placement.
+Rgb band_of(int relative, const RelativeWindow& window) {
+  if (relative >= window.normal_from) return palette::normal_band;
+  if (relative >= window.subnormal_from) return palette::subnormal_band;
+  return palette::flushed_band;
+}
+Rgb bar_of(int relative, const RelativeWindow& window) {
+  if (relative >= window.normal_from) return palette::normal_bar;
+  if (relative >= window.subnormal_from) return palette::subnormal_bar;
+  return palette::flushed_bar;
+}
+
+}  // namespace
+
+void draw_blocks(App& app) {
+  app.selection_controls();
+  const Snapshot* snapshot = app.current_snapshot();
+  if (snapshot == nullptr) {
+    ImGui::TextDisabled(app.follower ? "Nothing recorded in the log yet: waiting for its first snapshot."
+                                     : "No run yet: choose a format under 'record blocks' on the left, then Start.");
+    return;
+  }
+  const TensorRecord* record = app.selected_record(*snapshot);
+  if (record == nullptr) {
+    ImGui::TextDisabled("Step %lld recorded no %s for this layer.", static_cast<long long>(snapshot->step),
+                        std::string(tensor_kind_name(app.kind)).c_str());
+    return;
+  }
+  if (!record->blocks) {
+    ImGui::TextDisabled("This run recorded no block statistics. Choose a format under 'record blocks' in the settings on the left and\n"
+                        "Start (or --record-blocks mxfp8-e4m3), or follow a log written by fpscope train --record-blocks.");
+    return;
+  }
+  const BlockRecord& blocks = *record->blocks;
+  const BlockStatistics& st = blocks.statistics;
+  const bool mx = blocks.format.scale == BlockFormat::Scale::e8m0;
+  ImGui::Text("%s %s at step %lld: %s in blocks of %d along the feature axis (%s), %llu elements in %llu blocks", record->name.c_str(),
+              std::string(tensor_kind_name(record->kind)).c_str(), static_cast<long long>(snapshot->step),
+              block_format_name(blocks.format).c_str(), blocks.format.block_size,
+              mx ? (scale_rule_name(blocks.rule) + " rule").c_str() : "E4M3 scales under a float32 tensor scale",
+              static_cast<unsigned long long>(st.elements), static_cast<unsigned long long>(st.blocks));
+
+  if (ImGui::BeginTable("block counts", 3, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_BordersInnerH)) {
+    ImGui::TableSetupColumn("exact counts");
+    ImGui::TableSetupColumn("elements");
+    ImGui::TableSetupColumn("of all");
+    ImGui::TableHeadersRow();
+    const auto row = [&](const char* name, Rgb colour, std::uint64_t count, const char* tip) {
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      const ImVec2 at = ImGui::GetCursorScreenPos();
+      ImGui::GetWindowDrawList()->AddRectFilled(at, ImVec2(at.x + px(12), at.y + px(12)), to_imgui(colour));
+      ImGui::Dummy(px(12, 12));
+      ImGui::SameLine();
+      ImGui::TextUnformatted(name);
+      if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tip);
+      ImGui::TableNextColumn();
+      ImGui::Text("%llu", static_cast<unsigned long long>(count));
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(share(count, st.elements).c_str());
+    };
+    row("flushed to zero", palette::flushed_bar, st.flushed_to_zero, "Nonzero values whose element is zero: too small for their block's scale.");
+    row("made subnormal", palette::subnormal_bar, st.made_subnormal, "Values whose element is a subnormal of the element format.");
+    row("saturated", palette::overflow_bar, st.saturated,
+        "Values beyond the element format's largest after their block's scale, clamped to it (the OCP floor rule lets a\n"
+        "block's largest values do this; round-up never does).");
+    row("zero", palette::zero_bar, st.zeros, "Exact zeros among the values.");
+    ImGui::EndTable();
+  }
+  const auto range = scale_exponent_range(blocks.format, st);
+  ImGui::Text("block scales %s; NaN blocks (a NaN or infinity in the block) %llu",
+              range ? (range->low == range->high ? fmt::format("2^{}", range->low) : fmt::format("2^{} .. 2^{}", range->low, range->high)).c_str()
+                    : "-",
+              static_cast<unsigned long long>(st.nan_blocks));
+
+  // The relative exponents, 0 (the block's largest binade) down to the lowest recorded, and a
+  // few binades of the flushed band beyond the element format's window.
+  const RelativeWindow window = relative_window(blocks.format);
+  int lowest = window.subnormal_from - 3;
+  for (int i = BlockStatistics::relative_exponent_bins - 1; i >= 0; --i)
+    if (st.relative_exponents[static_cast<std::size_t>(i)] != 0) {
+      lowest = std::min(lowest, -i);
+      break;
+    }
+  std::uint64_t tallest = 1;
+  for (const std::uint64_t count : st.relative_exponents) tallest = std::max(tallest, count);
+  ImGui::TextDisabled("x: each element's binade below its block's largest (0: the largest's own); y: elements, log scale. Bands: where the\n"
+                      "element format puts a binade when the block's largest lands in its top binade (the floor rule; other rules move a block\n"
+                      "up a binade where it would saturate), at binade granularity: a binade's top values may round into the next. The table is exact.");
+  const double x0 = lowest - 0.5, x1 = 0.5;
+  const PlotFrame frame = PlotFrame::reserve(ImVec2(0, 0), x0, x1, 0,
+                                             std::log10(static_cast<double>(tallest)) + 0.3, "relative exponents",
+                                             label_margin({"100000"}));
+  ImDrawList* draw = ImGui::GetWindowDrawList();
+  for (int r = lowest; r <= 0; ++r)
+    draw->AddRectFilled(ImVec2(frame.sx(r - 0.5), frame.min.y), ImVec2(frame.sx(r + 0.5), frame.max.y), to_imgui(band_of(r, window)));
+  int hovered = 1;
+  for (int r = lowest; r <= 0; ++r) {
+    const std::uint64_t count = st.relative_exponents[static_cast<std::size_t>(-r)];
+    if (count == 0) continue;
+    const double height = std::log10(static_cast<double>(count)) + 0.3;
+    draw->AddRectFilled(ImVec2(frame.sx(r - 0.4), frame.sy(height)), ImVec2(frame.sx(r + 0.4), frame.sy(0)), to_imgui(bar_of(r, window)));
+  }
+  if (frame.hovered()) hovered = static_cast<int>(std::lround(frame.data_x(ImGui::GetIO().MousePos.x)));
+  if (hovered <= 0 && hovered >= lowest)
+    ImGui::SetTooltip("%d binades below the block's largest: %llu elements", -hovered,
+                      static_cast<unsigned long long>(st.relative_exponents[static_cast<std::size_t>(-hovered)]));
+  frame.axes(nice_tick_step(x1 - x0, 12), relative_label, 0, plain_label);
+  for (int decade = 0; decade <= static_cast<int>(std::log10(static_cast<double>(tallest))); ++decade)
+    frame.y_tick(decade + 0.3, fmt::format("{}", static_cast<long long>(std::pow(10, decade))));
+}
+
+}  // namespace fpscope::gui
