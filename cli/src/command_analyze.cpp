@@ -174,17 +174,7 @@ void run_recorded_block_analysis(const AnalyzeOptions& options, const BlockChoic
         if (it == tensors.end()) it = tensors.insert(tensors.end(), Summed{name, t.blocks->rule, {}, 0});
         if (it->rule != t.blocks->rule)
           throw UsageError(printable_text(input, 200) + ": " + printable_text(name) + " is recorded with two scale rules", 1);
-        BlockStatistics& sum = it->statistics;
-        const BlockStatistics& add = t.blocks->statistics;
-        for (std::size_t i = 0; i < sum.scale_codes.size(); ++i) sum.scale_codes[i] += add.scale_codes[i];
-        for (std::size_t i = 0; i < sum.relative_exponents.size(); ++i) sum.relative_exponents[i] += add.relative_exponents[i];
-        sum.elements += add.elements;
-        sum.blocks += add.blocks;
-        sum.nan_blocks += add.nan_blocks;
-        sum.zeros += add.zeros;
-        sum.flushed_to_zero += add.flushed_to_zero;
-        sum.made_subnormal += add.made_subnormal;
-        sum.saturated += add.saturated;
+        it->statistics.merge(t.blocks->statistics);
         ++it->steps;
       }
     }

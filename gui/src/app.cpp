@@ -314,6 +314,20 @@ void App::draw() {
   }
 }
 
+const TensorRecord* App::shown_record(const char* no_run, const Snapshot*& snapshot) {
+  selection_controls();
+  snapshot = current_snapshot();
+  if (snapshot == nullptr) {
+    ImGui::TextDisabled("%s", follower ? "Nothing recorded in the log yet: waiting for its first snapshot." : no_run);
+    return nullptr;
+  }
+  const TensorRecord* record = selected_record(*snapshot);
+  if (record == nullptr)
+    ImGui::TextDisabled("Step %lld recorded no %s for this layer.", static_cast<long long>(snapshot->step),
+                        std::string(tensor_kind_name(kind)).c_str());
+  return record;
+}
+
 int target_format_index(std::string_view name) {
   for (int i = 0; i < target_format_count; ++i)
     if (name == target_format_names[i]) return i;

@@ -225,6 +225,9 @@ class App {
   // Start a run from the form (errors go to training_message); used by the Training view and the demo.
   bool start_training(const TrainingForm& form);
   void selection_controls();  // tensor, kind, format and step pickers, shared by several views
+  // The selection controls, then the selected tensor of the shown step; nullptr after saying why
+  // there is none (no run yet: `no_run`; waiting for a followed log; the step lacks the tensor).
+  const TensorRecord* shown_record(const char* no_run, const Snapshot*& snapshot);
   // The scale the shown step ran with (2^k), and the slider's: the preview, or that.
   int recorded_scale_log2() const;
   int preview_scale_log2() const { return preview.scale_log2.value_or(recorded_scale_log2()); }

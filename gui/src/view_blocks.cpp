@@ -39,19 +39,9 @@ Rgb bar_of(int relative, const RelativeWindow& window) {
 }  // namespace
 
 void draw_blocks(App& app) {
-  app.selection_controls();
-  const Snapshot* snapshot = app.current_snapshot();
-  if (snapshot == nullptr) {
-    ImGui::TextDisabled(app.follower ? "Nothing recorded in the log yet: waiting for its first snapshot."
-                                     : "No run yet: choose a format under 'record blocks' on the left, then Start.");
-    return;
-  }
-  const TensorRecord* record = app.selected_record(*snapshot);
-  if (record == nullptr) {
-    ImGui::TextDisabled("Step %lld recorded no %s for this layer.", static_cast<long long>(snapshot->step),
-                        std::string(tensor_kind_name(app.kind)).c_str());
-    return;
-  }
+  const Snapshot* snapshot = nullptr;
+  const TensorRecord* record = app.shown_record("No run yet: choose a format under 'record blocks' on the left, then Start.", snapshot);
+  if (record == nullptr) return;
   if (!record->blocks) {
     ImGui::TextDisabled("This run recorded no block statistics. Choose a format under 'record blocks' in the settings on the left and\n"
                         "Start (or --record-blocks mxfp8-e4m3), or follow a log written by fpscope train --record-blocks.");

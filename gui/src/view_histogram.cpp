@@ -56,19 +56,9 @@ void region_row(const char* name, Rgb colour, const char* tip, std::uint64_t rec
 }  // namespace
 
 void draw_histogram(App& app) {
-  app.selection_controls();
-  const Snapshot* snapshot = app.current_snapshot();
-  if (snapshot == nullptr) {
-    ImGui::TextDisabled(app.follower ? "Nothing recorded in the log yet: waiting for its first snapshot."
-                                     : "No run yet: press Start on the left.");
-    return;
-  }
-  const TensorRecord* record = app.selected_record(*snapshot);
-  if (record == nullptr) {
-    ImGui::TextDisabled("Step %lld recorded no %s for this layer.", static_cast<long long>(snapshot->step),
-                        std::string(tensor_kind_name(app.kind)).c_str());
-    return;
-  }
+  const Snapshot* snapshot = nullptr;
+  const TensorRecord* record = app.shown_record("No run yet: press Start on the left.", snapshot);
+  if (record == nullptr) return;
   const Format f = app.target_format();
   const char* format = target_format_names[app.format_index];
   const ExponentHistogram& h = record->histogram;

@@ -526,3 +526,22 @@ TEST_CASE("bulk block kernels equal the scalar path: codes, scales, flags, stati
     }
   }
 }
+
+TEST_CASE("block statistics merge: two halves quantized apart add up to the whole") {
+  std::mt19937 random(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(64 * 40);
+  for (float& v : values) v = normal(random) * std::exp(normal(random) * 5);
+  const auto statistics_of = [](std::span<const float> part) {
+    const BlockLayout layout{part.size() / 64, 64, BlockAxis::rows, 32};
+    std::vector<std::uint8_t> codes(part.size()), scales(layout.block_count());
+    float tensor_scale = 0;
+    Context ctx;
+    BlockStatistics st;
+    block_quantize(block_formats::mxfp8_e5m2, ScaleRule::floor, layout, part, codes, scales, tensor_scale, ctx, &st);
+    return st;
+  };
+  BlockStatistics halves = statistics_of(std::span<const float>(values).first(values.size() / 2));
+  halves.merge(statistics_of(std::span<const float>(values).last(values.size() / 2)));
+  CHECK(halves == statistics_of(values));
+}

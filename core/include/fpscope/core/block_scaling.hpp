@@ -52,6 +52,18 @@ struct BlockStatistics {
   std::uint64_t flushed_to_zero = 0;
   std::uint64_t made_subnormal = 0;
   std::uint64_t saturated = 0;
+  // Adds another tensor's (or step's) statistics to these.
+  void merge(const BlockStatistics& other) {
+    for (std::size_t i = 0; i < scale_codes.size(); ++i) scale_codes[i] += other.scale_codes[i];
+    for (std::size_t i = 0; i < relative_exponents.size(); ++i) relative_exponents[i] += other.relative_exponents[i];
+    elements += other.elements;
+    blocks += other.blocks;
+    nan_blocks += other.nan_blocks;
+    zeros += other.zeros;
+    flushed_to_zero += other.flushed_to_zero;
+    made_subnormal += other.made_subnormal;
+    saturated += other.saturated;
+  }
   friend bool operator==(const BlockStatistics&, const BlockStatistics&) = default;
 };
 
