@@ -34,8 +34,12 @@ BlockOutcome mx_block(const std::uint32_t* __restrict in, std::uint8_t* __restri
     const std::uint32_t magnitude = u & 0x7FFFFFFFu;
     const std::int32_t biased = static_cast<std::int32_t>(magnitude >> 23);
     const Mask zero = mask(magnitude == 0);
-    const Mask fast = Multiply ? ~Mask{0} : zero | (mask(biased != 0) & mask(biased > shared_exponent));  // v / 2^X normal (or zero)
     const std::uint32_t scaled = Multiply ? float_bits(bits_float(u) * factor) : select(zero, u, u - exponent_shift);
+    // Fast lanes: MX, v / 2^X a normal float32 (or zero); NVFP4, any product for the full cast,
+    // a normal or zero one for the lean cast.
+    const std::uint32_t scaled_biased = (scaled >> 23) & 0xFFu;
+    const Mask fast = Multiply ? (Lean ? mask(scaled_biased != 0) | mask((scaled & 0x7FFFFFFFu) == 0) : ~Mask{0})
+                               : zero | (mask(biased != 0) & mask(biased > shared_exponent));
     const std::uint64_t random = Mode == RoundingMode::stochastic ? stochastic_random(seed, random_base + j * random_stride) : 0;
     CastFlags raised;
     std::uint32_t code = 0;
@@ -53,14 +57,20 @@ BlockOutcome mx_block(const std::uint32_t* __restrict in, std::uint8_t* __restri
   flags.inexact |= inexact;
   flags.underflow |= underflow;
   flags.overflow |= overflow;
-  if (!Multiply && any_slow != 0) {
+  if (any_slow != 0) {
     for (std::size_t j = 0; j < count; ++j) {
       const std::uint32_t magnitude = in[j] & 0x7FFFFFFFu;
-      const std::int32_t biased = static_cast<std::int32_t>(magnitude >> 23);
-      if (magnitude == 0 || (biased != 0 && biased > shared_exponent)) continue;
+      if (Multiply) {
+        const std::uint32_t product = float_bits(bits_float(in[j]) * factor) & 0x7FFFFFFFu;
+        if (product == 0 || (product >> 23) != 0) continue;  // it was a fast lane
+      } else {
+        const std::int32_t biased = static_cast<std::int32_t>(magnitude >> 23);
+        if (magnitude == 0 || (biased != 0 && biased > shared_exponent)) continue;
+      }
       Context element_ctx = slow_ctx;
       element_ctx.stochastic_counter = random_base + j * random_stride;
-      const std::uint32_t code = mx_element_code(F, bits_float(in[j]), shared_exponent, element_ctx);
+      const std::uint32_t code = Multiply ? nvfp4_element_code(bits_float(in[j]), factor, element_ctx)
+                                          : mx_element_code(F, bits_float(in[j]), shared_exponent, element_ctx);
       out[j] = static_cast<std::uint8_t>(code);
       if ((element_ctx.flags & flag::inexact) != 0) flags.inexact = 1;
       if ((element_ctx.flags & flag::underflow) != 0) flags.underflow = 1;
@@ -129,8 +139,21 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
           } else {
             if (nvfp4) {
               const float factor = nvfp4_element_factor(tensor_scale, block_scale_value(format, scale_code));
-              outcome = mx_block<F, Mode, true>(in, out, span.count, 0, factor, options, seed, first_random + span.first, span.stride,
-                                                flags, element_ctx);
+              // The lean cast wants what it was proven on: nearest even, no flush-to-zero, and no
+              // denormals-are-zero (which would read a subnormal product as zero).
+              const bool lean = Mode == RoundingMode::nearest_even && !options.flush_to_zero && !options.denormals_are_zero;
+              if constexpr (Mode == RoundingMode::nearest_even && F.flavour != Flavour::fnuz) {
+                if (lean) {
+                  outcome = mx_block<F, Mode, true, true>(in, out, span.count, 0, factor, options, seed, first_random + span.first,
+                                                          span.stride, flags, element_ctx);
+                } else {
+                  outcome = mx_block<F, Mode, true>(in, out, span.count, 0, factor, options, seed, first_random + span.first, span.stride,
+                                                    flags, element_ctx);
+                }
+              } else {
+                outcome = mx_block<F, Mode, true>(in, out, span.count, 0, factor, options, seed, first_random + span.first, span.stride,
+                                                  flags, element_ctx);
+              }
             } else {
               const int shared_exponent = e8m0::exponent_of(static_cast<std::uint8_t>(scale_code));
               if constexpr (Mode == RoundingMode::nearest_even && F.flavour != Flavour::fnuz) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "block_walk.hpp"
+#include "fpscope/core/cast.hpp"
 #include "bulk_isa.hpp"
 
 namespace fpscope {
@@ -135,8 +136,8 @@ float block_element_value(const BlockFormat& format, std::uint32_t code) {
 
 float block_scale_value(const BlockFormat& format, std::uint32_t scale_code) {
   if (format.scale == BlockFormat::Scale::e8m0) return e8m0::to_float(static_cast<std::uint8_t>(scale_code));
-  Context ignored;
-  return to_float(formats::e4m3, scale_code, ignored);
+  std::uint32_t ignored = 0;  // the branch-free widening: convert's bits (bulk tests hold them together)
+  return bits_float(cast_to_f32<formats::e4m3>(scale_code & 0xFFu, CastOptions{}, ignored));
 }
 
 void block_quantize(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "fpscope/core/bits.hpp"
+#include "fpscope/core/cast.hpp"
 #include "fpscope/core/context.hpp"
 #include "fpscope/core/convert.hpp"
 #include "fpscope/core/e8m0.hpp"
@@ -192,10 +193,12 @@ FPSCOPE_HD inline float nvfp4_tensor_scale(std::uint32_t tensor_amax_magnitude) 
 // gives E4M3's NaN.
 FPSCOPE_HD inline std::uint32_t nvfp4_block_scale_code(std::uint32_t block_amax_magnitude, float tensor_scale) {
   if (block_amax_magnitude >= 0x7F800000u) return static_cast<std::uint32_t>(formats::e4m3.quiet_nan_bits());
-  Context ctx;
-  ctx.saturate = true;
+  CastOptions saturating;
+  saturating.saturate = true;
+  CastFlags ignored;
   const float wanted = (bits_float(block_amax_magnitude) / 6.0f) * tensor_scale;
-  return static_cast<std::uint32_t>(from_float(formats::e4m3, wanted, ctx));
+  // The branch-free cast: convert's bits for every input (the exhaustive sweeps hold them together).
+  return cast_from_f32<formats::e4m3, RoundingMode::nearest_even>(float_bits(wanted), saturating, 0, ignored);
 }
 
 // The factor an NVFP4 element is multiplied by before its cast: tensor_scale / block_scale in
