@@ -90,11 +90,56 @@ std::string exact_listing(const std::vector<Format>& formats) {
   return out;
 }
 
+// The block-scaled formats: element and scale types, block length, the element's range, how
+// many binades one block spans below its largest (the element format's own dynamic range), and
+// the bits each element costs with its share of the scale.
+std::string block_table(const std::vector<BlockFormat>& formats, bool with_e8m0) {
+  std::string out = fmt::format("{:<11} {:<9} {:<22} {:>6} {:>12} {:>15} {:>16} {:>14}\n", "block fmt", "element", "scale", "block",
+                                "element max", "element min>0", "binades a block", "bits/element");
+  for (const BlockFormat& b : formats) {
+    const bool int8 = b.elements == BlockFormat::Elements::int8;
+    const std::string element = int8 ? "int8" : format_name(b.element);
+    const std::string scale = b.scale == BlockFormat::Scale::e8m0 ? "E8M0 (2^-127..2^127)" : "E4M3 + fp32 per tensor";
+    const int element_bits = int8 ? 8 : b.element.width();
+    const int scale_bits = 8;
+    const int min_exponent = int8 ? -6 : b.element.min_subnormal_exponent();
+    const int top_exponent = b.element_emax();
+    out += fmt::format("{:<11} {:<9} {:<22} {:>6} {:>12} {:>15} {:>16} {:>14.3f}\n", block_format_name(b), element, scale, b.block_size,
+                       fmt::format("{}", b.element_max()), fmt::format("2^{}", min_exponent), top_exponent - min_exponent + 1,
+                       element_bits + static_cast<double>(scale_bits) / b.block_size);
+  }
+  if (with_e8m0)
+    out += "\ne8m0: the MX scale, 8 exponent bits, no sign, no mantissa, bias 127: 2^-127 .. 2^127 (codes 0x00 .. 0xFE), 0xFF NaN;\n"
+           "no zero, no infinity (OCP MX v1.0, 5.4.1; ml_dtypes float8_e8m0fnu).\n";
+  out += "\nbinades a block: from the element's smallest subnormal to its largest binade, what one block holds below its largest\n"
+         "value (MXINT8: integers of 2^-6 up to 1.98). bits/element: the element's bits plus its share of the block's scale\n"
+         "(nvfp4 also has one float32 per tensor).\n";
+  return out;
+}
+
 void run_table(const TableOptions& options) {
   std::vector<Format> formats;
-  for (const auto& name : options.format_names) formats.push_back(parse_format(name));
-  if (formats.empty()) formats = named_formats();
-  fmt::print("{}", options.exact ? exact_listing(formats) : compact_table(formats));
+  std::vector<BlockFormat> blocks;
+  bool e8m0 = false;
+  for (const auto& name : options.format_names) {
+    if (name == "e8m0" || name == "E8M0") {
+      e8m0 = true;
+      continue;
+    }
+    try {
+      blocks.push_back(parse_block_format(name));
+      continue;
+    } catch (const UnknownNameError&) {
+    }
+    formats.push_back(parse_format(name));  // the error names the input
+  }
+  if (options.format_names.empty()) {
+    formats = named_formats();
+    blocks = named_block_formats();
+    e8m0 = true;
+  }
+  if (!formats.empty()) fmt::print("{}", options.exact ? exact_listing(formats) : compact_table(formats));
+  if (!blocks.empty() || e8m0) fmt::print("{}{}", formats.empty() ? "" : "\n", block_table(blocks, e8m0));
 }
 
 }  // namespace
@@ -102,7 +147,7 @@ void run_table(const TableOptions& options) {
 void add_table(CLI::App& app) {
   auto options = std::make_shared<TableOptions>();
   CLI::App* cmd = app.add_subcommand("table", "The characteristics of formats: bias, range, precision, count of values");
-  cmd->add_option("FORMAT", options->format_names, "formats to list (default: all named formats)");
+  cmd->add_option("FORMAT", options->format_names, "formats to list: element formats, block formats (mxfp8-e4m3, mxfp4, nvfp4, ...) or e8m0 (default: all)");
   cmd->add_flag("--exact", options->exact, "list each format with every digit of every constant");
   cmd->callback([options] { run_table(*options); });
 }
