@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "fpscope/core/names.hpp"
 #include "fpscope/core/printable_text.hpp"
 #include "fpscope/snapshot/line_reader.hpp"
 #include "fpscope/snapshot/memory_budget.hpp"
@@ -77,6 +78,29 @@ std::string histograms_csv(const std::vector<Snapshot>& snapshots) {
       if (t.histogram.zero_count() != 0) out += prefix + "zero," + std::to_string(t.histogram.zero_count()) + "\n";
       if (t.histogram.infinity_count() != 0) out += prefix + "inf," + std::to_string(t.histogram.infinity_count()) + "\n";
       if (t.histogram.nan_count() != 0) out += prefix + "nan," + std::to_string(t.histogram.nan_count()) + "\n";
+    }
+  }
+  return out;
+}
+
+std::string block_statistics_csv(const std::vector<Snapshot>& snapshots) {
+  std::string out = "step,tensor,kind,format,block,rule,series,bin,count\n";
+  for (const Snapshot& s : snapshots) {
+    for (const TensorRecord& t : s.tensors) {
+      if (!t.blocks) continue;
+      const BlockRecord& b = *t.blocks;
+      const BlockStatistics& st = b.statistics;
+      const std::string prefix = std::to_string(s.step) + "," + quoted(t.name) + "," + std::string(tensor_kind_name(t.kind)) + "," +
+                                 block_format_name(b.format) + "," + std::to_string(b.format.block_size) + "," + scale_rule_name(b.rule) + ",";
+      for (std::size_t i = 0; i < st.relative_exponents.size(); ++i)
+        if (st.relative_exponents[i] != 0)
+          out += prefix + "relative_exponent," + std::to_string(-static_cast<int>(i)) + "," + std::to_string(st.relative_exponents[i]) + "\n";
+      for (std::size_t code = 0; code < st.scale_codes.size(); ++code)
+        if (st.scale_codes[code] != 0) out += prefix + "scale_code," + std::to_string(code) + "," + std::to_string(st.scale_codes[code]) + "\n";
+      for (const auto& [name, count] : {std::pair{"elements", st.elements}, std::pair{"blocks", st.blocks}, std::pair{"nan_blocks", st.nan_blocks},
+                                        std::pair{"zeros", st.zeros}, std::pair{"flushed_to_zero", st.flushed_to_zero},
+                                        std::pair{"made_subnormal", st.made_subnormal}, std::pair{"saturated", st.saturated}})
+        out += prefix + "total," + name + "," + std::to_string(count) + "\n";
     }
   }
   return out;

@@ -1,6 +1,7 @@
 // `fpscope export RUN (--csv|--svg|--png) OUT`: a run's histograms as tidy CSV, or plotted.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -23,7 +24,8 @@ namespace {
 
 struct ExportOptions {
   std::string run;
-  std::optional<std::string> csv;  // exactly one of the three: where to write
+  std::optional<std::string> csv;  // exactly one of the four: where to write
+  std::optional<std::string> blocks_csv;
   std::optional<std::string> svg;
   std::optional<std::string> png;
   std::string plot = "histogram";
@@ -79,8 +81,8 @@ std::pair<std::string, TensorKind> choose_tensor(const RunLog& log, const Export
 }
 
 void run_export(const ExportOptions& options) {
-  const int outputs = options.csv.has_value() + options.svg.has_value() + options.png.has_value();
-  if (outputs != 1) throw UsageError("export needs exactly one of --csv OUT, --svg OUT or --png OUT");
+  const int outputs = options.csv.has_value() + options.svg.has_value() + options.png.has_value() + options.blocks_csv.has_value();
+  if (outputs != 1) throw UsageError("export needs exactly one of --csv OUT, --blocks-csv OUT, --svg OUT or --png OUT");
   if (options.plot != "histogram" && options.plot != "heatmap")
     throw UsageError("unknown --plot '" + printable_text(options.plot) + "': expected histogram or heatmap");
   const Format format = parse_format(options.format);
@@ -91,11 +93,20 @@ void run_export(const ExportOptions& options) {
   if (!scale && options.scale != "recorded") throw UsageError("export needs --scale recorded or a fixed loss scale such as 2^10");
   // The output is resolved and checked (its folder exists, it is not the run log) before the
   // run log is even read.
-  const std::string& out_path = options.csv ? *options.csv : options.svg ? *options.svg : *options.png;
-  const OutputTarget out = resolve_output(out_path, options.csv ? "--csv" : options.svg ? "--svg" : "--png");
+  const std::string& out_path = options.csv ? *options.csv : options.blocks_csv ? *options.blocks_csv : options.svg ? *options.svg : *options.png;
+  const OutputTarget out =
+      resolve_output(out_path, options.csv ? "--csv" : options.blocks_csv ? "--blocks-csv" : options.svg ? "--svg" : "--png");
   check_outputs({&out, 1}, {{std::filesystem::path(options.run)}});
   const RunLog log = read_run_log(options.run);
   for (const std::string& w : log.warnings) fmt::print(stderr, "fpscope: warning: {}\n", w);
+  if (options.blocks_csv) {
+    const bool any = std::any_of(log.snapshots.begin(), log.snapshots.end(), [](const Snapshot& s) {
+      return std::any_of(s.tensors.begin(), s.tensors.end(), [](const TensorRecord& t) { return t.blocks.has_value(); });
+    });
+    if (!any) throw UsageError(options.run + " holds no block statistics: record them with fpscope train --record-blocks FORMAT", 1);
+    write_output(out, block_statistics_csv(log.snapshots));
+    return;
+  }
   if (options.csv) {
     write_output(out, histograms_csv(log.snapshots));
     return;
@@ -146,6 +157,8 @@ void add_export(CLI::App& app) {
   cmd->add_option("RUN", options->run, "the run log (.jsonl)")->required();
   cmd->add_option_function<std::string>("--csv", [options](const std::string& path) { options->csv = path; },
                                         "write step,tensor,kind,binade,count here (- for standard output)");
+  cmd->add_option_function<std::string>("--blocks-csv", [options](const std::string& path) { options->blocks_csv = path; },
+                                        "write the recorded block statistics, step,tensor,kind,format,block,rule,series,bin,count, here");
   cmd->add_option_function<std::string>("--svg", [options](const std::string& path) { options->svg = path; }, "write a plot here");
   cmd->add_option_function<std::string>("--png", [options](const std::string& path) { options->png = path; },
                                         "write the plot as a PNG (twice the SVG's size) here");

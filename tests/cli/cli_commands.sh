@@ -176,6 +176,9 @@ check_bad bad-train-cuda "--backend cuda: " -- "$fpscope" train --backend cuda -
 # Block statistics recorded while training: what MXFP8 would flush and saturate, per tensor.
 check train-record-blocks 0 '^fc1 weight +3 +1536 +0 ' -- bash -c "'$fpscope' train --model 16-32-4 --steps 60 --batch 32 --record-every 20 --record-blocks mxfp8-e4m3 --out '$work/blocks.jsonl' >/dev/null 2>&1 && '$fpscope' analyze '$work/blocks.jsonl' -f mxfp8-e4m3"
 check train-record-blocks-same-run 0 '^same$' -- bash -c "cmp -s <('$fpscope' export '$work/train.jsonl' --csv -) <('$fpscope' export '$work/blocks.jsonl' --csv -) && echo same"
+check export-blocks-csv 0 '^0,fc1,weight,mxfp8-e4m3,32,floor,total,elements,512$' -- "$fpscope" export "$work/blocks.jsonl" --blocks-csv -
+check export-blocks-csv-sums 0 '^ok$' -- bash -c "'$fpscope' export '$work/blocks.jsonl' --blocks-csv - | awk -F, '\$7==\"relative_exponent\" {r[\$1\",\"\$2\",\"\$3]+=\$9} \$7==\"total\" && \$8==\"zeros\" {z[\$1\",\"\$2\",\"\$3]=\$9} \$7==\"total\" && \$8==\"elements\" {e[\$1\",\"\$2\",\"\$3]=\$9} END {for (k in e) if (r[k]+z[k]!=e[k]) bad=1; print (bad || length(e)==0) ? \"bad\" : \"ok\"}'"
+check_bad bad-export-blocks-none "holds no block statistics" -- "$fpscope" export "$work/train.jsonl" --blocks-csv "$work/never11.csv"
 check_bad bad-train-record-blocks-format "unknown block-scaled format 'mxfp5'" -- "$fpscope" train --record-blocks mxfp5 --out "$work/never8.jsonl"
 check_bad bad-train-record-blocks-rule "a scale rule chooses MX (E8M0) scales; nvfp4 has one" -- "$fpscope" train --record-blocks nvfp4:even --out "$work/never9.jsonl"
 check_bad bad-train-record-blocks-cuda "recorded by the CPU backend only" -- "$fpscope" train --backend cuda --record-blocks mxfp4 --out "$work/never10.jsonl"
