@@ -95,6 +95,14 @@ void run_quantize(const QuantizeOptions& options) {
                        {"relative_rms_error", error.relative_rms()},
                        {"tensor_scale", tensor_scale},
                        {"flags", describe_flags(run.flags)}};
+    // The histograms a run log's "blocks" keeps, as sparse [value, count] pairs.
+    nlohmann::json scales = nlohmann::json::array(), relative = nlohmann::json::array();
+    for (std::size_t code = 0; code < statistics.scale_codes.size(); ++code)
+      if (statistics.scale_codes[code] != 0) scales.push_back({code, statistics.scale_codes[code]});
+    for (std::size_t i = 0; i < statistics.relative_exponents.size(); ++i)
+      if (statistics.relative_exponents[i] != 0) relative.push_back({-static_cast<int>(i), statistics.relative_exponents[i]});
+    out["scales"] = std::move(scales);
+    out["relative"] = std::move(relative);
     fmt::print("{}\n", out.dump(2));
     return;
   }

@@ -8,6 +8,7 @@ import weakref
 
 import torch
 
+from .blocks import block_statistics, merge_block_statistics, parse_blocks
 from .histogram import COUNTS, assemble, captured_of, partial_histogram, tensor_record
 
 SCHEMA_VERSION = 2
@@ -60,11 +61,17 @@ class Recorder:
 
     Call step(loss) once per training step, after the optimizer step (and the scaler's update).
     Under torch.distributed every rank must call it (recording steps are collective).
+
+    blocks="mxfp8-e4m3" (or "mxfp4:even", any OCP MX format with a scale rule) also records, for
+    every recorded tensor, what that block-scaled format would do to it (blocks of `block_size`
+    along the last dimension; fpscope_torch.blocks): exact flush, subnormal and saturation counts
+    and the histograms `fpscope analyze run.jsonl -f mxfp8-e4m3` and the app's Blocks view read.
+    Not yet under torch.distributed.
     """
 
     def __init__(self, model, path, every=1, scaler=None, model_name=None, precision=None, fmt="fp16",
                  kinds=("activation", "activation_gradient", "weight", "weight_gradient"),
-                 include=None, exclude=None, append=False, global_step=None):
+                 include=None, exclude=None, append=False, global_step=None, blocks=None, block_size=32):
         if every < 1:
             raise ValueError(f"every must be at least 1, not {every}")
         unknown = set(kinds) - {"activation", "activation_gradient", "weight", "weight_gradient"}
@@ -78,6 +85,13 @@ class Recorder:
         self._modules = list(_recorded_modules(model, include, exclude))
         self._distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
         self._rank = torch.distributed.get_rank() if self._distributed else 0
+        self._blocks = parse_blocks(blocks) if blocks is not None else None
+        if self._blocks is not None and not 1 <= block_size <= 256:
+            raise ValueError(f"block_size must be 1 to 256, not {block_size}")
+        if self._blocks is not None and self._distributed:
+            raise ValueError("blocks= is not supported under torch.distributed yet: record block statistics in a single process")
+        self._block_size = block_size
+        self._pending_blocks = {}   # (name, kind) -> the step's block statistics
         self._hooks = []            # removed at the end of each recorded step
         self._pending = {}          # (name, kind) -> [[Partial, ...], scale, captured], for the step recorded
         self._seen = {}             # id(tensor) -> (weakref, version, Partial): this step's histograms by tensor
@@ -185,6 +199,11 @@ class Recorder:
             return
         partial = self._histogram_of(tensor)
         key = (name, kind)
+        if self._blocks is not None:
+            stats = block_statistics(tensor, self._blocks[0], self._blocks[1], self._block_size)
+            if key in self._pending_blocks and not replace:
+                stats = merge_block_statistics(self._pending_blocks[key], stats)
+            self._pending_blocks[key] = stats
         if key in self._pending and not replace:
             self._pending[key][0].append(partial)  # summed when the step is written
         else:
@@ -320,7 +339,8 @@ class Recorder:
 
     def _write_recorded(self):
         pending = self._reduce(self._laid_out(self._pending))
-        self._pending, self._seen = {}, {}
+        blocks = self._pending_blocks
+        self._pending, self._seen, self._pending_blocks = {}, {}, {}
         records, current = self._steps[:-1], self._steps[-1]
         self._steps = []
         if self._rank != 0:
@@ -330,6 +350,9 @@ class Recorder:
         all_counts = torch.stack([counts for _, (counts, _, _) in ordered]).tolist() if ordered else []  # one read-back
         tensors = [tensor_record(name, kind, counts, scale if not torch.is_tensor(scale) else float(scale), captured)
                    for ((name, kind), (_, scale, captured)), counts in zip(ordered, all_counts)]
+        for ((name, kind), _), record in zip(ordered, tensors):
+            if (name, kind) in blocks:
+                record["blocks"] = blocks[(name, kind)]
         lines.append(self._step_line(current, tensors))
         self._file.write("".join(json.dumps(line) + "\n" for line in lines))
         self._file.flush()
