@@ -49,6 +49,12 @@ struct TrainOptions {
   std::string data = training_defaults::data;
   std::string backend = "auto";
   std::string record_blocks;  // FORMAT or FORMAT:RULE
+  std::string optimizer = "sgd";
+  std::string momentum = "0.9";
+  std::string weight_decay = "0";
+  std::string betas = "0.9,0.999";
+  std::string eps = "1e-8";
+  std::string clip_grad_norm = "0";
   std::string seed = std::to_string(training_defaults::seed);
   std::optional<std::string> out;
   std::vector<std::string> inject;
@@ -95,6 +101,24 @@ void run_train(const TrainOptions& o) {
   if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")
     throw UsageError("unknown --backend '" + printable_text(o.backend) + "': expected auto, cpu or cuda");
   if (!o.record_blocks.empty()) config.record_blocks = parse_or_usage([&] { return parse_block_recording(o.record_blocks); });
+  config.optimizer.kind = parse_or_usage([&] { return parse_optimizer(o.optimizer); });
+  const auto fraction = [](const char* option, const std::string& text) {  // in [0, 1)
+    const float value = text == "0" ? 0.0f : parse_positive_float_option(option, text);
+    if (!(value < 1.0f)) throw UsageError(std::string(option) + " '" + printable_text(text) + "' must be below 1");
+    return value;
+  };
+  config.optimizer.momentum = fraction("--momentum", o.momentum);
+  config.optimizer.weight_decay = o.weight_decay == "0" ? 0.0f : parse_positive_float_option("--weight-decay", o.weight_decay);
+  {
+    const auto comma = o.betas.find(',');
+    if (comma == std::string::npos) throw UsageError("--betas '" + printable_text(o.betas) + "' is not B1,B2 (such as 0.9,0.999)");
+    config.optimizer.beta1 = fraction("--betas", o.betas.substr(0, comma));
+    config.optimizer.beta2 = fraction("--betas", o.betas.substr(comma + 1));
+  }
+  config.optimizer.epsilon = parse_positive_float_option("--eps", o.eps);
+  config.optimizer.clip_grad_norm = o.clip_grad_norm == "0" ? 0.0f : parse_positive_float_option("--clip-grad-norm", o.clip_grad_norm);
+  if (config.optimizer.kind != OptimizerKind::adamw && config.optimizer.weight_decay != 0.0f)
+    throw UsageError("--weight-decay is AdamW's decoupled decay: use --optimizer adamw");
   std::vector<FaultInjection> faults;
   for (const std::string& text : o.inject) {
     faults.push_back(parse_or_usage([&] { return parse_fault_injection(text, static_cast<int>(config.layer_sizes.size()) - 1); }));
@@ -139,9 +163,11 @@ void run_train(const TrainOptions& o) {
   header.rounding = rounding_mode_name(config.rounding);
   header.scaler = describe(config.scaler);
   // What a checkpoint must agree with to be resumed: everything that decides the bits.
-  const std::string settings = fmt::format("{}|backend {}|batch {}|lr {}|loss weight {}|record-every {}|record-blocks {}|data {}|seed {}|inject{}|log {}",
-                                           run_header_line(header), trainer.name(), batch, config.learning_rate, config.loss_weight,
-                                           record_every, o.record_blocks, o.data, config.seed, injected, o.out.value_or(""));
+  const std::string settings = fmt::format(
+      "{}|backend {}|batch {}|lr {}|loss weight {}|record-every {}|record-blocks {}|optimizer {} momentum {} betas {},{} eps {} decay {} clip {}|data {}|seed {}|inject{}|log {}",
+      run_header_line(header), trainer.name(), batch, config.learning_rate, config.loss_weight, record_every, o.record_blocks,
+      optimizer_name(config.optimizer.kind), config.optimizer.momentum, config.optimizer.beta1, config.optimizer.beta2, config.optimizer.epsilon,
+      config.optimizer.weight_decay, config.optimizer.clip_grad_norm, o.data, config.seed, injected, o.out.value_or(""));
   std::int64_t first_step = 0;
   std::optional<RunLogAppender> log;
   if (o.resume) {
@@ -217,11 +243,18 @@ void add_train(CLI::App& app) {
   cmd->add_option("--loss-scale", o->loss_scale, "none, dynamic (GradScaler's rule), or a static scale: 2^k or a number")->capture_default_str();
   cmd->add_option("--steps", o->steps, "training steps")->capture_default_str();
   cmd->add_option("--batch", o->batch, "batch size")->capture_default_str();
-  cmd->add_option("--lr", o->lr, "learning rate (SGD)")->capture_default_str();
+  cmd->add_option("--lr", o->lr, "learning rate")->capture_default_str();
   cmd->add_option("--loss-weight", o->loss_weight,
                   "the loss is multiplied by this before the backward pass, as one term of a multi-task loss often is: 2^k or a number")
       ->capture_default_str();
   cmd->add_option("--record-every", o->record_every, "record a snapshot every N steps")->capture_default_str();
+  cmd->add_option("--optimizer", o->optimizer, "sgd, momentum or adamw (fp32 states; momentum and adamw on the CPU backend)")->capture_default_str();
+  cmd->add_option("--momentum", o->momentum, "momentum's factor: b = momentum * b + g")->capture_default_str();
+  cmd->add_option("--betas", o->betas, "AdamW's B1,B2")->capture_default_str();
+  cmd->add_option("--eps", o->eps, "AdamW's epsilon")->capture_default_str();
+  cmd->add_option("--weight-decay", o->weight_decay, "AdamW's decoupled weight decay")->capture_default_str();
+  cmd->add_option("--clip-grad-norm", o->clip_grad_norm,
+                  "clip the unscaled gradients' global L2 norm to this (0: off); skipped steps are never clipped")->capture_default_str();
   cmd->add_option("--record-blocks", o->record_blocks,
                   "also record what a block-scaled format would do to every recorded tensor: FORMAT or FORMAT:RULE (mxfp8-e4m3, mxfp4:even, nvfp4, ...; CPU backend)");
   cmd->add_option("--data", o->data, "synthetic (embedded), or mnist:DIR with train-images-idx3-ubyte and train-labels-idx1-ubyte (.gz or not)")->capture_default_str();

@@ -67,8 +67,12 @@ int cuda_device_count(std::string& why) {
 std::unique_ptr<TrainerBackend> make_trainer_backend(std::string_view backend, const MlpConfig& config) {
   if (backend != "cpu" && backend != "cuda" && backend != "auto")
     throw std::invalid_argument("--backend " + std::string(backend) + ": not a backend (cpu, cuda or auto)");
-  if (config.record_blocks) {  // the CPU backend records block statistics; the CUDA one does not yet
-    if (backend == "cuda") throw std::invalid_argument("--backend cuda: block statistics (--record-blocks) are recorded by the CPU backend only: use --backend cpu");
+  // The CPU backend records block statistics and runs every optimizer; the CUDA one plain SGD.
+  const char* cpu_only = config.record_blocks ? "block statistics (--record-blocks) are recorded"
+                         : !config.optimizer.plain_sgd() ? "momentum, AdamW and gradient clipping run"
+                                                         : nullptr;
+  if (cpu_only != nullptr) {
+    if (backend == "cuda") throw std::invalid_argument(std::string("--backend cuda: ") + cpu_only + " by the CPU backend only: use --backend cpu");
     return std::make_unique<MlpTrainer>(config);
   }
   std::string why;

@@ -16,7 +16,8 @@ namespace fpscope {
 namespace {
 
 constexpr char magic[8] = {'F', 'P', 'S', 'C', 'K', 'P', 'T', '\n'};
-constexpr std::uint32_t version = 2;  // 2: the run id and the log prefix's CRC-32
+constexpr std::uint32_t version = 3;  // 2: the run id and the log prefix's CRC-32; 3: the optimizer's state
+constexpr std::uint32_t oldest_version = 2;  // read: version 2 has no optimizer state (plain SGD)
 
 class Writer {
  public:
@@ -116,6 +117,15 @@ std::string encode_checkpoint(const TrainingCheckpoint& c) {
     w.put_floats(b.data(), static_cast<std::size_t>(b.size()));
   }
   w.put_string(c.data_state);
+  const OptimizerState& o = c.trainer.optimizer;
+  w.put<std::int64_t>(o.updates);
+  for (const auto* buffers : {&o.first, &o.second}) {
+    w.put<std::uint32_t>(static_cast<std::uint32_t>(buffers->size()));
+    for (const std::vector<float>& buffer : *buffers) {
+      w.put<std::int64_t>(static_cast<std::int64_t>(buffer.size()));
+      w.put_floats(buffer.data(), buffer.size());
+    }
+  }
   w.put<std::uint32_t>(crc_of(w.bytes()));
   return std::move(w.bytes());
 }
@@ -127,8 +137,10 @@ TrainingCheckpoint decode_checkpoint(std::string_view bytes, const std::string& 
   std::memcpy(&stored_crc, bytes.data() + bytes.size() - 4, 4);
   if (crc_of(bytes.substr(0, bytes.size() - 4)) != stored_crc) throw CheckpointError(where + " is corrupt: its checksum does not match");
   Reader r(bytes.substr(sizeof magic, bytes.size() - sizeof magic - 4), where);
-  if (const auto v = r.get<std::uint32_t>(); v != version)
-    r.fail("is of checkpoint version " + std::to_string(v) + "; this fpscope reads version " + std::to_string(version));
+  const auto file_version = r.get<std::uint32_t>();
+  if (file_version < oldest_version || file_version > version)
+    r.fail("is of checkpoint version " + std::to_string(file_version) + "; this fpscope reads versions " + std::to_string(oldest_version) +
+           " to " + std::to_string(version));
   TrainingCheckpoint c;
   c.settings = r.get_string();
   c.trainer.steps = r.get<std::int64_t>();
@@ -157,6 +169,22 @@ TrainingCheckpoint decode_checkpoint(std::string_view bytes, const std::string& 
     c.trainer.biases.push_back(std::move(b));
   }
   c.data_state = r.get_string();
+  if (file_version >= 3) {
+    OptimizerState& o = c.trainer.optimizer;
+    o.updates = r.get<std::int64_t>();
+    if (o.updates < 0) r.fail("holds an optimizer state that makes no sense");
+    for (auto* buffers : {&o.first, &o.second}) {
+      const auto count = r.get<std::uint32_t>();
+      if (count > 2 * 4096) r.fail("holds an optimizer state that makes no sense");
+      for (std::uint32_t p = 0; p < count; ++p) {
+        const std::int64_t size = r.get_size(max_side * max_side);
+        if (size > static_cast<std::int64_t>(bytes.size())) r.fail("is truncated");
+        std::vector<float> buffer(static_cast<std::size_t>(size));
+        r.get_floats(buffer.data(), static_cast<std::uint64_t>(size));
+        buffers->push_back(std::move(buffer));
+      }
+    }
+  }
   if (!r.done()) r.fail("has bytes after its end");
   if (c.trainer.steps < 0 || !(c.trainer.scaler.scale > 0)) r.fail("holds a training state that makes no sense");
   return c;

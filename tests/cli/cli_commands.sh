@@ -179,6 +179,12 @@ check train-record-blocks-same-run 0 '^same$' -- bash -c "cmp -s <('$fpscope' ex
 check export-blocks-csv 0 '^0,fc1,weight,mxfp8-e4m3,32,floor,total,elements,512$' -- "$fpscope" export "$work/blocks.jsonl" --blocks-csv -
 check export-blocks-csv-sums 0 '^ok$' -- bash -c "'$fpscope' export '$work/blocks.jsonl' --blocks-csv - | awk -F, '\$7==\"relative_exponent\" {r[\$1\",\"\$2\",\"\$3]+=\$9} \$7==\"total\" && \$8==\"zeros\" {z[\$1\",\"\$2\",\"\$3]=\$9} \$7==\"total\" && \$8==\"elements\" {e[\$1\",\"\$2\",\"\$3]=\$9} END {for (k in e) if (r[k]+z[k]!=e[k]) bad=1; print (bad || length(e)==0) ? \"bad\" : \"ok\"}'"
 check_bad bad-export-blocks-none "holds no block statistics" -- "$fpscope" export "$work/train.jsonl" --blocks-csv "$work/never11.csv"
+check train-adamw 0 '^60 steps, final loss [0-9.]+, loss scale [0-9]+, skipped steps 0$' -- bash -c "'$fpscope' train --model 16-32-4 --steps 60 --batch 32 --optimizer adamw --lr 0.003 --weight-decay 0.01 --clip-grad-norm 1 --out '$work/adamw.jsonl' 2>/dev/null"
+check train-momentum-learns 0 '^learns$' -- bash -c "'$fpscope' train --model 16-32-4 --steps 60 --batch 32 --optimizer momentum --lr 0.1 --loss-weight 1 --loss-scale dynamic --out '$work/momentum.jsonl' >/dev/null 2>&1 && '$fpscope' export '$work/momentum.jsonl' --csv - >/dev/null && python3 -c \"import json; l=[json.loads(x) for x in open('$work/momentum.jsonl')][1:]; print('learns' if l[-1]['loss'] < 0.2 * l[0]['loss'] else 'stuck')\""
+check_bad bad-train-optimizer "unknown optimizer 'adam'" -- "$fpscope" train --optimizer adam --out "$work/never12.jsonl"
+check_bad bad-train-weight-decay-sgd "--weight-decay is AdamW's decoupled decay" -- "$fpscope" train --weight-decay 0.1 --out "$work/never13.jsonl"
+check_bad bad-train-betas "--betas '0.9' is not B1,B2" -- "$fpscope" train --optimizer adamw --betas 0.9 --out "$work/never14.jsonl"
+check_bad bad-train-adamw-cuda "momentum, AdamW and gradient clipping run by the CPU backend only" -- "$fpscope" train --backend cuda --optimizer adamw --out "$work/never15.jsonl"
 check_bad bad-train-record-blocks-format "unknown block-scaled format 'mxfp5'" -- "$fpscope" train --record-blocks mxfp5 --out "$work/never8.jsonl"
 check_bad bad-train-record-blocks-rule "a scale rule chooses MX (E8M0) scales; nvfp4 has one" -- "$fpscope" train --record-blocks nvfp4:even --out "$work/never9.jsonl"
 check_bad bad-train-record-blocks-cuda "recorded by the CPU backend only" -- "$fpscope" train --backend cuda --record-blocks mxfp4 --out "$work/never10.jsonl"

@@ -269,7 +269,22 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   // Update in float32 with the gradients unscaled by the step's factor (sgd_update.hpp), unless a
   // gradient overflowed.
   result.skipped = scaler_.update(non_finite);
-  if (!result.skipped) {
+  if (!result.skipped && !config_.optimizer.plain_sgd()) {
+    std::vector<std::span<float>> parameters;
+    std::vector<std::span<const float>> gradients;
+    for (std::size_t l = 0; l < layers; ++l) {
+      parameters.emplace_back(weights_[l].data(), static_cast<std::size_t>(weights_[l].size()));
+      gradients.emplace_back(grad_w[l].data(), static_cast<std::size_t>(grad_w[l].size()));
+      parameters.emplace_back(biases_[l].data(), static_cast<std::size_t>(biases_[l].size()));
+      gradients.emplace_back(grad_b[l].data(), static_cast<std::size_t>(grad_b[l].size()));
+    }
+    optimizer_update(config_.optimizer, config_.learning_rate, scale, parameters, gradients, optimizer_);
+    if (config_.precision == Precision::fp16_pure)
+      for (std::size_t l = 0; l < layers; ++l) {
+        cast(formats::fp16, true, weights_[l], ctx_, nullptr);
+        cast(formats::fp16, true, biases_[l], ctx_, nullptr);
+      }
+  } else if (!result.skipped) {
     const float factor = sgd_step_factor(config_.learning_rate, scale);
     const auto update = [factor](float w, float g) { return sgd_update_element(w, g, factor); };
     for (std::size_t l = 0; l < layers; ++l) {
@@ -300,7 +315,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
 }
 
 MlpTrainer::State MlpTrainer::state() const {
-  return {steps_, weights_, biases_, scaler_.state(), ctx_.stochastic_counter};
+  return {steps_, weights_, biases_, scaler_.state(), ctx_.stochastic_counter, optimizer_};
 }
 
 void MlpTrainer::restore(const State& state) {
@@ -309,11 +324,24 @@ void MlpTrainer::restore(const State& state) {
     fits = state.weights[l].rows() == weights_[l].rows() && state.weights[l].cols() == weights_[l].cols() &&
            state.biases[l].size() == biases_[l].size();
   if (!fits || state.steps < 0) throw std::invalid_argument("the saved training state is not of this model's shape");
+  const std::size_t parameters = 2 * weights_.size();
+  const auto buffers_fit = [&](const std::vector<std::vector<float>>& buffers) {
+    if (buffers.empty()) return true;
+    if (buffers.size() != parameters) return false;
+    for (std::size_t p = 0; p < parameters; ++p) {
+      const auto size = static_cast<std::size_t>(p % 2 == 0 ? weights_[p / 2].size() : biases_[p / 2].size());
+      if (!buffers[p].empty() && buffers[p].size() != size) return false;
+    }
+    return true;
+  };
+  if (!buffers_fit(state.optimizer.first) || !buffers_fit(state.optimizer.second) || state.optimizer.updates < 0)
+    throw std::invalid_argument("the saved optimizer state is not of this model's shape");
   steps_ = state.steps;
   weights_ = state.weights;
   biases_ = state.biases;
   scaler_.restore(state.scaler);
   ctx_.stochastic_counter = state.stochastic_counter;
+  optimizer_ = state.optimizer;
 }
 
 double MlpTrainer::loss_in_double(const Eigen::MatrixXf& inputs, const std::vector<int>& labels) const {

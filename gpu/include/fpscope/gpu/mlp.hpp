@@ -12,6 +12,7 @@
 #include "fpscope/snapshot/snapshot.hpp"
 #include "fpscope/core/block_scaling.hpp"
 #include "fpscope/core/context.hpp"
+#include "fpscope/gpu/optimizer.hpp"
 #include "fpscope/core/format.hpp"
 #include "fpscope/gpu/activation.hpp"
 #include "fpscope/gpu/fault_injection.hpp"
@@ -71,6 +72,7 @@ struct MlpConfig {
   float loss_weight = 1.0f;
   std::uint64_t seed = 1;
   std::optional<BlockRecording> record_blocks;
+  OptimizerConfig optimizer;  // plain SGD by default (both backends); the others on the CPU backend
 };
 
 struct StepResult {
@@ -87,6 +89,7 @@ struct TrainerState {
   std::vector<Eigen::VectorXf> biases;
   LossScalerState scaler;
   std::uint64_t stochastic_counter = 0;
+  OptimizerState optimizer;  // per parameter (layer l: weight 2l, bias 2l + 1); empty for plain SGD
 };
 
 // What `fpscope train`, TrainingSession and the app drive: the CPU backend (MlpTrainer, below)
@@ -151,6 +154,7 @@ class MlpTrainer final : public TrainerBackend {
   std::vector<Eigen::VectorXf> biases_;
   std::int64_t steps_ = 0;
   std::vector<FaultInjection> faults_;
+  OptimizerState optimizer_;
 };
 
 }  // namespace fpscope

@@ -1,0 +1,51 @@
+// The optimizers of the engine's recipe, on the fp32 master weights: SGD, SGD with momentum and
+// AdamW, with clipping of the gradients' global norm.
+//
+// The gradients arrive carrying the step's loss scale S and are unscaled first (g / S in float32,
+// exact for a power of two), clipped on those unscaled values (as GradScaler's unscale_ followed by
+// clip_grad_norm_ does), then applied. A skipped step never reaches here: it is neither clipped
+// nor counted. Plain SGD without clipping keeps sgd_update.hpp's rule instead (w -= (lr / S) g),
+// the one the CUDA backend shares.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fpscope {
+
+enum class OptimizerKind : std::uint8_t { sgd, momentum, adamw };
+inline constexpr OptimizerKind all_optimizers[] = {OptimizerKind::sgd, OptimizerKind::momentum, OptimizerKind::adamw};
+std::string optimizer_name(OptimizerKind kind);          // "sgd", "momentum", "adamw"
+OptimizerKind parse_optimizer(std::string_view name);    // throws std::invalid_argument with one sentence
+
+struct OptimizerConfig {
+  OptimizerKind kind = OptimizerKind::sgd;
+  float momentum = 0.9f;      // momentum: b = momentum * b + g; w -= lr * b (PyTorch's SGD, no dampening)
+  float beta1 = 0.9f;         // AdamW (Loshchilov & Hutter 2019, as torch.optim.AdamW)
+  float beta2 = 0.999f;
+  float epsilon = 1e-8f;
+  float weight_decay = 0.0f;  // AdamW's decoupled decay: w *= 1 - lr * weight_decay
+  float clip_grad_norm = 0.0f;  // > 0: the unscaled gradients' global L2 norm is clipped to this
+  bool plain_sgd() const { return kind == OptimizerKind::sgd && clip_grad_norm == 0.0f; }
+  friend bool operator==(const OptimizerConfig&, const OptimizerConfig&) = default;
+};
+
+// Per parameter, in order: the momentum buffer or AdamW's first moment, and AdamW's second moment
+// (empty where the optimizer keeps none); `updates` counts the steps applied (AdamW's bias
+// correction uses it).
+struct OptimizerState {
+  std::vector<std::vector<float>> first, second;
+  std::int64_t updates = 0;
+  friend bool operator==(const OptimizerState&, const OptimizerState&) = default;
+};
+
+// One update of `parameters` from their `scaled_gradients` (same lengths, carrying loss_scale).
+// Returns the unscaled gradients' global L2 norm before clipping (float64 sum of squares).
+// Throws std::invalid_argument when the lengths or the state's buffers do not fit.
+double optimizer_update(const OptimizerConfig& config, float learning_rate, float loss_scale, std::span<const std::span<float>> parameters,
+                        std::span<const std::span<const float>> scaled_gradients, OptimizerState& state);
+
+}  // namespace fpscope
