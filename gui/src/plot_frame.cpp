@@ -90,6 +90,15 @@ float label_margin(std::initializer_list<std::string> labels) {
   return widest + px(12);
 }
 
+void swatch_label(const char* name, Rgb colour, const char* tip) {
+  const ImVec2 at = ImGui::GetCursorScreenPos();
+  ImGui::GetWindowDrawList()->AddRectFilled(at, ImVec2(at.x + px(12), at.y + px(12)), to_imgui(colour));
+  ImGui::Dummy(px(12, 12));
+  ImGui::SameLine();
+  ImGui::TextUnformatted(name);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tip);
+}
+
 std::string binade_label(double binade) { return fmt::format("2^{}", static_cast<int>(std::lround(binade))); }
 std::string plain_label(double value) { return fmt::format("{:.3g}", value); }
 std::string step_label(double step) { return fmt::format("{:.0f}", step); }

@@ -42,6 +42,9 @@ double nice_tick_step(double span, int target);
 // The left margin that fits the widest of these labels, with room for the ticks.
 float label_margin(std::initializer_list<std::string> labels);
 
+// A table cell's legend: a colour swatch, then `name`, with `tip` on hover.
+void swatch_label(const char* name, Rgb colour, const char* tip);
+
 std::string binade_label(double binade);  // "2^-24"
 std::string plain_label(double value);    // three significant digits
 std::string step_label(double step);      // an integer, "10000"

@@ -34,12 +34,7 @@ void region_row(const char* name, Rgb colour, const char* tip, std::uint64_t rec
                 const RangeReport& p, const std::string& exact, bool nonzero_share) {
   ImGui::TableNextRow();
   ImGui::TableNextColumn();
-  const ImVec2 at = ImGui::GetCursorScreenPos();
-  ImGui::GetWindowDrawList()->AddRectFilled(at, ImVec2(at.x + px(12), at.y + px(12)), to_imgui(colour));
-  ImGui::Dummy(px(12, 12));
-  ImGui::SameLine();
-  ImGui::TextUnformatted(name);
-  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tip);
+  swatch_label(name, colour, tip);
   ImGui::TableNextColumn();
   ImGui::Text("%llu", static_cast<unsigned long long>(recorded));
   ImGui::TableNextColumn();
