@@ -153,6 +153,7 @@ std::string run_header_line(const RunHeader& header) {
               {"precision", header.precision}, {"format", header.format},
               {"rounding", header.rounding}, {"scaler", header.scaler}};
   if (!header.run_id.empty()) line["run_id"] = header.run_id;
+  if (!header.optimizer.empty()) line["optimizer"] = header.optimizer;
   return line.dump();
 }
 
@@ -221,6 +222,7 @@ RunHeader parse_run_header(std::string_view line, const std::string& where) try 
   header.format = value.value("format", "");
   header.rounding = value.value("rounding", "");
   header.scaler = value.value("scaler", "");
+  header.optimizer = value.value("optimizer", "");
   header.run_id = value.value("run_id", "");
   return header;
 } catch (const json::exception& e) {

@@ -162,6 +162,7 @@ void run_train(const TrainOptions& o) {
   header.format = format_name(trainer.format());
   header.rounding = rounding_mode_name(config.rounding);
   header.scaler = describe(config.scaler);
+  header.optimizer = describe(config.optimizer);
   // What a checkpoint must agree with to be resumed: everything that decides the bits.
   const std::string settings = fmt::format(
       "{}|backend {}|batch {}|lr {}|loss weight {}|record-every {}|record-blocks {}|optimizer {} momentum {} betas {},{} eps {} decay {} clip {}|data {}|seed {}|inject{}|log {}",

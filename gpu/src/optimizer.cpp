@@ -2,6 +2,7 @@
 #include "fpscope/gpu/optimizer.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 #include "fpscope/core/printable_text.hpp"
@@ -21,6 +22,21 @@ OptimizerKind parse_optimizer(std::string_view name) {
   for (const OptimizerKind kind : all_optimizers)
     if (optimizer_name(kind) == name) return kind;
   throw std::invalid_argument("unknown optimizer '" + printable_text(name) + "': expected sgd, momentum or adamw");
+}
+
+std::string describe(const OptimizerConfig& config) {
+  const auto number = [](float v) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", static_cast<double>(v));
+    return std::string(text);
+  };
+  std::string text = optimizer_name(config.kind);
+  if (config.kind == OptimizerKind::momentum) text += " " + number(config.momentum);
+  if (config.kind == OptimizerKind::adamw)
+    text += " betas " + number(config.beta1) + "," + number(config.beta2) + " eps " + number(config.epsilon) + " weight decay " +
+            number(config.weight_decay);
+  if (config.clip_grad_norm > 0) text += ", clip " + number(config.clip_grad_norm);
+  return text;
 }
 
 double optimizer_update(const OptimizerConfig& config, float learning_rate, float loss_scale, std::span<const std::span<float>> parameters,

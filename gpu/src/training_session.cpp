@@ -40,6 +40,7 @@ void TrainingSession::start(const TrainingSettings& settings) {
   header.format = format_name(trainer->format());
   header.rounding = rounding_mode_name(settings.mlp.rounding);
   header.scaler = describe(settings.mlp.scaler);
+  header.optimizer = describe(settings.mlp.optimizer);
   store_.clear();
   store_.set_header(header);
   {

@@ -308,6 +308,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   cli.add_option("--seed", f.seed, "training: seed")->capture_default_str();
+  std::string optimizer = "sgd";
+  cli.add_option("--optimizer", optimizer, "training: sgd, momentum or adamw")->capture_default_str();
+  cli.add_option("--clip-grad-norm", f.optimizer.clip_grad_norm, "training: clip the unscaled gradients' global L2 norm to this (0: off)")
+      ->capture_default_str();
   cli.add_option("--record-blocks", f.record_blocks, "training: also record a block format's statistics: FORMAT[:RULE] (mxfp8-e4m3, mxfp4:even, nvfp4)");
   cli.add_flag("--start", o.app.start, "start training with these settings on opening");
   std::string inspect_text, inspect_format, arithmetic;
@@ -378,6 +382,8 @@ int main(int argc, char** argv) {
         o.app.inspector = inspector;
       }
       if (!f.record_blocks.empty()) (void)fpscope::parse_block_recording(f.record_blocks);  // throws naming it
+      f.optimizer.kind = fpscope::parse_optimizer(optimizer);
+      if (!(f.optimizer.clip_grad_norm >= 0)) throw std::invalid_argument("--clip-grad-norm must be 0 (off) or positive");
       f.activation = fpscope::parse_activation(activation);
       f.precision = fpscope::parse_precision(precision);
       f.rounding = fpscope::parse_rounding_mode(round);

@@ -226,6 +226,16 @@ void draw_training(App& app) {
   choice_combo("loss scaling", f.scaling, all_scaling_kinds, scaling_kind_name);
   if (f.scaling == LossScalerConfig::Kind::fixed) ImGui::SliderInt("static scale", &f.static_scale_log2, 0, slider_max_scale_log2, "2^%d");
   ImGui::InputInt("batch", &f.batch);
+  choice_combo("optimizer", f.optimizer.kind, all_optimizers, optimizer_name);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("sgd: w -= lr g. momentum: b = m b + g, w -= lr b. adamw: decoupled weight decay, bias-corrected\n"
+                      "moments (torch.optim.AdamW). States in fp32; momentum and AdamW train on the CPU backend.");
+  if (f.optimizer.kind == OptimizerKind::momentum) ImGui::SliderFloat("momentum", &f.optimizer.momentum, 0.0f, 0.99f, "%.2f");
+  if (f.optimizer.kind == OptimizerKind::adamw) ImGui::InputFloat("weight decay", &f.optimizer.weight_decay, 0, 0, "%g");
+  ImGui::InputFloat("clip grad norm", &f.optimizer.clip_grad_norm, 0, 0, "%g");
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("Clip the unscaled gradients' global L2 norm to this (0: off); skipped steps are never clipped.");
+  f.optimizer.clip_grad_norm = std::max(0.0f, f.optimizer.clip_grad_norm);
+  f.optimizer.weight_decay = std::max(0.0f, f.optimizer.weight_decay);
   ImGui::InputFloat("learning rate", &f.learning_rate, 0, 0, "%g");
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("SGD: a step is learning rate x the gradient of the weighted loss, so 1024 with a\n"

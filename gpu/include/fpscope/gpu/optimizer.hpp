@@ -33,6 +33,10 @@ struct OptimizerConfig {
   friend bool operator==(const OptimizerConfig&, const OptimizerConfig&) = default;
 };
 
+// For people and run-log headers: "sgd", "momentum 0.9", "adamw betas 0.9,0.999 eps 1e-08 weight
+// decay 0.01", each followed by ", clip N" where the gradients are clipped.
+std::string describe(const OptimizerConfig& config);
+
 // Per parameter, in order: the momentum buffer or AdamW's first moment, and AdamW's second moment
 // (empty where the optimizer keeps none); `updates` counts the steps applied (AdamW's bias
 // correction uses it).

@@ -21,6 +21,7 @@ struct RunHeader {
   // --resume refuses a log with another. Optional in the file: logs written before it, and by
   // other writers, have none.
   std::string run_id;
+  std::string optimizer;  // "sgd", "adamw betas 0.9,0.999 eps 1e-08 weight decay 0.01, clip 1"; optional in the file
   friend bool operator==(const RunHeader&, const RunHeader&) = default;
 };
 
