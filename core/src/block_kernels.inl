@@ -16,7 +16,7 @@ namespace {
 // cast (cast.hpp), which fast lanes (normal float32 or zero) satisfy.
 template <Format F, RoundingMode Mode, bool Multiply = false, bool Lean = false>
 BlockOutcome mx_block(const std::uint32_t* __restrict in, std::uint8_t* __restrict out, std::size_t count, int shared_exponent,
-                      float factor, const CastOptions& options,
+                      float factor, const CastOptions& given_options,
                       std::uint64_t seed, std::uint64_t random_base, std::size_t random_stride, CastFlags& flags,
                       const Context& slow_ctx) {
   using detail::mask;
@@ -25,6 +25,7 @@ BlockOutcome mx_block(const std::uint32_t* __restrict in, std::uint8_t* __restri
   constexpr std::uint32_t magnitude_mask = static_cast<std::uint32_t>(F.magnitude_mask());
   constexpr std::uint32_t exponent_mask = static_cast<std::uint32_t>(F.exponent_mask());
   const std::uint32_t exponent_shift = static_cast<std::uint32_t>(shared_exponent) << 23;  // wraps for X < 0: adds |X|
+  const CastOptions options = given_options;  // a local copy: the byte stores to `out` cannot alias it
   // Everything the loop accumulates is local: stores to `out` (bytes, which may alias anything)
   // would otherwise keep these in memory and stop the loop from vectorising.
   std::uint32_t flushed = 0, subnormal = 0, saturated = 0;
@@ -83,6 +84,111 @@ BlockOutcome mx_block(const std::uint32_t* __restrict in, std::uint8_t* __restri
   return {flushed, subnormal, saturated};
 }
 
+// One MXINT8 block in round to nearest even: round(v / 2^X * 64), clamped to ±127. Lanes where
+// v / 2^X * 64 is a normal float32 (or zero) are rounded here with integer operations, as
+// mxint8_element_code rounds them; the rest through that scalar rule.
+inline BlockOutcome mxint8_block(const std::uint32_t* __restrict in, std::uint8_t* __restrict out, std::size_t count, int shared_exponent,
+                                 std::uint64_t random_base, std::size_t random_stride, CastFlags& flags, const Context& slow_ctx) {
+  using detail::mask;
+  using detail::Mask;
+  using detail::select;
+  const int down = shared_exponent - 6;  // v * 2^(6 - X): the exponent field moves by -down
+  const std::uint32_t exponent_shift = static_cast<std::uint32_t>(down) << 23;
+  std::uint32_t flushed = 0, saturated = 0;
+  Mask any_slow = 0, inexact = 0, overflow = 0;
+  for (std::size_t j = 0; j < count; ++j) {
+    const std::uint32_t u = in[j];
+    const std::uint32_t magnitude = u & 0x7FFFFFFFu;
+    const std::int32_t biased = static_cast<std::int32_t>(magnitude >> 23);
+    const Mask zero = mask(magnitude == 0);
+    const Mask fast = zero | (mask(biased != 0) & mask(biased > down));
+    const std::uint32_t scaled = select(zero, 0u, magnitude - exponent_shift);  // the magnitude times 2^(6 - X)
+    const std::uint32_t scaled_biased = scaled >> 23;
+    // scaled = significand * 2^(biased - 150): an integer once shifted right by 150 - biased.
+    const Mask big = mask(scaled_biased >= 150);  // 2^23 or more: far beyond 127
+    const std::uint32_t wanted = 150u - (scaled_biased < 150 ? scaled_biased : 149u);
+    const std::uint32_t shift = select(mask(wanted < 25), wanted, 25);
+    const std::uint32_t significand = (scaled & 0x7FFFFFu) | 0x800000u;
+    const std::uint32_t kept = significand >> shift;
+    const std::uint32_t dropped = significand & ((1u << shift) - 1);
+    const std::uint32_t half = 1u << (shift - 1);
+    const std::uint32_t rounded = select(zero, 0u, kept + (mask(dropped > half) & 1u) + (mask(dropped == half) & kept & 1u));
+    const Mask saturate = ~zero & (big | mask(rounded > 127));
+    const std::uint32_t n = select(saturate, 127u, rounded);
+    out[j] = static_cast<std::uint8_t>(select(mask((u >> 31) != 0), (256u - n) & 0xFFu, n));
+    inexact |= fast & ~zero & (mask(dropped != 0) | saturate);
+    overflow |= fast & saturate;
+    flushed += fast & ~zero & mask(n == 0) & 1u;
+    saturated += fast & saturate & 1u;
+    any_slow |= ~fast;
+  }
+  flags.inexact |= inexact;
+  flags.overflow |= overflow;
+  if (any_slow != 0) {
+    for (std::size_t j = 0; j < count; ++j) {
+      const std::uint32_t magnitude = in[j] & 0x7FFFFFFFu;
+      const std::int32_t biased = static_cast<std::int32_t>(magnitude >> 23);
+      if (magnitude == 0 || (biased != 0 && biased > down)) continue;
+      Context element_ctx = slow_ctx;
+      element_ctx.stochastic_counter = random_base + j * random_stride;
+      const std::uint32_t code = mxint8_element_code(bits_float(in[j]), shared_exponent, element_ctx);
+      out[j] = static_cast<std::uint8_t>(code);
+      if ((element_ctx.flags & flag::inexact) != 0) flags.inexact = 1;
+      if ((element_ctx.flags & flag::overflow) != 0) flags.overflow = 1;
+      flushed += code == 0;
+      saturated += (element_ctx.flags & flag::overflow) != 0;
+    }
+  }
+  return {flushed, 0, saturated};
+}
+
+// Walks the blocks of `layout`: each block's amax, its scale (MX or NVFP4), NaN blocks, the
+// statistics and outcomes; `elements(in, out, count, scale_code, random_base, random_stride)`
+// quantizes one block's elements from contiguous bits (gathered for blocks down columns).
+template <typename Elements>
+void walk_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, const std::uint32_t* values, std::uint8_t* codes,
+                 std::uint8_t* scales, float tensor_scale, std::uint64_t first_random, BlockStatistics* statistics, BlockOutcome* outcomes,
+                 Elements elements) {
+  const bool nvfp4 = format.scale == BlockFormat::Scale::e4m3_nvfp4;
+  std::uint32_t gathered[block_walk::max_block_size], magnitudes[block_walk::max_block_size];
+  std::uint8_t block_codes[block_walk::max_block_size];
+  block_walk::RelativeExponentCounter relative;
+  for (std::size_t scale_row = 0; scale_row < layout.scale_rows(); ++scale_row) {
+    for (std::size_t scale_col = 0; scale_col < layout.scale_cols(); ++scale_col) {
+      const std::size_t block_index = scale_row * layout.scale_cols() + scale_col;
+      const block_walk::BlockSpan span = block_walk::block_span(layout, scale_row, scale_col);
+      const bool contiguous = span.stride == 1;
+      const std::uint32_t* in = values + span.first;
+      if (!contiguous) {
+        for (std::size_t j = 0; j < span.count; ++j) gathered[j] = values[span.first + j * span.stride];
+        in = gathered;
+      }
+      std::uint32_t amax = 0;
+      for (std::size_t j = 0; j < span.count; ++j) {
+        magnitudes[j] = in[j] & 0x7FFFFFFFu;
+        amax = amax > magnitudes[j] ? amax : magnitudes[j];
+      }
+      const std::uint32_t scale_code = nvfp4 ? nvfp4_block_scale_code(amax, tensor_scale) : mx_scale_code(format, rule, amax);
+      scales[block_index] = static_cast<std::uint8_t>(scale_code);
+      const bool nan_block = nvfp4 ? is_nan(formats::e4m3, scale_code) : e8m0::is_nan(static_cast<std::uint8_t>(scale_code));
+      std::uint8_t* out = contiguous ? codes + span.first : block_codes;
+      BlockOutcome outcome;
+      if (nan_block) {
+        const std::uint8_t code = block_walk::nan_block_element(format);
+        for (std::size_t j = 0; j < span.count; ++j) out[j] = code;
+      } else {
+        outcome = elements(in, out, span.count, scale_code, first_random + span.first, span.stride);
+        if (statistics != nullptr) relative.add_block(magnitudes, span.count, amax);
+      }
+      if (!contiguous)
+        for (std::size_t j = 0; j < span.count; ++j) codes[span.first + j * span.stride] = block_codes[j];
+      if (outcomes != nullptr) outcomes[block_index] = outcome;
+      if (statistics != nullptr) block_walk::add_block(*statistics, scale_code, span.count, nan_block, outcome);
+    }
+  }
+  if (statistics != nullptr) relative.add_to(*statistics);
+}
+
 }  // namespace
 
 namespace fpscope::BULK_ISA {
@@ -107,77 +213,42 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
     }
     tensor_scale = nvfp4_tensor_scale(tensor_amax);
   }
+  if (format.elements == BlockFormat::Elements::int8) {
+    if (ctx.rounding != RoundingMode::nearest_even) return false;  // the scalar rule does the other modes
+    CastFlags flags;
+    walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, statistics, outcomes,
+                [&](const std::uint32_t* in, std::uint8_t* out, std::size_t count, std::uint32_t scale_code, std::uint64_t random_base,
+                    std::size_t stride) {
+                  return mxint8_block(in, out, count, e8m0::exponent_of(static_cast<std::uint8_t>(scale_code)), random_base, stride, flags,
+                                      element_ctx);
+                });
+    ctx.raise(flags.flags());
+    ctx.stochastic_counter = first_random + layout.element_count();
+    return true;
+  }
   const bool done = with_format_and_mode(format.element, ctx.rounding, [&]<Format F, RoundingMode Mode>() {
     if constexpr (F.width() <= 8) {
       CastFlags flags;
-      std::uint32_t gathered[block_walk::max_block_size], magnitudes[block_walk::max_block_size];
-      std::uint8_t block_codes[block_walk::max_block_size];
-      block_walk::RelativeExponentCounter relative;
-      for (std::size_t scale_row = 0; scale_row < layout.scale_rows(); ++scale_row) {
-        for (std::size_t scale_col = 0; scale_col < layout.scale_cols(); ++scale_col) {
-          const std::size_t block_index = scale_row * layout.scale_cols() + scale_col;
-          const block_walk::BlockSpan span = block_walk::block_span(layout, scale_row, scale_col);
-          const bool contiguous = span.stride == 1;
-          const std::uint32_t* in = values + span.first;
-          if (!contiguous) {
-            for (std::size_t j = 0; j < span.count; ++j) gathered[j] = values[span.first + j * span.stride];
-            in = gathered;
-          }
-          std::uint32_t amax = 0;
-          for (std::size_t j = 0; j < span.count; ++j) {
-            magnitudes[j] = in[j] & 0x7FFFFFFFu;
-            amax = amax > magnitudes[j] ? amax : magnitudes[j];
-          }
-          const std::uint32_t scale_code = nvfp4 ? nvfp4_block_scale_code(amax, tensor_scale) : mx_scale_code(format, rule, amax);
-          scales[block_index] = static_cast<std::uint8_t>(scale_code);
-          const bool nan_block = nvfp4 ? is_nan(formats::e4m3, scale_code) : e8m0::is_nan(static_cast<std::uint8_t>(scale_code));
-          std::uint8_t* out = contiguous ? codes + span.first : block_codes;
-          BlockOutcome outcome;
-          if (nan_block) {
-            const std::uint8_t code = block_walk::nan_block_element(format);
-            for (std::size_t j = 0; j < span.count; ++j) out[j] = code;
-          } else {
-            if (nvfp4) {
-              const float factor = nvfp4_element_factor(tensor_scale, block_scale_value(format, scale_code));
-              // The lean cast wants what it was proven on: nearest even, no flush-to-zero, and no
-              // denormals-are-zero (which would read a subnormal product as zero).
-              const bool lean = Mode == RoundingMode::nearest_even && !options.flush_to_zero && !options.denormals_are_zero;
-              if constexpr (Mode == RoundingMode::nearest_even && F.flavour != Flavour::fnuz) {
-                if (lean) {
-                  outcome = mx_block<F, Mode, true, true>(in, out, span.count, 0, factor, options, seed, first_random + span.first,
-                                                          span.stride, flags, element_ctx);
-                } else {
-                  outcome = mx_block<F, Mode, true>(in, out, span.count, 0, factor, options, seed, first_random + span.first, span.stride,
-                                                    flags, element_ctx);
-                }
-              } else {
-                outcome = mx_block<F, Mode, true>(in, out, span.count, 0, factor, options, seed, first_random + span.first, span.stride,
-                                                  flags, element_ctx);
-              }
-            } else {
-              const int shared_exponent = e8m0::exponent_of(static_cast<std::uint8_t>(scale_code));
-              if constexpr (Mode == RoundingMode::nearest_even && F.flavour != Flavour::fnuz) {
-                if (!options.flush_to_zero) {
-                  outcome = mx_block<F, Mode, false, true>(in, out, span.count, shared_exponent, 0.0f, options, seed, first_random + span.first,
-                                                           span.stride, flags, element_ctx);
-                } else {
-                  outcome = mx_block<F, Mode>(in, out, span.count, shared_exponent, 0.0f, options, seed, first_random + span.first,
-                                              span.stride, flags, element_ctx);
-                }
-              } else {
-                outcome = mx_block<F, Mode>(in, out, span.count, shared_exponent, 0.0f, options, seed, first_random + span.first, span.stride,
-                                            flags, element_ctx);
-              }
-            }
-            if (statistics != nullptr) relative.add_block(magnitudes, span.count, amax);
-          }
-          if (!contiguous)
-            for (std::size_t j = 0; j < span.count; ++j) codes[span.first + j * span.stride] = block_codes[j];
-          if (outcomes != nullptr) outcomes[block_index] = outcome;
-          if (statistics != nullptr) block_walk::add_block(*statistics, scale_code, span.count, nan_block, outcome);
-        }
-      }
-      if (statistics != nullptr) relative.add_to(*statistics);
+      // The lean cast wants what it was proven on: nearest even, no flush-to-zero, and (for NVFP4's
+      // products, which may be float32 subnormals) no denormals-are-zero.
+      constexpr bool lean_mode = Mode == RoundingMode::nearest_even && F.flavour != Flavour::fnuz;
+      const bool lean = lean_mode && !options.flush_to_zero && (!nvfp4 || !options.denormals_are_zero);
+      walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, statistics, outcomes,
+                  [&](const std::uint32_t* in, std::uint8_t* out, std::size_t count, std::uint32_t scale_code, std::uint64_t random_base,
+                      std::size_t stride) {
+                    if (nvfp4) {
+                      const float factor = nvfp4_element_factor(tensor_scale, block_scale_value(format, scale_code));
+                      if constexpr (lean_mode)
+                        if (lean) return mx_block<F, Mode, true, true>(in, out, count, 0, factor, options, seed, random_base, stride, flags, element_ctx);
+                      return mx_block<F, Mode, true>(in, out, count, 0, factor, options, seed, random_base, stride, flags, element_ctx);
+                    }
+                    const int shared_exponent = e8m0::exponent_of(static_cast<std::uint8_t>(scale_code));
+                    if constexpr (lean_mode)
+                      if (lean)
+                        return mx_block<F, Mode, false, true>(in, out, count, shared_exponent, 0.0f, options, seed, random_base, stride, flags,
+                                                              element_ctx);
+                    return mx_block<F, Mode>(in, out, count, shared_exponent, 0.0f, options, seed, random_base, stride, flags, element_ctx);
+                  });
       ctx.raise(flags.flags());
     }
   });

@@ -121,7 +121,6 @@ void quantize_scalar(const BlockFormat& format, ScaleRule rule, const BlockLayou
 bool quantize_with_kernel(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
                           std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float& tensor_scale, Context& ctx,
                           BlockStatistics* statistics, std::span<BlockOutcome> outcomes) {
-  if (format.elements != BlockFormat::Elements::floating) return false;
   return bulk_mx_blocks(format, rule, layout, reinterpret_cast<const std::uint32_t*>(values.data()), element_codes.data(),
                         scale_codes.data(), tensor_scale, ctx, statistics, outcomes.empty() ? nullptr : outcomes.data());
 }

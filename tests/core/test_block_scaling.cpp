@@ -506,8 +506,8 @@ TEST_CASE("bulk block kernels equal the scalar path: codes, scales, flags, stati
               q->flags = ctx.flags;
               CHECK(ctx.stochastic_counter == 1000 + values.size());
             }
-            INFO(block_format_name(f), " ", scale_rule_name(rule), " ", rounding_mode_name(mode), axis == BlockAxis::rows ? " rows" : " cols",
-                 flush ? " ftz" : daz ? " daz" : "");
+            INFO(block_format_name(f), " ", scale_rule_name(rule), " ", rounding_mode_name(mode),
+                 std::string(axis == BlockAxis::rows ? " rows" : " cols"), std::string(flush ? " ftz" : daz ? " daz" : ""));
             CHECK(fast.codes == scalar.codes);
             CHECK(fast.scales == scalar.scales);
             CHECK(int(fast.flags) == int(scalar.flags));
