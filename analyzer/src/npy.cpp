@@ -322,7 +322,7 @@ std::string npy_bytes(std::string_view descr, std::span<const std::uint64_t> sha
   return bytes;
 }
 
-Snapshot npy_folder_snapshot(const std::filesystem::path& folder, NpyElements elements, std::vector<std::string>& warnings) {
+std::vector<std::filesystem::path> npy_folder_files(const std::filesystem::path& folder, std::vector<std::string>& warnings) {
   std::vector<std::filesystem::path> files;
   std::error_code error;
   for (std::filesystem::directory_iterator it(folder, error), end; !error && it != end; it.increment(error)) {
@@ -340,6 +340,11 @@ Snapshot npy_folder_snapshot(const std::filesystem::path& folder, NpyElements el
   if (error) throw NpyError(folder.string() + ": cannot list: " + error.message());
   if (files.empty()) throw NpyError(folder.string() + ": no .npy files in this folder");
   std::sort(files.begin(), files.end());
+  return files;
+}
+
+Snapshot npy_folder_snapshot(const std::filesystem::path& folder, NpyElements elements, std::vector<std::string>& warnings) {
+  const std::vector<std::filesystem::path> files = npy_folder_files(folder, warnings);
   Snapshot snapshot;
   for (const auto& file : files) snapshot.tensors.push_back(TensorRecord{file.stem().string(), TensorKind::other, npy_histogram(file, elements), std::nullopt});
   return snapshot;

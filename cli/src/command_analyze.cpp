@@ -113,18 +113,7 @@ std::vector<std::filesystem::path> npy_inputs(const std::vector<std::string>& in
   for (const std::string& input : inputs) {
     const std::filesystem::path path(input);
     if (std::filesystem::is_directory(path)) {
-      std::vector<std::filesystem::path> folder;
-      for (const auto& entry : std::filesystem::directory_iterator(path)) {
-        if (entry.path().extension() != ".npy") continue;
-        std::error_code error;
-        if (!entry.is_regular_file(error)) {
-          warnings.push_back(printable_text(entry.path().string(), 200) + ": skipped: not a regular file");
-          continue;
-        }
-        folder.push_back(entry.path());
-      }
-      if (folder.empty()) throw UsageError(printable_text(input, 200) + ": no .npy files in this folder", 1);
-      std::sort(folder.begin(), folder.end());
+      const std::vector<std::filesystem::path> folder = npy_folder_files(path, warnings);
       files.insert(files.end(), folder.begin(), folder.end());
     } else if (path.extension() == ".npy") {
       files.push_back(path);

@@ -206,12 +206,7 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
   const std::uint64_t seed = ctx.stochastic_seed, first_random = ctx.stochastic_counter;
   tensor_scale = 1.0f;
   if (nvfp4) {
-    std::uint32_t tensor_amax = 0;
-    for (std::size_t i = 0; i < layout.element_count(); ++i) {
-      const std::uint32_t magnitude = values[i] & 0x7FFFFFFFu;
-      tensor_amax = tensor_amax > magnitude ? tensor_amax : magnitude;
-    }
-    tensor_scale = nvfp4_tensor_scale(tensor_amax);
+    tensor_scale = nvfp4_tensor_scale(block_walk::amax_bits(values, layout.element_count()));
   }
   if (format.elements == BlockFormat::Elements::int8) {
     if (ctx.rounding != RoundingMode::nearest_even) return false;  // the scalar rule does the other modes

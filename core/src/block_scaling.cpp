@@ -45,9 +45,7 @@ void quantize_scalar(const BlockFormat& format, ScaleRule rule, const BlockLayou
   const bool nvfp4 = format.scale == BlockFormat::Scale::e4m3_nvfp4;
   tensor_scale = 1.0f;
   if (nvfp4) {
-    std::uint32_t tensor_amax = 0;
-    for (const float v : values) tensor_amax = std::max(tensor_amax, magnitude_bits(v));
-    tensor_scale = nvfp4_tensor_scale(tensor_amax);
+    tensor_scale = nvfp4_tensor_scale(block_walk::amax_bits(reinterpret_cast<const std::uint32_t*>(values.data()), values.size()));
   }
 
   Context element_ctx = ctx;

@@ -66,6 +66,14 @@ inline void add_block(BlockStatistics& statistics, std::uint32_t scale_code, std
   statistics.saturated += outcome.saturated;
 }
 
+// The largest magnitude of `count` float32 values given as bits (a NaN's bits are above every
+// number's, so a NaN anywhere makes it a NaN): what NVFP4's tensor scale is made from.
+inline std::uint32_t amax_bits(const std::uint32_t* values, std::size_t count) {
+  std::uint32_t amax = 0;
+  for (std::size_t i = 0; i < count; ++i) amax = std::max(amax, values[i] & 0x7FFFFFFFu);
+  return amax;
+}
+
 // An element code that stands for "no value" in a block whose scale is NaN: the element
 // format's NaN where it has one, else 0.
 inline std::uint8_t nan_block_element(const BlockFormat& format) {

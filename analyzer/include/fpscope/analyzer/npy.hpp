@@ -58,6 +58,11 @@ NpyBytes npy_read_uint8(const std::filesystem::path& path);
 // `descr` ("<f4", "|u1") and shape `shape`; a header that long must fit 64 KiB.
 std::string npy_bytes(std::string_view descr, std::span<const std::uint64_t> shape, std::span<const unsigned char> data);
 
+// The .npy files of a folder in file-name order; an entry that is a broken link, a link loop or
+// not a regular file is skipped with a warning. Throws NpyError when the folder cannot be listed
+// or holds no .npy file.
+std::vector<std::filesystem::path> npy_folder_files(const std::filesystem::path& folder, std::vector<std::string>& warnings);
+
 // A folder of .npy files as one snapshot, one tensor per file (named by the file's stem,
 // kind `other`), in file-name order. A .npy entry that is a broken link, a link loop or not a
 // regular file is skipped with a warning. Throws NpyError when the folder holds no .npy file.
