@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """The PyTorch bridge's cost beside the training it observes, in the same run: one training step of
-a small GPT-style transformer (~1M parameters, CPU) without fpscope, recording every step,
-recording every 10 steps, and every 10 with the fp32 shadow. Medians over 9 interleaved
-repetitions of 20 steps (each configuration measured between the others, so a slow minute on a
-shared machine touches all of them); prints the ratios and each configuration's spread.
+a GPT-style transformer without fpscope, recording every step, recording every 10 steps, and every
+10 with the fp32 shadow. Medians over 9 interleaved repetitions of 20 steps (each configuration
+measured between the others, so a slow minute on a shared machine touches all of them); prints the
+ratios and each configuration's spread.
+
+On the CPU (default): ~1M parameters, float32, one thread. With --cuda: a larger model (width 512,
+6 layers, batch 32 x 256 tokens, ~19M parameters) under fp16 autocast with torch.amp.GradScaler, as
+a GPU job trains, each timing closed by a device synchronisation.
 
     /usr/bin/python3 bench/bench_bridge.py            # Debian's torch
     ~/.cache/fpscope/venv-torch/bin/python bench/bench_bridge.py   # torch 2.x (scripts/test-torch makes it)
+    python3 bench/bench_bridge.py --cuda              # on a machine with a CUDA device
 """
 
 import os
@@ -29,7 +34,7 @@ class TinyGPT(torch.nn.Module):
         layer = torch.nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.0, batch_first=True, norm_first=True)
         self.blocks = torch.nn.TransformerEncoder(layer, layers)
         self.norm = torch.nn.LayerNorm(width)
-        self.mask = torch.nn.Transformer.generate_square_subsequent_mask(context)
+        self.register_buffer("mask", torch.nn.Transformer.generate_square_subsequent_mask(context), persistent=False)
 
     def forward(self, tokens):
         h = self.embed(tokens) + self.position[: tokens.shape[1]]
@@ -41,28 +46,48 @@ REPETITIONS, STEPS = 9, 20
 
 
 def main():
+    cuda = "--cuda" in sys.argv[1:]
+    if cuda and not torch.cuda.is_available():
+        sys.exit("bench_bridge: --cuda, but torch sees no CUDA device")
     torch.manual_seed(0)
-    torch.set_num_threads(1)
-    model = TinyGPT()
+    if cuda:
+        device, batch, context = torch.device("cuda"), 32, 256
+        model = TinyGPT(width=512, layers=6, heads=8, context=context).to(device)
+        scaler = torch.amp.GradScaler("cuda")
+    else:
+        torch.set_num_threads(1)
+        device, batch, context = torch.device("cpu"), 16, 64
+        model, scaler = TinyGPT(), None
     parameters = sum(p.numel() for p in model.parameters())
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    tokens = torch.randint(0, 256, (16, 65))
+    tokens = torch.randint(0, 256, (batch, context + 1), device=device)
 
     def compute_loss():
-        return torch.nn.functional.cross_entropy(model(tokens[:, :-1]).reshape(-1, 256), tokens[:, 1:].reshape(-1))
+        if not cuda:
+            return torch.nn.functional.cross_entropy(model(tokens[:, :-1]).reshape(-1, 256), tokens[:, 1:].reshape(-1))
+        with torch.autocast("cuda", dtype=torch.float16):
+            return torch.nn.functional.cross_entropy(model(tokens[:, :-1]).reshape(-1, 256).float(), tokens[:, 1:].reshape(-1))
 
     def train_step(recorder, shadow=False):
         loss = compute_loss()
-        loss.backward()
+        (scaler.scale(loss) if scaler else loss).backward()
         if shadow:
             recorder.shadow(compute_loss)
-        optimizer.step()
+        if scaler:
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.step()
         if recorder is not None:
             recorder.step(loss)
         optimizer.zero_grad(set_to_none=True)
 
+    def synchronize():
+        if cuda:
+            torch.cuda.synchronize()
+
     with tempfile.TemporaryDirectory() as d:
-        every_step = fpscope_torch.Recorder(model, os.path.join(d, "every1.jsonl"), every=1)
+        every_step = fpscope_torch.Recorder(model, os.path.join(d, "every1.jsonl"), every=1, scaler=scaler)
         every_step.close()  # made once to warm up, then reopened per measurement
         times = {"without fpscope": [], "recording every step": [], "recording every 10 steps": [],
                  "every 10, fp32 shadow": []}
@@ -72,16 +97,19 @@ def main():
             for name in times:
                 every = 1 if name == "recording every step" else 10
                 shadow = "shadow" in name
-                recorder = None if name == "without fpscope" else fpscope_torch.Recorder(model, os.path.join(d, f"r{repetition}.jsonl"), every=every)
+                recorder = None if name == "without fpscope" else fpscope_torch.Recorder(model, os.path.join(d, f"r{repetition}.jsonl"), every=every, scaler=scaler)
                 steps = STEPS
+                synchronize()
                 start = time.perf_counter()
                 for _ in range(steps):
                     train_step(recorder, shadow)
+                synchronize()
                 times[name].append((time.perf_counter() - start) / steps)
                 if recorder is not None:
                     recorder.close()
     base = statistics.median(times["without fpscope"])
-    print(f"torch {torch.__version__}, {parameters} parameters, batch 16 x 64 tokens, one CPU thread; medians of {REPETITIONS} x {STEPS} steps")
+    where = f"{torch.cuda.get_device_name()}, fp16 autocast + GradScaler" if cuda else "one CPU thread, float32"
+    print(f"torch {torch.__version__}, {parameters} parameters, batch {batch} x {context} tokens, {where}; medians of {REPETITIONS} x {STEPS} steps")
     for name, samples in times.items():
         m = statistics.median(samples)
         print(f"{name:<26} {1000 * m:8.2f} ms/step   {m / base:5.2f}x   (repetitions {1000 * min(samples):.1f} .. {1000 * max(samples):.1f} ms)")

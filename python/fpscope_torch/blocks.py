@@ -41,8 +41,22 @@ def parse_blocks(text):
 
 
 def _floor_log2(x):
-    """floor(log2 |x|) of finite nonzero values, exactly (frexp: x = m * 2^e, m in [0.5, 1))."""
-    return torch.frexp(x)[1].to(torch.int64) - 1
+    """floor(log2 |x|) of finite nonzero values (float32 or float64), exactly: the exponent field of
+    the value as a float64, where every float32, subnormals included, is normal. Bits, not frexp or
+    log2, so that every device gives the same answer."""
+    return ((x.double().abs().view(torch.int64) >> 52) & 0x7FF) - 1023
+
+
+def _is_power_of_two(x):
+    """Finite nonzero float32 or float64 values whose float64 significand is 1."""
+    return (x.double().abs().view(torch.int64) & ((1 << 52) - 1)) == 0
+
+
+def _pow2(k):
+    """2^k as float64 for int64 k in float64's normal range, built from its bits. torch.ldexp and
+    pow go through exp2 on CUDA, which is not exact for every k: a scaled value one ulp off breaks
+    the ties this module counts (seen on an H100)."""
+    return ((k + 1023) << 52).view(torch.float64)
 
 
 def _shared_exponents(amax, rule, emax, mbits, largest):
@@ -54,16 +68,15 @@ def _shared_exponents(amax, rule, emax, mbits, largest):
     if rule == "floor":
         x = e - emax
     elif rule == "round-up":
-        top = torch.ldexp(torch.ones_like(safe, dtype=torch.float64), (e - emax).to(torch.float64))
-        x = e - emax + (safe.double() / top > largest).to(torch.int64)
+        x = e - emax + (safe.double() / _pow2(e - emax) > largest).to(torch.int64)
     elif rule == "rceil":
         reciprocal = torch.tensor(1.0, dtype=torch.float32) / torch.tensor(largest, dtype=torch.float32)
-        q = safe.float() * reciprocal  # in float32, as the rule says
-        m, qe = torch.frexp(q)
-        x = torch.where(m == 0.5, qe.to(torch.int64) - 1, qe.to(torch.int64))
+        q = safe.float() * reciprocal.to(safe.device)  # in float32, as the rule says
+        nonzero_q = torch.where(q == 0, torch.ones_like(q), q)
+        x = _floor_log2(nonzero_q) + (~_is_power_of_two(nonzero_q)).to(torch.int64)  # ceil(log2 q)
         x = torch.where(q == 0, torch.full_like(x, -127), torch.clamp(x, max=127))
     else:  # even
-        quantum = torch.ldexp(torch.ones_like(safe, dtype=torch.float64), (e - mbits).to(torch.float64))
+        quantum = _pow2(e - mbits)
         rounded = torch.round(safe.double() / quantum) * quantum  # torch.round: ties to even
         x = _floor_log2(rounded) - emax
     x = torch.where(zero, torch.full_like(x, -127), torch.clamp(x, min=-127))
@@ -92,7 +105,7 @@ def block_statistics(tensor, fmt="mxfp8-e4m3", rule="floor", block=32):
     codes = torch.where(nan_scale, torch.full_like(x_shared, 255), x_shared + 127)
 
     counted = valid & ~nan_scale[:, None]  # the elements of blocks with a number as scale
-    y = magnitudes.double() * torch.ldexp(torch.ones_like(x_shared, dtype=torch.float64), (-x_shared).to(torch.float64))[:, None]
+    y = magnitudes.double() * _pow2(-x_shared)[:, None]
     nonzero = counted & (magnitudes != 0)
     if integer:
         scaled = y * 64

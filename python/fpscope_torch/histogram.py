@@ -65,11 +65,48 @@ def _nonzero_count(x, magnitudes=None):
     return int(torch.count_nonzero(x))
 
 
+class DevicePartial:
+    """A histogram made on an accelerator without reading anything back: `by_slot`, a float64
+    tensor of _DEVICE_BINS counts (zeros, the 277 binades, then infinities and NaNs together) and
+    `nans`, a 0-dim count of the NaNs among them. float64 counts are exact to 2^53."""
+
+    __slots__ = ("by_slot", "nans")
+
+    def __init__(self, by_slot, nans):
+        self.by_slot, self.nans = by_slot, nans
+
+
+_DEVICE_BINS = SLOTS + 2
+_DEVICE_CHUNK = 1 << 24  # elements per pass: bounds the float64 temporaries to 2 x 128 MB
+
+
+def _device_partial(x):
+    """x (float32, flat) on an accelerator: every float32, subnormals included, is a normal float64,
+    so the float64 exponent field of |x| is 1023 + its binade (0 for a zero, 2047 for an infinity
+    or a NaN); shifted to 0 (zero), 1..277 (the binades) and 278 (infinity or NaN), one histc
+    counts it. No .item(), no bincount (which reads its input's range back): the step's
+    histograms come back to the host together, once (Recorder)."""
+    by_slot, nans = None, None
+    for start in range(0, max(x.numel(), 1), _DEVICE_CHUNK):
+        chunk = x[start:start + _DEVICE_CHUNK]
+        field = chunk.double().view(torch.int64)
+        field = (field >> 52).bitwise_and_(0x7FF).sub_(1023 + MIN_BINADE - 1).clamp_(0, _DEVICE_BINS - 1)
+        # Bin edges at half-integers: each slot sits mid-bin, so however histc computes a bin
+        # ((v - min) / width or (v - min) * bins / range: torch 1.13 on the CPU puts 38 in bin 37
+        # with edges at the integers) it lands in its own.
+        h = torch.histc(field.double(), bins=_DEVICE_BINS, min=-0.5, max=_DEVICE_BINS - 0.5)
+        n = torch.isnan(chunk).sum()
+        by_slot, nans = (h, n) if by_slot is None else (by_slot + h, nans + n)
+    return DevicePartial(by_slot, nans)
+
+
 def partial_histogram(tensor):
     """The work on the data for one tensor (see exponent_histogram); lay it out with assemble."""
     x = tensor.detach().reshape(-1)
     if x.dtype != torch.float32:
         x = x.float()
+    if x.device.type != "cpu":
+        return _device_partial(x)
     bits = x.view(torch.int32)
     magnitudes = None
     if x.device.type == "cpu":
@@ -101,17 +138,33 @@ def partial_histogram(tensor):
 
 def assemble(partials):
     """The histograms of many tensors as one (len(partials), COUNTS) int64 tensor, in a handful of
-    operations whatever their number."""
+    operations whatever their number, on the first partial's device."""
     if not partials:
         return torch.zeros((0, COUNTS), dtype=torch.int64)
-    device = partials[0].by_field.device
-    fields = torch.stack([p.by_field.to(device) for p in partials])
+    on_host = [i for i, p in enumerate(partials) if isinstance(p, Partial)]
+    on_device = [i for i, p in enumerate(partials) if isinstance(p, DevicePartial)]
+    first = partials[0]
+    device = first.by_field.device if isinstance(first, Partial) else first.by_slot.device
     counts = torch.zeros((len(partials), COUNTS), dtype=torch.int64, device=device)
-    counts[:, _FIRST_NORMAL_SLOT:_FIRST_NORMAL_SLOT + 254] = fields[:, 1:255]
-    counts[:, ZERO] = torch.tensor([p.zeros for p in partials], dtype=torch.int64, device=device)
-    rare = [(i, p.rare) for i, p in enumerate(partials) if p.rare is not None]
-    if rare:
-        counts[[i for i, _ in rare]] += torch.stack([r.to(device) for _, r in rare])
+    if on_host:
+        host = [partials[i] for i in on_host]
+        rows = torch.zeros((len(host), COUNTS), dtype=torch.int64, device=device)
+        fields = torch.stack([p.by_field.to(device) for p in host])
+        rows[:, _FIRST_NORMAL_SLOT:_FIRST_NORMAL_SLOT + 254] = fields[:, 1:255]
+        rows[:, ZERO] = torch.tensor([p.zeros for p in host], dtype=torch.int64, device=device)
+        rare = [(i, p.rare) for i, p in enumerate(host) if p.rare is not None]
+        if rare:
+            rows[[i for i, _ in rare]] += torch.stack([r.to(device) for _, r in rare])
+        counts[on_host] = rows
+    if on_device:
+        by_slot = torch.stack([partials[i].by_slot.to(device) for i in on_device]).to(torch.int64)
+        nans = torch.stack([partials[i].nans.to(device) for i in on_device]).to(torch.int64)
+        rows = torch.empty((len(on_device), COUNTS), dtype=torch.int64, device=device)
+        rows[:, :SLOTS] = by_slot[:, 1:SLOTS + 1]
+        rows[:, ZERO] = by_slot[:, 0]
+        rows[:, INF] = by_slot[:, SLOTS + 1] - nans
+        rows[:, NAN] = nans
+        counts[on_device] = rows
     return counts
 
 

@@ -45,6 +45,21 @@ def _recorded_modules(model, include, exclude):
         yield label, module
 
 
+def _read_back(steps):
+    """Replaces the device tensors among the step records' loss, scale used and scale after (0-dim
+    tensors kept so that an unrecorded step never waits on the device) by numbers, in one copy per
+    device rather than one per value."""
+    by_device = {}
+    for record in steps:
+        for j in (1, 2, 3):
+            if torch.is_tensor(record[j]):
+                by_device.setdefault(record[j].device, []).append((record, j))
+    for places in by_device.values():
+        values = torch.stack([record[j].detach().double().reshape(()) for record, j in places]).tolist()
+        for (record, j), value in zip(places, values):
+            record[j] = value
+
+
 class Recorder:
     """Records exponent histograms of a model's activations, activation gradients, weights and
     weight gradients every `every` steps, and a step record (loss, the loss scale its backward
@@ -341,6 +356,7 @@ class Recorder:
         pending = self._reduce(self._laid_out(self._pending))
         blocks = self._pending_blocks
         self._pending, self._seen, self._pending_blocks = {}, {}, {}
+        _read_back(self._steps)
         records, current = self._steps[:-1], self._steps[-1]
         self._steps = []
         if self._rank != 0:
@@ -382,6 +398,7 @@ class Recorder:
     def close(self):
         """Writes the step records not yet written and removes every hook."""
         self._disarm()
+        _read_back(self._steps)
         if self._rank == 0 and self._file is not None:
             self._file.write("".join(json.dumps(self._step_line(r)) + "\n" for r in self._steps))
             self._file.close()

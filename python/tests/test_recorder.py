@@ -117,6 +117,28 @@ class HistogramTest(unittest.TestCase):
             self.assertEqual(record_histogram(record), numpy_histogram(values.float().numpy()), str(dtype))
 
 
+    def test_the_accelerator_path_run_here(self):
+        """The path CUDA tensors take (float64 exponent field, histc, nothing read back), run on the
+        CPU: the same counts as NumPy, also split into chunks and assembled beside CPU partials."""
+        from fpscope_torch import histogram
+        rng = np.random.default_rng(3)
+        tiny = np.array([1, 2, 3, 2 ** 22, 2 ** 23 - 1], dtype=np.uint32).view(np.float32)
+        special = np.array([0.0, -0.0, 1.0, 3e38, np.inf, -np.inf, np.nan, -np.nan, 2.0 ** -126], dtype=np.float32)
+        arrays = [np.concatenate([special, tiny, -tiny]), (rng.normal(0, 1, 5000) * 2.0 ** rng.integers(-150, 127, 5000)).astype(np.float32),
+                  np.zeros(0, dtype=np.float32)]
+        chunk = histogram._DEVICE_CHUNK
+        try:
+            for size in (chunk, 7):
+                histogram._DEVICE_CHUNK = size
+                partials = [histogram._device_partial(torch.from_numpy(a)) for a in arrays]
+                partials.insert(1, histogram.partial_histogram(torch.from_numpy(arrays[0])))  # a host partial between them
+                matrix = histogram.assemble(partials)
+                for row, a in zip(matrix, [arrays[0], arrays[0], arrays[1], arrays[2]]):
+                    self.assertEqual(record_histogram(fpscope_torch.tensor_record("t", "other", row)), numpy_histogram(a), size)
+        finally:
+            histogram._DEVICE_CHUNK = chunk
+
+
 class RecorderTest(unittest.TestCase):
     def test_a_record_for_every_step_and_histograms_every_n_read_by_fpscope(self):
         with tempfile.TemporaryDirectory() as d:

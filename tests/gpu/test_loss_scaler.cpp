@@ -1,6 +1,7 @@
 // Loss scalers on scripted finite / non-finite patterns, against hand-written sequences.
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <vector>
 
 #include "fpscope/gpu/loss_scaler.hpp"
@@ -45,6 +46,17 @@ TEST_CASE("the default GradScaler grows only after 2000 finite steps") {
   CHECK(scaler.scale() == 65536.0);
   scaler.update(false);
   CHECK(scaler.scale() == 131072.0);
+}
+
+TEST_CASE("a diverged run's back-offs stop at the smallest normal float32, never at 0") {
+  // 2^16 halved 300 times would be 2^-284: 0 as the float32 that multiplies the loss.
+  LossScaler scaler;
+  for (int i = 0; i < 300; ++i) CHECK(scaler.update(true));
+  CHECK(scaler.scale() == static_cast<double>(std::numeric_limits<float>::min()));
+  CHECK(static_cast<float>(scaler.scale()) == std::numeric_limits<float>::min());
+  CHECK(scaler.state().skipped_steps == 300);
+  for (int i = 0; i < 2000; ++i) CHECK_FALSE(scaler.update(false));
+  CHECK(scaler.scale() == 2.0 * static_cast<double>(std::numeric_limits<float>::min()));  // and grows again
 }
 
 TEST_CASE("TensorFlow's defaults: 2^15 and a floor of 1") {

@@ -58,8 +58,13 @@ FPSCOPE_HD inline bool apply_scaler_rule(const LossScalerConfig& config, LossSca
     if (state.hysteresis_left > 1) {
       --state.hysteresis_left;  // DeepSpeed: tolerate, keep the scale
     } else {
+      // The scale multiplies float32 values: it must stay a normal float32 number, as a growth
+      // keeps it finite. Without a floor, a run that diverges halves it through the subnormals to
+      // 0 (PyTorch's GradScaler does: float32 2^-150 is 0), and a scale of 0 is no scale at all.
+      const double smallest = static_cast<double>(std::numeric_limits<float>::min());
+      const double floor = config.min_scale > smallest ? config.min_scale : smallest;
       const double backed_off = state.scale * config.backoff_factor;
-      state.scale = backed_off > config.min_scale ? backed_off : config.min_scale;
+      state.scale = backed_off > floor ? backed_off : floor;
     }
     return true;
   }
