@@ -109,6 +109,9 @@ def main():
                     recorder.close()
     base = statistics.median(times["without fpscope"])
     where = f"{torch.cuda.get_device_name()}, fp16 autocast + GradScaler" if cuda else "one CPU thread, float32"
+    if cuda:
+        from fpscope_torch import histogram_triton
+        where += ", histograms by " + ("the Triton kernel" if histogram_triton._working.get("cuda") else "PyTorch's ops")
     print(f"torch {torch.__version__}, {parameters} parameters, batch {batch} x {context} tokens, {where}; medians of {REPETITIONS} x {STEPS} steps")
     for name, samples in times.items():
         m = statistics.median(samples)

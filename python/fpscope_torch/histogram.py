@@ -100,13 +100,36 @@ def _device_partial(x):
     return DevicePartial(by_slot, nans)
 
 
+class CountsPartial:
+    """A histogram already laid out: a COUNTS-long int64 tensor on the tensor's device (the Triton
+    kernel's, histogram_triton)."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self, counts):
+        self.counts = counts
+
+
+def _accelerator_partial(x):
+    """A flat tensor on an accelerator: the Triton kernel where it runs (one pass over the tensor
+    in its own dtype), else PyTorch's ops (_device_partial)."""
+    from . import histogram_triton
+    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        x = x.float()
+    if histogram_triton.available(x.device):
+        counts = histogram_triton.device_counts(x)
+        if counts is not None:
+            return CountsPartial(counts)
+    return _device_partial(x.float())
+
+
 def partial_histogram(tensor):
     """The work on the data for one tensor (see exponent_histogram); lay it out with assemble."""
     x = tensor.detach().reshape(-1)
+    if x.device.type != "cpu":
+        return _accelerator_partial(x)
     if x.dtype != torch.float32:
         x = x.float()
-    if x.device.type != "cpu":
-        return _device_partial(x)
     bits = x.view(torch.int32)
     magnitudes = None
     if x.device.type == "cpu":
@@ -143,8 +166,9 @@ def assemble(partials):
         return torch.zeros((0, COUNTS), dtype=torch.int64)
     on_host = [i for i, p in enumerate(partials) if isinstance(p, Partial)]
     on_device = [i for i, p in enumerate(partials) if isinstance(p, DevicePartial)]
+    laid_out = [i for i, p in enumerate(partials) if isinstance(p, CountsPartial)]
     first = partials[0]
-    device = first.by_field.device if isinstance(first, Partial) else first.by_slot.device
+    device = {Partial: lambda p: p.by_field, DevicePartial: lambda p: p.by_slot, CountsPartial: lambda p: p.counts}[type(first)](first).device
     counts = torch.zeros((len(partials), COUNTS), dtype=torch.int64, device=device)
     if on_host:
         host = [partials[i] for i in on_host]
@@ -165,6 +189,8 @@ def assemble(partials):
         rows[:, INF] = by_slot[:, SLOTS + 1] - nans
         rows[:, NAN] = nans
         counts[on_device] = rows
+    if laid_out:
+        counts[laid_out] = torch.stack([partials[i].counts.to(device) for i in laid_out])
     return counts
 
 

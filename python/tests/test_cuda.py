@@ -56,6 +56,24 @@ class CudaHistogramTest(unittest.TestCase):
                 self.assertEqual(record_histogram(record), numpy_histogram(values.float().numpy()), f"{dtype} n={n}")
 
 
+    def test_both_device_paths(self):
+        """The Triton kernel (where Triton runs; it must have run here if it is installed) and the
+        PyTorch-ops path each give NumPy's counts on the device."""
+        from fpscope_torch import histogram, histogram_triton
+        rng = np.random.default_rng(6)
+        for n in (5, 2049, 1 << 22):
+            values = (rng.normal(0, 1, n) * 2.0 ** rng.integers(-150, 127, n)).astype(np.float32)
+            values[:3] = [np.nan, -np.inf, -0.0]
+            expected = numpy_histogram(values)
+            x = torch.from_numpy(values).cuda()
+            by_ops = histogram.assemble([histogram._device_partial(x)])[0]
+            self.assertEqual(record_histogram(fpscope_torch.tensor_record("t", "other", by_ops)), expected, n)
+            if histogram_triton.triton is not None:
+                by_kernel = histogram_triton.device_counts(x)
+                self.assertIsNotNone(by_kernel, "Triton is installed but its kernel did not run on this device")
+                self.assertEqual(record_histogram(fpscope_torch.tensor_record("t", "other", by_kernel)), expected, n)
+
+
 @unittest.skipUnless(CUDA, NO_CUDA)
 class CudaRecorderTest(unittest.TestCase):
     def test_grad_scaler_under_fp16_cuda_autocast(self):

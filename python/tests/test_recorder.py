@@ -3,6 +3,7 @@ backward used, skipped steps from step 0), gradients carrying their scale, awkwa
 (in-place ReLU, MultiheadAttention, LSTM, a block called twice, tied weights, an evaluation
 forward), hooks only on recorded steps, appending, and gloo runs against one process."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -137,6 +138,36 @@ class HistogramTest(unittest.TestCase):
                     self.assertEqual(record_histogram(fpscope_torch.tensor_record("t", "other", row)), numpy_histogram(a), size)
         finally:
             histogram._DEVICE_CHUNK = chunk
+
+
+    @unittest.skipUnless(importlib.util.find_spec("triton") is not None, "Triton is not installed with this torch")
+    def test_the_triton_kernel_in_triton_s_interpreter(self):
+        """histogram_triton's kernel, run on the CPU by TRITON_INTERPRET=1 (set before triton is
+        imported, so in a child process): float32 from its bits, float16 and bfloat16 widened, a
+        length that leaves a partial tile, against NumPy."""
+        script = """
+import json, sys, numpy as np, torch
+sys.path.insert(0, sys.argv[1])
+from fpscope_torch import histogram_triton, tensor_record
+rng = np.random.default_rng(5)
+tiny = np.array([1, 2, 3, 2 ** 22, 2 ** 23 - 1], dtype=np.uint32).view(np.float32)
+special = np.array([0.0, -0.0, 1.0, 3e38, np.inf, -np.inf, np.nan, 2.0 ** -126], dtype=np.float32)
+wide = (rng.normal(0, 1, 7001) * 2.0 ** rng.integers(-150, 127, 7001)).astype(np.float32)
+out = []
+for values in (np.concatenate([special, tiny, -tiny, wide]), np.zeros(0, np.float32)):
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        x = torch.from_numpy(values).to(dtype)
+        record = tensor_record("t", "other", histogram_triton.device_counts(x))
+        out.append([str(dtype), x.float().numpy().tolist(), record])
+print(json.dumps(out))
+"""
+        env = dict(os.environ, TRITON_INTERPRET="1")
+        result = subprocess.run([sys.executable, "-c", script, os.path.join(os.path.dirname(__file__), "..")], capture_output=True, text=True, env=env)
+        self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+        cases = json.loads(result.stdout)
+        self.assertEqual(len(cases), 6)
+        for dtype, values, record in cases:
+            self.assertEqual(record_histogram(record), numpy_histogram(np.array(values, dtype=np.float32)), dtype)
 
 
 class RecorderTest(unittest.TestCase):

@@ -1,0 +1,94 @@
+"""Exponent histograms of CUDA tensors in one Triton kernel: the tensor read once in its own dtype,
+each element's slot (binade, zero, infinity, NaN) worked out in registers, a histogram per program
+and one atomic add of it into the tensor's counts. Nothing is read back: the counts stay on the
+device until the Recorder writes the step (histogram.assemble).
+
+The slot rule is histogram.py's (a normal binade is the float32 exponent field - 127; a
+subnormal's is -149 + the top bit of its mantissa, read off the mantissa converted to float32;
+infinities and NaNs by the mantissa of field 255), restated here in Triton because a kernel cannot
+call PyTorch; the tests hold both to NumPy's frexp counts.
+
+Used when Triton is importable and works on the tensor's device (PyTorch's CUDA wheels bring it);
+otherwise histogram.py's PyTorch-ops path runs. TRITON_INTERPRET=1 runs the kernel on the CPU, as
+the tests do on machines without a GPU."""
+
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - depends on the installation
+    triton = None
+
+from .histogram import COUNTS, INF, MIN_BINADE, NAN, ZERO
+
+_BLOCK = 2048          # elements a program reads per iteration
+_BINS = 512            # a power of two >= COUNTS + 1: slot COUNTS takes the masked lanes
+_FIRST_NORMAL_SLOT = 1 - 127 - MIN_BINADE
+_PROGRAMS_PER_SM = 4
+
+if triton is not None:
+    @triton.jit(do_not_specialize=["n", "tiles_per_program"])
+    def _histogram_kernel(x_ptr, counts_ptr, n, tiles_per_program, LOAD: tl.constexpr, BLOCK: tl.constexpr,
+                          BINS: tl.constexpr, ZERO_SLOT: tl.constexpr, INF_SLOT: tl.constexpr, NAN_SLOT: tl.constexpr,
+                          FIRST_NORMAL: tl.constexpr, PAD_SLOT: tl.constexpr):
+        program = tl.program_id(0)
+        total = tl.zeros((BINS,), dtype=tl.int32)
+        for tile in range(0, tiles_per_program):
+            offsets = (program * tiles_per_program + tile).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+            inside = offsets < n
+            if LOAD == 0:  # float32, loaded as its bits: no arithmetic touches the value
+                bits = tl.load(x_ptr + offsets, mask=inside, other=0)
+            elif LOAD == 1:  # bfloat16 as its bits: the top half of the float32 it is, by definition
+                bits = tl.load(x_ptr + offsets, mask=inside, other=0).to(tl.int32) << 16
+            else:  # float16: widened to float32, which holds every float16 exactly
+                bits = tl.load(x_ptr + offsets, mask=inside, other=0.0).to(tl.float32).to(tl.int32, bitcast=True)
+            magnitude = bits & 0x7FFFFFFF
+            field = magnitude >> 23
+            mantissa = magnitude & 0x7FFFFF
+            top_bit = (mantissa.to(tl.float32).to(tl.int32, bitcast=True) >> 23) - 127
+            special = tl.where(mantissa == 0, INF_SLOT, NAN_SLOT)
+            slot = tl.where(field == 0, tl.where(magnitude == 0, ZERO_SLOT, top_bit),
+                            tl.where(field == 255, special, field + (FIRST_NORMAL - 1)))
+            slot = tl.where(inside, slot, PAD_SLOT)
+            total += tl.histogram(slot, BINS)
+        tl.atomic_add(counts_ptr + tl.arange(0, BINS), total.to(tl.int64))
+
+
+_working = {}  # device type -> whether the kernel compiled and ran there
+
+
+def available(device):
+    """Whether the Triton kernel is the path for tensors on `device` (tried once per device type)."""
+    if triton is None:
+        return False
+    return _working.get(device.type, True)
+
+
+def device_counts(x):
+    """The COUNTS-long int64 histogram of the flat tensor x (float32, float16 or bfloat16) on its
+    device, or None where Triton cannot run there (then remembered, and PyTorch's ops do it)."""
+    n = x.numel()
+    counts = torch.zeros(_BINS, dtype=torch.int64, device=x.device)
+    if n == 0:
+        return counts[:COUNTS]
+    tiles = triton.cdiv(n, _BLOCK)
+    if x.device.type == "cuda":
+        programs = min(tiles, _PROGRAMS_PER_SM * torch.cuda.get_device_properties(x.device).multi_processor_count)
+    else:
+        programs = min(tiles, 4)
+    tiles_per_program = triton.cdiv(tiles, programs)
+    programs = triton.cdiv(tiles, tiles_per_program)
+    load, source = {torch.float32: (0, lambda: x.view(torch.int32)), torch.bfloat16: (1, lambda: x.view(torch.int16)),
+                    torch.float16: (2, lambda: x)}[x.dtype]
+    try:
+        _histogram_kernel[(programs,)](source(), counts, n, tiles_per_program, LOAD=load,
+                                       BLOCK=_BLOCK, BINS=_BINS, ZERO_SLOT=ZERO, INF_SLOT=INF, NAN_SLOT=NAN,
+                                       FIRST_NORMAL=_FIRST_NORMAL_SLOT, PAD_SLOT=COUNTS)
+    except Exception:  # no driver for this device, a Triton too old for tl.histogram, ...
+        if _working.get(x.device.type) is True:
+            raise  # it worked here before: a real error
+        _working[x.device.type] = False
+        return None
+    _working[x.device.type] = True
+    return counts[:COUNTS]
