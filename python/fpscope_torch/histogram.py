@@ -101,8 +101,8 @@ def _device_partial(x):
 
 
 class CountsPartial:
-    """A histogram already laid out: a COUNTS-long int64 tensor on the tensor's device (the Triton
-    kernel's, histogram_triton)."""
+    """A histogram already laid out: an int64 tensor on the tensor's device whose first COUNTS
+    entries are the counts (the Triton kernel's row, histogram_triton)."""
 
     __slots__ = ("counts",)
 
@@ -110,24 +110,39 @@ class CountsPartial:
         self.counts = counts
 
 
-def _accelerator_partial(x):
-    """A flat tensor on an accelerator: the Triton kernel where it runs (one pass over the tensor
-    in its own dtype), else PyTorch's ops (_device_partial)."""
-    from . import histogram_triton
-    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+def _accelerator_partial(tensor):
+    """A tensor on an accelerator: the Triton kernel where it runs (one pass over the tensor in its
+    own dtype, a few microseconds of Python around one launch), else PyTorch's ops
+    (_device_partial)."""
+    x = tensor.detach()
+    if x.dtype not in _TRITON_DTYPES:
         x = x.float()
-    if histogram_triton.available(x.device):
-        counts = histogram_triton.device_counts(x)
+    if not x.is_contiguous():
+        x = x.contiguous()
+    if _triton is None:
+        _load_triton()
+    if _triton.available(x.device):
+        counts = _triton.device_counts(x)
         if counts is not None:
             return CountsPartial(counts)
-    return _device_partial(x.float())
+    return _device_partial(x.reshape(-1).float())
+
+
+_TRITON_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_triton = None
+
+
+def _load_triton():
+    global _triton
+    from . import histogram_triton
+    _triton = histogram_triton
 
 
 def partial_histogram(tensor):
     """The work on the data for one tensor (see exponent_histogram); lay it out with assemble."""
+    if tensor.device.type != "cpu":
+        return _accelerator_partial(tensor)
     x = tensor.detach().reshape(-1)
-    if x.device.type != "cpu":
-        return _accelerator_partial(x)
     if x.dtype != torch.float32:
         x = x.float()
     bits = x.view(torch.int32)
@@ -190,7 +205,7 @@ def assemble(partials):
         rows[:, NAN] = nans
         counts[on_device] = rows
     if laid_out:
-        counts[laid_out] = torch.stack([partials[i].counts.to(device) for i in laid_out])
+        counts[laid_out] = torch.stack([partials[i].counts.to(device) for i in laid_out])[:, :COUNTS]
     return counts
 
 

@@ -37,12 +37,13 @@ if triton is not None:
         for tile in range(0, tiles_per_program):
             offsets = (program * tiles_per_program + tile).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
             inside = offsets < n
-            if LOAD == 0:  # float32, loaded as its bits: no arithmetic touches the value
-                bits = tl.load(x_ptr + offsets, mask=inside, other=0)
-            elif LOAD == 1:  # bfloat16 as its bits: the top half of the float32 it is, by definition
-                bits = tl.load(x_ptr + offsets, mask=inside, other=0).to(tl.int32) << 16
+            value = tl.load(x_ptr + offsets, mask=inside, other=0.0)
+            if LOAD == 0:  # float32: its bits, as they are (a bitcast: no arithmetic touches the value)
+                bits = value.to(tl.int32, bitcast=True)
+            elif LOAD == 1:  # bfloat16: the top half of the float32 it is, by definition
+                bits = value.to(tl.int16, bitcast=True).to(tl.int32) << 16
             else:  # float16: widened to float32, which holds every float16 exactly
-                bits = tl.load(x_ptr + offsets, mask=inside, other=0.0).to(tl.float32).to(tl.int32, bitcast=True)
+                bits = value.to(tl.float32).to(tl.int32, bitcast=True)
             magnitude = bits & 0x7FFFFFFF
             field = magnitude >> 23
             mantissa = magnitude & 0x7FFFFF
@@ -56,6 +57,9 @@ if triton is not None:
 
 
 _working = {}  # device type -> whether the kernel compiled and ran there
+_LOAD = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
+_CONSTANTS = dict(BLOCK=_BLOCK, BINS=_BINS, ZERO_SLOT=ZERO, INF_SLOT=INF, NAN_SLOT=NAN, FIRST_NORMAL=_FIRST_NORMAL_SLOT,
+                  PAD_SLOT=COUNTS)
 
 
 def available(device):
@@ -65,30 +69,54 @@ def available(device):
     return _working.get(device.type, True)
 
 
+class _Rows:
+    """Zeroed rows of _BINS int64 counts, handed out from chunks zeroed in one operation (a chunk
+    per 256 tensors rather than an allocation and a fill per tensor). A row is never handed out
+    twice; a chunk's memory goes when its last row does."""
+
+    _CHUNK = 256
+
+    def __init__(self):
+        self.chunks = {}  # device -> (chunk, next row)
+
+    def take(self, device):
+        chunk, row = self.chunks.get(device, (None, self._CHUNK))
+        if row == self._CHUNK:
+            chunk, row = torch.zeros((self._CHUNK, _BINS), dtype=torch.int64, device=device), 0
+        self.chunks[device] = (chunk, row + 1)
+        return chunk[row]
+
+
+_rows = _Rows()
+_sm_counts = {}
+
+
+def _programs_for(device, tiles):
+    if device.type != "cuda":
+        return min(tiles, 4)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    sms = _sm_counts.get(index)
+    if sms is None:
+        sms = _sm_counts[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    return min(tiles, _PROGRAMS_PER_SM * sms)
+
+
 def device_counts(x):
-    """The COUNTS-long int64 histogram of the flat tensor x (float32, float16 or bfloat16) on its
-    device, or None where Triton cannot run there (then remembered, and PyTorch's ops do it)."""
+    """The histogram of the contiguous tensor x (float32, float16 or bfloat16) on its device: an
+    int64 row of _BINS counts whose first COUNTS are the histogram (the rest hold nothing), or None
+    where Triton cannot run there (then remembered, and PyTorch's ops do it)."""
     n = x.numel()
-    counts = torch.zeros(_BINS, dtype=torch.int64, device=x.device)
+    counts = _rows.take(x.device)
     if n == 0:
-        return counts[:COUNTS]
-    tiles = triton.cdiv(n, _BLOCK)
-    if x.device.type == "cuda":
-        programs = min(tiles, _PROGRAMS_PER_SM * torch.cuda.get_device_properties(x.device).multi_processor_count)
-    else:
-        programs = min(tiles, 4)
-    tiles_per_program = triton.cdiv(tiles, programs)
-    programs = triton.cdiv(tiles, tiles_per_program)
-    load, source = {torch.float32: (0, lambda: x.view(torch.int32)), torch.bfloat16: (1, lambda: x.view(torch.int16)),
-                    torch.float16: (2, lambda: x)}[x.dtype]
+        return counts
+    tiles = (n + _BLOCK - 1) // _BLOCK
+    tiles_per_program = -(-tiles // _programs_for(x.device, tiles))
     try:
-        _histogram_kernel[(programs,)](source(), counts, n, tiles_per_program, LOAD=load,
-                                       BLOCK=_BLOCK, BINS=_BINS, ZERO_SLOT=ZERO, INF_SLOT=INF, NAN_SLOT=NAN,
-                                       FIRST_NORMAL=_FIRST_NORMAL_SLOT, PAD_SLOT=COUNTS)
+        _histogram_kernel[(-(-tiles // tiles_per_program),)](x, counts, n, tiles_per_program, LOAD=_LOAD[x.dtype], **_CONSTANTS)
     except Exception:  # no driver for this device, a Triton too old for tl.histogram, ...
         if _working.get(x.device.type) is True:
             raise  # it worked here before: a real error
         _working[x.device.type] = False
         return None
     _working[x.device.type] = True
-    return counts[:COUNTS]
+    return counts
