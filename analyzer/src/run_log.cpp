@@ -134,8 +134,56 @@ BlockRecord parse_block_record(const json& b, const std::string& where) {
 
 namespace {
 
+// A step's "scaling" (step_json), checked: each entry names its tensor, operand and a known
+// format; amax is a number >= 0 (null: not finite this step), the scale a positive finite number,
+// the counts fit the elements.
+std::vector<OperandScaling> parse_scaling(const json& list, const std::string& where) {
+  if (!list.is_array()) fail(where, "'scaling' must be an array");
+  std::vector<OperandScaling> out;
+  for (const json& o : list) {
+    if (!o.is_object()) fail(where, "each of 'scaling' must be an object");
+    OperandScaling s;
+    s.name = required<std::string>(o, "name", where);
+    s.operand = required<std::string>(o, "operand", where);
+    if (s.operand != "input" && s.operand != "weight" && s.operand != "output_gradient")
+      fail(where, "'scaling': operand must be input, weight or output_gradient, not '" + printable_text(s.operand) + "'");
+    s.format = required<std::string>(o, "format", where);
+    try {
+      parse_format(s.format);
+    } catch (const std::exception& e) {
+      fail(where, std::string("'scaling': ") + e.what());
+    }
+    const auto amax = o.find("amax");
+    s.amax = amax == o.end() || amax->is_null() ? std::numeric_limits<double>::quiet_NaN() : 0.0;
+    if (amax != o.end() && !amax->is_null()) {
+      if (!amax->is_number() || !(amax->get<double>() >= 0)) fail(where, "'scaling': 'amax' must be a number >= 0 or null");
+      s.amax = amax->get<double>();
+    }
+    const auto scale = o.find("scale");
+    if (scale == o.end() || !scale->is_number() || !(scale->get<double>() > 0) || !std::isfinite(scale->get<double>()))
+      fail(where, "'scaling': 'scale' must be a positive number");
+    s.scale = scale->get<double>();
+    s.elements = unsigned_field(o, "elements", where);
+    s.zeros = unsigned_field(o, "zeros", where);
+    s.flushed_to_zero = unsigned_field(o, "flushed_to_zero", where);
+    s.saturated = unsigned_field(o, "saturated", where);
+    if (s.zeros > s.elements || s.flushed_to_zero > s.elements - s.zeros || s.saturated > s.elements - s.zeros - s.flushed_to_zero)
+      fail(where, "'scaling': the counts do not fit its " + std::to_string(s.elements) + " elements");
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 json step_json(const StepRecord& step) {
-  return json{{"step", step.step}, {"loss", step.loss}, {"loss_scale", step.loss_scale}, {"skipped", step.skipped}};
+  json line{{"step", step.step}, {"loss", step.loss}, {"loss_scale", step.loss_scale}, {"skipped", step.skipped}};
+  if (!step.scaling.empty()) {
+    json scaling = json::array();
+    for (const OperandScaling& o : step.scaling)
+      scaling.push_back({{"name", o.name}, {"operand", o.operand}, {"format", o.format}, {"amax", o.amax}, {"scale", o.scale},
+                         {"elements", o.elements}, {"zeros", o.zeros}, {"flushed_to_zero", o.flushed_to_zero}, {"saturated", o.saturated}});
+    line["scaling"] = std::move(scaling);
+  }
+  return line;
 }
 
 }  // namespace
@@ -154,6 +202,7 @@ std::string run_header_line(const RunHeader& header) {
               {"rounding", header.rounding}, {"scaler", header.scaler}};
   if (!header.run_id.empty()) line["run_id"] = header.run_id;
   if (!header.optimizer.empty()) line["optimizer"] = header.optimizer;
+  if (!header.recipe.empty()) line["recipe"] = header.recipe;
   return line.dump();
 }
 
@@ -223,6 +272,7 @@ RunHeader parse_run_header(std::string_view line, const std::string& where) try 
   header.rounding = value.value("rounding", "");
   header.scaler = value.value("scaler", "");
   header.optimizer = value.value("optimizer", "");
+  header.recipe = value.value("recipe", "");
   header.run_id = value.value("run_id", "");
   return header;
 } catch (const json::exception& e) {
@@ -248,6 +298,7 @@ RunLogLine parse_run_log_line(std::string_view line, const std::string& where, c
     step.loss_scale = scale->get<double>();
   }
   step.skipped = value.value("skipped", false);
+  if (const auto scaling = value.find("scaling"); scaling != value.end()) step.scaling = parse_scaling(*scaling, where);
   const bool version1 = header.schema_version == 1;
   const auto tensors_it = value.find("tensors");
   if (!version1 && tensors_it == value.end()) return out;  // a step line
@@ -256,6 +307,7 @@ RunLogLine parse_run_log_line(std::string_view line, const std::string& where, c
   snapshot.loss = step.loss;
   snapshot.loss_scale = step.loss_scale;
   snapshot.skipped = step.skipped;
+  snapshot.scaling = step.scaling;
   const json tensors = tensors_it != value.end() ? *tensors_it : json::array();
   if (!tensors.is_array()) fail(where, "'tensors' must be an array");
   const bool from_bridge = header.source == "fpscope_torch";

@@ -49,6 +49,10 @@ struct TrainOptions {
   std::string data = training_defaults::data;
   std::string backend = "auto";
   std::string record_blocks;  // FORMAT or FORMAT:RULE
+  std::string recipe = "none";
+  std::string fp8_format = "hybrid";
+  std::string amax_history = "16";
+  std::string fp8_margin = "0";
   std::string optimizer = "sgd";
   std::string momentum = "0.9";
   std::string weight_decay = "0";
@@ -101,6 +105,18 @@ void run_train(const TrainOptions& o) {
   if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")
     throw UsageError("unknown --backend '" + printable_text(o.backend) + "': expected auto, cpu or cuda");
   if (!o.record_blocks.empty()) config.record_blocks = parse_or_usage([&] { return parse_block_recording(o.record_blocks); });
+  config.recipe.recipe = parse_or_usage([&] { return parse_gemm_recipe(o.recipe); });
+  if (o.fp8_format != "hybrid" && o.fp8_format != "e4m3")
+    throw UsageError("unknown --fp8-format '" + printable_text(o.fp8_format) + "': expected hybrid or e4m3");
+  config.recipe.all_e4m3 = o.fp8_format == "e4m3";
+  config.recipe.amax_history = parse_integer_option<int>("--amax-history", o.amax_history, 1, 1024);
+  config.recipe.margin = parse_integer_option<int>("--fp8-margin", o.fp8_margin, 0, 32);
+  if (!per_tensor_fp8(config.recipe.recipe) && o.fp8_format != "hybrid")
+    throw UsageError("--fp8-format sets the FP8 recipes: use --recipe fp8-delayed, fp8-current or fp8-unscaled");
+  if (config.recipe.recipe != GemmRecipe::fp8_delayed && o.amax_history != "16")
+    throw UsageError("--amax-history is the delayed recipe's: use --recipe fp8-delayed");
+  if (config.recipe.recipe != GemmRecipe::fp8_delayed && config.recipe.recipe != GemmRecipe::fp8_current && o.fp8_margin != "0")
+    throw UsageError("--fp8-margin sets the scaled FP8 recipes: use --recipe fp8-delayed or fp8-current");
   config.optimizer.kind = parse_or_usage([&] { return parse_optimizer(o.optimizer); });
   const auto fraction = [](const char* option, const std::string& text) {  // in [0, 1)
     const float value = text == "0" ? 0.0f : parse_positive_float_option(option, text);
@@ -163,6 +179,7 @@ void run_train(const TrainOptions& o) {
   header.rounding = rounding_mode_name(config.rounding);
   header.scaler = describe(config.scaler);
   header.optimizer = describe(config.optimizer);
+  if (config.recipe.recipe != GemmRecipe::none) header.recipe = recipe_description(config.recipe);
   // What a checkpoint must agree with to be resumed: everything that decides the bits.
   const std::string settings = fmt::format(
       "{}|backend {}|batch {}|lr {}|loss weight {}|record-every {}|record-blocks {}|optimizer {} momentum {} betas {},{} eps {} decay {} clip {}|data {}|seed {}|inject{}|log {}",
@@ -208,7 +225,7 @@ void run_train(const TrainOptions& o) {
     // then (on the CUDA backend that is a wait for the device per step).
     last = trainer.step(inputs, labels, log.has_value() && step % record_every == 0, report || log.has_value());
     if (last.snapshot) log->append(*last.snapshot);
-    else if (log) log->append_step({step, last.loss, last.loss_scale, last.skipped});
+    else if (log) log->append_step({step, last.loss, last.loss_scale, last.skipped, last.scaling});
     if (checkpoint_target && (step + 1) % checkpoint_every == 0) {
       if (log) log->sync();  // the checkpoint never covers bytes a power cut could take back
       const RunLogPosition position = log ? log->position() : RunLogPosition{};
@@ -256,6 +273,14 @@ void add_train(CLI::App& app) {
   cmd->add_option("--weight-decay", o->weight_decay, "AdamW's decoupled weight decay")->capture_default_str();
   cmd->add_option("--clip-grad-norm", o->clip_grad_norm,
                   "clip the unscaled gradients' global L2 norm to this (0: off); skipped steps are never clipped")->capture_default_str();
+  cmd->add_option("--recipe", o->recipe,
+                  "GEMM operands: none, fp8-delayed, fp8-current (per-tensor FP8 scaling, as Transformer Engine), fp8-unscaled, mxfp8, mxfp6, mxfp4 "
+                  "(OCP MX blocks along each product's reduction axis) or nvfp4; CPU backend")
+      ->capture_default_str();
+  cmd->add_option("--fp8-format", o->fp8_format, "hybrid (E4M3 inputs and weights, E5M2 gradients) or e4m3 (all three)")->capture_default_str();
+  cmd->add_option("--amax-history", o->amax_history, "fp8-delayed: the steps of amax its scale looks back over, 1 ..= 1024")
+      ->capture_default_str();
+  cmd->add_option("--fp8-margin", o->fp8_margin, "FP8: the scale is divided by 2^margin, 0 ..= 32")->capture_default_str();
   cmd->add_option("--record-blocks", o->record_blocks,
                   "also record what a block-scaled format would do to every recorded tensor: FORMAT or FORMAT:RULE (mxfp8-e4m3, mxfp4:even, nvfp4, ...; CPU backend)");
   cmd->add_option("--data", o->data, "synthetic (embedded), or mnist:DIR with train-images-idx3-ubyte and train-labels-idx1-ubyte (.gz or not)")->capture_default_str();

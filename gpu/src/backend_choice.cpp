@@ -70,7 +70,8 @@ std::unique_ptr<TrainerBackend> make_trainer_backend(std::string_view backend, c
   // The CPU backend records block statistics and runs every optimizer; the CUDA one plain SGD.
   const char* cpu_only = config.record_blocks ? "block statistics (--record-blocks) are recorded"
                          : !config.optimizer.plain_sgd() ? "momentum, AdamW and gradient clipping run"
-                                                         : nullptr;
+                         : config.recipe.recipe != GemmRecipe::none ? "FP8 and block-scaled recipes (--recipe) run"
+                                                                    : nullptr;
   if (cpu_only != nullptr) {
     if (backend == "cuda") throw std::invalid_argument(std::string("--backend cuda: ") + cpu_only + " by the CPU backend only: use --backend cpu");
     return std::make_unique<MlpTrainer>(config);

@@ -3,6 +3,7 @@
 
 #include <zlib.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -16,7 +17,7 @@ namespace fpscope {
 namespace {
 
 constexpr char magic[8] = {'F', 'P', 'S', 'C', 'K', 'P', 'T', '\n'};
-constexpr std::uint32_t version = 3;  // 2: the run id and the log prefix's CRC-32; 3: the optimizer's state
+constexpr std::uint32_t version = 4;  // 2: the run id and the log prefix's CRC-32; 3: the optimizer's state; 4: FP8 scales
 constexpr std::uint32_t oldest_version = 2;  // read: version 2 has no optimizer state (plain SGD)
 
 class Writer {
@@ -126,6 +127,12 @@ std::string encode_checkpoint(const TrainingCheckpoint& c) {
       w.put_floats(buffer.data(), buffer.size());
     }
   }
+  w.put<std::uint32_t>(static_cast<std::uint32_t>(c.trainer.fp8.size()));
+  for (const Fp8TensorState& t : c.trainer.fp8) {
+    w.put<float>(t.scale);
+    w.put<std::uint32_t>(static_cast<std::uint32_t>(t.amax_history.size()));
+    w.put_floats(t.amax_history.data(), t.amax_history.size());
+  }
   w.put<std::uint32_t>(crc_of(w.bytes()));
   return std::move(w.bytes());
 }
@@ -183,6 +190,19 @@ TrainingCheckpoint decode_checkpoint(std::string_view bytes, const std::string& 
         r.get_floats(buffer.data(), static_cast<std::uint64_t>(size));
         buffers->push_back(std::move(buffer));
       }
+    }
+  }
+  if (file_version >= 4) {
+    const auto count = r.get<std::uint32_t>();
+    if (count > 3 * 4096) r.fail("holds FP8 scales that make no sense");
+    for (std::uint32_t t = 0; t < count; ++t) {
+      Fp8TensorState state;
+      state.scale = r.get<float>();
+      const auto length = r.get<std::uint32_t>();
+      if (length > 1024 || !(state.scale > 0) || !std::isfinite(state.scale)) r.fail("holds FP8 scales that make no sense");
+      state.amax_history.resize(length);
+      r.get_floats(state.amax_history.data(), length);
+      c.trainer.fp8.push_back(std::move(state));
     }
   }
   if (!r.done()) r.fail("has bytes after its end");

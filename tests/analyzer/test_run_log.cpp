@@ -105,6 +105,35 @@ TEST_CASE("block statistics in a run log: read back whole, and damage named") {
                        doctest::Contains("a relative exponent must be 0 ..= -276"), RunLogError);
 }
 
+TEST_CASE("FP8 scaling records in step lines and snapshots: read back whole, and damage named") {
+  StepRecord step{7, 0.25, 1.0, false, {}};
+  step.scaling.push_back({"fc1", "input", "e4m3", 5.5, 81.45454406738281, 8192, 3, 1, 0});
+  step.scaling.push_back({"fc1", "output_gradient", "e5m2", 3.5e-6, 1.6e10, 2560, 0, 2, 1});
+  const std::string line = step_line(step);
+  RunHeader header;
+  const RunLogLine back = parse_run_log_line(line, "log:9", header);
+  CHECK(back.step == step);
+  std::mt19937 rng(4);
+  Snapshot snapshot = sample_snapshot(2, rng);
+  snapshot.scaling = step.scaling;
+  CHECK(parse_snapshot(snapshot_line(snapshot), "log:3") == snapshot);
+  const auto damaged = [&](const std::string& from, const std::string& to) {
+    std::string text = line;
+    const auto at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, from.size(), to);
+    return text;
+  };
+  CHECK_THROWS_WITH_AS(parse_run_log_line(damaged("\"e5m2\"", "\"e5m2x\""), "log:9", header), doctest::Contains("log:9: 'scaling': "),
+                       RunLogError);
+  CHECK_THROWS_WITH_AS(parse_run_log_line(damaged("\"output_gradient\"", "\"bias\""), "log:9", header),
+                       doctest::Contains("operand must be input, weight or output_gradient"), RunLogError);
+  CHECK_THROWS_WITH_AS(parse_run_log_line(damaged("\"flushed_to_zero\":1", "\"flushed_to_zero\":8190"), "log:9", header),
+                       doctest::Contains("the counts do not fit its 8192 elements"), RunLogError);
+  CHECK_THROWS_WITH_AS(parse_run_log_line(damaged("\"scale\":81", "\"scale\":-81"), "log:9", header),
+                       doctest::Contains("'scale' must be a positive number"), RunLogError);
+}
+
 TEST_CASE("a truncated last line is skipped with a warning; other damage is an error naming file and line") {
   std::mt19937 rng(5);
   const std::string header = run_header_line(RunHeader{}) + "\n";

@@ -190,6 +190,7 @@ MlpTrainer::MlpTrainer(const MlpConfig& config) : config_(config), scaler_(confi
   }
   if (config.precision == Precision::fp16_pure)
     for (auto& w : weights_) cast(formats::fp16, true, w, ctx_, nullptr);
+  if (per_tensor_fp8(config.recipe.recipe)) fp8_.resize(3 * weights_.size());
 }
 
 StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record) {
@@ -223,11 +224,43 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
     cast(f, low, b[l], ctx_, nullptr);
   }
   // Forward: GEMMs on low-precision values with float32 accumulation, outputs rounded.
+  // Under a recipe the products see the operands it makes (gemm_recipe.hpp); FP8 operands are
+  // made once and serve both products that use them.
+  const GemmRecipe recipe = config_.recipe.recipe;
+  std::vector<Fp8Operand> fp8_input(per_tensor_fp8(recipe) ? layers : 0), fp8_weight(fp8_input.size());
+  const auto fp8_slot = [&](std::size_t l, GemmOperand operand) -> Fp8TensorState& { return fp8_[3 * l + static_cast<std::size_t>(operand)]; };
+  const auto fp8_record = [&](std::size_t l) {
+    result.scaling.emplace_back();
+    result.scaling.back().name = "fc" + std::to_string(l + 1);
+    return &result.scaling.back();
+  };
+  // A block-scaled operand of layer l, its quantization counted under (fcN, operand) in the result.
+  const auto mx = [&](std::size_t l, GemmOperand operand, const Eigen::MatrixXf& x, bool along_rows) {
+    const std::string name = "fc" + std::to_string(l + 1);
+    auto it = std::find_if(result.block_operands.begin(), result.block_operands.end(),
+                           [&](const BlockOperandStatistics& s) { return s.name == name && s.operand == operand; });
+    if (it == result.block_operands.end()) it = result.block_operands.insert(result.block_operands.end(), {name, operand, {}});
+    BlockStatistics statistics;
+    Eigen::MatrixXf values = block_scaled_operand(recipe, x, along_rows, ctx_, &statistics);
+    it->statistics.merge(statistics);
+    return values;
+  };
   std::vector<Eigen::MatrixXf> a(layers), z(layers);
   a[0] = inputs;
   cast(f, low, a[0], ctx_, nullptr);
   for (std::size_t l = 0; l < layers; ++l) {
-    z[l] = a[l] * w[l].transpose();
+    if (per_tensor_fp8(recipe)) {
+      fp8_input[l] = quantize_fp8_operand(config_.recipe, GemmOperand::input, a[l], fp8_slot(l, GemmOperand::input), ctx_, *fp8_record(l));
+      fp8_weight[l] = quantize_fp8_operand(config_.recipe, GemmOperand::weight, w[l], fp8_slot(l, GemmOperand::weight), ctx_, *fp8_record(l));
+      z[l] = fp8_product(fp8_input[l].values, false, fp8_input[l].dequantize, fp8_weight[l].values, true, fp8_weight[l].dequantize);
+    } else if (block_scaled(recipe)) {
+      // Named in turn: the stochastic stream's order must not be left to the compiler.
+      const Eigen::MatrixXf input = mx(l, GemmOperand::input, a[l], false);
+      const Eigen::MatrixXf weight_operand = mx(l, GemmOperand::weight, w[l], false);
+      z[l] = input * weight_operand.transpose();
+    } else {
+      z[l] = a[l] * w[l].transpose();
+    }
     z[l].rowwise() += b[l].transpose();
     cast(f, low, z[l], ctx_, recorded(activation, l), config_.record_blocks);
     if (l + 1 < layers) {
@@ -250,7 +283,19 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   bool non_finite = false;
   for (std::size_t l = layers; l-- > 0;) {
     cast(f, low, dz, ctx_, recorded(activation_gradient, l), config_.record_blocks);
-    grad_w[l] = dz.transpose() * a[l];
+    Fp8Operand fp8_dz;
+    if (per_tensor_fp8(recipe)) {
+      fp8_dz = quantize_fp8_operand(config_.recipe, GemmOperand::output_gradient, dz, fp8_slot(l, GemmOperand::output_gradient), ctx_,
+                                    *fp8_record(l));
+      grad_w[l] = fp8_product(fp8_dz.values, true, fp8_dz.dequantize, fp8_input[l].values, false, fp8_input[l].dequantize);
+    } else if (block_scaled(recipe)) {
+      // The weight gradient's product reduces over the batch: both operands blocked along it.
+      const Eigen::MatrixXf gradient = mx(l, GemmOperand::output_gradient, dz, true);
+      const Eigen::MatrixXf input = mx(l, GemmOperand::input, a[l], true);
+      grad_w[l] = gradient.transpose() * input;
+    } else {
+      grad_w[l] = dz.transpose() * a[l];
+    }
     grad_b[l] = dz.colwise().sum().transpose();
     for (const FaultInjection& fault : faults_)
       if (fault.step == steps_ && static_cast<std::size_t>(fault.layer) == l + 1)
@@ -261,7 +306,15 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
     non_finite = non_finite || std::any_of(grad_w[l].data(), grad_w[l].data() + grad_w[l].size(), gradient_non_finite) ||
                  std::any_of(grad_b[l].data(), grad_b[l].data() + grad_b[l].size(), gradient_non_finite);
     if (l > 0) {
-      Eigen::MatrixXf da = dz * w[l];
+      Eigen::MatrixXf da;
+      if (per_tensor_fp8(recipe))
+        da = fp8_product(fp8_dz.values, false, fp8_dz.dequantize, fp8_weight[l].values, false, fp8_weight[l].dequantize);
+      else if (block_scaled(recipe)) {  // reduces over the layer's outputs
+        const Eigen::MatrixXf gradient = mx(l, GemmOperand::output_gradient, dz, false);
+        da = gradient * mx(l, GemmOperand::weight, w[l], true);
+      }
+      else
+        da = dz * w[l];
       cast(f, low, da, ctx_, nullptr);
       dz = da.cwiseProduct(z[l - 1].unaryExpr([&](float v) { return activation_derivative(config_.activation, v); }));
     }
@@ -301,6 +354,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
     snapshot.loss = result.loss;
     snapshot.loss_scale = result.loss_scale;
     snapshot.skipped = result.skipped;
+    snapshot.scaling = result.scaling;
     for (std::size_t l = 0; l < layers; ++l) {
       snapshot.tensors.push_back(std::move(activation[l]));
       snapshot.tensors.push_back(std::move(activation_gradient[l]));
@@ -315,7 +369,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
 }
 
 MlpTrainer::State MlpTrainer::state() const {
-  return {steps_, weights_, biases_, scaler_.state(), ctx_.stochastic_counter, optimizer_};
+  return {steps_, weights_, biases_, scaler_.state(), ctx_.stochastic_counter, optimizer_, fp8_};
 }
 
 void MlpTrainer::restore(const State& state) {
@@ -336,12 +390,16 @@ void MlpTrainer::restore(const State& state) {
   };
   if (!buffers_fit(state.optimizer.first) || !buffers_fit(state.optimizer.second) || state.optimizer.updates < 0)
     throw std::invalid_argument("the saved optimizer state is not of this model's shape");
+  if (state.fp8.size() != fp8_.size())
+    throw std::invalid_argument("the saved FP8 scales are not this run's (" + std::to_string(state.fp8.size()) + " tensors, not " +
+                                std::to_string(fp8_.size()) + ": another recipe?)");
   steps_ = state.steps;
   weights_ = state.weights;
   biases_ = state.biases;
   scaler_.restore(state.scaler);
   ctx_.stochastic_counter = state.stochastic_counter;
   optimizer_ = state.optimizer;
+  fp8_ = state.fp8;
 }
 
 double MlpTrainer::loss_in_double(const Eigen::MatrixXf& inputs, const std::vector<int>& labels) const {

@@ -96,6 +96,7 @@ Format CudaMlpTrainer::format() const {
 CudaMlpTrainer::CudaMlpTrainer(const MlpConfig& config) : config_(config), device_(std::make_unique<Device>()) {
   if (config.record_blocks) throw std::invalid_argument("block statistics are recorded by the CPU backend only");
   if (!config.optimizer.plain_sgd()) throw std::invalid_argument("momentum, AdamW and gradient clipping run on the CPU backend only");
+  if (config.recipe.recipe != GemmRecipe::none) throw std::invalid_argument("FP8 and block-scaled recipes run on the CPU backend only");
   if (!cuda_device_available()) throw std::runtime_error("no CUDA device answers");
   Device& d = *device_;
   cudaCheck(cudaStreamCreate(&d.stream));

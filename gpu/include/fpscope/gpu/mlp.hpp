@@ -16,6 +16,7 @@
 #include "fpscope/core/format.hpp"
 #include "fpscope/gpu/activation.hpp"
 #include "fpscope/gpu/fault_injection.hpp"
+#include "fpscope/gpu/gemm_recipe.hpp"
 #include "fpscope/gpu/loss_scaler.hpp"
 
 namespace fpscope {
@@ -73,6 +74,7 @@ struct MlpConfig {
   std::uint64_t seed = 1;
   std::optional<BlockRecording> record_blocks;
   OptimizerConfig optimizer;  // plain SGD by default (both backends); the others on the CPU backend
+  RecipeConfig recipe;        // FP8 or block-scaled GEMM operands (gemm_recipe.hpp; CPU backend)
 };
 
 struct StepResult {
@@ -80,6 +82,8 @@ struct StepResult {
   double loss_scale = 1;  // the scale this step ran with
   bool skipped = false;   // non-finite gradients: master weights untouched
   std::optional<Snapshot> snapshot;  // when the step was recorded
+  std::vector<OperandScaling> scaling;  // per-tensor FP8 recipes: every operand's amax and scale
+  std::vector<BlockOperandStatistics> block_operands;  // block-scaled recipes: what each operand's blocks did
 };
 
 // The whole training state, for checkpoints: restoring it and stepping on gives the same bits.
@@ -90,6 +94,9 @@ struct TrainerState {
   LossScalerState scaler;
   std::uint64_t stochastic_counter = 0;
   OptimizerState optimizer;  // per parameter (layer l: weight 2l, bias 2l + 1); empty for plain SGD
+  // Per-tensor FP8 recipes: layer l's input, weight and output gradient at 3l, 3l + 1, 3l + 2;
+  // empty otherwise.
+  std::vector<Fp8TensorState> fp8;
 };
 
 // What `fpscope train`, TrainingSession and the app drive: the CPU backend (MlpTrainer, below)
@@ -155,6 +162,7 @@ class MlpTrainer final : public TrainerBackend {
   std::int64_t steps_ = 0;
   std::vector<FaultInjection> faults_;
   OptimizerState optimizer_;
+  std::vector<Fp8TensorState> fp8_;  // per-tensor FP8 recipes (TrainerState::fp8)
 };
 
 }  // namespace fpscope

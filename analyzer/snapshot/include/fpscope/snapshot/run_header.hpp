@@ -22,6 +22,7 @@ struct RunHeader {
   // other writers, have none.
   std::string run_id;
   std::string optimizer;  // "sgd", "adamw betas 0.9,0.999 eps 1e-08 weight decay 0.01, clip 1"; optional in the file
+  std::string recipe;     // GEMM operands: "fp8-delayed (hybrid, history 16, margin 0)", "mxfp4"; absent: none
   friend bool operator==(const RunHeader&, const RunHeader&) = default;
 };
 

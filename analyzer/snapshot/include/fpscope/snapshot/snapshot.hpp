@@ -60,13 +60,33 @@ struct TensorRecord {
   friend bool operator==(const TensorRecord&, const TensorRecord&) = default;
 };
 
+// One GEMM operand's per-tensor FP8 scaling in one step (the engine's fp8-delayed and fp8-current
+// recipes, gemm_recipe.hpp): the operand ("input", "weight" or "output_gradient" of layer `name`),
+// the FP8 format it was cast to, the largest |value| it held this step (the amax that goes into
+// the history), the scale it was multiplied by before the cast (FP8 value = cast(x * scale)), and
+// what that cast flushed to zero and saturated.
+struct OperandScaling {
+  std::string name;
+  std::string operand;
+  std::string format;
+  double amax = 0;
+  double scale = 1;
+  std::uint64_t elements = 0;
+  std::uint64_t zeros = 0;            // elements that were zero before the cast
+  std::uint64_t flushed_to_zero = 0;  // nonzero elements the cast made zero
+  std::uint64_t saturated = 0;
+  friend bool operator==(const OperandScaling&, const OperandScaling&) = default;
+};
+
 // One training step, recorded or not: its loss (NaN where not known), the loss scale its backward
-// pass used, and whether the optimizer step was skipped.
+// pass used, whether the optimizer step was skipped, and its GEMM operands' FP8 scaling where the
+// run uses a per-tensor FP8 recipe.
 struct StepRecord {
   std::int64_t step = 0;
   double loss = 0;
   double loss_scale = 1;
   bool skipped = false;
+  std::vector<OperandScaling> scaling;
   friend bool operator==(const StepRecord&, const StepRecord&) = default;
 };
 
@@ -76,8 +96,9 @@ struct Snapshot {
   double loss_scale = 1;
   bool skipped = false;  // the optimizer step was skipped (non-finite gradients)
   std::vector<TensorRecord> tensors;
+  std::vector<OperandScaling> scaling;  // as StepRecord::scaling
   friend bool operator==(const Snapshot&, const Snapshot&) = default;
-  StepRecord step_record() const { return {step, loss, loss_scale, skipped}; }
+  StepRecord step_record() const { return {step, loss, loss_scale, skipped, scaling}; }
 };
 
 }  // namespace fpscope

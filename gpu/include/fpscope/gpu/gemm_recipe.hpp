@@ -1,0 +1,118 @@
+// GEMM operand recipes: how the engine's matrix products see their operands when the run trains
+// with FP8 or a block-scaled format. Everything else in the step (outputs, activations, the loss,
+// the update) follows the precision policy (mlp.hpp); only the GEMM inputs change.
+//
+//   fp8-delayed   per-tensor FP8 scaling from an amax history (NVIDIA Transformer Engine's
+//                 DelayedScaling: scale = (FP8_MAX / max(history)) / 2^margin, the history holding
+//                 the amax of the operand's previous steps; scale 1 before there is one)
+//   fp8-current   per-tensor FP8 scaling from the operand's own amax this step (TE's
+//                 Float8CurrentScaling, torchao float8's dynamic scaling)
+//   fp8-unscaled  FP8 operands with no scale (always 1): what a plain cast to FP8 does, the
+//                 baseline the scaled recipes are for
+//   mxfp8, mxfp6, mxfp4, nvfp4
+//                 block scaling along each GEMM's reduction axis (OCP MX v1.0: blocks of 32 with an
+//                 E8M0 scale by the floor rule; NVFP4: blocks of 16, E4M3 scales, a float32 tensor
+//                 scale), elements in the run's rounding mode
+//
+// FP8 formats: "hybrid" (TE's default) casts inputs and weights to E4M3 and output gradients to
+// E5M2; "e4m3" casts all three to E4M3. Casts saturate (TE and the OCP FP8 "SAT" conversion).
+//
+// Arithmetic (the definition the tests hold it to): an FP8 operand is q = cast(fl32(x * s)); a
+// product C = A B is accumulated in float32 from the FP8 values (each product exact in float32)
+// and then multiplied by fl32(fl32(1/s_A) * fl32(1/s_B)), as cuBLASLt applies its A and B scales
+// to the accumulator. A block-scaled operand is its dequantized float32 values (exact: element
+// times a power of two, or NVFP4's scale product), and the product is accumulated in float32.
+#pragma once
+
+#include <Eigen/Core>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fpscope/core/block_format.hpp"
+#include "fpscope/core/block_scaling.hpp"
+#include "fpscope/core/context.hpp"
+#include "fpscope/core/format.hpp"
+#include "fpscope/snapshot/snapshot.hpp"
+
+namespace fpscope {
+
+enum class GemmRecipe : std::uint8_t { none, fp8_delayed, fp8_current, fp8_unscaled, mxfp8, mxfp6, mxfp4, nvfp4 };
+inline constexpr GemmRecipe all_gemm_recipes[] = {GemmRecipe::none,  GemmRecipe::fp8_delayed, GemmRecipe::fp8_current, GemmRecipe::fp8_unscaled,
+                                                  GemmRecipe::mxfp8, GemmRecipe::mxfp6,       GemmRecipe::mxfp4,       GemmRecipe::nvfp4};
+std::string gemm_recipe_name(GemmRecipe recipe);
+// "none", "fp8-delayed", ...; throws std::invalid_argument listing every name.
+GemmRecipe parse_gemm_recipe(std::string_view name);
+inline bool per_tensor_fp8(GemmRecipe r) {
+  return r == GemmRecipe::fp8_delayed || r == GemmRecipe::fp8_current || r == GemmRecipe::fp8_unscaled;
+}
+inline bool block_scaled(GemmRecipe r) { return r != GemmRecipe::none && !per_tensor_fp8(r); }
+
+struct RecipeConfig {
+  GemmRecipe recipe = GemmRecipe::none;
+  bool all_e4m3 = false;   // FP8: E4M3 for output gradients too (default: E5M2 for them)
+  int amax_history = 16;   // fp8-delayed: steps of amax kept, 1 ..= 1024
+  int margin = 0;          // FP8: the scale is divided by 2^margin, 0 ..= 32
+  friend bool operator==(const RecipeConfig&, const RecipeConfig&) = default;
+};
+// "fp8-delayed (hybrid, history 16, margin 0)", "mxfp4", "none": the run log header's words.
+std::string recipe_description(const RecipeConfig& config);
+
+// The operands of layer l's three products: the forward's input and weight, the backward's
+// output gradient.
+enum class GemmOperand : std::uint8_t { input, weight, output_gradient };
+std::string gemm_operand_name(GemmOperand operand);
+
+// The FP8 format an operand is cast to under `config`.
+Format fp8_format_of(const RecipeConfig& config, GemmOperand operand);
+
+// One operand's per-tensor FP8 scale and amax history (part of the training state).
+struct Fp8TensorState {
+  float scale = 1.0f;
+  std::vector<float> amax_history;  // oldest first, at most RecipeConfig::amax_history long
+  friend bool operator==(const Fp8TensorState&, const Fp8TensorState&) = default;
+};
+
+// Transformer Engine's scale update: (fp8_max / amax) / 2^margin in float32 where amax is finite
+// and positive (FLT_MAX where that overflows), else the previous scale.
+float fp8_scale_from_amax(float amax, float fp8_max, int margin, float previous);
+
+// max |x| (NaN where x holds one).
+float tensor_amax(const Eigen::MatrixXf& x);
+
+// An FP8 operand: cast(x * scale) as float32 values, and the factor 1/scale its products carry.
+struct Fp8Operand {
+  Eigen::MatrixXf values;
+  float dequantize = 1.0f;
+};
+
+// Casts x for a product under a per-tensor FP8 recipe: picks the scale (current: from x's own
+// amax; delayed: from `state`'s history, then appends x's amax to it), multiplies, casts with
+// saturation in ctx's rounding mode, and returns the FP8 values with what the cast did.
+Fp8Operand quantize_fp8_operand(const RecipeConfig& config, GemmOperand operand, const Eigen::MatrixXf& x, Fp8TensorState& state,
+                                Context& ctx, OperandScaling& record);
+
+// C = A B (or with A / B transposed) from two FP8 operands: float32 accumulation of the FP8
+// values, then the product of their dequantization factors.
+Eigen::MatrixXf fp8_product(const Eigen::MatrixXf& a, bool transpose_a, float dequantize_a, const Eigen::MatrixXf& b, bool transpose_b,
+                            float dequantize_b);
+
+// The block format of a block-scaled recipe.
+BlockFormat block_format_of(GemmRecipe recipe);
+
+// x quantized and dequantized under a block-scaled recipe, blocks along its rows (`along_rows`:
+// each block runs down a column, across rows, i.e. along the first axis) or along its columns.
+// `statistics` (optional) gets the quantization's counts merged in.
+Eigen::MatrixXf block_scaled_operand(GemmRecipe recipe, const Eigen::MatrixXf& x, bool along_rows, Context& ctx,
+                                     BlockStatistics* statistics = nullptr);
+
+// What a block-scaled recipe's quantizations did to one operand of layer `name` in one step (both
+// products it feeds, each blocked along its own reduction axis, summed).
+struct BlockOperandStatistics {
+  std::string name;
+  GemmOperand operand = GemmOperand::input;
+  BlockStatistics statistics;
+};
+
+}  // namespace fpscope

@@ -1,0 +1,168 @@
+// GEMM operand recipes (gemm_recipe.hpp): per-tensor FP8 scaling and block-scaled operands.
+#include "fpscope/gpu/gemm_recipe.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <span>
+#include <stdexcept>
+
+#include "fpscope/core/block_scaling.hpp"
+#include "fpscope/core/bulk.hpp"
+#include "fpscope/core/convert.hpp"
+#include "fpscope/core/names.hpp"
+#include "fpscope/core/printable_text.hpp"
+#include "fpscope/gpu/cast_record.hpp"
+
+namespace fpscope {
+
+std::string gemm_recipe_name(GemmRecipe recipe) {
+  switch (recipe) {
+    case GemmRecipe::none: return "none";
+    case GemmRecipe::fp8_delayed: return "fp8-delayed";
+    case GemmRecipe::fp8_current: return "fp8-current";
+    case GemmRecipe::fp8_unscaled: return "fp8-unscaled";
+    case GemmRecipe::mxfp8: return "mxfp8";
+    case GemmRecipe::mxfp6: return "mxfp6";
+    case GemmRecipe::mxfp4: return "mxfp4";
+    case GemmRecipe::nvfp4: return "nvfp4";
+  }
+  return "?";
+}
+
+GemmRecipe parse_gemm_recipe(std::string_view name) {
+  std::string expected;
+  for (std::size_t i = 0; i < std::size(all_gemm_recipes); ++i) {
+    if (gemm_recipe_name(all_gemm_recipes[i]) == name) return all_gemm_recipes[i];
+    expected += (i == 0 ? "" : i + 1 == std::size(all_gemm_recipes) ? " or " : ", ") + gemm_recipe_name(all_gemm_recipes[i]);
+  }
+  throw std::invalid_argument("unknown recipe '" + printable_text(name) + "': expected " + expected);
+}
+
+std::string recipe_description(const RecipeConfig& config) {
+  std::string text = gemm_recipe_name(config.recipe);
+  if (per_tensor_fp8(config.recipe)) {
+    text += std::string(" (") + (config.all_e4m3 ? "e4m3" : "hybrid");
+    if (config.recipe == GemmRecipe::fp8_delayed) text += ", history " + std::to_string(config.amax_history);
+    if (config.recipe != GemmRecipe::fp8_unscaled) text += ", margin " + std::to_string(config.margin);
+    text += ")";
+  }
+  return text;
+}
+
+std::string gemm_operand_name(GemmOperand operand) {
+  switch (operand) {
+    case GemmOperand::input: return "input";
+    case GemmOperand::weight: return "weight";
+    case GemmOperand::output_gradient: return "output_gradient";
+  }
+  return "?";
+}
+
+Format fp8_format_of(const RecipeConfig& config, GemmOperand operand) {
+  return operand == GemmOperand::output_gradient && !config.all_e4m3 ? formats::e5m2 : formats::e4m3;
+}
+
+float fp8_scale_from_amax(float amax, float fp8_max, int margin, float previous) {
+  if (!(amax > 0) || !std::isfinite(amax)) return previous;
+  const float scale = (fp8_max / amax) / std::ldexp(1.0f, margin);
+  return std::isinf(scale) ? std::numeric_limits<float>::max() : scale;
+}
+
+float tensor_amax(const Eigen::MatrixXf& x) {
+  float amax = 0;
+  for (Eigen::Index i = 0; i < x.size(); ++i) {
+    const float v = std::fabs(x.data()[i]);
+    if (std::isnan(v)) return std::numeric_limits<float>::quiet_NaN();
+    amax = std::max(amax, v);
+  }
+  return amax;
+}
+
+namespace {
+
+float largest_finite(Format f) {
+  Context exact;
+  return static_cast<float>(to_double(f, f.max_finite_bits(), exact));
+}
+
+}  // namespace
+
+Fp8Operand quantize_fp8_operand(const RecipeConfig& config, GemmOperand operand, const Eigen::MatrixXf& x, Fp8TensorState& state,
+                                Context& ctx, OperandScaling& record) {
+  const Format f = fp8_format_of(config, operand);
+  const float fp8_max = largest_finite(f);
+  const float amax = tensor_amax(x);
+  if (config.recipe == GemmRecipe::fp8_unscaled) {
+    state.scale = 1.0f;
+  } else if (config.recipe == GemmRecipe::fp8_current) {
+    state.scale = fp8_scale_from_amax(amax, fp8_max, config.margin, state.scale);
+  } else {
+    // Delayed: the scale comes from the steps before this one; this step's amax joins the
+    // history for the next. Before any history, the scale stays where it is (1 at the start).
+    if (!state.amax_history.empty()) {
+      const float history_amax = *std::max_element(state.amax_history.begin(), state.amax_history.end());
+      state.scale = fp8_scale_from_amax(history_amax, fp8_max, config.margin, state.scale);
+    }
+    if (std::isfinite(amax)) {
+      state.amax_history.push_back(amax);
+      if (state.amax_history.size() > static_cast<std::size_t>(config.amax_history)) state.amax_history.erase(state.amax_history.begin());
+    }
+  }
+  Fp8Operand out;
+  out.values = x * state.scale;  // float32 products, one rounding each
+  out.dequantize = 1.0f / state.scale;
+  const std::span<float> values(out.values.data(), static_cast<std::size_t>(out.values.size()));
+  const bool saturate = ctx.saturate;
+  ctx.saturate = true;
+  ExponentHistogram scaled;
+  CastCounts counts;
+  cast_and_record(f, values, values, ctx, scaled, counts);
+  ctx.saturate = saturate;
+  record.operand = gemm_operand_name(operand);
+  record.format = format_name(f);
+  record.amax = amax;
+  record.scale = state.scale;
+  record.elements = static_cast<std::uint64_t>(x.size());
+  record.zeros = static_cast<std::uint64_t>((x.array() == 0.0f).count());
+  record.flushed_to_zero = counts.flushed_to_zero;
+  record.saturated = counts.overflowed;
+  return out;
+}
+
+Eigen::MatrixXf fp8_product(const Eigen::MatrixXf& a, bool transpose_a, float dequantize_a, const Eigen::MatrixXf& b, bool transpose_b,
+                            float dequantize_b) {
+  Eigen::MatrixXf c;
+  if (transpose_a && transpose_b) c = a.transpose() * b.transpose();
+  else if (transpose_a) c = a.transpose() * b;
+  else if (transpose_b) c = a * b.transpose();
+  else c = a * b;
+  c *= dequantize_a * dequantize_b;  // one float32 product, then one rounding per element
+  return c;
+}
+
+BlockFormat block_format_of(GemmRecipe recipe) {
+  switch (recipe) {
+    case GemmRecipe::mxfp8: return block_formats::mxfp8_e4m3;
+    case GemmRecipe::mxfp6: return block_formats::mxfp6_e2m3;
+    case GemmRecipe::mxfp4: return block_formats::mxfp4;
+    case GemmRecipe::nvfp4: return block_formats::nvfp4;
+    default: throw std::invalid_argument("block_format_of: " + gemm_recipe_name(recipe) + " is not block-scaled");
+  }
+}
+
+Eigen::MatrixXf block_scaled_operand(GemmRecipe recipe, const Eigen::MatrixXf& x, bool along_rows, Context& ctx, BlockStatistics* statistics) {
+  const BlockFormat format = block_format_of(recipe);
+  // Column-major R x C is row-major C x R: blocks along the first axis run along its rows.
+  const BlockLayout layout{static_cast<std::size_t>(x.cols()), static_cast<std::size_t>(x.rows()), along_rows ? BlockAxis::rows : BlockAxis::cols,
+                           format.block_size};
+  const std::span<const float> values(x.data(), static_cast<std::size_t>(x.size()));
+  std::vector<std::uint8_t> codes(values.size()), scales(layout.block_count());
+  float tensor_scale = 1;
+  block_quantize(format, ScaleRule::floor, layout, values, codes, scales, tensor_scale, ctx, statistics);
+  Eigen::MatrixXf out(x.rows(), x.cols());
+  block_dequantize(format, layout, codes, scales, tensor_scale, std::span<float>(out.data(), static_cast<std::size_t>(out.size())));
+  return out;
+}
+
+}  // namespace fpscope

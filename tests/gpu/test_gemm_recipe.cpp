@@ -1,0 +1,211 @@
+// GEMM operand recipes (gemm_recipe.hpp): Transformer Engine's scale rule, FP8 operands against
+// the core's element conversion one value at a time, the delayed history, products from FP8
+// values, block-scaled operands along each axis against block_quantize on a transposed copy,
+// and a recipe run resuming from a checkpoint to the same bits.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "fpscope/core/convert.hpp"
+#include "fpscope/gpu/checkpoint.hpp"
+#include "fpscope/gpu/gemm_recipe.hpp"
+#include "fpscope/gpu/mlp.hpp"
+#include "fpscope/gpu/synthetic_data.hpp"
+
+using namespace fpscope;
+
+namespace {
+
+std::uint32_t bits_of(float v) {
+  std::uint32_t b;
+  std::memcpy(&b, &v, 4);
+  return b;
+}
+
+Eigen::MatrixXf random_matrix(Eigen::Index rows, Eigen::Index cols, int seed, int low_exponent, int high_exponent) {
+  std::mt19937 rng(static_cast<unsigned>(seed));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(low_exponent, high_exponent);
+  Eigen::MatrixXf m(rows, cols);
+  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = std::ldexp(normal(rng), exponent(rng));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("the FP8 scale: (max / amax) / 2^margin in float32; zero, NaN or infinite amax keep the previous scale") {
+  CHECK(bits_of(fp8_scale_from_amax(3.0f, 448.0f, 0, 1.0f)) == bits_of(448.0f / 3.0f));
+  CHECK(bits_of(fp8_scale_from_amax(3.0f, 448.0f, 2, 1.0f)) == bits_of((448.0f / 3.0f) / 4.0f));
+  CHECK(fp8_scale_from_amax(0.0f, 448.0f, 0, 5.0f) == 5.0f);
+  CHECK(fp8_scale_from_amax(std::numeric_limits<float>::quiet_NaN(), 448.0f, 0, 5.0f) == 5.0f);
+  CHECK(fp8_scale_from_amax(std::numeric_limits<float>::infinity(), 448.0f, 0, 5.0f) == 5.0f);
+  CHECK(fp8_scale_from_amax(1e-45f, 57344.0f, 0, 5.0f) == std::numeric_limits<float>::max());  // 57344 / 2^-149 overflows
+}
+
+TEST_CASE("an FP8 operand is cast(fl32(x * scale)) with saturation, element by element, with exact counts") {
+  for (const GemmRecipe recipe : {GemmRecipe::fp8_current, GemmRecipe::fp8_unscaled}) {
+    for (const GemmOperand operand : {GemmOperand::input, GemmOperand::output_gradient}) {
+      CAPTURE(gemm_recipe_name(recipe));
+      CAPTURE(gemm_operand_name(operand));
+      RecipeConfig config;
+      config.recipe = recipe;
+      Eigen::MatrixXf x = random_matrix(40, 24, 3, -30, 12);
+      x(0, 0) = 0.0f;
+      x(1, 0) = 1e30f;  // the amax: everything else is tiny beside it
+      Fp8TensorState state;
+      Context ctx;
+      OperandScaling record;
+      const Fp8Operand q = quantize_fp8_operand(config, operand, x, state, ctx, record);
+      const Format f = operand == GemmOperand::input ? formats::e4m3 : formats::e5m2;
+      CHECK(record.format == (operand == GemmOperand::input ? "e4m3" : "e5m2"));
+      const float scale = recipe == GemmRecipe::fp8_unscaled ? 1.0f : fp8_scale_from_amax(1e30f, operand == GemmOperand::input ? 448.0f : 57344.0f, 0, 1.0f);
+      CHECK(bits_of(state.scale) == bits_of(scale));
+      CHECK(record.scale == static_cast<double>(scale));
+      CHECK(record.amax == 1e30f);
+      CHECK(bits_of(q.dequantize) == bits_of(1.0f / scale));
+      std::uint64_t flushed = 0, saturated = 0, zeros = 0;
+      Context reference;
+      reference.saturate = true;
+      for (Eigen::Index i = 0; i < x.size(); ++i) {
+        const float scaled = x.data()[i] * scale;
+        const float expected = static_cast<float>(to_double(f, from_float(f, scaled, reference), reference));
+        REQUIRE(bits_of(q.values.data()[i]) == bits_of(expected));
+        zeros += x.data()[i] == 0.0f;
+        flushed += scaled != 0.0f && expected == 0.0f;
+        saturated += std::fabs(scaled) > 0 && std::isfinite(scaled) && std::fabs(expected) == (operand == GemmOperand::input ? 448.0f : 57344.0f) &&
+                     std::fabs(scaled) > (operand == GemmOperand::input ? 464.0f : 61440.0f);
+      }
+      CHECK(record.elements == static_cast<std::uint64_t>(x.size()));
+      CHECK(record.zeros == zeros);
+      CHECK(record.flushed_to_zero == flushed);
+      if (recipe == GemmRecipe::fp8_unscaled) CHECK(record.saturated == saturated);
+      CHECK(record.flushed_to_zero > 0);
+      CHECK_FALSE(ctx.saturate);  // the run's context is left as it was
+    }
+  }
+}
+
+TEST_CASE("delayed scaling: scale 1 until there is a history, then from its largest amax over the window") {
+  RecipeConfig config;
+  config.recipe = GemmRecipe::fp8_delayed;
+  config.amax_history = 3;
+  Fp8TensorState state;
+  Context ctx;
+  OperandScaling record;
+  const float amaxes[] = {2.0f, 8.0f, 1.0f, 0.5f, 0.25f, 0.125f};
+  std::vector<float> scales;
+  for (const float amax : amaxes) {
+    Eigen::MatrixXf x = Eigen::MatrixXf::Constant(4, 4, amax / 2);
+    x(0, 0) = amax;
+    quantize_fp8_operand(config, GemmOperand::weight, x, state, ctx, record);
+    scales.push_back(state.scale);
+    CHECK(record.amax == amax);
+  }
+  CHECK(scales[0] == 1.0f);                     // no history yet
+  CHECK(scales[1] == 448.0f / 2.0f);            // history {2}
+  CHECK(scales[2] == 448.0f / 8.0f);            // {2, 8}
+  CHECK(scales[3] == 448.0f / 8.0f);            // {2, 8, 1}
+  CHECK(scales[4] == 448.0f / 8.0f);            // {8, 1, 0.5}
+  CHECK(scales[5] == 448.0f / 1.0f);            // {1, 0.5, 0.25}: 8 left the window
+  CHECK(state.amax_history == std::vector<float>{0.5f, 0.25f, 0.125f});
+}
+
+TEST_CASE("a product of FP8 operands accumulates their values in float32, then applies both dequantization factors") {
+  // Small integers: every product and partial sum is exact in float32, so the order of the sum
+  // does not matter and the result is known exactly.
+  Eigen::MatrixXf a(3, 4), b(5, 4);
+  a << 1, 2, 3, 4, -1, 0.5f, 6, 8, 0, 0, 1, 1;
+  for (Eigen::Index i = 0; i < b.size(); ++i) b.data()[i] = static_cast<float>(static_cast<int>(i % 7) - 3);
+  const float da = 0.125f, db = 3.0f;
+  const Eigen::MatrixXf c = fp8_product(a, false, da, b, true, db);
+  const Eigen::MatrixXf expected = (a * b.transpose()) * (da * db);
+  for (Eigen::Index i = 0; i < c.size(); ++i) CHECK(bits_of(c.data()[i]) == bits_of(expected.data()[i]));
+  const Eigen::MatrixXf ct = fp8_product(a, true, da, a, false, db);
+  CHECK(ct.rows() == 4);
+  CHECK(ct.cols() == 4);
+}
+
+TEST_CASE("a block-scaled operand along either axis is block_quantize then block_dequantize along that axis") {
+  for (const GemmRecipe recipe : {GemmRecipe::mxfp8, GemmRecipe::mxfp6, GemmRecipe::mxfp4, GemmRecipe::nvfp4}) {
+    CAPTURE(gemm_recipe_name(recipe));
+    const Eigen::MatrixXf x = random_matrix(70, 45, 11, -20, 20);
+    for (const bool along_rows : {false, true}) {
+      CAPTURE(along_rows);
+      Context ctx;
+      BlockStatistics statistics;
+      const Eigen::MatrixXf q = block_scaled_operand(recipe, x, along_rows, ctx, &statistics);
+      // The reference: the blocked axis laid out contiguously in a row-major copy, quantized along rows.
+      const BlockFormat format = block_format_of(recipe);
+      const Eigen::Index outer = along_rows ? x.cols() : x.rows(), inner = along_rows ? x.rows() : x.cols();
+      std::vector<float> laid(static_cast<std::size_t>(x.size()));
+      for (Eigen::Index o = 0; o < outer; ++o)
+        for (Eigen::Index i = 0; i < inner; ++i)
+          laid[static_cast<std::size_t>(o * inner + i)] = along_rows ? x(i, o) : x(o, i);
+      const BlockLayout layout{static_cast<std::size_t>(outer), static_cast<std::size_t>(inner), BlockAxis::rows, format.block_size};
+      std::vector<std::uint8_t> codes(laid.size()), scales(layout.block_count());
+      std::vector<float> back(laid.size());
+      float tensor_scale = 1;
+      Context reference;
+      BlockStatistics expected_statistics;
+      block_quantize(format, ScaleRule::floor, layout, laid, codes, scales, tensor_scale, reference, &expected_statistics);
+      block_dequantize(format, layout, codes, scales, tensor_scale, back);
+      for (Eigen::Index o = 0; o < outer; ++o)
+        for (Eigen::Index i = 0; i < inner; ++i)
+          REQUIRE(bits_of(along_rows ? q(i, o) : q(o, i)) == bits_of(back[static_cast<std::size_t>(o * inner + i)]));
+      CHECK(statistics == expected_statistics);
+    }
+  }
+}
+
+TEST_CASE("recipe runs: the same seed gives the same bits, and a checkpoint resumes a delayed-scaling run exactly") {
+  for (const GemmRecipe recipe : {GemmRecipe::fp8_delayed, GemmRecipe::fp8_current, GemmRecipe::mxfp4}) {
+    CAPTURE(gemm_recipe_name(recipe));
+    MlpConfig config;
+    config.layer_sizes = {12, 20, 7};
+    config.precision = Precision::bf16;
+    config.scaler = LossScalerConfig::none();
+    config.recipe.recipe = recipe;
+    config.recipe.amax_history = 4;
+    config.learning_rate = 0.1f;
+    const auto run = [&](int steps, const TrainerState* from, std::vector<TrainerState>* states) {
+      MlpTrainer trainer(config);
+      if (from) trainer.restore(*from);
+      SyntheticClassification data(12, 7, 5, 0.5f);
+      Eigen::MatrixXf inputs;
+      std::vector<int> labels;
+      for (int s = 0; s < steps; ++s) {
+        data.next_batch(32, inputs, labels);
+        if (from && s < from->steps) continue;  // the batches the checkpoint's steps used
+        const StepResult result = trainer.step(inputs, labels, false);
+        if (per_tensor_fp8(recipe)) CHECK(result.scaling.size() == 3 * 2);
+        else CHECK(result.block_operands.size() == 3 * 2);
+        if (states) states->push_back(trainer.state());
+      }
+      return trainer.state();
+    };
+    std::vector<TrainerState> states;
+    const TrainerState straight = run(10, nullptr, &states);
+    CHECK(per_tensor_fp8(recipe) == !straight.fp8.empty());
+    TrainingCheckpoint checkpoint;
+    checkpoint.settings = "test";
+    checkpoint.trainer = states[4];
+    const TrainingCheckpoint back = decode_checkpoint(encode_checkpoint(checkpoint), "test checkpoint");
+    CHECK(back.trainer.fp8 == states[4].fp8);
+    const TrainerState resumed = run(10, &back.trainer, nullptr);
+    for (std::size_t l = 0; l < straight.weights.size(); ++l) {
+      CHECK(straight.weights[l] == resumed.weights[l]);
+      CHECK(straight.biases[l] == resumed.biases[l]);
+    }
+    CHECK(straight.fp8 == resumed.fp8);
+  }
+  MlpConfig plain;
+  plain.layer_sizes = {12, 20, 7};
+  MlpTrainer other(plain);
+  MlpConfig fp8 = plain;
+  fp8.recipe.recipe = GemmRecipe::fp8_current;
+  CHECK_THROWS_AS(other.restore(MlpTrainer(fp8).state()), std::invalid_argument);
+}
