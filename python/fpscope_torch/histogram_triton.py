@@ -12,6 +12,8 @@ Used when Triton is importable and works on the tensor's device (PyTorch's CUDA 
 otherwise histogram.py's PyTorch-ops path runs. TRITON_INTERPRET=1 runs the kernel on the CPU, as
 the tests do on machines without a GPU."""
 
+import threading
+
 import torch
 
 try:
@@ -78,12 +80,14 @@ class _Rows:
 
     def __init__(self):
         self.chunks = {}  # device -> (chunk, next row)
+        self.lock = threading.Lock()  # hooks run on autograd's threads too: a row goes to one tensor
 
     def take(self, device):
-        chunk, row = self.chunks.get(device, (None, self._CHUNK))
-        if row == self._CHUNK:
-            chunk, row = torch.zeros((self._CHUNK, _BINS), dtype=torch.int64, device=device), 0
-        self.chunks[device] = (chunk, row + 1)
+        with self.lock:
+            chunk, row = self.chunks.get(device, (None, self._CHUNK))
+            if row == self._CHUNK:
+                chunk, row = torch.zeros((self._CHUNK, _BINS), dtype=torch.int64, device=device), 0
+            self.chunks[device] = (chunk, row + 1)
         return chunk[row]
 
 
