@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "fpscope/core/printable_text.hpp"
+#include "parse_choice.hpp"
 
 namespace fpscope {
 
@@ -18,11 +18,7 @@ std::string optimizer_name(OptimizerKind kind) {
   return "?";
 }
 
-OptimizerKind parse_optimizer(std::string_view name) {
-  for (const OptimizerKind kind : all_optimizers)
-    if (optimizer_name(kind) == name) return kind;
-  throw std::invalid_argument("unknown optimizer '" + printable_text(name) + "': expected sgd, momentum or adamw");
-}
+OptimizerKind parse_optimizer(std::string_view name) { return parse_choice(name, all_optimizers, optimizer_name, "optimizer"); }
 
 std::string describe(const OptimizerConfig& config) {
   const auto number = [](float v) {

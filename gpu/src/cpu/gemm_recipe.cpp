@@ -11,8 +11,8 @@
 #include "fpscope/core/bulk.hpp"
 #include "fpscope/core/convert.hpp"
 #include "fpscope/core/names.hpp"
-#include "fpscope/core/printable_text.hpp"
 #include "fpscope/gpu/cast_record.hpp"
+#include "parse_choice.hpp"
 
 namespace fpscope {
 
@@ -30,14 +30,7 @@ std::string gemm_recipe_name(GemmRecipe recipe) {
   return "?";
 }
 
-GemmRecipe parse_gemm_recipe(std::string_view name) {
-  std::string expected;
-  for (std::size_t i = 0; i < std::size(all_gemm_recipes); ++i) {
-    if (gemm_recipe_name(all_gemm_recipes[i]) == name) return all_gemm_recipes[i];
-    expected += (i == 0 ? "" : i + 1 == std::size(all_gemm_recipes) ? " or " : ", ") + gemm_recipe_name(all_gemm_recipes[i]);
-  }
-  throw std::invalid_argument("unknown recipe '" + printable_text(name) + "': expected " + expected);
-}
+GemmRecipe parse_gemm_recipe(std::string_view name) { return parse_choice(name, all_gemm_recipes, gemm_recipe_name, "recipe"); }
 
 std::string recipe_description(const RecipeConfig& config) {
   std::string text = gemm_recipe_name(config.recipe);

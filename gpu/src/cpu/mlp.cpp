@@ -13,6 +13,7 @@
 #include "fpscope/core/names.hpp"
 #include "fpscope/gpu/cast_record.hpp"
 #include "fpscope/gpu/recording.hpp"
+#include "parse_choice.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
 #include "fpscope/gpu/softmax_cross_entropy.hpp"
 
@@ -63,21 +64,6 @@ void cast(Format f, bool low_precision, Matrix& m, Context& ctx, TensorRecord* r
   CastCounts counts;
   cast_and_record(f, values, values, ctx, record->histogram, counts);
   record->cast = counts;
-}
-
-}  // namespace
-
-namespace {
-
-// The choice whose name is `name`, or invalid_argument listing every name.
-template <typename Choice, std::size_t N, typename Name>
-Choice parse_choice(std::string_view name, const Choice (&choices)[N], Name name_of, const char* what) {
-  std::string expected;
-  for (std::size_t i = 0; i < N; ++i) {
-    if (name_of(choices[i]) == name) return choices[i];
-    expected += (i == 0 ? "" : i + 1 == N ? " or " : ", ") + name_of(choices[i]);
-  }
-  throw std::invalid_argument(std::string("unknown ") + what + " '" + printable_text(name) + "': expected " + expected);
 }
 
 }  // namespace
