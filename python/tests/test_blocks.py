@@ -58,21 +58,31 @@ def fpscope_quantize(array, fmt, rule, work):
     return json.loads(result.stdout)
 
 
+_KEYS = (("elements", "elements"), ("blocks", "blocks"), ("nan_blocks", "nan_blocks"), ("zeros", "zeros"),
+         ("flushed_to_zero", "flushed_to_zero"), ("subnormal", "made_subnormal"), ("saturated", "saturated"), ("scales", "scales"),
+         ("relative", "relative"))
+
+
+def assert_like_fpscope_quantize(test, ours, theirs, keys=_KEYS):
+    """The bridge's block record against `fpscope quantize --json`'s, key for key."""
+    for key, their_key in keys:
+        test.assertEqual(ours[key], theirs[their_key], key)
+
+
+def check_every_format_and_rule(test, device):
+    """block_statistics of tensors() moved to `device`, every MX format and rule, against fpscope."""
+    with tempfile.TemporaryDirectory() as work:
+        for t, tensor in enumerate(tensors()):
+            array = tensor.numpy().astype(np.float32)
+            for fmt in FORMATS:
+                for rule in RULES:
+                    with test.subTest(tensor=t, fmt=fmt, rule=rule):
+                        assert_like_fpscope_quantize(test, block_statistics(tensor.to(device), fmt, rule), fpscope_quantize(array, fmt, rule, work))
+
+
 class BlockStatisticsTest(unittest.TestCase):
     def test_bridge_counts_equal_fpscope_quantize(self):
-        with tempfile.TemporaryDirectory() as work:
-            for t, tensor in enumerate(tensors()):
-                array = tensor.numpy().astype(np.float32)
-                for fmt in FORMATS:
-                    for rule in RULES:
-                        with self.subTest(tensor=t, fmt=fmt, rule=rule):
-                            ours = block_statistics(tensor, fmt, rule)
-                            theirs = fpscope_quantize(array, fmt, rule, work)
-                            for key, their_key in (("elements", "elements"), ("blocks", "blocks"), ("nan_blocks", "nan_blocks"),
-                                                   ("zeros", "zeros"), ("flushed_to_zero", "flushed_to_zero"),
-                                                   ("subnormal", "made_subnormal"), ("saturated", "saturated"),
-                                                   ("scales", "scales"), ("relative", "relative")):
-                                self.assertEqual(ours[key], theirs[their_key], key)
+        check_every_format_and_rule(self, "cpu")
 
     def test_recorder_writes_block_statistics_that_fpscope_reads(self):
         torch.manual_seed(0)

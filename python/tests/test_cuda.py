@@ -4,7 +4,6 @@ step 0 and between recorded steps, gradients read with their scale, activations 
 fp16), the fp32 shadow, and block statistics of CUDA tensors against `fpscope quantize`. Every test
 skips, saying so, where torch sees no CUDA device."""
 
-import json
 import os
 import sys
 import tempfile
@@ -16,8 +15,7 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import fpscope_torch  # noqa: E402
-from fpscope_torch.blocks import RULES, block_statistics  # noqa: E402
-from test_blocks import FORMATS, fpscope_quantize, tensors  # noqa: E402
+from test_blocks import assert_like_fpscope_quantize, check_every_format_and_rule, fpscope_quantize  # noqa: E402
 from test_recorder import numpy_histogram, read_log, record_histogram, records_of, snapshots_of  # noqa: E402
 
 CUDA = torch.cuda.is_available()
@@ -172,19 +170,7 @@ class CudaRecorderTest(unittest.TestCase):
 @unittest.skipUnless(CUDA, NO_CUDA)
 class CudaBlockStatisticsTest(unittest.TestCase):
     def test_device_counts_equal_fpscope_quantize(self):
-        with tempfile.TemporaryDirectory() as work:
-            for t, tensor in enumerate(tensors()):
-                array = tensor.numpy().astype(np.float32)
-                for fmt in FORMATS:
-                    for rule in RULES:
-                        with self.subTest(tensor=t, fmt=fmt, rule=rule):
-                            ours = block_statistics(tensor.cuda(), fmt, rule)
-                            theirs = fpscope_quantize(array, fmt, rule, work)
-                            for key, their_key in (("elements", "elements"), ("blocks", "blocks"), ("nan_blocks", "nan_blocks"),
-                                                   ("zeros", "zeros"), ("flushed_to_zero", "flushed_to_zero"),
-                                                   ("subnormal", "made_subnormal"), ("saturated", "saturated"),
-                                                   ("scales", "scales"), ("relative", "relative")):
-                                self.assertEqual(ours[key], theirs[their_key], key)
+        check_every_format_and_rule(self, "cuda")
 
     def test_recorder_with_blocks_on_a_cuda_model(self):
         with tempfile.TemporaryDirectory() as work:
@@ -205,9 +191,7 @@ class CudaBlockStatisticsTest(unittest.TestCase):
             record = records_of(snapshots_of(lines)[0])[("2.weight", "weight")]["blocks"]
             theirs = fpscope_quantize(weight, "mxfp8-e4m3", "floor", work)
             self.assertEqual(record["format"], "mxfp8-e4m3")
-            for key, their_key in (("blocks", "blocks"), ("flushed_to_zero", "flushed_to_zero"), ("saturated", "saturated"),
-                                   ("scales", "scales"), ("relative", "relative")):
-                self.assertEqual(record[key], theirs[their_key], key)
+            assert_like_fpscope_quantize(self, record, theirs)
 
 
 if __name__ == "__main__":

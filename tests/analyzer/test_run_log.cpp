@@ -83,6 +83,14 @@ TEST_CASE("a run log round-trips through JSON Lines, written at once or appended
   CHECK(read_run_log(appended).snapshots == log.snapshots);
 }
 
+// `line` with its first `from` replaced by `to` (which must be there): a damaged copy of a log line.
+static std::string replaced(std::string line, const std::string& from, const std::string& to) {
+  const auto at = line.find(from);
+  REQUIRE(at != std::string::npos);
+  line.replace(at, from.size(), to);
+  return line;
+}
+
 TEST_CASE("block statistics in a run log: read back whole, and damage named") {
   std::mt19937 rng(9);
   const Snapshot snapshot = sample_snapshot(3, rng);
@@ -90,13 +98,7 @@ TEST_CASE("block statistics in a run log: read back whole, and damage named") {
   CHECK(snapshot.tensors[0].blocks->statistics.nan_blocks == 1);
   const std::string line = snapshot_line(snapshot);
   CHECK(parse_snapshot(line, "log:2") == snapshot);
-  const auto damaged = [&](const std::string& from, const std::string& to) {
-    std::string text = line;
-    const auto at = text.find(from);
-    REQUIRE(at != std::string::npos);
-    text.replace(at, from.size(), to);
-    return text;
-  };
+  const auto damaged = [&](const std::string& from, const std::string& to) { return replaced(line, from, to); };
   CHECK_THROWS_WITH_AS(parse_snapshot(damaged("\"format\":\"mxfp4\"", "\"format\":\"mxfp5\""), "log:2"),
                        doctest::Contains("log:2: 'blocks': unknown block-scaled format 'mxfp5'"), RunLogError);
   CHECK_THROWS_WITH_AS(parse_snapshot(damaged("\"blocks\":32,", "\"blocks\":31,"), "log:2"),
@@ -117,13 +119,7 @@ TEST_CASE("FP8 scaling records in step lines and snapshots: read back whole, and
   Snapshot snapshot = sample_snapshot(2, rng);
   snapshot.scaling = step.scaling;
   CHECK(parse_snapshot(snapshot_line(snapshot), "log:3") == snapshot);
-  const auto damaged = [&](const std::string& from, const std::string& to) {
-    std::string text = line;
-    const auto at = text.find(from);
-    REQUIRE(at != std::string::npos);
-    text.replace(at, from.size(), to);
-    return text;
-  };
+  const auto damaged = [&](const std::string& from, const std::string& to) { return replaced(line, from, to); };
   CHECK_THROWS_WITH_AS(parse_run_log_line(damaged("\"e5m2\"", "\"e5m2x\""), "log:9", header), doctest::Contains("log:9: 'scaling': "),
                        RunLogError);
   CHECK_THROWS_WITH_AS(parse_run_log_line(damaged("\"output_gradient\"", "\"bias\""), "log:9", header),
