@@ -83,6 +83,7 @@ struct TrainingForm {
 // Curves state: TensorBoard's smoothing (an exponential moving average, debiased at the start).
 struct CurvesState {
   float smoothing = 0.6f;  // 0: the raw values
+  std::string scaling_operand;  // "fc2 output_gradient": whose FP8 amax and scale are drawn (runs with --recipe fp8-*)
 };
 
 // Float inspector state.

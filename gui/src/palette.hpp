@@ -40,6 +40,9 @@ inline constexpr Rgb mantissa_cell{190, 90, 40};
 inline constexpr Rgb loss_line{92, 172, 252};
 inline constexpr Rgb baseline_line{255, 128, 160};
 inline constexpr Rgb scale_line{250, 204, 84};
+// A GEMM operand's FP8 scaling in Curves: its amax each step and the scale it was cast with.
+inline constexpr Rgb amax_line{240, 132, 72};
+inline constexpr Rgb fp8_scale_line{96, 220, 196};
 inline constexpr Rgb skipped_mark{236, 60, 60};
 // The training state swatch.
 inline constexpr Rgb state_idle{90, 90, 90};

@@ -1,5 +1,6 @@
 // Curves view: the loss of every step (raw and smoothed, with the last fp32 run beside it), the
-// loss scale in log2, skipped steps marked; round ticks, axis titles, values under the pointer.
+// loss scale in log2, skipped steps marked; for runs with a per-tensor FP8 recipe, one GEMM
+// operand's amax and scale every step; round ticks, axis titles, values under the pointer.
 #include <fmt/core.h>
 #include <imgui.h>
 
@@ -7,6 +8,8 @@
 #include <cmath>
 #include <iterator>
 #include <limits>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "app.hpp"
@@ -43,6 +46,16 @@ void polyline(const PlotFrame& plot, const std::vector<double>& xs, const std::v
 double log10_or_nan(double v) { return v > 0 && std::isfinite(v) ? std::log10(v) : std::numeric_limits<double>::quiet_NaN(); }
 
 std::string loss_label(double log10_value) { return fmt::format("{:g}", std::pow(10.0, log10_value)); }
+
+double log2_or_nan(double v) { return v > 0 && std::isfinite(v) ? std::log2(v) : std::numeric_limits<double>::quiet_NaN(); }
+
+std::string operand_key(const OperandScaling& o) { return o.name + " " + o.operand; }
+
+// Whole powers of two as y ticks, about one per `spacing` pixels.
+void log2_ticks(PlotFrame& plot, double lo, double hi, float spacing) {
+  const double step = std::max(1.0, nice_tick_step(hi - lo, std::max(2, static_cast<int>((plot.max.y - plot.min.y) / spacing))));
+  for (double y = std::ceil(lo / step) * step; y <= hi; y += step) plot.y_tick(y, fmt::format("2^{:.0f}", y));
+}
 
 }  // namespace
 
@@ -117,30 +130,79 @@ void draw_curves(App& app) {
     draw->AddLine(ImVec2(std::floor(loss_plot.sx(s)), loss_plot.max.y - px(10)), ImVec2(std::floor(loss_plot.sx(s)), loss_plot.max.y),
                   to_imgui(palette::skipped_mark), px(2));
 
+  // A per-tensor FP8 run: the operands its step records name, and the chosen one's amax and scale.
+  std::vector<std::string> operands;
+  for (const OperandScaling& o : last.scaling) operands.push_back(operand_key(o));
+  if (!operands.empty() && std::find(operands.begin(), operands.end(), app.curves.scaling_operand) == operands.end())
+    app.curves.scaling_operand = operands.back();
+  const bool fp8 = !operands.empty();
+
   ImGui::TextUnformatted("loss scale (log2); red ticks: skipped steps");
   const double s0 = *std::min_element(scale.begin(), scale.end()), s1 = *std::max_element(scale.begin(), scale.end());
   const double scale_lo = std::floor(s0) - 1, scale_hi = std::ceil(s1) + 1;
-  PlotFrame scale_plot =
-      PlotFrame::reserve(ImVec2(0, ImGui::GetContentRegionAvail().y - ImGui::GetFontSize()), 0, x1, scale_lo, scale_hi, "##scale", margin);
+  const float rest = ImGui::GetContentRegionAvail().y;
+  PlotFrame scale_plot = PlotFrame::reserve(ImVec2(0, (fp8 ? rest * 0.4f : rest) - ImGui::GetFontSize()), 0, x1, scale_lo, scale_hi, "##scale",
+                                            margin);
   scale_plot.axes(x_step, step_label, 0, nullptr);
-  const double scale_step =  // whole powers of two only
-      std::max(1.0, nice_tick_step(scale_hi - scale_lo, std::max(2, static_cast<int>((scale_plot.max.y - scale_plot.min.y) / px(28)))));
-  for (double y = std::ceil(scale_lo / scale_step) * scale_step; y <= scale_hi; y += scale_step)
-    scale_plot.y_tick(y, fmt::format("2^{:.0f}", y));
+  log2_ticks(scale_plot, scale_lo, scale_hi, px(28));
   scale_plot.x_title("step");
   polyline(scale_plot, steps, scale, to_imgui(palette::scale_line), px(2));
   for (double s : skipped)
     draw->AddLine(ImVec2(std::floor(scale_plot.sx(s)), scale_plot.min.y), ImVec2(std::floor(scale_plot.sx(s)), scale_plot.max.y),
                   to_imgui(palette::skipped_mark), px(1));
 
-  // Under the pointer, in either plot: a cursor line through both and the step's values.
-  for (const PlotFrame* plot : {&loss_plot, &scale_plot}) {
+  // The chosen operand's amax and the scale its cast used, each step, in log2. Under current
+  // scaling amax x scale is the format's largest (448 for E4M3, 57344 for E5M2) over the margin;
+  // under delayed scaling the gap between them is the history's lag.
+  std::vector<double> amax(steps.size(), std::numeric_limits<double>::quiet_NaN()), fp8_scale(amax);
+  std::vector<const OperandScaling*> chosen(steps.size(), nullptr);
+  std::optional<PlotFrame> fp8_plot;
+  if (fp8) {
+    for (std::size_t i = 0; i < app.steps.size(); ++i)
+      for (const OperandScaling& o : app.steps[i].scaling)
+        if (operand_key(o) == app.curves.scaling_operand) {
+          amax[i] = log2_or_nan(o.amax);
+          fp8_scale[i] = log2_or_nan(o.scale);
+          chosen[i] = &o;
+        }
+    ImGui::SetNextItemWidth(px(220));
+    if (ImGui::BeginCombo("##operand", app.curves.scaling_operand.c_str())) {
+      for (const std::string& key : operands)
+        if (ImGui::Selectable(key.c_str(), key == app.curves.scaling_operand)) app.curves.scaling_operand = key;
+      ImGui::EndCombo();
+    }
+    ImGui::SameLine();
+    ImGui::TextColored(to_imgui_vec4(palette::amax_line), "amax");
+    ImGui::SameLine();
+    ImGui::TextUnformatted("and");
+    ImGui::SameLine();
+    ImGui::TextColored(to_imgui_vec4(palette::fp8_scale_line), "FP8 scale");
+    ImGui::SameLine();
+    ImGui::TextUnformatted(fmt::format("(log2) of this GEMM operand, every step: {}", app.header.recipe).c_str());
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    for (const auto* series : {&amax, &fp8_scale})
+      for (double v : *series)
+        if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+    if (!(lo <= hi)) lo = -1, hi = 1;
+    lo = std::floor(lo) - 1, hi = std::ceil(hi) + 1;
+    fp8_plot.emplace(PlotFrame::reserve(ImVec2(0, ImGui::GetContentRegionAvail().y - ImGui::GetFontSize()), 0, x1, lo, hi, "##fp8", margin));
+    fp8_plot->axes(x_step, step_label, 0, nullptr);
+    log2_ticks(*fp8_plot, lo, hi, px(28));
+    fp8_plot->x_title("step");
+    polyline(*fp8_plot, steps, amax, to_imgui(palette::amax_line), px(2));
+    polyline(*fp8_plot, steps, fp8_scale, to_imgui(palette::fp8_scale_line), px(2));
+  }
+
+  // Under the pointer, in any plot: a cursor line through all and the step's values.
+  std::vector<const PlotFrame*> plots{&loss_plot, &scale_plot};
+  if (fp8_plot) plots.push_back(&*fp8_plot);
+  for (const PlotFrame* plot : plots) {
     if (!plot->hovered()) continue;
     const double x = plot->data_x(ImGui::GetIO().MousePos.x);
     const auto it = std::lower_bound(steps.begin(), steps.end(), std::floor(x));
     if (it == steps.end()) break;
     const std::size_t i = static_cast<std::size_t>(it - steps.begin());
-    for (const PlotFrame* p : {&loss_plot, &scale_plot})
+    for (const PlotFrame* p : plots)
       draw->AddLine(ImVec2(std::floor(p->sx(steps[i])), p->min.y), ImVec2(std::floor(p->sx(steps[i])), p->max.y), to_imgui(palette::axis_line, 160));
     std::string text = fmt::format("step {:.0f}\nloss {:.6g}", steps[i], loss[i]);
     if (smoothing && std::isfinite(smooth[i])) text += fmt::format(" (smoothed {:.6g})", smooth[i]);
@@ -148,6 +210,9 @@ void draw_curves(App& app) {
     if (b != app.baseline_steps.end() && *b == steps[i])
       text += fmt::format("\nfp32 baseline {:.6g}", app.baseline_loss[static_cast<std::size_t>(b - app.baseline_steps.begin())]);
     text += fmt::format("\nloss scale 2^{:g}{}", scale[i], app.steps[i].skipped ? "\nskipped: the optimizer step was not taken" : "");
+    if (const OperandScaling* o = chosen[i])
+      text += fmt::format("\n{} ({}): amax {:.6g}, scale {:.6g}\n{} of {} elements flushed to zero, {} saturated", app.curves.scaling_operand,
+                          o->format, o->amax, o->scale, o->flushed_to_zero, o->elements, o->saturated);
     ImGui::SetTooltip("%s", text.c_str());
     break;
   }

@@ -96,6 +96,8 @@ void draw_followed(App& app) {
   ImGui::Text("precision  %s%s", or_dash(app.header.precision).c_str(),
               app.header.format.empty() ? "" : fmt::format(" ({}{})", app.header.format, app.header.rounding.empty() ? "" : ", " + app.header.rounding).c_str());
   ImGui::TextWrapped("scaling    %s", app.header.scaler.c_str());
+  if (!app.header.optimizer.empty()) ImGui::TextWrapped("optimizer  %s", app.header.optimizer.c_str());
+  if (!app.header.recipe.empty()) ImGui::TextWrapped("recipe     %s", app.header.recipe.c_str());
   if (const Snapshot* s = app.current_snapshot())
     ImGui::Text("step %lld  loss %.5f  scale 2^%.0f%s", static_cast<long long>(s->step), s->loss, std::log2(s->loss_scale),
                 s->skipped ? "  skipped" : "");

@@ -133,6 +133,10 @@ int main(int argc, char** argv) {
   } else if (view == "curves-followed") {  // a followed log has no fp32 baseline beside it
     expect(image, "loss curve", palette::loss_line, 300, 12);
     expect(image, "loss scale curve", palette::scale_line, 300, 12);
+  } else if (view == "curves-fp8") {  // a followed log of a per-tensor FP8 run: one operand's amax and scale
+    expect(image, "loss curve", palette::loss_line, 300, 12);
+    expect(image, "operand amax curve", palette::amax_line, 300, 12);
+    expect(image, "operand FP8 scale curve", palette::fp8_scale_line, 300, 12);
   } else if (view == "swatch-running") {
     expect(image, "state swatch: running", palette::state_running, 200);
   } else if (view == "swatch-paused") {

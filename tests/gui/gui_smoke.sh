@@ -121,6 +121,14 @@ done
 headless --follow "$work/inject.jsonl" --tensor fc1 --kind weight_gradient --frames 3 --screenshot "$work/inject.png" >/dev/null 2>&1
 if "$check" "$work/inject.png" histogram-one-nan >/dev/null; then ok; else fail "the injected NaN's bar"; "$check" "$work/inject.png" histogram-one-nan; fi
 
+# Curves on a log written with --recipe fp8-current: the chosen operand's amax and scale lines;
+# a run without a recipe draws neither.
+"$fpscope" train --model 16-32-10 --precision bf16 --recipe fp8-current --steps 30 --batch 32 --out "$work/fp8.jsonl" >/dev/null 2>&1
+headless --follow "$work/fp8.jsonl" --view curves --frames 3 --screenshot "$work/curves-fp8.png" >/dev/null 2>&1
+if "$check" "$work/curves-fp8.png" curves-fp8 >/dev/null; then ok; else fail "Curves of an FP8 run"; "$check" "$work/curves-fp8.png" curves-fp8; fi
+headless --follow "$work/run.jsonl" --view curves --frames 3 --screenshot "$work/curves-plain.png" >/dev/null 2>&1
+if "$check" "$work/curves-plain.png" curves-fp8 >/dev/null; then fail "Curves drew FP8 scaling for a run without a recipe"; else ok; fi
+
 # The Blocks view on a log written with --record-blocks mxfp4: fc1's weights against E2M1's window
 # (normal, subnormal, flushed bands and bars); a log without block statistics says so instead.
 "$fpscope" train "${state_run[@]}" --steps 6 --record-blocks mxfp4 --out "$work/blocks.jsonl" >/dev/null 2>&1
