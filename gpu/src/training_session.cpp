@@ -41,6 +41,7 @@ void TrainingSession::start(const TrainingSettings& settings) {
   header.rounding = rounding_mode_name(settings.mlp.rounding);
   header.scaler = describe(settings.mlp.scaler);
   header.optimizer = describe(settings.mlp.optimizer);
+  if (settings.mlp.recipe.recipe != GemmRecipe::none) header.recipe = recipe_description(settings.mlp.recipe);
   store_.clear();
   store_.set_header(header);
   {
@@ -171,7 +172,7 @@ void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, TrainingData 
       const std::int64_t step = trainer.step_count();
       StepResult result = trainer.step(inputs, labels, step % record_every == 0, true);  // every step's loss: the curves
       if (result.snapshot) store_.append(std::move(*result.snapshot));
-      else store_.append_step({step, result.loss, result.loss_scale, result.skipped});
+      else store_.append_step({step, result.loss, result.loss_scale, result.skipped, result.scaling});
       ++window_steps;
       const auto now = Clock::now();
       const double seconds = std::chrono::duration<double>(now - window_start).count();

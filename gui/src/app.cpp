@@ -84,6 +84,7 @@ bool App::start_training(const TrainingForm& f) {
     settings.backend = f.backend;
     if (!f.record_blocks.empty()) settings.mlp.record_blocks = parse_block_recording(f.record_blocks);
     settings.mlp.optimizer = f.optimizer;
+    settings.mlp.recipe.recipe = f.recipe;
     settings.batch = f.batch;
     settings.record_every = f.record_every;
     settings.steps = f.steps;

@@ -312,6 +312,9 @@ int main(int argc, char** argv) {
   cli.add_option("--optimizer", optimizer, "training: sgd, momentum or adamw")->capture_default_str();
   cli.add_option("--clip-grad-norm", f.optimizer.clip_grad_norm, "training: clip the unscaled gradients' global L2 norm to this (0: off)")
       ->capture_default_str();
+  std::string recipe = "none";
+  cli.add_option("--recipe", recipe, "training: GEMM operands: none, fp8-delayed, fp8-current, fp8-unscaled, mxfp8, mxfp6, mxfp4 or nvfp4 (CPU backend)")
+      ->capture_default_str();
   cli.add_option("--record-blocks", f.record_blocks, "training: also record a block format's statistics: FORMAT[:RULE] (mxfp8-e4m3, mxfp4:even, nvfp4)");
   cli.add_flag("--start", o.app.start, "start training with these settings on opening");
   std::string inspect_text, inspect_format, arithmetic;
@@ -383,6 +386,7 @@ int main(int argc, char** argv) {
       }
       if (!f.record_blocks.empty()) (void)fpscope::parse_block_recording(f.record_blocks);  // throws naming it
       f.optimizer.kind = fpscope::parse_optimizer(optimizer);
+      f.recipe = fpscope::parse_gemm_recipe(recipe);
       if (!(f.optimizer.clip_grad_norm >= 0)) throw std::invalid_argument("--clip-grad-norm must be 0 (off) or positive");
       f.activation = fpscope::parse_activation(activation);
       f.precision = fpscope::parse_precision(precision);

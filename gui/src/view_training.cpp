@@ -120,12 +120,15 @@ void draw_next_step_hint(App& app, const TrainingStatus& status) {
   const int now_log2 = scale_log2_of(status.loss_scale).log2;
   ImGui::PushStyleColor(ImGuiCol_Text, to_imgui(palette::hint_text));
   const bool active = status.state == TrainingStatus::State::running || status.state == TrainingStatus::State::paused;
+  // The red bars are the target format's flushes: the run's own only where it trains in that format.
+  const bool run_format = app.header.format == target_format_names[app.format_index];
   if (now_log2 < advice.scale_log2 - 1 && active)
-    ImGui::TextWrapped("Red bars are gradients %s flushes to zero. Drag the loss scale to 2^%d (advised) and press Apply.",
-                       target_format_names[app.format_index], advice.scale_log2);
+    ImGui::TextWrapped("Red bars are gradients %s %s to zero. Drag the loss scale to 2^%d (advised) and press Apply.",
+                       target_format_names[app.format_index], run_format ? "flushes" : "would flush", advice.scale_log2);
   else if (now_log2 < advice.scale_log2 - 1)
-    ImGui::TextWrapped("Red bars are gradients %s flushed to zero. Drag the loss scale to 2^%d (advised) to see where they would "
-                       "go; Start trains again.", target_format_names[app.format_index], advice.scale_log2);
+    ImGui::TextWrapped("Red bars are gradients %s %s to zero. Drag the loss scale to 2^%d (advised) to see where they would "
+                       "go; Start trains again.", target_format_names[app.format_index], run_format ? "flushed" : "would flush",
+                       advice.scale_log2);
   else
     ImGui::TextWrapped("At 2^%d the gradients sit in %s's range: watch the loss recover in Curves.", now_log2,
                        target_format_names[app.format_index]);
@@ -238,6 +241,11 @@ void draw_training(App& app) {
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("Clip the unscaled gradients' global L2 norm to this (0: off); skipped steps are never clipped.");
   f.optimizer.clip_grad_norm = std::max(0.0f, f.optimizer.clip_grad_norm);
   f.optimizer.weight_decay = std::max(0.0f, f.optimizer.weight_decay);
+  choice_combo("recipe", f.recipe, all_gemm_recipes, gemm_recipe_name);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("The matrix products' operands: FP8 with per-tensor scaling (delayed: from an amax history of 16 steps;\n"
+                      "current: from this step's amax), FP8 unscaled, or OCP MX / NVFP4 blocks along each product's reduction\n"
+                      "axis. Curves then shows each FP8 operand's amax and scale. CPU backend.");
   ImGui::InputFloat("learning rate", &f.learning_rate, 0, 0, "%g");
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("SGD: a step is learning rate x the gradient of the weighted loss, so 1024 with a\n"

@@ -209,3 +209,31 @@ TEST_CASE("the backend interface: the CPU backend by name, and the scaler reconf
   CHECK(backend->scaler_state().skipped_steps == 1);  // the count of skipped steps goes on
   if (std::string why; cuda_device_count(why) == 0) CHECK(make_trainer_backend("auto", settings.mlp)->name() == "cpu");
 }
+
+TEST_CASE("a session with an FP8 recipe: the header names it, and every step record carries each operand's scaling") {
+  RunStore store;
+  TrainingSession session(store);
+  TrainingSettings settings = small_settings(12);
+  settings.mlp.precision = Precision::bf16;
+  settings.mlp.recipe.recipe = GemmRecipe::fp8_current;
+  settings.record_every = 5;
+  session.start(settings);
+  CHECK(wait_until(session, TrainingStatus::State::finished).step == 12);
+  CHECK(store.header().recipe == "fp8-current (hybrid, margin 0)");
+  const RunStore::Update update = store.update_since(store.generation(), 0);
+  REQUIRE(update.steps.size() == 12);
+  const std::size_t operands = 3 * (settings.mlp.layer_sizes.size() - 1);
+  for (const StepRecord& step : update.steps) {
+    CAPTURE(step.step);
+    REQUIRE(step.scaling.size() == operands);
+    for (const OperandScaling& o : step.scaling) CHECK(o.scale > 0);
+  }
+  MlpTrainer direct(settings.mlp);  // the same scaling as a direct run
+  TrainingData data(settings.data, settings.mlp.layer_sizes, settings.mlp.seed);
+  Eigen::MatrixXf inputs;
+  std::vector<int> labels;
+  for (const StepRecord& step : update.steps) {
+    data.next_batch(settings.batch, inputs, labels);
+    CHECK(direct.step(inputs, labels, false).scaling == step.scaling);
+  }
+}
