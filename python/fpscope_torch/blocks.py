@@ -1,6 +1,11 @@
-"""What an OCP MX block-scaled format would do to a tensor, counted exactly in torch: the
+"""What an OCP MX block-scaled format, or NVFP4, would do to a tensor, counted exactly in torch: the
 statistics fpscope's run log keeps under a tensor's "blocks" (the same numbers `fpscope quantize`
 and `fpscope train --record-blocks` compute; a test holds them together).
+
+NVFP4 (NVIDIA's FP4: E2M1 elements in blocks of 16, an E4M3 scale per block under a float32 scale
+per tensor) follows fpscope's core/block_format.hpp step for step: tensor scale 2688 / amax (448 x
+6 over the tensor's largest magnitude), block scale (block amax / 6) x tensor scale to E4M3 to
+nearest even, saturating, element factor tensor scale / block scale, each in float32.
 
 Blocks of `block` consecutive values along the last dimension (a Linear layer's reduction axis
 for its input and its weight, and the same axis for their gradients), the last block of a row
@@ -32,9 +37,11 @@ def parse_blocks(text):
     name = _ALIASES.get(name.lower(), name.lower())
     rule = rule or "floor"
     if name == "nvfp4":
-        raise ValueError(f"blocks={text!r}: the bridge records the MX formats; nvfp4 is recorded by fpscope train --record-blocks")
+        if rule != "floor":
+            raise ValueError(f"blocks={text!r}: nvfp4's E4M3 block scale has one rule (nearest even under its tensor scale): name no rule")
+        return name, rule
     if name not in _MX:
-        raise ValueError(f"blocks={text!r}: unknown block-scaled format; expected one of {', '.join(_MX)}")
+        raise ValueError(f"blocks={text!r}: unknown block-scaled format; expected one of {', '.join(_MX)} or nvfp4")
     if rule not in RULES:
         raise ValueError(f"blocks={text!r}: unknown scale rule {rule!r}; expected floor, round-up, rceil or even")
     return name, rule
@@ -84,10 +91,47 @@ def _shared_exponents(amax, rule, emax, mbits, largest):
     return x, nan_scale
 
 
-def block_statistics(tensor, fmt="mxfp8-e4m3", rule="floor", block=32):
-    """The run log's "blocks" record of `tensor` in format `fmt` (an MX name) under scale rule `rule`."""
+def _e4m3_code(w):
+    """float32 values w >= 0 to E4M3 codes, nearest even, saturating at 448 (code 0x7E): exact
+    integer work in float64, no float8 dtype (torch 1.13 has none)."""
+    w = w.double()
+    e = torch.clamp(_floor_log2(torch.where(w > 0, w, torch.ones_like(w))), min=-6)  # subnormals share 2^-6's quantum
+    q = torch.round(w * _pow2(3 - e)).to(torch.int64)  # 8..16 for normals (16: the next binade), 0..8 below
+    code = (e + 7) * 8 + q - 8
+    return torch.where(w > 0, torch.clamp(code, max=0x7E), torch.zeros_like(code))
+
+
+def _e4m3_value(code):
+    """The float64 value of E4M3 codes 0..0x7E (exact)."""
+    field, m = code >> 3, code & 7
+    return torch.where(field == 0, m.double() * 2.0 ** -9, (8 + m).double() * _pow2(field - 10))
+
+
+def _nvfp4_scaled(magnitudes, amax, tensor_amax):
+    """Per block: the scale code (E4M3, 0x7F for a block holding a NaN or infinity), and each
+    element's |value| times its factor, in float32 as the format computes it."""
+    tensor_amax = float(tensor_amax)
+    tensor_scale = 1.0
+    if tensor_amax > 0 and tensor_amax != float("inf") and tensor_amax == tensor_amax:
+        tensor_scale = min(float(torch.tensor(2688.0, dtype=torch.float32) / torch.tensor(tensor_amax, dtype=torch.float32)), 3.4028234663852886e38)
+    scale32 = torch.tensor(tensor_scale, dtype=torch.float32, device=magnitudes.device)
+    nan_scale = ~torch.isfinite(amax)
+    wanted = (torch.where(nan_scale, torch.zeros_like(amax), amax) / 6.0) * scale32  # float32, two roundings in that order
+    codes = torch.where(nan_scale, torch.full_like(wanted, 0x7F, dtype=torch.int64), _e4m3_code(wanted))
+    block_scale = _e4m3_value(torch.where(nan_scale, torch.zeros_like(codes), codes)).float()
+    factor = torch.where(block_scale == 0, torch.zeros_like(block_scale), scale32 / torch.where(block_scale == 0, torch.ones_like(block_scale), block_scale))
+    return codes, nan_scale, (magnitudes * factor[:, None]).double()
+
+
+def block_statistics(tensor, fmt="mxfp8-e4m3", rule="floor", block=None):
+    """The run log's "blocks" record of `tensor` in format `fmt` (an MX name under scale rule
+    `rule`, or nvfp4); `block`: 32 for MX and 16 for NVFP4 unless given."""
     fmt, rule = parse_blocks(f"{fmt}:{rule}")
-    emax, emin, mbits, largest, largest_odd, integer = _MX[fmt]
+    nvfp4 = fmt == "nvfp4"
+    block = block or (16 if nvfp4 else 32)
+    if nvfp4 and block != 16:
+        raise ValueError(f"nvfp4's blocks are 16 elements, not {block}")
+    emax, emin, mbits, largest, largest_odd, integer = _MX["mxfp4" if nvfp4 else fmt]
     x = tensor.detach().float().reshape(-1, tensor.shape[-1] if tensor.dim() > 0 else 1)
     rows, cols = x.shape
     blocks_per_row = (cols + block - 1) // block
@@ -101,11 +145,14 @@ def block_statistics(tensor, fmt="mxfp8-e4m3", rule="floor", block=32):
     amax = magnitudes.amax(dim=1)  # a NaN anywhere makes it NaN
     if torch.isnan(magnitudes).any():
         amax = torch.where(torch.isnan(magnitudes).any(dim=1), torch.full_like(amax, float("nan")), amax)
-    x_shared, nan_scale = _shared_exponents(amax, rule, emax, mbits, largest)
-    codes = torch.where(nan_scale, torch.full_like(x_shared, 255), x_shared + 127)
+    if nvfp4:
+        codes, nan_scale, y = _nvfp4_scaled(magnitudes, amax, magnitudes.amax() if magnitudes.numel() else 0.0)
+    else:
+        x_shared, nan_scale = _shared_exponents(amax, rule, emax, mbits, largest)
+        codes = torch.where(nan_scale, torch.full_like(x_shared, 255), x_shared + 127)
+        y = magnitudes.double() * _pow2(-x_shared)[:, None]
 
     counted = valid & ~nan_scale[:, None]  # the elements of blocks with a number as scale
-    y = magnitudes.double() * _pow2(-x_shared)[:, None]
     nonzero = counted & (magnitudes != 0)
     if integer:
         scaled = y * 64

@@ -77,16 +77,17 @@ class Recorder:
     Call step(loss) once per training step, after the optimizer step (and the scaler's update).
     Under torch.distributed every rank must call it (recording steps are collective).
 
-    blocks="mxfp8-e4m3" (or "mxfp4:even", any OCP MX format with a scale rule) also records, for
-    every recorded tensor, what that block-scaled format would do to it (blocks of `block_size`
-    along the last dimension; fpscope_torch.blocks): exact flush, subnormal and saturation counts
+    blocks="mxfp8-e4m3" (or "mxfp4:even", any OCP MX format with a scale rule, or "nvfp4") also
+    records, for every recorded tensor, what that block-scaled format would do to it (blocks of
+    `block_size` along the last dimension, 32 for MX and 16 for NVFP4 by default;
+    fpscope_torch.blocks): exact flush, subnormal and saturation counts
     and the histograms `fpscope analyze run.jsonl -f mxfp8-e4m3` and the app's Blocks view read.
     Not yet under torch.distributed.
     """
 
     def __init__(self, model, path, every=1, scaler=None, model_name=None, precision=None, fmt="fp16",
                  kinds=("activation", "activation_gradient", "weight", "weight_gradient"),
-                 include=None, exclude=None, append=False, global_step=None, blocks=None, block_size=32):
+                 include=None, exclude=None, append=False, global_step=None, blocks=None, block_size=None):
         if every < 1:
             raise ValueError(f"every must be at least 1, not {every}")
         unknown = set(kinds) - {"activation", "activation_gradient", "weight", "weight_gradient"}
@@ -101,8 +102,10 @@ class Recorder:
         self._distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
         self._rank = torch.distributed.get_rank() if self._distributed else 0
         self._blocks = parse_blocks(blocks) if blocks is not None else None
-        if self._blocks is not None and not 1 <= block_size <= 256:
+        if self._blocks is not None and block_size is not None and not 1 <= block_size <= 256:
             raise ValueError(f"block_size must be 1 to 256, not {block_size}")
+        if self._blocks is not None and self._blocks[0] == "nvfp4" and block_size not in (None, 16):
+            raise ValueError(f"nvfp4's blocks are 16 elements, not {block_size}")
         if self._blocks is not None and self._distributed:
             raise ValueError("blocks= is not supported under torch.distributed yet: record block statistics in a single process")
         self._block_size = block_size

@@ -50,9 +50,11 @@ def tensors():
 
 
 def fpscope_quantize(array, fmt, rule, work):
+    """`fpscope quantize --json` of `array` (rule None: the format's own, as nvfp4 has)."""
     path = os.path.join(work, "x.npy")
     np.save(path, array)
-    result = subprocess.run([FPSCOPE, "quantize", path, "-f", fmt, "--scale-rule", rule, "--json"], capture_output=True, text=True)
+    rule_options = ["--scale-rule", rule] if rule is not None else []
+    result = subprocess.run([FPSCOPE, "quantize", path, "-f", fmt, *rule_options, "--json"], capture_output=True, text=True)
     if result.returncode != 0:
         raise AssertionError(result.stderr)
     return json.loads(result.stdout)
@@ -69,15 +71,30 @@ def assert_like_fpscope_quantize(test, ours, theirs, keys=_KEYS):
         test.assertEqual(ours[key], theirs[their_key], key)
 
 
+def nvfp4_tensors():
+    """NVFP4's own edges besides tensors(): block scales at E4M3's subnormals (a small block in a
+    tensor whose amax is huge), block scales at ties between E4M3 codes, and elements at E2M1's
+    thresholds under a block scale of exactly 1 (the tensor amax 2688, a block amax 6)."""
+    g = torch.Generator().manual_seed(11)
+    spread = torch.randn(8, 64, generator=g) * torch.exp2(torch.randint(-30, 30, (8, 64), generator=g).float())
+    spread[0, :16] *= 2.0 ** -40  # this block's scale falls among E4M3's subnormals, or to 0
+    ties = torch.zeros(4, 16)
+    ties[0, 0] = 2688.0
+    ties[1, :8] = torch.tensor([6.0, 0.25, 0.75, 1.25, 5.0, 1.75, 2.5, 3.5])  # block amax 6, scale 1: ties of E2M1
+    ties[2, 0] = 6.0 * 1.0625  # (amax / 6) * 1 between E4M3's 1 and 1.125: a tie, to the even 1
+    ties[3, 0] = 6.0 * 0.0029296875  # 1.5 * 2^-9: a tie between E4M3's smallest subnormals
+    return [spread, ties]
+
+
 def check_every_format_and_rule(test, device):
-    """block_statistics of tensors() moved to `device`, every MX format and rule, against fpscope."""
+    """block_statistics of tensors() moved to `device`, every MX format and rule and NVFP4, against fpscope."""
     with tempfile.TemporaryDirectory() as work:
-        for t, tensor in enumerate(tensors()):
-            array = tensor.numpy().astype(np.float32)
-            for fmt in FORMATS:
-                for rule in RULES:
-                    with test.subTest(tensor=t, fmt=fmt, rule=rule):
-                        assert_like_fpscope_quantize(test, block_statistics(tensor.to(device), fmt, rule), fpscope_quantize(array, fmt, rule, work))
+        cases = [(t, tensor, fmt, rule) for t, tensor in enumerate(tensors()) for fmt in FORMATS for rule in RULES]
+        cases += [(t, tensor, "nvfp4", None) for t, tensor in enumerate(tensors() + nvfp4_tensors())]
+        for t, tensor, fmt, rule in cases:
+            with test.subTest(tensor=t, fmt=fmt, rule=rule):
+                ours = block_statistics(tensor.to(device), fmt, rule or "floor")
+                assert_like_fpscope_quantize(test, ours, fpscope_quantize(tensor.numpy().astype(np.float32), fmt, rule, work))
 
 
 class BlockStatisticsTest(unittest.TestCase):
@@ -116,11 +133,31 @@ class BlockStatisticsTest(unittest.TestCase):
             self.assertEqual(summed["elements"], 2 * 70 * 40)
             self.assertEqual(summed["scale_rule"], "even")
 
+    def test_recorder_with_nvfp4_blocks_of_16(self):
+        torch.manual_seed(1)
+        model = torch.nn.Sequential(torch.nn.Linear(40, 24), torch.nn.ReLU(), torch.nn.Linear(24, 5))
+        x, y = torch.randn(8, 40), torch.randint(0, 5, (8,))
+        with tempfile.TemporaryDirectory() as work:
+            path = os.path.join(work, "run.jsonl")
+            with fpscope_torch.Recorder(model, path, blocks="nvfp4") as recorder:
+                weight = model[0].weight.detach().numpy().copy()
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                recorder.step()
+            with open(path) as log:
+                recorded = [json.loads(line) for line in log][1]
+            record = next(t for t in recorded["tensors"] if t["name"] == "0.weight" and t["kind"] == "weight")["blocks"]
+            self.assertEqual((record["format"], record["block"], record["blocks"]), ("nvfp4", 16, 24 * 3))  # 40 = 16 + 16 + 8
+            assert_like_fpscope_quantize(self, record, fpscope_quantize(weight, "nvfp4", None, work))
+            result = subprocess.run([FPSCOPE, "analyze", path, "-f", "nvfp4", "--json"], capture_output=True, text=True)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            with self.assertRaisesRegex(ValueError, "16 elements"):
+                fpscope_torch.Recorder(model, os.path.join(work, "never.jsonl"), blocks="nvfp4", block_size=32)
+
     def test_bad_blocks_are_one_sentence(self):
         model = torch.nn.Linear(4, 2)
         with tempfile.TemporaryDirectory() as work:
             for text, says in (("mxfp5", "unknown block-scaled format"), ("mxfp4:nearest", "unknown scale rule"),
-                               ("nvfp4", "fpscope train --record-blocks")):
+                               ("nvfp4:even", "nvfp4's E4M3 block scale has one rule")):
                 with self.subTest(text=text), self.assertRaisesRegex(ValueError, says):
                     fpscope_torch.Recorder(model, os.path.join(work, "never.jsonl"), blocks=text)
             self.assertFalse(os.path.exists(os.path.join(work, "never.jsonl")))
