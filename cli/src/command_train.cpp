@@ -19,6 +19,7 @@
 #include "fpscope/gpu/checkpoint.hpp"
 #include "fpscope/gpu/fault_injection.hpp"
 #include "fpscope/gpu/loss_scaler.hpp"
+#include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/mlp.hpp"
 #include "fpscope/gpu/training_defaults.hpp"
 #include "fpscope/gpu/training_data.hpp"
@@ -50,6 +51,7 @@ struct TrainOptions {
   std::string backend = "auto";
   std::string record_blocks;  // FORMAT or FORMAT:RULE
   std::string recipe = "none";
+  std::string threads = "0";
   std::string fp8_format = "hybrid";
   std::string amax_history = "16";
   std::string fp8_margin = "0";
@@ -106,6 +108,7 @@ void run_train(const TrainOptions& o) {
     throw UsageError("unknown --backend '" + printable_text(o.backend) + "': expected auto, cpu or cuda");
   if (!o.record_blocks.empty()) config.record_blocks = parse_or_usage([&] { return parse_block_recording(o.record_blocks); });
   config.recipe.recipe = parse_or_usage([&] { return parse_gemm_recipe(o.recipe); });
+  set_gemm_threads(parse_integer_option<int>("--threads", o.threads, 0, 4096));
   if (o.fp8_format != "hybrid" && o.fp8_format != "e4m3")
     throw UsageError("unknown --fp8-format '" + printable_text(o.fp8_format) + "': expected hybrid or e4m3");
   config.recipe.all_e4m3 = o.fp8_format == "e4m3";
@@ -182,8 +185,8 @@ void run_train(const TrainOptions& o) {
   if (config.recipe.recipe != GemmRecipe::none) header.recipe = recipe_description(config.recipe);
   // What a checkpoint must agree with to be resumed: everything that decides the bits.
   const std::string settings = fmt::format(
-      "{}|backend {}|batch {}|lr {}|loss weight {}|record-every {}|record-blocks {}|optimizer {} momentum {} betas {},{} eps {} decay {} clip {}|data {}|seed {}|inject{}|log {}",
-      run_header_line(header), trainer.name(), batch, config.learning_rate, config.loss_weight, record_every, o.record_blocks,
+      "{}|backend {}|threads {}|batch {}|lr {}|loss weight {}|record-every {}|record-blocks {}|optimizer {} momentum {} betas {},{} eps {} decay {} clip {}|data {}|seed {}|inject{}|log {}",
+      run_header_line(header), trainer.name(), gemm_threads(), batch, config.learning_rate, config.loss_weight, record_every, o.record_blocks,
       optimizer_name(config.optimizer.kind), config.optimizer.momentum, config.optimizer.beta1, config.optimizer.beta2, config.optimizer.epsilon,
       config.optimizer.weight_decay, config.optimizer.clip_grad_norm, o.data, config.seed, injected, o.out.value_or(""));
   std::int64_t first_step = 0;
@@ -273,6 +276,10 @@ void add_train(CLI::App& app) {
   cmd->add_option("--weight-decay", o->weight_decay, "AdamW's decoupled weight decay")->capture_default_str();
   cmd->add_option("--clip-grad-norm", o->clip_grad_norm,
                   "clip the unscaled gradients' global L2 norm to this (0: off); skipped steps are never clipped")->capture_default_str();
+  cmd->add_option("--threads", o->threads,
+                  "CPU backend: threads for the matrix products (OpenBLAS), 0 for all cores; the count decides the last bits of their sums, "
+                  "so --resume needs the same")
+      ->capture_default_str();
   cmd->add_option("--recipe", o->recipe,
                   "GEMM operands: none, fp8-delayed, fp8-current (per-tensor FP8 scaling, as Transformer Engine), fp8-unscaled, mxfp8, mxfp6, mxfp4 "
                   "(OCP MX blocks along each product's reduction axis) or nvfp4; CPU backend")

@@ -12,6 +12,7 @@
 #include "fpscope/core/convert.hpp"
 #include "fpscope/core/names.hpp"
 #include "fpscope/gpu/cast_record.hpp"
+#include "fpscope/gpu/gemm.hpp"
 #include "parse_choice.hpp"
 
 namespace fpscope {
@@ -125,11 +126,7 @@ Fp8Operand quantize_fp8_operand(const RecipeConfig& config, GemmOperand operand,
 
 Eigen::MatrixXf fp8_product(const Eigen::MatrixXf& a, bool transpose_a, float dequantize_a, const Eigen::MatrixXf& b, bool transpose_b,
                             float dequantize_b) {
-  Eigen::MatrixXf c;
-  if (transpose_a && transpose_b) c = a.transpose() * b.transpose();
-  else if (transpose_a) c = a.transpose() * b;
-  else if (transpose_b) c = a * b.transpose();
-  else c = a * b;
+  Eigen::MatrixXf c = gemm(a, transpose_a, b, transpose_b);
   c *= dequantize_a * dequantize_b;  // one float32 product, then one rounding per element
   return c;
 }

@@ -12,6 +12,7 @@
 #include "fpscope/core/bulk.hpp"
 #include "fpscope/core/names.hpp"
 #include "fpscope/gpu/cast_record.hpp"
+#include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/recording.hpp"
 #include "parse_choice.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
@@ -243,9 +244,9 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
       // Named in turn: the stochastic stream's order must not be left to the compiler.
       const Eigen::MatrixXf input = mx(l, GemmOperand::input, a[l], false);
       const Eigen::MatrixXf weight_operand = mx(l, GemmOperand::weight, w[l], false);
-      z[l] = input * weight_operand.transpose();
+      z[l] = gemm(input, false, weight_operand, true);
     } else {
-      z[l] = a[l] * w[l].transpose();
+      z[l] = gemm(a[l], false, w[l], true);
     }
     z[l].rowwise() += b[l].transpose();
     cast(f, low, z[l], ctx_, recorded(activation, l), config_.record_blocks);
@@ -278,9 +279,9 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
       // The weight gradient's product reduces over the batch: both operands blocked along it.
       const Eigen::MatrixXf gradient = mx(l, GemmOperand::output_gradient, dz, true);
       const Eigen::MatrixXf input = mx(l, GemmOperand::input, a[l], true);
-      grad_w[l] = gradient.transpose() * input;
+      grad_w[l] = gemm(gradient, true, input, false);
     } else {
-      grad_w[l] = dz.transpose() * a[l];
+      grad_w[l] = gemm(dz, true, a[l], false);
     }
     grad_b[l] = dz.colwise().sum().transpose();
     for (const FaultInjection& fault : faults_)
@@ -297,10 +298,10 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
         da = fp8_product(fp8_dz.values, false, fp8_dz.dequantize, fp8_weight[l].values, false, fp8_weight[l].dequantize);
       else if (block_scaled(recipe)) {  // reduces over the layer's outputs
         const Eigen::MatrixXf gradient = mx(l, GemmOperand::output_gradient, dz, false);
-        da = gradient * mx(l, GemmOperand::weight, w[l], true);
+        da = gemm(gradient, false, mx(l, GemmOperand::weight, w[l], true), false);
       }
       else
-        da = dz * w[l];
+        da = gemm(dz, false, w[l], false);
       cast(f, low, da, ctx_, nullptr);
       dz = da.cwiseProduct(z[l - 1].unaryExpr([&](float v) { return activation_derivative(config_.activation, v); }));
     }
