@@ -1,4 +1,4 @@
-// `fpscope train`: mixed-precision training of an MLP on the CPU or CUDA backend, recording a run log.
+// `fpscope train`: mixed-precision training of an MLP or a GPT on the CPU or CUDA backend, recording a run log.
 #include <fmt/core.h>
 #include <unistd.h>
 
@@ -20,6 +20,8 @@
 #include "fpscope/gpu/fault_injection.hpp"
 #include "fpscope/gpu/loss_scaler.hpp"
 #include "fpscope/gpu/gemm.hpp"
+#include "fpscope/gpu/gpt.hpp"
+#include "fpscope/analyzer/npy.hpp"
 #include "fpscope/gpu/mlp.hpp"
 #include "fpscope/gpu/training_defaults.hpp"
 #include "fpscope/gpu/training_data.hpp"
@@ -43,9 +45,10 @@ struct TrainOptions {
   std::string round = rounding_mode_name(training_defaults::rounding);
   std::string loss_scale = training_defaults::loss_scale;
   std::string steps = std::to_string(training_defaults::cli_steps);
-  std::string batch = std::to_string(training_defaults::batch);
-  std::string lr = fmt::format("{:g}", training_defaults::learning_rate);
-  std::string loss_weight = fmt::format("2^{}", training_defaults::loss_weight_log2);
+  // Empty: the model's default (the MLP example's, or the GPT's below).
+  std::string batch;
+  std::string lr;
+  std::string loss_weight;
   std::string record_every = std::to_string(training_defaults::record_every);
   std::string data = training_defaults::data;
   std::string backend = "auto";
@@ -55,7 +58,7 @@ struct TrainOptions {
   std::string fp8_format = "hybrid";
   std::string amax_history = "16";
   std::string fp8_margin = "0";
-  std::string optimizer = "sgd";
+  std::string optimizer;
   std::string momentum = "0.9";
   std::string weight_decay = "0";
   std::string betas = "0.9,0.999";
@@ -66,8 +69,61 @@ struct TrainOptions {
   std::vector<std::string> inject;
   std::string checkpoint_every = "0";
   std::optional<std::string> checkpoint;
+  std::optional<std::string> export_inputs;
   bool resume = false;
 };
+
+// A GPT's defaults where the options are not given: AdamW at 1e-3 on batches of 16 sequences, the
+// loss unweighted (the MLP example's lr 1024 and loss weight 2^-10 would wreck it).
+namespace gpt_defaults {
+constexpr const char* batch = "16";
+constexpr const char* learning_rate = "1e-3";
+constexpr const char* loss_weight = "1";
+constexpr const char* optimizer = "adamw";
+}  // namespace gpt_defaults
+
+// The parameters as NumPy arrays in PyTorch's layouts (an MLP's fcN.weight out x in, fcN.bias; a
+// GPT's gpt_parameters names and shapes, vectors one-dimensional), row-major as .npy wants.
+void export_parameters(const std::filesystem::path& folder, const MlpConfig& config, const TrainerState& state) {
+  const auto write = [&](const std::string& name, const Eigen::MatrixXf& m, bool vector) {
+    const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> row_major = m;
+    std::vector<std::uint64_t> shape{static_cast<std::uint64_t>(m.rows())};
+    if (!vector) shape.push_back(static_cast<std::uint64_t>(m.cols()));
+    const auto* bytes = reinterpret_cast<const unsigned char*>(row_major.data());
+    write_output(folder / (name + ".npy"), npy_bytes("<f4", shape, {bytes, static_cast<std::size_t>(m.size()) * sizeof(float)}));
+  };
+  if (config.gpt) {
+    const std::vector<GptParameter> layout = gpt_parameters(*config.gpt);
+    for (std::size_t p = 0; p < layout.size(); ++p) write(layout[p].name, state.weights[p], layout[p].cols == 1);
+    return;
+  }
+  for (std::size_t l = 0; l < state.weights.size(); ++l) {
+    write("fc" + std::to_string(l + 1) + ".weight", state.weights[l], false);
+    write("fc" + std::to_string(l + 1) + ".bias", state.biases[l], true);
+  }
+}
+
+// A step's batch: an MLP's inputs as float32 and labels as int32; a GPT's token ids and targets as
+// int32, batch x context each.
+void export_batch(const std::filesystem::path& folder, std::int64_t step, const MlpConfig& config, const Eigen::MatrixXf& inputs,
+                  const std::vector<int>& labels) {
+  const std::string suffix = fmt::format("-{:06}.npy", step);
+  const std::vector<std::uint64_t> input_shape{static_cast<std::uint64_t>(inputs.rows()), static_cast<std::uint64_t>(inputs.cols())};
+  const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> row_major = inputs;
+  if (config.gpt) {
+    const std::vector<std::int32_t> tokens(row_major.data(), row_major.data() + row_major.size());
+    write_output(folder / ("inputs" + suffix),
+                 npy_bytes("<i4", input_shape, {reinterpret_cast<const unsigned char*>(tokens.data()), tokens.size() * sizeof(std::int32_t)}));
+  } else {
+    write_output(folder / ("inputs" + suffix), npy_bytes("<f4", input_shape, {reinterpret_cast<const unsigned char*>(row_major.data()),
+                                                                                static_cast<std::size_t>(row_major.size()) * sizeof(float)}));
+  }
+  const std::vector<std::int32_t> targets(labels.begin(), labels.end());
+  std::vector<std::uint64_t> target_shape{static_cast<std::uint64_t>(labels.size())};
+  if (config.gpt) target_shape = input_shape;
+  write_output(folder / ("targets" + suffix),
+               npy_bytes("<i4", target_shape, {reinterpret_cast<const unsigned char*>(targets.data()), targets.size() * sizeof(std::int32_t)}));
+}
 
 template <typename Parse>
 auto parse_or_usage(Parse parse) {
@@ -87,21 +143,33 @@ constexpr int interrupted_status = 130;
 void run_train(const TrainOptions& o) {
   // Every option is read and checked before any file is touched.
   MlpConfig config;
-  config.layer_sizes = parse_or_usage([&] { return parse_layer_sizes(o.model); });
+  const bool gpt = names_gpt(o.model);
+  if (gpt) {
+    config.gpt = parse_or_usage([&] { return parse_gpt_shape(o.model); });
+    if (o.activation != activation_name(training_defaults::activation))
+      throw UsageError("--activation sets an MLP's; a GPT's blocks use GELU");
+  } else {
+    config.layer_sizes = parse_or_usage([&] { return parse_layer_sizes(o.model); });
+  }
   config.activation = parse_or_usage([&] { return parse_activation(o.activation); });
+  const std::string lr = !o.lr.empty() ? o.lr : gpt ? gpt_defaults::learning_rate : fmt::format("{:g}", training_defaults::learning_rate);
+  const std::string loss_weight =
+      !o.loss_weight.empty() ? o.loss_weight : gpt ? gpt_defaults::loss_weight : fmt::format("2^{}", training_defaults::loss_weight_log2);
+  const std::string batch_text = !o.batch.empty() ? o.batch : gpt ? gpt_defaults::batch : std::to_string(training_defaults::batch);
+  const std::string optimizer = !o.optimizer.empty() ? o.optimizer : gpt ? gpt_defaults::optimizer : "sgd";
   config.precision = parse_or_usage([&] { return parse_precision(o.precision); });
   config.rounding = parse_rounding_mode(o.round);
   config.scaler = parse_or_usage([&] { return parse_loss_scale(o.loss_scale); });
   if (config.precision == Precision::fp32 && o.loss_scale == "dynamic") config.scaler = LossScalerConfig::none();
-  config.learning_rate = parse_positive_float_option("--lr", o.lr);
+  config.learning_rate = parse_positive_float_option("--lr", lr);
   config.loss_weight = parse_or_usage([&] {
-    const std::optional<double> weight = parse_scale_factor(o.loss_weight);
-    if (!weight) throw std::invalid_argument("--loss-weight '" + printable_text(o.loss_weight) + "' is not 2^k or a positive number that float32 holds");
+    const std::optional<double> weight = parse_scale_factor(loss_weight);
+    if (!weight) throw std::invalid_argument("--loss-weight '" + printable_text(loss_weight) + "' is not 2^k or a positive number that float32 holds");
     return static_cast<float>(*weight);
   });
   config.seed = parse_integer_option<std::uint64_t>("--seed", o.seed, 0, std::numeric_limits<std::uint64_t>::max());
   const auto steps = parse_integer_option<std::int64_t>("--steps", o.steps, 1, max_steps);
-  const auto batch = parse_integer_option<int>("--batch", o.batch, 1, std::numeric_limits<int>::max());
+  const auto batch = parse_integer_option<int>("--batch", batch_text, 1, std::numeric_limits<int>::max());
   const auto record_every = parse_integer_option<std::int64_t>("--record-every", o.record_every, 1, max_steps);
   const auto checkpoint_every = parse_integer_option<std::int64_t>("--checkpoint-every", o.checkpoint_every, 0, max_steps);
   if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")
@@ -120,7 +188,8 @@ void run_train(const TrainOptions& o) {
     throw UsageError("--amax-history is the delayed recipe's: use --recipe fp8-delayed");
   if (config.recipe.recipe != GemmRecipe::fp8_delayed && config.recipe.recipe != GemmRecipe::fp8_current && o.fp8_margin != "0")
     throw UsageError("--fp8-margin sets the scaled FP8 recipes: use --recipe fp8-delayed or fp8-current");
-  config.optimizer.kind = parse_or_usage([&] { return parse_optimizer(o.optimizer); });
+  config.optimizer.kind = parse_or_usage([&] { return parse_optimizer(optimizer); });
+  if (gpt && config.recipe.recipe != GemmRecipe::none) throw UsageError("--recipe trains an MLP's GEMMs; the GPT runs without a recipe for now");
   const auto fraction = [](const char* option, const std::string& text) {  // in [0, 1)
     const float value = text == "0" ? 0.0f : parse_positive_float_option(option, text);
     if (!(value < 1.0f)) throw UsageError(std::string(option) + " '" + printable_text(text) + "' must be below 1");
@@ -139,6 +208,7 @@ void run_train(const TrainOptions& o) {
   if (config.optimizer.kind != OptimizerKind::adamw && config.optimizer.weight_decay != 0.0f)
     throw UsageError("--weight-decay is AdamW's decoupled decay: use --optimizer adamw");
   std::vector<FaultInjection> faults;
+  if (gpt && !o.inject.empty()) throw UsageError("--inject puts a value into an MLP layer's weight gradient; the GPT takes none for now");
   for (const std::string& text : o.inject) {
     faults.push_back(parse_or_usage([&] { return parse_fault_injection(text, static_cast<int>(config.layer_sizes.size()) - 1); }));
     if (faults.back().step >= steps)
@@ -146,7 +216,7 @@ void run_train(const TrainOptions& o) {
   }
   if (o.checkpoint && o.checkpoint->empty()) throw OutputError("--checkpoint is empty: name a file");
   try {
-    check_memory_budget(estimated_training_bytes(config.layer_sizes, batch),
+    check_memory_budget(gpt ? estimated_gpt_training_bytes(*config.gpt, batch) : estimated_training_bytes(config.layer_sizes, batch),
                         fmt::format("training {} at batch {}", o.model, batch));
   } catch (const MemoryBudgetError& e) {
     throw UsageError(e.what());
@@ -159,11 +229,19 @@ void run_train(const TrainOptions& o) {
   if (checkpoint_every > 0) outputs.push_back(resolve_output(checkpoint_path, "--checkpoint"));
   std::optional<TrainingData> data;
   try {
-    data.emplace(o.data, config.layer_sizes, config.seed);
+    data.emplace(o.data, config);
   } catch (const std::invalid_argument& e) {
     throw UsageError(std::string("--data: ") + e.what());
   }
   check_outputs(outputs, data->files());
+  std::optional<std::filesystem::path> export_folder;
+  if (o.export_inputs) {
+    export_folder = *o.export_inputs;
+    std::error_code error;
+    const bool exists = std::filesystem::exists(*export_folder, error);
+    if (o.export_inputs->empty() || (exists && (!std::filesystem::is_directory(*export_folder, error) || !std::filesystem::is_empty(*export_folder, error))))
+      throw OutputError("--export-inputs " + printable_text(*o.export_inputs, 200) + " is not a new or empty folder: name one, nothing is overwritten");
+  }
   const OutputTarget* log_target = o.out ? &outputs.front() : nullptr;
   const OutputTarget* checkpoint_target = checkpoint_every > 0 ? &outputs.back() : nullptr;
 
@@ -176,7 +254,7 @@ void run_train(const TrainOptions& o) {
   }
   RunHeader header;
   header.source = "fpscope train";
-  header.model = o.model + " " + activation_name(config.activation);
+  header.model = gpt ? gpt_shape_name(*config.gpt) : o.model + " " + activation_name(config.activation);
   header.precision = precision_name(config.precision);
   header.format = format_name(trainer.format());
   header.rounding = rounding_mode_name(config.rounding);
@@ -217,12 +295,19 @@ void run_train(const TrainOptions& o) {
   interrupted = false;
   const auto previous = std::signal(SIGINT, on_interrupt);
   const auto start = std::chrono::steady_clock::now();
+  if (export_folder) {
+    std::error_code error;
+    std::filesystem::create_directories(*export_folder, error);
+    if (error) throw OutputError("cannot make folder " + printable_text(export_folder->string(), 200) + ": " + error.message());
+    export_parameters(*export_folder, config, trainer.state());
+  }
   Eigen::MatrixXf inputs;
   std::vector<int> labels;
   StepResult last;
   std::int64_t step = first_step;
   for (; step < steps && !interrupted; ++step) {
     data->next_batch(batch, inputs, labels);
+    if (export_folder) export_batch(*export_folder, step, config, inputs, labels);
     const bool report = step % 10 == 0 || step + 1 == steps;
     // A run log holds a step record for every step: the loss and scale are read back each step
     // then (on the CUDA backend that is a wait for the device per step).
@@ -256,20 +341,24 @@ void run_train(const TrainOptions& o) {
 
 void add_train(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
-  CLI::App* cmd = app.add_subcommand("train", "Train an MLP in fp32 or mixed precision (CPU or CUDA backend), recording exponent histograms");
-  cmd->add_option("--model", o->model, "layer sizes, input to classes")->capture_default_str();
+  CLI::App* cmd = app.add_subcommand("train", "Train an MLP or a GPT in fp32 or mixed precision (CPU or CUDA backend), recording exponent histograms");
+  cmd->add_option("--model", o->model,
+                  "an MLP's layer sizes, input to classes, or a GPT: gpt or gpt:layers=L,width=D,heads=H,context=T[,vocab=V] "
+                  "(defaults 2, 64, 4, 32, 256)")
+      ->capture_default_str();
   cmd->add_option("--activation", o->activation, "relu, gelu or tanh")->capture_default_str();
   cmd->add_option("--precision", o->precision, "fp32, fp16, bf16 or fp16-pure")->capture_default_str();
   cmd->add_option("-r,--round", o->round, "rounding mode of every low-precision cast")->capture_default_str();
   cmd->add_option("--loss-scale", o->loss_scale, "none, dynamic (GradScaler's rule), or a static scale: 2^k or a number")->capture_default_str();
   cmd->add_option("--steps", o->steps, "training steps")->capture_default_str();
-  cmd->add_option("--batch", o->batch, "batch size")->capture_default_str();
-  cmd->add_option("--lr", o->lr, "learning rate")->capture_default_str();
+  cmd->add_option("--batch", o->batch, fmt::format("batch size (sequences for a GPT; default {}, a GPT {})", training_defaults::batch, gpt_defaults::batch));
+  cmd->add_option("--lr", o->lr, fmt::format("learning rate (default {:g}, a GPT {})", training_defaults::learning_rate, gpt_defaults::learning_rate));
   cmd->add_option("--loss-weight", o->loss_weight,
-                  "the loss is multiplied by this before the backward pass, as one term of a multi-task loss often is: 2^k or a number")
-      ->capture_default_str();
+                  fmt::format("the loss is multiplied by this before the backward pass, as one term of a multi-task loss often is: 2^k or a "
+                              "number (default 2^{}, a GPT {})", training_defaults::loss_weight_log2, gpt_defaults::loss_weight));
   cmd->add_option("--record-every", o->record_every, "record a snapshot every N steps")->capture_default_str();
-  cmd->add_option("--optimizer", o->optimizer, "sgd, momentum or adamw (fp32 states; momentum and adamw on the CPU backend)")->capture_default_str();
+  cmd->add_option("--optimizer", o->optimizer,
+                  "sgd, momentum or adamw (fp32 states; momentum and adamw on the CPU backend; default sgd, a GPT adamw)");
   cmd->add_option("--momentum", o->momentum, "momentum's factor: b = momentum * b + g")->capture_default_str();
   cmd->add_option("--betas", o->betas, "AdamW's B1,B2")->capture_default_str();
   cmd->add_option("--eps", o->eps, "AdamW's epsilon")->capture_default_str();
@@ -290,7 +379,8 @@ void add_train(CLI::App& app) {
   cmd->add_option("--fp8-margin", o->fp8_margin, "FP8: the scale is divided by 2^margin, 0 ..= 32")->capture_default_str();
   cmd->add_option("--record-blocks", o->record_blocks,
                   "also record what a block-scaled format would do to every recorded tensor: FORMAT or FORMAT:RULE (mxfp8-e4m3, mxfp4:even, nvfp4, ...; CPU backend)");
-  cmd->add_option("--data", o->data, "synthetic (embedded), or mnist:DIR with train-images-idx3-ubyte and train-labels-idx1-ubyte (.gz or not)")->capture_default_str();
+  cmd->add_option("--data", o->data, "synthetic (embedded: clusters for an MLP, repeated motifs for a GPT), mnist:DIR with train-images-idx3-ubyte and "
+                  "train-labels-idx1-ubyte (.gz or not) for an MLP, or text:FILE for a GPT (bytes as tokens)")->capture_default_str();
   cmd->add_option("--backend", o->backend, "auto (cuda when a device answers), cpu or cuda")->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed: the same seed gives the same bits")->capture_default_str();
   cmd->add_option_function<std::string>("--out", [o](const std::string& path) { o->out = path; },
@@ -299,6 +389,9 @@ void add_train(CLI::App& app) {
   cmd->add_option("--checkpoint-every", o->checkpoint_every, "write a checkpoint every N steps (atomically)")->capture_default_str();
   cmd->add_option_function<std::string>("--checkpoint", [o](const std::string& path) { o->checkpoint = path; },
                                         "checkpoint file (default: the run log's name + .ckpt, or fpscope-train.ckpt)");
+  cmd->add_option_function<std::string>("--export-inputs", [o](const std::string& path) { o->export_inputs = path; },
+                                        "write the starting parameters (NAME.npy, PyTorch's names and layouts) and every step's batch "
+                                        "(inputs-STEP.npy, targets-STEP.npy) into this new folder, to replay the run in another framework");
   cmd->add_flag("--resume", o->resume, "go on from the checkpoint with the same options; the run log is cut back to it");
   cmd->callback([o] { run_train(*o); });
 }

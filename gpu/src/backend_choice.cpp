@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "fpscope/gpu/gpt.hpp"
 #include "fpscope/gpu/trainer_backend.hpp"
 
 namespace fpscope {
@@ -67,7 +68,12 @@ int cuda_device_count(std::string& why) {
 std::unique_ptr<TrainerBackend> make_trainer_backend(std::string_view backend, const MlpConfig& config) {
   if (backend != "cpu" && backend != "cuda" && backend != "auto")
     throw std::invalid_argument("--backend " + std::string(backend) + ": not a backend (cpu, cuda or auto)");
-  // The CPU backend records block statistics and runs every optimizer; the CUDA one plain SGD.
+  // The CPU backend trains the GPT, records block statistics and runs every optimizer; the CUDA
+  // one the MLP with plain SGD.
+  if (config.gpt) {
+    if (backend == "cuda") throw std::invalid_argument("--backend cuda: the GPT trains on the CPU backend only for now: use --backend cpu");
+    return std::make_unique<GptTrainer>(*config.gpt, config);
+  }
   const char* cpu_only = config.record_blocks ? "block statistics (--record-blocks) are recorded"
                          : !config.optimizer.plain_sgd() ? "momentum, AdamW and gradient clipping run"
                          : config.recipe.recipe != GemmRecipe::none ? "FP8 and block-scaled recipes (--recipe) run"

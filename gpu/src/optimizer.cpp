@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "fpscope/gpu/sgd_update.hpp"
 #include "parse_choice.hpp"
 
 namespace fpscope {
@@ -104,6 +105,20 @@ double optimizer_update(const OptimizerConfig& config, float learning_rate, floa
   }
   state.updates = t;
   return norm;
+}
+
+void update_parameters(const OptimizerConfig& config, float learning_rate, float loss_scale, std::span<const std::span<float>> parameters,
+                       std::span<const std::span<const float>> scaled_gradients, OptimizerState& state) {
+  if (!config.plain_sgd()) {
+    optimizer_update(config, learning_rate, loss_scale, parameters, scaled_gradients, state);
+    return;
+  }
+  if (parameters.size() != scaled_gradients.size()) throw std::invalid_argument("optimizer: as many gradients as parameters are needed");
+  const float factor = sgd_step_factor(learning_rate, loss_scale);
+  for (std::size_t p = 0; p < parameters.size(); ++p) {
+    if (parameters[p].size() != scaled_gradients[p].size()) throw std::invalid_argument("optimizer: a gradient's length is not its parameter's");
+    for (std::size_t i = 0; i < parameters[p].size(); ++i) parameters[p][i] = sgd_update_element(parameters[p][i], scaled_gradients[p][i], factor);
+  }
 }
 
 }  // namespace fpscope

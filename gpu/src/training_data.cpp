@@ -24,19 +24,37 @@ TrainingData::TrainingData(const std::string& spec, const std::vector<int>& laye
   }
 }
 
-void TrainingData::next_batch(int rows, Eigen::MatrixXf& inputs, std::vector<int>& labels) {
-  if (synthetic_) synthetic_->next_batch(rows, inputs, labels);
-  else idx_->next_batch(rows, inputs, labels);
+TrainingData::TrainingData(const std::string& spec, const MlpConfig& config) {
+  if (!config.gpt) {
+    if (spec.rfind("text:", 0) == 0) throw std::invalid_argument("text:FILE is data for a GPT (--model gpt:...), not for an MLP");
+    *this = TrainingData(spec, config.layer_sizes, config.seed);
+    return;
+  }
+  if (spec == "synthetic") sequences_.emplace(config.gpt->context, config.gpt->vocab, config.seed);
+  else if (spec.rfind("text:", 0) == 0) text_.emplace(spec.substr(5), config.gpt->context, config.gpt->vocab, config.seed);
+  else throw std::invalid_argument("unknown data '" + printable_text(spec) + "' for a GPT: expected synthetic or text:FILE");
 }
 
-std::string TrainingData::save_state() const { return synthetic_ ? synthetic_->save_state() : idx_->save_state(); }
+void TrainingData::next_batch(int rows, Eigen::MatrixXf& inputs, std::vector<int>& labels) {
+  if (synthetic_) synthetic_->next_batch(rows, inputs, labels);
+  else if (idx_) idx_->next_batch(rows, inputs, labels);
+  else if (sequences_) sequences_->next_batch(rows, inputs, labels);
+  else text_->next_batch(rows, inputs, labels);
+}
+
+std::string TrainingData::save_state() const {
+  return synthetic_ ? synthetic_->save_state() : idx_ ? idx_->save_state() : sequences_ ? sequences_->save_state() : text_->save_state();
+}
 
 void TrainingData::restore_state(const std::string& state) {
   if (synthetic_) synthetic_->restore_state(state);
-  else idx_->restore_state(state);
+  else if (idx_) idx_->restore_state(state);
+  else if (sequences_) sequences_->restore_state(state);
+  else text_->restore_state(state);
 }
 
 std::vector<std::filesystem::path> TrainingData::files() const {
+  if (text_) return {text_->file()};
   return idx_ ? idx_->files() : std::vector<std::filesystem::path>{};
 }
 

@@ -27,7 +27,7 @@ TrainingSession::~TrainingSession() { stop(); }
 void TrainingSession::start(const TrainingSettings& settings) {
   stop();
   // Built here so that bad settings throw on the caller's thread, before anything changes.
-  TrainingData data(settings.data, settings.mlp.layer_sizes, settings.mlp.seed);
+  TrainingData data(settings.data, settings.mlp);
   std::unique_ptr<TrainerBackend> trainer = make_trainer_backend(settings.backend, settings.mlp);
   if (settings.batch < 1 || settings.record_every < 1 || settings.steps < 0)
     throw std::invalid_argument("batch and record-every must be positive, steps not negative");
@@ -35,7 +35,7 @@ void TrainingSession::start(const TrainingSettings& settings) {
   RunHeader header;
   header.source = settings.source;
   header.run_id = new_run_id();
-  header.model = layer_sizes_name(settings.mlp.layer_sizes) + " " + activation_name(settings.mlp.activation);
+  header.model = model_name(settings.mlp);
   header.precision = precision_name(settings.mlp.precision);
   header.format = format_name(trainer->format());
   header.rounding = rounding_mode_name(settings.mlp.rounding);
@@ -144,7 +144,7 @@ void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, TrainingData 
                 status_.loss_scale = trainer.scaler_state().scale;
                 break;
               case Command::inject:
-                if (c.fault.layer >= 1 && static_cast<std::size_t>(c.fault.layer) < settings_.mlp.layer_sizes.size()) {
+                if (!settings_.mlp.gpt && c.fault.layer >= 1 && static_cast<std::size_t>(c.fault.layer) < settings_.mlp.layer_sizes.size()) {
                   FaultInjection fault = c.fault;
                   fault.step = trainer.step_count();
                   trainer.inject(fault);

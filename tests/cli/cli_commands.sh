@@ -186,6 +186,16 @@ check_bad bad-train-weight-decay-sgd "--weight-decay is AdamW's decoupled decay"
 check_bad bad-train-betas "--betas '0.9' is not B1,B2" -- "$fpscope" train --optimizer adamw --betas 0.9 --out "$work/never14.jsonl"
 check_bad bad-train-adamw-cuda "momentum, AdamW and gradient clipping run by the CPU backend only" -- "$fpscope" train --backend cuda --optimizer adamw --out "$work/never15.jsonl"
 check_bad bad-train-record-blocks-format "unknown block-scaled format 'mxfp5'" -- "$fpscope" train --record-blocks mxfp5 --out "$work/never8.jsonl"
+# The GPT: a short run that analyze reads by its tensors' names, a run cut by a checkpoint and
+# resumed that writes the uninterrupted run's log, and --export-inputs' arrays.
+gpt=(--model gpt:layers=2,width=16,heads=2,context=8,vocab=64 --batch 4 --precision fp16 --loss-scale dynamic)
+check train-gpt 0 '^6 steps, final loss [0-9.]+, loss scale 65536, skipped steps 0$' -- bash -c "'$fpscope' train ${gpt[*]} --steps 6 --record-every 3 --out '$work/gpt.jsonl' 2>/dev/null"
+check train-gpt-analyze 0 'h1\.attn\.scores +activation +576 ' -- "$fpscope" analyze "$work/gpt.jsonl"
+check train-gpt-resume 0 '^same$' -- bash -c "'$fpscope' train ${gpt[*]} --steps 3 --record-every 3 --checkpoint-every 3 --out '$work/gpt-cut.jsonl' >/dev/null 2>&1 &&
+  '$fpscope' train ${gpt[*]} --steps 6 --record-every 3 --checkpoint-every 3 --out '$work/gpt-cut.jsonl' --resume >/dev/null 2>&1 &&
+  cmp -s <(sed -E 's/\"run_id\":\"[0-9a-f]{32}\",?//' '$work/gpt.jsonl') <(sed -E 's/\"run_id\":\"[0-9a-f]{32}\",?//' '$work/gpt-cut.jsonl') && echo same"
+check train-gpt-export 0 '^exported 28 2 2$' -- bash -c "'$fpscope' train ${gpt[*]} --steps 2 --export-inputs '$work/gpt-export' >/dev/null 2>&1 &&
+  echo exported \$(ls '$work/gpt-export' | grep -vc -- '-0000') \$(ls '$work/gpt-export' | grep -c '^inputs-') \$(ls '$work/gpt-export' | grep -c '^targets-')"
 check_bad bad-train-record-blocks-rule "a scale rule chooses MX (E8M0) scales; nvfp4 has one" -- "$fpscope" train --record-blocks nvfp4:even --out "$work/never9.jsonl"
 check_bad bad-train-record-blocks-cuda "recorded by the CPU backend only" -- "$fpscope" train --backend cuda --record-blocks mxfp4 --out "$work/never10.jsonl"
 check_bad bad-analyze-no-blocks "the run logs hold no block statistics" -- "$fpscope" analyze "$work/train.jsonl" -f mxfp8-e4m3

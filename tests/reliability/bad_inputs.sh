@@ -328,6 +328,21 @@ bad train-resume-other-settings 1 "other settings" -- "$fpscope" train --model 8
 bad train-resume-device 1 "is not a regular file" -- "$fpscope" train --model 8-8-2 --steps 2 --checkpoint /dev/zero --resume
 bad train-resume-folder 1 "is not a regular file" -- "$fpscope" train --model 8-8-2 --steps 2 --checkpoint folder --resume
 bad train-resume-another-runs-log 1 "it belongs to run" -- "$fpscope" train --model 8-8-2 --steps 20 --checkpoint-every 10 --out shared.jsonl --resume
+# The GPT's settings, data and exports.
+bad train-gpt-heads 2 "is not a multiple of heads 4" -- "$fpscope" train --model gpt:width=10,heads=4 --out never.jsonl
+bad train-gpt-key 2 "'depth=2' is not one of" -- "$fpscope" train --model gpt:depth=2 --out never.jsonl
+bad train-gpt-activation 2 "a GPT's blocks use GELU" -- "$fpscope" train --model gpt --activation relu --out never.jsonl
+bad train-gpt-text-missing 2 "cannot read text file nothing.txt" -- "$fpscope" train --model gpt --data text:nothing.txt --out never.jsonl
+bad train-gpt-text-vocab 2 "beyond the model's vocab of 16" -- "$fpscope" train --model gpt:vocab=16,context=4 --data text:good.jsonl --out never.jsonl
+bad train-gpt-text-short 2 "a sequence of context 16384 needs 16385" -- "$fpscope" train --model gpt:context=16384,width=8,heads=1,layers=1 --data text:columns.csv --batch 1 --out never.jsonl
+bad train-gpt-mnist 2 "for a GPT: expected synthetic or text:FILE" -- "$fpscope" train --model gpt --data mnist:mnist_ok --out never.jsonl
+bad train-mlp-text 2 "text:FILE is data for a GPT" -- "$fpscope" train --model 8-8-2 --data text:good.jsonl --out never.jsonl
+bad train-gpt-inject 2 "the GPT takes none" -- "$fpscope" train --model gpt --inject nan@fc1:1 --out never.jsonl
+bad train-gpt-recipe 2 "the GPT runs without a recipe" -- "$fpscope" train --model gpt --recipe mxfp8 --out never.jsonl
+bad train-gpt-cuda 2 "the GPT trains on the CPU backend only" -- "$fpscope" train --model gpt --backend cuda --out never.jsonl
+bad train-gpt-memory 2 "training gpt:layers=256,width=16384" -- "$fpscope" train --model gpt:layers=256,width=16384 --out never.jsonl
+bad train-export-into-files 1 "is not a new or empty folder" -- "$fpscope" train --model 8-8-2 --steps 2 --export-inputs mnist_ok --out never.jsonl
+bad train-export-onto-file 1 "is not a new or empty folder" -- "$fpscope" train --model 8-8-2 --steps 2 --export-inputs good.jsonl --out never.jsonl
 bad unknown-command 2 "frobnicate" -- "$fpscope" frobnicate
 bad unknown-command-escape 2 '\x1b[5m' -- "$fpscope" $'\e[5mfrobnicate'
 bad unknown-flag 2 "--colour" -- "$fpscope" inspect 1 --colour always

@@ -11,7 +11,7 @@
 
 #include "fpscope/core/bulk.hpp"
 #include "fpscope/core/names.hpp"
-#include "fpscope/gpu/cast_record.hpp"
+#include "cast_tensor.hpp"
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/recording.hpp"
 #include "parse_choice.hpp"
@@ -29,42 +29,6 @@ double activate(Activation a, double z) {
     case Activation::tanh: return std::tanh(z);
   }
   return z;
-}
-
-// What `blocks` would do to the values of an Eigen matrix (rows x cols, column-major), blocked
-// along its second axis (the features of an activation batch x features, the inputs of a weight
-// out x in: the reduction axis of the forward GEMM). Column-major R x C is row-major C x R, so
-// those blocks run down its columns.
-template <typename Matrix>
-BlockRecord block_record(const BlockRecording& blocks, const Matrix& m) {
-  const std::span<const float> values(m.data(), static_cast<std::size_t>(m.size()));
-  const BlockLayout layout{static_cast<std::size_t>(m.cols()), static_cast<std::size_t>(m.rows()), BlockAxis::cols, blocks.format.block_size};
-  std::vector<std::uint8_t> codes(values.size()), scales(layout.block_count());
-  BlockRecord record{blocks.format, blocks.rule, {}};
-  float tensor_scale = 1;
-  Context nearest_even;  // its own context: recording never moves the run's stochastic stream
-  block_quantize(blocks.format, blocks.rule, layout, values, codes, scales, tensor_scale, nearest_even, &record.statistics);
-  return record;
-}
-
-// Rounds a matrix in place into f (nothing for fp32), recording the values before the cast (and
-// what a block format would do to them, where the run asks).
-template <typename Matrix>
-void cast(Format f, bool low_precision, Matrix& m, Context& ctx, TensorRecord* record,
-          const std::optional<BlockRecording>& blocks = std::nullopt) {
-  const std::span<float> values(m.data(), static_cast<std::size_t>(m.size()));
-  if (record != nullptr && blocks) record->blocks = block_record(*blocks, m);
-  if (!low_precision) {
-    if (record != nullptr) record->histogram.add(values);
-    return;
-  }
-  if (record == nullptr) {
-    round_f32(f, values, values, ctx);
-    return;
-  }
-  CastCounts counts;
-  cast_and_record(f, values, values, ctx, record->histogram, counts);
-  record->cast = counts;
 }
 
 }  // namespace
@@ -118,6 +82,10 @@ std::string layer_sizes_name(const std::vector<int>& sizes) {
     text += std::to_string(size);
   }
   return text;
+}
+
+std::string model_name(const MlpConfig& config) {
+  return config.gpt ? gpt_shape_name(*config.gpt) : layer_sizes_name(config.layer_sizes) + " " + activation_name(config.activation);
 }
 
 std::vector<int> parse_layer_sizes(std::string_view text) {
@@ -196,10 +164,10 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   std::vector<TensorRecord> activation(layers), activation_gradient(layers), weight(layers), weight_gradient(layers);
   for (std::size_t l = 0; l < layers; ++l) {
     const std::string name = "fc" + std::to_string(l + 1);
-    activation[l] = {name, TensorKind::activation, {}, std::nullopt};
-    activation_gradient[l] = {name, TensorKind::activation_gradient, {}, std::nullopt};
-    weight[l] = {name, TensorKind::weight, {}, std::nullopt};
-    weight_gradient[l] = {name, TensorKind::weight_gradient, {}, std::nullopt};
+    activation[l] = new_record(name, TensorKind::activation);
+    activation_gradient[l] = new_record(name, TensorKind::activation_gradient);
+    weight[l] = new_record(name, TensorKind::weight);
+    weight_gradient[l] = new_record(name, TensorKind::weight_gradient);
   }
   auto recorded = [&](std::vector<TensorRecord>& records, std::size_t l) { return record ? &records[l] : nullptr; };
 
@@ -309,7 +277,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   // Update in float32 with the gradients unscaled by the step's factor (sgd_update.hpp), unless a
   // gradient overflowed.
   result.skipped = scaler_.update(non_finite);
-  if (!result.skipped && !config_.optimizer.plain_sgd()) {
+  if (!result.skipped) {
     std::vector<std::span<float>> parameters;
     std::vector<std::span<const float>> gradients;
     for (std::size_t l = 0; l < layers; ++l) {
@@ -318,23 +286,12 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
       parameters.emplace_back(biases_[l].data(), static_cast<std::size_t>(biases_[l].size()));
       gradients.emplace_back(grad_b[l].data(), static_cast<std::size_t>(grad_b[l].size()));
     }
-    optimizer_update(config_.optimizer, config_.learning_rate, scale, parameters, gradients, optimizer_);
+    update_parameters(config_.optimizer, config_.learning_rate, scale, parameters, gradients, optimizer_);
     if (config_.precision == Precision::fp16_pure)
       for (std::size_t l = 0; l < layers; ++l) {
         cast(formats::fp16, true, weights_[l], ctx_, nullptr);
         cast(formats::fp16, true, biases_[l], ctx_, nullptr);
       }
-  } else if (!result.skipped) {
-    const float factor = sgd_step_factor(config_.learning_rate, scale);
-    const auto update = [factor](float w, float g) { return sgd_update_element(w, g, factor); };
-    for (std::size_t l = 0; l < layers; ++l) {
-      weights_[l] = weights_[l].binaryExpr(grad_w[l], update);
-      biases_[l] = biases_[l].binaryExpr(grad_b[l], update);
-      if (config_.precision == Precision::fp16_pure) {
-        cast(formats::fp16, true, weights_[l], ctx_, nullptr);
-        cast(formats::fp16, true, biases_[l], ctx_, nullptr);
-      }
-    }
   }
   if (record) {
     snapshot.step = steps_;

@@ -17,6 +17,7 @@
 #include "fpscope/gpu/activation.hpp"
 #include "fpscope/gpu/fault_injection.hpp"
 #include "fpscope/gpu/gemm_recipe.hpp"
+#include "fpscope/gpu/gpt_shape.hpp"
 #include "fpscope/gpu/loss_scaler.hpp"
 
 namespace fpscope {
@@ -61,8 +62,11 @@ BlockRecording parse_block_recording(std::string_view text);
 // The text parse_block_recording reads back: "mxfp4:even", "mxfp8-e4m3" for the floor rule.
 std::string block_recording_name(const BlockRecording& blocks);
 
+// The training settings of either model: an MLP of `layer_sizes` and `activation`, or where `gpt`
+// is set that decoder (gpt.hpp; layer_sizes and activation unused).
 struct MlpConfig {
   std::vector<int> layer_sizes{784, 512, 512, 10};
+  std::optional<GptShape> gpt;
   Activation activation = Activation::relu;
   Precision precision = Precision::fp16;
   RoundingMode rounding = RoundingMode::nearest_even;
@@ -76,6 +80,9 @@ struct MlpConfig {
   OptimizerConfig optimizer;  // plain SGD by default (both backends); the others on the CPU backend
   RecipeConfig recipe;        // FP8 or block-scaled GEMM operands (gemm_recipe.hpp; CPU backend)
 };
+
+// The model as run-log headers name it: "784-512-10 relu", or the GPT's gpt_shape_name.
+std::string model_name(const MlpConfig& config);
 
 struct StepResult {
   double loss = 0;        // float32 cross-entropy of the batch, unscaled
@@ -105,8 +112,8 @@ class TrainerBackend {
  public:
   virtual ~TrainerBackend() = default;
   virtual std::string_view name() const = 0;  // "cpu" or "cuda"
-  // One step on a batch: inputs (batch x layer_sizes[0]) and class labels; a Snapshot when
-  // `record`. `read_loss`: the host waits for the step's loss, scale and skip; otherwise a device
+  // One step on a batch: inputs (batch x layer_sizes[0]) and class labels (for a GPT, token ids
+  // and next-token targets: gpt.hpp); a Snapshot when `record`. `read_loss`: the host waits for the step's loss, scale and skip; otherwise a device
   // backend may return NaN for them and keep running ahead (the CPU always knows them).
   virtual StepResult step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool read_loss) = 0;
   virtual TrainerState state() const = 0;

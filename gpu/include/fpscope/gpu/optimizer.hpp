@@ -52,4 +52,10 @@ struct OptimizerState {
 double optimizer_update(const OptimizerConfig& config, float learning_rate, float loss_scale, std::span<const std::span<float>> parameters,
                         std::span<const std::span<const float>> scaled_gradients, OptimizerState& state);
 
+// The update of a step that was not skipped, as both models apply it: plain SGD without clipping
+// by sgd_update.hpp's rule (w -= (lr / S) g, the CUDA backend's), every other optimizer by
+// optimizer_update. Same preconditions and exceptions as optimizer_update.
+void update_parameters(const OptimizerConfig& config, float learning_rate, float loss_scale, std::span<const std::span<float>> parameters,
+                       std::span<const std::span<const float>> scaled_gradients, OptimizerState& state);
+
 }  // namespace fpscope

@@ -3,9 +3,20 @@
 // tensor is recorded before its cast to the low-precision format (flushes are visible).
 #pragma once
 
+#include <string>
+#include <utility>
+
 #include "fpscope/snapshot/snapshot.hpp"
 
 namespace fpscope {
+
+// An empty record of a tensor, to be filled by its cast.
+inline TensorRecord new_record(std::string name, TensorKind kind) {
+  TensorRecord record;
+  record.name = std::move(name);
+  record.kind = kind;
+  return record;
+}
 
 inline void set_recorded_scale(TensorRecord& record, double loss_scale) {
   const bool gradient = record.kind == TensorKind::activation_gradient || record.kind == TensorKind::weight_gradient;

@@ -1,4 +1,5 @@
-// Where training batches come from: the embedded synthetic task or MNIST-format IDX files.
+// Where training batches come from: for an MLP the embedded synthetic task or MNIST-format IDX
+// files, for a GPT the synthetic sequences or a text file (sequence_data.hpp).
 #pragma once
 
 #include <Eigen/Core>
@@ -9,6 +10,8 @@
 #include <vector>
 
 #include "fpscope/gpu/idx_data.hpp"
+#include "fpscope/gpu/mlp.hpp"
+#include "fpscope/gpu/sequence_data.hpp"
 #include "fpscope/gpu/synthetic_data.hpp"
 
 namespace fpscope {
@@ -18,6 +21,9 @@ class TrainingData {
   // `spec` is "synthetic" or "mnist:DIR". Throws std::invalid_argument for an unknown spec or a
   // model whose input and output sizes do not fit the data, IdxError for unreadable files.
   TrainingData(const std::string& spec, const std::vector<int>& layer_sizes, std::uint64_t seed);
+  // The data for the config's model: as above for an MLP; for a GPT "synthetic" (the sequence task)
+  // or "text:FILE", which throws std::invalid_argument for an unreadable or unfit file too.
+  TrainingData(const std::string& spec, const MlpConfig& config);
   void next_batch(int rows, Eigen::MatrixXf& inputs, std::vector<int>& labels);
   std::string save_state() const;
   void restore_state(const std::string& state);  // throws std::invalid_argument
@@ -27,6 +33,8 @@ class TrainingData {
  private:
   std::optional<SyntheticClassification> synthetic_;
   std::optional<IdxClassification> idx_;
+  std::optional<SyntheticSequences> sequences_;
+  std::optional<TextSequences> text_;
 };
 
 }  // namespace fpscope

@@ -1,0 +1,90 @@
+// A GPT-style decoder trained with mixed precision on the CPU backend, beside the MLP: token and
+// position embeddings, pre-LayerNorm blocks of causal multi-head self-attention and a GELU MLP with
+// residuals, a final LayerNorm and an output head tied to the token embedding (Radford et al. 2019,
+// the GPT-2 layout). The precision policy is the MLP's (mlp.hpp): float32 master weights and
+// low-precision copies; every GEMM on low-precision operands with float32 accumulation; every
+// tensor a step stores -- GEMM outputs, attention scores and probabilities, LayerNorm and GELU
+// outputs, the residual stream -- rounded to the format, and every gradient too; LayerNorm
+// statistics, softmax sums and the loss in float32.
+#pragma once
+
+#include <Eigen/Core>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fpscope/core/context.hpp"
+#include "fpscope/gpu/mlp.hpp"
+
+namespace fpscope {
+
+// One trainable tensor, in the model's fixed order (checkpoints, optimizer states, exports):
+// named as PyTorch would name it ("h0.attn.qkv.weight"; a vector is rows x 1). `recorded` names
+// the weight the run log records it as ("h0.attn.qkv", "h0.ln1"; empty for biases).
+struct GptParameter {
+  std::string name;
+  int rows = 0;
+  int cols = 1;
+  std::string recorded;
+};
+std::vector<GptParameter> gpt_parameters(const GptShape& shape);
+std::int64_t gpt_parameter_count(const GptShape& shape);
+// As estimated_training_bytes (mlp.hpp) for this shape: parameters, optimizer states and a
+// batch's stored tensors (attention probabilities included).
+std::uint64_t estimated_gpt_training_bytes(const GptShape& shape, std::int64_t batch);
+
+// GPT-2's initialisation from the seed: N(0, 0.02) for matrices and embeddings, N(0, 0.02 /
+// sqrt(2 layers)) for the two projections into the residual stream, LayerNorm gains 1, biases 0.
+std::vector<Eigen::MatrixXf> initial_gpt_parameters(const GptShape& shape, std::uint64_t seed);
+
+// The mean next-token cross-entropy of a batch in float64 arithmetic, nothing rounded, and where
+// `gradients` is given its gradient with respect to every parameter (same order and shapes): the
+// reference the tests hold the analytic backward pass and finite differences to. `tokens` is
+// batch x context ids, `targets` the next id at each position, row by row.
+double gpt_loss_in_double(const GptShape& shape, const std::vector<Eigen::MatrixXd>& parameters, const Eigen::MatrixXi& tokens,
+                          const std::vector<int>& targets, std::vector<Eigen::MatrixXd>* gradients = nullptr);
+
+// The CPU backend's GPT. Takes MlpConfig for everything but the shape (precision, rounding,
+// scaler, optimizer, learning rate, loss weight, seed, block recording); FP8 / MX recipes and
+// fault injection are the MLP's.
+//
+// step(): `inputs` is batch x context token ids (exact integers in float32), `labels` the next
+// token at each position, batch * context of them, row by row. The loss is the mean over all
+// positions. A recorded step holds, per block hN: ln1, attn.qkv, attn.scores (the causal part of
+// q.k / sqrt(head width), every head), attn.softmax, attn.context, attn.proj, residual1, ln2,
+// mlp.fc, mlp.gelu, mlp.proj, residual2 as activations and activation gradients, and embed, ln_f
+// and head (the logits); the weights and weight gradients of embed.tokens, embed.positions, each
+// block's ln1, attn.qkv, attn.proj, ln2, mlp.fc, mlp.proj, and ln_f.
+class GptTrainer final : public TrainerBackend {
+ public:
+  // Throws std::invalid_argument for settings it does not run (a recipe, a non-GPT shape).
+  GptTrainer(const GptShape& shape, const MlpConfig& config);
+  std::string_view name() const override { return "cpu"; }
+  StepResult step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool read_loss) override;
+  StepResult step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record) { return step(inputs, labels, record, true); }
+  TrainerState state() const override;
+  void restore(const TrainerState& state) override;
+  void inject(const FaultInjection& fault) override;  // throws std::invalid_argument: the MLP's
+  LossScalerState scaler_state() const override { return scaler_.state(); }
+  void reconfigure_scaler(const LossScalerConfig& config) override { scaler_.reconfigure(config); }
+  std::int64_t step_count() const override { return steps_; }
+  Format format() const override;
+
+  const GptShape& shape() const { return shape_; }
+  // Master weights in gpt_parameters' order (for fp16-pure, the fp16 weights as float32).
+  std::vector<Eigen::MatrixXf>& parameters() { return parameters_; }
+  const std::vector<Eigen::MatrixXf>& parameters() const { return parameters_; }
+
+ private:
+  GptShape shape_;
+  MlpConfig config_;
+  LossScaler scaler_;
+  Context ctx_;
+  std::vector<GptParameter> layout_;
+  std::vector<Eigen::MatrixXf> parameters_;
+  std::int64_t steps_ = 0;
+  OptimizerState optimizer_;
+};
+
+}  // namespace fpscope

@@ -1,0 +1,332 @@
+// The CPU backend's GPT: its shape, parameters, and the trainer around gpt_pass.hpp.
+#include "fpscope/gpu/gpt.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "cast_tensor.hpp"
+#include "fpscope/core/printable_text.hpp"
+#include "fpscope/gpu/recording.hpp"
+#include "fpscope/gpu/sgd_update.hpp"
+#include "gpt_pass.hpp"
+
+namespace fpscope {
+
+bool names_gpt(std::string_view model) { return model == "gpt" || model.rfind("gpt:", 0) == 0; }
+
+GptShape parse_gpt_shape(std::string_view text) {
+  const std::string whole = printable_text(text);
+  if (!names_gpt(text))
+    throw std::invalid_argument("model '" + whole + "' is not gpt or gpt:layers=L,width=D,heads=H,context=T");
+  GptShape shape;
+  struct Key {
+    const char* name;
+    int* value;
+    int max;
+    bool seen;
+  } keys[] = {{"layers", &shape.layers, max_gpt_layers, false},
+              {"width", &shape.width, max_gpt_width, false},
+              {"heads", &shape.heads, max_gpt_width, false},
+              {"context", &shape.context, max_gpt_context, false},
+              {"vocab", &shape.vocab, max_gpt_vocab, false}};
+  if (text == "gpt:" || text.back() == ',') throw std::invalid_argument("model '" + whole + "' ends where a key=value should be");
+  std::string_view rest = text.size() > 3 ? text.substr(4) : std::string_view{};
+  while (!rest.empty()) {
+    const std::size_t comma = std::min(rest.find(','), rest.size());
+    const std::string_view item = rest.substr(0, comma);
+    rest = comma < rest.size() ? rest.substr(comma + 1) : std::string_view{};
+    const std::size_t equals = item.find('=');
+    Key* key = nullptr;
+    for (Key& k : keys)
+      if (equals != std::string_view::npos && item.substr(0, equals) == k.name) key = &k;
+    if (key == nullptr)
+      throw std::invalid_argument("model '" + whole + "': '" + printable_text(item) + "' is not one of layers=, width=, heads=, context=, vocab=");
+    if (key->seen) throw std::invalid_argument("model '" + whole + "' gives " + key->name + " twice");
+    key->seen = true;
+    const std::string_view number = item.substr(equals + 1);
+    int value = 0;
+    const auto parsed = std::from_chars(number.data(), number.data() + number.size(), value);
+    if (number.empty() || parsed.ec != std::errc{} || parsed.ptr != number.data() + number.size() || value < 1 || value > key->max)
+      throw std::invalid_argument("model '" + whole + "': " + key->name + " must be a whole number from 1 to " + std::to_string(key->max));
+    *key->value = value;
+  }
+  if (shape.width % shape.heads != 0)
+    throw std::invalid_argument("model '" + whole + "': width " + std::to_string(shape.width) + " is not a multiple of heads " +
+                                std::to_string(shape.heads));
+  return shape;
+}
+
+std::string gpt_shape_name(const GptShape& shape) {
+  return "gpt:layers=" + std::to_string(shape.layers) + ",width=" + std::to_string(shape.width) + ",heads=" + std::to_string(shape.heads) +
+         ",context=" + std::to_string(shape.context) + ",vocab=" + std::to_string(shape.vocab);
+}
+
+std::vector<GptParameter> gpt_parameters(const GptShape& shape) {
+  const int D = shape.width;
+  std::vector<GptParameter> list{{"embed.tokens", shape.vocab, D, "embed.tokens"}, {"embed.positions", shape.context, D, "embed.positions"}};
+  for (int l = 0; l < shape.layers; ++l) {
+    const std::string h = "h" + std::to_string(l) + ".";
+    const auto add = [&](const std::string& module, int rows, int cols) {
+      list.push_back({h + module + ".weight", rows, cols, h + module});
+      list.push_back({h + module + ".bias", rows, 1, ""});
+    };
+    list.push_back({h + "ln1.weight", D, 1, h + "ln1"});
+    list.push_back({h + "ln1.bias", D, 1, ""});
+    add("attn.qkv", 3 * D, D);
+    add("attn.proj", D, D);
+    list.push_back({h + "ln2.weight", D, 1, h + "ln2"});
+    list.push_back({h + "ln2.bias", D, 1, ""});
+    add("mlp.fc", 4 * D, D);
+    add("mlp.proj", D, 4 * D);
+  }
+  list.push_back({"ln_f.weight", D, 1, "ln_f"});
+  list.push_back({"ln_f.bias", D, 1, ""});
+  return list;
+}
+
+std::int64_t gpt_parameter_count(const GptShape& shape) {
+  std::int64_t count = 0;
+  for (const GptParameter& p : gpt_parameters(shape)) count += static_cast<std::int64_t>(p.rows) * p.cols;
+  return count;
+}
+
+std::uint64_t estimated_gpt_training_bytes(const GptShape& shape, std::int64_t batch) {
+  // In doubles, as estimated_training_bytes: seven copies of the parameters (master, low-precision
+  // copy, gradient, two optimizer moments, a checkpoint's state and encoding); per block and
+  // token about 20 width-sized stored tensors and their gradients, and the attention triangles
+  // (scores, probabilities, their gradients) per head; the logits and their gradient.
+  const double D = shape.width, T = shape.context, tokens = static_cast<double>(batch) * T;
+  const double parameters = 12.0 * D * D * shape.layers + (static_cast<double>(shape.vocab) + T) * D;
+  const double per_block = tokens * 40.0 * D + static_cast<double>(batch) * shape.heads * T * (T + 1) / 2 * 4.0;
+  const double bytes = 4.0 * (7.0 * parameters + shape.layers * per_block + 3.0 * tokens * shape.vocab);
+  return bytes >= 1.8e19 ? std::numeric_limits<std::uint64_t>::max() : static_cast<std::uint64_t>(bytes);
+}
+
+std::vector<Eigen::MatrixXf> initial_gpt_parameters(const GptShape& shape, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Eigen::MatrixXf> parameters;
+  for (const GptParameter& p : gpt_parameters(shape)) {
+    Eigen::MatrixXf m(p.rows, p.cols);
+    const bool gain = p.name.find("ln") != std::string::npos && p.name.ends_with(".weight");
+    if (p.recorded.empty()) m.setZero();
+    else if (gain) m.setOnes();
+    else {
+      const bool into_residual = p.name.ends_with("attn.proj.weight") || p.name.ends_with("mlp.proj.weight");
+      const double stddev = into_residual ? 0.02 / std::sqrt(2.0 * shape.layers) : 0.02;
+      std::normal_distribution<float> normal(0.0f, static_cast<float>(stddev));
+      for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = normal(rng);
+    }
+    parameters.push_back(std::move(m));
+  }
+  return parameters;
+}
+
+namespace {
+
+void check_batch(const GptShape& shape, Eigen::Index rows, Eigen::Index cols, std::size_t targets) {
+  if (cols != shape.context || rows < 1 || targets != static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols))
+    throw std::invalid_argument("step: a batch of " + std::to_string(rows) + " sequences of " + std::to_string(cols) + " tokens with " +
+                                std::to_string(targets) + " targets; the model takes sequences of " + std::to_string(shape.context) +
+                                " tokens and one target per token");
+}
+
+void check_token(const GptShape& shape, double token) {
+  if (!(token >= 0 && token < shape.vocab) || token != std::floor(token))
+    throw std::invalid_argument("step: token " + std::to_string(token) + " is not an id below the model's vocab of " + std::to_string(shape.vocab));
+}
+
+}  // namespace
+
+double gpt_loss_in_double(const GptShape& shape, const std::vector<Eigen::MatrixXd>& parameters, const Eigen::MatrixXi& tokens,
+                          const std::vector<int>& targets, std::vector<Eigen::MatrixXd>* gradients) {
+  check_batch(shape, tokens.rows(), tokens.cols(), targets.size());
+  std::vector<int> ids(static_cast<std::size_t>(tokens.size()));
+  for (Eigen::Index b = 0; b < tokens.rows(); ++b)
+    for (Eigen::Index t = 0; t < tokens.cols(); ++t) {
+      check_token(shape, tokens(b, t));
+      ids[static_cast<std::size_t>(b * tokens.cols() + t)] = tokens(b, t);
+    }
+  for (int target : targets) check_token(shape, target);
+  gpt_pass::NoRounding<double> hooks;
+  const double factor = 1.0 / static_cast<double>(targets.size());
+  return gpt_pass::run<double>(shape, parameters, ids.data(), targets.data(), static_cast<int>(tokens.rows()), factor, hooks, gradients);
+}
+
+namespace {
+
+// The trainer's hooks: every stored tensor rounded into the run's format, recorded by its name on
+// recorded steps (activations in the order the forward pass made them, gradients by name).
+struct RecordingHooks final : gpt_pass::Hooks<float> {
+  Format format;
+  bool low = false;
+  bool record = false;
+  Context* ctx = nullptr;
+  const std::optional<BlockRecording>* blocks = nullptr;
+  std::vector<TensorRecord> activations;
+  std::unordered_map<std::string, TensorRecord> gradients;
+
+  static std::string full_name(int block, const char* name) { return block < 0 ? std::string(name) : "h" + std::to_string(block) + "." + name; }
+
+  void cast_span(float* values, std::size_t count, std::size_t features, TensorRecord* into) {
+    // A features x (count / features) column-major matrix over the values: blocks along features.
+    const Eigen::Index rows = features == 0 ? static_cast<Eigen::Index>(count) : static_cast<Eigen::Index>(features);
+    Eigen::Map<Eigen::MatrixXf> m(values, rows, static_cast<Eigen::Index>(count) / rows);
+    // The packed attention triangles have no feature axis to block along: no block statistics.
+    cast(format, low, m, *ctx, into, features == 0 ? std::nullopt : *blocks, FeatureAxis::first);
+  }
+  void activation(int block, const char* name, float* values, std::size_t count, std::size_t features) override {
+    if (!record) return cast_span(values, count, features, nullptr);
+    activations.push_back(new_record(full_name(block, name), TensorKind::activation));
+    cast_span(values, count, features, &activations.back());
+  }
+  void gradient(int block, const char* name, float* values, std::size_t count, std::size_t features) override {
+    if (!record) return cast_span(values, count, features, nullptr);
+    const std::string key = full_name(block, name);
+    TensorRecord& r = gradients[key];
+    r = new_record(key, TensorKind::activation_gradient);
+    cast_span(values, count, features, &r);
+  }
+};
+
+// A weight matrix (out x in) blocks along its inputs, a vector (a LayerNorm gain) along itself.
+FeatureAxis weight_features(const Eigen::MatrixXf& m) { return m.cols() == 1 ? FeatureAxis::first : FeatureAxis::second; }
+
+}  // namespace
+
+GptTrainer::GptTrainer(const GptShape& shape, const MlpConfig& config)
+    : shape_(shape), config_(config), scaler_(config.scaler), layout_(gpt_parameters(shape)), parameters_(initial_gpt_parameters(shape, config.seed)) {
+  if (config.recipe.recipe != GemmRecipe::none)
+    throw std::invalid_argument("--recipe " + gemm_recipe_name(config.recipe.recipe) + " trains the MLP; the GPT runs without a recipe for now");
+  if (shape.width % shape.heads != 0) throw std::invalid_argument("a GPT's width must be a multiple of its heads");
+  ctx_.rounding = config.rounding;
+  ctx_.stochastic_seed = config.seed;
+  if (config.precision == Precision::fp16_pure)
+    for (auto& w : parameters_) cast(formats::fp16, true, w, ctx_, nullptr);
+}
+
+Format GptTrainer::format() const {
+  switch (config_.precision) {
+    case Precision::fp32: return formats::fp32;
+    case Precision::bf16: return formats::bf16;
+    default: return formats::fp16;
+  }
+}
+
+void GptTrainer::inject(const FaultInjection&) {
+  throw std::invalid_argument("--inject puts a value into an MLP layer's weight gradient; the GPT takes none for now");
+}
+
+StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool /*read_loss*/) {
+  check_batch(shape_, inputs.rows(), inputs.cols(), labels.size());
+  const int batch = static_cast<int>(inputs.rows());
+  std::vector<int> tokens(static_cast<std::size_t>(inputs.size()));
+  for (Eigen::Index b = 0; b < inputs.rows(); ++b)
+    for (Eigen::Index t = 0; t < inputs.cols(); ++t) {
+      check_token(shape_, inputs(b, t));
+      tokens[static_cast<std::size_t>(b * inputs.cols() + t)] = static_cast<int>(inputs(b, t));
+    }
+  for (int target : labels) check_token(shape_, target);
+
+  const bool low = config_.precision != Precision::fp32;
+  const Format f = format();
+  StepResult result;
+  result.loss_scale = scaler_.scale();
+  const float scale = static_cast<float>(result.loss_scale);
+
+  // Low-precision copies of the parameters (the master weights themselves for fp32 and fp16-pure).
+  std::vector<TensorRecord> weights, weight_gradients;
+  std::vector<Eigen::MatrixXf> copies(parameters_);
+  for (std::size_t p = 0; p < copies.size(); ++p) {
+    const bool recorded = record && !layout_[p].recorded.empty();
+    if (recorded) weights.push_back(new_record(layout_[p].recorded, TensorKind::weight));
+    cast(f, low, copies[p], ctx_, recorded ? &weights.back() : nullptr, config_.record_blocks, weight_features(copies[p]));
+  }
+  RecordingHooks hooks;
+  hooks.format = f;
+  hooks.low = low;
+  hooks.record = record;
+  hooks.ctx = &ctx_;
+  hooks.blocks = &config_.record_blocks;
+  const float factor = scale * config_.loss_weight / static_cast<float>(labels.size());
+  std::vector<Eigen::MatrixXf> gradients;
+  result.loss = gpt_pass::run<float>(shape_, copies, tokens.data(), labels.data(), batch, factor, hooks, &gradients);
+
+  bool non_finite = false;
+  for (std::size_t p = 0; p < gradients.size(); ++p) {
+    const bool recorded = record && !layout_[p].recorded.empty();
+    if (recorded) weight_gradients.push_back(new_record(layout_[p].recorded, TensorKind::weight_gradient));
+    cast(f, low, gradients[p], ctx_, recorded ? &weight_gradients.back() : nullptr, config_.record_blocks, weight_features(gradients[p]));
+    non_finite = non_finite || std::any_of(gradients[p].data(), gradients[p].data() + gradients[p].size(), gradient_non_finite);
+  }
+  result.skipped = scaler_.update(non_finite);
+  if (!result.skipped) {
+    std::vector<std::span<float>> parameters;
+    std::vector<std::span<const float>> scaled_gradients;
+    for (std::size_t p = 0; p < parameters_.size(); ++p) {
+      parameters.emplace_back(parameters_[p].data(), static_cast<std::size_t>(parameters_[p].size()));
+      scaled_gradients.emplace_back(gradients[p].data(), static_cast<std::size_t>(gradients[p].size()));
+    }
+    update_parameters(config_.optimizer, config_.learning_rate, scale, parameters, scaled_gradients, optimizer_);
+    if (config_.precision == Precision::fp16_pure)
+      for (auto& w : parameters_) cast(formats::fp16, true, w, ctx_, nullptr);
+  }
+  if (record) {
+    Snapshot snapshot;
+    snapshot.step = steps_;
+    snapshot.loss = result.loss;
+    snapshot.loss_scale = result.loss_scale;
+    snapshot.skipped = result.skipped;
+    for (TensorRecord& a : hooks.activations) {
+      const std::string name = a.name;
+      snapshot.tensors.push_back(std::move(a));
+      if (auto it = hooks.gradients.find(name); it != hooks.gradients.end()) snapshot.tensors.push_back(std::move(it->second));
+    }
+    for (std::size_t i = 0; i < weights.size(); ++i) {
+      snapshot.tensors.push_back(std::move(weights[i]));
+      snapshot.tensors.push_back(std::move(weight_gradients[i]));
+    }
+    for (TensorRecord& t : snapshot.tensors) set_recorded_scale(t, result.loss_scale);
+    result.snapshot = std::move(snapshot);
+  }
+  ++steps_;
+  return result;
+}
+
+TrainerState GptTrainer::state() const {
+  TrainerState state;
+  state.steps = steps_;
+  state.weights = parameters_;
+  state.biases.assign(parameters_.size(), Eigen::VectorXf());  // every parameter is in `weights`
+  state.scaler = scaler_.state();
+  state.stochastic_counter = ctx_.stochastic_counter;
+  state.optimizer = optimizer_;
+  return state;
+}
+
+void GptTrainer::restore(const TrainerState& state) {
+  bool fits = state.weights.size() == parameters_.size() && state.biases.size() == parameters_.size() && state.steps >= 0 && state.fp8.empty();
+  for (std::size_t p = 0; fits && p < parameters_.size(); ++p)
+    fits = state.weights[p].rows() == parameters_[p].rows() && state.weights[p].cols() == parameters_[p].cols() && state.biases[p].size() == 0;
+  if (!fits) throw std::invalid_argument("the saved training state is not of this model's shape");
+  const auto buffers_fit = [&](const std::vector<std::vector<float>>& buffers) {
+    if (buffers.empty()) return true;
+    if (buffers.size() != parameters_.size()) return false;
+    for (std::size_t p = 0; p < parameters_.size(); ++p)
+      if (!buffers[p].empty() && buffers[p].size() != static_cast<std::size_t>(parameters_[p].size())) return false;
+    return true;
+  };
+  if (!buffers_fit(state.optimizer.first) || !buffers_fit(state.optimizer.second) || state.optimizer.updates < 0)
+    throw std::invalid_argument("the saved optimizer state is not of this model's shape");
+  steps_ = state.steps;
+  parameters_ = state.weights;
+  scaler_.restore(state.scaler);
+  ctx_.stochastic_counter = state.stochastic_counter;
+  optimizer_ = state.optimizer;
+}
+
+}  // namespace fpscope

@@ -1,0 +1,345 @@
+// The GPT's forward and backward pass, written once over the scalar type: float for the trainer
+// (GEMMs through OpenBLAS, the shared float32 GELU and cross-entropy, every stored tensor rounded
+// by the trainer's hooks) and double for the reference the tests hold it to (Eigen products,
+// nothing rounded). Activations are features x tokens (column n is token n of the batch, b * T + t),
+// so LayerNorm, softmax and cross-entropy read contiguous columns.
+#pragma once
+
+#include <Eigen/Core>
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+#include "fpscope/gpu/activation.hpp"
+#include "fpscope/gpu/gemm.hpp"
+#include "fpscope/gpu/gpt.hpp"
+#include "fpscope/gpu/softmax_cross_entropy.hpp"
+
+namespace fpscope::gpt_pass {
+
+template <typename S>
+using Matrix = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic>;
+
+// Where a parameter sits in gpt_parameters' order.
+struct Index {
+  static constexpr int tokens = 0, positions = 1, per_block = 12;
+  enum Block : int { ln1_gain, ln1_bias, qkv_weight, qkv_bias, proj_weight, proj_bias, ln2_gain, ln2_bias, fc_weight, fc_bias, mlp_proj_weight, mlp_proj_bias };
+  static int block(int layer, Block which) { return 2 + per_block * layer + which; }
+  static int final_gain(int layers) { return 2 + per_block * layers; }
+  static int final_bias(int layers) { return 3 + per_block * layers; }
+  static int count(int layers) { return 4 + per_block * layers; }
+};
+
+inline Matrix<float> product(const Matrix<float>& a, bool transpose_a, const Matrix<float>& b, bool transpose_b) {
+  return gemm(a, transpose_a, b, transpose_b);
+}
+inline Matrix<double> product(const Matrix<double>& a, bool transpose_a, const Matrix<double>& b, bool transpose_b) {
+  if (transpose_a && transpose_b) return a.transpose() * b.transpose();
+  if (transpose_a) return a.transpose() * b;
+  if (transpose_b) return a * b.transpose();
+  return a * b;
+}
+
+// GELU in its exact (erf) form: float32 as the MLP and the CUDA kernels compute it, and float64.
+inline float gelu(float z) { return activate(Activation::gelu, z); }
+inline float gelu_derivative(float z) { return activation_derivative(Activation::gelu, z); }
+inline double gelu(double z) { return 0.5 * z * (1.0 + std::erf(z / std::sqrt(2.0))); }
+inline double gelu_derivative(double z) {
+  return 0.5 * (1.0 + std::erf(z / std::sqrt(2.0))) + z * std::exp(-0.5 * z * z) / std::sqrt(2.0 * 3.14159265358979323846);
+}
+
+inline float cross_entropy(const float* logits, int classes, int label, float factor, float* gradient) {
+  return softmax_cross_entropy_row(logits, classes, 1, label, factor, gradient);
+}
+inline double cross_entropy(const double* logits, int classes, int label, double factor, double* gradient) {
+  double top = logits[0];
+  for (int c = 1; c < classes; ++c) top = std::max(top, logits[c]);
+  double sum = 0;
+  for (int c = 0; c < classes; ++c) sum += std::exp(logits[c] - top);
+  for (int c = 0; c < classes; ++c) gradient[c] = (std::exp(logits[c] - top) / sum - (c == label ? 1.0 : 0.0)) * factor;
+  return -(logits[label] - top - std::log(sum));
+}
+
+// Where the pass rounds (and the trainer records) what it stores: `block` is the block's index,
+// -1 for embed, ln_f and head; `features` the length of the tensor's contiguous feature runs (0
+// for the packed attention tensors, which have none).
+template <typename S>
+struct Hooks {
+  virtual ~Hooks() = default;
+  virtual void activation(int block, const char* name, S* values, std::size_t count, std::size_t features) = 0;
+  virtual void gradient(int block, const char* name, S* values, std::size_t count, std::size_t features) = 0;
+};
+
+template <typename S>
+struct NoRounding final : Hooks<S> {
+  void activation(int, const char*, S*, std::size_t, std::size_t) override {}
+  void gradient(int, const char*, S*, std::size_t, std::size_t) override {}
+};
+
+template <typename S>
+void stored(Hooks<S>& hooks, int block, const char* name, Matrix<S>& m) {
+  hooks.activation(block, name, m.data(), static_cast<std::size_t>(m.size()), static_cast<std::size_t>(m.rows()));
+}
+template <typename S>
+void stored_gradient(Hooks<S>& hooks, int block, const char* name, Matrix<S>& m) {
+  hooks.gradient(block, name, m.data(), static_cast<std::size_t>(m.size()), static_cast<std::size_t>(m.rows()));
+}
+
+// LayerNorm over each column (PyTorch's: biased variance, epsilon 1e-5 inside the square root).
+template <typename S>
+struct Normalized {
+  Matrix<S> xhat;
+  std::vector<S> rstd;
+};
+
+template <typename S>
+Matrix<S> layer_norm(const Matrix<S>& x, const Matrix<S>& gain, const Matrix<S>& bias, Normalized<S>& norm) {
+  const Eigen::Index features = x.rows(), columns = x.cols();
+  norm.xhat.resize(features, columns);
+  norm.rstd.resize(static_cast<std::size_t>(columns));
+  Matrix<S> y(features, columns);
+  for (Eigen::Index n = 0; n < columns; ++n) {
+    const S* in = x.data() + n * features;
+    S sum = 0;
+    for (Eigen::Index i = 0; i < features; ++i) sum += in[i];
+    const S mean = sum / static_cast<S>(features);
+    S squares = 0;
+    for (Eigen::Index i = 0; i < features; ++i) squares += (in[i] - mean) * (in[i] - mean);
+    const S rstd = S(1) / std::sqrt(squares / static_cast<S>(features) + static_cast<S>(1e-5));
+    norm.rstd[static_cast<std::size_t>(n)] = rstd;
+    S* xhat = norm.xhat.data() + n * features;
+    S* out = y.data() + n * features;
+    for (Eigen::Index i = 0; i < features; ++i) {
+      xhat[i] = (in[i] - mean) * rstd;
+      out[i] = gain(i, 0) * xhat[i] + bias(i, 0);
+    }
+  }
+  return y;
+}
+
+// The input's gradient; the gain's and bias's added to `gain_gradient` and `bias_gradient`.
+template <typename S>
+Matrix<S> layer_norm_backward(const Matrix<S>& dy, const Matrix<S>& gain, const Normalized<S>& norm, Matrix<S>& gain_gradient,
+                              Matrix<S>& bias_gradient) {
+  const Eigen::Index features = dy.rows(), columns = dy.cols();
+  gain_gradient.noalias() += (dy.cwiseProduct(norm.xhat)).rowwise().sum();
+  bias_gradient.noalias() += dy.rowwise().sum();
+  Matrix<S> dx(features, columns);
+  for (Eigen::Index n = 0; n < columns; ++n) {
+    const S* g = dy.data() + n * features;
+    const S* xhat = norm.xhat.data() + n * features;
+    S mean_g = 0, mean_gx = 0;
+    for (Eigen::Index i = 0; i < features; ++i) {
+      const S dxhat = g[i] * gain(i, 0);
+      mean_g += dxhat;
+      mean_gx += dxhat * xhat[i];
+    }
+    mean_g /= static_cast<S>(features);
+    mean_gx /= static_cast<S>(features);
+    const S rstd = norm.rstd[static_cast<std::size_t>(n)];
+    S* out = dx.data() + n * features;
+    for (Eigen::Index i = 0; i < features; ++i) out[i] = rstd * (g[i] * gain(i, 0) - mean_g - xhat[i] * mean_gx);
+  }
+  return dx;
+}
+
+template <typename S>
+Matrix<S> linear(const Matrix<S>& weight, const Matrix<S>& bias, const Matrix<S>& x) {
+  Matrix<S> y = product(weight, false, x, false);
+  y.colwise() += bias.col(0);
+  return y;
+}
+
+// y = W x + b backward: W's and b's gradients added to theirs; returns x's.
+template <typename S>
+Matrix<S> linear_backward(const Matrix<S>& weight, const Matrix<S>& x, const Matrix<S>& dy, Matrix<S>& weight_gradient, Matrix<S>& bias_gradient) {
+  weight_gradient += product(dy, false, x, true);
+  bias_gradient += dy.rowwise().sum();
+  return product(weight, true, dy, false);
+}
+
+// Packed causal triangles: per (sequence, head), query j's scores over keys 0..j at j(j+1)/2.
+inline std::size_t triangle(int context) { return static_cast<std::size_t>(context) * static_cast<std::size_t>(context + 1) / 2; }
+
+template <typename S>
+struct BlockCache {
+  Normalized<S> norm1, norm2;
+  Matrix<S> ln1, qkv, context, ln2, fc, gelu;
+  std::vector<S> probabilities;
+};
+
+template <typename S>
+Matrix<S> unpack_triangle(const S* packed, int context) {
+  Matrix<S> full = Matrix<S>::Zero(context, context);
+  for (int j = 0; j < context; ++j)
+    for (int i = 0; i <= j; ++i) full(i, j) = packed[static_cast<std::size_t>(j) * (j + 1) / 2 + i];
+  return full;
+}
+
+// Causal multi-head self-attention of one block on qkv (3 width x tokens): scores, softmax,
+// context (width x tokens), each stored through the hooks.
+template <typename S>
+Matrix<S> attention(const GptShape& shape, int batch, int block, const Matrix<S>& qkv, std::vector<S>& probabilities, Hooks<S>& hooks) {
+  const int T = shape.context, D = shape.width, H = shape.heads, dh = D / H;
+  const std::size_t P = triangle(T);
+  const S inverse_sqrt = S(1) / std::sqrt(static_cast<S>(dh));
+  std::vector<S> scores(static_cast<std::size_t>(batch) * H * P);
+  for (int b = 0; b < batch; ++b)
+    for (int h = 0; h < H; ++h) {
+      const Matrix<S> q = qkv.block(h * dh, b * T, dh, T), k = qkv.block(D + h * dh, b * T, dh, T);
+      const Matrix<S> s = product(k, true, q, false);  // keys x queries
+      S* out = scores.data() + (static_cast<std::size_t>(b) * H + h) * P;
+      for (int j = 0; j < T; ++j)
+        for (int i = 0; i <= j; ++i) out[static_cast<std::size_t>(j) * (j + 1) / 2 + i] = s(i, j) * inverse_sqrt;
+    }
+  hooks.activation(block, "attn.scores", scores.data(), scores.size(), 0);
+  probabilities.resize(scores.size());
+  for (std::size_t head = 0; head < static_cast<std::size_t>(batch) * H; ++head)
+    for (int j = 0; j < T; ++j) {
+      const std::size_t start = head * P + static_cast<std::size_t>(j) * (j + 1) / 2;
+      S top = scores[start];
+      for (int i = 1; i <= j; ++i) top = std::max(top, scores[start + i]);
+      S sum = 0;
+      for (int i = 0; i <= j; ++i) sum += std::exp(scores[start + i] - top);
+      for (int i = 0; i <= j; ++i) probabilities[start + i] = std::exp(scores[start + i] - top) / sum;
+    }
+  hooks.activation(block, "attn.softmax", probabilities.data(), probabilities.size(), 0);
+  Matrix<S> context(D, static_cast<Eigen::Index>(batch) * T);
+  for (int b = 0; b < batch; ++b)
+    for (int h = 0; h < H; ++h) {
+      const Matrix<S> v = qkv.block(2 * D + h * dh, b * T, dh, T);
+      context.block(h * dh, b * T, dh, T) = product(v, false, unpack_triangle(probabilities.data() + (static_cast<std::size_t>(b) * H + h) * P, T), false);
+    }
+  stored(hooks, block, "attn.context", context);
+  return context;
+}
+
+// The gradient of qkv from the context's, through the stored probabilities.
+template <typename S>
+Matrix<S> attention_backward(const GptShape& shape, int batch, int block, const Matrix<S>& qkv, const std::vector<S>& probabilities,
+                             const Matrix<S>& dcontext, Hooks<S>& hooks) {
+  const int T = shape.context, D = shape.width, H = shape.heads, dh = D / H;
+  const std::size_t P = triangle(T);
+  const S inverse_sqrt = S(1) / std::sqrt(static_cast<S>(dh));
+  Matrix<S> dqkv(3 * D, static_cast<Eigen::Index>(batch) * T);
+  std::vector<S> dprobabilities(probabilities.size());
+  for (int b = 0; b < batch; ++b)
+    for (int h = 0; h < H; ++h) {
+      const std::size_t offset = (static_cast<std::size_t>(b) * H + h) * P;
+      const Matrix<S> v = qkv.block(2 * D + h * dh, b * T, dh, T), dout = dcontext.block(h * dh, b * T, dh, T);
+      dqkv.block(2 * D + h * dh, b * T, dh, T) = product(dout, false, unpack_triangle(probabilities.data() + offset, T), true);
+      const Matrix<S> dp = product(v, true, dout, false);  // keys x queries
+      for (int j = 0; j < T; ++j)
+        for (int i = 0; i <= j; ++i) dprobabilities[offset + static_cast<std::size_t>(j) * (j + 1) / 2 + i] = dp(i, j);
+    }
+  hooks.gradient(block, "attn.softmax", dprobabilities.data(), dprobabilities.size(), 0);
+  std::vector<S> dscores(probabilities.size());
+  for (std::size_t head = 0; head < static_cast<std::size_t>(batch) * H; ++head)
+    for (int j = 0; j < T; ++j) {
+      const std::size_t start = head * P + static_cast<std::size_t>(j) * (j + 1) / 2;
+      S dot = 0;
+      for (int i = 0; i <= j; ++i) dot += probabilities[start + i] * dprobabilities[start + i];
+      for (int i = 0; i <= j; ++i) dscores[start + i] = probabilities[start + i] * (dprobabilities[start + i] - dot);
+    }
+  hooks.gradient(block, "attn.scores", dscores.data(), dscores.size(), 0);
+  for (int b = 0; b < batch; ++b)
+    for (int h = 0; h < H; ++h) {
+      const Matrix<S> q = qkv.block(h * dh, b * T, dh, T), k = qkv.block(D + h * dh, b * T, dh, T);
+      const Matrix<S> ds = unpack_triangle(dscores.data() + (static_cast<std::size_t>(b) * H + h) * P, T) * inverse_sqrt;
+      dqkv.block(h * dh, b * T, dh, T) = product(k, false, ds, false);
+      dqkv.block(D + h * dh, b * T, dh, T) = product(q, false, ds, true);
+    }
+  stored_gradient(hooks, block, "attn.qkv", dqkv);
+  return dqkv;
+}
+
+// One forward pass, and the backward pass where `gradients` is given (zeroed and filled, in
+// parameter order, carrying gradient_factor: the loss scale times the loss weight over the
+// tokens). `tokens` and `targets` hold batch * context ids, row by row. Returns the mean loss.
+template <typename S>
+double run(const GptShape& shape, const std::vector<Matrix<S>>& p, const int* tokens, const int* targets, int batch, S gradient_factor,
+           Hooks<S>& hooks, std::vector<Matrix<S>>* gradients) {
+  const int T = shape.context, D = shape.width, L = shape.layers, V = shape.vocab;
+  const Eigen::Index N = static_cast<Eigen::Index>(batch) * T;
+  Matrix<S> x(D, N);
+  for (Eigen::Index n = 0; n < N; ++n)
+    x.col(n) = p[Index::tokens].row(tokens[n]).transpose() + p[Index::positions].row(static_cast<Eigen::Index>(n % T)).transpose();
+  stored(hooks, -1, "embed", x);
+  std::vector<BlockCache<S>> caches(static_cast<std::size_t>(L));
+  for (int l = 0; l < L; ++l) {
+    BlockCache<S>& c = caches[static_cast<std::size_t>(l)];
+    const auto w = [&](Index::Block which) -> const Matrix<S>& { return p[static_cast<std::size_t>(Index::block(l, which))]; };
+    c.ln1 = layer_norm(x, w(Index::ln1_gain), w(Index::ln1_bias), c.norm1);
+    stored(hooks, l, "ln1", c.ln1);
+    c.qkv = linear(w(Index::qkv_weight), w(Index::qkv_bias), c.ln1);
+    stored(hooks, l, "attn.qkv", c.qkv);
+    c.context = attention(shape, batch, l, c.qkv, c.probabilities, hooks);
+    Matrix<S> projected = linear(w(Index::proj_weight), w(Index::proj_bias), c.context);
+    stored(hooks, l, "attn.proj", projected);
+    x += projected;
+    stored(hooks, l, "residual1", x);
+    c.ln2 = layer_norm(x, w(Index::ln2_gain), w(Index::ln2_bias), c.norm2);
+    stored(hooks, l, "ln2", c.ln2);
+    c.fc = linear(w(Index::fc_weight), w(Index::fc_bias), c.ln2);
+    stored(hooks, l, "mlp.fc", c.fc);
+    c.gelu = c.fc.unaryExpr([](S z) { return gelu(z); });
+    stored(hooks, l, "mlp.gelu", c.gelu);
+    Matrix<S> out = linear(w(Index::mlp_proj_weight), w(Index::mlp_proj_bias), c.gelu);
+    stored(hooks, l, "mlp.proj", out);
+    x += out;
+    stored(hooks, l, "residual2", x);
+  }
+  Normalized<S> final_norm;
+  Matrix<S> final_ln = layer_norm(x, p[static_cast<std::size_t>(Index::final_gain(L))], p[static_cast<std::size_t>(Index::final_bias(L))], final_norm);
+  stored(hooks, -1, "ln_f", final_ln);
+  Matrix<S> logits = product(p[Index::tokens], false, final_ln, false);  // tied head: vocab x tokens
+  stored(hooks, -1, "head", logits);
+  Matrix<S> dlogits(V, N);
+  double loss = 0;
+  for (Eigen::Index n = 0; n < N; ++n)
+    loss += static_cast<double>(cross_entropy(logits.data() + n * V, V, targets[n], gradient_factor, dlogits.data() + n * V));
+  loss /= static_cast<double>(N);
+  if (gradients == nullptr) return loss;
+
+  std::vector<Matrix<S>>& g = *gradients;
+  g.resize(p.size());
+  for (std::size_t i = 0; i < p.size(); ++i) g[i] = Matrix<S>::Zero(p[i].rows(), p[i].cols());
+  stored_gradient(hooks, -1, "head", dlogits);
+  g[Index::tokens] += product(dlogits, false, final_ln, true);
+  Matrix<S> dfinal = product(p[Index::tokens], true, dlogits, false);
+  stored_gradient(hooks, -1, "ln_f", dfinal);
+  Matrix<S> dx = layer_norm_backward(dfinal, p[static_cast<std::size_t>(Index::final_gain(L))], final_norm,
+                                     g[static_cast<std::size_t>(Index::final_gain(L))], g[static_cast<std::size_t>(Index::final_bias(L))]);
+  for (int l = L; l-- > 0;) {
+    BlockCache<S>& c = caches[static_cast<std::size_t>(l)];
+    const auto w = [&](Index::Block which) -> const Matrix<S>& { return p[static_cast<std::size_t>(Index::block(l, which))]; };
+    const auto dw = [&](Index::Block which) -> Matrix<S>& { return g[static_cast<std::size_t>(Index::block(l, which))]; };
+    stored_gradient(hooks, l, "residual2", dx);
+    Matrix<S> dout = dx;
+    stored_gradient(hooks, l, "mlp.proj", dout);
+    Matrix<S> dgelu = linear_backward(w(Index::mlp_proj_weight), c.gelu, dout, dw(Index::mlp_proj_weight), dw(Index::mlp_proj_bias));
+    stored_gradient(hooks, l, "mlp.gelu", dgelu);
+    Matrix<S> dfc = dgelu.binaryExpr(c.fc, [](S d, S z) { return d * gelu_derivative(z); });
+    stored_gradient(hooks, l, "mlp.fc", dfc);
+    Matrix<S> dln2 = linear_backward(w(Index::fc_weight), c.ln2, dfc, dw(Index::fc_weight), dw(Index::fc_bias));
+    stored_gradient(hooks, l, "ln2", dln2);
+    dx += layer_norm_backward(dln2, w(Index::ln2_gain), c.norm2, dw(Index::ln2_gain), dw(Index::ln2_bias));
+    stored_gradient(hooks, l, "residual1", dx);
+    Matrix<S> dprojected = dx;
+    stored_gradient(hooks, l, "attn.proj", dprojected);
+    Matrix<S> dcontext = linear_backward(w(Index::proj_weight), c.context, dprojected, dw(Index::proj_weight), dw(Index::proj_bias));
+    stored_gradient(hooks, l, "attn.context", dcontext);
+    const Matrix<S> dqkv = attention_backward(shape, batch, l, c.qkv, c.probabilities, dcontext, hooks);
+    Matrix<S> dln1 = linear_backward(w(Index::qkv_weight), c.ln1, dqkv, dw(Index::qkv_weight), dw(Index::qkv_bias));
+    stored_gradient(hooks, l, "ln1", dln1);
+    dx += layer_norm_backward(dln1, w(Index::ln1_gain), c.norm1, dw(Index::ln1_gain), dw(Index::ln1_bias));
+  }
+  stored_gradient(hooks, -1, "embed", dx);
+  for (Eigen::Index n = 0; n < N; ++n) {
+    g[Index::tokens].row(tokens[n]) += dx.col(n).transpose();
+    g[Index::positions].row(static_cast<Eigen::Index>(n % T)) += dx.col(n).transpose();
+  }
+  return loss;
+}
+
+}  // namespace fpscope::gpt_pass

@@ -1,0 +1,329 @@
+// The CPU backend's GPT: its shape, every layer's gradient against float64 finite differences,
+// the float32 step against the float64 gradient, recording, skipped steps, checkpoints, and its
+// data (the synthetic sequences and text files).
+#include <doctest/doctest.h>
+
+#include <bit>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "fpscope/gpu/gpt.hpp"
+#include "fpscope/gpu/sequence_data.hpp"
+#include "fpscope/gpu/training_data.hpp"
+
+using namespace fpscope;
+
+namespace {
+
+struct TokenBatch {
+  Eigen::MatrixXi tokens;
+  std::vector<int> targets;
+  Eigen::MatrixXf as_inputs() const { return tokens.cast<float>(); }
+};
+
+TokenBatch random_tokens(const GptShape& shape, int batch, unsigned seed) {
+  std::mt19937 rng(seed);
+  TokenBatch b{Eigen::MatrixXi(batch, shape.context), {}};
+  for (Eigen::Index i = 0; i < b.tokens.size(); ++i) b.tokens.data()[i] = static_cast<int>(rng() % static_cast<unsigned>(shape.vocab));
+  for (int i = 0; i < batch * shape.context; ++i) b.targets.push_back(static_cast<int>(rng() % static_cast<unsigned>(shape.vocab)));
+  return b;
+}
+
+std::vector<Eigen::MatrixXd> as_double(const std::vector<Eigen::MatrixXf>& parameters) {
+  std::vector<Eigen::MatrixXd> out;
+  for (const auto& p : parameters) out.push_back(p.cast<double>());
+  return out;
+}
+
+bool same_bits(const std::vector<Eigen::MatrixXf>& a, const std::vector<Eigen::MatrixXf>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t p = 0; p < a.size(); ++p) {
+    if (a[p].rows() != b[p].rows() || a[p].cols() != b[p].cols()) return false;
+    for (Eigen::Index i = 0; i < a[p].size(); ++i)
+      if (std::bit_cast<std::uint32_t>(a[p].data()[i]) != std::bit_cast<std::uint32_t>(b[p].data()[i])) return false;
+  }
+  return true;
+}
+
+MlpConfig gpt_config(const GptShape& shape, Precision precision) {
+  MlpConfig config;
+  config.gpt = shape;
+  config.precision = precision;
+  config.scaler = precision == Precision::fp32 ? LossScalerConfig::none() : LossScalerConfig::pytorch();
+  config.learning_rate = 1e-3f;
+  config.optimizer.kind = OptimizerKind::adamw;
+  return config;
+}
+
+const GptShape tiny{2, 8, 2, 5, 11};
+
+}  // namespace
+
+TEST_CASE("GPT shapes parse, name themselves and refuse what they are not") {
+  CHECK(parse_gpt_shape("gpt") == GptShape{});
+  const GptShape shape = parse_gpt_shape("gpt:layers=4,width=256,heads=4,context=128");
+  CHECK(shape == GptShape{4, 256, 4, 128, 256});
+  CHECK(gpt_shape_name(shape) == "gpt:layers=4,width=256,heads=4,context=128,vocab=256");
+  CHECK(parse_gpt_shape(gpt_shape_name(tiny)) == tiny);
+  CHECK(names_gpt("gpt"));
+  CHECK(names_gpt("gpt:layers=1"));
+  CHECK_FALSE(names_gpt("784-10"));
+  CHECK_FALSE(names_gpt("gpt2"));
+  for (const char* bad : {"gpt:width=10,heads=4", "gpt:layers=0", "gpt:layers=2,layers=3", "gpt:depth=2", "gpt:", "gpt:layers=2,",
+                          "gpt:layers=x", "gpt:layers=2x", "gpt:context=99999999", "gpt2", "gpt:layers"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS(parse_gpt_shape(bad), std::invalid_argument);
+  }
+  // 12 D^2 + 13 D per block, (vocab + context) D for the embeddings, 2 D for the final LayerNorm.
+  const std::int64_t D = 256;
+  CHECK(gpt_parameter_count(shape) == 4 * (12 * D * D + 13 * D) + (256 + 128) * D + 2 * D);
+  const auto parameters = gpt_parameters(tiny);
+  REQUIRE(parameters.size() == 4 + 12 * 2);
+  CHECK(parameters[2].name == "h0.ln1.weight");
+  CHECK(parameters[4].name == "h0.attn.qkv.weight");
+  CHECK(parameters[4].rows == 24);
+  CHECK(parameters[4].recorded == "h0.attn.qkv");
+  CHECK(parameters[5].recorded.empty());
+  CHECK(parameters.back().name == "ln_f.bias");
+}
+
+TEST_CASE("every GPT layer's gradient matches float64 finite differences") {
+  // Random parameters everywhere (gains away from 1, biases away from 0) so that every path
+  // carries gradient; three sequences so that positions and tokens repeat.
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> normal(0.0, 0.5);
+  std::vector<Eigen::MatrixXd> parameters = as_double(initial_gpt_parameters(tiny, 3));
+  for (auto& p : parameters)
+    for (Eigen::Index i = 0; i < p.size(); ++i) p.data()[i] += normal(rng);
+  const TokenBatch batch = random_tokens(tiny, 3, 11);
+  std::vector<Eigen::MatrixXd> gradients;
+  const double loss = gpt_loss_in_double(tiny, parameters, batch.tokens, batch.targets, &gradients);
+  CHECK(std::isfinite(loss));
+  REQUIRE(gradients.size() == parameters.size());
+  const auto layout = gpt_parameters(tiny);
+  const double h = 1e-6;
+  for (std::size_t p = 0; p < parameters.size(); ++p) {
+    CAPTURE(layout[p].name);
+    double worst = 0;
+    for (Eigen::Index i = 0; i < parameters[p].size(); ++i) {
+      const double kept = parameters[p].data()[i];
+      parameters[p].data()[i] = kept + h;
+      const double up = gpt_loss_in_double(tiny, parameters, batch.tokens, batch.targets);
+      parameters[p].data()[i] = kept - h;
+      const double down = gpt_loss_in_double(tiny, parameters, batch.tokens, batch.targets);
+      parameters[p].data()[i] = kept;
+      const double numeric = (up - down) / (2 * h);
+      // Central differences in float64 at h = 1e-6: about 1e-10 of rounding, 1e-12 of truncation.
+      worst = std::max(worst, std::abs(numeric - gradients[p].data()[i]) / (1e-7 + 1e-6 * std::abs(numeric)));
+    }
+    CHECK(worst <= 1.0);
+  }
+}
+
+TEST_CASE("the float32 GPT step follows the float64 loss and gradient") {
+  MlpConfig config = gpt_config(tiny, Precision::fp32);
+  config.optimizer.kind = OptimizerKind::sgd;
+  config.learning_rate = 1.0f;  // the update is then minus the gradient
+  GptTrainer trainer(tiny, config);
+  const std::vector<Eigen::MatrixXf> before = trainer.parameters();
+  const TokenBatch batch = random_tokens(tiny, 4, 5);
+  std::vector<Eigen::MatrixXd> gradients;
+  const double loss = gpt_loss_in_double(tiny, as_double(before), batch.tokens, batch.targets, &gradients);
+  const StepResult result = trainer.step(batch.as_inputs(), batch.targets, false);
+  CHECK(result.loss == doctest::Approx(loss).epsilon(1e-6));
+  const auto layout = gpt_parameters(tiny);
+  for (std::size_t p = 0; p < before.size(); ++p) {
+    CAPTURE(layout[p].name);
+    const Eigen::MatrixXd step = (before[p] - trainer.parameters()[p]).cast<double>();
+    // float32 sums and the float32 update w - g: within 1e-4 of the parameter's largest gradient.
+    const double largest = gradients[p].cwiseAbs().maxCoeff();
+    CHECK((step - gradients[p]).cwiseAbs().maxCoeff() <= 1e-4 * largest + 1e-7);
+  }
+}
+
+TEST_CASE("a recorded fp16 GPT step names every tensor, counts all of it and carries the loss scale") {
+  GptTrainer trainer(tiny, gpt_config(tiny, Precision::fp16));
+  const int batch = 3;
+  const TokenBatch b = random_tokens(tiny, batch, 2);
+  const StepResult result = trainer.step(b.as_inputs(), b.targets, true);
+  REQUIRE(result.snapshot);
+  std::map<std::pair<std::string, TensorKind>, const TensorRecord*> records;
+  for (const TensorRecord& t : result.snapshot->tensors) {
+    CHECK(records.emplace(std::pair{t.name, t.kind}, &t).second);  // each once
+    CHECK(t.cast.has_value());
+    CHECK(t.scale == (t.kind == TensorKind::activation_gradient || t.kind == TensorKind::weight_gradient ? result.loss_scale : 1.0));
+  }
+  std::vector<std::string> activations{"embed", "ln_f", "head"};
+  std::vector<std::string> weights{"embed.tokens", "embed.positions", "ln_f"};
+  for (int l = 0; l < tiny.layers; ++l) {
+    const std::string h = "h" + std::to_string(l) + ".";
+    for (const char* name : {"ln1", "attn.qkv", "attn.scores", "attn.softmax", "attn.context", "attn.proj", "residual1", "ln2", "mlp.fc",
+                             "mlp.gelu", "mlp.proj", "residual2"})
+      activations.push_back(h + name);
+    for (const char* name : {"ln1", "attn.qkv", "attn.proj", "ln2", "mlp.fc", "mlp.proj"}) weights.push_back(h + name);
+  }
+  CHECK(records.size() == 2 * activations.size() + 2 * weights.size());
+  for (const std::string& name : activations) {
+    CAPTURE(name);
+    CHECK(records.count({name, TensorKind::activation}) == 1);
+    CHECK(records.count({name, TensorKind::activation_gradient}) == 1);
+  }
+  for (const std::string& name : weights) {
+    CAPTURE(name);
+    CHECK(records.count({name, TensorKind::weight}) == 1);
+    CHECK(records.count({name, TensorKind::weight_gradient}) == 1);
+  }
+  const std::uint64_t tokens = static_cast<std::uint64_t>(batch) * tiny.context, D = tiny.width;
+  const std::uint64_t triangle = static_cast<std::uint64_t>(tiny.context) * (tiny.context + 1) / 2;
+  const auto total = [&](const std::string& name, TensorKind kind) { return records.at({name, kind})->histogram.total_count(); };
+  CHECK(total("h1.attn.scores", TensorKind::activation) == batch * tiny.heads * triangle);
+  CHECK(total("h0.attn.softmax", TensorKind::activation_gradient) == batch * tiny.heads * triangle);
+  CHECK(total("h0.attn.qkv", TensorKind::activation) == 3 * D * tokens);
+  CHECK(total("h1.mlp.gelu", TensorKind::activation_gradient) == 4 * D * tokens);
+  CHECK(total("head", TensorKind::activation) == static_cast<std::uint64_t>(tiny.vocab) * tokens);
+  CHECK(total("embed.tokens", TensorKind::weight_gradient) == static_cast<std::uint64_t>(tiny.vocab) * D);
+  CHECK(total("h0.mlp.proj", TensorKind::weight) == 4 * D * D);
+  CHECK(total("ln_f", TensorKind::weight) == D);
+  // Softmax outputs are probabilities: none above 1 (binade 0 holds [1, 2): only exact ones).
+  const ExponentHistogram& probabilities = records.at({"h0.attn.softmax", TensorKind::activation})->histogram;
+  CHECK(probabilities.highest_binade() <= 0);
+}
+
+TEST_CASE("recording changes no bit of a GPT's training, and a restored state goes on with the same bits") {
+  MlpConfig config = gpt_config(tiny, Precision::fp16);
+  config.rounding = RoundingMode::stochastic;
+  GptTrainer recorded(tiny, config), quiet(tiny, config);
+  for (int s = 0; s < 3; ++s) {
+    const TokenBatch b = random_tokens(tiny, 2, 20 + static_cast<unsigned>(s));
+    recorded.step(b.as_inputs(), b.targets, true);
+    quiet.step(b.as_inputs(), b.targets, false);
+  }
+  CHECK(same_bits(recorded.parameters(), quiet.parameters()));
+  CHECK(recorded.state().stochastic_counter == quiet.state().stochastic_counter);
+
+  const TrainerState saved = quiet.state();
+  GptTrainer resumed(tiny, config);
+  resumed.restore(saved);
+  for (int s = 0; s < 2; ++s) {
+    const TokenBatch b = random_tokens(tiny, 2, 40 + static_cast<unsigned>(s));
+    quiet.step(b.as_inputs(), b.targets, false);
+    resumed.step(b.as_inputs(), b.targets, false);
+  }
+  CHECK(same_bits(resumed.parameters(), quiet.parameters()));
+  CHECK(resumed.state().optimizer == quiet.state().optimizer);
+
+  GptTrainer other(GptShape{2, 8, 2, 6, 11}, gpt_config(GptShape{2, 8, 2, 6, 11}, Precision::fp16));
+  CHECK_THROWS_AS(other.restore(saved), std::invalid_argument);
+}
+
+TEST_CASE("an overflowing fp16 GPT step is skipped and leaves the parameters alone") {
+  MlpConfig config = gpt_config(tiny, Precision::fp16);
+  config.scaler = LossScalerConfig::fixed(std::ldexp(1.0, 40));  // every scaled gradient overflows fp16
+  GptTrainer trainer(tiny, config);
+  const std::vector<Eigen::MatrixXf> before = trainer.parameters();
+  const TokenBatch b = random_tokens(tiny, 2, 9);
+  const StepResult result = trainer.step(b.as_inputs(), b.targets, true);
+  CHECK(result.skipped);
+  CHECK(same_bits(before, trainer.parameters()));
+  CHECK(trainer.state().optimizer.updates == 0);
+  CHECK(trainer.scaler_state().skipped_steps == 1);
+}
+
+TEST_CASE("GPT steps refuse batches that are not the model's") {
+  GptTrainer trainer(tiny, gpt_config(tiny, Precision::fp32));
+  TokenBatch b = random_tokens(tiny, 2, 1);
+  CHECK_THROWS_AS(trainer.step(b.as_inputs().leftCols(4), b.targets, false), std::invalid_argument);
+  std::vector<int> short_targets(b.targets.begin(), b.targets.end() - 1);
+  CHECK_THROWS_AS(trainer.step(b.as_inputs(), short_targets, false), std::invalid_argument);
+  Eigen::MatrixXf bad = b.as_inputs();
+  bad(1, 2) = static_cast<float>(tiny.vocab);
+  CHECK_THROWS_AS(trainer.step(bad, b.targets, false), std::invalid_argument);
+  bad(1, 2) = 1.5f;
+  CHECK_THROWS_AS(trainer.step(bad, b.targets, false), std::invalid_argument);
+  b.targets[3] = -1;
+  CHECK_THROWS_AS(trainer.step(b.as_inputs(), b.targets, false), std::invalid_argument);
+  MlpConfig recipe = gpt_config(tiny, Precision::fp16);
+  recipe.recipe.recipe = GemmRecipe::mxfp8;
+  CHECK_THROWS_AS(GptTrainer(tiny, recipe), std::invalid_argument);
+}
+
+TEST_CASE("the synthetic sequences repeat a motif, shift targets by one and follow the seed") {
+  SyntheticSequences a(32, 256, 5), b(32, 256, 5);
+  Eigen::MatrixXf inputs, other;
+  std::vector<int> targets, other_targets;
+  a.next_batch(6, inputs, targets);
+  b.next_batch(6, other, other_targets);
+  CHECK(inputs == other);
+  CHECK(targets == other_targets);
+  for (int row = 0; row < 6; ++row) {
+    for (int t = 0; t + 1 < 32; ++t) CHECK(targets[static_cast<std::size_t>(row * 32 + t)] == static_cast<int>(inputs(row, t + 1)));
+    // Some period from 3 to 8 repeats the whole sequence.
+    bool periodic = false;
+    for (int period = 3; period <= 8 && !periodic; ++period) {
+      periodic = true;
+      for (int t = period; t < 32; ++t) periodic = periodic && inputs(row, t) == inputs(row, t - period);
+    }
+    CHECK(periodic);
+    for (int t = 0; t < 32; ++t) CHECK(inputs(row, t) < 64);
+  }
+  const std::string state = a.save_state();
+  a.next_batch(2, inputs, targets);
+  b.restore_state(state);
+  b.next_batch(2, other, other_targets);
+  CHECK(inputs == other);
+}
+
+TEST_CASE("text data: windows of the file's bytes, and one sentence for a file that does not fit") {
+  const auto folder = std::filesystem::temp_directory_path() / "fpscope-test-text";
+  std::filesystem::create_directories(folder);
+  const auto path = folder / "corpus.txt";
+  { std::ofstream(path, std::ios::binary) << "the quick brown fox jumps over the lazy dog"; }
+  TextSequences text(path, 8, 256, 3);
+  Eigen::MatrixXf inputs;
+  std::vector<int> targets;
+  text.next_batch(4, inputs, targets);
+  const std::string corpus = "the quick brown fox jumps over the lazy dog";
+  for (int row = 0; row < 4; ++row) {
+    std::string window;
+    for (int t = 0; t < 8; ++t) window += static_cast<char>(inputs(row, t));
+    window += static_cast<char>(targets[static_cast<std::size_t>(row * 8 + 7)]);
+    CHECK(corpus.find(window) != std::string::npos);
+  }
+  CHECK_THROWS_AS(TextSequences(path, 100, 256, 3), std::invalid_argument);     // too short
+  CHECK_THROWS_AS(TextSequences(path, 8, 100, 3), std::invalid_argument);       // 'y' is 121
+  CHECK_THROWS_AS(TextSequences(folder / "missing", 8, 256, 3), std::invalid_argument);
+  MlpConfig mlp;
+  CHECK_THROWS_AS(TrainingData("text:" + path.string(), mlp), std::invalid_argument);
+  MlpConfig gpt = gpt_config(GptShape{1, 8, 2, 8, 256}, Precision::fp32);
+  CHECK_THROWS_AS(TrainingData("mnist:" + folder.string(), gpt), std::invalid_argument);
+  TrainingData data("text:" + path.string(), gpt);
+  CHECK(data.files() == std::vector<std::filesystem::path>{path});
+  std::filesystem::remove_all(folder);
+}
+
+TEST_CASE("a small GPT learns the synthetic sequences in fp16 with dynamic loss scaling") {
+  const GptShape shape{1, 32, 2, 16, 64};
+  MlpConfig config = gpt_config(shape, Precision::fp16);
+  config.learning_rate = 3e-3f;
+  GptTrainer trainer(shape, config);
+  TrainingData data("synthetic", config);
+  Eigen::MatrixXf inputs;
+  std::vector<int> targets;
+  double first = 0, last = 0;
+  for (int s = 0; s < 150; ++s) {
+    data.next_batch(16, inputs, targets);
+    const double loss = trainer.step(inputs, targets, false).loss;
+    if (s == 0) first = loss;
+    last = loss;
+  }
+  CAPTURE(first);
+  CAPTURE(last);
+  CHECK(first == doctest::Approx(std::log(64.0)).epsilon(0.05));  // about uniform at the start
+  CHECK(last < 0.5 * first);
+}
