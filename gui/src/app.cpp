@@ -12,6 +12,8 @@
 #include "fpscope/analyzer/scale_semantics.hpp"
 #include "fpscope/core/names.hpp"
 #include "fpscope/core/printable_text.hpp"
+#include "fpscope/gpu/gemm.hpp"
+#include "fpscope/gpu/gpt_shape.hpp"
 
 namespace fpscope::gui {
 
@@ -67,7 +69,8 @@ bool App::start_training(const TrainingForm& f) {
   try {
     TrainingSettings settings;
     settings.source = "fpscope-gui";
-    settings.mlp.layer_sizes = parse_layer_sizes(f.model);
+    if (names_gpt(f.model)) settings.mlp.gpt = parse_gpt_shape(f.model);
+    else settings.mlp.layer_sizes = parse_layer_sizes(f.model);
     settings.mlp.activation = f.activation;
     settings.mlp.precision = f.precision;
     settings.mlp.rounding = f.rounding;
@@ -90,6 +93,9 @@ bool App::start_training(const TrainingForm& f) {
     settings.steps = f.steps;
     settings.pause_at_step = f.pause_at_step;
     save_baseline_if_fp32();
+    // The matrix products get every core but one: the window's drawing (software GL on a small
+    // machine) keeps the other, and OpenBLAS threads that wait on a busy core stall every product.
+    set_gemm_threads(std::max(1, gemm_cores() - 1));
     session->start(settings);
     training_message.clear();
     step_index = -1;

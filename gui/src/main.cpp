@@ -13,6 +13,7 @@
 #include <cfloat>
 #include <filesystem>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -104,6 +105,11 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 int run(const Options& o) {
   glfwSetErrorCallback(on_glfw_error);
+  // Mesa's software rasterizer (llvmpipe: Xvfb, machines without a GPU driver) starts a thread
+  // per core; on a small machine they take the cores a run training in this window needs (a GPT
+  // trained at 0.70x its headless speed beside them, 0.92x with one). The user's own setting wins;
+  // hardware drivers ignore the variable.
+  if (std::thread::hardware_concurrency() <= 4) ::setenv("LP_NUM_THREADS", "1", 0);
   if (!glfwInit()) {
     std::fprintf(stderr, "fpscope-gui: cannot open a window (%s): run it on a desktop, or headless under xvfb-run\n",
                  glfw_error_text.c_str());
@@ -286,7 +292,7 @@ int main(int argc, char** argv) {
   fpscope::gui::TrainingForm& f = o.app.form;
   std::string activation = fpscope::activation_name(f.activation), precision = fpscope::precision_name(f.precision),
               loss_scale = fpscope::scaling_kind_name(f.scaling), round = fpscope::rounding_mode_name(f.rounding);
-  cli.add_option("--model", f.model, "training: layer sizes, input to classes")->capture_default_str();
+  cli.add_option("--model", f.model, "training: layer sizes, input to classes, or gpt:layers=L,width=D,heads=H,context=T[,vocab=V]")->capture_default_str();
   cli.add_option("--activation", activation, "training: relu, gelu or tanh")->capture_default_str();
   cli.add_option("--precision", precision, "training: fp32, fp16, bf16 or fp16-pure")->capture_default_str();
   cli.add_option("-r,--round", round, "training: rounding mode of every low-precision cast")->capture_default_str();
@@ -303,7 +309,7 @@ int main(int argc, char** argv) {
   cli.add_option("--loss-weight", loss_weight, "training: the loss is multiplied by this, a power of two 2^-16 .. 1 (as fpscope train's: 2^k or a number)")
       ->capture_default_str();
   cli.add_option("--record-every", f.record_every, "training: record a snapshot every N steps")->capture_default_str();
-  cli.add_option("--data", f.data, "training: synthetic or mnist:DIR")->capture_default_str();
+  cli.add_option("--data", f.data, "training: synthetic, mnist:DIR (an MLP) or text:FILE (a GPT)")->capture_default_str();
   cli.add_option("--backend", f.backend, "training: auto (cuda where a device answers), cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();

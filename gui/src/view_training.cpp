@@ -213,19 +213,28 @@ void draw_training(App& app) {
   inject.layer = std::clamp(inject.layer, 1, layers);
   ImGui::SliderInt("##inject layer", &inject.layer, 1, layers, "fc%d");
   ImGui::SameLine();
-  ImGui::BeginDisabled(!active);
+  const bool gpt = session.settings().mlp.gpt.has_value();
+  ImGui::BeginDisabled(!active || gpt);
   if (ImGui::Button("Inject")) session.inject_next_step(inject.value, inject.layer);
   ImGui::EndDisabled();
-  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
-    ImGui::SetTooltip("put a %s into fc%d's weight gradient at the next step", inject.value == FaultInjection::Value::nan ? "NaN" : "infinity",
-                      inject.layer);
+  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) {
+    if (gpt) ImGui::SetTooltip("fault injection puts a value into an MLP layer's weight gradient; the GPT takes none");
+    else
+      ImGui::SetTooltip("put a %s into fc%d's weight gradient at the next step", inject.value == FaultInjection::Value::nan ? "NaN" : "infinity",
+                        inject.layer);
+  }
 
   ImGui::Separator();
   ImGui::TextUnformatted("Settings (take effect on Start)");
   TrainingForm& f = app.form;
   ImGui::PushItemWidth(px(170));
   ImGui::InputText("model", &f.model);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("An MLP's layer sizes, input to classes (32-64-64-10), or a GPT: gpt:layers=2,width=64,heads=4,context=32\n"
+                      "(a GPT trains on the CPU backend; give it AdamW, a learning rate near 1e-3 and a loss weight of 1).");
+  ImGui::BeginDisabled(names_gpt(f.model));  // a GPT's blocks use GELU
   choice_combo("activation", f.activation, all_activations, activation_name);
+  ImGui::EndDisabled();
   choice_combo("precision", f.precision, all_precisions, precision_name);
   choice_combo("rounding", f.rounding, all_rounding_modes, rounding_mode_name);
   choice_combo("loss scaling", f.scaling, all_scaling_kinds, scaling_kind_name);
@@ -277,7 +286,7 @@ void draw_training(App& app) {
   f.batch = std::clamp(f.batch, 1, 1 << 16);
   f.record_every = std::max(1, f.record_every);
   f.steps = std::max(0, f.steps);
-  ImGui::TextDisabled("data: synthetic, or mnist:DIR");
+  ImGui::TextDisabled("data: synthetic, mnist:DIR (MLP) or text:FILE (GPT)");
 }
 
 }  // namespace fpscope::gui

@@ -31,4 +31,6 @@ void set_gemm_threads(int threads) { openblas_set_num_threads(threads > 0 ? thre
 
 int gemm_threads() { return openblas_get_num_threads(); }
 
+int gemm_cores() { return openblas_get_num_procs(); }
+
 }  // namespace fpscope

@@ -16,5 +16,7 @@ Eigen::MatrixXf gemm(const Eigen::MatrixXf& a, bool transpose_a, const Eigen::Ma
 // The threads OpenBLAS uses (0: all cores, its default), and how many it uses now.
 void set_gemm_threads(int threads);
 int gemm_threads();
+// The cores OpenBLAS sees: what threads 0 means.
+int gemm_cores();
 
 }  // namespace fpscope
