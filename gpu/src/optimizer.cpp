@@ -45,44 +45,43 @@ double optimizer_update(const OptimizerConfig& config, float learning_rate, floa
   if ((first_moment && state.first.size() != parameters.size()) || (second_moment && state.second.size() != parameters.size()))
     throw std::invalid_argument("optimizer: the saved state has buffers for another number of parameters");
 
-  // Unscaled gradients and their global norm.
-  std::vector<std::vector<float>> gradients(parameters.size());
+  // The unscaled gradients' global norm; each unscaled (and clipped) gradient is made again where
+  // it is used, by the same operations, rather than held in a copy of every gradient.
   double sum_of_squares = 0;
   for (std::size_t p = 0; p < parameters.size(); ++p) {
     if (parameters[p].size() != scaled_gradients[p].size()) throw std::invalid_argument("optimizer: a gradient's length is not its parameter's");
-    gradients[p].resize(parameters[p].size());
-    for (std::size_t i = 0; i < parameters[p].size(); ++i) {
-      const float g = scaled_gradients[p][i] / loss_scale;
-      gradients[p][i] = g;
+    for (const float scaled : scaled_gradients[p]) {
+      const float g = scaled / loss_scale;
       sum_of_squares += static_cast<double>(g) * static_cast<double>(g);
     }
   }
   const double norm = std::sqrt(sum_of_squares);
   // clip_grad_norm_'s rule: scale by max_norm / (norm + 1e-6) when that is below 1.
-  if (config.clip_grad_norm > 0 && norm > config.clip_grad_norm) {
-    const float coefficient = static_cast<float>(config.clip_grad_norm / (norm + 1e-6));
-    for (auto& g : gradients)
-      for (float& v : g) v *= coefficient;
-  }
+  const bool clip = config.clip_grad_norm > 0 && norm > config.clip_grad_norm;
+  const float coefficient = clip ? static_cast<float>(config.clip_grad_norm / (norm + 1e-6)) : 1.0f;
+  const auto unscaled = [&](float scaled) {
+    const float g = scaled / loss_scale;
+    return clip ? g * coefficient : g;
+  };
 
   const std::int64_t t = state.updates + 1;
   const float correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(config.beta1), static_cast<double>(t)));
   const float correction2 = static_cast<float>(1.0 - std::pow(static_cast<double>(config.beta2), static_cast<double>(t)));
   for (std::size_t p = 0; p < parameters.size(); ++p) {
     std::span<float> w = parameters[p];
-    const std::vector<float>& g = gradients[p];
+    const std::span<const float> scaled = scaled_gradients[p];
     if (first_moment && state.first[p].empty()) state.first[p].assign(w.size(), 0.0f);
     if (second_moment && state.second[p].empty()) state.second[p].assign(w.size(), 0.0f);
     if ((first_moment && state.first[p].size() != w.size()) || (second_moment && state.second[p].size() != w.size()))
       throw std::invalid_argument("optimizer: a saved buffer's length is not its parameter's");
     switch (config.kind) {
       case OptimizerKind::sgd:
-        for (std::size_t i = 0; i < w.size(); ++i) w[i] -= learning_rate * g[i];
+        for (std::size_t i = 0; i < w.size(); ++i) w[i] -= learning_rate * unscaled(scaled[i]);
         break;
       case OptimizerKind::momentum: {
         std::vector<float>& b = state.first[p];
         for (std::size_t i = 0; i < w.size(); ++i) {
-          b[i] = config.momentum * b[i] + g[i];
+          b[i] = config.momentum * b[i] + unscaled(scaled[i]);
           w[i] -= learning_rate * b[i];
         }
         break;
@@ -92,9 +91,10 @@ double optimizer_update(const OptimizerConfig& config, float learning_rate, floa
         std::vector<float>& v = state.second[p];
         const float decay = 1.0f - learning_rate * config.weight_decay;
         for (std::size_t i = 0; i < w.size(); ++i) {
+          const float g = unscaled(scaled[i]);
           w[i] *= decay;
-          m[i] = config.beta1 * m[i] + (1.0f - config.beta1) * g[i];
-          v[i] = config.beta2 * v[i] + (1.0f - config.beta2) * g[i] * g[i];
+          m[i] = config.beta1 * m[i] + (1.0f - config.beta1) * g;
+          v[i] = config.beta2 * v[i] + (1.0f - config.beta2) * g * g;
           const float m_hat = m[i] / correction1;
           const float v_hat = v[i] / correction2;
           w[i] -= learning_rate * m_hat / (std::sqrt(v_hat) + config.epsilon);

@@ -12,6 +12,7 @@
 #include "cast_tensor.hpp"
 #include "fpscope/core/printable_text.hpp"
 #include "fpscope/gpu/recording.hpp"
+#include "fpscope/gpu/training_memory.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
 #include "gpt_pass.hpp"
 
@@ -203,6 +204,7 @@ GptTrainer::GptTrainer(const GptShape& shape, const MlpConfig& config)
   if (config.recipe.recipe != GemmRecipe::none)
     throw std::invalid_argument("--recipe " + gemm_recipe_name(config.recipe.recipe) + " trains the MLP; the GPT runs without a recipe for now");
   if (shape.width % shape.heads != 0) throw std::invalid_argument("a GPT's width must be a multiple of its heads");
+  keep_training_memory();
   ctx_.rounding = config.rounding;
   ctx_.stochastic_seed = config.seed;
   if (config.precision == Precision::fp16_pure)

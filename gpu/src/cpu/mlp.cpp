@@ -14,6 +14,7 @@
 #include "cast_tensor.hpp"
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/recording.hpp"
+#include "fpscope/gpu/training_memory.hpp"
 #include "parse_choice.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
 #include "fpscope/gpu/softmax_cross_entropy.hpp"
@@ -130,6 +131,7 @@ Format MlpTrainer::format() const {
 }
 
 MlpTrainer::MlpTrainer(const MlpConfig& config) : config_(config), scaler_(config.scaler) {
+  keep_training_memory();
   ctx_.rounding = config.rounding;
   ctx_.stochastic_seed = config.seed;
   std::mt19937_64 rng(config.seed);
