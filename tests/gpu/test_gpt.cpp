@@ -195,6 +195,33 @@ TEST_CASE("a recorded fp16 GPT step names every tensor, counts all of it and car
   CHECK(probabilities.highest_binade() <= 0);
 }
 
+TEST_CASE("a GPT records block statistics along each tensor's features, the attention triangles aside") {
+  MlpConfig config = gpt_config(tiny, Precision::fp16);
+  config.record_blocks = parse_block_recording("mxfp4");
+  GptTrainer trainer(tiny, config);
+  const int batch = 3;
+  const TokenBatch b = random_tokens(tiny, batch, 4);
+  const StepResult result = trainer.step(b.as_inputs(), b.targets, true);
+  REQUIRE(result.snapshot);
+  const std::uint64_t tokens = static_cast<std::uint64_t>(batch) * tiny.context;
+  for (const TensorRecord& t : result.snapshot->tensors) {
+    CAPTURE(t.name);
+    CAPTURE(static_cast<int>(t.kind));
+    const bool triangle = t.name.find("attn.scores") != std::string::npos || t.name.find("attn.softmax") != std::string::npos;
+    REQUIRE(t.blocks.has_value() == !triangle);
+    if (triangle) continue;
+    // Blocks of 32 run along the features: a width of 8 makes one (short) block per token and
+    // row of features, so the block count is the tensor's size over its feature count.
+    const BlockStatistics& s = t.blocks->statistics;
+    const std::uint64_t values = t.histogram.total_count();
+    CHECK(s.elements == values);
+    if (t.name == "h0.attn.qkv" && t.kind == TensorKind::activation) CHECK(s.blocks == tokens * 1);       // 24 features: one block
+    if (t.name == "head" && t.kind == TensorKind::activation) CHECK(s.blocks == tokens * 1);              // 11 logits: one block
+    if (t.name == "h1.mlp.fc" && t.kind == TensorKind::activation_gradient) CHECK(s.blocks == tokens * 1);  // 32 features
+    if (t.name == "h0.mlp.proj" && t.kind == TensorKind::weight) CHECK(s.blocks == 8 * 1);               // 8 x 32: one block a row
+  }
+}
+
 TEST_CASE("recording changes no bit of a GPT's training, and a restored state goes on with the same bits") {
   MlpConfig config = gpt_config(tiny, Precision::fp16);
   config.rounding = RoundingMode::stochastic;
