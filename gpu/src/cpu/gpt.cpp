@@ -279,10 +279,6 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   }
   if (record) {
     Snapshot snapshot;
-    snapshot.step = steps_;
-    snapshot.loss = result.loss;
-    snapshot.loss_scale = result.loss_scale;
-    snapshot.skipped = result.skipped;
     for (TensorRecord& a : hooks.activations) {
       const std::string name = a.name;
       snapshot.tensors.push_back(std::move(a));
@@ -292,7 +288,7 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
       snapshot.tensors.push_back(std::move(weights[i]));
       snapshot.tensors.push_back(std::move(weight_gradients[i]));
     }
-    for (TensorRecord& t : snapshot.tensors) set_recorded_scale(t, result.loss_scale);
+    complete_snapshot(snapshot, steps_, result.loss, result.loss_scale, result.skipped);
     result.snapshot = std::move(snapshot);
   }
   ++steps_;

@@ -296,10 +296,6 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
       }
   }
   if (record) {
-    snapshot.step = steps_;
-    snapshot.loss = result.loss;
-    snapshot.loss_scale = result.loss_scale;
-    snapshot.skipped = result.skipped;
     snapshot.scaling = result.scaling;
     for (std::size_t l = 0; l < layers; ++l) {
       snapshot.tensors.push_back(std::move(activation[l]));
@@ -307,7 +303,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
       snapshot.tensors.push_back(std::move(weight[l]));
       snapshot.tensors.push_back(std::move(weight_gradient[l]));
     }
-    for (TensorRecord& t : snapshot.tensors) set_recorded_scale(t, result.loss_scale);
+    complete_snapshot(snapshot, steps_, result.loss, result.loss_scale, result.skipped);
     result.snapshot = std::move(snapshot);
   }
   ++steps_;

@@ -3,6 +3,7 @@
 // tensor is recorded before its cast to the low-precision format (flushes are visible).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 
@@ -22,6 +23,16 @@ inline void set_recorded_scale(TensorRecord& record, double loss_scale) {
   const bool gradient = record.kind == TensorKind::activation_gradient || record.kind == TensorKind::weight_gradient;
   record.scale = gradient ? loss_scale : 1.0;
   record.captured = Capture::before_cast;
+}
+
+// A recorded step's snapshot once its tensors are in: the step's number, loss, scale and skip, and
+// every tensor's scale and capture as above.
+inline void complete_snapshot(Snapshot& snapshot, std::int64_t step, double loss, double loss_scale, bool skipped) {
+  snapshot.step = step;
+  snapshot.loss = loss;
+  snapshot.loss_scale = loss_scale;
+  snapshot.skipped = skipped;
+  for (TensorRecord& t : snapshot.tensors) set_recorded_scale(t, loss_scale);
 }
 
 }  // namespace fpscope
