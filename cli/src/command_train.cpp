@@ -208,9 +208,14 @@ void run_train(const TrainOptions& o) {
   if (config.optimizer.kind != OptimizerKind::adamw && config.optimizer.weight_decay != 0.0f)
     throw UsageError("--weight-decay is AdamW's decoupled decay: use --optimizer adamw");
   std::vector<FaultInjection> faults;
-  if (gpt && !o.inject.empty()) throw UsageError("--inject puts a value into an MLP layer's weight gradient; the GPT takes none for now");
+  std::vector<std::string> gpt_weights;
+  if (gpt)
+    for (const GptParameter& p : gpt_parameters(*config.gpt))
+      if (!p.recorded.empty()) gpt_weights.push_back(p.recorded);
   for (const std::string& text : o.inject) {
-    faults.push_back(parse_or_usage([&] { return parse_fault_injection(text, static_cast<int>(config.layer_sizes.size()) - 1); }));
+    faults.push_back(parse_or_usage([&] {
+      return gpt ? parse_fault_injection(text, gpt_weights) : parse_fault_injection(text, static_cast<int>(config.layer_sizes.size()) - 1);
+    }));
     if (faults.back().step >= steps)
       throw UsageError(fmt::format("--inject {} is at step {}, but the run's steps are 0 to {}", describe(faults.back()), faults.back().step, steps - 1));
   }
@@ -385,7 +390,7 @@ void add_train(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "seed: the same seed gives the same bits")->capture_default_str();
   cmd->add_option_function<std::string>("--out", [o](const std::string& path) { o->out = path; },
                                         "run log to write as training goes (JSON Lines; - for standard output)");
-  cmd->add_option("--inject", o->inject, "put nan or inf into a layer's weight gradient at a step: nan@fc2:100 (repeatable)");
+  cmd->add_option("--inject", o->inject, "put nan or inf into a layer's weight gradient at a step: nan@fc2:100, or for a GPT a weight by name: nan@h0.attn.qkv:100 (repeatable)");
   cmd->add_option("--checkpoint-every", o->checkpoint_every, "write a checkpoint every N steps (atomically)")->capture_default_str();
   cmd->add_option_function<std::string>("--checkpoint", [o](const std::string& path) { o->checkpoint = path; },
                                         "checkpoint file (default: the run log's name + .ckpt, or fpscope-train.ckpt)");

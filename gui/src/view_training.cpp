@@ -218,7 +218,7 @@ void draw_training(App& app) {
   if (ImGui::Button("Inject")) session.inject_next_step(inject.value, inject.layer);
   ImGui::EndDisabled();
   if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) {
-    if (gpt) ImGui::SetTooltip("fault injection puts a value into an MLP layer's weight gradient; the GPT takes none");
+    if (gpt) ImGui::SetTooltip("the app injects into an MLP layer; for a GPT: fpscope train --inject nan@h0.attn.qkv:STEP");
     else
       ImGui::SetTooltip("put a %s into fc%d's weight gradient at the next step", inject.value == FaultInjection::Value::nan ? "NaN" : "infinity",
                         inject.layer);

@@ -1,4 +1,4 @@
-// Fuzz target: model specs, fault specs, format and rounding-mode names.
+// Fuzz target: model specs (MLP and GPT), fault specs, format and rounding-mode names.
 #include <cstdlib>
 #include <string>
 
@@ -14,8 +14,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const std::invalid_argument&) {
   }
   try {
+    const fpscope::GptShape shape = fpscope::parse_gpt_shape(text);
+    if (!(fpscope::parse_gpt_shape(fpscope::gpt_shape_name(shape)) == shape) || shape.width % shape.heads != 0) std::abort();
+  } catch (const std::invalid_argument&) {
+  }
+  try {
     const fpscope::FaultInjection fault = fpscope::parse_fault_injection(text, 4);
     if (!(fpscope::parse_fault_injection(fpscope::describe(fault), 4) == fault)) std::abort();
+  } catch (const std::invalid_argument&) {
+  }
+  try {
+    static const std::vector<std::string> tensors{"embed.tokens", "h0.attn.qkv", "ln_f"};
+    const fpscope::FaultInjection fault = fpscope::parse_fault_injection(text, tensors);
+    if (!(fpscope::parse_fault_injection(fpscope::describe(fault), tensors) == fault)) std::abort();
   } catch (const std::invalid_argument&) {
   }
   try {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "fpscope/gpu/fault_injection.hpp"
 #include "fpscope/gpu/gpt.hpp"
 #include "fpscope/gpu/sequence_data.hpp"
 #include "fpscope/gpu/training_data.hpp"
@@ -260,6 +261,27 @@ TEST_CASE("an overflowing fp16 GPT step is skipped and leaves the parameters alo
   CHECK(same_bits(before, trainer.parameters()));
   CHECK(trainer.state().optimizer.updates == 0);
   CHECK(trainer.scaler_state().skipped_steps == 1);
+}
+
+TEST_CASE("a NaN injected into a GPT weight's gradient skips the step, leaves the weights and shows in its record") {
+  const std::vector<std::string> weights{"embed.tokens", "h0.attn.qkv", "ln_f"};
+  const FaultInjection fault = parse_fault_injection("nan@h0.attn.qkv:1", weights);
+  CHECK(fault.tensor == "h0.attn.qkv");
+  CHECK(describe(fault) == "nan@h0.attn.qkv:1");
+  CHECK_THROWS_AS(parse_fault_injection("nan@h9.attn.qkv:1", weights), std::invalid_argument);
+  CHECK_THROWS_AS(parse_fault_injection("nan@fc1:1", weights), std::invalid_argument);
+  GptTrainer trainer(tiny, gpt_config(tiny, Precision::fp16));
+  CHECK_THROWS_AS(trainer.inject(FaultInjection{FaultInjection::Value::nan, 0, 1, "h0.attn.qkv.bias"}), std::invalid_argument);
+  trainer.inject(fault);
+  const TokenBatch b = random_tokens(tiny, 2, 3);
+  CHECK_FALSE(trainer.step(b.as_inputs(), b.targets, false).skipped);
+  const std::vector<Eigen::MatrixXf> before = trainer.parameters();
+  const StepResult hit = trainer.step(b.as_inputs(), b.targets, true);
+  CHECK(hit.skipped);
+  CHECK(same_bits(before, trainer.parameters()));
+  for (const TensorRecord& t : hit.snapshot->tensors)
+    if (t.kind == TensorKind::weight_gradient) CHECK(t.histogram.nan_count() == (t.name == "h0.attn.qkv" ? 1u : 0u));
+  CHECK_FALSE(trainer.step(b.as_inputs(), b.targets, false).skipped);
 }
 
 TEST_CASE("GPT steps refuse batches that are not the model's") {

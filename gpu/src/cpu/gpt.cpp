@@ -219,8 +219,10 @@ Format GptTrainer::format() const {
   }
 }
 
-void GptTrainer::inject(const FaultInjection&) {
-  throw std::invalid_argument("--inject puts a value into an MLP layer's weight gradient; the GPT takes none for now");
+void GptTrainer::inject(const FaultInjection& fault) {
+  const bool recorded = std::any_of(layout_.begin(), layout_.end(), [&](const GptParameter& p) { return !p.recorded.empty() && p.recorded == fault.tensor; });
+  if (!recorded) throw std::invalid_argument("--inject " + describe(fault) + ": the GPT records no weight of that name");
+  faults_.push_back(fault);
 }
 
 StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool /*read_loss*/) {
@@ -258,6 +260,10 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   std::vector<Eigen::MatrixXf> gradients;
   result.loss = gpt_pass::run<float>(shape_, copies, tokens.data(), labels.data(), batch, factor, hooks, &gradients);
 
+  for (const FaultInjection& fault : faults_)
+    for (std::size_t p = 0; p < gradients.size(); ++p)
+      if (fault.step == steps_ && layout_[p].recorded == fault.tensor)
+        gradients[p](0, 0) = fault.value == FaultInjection::Value::nan ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
   bool non_finite = false;
   for (std::size_t p = 0; p < gradients.size(); ++p) {
     const bool recorded = record && !layout_[p].recorded.empty();

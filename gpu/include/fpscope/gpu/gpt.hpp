@@ -46,8 +46,8 @@ double gpt_loss_in_double(const GptShape& shape, const std::vector<Eigen::Matrix
                           const std::vector<int>& targets, std::vector<Eigen::MatrixXd>* gradients = nullptr);
 
 // The CPU backend's GPT. Takes MlpConfig for everything but the shape (precision, rounding,
-// scaler, optimizer, learning rate, loss weight, seed, block recording); FP8 / MX recipes and
-// fault injection are the MLP's.
+// scaler, optimizer, learning rate, loss weight, seed, block recording); FP8 / MX recipes are the
+// MLP's.
 //
 // step(): `inputs` is batch x context token ids (exact integers in float32), `labels` the next
 // token at each position, batch * context of them, row by row. The loss is the mean over all
@@ -65,7 +65,10 @@ class GptTrainer final : public TrainerBackend {
   StepResult step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record) { return step(inputs, labels, record, true); }
   TrainerState state() const override;
   void restore(const TrainerState& state) override;
-  void inject(const FaultInjection& fault) override;  // throws std::invalid_argument: the MLP's
+  // A NaN or infinity into element (0, 0) of a recorded weight's gradient (fault.tensor, such as
+  // "h0.attn.qkv") at fault.step, before its cast and check. Throws std::invalid_argument for a
+  // tensor the model does not record.
+  void inject(const FaultInjection& fault) override;
   LossScalerState scaler_state() const override { return scaler_.state(); }
   void reconfigure_scaler(const LossScalerConfig& config) override { scaler_.reconfigure(config); }
   std::int64_t step_count() const override { return steps_; }
@@ -85,6 +88,7 @@ class GptTrainer final : public TrainerBackend {
   std::vector<Eigen::MatrixXf> parameters_;
   std::int64_t steps_ = 0;
   OptimizerState optimizer_;
+  std::vector<FaultInjection> faults_;
 };
 
 }  // namespace fpscope
