@@ -268,8 +268,8 @@ void run_train(const TrainOptions& o) {
   if (config.recipe.recipe != GemmRecipe::none) header.recipe = recipe_description(config.recipe);
   // What a checkpoint must agree with to be resumed: everything that decides the bits.
   const std::string settings = fmt::format(
-      "{}|backend {}|threads {}|batch {}|lr {}|loss weight {}|record-every {}|record-blocks {}|optimizer {} momentum {} betas {},{} eps {} decay {} clip {}|data {}|seed {}|inject{}|log {}",
-      run_header_line(header), trainer.name(), gemm_threads(), batch, config.learning_rate, config.loss_weight, record_every, o.record_blocks,
+      "{}|backend {}|batch {}|lr {}|loss weight {}|record-every {}|record-blocks {}|optimizer {} momentum {} betas {},{} eps {} decay {} clip {}|data {}|seed {}|inject{}|log {}",
+      run_header_line(header), trainer.name(), batch, config.learning_rate, config.loss_weight, record_every, o.record_blocks,
       optimizer_name(config.optimizer.kind), config.optimizer.momentum, config.optimizer.beta1, config.optimizer.beta2, config.optimizer.epsilon,
       config.optimizer.weight_decay, config.optimizer.clip_grad_norm, o.data, config.seed, injected, o.out.value_or(""));
   std::int64_t first_step = 0;
@@ -371,8 +371,8 @@ void add_train(CLI::App& app) {
   cmd->add_option("--clip-grad-norm", o->clip_grad_norm,
                   "clip the unscaled gradients' global L2 norm to this (0: off); skipped steps are never clipped")->capture_default_str();
   cmd->add_option("--threads", o->threads,
-                  "CPU backend: threads for the matrix products (OpenBLAS), 0 for all cores; the count decides the last bits of their sums, "
-                  "so --resume needs the same")
+                  "CPU backend: threads for the matrix products and the element-wise passes, 0 for all cores; "
+                  "any count gives the same bits")
       ->capture_default_str();
   cmd->add_option("--recipe", o->recipe,
                   "GEMM operands: none, fp8-delayed, fp8-current (per-tensor FP8 scaling, as Transformer Engine), fp8-unscaled, mxfp8, mxfp6, mxfp4 "

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "fpscope/gpu/parallel.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
 #include "parse_choice.hpp"
 
@@ -74,34 +75,39 @@ double optimizer_update(const OptimizerConfig& config, float learning_rate, floa
     if (second_moment && state.second[p].empty()) state.second[p].assign(w.size(), 0.0f);
     if ((first_moment && state.first[p].size() != w.size()) || (second_moment && state.second[p].size() != w.size()))
       throw std::invalid_argument("optimizer: a saved buffer's length is not its parameter's");
-    switch (config.kind) {
-      case OptimizerKind::sgd:
-        for (std::size_t i = 0; i < w.size(); ++i) w[i] -= learning_rate * unscaled(scaled[i]);
-        break;
-      case OptimizerKind::momentum: {
-        std::vector<float>& b = state.first[p];
-        for (std::size_t i = 0; i < w.size(); ++i) {
-          b[i] = config.momentum * b[i] + unscaled(scaled[i]);
-          w[i] -= learning_rate * b[i];
+    // Each element on its own: split across the element-wise threads (parallel.hpp), same bits.
+    std::vector<float>* first = first_moment ? &state.first[p] : nullptr;
+    std::vector<float>* second = second_moment ? &state.second[p] : nullptr;
+    parallel_for(w.size(), 16384, [&](std::size_t begin, std::size_t end) {
+      switch (config.kind) {
+        case OptimizerKind::sgd:
+          for (std::size_t i = begin; i < end; ++i) w[i] -= learning_rate * unscaled(scaled[i]);
+          break;
+        case OptimizerKind::momentum: {
+          std::vector<float>& b = *first;
+          for (std::size_t i = begin; i < end; ++i) {
+            b[i] = config.momentum * b[i] + unscaled(scaled[i]);
+            w[i] -= learning_rate * b[i];
+          }
+          break;
         }
-        break;
-      }
-      case OptimizerKind::adamw: {
-        std::vector<float>& m = state.first[p];
-        std::vector<float>& v = state.second[p];
-        const float decay = 1.0f - learning_rate * config.weight_decay;
-        for (std::size_t i = 0; i < w.size(); ++i) {
-          const float g = unscaled(scaled[i]);
-          w[i] *= decay;
-          m[i] = config.beta1 * m[i] + (1.0f - config.beta1) * g;
-          v[i] = config.beta2 * v[i] + (1.0f - config.beta2) * g * g;
-          const float m_hat = m[i] / correction1;
-          const float v_hat = v[i] / correction2;
-          w[i] -= learning_rate * m_hat / (std::sqrt(v_hat) + config.epsilon);
+        case OptimizerKind::adamw: {
+          std::vector<float>& m = *first;
+          std::vector<float>& v = *second;
+          const float decay = 1.0f - learning_rate * config.weight_decay;
+          for (std::size_t i = begin; i < end; ++i) {
+            const float g = unscaled(scaled[i]);
+            w[i] *= decay;
+            m[i] = config.beta1 * m[i] + (1.0f - config.beta1) * g;
+            v[i] = config.beta2 * v[i] + (1.0f - config.beta2) * g * g;
+            const float m_hat = m[i] / correction1;
+            const float v_hat = v[i] / correction2;
+            w[i] -= learning_rate * m_hat / (std::sqrt(v_hat) + config.epsilon);
+          }
+          break;
         }
-        break;
       }
-    }
+    });
   }
   state.updates = t;
   return norm;
@@ -117,7 +123,9 @@ void update_parameters(const OptimizerConfig& config, float learning_rate, float
   const float factor = sgd_step_factor(learning_rate, loss_scale);
   for (std::size_t p = 0; p < parameters.size(); ++p) {
     if (parameters[p].size() != scaled_gradients[p].size()) throw std::invalid_argument("optimizer: a gradient's length is not its parameter's");
-    for (std::size_t i = 0; i < parameters[p].size(); ++i) parameters[p][i] = sgd_update_element(parameters[p][i], scaled_gradients[p][i], factor);
+    parallel_for(parameters[p].size(), 16384, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) parameters[p][i] = sgd_update_element(parameters[p][i], scaled_gradients[p][i], factor);
+    });
   }
 }
 

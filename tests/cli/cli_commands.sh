@@ -187,12 +187,12 @@ check_bad bad-train-betas "--betas '0.9' is not B1,B2" -- "$fpscope" train --opt
 check_bad bad-train-adamw-cuda "momentum, AdamW and gradient clipping run by the CPU backend only" -- "$fpscope" train --backend cuda --optimizer adamw --out "$work/never15.jsonl"
 check_bad bad-train-record-blocks-format "unknown block-scaled format 'mxfp5'" -- "$fpscope" train --record-blocks mxfp5 --out "$work/never8.jsonl"
 # The GPT: a short run that analyze reads by its tensors' names, a run cut by a checkpoint and
-# resumed that writes the uninterrupted run's log, and --export-inputs' arrays.
+# resumed (on other thread counts) that writes the uninterrupted run's log, and --export-inputs' arrays.
 gpt=(--model gpt:layers=2,width=16,heads=2,context=8,vocab=64 --batch 4 --precision fp16 --loss-scale dynamic)
 check train-gpt 0 '^6 steps, final loss [0-9.]+, loss scale 65536, skipped steps 0$' -- bash -c "'$fpscope' train ${gpt[*]} --steps 6 --record-every 3 --out '$work/gpt.jsonl' 2>/dev/null"
 check train-gpt-analyze 0 'h1\.attn\.scores +activation +576 ' -- "$fpscope" analyze "$work/gpt.jsonl"
-check train-gpt-resume 0 '^same$' -- bash -c "'$fpscope' train ${gpt[*]} --steps 3 --record-every 3 --checkpoint-every 3 --out '$work/gpt-cut.jsonl' >/dev/null 2>&1 &&
-  '$fpscope' train ${gpt[*]} --steps 6 --record-every 3 --checkpoint-every 3 --out '$work/gpt-cut.jsonl' --resume >/dev/null 2>&1 &&
+check train-gpt-resume 0 '^same$' -- bash -c "'$fpscope' train ${gpt[*]} --steps 3 --record-every 3 --checkpoint-every 3 --threads 1 --out '$work/gpt-cut.jsonl' >/dev/null 2>&1 &&
+  '$fpscope' train ${gpt[*]} --steps 6 --record-every 3 --checkpoint-every 3 --threads 3 --out '$work/gpt-cut.jsonl' --resume >/dev/null 2>&1 &&
   cmp -s <(sed -E 's/\"run_id\":\"[0-9a-f]{32}\",?//' '$work/gpt.jsonl') <(sed -E 's/\"run_id\":\"[0-9a-f]{32}\",?//' '$work/gpt-cut.jsonl') && echo same"
 check train-gpt-export 0 '^exported 28 2 2$' -- bash -c "'$fpscope' train ${gpt[*]} --steps 2 --export-inputs '$work/gpt-export' >/dev/null 2>&1 &&
   echo exported \$(ls '$work/gpt-export' | grep -vc -- '-0000') \$(ls '$work/gpt-export' | grep -c '^inputs-') \$(ls '$work/gpt-export' | grep -c '^targets-')"

@@ -44,3 +44,24 @@ TEST_CASE("gemm: empty shapes, k = 0 gives zeros, and shapes that disagree are r
   CHECK_THROWS_AS(gemm(Eigen::MatrixXf(2, 3), false, Eigen::MatrixXf(4, 5), false), std::invalid_argument);
   CHECK_THROWS_AS(gemm(Eigen::MatrixXf(2, 3), true, Eigen::MatrixXf(3, 5), false), std::invalid_argument);
 }
+
+TEST_CASE("gemm gives the same bits on any number of threads, where the sums round") {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const auto random = [&](Eigen::Index rows, Eigen::Index cols) {
+    Eigen::MatrixXf m(rows, cols);
+    for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = normal(rng);
+    return m;
+  };
+  const Eigen::MatrixXf a = random(70, 300), b = random(300, 200), bt = random(200, 300);  // 200 columns: four slices of 64
+  set_gemm_threads(1);
+  const Eigen::MatrixXf one = gemm(a, false, b, false), one_t = gemm(a, false, bt, true);
+  for (const int threads : {2, 3, 7}) {
+    CAPTURE(threads);
+    set_gemm_threads(threads);
+    CHECK(gemm_threads() == threads);
+    CHECK(gemm(a, false, b, false) == one);
+    CHECK(gemm(a, false, bt, true) == one_t);
+  }
+  set_gemm_threads(1);
+}

@@ -11,9 +11,11 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "fpscope/gpu/fault_injection.hpp"
+#include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/gpt.hpp"
 #include "fpscope/gpu/sequence_data.hpp"
 #include "fpscope/gpu/training_data.hpp"
@@ -248,6 +250,39 @@ TEST_CASE("recording changes no bit of a GPT's training, and a restored state go
 
   GptTrainer other(GptShape{2, 8, 2, 6, 11}, gpt_config(GptShape{2, 8, 2, 6, 11}, Precision::fp16));
   CHECK_THROWS_AS(other.restore(saved), std::invalid_argument);
+}
+
+TEST_CASE("a GPT and an MLP train the same bits on one thread and on several") {
+  MlpConfig config = gpt_config(GptShape{2, 64, 4, 32, 256}, Precision::fp16);
+  config.rounding = RoundingMode::stochastic;
+  MlpConfig mlp;
+  mlp.layer_sizes = {300, 200, 130, 10};
+  mlp.rounding = RoundingMode::stochastic;
+  mlp.optimizer.kind = OptimizerKind::adamw;
+  mlp.learning_rate = 1e-3f;
+  const auto train = [&](int threads) {
+    set_gemm_threads(threads);
+    GptTrainer gpt(*config.gpt, config);
+    MlpTrainer classifier(mlp);
+    TrainingData sequences("synthetic", config), clusters("synthetic", mlp);
+    Eigen::MatrixXf inputs;
+    std::vector<int> labels;
+    std::vector<Snapshot> snapshots;
+    for (int s = 0; s < 3; ++s) {
+      sequences.next_batch(8, inputs, labels);
+      snapshots.push_back(*gpt.step(inputs, labels, true).snapshot);
+      clusters.next_batch(200, inputs, labels);
+      snapshots.push_back(*classifier.step(inputs, labels, true).snapshot);
+    }
+    set_gemm_threads(1);
+    return std::tuple{gpt.parameters(), classifier.state().weights, snapshots, gpt.state().stochastic_counter};
+  };
+  const auto [gpt1, mlp1, snapshots1, counter1] = train(1);
+  const auto [gpt3, mlp3, snapshots3, counter3] = train(3);
+  CHECK(same_bits(gpt1, gpt3));
+  CHECK(same_bits(mlp1, mlp3));
+  CHECK(snapshots1 == snapshots3);
+  CHECK(counter1 == counter3);
 }
 
 TEST_CASE("an overflowing fp16 GPT step is skipped and leaves the parameters alone") {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <optional>
 #include <span>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "fpscope/core/bulk.hpp"
 #include "fpscope/gpu/cast_record.hpp"
 #include "fpscope/gpu/mlp.hpp"
+#include "fpscope/gpu/parallel.hpp"
 
 namespace fpscope {
 
@@ -35,24 +37,49 @@ BlockRecord block_record(const BlockRecording& blocks, const Matrix& m, FeatureA
   return record;
 }
 
+// Rounds `values` in place into f (none for fp32) and adds them, before the cast, to the record's
+// histogram and counts where there is a record -- split over the element threads (parallel.hpp) in
+// slices of 64K values, each with its own copy of the context starting at its slice's random word
+// (stochastic rounding draws word `counter + index` for each element), its own histogram and
+// counts, merged in order: the same bits, counts, flags and counter as one pass.
+inline void cast_values(Format f, bool low_precision, std::span<float> values, Context& ctx, TensorRecord* record) {
+  constexpr std::size_t slice = 65536;
+  const std::size_t slices = (values.size() + slice - 1) / slice;
+  std::vector<Context> contexts(slices, ctx);
+  std::vector<ExponentHistogram> histograms(record != nullptr ? slices : 0);
+  std::vector<CastCounts> counts(record != nullptr ? slices : 0);
+  parallel_for(slices, 1, [&](std::size_t first, std::size_t last) {
+    for (std::size_t s = first; s < last; ++s) {
+      const std::span<float> part = values.subspan(s * slice, std::min(slice, values.size() - s * slice));
+      contexts[s].stochastic_counter = ctx.stochastic_counter + s * slice;
+      if (!low_precision) histograms[s].add(part);
+      else if (record == nullptr) round_f32(f, part, part, contexts[s]);
+      else cast_and_record(f, part, part, contexts[s], histograms[s], counts[s]);
+    }
+  });
+  if (low_precision) {
+    for (const Context& c : contexts) ctx.raise(c.flags);
+    ctx.stochastic_counter += values.size();
+  }
+  if (record == nullptr) return;
+  CastCounts total;
+  for (std::size_t s = 0; s < slices; ++s) {
+    record->histogram.merge(histograms[s]);
+    total.flushed_to_zero += counts[s].flushed_to_zero;
+    total.made_subnormal += counts[s].made_subnormal;
+    total.overflowed += counts[s].overflowed;
+  }
+  if (low_precision) record->cast = total;
+}
+
 // Rounds a matrix in place into f (nothing for fp32), recording the values before the cast (and
 // what a block format would do to them, where the run asks).
 template <typename Matrix>
 inline void cast(Format f, bool low_precision, Matrix& m, Context& ctx, TensorRecord* record,
                  const std::optional<BlockRecording>& blocks = std::nullopt, FeatureAxis features = FeatureAxis::second) {
-  const std::span<float> values(m.data(), static_cast<std::size_t>(m.size()));
   if (record != nullptr && blocks) record->blocks = block_record(*blocks, m, features);
-  if (!low_precision) {
-    if (record != nullptr) record->histogram.add(values);
-    return;
-  }
-  if (record == nullptr) {
-    round_f32(f, values, values, ctx);
-    return;
-  }
-  CastCounts counts;
-  cast_and_record(f, values, values, ctx, record->histogram, counts);
-  record->cast = counts;
+  if (!low_precision && record == nullptr) return;
+  cast_values(f, low_precision, std::span<float>(m.data(), static_cast<std::size_t>(m.size())), ctx, record);
 }
 
 }  // namespace fpscope

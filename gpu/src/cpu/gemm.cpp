@@ -1,12 +1,24 @@
 // float32 GEMM through OpenBLAS's CBLAS interface (gemm.hpp).
 #include "fpscope/gpu/gemm.hpp"
+#include "fpscope/gpu/parallel.hpp"
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
 namespace fpscope {
+
+namespace {
+// Columns of C per OpenBLAS call (packing a, once per call, costs about 1/64 of the products).
+constexpr Eigen::Index columns_per_call = 64;
+// OpenBLAS runs single-threaded from the first product on (set_gemm_threads keeps it so).
+const bool single_threaded_openblas = [] {
+  openblas_set_num_threads(1);
+  return true;
+}();
+}  // namespace
 
 Eigen::MatrixXf gemm(const Eigen::MatrixXf& a, bool transpose_a, const Eigen::MatrixXf& b, bool transpose_b) {
   const Eigen::Index m = transpose_a ? a.cols() : a.rows(), k = transpose_a ? a.rows() : a.cols();
@@ -21,15 +33,28 @@ Eigen::MatrixXf gemm(const Eigen::MatrixXf& a, bool transpose_a, const Eigen::Ma
     return c;
   }
   // Eigen's default storage is column-major, as CBLAS's ColMajor: leading dimensions are row counts.
-  cblas_sgemm(CblasColMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
-              static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a.data(), static_cast<blasint>(a.rows()), b.data(),
-              static_cast<blasint>(b.rows()), 0.0f, c.data(), static_cast<blasint>(c.rows()));
+  // C is made in fixed slices of columns, one single-threaded OpenBLAS call each, on the element
+  // threads: the calls, and so every sum's order, are the same on any number of threads.
+  const Eigen::Index slices = (n + columns_per_call - 1) / columns_per_call;
+  parallel_for(static_cast<std::size_t>(slices), 1, [&](std::size_t first, std::size_t last) {
+    for (auto slice = static_cast<Eigen::Index>(first); slice < static_cast<Eigen::Index>(last); ++slice) {
+      const Eigen::Index column = slice * columns_per_call, columns = std::min(columns_per_call, n - column);
+      // op(b)'s columns from `column` on: b's columns, or for a transposed b its rows.
+      const float* b_slice = transpose_b ? b.data() + column : b.data() + column * b.rows();
+      cblas_sgemm(CblasColMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+                  static_cast<blasint>(columns), static_cast<blasint>(k), 1.0f, a.data(), static_cast<blasint>(a.rows()), b_slice,
+                  static_cast<blasint>(b.rows()), 0.0f, c.data() + column * m, static_cast<blasint>(m));
+    }
+  });
   return c;
 }
 
-void set_gemm_threads(int threads) { openblas_set_num_threads(threads > 0 ? threads : openblas_get_num_procs()); }
+void set_gemm_threads(int threads) {
+  openblas_set_num_threads(1);  // its own threads would spin between products, on the cores the element passes need
+  set_parallel_threads(threads > 0 ? threads : openblas_get_num_procs());
+}
 
-int gemm_threads() { return openblas_get_num_threads(); }
+int gemm_threads() { return parallel_threads(); }
 
 int gemm_cores() { return openblas_get_num_procs(); }
 

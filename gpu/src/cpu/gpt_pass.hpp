@@ -13,12 +13,28 @@
 #include "fpscope/gpu/activation.hpp"
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/gpt.hpp"
+#include "fpscope/gpu/parallel.hpp"
 #include "fpscope/gpu/softmax_cross_entropy.hpp"
 
 namespace fpscope::gpt_pass {
 
 template <typename S>
 using Matrix = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic>;
+
+// Element-wise work is split across the threads (parallel.hpp) in pieces of about this many
+// values: each column, head or element is computed on its own, so the bits never depend on them.
+inline constexpr std::size_t parallel_grain = 16384;
+inline std::size_t grain_of(std::size_t values_per_item) { return std::max<std::size_t>(1, parallel_grain / std::max<std::size_t>(1, values_per_item)); }
+
+// out[i] = f(in[i]) over a whole matrix, on the threads.
+template <typename S, typename F>
+Matrix<S> map_elements(const Matrix<S>& in, F f) {
+  Matrix<S> out(in.rows(), in.cols());
+  parallel_for(static_cast<std::size_t>(in.size()), parallel_grain, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) out.data()[i] = f(in.data()[i]);
+  });
+  return out;
+}
 
 // Where a parameter sits in gpt_parameters' order.
 struct Index {
@@ -98,7 +114,8 @@ Matrix<S> layer_norm(const Matrix<S>& x, const Matrix<S>& gain, const Matrix<S>&
   norm.xhat.resize(features, columns);
   norm.rstd.resize(static_cast<std::size_t>(columns));
   Matrix<S> y(features, columns);
-  for (Eigen::Index n = 0; n < columns; ++n) {
+  parallel_for(static_cast<std::size_t>(columns), grain_of(static_cast<std::size_t>(features)), [&](std::size_t first, std::size_t last) {
+  for (Eigen::Index n = static_cast<Eigen::Index>(first); n < static_cast<Eigen::Index>(last); ++n) {
     const S* in = x.data() + n * features;
     S sum = 0;
     for (Eigen::Index i = 0; i < features; ++i) sum += in[i];
@@ -114,6 +131,7 @@ Matrix<S> layer_norm(const Matrix<S>& x, const Matrix<S>& gain, const Matrix<S>&
       out[i] = gain(i, 0) * xhat[i] + bias(i, 0);
     }
   }
+  });
   return y;
 }
 
@@ -125,7 +143,8 @@ Matrix<S> layer_norm_backward(const Matrix<S>& dy, const Matrix<S>& gain, const 
   gain_gradient.noalias() += (dy.cwiseProduct(norm.xhat)).rowwise().sum();
   bias_gradient.noalias() += dy.rowwise().sum();
   Matrix<S> dx(features, columns);
-  for (Eigen::Index n = 0; n < columns; ++n) {
+  parallel_for(static_cast<std::size_t>(columns), grain_of(static_cast<std::size_t>(features)), [&](std::size_t first, std::size_t last) {
+  for (Eigen::Index n = static_cast<Eigen::Index>(first); n < static_cast<Eigen::Index>(last); ++n) {
     const S* g = dy.data() + n * features;
     const S* xhat = norm.xhat.data() + n * features;
     S mean_g = 0, mean_gx = 0;
@@ -140,6 +159,7 @@ Matrix<S> layer_norm_backward(const Matrix<S>& dy, const Matrix<S>& gain, const 
     S* out = dx.data() + n * features;
     for (Eigen::Index i = 0; i < features; ++i) out[i] = rstd * (g[i] * gain(i, 0) - mean_g - xhat[i] * mean_gx);
   }
+  });
   return dx;
 }
 
@@ -184,17 +204,23 @@ Matrix<S> attention(const GptShape& shape, int batch, int block, const Matrix<S>
   const std::size_t P = triangle(T);
   const S inverse_sqrt = S(1) / std::sqrt(static_cast<S>(dh));
   std::vector<S> scores(static_cast<std::size_t>(batch) * H * P);
-  for (int b = 0; b < batch; ++b)
-    for (int h = 0; h < H; ++h) {
+  // Every head of every sequence on its own (parallel.hpp), each writing only its own part.
+  const auto each_head = [&](auto body) {
+    parallel_for(static_cast<std::size_t>(batch) * H, 1, [&](std::size_t first, std::size_t last) {
+      for (std::size_t head = first; head < last; ++head) body(static_cast<int>(head) / H, static_cast<int>(head) % H);
+    });
+  };
+  each_head([&](int b, int h) {
       const Matrix<S> q = qkv.block(h * dh, b * T, dh, T), k = qkv.block(D + h * dh, b * T, dh, T);
       const Matrix<S> s = product(k, true, q, false);  // keys x queries
       S* out = scores.data() + (static_cast<std::size_t>(b) * H + h) * P;
       for (int j = 0; j < T; ++j)
         for (int i = 0; i <= j; ++i) out[static_cast<std::size_t>(j) * (j + 1) / 2 + i] = s(i, j) * inverse_sqrt;
-    }
+  });
   hooks.activation(block, "attn.scores", scores.data(), scores.size(), 0);
   probabilities.resize(scores.size());
-  for (std::size_t head = 0; head < static_cast<std::size_t>(batch) * H; ++head)
+  parallel_for(static_cast<std::size_t>(batch) * H, grain_of(P), [&](std::size_t first, std::size_t last) {
+  for (std::size_t head = first; head < last; ++head)
     for (int j = 0; j < T; ++j) {
       const std::size_t start = head * P + static_cast<std::size_t>(j) * (j + 1) / 2;
       S top = scores[start];
@@ -203,13 +229,13 @@ Matrix<S> attention(const GptShape& shape, int batch, int block, const Matrix<S>
       for (int i = 0; i <= j; ++i) sum += std::exp(scores[start + i] - top);
       for (int i = 0; i <= j; ++i) probabilities[start + i] = std::exp(scores[start + i] - top) / sum;
     }
+  });
   hooks.activation(block, "attn.softmax", probabilities.data(), probabilities.size(), 0);
   Matrix<S> context(D, static_cast<Eigen::Index>(batch) * T);
-  for (int b = 0; b < batch; ++b)
-    for (int h = 0; h < H; ++h) {
-      const Matrix<S> v = qkv.block(2 * D + h * dh, b * T, dh, T);
-      context.block(h * dh, b * T, dh, T) = product(v, false, unpack_triangle(probabilities.data() + (static_cast<std::size_t>(b) * H + h) * P, T), false);
-    }
+  each_head([&](int b, int h) {
+    const Matrix<S> v = qkv.block(2 * D + h * dh, b * T, dh, T);
+    context.block(h * dh, b * T, dh, T) = product(v, false, unpack_triangle(probabilities.data() + (static_cast<std::size_t>(b) * H + h) * P, T), false);
+  });
   stored(hooks, block, "attn.context", context);
   return context;
 }
@@ -223,32 +249,37 @@ Matrix<S> attention_backward(const GptShape& shape, int batch, int block, const 
   const S inverse_sqrt = S(1) / std::sqrt(static_cast<S>(dh));
   Matrix<S> dqkv(3 * D, static_cast<Eigen::Index>(batch) * T);
   std::vector<S> dprobabilities(probabilities.size());
-  for (int b = 0; b < batch; ++b)
-    for (int h = 0; h < H; ++h) {
+  const auto each_head = [&](auto body) {
+    parallel_for(static_cast<std::size_t>(batch) * H, 1, [&](std::size_t first, std::size_t last) {
+      for (std::size_t head = first; head < last; ++head) body(static_cast<int>(head) / H, static_cast<int>(head) % H);
+    });
+  };
+  each_head([&](int b, int h) {
       const std::size_t offset = (static_cast<std::size_t>(b) * H + h) * P;
       const Matrix<S> v = qkv.block(2 * D + h * dh, b * T, dh, T), dout = dcontext.block(h * dh, b * T, dh, T);
       dqkv.block(2 * D + h * dh, b * T, dh, T) = product(dout, false, unpack_triangle(probabilities.data() + offset, T), true);
       const Matrix<S> dp = product(v, true, dout, false);  // keys x queries
       for (int j = 0; j < T; ++j)
         for (int i = 0; i <= j; ++i) dprobabilities[offset + static_cast<std::size_t>(j) * (j + 1) / 2 + i] = dp(i, j);
-    }
+  });
   hooks.gradient(block, "attn.softmax", dprobabilities.data(), dprobabilities.size(), 0);
   std::vector<S> dscores(probabilities.size());
-  for (std::size_t head = 0; head < static_cast<std::size_t>(batch) * H; ++head)
+  parallel_for(static_cast<std::size_t>(batch) * H, grain_of(P), [&](std::size_t first, std::size_t last) {
+  for (std::size_t head = first; head < last; ++head)
     for (int j = 0; j < T; ++j) {
       const std::size_t start = head * P + static_cast<std::size_t>(j) * (j + 1) / 2;
       S dot = 0;
       for (int i = 0; i <= j; ++i) dot += probabilities[start + i] * dprobabilities[start + i];
       for (int i = 0; i <= j; ++i) dscores[start + i] = probabilities[start + i] * (dprobabilities[start + i] - dot);
     }
+  });
   hooks.gradient(block, "attn.scores", dscores.data(), dscores.size(), 0);
-  for (int b = 0; b < batch; ++b)
-    for (int h = 0; h < H; ++h) {
-      const Matrix<S> q = qkv.block(h * dh, b * T, dh, T), k = qkv.block(D + h * dh, b * T, dh, T);
-      const Matrix<S> ds = unpack_triangle(dscores.data() + (static_cast<std::size_t>(b) * H + h) * P, T) * inverse_sqrt;
-      dqkv.block(h * dh, b * T, dh, T) = product(k, false, ds, false);
-      dqkv.block(D + h * dh, b * T, dh, T) = product(q, false, ds, true);
-    }
+  each_head([&](int b, int h) {
+    const Matrix<S> q = qkv.block(h * dh, b * T, dh, T), k = qkv.block(D + h * dh, b * T, dh, T);
+    const Matrix<S> ds = unpack_triangle(dscores.data() + (static_cast<std::size_t>(b) * H + h) * P, T) * inverse_sqrt;
+    dqkv.block(h * dh, b * T, dh, T) = product(k, false, ds, false);
+    dqkv.block(D + h * dh, b * T, dh, T) = product(q, false, ds, true);
+  });
   stored_gradient(hooks, block, "attn.qkv", dqkv);
   return dqkv;
 }
@@ -262,8 +293,10 @@ double run(const GptShape& shape, const std::vector<Matrix<S>>& p, const int* to
   const int T = shape.context, D = shape.width, L = shape.layers, V = shape.vocab;
   const Eigen::Index N = static_cast<Eigen::Index>(batch) * T;
   Matrix<S> x(D, N);
-  for (Eigen::Index n = 0; n < N; ++n)
-    x.col(n) = p[Index::tokens].row(tokens[n]).transpose() + p[Index::positions].row(static_cast<Eigen::Index>(n % T)).transpose();
+  parallel_for(static_cast<std::size_t>(N), grain_of(static_cast<std::size_t>(D)), [&](std::size_t first, std::size_t last) {
+    for (auto n = static_cast<Eigen::Index>(first); n < static_cast<Eigen::Index>(last); ++n)
+      x.col(n) = p[Index::tokens].row(tokens[n]).transpose() + p[Index::positions].row(static_cast<Eigen::Index>(n % T)).transpose();
+  });
   stored(hooks, -1, "embed", x);
   std::vector<BlockCache<S>> caches(static_cast<std::size_t>(L));
   for (int l = 0; l < L; ++l) {
@@ -282,7 +315,7 @@ double run(const GptShape& shape, const std::vector<Matrix<S>>& p, const int* to
     stored(hooks, l, "ln2", c.ln2);
     c.fc = linear(w(Index::fc_weight), w(Index::fc_bias), c.ln2);
     stored(hooks, l, "mlp.fc", c.fc);
-    c.gelu = c.fc.unaryExpr([](S z) { return gelu(z); });
+    c.gelu = map_elements(c.fc, [](S z) { return gelu(z); });
     stored(hooks, l, "mlp.gelu", c.gelu);
     Matrix<S> out = linear(w(Index::mlp_proj_weight), w(Index::mlp_proj_bias), c.gelu);
     stored(hooks, l, "mlp.proj", out);
@@ -295,9 +328,13 @@ double run(const GptShape& shape, const std::vector<Matrix<S>>& p, const int* to
   Matrix<S> logits = product(p[Index::tokens], false, final_ln, false);  // tied head: vocab x tokens
   stored(hooks, -1, "head", logits);
   Matrix<S> dlogits(V, N);
-  double loss = 0;
-  for (Eigen::Index n = 0; n < N; ++n)
-    loss += static_cast<double>(cross_entropy(logits.data() + n * V, V, targets[n], gradient_factor, dlogits.data() + n * V));
+  std::vector<S> token_losses(static_cast<std::size_t>(N));
+  parallel_for(static_cast<std::size_t>(N), grain_of(static_cast<std::size_t>(V)), [&](std::size_t first, std::size_t last) {
+    for (std::size_t n = first; n < last; ++n)
+      token_losses[n] = cross_entropy(logits.data() + n * V, V, targets[n], gradient_factor, dlogits.data() + n * V);
+  });
+  double loss = 0;  // summed in order, whatever the threads
+  for (const S token_loss : token_losses) loss += static_cast<double>(token_loss);
   loss /= static_cast<double>(N);
   if (gradients == nullptr) return loss;
 
@@ -319,7 +356,10 @@ double run(const GptShape& shape, const std::vector<Matrix<S>>& p, const int* to
     stored_gradient(hooks, l, "mlp.proj", dout);
     Matrix<S> dgelu = linear_backward(w(Index::mlp_proj_weight), c.gelu, dout, dw(Index::mlp_proj_weight), dw(Index::mlp_proj_bias));
     stored_gradient(hooks, l, "mlp.gelu", dgelu);
-    Matrix<S> dfc = dgelu.binaryExpr(c.fc, [](S d, S z) { return d * gelu_derivative(z); });
+    Matrix<S> dfc(dgelu.rows(), dgelu.cols());
+    parallel_for(static_cast<std::size_t>(dfc.size()), parallel_grain, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) dfc.data()[i] = dgelu.data()[i] * gelu_derivative(c.fc.data()[i]);
+    });
     stored_gradient(hooks, l, "mlp.fc", dfc);
     Matrix<S> dln2 = linear_backward(w(Index::fc_weight), c.ln2, dfc, dw(Index::fc_weight), dw(Index::fc_bias));
     stored_gradient(hooks, l, "ln2", dln2);

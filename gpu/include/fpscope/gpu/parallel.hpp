@@ -1,0 +1,22 @@
+// The CPU backend's element-wise passes on several cores: parallel_for splits [0, count) into one
+// contiguous range per thread and runs them on a small pool (the caller takes the first). Workers
+// sleep between jobs (no spinning: OpenBLAS's own threads want the same cores between products).
+// Callers give work whose every element is computed on its own, never a sum across ranges, so the
+// results are the same bits on any number of threads.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+
+namespace fpscope {
+
+// The threads element-wise passes use (set_gemm_threads sets it with the products' count; 1 runs
+// everything on the caller).
+void set_parallel_threads(int threads);
+int parallel_threads();
+
+// fn(begin, end) over ranges covering [0, count); ranges below `grain` elements are not split
+// further (a pass smaller than two grains runs on the caller alone).
+void parallel_for(std::size_t count, std::size_t grain, const std::function<void(std::size_t, std::size_t)>& fn);
+
+}  // namespace fpscope

@@ -1,0 +1,129 @@
+// A pool of sleeping workers for the CPU backend's element-wise passes (parallel.hpp).
+#include "fpscope/gpu/parallel.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace fpscope {
+
+namespace {
+
+class Pool {
+ public:
+  ~Pool() { resize(1); }
+
+  int size() {
+    std::lock_guard lock(mutex_);
+    return static_cast<int>(workers_.size()) + 1;
+  }
+
+  void resize(int threads) {
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [this] { return !running_; });  // another thread's job finishes first
+    const std::size_t wanted = static_cast<std::size_t>(std::max(1, threads)) - 1;
+    if (wanted == workers_.size()) return;
+    quit_ = true;
+    ++generation_;
+    wake_.notify_all();
+    std::vector<std::thread> old;
+    old.swap(workers_);
+    lock.unlock();
+    for (std::thread& t : old) t.join();
+    lock.lock();
+    quit_ = false;
+    // Each worker starts from the generation now, so a job posted before it first waits is not missed.
+    for (std::size_t w = 0; w < wanted; ++w) workers_.emplace_back([this, w, start = generation_] { work(w + 1, start); });
+  }
+
+  void run(std::size_t count, std::size_t grain, const std::function<void(std::size_t, std::size_t)>& fn) {
+    std::unique_lock lock(mutex_);
+    const std::size_t threads = workers_.size() + 1;
+    const std::size_t parts = std::min(threads, std::max<std::size_t>(1, count / std::max<std::size_t>(1, grain)));
+    if (parts <= 1 || running_) {  // small, or called from inside a job: on the caller
+      lock.unlock();
+      if (count > 0) fn(0, count);
+      return;
+    }
+    running_ = true;
+    job_ = &fn;
+    count_ = count;
+    parts_ = parts;
+    pending_ = parts - 1;
+    error_ = nullptr;
+    ++generation_;
+    wake_.notify_all();
+    lock.unlock();
+    std::exception_ptr caller_error;
+    try {
+      run_part(0);
+    } catch (...) {
+      caller_error = std::current_exception();  // the workers still finish before the job ends
+    }
+    lock.lock();
+    done_.wait(lock, [this] { return pending_ == 0; });
+    if (caller_error && !error_) error_ = caller_error;
+    running_ = false;
+    job_ = nullptr;
+    done_.notify_all();
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+ private:
+  void run_part(std::size_t part) {
+    const std::size_t begin = count_ * part / parts_, end = count_ * (part + 1) / parts_;
+    (*job_)(begin, end);
+  }
+
+  void work(std::size_t part, std::uint64_t seen) {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [&] { return generation_ != seen; });
+      seen = generation_;
+      if (quit_) return;
+      if (part >= parts_) continue;
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        run_part(part);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      if (error && !error_) error_ = error;
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> workers_;
+  std::uint64_t generation_ = 0;
+  bool quit_ = false;
+  bool running_ = false;
+  const std::function<void(std::size_t, std::size_t)>* job_ = nullptr;
+  std::size_t count_ = 0, parts_ = 0, pending_ = 0;
+  std::exception_ptr error_;
+};
+
+Pool& pool() {
+  static Pool instance;
+  return instance;
+}
+
+}  // namespace
+
+void set_parallel_threads(int threads) { pool().resize(threads); }
+int parallel_threads() { return pool().size(); }
+
+void parallel_for(std::size_t count, std::size_t grain, const std::function<void(std::size_t, std::size_t)>& fn) {
+  pool().run(count, grain, fn);
+}
+
+}  // namespace fpscope

@@ -1,0 +1,51 @@
+// parallel_for: ranges that cover the work once, work on the caller when small or nested, an
+// exception carried back to the caller, and a pool that can be resized between jobs.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <vector>
+
+#include "fpscope/gpu/parallel.hpp"
+
+using namespace fpscope;
+
+TEST_CASE("parallel_for covers every element exactly once, on any number of threads") {
+  for (const int threads : {1, 2, 5}) {
+    CAPTURE(threads);
+    set_parallel_threads(threads);
+    CHECK(parallel_threads() == threads);
+    for (const std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{100000}}) {
+      std::vector<int> hits(count, 0);
+      std::atomic<int> calls{0};
+      parallel_for(count, 10, [&](std::size_t begin, std::size_t end) {
+        ++calls;
+        for (std::size_t i = begin; i < end; ++i) ++hits[i];
+      });
+      for (const int h : hits) CHECK(h == 1);
+      CHECK(calls.load() <= threads);
+      if (count < 20) CHECK(calls.load() <= 1);  // under two grains: the caller alone
+    }
+  }
+  set_parallel_threads(1);
+}
+
+TEST_CASE("parallel_for runs nested calls on the caller and brings an exception back") {
+  set_parallel_threads(3);
+  std::vector<int> hits(3000, 0);
+  parallel_for(3, 1, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t part = begin; part < end; ++part)
+      parallel_for(1000, 1, [&](std::size_t b, std::size_t e) {
+        for (std::size_t i = b; i < e; ++i) ++hits[part * 1000 + i];
+      });
+  });
+  for (const int h : hits) CHECK(h == 1);
+  CHECK_THROWS_AS(parallel_for(100, 1, [](std::size_t begin, std::size_t) {
+                    if (begin > 0) throw std::runtime_error("a worker's part failed");
+                  }),
+                  std::runtime_error);
+  int after = 0;
+  parallel_for(100, 1, [&](std::size_t, std::size_t) { after = 1; });  // the pool still works
+  CHECK(after == 1);
+  set_parallel_threads(1);
+}
