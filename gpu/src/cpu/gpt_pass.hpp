@@ -30,9 +30,7 @@ inline std::size_t grain_of(std::size_t values_per_item) { return std::max<std::
 template <typename S, typename F>
 Matrix<S> map_elements(const Matrix<S>& in, F f) {
   Matrix<S> out(in.rows(), in.cols());
-  parallel_for(static_cast<std::size_t>(in.size()), parallel_grain, [&](std::size_t begin, std::size_t end) {
-    for (std::size_t i = begin; i < end; ++i) out.data()[i] = f(in.data()[i]);
-  });
+  parallel_map(in.data(), out.data(), static_cast<std::size_t>(in.size()), f);
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include "fpscope/core/names.hpp"
 #include "cast_tensor.hpp"
 #include "fpscope/gpu/gemm.hpp"
+#include "fpscope/gpu/parallel.hpp"
 #include "fpscope/gpu/recording.hpp"
 #include "fpscope/gpu/training_memory.hpp"
 #include "parse_choice.hpp"
@@ -221,7 +222,8 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
     z[l].rowwise() += b[l].transpose();
     cast(f, low, z[l], ctx_, recorded(activation, l), config_.record_blocks);
     if (l + 1 < layers) {
-      a[l + 1] = z[l].unaryExpr([&](float v) { return activate(config_.activation, v); });
+      a[l + 1].resize(z[l].rows(), z[l].cols());
+      parallel_map(z[l].data(), a[l + 1].data(), static_cast<std::size_t>(z[l].size()), [&](float v) { return activate(config_.activation, v); });
       cast(f, low, a[l + 1], ctx_, nullptr);
     }
   }
@@ -273,7 +275,10 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
       else
         da = gemm(dz, false, w[l], false);
       cast(f, low, da, ctx_, nullptr);
-      dz = da.cwiseProduct(z[l - 1].unaryExpr([&](float v) { return activation_derivative(config_.activation, v); }));
+      dz.resize(da.rows(), da.cols());
+      parallel_for(static_cast<std::size_t>(da.size()), 16384, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t i = begin; i < end; ++i) dz.data()[i] = da.data()[i] * activation_derivative(config_.activation, z[l - 1].data()[i]);
+      });
     }
   }
   // Update in float32 with the gradients unscaled by the step's factor (sgd_update.hpp), unless a

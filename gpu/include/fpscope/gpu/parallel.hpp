@@ -19,4 +19,12 @@ int parallel_threads();
 // further (a pass smaller than two grains runs on the caller alone).
 void parallel_for(std::size_t count, std::size_t grain, const std::function<void(std::size_t, std::size_t)>& fn);
 
+// out[i] = f(in[i]) for i < count, on the threads (in and out may be the same array).
+template <typename T, typename F>
+void parallel_map(const T* in, T* out, std::size_t count, F f) {
+  parallel_for(count, 16384, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) out[i] = f(in[i]);
+  });
+}
+
 }  // namespace fpscope
