@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <algorithm>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "fpscope/gpu/parallel.hpp"
@@ -47,5 +49,28 @@ TEST_CASE("parallel_for runs nested calls on the caller and brings an exception 
   int after = 0;
   parallel_for(100, 1, [&](std::size_t, std::size_t) { after = 1; });  // the pool still works
   CHECK(after == 1);
+  set_parallel_threads(1);
+}
+
+TEST_CASE("the pool is resized while another thread runs jobs (the app restarting a run)") {
+  set_parallel_threads(2);
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0}, jobs{0};
+  std::thread runner([&] {
+    std::vector<int> hits(5000);
+    while (!stop) {
+      std::fill(hits.begin(), hits.end(), 0);
+      parallel_for(hits.size(), 100, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t i = begin; i < end; ++i) ++hits[i];
+      });
+      for (const int h : hits) bad += h != 1;
+      ++jobs;
+    }
+  });
+  for (int round = 0; round < 200; ++round) set_parallel_threads(1 + round % 4);
+  while (jobs < 50) std::this_thread::yield();
+  stop = true;
+  runner.join();
+  CHECK(bad.load() == 0);
   set_parallel_threads(1);
 }

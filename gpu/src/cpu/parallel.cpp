@@ -97,7 +97,7 @@ class Pool {
       }
       lock.lock();
       if (error && !error_) error_ = error;
-      if (--pending_ == 0) done_.notify_one();
+      if (--pending_ == 0) done_.notify_all();  // all: a resize may wait on done_ too
     }
   }
 
