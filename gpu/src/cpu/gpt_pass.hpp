@@ -24,7 +24,9 @@ using Matrix = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic>;
 // Element-wise work is split across the threads (parallel.hpp) in pieces of about this many
 // values: each column, head or element is computed on its own, so the bits never depend on them.
 inline constexpr std::size_t parallel_grain = 16384;
-inline std::size_t grain_of(std::size_t values_per_item) { return std::max<std::size_t>(1, parallel_grain / std::max<std::size_t>(1, values_per_item)); }
+inline std::size_t grain_of(std::size_t values_per_item) {
+  return std::max<std::size_t>(1, parallel_grain / std::max<std::size_t>(1, values_per_item));
+}
 
 // out[i] = f(in[i]) over a whole matrix, on the threads.
 template <typename S, typename F>
@@ -37,7 +39,20 @@ Matrix<S> map_elements(const Matrix<S>& in, F f) {
 // Where a parameter sits in gpt_parameters' order.
 struct Index {
   static constexpr int tokens = 0, positions = 1, per_block = 12;
-  enum Block : int { ln1_gain, ln1_bias, qkv_weight, qkv_bias, proj_weight, proj_bias, ln2_gain, ln2_bias, fc_weight, fc_bias, mlp_proj_weight, mlp_proj_bias };
+  enum Block : int {
+    ln1_gain,
+    ln1_bias,
+    qkv_weight,
+    qkv_bias,
+    proj_weight,
+    proj_bias,
+    ln2_gain,
+    ln2_bias,
+    fc_weight,
+    fc_bias,
+    mlp_proj_weight,
+    mlp_proj_bias
+  };
   static int block(int layer, Block which) { return 2 + per_block * layer + which; }
   static int final_gain(int layers) { return 2 + per_block * layers; }
   static int final_bias(int layers) { return 3 + per_block * layers; }
@@ -113,22 +128,22 @@ Matrix<S> layer_norm(const Matrix<S>& x, const Matrix<S>& gain, const Matrix<S>&
   norm.rstd.resize(static_cast<std::size_t>(columns));
   Matrix<S> y(features, columns);
   parallel_for(static_cast<std::size_t>(columns), grain_of(static_cast<std::size_t>(features)), [&](std::size_t first, std::size_t last) {
-  for (Eigen::Index n = static_cast<Eigen::Index>(first); n < static_cast<Eigen::Index>(last); ++n) {
-    const S* in = x.data() + n * features;
-    S sum = 0;
-    for (Eigen::Index i = 0; i < features; ++i) sum += in[i];
-    const S mean = sum / static_cast<S>(features);
-    S squares = 0;
-    for (Eigen::Index i = 0; i < features; ++i) squares += (in[i] - mean) * (in[i] - mean);
-    const S rstd = S(1) / std::sqrt(squares / static_cast<S>(features) + static_cast<S>(1e-5));
-    norm.rstd[static_cast<std::size_t>(n)] = rstd;
-    S* xhat = norm.xhat.data() + n * features;
-    S* out = y.data() + n * features;
-    for (Eigen::Index i = 0; i < features; ++i) {
-      xhat[i] = (in[i] - mean) * rstd;
-      out[i] = gain(i, 0) * xhat[i] + bias(i, 0);
+    for (Eigen::Index n = static_cast<Eigen::Index>(first); n < static_cast<Eigen::Index>(last); ++n) {
+      const S* in = x.data() + n * features;
+      S sum = 0;
+      for (Eigen::Index i = 0; i < features; ++i) sum += in[i];
+      const S mean = sum / static_cast<S>(features);
+      S squares = 0;
+      for (Eigen::Index i = 0; i < features; ++i) squares += (in[i] - mean) * (in[i] - mean);
+      const S rstd = S(1) / std::sqrt(squares / static_cast<S>(features) + static_cast<S>(1e-5));
+      norm.rstd[static_cast<std::size_t>(n)] = rstd;
+      S* xhat = norm.xhat.data() + n * features;
+      S* out = y.data() + n * features;
+      for (Eigen::Index i = 0; i < features; ++i) {
+        xhat[i] = (in[i] - mean) * rstd;
+        out[i] = gain(i, 0) * xhat[i] + bias(i, 0);
+      }
     }
-  }
   });
   return y;
 }
@@ -142,21 +157,21 @@ Matrix<S> layer_norm_backward(const Matrix<S>& dy, const Matrix<S>& gain, const 
   bias_gradient.noalias() += dy.rowwise().sum();
   Matrix<S> dx(features, columns);
   parallel_for(static_cast<std::size_t>(columns), grain_of(static_cast<std::size_t>(features)), [&](std::size_t first, std::size_t last) {
-  for (Eigen::Index n = static_cast<Eigen::Index>(first); n < static_cast<Eigen::Index>(last); ++n) {
-    const S* g = dy.data() + n * features;
-    const S* xhat = norm.xhat.data() + n * features;
-    S mean_g = 0, mean_gx = 0;
-    for (Eigen::Index i = 0; i < features; ++i) {
-      const S dxhat = g[i] * gain(i, 0);
-      mean_g += dxhat;
-      mean_gx += dxhat * xhat[i];
+    for (Eigen::Index n = static_cast<Eigen::Index>(first); n < static_cast<Eigen::Index>(last); ++n) {
+      const S* g = dy.data() + n * features;
+      const S* xhat = norm.xhat.data() + n * features;
+      S mean_g = 0, mean_gx = 0;
+      for (Eigen::Index i = 0; i < features; ++i) {
+        const S dxhat = g[i] * gain(i, 0);
+        mean_g += dxhat;
+        mean_gx += dxhat * xhat[i];
+      }
+      mean_g /= static_cast<S>(features);
+      mean_gx /= static_cast<S>(features);
+      const S rstd = norm.rstd[static_cast<std::size_t>(n)];
+      S* out = dx.data() + n * features;
+      for (Eigen::Index i = 0; i < features; ++i) out[i] = rstd * (g[i] * gain(i, 0) - mean_g - xhat[i] * mean_gx);
     }
-    mean_g /= static_cast<S>(features);
-    mean_gx /= static_cast<S>(features);
-    const S rstd = norm.rstd[static_cast<std::size_t>(n)];
-    S* out = dx.data() + n * features;
-    for (Eigen::Index i = 0; i < features; ++i) out[i] = rstd * (g[i] * gain(i, 0) - mean_g - xhat[i] * mean_gx);
-  }
   });
   return dx;
 }
@@ -170,7 +185,8 @@ Matrix<S> linear(const Matrix<S>& weight, const Matrix<S>& bias, const Matrix<S>
 
 // y = W x + b backward: W's and b's gradients added to theirs; returns x's.
 template <typename S>
-Matrix<S> linear_backward(const Matrix<S>& weight, const Matrix<S>& x, const Matrix<S>& dy, Matrix<S>& weight_gradient, Matrix<S>& bias_gradient) {
+Matrix<S> linear_backward(const Matrix<S>& weight, const Matrix<S>& x, const Matrix<S>& dy, Matrix<S>& weight_gradient,
+                          Matrix<S>& bias_gradient) {
   weight_gradient += product(dy, false, x, true);
   bias_gradient += dy.rowwise().sum();
   return product(weight, true, dy, false);
@@ -185,6 +201,15 @@ struct BlockCache {
   Matrix<S> ln1, qkv, context, ln2, fc, gelu;
   std::vector<S> probabilities;
 };
+
+// body(b, h) for every head h of every sequence b, on the threads (parallel.hpp): each head
+// writes only its own part.
+template <typename Body>
+void for_each_head(int batch, int heads, Body body) {
+  parallel_for(static_cast<std::size_t>(batch) * heads, 1, [&](std::size_t first, std::size_t last) {
+    for (std::size_t head = first; head < last; ++head) body(static_cast<int>(head) / heads, static_cast<int>(head) % heads);
+  });
+}
 
 template <typename S>
 Matrix<S> unpack_triangle(const S* packed, int context) {
@@ -202,37 +227,32 @@ Matrix<S> attention(const GptShape& shape, int batch, int block, const Matrix<S>
   const std::size_t P = triangle(T);
   const S inverse_sqrt = S(1) / std::sqrt(static_cast<S>(dh));
   std::vector<S> scores(static_cast<std::size_t>(batch) * H * P);
-  // Every head of every sequence on its own (parallel.hpp), each writing only its own part.
-  const auto each_head = [&](auto body) {
-    parallel_for(static_cast<std::size_t>(batch) * H, 1, [&](std::size_t first, std::size_t last) {
-      for (std::size_t head = first; head < last; ++head) body(static_cast<int>(head) / H, static_cast<int>(head) % H);
-    });
-  };
-  each_head([&](int b, int h) {
-      const Matrix<S> q = qkv.block(h * dh, b * T, dh, T), k = qkv.block(D + h * dh, b * T, dh, T);
-      const Matrix<S> s = product(k, true, q, false);  // keys x queries
-      S* out = scores.data() + (static_cast<std::size_t>(b) * H + h) * P;
-      for (int j = 0; j < T; ++j)
-        for (int i = 0; i <= j; ++i) out[static_cast<std::size_t>(j) * (j + 1) / 2 + i] = s(i, j) * inverse_sqrt;
+  for_each_head(batch, H, [&](int b, int h) {
+    const Matrix<S> q = qkv.block(h * dh, b * T, dh, T), k = qkv.block(D + h * dh, b * T, dh, T);
+    const Matrix<S> s = product(k, true, q, false);  // keys x queries
+    S* out = scores.data() + (static_cast<std::size_t>(b) * H + h) * P;
+    for (int j = 0; j < T; ++j)
+      for (int i = 0; i <= j; ++i) out[static_cast<std::size_t>(j) * (j + 1) / 2 + i] = s(i, j) * inverse_sqrt;
   });
   hooks.activation(block, "attn.scores", scores.data(), scores.size(), 0);
   probabilities.resize(scores.size());
   parallel_for(static_cast<std::size_t>(batch) * H, grain_of(P), [&](std::size_t first, std::size_t last) {
-  for (std::size_t head = first; head < last; ++head)
-    for (int j = 0; j < T; ++j) {
-      const std::size_t start = head * P + static_cast<std::size_t>(j) * (j + 1) / 2;
-      S top = scores[start];
-      for (int i = 1; i <= j; ++i) top = std::max(top, scores[start + i]);
-      S sum = 0;
-      for (int i = 0; i <= j; ++i) sum += std::exp(scores[start + i] - top);
-      for (int i = 0; i <= j; ++i) probabilities[start + i] = std::exp(scores[start + i] - top) / sum;
-    }
+    for (std::size_t head = first; head < last; ++head)
+      for (int j = 0; j < T; ++j) {
+        const std::size_t start = head * P + static_cast<std::size_t>(j) * (j + 1) / 2;
+        S top = scores[start];
+        for (int i = 1; i <= j; ++i) top = std::max(top, scores[start + i]);
+        S sum = 0;
+        for (int i = 0; i <= j; ++i) sum += std::exp(scores[start + i] - top);
+        for (int i = 0; i <= j; ++i) probabilities[start + i] = std::exp(scores[start + i] - top) / sum;
+      }
   });
   hooks.activation(block, "attn.softmax", probabilities.data(), probabilities.size(), 0);
   Matrix<S> context(D, static_cast<Eigen::Index>(batch) * T);
-  each_head([&](int b, int h) {
+  for_each_head(batch, H, [&](int b, int h) {
     const Matrix<S> v = qkv.block(2 * D + h * dh, b * T, dh, T);
-    context.block(h * dh, b * T, dh, T) = product(v, false, unpack_triangle(probabilities.data() + (static_cast<std::size_t>(b) * H + h) * P, T), false);
+    context.block(h * dh, b * T, dh, T) =
+        product(v, false, unpack_triangle(probabilities.data() + (static_cast<std::size_t>(b) * H + h) * P, T), false);
   });
   stored(hooks, block, "attn.context", context);
   return context;
@@ -247,32 +267,27 @@ Matrix<S> attention_backward(const GptShape& shape, int batch, int block, const 
   const S inverse_sqrt = S(1) / std::sqrt(static_cast<S>(dh));
   Matrix<S> dqkv(3 * D, static_cast<Eigen::Index>(batch) * T);
   std::vector<S> dprobabilities(probabilities.size());
-  const auto each_head = [&](auto body) {
-    parallel_for(static_cast<std::size_t>(batch) * H, 1, [&](std::size_t first, std::size_t last) {
-      for (std::size_t head = first; head < last; ++head) body(static_cast<int>(head) / H, static_cast<int>(head) % H);
-    });
-  };
-  each_head([&](int b, int h) {
-      const std::size_t offset = (static_cast<std::size_t>(b) * H + h) * P;
-      const Matrix<S> v = qkv.block(2 * D + h * dh, b * T, dh, T), dout = dcontext.block(h * dh, b * T, dh, T);
-      dqkv.block(2 * D + h * dh, b * T, dh, T) = product(dout, false, unpack_triangle(probabilities.data() + offset, T), true);
-      const Matrix<S> dp = product(v, true, dout, false);  // keys x queries
-      for (int j = 0; j < T; ++j)
-        for (int i = 0; i <= j; ++i) dprobabilities[offset + static_cast<std::size_t>(j) * (j + 1) / 2 + i] = dp(i, j);
+  for_each_head(batch, H, [&](int b, int h) {
+    const std::size_t offset = (static_cast<std::size_t>(b) * H + h) * P;
+    const Matrix<S> v = qkv.block(2 * D + h * dh, b * T, dh, T), dout = dcontext.block(h * dh, b * T, dh, T);
+    dqkv.block(2 * D + h * dh, b * T, dh, T) = product(dout, false, unpack_triangle(probabilities.data() + offset, T), true);
+    const Matrix<S> dp = product(v, true, dout, false);  // keys x queries
+    for (int j = 0; j < T; ++j)
+      for (int i = 0; i <= j; ++i) dprobabilities[offset + static_cast<std::size_t>(j) * (j + 1) / 2 + i] = dp(i, j);
   });
   hooks.gradient(block, "attn.softmax", dprobabilities.data(), dprobabilities.size(), 0);
   std::vector<S> dscores(probabilities.size());
   parallel_for(static_cast<std::size_t>(batch) * H, grain_of(P), [&](std::size_t first, std::size_t last) {
-  for (std::size_t head = first; head < last; ++head)
-    for (int j = 0; j < T; ++j) {
-      const std::size_t start = head * P + static_cast<std::size_t>(j) * (j + 1) / 2;
-      S dot = 0;
-      for (int i = 0; i <= j; ++i) dot += probabilities[start + i] * dprobabilities[start + i];
-      for (int i = 0; i <= j; ++i) dscores[start + i] = probabilities[start + i] * (dprobabilities[start + i] - dot);
-    }
+    for (std::size_t head = first; head < last; ++head)
+      for (int j = 0; j < T; ++j) {
+        const std::size_t start = head * P + static_cast<std::size_t>(j) * (j + 1) / 2;
+        S dot = 0;
+        for (int i = 0; i <= j; ++i) dot += probabilities[start + i] * dprobabilities[start + i];
+        for (int i = 0; i <= j; ++i) dscores[start + i] = probabilities[start + i] * (dprobabilities[start + i] - dot);
+      }
   });
   hooks.gradient(block, "attn.scores", dscores.data(), dscores.size(), 0);
-  each_head([&](int b, int h) {
+  for_each_head(batch, H, [&](int b, int h) {
     const Matrix<S> q = qkv.block(h * dh, b * T, dh, T), k = qkv.block(D + h * dh, b * T, dh, T);
     const Matrix<S> ds = unpack_triangle(dscores.data() + (static_cast<std::size_t>(b) * H + h) * P, T) * inverse_sqrt;
     dqkv.block(h * dh, b * T, dh, T) = product(k, false, ds, false);
@@ -321,7 +336,8 @@ double run(const GptShape& shape, const std::vector<Matrix<S>>& p, const int* to
     stored(hooks, l, "residual2", x);
   }
   Normalized<S> final_norm;
-  Matrix<S> final_ln = layer_norm(x, p[static_cast<std::size_t>(Index::final_gain(L))], p[static_cast<std::size_t>(Index::final_bias(L))], final_norm);
+  Matrix<S> final_ln =
+      layer_norm(x, p[static_cast<std::size_t>(Index::final_gain(L))], p[static_cast<std::size_t>(Index::final_bias(L))], final_norm);
   stored(hooks, -1, "ln_f", final_ln);
   Matrix<S> logits = product(p[Index::tokens], false, final_ln, false);  // tied head: vocab x tokens
   stored(hooks, -1, "head", logits);
