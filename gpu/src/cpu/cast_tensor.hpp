@@ -5,6 +5,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <atomic>
 #include <optional>
 #include <span>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "fpscope/gpu/cast_record.hpp"
 #include "fpscope/gpu/mlp.hpp"
 #include "fpscope/gpu/parallel.hpp"
+#include "fpscope/gpu/sgd_update.hpp"
 
 namespace fpscope {
 
@@ -80,6 +82,21 @@ inline void cast(Format f, bool low_precision, Matrix& m, Context& ctx, TensorRe
   if (record != nullptr && blocks) record->blocks = block_record(*blocks, m, features);
   if (!low_precision && record == nullptr) return;
   cast_values(f, low_precision, std::span<float>(m.data(), static_cast<std::size_t>(m.size())), ctx, record);
+}
+
+// Whether any gradient of a matrix is infinite or NaN (sgd_update.hpp's gradient_non_finite, the
+// rule; here as a branch-free pass the compiler vectorises, on the threads).
+template <typename Matrix>
+bool any_non_finite(const Matrix& m) {
+  const float* values = m.data();
+  const std::size_t count = static_cast<std::size_t>(m.size());
+  std::atomic<bool> found{false};
+  parallel_for(count, 65536, [&](std::size_t begin, std::size_t end) {
+    bool any = false;
+    for (std::size_t i = begin; i < end; ++i) any |= gradient_non_finite(values[i]);
+    if (any) found = true;
+  });
+  return found;
 }
 
 }  // namespace fpscope

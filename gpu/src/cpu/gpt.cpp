@@ -269,7 +269,7 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
     const bool recorded = record && !layout_[p].recorded.empty();
     if (recorded) weight_gradients.push_back(new_record(layout_[p].recorded, TensorKind::weight_gradient));
     cast(f, low, gradients[p], ctx_, recorded ? &weight_gradients.back() : nullptr, config_.record_blocks, weight_features(gradients[p]));
-    non_finite = non_finite || std::any_of(gradients[p].data(), gradients[p].data() + gradients[p].size(), gradient_non_finite);
+    non_finite = non_finite || any_non_finite(gradients[p]);
   }
   result.skipped = scaler_.update(non_finite);
   if (!result.skipped) {

@@ -262,8 +262,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
                                                                     : std::numeric_limits<float>::infinity();
     cast(f, low, grad_w[l], ctx_, recorded(weight_gradient, l), config_.record_blocks);
     cast(f, low, grad_b[l], ctx_, nullptr);
-    non_finite = non_finite || std::any_of(grad_w[l].data(), grad_w[l].data() + grad_w[l].size(), gradient_non_finite) ||
-                 std::any_of(grad_b[l].data(), grad_b[l].data() + grad_b[l].size(), gradient_non_finite);
+    non_finite = non_finite || any_non_finite(grad_w[l]) || any_non_finite(grad_b[l]);
     if (l > 0) {
       Eigen::MatrixXf da;
       if (per_tensor_fp8(recipe))
