@@ -53,7 +53,7 @@ TEST_CASE("gemm gives the same bits on any number of threads, where the sums rou
     for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = normal(rng);
     return m;
   };
-  const Eigen::MatrixXf a = random(70, 300), b = random(300, 200), bt = random(200, 300);  // 200 columns: four slices of 64
+  const Eigen::MatrixXf a = random(70, 300), b = random(300, 200), bt = random(200, 300);  // 200 columns: two slices of 128
   set_gemm_threads(1);
   const Eigen::MatrixXf one = gemm(a, false, b, false), one_t = gemm(a, false, bt, true);
   for (const int threads : {2, 3, 7}) {

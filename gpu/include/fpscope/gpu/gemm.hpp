@@ -1,7 +1,7 @@
 // The CPU backend's matrix products: float32 GEMM through OpenBLAS (runtime-dispatched kernels),
 // on operands the emulator has already rounded. fp16 / bf16 / FP8 values are float32 numbers, so
 // every product of two of them is exact in float32 and the sums accumulate in float32, as on
-// tensor cores. C is computed in fixed slices of 64 columns, one single-threaded OpenBLAS call
+// tensor cores. C is computed in fixed slices of 128 columns, one single-threaded OpenBLAS call
 // each, spread over the engine's threads (parallel.hpp): the same calls on any number of threads,
 // so the same bits. The summation order is OpenBLAS's: the same on one kind of processor, and not
 // promised across kinds (its kernels are chosen at run time), where the last bit of a sum may
