@@ -25,6 +25,7 @@ class Pool {
   }
 
   void resize(int threads) {
+    const std::lock_guard one_at_a_time(resize_mutex_);  // two resizes never interleave their joins
     std::unique_lock lock(mutex_);
     done_.wait(lock, [this] { return !running_; });  // another thread's job finishes first
     const std::size_t wanted = static_cast<std::size_t>(std::max(1, threads)) - 1;
@@ -101,6 +102,7 @@ class Pool {
     }
   }
 
+  std::mutex resize_mutex_;
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   std::vector<std::thread> workers_;
