@@ -37,6 +37,17 @@ std::string describe(const OptimizerConfig& config) {
   return text;
 }
 
+bool optimizer_state_fits(const OptimizerState& state, std::span<const std::size_t> parameter_sizes) {
+  const auto fits = [&](const std::vector<std::vector<float>>& buffers) {
+    if (buffers.empty()) return true;
+    if (buffers.size() != parameter_sizes.size()) return false;
+    for (std::size_t p = 0; p < buffers.size(); ++p)
+      if (!buffers[p].empty() && buffers[p].size() != parameter_sizes[p]) return false;
+    return true;
+  };
+  return fits(state.first) && fits(state.second) && state.updates >= 0;
+}
+
 double optimizer_update(const OptimizerConfig& config, float learning_rate, float loss_scale, std::span<const std::span<float>> parameters,
                         std::span<const std::span<const float>> scaled_gradients, OptimizerState& state) {
   if (parameters.size() != scaled_gradients.size()) throw std::invalid_argument("optimizer: as many gradients as parameters are needed");

@@ -211,13 +211,7 @@ GptTrainer::GptTrainer(const GptShape& shape, const MlpConfig& config)
     for (auto& w : parameters_) cast(formats::fp16, true, w, ctx_, nullptr);
 }
 
-Format GptTrainer::format() const {
-  switch (config_.precision) {
-    case Precision::fp32: return formats::fp32;
-    case Precision::bf16: return formats::bf16;
-    default: return formats::fp16;
-  }
-}
+Format GptTrainer::format() const { return precision_format(config_.precision); }
 
 void GptTrainer::inject(const FaultInjection& fault) {
   const bool recorded = std::any_of(layout_.begin(), layout_.end(), [&](const GptParameter& p) { return !p.recorded.empty() && p.recorded == fault.tensor; });
@@ -317,14 +311,9 @@ void GptTrainer::restore(const TrainerState& state) {
   for (std::size_t p = 0; fits && p < parameters_.size(); ++p)
     fits = state.weights[p].rows() == parameters_[p].rows() && state.weights[p].cols() == parameters_[p].cols() && state.biases[p].size() == 0;
   if (!fits) throw std::invalid_argument("the saved training state is not of this model's shape");
-  const auto buffers_fit = [&](const std::vector<std::vector<float>>& buffers) {
-    if (buffers.empty()) return true;
-    if (buffers.size() != parameters_.size()) return false;
-    for (std::size_t p = 0; p < parameters_.size(); ++p)
-      if (!buffers[p].empty() && buffers[p].size() != static_cast<std::size_t>(parameters_[p].size())) return false;
-    return true;
-  };
-  if (!buffers_fit(state.optimizer.first) || !buffers_fit(state.optimizer.second) || state.optimizer.updates < 0)
+  std::vector<std::size_t> sizes;
+  for (const Eigen::MatrixXf& p : parameters_) sizes.push_back(static_cast<std::size_t>(p.size()));
+  if (!optimizer_state_fits(state.optimizer, sizes))
     throw std::invalid_argument("the saved optimizer state is not of this model's shape");
   steps_ = state.steps;
   parameters_ = state.weights;

@@ -123,13 +123,7 @@ std::uint64_t estimated_training_bytes(const std::vector<int>& layer_sizes, std:
   return bytes >= 1.8e19 ? std::numeric_limits<std::uint64_t>::max() : static_cast<std::uint64_t>(bytes);
 }
 
-Format MlpTrainer::format() const {
-  switch (config_.precision) {
-    case Precision::fp32: return formats::fp32;
-    case Precision::bf16: return formats::bf16;
-    default: return formats::fp16;
-  }
-}
+Format MlpTrainer::format() const { return precision_format(config_.precision); }
 
 MlpTrainer::MlpTrainer(const MlpConfig& config) : config_(config), scaler_(config.scaler) {
   keep_training_memory();
@@ -324,17 +318,12 @@ void MlpTrainer::restore(const State& state) {
     fits = state.weights[l].rows() == weights_[l].rows() && state.weights[l].cols() == weights_[l].cols() &&
            state.biases[l].size() == biases_[l].size();
   if (!fits || state.steps < 0) throw std::invalid_argument("the saved training state is not of this model's shape");
-  const std::size_t parameters = 2 * weights_.size();
-  const auto buffers_fit = [&](const std::vector<std::vector<float>>& buffers) {
-    if (buffers.empty()) return true;
-    if (buffers.size() != parameters) return false;
-    for (std::size_t p = 0; p < parameters; ++p) {
-      const auto size = static_cast<std::size_t>(p % 2 == 0 ? weights_[p / 2].size() : biases_[p / 2].size());
-      if (!buffers[p].empty() && buffers[p].size() != size) return false;
-    }
-    return true;
-  };
-  if (!buffers_fit(state.optimizer.first) || !buffers_fit(state.optimizer.second) || state.optimizer.updates < 0)
+  std::vector<std::size_t> sizes;  // the optimizer's order: weight 2l, bias 2l + 1
+  for (std::size_t l = 0; l < weights_.size(); ++l) {
+    sizes.push_back(static_cast<std::size_t>(weights_[l].size()));
+    sizes.push_back(static_cast<std::size_t>(biases_[l].size()));
+  }
+  if (!optimizer_state_fits(state.optimizer, sizes))
     throw std::invalid_argument("the saved optimizer state is not of this model's shape");
   if (state.fp8.size() != fp8_.size())
     throw std::invalid_argument("the saved FP8 scales are not this run's (" + std::to_string(state.fp8.size()) + " tensors, not " +

@@ -85,13 +85,7 @@ struct CudaMlpTrainer::Device {
   }
 };
 
-Format CudaMlpTrainer::format() const {
-  switch (config_.precision) {
-    case Precision::fp32: return formats::fp32;
-    case Precision::bf16: return formats::bf16;
-    default: return formats::fp16;
-  }
-}
+Format CudaMlpTrainer::format() const { return precision_format(config_.precision); }
 
 CudaMlpTrainer::CudaMlpTrainer(const MlpConfig& config) : config_(config), device_(std::make_unique<Device>()) {
   if (config.record_blocks) throw std::invalid_argument("block statistics are recorded by the CPU backend only");

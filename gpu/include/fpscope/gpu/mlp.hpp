@@ -34,6 +34,14 @@ inline constexpr Precision all_precisions[] = {Precision::fp32, Precision::fp16,
 Activation parse_activation(std::string_view name);  // relu, gelu, tanh; throws std::invalid_argument
 Precision parse_precision(std::string_view name);    // fp32, fp16, bf16, fp16-pure
 std::string precision_name(Precision precision);
+// The policy's low-precision format: fp16 (fp16 and fp16-pure), bf16, or fp32 for the fp32 policy.
+inline Format precision_format(Precision precision) {
+  switch (precision) {
+    case Precision::fp32: return formats::fp32;
+    case Precision::bf16: return formats::bf16;
+    default: return formats::fp16;
+  }
+}
 std::string activation_name(Activation activation);
 // The widest layer a model may have (parse_layer_sizes; a checkpoint holding a wider one is corrupt).
 inline constexpr int max_layer_size = 1 << 20;

@@ -46,6 +46,10 @@ struct OptimizerState {
   friend bool operator==(const OptimizerState&, const OptimizerState&) = default;
 };
 
+// Whether a saved state fits parameters of these lengths, in order: each buffer list empty or one
+// buffer per parameter, each buffer empty (not yet used) or of its parameter's length.
+bool optimizer_state_fits(const OptimizerState& state, std::span<const std::size_t> parameter_sizes);
+
 // One update of `parameters` from their `scaled_gradients` (same lengths, carrying loss_scale).
 // Returns the unscaled gradients' global L2 norm before clipping (float64 sum of squares).
 // Throws std::invalid_argument when the lengths or the state's buffers do not fit.
