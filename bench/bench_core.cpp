@@ -2,8 +2,10 @@
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "fpscope/core/block_scaling.hpp"
@@ -30,14 +32,32 @@ void set_bytes(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(count * sizeof(float)));
 }
 
-// Baseline: read every float once (vectorised sum of the bits).
+// The threads block quantization runs on here: every core, as `fpscope quantize` and `analyze` run it.
+int all_cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+// Reads floats [first, last) once (a vectorised sum of the bits).
+void read_range(const float* in, std::size_t first, std::size_t last) {
+  const auto* p = reinterpret_cast<const __m256i*>(in);
+  __m256i sum = _mm256_setzero_si256();
+  for (std::size_t i = first / 8; i < last / 8; ++i) sum = _mm256_add_epi32(sum, _mm256_loadu_si256(p + i));
+  benchmark::DoNotOptimize(sum);
+}
+
+// Baseline: read every float once.
 void BM_plain_read(benchmark::State& state) {
   const auto& in = input();
+  for (auto _ : state) read_range(in.data(), 0, count);
+  set_bytes(state);
+}
+
+// Baseline for work on every core: each core reads its share once.
+void BM_plain_read_all_cores(benchmark::State& state) {
+  const auto& in = input();
+  const std::size_t threads = static_cast<std::size_t>(all_cores());
   for (auto _ : state) {
-    const auto* p = reinterpret_cast<const __m256i*>(in.data());
-    __m256i sum = _mm256_setzero_si256();
-    for (std::size_t i = 0; i < count / 8; ++i) sum = _mm256_add_epi32(sum, _mm256_loadu_si256(p + i));
-    benchmark::DoNotOptimize(sum);
+    std::vector<std::jthread> helpers;
+    for (std::size_t t = 1; t < threads; ++t) helpers.emplace_back(read_range, in.data(), count * t / threads, count * (t + 1) / threads);
+    read_range(in.data(), 0, count / threads);
   }
   set_bytes(state);
 }
@@ -100,8 +120,10 @@ void BM_fpscope_exponent_histogram(benchmark::State& state) {
 }
 
 // Block quantization with the statistics a recorded step keeps (relative exponents, scale
-// codes, flush / subnormal / saturate counts): blocks along rows of 4096-wide rows.
-void block_quantize_record(benchmark::State& state, const fpscope::BlockFormat& format, fpscope::RoundingMode mode) {
+// codes, flush / subnormal / saturate counts): blocks along rows of 4096-wide rows, on every
+// core (beside BM_plain_read_all_cores) unless `threads` says one.
+void block_quantize_record(benchmark::State& state, const fpscope::BlockFormat& format, fpscope::RoundingMode mode, bool record = true,
+                           int threads = all_cores()) {
   const auto& in = input();
   const fpscope::BlockLayout layout{count / 4096, 4096, fpscope::BlockAxis::rows, format.block_size};
   std::vector<std::uint8_t> codes(count), scales(layout.block_count());
@@ -110,7 +132,8 @@ void block_quantize_record(benchmark::State& state, const fpscope::BlockFormat& 
     ctx.rounding = mode;
     fpscope::BlockStatistics statistics;
     float tensor_scale = 0;
-    fpscope::block_quantize(format, fpscope::ScaleRule::floor, layout, in, codes, scales, tensor_scale, ctx, &statistics);
+    fpscope::block_quantize(format, fpscope::ScaleRule::floor, layout, in, codes, scales, tensor_scale, ctx, record ? &statistics : nullptr, {},
+                            threads);
     benchmark::DoNotOptimize(codes.data());
     benchmark::DoNotOptimize(statistics);
   }
@@ -118,6 +141,14 @@ void block_quantize_record(benchmark::State& state, const fpscope::BlockFormat& 
 }
 void BM_block_quantize_record_mxfp8_e4m3(benchmark::State& state) {
   block_quantize_record(state, fpscope::block_formats::mxfp8_e4m3, fpscope::RoundingMode::nearest_even);
+}
+// One thread (beside BM_plain_read).
+void BM_block_quantize_record_mxfp8_e4m3_one_thread(benchmark::State& state) {
+  block_quantize_record(state, fpscope::block_formats::mxfp8_e4m3, fpscope::RoundingMode::nearest_even, true, 1);
+}
+// The same without statistics: what a recipe's operand quantization costs.
+void BM_block_quantize_mxfp8_e4m3(benchmark::State& state) {
+  block_quantize_record(state, fpscope::block_formats::mxfp8_e4m3, fpscope::RoundingMode::nearest_even, false);
 }
 void BM_block_quantize_record_mxfp4(benchmark::State& state) {
   block_quantize_record(state, fpscope::block_formats::mxfp4, fpscope::RoundingMode::nearest_even);
@@ -135,12 +166,15 @@ void BM_block_quantize_record_mxint8(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_plain_read)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_plain_read_all_cores)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_f16c_f32_to_fp16)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_fpscope_f32_to_fp16)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_fpscope_f32_to_bf16)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_fpscope_round_f32_fp16)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_fpscope_exponent_histogram)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_record_mxfp8_e4m3)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_block_quantize_record_mxfp8_e4m3_one_thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_block_quantize_mxfp8_e4m3)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_record_mxfp4)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_record_mxfp4_stochastic)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_record_nvfp4)->Unit(benchmark::kMillisecond)->UseRealTime();

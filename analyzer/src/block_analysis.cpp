@@ -55,7 +55,7 @@ BlockRuleReport analyze_blocks(const BlockFormat& format, ScaleRule rule, const 
   report.scale_codes.resize(layout.block_count());
   float tensor_scale = 1;
   Context run = ctx;
-  block_quantize(format, rule, layout, values, codes, report.scale_codes, tensor_scale, run, &report.statistics);
+  block_quantize(format, rule, layout, values, codes, report.scale_codes, tensor_scale, run, &report.statistics, {}, 0);  // every core
   std::vector<float> dequantized(values.size());
   block_dequantize(format, layout, codes, report.scale_codes, tensor_scale, dequantized);
   report.error = quantization_error(values, dequantized);

@@ -61,7 +61,7 @@ void run_quantize(const QuantizeOptions& options) {
   float tensor_scale = 1;
   BlockStatistics statistics;
   Context run = ctx;
-  block_quantize(choice.format, choice.rule, layout, tensor.values, codes, scale_codes, tensor_scale, run, &statistics);
+  block_quantize(choice.format, choice.rule, layout, tensor.values, codes, scale_codes, tensor_scale, run, &statistics, {}, 0);  // every core
   std::vector<float> dequantized(tensor.values.size());
   block_dequantize(choice.format, layout, codes, scale_codes, tensor_scale, dequantized);
   const QuantizationError error = quantization_error(tensor.values, dequantized);

@@ -8,26 +8,58 @@
 
 namespace {
 
-// One block of `count` elements: `in` the float32 bits (contiguous), `out` the codes. Element j
-// draws stochastic word random_base + j * random_stride. Flags go to `flags`, counts to the
-// returned outcome. MX (Multiply false): v / 2^shared_exponent by the exponent field. NVFP4
-// (Multiply true): v * factor in float32, as the scalar rule does, which needs no second look.
-// Lean: the MX elements in round to nearest even without flush-to-zero go through the lean
-// cast (cast.hpp), which fast lanes (normal float32 or zero) satisfy.
+// A run: consecutive blocks whose elements lie one after another (blocks along a row), or one
+// block (gathered down a column, or where per-block outcomes are asked for). Each element
+// carries its block's parameters, so the element loop runs over the whole run in vectors and
+// reduces its counts once per run, not once per block.
+inline constexpr std::size_t run_capacity = 512;
+static_assert(run_capacity >= static_cast<std::size_t>(block_walk::max_block_size));
+
+struct RunParameters {
+  alignas(64) std::int32_t shared[run_capacity];         // MX and MXINT8: the block's scale exponent X
+  alignas(64) std::int32_t amax_exponent[run_capacity];  // floor(log2 amax) + 127 of the element's block
+  alignas(64) float factor[run_capacity];                // NVFP4: the block's element factor
+};
+
+struct RunResult {
+  BlockOutcome outcome;
+  bool any_slow = false;  // some element went the scalar way (a float32 subnormal input among them)
+};
+
+// The relative-exponent bin of a normal float32 input (block_walk::RelativeBinCounter):
+// floor(log2 amax) - floor(log2 |v|), which for normal v and its block's amax (then normal too) is
+// a difference of exponent fields, at most 253. Zeros and subnormal inputs get the marks the
+// counter reads; subnormal ones are binned by the walker.
+inline std::uint32_t relative_bin(std::int32_t amax_exponent, std::uint32_t magnitude) {
+  using detail::mask;
+  using detail::select;
+  const std::uint32_t biased = magnitude >> 23;
+  return select(mask(magnitude == 0), block_walk::RelativeBinCounter::zero_mark,
+                select(mask(biased == 0), block_walk::RelativeBinCounter::elsewhere_mark, static_cast<std::uint32_t>(amax_exponent) - biased));
+}
+
+// One run of `count` elements: `in` the float32 bits (contiguous), `out` the codes, `bins` each
+// element's relative-exponent byte. Element j draws stochastic word random_base + j * random_stride.
+// Flags go to `flags`. MX (Multiply false): v / 2^X by the exponent field. NVFP4 (Multiply true):
+// v * factor in float32, as the scalar rule does, which needs no second look. Lean: the MX
+// elements in round to nearest even without flush-to-zero go through the lean cast (cast.hpp),
+// which fast lanes (normal float32 or zero) satisfy.
 template <Format F, RoundingMode Mode, bool Multiply = false, bool Lean = false>
-BlockOutcome mx_block(const std::uint32_t* __restrict in, std::uint8_t* __restrict out, std::size_t count, int shared_exponent,
-                      float factor, const CastOptions& given_options,
-                      std::uint64_t seed, std::uint64_t random_base, std::size_t random_stride, CastFlags& flags,
-                      const Context& slow_ctx) {
+RunResult mx_run(const std::uint32_t* __restrict in, std::uint8_t* __restrict out, std::uint32_t* __restrict bins, std::size_t count,
+                 const RunParameters& run, const CastOptions& given_options, std::uint64_t seed, std::uint64_t random_base,
+                 std::size_t random_stride, CastFlags& flags, const Context& slow_ctx) {
   using detail::mask;
   using detail::Mask;
   using detail::select;
   constexpr std::uint32_t magnitude_mask = static_cast<std::uint32_t>(F.magnitude_mask());
   constexpr std::uint32_t exponent_mask = static_cast<std::uint32_t>(F.exponent_mask());
-  const std::uint32_t exponent_shift = static_cast<std::uint32_t>(shared_exponent) << 23;  // wraps for X < 0: adds |X|
   const CastOptions options = given_options;  // a local copy: the byte stores to `out` cannot alias it
+  const std::int32_t* __restrict shared = run.shared;
+  const std::int32_t* __restrict amax_exponent = run.amax_exponent;
+  const float* __restrict factor = run.factor;
   // Everything the loop accumulates is local: stores to `out` (bytes, which may alias anything)
   // would otherwise keep these in memory and stop the loop from vectorising.
+  alignas(64) std::uint32_t wide_codes[run_capacity];
   std::uint32_t flushed = 0, subnormal = 0, saturated = 0;
   Mask any_slow = 0, inexact = 0, underflow = 0, overflow = 0;
   for (std::size_t j = 0; j < count; ++j) {
@@ -35,26 +67,29 @@ BlockOutcome mx_block(const std::uint32_t* __restrict in, std::uint8_t* __restri
     const std::uint32_t magnitude = u & 0x7FFFFFFFu;
     const std::int32_t biased = static_cast<std::int32_t>(magnitude >> 23);
     const Mask zero = mask(magnitude == 0);
-    const std::uint32_t scaled = Multiply ? float_bits(bits_float(u) * factor) : select(zero, u, u - exponent_shift);
+    const std::uint32_t exponent_shift = static_cast<std::uint32_t>(shared[j]) << 23;  // wraps for X < 0: adds |X|
+    const std::uint32_t scaled = Multiply ? float_bits(bits_float(u) * factor[j]) : select(zero, u, u - exponent_shift);
     // Fast lanes: MX, v / 2^X a normal float32 (or zero); NVFP4, any product for the full cast,
     // a normal or zero one for the lean cast.
     const std::uint32_t scaled_biased = (scaled >> 23) & 0xFFu;
     const Mask fast = Multiply ? (Lean ? mask(scaled_biased != 0) | mask((scaled & 0x7FFFFFFFu) == 0) : ~Mask{0})
-                               : zero | (mask(biased != 0) & mask(biased > shared_exponent));
+                               : zero | (mask(biased != 0) & mask(biased > shared[j]));
     const std::uint64_t random = Mode == RoundingMode::stochastic ? stochastic_random(seed, random_base + j * random_stride) : 0;
     CastFlags raised;
     std::uint32_t code = 0;
     if constexpr (Lean) code = saturating_nearest_even_from_normal<F>(scaled, options.tininess == Tininess::before_rounding, raised);
     else code = cast_from_f32<F, Mode>(scaled, options, random, raised);
-    out[j] = static_cast<std::uint8_t>(code);
+    wide_codes[j] = code;
+    bins[j] = relative_bin(amax_exponent[j], magnitude);
     inexact |= fast & raised.inexact;
     underflow |= fast & raised.underflow;
     overflow |= fast & raised.overflow;
     flushed += fast & ~zero & mask((code & magnitude_mask) == 0) & 1u;
     subnormal += fast & mask((code & exponent_mask) == 0) & mask((code & magnitude_mask) != 0) & 1u;
     saturated += fast & mask(raised.overflow != 0) & 1u;
-    any_slow |= ~fast;
+    any_slow |= ~fast | (mask(biased == 0) & ~zero);
   }
+  for (std::size_t j = 0; j < count; ++j) out[j] = static_cast<std::uint8_t>(wide_codes[j]);
   flags.inexact |= inexact;
   flags.underflow |= underflow;
   flags.overflow |= overflow;
@@ -62,16 +97,16 @@ BlockOutcome mx_block(const std::uint32_t* __restrict in, std::uint8_t* __restri
     for (std::size_t j = 0; j < count; ++j) {
       const std::uint32_t magnitude = in[j] & 0x7FFFFFFFu;
       if (Multiply) {
-        const std::uint32_t product = float_bits(bits_float(in[j]) * factor) & 0x7FFFFFFFu;
-        if (product == 0 || (product >> 23) != 0) continue;  // it was a fast lane
+        const std::uint32_t product = float_bits(bits_float(in[j]) * factor[j]) & 0x7FFFFFFFu;
+        if (!Lean || product == 0 || (product >> 23) != 0) continue;  // it was a fast lane
       } else {
         const std::int32_t biased = static_cast<std::int32_t>(magnitude >> 23);
-        if (magnitude == 0 || (biased != 0 && biased > shared_exponent)) continue;
+        if (magnitude == 0 || (biased != 0 && biased > shared[j])) continue;
       }
       Context element_ctx = slow_ctx;
       element_ctx.stochastic_counter = random_base + j * random_stride;
-      const std::uint32_t code = Multiply ? nvfp4_element_code(bits_float(in[j]), factor, element_ctx)
-                                          : mx_element_code(F, bits_float(in[j]), shared_exponent, element_ctx);
+      const std::uint32_t code = Multiply ? nvfp4_element_code(bits_float(in[j]), factor[j], element_ctx)
+                                          : mx_element_code(F, bits_float(in[j]), shared[j], element_ctx);
       out[j] = static_cast<std::uint8_t>(code);
       if ((element_ctx.flags & flag::inexact) != 0) flags.inexact = 1;
       if ((element_ctx.flags & flag::underflow) != 0) flags.underflow = 1;
@@ -81,25 +116,29 @@ BlockOutcome mx_block(const std::uint32_t* __restrict in, std::uint8_t* __restri
       saturated += (element_ctx.flags & flag::overflow) != 0;
     }
   }
-  return {flushed, subnormal, saturated};
+  return {{flushed, subnormal, saturated}, any_slow != 0};
 }
 
-// One MXINT8 block in round to nearest even: round(v / 2^X * 64), clamped to ±127. Lanes where
+// One MXINT8 run in round to nearest even: round(v / 2^X * 64), clamped to ±127. Lanes where
 // v / 2^X * 64 is a normal float32 (or zero) are rounded here with integer operations, as
 // mxint8_element_code rounds them; the rest through that scalar rule.
-inline BlockOutcome mxint8_block(const std::uint32_t* __restrict in, std::uint8_t* __restrict out, std::size_t count, int shared_exponent,
-                                 std::uint64_t random_base, std::size_t random_stride, CastFlags& flags, const Context& slow_ctx) {
+inline RunResult mxint8_run(const std::uint32_t* __restrict in, std::uint8_t* __restrict out, std::uint32_t* __restrict bins,
+                            std::size_t count, const RunParameters& run, std::uint64_t random_base, std::size_t random_stride,
+                            CastFlags& flags, const Context& slow_ctx) {
   using detail::mask;
   using detail::Mask;
   using detail::select;
-  const int down = shared_exponent - 6;  // v * 2^(6 - X): the exponent field moves by -down
-  const std::uint32_t exponent_shift = static_cast<std::uint32_t>(down) << 23;
+  const std::int32_t* __restrict shared = run.shared;
+  const std::int32_t* __restrict amax_exponent = run.amax_exponent;
+  alignas(64) std::uint32_t wide_codes[run_capacity];
   std::uint32_t flushed = 0, saturated = 0;
   Mask any_slow = 0, inexact = 0, overflow = 0;
   for (std::size_t j = 0; j < count; ++j) {
     const std::uint32_t u = in[j];
     const std::uint32_t magnitude = u & 0x7FFFFFFFu;
     const std::int32_t biased = static_cast<std::int32_t>(magnitude >> 23);
+    const std::int32_t down = shared[j] - 6;  // v * 2^(6 - X): the exponent field moves by -down
+    const std::uint32_t exponent_shift = static_cast<std::uint32_t>(down) << 23;
     const Mask zero = mask(magnitude == 0);
     const Mask fast = zero | (mask(biased != 0) & mask(biased > down));
     const std::uint32_t scaled = select(zero, 0u, magnitude - exponent_shift);  // the magnitude times 2^(6 - X)
@@ -115,23 +154,25 @@ inline BlockOutcome mxint8_block(const std::uint32_t* __restrict in, std::uint8_
     const std::uint32_t rounded = select(zero, 0u, kept + (mask(dropped > half) & 1u) + (mask(dropped == half) & kept & 1u));
     const Mask saturate = ~zero & (big | mask(rounded > 127));
     const std::uint32_t n = select(saturate, 127u, rounded);
-    out[j] = static_cast<std::uint8_t>(select(mask((u >> 31) != 0), (256u - n) & 0xFFu, n));
+    wide_codes[j] = select(mask((u >> 31) != 0), (256u - n) & 0xFFu, n);
+    bins[j] = relative_bin(amax_exponent[j], magnitude);
     inexact |= fast & ~zero & (mask(dropped != 0) | saturate);
     overflow |= fast & saturate;
     flushed += fast & ~zero & mask(n == 0) & 1u;
     saturated += fast & saturate & 1u;
     any_slow |= ~fast;
   }
+  for (std::size_t j = 0; j < count; ++j) out[j] = static_cast<std::uint8_t>(wide_codes[j]);
   flags.inexact |= inexact;
   flags.overflow |= overflow;
   if (any_slow != 0) {
     for (std::size_t j = 0; j < count; ++j) {
       const std::uint32_t magnitude = in[j] & 0x7FFFFFFFu;
       const std::int32_t biased = static_cast<std::int32_t>(magnitude >> 23);
-      if (magnitude == 0 || (biased != 0 && biased > down)) continue;
+      if (magnitude == 0 || (biased != 0 && biased > shared[j] - 6)) continue;
       Context element_ctx = slow_ctx;
       element_ctx.stochastic_counter = random_base + j * random_stride;
-      const std::uint32_t code = mxint8_element_code(bits_float(in[j]), shared_exponent, element_ctx);
+      const std::uint32_t code = mxint8_element_code(bits_float(in[j]), shared[j], element_ctx);
       out[j] = static_cast<std::uint8_t>(code);
       if ((element_ctx.flags & flag::inexact) != 0) flags.inexact = 1;
       if ((element_ctx.flags & flag::overflow) != 0) flags.overflow = 1;
@@ -139,54 +180,89 @@ inline BlockOutcome mxint8_block(const std::uint32_t* __restrict in, std::uint8_
       saturated += (element_ctx.flags & flag::overflow) != 0;
     }
   }
-  return {flushed, 0, saturated};
+  return {{flushed, 0, saturated}, any_slow != 0};
 }
 
 // Walks the blocks of `layout`: each block's amax, its scale (MX or NVFP4), NaN blocks, the
-// statistics and outcomes; `elements(in, out, count, scale_code, random_base, random_stride)`
-// quantizes one block's elements from contiguous bits (gathered for blocks down columns).
+// statistics and outcomes; `elements(in, out, bins, count, run, scale_code, random_base,
+// random_stride)` quantizes one run's elements from contiguous bits (gathered for blocks down
+// columns). A block with a NaN scale ends a run: its elements are NaN codes and not counted.
 template <typename Elements>
 void walk_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, const std::uint32_t* values, std::uint8_t* codes,
                  std::uint8_t* scales, float tensor_scale, std::uint64_t first_random, BlockStatistics* statistics, BlockOutcome* outcomes,
                  Elements elements) {
   const bool nvfp4 = format.scale == BlockFormat::Scale::e4m3_nvfp4;
-  std::uint32_t gathered[block_walk::max_block_size], magnitudes[block_walk::max_block_size];
-  std::uint8_t block_codes[block_walk::max_block_size];
-  block_walk::RelativeExponentCounter relative;
+  const bool along_rows = layout.axis == BlockAxis::rows;
+  const std::size_t block = static_cast<std::size_t>(layout.block_size);
+  const bool one_block_runs = !along_rows || outcomes != nullptr;
+  RunParameters run;
+  alignas(64) std::uint32_t gathered[block_walk::max_block_size];
+  alignas(64) std::uint8_t block_codes[block_walk::max_block_size];
+  alignas(64) std::uint32_t bins[run_capacity];
+  block_walk::RelativeBinCounter relative;
+
+  std::size_t run_first = 0, run_count = 0, run_block = 0;
+  const auto finish_run = [&] {
+    if (run_count == 0) return;
+    const std::uint32_t* in = along_rows ? values + run_first : gathered;
+    std::uint8_t* out = along_rows ? codes + run_first : block_codes;
+    const std::size_t stride = along_rows ? 1 : layout.cols;
+    const RunResult result = elements(in, out, bins, run_count, run, first_random + run_first, stride);
+    if (!along_rows)
+      for (std::size_t j = 0; j < run_count; ++j) codes[run_first + j * stride] = block_codes[j];
+    if (outcomes != nullptr) outcomes[run_block] = result.outcome;
+    if (statistics != nullptr) {
+      block_walk::add_outcome(*statistics, result.outcome);
+      relative.add(bins, run_count, *statistics);
+      if (result.any_slow)
+        for (std::size_t j = 0; j < run_count; ++j) relative.add_subnormal(in[j] & 0x7FFFFFFFu, run.amax_exponent[j] - 127, *statistics);
+    }
+    run_count = 0;
+  };
+
   for (std::size_t scale_row = 0; scale_row < layout.scale_rows(); ++scale_row) {
     for (std::size_t scale_col = 0; scale_col < layout.scale_cols(); ++scale_col) {
       const std::size_t block_index = scale_row * layout.scale_cols() + scale_col;
       const block_walk::BlockSpan span = block_walk::block_span(layout, scale_row, scale_col);
-      const bool contiguous = span.stride == 1;
       const std::uint32_t* in = values + span.first;
-      if (!contiguous) {
+      if (!along_rows) {
         for (std::size_t j = 0; j < span.count; ++j) gathered[j] = values[span.first + j * span.stride];
         in = gathered;
       }
       std::uint32_t amax = 0;
       for (std::size_t j = 0; j < span.count; ++j) {
-        magnitudes[j] = in[j] & 0x7FFFFFFFu;
-        amax = amax > magnitudes[j] ? amax : magnitudes[j];
+        const std::uint32_t magnitude = in[j] & 0x7FFFFFFFu;
+        amax = amax > magnitude ? amax : magnitude;
       }
       const std::uint32_t scale_code = nvfp4 ? nvfp4_block_scale_code(amax, tensor_scale) : mx_scale_code(format, rule, amax);
       scales[block_index] = static_cast<std::uint8_t>(scale_code);
       const bool nan_block = nvfp4 ? is_nan(formats::e4m3, scale_code) : e8m0::is_nan(static_cast<std::uint8_t>(scale_code));
-      std::uint8_t* out = contiguous ? codes + span.first : block_codes;
-      BlockOutcome outcome;
+      if (statistics != nullptr) block_walk::add_block(*statistics, scale_code, span.count, nan_block, BlockOutcome{});
       if (nan_block) {
+        finish_run();
         const std::uint8_t code = block_walk::nan_block_element(format);
-        for (std::size_t j = 0; j < span.count; ++j) out[j] = code;
-      } else {
-        outcome = elements(in, out, span.count, scale_code, first_random + span.first, span.stride);
-        if (statistics != nullptr) relative.add_block(magnitudes, span.count, amax);
+        for (std::size_t j = 0; j < span.count; ++j) codes[span.first + j * span.stride] = code;
+        if (outcomes != nullptr) outcomes[block_index] = BlockOutcome{};
+        continue;
       }
-      if (!contiguous)
-        for (std::size_t j = 0; j < span.count; ++j) codes[span.first + j * span.stride] = block_codes[j];
-      if (outcomes != nullptr) outcomes[block_index] = outcome;
-      if (statistics != nullptr) block_walk::add_block(*statistics, scale_code, span.count, nan_block, outcome);
+      if (run_count == 0) {
+        run_first = span.first;
+        run_block = block_index;
+      }
+      const std::int32_t shared = nvfp4 ? 0 : e8m0::exponent_of(static_cast<std::uint8_t>(scale_code));
+      const std::int32_t amax_exponent = amax == 0 ? 0 : floor_log2_of_magnitude(amax) + 127;
+      const float factor = nvfp4 ? nvfp4_element_factor(tensor_scale, block_scale_value(format, scale_code)) : 0.0f;
+      for (std::size_t j = run_count; j < run_count + span.count; ++j) {
+        run.shared[j] = shared;
+        run.amax_exponent[j] = amax_exponent;
+        run.factor[j] = factor;
+      }
+      run_count += span.count;
+      // A run ends with its capacity, at the end of a row, and after one block where blocks are gathered.
+      if (run_count + block > run_capacity || scale_col + 1 == layout.scale_cols() || one_block_runs) finish_run();
     }
   }
-  if (statistics != nullptr) relative.add_to(*statistics);
+  if (statistics != nullptr) relative.flush(*statistics);
 }
 
 }  // namespace
@@ -194,7 +270,7 @@ void walk_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& l
 namespace fpscope::BULK_ISA {
 
 bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, const std::uint32_t* values, std::uint8_t* codes,
-               std::uint8_t* scales, float& tensor_scale, Context& ctx, BlockStatistics* statistics, BlockOutcome* outcomes) {
+               std::uint8_t* scales, float tensor_scale, Context& ctx, BlockStatistics* statistics, BlockOutcome* outcomes) {
   const bool nvfp4 = format.scale == BlockFormat::Scale::e4m3_nvfp4;
   Context element_ctx = ctx;
   element_ctx.saturate = true;
@@ -204,18 +280,13 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
   // products are read as the scalar rule reads them.
   if (!nvfp4) options.denormals_are_zero = false;
   const std::uint64_t seed = ctx.stochastic_seed, first_random = ctx.stochastic_counter;
-  tensor_scale = 1.0f;
-  if (nvfp4) {
-    tensor_scale = nvfp4_tensor_scale(block_walk::amax_bits(values, layout.element_count()));
-  }
   if (format.elements == BlockFormat::Elements::int8) {
     if (ctx.rounding != RoundingMode::nearest_even) return false;  // the scalar rule does the other modes
     CastFlags flags;
     walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, statistics, outcomes,
-                [&](const std::uint32_t* in, std::uint8_t* out, std::size_t count, std::uint32_t scale_code, std::uint64_t random_base,
-                    std::size_t stride) {
-                  return mxint8_block(in, out, count, e8m0::exponent_of(static_cast<std::uint8_t>(scale_code)), random_base, stride, flags,
-                                      element_ctx);
+                [&](const std::uint32_t* in, std::uint8_t* out, std::uint32_t* bins, std::size_t count, const RunParameters& run,
+                    std::uint64_t random_base, std::size_t stride) {
+                  return mxint8_run(in, out, bins, count, run, random_base, stride, flags, element_ctx);
                 });
     ctx.raise(flags.flags());
     ctx.stochastic_counter = first_random + layout.element_count();
@@ -229,20 +300,18 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
       constexpr bool lean_mode = Mode == RoundingMode::nearest_even && F.flavour != Flavour::fnuz;
       const bool lean = lean_mode && !options.flush_to_zero && (!nvfp4 || !options.denormals_are_zero);
       walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, statistics, outcomes,
-                  [&](const std::uint32_t* in, std::uint8_t* out, std::size_t count, std::uint32_t scale_code, std::uint64_t random_base,
-                      std::size_t stride) {
+                  [&](const std::uint32_t* in, std::uint8_t* out, std::uint32_t* bins, std::size_t count, const RunParameters& run,
+                      std::uint64_t random_base, std::size_t stride) {
                     if (nvfp4) {
-                      const float factor = nvfp4_element_factor(tensor_scale, block_scale_value(format, scale_code));
                       if constexpr (lean_mode)
-                        if (lean) return mx_block<F, Mode, true, true>(in, out, count, 0, factor, options, seed, random_base, stride, flags, element_ctx);
-                      return mx_block<F, Mode, true>(in, out, count, 0, factor, options, seed, random_base, stride, flags, element_ctx);
+                        if (lean)
+                          return mx_run<F, Mode, true, true>(in, out, bins, count, run, options, seed, random_base, stride, flags, element_ctx);
+                      return mx_run<F, Mode, true>(in, out, bins, count, run, options, seed, random_base, stride, flags, element_ctx);
                     }
-                    const int shared_exponent = e8m0::exponent_of(static_cast<std::uint8_t>(scale_code));
                     if constexpr (lean_mode)
                       if (lean)
-                        return mx_block<F, Mode, false, true>(in, out, count, shared_exponent, 0.0f, options, seed, random_base, stride, flags,
-                                                              element_ctx);
-                    return mx_block<F, Mode>(in, out, count, shared_exponent, 0.0f, options, seed, random_base, stride, flags, element_ctx);
+                        return mx_run<F, Mode, false, true>(in, out, bins, count, run, options, seed, random_base, stride, flags, element_ctx);
+                    return mx_run<F, Mode>(in, out, bins, count, run, options, seed, random_base, stride, flags, element_ctx);
                   });
       ctx.raise(flags.flags());
     }

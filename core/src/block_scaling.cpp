@@ -2,8 +2,11 @@
 #include "fpscope/core/block_scaling.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "block_walk.hpp"
 #include "fpscope/core/cast.hpp"
@@ -38,16 +41,18 @@ void check_spans(const BlockLayout& layout, std::size_t values, std::size_t elem
 
 std::uint32_t magnitude_bits(float v) { return float_bits(v) & 0x7FFFFFFFu; }
 
-// The scalar path: every element through round_pack (or the MXINT8 and NVFP4 element rules).
+// NVFP4's float32 scale for the whole tensor (1 for every other format).
+float tensor_scale_of(const BlockFormat& format, std::span<const float> values) {
+  if (format.scale != BlockFormat::Scale::e4m3_nvfp4) return 1.0f;
+  return nvfp4_tensor_scale(block_walk::amax_bits(reinterpret_cast<const std::uint32_t*>(values.data()), values.size()));
+}
+
+// The scalar path: every element through round_pack (or the MXINT8 and NVFP4 element rules),
+// NVFP4 under the given tensor scale.
 void quantize_scalar(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
-                     std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float& tensor_scale, Context& ctx,
+                     std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float tensor_scale, Context& ctx,
                      BlockStatistics* statistics, std::span<BlockOutcome> outcomes) {
   const bool nvfp4 = format.scale == BlockFormat::Scale::e4m3_nvfp4;
-  tensor_scale = 1.0f;
-  if (nvfp4) {
-    tensor_scale = nvfp4_tensor_scale(block_walk::amax_bits(reinterpret_cast<const std::uint32_t*>(values.data()), values.size()));
-  }
-
   Context element_ctx = ctx;
   element_ctx.saturate = true;
   const std::uint64_t first_random = ctx.stochastic_counter;
@@ -115,12 +120,61 @@ void quantize_scalar(const BlockFormat& format, ScaleRule rule, const BlockLayou
   ctx.stochastic_counter = first_random + layout.element_count();
 }
 
-// The instruction-set kernel for MX and NVFP4 blocks of a format the branch-free cast knows, or false.
-bool quantize_with_kernel(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
-                          std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float& tensor_scale, Context& ctx,
-                          BlockStatistics* statistics, std::span<BlockOutcome> outcomes) {
-  return bulk_mx_blocks(format, rule, layout, reinterpret_cast<const std::uint32_t*>(values.data()), element_codes.data(),
-                        scale_codes.data(), tensor_scale, ctx, statistics, outcomes.empty() ? nullptr : outcomes.data());
+// One band of a tensor through the instruction-set kernel (MX and NVFP4 blocks of a format the
+// branch-free cast knows), else the scalar path.
+void quantize_band(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
+                   std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float tensor_scale, Context& ctx,
+                   BlockStatistics* statistics, std::span<BlockOutcome> outcomes) {
+  if (bulk_mx_blocks(format, rule, layout, reinterpret_cast<const std::uint32_t*>(values.data()), element_codes.data(), scale_codes.data(),
+                     tensor_scale, ctx, statistics, outcomes.empty() ? nullptr : outcomes.data()))
+    return;
+  quantize_scalar(format, rule, layout, values, element_codes, scale_codes, tensor_scale, ctx, statistics, outcomes);
+}
+
+// The fewest elements a thread is started for (a tensor smaller than two of these is quantized on
+// the caller's thread alone).
+constexpr std::size_t elements_worth_a_thread = std::size_t{1} << 19;
+
+// The tensor cut into `parts` bands of whole scale rows, each quantized on its own thread (the
+// caller takes the first): a band is a tensor of its own (its rows are consecutive in memory),
+// its elements draw the stochastic words of their places in the whole, and its statistics,
+// flags and outcomes are the whole's restricted to it, so the sums are the same numbers.
+void quantize_in_bands(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
+                       std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float tensor_scale, Context& ctx,
+                       BlockStatistics* statistics, std::span<BlockOutcome> outcomes, std::size_t parts) {
+  const std::size_t scale_rows = layout.scale_rows(), scale_cols = layout.scale_cols();
+  const std::size_t rows_per_scale_row = layout.axis == BlockAxis::rows ? 1 : static_cast<std::size_t>(layout.block_size);
+  std::vector<Context> contexts(parts, ctx);
+  std::vector<BlockStatistics> band_statistics(statistics != nullptr ? parts : 0);
+  std::vector<std::exception_ptr> errors(parts);
+  const auto run_band = [&](std::size_t part) {
+    try {
+      const std::size_t first = scale_rows * part / parts, last = scale_rows * (part + 1) / parts;
+      const std::size_t first_row = first * rows_per_scale_row, end_row = std::min(layout.rows, last * rows_per_scale_row);
+      const BlockLayout band{end_row - first_row, layout.cols, layout.axis, layout.block_size};
+      const std::size_t offset = first_row * layout.cols, count = band.element_count();
+      contexts[part].stochastic_counter = ctx.stochastic_counter + offset;
+      contexts[part].flags = 0;
+      quantize_band(format, rule, band, values.subspan(offset, count), element_codes.subspan(offset, count),
+                    scale_codes.subspan(first * scale_cols, (last - first) * scale_cols), tensor_scale, contexts[part],
+                    statistics != nullptr ? &band_statistics[part] : nullptr,
+                    outcomes.empty() ? outcomes : outcomes.subspan(first * scale_cols, (last - first) * scale_cols));
+    } catch (...) {
+      errors[part] = std::current_exception();
+    }
+  };
+  {
+    std::vector<std::jthread> helpers;
+    for (std::size_t part = 1; part < parts; ++part) helpers.emplace_back(run_band, part);
+    run_band(0);
+  }
+  for (const std::exception_ptr& error : errors)
+    if (error) std::rethrow_exception(error);
+  for (std::size_t part = 0; part < parts; ++part) {
+    ctx.raise(contexts[part].flags);
+    if (statistics != nullptr) statistics->merge(band_statistics[part]);
+  }
+  ctx.stochastic_counter += layout.element_count();
 }
 
 }  // namespace
@@ -139,12 +193,18 @@ float block_scale_value(const BlockFormat& format, std::uint32_t scale_code) {
 
 void block_quantize(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
                     std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float& tensor_scale,
-                    Context& ctx, BlockStatistics* statistics, std::span<BlockOutcome> outcomes) {
+                    Context& ctx, BlockStatistics* statistics, std::span<BlockOutcome> outcomes, int threads) {
   check_layout(format, layout);
   check_spans(layout, values.size(), element_codes.size(), scale_codes.size(), outcomes.size());
-  tensor_scale = 1.0f;
-  if (quantize_with_kernel(format, rule, layout, values, element_codes, scale_codes, tensor_scale, ctx, statistics, outcomes)) return;
-  quantize_scalar(format, rule, layout, values, element_codes, scale_codes, tensor_scale, ctx, statistics, outcomes);
+  tensor_scale = tensor_scale_of(format, values);
+  if (threads == 0) threads = static_cast<int>(std::thread::hardware_concurrency());
+  const std::size_t parts = std::min({static_cast<std::size_t>(std::max(threads, 1)), layout.scale_rows(),
+                                      std::max<std::size_t>(layout.element_count() / elements_worth_a_thread, 1)});
+  if (parts > 1) {
+    quantize_in_bands(format, rule, layout, values, element_codes, scale_codes, tensor_scale, ctx, statistics, outcomes, parts);
+    return;
+  }
+  quantize_band(format, rule, layout, values, element_codes, scale_codes, tensor_scale, ctx, statistics, outcomes);
 }
 
 void block_quantize_scalar(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
@@ -152,6 +212,7 @@ void block_quantize_scalar(const BlockFormat& format, ScaleRule rule, const Bloc
                            Context& ctx, BlockStatistics* statistics, std::span<BlockOutcome> outcomes) {
   check_layout(format, layout);
   check_spans(layout, values.size(), element_codes.size(), scale_codes.size(), outcomes.size());
+  tensor_scale = tensor_scale_of(format, values);
   quantize_scalar(format, rule, layout, values, element_codes, scale_codes, tensor_scale, ctx, statistics, outcomes);
 }
 

@@ -55,15 +55,56 @@ class RelativeExponentCounter {
   std::uint64_t counts_[4][bins + 1] = {};
 };
 
+// The same counts for the vector kernels, which give each element's bin as a number below 256 (a
+// normal input's relative exponent is at most 253) and reduce them here into four interleaved
+// sub-histograms of 32-bit counters, added to the statistics before they could wrap. Zeros
+// carry zero_mark; subnormal inputs carry elsewhere_mark and come one by one through add_subnormal.
+class RelativeBinCounter {
+ public:
+  static constexpr std::uint32_t zero_mark = 254, elsewhere_mark = 255;
+  void add(const std::uint32_t* bins, std::size_t count, BlockStatistics& statistics) {
+    if (pending_ + count > (std::size_t{1} << 31)) flush(statistics);
+    pending_ += count;
+    std::size_t j = 0;
+    for (; j + 4 <= count; j += 4) {
+      ++counts_[0][bins[j]];
+      ++counts_[1][bins[j + 1]];
+      ++counts_[2][bins[j + 2]];
+      ++counts_[3][bins[j + 3]];
+    }
+    for (; j < count; ++j) ++counts_[0][bins[j]];
+  }
+  // A subnormal input (others are ignored) of a block whose amax is 2^amax_exponent or more.
+  static void add_subnormal(std::uint32_t magnitude, int amax_exponent, BlockStatistics& statistics) {
+    if (magnitude == 0 || (magnitude >> 23) != 0) return;
+    ++statistics.relative_exponents[static_cast<std::size_t>(amax_exponent - floor_log2_of_magnitude(magnitude))];
+  }
+  void flush(BlockStatistics& statistics) {
+    for (auto& lane : counts_) {
+      for (std::uint32_t bin = 0; bin < zero_mark; ++bin) statistics.relative_exponents[bin] += lane[bin];
+      statistics.zeros += lane[zero_mark];
+      for (std::uint32_t& count : lane) count = 0;
+    }
+    pending_ = 0;
+  }
+
+ private:
+  std::uint32_t counts_[4][256] = {};
+  std::size_t pending_ = 0;
+};
+
 // One block's scale, size and counts into the tensor's statistics.
+inline void add_outcome(BlockStatistics& statistics, const BlockOutcome& outcome) {
+  statistics.flushed_to_zero += outcome.flushed_to_zero;
+  statistics.made_subnormal += outcome.made_subnormal;
+  statistics.saturated += outcome.saturated;
+}
 inline void add_block(BlockStatistics& statistics, std::uint32_t scale_code, std::size_t count, bool nan_block, const BlockOutcome& outcome) {
   ++statistics.scale_codes[scale_code & 0xFF];
   ++statistics.blocks;
   statistics.elements += count;
   if (nan_block) ++statistics.nan_blocks;
-  statistics.flushed_to_zero += outcome.flushed_to_zero;
-  statistics.made_subnormal += outcome.made_subnormal;
-  statistics.saturated += outcome.saturated;
+  add_outcome(statistics, outcome);
 }
 
 // The largest magnitude of `count` float32 values given as bits (a NaN's bits are above every

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "fpscope/core/block_scaling.hpp"
@@ -480,10 +482,12 @@ TEST_CASE("bulk block kernels equal the scalar path: codes, scales, flags, stati
   for (const BlockFormat& f : named_block_formats()) {
     std::vector<float> values;
     for (const auto& block : test_blocks(f, f.block_size)) values.insert(values.end(), block.begin(), block.end());
-    // Rows of a width that is no multiple of the block: short blocks at the ends of rows.
-    while (values.size() % 67 != 0) values.push_back(normal(random) * std::exp(normal(random) * 4));
-    for (const BlockAxis axis : {BlockAxis::rows, BlockAxis::cols}) {
-      const BlockLayout layout{values.size() / 67, 67, axis, f.block_size};
+    // Rows of a width that is no multiple of the block: short blocks at the ends of rows; and
+    // rows wider than the kernels' runs of blocks (512 elements), with NaN blocks inside them.
+    while (values.size() % (67 * 1100) != 0) values.push_back(normal(random) * std::exp(normal(random) * 4));
+    for (const auto& [axis, width] : {std::pair{BlockAxis::rows, std::size_t{67}}, std::pair{BlockAxis::cols, std::size_t{67}},
+                                      std::pair{BlockAxis::rows, std::size_t{1100}}}) {
+      const BlockLayout layout{values.size() / width, width, axis, f.block_size};
       for (const ScaleRule rule : all_scale_rules) {
         for (const RoundingMode mode : all_rounding_modes) {
           for (const int option : {0, 1, 2}) {
@@ -518,8 +522,62 @@ TEST_CASE("bulk block kernels equal the scalar path: codes, scales, flags, stati
             CHECK(fast.statistics.made_subnormal == scalar.statistics.made_subnormal);
             CHECK(fast.statistics.saturated == scalar.statistics.saturated);
             CHECK(fast.statistics.nan_blocks == scalar.statistics.nan_blocks);
+            // Without per-block outcomes the kernels quantize runs of blocks along a row at once.
+            Quantized runs;
+            runs.codes.resize(values.size());
+            runs.scales.resize(layout.block_count());
+            Context ctx;
+            ctx.rounding = mode;
+            ctx.flush_to_zero = flush;
+            ctx.denormals_are_zero = daz;
+            ctx.stochastic_seed = 5;
+            ctx.stochastic_counter = 1000;
+            block_quantize(f, rule, layout, values, runs.codes, runs.scales, runs.tensor_scale, ctx, &runs.statistics);
+            CHECK(runs.codes == scalar.codes);
+            CHECK(runs.scales == scalar.scales);
+            CHECK(int(ctx.flags) == int(scalar.flags));
+            CHECK(runs.statistics == scalar.statistics);
           }
         }
+      }
+    }
+  }
+}
+
+TEST_CASE("block quantization on several threads gives one thread's codes, scales, flags, statistics and outcomes") {
+  std::mt19937 random(17);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(1536 * 1100);  // over a million: worth threads
+  for (float& v : values) v = normal(random) * std::exp(normal(random) * 6);
+  values[700 * 1100 + 5] = std::numeric_limits<float>::quiet_NaN();
+  for (std::size_t i = 0; i < 1100; ++i) values[1000 * 1100 + i] = 0.0f;
+  values[1500 * 1100] = 1e30f;  // NVFP4's tensor scale is the whole tensor's, not a band's
+  for (const BlockFormat& f : {block_formats::mxfp8_e4m3, block_formats::mxfp4, block_formats::nvfp4, block_formats::mxint8}) {
+    for (const BlockAxis axis : {BlockAxis::rows, BlockAxis::cols}) {
+      for (const RoundingMode mode : {RoundingMode::nearest_even, RoundingMode::stochastic}) {
+        const BlockLayout layout{1536, 1100, axis, f.block_size};
+        Quantized one, three;
+        Context ctx_one, ctx_three;
+        for (auto [q, ctx, threads] : {std::tuple{&one, &ctx_one, 1}, std::tuple{&three, &ctx_three, 3}}) {
+          q->codes.resize(values.size());
+          q->scales.resize(layout.block_count());
+          q->outcomes.resize(layout.block_count());
+          ctx->rounding = mode;
+          ctx->stochastic_seed = 11;
+          ctx->stochastic_counter = 77;
+          block_quantize(f, ScaleRule::floor, layout, values, q->codes, q->scales, q->tensor_scale, *ctx, &q->statistics, q->outcomes,
+                         threads);
+        }
+        INFO(block_format_name(f), " ", rounding_mode_name(mode), std::string(axis == BlockAxis::rows ? " rows" : " cols"));
+        CHECK(one.codes == three.codes);
+        CHECK(one.scales == three.scales);
+        CHECK(one.outcomes == three.outcomes);
+        CHECK(one.statistics == three.statistics);
+        CHECK(bits_of(one.tensor_scale) == bits_of(three.tensor_scale));
+        CHECK(int(ctx_one.flags) == int(ctx_three.flags));
+        CHECK(ctx_one.stochastic_counter == ctx_three.stochastic_counter);
+        CHECK(ctx_three.stochastic_counter == 77 + values.size());
+        CHECK(one.statistics.nan_blocks == 1);
       }
     }
   }

@@ -73,12 +73,15 @@ struct BlockStatistics {
 // ctx.rounding (stochastic: element i draws word ctx.stochastic_counter + i, and the counter
 // advances by the element count) and always saturate; `rule` picks MX scales (NVFP4's scale
 // has one rule, see block_format.hpp). The flags of every element conversion are ORed into
-// ctx.flags. `statistics` (optional) receives the tensor's statistics, `outcomes` (empty, or
+// ctx.flags. `statistics` (optional) has the tensor's statistics added to it, `outcomes` (empty, or
 // one per block in scale order) each block's counts. Throws std::invalid_argument for spans of
-// the wrong length or a layout whose block size differs from the format's.
+// the wrong length or a layout whose block size differs from the format's. `threads` > 1 cuts a
+// tensor of a million elements or more into bands of whole scale rows (half a million elements or
+// more each) quantized side by side, 0 on every core the machine has:
+// the same codes, scales, flags, statistics and outcomes as one thread.
 void block_quantize(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
                     std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float& tensor_scale,
-                    Context& ctx, BlockStatistics* statistics = nullptr, std::span<BlockOutcome> outcomes = {});
+                    Context& ctx, BlockStatistics* statistics = nullptr, std::span<BlockOutcome> outcomes = {}, int threads = 1);
 
 // The same through the scalar path alone (every element through round_pack and the element
 // rules in block_format.hpp): block_quantize runs per-instruction-set kernels for MX blocks of
