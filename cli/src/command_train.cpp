@@ -189,7 +189,6 @@ void run_train(const TrainOptions& o) {
   if (config.recipe.recipe != GemmRecipe::fp8_delayed && config.recipe.recipe != GemmRecipe::fp8_current && o.fp8_margin != "0")
     throw UsageError("--fp8-margin sets the scaled FP8 recipes: use --recipe fp8-delayed or fp8-current");
   config.optimizer.kind = parse_or_usage([&] { return parse_optimizer(optimizer); });
-  if (gpt && config.recipe.recipe != GemmRecipe::none) throw UsageError("--recipe trains an MLP's GEMMs; the GPT runs without a recipe for now");
   const auto fraction = [](const char* option, const std::string& text) {  // in [0, 1)
     const float value = text == "0" ? 0.0f : parse_positive_float_option(option, text);
     if (!(value < 1.0f)) throw UsageError(std::string(option) + " '" + printable_text(text) + "' must be below 1");

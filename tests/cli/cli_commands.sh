@@ -194,6 +194,9 @@ check train-gpt-analyze 0 'h1\.attn\.scores +activation +576 ' -- "$fpscope" ana
 check train-gpt-resume 0 '^same$' -- bash -c "'$fpscope' train ${gpt[*]} --steps 3 --record-every 3 --checkpoint-every 3 --threads 1 --out '$work/gpt-cut.jsonl' >/dev/null 2>&1 &&
   '$fpscope' train ${gpt[*]} --steps 6 --record-every 3 --checkpoint-every 3 --threads 3 --out '$work/gpt-cut.jsonl' --resume >/dev/null 2>&1 &&
   cmp -s <(sed -E 's/\"run_id\":\"[0-9a-f]{32}\",?//' '$work/gpt.jsonl') <(sed -E 's/\"run_id\":\"[0-9a-f]{32}\",?//' '$work/gpt-cut.jsonl') && echo same"
+check train-gpt-recipe 0 '^24 h1\.mlp\.proj output_gradient e5m2$' -- bash -c "'$fpscope' train ${gpt[*]} --recipe fp8-delayed --steps 3 --out '$work/gpt-fp8.jsonl' >/dev/null 2>&1 &&
+  python3 -c 'import json,sys; s=[json.loads(l) for l in open(sys.argv[1])][-1][\"scaling\"]; o=[x for x in s if x[\"operand\"]==\"output_gradient\"][0]; print(len(s), o[\"name\"], o[\"operand\"], o[\"format\"])' '$work/gpt-fp8.jsonl'"
+check train-gpt-mxfp4 0 '^3 steps, final loss [0-9.]+, loss scale [0-9]+, skipped steps 0$' -- bash -c "'$fpscope' train ${gpt[*]} --recipe mxfp4 --steps 3 --out '$work/gpt-mx.jsonl' 2>/dev/null"
 check train-gpt-export 0 '^exported 28 2 2$' -- bash -c "'$fpscope' train ${gpt[*]} --steps 2 --export-inputs '$work/gpt-export' >/dev/null 2>&1 &&
   echo exported \$(ls '$work/gpt-export' | grep -vc -- '-0000') \$(ls '$work/gpt-export' | grep -c '^inputs-') \$(ls '$work/gpt-export' | grep -c '^targets-')"
 check_bad bad-train-record-blocks-rule "a scale rule chooses MX (E8M0) scales; nvfp4 has one" -- "$fpscope" train --record-blocks nvfp4:even --out "$work/never9.jsonl"

@@ -16,9 +16,12 @@
 
 #include "fpscope/gpu/fault_injection.hpp"
 #include "fpscope/gpu/gemm.hpp"
+#include "fpscope/gpu/gemm_recipe.hpp"
 #include "fpscope/gpu/gpt.hpp"
 #include "fpscope/gpu/sequence_data.hpp"
+#include "fpscope/gpu/sgd_update.hpp"
 #include "fpscope/gpu/training_data.hpp"
+#include "gpt_pass.hpp"
 
 using namespace fpscope;
 
@@ -332,9 +335,144 @@ TEST_CASE("GPT steps refuse batches that are not the model's") {
   CHECK_THROWS_AS(trainer.step(bad, b.targets, false), std::invalid_argument);
   b.targets[3] = -1;
   CHECK_THROWS_AS(trainer.step(b.as_inputs(), b.targets, false), std::invalid_argument);
-  MlpConfig recipe = gpt_config(tiny, Precision::fp16);
-  recipe.recipe.recipe = GemmRecipe::mxfp8;
-  CHECK_THROWS_AS(GptTrainer(tiny, recipe), std::invalid_argument);
+}
+
+namespace {
+
+// A recipe's linear products written again for the test from gemm_recipe's operations: FP8
+// operands (x and W cast once in the forward and reused by the backward, the output gradient
+// once for both of its products; a scale and history per layer and operand, kept across steps),
+// or block-scaled operands along each product's reduction axis -- W x: W's columns, x's rows;
+// dy x^T: along the tokens; W^T dy: W's rows, dy's rows. Nothing else rounded (an fp32 run).
+struct RecipeHooksForTest final : gpt_pass::Hooks<float> {
+  RecipeConfig recipe;
+  Context ctx;
+  std::map<std::pair<std::string, GemmOperand>, Fp8TensorState> states;
+  std::map<std::string, std::pair<Fp8Operand, Fp8Operand>> forward;  // input, weight
+  std::vector<OperandScaling> scaling;
+
+  static std::string name_of(int block, const char* name) { return "h" + std::to_string(block) + "." + std::string(name); }
+  Fp8Operand fp8(const std::string& name, GemmOperand operand, const Eigen::MatrixXf& x) {
+    scaling.emplace_back();
+    return quantize_fp8_operand(recipe, operand, x, states[{name, operand}], ctx, scaling.back());
+  }
+  Eigen::MatrixXf blocks(const Eigen::MatrixXf& x, bool along_first_axis) { return block_scaled_operand(recipe.recipe, x, along_first_axis, ctx); }
+
+  void activation(int, const char*, float*, std::size_t, std::size_t) override {}
+  void gradient(int, const char*, float*, std::size_t, std::size_t) override {}
+  Eigen::MatrixXf linear_forward(int block, const char* name, const Eigen::MatrixXf& weight, const Eigen::MatrixXf& x) override {
+    if (block_scaled(recipe.recipe)) {
+      const Eigen::MatrixXf xq = blocks(x, true);
+      const Eigen::MatrixXf wq = blocks(weight, false);
+      return gemm(wq, false, xq, false);
+    }
+    auto& [input, w] = forward[name_of(block, name)];
+    input = fp8(name_of(block, name), GemmOperand::input, x);
+    w = fp8(name_of(block, name), GemmOperand::weight, weight);
+    return fp8_product(w.values, false, w.dequantize, input.values, false, input.dequantize);
+  }
+  Eigen::MatrixXf linear_backward(int block, const char* name, const Eigen::MatrixXf& weight, const Eigen::MatrixXf& x, const Eigen::MatrixXf& dy,
+                                  Eigen::MatrixXf& weight_gradient) override {
+    if (block_scaled(recipe.recipe)) {
+      const Eigen::MatrixXf dyq = blocks(dy, false);
+      const Eigen::MatrixXf xq = blocks(x, false);
+      weight_gradient += gemm(dyq, false, xq, true);
+      const Eigen::MatrixXf dyq_down = blocks(dy, true);
+      const Eigen::MatrixXf wq = blocks(weight, true);
+      return gemm(wq, true, dyq_down, false);
+    }
+    const auto& [input, w] = forward.at(name_of(block, name));
+    const Fp8Operand g = fp8(name_of(block, name), GemmOperand::output_gradient, dy);
+    weight_gradient += fp8_product(g.values, false, g.dequantize, input.values, true, input.dequantize);
+    return fp8_product(w.values, true, w.dequantize, g.values, false, g.dequantize);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a GPT under a recipe: each linear layer's products see the recipe's operands, forward and backward") {
+  for (const GemmRecipe recipe : {GemmRecipe::fp8_delayed, GemmRecipe::fp8_current, GemmRecipe::mxfp8, GemmRecipe::mxfp4, GemmRecipe::nvfp4}) {
+    CAPTURE(gemm_recipe_name(recipe));
+    MlpConfig config = gpt_config(tiny, Precision::fp32);
+    config.optimizer.kind = OptimizerKind::sgd;
+    config.learning_rate = 0.5f;
+    config.recipe.recipe = recipe;
+    config.recipe.amax_history = 2;
+    GptTrainer trainer(tiny, config);
+    std::vector<Eigen::MatrixXf> expected = trainer.parameters();
+    RecipeHooksForTest hooks;
+    hooks.recipe = config.recipe;
+    for (int s = 0; s < 3; ++s) {
+      const TokenBatch b = random_tokens(tiny, 2, 60 + static_cast<unsigned>(s));
+      const StepResult result = trainer.step(b.as_inputs(), b.targets, s == 2);
+      const Eigen::MatrixXi row_major = b.tokens.transpose();  // the pass reads ids row by row
+      const std::vector<int> ids(row_major.data(), row_major.data() + row_major.size());
+      hooks.scaling.clear();
+      std::vector<Eigen::MatrixXf> gradients;
+      const float factor = 1.0f / static_cast<float>(b.targets.size());
+      const double loss = gpt_pass::run<float>(tiny, expected, ids.data(), b.targets.data(), 2, factor, hooks, &gradients);
+      CHECK(std::bit_cast<std::uint64_t>(result.loss) == std::bit_cast<std::uint64_t>(loss));
+      for (std::size_t p = 0; p < expected.size(); ++p)
+        for (Eigen::Index i = 0; i < expected[p].size(); ++i)
+          expected[p].data()[i] = sgd_update_element(expected[p].data()[i], gradients[p].data()[i], sgd_step_factor(config.learning_rate, 1.0f));
+      CHECK(same_bits(trainer.parameters(), expected));
+      if (per_tensor_fp8(recipe)) {
+        // Every block's four linear layers, three operands each, in the pass's order.
+        REQUIRE(result.scaling.size() == hooks.scaling.size());
+        CHECK(result.scaling.size() == 2u * 4u * 3u);
+        for (std::size_t i = 0; i < hooks.scaling.size(); ++i) {
+          CHECK(result.scaling[i].operand == hooks.scaling[i].operand);
+          CHECK(result.scaling[i].scale == hooks.scaling[i].scale);
+          CHECK(result.scaling[i].amax == hooks.scaling[i].amax);
+          CHECK(result.scaling[i].flushed_to_zero == hooks.scaling[i].flushed_to_zero);
+        }
+        CHECK(result.scaling.front().name == "h0.attn.qkv");
+        CHECK(result.scaling.back().name == "h0.attn.qkv");  // the backward ends at the first layer
+        if (s == 2) CHECK(result.snapshot->scaling == result.scaling);
+      } else {
+        CHECK(result.block_operands.size() == 2u * 4u * 3u);
+        for (const BlockOperandStatistics& o : result.block_operands) {
+          // The input and the output gradient feed two products each, the weight two: every element twice.
+          const bool qkv = o.name.ends_with("attn.qkv"), fc = o.name.ends_with("mlp.fc"), mlp_proj = o.name.ends_with("mlp.proj");
+          const std::uint64_t in = mlp_proj ? 32 : 8, out = qkv ? 24 : fc ? 32 : 8, tokens = 10;
+          const std::uint64_t elements = o.operand == GemmOperand::input ? in * tokens : o.operand == GemmOperand::weight ? in * out : out * tokens;
+          CHECK(o.statistics.elements == 2 * elements);
+        }
+      }
+    }
+    // A plain run from the same start takes another path.
+    GptTrainer plain(tiny, gpt_config(tiny, Precision::fp32));
+    GptTrainer fresh(tiny, config);
+    const TokenBatch b = random_tokens(tiny, 2, 60);
+    CHECK(plain.step(b.as_inputs(), b.targets, false).loss != fresh.step(b.as_inputs(), b.targets, false).loss);
+  }
+}
+
+TEST_CASE("a GPT's FP8 scales and histories are part of its state: a restored delayed-scaling run goes on with the same bits") {
+  MlpConfig config = gpt_config(tiny, Precision::bf16);
+  config.recipe.recipe = GemmRecipe::fp8_delayed;
+  config.recipe.amax_history = 3;
+  config.rounding = RoundingMode::stochastic;
+  GptTrainer straight(tiny, config);
+  for (int s = 0; s < 3; ++s) {
+    const TokenBatch b = random_tokens(tiny, 2, 80 + static_cast<unsigned>(s));
+    straight.step(b.as_inputs(), b.targets, false);
+  }
+  const TrainerState saved = straight.state();
+  CHECK(saved.fp8.size() == gpt_recipe_slots(tiny));
+  CHECK(saved.fp8[gpt_recipe_slot(1, "mlp.fc", GemmOperand::output_gradient)].amax_history.size() == 3);
+  GptTrainer resumed(tiny, config);
+  resumed.restore(saved);
+  for (int s = 0; s < 2; ++s) {
+    const TokenBatch b = random_tokens(tiny, 2, 90 + static_cast<unsigned>(s));
+    straight.step(b.as_inputs(), b.targets, false);
+    resumed.step(b.as_inputs(), b.targets, false);
+  }
+  CHECK(same_bits(resumed.parameters(), straight.parameters()));
+  CHECK(resumed.state().fp8 == straight.state().fp8);
+  GptTrainer unscaled(tiny, gpt_config(tiny, Precision::bf16));
+  CHECK_THROWS_AS(unscaled.restore(saved), std::invalid_argument);
+  CHECK_THROWS_AS(gpt_recipe_slot(0, "attn.scores", GemmOperand::input), std::invalid_argument);
 }
 
 TEST_CASE("the synthetic sequences repeat a motif, shift targets by one and follow the seed") {

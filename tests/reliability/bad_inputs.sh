@@ -338,7 +338,6 @@ bad train-gpt-text-short 2 "a sequence of context 16384 needs 16385" -- "$fpscop
 bad train-gpt-mnist 2 "for a GPT: expected synthetic or text:FILE" -- "$fpscope" train --model gpt --data mnist:mnist_ok --out never.jsonl
 bad train-mlp-text 2 "text:FILE is data for a GPT" -- "$fpscope" train --model 8-8-2 --data text:good.jsonl --out never.jsonl
 bad train-gpt-inject 2 "the tensor must be a weight the model records (embed.tokens" -- "$fpscope" train --model gpt --inject nan@fc1:1 --out never.jsonl
-bad train-gpt-recipe 2 "the GPT runs without a recipe" -- "$fpscope" train --model gpt --recipe mxfp8 --out never.jsonl
 bad train-gpt-cuda 2 "the GPT trains on the CPU backend only" -- "$fpscope" train --model gpt --backend cuda --out never.jsonl
 bad train-gpt-memory 2 "training gpt:layers=256,width=16384" -- "$fpscope" train --model gpt:layers=256,width=16384 --out never.jsonl
 bad train-export-into-files 1 "is not a new or empty folder" -- "$fpscope" train --model 8-8-2 --steps 2 --export-inputs mnist_ok --out never.jsonl

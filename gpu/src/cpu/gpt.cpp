@@ -11,6 +11,8 @@
 
 #include "cast_tensor.hpp"
 #include "fpscope/core/printable_text.hpp"
+#include "fpscope/gpu/gemm.hpp"
+#include "fpscope/gpu/gemm_recipe.hpp"
 #include "fpscope/gpu/recording.hpp"
 #include "fpscope/gpu/training_memory.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
@@ -71,7 +73,9 @@ std::vector<GptParameter> gpt_parameters(const GptShape& shape) {
   const int D = shape.width;
   std::vector<GptParameter> list{{"embed.tokens", shape.vocab, D, "embed.tokens"}, {"embed.positions", shape.context, D, "embed.positions"}};
   for (int l = 0; l < shape.layers; ++l) {
-    const std::string h = "h" + std::to_string(l) + ".";
+    std::string h = "h";
+    h += std::to_string(l);
+    h += '.';
     const auto add = [&](const std::string& module, int rows, int cols) {
       list.push_back({h + module + ".weight", rows, cols, h + module});
       list.push_back({h + module + ".bias", rows, 1, ""});
@@ -160,6 +164,24 @@ double gpt_loss_in_double(const GptShape& shape, const std::vector<Eigen::Matrix
 
 namespace {
 
+constexpr std::string_view recipe_linears[] = {"attn.qkv", "attn.proj", "mlp.fc", "mlp.proj"};
+constexpr std::size_t operands_per_linear = 3;  // GemmOperand's input, weight, output_gradient
+
+}  // namespace
+
+std::size_t gpt_recipe_slots(const GptShape& shape) {
+  return static_cast<std::size_t>(shape.layers) * std::size(recipe_linears) * operands_per_linear;
+}
+
+std::size_t gpt_recipe_slot(int block, std::string_view linear, GemmOperand operand) {
+  const auto it = std::find(std::begin(recipe_linears), std::end(recipe_linears), linear);
+  if (it == std::end(recipe_linears)) throw std::invalid_argument("gpt_recipe_slot: " + std::string(linear) + " is not a linear layer of a block");
+  const auto index = static_cast<std::size_t>(it - std::begin(recipe_linears));
+  return (static_cast<std::size_t>(block) * std::size(recipe_linears) + index) * operands_per_linear + static_cast<std::size_t>(operand);
+}
+
+namespace {
+
 // The trainer's hooks: every stored tensor rounded into the run's format, recorded by its name on
 // recorded steps (activations in the order the forward pass made them, gradients by name).
 struct RecordingHooks final : gpt_pass::Hooks<float> {
@@ -171,7 +193,14 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
   std::vector<TensorRecord> activations;
   std::unordered_map<std::string, TensorRecord> gradients;
 
-  static std::string full_name(int block, const char* name) { return block < 0 ? std::string(name) : "h" + std::to_string(block) + "." + name; }
+  static std::string full_name(int block, const char* name) {
+    if (block < 0) return name;
+    std::string full = "h";
+    full += std::to_string(block);
+    full += '.';
+    full += name;
+    return full;
+  }
 
   void cast_span(float* values, std::size_t count, std::size_t features, TensorRecord* into) {
     // A features x (count / features) column-major matrix over the values: blocks along features.
@@ -192,6 +221,71 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
     r = new_record(key, TensorKind::activation_gradient);
     cast_span(values, count, features, &r);
   }
+
+  // The linear layers' products under the run's recipe (gemm_recipe.hpp), as the MLP makes them:
+  // FP8 operands cast once per step (the forward's input and weight serve the backward too),
+  // block-scaled operands quantized along each product's reduction axis. Every quantization
+  // draws from the run's context in the pass's order.
+  const RecipeConfig* recipe = nullptr;
+  std::vector<Fp8TensorState>* fp8 = nullptr;  // gpt_recipe_slot's order
+  std::vector<OperandScaling> scaling;
+  std::vector<BlockOperandStatistics> block_operands;
+  struct Fp8Forward {
+    Fp8Operand input, weight;
+  };
+  std::unordered_map<std::string, Fp8Forward> fp8_forward;
+
+  Fp8TensorState& fp8_state(int block, const char* name, GemmOperand operand) {
+    return (*fp8)[gpt_recipe_slot(block, name, operand)];
+  }
+  OperandScaling& scaling_record(const std::string& name) {
+    scaling.emplace_back();
+    scaling.back().name = name;
+    return scaling.back();
+  }
+  Eigen::MatrixXf block_operand(const std::string& name, GemmOperand operand, const Eigen::MatrixXf& x, bool along_first_axis) {
+    auto it = std::find_if(block_operands.begin(), block_operands.end(),
+                           [&](const BlockOperandStatistics& s) { return s.name == name && s.operand == operand; });
+    if (it == block_operands.end()) it = block_operands.insert(block_operands.end(), {name, operand, {}});
+    return block_scaled_operand(recipe->recipe, x, along_first_axis, *ctx, &it->statistics);
+  }
+
+  Eigen::MatrixXf linear_forward(int block, const char* name, const Eigen::MatrixXf& weight, const Eigen::MatrixXf& x) override {
+    if (recipe->recipe == GemmRecipe::none) return gpt_pass::Hooks<float>::linear_forward(block, name, weight, x);
+    const std::string full = full_name(block, name);
+    if (per_tensor_fp8(recipe->recipe)) {
+      Fp8Forward& f = fp8_forward[full];
+      f.input = quantize_fp8_operand(*recipe, GemmOperand::input, x, fp8_state(block, name, GemmOperand::input), *ctx, scaling_record(full));
+      f.weight = quantize_fp8_operand(*recipe, GemmOperand::weight, weight, fp8_state(block, name, GemmOperand::weight), *ctx,
+                                      scaling_record(full));
+      return fp8_product(f.weight.values, false, f.weight.dequantize, f.input.values, false, f.input.dequantize);
+    }
+    // W x reduces over W's columns and x's rows. Named in turn: the stochastic stream's order must
+    // not be left to the compiler.
+    const Eigen::MatrixXf input = block_operand(full, GemmOperand::input, x, true);
+    const Eigen::MatrixXf w = block_operand(full, GemmOperand::weight, weight, false);
+    return gemm(w, false, input, false);
+  }
+  Eigen::MatrixXf linear_backward(int block, const char* name, const Eigen::MatrixXf& weight, const Eigen::MatrixXf& x,
+                                  const Eigen::MatrixXf& dy, Eigen::MatrixXf& weight_gradient) override {
+    if (recipe->recipe == GemmRecipe::none) return gpt_pass::Hooks<float>::linear_backward(block, name, weight, x, dy, weight_gradient);
+    const std::string full = full_name(block, name);
+    if (per_tensor_fp8(recipe->recipe)) {
+      const Fp8Forward& f = fp8_forward.at(full);
+      const Fp8Operand g = quantize_fp8_operand(*recipe, GemmOperand::output_gradient, dy, fp8_state(block, name, GemmOperand::output_gradient),
+                                                *ctx, scaling_record(full));
+      weight_gradient += fp8_product(g.values, false, g.dequantize, f.input.values, true, f.input.dequantize);
+      return fp8_product(f.weight.values, true, f.weight.dequantize, g.values, false, g.dequantize);
+    }
+    // dy x^T reduces over the tokens: both along their second axis.
+    const Eigen::MatrixXf gradient = block_operand(full, GemmOperand::output_gradient, dy, false);
+    const Eigen::MatrixXf input = block_operand(full, GemmOperand::input, x, false);
+    weight_gradient += gemm(gradient, false, input, true);
+    // W^T dy reduces over W's rows and dy's: both along their first axis.
+    const Eigen::MatrixXf gradient_down = block_operand(full, GemmOperand::output_gradient, dy, true);
+    const Eigen::MatrixXf w = block_operand(full, GemmOperand::weight, weight, true);
+    return gemm(w, true, gradient_down, false);
+  }
 };
 
 // A weight matrix (out x in) blocks along its inputs, a vector (a LayerNorm gain) along itself.
@@ -201,14 +295,13 @@ FeatureAxis weight_features(const Eigen::MatrixXf& m) { return m.cols() == 1 ? F
 
 GptTrainer::GptTrainer(const GptShape& shape, const MlpConfig& config)
     : shape_(shape), config_(config), scaler_(config.scaler), layout_(gpt_parameters(shape)), parameters_(initial_gpt_parameters(shape, config.seed)) {
-  if (config.recipe.recipe != GemmRecipe::none)
-    throw std::invalid_argument("--recipe " + gemm_recipe_name(config.recipe.recipe) + " trains the MLP; the GPT runs without a recipe for now");
   if (shape.width % shape.heads != 0) throw std::invalid_argument("a GPT's width must be a multiple of its heads");
   keep_training_memory();
   ctx_.rounding = config.rounding;
   ctx_.stochastic_seed = config.seed;
   if (config.precision == Precision::fp16_pure)
     for (auto& w : parameters_) cast(formats::fp16, true, w, ctx_, nullptr);
+  if (per_tensor_fp8(config.recipe.recipe)) fp8_.resize(gpt_recipe_slots(shape));
 }
 
 Format GptTrainer::format() const { return precision_format(config_.precision); }
@@ -250,6 +343,8 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   hooks.record = record;
   hooks.ctx = &ctx_;
   hooks.blocks = &config_.record_blocks;
+  hooks.recipe = &config_.recipe;
+  hooks.fp8 = &fp8_;
   const float factor = scale * config_.loss_weight / static_cast<float>(labels.size());
   std::vector<Eigen::MatrixXf> gradients;
   result.loss = gpt_pass::run<float>(shape_, copies, tokens.data(), labels.data(), batch, factor, hooks, &gradients);
@@ -277,8 +372,11 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
     if (config_.precision == Precision::fp16_pure)
       for (auto& w : parameters_) cast(formats::fp16, true, w, ctx_, nullptr);
   }
+  result.scaling = std::move(hooks.scaling);
+  result.block_operands = std::move(hooks.block_operands);
   if (record) {
     Snapshot snapshot;
+    snapshot.scaling = result.scaling;
     for (TensorRecord& a : hooks.activations) {
       const std::string name = a.name;
       snapshot.tensors.push_back(std::move(a));
@@ -303,11 +401,12 @@ TrainerState GptTrainer::state() const {
   state.scaler = scaler_.state();
   state.stochastic_counter = ctx_.stochastic_counter;
   state.optimizer = optimizer_;
+  state.fp8 = fp8_;
   return state;
 }
 
 void GptTrainer::restore(const TrainerState& state) {
-  bool fits = state.weights.size() == parameters_.size() && state.biases.size() == parameters_.size() && state.steps >= 0 && state.fp8.empty();
+  bool fits = state.weights.size() == parameters_.size() && state.biases.size() == parameters_.size() && state.steps >= 0;
   for (std::size_t p = 0; fits && p < parameters_.size(); ++p)
     fits = state.weights[p].rows() == parameters_[p].rows() && state.weights[p].cols() == parameters_[p].cols() && state.biases[p].size() == 0;
   if (!fits) throw std::invalid_argument("the saved training state is not of this model's shape");
@@ -315,8 +414,12 @@ void GptTrainer::restore(const TrainerState& state) {
   for (const Eigen::MatrixXf& p : parameters_) sizes.push_back(static_cast<std::size_t>(p.size()));
   if (!optimizer_state_fits(state.optimizer, sizes))
     throw std::invalid_argument("the saved optimizer state is not of this model's shape");
+  if (state.fp8.size() != fp8_.size())
+    throw std::invalid_argument("the saved FP8 scales are not this run's (" + std::to_string(state.fp8.size()) + " tensors, not " +
+                                std::to_string(fp8_.size()) + ": another recipe?)");
   steps_ = state.steps;
   parameters_ = state.weights;
+  fp8_ = state.fp8;
   scaler_.restore(state.scaler);
   ctx_.stochastic_counter = state.stochastic_counter;
   optimizer_ = state.optimizer;

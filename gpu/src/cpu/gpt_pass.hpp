@@ -92,11 +92,24 @@ inline double cross_entropy(const double* logits, int classes, int label, double
 // Where the pass rounds (and the trainer records) what it stores: `block` is the block's index,
 // -1 for embed, ln_f and head; `features` the length of the tensor's contiguous feature runs (0
 // for the packed attention tensors, which have none).
+// They also make the products of the blocks' linear layers (attn.qkv, attn.proj, mlp.fc,
+// mlp.proj: y = W x + b), where a recipe (gemm_recipe.hpp) changes what those products see; by
+// default the products of the values as they are.
 template <typename S>
 struct Hooks {
   virtual ~Hooks() = default;
   virtual void activation(int block, const char* name, S* values, std::size_t count, std::size_t features) = 0;
   virtual void gradient(int block, const char* name, S* values, std::size_t count, std::size_t features) = 0;
+  // W x.
+  virtual Matrix<S> linear_forward(int /*block*/, const char* /*name*/, const Matrix<S>& weight, const Matrix<S>& x) {
+    return product(weight, false, x, false);
+  }
+  // Adds dy x^T to `weight_gradient`; returns W^T dy.
+  virtual Matrix<S> linear_backward(int /*block*/, const char* /*name*/, const Matrix<S>& weight, const Matrix<S>& x, const Matrix<S>& dy,
+                                    Matrix<S>& weight_gradient) {
+    weight_gradient += product(dy, false, x, true);
+    return product(weight, true, dy, false);
+  }
 };
 
 template <typename S>
@@ -176,20 +189,20 @@ Matrix<S> layer_norm_backward(const Matrix<S>& dy, const Matrix<S>& gain, const 
   return dx;
 }
 
+// Block `block`'s linear layer `name`: y = W x + b, its products made by the hooks.
 template <typename S>
-Matrix<S> linear(const Matrix<S>& weight, const Matrix<S>& bias, const Matrix<S>& x) {
-  Matrix<S> y = product(weight, false, x, false);
+Matrix<S> linear(Hooks<S>& hooks, int block, const char* name, const Matrix<S>& weight, const Matrix<S>& bias, const Matrix<S>& x) {
+  Matrix<S> y = hooks.linear_forward(block, name, weight, x);
   y.colwise() += bias.col(0);
   return y;
 }
 
 // y = W x + b backward: W's and b's gradients added to theirs; returns x's.
 template <typename S>
-Matrix<S> linear_backward(const Matrix<S>& weight, const Matrix<S>& x, const Matrix<S>& dy, Matrix<S>& weight_gradient,
-                          Matrix<S>& bias_gradient) {
-  weight_gradient += product(dy, false, x, true);
+Matrix<S> linear_backward(Hooks<S>& hooks, int block, const char* name, const Matrix<S>& weight, const Matrix<S>& x, const Matrix<S>& dy,
+                          Matrix<S>& weight_gradient, Matrix<S>& bias_gradient) {
   bias_gradient += dy.rowwise().sum();
-  return product(weight, true, dy, false);
+  return hooks.linear_backward(block, name, weight, x, dy, weight_gradient);
 }
 
 // Packed causal triangles: per (sequence, head), query j's scores over keys 0..j at j(j+1)/2.
@@ -317,20 +330,20 @@ double run(const GptShape& shape, const std::vector<Matrix<S>>& p, const int* to
     const auto w = [&](Index::Block which) -> const Matrix<S>& { return p[static_cast<std::size_t>(Index::block(l, which))]; };
     c.ln1 = layer_norm(x, w(Index::ln1_gain), w(Index::ln1_bias), c.norm1);
     stored(hooks, l, "ln1", c.ln1);
-    c.qkv = linear(w(Index::qkv_weight), w(Index::qkv_bias), c.ln1);
+    c.qkv = linear(hooks, l, "attn.qkv", w(Index::qkv_weight), w(Index::qkv_bias), c.ln1);
     stored(hooks, l, "attn.qkv", c.qkv);
     c.context = attention(shape, batch, l, c.qkv, c.probabilities, hooks);
-    Matrix<S> projected = linear(w(Index::proj_weight), w(Index::proj_bias), c.context);
+    Matrix<S> projected = linear(hooks, l, "attn.proj", w(Index::proj_weight), w(Index::proj_bias), c.context);
     stored(hooks, l, "attn.proj", projected);
     x += projected;
     stored(hooks, l, "residual1", x);
     c.ln2 = layer_norm(x, w(Index::ln2_gain), w(Index::ln2_bias), c.norm2);
     stored(hooks, l, "ln2", c.ln2);
-    c.fc = linear(w(Index::fc_weight), w(Index::fc_bias), c.ln2);
+    c.fc = linear(hooks, l, "mlp.fc", w(Index::fc_weight), w(Index::fc_bias), c.ln2);
     stored(hooks, l, "mlp.fc", c.fc);
     c.gelu = map_elements(c.fc, [](S z) { return gelu(z); });
     stored(hooks, l, "mlp.gelu", c.gelu);
-    Matrix<S> out = linear(w(Index::mlp_proj_weight), w(Index::mlp_proj_bias), c.gelu);
+    Matrix<S> out = linear(hooks, l, "mlp.proj", w(Index::mlp_proj_weight), w(Index::mlp_proj_bias), c.gelu);
     stored(hooks, l, "mlp.proj", out);
     x += out;
     stored(hooks, l, "residual2", x);
@@ -368,23 +381,23 @@ double run(const GptShape& shape, const std::vector<Matrix<S>>& p, const int* to
     stored_gradient(hooks, l, "residual2", dx);
     Matrix<S> dout = dx;
     stored_gradient(hooks, l, "mlp.proj", dout);
-    Matrix<S> dgelu = linear_backward(w(Index::mlp_proj_weight), c.gelu, dout, dw(Index::mlp_proj_weight), dw(Index::mlp_proj_bias));
+    Matrix<S> dgelu = linear_backward(hooks, l, "mlp.proj", w(Index::mlp_proj_weight), c.gelu, dout, dw(Index::mlp_proj_weight), dw(Index::mlp_proj_bias));
     stored_gradient(hooks, l, "mlp.gelu", dgelu);
     Matrix<S> dfc(dgelu.rows(), dgelu.cols());
     parallel_for(static_cast<std::size_t>(dfc.size()), parallel_grain, [&](std::size_t begin, std::size_t end) {
       for (std::size_t i = begin; i < end; ++i) dfc.data()[i] = dgelu.data()[i] * gelu_derivative(c.fc.data()[i]);
     });
     stored_gradient(hooks, l, "mlp.fc", dfc);
-    Matrix<S> dln2 = linear_backward(w(Index::fc_weight), c.ln2, dfc, dw(Index::fc_weight), dw(Index::fc_bias));
+    Matrix<S> dln2 = linear_backward(hooks, l, "mlp.fc", w(Index::fc_weight), c.ln2, dfc, dw(Index::fc_weight), dw(Index::fc_bias));
     stored_gradient(hooks, l, "ln2", dln2);
     dx += layer_norm_backward(dln2, w(Index::ln2_gain), c.norm2, dw(Index::ln2_gain), dw(Index::ln2_bias));
     stored_gradient(hooks, l, "residual1", dx);
     Matrix<S> dprojected = dx;
     stored_gradient(hooks, l, "attn.proj", dprojected);
-    Matrix<S> dcontext = linear_backward(w(Index::proj_weight), c.context, dprojected, dw(Index::proj_weight), dw(Index::proj_bias));
+    Matrix<S> dcontext = linear_backward(hooks, l, "attn.proj", w(Index::proj_weight), c.context, dprojected, dw(Index::proj_weight), dw(Index::proj_bias));
     stored_gradient(hooks, l, "attn.context", dcontext);
     const Matrix<S> dqkv = attention_backward(shape, batch, l, c.qkv, c.probabilities, dcontext, hooks);
-    Matrix<S> dln1 = linear_backward(w(Index::qkv_weight), c.ln1, dqkv, dw(Index::qkv_weight), dw(Index::qkv_bias));
+    Matrix<S> dln1 = linear_backward(hooks, l, "attn.qkv", w(Index::qkv_weight), c.ln1, dqkv, dw(Index::qkv_weight), dw(Index::qkv_bias));
     stored_gradient(hooks, l, "ln1", dln1);
     dx += layer_norm_backward(dln1, w(Index::ln1_gain), c.norm1, dw(Index::ln1_gain), dw(Index::ln1_bias));
   }

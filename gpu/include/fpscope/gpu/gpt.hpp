@@ -9,6 +9,7 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -45,9 +46,18 @@ std::vector<Eigen::MatrixXf> initial_gpt_parameters(const GptShape& shape, std::
 double gpt_loss_in_double(const GptShape& shape, const std::vector<Eigen::MatrixXd>& parameters, const Eigen::MatrixXi& tokens,
                           const std::vector<int>& targets, std::vector<Eigen::MatrixXd>* gradients = nullptr);
 
+// Under an FP8 or block-scaled recipe (gemm_recipe.hpp), the products of each block's four linear
+// layers (attn.qkv, attn.proj, mlp.fc, mlp.proj) see the recipe's operands, made as the MLP makes
+// them; the attention products (q.k, softmax.v) and the tied head keep the precision policy's, as
+// Transformer Engine and torchao float8 leave them by default. A per-tensor FP8 recipe keeps one
+// scale and amax history per block, linear layer and operand: slot gpt_recipe_slot(block, name,
+// operand) of gpt_recipe_slots(shape).
+std::size_t gpt_recipe_slots(const GptShape& shape);
+// Throws std::invalid_argument for a name that is not one of the four linear layers.
+std::size_t gpt_recipe_slot(int block, std::string_view linear, GemmOperand operand);
+
 // The CPU backend's GPT. Takes MlpConfig for everything but the shape (precision, rounding,
-// scaler, optimizer, learning rate, loss weight, seed, block recording); FP8 / MX recipes are the
-// MLP's.
+// scaler, optimizer, learning rate, loss weight, seed, block recording, recipe).
 //
 // step(): `inputs` is batch x context token ids (exact integers in float32), `labels` the next
 // token at each position, batch * context of them, row by row. The loss is the mean over all
@@ -58,7 +68,7 @@ double gpt_loss_in_double(const GptShape& shape, const std::vector<Eigen::Matrix
 // block's ln1, attn.qkv, attn.proj, ln2, mlp.fc, mlp.proj, and ln_f.
 class GptTrainer final : public TrainerBackend {
  public:
-  // Throws std::invalid_argument for settings it does not run (a recipe, a non-GPT shape).
+  // Throws std::invalid_argument for settings it does not run (a width that is no multiple of the heads).
   GptTrainer(const GptShape& shape, const MlpConfig& config);
   std::string_view name() const override { return "cpu"; }
   StepResult step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool read_loss) override;
@@ -89,6 +99,7 @@ class GptTrainer final : public TrainerBackend {
   std::int64_t steps_ = 0;
   OptimizerState optimizer_;
   std::vector<FaultInjection> faults_;
+  std::vector<Fp8TensorState> fp8_;  // per-tensor FP8 recipes (TrainerState::fp8, gpt_recipe_slot's order)
 };
 
 }  // namespace fpscope
