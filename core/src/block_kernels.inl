@@ -3,13 +3,16 @@
 // element v / 2^X is made by subtracting X from v's exponent field, which is exact whenever the
 // result is a normal float32; the rare elements where it is not (v or v / 2^X below float32's
 // normal range) are redone through the scalar element rule.
+#include <algorithm>
+#include <vector>
+
 #include "block_walk.hpp"
 #include "fpscope/core/block_format.hpp"
 
 namespace {
 
 // A run: consecutive blocks whose elements lie one after another (blocks along a row), or one
-// block (gathered down a column, or where per-block outcomes are asked for). Each element
+// block (where per-block outcomes are asked for, or down columns in stochastic rounding). Each element
 // carries its block's parameters, so the element loop runs over the whole run in vectors and
 // reduces its counts once per run, not once per block.
 inline constexpr std::size_t run_capacity = 512;
@@ -184,51 +187,54 @@ inline RunResult mxint8_run(const std::uint32_t* __restrict in, std::uint8_t* __
 }
 
 // Walks the blocks of `layout`: each block's amax, its scale (MX or NVFP4), NaN blocks, the
-// statistics and outcomes; `elements(in, out, bins, count, run, scale_code, random_base,
-// random_stride)` quantizes one run's elements from contiguous bits (gathered for blocks down
-// columns). A block with a NaN scale ends a run: its elements are NaN codes and not counted.
+// statistics and outcomes; `elements(in, out, bins, count, run, random_base, random_stride)`
+// quantizes one run's elements from contiguous bits, element j drawing stochastic word
+// random_base + j * random_stride. Blocks down columns are walked a band of rows at a time,
+// transposed so that each column's block lies contiguous and the band's blocks one after another
+// (their codes go back the same way); under stochastic rounding (`random_per_element`) their runs
+// are single blocks, whose elements' words are affine in j. A block with a NaN scale ends a run:
+// its elements are NaN codes and not counted.
 template <typename Elements>
 void walk_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, const std::uint32_t* values, std::uint8_t* codes,
-                 std::uint8_t* scales, float tensor_scale, std::uint64_t first_random, BlockStatistics* statistics, BlockOutcome* outcomes,
-                 Elements elements) {
+                 std::uint8_t* scales, float tensor_scale, std::uint64_t first_random, bool random_per_element, BlockStatistics* statistics,
+                 BlockOutcome* outcomes, Elements elements) {
   const bool nvfp4 = format.scale == BlockFormat::Scale::e4m3_nvfp4;
   const bool along_rows = layout.axis == BlockAxis::rows;
-  const std::size_t block = static_cast<std::size_t>(layout.block_size);
-  const bool one_block_runs = !along_rows || outcomes != nullptr;
+  const std::size_t block = static_cast<std::size_t>(layout.block_size), cols = layout.cols;
+  const bool one_block_runs = outcomes != nullptr || (!along_rows && random_per_element);
   RunParameters run;
-  alignas(64) std::uint32_t gathered[block_walk::max_block_size];
-  alignas(64) std::uint8_t block_codes[block_walk::max_block_size];
   alignas(64) std::uint32_t bins[run_capacity];
   block_walk::RelativeBinCounter relative;
+  std::vector<std::uint32_t> band(along_rows ? 0 : block * cols);
+  std::vector<std::uint8_t> band_codes(band.size());
 
-  std::size_t run_first = 0, run_count = 0, run_block = 0;
+  const std::uint32_t* run_in = nullptr;
+  std::uint8_t* run_out = nullptr;
+  std::uint64_t run_random = 0;
+  std::size_t run_count = 0, run_block = 0;
   const auto finish_run = [&] {
     if (run_count == 0) return;
-    const std::uint32_t* in = along_rows ? values + run_first : gathered;
-    std::uint8_t* out = along_rows ? codes + run_first : block_codes;
-    const std::size_t stride = along_rows ? 1 : layout.cols;
-    const RunResult result = elements(in, out, bins, run_count, run, first_random + run_first, stride);
-    if (!along_rows)
-      for (std::size_t j = 0; j < run_count; ++j) codes[run_first + j * stride] = block_codes[j];
+    const RunResult result = elements(run_in, run_out, bins, run_count, run, run_random, along_rows ? 1 : cols);
     if (outcomes != nullptr) outcomes[run_block] = result.outcome;
     if (statistics != nullptr) {
       block_walk::add_outcome(*statistics, result.outcome);
       relative.add(bins, run_count, *statistics);
       if (result.any_slow)
-        for (std::size_t j = 0; j < run_count; ++j) relative.add_subnormal(in[j] & 0x7FFFFFFFu, run.amax_exponent[j] - 127, *statistics);
+        for (std::size_t j = 0; j < run_count; ++j) relative.add_subnormal(run_in[j] & 0x7FFFFFFFu, run.amax_exponent[j] - 127, *statistics);
     }
     run_count = 0;
   };
 
   for (std::size_t scale_row = 0; scale_row < layout.scale_rows(); ++scale_row) {
+    const std::size_t first_row = scale_row * block, band_rows = along_rows ? 1 : std::min(block, layout.rows - first_row);
+    if (!along_rows)
+      for (std::size_t r = 0; r < band_rows; ++r)
+        for (std::size_t c = 0; c < cols; ++c) band[c * band_rows + r] = values[(first_row + r) * cols + c];
     for (std::size_t scale_col = 0; scale_col < layout.scale_cols(); ++scale_col) {
       const std::size_t block_index = scale_row * layout.scale_cols() + scale_col;
       const block_walk::BlockSpan span = block_walk::block_span(layout, scale_row, scale_col);
-      const std::uint32_t* in = values + span.first;
-      if (!along_rows) {
-        for (std::size_t j = 0; j < span.count; ++j) gathered[j] = values[span.first + j * span.stride];
-        in = gathered;
-      }
+      const std::uint32_t* in = along_rows ? values + span.first : band.data() + scale_col * band_rows;
+      std::uint8_t* out = along_rows ? codes + span.first : band_codes.data() + scale_col * band_rows;
       std::uint32_t amax = 0;
       for (std::size_t j = 0; j < span.count; ++j) {
         const std::uint32_t magnitude = in[j] & 0x7FFFFFFFu;
@@ -241,12 +247,14 @@ void walk_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& l
       if (nan_block) {
         finish_run();
         const std::uint8_t code = block_walk::nan_block_element(format);
-        for (std::size_t j = 0; j < span.count; ++j) codes[span.first + j * span.stride] = code;
+        for (std::size_t j = 0; j < span.count; ++j) out[j] = code;
         if (outcomes != nullptr) outcomes[block_index] = BlockOutcome{};
         continue;
       }
       if (run_count == 0) {
-        run_first = span.first;
+        run_in = in;
+        run_out = out;
+        run_random = first_random + span.first;
         run_block = block_index;
       }
       const std::int32_t shared = nvfp4 ? 0 : e8m0::exponent_of(static_cast<std::uint8_t>(scale_code));
@@ -258,9 +266,12 @@ void walk_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& l
         run.factor[j] = factor;
       }
       run_count += span.count;
-      // A run ends with its capacity, at the end of a row, and after one block where blocks are gathered.
+      // A run ends with its capacity, at the end of a row or band, and after each block where runs are single blocks.
       if (run_count + block > run_capacity || scale_col + 1 == layout.scale_cols() || one_block_runs) finish_run();
     }
+    if (!along_rows)
+      for (std::size_t r = 0; r < band_rows; ++r)
+        for (std::size_t c = 0; c < cols; ++c) codes[(first_row + r) * cols + c] = band_codes[c * band_rows + r];
   }
   if (statistics != nullptr) relative.flush(*statistics);
 }
@@ -280,10 +291,11 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
   // products are read as the scalar rule reads them.
   if (!nvfp4) options.denormals_are_zero = false;
   const std::uint64_t seed = ctx.stochastic_seed, first_random = ctx.stochastic_counter;
+  const bool stochastic = ctx.rounding == RoundingMode::stochastic;
   if (format.elements == BlockFormat::Elements::int8) {
     if (ctx.rounding != RoundingMode::nearest_even) return false;  // the scalar rule does the other modes
     CastFlags flags;
-    walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, statistics, outcomes,
+    walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, stochastic, statistics, outcomes,
                 [&](const std::uint32_t* in, std::uint8_t* out, std::uint32_t* bins, std::size_t count, const RunParameters& run,
                     std::uint64_t random_base, std::size_t stride) {
                   return mxint8_run(in, out, bins, count, run, random_base, stride, flags, element_ctx);
@@ -299,7 +311,7 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
       // products, which may be float32 subnormals) no denormals-are-zero.
       constexpr bool lean_mode = Mode == RoundingMode::nearest_even && F.flavour != Flavour::fnuz;
       const bool lean = lean_mode && !options.flush_to_zero && (!nvfp4 || !options.denormals_are_zero);
-      walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, statistics, outcomes,
+      walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, stochastic, statistics, outcomes,
                   [&](const std::uint32_t* in, std::uint8_t* out, std::uint32_t* bins, std::size_t count, const RunParameters& run,
                       std::uint64_t random_base, std::size_t stride) {
                     if (nvfp4) {

@@ -2,6 +2,7 @@
 #include "fpscope/core/block_scaling.hpp"
 
 #include <algorithm>
+#include <array>
 #include <exception>
 #include <stdexcept>
 #include <string>
@@ -225,6 +226,11 @@ void block_dequantize(const BlockFormat& format, const BlockLayout& layout, std:
                                 std::to_string(layout.block_count()) + " blocks");
   const bool nvfp4 = format.scale == BlockFormat::Scale::e4m3_nvfp4;
   const float nan = bits_float(0x7FC00000u);
+  // Codes are bytes: each one's element value once, then a table read per element.
+  std::array<float, 256> element_values;
+  element_values.fill(nan);  // codes wider than the element format: none are made
+  const std::uint32_t codes_in_format = format.elements == BlockFormat::Elements::int8 ? 256u : 1u << format.element.width();
+  for (std::uint32_t code = 0; code < codes_in_format; ++code) element_values[code] = block_element_value(format, code);
   for (std::size_t scale_row = 0; scale_row < layout.scale_rows(); ++scale_row) {
     for (std::size_t scale_col = 0; scale_col < layout.scale_cols(); ++scale_col) {
       const std::uint8_t scale_code = scale_codes[scale_row * layout.scale_cols() + scale_col];
@@ -232,7 +238,7 @@ void block_dequantize(const BlockFormat& format, const BlockLayout& layout, std:
       const float scale = block_scale_value(format, scale_code);  // NaN for a NaN scale
       for (std::size_t j = 0; j < span.count; ++j) {
         const std::size_t i = span.first + j * span.stride;
-        const float element = block_element_value(format, element_codes[i]);
+        const float element = element_values[element_codes[i]];
         // MX: element * 2^X is one exact product (or an infinity beyond float32's range).
         // NVFP4: element * block scale is exact (2 by 4 significant bits); the division rounds once.
         values[i] = scale != scale ? nan : nvfp4 ? (element * scale) / tensor_scale : element * scale;
