@@ -123,9 +123,9 @@ void BM_fpscope_exponent_histogram(benchmark::State& state) {
 // codes, flush / subnormal / saturate counts): blocks along rows of 4096-wide rows, on every
 // core (beside BM_plain_read_all_cores) unless `threads` says one.
 void block_quantize_record(benchmark::State& state, const fpscope::BlockFormat& format, fpscope::RoundingMode mode, bool record = true,
-                           int threads = all_cores()) {
+                           int threads = all_cores(), fpscope::BlockAxis axis = fpscope::BlockAxis::rows) {
   const auto& in = input();
-  const fpscope::BlockLayout layout{count / 4096, 4096, fpscope::BlockAxis::rows, format.block_size};
+  const fpscope::BlockLayout layout{count / 4096, 4096, axis, format.block_size};
   std::vector<std::uint8_t> codes(count), scales(layout.block_count());
   for (auto _ : state) {
     fpscope::Context ctx;
@@ -145,6 +145,11 @@ void BM_block_quantize_record_mxfp8_e4m3(benchmark::State& state) {
 // One thread (beside BM_plain_read).
 void BM_block_quantize_record_mxfp8_e4m3_one_thread(benchmark::State& state) {
   block_quantize_record(state, fpscope::block_formats::mxfp8_e4m3, fpscope::RoundingMode::nearest_even, true, 1);
+}
+// Blocks down the columns (a B operand, or a weight blocked along its inputs).
+void BM_block_quantize_record_mxfp8_e4m3_cols(benchmark::State& state) {
+  block_quantize_record(state, fpscope::block_formats::mxfp8_e4m3, fpscope::RoundingMode::nearest_even, true, all_cores(),
+                        fpscope::BlockAxis::cols);
 }
 // The same without statistics: what a recipe's operand quantization costs.
 void BM_block_quantize_mxfp8_e4m3(benchmark::State& state) {
@@ -174,6 +179,7 @@ BENCHMARK(BM_fpscope_round_f32_fp16)->Unit(benchmark::kMillisecond)->UseRealTime
 BENCHMARK(BM_fpscope_exponent_histogram)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_record_mxfp8_e4m3)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_record_mxfp8_e4m3_one_thread)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_block_quantize_record_mxfp8_e4m3_cols)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_mxfp8_e4m3)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_record_mxfp4)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_record_mxfp4_stochastic)->Unit(benchmark::kMillisecond)->UseRealTime();
