@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -51,10 +52,12 @@ struct OptimizerState {
 bool optimizer_state_fits(const OptimizerState& state, std::span<const std::size_t> parameter_sizes);
 
 // One update of `parameters` from their `scaled_gradients` (same lengths, carrying loss_scale).
-// Returns the unscaled gradients' global L2 norm before clipping (float64 sum of squares).
-// Throws std::invalid_argument when the lengths or the state's buffers do not fit.
-double optimizer_update(const OptimizerConfig& config, float learning_rate, float loss_scale, std::span<const std::span<float>> parameters,
-                        std::span<const std::span<const float>> scaled_gradients, OptimizerState& state);
+// Returns the unscaled gradients' global L2 norm before clipping (float64 sum of squares) where
+// the config clips; nothing otherwise (it is not computed). Throws std::invalid_argument when the
+// lengths or the state's buffers do not fit.
+std::optional<double> optimizer_update(const OptimizerConfig& config, float learning_rate, float loss_scale,
+                                       std::span<const std::span<float>> parameters, std::span<const std::span<const float>> scaled_gradients,
+                                       OptimizerState& state);
 
 // The update of a step that was not skipped, as both models apply it: plain SGD without clipping
 // by sgd_update.hpp's rule (w -= (lr / S) g, the CUDA backend's), every other optimizer by
