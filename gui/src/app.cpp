@@ -93,9 +93,9 @@ bool App::start_training(const TrainingForm& f) {
     settings.steps = f.steps;
     settings.pause_at_step = f.pause_at_step;
     save_baseline_if_fp32();
-    // The matrix products get every core but one: the window's drawing (software GL on a small
-    // machine) keeps the other, and OpenBLAS threads that wait on a busy core stall every product.
-    set_gemm_threads(std::max(1, gemm_cores() - 1));
+    // Every core: the window draws 10 frames a second while the run trains (main.cpp), and the
+    // pool's pieces (parallel.hpp) let a frame take a core without holding up a whole share.
+    set_gemm_threads(gemm_cores());
     session->start(settings);
     training_message.clear();
     step_index = -1;

@@ -147,8 +147,8 @@ int run(const Options& o) {
     int frames_after_settling = 0;
     bool warned_settle = false;
     std::vector<double> frame_ms;
-    // 60 frames a second; 30 while a run trains in this process, so that the training thread keeps
-    // its core (2-core machines: software GL's rasterizer threads compete with it).
+    // 60 frames a second; 10 while a run trains in this process and nobody works the window, so
+    // that training keeps the cores (software GL on a small machine takes one for each frame).
     double active_until = 0;
     bool animated_last_frame = false;  // one more frame after a save ends or a message goes
     std::uint64_t drawn_version = ~0ull;
@@ -242,7 +242,8 @@ int run(const Options& o) {
       const double work = seconds_since(frame_start);
       if (frames_after_settling > 0 || !headless) frame_ms.push_back(work * 1000.0);  // interactive: every frame drawn
       if (last_frame) break;
-      const double frame_budget = live ? 1.0 / 30.0 : 1.0 / 60.0;
+      const bool working = seconds_since(start) < active_until;  // input in the last moments
+      const double frame_budget = live && !working ? 1.0 / 10.0 : 1.0 / 60.0;
       if (work < frame_budget) std::this_thread::sleep_for(std::chrono::duration<double>(frame_budget - work));
     }
     if (o.report && !frame_ms.empty()) {

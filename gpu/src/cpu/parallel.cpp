@@ -2,6 +2,7 @@
 #include "fpscope/gpu/parallel.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <condition_variable>
 #include <exception>
@@ -56,6 +57,10 @@ class Pool {
     job_ = &fn;
     count_ = count;
     parts_ = parts;
+    // A few pieces per thread, claimed one at a time: a thread the system sets aside for a while
+    // (the app's drawing on a small machine) holds up one piece, not a whole share.
+    pieces_ = std::min(parts * pieces_per_thread, std::max<std::size_t>(1, count / std::max<std::size_t>(1, grain)));
+    next_piece_.store(0, std::memory_order_relaxed);
     pending_ = parts - 1;
     error_ = nullptr;
     ++generation_;
@@ -63,7 +68,7 @@ class Pool {
     lock.unlock();
     std::exception_ptr caller_error;
     try {
-      run_part(0);
+      run_pieces();
     } catch (...) {
       caller_error = std::current_exception();  // the workers still finish before the job ends
     }
@@ -77,9 +82,18 @@ class Pool {
   }
 
  private:
-  void run_part(std::size_t part) {
-    const std::size_t begin = count_ * part / parts_, end = count_ * (part + 1) / parts_;
-    (*job_)(begin, end);
+  // Claims pieces until none are left; a piece that throws ends the claiming for everyone.
+  void run_pieces() {
+    for (;;) {
+      const std::size_t piece = next_piece_.fetch_add(1, std::memory_order_relaxed);
+      if (piece >= pieces_) return;
+      try {
+        (*job_)(count_ * piece / pieces_, count_ * (piece + 1) / pieces_);
+      } catch (...) {
+        next_piece_.store(pieces_, std::memory_order_relaxed);
+        throw;
+      }
+    }
   }
 
   void work(std::size_t part, std::uint64_t seen) {
@@ -92,7 +106,7 @@ class Pool {
       lock.unlock();
       std::exception_ptr error;
       try {
-        run_part(part);
+        run_pieces();
       } catch (...) {
         error = std::current_exception();
       }
@@ -110,7 +124,9 @@ class Pool {
   bool quit_ = false;
   bool running_ = false;
   const std::function<void(std::size_t, std::size_t)>* job_ = nullptr;
-  std::size_t count_ = 0, parts_ = 0, pending_ = 0;
+  static constexpr std::size_t pieces_per_thread = 4;
+  std::size_t count_ = 0, parts_ = 0, pieces_ = 0, pending_ = 0;
+  std::atomic<std::size_t> next_piece_{0};
   std::exception_ptr error_;
 };
 

@@ -1,6 +1,7 @@
-// The CPU backend's element-wise passes on several cores: parallel_for splits [0, count) into one
-// contiguous range per thread and runs them on a small pool (the caller takes the first). Workers
-// sleep between jobs (no spinning: OpenBLAS's own threads want the same cores between products).
+// The CPU backend's element-wise passes on several cores: parallel_for splits [0, count) into a
+// few contiguous pieces per thread, which the threads of a small pool and the caller claim one at
+// a time (a thread held up elsewhere delays one piece, not a share). Workers sleep between jobs
+// (no spinning: OpenBLAS's own threads want the same cores between products).
 // Callers give work whose every element is computed on its own, never a sum across ranges, so the
 // results are the same bits on any number of threads.
 #pragma once
