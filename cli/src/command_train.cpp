@@ -207,10 +207,7 @@ void run_train(const TrainOptions& o) {
   if (config.optimizer.kind != OptimizerKind::adamw && config.optimizer.weight_decay != 0.0f)
     throw UsageError("--weight-decay is AdamW's decoupled decay: use --optimizer adamw");
   std::vector<FaultInjection> faults;
-  std::vector<std::string> gpt_weights;
-  if (gpt)
-    for (const GptParameter& p : gpt_parameters(*config.gpt))
-      if (!p.recorded.empty()) gpt_weights.push_back(p.recorded);
+  const std::vector<std::string> gpt_weights = gpt ? gpt_recorded_weights(*config.gpt) : std::vector<std::string>{};
   for (const std::string& text : o.inject) {
     faults.push_back(parse_or_usage([&] {
       return gpt ? parse_fault_injection(text, gpt_weights) : parse_fault_injection(text, static_cast<int>(config.layer_sizes.size()) - 1);

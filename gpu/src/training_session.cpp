@@ -3,9 +3,11 @@
 
 #include "fpscope/gpu/backend_choice.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include "fpscope/core/names.hpp"
+#include "fpscope/gpu/gpt.hpp"
 
 namespace fpscope {
 
@@ -96,7 +98,11 @@ void TrainingSession::set_static_scale(double scale) { post(Command::set_static,
 void TrainingSession::set_dynamic_scaling() { post(Command::set_dynamic); }
 
 void TrainingSession::inject_next_step(FaultInjection::Value value, int layer) {
-  post(Command::inject, 0, FaultInjection{value, layer, 0});
+  post(Command::inject, 0, FaultInjection{value, layer, 0, {}});
+}
+
+void TrainingSession::inject_next_step(FaultInjection::Value value, const std::string& weight) {
+  post(Command::inject, 0, FaultInjection{value, 0, 0, weight});
 }
 
 TrainingStatus TrainingSession::status() const {
@@ -114,6 +120,7 @@ void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, TrainingData 
   const std::int64_t limit = settings_.steps;
   const int record_every = settings_.record_every;
   const int batch = settings_.batch;
+  const std::vector<std::string> gpt_weights = settings_.mlp.gpt ? gpt_recorded_weights(*settings_.mlp.gpt) : std::vector<std::string>{};
   const LossScalerConfig dynamic_config =
       settings_.mlp.scaler.kind == LossScalerConfig::Kind::dynamic ? settings_.mlp.scaler : LossScalerConfig::pytorch();
   try {
@@ -143,13 +150,18 @@ void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, TrainingData 
                 status_.dynamic_scaling = false;
                 status_.loss_scale = trainer.scaler_state().scale;
                 break;
-              case Command::inject:
-                if (!settings_.mlp.gpt && c.fault.layer >= 1 && static_cast<std::size_t>(c.fault.layer) < settings_.mlp.layer_sizes.size()) {
+              case Command::inject: {
+                const bool mlp_layer = !settings_.mlp.gpt && c.fault.tensor.empty() && c.fault.layer >= 1 &&
+                                       static_cast<std::size_t>(c.fault.layer) < settings_.mlp.layer_sizes.size();
+                const bool gpt_weight = settings_.mlp.gpt && !c.fault.tensor.empty() &&
+                                        std::any_of(gpt_weights.begin(), gpt_weights.end(), [&](const std::string& w) { return w == c.fault.tensor; });
+                if (mlp_layer || gpt_weight) {
                   FaultInjection fault = c.fault;
                   fault.step = trainer.step_count();
                   trainer.inject(fault);
                 }
                 break;
+              }
               case Command::set_dynamic:
                 trainer.reconfigure_scaler(dynamic_config);
                 status_.dynamic_scaling = true;

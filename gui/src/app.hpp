@@ -147,7 +147,8 @@ struct ScalePreview {
 // Fault injection from the Training view.
 struct InjectState {
   FaultInjection::Value value = FaultInjection::Value::nan;
-  int layer = 1;  // 1-based: fc1, fc2, ...
+  int layer = 1;       // 1-based: fc1, fc2, ...
+  int gpt_weight = 0;  // a GPT's: an index into gpt_recorded_weights
 };
 
 // The heatmap's texture and what it was built from.

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "app.hpp"
@@ -14,6 +16,7 @@
 #include "fpscope/analyzer/scale_semantics.hpp"
 #include "choice_combo.hpp"
 #include "fpscope/core/names.hpp"
+#include "fpscope/gpu/gpt.hpp"
 #include "plot_frame.hpp"
 
 namespace fpscope::gui {
@@ -208,21 +211,35 @@ void draw_training(App& app) {
   ImGui::SetNextItemWidth(px(70));
   choice_combo("##inject value", inject.value, fault_values, fault_value_name);
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(px(90));
-  const int layers = std::max(1, static_cast<int>(session.settings().mlp.layer_sizes.size()) - 1);
-  inject.layer = std::clamp(inject.layer, 1, layers);
-  ImGui::SliderInt("##inject layer", &inject.layer, 1, layers, "fc%d");
-  ImGui::SameLine();
-  const bool gpt = session.settings().mlp.gpt.has_value();
-  ImGui::BeginDisabled(!active || gpt);
-  if (ImGui::Button("Inject")) session.inject_next_step(inject.value, inject.layer);
-  ImGui::EndDisabled();
-  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) {
-    if (gpt) ImGui::SetTooltip("the app injects into an MLP layer; for a GPT: fpscope train --inject nan@h0.attn.qkv:STEP");
-    else
-      ImGui::SetTooltip("put a %s into fc%d's weight gradient at the next step", inject.value == FaultInjection::Value::nan ? "NaN" : "infinity",
-                        inject.layer);
+  const std::optional<GptShape>& gpt = session.settings().mlp.gpt;
+  ImGui::SetNextItemWidth(px(gpt ? 150 : 90));  // a GPT's names are longer: "h1.attn.proj"
+  std::string target;  // the layer or weight the button names
+  if (gpt) {
+    // A GPT's weights by the names the run log records them under.
+    const std::vector<std::string> weights = gpt_recorded_weights(*gpt);
+    inject.gpt_weight = std::clamp(inject.gpt_weight, 0, static_cast<int>(weights.size()) - 1);
+    target = weights[static_cast<std::size_t>(inject.gpt_weight)];
+    if (ImGui::BeginCombo("##inject weight", target.c_str())) {
+      for (std::size_t w = 0; w < weights.size(); ++w)
+        if (ImGui::Selectable(weights[w].c_str(), static_cast<int>(w) == inject.gpt_weight)) inject.gpt_weight = static_cast<int>(w);
+      ImGui::EndCombo();
+    }
+  } else {
+    const int layers = std::max(1, static_cast<int>(session.settings().mlp.layer_sizes.size()) - 1);
+    inject.layer = std::clamp(inject.layer, 1, layers);
+    ImGui::SliderInt("##inject layer", &inject.layer, 1, layers, "fc%d");
+    target = "fc" + std::to_string(inject.layer);
   }
+  ImGui::SameLine();
+  ImGui::BeginDisabled(!active);
+  if (ImGui::Button("Inject")) {
+    if (gpt) session.inject_next_step(inject.value, target);
+    else session.inject_next_step(inject.value, inject.layer);
+  }
+  ImGui::EndDisabled();
+  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("put a %s into %s's weight gradient at the next step", inject.value == FaultInjection::Value::nan ? "NaN" : "infinity",
+                      target.c_str());
 
   ImGui::Separator();
   ImGui::TextUnformatted("Settings (take effect on Start)");

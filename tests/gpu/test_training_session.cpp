@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "fpscope/gpu/backend_choice.hpp"
+#include "fpscope/gpu/gpt.hpp"
 #include "fpscope/gpu/training_data.hpp"
 #include "fpscope/gpu/training_session.hpp"
 
@@ -159,6 +160,36 @@ TEST_CASE("a fault injected from the app skips exactly the next step") {
   CHECK(snapshots[1].skipped);
   CHECK_FALSE(snapshots[2].skipped);
   CHECK(snapshots[2].loss_scale == snapshots[1].loss_scale / 2);
+}
+
+TEST_CASE("a fault injected from the app into a GPT's weight by name skips exactly the next step; a wrong name touches nothing") {
+  RunStore store;
+  TrainingSession session(store);
+  TrainingSettings settings = small_settings(0);
+  settings.mlp.gpt = GptShape{2, 8, 2, 5, 11};
+  settings.mlp.optimizer.kind = OptimizerKind::adamw;
+  settings.mlp.learning_rate = 1e-3f;
+  settings.mlp.scaler = LossScalerConfig::pytorch();
+  settings.data = "synthetic";
+  settings.batch = 2;
+  settings.start_paused = true;
+  session.start(settings);
+  session.single_step();
+  session.inject_next_step(FaultInjection::Value::nan, "h1.mlp.fc");
+  session.single_step();
+  session.inject_next_step(FaultInjection::Value::nan, "h7.mlp.fc");  // no such block: nothing happens
+  session.inject_next_step(FaultInjection::Value::nan, 1);            // an MLP's layer: not this run's
+  session.single_step();
+  const TrainingStatus status = wait_until(session, TrainingStatus::State::paused, 3);
+  CHECK(status.state == TrainingStatus::State::paused);
+  CHECK(status.skipped_steps == 1);
+  const auto snapshots = store.copy_since(0);
+  REQUIRE(snapshots.size() == 3);
+  CHECK_FALSE(snapshots[0].skipped);
+  CHECK(snapshots[1].skipped);
+  CHECK_FALSE(snapshots[2].skipped);
+  for (const TensorRecord& t : snapshots[1].tensors)
+    if (t.kind == TensorKind::weight_gradient) CHECK(t.histogram.nan_count() == (t.name == "h1.mlp.fc" ? 1u : 0u));
 }
 
 TEST_CASE("bad settings throw before anything changes") {

@@ -94,6 +94,13 @@ std::vector<GptParameter> gpt_parameters(const GptShape& shape) {
   return list;
 }
 
+std::vector<std::string> gpt_recorded_weights(const GptShape& shape) {
+  std::vector<std::string> names;
+  for (const GptParameter& p : gpt_parameters(shape))
+    if (!p.recorded.empty()) names.push_back(p.recorded);
+  return names;
+}
+
 std::int64_t gpt_parameter_count(const GptShape& shape) {
   std::int64_t count = 0;
   for (const GptParameter& p : gpt_parameters(shape)) count += static_cast<std::int64_t>(p.rows) * p.cols;

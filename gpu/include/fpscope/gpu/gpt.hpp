@@ -30,6 +30,9 @@ struct GptParameter {
   std::string recorded;
 };
 std::vector<GptParameter> gpt_parameters(const GptShape& shape);
+// The weights a run log records, in that order ("embed.tokens", "h0.ln1", "h0.attn.qkv", ...):
+// what --inject and the app's Inject name.
+std::vector<std::string> gpt_recorded_weights(const GptShape& shape);
 std::int64_t gpt_parameter_count(const GptShape& shape);
 // As estimated_training_bytes (mlp.hpp) for this shape: parameters, optimizer states and a
 // batch's stored tensors (attention probabilities included).

@@ -66,8 +66,11 @@ class TrainingSession {
   void single_step();  // one step while paused
   void set_static_scale(double scale);  // from the slider: static scaling at this scale, now
   void set_dynamic_scaling();           // GradScaler's rule from the current settings' config
-  // A non-finite value into layer `layer`'s weight gradient at the next step (fault injection).
+  // A non-finite value into layer `layer`'s weight gradient at the next step (fault injection);
+  // a GPT's weight by its recorded name (gpt_parameters' `recorded`: "h0.attn.qkv"). Neither
+  // touches a run of the other model, nor one whose model has no such layer or weight.
   void inject_next_step(FaultInjection::Value value, int layer);
+  void inject_next_step(FaultInjection::Value value, const std::string& weight);
 
   TrainingStatus status() const;
   const TrainingSettings& settings() const { return settings_; }
