@@ -493,17 +493,21 @@ TEST_CASE("bulk block kernels equal the scalar path: codes, scales, flags, stati
         for (const RoundingMode mode : all_rounding_modes) {
           for (const int option : {0, 1, 2}) {
             const bool flush = option == 1, daz = option == 2;
-            Quantized fast, scalar;
-            for (Quantized* q : {&fast, &scalar}) {
-              q->codes.resize(values.size());
-              q->scales.resize(layout.block_count());
-              q->outcomes.resize(layout.block_count());
+            const auto context = [&] {
               Context ctx;
               ctx.rounding = mode;
               ctx.flush_to_zero = flush;
               ctx.denormals_are_zero = daz;
               ctx.stochastic_seed = 5;
               ctx.stochastic_counter = 1000;
+              return ctx;
+            };
+            Quantized fast, scalar;
+            for (Quantized* q : {&fast, &scalar}) {
+              q->codes.resize(values.size());
+              q->scales.resize(layout.block_count());
+              q->outcomes.resize(layout.block_count());
+              Context ctx = context();
               if (q == &fast) block_quantize(f, rule, layout, values, q->codes, q->scales, q->tensor_scale, ctx, &q->statistics, q->outcomes);
               else block_quantize_scalar(f, rule, layout, values, q->codes, q->scales, q->tensor_scale, ctx, &q->statistics, q->outcomes);
               q->flags = ctx.flags;
@@ -527,12 +531,7 @@ TEST_CASE("bulk block kernels equal the scalar path: codes, scales, flags, stati
             Quantized runs;
             runs.codes.resize(values.size());
             runs.scales.resize(layout.block_count());
-            Context ctx;
-            ctx.rounding = mode;
-            ctx.flush_to_zero = flush;
-            ctx.denormals_are_zero = daz;
-            ctx.stochastic_seed = 5;
-            ctx.stochastic_counter = 1000;
+            Context ctx = context();
             block_quantize(f, rule, layout, values, runs.codes, runs.scales, runs.tensor_scale, ctx, &runs.statistics);
             CHECK(runs.codes == scalar.codes);
             CHECK(runs.scales == scalar.scales);

@@ -31,6 +31,18 @@ TrainingStatus wait_until(const TrainingSession& session, TrainingStatus::State 
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
+// Waits for a paused session's third step and checks that only the second was skipped.
+std::vector<Snapshot> three_steps_the_middle_one_skipped(const TrainingSession& session, const RunStore& store) {
+  const TrainingStatus status = wait_until(session, TrainingStatus::State::paused, 3);
+  CHECK(status.state == TrainingStatus::State::paused);
+  CHECK(status.skipped_steps == 1);
+  std::vector<Snapshot> snapshots = store.copy_since(0);
+  REQUIRE(snapshots.size() == 3);
+  CHECK_FALSE(snapshots[0].skipped);
+  CHECK(snapshots[1].skipped);
+  CHECK_FALSE(snapshots[2].skipped);
+  return snapshots;
+}
 }  // namespace
 
 TEST_CASE("a session on its thread records the same snapshots as a direct run") {
@@ -152,13 +164,7 @@ TEST_CASE("a fault injected from the app skips exactly the next step") {
   session.inject_next_step(FaultInjection::Value::infinity, 2);
   session.single_step();
   session.single_step();
-  const TrainingStatus status = wait_until(session, TrainingStatus::State::paused, 3);
-  CHECK(status.skipped_steps == 1);
-  const auto snapshots = store.copy_since(0);
-  REQUIRE(snapshots.size() == 3);
-  CHECK_FALSE(snapshots[0].skipped);
-  CHECK(snapshots[1].skipped);
-  CHECK_FALSE(snapshots[2].skipped);
+  const std::vector<Snapshot> snapshots = three_steps_the_middle_one_skipped(session, store);
   CHECK(snapshots[2].loss_scale == snapshots[1].loss_scale / 2);
 }
 
@@ -180,14 +186,7 @@ TEST_CASE("a fault injected from the app into a GPT's weight by name skips exact
   session.inject_next_step(FaultInjection::Value::nan, "h7.mlp.fc");  // no such block: nothing happens
   session.inject_next_step(FaultInjection::Value::nan, 1);            // an MLP's layer: not this run's
   session.single_step();
-  const TrainingStatus status = wait_until(session, TrainingStatus::State::paused, 3);
-  CHECK(status.state == TrainingStatus::State::paused);
-  CHECK(status.skipped_steps == 1);
-  const auto snapshots = store.copy_since(0);
-  REQUIRE(snapshots.size() == 3);
-  CHECK_FALSE(snapshots[0].skipped);
-  CHECK(snapshots[1].skipped);
-  CHECK_FALSE(snapshots[2].skipped);
+  const std::vector<Snapshot> snapshots = three_steps_the_middle_one_skipped(session, store);
   for (const TensorRecord& t : snapshots[1].tensors)
     if (t.kind == TensorKind::weight_gradient) CHECK(t.histogram.nan_count() == (t.name == "h1.mlp.fc" ? 1u : 0u));
 }
