@@ -136,8 +136,10 @@ void run_export(const ExportOptions& options) {
   } catch (const std::overflow_error& e) {
     throw std::runtime_error(printable_text(options.run, 200) + ": " + e.what());
   }
-  PlotOptions plot{format, 0, name + " " + std::string(tensor_kind_name(kind)) +
-                                  (options.plot == "histogram" ? fmt::format(", {} steps merged", steps.size()) : "")};
+  PlotOptions plot;
+  plot.format = format;
+  plot.title = name + " " + std::string(tensor_kind_name(kind)) +
+               (options.plot == "histogram" ? fmt::format(", {} steps merged", steps.size()) : "");
   plot.scale_text = !scale ? std::string("the values as recorded (with the scales the run gave them)")
                     : loss_scale_multiplies(kind) ? fmt::format("at loss scale 2^{} (the recorded scale divided out)", *scale)
                                                   : std::string("a loss scale does not move these values");

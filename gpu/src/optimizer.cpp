@@ -23,17 +23,23 @@ std::string optimizer_name(OptimizerKind kind) {
 OptimizerKind parse_optimizer(std::string_view name) { return parse_choice(name, all_optimizers, optimizer_name, "optimizer"); }
 
 std::string describe(const OptimizerConfig& config) {
-  const auto number = [](float v) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%g", static_cast<double>(v));
-    return std::string(text);
-  };
   std::string text = optimizer_name(config.kind);
-  if (config.kind == OptimizerKind::momentum) text += " " + number(config.momentum);
-  if (config.kind == OptimizerKind::adamw)
-    text += " betas " + number(config.beta1) + "," + number(config.beta2) + " eps " + number(config.epsilon) + " weight decay " +
-            number(config.weight_decay);
-  if (config.clip_grad_norm > 0) text += ", clip " + number(config.clip_grad_norm);
+  // Appends words and numbers one at a time (GCC 12 warns, falsely, of overlapping copies in
+  // "literal" + std::string chains).
+  const auto add = [&](const char* words, float v) {
+    char number[32];
+    std::snprintf(number, sizeof number, "%g", static_cast<double>(v));
+    text += words;
+    text += number;
+  };
+  if (config.kind == OptimizerKind::momentum) add(" ", config.momentum);
+  if (config.kind == OptimizerKind::adamw) {
+    add(" betas ", config.beta1);
+    add(",", config.beta2);
+    add(" eps ", config.epsilon);
+    add(" weight decay ", config.weight_decay);
+  }
+  if (config.clip_grad_norm > 0) add(", clip ", config.clip_grad_norm);
   return text;
 }
 

@@ -51,7 +51,12 @@ BlockRecording parse_block_recording(std::string_view text) {
 }
 
 std::string block_recording_name(const BlockRecording& blocks) {
-  return block_format_name(blocks.format) + (blocks.rule == ScaleRule::floor ? "" : ":" + scale_rule_name(blocks.rule));
+  std::string name = block_format_name(blocks.format);
+  if (blocks.rule != ScaleRule::floor) {
+    name += ':';
+    name += scale_rule_name(blocks.rule);
+  }
+  return name;
 }
 
 Activation parse_activation(std::string_view name) { return parse_choice(name, all_activations, activation_name, "activation"); }
