@@ -1,20 +1,24 @@
 // FP8 and block-scaled training recipes side by side: the same MLP, data and seed trained in fp32,
 // bf16, and bf16 with its matrix products fed FP8 operands with no scale, and under delayed and
 // current per-tensor scaling (as NVIDIA Transformer Engine does), MXFP8 and MXFP4 operands (OCP MX blocks of 32
-// along each product's reduction axis) and NVFP4 operands (gemm_recipe.hpp says exactly how).
+// along each product's reduction axis) and NVFP4 operands (gemm_recipe.hpp says exactly how); then
+// the same for a small GPT (the four linear layers of each block take the recipe's operands).
 //
 // The setup is sample_paper_effect's: a loss term weighted by 2^-10, a mean over 4096 samples and
 // tanh layers put the gradients far below 1, where a format without a scale fits nothing: E5M2's
-// smallest subnormal is 2^-16 (the fp8-unscaled row flushes all of them). What each recipe
-// makes of them is in the table: the final loss, and per operand kind the share of its nonzero
-// elements the recipe's casts flushed to zero over the whole run (exact counts from the engine:
-// the FP8 casts' for the per-tensor recipes, block_quantize's for the block-scaled ones, the bf16
-// casts' for bf16, whose inputs are not recorded: "-").
+// smallest subnormal is 2^-16 (the fp8-unscaled row flushes all of them). The GPT's is
+// sample_gpt_paper_effect's: a loss weighted by 2^-10 under AdamW (which the weight does not slow),
+// its gradients as small. What each recipe makes of them is in the tables: the final loss, and per
+// operand kind the share of its nonzero elements the recipe's casts flushed to zero over the whole
+// run (exact counts from the engine: the FP8 casts' for the per-tensor recipes, block_quantize's for
+// the block-scaled ones, the bf16 casts' for bf16, whose inputs are not recorded: "-").
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "fpscope/gpu/gpt.hpp"
 #include "fpscope/gpu/mlp.hpp"
+#include "fpscope/gpu/sequence_data.hpp"
 #include "fpscope/gpu/synthetic_data.hpp"
 
 using namespace fpscope;
@@ -41,6 +45,24 @@ struct Outcome {
   std::int64_t skipped = 0;
 };
 
+// What one step's recipe and casts flushed, added to the run's shares.
+void count_flushes(const StepResult& result, Precision precision, Outcome& o) {
+  for (const OperandScaling& s : result.scaling) {
+    Flushes& f = s.operand == "input" ? o.input : s.operand == "weight" ? o.weight : o.output_gradient;
+    f.add(s.flushed_to_zero, s.elements - s.zeros);
+  }
+  for (const BlockOperandStatistics& b : result.block_operands) {
+    Flushes& f = b.operand == GemmOperand::input ? o.input : b.operand == GemmOperand::weight ? o.weight : o.output_gradient;
+    f.add(b.statistics.flushed_to_zero, b.statistics.elements - b.statistics.zeros);
+  }
+  if (result.snapshot && precision != Precision::fp32)
+    for (const TensorRecord& t : result.snapshot->tensors) {
+      if (!t.cast) continue;
+      if (t.kind == TensorKind::weight) o.weight.add(t.cast->flushed_to_zero, t.histogram.finite_nonzero_count());
+      if (t.kind == TensorKind::activation_gradient) o.output_gradient.add(t.cast->flushed_to_zero, t.histogram.finite_nonzero_count());
+    }
+}
+
 Outcome train(Precision precision, GemmRecipe recipe, int steps) {
   MlpConfig config;
   config.layer_sizes = {32, 64, 64, 64, 10};
@@ -58,21 +80,7 @@ Outcome train(Precision precision, GemmRecipe recipe, int steps) {
   Outcome o;
   for (int step = 0; step < steps; ++step) {
     data.next_batch(4096, inputs, labels);
-    const StepResult result = trainer.step(inputs, labels, recipe == GemmRecipe::none);
-    for (const OperandScaling& s : result.scaling) {
-      Flushes& f = s.operand == "input" ? o.input : s.operand == "weight" ? o.weight : o.output_gradient;
-      f.add(s.flushed_to_zero, s.elements - s.zeros);
-    }
-    for (const BlockOperandStatistics& b : result.block_operands) {
-      Flushes& f = b.operand == GemmOperand::input ? o.input : b.operand == GemmOperand::weight ? o.weight : o.output_gradient;
-      f.add(b.statistics.flushed_to_zero, b.statistics.elements - b.statistics.zeros);
-    }
-    if (result.snapshot && precision != Precision::fp32)
-      for (const TensorRecord& t : result.snapshot->tensors) {
-        if (!t.cast) continue;
-        if (t.kind == TensorKind::weight) o.weight.add(t.cast->flushed_to_zero, t.histogram.finite_nonzero_count());
-        if (t.kind == TensorKind::activation_gradient) o.output_gradient.add(t.cast->flushed_to_zero, t.histogram.finite_nonzero_count());
-      }
+    count_flushes(trainer.step(inputs, labels, recipe == GemmRecipe::none), precision, o);
   }
   data.next_batch(8192, inputs, labels);
   o.final_loss = trainer.loss_in_double(inputs, labels);
@@ -80,10 +88,39 @@ Outcome train(Precision precision, GemmRecipe recipe, int steps) {
   return o;
 }
 
+const GptShape gpt_shape{2, 64, 4, 32, 256};
+
+Outcome train_gpt(Precision precision, GemmRecipe recipe, int steps) {
+  MlpConfig config;
+  config.gpt = gpt_shape;
+  config.precision = precision;
+  config.scaler = LossScalerConfig::none();
+  config.optimizer.kind = OptimizerKind::adamw;
+  config.learning_rate = 3e-3f;
+  config.loss_weight = 1.0f / 1024;
+  config.seed = 7;
+  config.recipe.recipe = recipe;
+  GptTrainer trainer(gpt_shape, config);
+  SyntheticSequences data(gpt_shape.context, gpt_shape.vocab, 7);
+  Eigen::MatrixXf inputs;
+  std::vector<int> targets;
+  Outcome o;
+  for (int step = 0; step < steps; ++step) {
+    data.next_batch(16, inputs, targets);
+    count_flushes(trainer.step(inputs, targets, recipe == GemmRecipe::none), precision, o);
+  }
+  data.next_batch(64, inputs, targets);
+  std::vector<Eigen::MatrixXd> weights;
+  for (const Eigen::MatrixXf& p : trainer.parameters()) weights.push_back(p.cast<double>());
+  o.final_loss = gpt_loss_in_double(gpt_shape, weights, inputs.cast<int>(), targets);
+  return o;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const int steps = argc > 1 ? std::stoi(argv[1]) : 150;
+  const int gpt_steps = argc > 2 ? std::stoi(argv[2]) : 200;
   struct Run {
     const char* name;
     Precision precision;
@@ -98,12 +135,19 @@ int main(int argc, char** argv) {
               "FP8: hybrid (E4M3 inputs and weights, E5M2 output gradients), delayed history 16, margin 0;\n"
               "%% flushed: of each GEMM operand kind's nonzero elements over the run\n\n",
               steps);
-  std::printf("%-22s %12s %12s %12s %14s\n", "run", "final loss", "inputs", "weights", "out. gradients");
-  for (const Run& run : runs) {
-    const Outcome o = train(run.precision, run.recipe, steps);
-    std::printf("%-22s %12.5f %12s %12s %14s\n", run.name, o.final_loss, o.input.share().c_str(), o.weight.share().c_str(),
-                o.output_gradient.share().c_str());
-    std::fflush(stdout);
-  }
+  const auto table = [&](Outcome (*train_run)(Precision, GemmRecipe, int), int run_steps, const char* prefix) {
+    std::printf("%-22s %12s %12s %12s %14s\n", "run", "final loss", "inputs", "weights", "out. gradients");
+    for (const Run& run : runs) {
+      const Outcome o = train_run(run.precision, run.recipe, run_steps);
+      std::printf("%s%-22s %12.5f %12s %12s %14s\n", prefix, run.name, o.final_loss, o.input.share().c_str(), o.weight.share().c_str(),
+                  o.output_gradient.share().c_str());
+      std::fflush(stdout);
+    }
+  };
+  table(train, steps, "");
+  std::printf("\n%d steps of a GPT (2 layers, 64 wide, 4 heads, context 32, vocab 256) on the synthetic sequences, batch 16,\n"
+              "loss weight 2^-10, AdamW lr 3e-3, seed 7; final loss: a fresh batch of 64 in float64; rows marked gpt\n\n",
+              gpt_steps);
+  table(train_gpt, gpt_steps, "gpt ");
   return 0;
 }
