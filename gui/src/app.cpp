@@ -43,7 +43,8 @@ App::App(const AppOptions& options) : view(options.view), form(options.form) {
   wanted_tensor_ = options.tensor;
   if (options.inspector) inspector = *options.inspector;
   kind = options.kind;
-  format_index = options.format_index;
+  format_index = options.format_index.value_or(0);
+  format_chosen = options.format_index.has_value();
   store.set_memory_budget(snapshot_memory_budget);
   if (!options.follow.empty()) {
     follower = std::make_unique<FollowThread>(options.follow, store, follow_window_bytes);
@@ -93,6 +94,10 @@ bool App::start_training(const TrainingForm& f) {
     settings.steps = f.steps;
     settings.pause_at_step = f.pause_at_step;
     save_baseline_if_fp32();
+    // Until someone picks a target format, the views show what the run's own format does (fp32
+    // runs keep the one shown: they have no format to flush in).
+    if (!format_chosen && settings.mlp.precision != Precision::fp32)
+      format_index = settings.mlp.precision == Precision::bf16 ? target_format_index("bf16") : target_format_index("fp16");
     // Every core: the window draws 10 frames a second while the run trains (main.cpp), and the
     // pool's pieces (parallel.hpp) let a frame take a core without holding up a whole share.
     set_gemm_threads(gemm_cores());
@@ -249,7 +254,10 @@ void App::selection_controls() {
   ImGui::SetNextItemWidth(px(120));
   if (ImGui::BeginCombo("format", target_format_names[format_index])) {
     for (int i = 0; i < target_format_count; ++i)
-      if (ImGui::Selectable(target_format_names[i], i == format_index)) format_index = i;
+      if (ImGui::Selectable(target_format_names[i], i == format_index)) {
+        format_index = i;
+        format_chosen = true;
+      }
     ImGui::EndCombo();
   }
   if (!snapshots.empty()) {

@@ -111,7 +111,9 @@ struct AppOptions {
   std::int64_t settle_at_step = 0;  // headless: a running session has settled once it did this many steps
   std::optional<InspectorState> inspector;  // the Float inspector on opening (--inspect, --inspect-format, --arithmetic)
   std::string tensor;  // the layer selected on opening, once the run has it (--tensor)
-  int format_index = 0;  // the target format on opening (--target-format), into target_formats
+  // The target format on opening (--target-format), into target_formats; unset: the format of the
+  // run the app trains (fp16 when it trains none, or fp32).
+  std::optional<int> format_index;
   TensorKind kind = TensorKind::activation_gradient;  // --kind
 };
 
@@ -201,7 +203,8 @@ class App {
   // --- selection shared by the views ---
   int tensor_index = 0;  // into tensor_names
   TensorKind kind = TensorKind::activation_gradient;
-  int format_index = 0;  // into target_formats
+  int format_index = 0;         // into target_formats
+  bool format_chosen = false;   // by --target-format or the format menu: training no longer picks it
   int step_index = -1;   // into snapshots; -1 follows the latest
   View view = View::histogram;
 

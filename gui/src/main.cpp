@@ -257,6 +257,7 @@ int run(const Options& o) {
                  peak_memory_mib(), app.snapshots.size(), static_cast<double>(app.store.snapshot_bytes()) / (1 << 20),
                  app.store.thinned_snapshots(), app.steps.size());
       fmt::print("ui scale {:.2f} (font {:.0f} px)\n", fpscope::gui::current_ui_scale(), ImGui::GetFontSize());
+      fmt::print("target format {}\n", fpscope::gui::target_format_names[app.format_index]);
       if (app.view == fpscope::gui::View::inspector) fmt::print("{}", app.inspector.report);
       const auto& g = app.histogram.geometry;
       if (g.binade_end > g.binade_lo)
@@ -351,7 +352,7 @@ int main(int argc, char** argv) {
       o.app.kind = fpscope::parse_tensor_kind(kind);
       if (!target_format.empty()) {
         o.app.format_index = fpscope::gui::target_format_index(target_format);
-        if (o.app.format_index < 0)
+        if (*o.app.format_index < 0)
           throw std::invalid_argument("--target-format '" + fpscope::printable_text(target_format) +
                                       "': expected fp16, bf16, e4m3, e5m2, e4m3fnuz, e5m2fnuz, e3m2, e2m3 or e2m1");
       }

@@ -133,6 +133,17 @@ else
   fail "the app training a GPT"; cat "$work/gpt.out"; head -c 600 "$work/gpt/run.jsonl" 2>/dev/null
 fi
 
+# The views show what the run's own format does until someone picks another: a bf16 run's target
+# format is bf16 (not fp16's advice for a format it does not train in); --target-format wins.
+small_run=(--start --model 16-8-4 --steps 3 --batch 8 --backend cpu --view histogram --frames 1 --report)
+if headless "${small_run[@]}" --precision bf16 2>&1 | grep -qx 'target format bf16' &&
+   headless "${small_run[@]}" --precision fp16 2>&1 | grep -qx 'target format fp16' &&
+   headless "${small_run[@]}" --precision bf16 --target-format e4m3 2>&1 | grep -qx 'target format e4m3'; then
+  ok
+else
+  fail "the target format follows the run's precision until one is chosen"
+fi
+
 # Curves on a log written with --recipe fp8-current: the chosen operand's amax and scale lines;
 # a run without a recipe draws neither.
 "$fpscope" train --model 16-32-10 --precision bf16 --recipe fp8-current --steps 30 --batch 32 --out "$work/fp8.jsonl" >/dev/null 2>&1
