@@ -56,6 +56,12 @@ bool optimizer_state_fits(const OptimizerState& state, std::span<const std::size
 
 namespace {
 
+// A gradient as the update sees it: unscaled by the step's loss scale, then clipped where the run clips.
+inline float unscaled_gradient(float scaled, float loss_scale, bool clip, float clip_coefficient) {
+  const float g = scaled / loss_scale;
+  return clip ? g * clip_coefficient : g;
+}
+
 struct AdamwStep {
   float decay, beta1, beta2, epsilon, learning_rate, correction1, correction2, loss_scale, clip_coefficient;
   bool clip;
@@ -66,8 +72,7 @@ struct AdamwStep {
 // operations as written, the same bits.
 void adamw_range(float* __restrict w, float* __restrict m, float* __restrict v, const float* __restrict scaled, std::size_t n, AdamwStep s) {
   for (std::size_t i = 0; i < n; ++i) {
-    const float unscaled = scaled[i] / s.loss_scale;
-    const float g = s.clip ? unscaled * s.clip_coefficient : unscaled;
+    const float g = unscaled_gradient(scaled[i], s.loss_scale, s.clip, s.clip_coefficient);
     w[i] *= s.decay;
     m[i] = s.beta1 * m[i] + (1.0f - s.beta1) * g;
     v[i] = s.beta2 * v[i] + (1.0f - s.beta2) * g * g;
@@ -99,7 +104,7 @@ std::optional<double> optimizer_update(const OptimizerConfig& config, float lear
     double sum_of_squares = 0;
     for (std::size_t p = 0; p < parameters.size(); ++p)
       for (const float scaled : scaled_gradients[p]) {
-        const float g = scaled / loss_scale;
+        const float g = unscaled_gradient(scaled, loss_scale, false, 1.0f);  // before clipping
         sum_of_squares += static_cast<double>(g) * static_cast<double>(g);
       }
     norm = std::sqrt(sum_of_squares);
@@ -107,10 +112,7 @@ std::optional<double> optimizer_update(const OptimizerConfig& config, float lear
   // clip_grad_norm_'s rule: scale by max_norm / (norm + 1e-6) when that is below 1.
   const bool clip = norm && *norm > config.clip_grad_norm;
   const float coefficient = clip ? static_cast<float>(config.clip_grad_norm / (*norm + 1e-6)) : 1.0f;
-  const auto unscaled = [&](float scaled) {
-    const float g = scaled / loss_scale;
-    return clip ? g * coefficient : g;
-  };
+  const auto unscaled = [&](float scaled) { return unscaled_gradient(scaled, loss_scale, clip, coefficient); };
 
   const std::int64_t t = state.updates + 1;
   const float correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(config.beta1), static_cast<double>(t)));
