@@ -8,6 +8,9 @@
 
 #include "block_walk.hpp"
 #include "fpscope/core/block_format.hpp"
+#if defined(__AVX2__)
+#include "mx_blocks_avx2.hpp"
+#endif
 
 namespace {
 
@@ -194,14 +197,24 @@ inline RunResult mxint8_run(const std::uint32_t* __restrict in, std::uint8_t* __
 // (their codes go back the same way); under stochastic rounding (`random_per_element`) their runs
 // are single blocks, whose elements' words are affine in j. A block with a NaN scale ends a run:
 // its elements are NaN codes and not counted.
-template <typename Elements>
+//
+// `whole_blocks(in, out, scales, count)`, where it is given (`uses_whole_blocks`), is offered each
+// stretch of whole contiguous blocks (a row's, or a full band's) and returns how many leading ones
+// it quantized, statistics included; the walker goes on from the first it left, one block at a time.
+struct NoWholeBlocks {
+  static constexpr bool uses_whole_blocks = false;
+  std::size_t operator()(const std::uint32_t*, std::uint8_t*, std::uint8_t*, std::size_t) const { return 0; }
+};
+
+template <typename Elements, typename WholeBlocks = NoWholeBlocks>
 void walk_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, const std::uint32_t* values, std::uint8_t* codes,
                  std::uint8_t* scales, float tensor_scale, std::uint64_t first_random, bool random_per_element, BlockStatistics* statistics,
-                 BlockOutcome* outcomes, Elements elements) {
+                 BlockOutcome* outcomes, Elements elements, WholeBlocks whole_blocks = {}) {
   const bool nvfp4 = format.scale == BlockFormat::Scale::e4m3_nvfp4;
   const bool along_rows = layout.axis == BlockAxis::rows;
   const std::size_t block = static_cast<std::size_t>(layout.block_size), cols = layout.cols;
-  const bool one_block_runs = outcomes != nullptr || (!along_rows && random_per_element);
+  // Where whole blocks are taken elsewhere, the blocks left here are the exceptions: one at a time.
+  const bool one_block_runs = WholeBlocks::uses_whole_blocks || outcomes != nullptr || (!along_rows && random_per_element);
   RunParameters run;
   alignas(64) std::uint32_t bins[run_capacity];
   block_walk::RelativeBinCounter relative;
@@ -230,7 +243,17 @@ void walk_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& l
     if (!along_rows)
       for (std::size_t r = 0; r < band_rows; ++r)
         for (std::size_t c = 0; c < cols; ++c) band[c * band_rows + r] = values[(first_row + r) * cols + c];
+    // Whole blocks lie one after another in a row up to its last full one, and in a full band.
+    const std::size_t whole = along_rows ? cols / block : (band_rows == block ? layout.scale_cols() : 0);
     for (std::size_t scale_col = 0; scale_col < layout.scale_cols(); ++scale_col) {
+      if constexpr (WholeBlocks::uses_whole_blocks) {
+        if (scale_col < whole) {
+          const std::size_t first = along_rows ? scale_row * cols + scale_col * block : scale_col * band_rows;
+          scale_col += whole_blocks(along_rows ? values + first : band.data() + first, along_rows ? codes + first : band_codes.data() + first,
+                                    scales + scale_row * layout.scale_cols() + scale_col, whole - scale_col);
+          if (scale_col == layout.scale_cols()) break;
+        }
+      }
       const std::size_t block_index = scale_row * layout.scale_cols() + scale_col;
       const block_walk::BlockSpan span = block_walk::block_span(layout, scale_row, scale_col);
       const std::uint32_t* in = along_rows ? values + span.first : band.data() + scale_col * band_rows;
@@ -311,20 +334,33 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
       // products, which may be float32 subnormals) no denormals-are-zero.
       constexpr bool lean_mode = Mode == RoundingMode::nearest_even && F.flavour != Flavour::fnuz;
       const bool lean = lean_mode && !options.flush_to_zero && (!nvfp4 || !options.denormals_are_zero);
-      walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, stochastic, statistics, outcomes,
-                  [&](const std::uint32_t* in, std::uint8_t* out, std::uint32_t* bins, std::size_t count, const RunParameters& run,
-                      std::uint64_t random_base, std::size_t stride) {
-                    if (nvfp4) {
-                      if constexpr (lean_mode)
-                        if (lean)
-                          return mx_run<F, Mode, true, true>(in, out, bins, count, run, options, seed, random_base, stride, flags, element_ctx);
-                      return mx_run<F, Mode, true>(in, out, bins, count, run, options, seed, random_base, stride, flags, element_ctx);
-                    }
-                    if constexpr (lean_mode)
-                      if (lean)
-                        return mx_run<F, Mode, false, true>(in, out, bins, count, run, options, seed, random_base, stride, flags, element_ctx);
-                    return mx_run<F, Mode>(in, out, bins, count, run, options, seed, random_base, stride, flags, element_ctx);
-                  });
+      const auto elements = [&](const std::uint32_t* in, std::uint8_t* out, std::uint32_t* bins, std::size_t count, const RunParameters& run,
+                                std::uint64_t random_base, std::size_t stride) {
+        if (nvfp4) {
+          if constexpr (lean_mode)
+            if (lean) return mx_run<F, Mode, true, true>(in, out, bins, count, run, options, seed, random_base, stride, flags, element_ctx);
+          return mx_run<F, Mode, true>(in, out, bins, count, run, options, seed, random_base, stride, flags, element_ctx);
+        }
+        if constexpr (lean_mode)
+          if (lean) return mx_run<F, Mode, false, true>(in, out, bins, count, run, options, seed, random_base, stride, flags, element_ctx);
+        return mx_run<F, Mode>(in, out, bins, count, run, options, seed, random_base, stride, flags, element_ctx);
+      };
+#if defined(__AVX2__)
+      // MX blocks of 32 in the lean cast's case, without per-block outcomes: whole blocks through
+      // the AVX2 kernel (mx_blocks_avx2.hpp), the rest here.
+      if constexpr (lean_mode) {
+        if (lean && !nvfp4 && layout.block_size == static_cast<int>(mx_avx2::block_size) && outcomes == nullptr &&
+            mx_avx2::rounds_to_nearest_even()) {
+          mx_avx2::Blocks<F> avx2_blocks(format, rule, options.tininess == Tininess::before_rounding);
+          walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, stochastic, statistics, outcomes, elements,
+                      mx_avx2::WholeBlocks<F>{&avx2_blocks, statistics});
+          avx2_blocks.finish(statistics, flags);
+          ctx.raise(flags.flags());
+          return;
+        }
+      }
+#endif
+      walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, stochastic, statistics, outcomes, elements);
       ctx.raise(flags.flags());
     }
   });
