@@ -65,16 +65,16 @@ class Blocks {
 
   // Adds what the blocks taken add up to into `statistics` (when recording) and `flags`.
   void finish(BlockStatistics* statistics, CastFlags& flags) {
+    bool any_saturated = _mm256_testz_si256(saturated_, saturated_) == 0;
     if (statistics != nullptr) {
       count_bins(statistics);
-      const std::uint64_t below_grid = sum(below_grid_), code_zero = sum(code_zero_);
       statistics->blocks += taken_;
       statistics->elements += taken_ * block_size;
-      statistics->made_subnormal += below_grid - code_zero;
-      statistics->flushed_to_zero += code_zero - zeros_;
-      statistics->saturated += sum(saturated_);
+      statistics->made_subnormal += below_grid_total_ - code_zero_total_;
+      statistics->flushed_to_zero += code_zero_total_ - zeros_;
+      statistics->saturated += saturated_total_;
+      any_saturated = saturated_total_ != 0;
     }
-    const bool any_saturated = _mm256_testz_si256(saturated_, saturated_) == 0;
     if (_mm256_movemask_epi8(exact_) != -1 || any_saturated) flags.inexact = 1;
     if (_mm256_testz_si256(underflow_, underflow_) == 0) flags.underflow = 1;
     if (any_saturated) flags.overflow = 1;
@@ -83,12 +83,11 @@ class Blocks {
  private:
   template <bool Record, bool TrackFlags>
   std::size_t take_blocks(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks, BlockStatistics* statistics);
-  static std::uint64_t sum(__m256i counts) {  // eight 32-bit lanes, each a negated count
-    alignas(32) std::int32_t lanes[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), counts);
-    std::uint64_t total = 0;
-    for (const std::int32_t lane : lanes) total += static_cast<std::uint32_t>(-lane);
-    return total;
+  static std::uint64_t byte_sum(__m256i counts) {  // the sum of 32 byte lanes
+    const __m256i sums = _mm256_sad_epu8(counts, _mm256_setzero_si256());
+    alignas(32) std::uint64_t parts[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(parts), sums);
+    return parts[0] + parts[1] + parts[2] + parts[3];
   }
   static std::uint32_t horizontal_max(__m256i v) {
     __m128i x = _mm_max_epu32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -108,12 +107,8 @@ class Blocks {
   // zeros (-1) the same way.
   void count_bins(BlockStatistics* statistics) {
     if (buffered_ == 0) return;
-    const auto lane_sum = [](__m256i counts) {
-      const __m256i sums = _mm256_sad_epu8(counts, _mm256_setzero_si256());
-      alignas(32) std::uint64_t parts[4];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(parts), sums);
-      return parts[0] + parts[1] + parts[2] + parts[3];
-    };
+    saturated_total_ += byte_sum(saturated_), below_grid_total_ += byte_sum(below_grid_), code_zero_total_ += byte_sum(code_zero_);
+    saturated_ = below_grid_ = code_zero_ = _mm256_setzero_si256();
     alignas(32) std::int8_t largest[32];
     _mm256_store_si256(reinterpret_cast<__m256i*>(largest), buffer_max_);
     const int top = std::min<int>(*std::max_element(largest, largest + 32), vector_bins - 1);
@@ -130,7 +125,7 @@ class Blocks {
       for (int i = 0; i < 4; ++i) {
         const int bin = first + i;
         if (bin > top) break;
-        const std::uint64_t count = lane_sum(counts[i]);
+        const std::uint64_t count = byte_sum(counts[i]);
         if (bin < 0) {
           statistics->zeros += count;
           zeros_ += count;
@@ -147,8 +142,11 @@ class Blocks {
   ScaleRule rule_;
   std::uint32_t tiny_threshold_;
   std::uint64_t taken_ = 0, zeros_ = 0;
-  // Negated counts per lane: saturated elements, codes below 2^m (subnormal or zero), zero codes.
+  // Counts per byte lane since the last count_bins (recording; else saturated_ is nonzero where
+  // any element saturated), and their totals: saturated elements, codes below 2^m (subnormal or
+  // zero), zero codes.
   __m256i saturated_ = _mm256_setzero_si256(), below_grid_ = _mm256_setzero_si256(), code_zero_ = _mm256_setzero_si256();
+  std::uint64_t saturated_total_ = 0, below_grid_total_ = 0, code_zero_total_ = 0;
   __m256i exact_ = _mm256_set1_epi32(-1), underflow_ = _mm256_setzero_si256();
   bool flags_settled_ = false;  // inexact and underflow both raised
   // The bins of up to buffer_blocks blocks, one byte each (see take_blocks), and their largest.
@@ -182,8 +180,8 @@ std::size_t Blocks<F>::take_blocks(const std::uint32_t* in, std::uint8_t* out, s
   const __m256i min_normal = _mm256_set1_epi32(static_cast<int>(min_normal32));
   const __m256i rounding = _mm256_set1_epi32(static_cast<int>(round_bias));
   const __m256i low_mask = _mm256_set1_epi32(static_cast<int>((1u << drop) - 1));
-  const __m256i largest = _mm256_set1_epi32(static_cast<int>(max_code));
-  const __m256i grid_size = _mm256_set1_epi32(1 << m);
+  const __m256i largest_byte = _mm256_set1_epi8(static_cast<char>(max_code)), above_largest = _mm256_set1_epi8(static_cast<char>(max_code + 1));
+  const __m256i grid_byte = _mm256_set1_epi8(static_cast<char>(1 << m));
   const __m256i tiny_below = _mm256_set1_epi32(static_cast<int>(tiny_threshold_));
   const __m256i grid = _mm256_set1_epi32(static_cast<int>(grid_bits));
   const __m256 grid_value = _mm256_castsi256_ps(grid);
@@ -206,7 +204,8 @@ std::size_t Blocks<F>::take_blocks(const std::uint32_t* in, std::uint8_t* out, s
     const std::uint32_t smallest_less_one = horizontal_min(_mm256_min_epu32(
         _mm256_min_epu32(_mm256_sub_epi32(magnitude[0], one), _mm256_sub_epi32(magnitude[1], one)),
         _mm256_min_epu32(_mm256_sub_epi32(magnitude[2], one), _mm256_sub_epi32(magnitude[3], one))));
-    const std::uint8_t scale_code = mx_scale_code(format_, rule_, amax);
+    // The OCP rule named as a constant, so that its call folds to a few instructions.
+    const std::uint8_t scale_code = rule_ == ScaleRule::floor ? mx_scale_code(format_, ScaleRule::floor, amax) : mx_scale_code(format_, rule_, amax);
     if (e8m0::is_nan(scale_code)) break;
     const int shared = e8m0::exponent_of(scale_code);
     // v / 2^X is a normal float32 iff v's exponent field is above max(X, 0).
@@ -225,9 +224,7 @@ std::size_t Blocks<F>::take_blocks(const std::uint32_t* in, std::uint8_t* out, s
       const __m256i normal_code = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(q, odd), rounding), drop);
       const __m256 on_grid = _mm256_add_ps(_mm256_castsi256_ps(q), grid_value);
       const __m256i subnormal_code = _mm256_sub_epi32(_mm256_castps_si256(on_grid), grid);
-      const __m256i code = _mm256_blendv_epi8(normal_code, subnormal_code, below);
-      saturated = _mm256_add_epi32(saturated, _mm256_cmpgt_epi32(code, largest));
-      codes[i] = _mm256_min_epi32(code, largest);
+      codes[i] = _mm256_blendv_epi8(normal_code, subnormal_code, below);  // unclamped
       if constexpr (TrackFlags) {
         const __m256i exact_normal = _mm256_cmpeq_epi32(_mm256_and_si256(q, low_mask), zero);
         const __m256i exact_subnormal =
@@ -237,19 +234,28 @@ std::size_t Blocks<F>::take_blocks(const std::uint32_t* in, std::uint8_t* out, s
         underflow = _mm256_or_si256(underflow, _mm256_andnot_si256(exact, _mm256_cmpgt_epi32(tiny_below, q)));
       }
       if constexpr (Record) {
-        below_grid = _mm256_add_epi32(below_grid, _mm256_cmpgt_epi32(grid_size, codes[i]));
-        code_zero = _mm256_add_epi32(code_zero, _mm256_cmpeq_epi32(codes[i], zero));
         // A zero's bin is -1 (0xFF once packed); a normal one's 0 .. 253, packed with saturation at 127.
         bins[i] = _mm256_or_si256(_mm256_sub_epi32(amax_field, _mm256_srli_epi32(magnitude[i], 23)), is_zero);
       }
     }
-    // Codes below 256 packed to bytes, each with its sign: a negative input's bits pack with
-    // signed saturation to 0x80. The packs interleave 128-bit lanes; the permutation undoes it.
+    // The codes packed to bytes with unsigned saturation (a code above 255 reads 255, still above
+    // max), counted and clamped there (magnitude codes are below 128), then given their signs: a
+    // negative input's bits pack with signed saturation to 0x80. The packs interleave 128-bit
+    // lanes; the permutation undoes it.
+    const __m256i unclamped = _mm256_packus_epi16(_mm256_packus_epi32(codes[0], codes[1]), _mm256_packus_epi32(codes[2], codes[3]));
+    const __m256i saturating = _mm256_cmpeq_epi8(_mm256_max_epu8(unclamped, above_largest), unclamped);
+    const __m256i clamped = _mm256_min_epu8(unclamped, largest_byte);
+    if constexpr (Record) {
+      saturated = _mm256_sub_epi8(saturated, saturating);
+      below_grid = _mm256_sub_epi8(below_grid, _mm256_cmpgt_epi8(grid_byte, clamped));
+      code_zero = _mm256_sub_epi8(code_zero, _mm256_cmpeq_epi8(clamped, zero));
+    } else {
+      saturated = _mm256_or_si256(saturated, saturating);  // only whether any was
+    }
     __m256i signs = _mm256_and_si256(
         _mm256_packs_epi16(_mm256_packs_epi32(u[0], u[1]), _mm256_packs_epi32(u[2], u[3])), byte_sign);
     if constexpr (F.width() < 8) signs = _mm256_srli_epi16(signs, 8 - F.width());  // no bit crosses into the byte below
-    const __m256i packed = _mm256_or_si256(
-        _mm256_packus_epi16(_mm256_packus_epi32(codes[0], codes[1]), _mm256_packus_epi32(codes[2], codes[3])), signs);
+    const __m256i packed = _mm256_or_si256(clamped, signs);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + b * block_size), _mm256_permutevar8x32_epi32(packed, in_order));
     if constexpr (Record) {
       ++statistics->scale_codes[scale_code];
@@ -268,7 +274,11 @@ std::size_t Blocks<F>::take_blocks(const std::uint32_t* in, std::uint8_t* out, s
       }
       _mm256_store_si256(&bin_buffer_[buffered_], bytes);
       buffer_max_ = _mm256_max_epi8(buffer_max_, bytes);
-      if (++buffered_ == buffer_blocks) count_bins(statistics);
+      if (++buffered_ == buffer_blocks) {  // the byte counters are full too
+        saturated_ = saturated, below_grid_ = below_grid, code_zero_ = code_zero;
+        count_bins(statistics);
+        saturated = below_grid = code_zero = zero;
+      }
     }
   }
   saturated_ = saturated, below_grid_ = below_grid, code_zero_ = code_zero, exact_ = exact_all, underflow_ = underflow;
