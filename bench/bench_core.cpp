@@ -28,6 +28,20 @@ const std::vector<float>& input() {
   return values;
 }
 
+// Values shaped like a layer's activations: each 4096-wide row normal-distributed at a scale of
+// its own (2^-8 .. 2^8), an eighth of them zero; within a block the magnitudes span a few
+// binades, where input() spreads each element over 24.
+const std::vector<float>& activations() {
+  static const std::vector<float> values = [] {
+    std::vector<float> v(count);
+    std::mt19937 rng(2);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (std::size_t i = 0; i < count; ++i) v[i] = (i % 8 == 3) ? 0.0f : normal(rng) * std::ldexp(1.0f, static_cast<int>((i / 4096) % 17) - 8);
+    return v;
+  }();
+  return values;
+}
+
 void set_bytes(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(count * sizeof(float)));
 }
@@ -123,8 +137,8 @@ void BM_fpscope_exponent_histogram(benchmark::State& state) {
 // codes, flush / subnormal / saturate counts): blocks along rows of 4096-wide rows, on every
 // core (beside BM_plain_read_all_cores) unless `threads` says one.
 void block_quantize_record(benchmark::State& state, const fpscope::BlockFormat& format, fpscope::RoundingMode mode, bool record = true,
-                           int threads = all_cores(), fpscope::BlockAxis axis = fpscope::BlockAxis::rows) {
-  const auto& in = input();
+                           int threads = all_cores(), fpscope::BlockAxis axis = fpscope::BlockAxis::rows,
+                           const std::vector<float>& in = input()) {
   const fpscope::BlockLayout layout{count / 4096, 4096, axis, format.block_size};
   std::vector<std::uint8_t> codes(count), scales(layout.block_count());
   for (auto _ : state) {
@@ -152,6 +166,10 @@ void BM_block_quantize_record_mxfp8_e4m3_cols(benchmark::State& state) {
                         fpscope::BlockAxis::cols);
 }
 // The same without statistics: what a recipe's operand quantization costs.
+void BM_block_quantize_record_mxfp8_e4m3_activations(benchmark::State& state) {
+  block_quantize_record(state, fpscope::block_formats::mxfp8_e4m3, fpscope::RoundingMode::nearest_even, true, all_cores(),
+                        fpscope::BlockAxis::rows, activations());
+}
 void BM_block_quantize_mxfp8_e4m3(benchmark::State& state) {
   block_quantize_record(state, fpscope::block_formats::mxfp8_e4m3, fpscope::RoundingMode::nearest_even, false);
 }
@@ -180,6 +198,7 @@ BENCHMARK(BM_fpscope_exponent_histogram)->Unit(benchmark::kMillisecond)->UseReal
 BENCHMARK(BM_block_quantize_record_mxfp8_e4m3)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_record_mxfp8_e4m3_one_thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_record_mxfp8_e4m3_cols)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_block_quantize_record_mxfp8_e4m3_activations)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_mxfp8_e4m3)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_record_mxfp4)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_record_mxfp4_stochastic)->Unit(benchmark::kMillisecond)->UseRealTime();

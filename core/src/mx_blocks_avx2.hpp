@@ -8,16 +8,16 @@
 // block only whole: every element zero or with v / 2^X a normal float32 (X the block's scale
 // exponent), and the scale not NaN; any other block is left to the caller's general path.
 //
-// Per element, with q = v / 2^X made by subtracting X from v's exponent field (exact for those):
-// - q at or above 2^emin (F's normal range): the float32 bits rounded at F's last mantissa bit,
-//   ties to even, as integers; the carry walks into the exponent; the code is the bits shifted
-//   down and rebiased, clamped at the largest finite code (saturation, which raises overflow).
-// - q below 2^emin: q + C in float32 arithmetic, C = 2^(emin - m + 23), whose unit in the last
-//   place is F's smallest subnormal, rounds q to F's subnormal grid in the processor's rounding
-//   (to nearest even: checked before use); the code is bits(q + C) - bits(C), up to 2^m, which is
-//   2^emin's own code when it rounds up. It is exact iff (q + C) - C == q.
+// Per element, q = v * 2^-X in float32 (exact for those, 2^-X a normal float32), then one
+// float32 addition rounds q to F's grid: M = 2^(max(e, emin) + 23 - m), e = floor(log2 q), has
+// F's unit in the last place at q's binade (its subnormal spacing below 2^emin) as its own, so
+// q + M is rounded there in the processor's rounding (to nearest even: checked before use), and
+// units = bits(q + M) - bits(M) counts F's units: 2^m + the mantissa for normal q (2^(m+1) when it
+// rounds up to the next binade), the whole code below 2^emin. The code is units plus
+// (max(e, emin) - emin) << m, clamped at the largest finite code (saturation, which raises
+// overflow); it is exact iff (q + M) - M == q.
 // The relative exponent floor(log2 amax) - floor(log2 |v|) of a normal v is a difference of
-// exponent fields; those below vector_bins are counted in byte lanes, the rest one by one.
+// exponent fields; the common ones are counted in byte lanes, the rest one by one.
 #pragma once
 
 #include <immintrin.h>
@@ -36,22 +36,17 @@ namespace fpscope::mx_avx2 {
 inline constexpr std::size_t block_size = 32;
 
 // Whether the processor rounds float32 arithmetic to nearest even (MXCSR's rounding control), as
-// the subnormal grid's addition needs.
+// the grid's addition needs.
 inline bool rounds_to_nearest_even() { return (_mm_getcsr() & 0x6000u) == 0; }
 
 template <Format F>
 class Blocks {
   static_assert(F.width() <= 8 && F.flavour != Flavour::fnuz, "MX float elements of 8 bits or fewer");
   static constexpr int m = F.mantissa_bits;
-  static constexpr std::uint32_t drop = 23 - m;
   static constexpr std::uint32_t min_normal32 = static_cast<std::uint32_t>(F.emin() + 127) << 23;
-  static constexpr std::uint32_t rebias = static_cast<std::uint32_t>(127 - F.bias()) << m;
-  // Added before the shift: half an F unit less one, with the rebias taken off the exponent field.
-  static constexpr std::uint32_t round_bias = ((1u << (drop - 1)) - 1) - (rebias << drop);
+  static constexpr std::uint32_t drop = 23 - m;
   static constexpr std::uint32_t max_code = static_cast<std::uint32_t>(F.max_finite_bits());
-  static constexpr std::uint32_t grid_bits = static_cast<std::uint32_t>(F.emin() - m + 23 + 127) << 23;  // C
-  static constexpr int vector_bins = 64;  // relative exponents 0 .. 63 counted in byte lanes
-  static_assert(F.emin() - m + 23 > F.emin() && F.emin() + 127 > 1, "C above F's normal range, F's subnormals normal in float32");
+  static_assert(F.emin() + 127 > 1, "F's subnormals are normal float32 numbers");
 
  public:
   Blocks(const BlockFormat& format, ScaleRule rule, bool tininess_before)
@@ -101,17 +96,20 @@ class Blocks {
     x = _mm_min_epu32(x, _mm_shuffle_epi32(x, 0xB1));
     return static_cast<std::uint32_t>(_mm_cvtsi128_si32(x));
   }
-  // The buffered blocks' bins counted into the statistics: each bin up to the largest seen (and
-  // below vector_bins) as the count of equal bytes, lane by lane over the buffer (at most
-  // buffer_blocks per lane), then summed; four bins per pass, so that no count waits on another;
-  // zeros (-1) the same way.
+  // The buffered blocks' bins counted into the statistics: each bin below dense_bins_ as the
+  // count of equal bytes, lane by lane over the buffer (at most buffer_blocks per lane), then
+  // summed, up to the largest bin in the buffer; four bins per pass, so that no count waits on
+  // another; zeros (-1) the same way. Then dense_bins_ follows the data: up by 8 where the bins
+  // beyond it came one by one in more than one block in four on average (each may cost a
+  // mispredicted branch), down by 8 where its top 8 bins held fewer than one in sixteen blocks.
   void count_bins(BlockStatistics* statistics) {
     if (buffered_ == 0) return;
     saturated_total_ += byte_sum(saturated_), below_grid_total_ += byte_sum(below_grid_), code_zero_total_ += byte_sum(code_zero_);
     saturated_ = below_grid_ = code_zero_ = _mm256_setzero_si256();
-    alignas(32) std::int8_t largest[32];
+    alignas(32) std::int8_t largest[32];  // signed: zeros' 0xFF, and bins of 128 and more, read negative
     _mm256_store_si256(reinterpret_cast<__m256i*>(largest), buffer_max_);
-    const int top = std::min<int>(*std::max_element(largest, largest + 32), vector_bins - 1);
+    const int top = std::min<int>(*std::max_element(largest, largest + 32), dense_bins_ - 1);
+    std::uint64_t top_eight = 0;  // how many in bins top - 7 .. top
     for (int first = -1; first <= top; first += 4) {  // bin -1: the zeros
       __m256i value[4], counts[4];
       for (int i = 0; i < 4; ++i) {
@@ -131,11 +129,15 @@ class Blocks {
           zeros_ += count;
         } else {
           statistics->relative_exponents[static_cast<std::size_t>(bin)] += count;
+          if (bin >= dense_bins_ - 8) top_eight += count;
         }
       }
     }
+    if (4 * sparse_ > static_cast<std::uint64_t>(buffered_) && dense_bins_ < max_dense_bins) dense_bins_ += 8;
+    else if (16 * top_eight < static_cast<std::uint64_t>(buffered_) && dense_bins_ > 8) dense_bins_ -= 8;
     buffered_ = 0;
     buffer_max_ = _mm256_set1_epi8(-1);
+    sparse_ = 0;
   }
 
   BlockFormat format_;
@@ -150,10 +152,12 @@ class Blocks {
   __m256i exact_ = _mm256_set1_epi32(-1), underflow_ = _mm256_setzero_si256();
   bool flags_settled_ = false;  // inexact and underflow both raised
   // The bins of up to buffer_blocks blocks, one byte each (see take_blocks), and their largest.
-  static constexpr int buffer_blocks = 64;
+  static constexpr int buffer_blocks = 64, max_dense_bins = 64;
   __m256i bin_buffer_[buffer_blocks];
   __m256i buffer_max_ = _mm256_set1_epi8(-1);
   int buffered_ = 0;
+  int dense_bins_ = 16;       // bins counted over the buffer; the rest one by one as they come
+  std::uint64_t sparse_ = 0;  // how many came one by one since the buffer was last counted
 };
 
 template <Format F>
@@ -177,23 +181,22 @@ template <bool Record, bool TrackFlags>
 std::size_t Blocks<F>::take_blocks(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks,
                                    BlockStatistics* statistics) {
   const __m256i magnitude_mask = _mm256_set1_epi32(0x7FFFFFFF), one = _mm256_set1_epi32(1), zero = _mm256_setzero_si256();
+  const __m256i exponent_field = _mm256_set1_epi32(0x7F800000);
   const __m256i min_normal = _mm256_set1_epi32(static_cast<int>(min_normal32));
-  const __m256i rounding = _mm256_set1_epi32(static_cast<int>(round_bias));
-  const __m256i low_mask = _mm256_set1_epi32(static_cast<int>((1u << drop) - 1));
+  const __m256i unit_offset = _mm256_set1_epi32(static_cast<int>(drop << 23));  // M = 2^(max(e, emin) + 23 - m)
+  const __m256i binade_offset = _mm256_set1_epi32(-static_cast<int>(min_normal32 >> drop));  // (max(e, emin) - emin) << m
   const __m256i largest_byte = _mm256_set1_epi8(static_cast<char>(max_code)), above_largest = _mm256_set1_epi8(static_cast<char>(max_code + 1));
   const __m256i grid_byte = _mm256_set1_epi8(static_cast<char>(1 << m));
   const __m256i tiny_below = _mm256_set1_epi32(static_cast<int>(tiny_threshold_));
-  const __m256i grid = _mm256_set1_epi32(static_cast<int>(grid_bits));
-  const __m256 grid_value = _mm256_castsi256_ps(grid);
   const __m256i in_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   const __m256i byte_sign = _mm256_set1_epi8(static_cast<char>(0x80));
-  const __m256i beyond_vector_bins = _mm256_set1_epi8(static_cast<char>(vector_bins - 1));
+  __m256i dense_bins = _mm256_set1_epi8(static_cast<char>(dense_bins_));
   __m256i saturated = saturated_, below_grid = below_grid_, code_zero = code_zero_, exact_all = exact_, underflow = underflow_;
 
   std::size_t b = 0;
   for (; b < blocks; ++b) {
     const std::uint32_t* p = in + b * block_size;
-    __m256i u[4], magnitude[4];
+    __m256i u[4], magnitude[4];  // the bits, and without their signs
     for (int i = 0; i < 4; ++i) {
       u[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8 * i));
       magnitude[i] = _mm256_and_si256(u[i], magnitude_mask);
@@ -211,31 +214,23 @@ std::size_t Blocks<F>::take_blocks(const std::uint32_t* in, std::uint8_t* out, s
     // v / 2^X is a normal float32 iff v's exponent field is above max(X, 0).
     const std::uint32_t smallest_taken = static_cast<std::uint32_t>(std::max(shared + 1, 1)) << 23;
     if (smallest_less_one < smallest_taken - 1) break;
+    if (shared == e8m0::max_exponent) break;  // 2^-X would be a float32 subnormal (no element format's rule gets here)
     scales[b] = scale_code;
 
-    const __m256i shift = _mm256_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(shared) << 23));
-    const __m256i amax_field = _mm256_set1_epi32(static_cast<int>(amax >> 23));
-    __m256i codes[4], bins[4];
+    // 2^-X, a normal float32: the product is exact, and a zero stays zero.
+    const __m256 factor = _mm256_castsi256_ps(_mm256_set1_epi32((127 - shared) << 23));
+    __m256i codes[4];
     for (int i = 0; i < 4; ++i) {
-      const __m256i is_zero = _mm256_cmpeq_epi32(magnitude[i], zero);
-      const __m256i q = _mm256_andnot_si256(is_zero, _mm256_sub_epi32(magnitude[i], shift));
-      const __m256i below = _mm256_cmpgt_epi32(min_normal, q);
-      const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(q, drop), one);
-      const __m256i normal_code = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(q, odd), rounding), drop);
-      const __m256 on_grid = _mm256_add_ps(_mm256_castsi256_ps(q), grid_value);
-      const __m256i subnormal_code = _mm256_sub_epi32(_mm256_castps_si256(on_grid), grid);
-      codes[i] = _mm256_blendv_epi8(normal_code, subnormal_code, below);  // unclamped
+      const __m256 q = _mm256_mul_ps(_mm256_castsi256_ps(magnitude[i]), factor);
+      const __m256i binade = _mm256_max_epi32(_mm256_and_si256(_mm256_castps_si256(q), exponent_field), min_normal);
+      const __m256 unit = _mm256_castsi256_ps(_mm256_add_epi32(binade, unit_offset));
+      const __m256 on_grid = _mm256_add_ps(q, unit);
+      const __m256i units = _mm256_sub_epi32(_mm256_castps_si256(on_grid), _mm256_castps_si256(unit));
+      codes[i] = _mm256_add_epi32(units, _mm256_add_epi32(_mm256_srli_epi32(binade, drop), binade_offset));  // unclamped
       if constexpr (TrackFlags) {
-        const __m256i exact_normal = _mm256_cmpeq_epi32(_mm256_and_si256(q, low_mask), zero);
-        const __m256i exact_subnormal =
-            _mm256_castps_si256(_mm256_cmp_ps(_mm256_sub_ps(on_grid, grid_value), _mm256_castsi256_ps(q), _CMP_EQ_OQ));
-        const __m256i exact = _mm256_blendv_epi8(exact_normal, exact_subnormal, below);
+        const __m256i exact = _mm256_castps_si256(_mm256_cmp_ps(_mm256_sub_ps(on_grid, unit), q, _CMP_EQ_OQ));
         exact_all = _mm256_and_si256(exact_all, exact);
-        underflow = _mm256_or_si256(underflow, _mm256_andnot_si256(exact, _mm256_cmpgt_epi32(tiny_below, q)));
-      }
-      if constexpr (Record) {
-        // A zero's bin is -1 (0xFF once packed); a normal one's 0 .. 253, packed with saturation at 127.
-        bins[i] = _mm256_or_si256(_mm256_sub_epi32(amax_field, _mm256_srli_epi32(magnitude[i], 23)), is_zero);
+        underflow = _mm256_or_si256(underflow, _mm256_andnot_si256(exact, _mm256_cmpgt_epi32(tiny_below, _mm256_castps_si256(q))));
       }
     }
     // The codes packed to bytes with unsigned saturation (a code above 255 reads 255, still above
@@ -259,17 +254,22 @@ std::size_t Blocks<F>::take_blocks(const std::uint32_t* in, std::uint8_t* out, s
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + b * block_size), _mm256_permutevar8x32_epi32(packed, in_order));
     if constexpr (Record) {
       ++statistics->scale_codes[scale_code];
-      // The bins as bytes, in any order (only their counts are kept).
-      const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(bins[0], bins[1]), _mm256_packs_epi32(bins[2], bins[3]));
-      // Relative exponents from vector_bins on, one by one (signed bytes: a zero's -1 is not among them).
-      if (const int rest = _mm256_movemask_epi8(_mm256_cmpgt_epi8(bytes, beyond_vector_bins)); rest != 0) {
-        const __m256i ordered = _mm256_permutevar8x32_epi32(bytes, in_order);
-        auto lanes = static_cast<std::uint32_t>(_mm256_movemask_epi8(_mm256_cmpgt_epi8(ordered, beyond_vector_bins)));
-        const int amax_exponent = static_cast<int>(amax >> 23);
+      // The bins as bytes, in any order (only their counts are kept): amax's exponent field less
+      // each element's (0 .. 253 for normal ones); zeros (field 0) marked 0xFF.
+      const __m256i fields = _mm256_packus_epi16(
+          _mm256_packs_epi32(_mm256_srli_epi32(magnitude[0], 23), _mm256_srli_epi32(magnitude[1], 23)),
+          _mm256_packs_epi32(_mm256_srli_epi32(magnitude[2], 23), _mm256_srli_epi32(magnitude[3], 23)));
+      const __m256i zeros = _mm256_cmpeq_epi8(fields, zero);
+      const __m256i bytes = _mm256_or_si256(_mm256_sub_epi8(_mm256_set1_epi8(static_cast<char>(amax >> 23)), fields), zeros);
+      // Relative exponents from dense_bins_ on, one by one.
+      const __m256i sparse = _mm256_andnot_si256(zeros, _mm256_cmpeq_epi8(_mm256_max_epu8(bytes, dense_bins), bytes));
+      if (auto lanes = static_cast<std::uint32_t>(_mm256_movemask_epi8(sparse)); lanes != 0) {
+        alignas(32) std::uint8_t bin_of[32];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(bin_of), bytes);
+        sparse_ += static_cast<std::uint64_t>(__builtin_popcount(lanes));
         while (lanes != 0) {
-          const int j = __builtin_ctz(lanes);
+          ++statistics->relative_exponents[bin_of[__builtin_ctz(lanes)]];
           lanes &= lanes - 1;
-          ++statistics->relative_exponents[static_cast<std::size_t>(amax_exponent - static_cast<int>((p[j] & 0x7FFFFFFFu) >> 23))];
         }
       }
       _mm256_store_si256(&bin_buffer_[buffered_], bytes);
@@ -278,6 +278,7 @@ std::size_t Blocks<F>::take_blocks(const std::uint32_t* in, std::uint8_t* out, s
         saturated_ = saturated, below_grid_ = below_grid, code_zero_ = code_zero;
         count_bins(statistics);
         saturated = below_grid = code_zero = zero;
+        dense_bins = _mm256_set1_epi8(static_cast<char>(dense_bins_));
       }
     }
   }
