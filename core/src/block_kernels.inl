@@ -199,11 +199,16 @@ inline RunResult mxint8_run(const std::uint32_t* __restrict in, std::uint8_t* __
 // its elements are NaN codes and not counted.
 //
 // `whole_blocks(in, out, scales, count)`, where it is given (`uses_whole_blocks`), is offered each
-// stretch of whole contiguous blocks (a row's, or a full band's) and returns how many leading ones
-// it quantized, statistics included; the walker goes on from the first it left, one block at a time.
+// row's stretch of whole blocks and returns how many leading ones it quantized, statistics
+// included; the walker goes on from the first it left, one block at a time.
+// `whole_blocks.columns(in, stride, out, scales)`, where columns_at_once is not 0, is offered each
+// group of that many adjacent columns of a full band (blocks down columns) where they lie in the
+// tensor, and takes all of them or none (false); the walker transposes only the groups it left.
 struct NoWholeBlocks {
   static constexpr bool uses_whole_blocks = false;
+  static constexpr std::size_t columns_at_once = 0;
   std::size_t operator()(const std::uint32_t*, std::uint8_t*, std::uint8_t*, std::size_t) const { return 0; }
+  bool columns(const std::uint32_t*, std::size_t, std::uint8_t*, std::uint8_t*) const { return false; }
 };
 
 template <typename Elements, typename WholeBlocks = NoWholeBlocks>
@@ -238,63 +243,83 @@ void walk_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& l
     run_count = 0;
   };
 
+  // The band's columns [first_col, end_col) transposed into `band`, and their codes back.
+  const auto transpose_in = [&](std::size_t first_row, std::size_t band_rows, std::size_t first_col, std::size_t end_col) {
+    for (std::size_t r = 0; r < band_rows; ++r)
+      for (std::size_t c = first_col; c < end_col; ++c) band[c * band_rows + r] = values[(first_row + r) * cols + c];
+  };
+  const auto transpose_out = [&](std::size_t first_row, std::size_t band_rows, std::size_t first_col, std::size_t end_col) {
+    for (std::size_t r = 0; r < band_rows; ++r)
+      for (std::size_t c = first_col; c < end_col; ++c) codes[(first_row + r) * cols + c] = band_codes[c * band_rows + r];
+  };
+  // Block (scale_row, scale_col) through the portable kernels (down columns, from the band).
+  const auto one_block = [&](std::size_t scale_row, std::size_t scale_col, std::size_t band_rows) {
+    const std::size_t block_index = scale_row * layout.scale_cols() + scale_col;
+    const block_walk::BlockSpan span = block_walk::block_span(layout, scale_row, scale_col);
+    const std::uint32_t* in = along_rows ? values + span.first : band.data() + scale_col * band_rows;
+    std::uint8_t* out = along_rows ? codes + span.first : band_codes.data() + scale_col * band_rows;
+    std::uint32_t amax = 0;
+    for (std::size_t j = 0; j < span.count; ++j) {
+      const std::uint32_t magnitude = in[j] & 0x7FFFFFFFu;
+      amax = amax > magnitude ? amax : magnitude;
+    }
+    const std::uint32_t scale_code = nvfp4 ? nvfp4_block_scale_code(amax, tensor_scale) : mx_scale_code(format, rule, amax);
+    scales[block_index] = static_cast<std::uint8_t>(scale_code);
+    const bool nan_block = nvfp4 ? is_nan(formats::e4m3, scale_code) : e8m0::is_nan(static_cast<std::uint8_t>(scale_code));
+    if (statistics != nullptr) block_walk::add_block(*statistics, scale_code, span.count, nan_block, BlockOutcome{});
+    if (nan_block) {
+      finish_run();
+      const std::uint8_t code = block_walk::nan_block_element(format);
+      for (std::size_t j = 0; j < span.count; ++j) out[j] = code;
+      if (outcomes != nullptr) outcomes[block_index] = BlockOutcome{};
+      return;
+    }
+    if (run_count == 0) {
+      run_in = in;
+      run_out = out;
+      run_random = first_random + span.first;
+      run_block = block_index;
+    }
+    const std::int32_t shared = nvfp4 ? 0 : e8m0::exponent_of(static_cast<std::uint8_t>(scale_code));
+    const std::int32_t amax_exponent = amax == 0 ? 0 : floor_log2_of_magnitude(amax) + 127;
+    const float factor = nvfp4 ? nvfp4_element_factor(tensor_scale, block_scale_value(format, scale_code)) : 0.0f;
+    for (std::size_t j = run_count; j < run_count + span.count; ++j) {
+      run.shared[j] = shared;
+      run.amax_exponent[j] = amax_exponent;
+      run.factor[j] = factor;
+    }
+    run_count += span.count;
+    // A run ends with its capacity, at the end of a row or band, and after each block where runs are single blocks.
+    if (run_count + block > run_capacity || scale_col + 1 == layout.scale_cols() || one_block_runs) finish_run();
+  };
+
   for (std::size_t scale_row = 0; scale_row < layout.scale_rows(); ++scale_row) {
     const std::size_t first_row = scale_row * block, band_rows = along_rows ? 1 : std::min(block, layout.rows - first_row);
-    if (!along_rows)
-      for (std::size_t r = 0; r < band_rows; ++r)
-        for (std::size_t c = 0; c < cols; ++c) band[c * band_rows + r] = values[(first_row + r) * cols + c];
-    // Whole blocks lie one after another in a row up to its last full one, and in a full band.
-    const std::size_t whole = along_rows ? cols / block : (band_rows == block ? layout.scale_cols() : 0);
+    const bool by_columns = !along_rows && WholeBlocks::columns_at_once != 0 && band_rows == block;
+    if (!along_rows && !by_columns) transpose_in(first_row, band_rows, 0, cols);
+    const std::size_t whole = along_rows ? cols / block : 0;  // whole blocks lie one after another in a row up to its last full one
     for (std::size_t scale_col = 0; scale_col < layout.scale_cols(); ++scale_col) {
       if constexpr (WholeBlocks::uses_whole_blocks) {
+        if (by_columns) {
+          const std::size_t end_col = std::min(cols, scale_col + WholeBlocks::columns_at_once), at = first_row * cols + scale_col;
+          if (end_col - scale_col < WholeBlocks::columns_at_once ||
+              !whole_blocks.columns(values + at, cols, codes + at, scales + scale_row * layout.scale_cols() + scale_col)) {
+            transpose_in(first_row, band_rows, scale_col, end_col);
+            for (std::size_t c = scale_col; c < end_col; ++c) one_block(scale_row, c, band_rows);
+            transpose_out(first_row, band_rows, scale_col, end_col);
+          }
+          scale_col = end_col - 1;
+          continue;
+        }
         if (scale_col < whole) {
-          const std::size_t first = along_rows ? scale_row * cols + scale_col * block : scale_col * band_rows;
-          scale_col += whole_blocks(along_rows ? values + first : band.data() + first, along_rows ? codes + first : band_codes.data() + first,
-                                    scales + scale_row * layout.scale_cols() + scale_col, whole - scale_col);
+          const std::size_t first = scale_row * cols + scale_col * block;
+          scale_col += whole_blocks(values + first, codes + first, scales + scale_row * layout.scale_cols() + scale_col, whole - scale_col);
           if (scale_col == layout.scale_cols()) break;
         }
       }
-      const std::size_t block_index = scale_row * layout.scale_cols() + scale_col;
-      const block_walk::BlockSpan span = block_walk::block_span(layout, scale_row, scale_col);
-      const std::uint32_t* in = along_rows ? values + span.first : band.data() + scale_col * band_rows;
-      std::uint8_t* out = along_rows ? codes + span.first : band_codes.data() + scale_col * band_rows;
-      std::uint32_t amax = 0;
-      for (std::size_t j = 0; j < span.count; ++j) {
-        const std::uint32_t magnitude = in[j] & 0x7FFFFFFFu;
-        amax = amax > magnitude ? amax : magnitude;
-      }
-      const std::uint32_t scale_code = nvfp4 ? nvfp4_block_scale_code(amax, tensor_scale) : mx_scale_code(format, rule, amax);
-      scales[block_index] = static_cast<std::uint8_t>(scale_code);
-      const bool nan_block = nvfp4 ? is_nan(formats::e4m3, scale_code) : e8m0::is_nan(static_cast<std::uint8_t>(scale_code));
-      if (statistics != nullptr) block_walk::add_block(*statistics, scale_code, span.count, nan_block, BlockOutcome{});
-      if (nan_block) {
-        finish_run();
-        const std::uint8_t code = block_walk::nan_block_element(format);
-        for (std::size_t j = 0; j < span.count; ++j) out[j] = code;
-        if (outcomes != nullptr) outcomes[block_index] = BlockOutcome{};
-        continue;
-      }
-      if (run_count == 0) {
-        run_in = in;
-        run_out = out;
-        run_random = first_random + span.first;
-        run_block = block_index;
-      }
-      const std::int32_t shared = nvfp4 ? 0 : e8m0::exponent_of(static_cast<std::uint8_t>(scale_code));
-      const std::int32_t amax_exponent = amax == 0 ? 0 : floor_log2_of_magnitude(amax) + 127;
-      const float factor = nvfp4 ? nvfp4_element_factor(tensor_scale, block_scale_value(format, scale_code)) : 0.0f;
-      for (std::size_t j = run_count; j < run_count + span.count; ++j) {
-        run.shared[j] = shared;
-        run.amax_exponent[j] = amax_exponent;
-        run.factor[j] = factor;
-      }
-      run_count += span.count;
-      // A run ends with its capacity, at the end of a row or band, and after each block where runs are single blocks.
-      if (run_count + block > run_capacity || scale_col + 1 == layout.scale_cols() || one_block_runs) finish_run();
+      one_block(scale_row, scale_col, band_rows);
     }
-    if (!along_rows)
-      for (std::size_t r = 0; r < band_rows; ++r)
-        for (std::size_t c = 0; c < cols; ++c) codes[(first_row + r) * cols + c] = band_codes[c * band_rows + r];
+    if (!along_rows && !by_columns) transpose_out(first_row, band_rows, 0, cols);
   }
   if (statistics != nullptr) relative.flush(*statistics);
 }

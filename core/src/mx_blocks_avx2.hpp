@@ -58,6 +58,17 @@ class Blocks {
   template <bool Record>
   std::size_t take(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks, BlockStatistics* statistics);
 
+  // Quantizes the 8 blocks of 32 rows that lie down 8 adjacent columns, row r's 8 values at
+  // in + r * stride (codes likewise at out), scale codes to scales[0 .. 7]; the vector lanes are
+  // the blocks, so nothing is transposed. Takes all 8 or none (then false, nothing counted).
+  template <bool Record>
+  bool take_columns(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics) {
+    const bool took = flags_settled_ ? take_columns_with<Record, false>(in, stride, out, scales, statistics)
+                                     : take_columns_with<Record, true>(in, stride, out, scales, statistics);
+    flags_settled_ = _mm256_movemask_epi8(exact_) != -1 && _mm256_testz_si256(underflow_, underflow_) == 0;
+    return took;
+  }
+
   // Adds what the blocks taken add up to into `statistics` (when recording) and `flags`.
   void finish(BlockStatistics* statistics, CastFlags& flags) {
     bool any_saturated = _mm256_testz_si256(saturated_, saturated_) == 0;
@@ -78,6 +89,27 @@ class Blocks {
  private:
   template <bool Record, bool TrackFlags>
   std::size_t take_blocks(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks, BlockStatistics* statistics);
+  template <bool Record, bool TrackFlags>
+  bool take_columns_with(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics);
+
+  // One call's work on 32 elements at a time (a block along a row, or 4 rows of 8 column
+  // blocks), with its constants and what it adds up held in registers; begun from and put back
+  // into the Blocks.
+  struct Pass;
+  // The scale exponent X of a block with amax `amax` whose smallest nonzero magnitude less one
+  // is `smallest_less_one`, or not_taken where the block is not taken: a NaN scale, an element
+  // whose quotient v / 2^X is not a normal float32 (its exponent field not above max(X, 0)), or X
+  // = 127, where 2^-X would be a float32 subnormal (no element format's rule gets there).
+  static constexpr int not_taken = 1000;
+  int taken_exponent(std::uint32_t amax, std::uint32_t smallest_less_one) const {
+    // The OCP rule named as a constant, so that its call folds to a few instructions.
+    const std::uint8_t scale_code = rule_ == ScaleRule::floor ? mx_scale_code(format_, ScaleRule::floor, amax) : mx_scale_code(format_, rule_, amax);
+    if (e8m0::is_nan(scale_code)) return not_taken;
+    const int shared = e8m0::exponent_of(scale_code);
+    const std::uint32_t smallest_taken = static_cast<std::uint32_t>(std::max(shared + 1, 1)) << 23;
+    if (smallest_less_one < smallest_taken - 1 || shared == e8m0::max_exponent) return not_taken;
+    return shared;
+  }
   static std::uint64_t byte_sum(__m256i counts) {  // the sum of 32 byte lanes
     const __m256i sums = _mm256_sad_epu8(counts, _mm256_setzero_si256());
     alignas(32) std::uint64_t parts[4];
@@ -177,22 +209,115 @@ std::size_t Blocks<F>::take(const std::uint32_t* in, std::uint8_t* out, std::uin
 }
 
 template <Format F>
-template <bool Record, bool TrackFlags>
-std::size_t Blocks<F>::take_blocks(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks,
-                                   BlockStatistics* statistics) {
-  const __m256i magnitude_mask = _mm256_set1_epi32(0x7FFFFFFF), one = _mm256_set1_epi32(1), zero = _mm256_setzero_si256();
+struct Blocks<F>::Pass {
+  Blocks& owner;
+  BlockStatistics* statistics;
+  const __m256i zero = _mm256_setzero_si256();
   const __m256i exponent_field = _mm256_set1_epi32(0x7F800000);
   const __m256i min_normal = _mm256_set1_epi32(static_cast<int>(min_normal32));
   const __m256i unit_offset = _mm256_set1_epi32(static_cast<int>(drop << 23));  // M = 2^(max(e, emin) + 23 - m)
   const __m256i binade_offset = _mm256_set1_epi32(-static_cast<int>(min_normal32 >> drop));  // (max(e, emin) - emin) << m
   const __m256i largest_byte = _mm256_set1_epi8(static_cast<char>(max_code)), above_largest = _mm256_set1_epi8(static_cast<char>(max_code + 1));
   const __m256i grid_byte = _mm256_set1_epi8(static_cast<char>(1 << m));
-  const __m256i tiny_below = _mm256_set1_epi32(static_cast<int>(tiny_threshold_));
+  const __m256i tiny_below;
   const __m256i in_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   const __m256i byte_sign = _mm256_set1_epi8(static_cast<char>(0x80));
-  __m256i dense_bins = _mm256_set1_epi8(static_cast<char>(dense_bins_));
-  __m256i saturated = saturated_, below_grid = below_grid_, code_zero = code_zero_, exact_all = exact_, underflow = underflow_;
+  __m256i dense_bins;
+  __m256i saturated, below_grid, code_zero, exact_all, underflow;
 
+  Pass(Blocks& blocks, BlockStatistics* st)
+      : owner(blocks),
+        statistics(st),
+        tiny_below(_mm256_set1_epi32(static_cast<int>(blocks.tiny_threshold_))),
+        dense_bins(_mm256_set1_epi8(static_cast<char>(blocks.dense_bins_))),
+        saturated(blocks.saturated_),
+        below_grid(blocks.below_grid_),
+        code_zero(blocks.code_zero_),
+        exact_all(blocks.exact_),
+        underflow(blocks.underflow_) {}
+  void put_back() {
+    owner.saturated_ = saturated, owner.below_grid_ = below_grid, owner.code_zero_ = code_zero;
+    owner.exact_ = exact_all, owner.underflow_ = underflow;
+  }
+
+  // The unclamped code of q = |v| * 2^-X per lane (`factor` = 2^-X per lane; see the top).
+  template <bool TrackFlags>
+  [[gnu::always_inline]] __m256i code(__m256i magnitude, __m256 factor) {
+    const __m256 q = _mm256_mul_ps(_mm256_castsi256_ps(magnitude), factor);
+    const __m256i binade = _mm256_max_epi32(_mm256_and_si256(_mm256_castps_si256(q), exponent_field), min_normal);
+    const __m256 unit = _mm256_castsi256_ps(_mm256_add_epi32(binade, unit_offset));
+    const __m256 on_grid = _mm256_add_ps(q, unit);
+    const __m256i units = _mm256_sub_epi32(_mm256_castps_si256(on_grid), _mm256_castps_si256(unit));
+    if constexpr (TrackFlags) {
+      const __m256i exact = _mm256_castps_si256(_mm256_cmp_ps(_mm256_sub_ps(on_grid, unit), q, _CMP_EQ_OQ));
+      exact_all = _mm256_and_si256(exact_all, exact);
+      underflow = _mm256_or_si256(underflow, _mm256_andnot_si256(exact, _mm256_cmpgt_epi32(tiny_below, _mm256_castps_si256(q))));
+    }
+    return _mm256_add_epi32(units, _mm256_add_epi32(_mm256_srli_epi32(binade, drop), binade_offset));
+  }
+
+  // Four vectors of unclamped codes (and the inputs' bits, for the signs) as 32 code bytes: lanes
+  // 0-7 of codes[0], then of codes[1], ... Packed with unsigned saturation (a code above 255 reads
+  // 255, still above max), counted and clamped there (magnitude codes are below 128), then given
+  // their signs: a negative input's bits pack with signed saturation to 0x80. The packs
+  // interleave 128-bit lanes; the permutation undoes it.
+  template <bool Record>
+  [[gnu::always_inline]] __m256i pack(const __m256i (&codes)[4], const __m256i (&u)[4]) {
+    const __m256i unclamped = _mm256_packus_epi16(_mm256_packus_epi32(codes[0], codes[1]), _mm256_packus_epi32(codes[2], codes[3]));
+    const __m256i saturating = _mm256_cmpeq_epi8(_mm256_max_epu8(unclamped, above_largest), unclamped);
+    const __m256i clamped = _mm256_min_epu8(unclamped, largest_byte);
+    if constexpr (Record) {
+      saturated = _mm256_sub_epi8(saturated, saturating);
+      below_grid = _mm256_sub_epi8(below_grid, _mm256_cmpgt_epi8(grid_byte, clamped));
+      code_zero = _mm256_sub_epi8(code_zero, _mm256_cmpeq_epi8(clamped, zero));
+    } else {
+      saturated = _mm256_or_si256(saturated, saturating);  // only whether any was
+    }
+    __m256i signs = _mm256_and_si256(_mm256_packs_epi16(_mm256_packs_epi32(u[0], u[1]), _mm256_packs_epi32(u[2], u[3])), byte_sign);
+    if constexpr (F.width() < 8) signs = _mm256_srli_epi16(signs, 8 - F.width());  // no bit crosses into the byte below
+    return _mm256_permutevar8x32_epi32(_mm256_or_si256(clamped, signs), in_order);
+  }
+
+  // The exponent fields of four vectors of magnitudes as bytes (0 .. 254; 0 for a zero), in the
+  // packs' order.
+  [[gnu::always_inline]] static __m256i fields(const __m256i (&magnitude)[4]) {
+    return _mm256_packus_epi16(_mm256_packs_epi32(_mm256_srli_epi32(magnitude[0], 23), _mm256_srli_epi32(magnitude[1], 23)),
+                               _mm256_packs_epi32(_mm256_srli_epi32(magnitude[2], 23), _mm256_srli_epi32(magnitude[3], 23)));
+  }
+
+  // The relative exponents of 32 elements, amax's exponent field less each element's (both as
+  // bytes in the same order; 0 .. 253 for normal elements, zeros marked 0xFF), into the buffer;
+  // those from dense_bins_ on one by one. A full buffer is counted, with the byte counters.
+  [[gnu::always_inline]] void bins(__m256i element_fields, __m256i amax_fields) {
+    const __m256i zeros = _mm256_cmpeq_epi8(element_fields, zero);
+    const __m256i bytes = _mm256_or_si256(_mm256_sub_epi8(amax_fields, element_fields), zeros);
+    const __m256i sparse = _mm256_andnot_si256(zeros, _mm256_cmpeq_epi8(_mm256_max_epu8(bytes, dense_bins), bytes));
+    if (auto lanes = static_cast<std::uint32_t>(_mm256_movemask_epi8(sparse)); lanes != 0) {
+      alignas(32) std::uint8_t bin_of[32];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(bin_of), bytes);
+      owner.sparse_ += static_cast<std::uint64_t>(__builtin_popcount(lanes));
+      while (lanes != 0) {
+        ++statistics->relative_exponents[bin_of[__builtin_ctz(lanes)]];
+        lanes &= lanes - 1;
+      }
+    }
+    _mm256_store_si256(&owner.bin_buffer_[owner.buffered_], bytes);
+    owner.buffer_max_ = _mm256_max_epi8(owner.buffer_max_, bytes);
+    if (++owner.buffered_ == buffer_blocks) {  // the byte counters are full too
+      owner.saturated_ = saturated, owner.below_grid_ = below_grid, owner.code_zero_ = code_zero;
+      owner.count_bins(statistics);
+      saturated = below_grid = code_zero = zero;
+      dense_bins = _mm256_set1_epi8(static_cast<char>(owner.dense_bins_));
+    }
+  }
+};
+
+template <Format F>
+template <bool Record, bool TrackFlags>
+std::size_t Blocks<F>::take_blocks(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks,
+                                   BlockStatistics* statistics) {
+  const __m256i magnitude_mask = _mm256_set1_epi32(0x7FFFFFFF), one = _mm256_set1_epi32(1);
+  Pass pass(*this, statistics);
   std::size_t b = 0;
   for (; b < blocks; ++b) {
     const std::uint32_t* p = in + b * block_size;
@@ -207,95 +332,90 @@ std::size_t Blocks<F>::take_blocks(const std::uint32_t* in, std::uint8_t* out, s
     const std::uint32_t smallest_less_one = horizontal_min(_mm256_min_epu32(
         _mm256_min_epu32(_mm256_sub_epi32(magnitude[0], one), _mm256_sub_epi32(magnitude[1], one)),
         _mm256_min_epu32(_mm256_sub_epi32(magnitude[2], one), _mm256_sub_epi32(magnitude[3], one))));
-    // The OCP rule named as a constant, so that its call folds to a few instructions.
-    const std::uint8_t scale_code = rule_ == ScaleRule::floor ? mx_scale_code(format_, ScaleRule::floor, amax) : mx_scale_code(format_, rule_, amax);
-    if (e8m0::is_nan(scale_code)) break;
-    const int shared = e8m0::exponent_of(scale_code);
-    // v / 2^X is a normal float32 iff v's exponent field is above max(X, 0).
-    const std::uint32_t smallest_taken = static_cast<std::uint32_t>(std::max(shared + 1, 1)) << 23;
-    if (smallest_less_one < smallest_taken - 1) break;
-    if (shared == e8m0::max_exponent) break;  // 2^-X would be a float32 subnormal (no element format's rule gets here)
+    const int shared = taken_exponent(amax, smallest_less_one);
+    if (shared == not_taken) break;
+    const auto scale_code = e8m0::from_exponent(shared);
     scales[b] = scale_code;
-
     // 2^-X, a normal float32: the product is exact, and a zero stays zero.
     const __m256 factor = _mm256_castsi256_ps(_mm256_set1_epi32((127 - shared) << 23));
     __m256i codes[4];
-    for (int i = 0; i < 4; ++i) {
-      const __m256 q = _mm256_mul_ps(_mm256_castsi256_ps(magnitude[i]), factor);
-      const __m256i binade = _mm256_max_epi32(_mm256_and_si256(_mm256_castps_si256(q), exponent_field), min_normal);
-      const __m256 unit = _mm256_castsi256_ps(_mm256_add_epi32(binade, unit_offset));
-      const __m256 on_grid = _mm256_add_ps(q, unit);
-      const __m256i units = _mm256_sub_epi32(_mm256_castps_si256(on_grid), _mm256_castps_si256(unit));
-      codes[i] = _mm256_add_epi32(units, _mm256_add_epi32(_mm256_srli_epi32(binade, drop), binade_offset));  // unclamped
-      if constexpr (TrackFlags) {
-        const __m256i exact = _mm256_castps_si256(_mm256_cmp_ps(_mm256_sub_ps(on_grid, unit), q, _CMP_EQ_OQ));
-        exact_all = _mm256_and_si256(exact_all, exact);
-        underflow = _mm256_or_si256(underflow, _mm256_andnot_si256(exact, _mm256_cmpgt_epi32(tiny_below, _mm256_castps_si256(q))));
-      }
-    }
-    // The codes packed to bytes with unsigned saturation (a code above 255 reads 255, still above
-    // max), counted and clamped there (magnitude codes are below 128), then given their signs: a
-    // negative input's bits pack with signed saturation to 0x80. The packs interleave 128-bit
-    // lanes; the permutation undoes it.
-    const __m256i unclamped = _mm256_packus_epi16(_mm256_packus_epi32(codes[0], codes[1]), _mm256_packus_epi32(codes[2], codes[3]));
-    const __m256i saturating = _mm256_cmpeq_epi8(_mm256_max_epu8(unclamped, above_largest), unclamped);
-    const __m256i clamped = _mm256_min_epu8(unclamped, largest_byte);
-    if constexpr (Record) {
-      saturated = _mm256_sub_epi8(saturated, saturating);
-      below_grid = _mm256_sub_epi8(below_grid, _mm256_cmpgt_epi8(grid_byte, clamped));
-      code_zero = _mm256_sub_epi8(code_zero, _mm256_cmpeq_epi8(clamped, zero));
-    } else {
-      saturated = _mm256_or_si256(saturated, saturating);  // only whether any was
-    }
-    __m256i signs = _mm256_and_si256(
-        _mm256_packs_epi16(_mm256_packs_epi32(u[0], u[1]), _mm256_packs_epi32(u[2], u[3])), byte_sign);
-    if constexpr (F.width() < 8) signs = _mm256_srli_epi16(signs, 8 - F.width());  // no bit crosses into the byte below
-    const __m256i packed = _mm256_or_si256(clamped, signs);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + b * block_size), _mm256_permutevar8x32_epi32(packed, in_order));
+    for (int i = 0; i < 4; ++i) codes[i] = pass.template code<TrackFlags>(magnitude[i], factor);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + b * block_size), pass.template pack<Record>(codes, u));
     if constexpr (Record) {
       ++statistics->scale_codes[scale_code];
-      // The bins as bytes, in any order (only their counts are kept): amax's exponent field less
-      // each element's (0 .. 253 for normal ones); zeros (field 0) marked 0xFF.
-      const __m256i fields = _mm256_packus_epi16(
-          _mm256_packs_epi32(_mm256_srli_epi32(magnitude[0], 23), _mm256_srli_epi32(magnitude[1], 23)),
-          _mm256_packs_epi32(_mm256_srli_epi32(magnitude[2], 23), _mm256_srli_epi32(magnitude[3], 23)));
-      const __m256i zeros = _mm256_cmpeq_epi8(fields, zero);
-      const __m256i bytes = _mm256_or_si256(_mm256_sub_epi8(_mm256_set1_epi8(static_cast<char>(amax >> 23)), fields), zeros);
-      // Relative exponents from dense_bins_ on, one by one.
-      const __m256i sparse = _mm256_andnot_si256(zeros, _mm256_cmpeq_epi8(_mm256_max_epu8(bytes, dense_bins), bytes));
-      if (auto lanes = static_cast<std::uint32_t>(_mm256_movemask_epi8(sparse)); lanes != 0) {
-        alignas(32) std::uint8_t bin_of[32];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(bin_of), bytes);
-        sparse_ += static_cast<std::uint64_t>(__builtin_popcount(lanes));
-        while (lanes != 0) {
-          ++statistics->relative_exponents[bin_of[__builtin_ctz(lanes)]];
-          lanes &= lanes - 1;
-        }
-      }
-      _mm256_store_si256(&bin_buffer_[buffered_], bytes);
-      buffer_max_ = _mm256_max_epi8(buffer_max_, bytes);
-      if (++buffered_ == buffer_blocks) {  // the byte counters are full too
-        saturated_ = saturated, below_grid_ = below_grid, code_zero_ = code_zero;
-        count_bins(statistics);
-        saturated = below_grid = code_zero = zero;
-        dense_bins = _mm256_set1_epi8(static_cast<char>(dense_bins_));
-      }
+      pass.bins(Pass::fields(magnitude), _mm256_set1_epi8(static_cast<char>(amax >> 23)));
     }
   }
-  saturated_ = saturated, below_grid_ = below_grid, code_zero_ = code_zero, exact_ = exact_all, underflow_ = underflow;
+  pass.put_back();
   taken_ += b;
   return b;
+}
+
+template <Format F>
+template <bool Record, bool TrackFlags>
+bool Blocks<F>::take_columns_with(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales,
+                                  BlockStatistics* statistics) {
+  const __m256i magnitude_mask = _mm256_set1_epi32(0x7FFFFFFF), one = _mm256_set1_epi32(1);
+  const auto row = [&](std::size_t r) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + r * stride)); };
+  __m256i amax = _mm256_setzero_si256(), smallest_less_one = _mm256_set1_epi32(-1);
+  for (std::size_t r = 0; r < block_size; ++r) {
+    const __m256i magnitude = _mm256_and_si256(row(r), magnitude_mask);
+    amax = _mm256_max_epu32(amax, magnitude);
+    smallest_less_one = _mm256_min_epu32(smallest_less_one, _mm256_sub_epi32(magnitude, one));
+  }
+  alignas(32) std::uint32_t lane_amax[8], lane_smallest[8];
+  alignas(32) std::int32_t factor_bits[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lane_amax), amax);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lane_smallest), smallest_less_one);
+  std::uint8_t codes_of_scales[8];
+  for (int lane = 0; lane < 8; ++lane) {
+    const int shared = taken_exponent(lane_amax[lane], lane_smallest[lane]);
+    if (shared == not_taken) return false;
+    codes_of_scales[lane] = e8m0::from_exponent(shared);
+    factor_bits[lane] = (127 - shared) << 23;
+  }
+  for (int lane = 0; lane < 8; ++lane) {
+    scales[lane] = codes_of_scales[lane];
+    if constexpr (Record) ++statistics->scale_codes[codes_of_scales[lane]];
+  }
+  const __m256 factor = _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(factor_bits)));
+  const __m256i amax_fields = Pass::fields({amax, amax, amax, amax});  // each lane's, laid out as the rows' fields
+  Pass pass(*this, statistics);
+  for (std::size_t r = 0; r < block_size; r += 4) {
+    __m256i u[4], magnitude[4], codes[4];
+    for (std::size_t i = 0; i < 4; ++i) {
+      u[i] = row(r + i);
+      magnitude[i] = _mm256_and_si256(u[i], magnitude_mask);
+      codes[i] = pass.template code<TrackFlags>(magnitude[i], factor);
+    }
+    // Row r + i's 8 codes are bytes 8i .. 8i + 7.
+    const __m256i packed = pass.template pack<Record>(codes, u);
+    const __m128i low = _mm256_castsi256_si128(packed), high = _mm256_extracti128_si256(packed, 1);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + r * stride), low);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + (r + 1) * stride), _mm_unpackhi_epi64(low, low));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + (r + 2) * stride), high);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + (r + 3) * stride), _mm_unpackhi_epi64(high, high));
+    if constexpr (Record) pass.bins(Pass::fields(magnitude), amax_fields);
+  }
+  pass.put_back();
+  taken_ += 8;
+  return true;
 }
 
 // Blocks<F> as the walker's whole_blocks (block_kernels.inl, walk_blocks).
 template <Format F>
 struct WholeBlocks {
   static constexpr bool uses_whole_blocks = true;
+  static constexpr std::size_t columns_at_once = 8;
   Blocks<F>* blocks;
   BlockStatistics* statistics;  // null: codes only
   std::size_t operator()(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t count) const {
     return statistics != nullptr ? blocks->template take<true>(in, out, scales, count, statistics)
                                  : blocks->template take<false>(in, out, scales, count, nullptr);
+  }
+  bool columns(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales) const {
+    return statistics != nullptr ? blocks->template take_columns<true>(in, stride, out, scales, statistics)
+                                 : blocks->template take_columns<false>(in, stride, out, scales, nullptr);
   }
 };
 

@@ -589,41 +589,44 @@ TEST_CASE("bulk block kernels raise the flags that only the last element earns")
   for (const BlockFormat& f : named_block_formats()) {
     if (f.elements != BlockFormat::Elements::floating || f.scale != BlockFormat::Scale::e8m0) continue;
     const ElementSpec e = spec_of(f);
-    const BlockLayout layout{64, 1024, BlockAxis::rows, f.block_size};
-    std::vector<float> values(layout.element_count());
-    for (std::size_t i = 0; i < values.size(); ++i) values[i] = (i % 3 == 0 ? 0.5f : 1.0f) * (i % 5 == 0 ? -1.0f : 1.0f);  // exact
-    struct Late {
-      const char* what;
-      float value;
-      std::uint8_t flags, flags_tininess_before;
-    };
-    constexpr std::uint8_t inexact = flag::inexact, underflow = flag::inexact | flag::underflow;
-    // With amax 1 (the last block's), the scale is 2^-emax: 0.6 lands between two normal
-    // elements, 0.6 * 2^(emin - emax - 1) between two subnormal ones; (1 - 2^-(m+2)) * 2^emin
-    // rounds up to 2^emin (tiny only before rounding); 1.99 as amax rounds above max.
-    const float up_to_normal = (1.0f - std::ldexp(1.0f, -e.mantissa_bits - 2)) * std::ldexp(1.0f, e.emin - e.emax);
-    for (const Late late : {Late{"exact", 1.0f, 0, 0}, Late{"inexact", 0.6f, inexact, inexact},
-                            Late{"tiny", 0.6f * std::ldexp(1.0f, e.emin - e.emax - 1), underflow, underflow},
-                            Late{"rounding up to the smallest normal", up_to_normal, inexact, underflow},
-                            Late{"saturated", 1.99f, flag::inexact | flag::overflow, flag::inexact | flag::overflow}}) {
-      for (const Tininess tininess : {Tininess::after_rounding, Tininess::before_rounding}) {
-        std::vector<float> tensor = values;
-        tensor.back() = late.value;
-        Quantized fast, scalar;
-        for (Quantized* q : {&fast, &scalar}) {
-          q->codes.resize(tensor.size());
-          q->scales.resize(layout.block_count());
-          Context ctx;
-          ctx.tininess = tininess;
-          if (q == &fast) block_quantize(f, ScaleRule::floor, layout, tensor, q->codes, q->scales, q->tensor_scale, ctx, &q->statistics);
-          else block_quantize_scalar(f, ScaleRule::floor, layout, tensor, q->codes, q->scales, q->tensor_scale, ctx, &q->statistics, {});
-          q->flags = ctx.flags;
+    for (const BlockAxis axis : {BlockAxis::rows, BlockAxis::cols}) {
+      const BlockLayout layout{64, 1024, axis, f.block_size};
+      std::vector<float> values(layout.element_count());
+      for (std::size_t i = 0; i < values.size(); ++i) values[i] = (i % 3 == 0 ? 0.5f : 1.0f) * (i % 5 == 0 ? -1.0f : 1.0f);  // exact
+      struct Late {
+        const char* what;
+        float value;
+        std::uint8_t flags, flags_tininess_before;
+      };
+      constexpr std::uint8_t inexact = flag::inexact, underflow = flag::inexact | flag::underflow;
+      // With amax 1 (the last block's), the scale is 2^-emax: 0.6 lands between two normal
+      // elements, 0.6 * 2^(emin - emax - 1) between two subnormal ones; (1 - 2^-(m+2)) * 2^emin
+      // rounds up to 2^emin (tiny only before rounding); 1.99 as amax rounds above max.
+      const float up_to_normal = (1.0f - std::ldexp(1.0f, -e.mantissa_bits - 2)) * std::ldexp(1.0f, e.emin - e.emax);
+      for (const Late late : {Late{"exact", 1.0f, 0, 0}, Late{"inexact", 0.6f, inexact, inexact},
+                              Late{"tiny", 0.6f * std::ldexp(1.0f, e.emin - e.emax - 1), underflow, underflow},
+                              Late{"rounding up to the smallest normal", up_to_normal, inexact, underflow},
+                              Late{"saturated", 1.99f, flag::inexact | flag::overflow, flag::inexact | flag::overflow}}) {
+        for (const Tininess tininess : {Tininess::after_rounding, Tininess::before_rounding}) {
+          std::vector<float> tensor = values;
+          tensor.back() = late.value;
+          Quantized fast, scalar;
+          for (Quantized* q : {&fast, &scalar}) {
+            q->codes.resize(tensor.size());
+            q->scales.resize(layout.block_count());
+            Context ctx;
+            ctx.tininess = tininess;
+            if (q == &fast) block_quantize(f, ScaleRule::floor, layout, tensor, q->codes, q->scales, q->tensor_scale, ctx, &q->statistics);
+            else block_quantize_scalar(f, ScaleRule::floor, layout, tensor, q->codes, q->scales, q->tensor_scale, ctx, &q->statistics, {});
+            q->flags = ctx.flags;
+          }
+          INFO(block_format_name(f), " ", std::string(late.what), std::string(axis == BlockAxis::rows ? " rows" : " cols"),
+               std::string(tininess == Tininess::before_rounding ? " tininess before rounding" : ""));
+          CHECK(int(scalar.flags) == int(tininess == Tininess::before_rounding ? late.flags_tininess_before : late.flags));
+          CHECK(int(fast.flags) == int(scalar.flags));
+          CHECK(fast.codes == scalar.codes);
+          CHECK(fast.statistics == scalar.statistics);
         }
-        INFO(block_format_name(f), " ", std::string(late.what), std::string(tininess == Tininess::before_rounding ? " tininess before rounding" : ""));
-        CHECK(int(scalar.flags) == int(tininess == Tininess::before_rounding ? late.flags_tininess_before : late.flags));
-        CHECK(int(fast.flags) == int(scalar.flags));
-        CHECK(fast.codes == scalar.codes);
-        CHECK(fast.statistics == scalar.statistics);
       }
     }
   }
