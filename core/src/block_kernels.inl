@@ -371,12 +371,11 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
         return mx_run<F, Mode>(in, out, bins, count, run, options, seed, random_base, stride, flags, element_ctx);
       };
 #if defined(__AVX2__)
-      // MX blocks of 32 in the lean cast's case, without per-block outcomes: whole blocks through
-      // the AVX2 kernel (mx_blocks_avx2.hpp), the rest here.
+      // MX and NVFP4 blocks in the lean cast's case, without per-block outcomes: whole blocks
+      // through the AVX2 kernel (mx_blocks_avx2.hpp), the rest here.
       if constexpr (lean_mode) {
-        if (lean && !nvfp4 && layout.block_size == static_cast<int>(mx_avx2::block_size) && outcomes == nullptr &&
-            mx_avx2::rounds_to_nearest_even()) {
-          mx_avx2::Blocks<F> avx2_blocks(format, rule, options.tininess == Tininess::before_rounding);
+        if (lean && mx_avx2::takes(format) && outcomes == nullptr && mx_avx2::float_arithmetic_is_default()) {
+          mx_avx2::Blocks<F> avx2_blocks(format, rule, options.tininess == Tininess::before_rounding, tensor_scale);
           walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, stochastic, statistics, outcomes, elements,
                       mx_avx2::WholeBlocks<F>{&avx2_blocks, statistics});
           avx2_blocks.finish(statistics, flags);

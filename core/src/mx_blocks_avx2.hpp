@@ -1,12 +1,16 @@
-// MX blocks of 32 floating-point elements in round to nearest even, written with AVX2 intrinsics:
-// the common case of block quantization (every MX element format, along rows or down columns as
-// the walker's transposed bands), which the portable loops in block_kernels.inl leave at a sixth
-// of a plain read. Included by block_kernels.inl in the instruction sets that have AVX2.
+// MX and NVFP4 blocks of floating-point elements in round to nearest even, written with AVX2
+// intrinsics: the common case of block quantization (every MX element format in blocks of 32 or
+// 16 along rows, MX blocks of 32 down columns; NVFP4 along rows), which the portable loops in
+// block_kernels.inl leave at a sixth of a plain read. Included by block_kernels.inl in the
+// instruction sets that have AVX2.
 //
 // It must give exactly what the lean cast (cast.hpp, saturating_nearest_even_from_normal) and the
 // walker give, and the kernels-vs-scalar tests hold it to the scalar path bit for bit. It takes a
 // block only whole: every element zero or with v / 2^X a normal float32 (X the block's scale
 // exponent), and the scale not NaN; any other block is left to the caller's general path.
+//
+// NVFP4 takes a block whose products v * factor (float32, rounded, as nvfp4_element_code makes
+// them) are all normal float32 numbers or zero, and no input a float32 subnormal.
 //
 // Per element, q = v * 2^-X in float32 (exact for those, 2^-X a normal float32), then one
 // float32 addition rounds q to F's grid: M = 2^(max(e, emin) + 23 - m), e = floor(log2 q), has
@@ -33,11 +37,14 @@
 
 namespace fpscope::mx_avx2 {
 
-inline constexpr std::size_t block_size = 32;
+// Whether the processor's float32 arithmetic is IEEE's default (MXCSR: round to nearest even, no
+// flush-to-zero, no denormals-are-zero), as the grid's addition and NVFP4's products need.
+inline bool float_arithmetic_is_default() { return (_mm_getcsr() & 0xE040u) == 0; }
 
-// Whether the processor rounds float32 arithmetic to nearest even (MXCSR's rounding control), as
-// the grid's addition needs.
-inline bool rounds_to_nearest_even() { return (_mm_getcsr() & 0x6000u) == 0; }
+// Whether the kernel takes blocks of this format (the mode and options are the caller's to check).
+inline bool takes(const BlockFormat& format) {
+  return format.elements == BlockFormat::Elements::floating && (format.block_size == 32 || format.block_size == 16);
+}
 
 template <Format F>
 class Blocks {
@@ -49,14 +56,26 @@ class Blocks {
   static_assert(F.emin() + 127 > 1, "F's subnormals are normal float32 numbers");
 
  public:
-  Blocks(const BlockFormat& format, ScaleRule rule, bool tininess_before)
-      : format_(format), rule_(rule), tiny_threshold_(tininess_before ? min_normal32 : min_normal32 - (1u << drop) / 2) {}
+  // `tensor_scale`: NVFP4's, for the whole tensor.
+  Blocks(const BlockFormat& format, ScaleRule rule, bool tininess_before, float tensor_scale)
+      : format_(format),
+        rule_(rule),
+        tiny_threshold_(tininess_before ? min_normal32 : min_normal32 - (1u << drop) / 2),
+        tensor_scale_(tensor_scale),
+        nvfp4_(format.scale == BlockFormat::Scale::e4m3_nvfp4),
+        halves_(format.block_size == 16) {}
 
-  // Quantizes the leading blocks of the `blocks` consecutive blocks of 32 at `in` (codes to
-  // `out`, scale codes to `scales`) and returns how many it took: it stops before the first
-  // block it cannot take whole. Counts go to the statistics at finish().
+  // Whether blocks down columns can come to take_columns (MX blocks of 32).
+  bool takes_columns() const { return !nvfp4_ && !halves_; }
+
+  // Quantizes the leading blocks of the `blocks` consecutive blocks at `in` (codes to `out`,
+  // scale codes to `scales`) and returns how many it took: it stops before the first block it
+  // cannot take whole (blocks of 16 go in pairs, so before the pair). Counts go to the
+  // statistics at finish().
   template <bool Record>
-  std::size_t take(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks, BlockStatistics* statistics);
+  std::size_t take(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks, BlockStatistics* statistics) {
+    return halves_ ? take_groups<Record, true>(in, out, scales, blocks, statistics) : take_groups<Record, false>(in, out, scales, blocks, statistics);
+  }
 
   // Quantizes the 8 blocks of 32 rows that lie down 8 adjacent columns, row r's 8 values at
   // in + r * stride (codes likewise at out), scale codes to scales[0 .. 7]; the vector lanes are
@@ -75,7 +94,7 @@ class Blocks {
     if (statistics != nullptr) {
       count_bins(statistics);
       statistics->blocks += taken_;
-      statistics->elements += taken_ * block_size;
+      statistics->elements += taken_ * static_cast<std::uint64_t>(format_.block_size);
       statistics->made_subnormal += below_grid_total_ - code_zero_total_;
       statistics->flushed_to_zero += code_zero_total_ - zeros_;
       statistics->saturated += saturated_total_;
@@ -87,7 +106,9 @@ class Blocks {
   }
 
  private:
-  template <bool Record, bool TrackFlags>
+  template <bool Record, bool Halves>
+  std::size_t take_groups(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks, BlockStatistics* statistics);
+  template <bool Record, bool TrackFlags, bool Halves>
   std::size_t take_blocks(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks, BlockStatistics* statistics);
   template <bool Record, bool TrackFlags>
   bool take_columns_with(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics);
@@ -96,19 +117,44 @@ class Blocks {
   // blocks), with its constants and what it adds up held in registers; begun from and put back
   // into the Blocks.
   struct Pass;
-  // The scale exponent X of a block with amax `amax` whose smallest nonzero magnitude less one
-  // is `smallest_less_one`, or not_taken where the block is not taken: a NaN scale, an element
-  // whose quotient v / 2^X is not a normal float32 (its exponent field not above max(X, 0)), or X
-  // = 127, where 2^-X would be a float32 subnormal (no element format's rule gets there).
-  static constexpr int not_taken = 1000;
-  int taken_exponent(std::uint32_t amax, std::uint32_t smallest_less_one) const {
+  // A block's scale code and the factor its elements are multiplied by, from its amax and its
+  // smallest nonzero magnitude less one; false where the block is not taken. MX: the factor is
+  // 2^-X; not taken are a NaN scale, an element whose quotient v / 2^X is not a normal float32
+  // (its exponent field not above max(X, 0)), and X = 127, where 2^-X would be a float32
+  // subnormal (no element format's rule gets there). NVFP4: the E4M3 scale and the factor of
+  // nvfp4_element_factor; not taken are a NaN scale and a float32 subnormal input (the products
+  // are looked at after).
+  bool scale_block(std::uint32_t amax, std::uint32_t smallest_less_one, std::uint8_t& scale_code, float& factor) const {
+    if (nvfp4_) {
+      scale_code = static_cast<std::uint8_t>(nvfp4_block_scale_code(amax, tensor_scale_));
+      if (is_nan(formats::e4m3, scale_code) || smallest_less_one < 0x007FFFFFu) return false;
+      factor = nvfp4_element_factor(tensor_scale_, block_scale_value(format_, scale_code));
+      return true;
+    }
     // The OCP rule named as a constant, so that its call folds to a few instructions.
-    const std::uint8_t scale_code = rule_ == ScaleRule::floor ? mx_scale_code(format_, ScaleRule::floor, amax) : mx_scale_code(format_, rule_, amax);
-    if (e8m0::is_nan(scale_code)) return not_taken;
+    scale_code = rule_ == ScaleRule::floor ? mx_scale_code(format_, ScaleRule::floor, amax) : mx_scale_code(format_, rule_, amax);
+    if (e8m0::is_nan(scale_code)) return false;
     const int shared = e8m0::exponent_of(scale_code);
     const std::uint32_t smallest_taken = static_cast<std::uint32_t>(std::max(shared + 1, 1)) << 23;
-    if (smallest_less_one < smallest_taken - 1 || shared == e8m0::max_exponent) return not_taken;
-    return shared;
+    if (smallest_less_one < smallest_taken - 1 || shared == e8m0::max_exponent) return false;
+    factor = bits_float(static_cast<std::uint32_t>(127 - shared) << 23);
+    return true;
+  }
+  // NVFP4's products made ready for the grid: false where one is a float32 subnormal; those
+  // at or above 2^(emax + 2) (an infinity included), which saturate whatever they are, lowered to
+  // it, where the grid's addition stays finite. MX's need nothing (scale_block saw to them).
+  bool products_taken(__m256 (&q)[4]) const {
+    if (!nvfp4_) return true;
+    const __m256i smallest_normal = _mm256_set1_epi32(0x00800000);
+    const __m256 ceiling = _mm256_castsi256_ps(_mm256_set1_epi32((F.emax() + 2 + 127) << 23));
+    __m256i subnormal = _mm256_setzero_si256();
+    for (__m256& product : q) {
+      const __m256i bits = _mm256_castps_si256(product);  // no sign: the products are of magnitudes
+      subnormal = _mm256_or_si256(
+          subnormal, _mm256_andnot_si256(_mm256_cmpeq_epi32(bits, _mm256_setzero_si256()), _mm256_cmpgt_epi32(smallest_normal, bits)));
+      product = _mm256_min_ps(product, ceiling);
+    }
+    return _mm256_testz_si256(subnormal, subnormal) != 0;
   }
   static std::uint64_t byte_sum(__m256i counts) {  // the sum of 32 byte lanes
     const __m256i sums = _mm256_sad_epu8(counts, _mm256_setzero_si256());
@@ -175,6 +221,8 @@ class Blocks {
   BlockFormat format_;
   ScaleRule rule_;
   std::uint32_t tiny_threshold_;
+  float tensor_scale_;
+  bool nvfp4_, halves_;  // NVFP4's scales; blocks of 16 (two to the 32 elements taken at once)
   std::uint64_t taken_ = 0, zeros_ = 0;
   // Counts per byte lane since the last count_bins (recording; else saturated_ is nonzero where
   // any element saturated), and their totals: saturated elements, codes below 2^m (subnormal or
@@ -193,18 +241,22 @@ class Blocks {
 };
 
 template <Format F>
-template <bool Record>
-std::size_t Blocks<F>::take(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks, BlockStatistics* statistics) {
+template <bool Record, bool Halves>
+std::size_t Blocks<F>::take_groups(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks,
+                                   BlockStatistics* statistics) {
   // Inexact and underflow are sticky: once both are raised, the blocks after need not look.
-  std::size_t done = 0;
-  while (done < blocks && !flags_settled_) {
-    const std::size_t chunk = std::min<std::size_t>(blocks - done, 8);
-    const std::size_t took = take_blocks<Record, true>(in + done * block_size, out + done * block_size, scales + done, chunk, statistics);
+  constexpr std::size_t per_group = Halves ? 2 : 1, chunk_groups = 8;
+  const std::size_t block = static_cast<std::size_t>(format_.block_size);
+  std::size_t done = 0;  // blocks
+  while (blocks - done >= per_group && !flags_settled_) {
+    const std::size_t chunk = std::min(blocks - done, chunk_groups * per_group) / per_group * per_group;
+    const std::size_t took = take_blocks<Record, true, Halves>(in + done * block, out + done * block, scales + done, chunk, statistics);
     done += took;
     flags_settled_ = _mm256_movemask_epi8(exact_) != -1 && _mm256_testz_si256(underflow_, underflow_) == 0;
     if (took < chunk) return done;
   }
-  if (done < blocks) done += take_blocks<Record, false>(in + done * block_size, out + done * block_size, scales + done, blocks - done, statistics);
+  if (blocks - done >= per_group)
+    done += take_blocks<Record, false, Halves>(in + done * block, out + done * block, scales + done, blocks - done, statistics);
   return done;
 }
 
@@ -240,10 +292,9 @@ struct Blocks<F>::Pass {
     owner.exact_ = exact_all, owner.underflow_ = underflow;
   }
 
-  // The unclamped code of q = |v| * 2^-X per lane (`factor` = 2^-X per lane; see the top).
+  // The unclamped code of q = |v| * factor per lane (see the top).
   template <bool TrackFlags>
-  [[gnu::always_inline]] __m256i code(__m256i magnitude, __m256 factor) {
-    const __m256 q = _mm256_mul_ps(_mm256_castsi256_ps(magnitude), factor);
+  [[gnu::always_inline]] __m256i code(__m256 q) {
     const __m256i binade = _mm256_max_epi32(_mm256_and_si256(_mm256_castps_si256(q), exponent_field), min_normal);
     const __m256 unit = _mm256_castsi256_ps(_mm256_add_epi32(binade, unit_offset));
     const __m256 on_grid = _mm256_add_ps(q, unit);
@@ -313,42 +364,57 @@ struct Blocks<F>::Pass {
 };
 
 template <Format F>
-template <bool Record, bool TrackFlags>
+template <bool Record, bool TrackFlags, bool Halves>
 std::size_t Blocks<F>::take_blocks(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks,
                                    BlockStatistics* statistics) {
+  // 32 elements at a time: one block of 32, or (Halves) two of 16, vectors 0-1 and 2-3.
+  constexpr std::size_t per_group = Halves ? 2 : 1;
   const __m256i magnitude_mask = _mm256_set1_epi32(0x7FFFFFFF), one = _mm256_set1_epi32(1);
   Pass pass(*this, statistics);
-  std::size_t b = 0;
-  for (; b < blocks; ++b) {
-    const std::uint32_t* p = in + b * block_size;
-    __m256i u[4], magnitude[4];  // the bits, and without their signs
+  std::size_t g = 0;
+  for (; g < blocks / per_group; ++g) {
+    const std::uint32_t* p = in + g * 32;
+    __m256i u[4], magnitude[4], less_one[4];  // the bits, without their signs, less one (a zero's wraps to the largest)
     for (int i = 0; i < 4; ++i) {
       u[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8 * i));
       magnitude[i] = _mm256_and_si256(u[i], magnitude_mask);
+      less_one[i] = _mm256_sub_epi32(magnitude[i], one);
     }
-    const std::uint32_t amax = horizontal_max(
-        _mm256_max_epu32(_mm256_max_epu32(magnitude[0], magnitude[1]), _mm256_max_epu32(magnitude[2], magnitude[3])));
-    // The smallest nonzero magnitude less one (a zero's wraps to the largest).
-    const std::uint32_t smallest_less_one = horizontal_min(_mm256_min_epu32(
-        _mm256_min_epu32(_mm256_sub_epi32(magnitude[0], one), _mm256_sub_epi32(magnitude[1], one)),
-        _mm256_min_epu32(_mm256_sub_epi32(magnitude[2], one), _mm256_sub_epi32(magnitude[3], one))));
-    const int shared = taken_exponent(amax, smallest_less_one);
-    if (shared == not_taken) break;
-    const auto scale_code = e8m0::from_exponent(shared);
-    scales[b] = scale_code;
-    // 2^-X, a normal float32: the product is exact, and a zero stays zero.
-    const __m256 factor = _mm256_castsi256_ps(_mm256_set1_epi32((127 - shared) << 23));
+    const __m256i amax01 = _mm256_max_epu32(magnitude[0], magnitude[1]), amax23 = _mm256_max_epu32(magnitude[2], magnitude[3]);
+    const __m256i least01 = _mm256_min_epu32(less_one[0], less_one[1]), least23 = _mm256_min_epu32(less_one[2], less_one[3]);
+    std::uint32_t amax[per_group];
+    std::uint8_t scale_code[per_group];
+    float factor[per_group];
+    bool taken = true;
+    if constexpr (Halves) {
+      amax[0] = horizontal_max(amax01), amax[1] = horizontal_max(amax23);
+      taken = scale_block(amax[0], horizontal_min(least01), scale_code[0], factor[0]) &&
+              scale_block(amax[1], horizontal_min(least23), scale_code[1], factor[1]);
+    } else {
+      amax[0] = horizontal_max(_mm256_max_epu32(amax01, amax23));
+      taken = scale_block(amax[0], horizontal_min(_mm256_min_epu32(least01, least23)), scale_code[0], factor[0]);
+    }
+    if (!taken) break;
+    const __m256 factor_low = _mm256_set1_ps(factor[0]), factor_high = _mm256_set1_ps(factor[per_group - 1]);
+    __m256 q[4];  // MX: exact, and a zero stays zero; NVFP4: the products nvfp4_element_code makes
+    for (int i = 0; i < 4; ++i) q[i] = _mm256_mul_ps(_mm256_castsi256_ps(magnitude[i]), i < 2 ? factor_low : factor_high);
+    if (!products_taken(q)) break;
     __m256i codes[4];
-    for (int i = 0; i < 4; ++i) codes[i] = pass.template code<TrackFlags>(magnitude[i], factor);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + b * block_size), pass.template pack<Record>(codes, u));
+    for (int i = 0; i < 4; ++i) codes[i] = pass.template code<TrackFlags>(q[i]);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + g * 32), pass.template pack<Record>(codes, u));
+    for (std::size_t k = 0; k < per_group; ++k) scales[g * per_group + k] = scale_code[k];
     if constexpr (Record) {
-      ++statistics->scale_codes[scale_code];
-      pass.bins(Pass::fields(magnitude), _mm256_set1_epi8(static_cast<char>(amax >> 23)));
+      for (std::size_t k = 0; k < per_group; ++k) ++statistics->scale_codes[scale_code[k]];
+      // Each block's amax field under its elements' fields: vectors 0-1 are dwords 0, 1, 4, 5 of the packed bytes.
+      const __m256i amax_low = _mm256_set1_epi8(static_cast<char>(amax[0] >> 23));
+      const __m256i amax_fields =
+          Halves ? _mm256_blend_epi32(amax_low, _mm256_set1_epi8(static_cast<char>(amax[per_group - 1] >> 23)), 0xCC) : amax_low;
+      pass.bins(Pass::fields(magnitude), amax_fields);
     }
   }
   pass.put_back();
-  taken_ += b;
-  return b;
+  taken_ += g * per_group;
+  return g * per_group;
 }
 
 template <Format F>
@@ -358,35 +424,31 @@ bool Blocks<F>::take_columns_with(const std::uint32_t* in, std::size_t stride, s
   const __m256i magnitude_mask = _mm256_set1_epi32(0x7FFFFFFF), one = _mm256_set1_epi32(1);
   const auto row = [&](std::size_t r) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + r * stride)); };
   __m256i amax = _mm256_setzero_si256(), smallest_less_one = _mm256_set1_epi32(-1);
-  for (std::size_t r = 0; r < block_size; ++r) {
+  for (std::size_t r = 0; r < 32; ++r) {
     const __m256i magnitude = _mm256_and_si256(row(r), magnitude_mask);
     amax = _mm256_max_epu32(amax, magnitude);
     smallest_less_one = _mm256_min_epu32(smallest_less_one, _mm256_sub_epi32(magnitude, one));
   }
   alignas(32) std::uint32_t lane_amax[8], lane_smallest[8];
-  alignas(32) std::int32_t factor_bits[8];
+  alignas(32) float lane_factor[8];
   _mm256_store_si256(reinterpret_cast<__m256i*>(lane_amax), amax);
   _mm256_store_si256(reinterpret_cast<__m256i*>(lane_smallest), smallest_less_one);
   std::uint8_t codes_of_scales[8];
-  for (int lane = 0; lane < 8; ++lane) {
-    const int shared = taken_exponent(lane_amax[lane], lane_smallest[lane]);
-    if (shared == not_taken) return false;
-    codes_of_scales[lane] = e8m0::from_exponent(shared);
-    factor_bits[lane] = (127 - shared) << 23;
-  }
+  for (int lane = 0; lane < 8; ++lane)
+    if (!scale_block(lane_amax[lane], lane_smallest[lane], codes_of_scales[lane], lane_factor[lane])) return false;
   for (int lane = 0; lane < 8; ++lane) {
     scales[lane] = codes_of_scales[lane];
     if constexpr (Record) ++statistics->scale_codes[codes_of_scales[lane]];
   }
-  const __m256 factor = _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(factor_bits)));
+  const __m256 factor = _mm256_load_ps(lane_factor);  // 2^-X per lane: the products are exact
   const __m256i amax_fields = Pass::fields({amax, amax, amax, amax});  // each lane's, laid out as the rows' fields
   Pass pass(*this, statistics);
-  for (std::size_t r = 0; r < block_size; r += 4) {
+  for (std::size_t r = 0; r < 32; r += 4) {
     __m256i u[4], magnitude[4], codes[4];
     for (std::size_t i = 0; i < 4; ++i) {
       u[i] = row(r + i);
       magnitude[i] = _mm256_and_si256(u[i], magnitude_mask);
-      codes[i] = pass.template code<TrackFlags>(magnitude[i], factor);
+      codes[i] = pass.template code<TrackFlags>(_mm256_mul_ps(_mm256_castsi256_ps(magnitude[i]), factor));
     }
     // Row r + i's 8 codes are bytes 8i .. 8i + 7.
     const __m256i packed = pass.template pack<Record>(codes, u);
@@ -414,6 +476,7 @@ struct WholeBlocks {
                                  : blocks->template take<false>(in, out, scales, count, nullptr);
   }
   bool columns(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales) const {
+    if (!blocks->takes_columns()) return false;
     return statistics != nullptr ? blocks->template take_columns<true>(in, stride, out, scales, statistics)
                                  : blocks->template take_columns<false>(in, stride, out, scales, nullptr);
   }
