@@ -123,6 +123,11 @@ void round_f32(Format f, std::span<const float> in, std::span<float> out, Contex
     ctx.stochastic_counter += in.size();
     return;
   }
+  if (use_avx512_bf16(f, ctx)) {
+    ctx.raise(bulk_bf16_avx512::round_f32_bf16(in.data(), out.data(), in.size(), ctx));
+    ctx.stochastic_counter += in.size();
+    return;
+  }
   const bool done = FPSCOPE_BULK_DISPATCH(round_f32, f, as_bits(in.data()), as_bits(out.data()), in.size(), ctx);
   if (done) {
     ctx.stochastic_counter += in.size();

@@ -1,5 +1,5 @@
 // AVX-512 BF16's VCVTNEPS2BF16 as an accelerator for float32 -> bf16 in round to nearest even
-// with default options. For every input that is not a float32 subnormal the instruction gives
+// with default options, to bf16 bits or rounded in float32 (round_f32). For every input that is not a float32 subnormal the instruction gives
 // fpscope's bits (Intel SDM pseudo-code: round-to-nearest-even by integer add, NaNs truncated
 // and quieted); it raises no flags, so the flags are computed here from the inputs, and blocks
 // holding a float32 subnormal (flushed by the instruction) take the branch-free kernel.
@@ -28,14 +28,25 @@ struct BlockFlags {
   __m512i signaling;   // quiet bit clear in a NaN
 };
 
+// The bf16 results as 16-bit patterns, or widened back to float32 (a bf16 value's float32 is its
+// bits shifted up by 16, NaNs included).
+FPSCOPE_AVX512_BF16 inline void store(std::uint16_t* out, __m256i bf16) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), bf16); }
+FPSCOPE_AVX512_BF16 inline void store(float* out, __m256i bf16) {
+  _mm512_storeu_si512(out, _mm512_slli_epi32(_mm512_cvtepu16_epi32(bf16), 16));
+}
+inline void store_one(std::uint16_t* out, std::uint64_t bf16) { *out = static_cast<std::uint16_t>(bf16); }
+inline void store_one(float* out, std::uint64_t bf16) { *out = bits_float(static_cast<std::uint32_t>(bf16) << 16); }
+
 // One block of 16 inputs; false when it holds a float32 subnormal (the caller takes the kernel).
-FPSCOPE_AVX512_BF16 inline bool convert_block(const float* in, std::uint16_t* out, BlockFlags& flags) {
+// `out` may be `in` (float32 out): the block is read before it is written.
+template <typename Out>
+FPSCOPE_AVX512_BF16 inline bool convert_block(const float* in, Out* out, BlockFlags& flags) {
   const __m512i bits = _mm512_loadu_si512(in);
   const __m512i magnitude = _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF));
   // 1 <= magnitude <= 0x7FFFFF, in one unsigned comparison.
   const __mmask16 subnormal = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(magnitude, _mm512_set1_epi32(1)), _mm512_set1_epi32(0x7FFFFF));
   if (subnormal != 0) return false;
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), (__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(bits)));
+  store(out, (__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(bits)));
   const __mmask16 finite = _mm512_cmplt_epu32_mask(magnitude, _mm512_set1_epi32(0x7F800000));
   flags.dropped = _mm512_mask_or_epi32(flags.dropped, finite, flags.dropped, _mm512_and_si512(bits, _mm512_set1_epi32(0xFFFF)));
   flags.max_finite = _mm512_mask_max_epu32(flags.max_finite, finite, flags.max_finite, magnitude);
@@ -51,18 +62,17 @@ bool has_avx512_bf16() {
 }
 
 // The whole loop under the AVX-512 target, so that convert_block inlines into it.
-FPSCOPE_AVX512_BF16 std::uint8_t convert_all(const float* in, std::uint16_t* out, std::size_t n, const CastOptions& options) {
+template <typename Out>
+FPSCOPE_AVX512_BF16 std::uint8_t convert_all(const float* in, Out* out, std::size_t n, const CastOptions& options) {
   CastFlags raised;
   BlockFlags blocks{_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
   std::size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     if (convert_block(in + i, out + i, blocks)) continue;
     for (std::size_t j = i; j < i + 16; ++j)
-      out[j] = static_cast<std::uint16_t>(
-          cast_from_f32<formats::bf16, RoundingMode::nearest_even>(float_bits(in[j]), options, 0, raised));
+      store_one(out + j, cast_from_f32<formats::bf16, RoundingMode::nearest_even>(float_bits(in[j]), options, 0, raised));
   }
-  for (; i < n; ++i)
-    out[i] = static_cast<std::uint16_t>(cast_from_f32<formats::bf16, RoundingMode::nearest_even>(float_bits(in[i]), options, 0, raised));
+  for (; i < n; ++i) store_one(out + i, cast_from_f32<formats::bf16, RoundingMode::nearest_even>(float_bits(in[i]), options, 0, raised));
   raised.inexact |= _mm512_test_epi32_mask(blocks.dropped, blocks.dropped);
   const __mmask16 overflow = _mm512_cmpge_epu32_mask(blocks.max_finite, _mm512_set1_epi32(0x7F7F8000));
   raised.overflow |= overflow;
@@ -82,6 +92,10 @@ std::uint8_t f32_to_bf16(const float* in, std::uint16_t* out, std::size_t n, con
   return convert_all(in, out, n, CastOptions::from(ctx));
 }
 
+std::uint8_t round_f32_bf16(const float* in, float* out, std::size_t n, const Context& ctx) {
+  return convert_all(in, out, n, CastOptions::from(ctx));
+}
+
 }  // namespace fpscope::bulk_bf16_avx512
 
 #else
@@ -89,6 +103,7 @@ std::uint8_t f32_to_bf16(const float* in, std::uint16_t* out, std::size_t n, con
 namespace fpscope::bulk_bf16_avx512 {
 bool applies(Format, const Context&) { return false; }
 std::uint8_t f32_to_bf16(const float*, std::uint16_t*, std::size_t, const Context&) { return 0; }
+std::uint8_t round_f32_bf16(const float*, float*, std::size_t, const Context&) { return 0; }
 }  // namespace fpscope::bulk_bf16_avx512
 
 #endif

@@ -13,5 +13,7 @@ namespace fpscope::bulk_bf16_avx512 {
 bool applies(Format f, const Context& ctx);
 // Returns the flags raised. Precondition: applies(bf16, ctx).
 std::uint8_t f32_to_bf16(const float* in, std::uint16_t* out, std::size_t n, const Context& ctx);
+// The same rounding with the results widened back to float32 (out may be in).
+std::uint8_t round_f32_bf16(const float* in, float* out, std::size_t n, const Context& ctx);
 
 }  // namespace fpscope::bulk_bf16_avx512
