@@ -3,6 +3,10 @@
 // and k = 0 shapes, and shapes that do not agree.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
 #include <random>
 
 #include "fpscope/gpu/gemm.hpp"
@@ -64,4 +68,112 @@ TEST_CASE("gemm gives the same bits on any number of threads, where the sums rou
     CHECK(gemm(a, false, bt, true) == one_t);
   }
   set_gemm_threads(1);
+}
+
+// --- products of bf16 values (oneDNN's bf16 kernels where the processor has them) ---
+
+namespace {
+float bf16_value(float x) {  // x rounded to bfloat16 (to nearest even; the inputs here are finite)
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &x, sizeof bits);
+  bits = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
+Eigen::MatrixXf filled(Eigen::Index rows, Eigen::Index cols, float value) { return Eigen::MatrixXf::Constant(rows, cols, value); }
+// The counts of products made each way by `product`.
+template <typename F>
+GemmCounts counted(F product) {
+  const GemmCounts before = gemm_counts();
+  product();
+  const GemmCounts after = gemm_counts();
+  return {after.float32 - before.float32, after.bf16 - before.bf16};
+}
+}  // namespace
+
+TEST_CASE("gemm: bf16 operands go to the bf16 kernels where the processor has them, with exact sums bit for bit") {
+  if (!gemm_has_bf16_products()) MESSAGE("skipped in part: no bf16 products here (no oneDNN, or no AVX512-BF16 / AMX); the float32 path is checked");
+  const Eigen::Index m = 37, k = 129, n = 300;  // three slices of columns, the last partial
+  for (const bool ta : {false, true})
+    for (const bool tb : {false, true}) {
+      CAPTURE(ta);
+      CAPTURE(tb);
+      const Eigen::MatrixXf a = ta ? integers(k, m, 3) : integers(m, k, 3);  // integers up to 64: bf16 values
+      const Eigen::MatrixXf b = tb ? integers(n, k, 4) : integers(k, n, 4);
+      const Eigen::MatrixXf expected = (ta ? Eigen::MatrixXf(a.transpose()) : a) * (tb ? Eigen::MatrixXf(b.transpose()) : b);
+      Eigen::MatrixXf c;
+      const GemmCounts made = counted([&] { c = gemm(a, ta, b, tb); });
+      CHECK(made.bf16 == (gemm_has_bf16_products() ? 1u : 0u));
+      CHECK(made.float32 + made.bf16 == 1u);
+      CHECK(c == expected);
+    }
+}
+
+TEST_CASE("gemm: bf16 products of rounding sums stay within float32 accumulation's bound, on any number of threads") {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const auto random = [&](Eigen::Index rows, Eigen::Index cols) {
+    Eigen::MatrixXf x(rows, cols);
+    for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = bf16_value(normal(rng));
+    return x;
+  };
+  const Eigen::Index m = 64, k = 512, n = 257;
+  const Eigen::MatrixXf a = random(m, k), b = random(k, n);
+  const Eigen::MatrixXd exact = a.cast<double>() * b.cast<double>();
+  const Eigen::MatrixXd magnitude = a.cast<double>().cwiseAbs() * b.cast<double>().cwiseAbs();
+  set_gemm_threads(1);
+  const Eigen::MatrixXf one = gemm(a, false, b, false);
+  // Each product exact, k roundings of a float32 sum: |error| <= k * 2^-24 * sum |a||b| (Higham's bound, first order).
+  const double worst = ((one.cast<double>() - exact).cwiseAbs().array() / (magnitude.array() * k * std::ldexp(1.0, -24))).maxCoeff();
+  CHECK(worst <= 1.0);
+  for (const int threads : {2, 3}) {
+    CAPTURE(threads);
+    set_gemm_threads(threads);
+    CHECK(gemm(a, false, b, false) == one);
+  }
+  set_gemm_threads(1);
+}
+
+TEST_CASE("gemm: bf16 operands whose products could meet a subnormal stay in float32, where subnormals are kept") {
+  // Hardware bf16 products read subnormal inputs as zero and flush subnormal results: each case
+  // here would come out 0 there.
+  SUBCASE("a subnormal bf16 operand: 2^-130 * 2^20") {
+    Eigen::MatrixXf c;
+    const GemmCounts made = counted([&] { c = gemm(filled(3, 5, std::ldexp(1.0f, -130)), false, filled(5, 4, std::ldexp(1.0f, 20)), false); });
+    CHECK(made.bf16 == 0u);
+    CHECK(c == filled(3, 4, 5 * std::ldexp(1.0f, -110)));
+  }
+  SUBCASE("normal operands whose products are subnormal: 2^-70 * 2^-60") {
+    Eigen::MatrixXf c;
+    const GemmCounts made = counted([&] { c = gemm(filled(3, 4, std::ldexp(1.0f, -70)), false, filled(4, 2, std::ldexp(1.0f, -60)), false); });
+    CHECK(made.bf16 == 0u);
+    CHECK(c == filled(3, 2, std::ldexp(1.0f, -128)));
+  }
+  SUBCASE("the edge: smallest binades adding to -112 go to the kernels, -113 does not") {
+    // 1.5 * 2^-56 has binade -56; the products are multiples of 2^-126 only from -112 on.
+    const float at = 1.5f * std::ldexp(1.0f, -56), below = 1.5f * std::ldexp(1.0f, -57);
+    Eigen::MatrixXf c;
+    GemmCounts made = counted([&] { c = gemm(filled(2, 3, at), false, filled(3, 2, at), false); });
+    CHECK(made.bf16 == (gemm_has_bf16_products() ? 1u : 0u));
+    CHECK(c == filled(2, 2, 3 * at * at));
+    made = counted([&] { c = gemm(filled(2, 3, at), false, filled(3, 2, below), false); });
+    CHECK(made.bf16 == 0u);
+    CHECK(c == filled(2, 2, 3 * at * below));
+  }
+  SUBCASE("NaN and infinity, and values bf16 cannot hold") {
+    Eigen::MatrixXf a = filled(2, 3, 1.0f), b = filled(3, 2, 2.0f);
+    a(0, 0) = std::numeric_limits<float>::infinity();
+    CHECK(counted([&] { (void)gemm(a, false, b, false); }).bf16 == 0u);
+    a(0, 0) = 1.0f + std::ldexp(1.0f, -10);  // an fp16 value, not a bf16 one
+    Eigen::MatrixXf c;
+    CHECK(counted([&] { c = gemm(a, false, b, false); }).bf16 == 0u);
+    CHECK(c(0, 0) == 6.0f + std::ldexp(1.0f, -9));
+  }
+}
+
+TEST_CASE("gemm: set_gemm_bf16_products(false) sends every product to float32") {
+  set_gemm_bf16_products(false);
+  CHECK_FALSE(gemm_has_bf16_products());
+  CHECK(counted([] { (void)gemm(integers(8, 8, 5), false, integers(8, 8, 6), false); }).bf16 == 0u);
+  set_gemm_bf16_products(true);
 }

@@ -1,23 +1,29 @@
-// float32 GEMM through OpenBLAS's CBLAS interface (gemm.hpp).
+// The CPU backend's GEMMs (gemm.hpp): float32 through OpenBLAS's CBLAS interface, and products of
+// bfloat16 values through oneDNN's bf16 kernels where the processor has them and the operands
+// allow it (bf16_products.cpp decides).
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/parallel.hpp"
 
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <stdexcept>
 #include <string>
+
+#include "bf16_products.hpp"
 
 namespace fpscope {
 
 namespace {
-// Columns of C per OpenBLAS call (a is packed once per call: about 1/128 of the products; 64 and 256 measured slower).
+// Columns of C per library call (a is packed once per call: about 1/128 of the products; 64 and 256 measured slower).
 constexpr Eigen::Index columns_per_call = 128;
 // OpenBLAS runs single-threaded from the first product on (set_gemm_threads keeps it so).
 const bool single_threaded_openblas = [] {
   openblas_set_num_threads(1);
   return true;
 }();
+std::atomic<std::uint64_t> float32_products{0}, bf16_products_made{0};
 }  // namespace
 
 Eigen::MatrixXf gemm(const Eigen::MatrixXf& a, bool transpose_a, const Eigen::MatrixXf& b, bool transpose_b) {
@@ -32,6 +38,11 @@ Eigen::MatrixXf gemm(const Eigen::MatrixXf& a, bool transpose_a, const Eigen::Ma
     c.setZero();
     return c;
   }
+  if (bf16_product(a, transpose_a, b, transpose_b, columns_per_call, c)) {
+    bf16_products_made.fetch_add(1, std::memory_order_relaxed);
+    return c;
+  }
+  float32_products.fetch_add(1, std::memory_order_relaxed);
   // Eigen's default storage is column-major, as CBLAS's ColMajor: leading dimensions are row counts.
   // C is made in fixed slices of columns, one single-threaded OpenBLAS call each, on the element
   // threads: the calls, and so every sum's order, are the same on any number of threads.
@@ -48,6 +59,12 @@ Eigen::MatrixXf gemm(const Eigen::MatrixXf& a, bool transpose_a, const Eigen::Ma
   });
   return c;
 }
+
+GemmCounts gemm_counts() {
+  return {float32_products.load(std::memory_order_relaxed), bf16_products_made.load(std::memory_order_relaxed)};
+}
+
+bool gemm_has_bf16_products() { return bf16_products_available(); }
 
 void set_gemm_threads(int threads) {
   openblas_set_num_threads(1);  // its own threads would spin between products, on the cores the element passes need

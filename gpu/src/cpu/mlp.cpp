@@ -222,7 +222,9 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
     cast(f, low, z[l], ctx_, recorded(activation, l), config_.record_blocks);
     if (l + 1 < layers) {
       a[l + 1].resize(z[l].rows(), z[l].cols());
-      parallel_map(z[l].data(), a[l + 1].data(), static_cast<std::size_t>(z[l].size()), [&](float v) { return activate(config_.activation, v); });
+      with_activation(config_.activation, [&](auto activation) {
+        parallel_map(z[l].data(), a[l + 1].data(), static_cast<std::size_t>(z[l].size()), [activation](float v) { return activate(activation, v); });
+      });
       cast(f, low, a[l + 1], ctx_, nullptr);
     }
   }
@@ -274,8 +276,13 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
         da = gemm(dz, false, w[l], false);
       cast(f, low, da, ctx_, nullptr);
       dz.resize(da.rows(), da.cols());
-      parallel_for(static_cast<std::size_t>(da.size()), 16384, [&](std::size_t begin, std::size_t end) {
-        for (std::size_t i = begin; i < end; ++i) dz.data()[i] = da.data()[i] * activation_derivative(config_.activation, z[l - 1].data()[i]);
+      with_activation(config_.activation, [&](auto activation) {
+        parallel_for(static_cast<std::size_t>(da.size()), 16384, [&](std::size_t begin, std::size_t end) {
+          const float* gradient = da.data();
+          const float* before = z[l - 1].data();
+          float* out = dz.data();
+          for (std::size_t i = begin; i < end; ++i) out[i] = gradient[i] * activation_derivative(activation, before[i]);
+        });
       });
     }
   }

@@ -1,19 +1,42 @@
 // The CPU backend's matrix products: float32 GEMM through OpenBLAS (runtime-dispatched kernels),
 // on operands the emulator has already rounded. fp16 / bf16 / FP8 values are float32 numbers, so
 // every product of two of them is exact in float32 and the sums accumulate in float32, as on
-// tensor cores. C is computed in fixed slices of 128 columns, one single-threaded OpenBLAS call
+// tensor cores. C is computed in fixed slices of 128 columns, one single-threaded library call
 // each, spread over the engine's threads (parallel.hpp): the same calls on any number of threads,
-// so the same bits. The summation order is OpenBLAS's: the same on one kind of processor, and not
-// promised across kinds (its kernels are chosen at run time), where the last bit of a sum may
+// so the same bits. The summation order is the library's: the same on one kind of processor, and
+// not promised across kinds (kernels are chosen at run time), where the last bit of a sum may
 // differ; every cast after it is still the emulator's.
+//
+// Where both operands hold bfloat16 values only (every float32 with its low 16 bits zero) and the
+// processor multiplies bf16 in hardware (AVX512-BF16's VDPBF16PS, AMX), the product runs in
+// oneDNN's bf16 kernels: the same exact products accumulated in float32, at twice the float32
+// rate or more. Those instructions read subnormal inputs as zero and flush subnormal results, so
+// a product goes there only when neither can happen: no operand is subnormal, and the binades of
+// the two operands' smallest nonzero magnitudes add up to -112 or more -- every product and every
+// partial sum is then a multiple of 2^-126 (bf16_products.hpp), so none is subnormal. Any other
+// operands (float32 values, fp16 values that bf16 cannot hold, tiny gradients, NaN, infinity) go to
+// OpenBLAS as before.
 #pragma once
 
 #include <Eigen/Core>
+#include <cstdint>
 
 namespace fpscope {
 
 // op(a) * op(b), op transposing where asked; the shapes must agree (std::invalid_argument).
 Eigen::MatrixXf gemm(const Eigen::MatrixXf& a, bool transpose_a, const Eigen::MatrixXf& b, bool transpose_b);
+
+// How many products went each way since the program started (for tests and benchmarks).
+struct GemmCounts {
+  std::uint64_t float32 = 0;  // OpenBLAS
+  std::uint64_t bf16 = 0;     // oneDNN's bf16 kernels
+};
+GemmCounts gemm_counts();
+// Whether this build and processor multiply bf16 in hardware through oneDNN (and it is not turned off).
+bool gemm_has_bf16_products();
+// Turns the bf16 kernels off (false) or back on: the products then all run in float32, for
+// comparisons; the environment variable FPSCOPE_BF16_PRODUCTS=off does the same from the start.
+void set_gemm_bf16_products(bool allowed);
 
 // The engine's threads for the products and the element-wise passes (0: all cores), and how many
 // it uses now. The count changes the speed, never a bit.

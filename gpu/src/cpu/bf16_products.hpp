@@ -1,0 +1,53 @@
+// Products of bfloat16 values in oneDNN's bf16 kernels (gemm.hpp says when and why): the rule that
+// decides whether a product may go there, and the product itself.
+#pragma once
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cstdint>
+
+namespace fpscope {
+
+// What one pass over an operand's float32 bit patterns found.
+struct Bf16Scan {
+  std::uint32_t low_bits = 0;      // the low 16 bits of every element, or-ed: zero when all are bf16 values
+  unsigned smallest_field = 255;   // the smallest exponent field among nonzero elements (255: none)
+  unsigned largest_field = 0;      // the largest exponent field (255: a NaN or an infinity)
+  bool bf16() const { return low_bits == 0; }
+  void add(std::uint32_t bits) {  // branch-free: the packing loop vectorises
+    low_bits |= bits & 0xFFFFu;
+    const unsigned field = (bits >> 23) & 0xFFu;
+    smallest_field = std::min(smallest_field, (bits & 0x7FFFFFFFu) != 0 ? field : 255u);
+    largest_field = std::max(largest_field, field);
+  }
+  void merge(const Bf16Scan& other) {
+    low_bits |= other.low_bits;
+    smallest_field = std::min(smallest_field, other.smallest_field);
+    largest_field = std::max(largest_field, other.largest_field);
+  }
+};
+
+// True when a product of operands scanned as `a` and `b`, made in hardware that reads subnormal
+// bf16 inputs as zero and flushes subnormal results (VDPBF16PS, AMX's TDPBF16PS), is the product
+// of their exact values accumulated in float32 in some order: both all bfloat16 and finite, neither
+// subnormal, and binade(smallest nonzero |a|) + binade(smallest nonzero |b|) >= -112. A bf16 value is
+// an integer times 2^(binade - 7), so every product, and every sum of products rounded to float32,
+// is an integer multiple of 2^(binade_a + binade_b - 14) >= 2^-126: none is a nonzero subnormal.
+// An operand with no nonzero element makes every product zero.
+inline bool bf16_kernels_exact(const Bf16Scan& a, const Bf16Scan& b) {
+  if (!a.bf16() || !b.bf16() || a.largest_field == 255 || b.largest_field == 255) return false;
+  if (a.smallest_field == 255 || b.smallest_field == 255) return true;
+  return a.smallest_field >= 1 && b.smallest_field >= 1 && static_cast<int>(a.smallest_field + b.smallest_field) - 254 >= -112;
+}
+
+// Whether products can go to oneDNN's bf16 kernels here: built with oneDNN, the processor has
+// AVX512-BF16 or AMX, and they are not turned off (set_gemm_bf16_products, FPSCOPE_BF16_PRODUCTS=off).
+bool bf16_products_available();
+
+// c (m x n, allocated) = op(a) op(b) through oneDNN when bf16_products_available() and the operands
+// pass bf16_kernels_exact; false (c untouched) otherwise. Slices of `columns_per_call` columns of c,
+// one single-threaded oneDNN call each, on the engine's threads.
+bool bf16_product(const Eigen::MatrixXf& a, bool transpose_a, const Eigen::MatrixXf& b, bool transpose_b, Eigen::Index columns_per_call,
+                  Eigen::MatrixXf& c);
+
+}  // namespace fpscope
