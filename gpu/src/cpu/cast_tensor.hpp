@@ -92,9 +92,9 @@ bool any_non_finite(const Matrix& m) {
   const std::size_t count = static_cast<std::size_t>(m.size());
   std::atomic<bool> found{false};
   parallel_for(count, 65536, [&](std::size_t begin, std::size_t end) {
-    bool any = false;
-    for (std::size_t i = begin; i < end; ++i) any |= gradient_non_finite(values[i]);
-    if (any) found = true;
+    std::size_t count = 0;  // a count, not a bool: GCC vectorises the sum
+    for (std::size_t i = begin; i < end; ++i) count += gradient_non_finite(values[i]) ? 1 : 0;
+    if (count != 0) found = true;
   });
   return found;
 }
