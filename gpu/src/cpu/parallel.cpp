@@ -41,7 +41,7 @@ class Pool {
     lock.lock();
     quit_ = false;
     // Each worker starts from the generation now, so a job posted before it first waits is not missed.
-    for (std::size_t w = 0; w < wanted; ++w) workers_.emplace_back([this, w, start = generation_] { work(w + 1, start); });
+    for (std::size_t w = 0; w < wanted; ++w) workers_.emplace_back([this, w, start = generation_.load()] { work(w + 1, start); });
   }
 
   void run(std::size_t count, std::size_t grain, const std::function<void(std::size_t, std::size_t)>& fn) {
@@ -72,6 +72,7 @@ class Pool {
     } catch (...) {
       caller_error = std::current_exception();  // the workers still finish before the job ends
     }
+    spin_until([this] { return pending_.load(std::memory_order_acquire) == 0; });
     lock.lock();
     done_.wait(lock, [this] { return pending_ == 0; });
     if (caller_error && !error_) error_ = caller_error;
@@ -99,8 +100,15 @@ class Pool {
   void work(std::size_t part, std::uint64_t seen) {
     std::unique_lock lock(mutex_);
     for (;;) {
-      wake_.wait(lock, [&] { return generation_ != seen; });
-      seen = generation_;
+      if (generation_.load(std::memory_order_relaxed) == seen) {
+        // The step's next pass usually follows within microseconds: look for it a short while
+        // before sleeping (a sleeping worker costs a wake-up of tens of microseconds).
+        lock.unlock();
+        spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
+        lock.lock();
+      }
+      wake_.wait(lock, [&] { return generation_.load(std::memory_order_relaxed) != seen; });
+      seen = generation_.load(std::memory_order_relaxed);
       if (quit_) return;
       if (part >= parts_) continue;
       lock.unlock();
@@ -112,7 +120,18 @@ class Pool {
       }
       lock.lock();
       if (error && !error_) error_ = error;
-      if (--pending_ == 0) done_.notify_all();  // all: a resize may wait on done_ too
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) done_.notify_all();  // all: a resize may wait on done_ too
+    }
+  }
+
+  // Polls `ready` for up to about 50 microseconds (the pause instruction between polls).
+  template <typename Ready>
+  static void spin_until(Ready ready) {
+    for (int i = 0; i < spin_polls; ++i) {
+      if (ready()) return;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
     }
   }
 
@@ -120,12 +139,14 @@ class Pool {
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   std::vector<std::thread> workers_;
-  std::uint64_t generation_ = 0;
+  std::atomic<std::uint64_t> generation_{0};  // changed under mutex_, read by spinning workers without it
   bool quit_ = false;
   bool running_ = false;
   const std::function<void(std::size_t, std::size_t)>* job_ = nullptr;
   static constexpr std::size_t pieces_per_thread = 4;
-  std::size_t count_ = 0, parts_ = 0, pieces_ = 0, pending_ = 0;
+  static constexpr int spin_polls = 2000;
+  std::size_t count_ = 0, parts_ = 0, pieces_ = 0;
+  std::atomic<std::size_t> pending_{0};
   std::atomic<std::size_t> next_piece_{0};
   std::exception_ptr error_;
 };
