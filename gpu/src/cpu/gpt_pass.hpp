@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "fpscope/gpu/activation.hpp"
+#include "fpscope/gpu/activation_pass.hpp"
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/gpt.hpp"
 #include "fpscope/gpu/parallel.hpp"
@@ -69,12 +70,29 @@ inline Matrix<double> product(const Matrix<double>& a, bool transpose_a, const M
   return a * b;
 }
 
-// GELU in its exact (erf) form: float32 as the MLP and the CUDA kernels compute it, and float64.
-inline float gelu(float z) { return activate(Activation::gelu, z); }
-inline float gelu_derivative(float z) { return activation_derivative(Activation::gelu, z); }
+// GELU in its exact (erf) form in float64 (float32's is activation_pass.hpp's).
 inline double gelu(double z) { return 0.5 * z * (1.0 + std::erf(z / std::sqrt(2.0))); }
 inline double gelu_derivative(double z) {
   return 0.5 * (1.0 + std::erf(z / std::sqrt(2.0))) + z * std::exp(-0.5 * z * z) / std::sqrt(2.0 * 3.14159265358979323846);
+}
+
+// GELU over a whole tensor (its derivative times a gradient): float32 through the CPU backend's
+// activation passes, float64 element by element.
+inline Matrix<float> gelu_forward(const Matrix<float>& z) {
+  Matrix<float> out(z.rows(), z.cols());
+  activation_forward(Activation::gelu, z.data(), out.data(), static_cast<std::size_t>(z.size()));
+  return out;
+}
+inline Matrix<double> gelu_forward(const Matrix<double>& z) { return map_elements(z, [](double v) { return gelu(v); }); }
+inline Matrix<float> gelu_backward(const Matrix<float>& z, const Matrix<float>& gradient) {
+  Matrix<float> out(z.rows(), z.cols());
+  activation_backward(Activation::gelu, z.data(), gradient.data(), out.data(), static_cast<std::size_t>(z.size()));
+  return out;
+}
+inline Matrix<double> gelu_backward(const Matrix<double>& z, const Matrix<double>& gradient) {
+  Matrix<double> out(z.rows(), z.cols());
+  for (Eigen::Index i = 0; i < z.size(); ++i) out.data()[i] = gradient.data()[i] * gelu_derivative(z.data()[i]);
+  return out;
 }
 
 inline float cross_entropy(const float* logits, int classes, int label, float factor, float* gradient) {
@@ -341,7 +359,7 @@ double run(const GptShape& shape, const std::vector<Matrix<S>>& p, const int* to
     stored(hooks, l, "ln2", c.ln2);
     c.fc = linear(hooks, l, "mlp.fc", w(Index::fc_weight), w(Index::fc_bias), c.ln2);
     stored(hooks, l, "mlp.fc", c.fc);
-    c.gelu = map_elements(c.fc, [](S z) { return gelu(z); });
+    c.gelu = gelu_forward(c.fc);
     stored(hooks, l, "mlp.gelu", c.gelu);
     Matrix<S> out = linear(hooks, l, "mlp.proj", w(Index::mlp_proj_weight), w(Index::mlp_proj_bias), c.gelu);
     stored(hooks, l, "mlp.proj", out);
@@ -383,10 +401,7 @@ double run(const GptShape& shape, const std::vector<Matrix<S>>& p, const int* to
     stored_gradient(hooks, l, "mlp.proj", dout);
     Matrix<S> dgelu = linear_backward(hooks, l, "mlp.proj", w(Index::mlp_proj_weight), c.gelu, dout, dw(Index::mlp_proj_weight), dw(Index::mlp_proj_bias));
     stored_gradient(hooks, l, "mlp.gelu", dgelu);
-    Matrix<S> dfc(dgelu.rows(), dgelu.cols());
-    parallel_for(static_cast<std::size_t>(dfc.size()), parallel_grain, [&](std::size_t begin, std::size_t end) {
-      for (std::size_t i = begin; i < end; ++i) dfc.data()[i] = dgelu.data()[i] * gelu_derivative(c.fc.data()[i]);
-    });
+    Matrix<S> dfc = gelu_backward(c.fc, dgelu);
     stored_gradient(hooks, l, "mlp.fc", dfc);
     Matrix<S> dln2 = linear_backward(hooks, l, "mlp.fc", w(Index::fc_weight), c.ln2, dfc, dw(Index::fc_weight), dw(Index::fc_bias));
     stored_gradient(hooks, l, "ln2", dln2);

@@ -12,6 +12,7 @@
 #include "fpscope/core/bulk.hpp"
 #include "fpscope/core/names.hpp"
 #include "cast_tensor.hpp"
+#include "fpscope/gpu/activation_pass.hpp"
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/parallel.hpp"
 #include "fpscope/gpu/recording.hpp"
@@ -222,9 +223,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
     cast(f, low, z[l], ctx_, recorded(activation, l), config_.record_blocks);
     if (l + 1 < layers) {
       a[l + 1].resize(z[l].rows(), z[l].cols());
-      with_activation(config_.activation, [&](auto activation) {
-        parallel_map(z[l].data(), a[l + 1].data(), static_cast<std::size_t>(z[l].size()), [activation](float v) { return activate(activation, v); });
-      });
+      activation_forward(config_.activation, z[l].data(), a[l + 1].data(), static_cast<std::size_t>(z[l].size()));
       cast(f, low, a[l + 1], ctx_, nullptr);
     }
   }
@@ -276,14 +275,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
         da = gemm(dz, false, w[l], false);
       cast(f, low, da, ctx_, nullptr);
       dz.resize(da.rows(), da.cols());
-      with_activation(config_.activation, [&](auto activation) {
-        parallel_for(static_cast<std::size_t>(da.size()), 16384, [&](std::size_t begin, std::size_t end) {
-          const float* gradient = da.data();
-          const float* before = z[l - 1].data();
-          float* out = dz.data();
-          for (std::size_t i = begin; i < end; ++i) out[i] = gradient[i] * activation_derivative(activation, before[i]);
-        });
-      });
+      activation_backward(config_.activation, z[l - 1].data(), da.data(), dz.data(), static_cast<std::size_t>(da.size()));
     }
   }
   // Update in float32 with the gradients unscaled by the step's factor (sgd_update.hpp), unless a

@@ -1,0 +1,104 @@
+// Activation passes (activation_pass.hpp). Compiled without FMA contraction (CMakeLists.txt): the
+// vector lanes round each operation of the formula as the scalar code does.
+#include "fpscope/gpu/activation_pass.hpp"
+
+#include <immintrin.h>
+
+#include "fpscope/gpu/parallel.hpp"
+
+// glibc's vector math (libmvec), by its vector-ABI names: 16 lanes (AVX-512), 8 lanes (AVX2).
+extern "C" {
+__m512 _ZGVeN16v_erff(__m512);
+__m512 _ZGVeN16v_expf(__m512);
+__m256 _ZGVdN8v_erff(__m256);
+__m256 _ZGVdN8v_expf(__m256);
+}
+
+namespace fpscope {
+
+namespace {
+
+constexpr std::size_t grain = 16384;
+
+enum class Lanes { scalar, avx2, avx512 };
+Lanes lanes() {
+  static const Lanes best = __builtin_cpu_supports("avx512f")                                      ? Lanes::avx512
+                            : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? Lanes::avx2
+                                                                                                : Lanes::scalar;
+  return best;
+}
+
+#define FPSCOPE_AVX512 __attribute__((target("avx512f")))
+#define FPSCOPE_AVX2 __attribute__((target("avx2,fma")))
+
+struct Math16 {
+  FPSCOPE_AVX512 __m512 erf(__m512 x) const { return _ZGVeN16v_erff(x); }
+  FPSCOPE_AVX512 __m512 exp(__m512 x) const { return _ZGVeN16v_expf(x); }
+};
+struct Math8 {
+  FPSCOPE_AVX2 __m256 erf(__m256 x) const { return _ZGVdN8v_erff(x); }
+  FPSCOPE_AVX2 __m256 exp(__m256 x) const { return _ZGVdN8v_expf(x); }
+};
+
+// The vector loops: whole vectors, then the tail element by element through ScalarMath's formula
+// (the same for the tail as activate()).
+FPSCOPE_AVX512 void gelu_forward_16(const float* z, float* out, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, gelu_of(_mm512_loadu_ps(z + i), Math16{}));
+  for (; i < n; ++i) out[i] = gelu_of(z[i], ScalarMath{});
+}
+FPSCOPE_AVX512 void gelu_backward_16(const float* z, const float* gradient, float* out, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(out + i, _mm512_loadu_ps(gradient + i) * gelu_derivative_of(_mm512_loadu_ps(z + i), Math16{}));
+  for (; i < n; ++i) out[i] = gradient[i] * gelu_derivative_of(z[i], ScalarMath{});
+}
+FPSCOPE_AVX2 void gelu_forward_8(const float* z, float* out, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, gelu_of(_mm256_loadu_ps(z + i), Math8{}));
+  for (; i < n; ++i) out[i] = gelu_of(z[i], ScalarMath{});
+}
+FPSCOPE_AVX2 void gelu_backward_8(const float* z, const float* gradient, float* out, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_loadu_ps(gradient + i) * gelu_derivative_of(_mm256_loadu_ps(z + i), Math8{}));
+  for (; i < n; ++i) out[i] = gradient[i] * gelu_derivative_of(z[i], ScalarMath{});
+}
+
+}  // namespace
+
+bool gelu_is_vectorised() { return lanes() != Lanes::scalar; }
+
+void activation_forward(Activation a, const float* z, float* out, std::size_t n) {
+  if (a == Activation::gelu && lanes() != Lanes::scalar) {
+    const bool wide = lanes() == Lanes::avx512;
+    parallel_for(n, grain, [&](std::size_t begin, std::size_t end) {
+      if (wide) gelu_forward_16(z + begin, out + begin, end - begin);
+      else gelu_forward_8(z + begin, out + begin, end - begin);
+    });
+    return;
+  }
+  with_activation(a, [&](auto activation) {
+    parallel_for(n, grain, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) out[i] = activate(activation, z[i]);
+    });
+  });
+}
+
+void activation_backward(Activation a, const float* z, const float* gradient, float* out, std::size_t n) {
+  if (a == Activation::gelu && lanes() != Lanes::scalar) {
+    const bool wide = lanes() == Lanes::avx512;
+    parallel_for(n, grain, [&](std::size_t begin, std::size_t end) {
+      if (wide) gelu_backward_16(z + begin, gradient + begin, out + begin, end - begin);
+      else gelu_backward_8(z + begin, gradient + begin, out + begin, end - begin);
+    });
+    return;
+  }
+  with_activation(a, [&](auto activation) {
+    parallel_for(n, grain, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) out[i] = gradient[i] * activation_derivative(activation, z[i]);
+    });
+  });
+}
+
+}  // namespace fpscope

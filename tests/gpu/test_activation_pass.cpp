@@ -1,0 +1,84 @@
+// The CPU backend's activation passes (activation_pass.hpp) against activate() and
+// activation_derivative() element by element: relu and tanh bit for bit, GELU through libmvec
+// within a stated bound; lengths that leave tails, and in place.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "fpscope/gpu/activation_pass.hpp"
+#include "fpscope/gpu/gemm.hpp"
+#include "fpscope/gpu/mlp.hpp"
+
+using namespace fpscope;
+
+namespace {
+std::vector<float> inputs(std::size_t n) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> z(n);
+  for (float& v : z) v = normal(rng);
+  // The edges: zeros of both signs, tiny and huge magnitudes, where erf saturates.
+  const float edges[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-4f, -1e-4f, 5.0f, -5.0f, 10.0f, -10.0f, 40.0f, -40.0f, 1e30f, -1e30f};
+  for (std::size_t i = 0; i < std::size(edges) && i < n; ++i) z[i * 7 % n] = edges[i];
+  return z;
+}
+std::uint32_t bits(float x) {
+  std::uint32_t b = 0;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+}  // namespace
+
+TEST_CASE("activation passes: relu and tanh are activate()'s bits, forward and backward, in place") {
+  for (const std::size_t n : {std::size_t{1}, std::size_t{37}, std::size_t{70001}}) {
+    const std::vector<float> z = inputs(n), g = inputs(n + 3);
+    for (const Activation a : {Activation::relu, Activation::tanh}) {
+      CAPTURE(n);
+      CAPTURE(activation_name(a));
+      std::vector<float> forward = z, backward = g;
+      activation_forward(a, forward.data(), forward.data(), n);
+      activation_backward(a, z.data(), backward.data(), backward.data(), n);
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        differ += bits(forward[i]) != bits(activate(a, z[i]));
+        differ += bits(backward[i]) != bits(g[i] * activation_derivative(a, z[i]));
+      }
+      CHECK(differ == 0);
+    }
+  }
+}
+
+TEST_CASE("activation passes: GELU within 16 float32 epsilons of its terms of activate()'s, forward and backward") {
+  if (!gelu_is_vectorised()) MESSAGE("GELU runs element by element here (no AVX2): the bound holds trivially");
+  set_gemm_threads(2);
+  const std::size_t n = 100003;  // not a multiple of 8 or 16
+  const std::vector<float> z = inputs(n), g = inputs(n + 1);
+  std::vector<float> forward(n), backward(n);
+  activation_forward(Activation::gelu, z.data(), forward.data(), n);
+  activation_backward(Activation::gelu, z.data(), g.data(), backward.data(), n);
+  // libmvec's erff and expf are within 4 ulp of glibc's; each term of the formula then moves by
+  // at most a few epsilons of its own size.
+  const double epsilon = std::ldexp(1.0, -24);
+  double worst_forward = 0, worst_backward = 0;
+  std::size_t same = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double v = z[i];
+    const double forward_scale = std::abs(0.5 * v) * 2 + 1e-38;
+    const double backward_scale = std::abs(static_cast<double>(g[i])) * (1.0 + std::abs(v) * 0.4 * std::exp(-0.5 * v * v)) + 1e-38;
+    worst_forward = std::max(worst_forward, std::abs(forward[i] - static_cast<double>(activate(Activation::gelu, z[i]))) / (forward_scale * epsilon));
+    worst_backward = std::max(worst_backward, std::abs(backward[i] - static_cast<double>(g[i] * activation_derivative(Activation::gelu, z[i]))) /
+                                                  (backward_scale * epsilon));
+    same += bits(forward[i]) == bits(activate(Activation::gelu, z[i]));
+  }
+  CAPTURE(same);
+  CHECK(worst_forward <= 16);
+  CHECK(worst_backward <= 16);
+  // In place gives the same as out of place.
+  std::vector<float> in_place = z;
+  activation_forward(Activation::gelu, in_place.data(), in_place.data(), n);
+  CHECK(std::memcmp(in_place.data(), forward.data(), n * sizeof(float)) == 0);
+  set_gemm_threads(1);
+}
