@@ -1,8 +1,9 @@
 // One training step of the CPU backend, timed for bench_train_torch.py (which puts PyTorch's step
 // for the same model beside it): the median of --steps steps after two of warm-up, for each of
-// fp32, mixed fp16, mixed bf16 (and the share of its products that ran in bf16 kernels), mixed fp16
-// recording every tensor every step; and mixed fp16 recording every 10th step beside the same
-// unrecorded, both as means (fp16_mean). Prints one line per configuration: "NAME MILLISECONDS".
+// fp32, mixed fp16, mixed bf16 (and the share of its products that ran in bf16 kernels); then
+// mixed fp16 recording every tensor every step, and every 10th step (over three times the steps),
+// each as the mean step beside the mean step of the same trainer unrecorded, the two stepping in
+// turns. Prints one line per measure: "NAME MILLISECONDS".
 //
 // Usage: bench_train_step MODEL BATCH THREADS STEPS   (MODEL: layer sizes or gpt:...)
 #include <algorithm>
@@ -23,7 +24,7 @@ using namespace fpscope;
 
 namespace {
 
-double median_step_ms(const std::string& model, int batch, int steps, Precision precision, int record_every) {
+std::unique_ptr<TrainerBackend> make_trainer(const std::string& model, Precision precision) {
   MlpConfig config;
   if (names_gpt(model)) {
     config.gpt = parse_gpt_shape(model);
@@ -36,42 +37,58 @@ double median_step_ms(const std::string& model, int batch, int steps, Precision 
   }
   config.precision = precision;
   config.scaler = precision == Precision::fp16 ? LossScalerConfig::pytorch() : LossScalerConfig::none();
-  std::unique_ptr<TrainerBackend> trainer;
-  if (config.gpt) trainer = std::make_unique<GptTrainer>(*config.gpt, config);
-  else trainer = std::make_unique<MlpTrainer>(config);
-  TrainingData data("synthetic", config);
+  if (config.gpt) return std::make_unique<GptTrainer>(*config.gpt, config);
+  return std::make_unique<MlpTrainer>(config);
+}
+
+struct Batch {
   Eigen::MatrixXf inputs;
   std::vector<int> labels;
-  data.next_batch(batch, inputs, labels);
+};
+Batch batch_for(const std::string& model, int size) {
+  MlpConfig config;
+  if (names_gpt(model)) config.gpt = parse_gpt_shape(model);
+  else config.layer_sizes = parse_layer_sizes(model);
+  TrainingData data("synthetic", config);
+  Batch b;
+  data.next_batch(size, b.inputs, b.labels);
+  return b;
+}
+
+double timed_step_ms(TrainerBackend& trainer, const Batch& b, bool record) {
+  const auto start = std::chrono::steady_clock::now();
+  const StepResult result = trainer.step(b.inputs, b.labels, record, true);
+  if (result.loss != result.loss) std::fprintf(stderr, "bench_train_step: the loss went NaN\n");
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The median step of `steps` after two of warm-up.
+double median_step_ms(const std::string& model, int batch, int steps, Precision precision) {
+  const std::unique_ptr<TrainerBackend> trainer = make_trainer(model, precision);
+  const Batch b = batch_for(model, batch);
   std::vector<double> times;
   for (int step = 0; step < steps + 2; ++step) {
-    const auto start = std::chrono::steady_clock::now();
-    const StepResult result = trainer->step(inputs, labels, record_every > 0 && (step - 2) % record_every == 0, true);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    const double ms = timed_step_ms(*trainer, b, false);
     if (step >= 2) times.push_back(ms);
-    if (result.loss != result.loss) std::fprintf(stderr, "bench_train_step: the loss went NaN\n");
-  }
-  if (record_every < 0 || record_every > 1) {  // a mean: one step in record_every carries the recording
-    double sum = 0;
-    for (double t : times) sum += t;
-    return sum / static_cast<double>(times.size());
   }
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
 }
 
-// Recording every 10th step beside not recording, both as means over the same number of steps (a
-// multiple of 10), in turns, three times: the medians of the two means.
-std::pair<double, double> every_tenth_and_unrecorded_ms(const std::string& model, int batch, int steps) {
-  const int rounded = std::max(10, steps / 10 * 10);
-  std::vector<double> tenth, none;
-  for (int turn = 0; turn < 3; ++turn) {
-    tenth.push_back(median_step_ms(model, batch, rounded, Precision::fp16, 10));
-    none.push_back(median_step_ms(model, batch, rounded, Precision::fp16, -1));
+// Mixed fp16 recording every `record_every`-th step beside the same trainer not recording, the
+// two stepping in turns (so that the machine's speed, which drifts, is the same for both): the
+// mean step of each over `steps` steps (a multiple of record_every) after two of warm-up.
+std::pair<double, double> recording_and_unrecorded_ms(const std::string& model, int batch, int steps, int record_every) {
+  const int rounded = std::max(record_every, steps / record_every * record_every);
+  const std::unique_ptr<TrainerBackend> recording = make_trainer(model, Precision::fp16), unrecorded = make_trainer(model, Precision::fp16);
+  const Batch b = batch_for(model, batch);
+  double recording_sum = 0, unrecorded_sum = 0;
+  for (int step = 0; step < rounded + 2; ++step) {
+    const double with = timed_step_ms(*recording, b, step >= 2 && (step - 2) % record_every == 0);
+    const double without = timed_step_ms(*unrecorded, b, false);
+    if (step >= 2) recording_sum += with, unrecorded_sum += without;
   }
-  std::sort(tenth.begin(), tenth.end());
-  std::sort(none.begin(), none.end());
-  return {tenth[1], none[1]};
+  return {recording_sum / rounded, unrecorded_sum / rounded};
 }
 
 }  // namespace
@@ -85,20 +102,20 @@ int main(int argc, char** argv) {
   const int batch = std::atoi(argv[2]), threads = std::atoi(argv[3]), steps = std::atoi(argv[4]);
   set_gemm_threads(threads);
   if (argc == 6) {  // one precision's unrecorded step alone (for profiling)
-    std::printf("%s %.3f\n", argv[5], median_step_ms(model, batch, steps, parse_precision(argv[5]), 0));
+    std::printf("%s %.3f\n", argv[5], median_step_ms(model, batch, steps, parse_precision(argv[5])));
     return 0;
   }
-  std::printf("fp32 %.3f\n", median_step_ms(model, batch, steps, Precision::fp32, 0));
-  std::printf("fp16 %.3f\n", median_step_ms(model, batch, steps, Precision::fp16, 0));
+  std::printf("fp32 %.3f\n", median_step_ms(model, batch, steps, Precision::fp32));
+  std::printf("fp16 %.3f\n", median_step_ms(model, batch, steps, Precision::fp16));
   const GemmCounts before_bf16 = gemm_counts();
-  std::printf("bf16 %.3f\n", median_step_ms(model, batch, steps, Precision::bf16, 0));
+  std::printf("bf16 %.3f\n", median_step_ms(model, batch, steps, Precision::bf16));
   const GemmCounts after_bf16 = gemm_counts();
   // How many of the bf16 run's products went to the bf16 kernels (gemm.hpp), as a share.
   const double bf16_calls = static_cast<double>(after_bf16.bf16 - before_bf16.bf16);
   std::printf("bf16_kernel_share %.3f\n", bf16_calls / std::max(1.0, bf16_calls + static_cast<double>(after_bf16.float32 - before_bf16.float32)));
-  std::printf("fp16_recording %.3f\n", median_step_ms(model, batch, steps, Precision::fp16, 1));
-  const auto [tenth, unrecorded] = every_tenth_and_unrecorded_ms(model, batch, steps);
-  std::printf("fp16_recording_every_10 %.3f\n", tenth);
-  std::printf("fp16_mean %.3f\n", unrecorded);
+  const auto [every, every_unrecorded] = recording_and_unrecorded_ms(model, batch, steps, 1);
+  std::printf("fp16_recording %.3f\nfp16_beside_recording %.3f\n", every, every_unrecorded);
+  const auto [tenth, tenth_unrecorded] = recording_and_unrecorded_ms(model, batch, 3 * steps, 10);
+  std::printf("fp16_recording_every_10 %.3f\nfp16_beside_every_10 %.3f\n", tenth, tenth_unrecorded);
   return 0;
 }

@@ -6,7 +6,8 @@ batch 8 (AdamW; the model of tests/gpu/gpt_vs_torch.py). Debian's torch runs its
 OpenBLAS, whose threads torch.set_num_threads does not reach, so torch is timed in a fresh process
 for every pairing of torch threads and OpenBLAS threads from {1, THREADS}, and its fastest time is
 the baseline (the pairing is printed). fp16 mixed is held to torch fp32 (torch has no fp16 CPU
-autocast worth timing), recording to the unrecorded fp16 step.
+autocast worth timing); recording every step, and every 10th, to the same fp16 trainer unrecorded,
+the two stepping in turns in one process, as means.
 
 Usage: bench_train_torch.py [BUILD_DIR] [THREADS]"""
 
@@ -64,18 +65,19 @@ def torch_times(kind, with_bf16=True):
 
 
 def fastest_torch(kind, threads):
-    """The fastest fp32 time over the thread pairings, and bf16's at that pairing (bf16 autocast
-    takes seconds a step on processors without AVX-512 BF16), each with its pairing."""
-    def run(torch_threads, blas_threads, with_bf16):
-        out = subprocess.run([sys.executable, __file__, "--torch", kind, str(torch_threads), str(blas_threads), "bf16" if with_bf16 else "-"],
+    """torch's fastest time over the thread pairings for fp32 and, separately, for bf16 autocast,
+    each with its pairing (bf16 autocast takes seconds a step on processors without AVX-512 BF16)."""
+    def run(torch_threads, blas_threads):
+        out = subprocess.run([sys.executable, __file__, "--torch", kind, str(torch_threads), str(blas_threads), "bf16"],
                              check=True, capture_output=True, text=True).stdout
         return {name: float(ms) for name, ms in (line.split() for line in out.splitlines())}
-
     pairings = [(t, b) for t in sorted({1, threads}) for b in sorted({1, threads})]
-    fp32 = {pairing: run(*pairing, False)["fp32"] for pairing in pairings}
-    fastest = min(fp32, key=fp32.get)
-    label = f"torch {fastest[0]} / OpenBLAS {fastest[1]} threads"
-    return {"fp32": (fp32[fastest], label), "bf16": (run(*fastest, True)["bf16"], label)}
+    times = {pairing: run(*pairing) for pairing in pairings}
+    best = {}
+    for name in ("fp32", "bf16"):
+        fastest = min(times, key=lambda pairing: times[pairing][name])
+        best[name] = (times[fastest][name], f"torch {fastest[0]} / OpenBLAS {fastest[1]} threads")
+    return best
 
 
 def fpscope_times(build, model, batch, threads):
@@ -104,9 +106,11 @@ def main():
         print(f"  bf16 mixed step    fpscope {ours['bf16']:8.2f} ms   torch bf16 autocast {theirs['bf16']:8.2f} ms ({best['bf16'][1]})   "
               f"{ours['bf16'] / theirs['bf16']:.2f}x")
         print(f"  fp16 mixed step    fpscope {ours['fp16']:8.2f} ms   torch fp32 {theirs['fp32']:8.2f} ms   {ours['fp16'] / theirs['fp32']:.2f}x")
-        print(f"  recording every tensor every step: {ours['fp16_recording']:8.2f} ms, +{100 * (ours['fp16_recording'] / ours['fp16'] - 1):.1f}% "
-              f"over the fp16 step; every 10th step: {ours['fp16_recording_every_10']:8.2f} ms, "
-              f"+{100 * (ours['fp16_recording_every_10'] / ours['fp16'] - 1):.1f}%")
+        print(f"  bf16 products in oneDNN's bf16 kernels: {100 * ours['bf16_kernel_share']:.0f}%")
+        print(f"  recording every tensor every step: {ours['fp16_recording']:8.2f} ms against {ours['fp16_beside_recording']:8.2f} ms "
+              f"unrecorded, +{100 * (ours['fp16_recording'] / ours['fp16_beside_recording'] - 1):.1f}%; every 10th step: "
+              f"{ours['fp16_recording_every_10']:8.2f} ms against {ours['fp16_beside_every_10']:8.2f} ms, "
+              f"+{100 * (ours['fp16_recording_every_10'] / ours['fp16_beside_every_10'] - 1):.1f}% (means, the two trainers stepping in turns)")
 
 
 if __name__ == "__main__":
