@@ -40,8 +40,11 @@ done
 
 xvfb-run -a -s "-screen 0 1600x1000x24" bash "$0" --idle-cpu "$gui" "$work/big.jsonl"
 
-settings=(--model 784-256-256-10 --activation relu --precision fp16 --loss-scale dynamic --steps 400 --batch 128 --lr 0.01 --seed 1)
-rate_cli() { "$fpscope" train "${settings[@]}" "$@" 2>&1 | tr '\r' '\n' | grep -Eo '[0-9.]+ steps/s' | tail -1 | cut -d' ' -f1; }
+settings=(--model 784-256-256-10 --activation relu --precision fp16 --loss-scale dynamic --steps 1500 --batch 128 --lr 0.01 --seed 1)
+# train prints its steps/s only to a terminal: `script` gives it one.
+rate_cli() {
+  script -qec "$(printf '%q ' "$fpscope" train "${settings[@]}" "$@")" /dev/null 2>&1 | tr '\r' '\n' | grep -Eo '[0-9.]+ steps/s' | tail -1 | cut -d' ' -f1
+}
 echo "training throughput, ${settings[*]}:"
 for run in 1 2 3; do
   plain=$(rate_cli)

@@ -33,8 +33,10 @@ std::string glfw_error_text;
 void on_glfw_error(int, const char* description) { glfw_error_text = description; }
 
 // Input the window received since the last frame. Installed before ImGui's callbacks, which call
-// these first ("chain"), so ImGui sees every event as before.
-bool input_arrived = true;
+// these first ("chain"), so ImGui sees every event as before. None at the start: the first frame
+// is drawn anyway, and a run started from the command line trains at once rather than beside
+// a second of frames at full rate.
+bool input_arrived = false;
 void note_input() { input_arrived = true; }
 // The window's shortcuts, taken in the key callback itself: Dear ImGui 1.86 sees a key only if it
 // is still down when the frame starts, so a quick tap (press and release between two frames)
@@ -66,6 +68,7 @@ void install_input_callbacks(GLFWwindow* window) {
 // After input it draws at full rate for a moment, for ImGui's hover and click feedback.
 constexpr double idle_poll_seconds = 0.25;
 constexpr double active_after_input_seconds = 0.75;
+constexpr double training_drawing_share = 0.1;  // of one core, while a run trains and the window is left alone
 
 struct Options {
   fpscope::gui::AppOptions app;
@@ -147,8 +150,9 @@ int run(const Options& o) {
     int frames_after_settling = 0;
     bool warned_settle = false;
     std::vector<double> frame_ms;
-    // 60 frames a second; 10 while a run trains in this process and nobody works the window, so
-    // that training keeps the cores (software GL on a small machine takes one for each frame).
+    // 60 frames a second; while a run trains in this process and nobody works the window, 10 at
+    // most and fewer where a frame is dear, so that drawing takes at most a tenth of one core and
+    // training keeps the rest (software GL on a small machine spends tens of milliseconds a frame).
     double active_until = 0;
     bool animated_last_frame = false;  // one more frame after a save ends or a message goes
     std::uint64_t drawn_version = ~0ull;
@@ -243,7 +247,7 @@ int run(const Options& o) {
       if (frames_after_settling > 0 || !headless) frame_ms.push_back(work * 1000.0);  // interactive: every frame drawn
       if (last_frame) break;
       const bool working = seconds_since(start) < active_until;  // input in the last moments
-      const double frame_budget = live && !working ? 1.0 / 10.0 : 1.0 / 60.0;
+      const double frame_budget = live && !working ? std::max(1.0 / 10.0, work / training_drawing_share) : 1.0 / 60.0;
       if (work < frame_budget) std::this_thread::sleep_for(std::chrono::duration<double>(frame_budget - work));
     }
     if (o.report && !frame_ms.empty()) {
