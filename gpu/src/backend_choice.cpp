@@ -68,16 +68,18 @@ int cuda_device_count(std::string& why) {
 std::unique_ptr<TrainerBackend> make_trainer_backend(std::string_view backend, const MlpConfig& config) {
   if (backend != "cpu" && backend != "cuda" && backend != "auto")
     throw std::invalid_argument("--backend " + std::string(backend) + ": not a backend (cpu, cuda or auto)");
-  // The CPU backend trains the GPT, records block statistics and runs every optimizer; the CUDA
-  // one the MLP with plain SGD.
+  // The CPU backend trains the GPT, records block statistics and runs the recipes; the CUDA one
+  // the MLP, with every optimizer. Momentum, AdamW and clipping on the device are compiled and
+  // their rule is the CPU's (optimizer_element.hpp), but their device test (tests/cuda/cuda_mlp.cpp,
+  // part 6) has not yet run on a GPU: `auto` keeps them on the CPU until it has; `cuda` runs them.
   if (config.gpt) {
     if (backend == "cuda") throw std::invalid_argument("--backend cuda: the GPT trains on the CPU backend only for now: use --backend cpu");
     return std::make_unique<GptTrainer>(*config.gpt, config);
   }
   const char* cpu_only = config.record_blocks ? "block statistics (--record-blocks) are recorded"
-                         : !config.optimizer.plain_sgd() ? "momentum, AdamW and gradient clipping run"
                          : config.recipe.recipe != GemmRecipe::none ? "FP8 and block-scaled recipes (--recipe) run"
                                                                     : nullptr;
+  if (backend == "auto" && !config.optimizer.plain_sgd()) return std::make_unique<MlpTrainer>(config);
   if (cpu_only != nullptr) {
     if (backend == "cuda") throw std::invalid_argument(std::string("--backend cuda: ") + cpu_only + " by the CPU backend only: use --backend cpu");
     return std::make_unique<MlpTrainer>(config);

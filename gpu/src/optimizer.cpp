@@ -56,29 +56,18 @@ bool optimizer_state_fits(const OptimizerState& state, std::span<const std::size
 
 namespace {
 
-// A gradient as the update sees it: unscaled by the step's loss scale, then clipped where the run clips.
-inline float unscaled_gradient(float scaled, float loss_scale, bool clip, float clip_coefficient) {
-  const float g = scaled / loss_scale;
-  return clip ? g * clip_coefficient : g;
-}
-
-struct AdamwStep {
-  float decay, beta1, beta2, epsilon, learning_rate, correction1, correction2, loss_scale, clip_coefficient;
-  bool clip;
-};
-
-// AdamW on n elements (torch.optim.AdamW's order of operations), in a loop of its own over
-// unaliased arrays with the settings by value, which the compiler vectorises: each element's
-// operations as written, the same bits.
-void adamw_range(float* __restrict w, float* __restrict m, float* __restrict v, const float* __restrict scaled, std::size_t n, AdamwStep s) {
+// The update of n elements (optimizer_element.hpp's rule), in a loop of its own over unaliased
+// arrays with the settings by value, which the compiler vectorises for each kind: each element's
+// operations as written, the same bits. `first` / `second` may be null where the kind keeps none.
+template <OptimizerKind Kind>
+void update_range(float* __restrict w, float* __restrict first, float* __restrict second, const float* __restrict scaled, std::size_t n,
+                  OptimizerStep s) {
+  s.kind = Kind;  // a constant in the loop
+  float unused = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    const float g = unscaled_gradient(scaled[i], s.loss_scale, s.clip, s.clip_coefficient);
-    w[i] *= s.decay;
-    m[i] = s.beta1 * m[i] + (1.0f - s.beta1) * g;
-    v[i] = s.beta2 * v[i] + (1.0f - s.beta2) * g * g;
-    const float m_hat = m[i] / s.correction1;
-    const float v_hat = v[i] / s.correction2;
-    w[i] -= s.learning_rate * m_hat / (std::sqrt(v_hat) + s.epsilon);
+    float& f = Kind == OptimizerKind::sgd ? unused : first[i];
+    float& v = Kind == OptimizerKind::adamw ? second[i] : unused;
+    update_element(w[i], f, v, scaled[i], s);
   }
 }
 
@@ -101,22 +90,20 @@ std::optional<double> optimizer_update(const OptimizerConfig& config, float lear
     if (parameters[p].size() != scaled_gradients[p].size()) throw std::invalid_argument("optimizer: a gradient's length is not its parameter's");
   std::optional<double> norm;
   if (config.clip_grad_norm > 0) {
+    OptimizerStep unscale;  // unscaling only: the norm is of the gradients before clipping
+    unscale.loss_scale = loss_scale;
     double sum_of_squares = 0;
     for (std::size_t p = 0; p < parameters.size(); ++p)
       for (const float scaled : scaled_gradients[p]) {
-        const float g = unscaled_gradient(scaled, loss_scale, false, 1.0f);  // before clipping
+        const float g = unscaled_gradient(scaled, unscale);
         sum_of_squares += static_cast<double>(g) * static_cast<double>(g);
       }
     norm = std::sqrt(sum_of_squares);
   }
-  // clip_grad_norm_'s rule: scale by max_norm / (norm + 1e-6) when that is below 1.
-  const bool clip = norm && *norm > config.clip_grad_norm;
-  const float coefficient = clip ? static_cast<float>(config.clip_grad_norm / (*norm + 1e-6)) : 1.0f;
-  const auto unscaled = [&](float scaled) { return unscaled_gradient(scaled, loss_scale, clip, coefficient); };
-
+  const bool clip = norm && clips(config.clip_grad_norm, *norm);
   const std::int64_t t = state.updates + 1;
-  const float correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(config.beta1), static_cast<double>(t)));
-  const float correction2 = static_cast<float>(1.0 - std::pow(static_cast<double>(config.beta2), static_cast<double>(t)));
+  const OptimizerStep step = optimizer_step(config.kind, learning_rate, loss_scale, config.momentum, config.beta1, config.beta2,
+                                            config.epsilon, config.weight_decay, t, clip, clip ? clipping_coefficient(config.clip_grad_norm, *norm) : 1.0f);
   for (std::size_t p = 0; p < parameters.size(); ++p) {
     std::span<float> w = parameters[p];
     const std::span<const float> scaled = scaled_gradients[p];
@@ -125,26 +112,17 @@ std::optional<double> optimizer_update(const OptimizerConfig& config, float lear
     if ((first_moment && state.first[p].size() != w.size()) || (second_moment && state.second[p].size() != w.size()))
       throw std::invalid_argument("optimizer: a saved buffer's length is not its parameter's");
     // Each element on its own: split across the element-wise threads (parallel.hpp), same bits.
-    std::vector<float>* first = first_moment ? &state.first[p] : nullptr;
-    std::vector<float>* second = second_moment ? &state.second[p] : nullptr;
+    float* first = first_moment ? state.first[p].data() : nullptr;
+    float* second = second_moment ? state.second[p].data() : nullptr;
     parallel_for(w.size(), 16384, [&](std::size_t begin, std::size_t end) {
+      float* const f = first != nullptr ? first + begin : nullptr;
+      float* const v = second != nullptr ? second + begin : nullptr;
       switch (config.kind) {
-        case OptimizerKind::sgd:
-          for (std::size_t i = begin; i < end; ++i) w[i] -= learning_rate * unscaled(scaled[i]);
+        case OptimizerKind::sgd: update_range<OptimizerKind::sgd>(w.data() + begin, f, v, scaled.data() + begin, end - begin, step); break;
+        case OptimizerKind::momentum:
+          update_range<OptimizerKind::momentum>(w.data() + begin, f, v, scaled.data() + begin, end - begin, step);
           break;
-        case OptimizerKind::momentum: {
-          std::vector<float>& b = *first;
-          for (std::size_t i = begin; i < end; ++i) {
-            b[i] = config.momentum * b[i] + unscaled(scaled[i]);
-            w[i] -= learning_rate * b[i];
-          }
-          break;
-        }
-        case OptimizerKind::adamw:
-          adamw_range(w.data() + begin, first->data() + begin, second->data() + begin, scaled.data() + begin, end - begin,
-                      {1.0f - learning_rate * config.weight_decay, config.beta1, config.beta2, config.epsilon, learning_rate, correction1,
-                       correction2, loss_scale, coefficient, clip});
-          break;
+        case OptimizerKind::adamw: update_range<OptimizerKind::adamw>(w.data() + begin, f, v, scaled.data() + begin, end - begin, step); break;
       }
     });
   }

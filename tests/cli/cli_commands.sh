@@ -184,7 +184,6 @@ check train-momentum-learns 0 '^learns$' -- bash -c "'$fpscope' train --model 16
 check_bad bad-train-optimizer "unknown optimizer 'adam'" -- "$fpscope" train --optimizer adam --out "$work/never12.jsonl"
 check_bad bad-train-weight-decay-sgd "--weight-decay is AdamW's decoupled decay" -- "$fpscope" train --weight-decay 0.1 --out "$work/never13.jsonl"
 check_bad bad-train-betas "--betas '0.9' is not B1,B2" -- "$fpscope" train --optimizer adamw --betas 0.9 --out "$work/never14.jsonl"
-check_bad bad-train-adamw-cuda "momentum, AdamW and gradient clipping run by the CPU backend only" -- "$fpscope" train --backend cuda --optimizer adamw --out "$work/never15.jsonl"
 check_bad bad-train-record-blocks-format "unknown block-scaled format 'mxfp5'" -- "$fpscope" train --record-blocks mxfp5 --out "$work/never8.jsonl"
 # The GPT: a short run that analyze reads by its tensors' names, a run cut by a checkpoint and
 # resumed (on other thread counts) that writes the uninterrupted run's log, and --export-inputs' arrays.

@@ -283,6 +283,62 @@ int main() {
     verdict(a.skipped && b.skipped, "fp16-pure: the injected step is skipped on both");
     verdict(counters() == 0, "fp16-pure: after the skipped step the counters still agree (difference)", counters());
   }
+  // 6. The optimizers on the device (optimizer_element.hpp's rule, the step's settings made there):
+  //    momentum, AdamW with weight decay, clipping with SGD and with AdamW, in fp32 and fp16 with a
+  //    NaN injected (a skipped step is neither clipped nor counted), then a CPU checkpoint with its
+  //    optimizer state resumed on the device. The norm's float64 sum runs in another order on the
+  //    device, so a clipped step's coefficient may differ in its last bit: weights and losses are
+  //    compared with the tolerances above.
+  for (const Precision precision : {Precision::fp32, Precision::fp16}) {
+    OptimizerConfig momentum, adamw, sgd_clipped, adamw_clipped;
+    momentum.kind = OptimizerKind::momentum;
+    adamw.kind = OptimizerKind::adamw;
+    adamw.weight_decay = 0.01f;
+    sgd_clipped.clip_grad_norm = 0.5f;
+    adamw_clipped = adamw;
+    adamw_clipped.clip_grad_norm = 0.5f;
+    for (const auto& [name, optimizer] : {std::pair{"momentum", momentum}, std::pair{"adamw", adamw}, std::pair{"sgd clip 0.5", sgd_clipped},
+                                          std::pair{"adamw clip 0.5", adamw_clipped}}) {
+      MlpConfig config = small_config(precision, Activation::gelu, RoundingMode::nearest_even);
+      config.optimizer = optimizer;
+      if (optimizer.kind == OptimizerKind::adamw) config.learning_rate = 1e-3f;
+      const std::string label = precision_name(precision) + " " + name;
+      MlpTrainer cpu(config);
+      CudaMlpTrainer gpu(config);
+      TrainingData data("synthetic", config.layer_sizes, 4);
+      Eigen::MatrixXf x;
+      std::vector<int> y;
+      Agreement agreement;
+      for (std::int64_t step = 0; step < 8; ++step) {
+        if (precision == Precision::fp16 && step == 3) {
+          const FaultInjection fault{FaultInjection::Value::nan, 2, step};
+          cpu.inject(fault);
+          gpu.inject(fault);
+        }
+        data.next_batch(64, x, y);
+        compare_step(cpu.step(x, y, true), gpu.step(x, y, true, true), step, agreement);
+      }
+      report(label, agreement, precision);
+      const MlpTrainer::State cpu_state = cpu.state(), gpu_state = gpu.state();
+      const double distance = relative_distance(cpu_state, gpu_state);
+      verdict(distance <= (precision == Precision::fp32 ? 1e-5 : 2e-3), label + ": weights after 8 steps (relative 2-norm)", distance);
+      verdict(cpu_state.optimizer.updates == gpu_state.optimizer.updates && cpu_state.optimizer.first.size() == gpu_state.optimizer.first.size() &&
+                  cpu_state.optimizer.second.size() == gpu_state.optimizer.second.size(),
+              label + ": the same update count and buffers on both", static_cast<double>(gpu_state.optimizer.updates));
+      // Resume: the CPU's state (optimizer buffers included) on a fresh device trainer, two more steps each.
+      CudaMlpTrainer resumed(config);
+      resumed.restore(cpu_state);
+      const MlpTrainer::State read_back = resumed.state();
+      verdict(same_bits(cpu_state, read_back) && read_back.optimizer == cpu_state.optimizer,
+              label + ": a CPU checkpoint with its optimizer state reads back from the device bit for bit");
+      Agreement after_resume;
+      for (std::int64_t step = 8; step < 10; ++step) {
+        data.next_batch(64, x, y);
+        compare_step(cpu.step(x, y, true), resumed.step(x, y, true, true), step, after_resume);
+      }
+      report(label + " resumed", after_resume, precision);
+    }
+  }
   std::printf("%s\n", failures == 0 ? "all OK" : "FAILURES");
   return failures == 0 ? 0 : 1;
 }

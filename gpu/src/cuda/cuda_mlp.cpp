@@ -78,6 +78,14 @@ struct CudaMlpTrainer::Device {
   unsigned long long* records() const { return readback.data + scalar_words; }
   static constexpr std::size_t scalar_words = 2;
   DeviceArray<LossScalerState> scaler;
+  // The optimizer (momentum, AdamW, clipping; plain SGD keeps sgd_update): its buffers per
+  // parameter in the CPU's order (layer l: weight 2l, bias 2l + 1; empty where the kind keeps
+  // none), the partials of the gradients' sum of squares (clipping), the update count, the step's
+  // settings, all on the device.
+  std::vector<DeviceArray<float>> first, second;
+  DeviceArray<double> partials;
+  DeviceArray<long long> updates;
+  DeviceArray<OptimizerStep> optimizer_step;
   ~Device() {
     if (host_readback != nullptr) cudaFreeHost(host_readback);
     if (cublas != nullptr) cublasDestroy(cublas);
@@ -89,7 +97,6 @@ Format CudaMlpTrainer::format() const { return precision_format(config_.precisio
 
 CudaMlpTrainer::CudaMlpTrainer(const MlpConfig& config) : config_(config), device_(std::make_unique<Device>()) {
   if (config.record_blocks) throw std::invalid_argument("block statistics are recorded by the CPU backend only");
-  if (!config.optimizer.plain_sgd()) throw std::invalid_argument("momentum, AdamW and gradient clipping run on the CPU backend only");
   if (config.recipe.recipe != GemmRecipe::none) throw std::invalid_argument("FP8 and block-scaled recipes run on the CPU backend only");
   if (!cuda_device_available()) throw std::runtime_error("no CUDA device answers");
   Device& d = *device_;
@@ -109,6 +116,15 @@ CudaMlpTrainer::CudaMlpTrainer(const MlpConfig& config) : config_(config), devic
     d.grad_b.emplace_back(b);
     d.weights_16.emplace_back(w);
   }
+  const bool first_buffers = config.optimizer.kind != OptimizerKind::sgd, second_buffers = config.optimizer.kind == OptimizerKind::adamw;
+  for (std::size_t l = 0; l < layers; ++l)
+    for (const std::size_t n : {d.weights[l].size, d.biases[l].size}) {
+      d.first.emplace_back(first_buffers ? n : 0);
+      d.second.emplace_back(second_buffers ? n : 0);
+    }
+  d.partials = DeviceArray<double>(2 * layers * cuda::sum_of_squares_partials);
+  d.updates = DeviceArray<long long>(1);
+  d.optimizer_step = DeviceArray<OptimizerStep>(1);
   d.found_non_finite = DeviceArray<int>(1);
   d.scaler = DeviceArray<LossScalerState>(1);
   d.readback = DeviceArray<unsigned long long>(Device::scalar_words + 4 * layers * record_stride);
@@ -133,6 +149,21 @@ MlpTrainer::State CudaMlpTrainer::state() const {
   }
   s.scaler = scaler_state();
   s.stochastic_counter = stochastic_counter_;
+  // The optimizer's buffers as the CPU keeps them: none until the first update.
+  long long updates = 0;
+  cudaCheck(cudaMemcpy(&updates, d.updates.data, sizeof updates, cudaMemcpyDeviceToHost));
+  s.optimizer.updates = updates;
+  if (updates > 0) {
+    const auto copy_back = [&](const std::vector<DeviceArray<float>>& buffers, std::vector<std::vector<float>>& into) {
+      if (buffers.empty() || buffers.front().size == 0) return;
+      for (const DeviceArray<float>& buffer : buffers) {
+        into.emplace_back(buffer.size);
+        cudaCheck(cudaMemcpy(into.back().data(), buffer.data, sizeof(float) * buffer.size, cudaMemcpyDeviceToHost));
+      }
+    };
+    copy_back(d.first, s.optimizer.first);
+    copy_back(d.second, s.optimizer.second);
+  }
   return s;
 }
 
@@ -144,6 +175,26 @@ void CudaMlpTrainer::restore(const MlpTrainer::State& state) {
     fits = state.weights[l].rows() == config_.layer_sizes[l + 1] && state.weights[l].cols() == config_.layer_sizes[l] &&
            state.biases[l].size() == config_.layer_sizes[l + 1];
   if (!fits) throw std::invalid_argument("the saved training state is not of this model's shape");
+  std::vector<std::size_t> sizes;  // the optimizer's order: weight 2l, bias 2l + 1
+  for (std::size_t l = 0; l < layers; ++l) {
+    sizes.push_back(d.weights[l].size);
+    sizes.push_back(d.biases[l].size);
+  }
+  if (!optimizer_state_fits(state.optimizer, sizes)) throw std::invalid_argument("the saved optimizer state is not of this model's shape");
+  // Buffers the state holds are copied in; those it does not hold yet (no update so far) start at zero.
+  const auto copy_in = [&](std::vector<DeviceArray<float>>& buffers, const std::vector<std::vector<float>>& from) {
+    for (std::size_t p = 0; p < buffers.size(); ++p) {
+      if (buffers[p].size == 0) continue;
+      if (p < from.size() && !from[p].empty())
+        cudaCheck(cudaMemcpy(buffers[p].data, from[p].data(), sizeof(float) * buffers[p].size, cudaMemcpyHostToDevice));
+      else
+        cudaCheck(cudaMemset(buffers[p].data, 0, sizeof(float) * buffers[p].size));
+    }
+  };
+  copy_in(d.first, state.optimizer.first);
+  copy_in(d.second, state.optimizer.second);
+  const long long updates = state.optimizer.updates;
+  cudaCheck(cudaMemcpy(d.updates.data, &updates, sizeof updates, cudaMemcpyHostToDevice));
   for (std::size_t l = 0; l < layers; ++l) {
     cudaCheck(cudaMemcpy(d.weights[l].data, state.weights[l].data(), sizeof(float) * static_cast<std::size_t>(state.weights[l].size()),
                          cudaMemcpyHostToDevice));
@@ -303,9 +354,32 @@ StepResult CudaMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector
     cudaCheck(cudaStreamSynchronize(d.stream));
     skipped_here = skip != 0;
   }
+  // Plain SGD by sgd_update.hpp's rule; every other optimizer by optimizer_element.hpp's, its
+  // step's settings (and the clipping norm) made on the device.
+  const OptimizerConfig& optimizer = config_.optimizer;
+  if (!optimizer.plain_sgd()) {
+    const bool clip = optimizer.clip_grad_norm > 0;
+    if (clip)
+      for (std::size_t l = 0; l < layers; ++l) {
+        cuda::sum_of_squares(d.grad_w[l].data, d.grad_w[l].size, d.step_scale(), d.partials.data + (2 * l) * cuda::sum_of_squares_partials, s);
+        cuda::sum_of_squares(d.grad_b[l].data, d.grad_b[l].size, d.step_scale(), d.partials.data + (2 * l + 1) * cuda::sum_of_squares_partials, s);
+      }
+    const cuda::OptimizerSettings settings{optimizer.kind,  config_.learning_rate, optimizer.momentum,    optimizer.beta1,
+                                           optimizer.beta2, optimizer.epsilon,     optimizer.weight_decay, optimizer.clip_grad_norm};
+    cuda::prepare_optimizer_step(settings, d.partials.data, clip ? static_cast<int>(d.partials.size) : 0, d.step_scale(), d.skip(),
+                                 d.updates.data, d.optimizer_step.data, s);
+  }
+  const auto buffer = [](DeviceArray<float>& b) { return b.size == 0 ? nullptr : b.data; };
   for (std::size_t l = 0; l < layers; ++l) {
-    cuda::sgd_update(d.weights[l].data, d.grad_w[l].data, d.grad_w[l].size, config_.learning_rate, d.step_scale(), d.skip(), s);
-    cuda::sgd_update(d.biases[l].data, d.grad_b[l].data, d.grad_b[l].size, config_.learning_rate, d.step_scale(), d.skip(), s);
+    if (optimizer.plain_sgd()) {
+      cuda::sgd_update(d.weights[l].data, d.grad_w[l].data, d.grad_w[l].size, config_.learning_rate, d.step_scale(), d.skip(), s);
+      cuda::sgd_update(d.biases[l].data, d.grad_b[l].data, d.grad_b[l].size, config_.learning_rate, d.step_scale(), d.skip(), s);
+    } else {
+      cuda::optimizer_update(d.weights[l].data, buffer(d.first[2 * l]), buffer(d.second[2 * l]), d.grad_w[l].data, d.grad_w[l].size,
+                             d.optimizer_step.data, d.skip(), s);
+      cuda::optimizer_update(d.biases[l].data, buffer(d.first[2 * l + 1]), buffer(d.second[2 * l + 1]), d.grad_b[l].data, d.grad_b[l].size,
+                             d.optimizer_step.data, d.skip(), s);
+    }
     if (config_.precision == Precision::fp16_pure && !skipped_here) {
       cast(d.weights[l].data, d.weights[l].data, nullptr, d.weights[l].size, l, 2, false);
       cast(d.biases[l].data, d.biases[l].data, nullptr, d.biases[l].size, l, 2, false);

@@ -12,6 +12,7 @@
 #include "fpscope/gpu/cuda_kernels.hpp"
 #include "fpscope/core/loss_scaling.hpp"
 #include "fpscope/gpu/softmax_cross_entropy.hpp"
+#include "fpscope/gpu/optimizer_element.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
 
 // A CUDA error becomes an exception, as in cuda_mlp.cpp: this code runs inside the dlopen'd module
@@ -235,6 +236,56 @@ __global__ void sgd_update_kernel(float* w, const float* g, std::size_t n, float
     w[i] = sgd_update_element(w[i], g[i], factor);
 }
 
+// The unscaled gradients' squares summed in float64 into sum_of_squares_partials partials, each
+// block's in a fixed order (a grid-stride loop per thread, then a tree over the block): the same
+// bits run after run. The unscaling is optimizer_element.hpp's, at the step's scale.
+constexpr int partial_threads = 256;
+__global__ void __launch_bounds__(partial_threads) sum_of_squares_kernel(const float* g, std::size_t n, const float* step_scale, double* partials) {
+  OptimizerStep unscale;
+  unscale.loss_scale = *step_scale;
+  double sum = 0;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const double u = unscaled_gradient(g[i], unscale);
+    sum += u * u;
+  }
+  __shared__ double tree[partial_threads];
+  tree[threadIdx.x] = sum;
+  __syncthreads();
+  for (int half = partial_threads / 2; half > 0; half /= 2) {
+    if (static_cast<int>(threadIdx.x) < half) tree[threadIdx.x] += tree[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partials[blockIdx.x] = tree[0];
+}
+
+// One thread: the step's settings from the scaler's outputs (skip, the step's scale) and, where the
+// run clips, the norm from the partials summed in order; the update count moves on unless skipped.
+__global__ void optimizer_step_kernel(OptimizerKind kind, float learning_rate, float momentum, float beta1, float beta2, float epsilon,
+                                      float weight_decay, float max_norm, const double* partials, int partial_count, const float* step_scale,
+                                      const int* skip, long long* updates, OptimizerStep* step) {
+  double sum_of_squares = 0;
+  for (int i = 0; i < partial_count; ++i) sum_of_squares += partials[i];
+  const double norm = sqrt(sum_of_squares);
+  const bool clip = partial_count > 0 && clips(max_norm, norm);
+  *step = optimizer_step(kind, learning_rate, *step_scale, momentum, beta1, beta2, epsilon, weight_decay, *updates + 1, clip,
+                         clip ? clipping_coefficient(max_norm, norm) : 1.0f);
+  if (*skip == 0) *updates += 1;
+}
+
+__global__ void optimizer_update_kernel(float* w, float* first, float* second, const float* g, std::size_t n, const OptimizerStep* step,
+                                        const int* skip) {
+  if (*skip != 0) return;
+  const OptimizerStep s = *step;
+  float unused_first = 0, unused_second = 0;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    float& f = first != nullptr ? first[i] : unused_first;
+    float& v = second != nullptr ? second[i] : unused_second;
+    update_element(w[i], f, v, g[i], s);
+  }
+}
+
 __global__ void ordered_sum_kernel(const float* values, int n, float* out) {
   double sum = 0;
   for (int i = 0; i < n; ++i) sum += values[i];
@@ -292,6 +343,26 @@ void cast_and_record(const float* in, float* out, std::size_t n, bool bf16, Roun
   const auto s = static_cast<cudaStream_t>(stream);
   if (bf16) launch_cast_record<formats::bf16>(in, out, packed, n, mode, buffers, s, stochastic_seed, first_random);
   else launch_cast_record<formats::fp16>(in, out, packed, n, mode, buffers, s, stochastic_seed, first_random);
+}
+
+void sum_of_squares(const float* g, std::size_t n, const float* step_scale, double* partials, void* stream) {
+  sum_of_squares_kernel<<<sum_of_squares_partials, partial_threads, 0, static_cast<cudaStream_t>(stream)>>>(g, n, step_scale, partials);
+  cudaCheck(cudaGetLastError());
+}
+
+void prepare_optimizer_step(const OptimizerSettings& settings, const double* partials, int partial_count, const float* step_scale,
+                            const int* skip, long long* updates, OptimizerStep* step, void* stream) {
+  optimizer_step_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(settings.kind, settings.learning_rate, settings.momentum,
+                                                                        settings.beta1, settings.beta2, settings.epsilon,
+                                                                        settings.weight_decay, settings.clip_grad_norm, partials,
+                                                                        partial_count, step_scale, skip, updates, step);
+  cudaCheck(cudaGetLastError());
+}
+
+void optimizer_update(float* w, float* first, float* second, const float* g, std::size_t n, const OptimizerStep* step, const int* skip,
+                      void* stream) {
+  optimizer_update_kernel<<<blocks_for(n), threads, 0, static_cast<cudaStream_t>(stream)>>>(w, first, second, g, n, step, skip);
+  cudaCheck(cudaGetLastError());
 }
 
 void update_scaler(const LossScalerConfig& config, LossScalerState* state, const int* found_non_finite, int* skip, float* step_scale,

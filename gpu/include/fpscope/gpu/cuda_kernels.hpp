@@ -14,6 +14,7 @@
 #include "fpscope/core/context.hpp"
 #include "fpscope/gpu/activation.hpp"
 #include "fpscope/gpu/loss_scaler.hpp"
+#include "fpscope/gpu/optimizer_element.hpp"
 
 namespace fpscope::cuda {
 
@@ -74,6 +75,30 @@ void find_non_finite(const float* values, std::size_t n, int* found_non_finite, 
 // carries the loss scale, as on the CPU.
 void sgd_update(float* w, const float* g, std::size_t n, float learning_rate, const float* step_scale, const int* skip,
                 void* stream = nullptr);
+// --- the optimizers: optimizer_element.hpp's rule per element, the step's settings made on the
+// device from the scaler's outputs (no host synchronisation) ---
+
+// The settings a run gives its optimizer (OptimizerConfig's, and the learning rate).
+struct OptimizerSettings {
+  OptimizerKind kind = OptimizerKind::sgd;
+  float learning_rate = 0, momentum = 0, beta1 = 0, beta2 = 0, epsilon = 0, weight_decay = 0;
+  float clip_grad_norm = 0;  // 0: no clipping
+};
+// Partials per parameter of the unscaled gradients' sum of squares.
+inline constexpr int sum_of_squares_partials = 64;
+// partials[0 .. sum_of_squares_partials) = the float64 squares of g / *step_scale (device values),
+// in sum_of_squares_partials fixed parts, each summed in a fixed order.
+void sum_of_squares(const float* g, std::size_t n, const float* step_scale, double* partials, void* stream = nullptr);
+// *step = the settings of this step (one thread): update number *updates + 1 at the step's scale,
+// clipped where settings clip and the norm (sqrt of the partial_count partials summed in order;
+// 0 partials: no clipping) passes it; *updates moves on unless *skip.
+void prepare_optimizer_step(const OptimizerSettings& settings, const double* partials, int partial_count, const float* step_scale,
+                            const int* skip, long long* updates, OptimizerStep* step, void* stream = nullptr);
+// update_element for each of n elements unless *skip: w the master weights, first / second the
+// optimizer's buffers (null where the kind keeps none), g the scaled gradients.
+void optimizer_update(float* w, float* first, float* second, const float* g, std::size_t n, const OptimizerStep* step, const int* skip,
+                      void* stream = nullptr);
+
 // *out = sum of n values in order (one thread: the loss of a batch, deterministic).
 void ordered_sum(const float* values, int n, float* out, void* stream = nullptr);
 

@@ -15,9 +15,10 @@
 #include <string_view>
 #include <vector>
 
+#include "fpscope/gpu/optimizer_element.hpp"  // OptimizerKind, the rule per element
+
 namespace fpscope {
 
-enum class OptimizerKind : std::uint8_t { sgd, momentum, adamw };
 inline constexpr OptimizerKind all_optimizers[] = {OptimizerKind::sgd, OptimizerKind::momentum, OptimizerKind::adamw};
 std::string optimizer_name(OptimizerKind kind);          // "sgd", "momentum", "adamw"
 OptimizerKind parse_optimizer(std::string_view name);    // throws std::invalid_argument with one sentence
