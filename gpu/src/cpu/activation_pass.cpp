@@ -4,6 +4,8 @@
 
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "fpscope/gpu/parallel.hpp"
 
 // glibc's vector math (libmvec), by its vector-ABI names: 16 lanes (AVX-512), 8 lanes (AVX2).
@@ -19,6 +21,17 @@ namespace fpscope {
 namespace {
 
 constexpr std::size_t grain = 16384;
+
+// Calls body(std::integral_constant<Activation, a>{}): loops written inside see the activation as a
+// constant, so that the compiler vectorises them (a switch per element would stop it).
+template <typename Body>
+void with_activation(Activation a, Body body) {
+  switch (a) {
+    case Activation::relu: return body(std::integral_constant<Activation, Activation::relu>{});
+    case Activation::gelu: return body(std::integral_constant<Activation, Activation::gelu>{});
+    case Activation::tanh: return body(std::integral_constant<Activation, Activation::tanh>{});
+  }
+}
 
 enum class Lanes { scalar, avx2, avx512 };
 Lanes lanes() {

@@ -176,6 +176,10 @@ bool bf16_product(const Eigen::MatrixXf& a, bool transpose_a, const Eigen::Matri
   // S = op(b)^T (n x k): b's storage as it is, row-major when b is k x n, column-major (rows n
   // apart) when b is n x k. W = op(a)^T (k x m): a's storage, row-major when a is m x k, its
   // transpose when a is k x m. D = c^T (n x m, row-major): c's storage.
+  // float32 and fp16 operands are seldom bf16 values: a look at the first few spares the pack.
+  const auto* b_bits = reinterpret_cast<const std::uint32_t*>(b.data());
+  for (Eigen::Index i = 0; i < std::min<Eigen::Index>(b.size(), 64); ++i)
+    if ((b_bits[i] & 0xFFFFu) != 0) return false;
   thread_local std::vector<std::uint16_t> s_bits, w_bits;
   const Bf16Scan b_scan = pack(b, s_bits);
   if (!b_scan.bf16()) return false;

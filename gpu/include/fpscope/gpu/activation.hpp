@@ -4,7 +4,6 @@
 #include <math.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "fpscope/core/hd.hpp"
 
@@ -46,17 +45,6 @@ FPSCOPE_HD inline float activation_derivative(Activation a, float z) {
     }
   }
   return 1.0f;
-}
-
-// Calls body(std::integral_constant<Activation, a>{}): loops written inside see the activation as a
-// constant, so that the compiler vectorises them (a switch per element would stop it).
-template <typename Body>
-inline void with_activation(Activation a, Body body) {
-  switch (a) {
-    case Activation::relu: return body(std::integral_constant<Activation, Activation::relu>{});
-    case Activation::gelu: return body(std::integral_constant<Activation, Activation::gelu>{});
-    case Activation::tanh: return body(std::integral_constant<Activation, Activation::tanh>{});
-  }
 }
 
 }  // namespace fpscope
