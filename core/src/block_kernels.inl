@@ -8,8 +8,12 @@
 
 #include "block_walk.hpp"
 #include "fpscope/core/block_format.hpp"
-#if defined(__AVX2__)
+#if defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
+#include "mx_blocks_avx512.hpp"
+namespace fpscope { namespace mx_wide = mx_avx512; }
+#elif defined(__AVX2__)
 #include "mx_blocks_avx2.hpp"
+namespace fpscope { namespace mx_wide = mx_avx2; }
 #endif
 
 namespace {
@@ -372,13 +376,13 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
       };
 #if defined(__AVX2__)
       // MX and NVFP4 blocks in the lean cast's case, without per-block outcomes: whole blocks
-      // through the AVX2 kernel (mx_blocks_avx2.hpp), the rest here.
+      // through the widest kernel (mx_blocks_avx512.hpp, mx_blocks_avx2.hpp), the rest here.
       if constexpr (lean_mode) {
-        if (lean && mx_avx2::takes(format) && outcomes == nullptr && mx_avx2::float_arithmetic_is_default()) {
-          mx_avx2::Blocks<F> avx2_blocks(format, rule, options.tininess == Tininess::before_rounding, tensor_scale);
+        if (lean && mx_wide::takes(format) && outcomes == nullptr && mx_wide::float_arithmetic_is_default()) {
+          mx_wide::Blocks<F> wide_blocks(format, rule, options.tininess == Tininess::before_rounding, tensor_scale);
           walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, stochastic, statistics, outcomes, elements,
-                      mx_avx2::WholeBlocks<F>{&avx2_blocks, statistics});
-          avx2_blocks.finish(statistics, flags);
+                      mx_wide::WholeBlocks<F>{&wide_blocks, statistics});
+          wide_blocks.finish(statistics, flags);
           ctx.raise(flags.flags());
           return;
         }

@@ -34,39 +34,20 @@
 #include "fpscope/core/block_scaling.hpp"
 #include "fpscope/core/cast.hpp"
 #include "fpscope/core/e8m0.hpp"
+#include "whole_blocks.hpp"
 
 namespace fpscope::mx_avx2 {
 
-// Whether the processor's float32 arithmetic is IEEE's default (MXCSR: round to nearest even, no
-// flush-to-zero, no denormals-are-zero), as the grid's addition and NVFP4's products need.
-inline bool float_arithmetic_is_default() { return (_mm_getcsr() & 0xE040u) == 0; }
-
-// Whether the kernel takes blocks of this format (the mode and options are the caller's to check).
-inline bool takes(const BlockFormat& format) {
-  return format.elements == BlockFormat::Elements::floating && (format.block_size == 32 || format.block_size == 16);
-}
+using whole_block::float_arithmetic_is_default;
+using whole_block::takes;
 
 template <Format F>
-class Blocks {
-  static_assert(F.width() <= 8 && F.flavour != Flavour::fnuz, "MX float elements of 8 bits or fewer");
-  static constexpr int m = F.mantissa_bits;
-  static constexpr std::uint32_t min_normal32 = static_cast<std::uint32_t>(F.emin() + 127) << 23;
-  static constexpr std::uint32_t drop = 23 - m;
-  static constexpr std::uint32_t max_code = static_cast<std::uint32_t>(F.max_finite_bits());
-  static_assert(F.emin() + 127 > 1, "F's subnormals are normal float32 numbers");
+class Blocks : private whole_block::Setting<F> {
+  FPSCOPE_WHOLE_BLOCK_SETTING;
 
  public:
-  // `tensor_scale`: NVFP4's, for the whole tensor.
-  Blocks(const BlockFormat& format, ScaleRule rule, bool tininess_before, float tensor_scale)
-      : format_(format),
-        rule_(rule),
-        tiny_threshold_(tininess_before ? min_normal32 : min_normal32 - (1u << drop) / 2),
-        tensor_scale_(tensor_scale),
-        nvfp4_(format.scale == BlockFormat::Scale::e4m3_nvfp4),
-        halves_(format.block_size == 16) {}
-
-  // Whether blocks down columns can come to take_columns (MX blocks of 32).
-  bool takes_columns() const { return !nvfp4_ && !halves_; }
+  using Setting::Setting;
+  using Setting::takes_columns;
 
   // Quantizes the leading blocks of the `blocks` consecutive blocks at `in` (codes to `out`,
   // scale codes to `scales`) and returns how many it took: it stops before the first block it
@@ -117,27 +98,12 @@ class Blocks {
   // blocks), with its constants and what it adds up held in registers; begun from and put back
   // into the Blocks.
   struct Pass;
-  // A block's scale code and the factor its elements are multiplied by, from its amax and its
-  // smallest nonzero magnitude less one; false where the block is not taken. MX: the factor is
-  // 2^-X; not taken are a NaN scale, an element whose quotient v / 2^X is not a normal float32
-  // (its exponent field not above max(X, 0)), and X = 127, where 2^-X would be a float32
-  // subnormal (no element format's rule gets there). NVFP4: the E4M3 scale and the factor of
-  // nvfp4_element_factor; not taken are a NaN scale and a float32 subnormal input (the products
-  // are looked at after).
+  // A block's scale code and factor (whole_block::scale), and whether its smallest nonzero
+  // magnitude (less one) clears the kernel's bound; false where the block is not taken.
   bool scale_block(std::uint32_t amax, std::uint32_t smallest_less_one, std::uint8_t& scale_code, float& factor) const {
-    if (nvfp4_) {
-      scale_code = static_cast<std::uint8_t>(nvfp4_block_scale_code(amax, tensor_scale_));
-      if (is_nan(formats::e4m3, scale_code) || smallest_less_one < 0x007FFFFFu) return false;
-      factor = nvfp4_element_factor(tensor_scale_, block_scale_value(format_, scale_code));
-      return true;
-    }
-    // The OCP rule named as a constant, so that its call folds to a few instructions.
-    scale_code = rule_ == ScaleRule::floor ? mx_scale_code(format_, ScaleRule::floor, amax) : mx_scale_code(format_, rule_, amax);
-    if (e8m0::is_nan(scale_code)) return false;
-    const int shared = e8m0::exponent_of(scale_code);
-    const std::uint32_t smallest_taken = static_cast<std::uint32_t>(std::max(shared + 1, 1)) << 23;
-    if (smallest_less_one < smallest_taken - 1 || shared == e8m0::max_exponent) return false;
-    factor = bits_float(static_cast<std::uint32_t>(127 - shared) << 23);
+    whole_block::Scale scale;
+    if (!whole_block::scale(format_, rule_, tensor_scale_, amax, scale) || smallest_less_one < scale.smallest_magnitude - 1) return false;
+    scale_code = scale.code, factor = scale.factor;
     return true;
   }
   // NVFP4's products made ready for the grid: false where one is a float32 subnormal; those
@@ -155,12 +121,6 @@ class Blocks {
       product = _mm256_min_ps(product, ceiling);
     }
     return _mm256_testz_si256(subnormal, subnormal) != 0;
-  }
-  static std::uint64_t byte_sum(__m256i counts) {  // the sum of 32 byte lanes
-    const __m256i sums = _mm256_sad_epu8(counts, _mm256_setzero_si256());
-    alignas(32) std::uint64_t parts[4];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(parts), sums);
-    return parts[0] + parts[1] + parts[2] + parts[3];
   }
   static std::uint32_t horizontal_max(__m256i v) {
     __m128i x = _mm_max_epu32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -182,7 +142,7 @@ class Blocks {
   // mispredicted branch), down by 8 where its top 8 bins held fewer than one in sixteen blocks.
   void count_bins(BlockStatistics* statistics) {
     if (buffered_ == 0) return;
-    saturated_total_ += byte_sum(saturated_), below_grid_total_ += byte_sum(below_grid_), code_zero_total_ += byte_sum(code_zero_);
+    saturated_total_ += whole_block::byte_sum(saturated_), below_grid_total_ += whole_block::byte_sum(below_grid_), code_zero_total_ += whole_block::byte_sum(code_zero_);
     saturated_ = below_grid_ = code_zero_ = _mm256_setzero_si256();
     alignas(32) std::int8_t largest[32];  // signed: zeros' 0xFF, and bins of 128 and more, read negative
     _mm256_store_si256(reinterpret_cast<__m256i*>(largest), buffer_max_);
@@ -201,7 +161,7 @@ class Blocks {
       for (int i = 0; i < 4; ++i) {
         const int bin = first + i;
         if (bin > top) break;
-        const std::uint64_t count = byte_sum(counts[i]);
+        const std::uint64_t count = whole_block::byte_sum(counts[i]);
         if (bin < 0) {
           statistics->zeros += count;
           zeros_ += count;
@@ -218,11 +178,6 @@ class Blocks {
     sparse_ = 0;
   }
 
-  BlockFormat format_;
-  ScaleRule rule_;
-  std::uint32_t tiny_threshold_;
-  float tensor_scale_;
-  bool nvfp4_, halves_;  // NVFP4's scales; blocks of 16 (two to the 32 elements taken at once)
   std::uint64_t taken_ = 0, zeros_ = 0;
   // Counts per byte lane since the last count_bins (recording; else saturated_ is nonzero where
   // any element saturated), and their totals: saturated elements, codes below 2^m (subnormal or
@@ -464,22 +419,8 @@ bool Blocks<F>::take_columns_with(const std::uint32_t* in, std::size_t stride, s
   return true;
 }
 
-// Blocks<F> as the walker's whole_blocks (block_kernels.inl, walk_blocks).
+// Blocks<F> as the walker's whole_blocks.
 template <Format F>
-struct WholeBlocks {
-  static constexpr bool uses_whole_blocks = true;
-  static constexpr std::size_t columns_at_once = 8;
-  Blocks<F>* blocks;
-  BlockStatistics* statistics;  // null: codes only
-  std::size_t operator()(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t count) const {
-    return statistics != nullptr ? blocks->template take<true>(in, out, scales, count, statistics)
-                                 : blocks->template take<false>(in, out, scales, count, nullptr);
-  }
-  bool columns(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales) const {
-    if (!blocks->takes_columns()) return false;
-    return statistics != nullptr ? blocks->template take_columns<true>(in, stride, out, scales, statistics)
-                                 : blocks->template take_columns<false>(in, stride, out, scales, nullptr);
-  }
-};
+using WholeBlocks = whole_block::Walker<Blocks<F>, 8>;
 
 }  // namespace fpscope::mx_avx2

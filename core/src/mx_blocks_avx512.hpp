@@ -1,0 +1,445 @@
+// MX and NVFP4 blocks of floating-point elements in round to nearest even, written with AVX-512
+// (F, BW, VL, DQ) intrinsics: the same cases and the same arithmetic as mx_blocks_avx2.hpp (read
+// its top for the grid's addition that rounds an element), arranged for the wider registers and
+// their masks. Included by block_kernels.inl in the instruction sets that have AVX-512 BW.
+//
+// What differs from the AVX2 kernel is the order of the work, so that nothing waits on a block's
+// scale:
+// - Blocks go in groups of 16. Their amaxes come out of one transposing reduction (lane b of one
+//   register is block b's amax); the OCP rule's scale codes and factors are made in that register,
+//   other rules' (and NVFP4's) one block at a time from it. Whether every element's quotient is a
+//   normal float32 is checked for the whole group at once, block by block only where the group's
+//   check fails.
+// - Then the elements, 32 at a time, through the grid, packed by the saturating down-conversions,
+//   signed through a mask.
+// - Recorded relative exponents go as bytes into a buffer of 64 x 32; a full buffer is counted bin
+//   by bin (compare into a mask, a masked byte count), up to the largest bin in it, the bins at
+//   and beyond an adaptive bound one by one as they come (mx_blocks_avx2.hpp's scheme).
+// It must give exactly what the AVX2 kernel and the scalar path give; the kernels-vs-scalar tests
+// hold it to the scalar path bit for bit under FPSCOPE_BULK_ISA=avx512.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "fpscope/core/block_format.hpp"
+#include "fpscope/core/block_scaling.hpp"
+#include "fpscope/core/cast.hpp"
+#include "fpscope/core/e8m0.hpp"
+#include "whole_blocks.hpp"
+
+// GCC 12 warns that the unmasked AVX-512 intrinsics read an uninitialized register (their
+// _mm512_undefined_epi32() source; GCC bug 105593, fixed in GCC 13): not a read of ours.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace fpscope::mx_avx512 {
+
+using whole_block::float_arithmetic_is_default;
+using whole_block::takes;
+
+// Lane b of the result: the largest unsigned lane of v[b].
+[[gnu::always_inline]] inline __m512i lane_maxima(const __m512i (&v)[16]) {
+  __m512i pairs[8], quads[4], octets[2];
+  // Each step halves the lanes a vector's partial maxima take and doubles the vectors per register.
+  for (int j = 0; j < 8; ++j)
+    pairs[j] = _mm512_max_epu32(_mm512_shuffle_i32x4(v[2 * j], v[2 * j + 1], 0x44), _mm512_shuffle_i32x4(v[2 * j], v[2 * j + 1], 0xEE));
+  for (int j = 0; j < 4; ++j)  // 128-bit lane q of quads[j]: v[4j + q]'s four
+    quads[j] = _mm512_max_epu32(_mm512_shuffle_i32x4(pairs[2 * j], pairs[2 * j + 1], 0x88),
+                                _mm512_shuffle_i32x4(pairs[2 * j], pairs[2 * j + 1], 0xDD));
+  for (int j = 0; j < 2; ++j)  // lane q: v[8j + q]'s two, then v[8j + 4 + q]'s
+    octets[j] = _mm512_max_epu32(_mm512_unpacklo_epi64(quads[2 * j], quads[2 * j + 1]), _mm512_unpackhi_epi64(quads[2 * j], quads[2 * j + 1]));
+  const __m512 a = _mm512_castsi512_ps(octets[0]), b = _mm512_castsi512_ps(octets[1]);
+  const __m512i maxima = _mm512_max_epu32(_mm512_castps_si512(_mm512_shuffle_ps(a, b, 0x88)), _mm512_castps_si512(_mm512_shuffle_ps(a, b, 0xDD)));
+  // Dword e of lane q holds v[q + 4e]'s.
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_epi32(order, maxima);
+}
+
+template <Format F>
+class Blocks : private whole_block::Setting<F> {
+  FPSCOPE_WHOLE_BLOCK_SETTING;
+  static constexpr std::uint8_t sign_byte = static_cast<std::uint8_t>(1u << (F.width() - 1));
+  static constexpr int group = 16;  // blocks whose scales are made together
+  static constexpr std::size_t prefetch_ahead = 1024;  // elements
+
+ public:
+  using Setting::Setting;
+  using Setting::takes_columns;
+
+  // Quantizes the leading blocks of the `blocks` consecutive blocks at `in` (codes to `out`,
+  // scale codes to `scales`) and returns how many it took: it stops before the first block it
+  // cannot take whole (blocks of 16 go in pairs, so before the pair). Counts go to the
+  // statistics at finish().
+  template <bool Record>
+  std::size_t take(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks, BlockStatistics* statistics) {
+    const std::size_t block = static_cast<std::size_t>(format_.block_size);
+    if (halves_) blocks &= ~std::size_t{1};
+    std::size_t done = 0;
+    while (done < blocks) {
+      const int n = static_cast<int>(std::min<std::size_t>(blocks - done, group));
+      const int took = flags_settled_ ? take_group<Record, false>(in + done * block, out + done * block, scales + done, n, statistics)
+                                      : take_group<Record, true>(in + done * block, out + done * block, scales + done, n, statistics);
+      done += static_cast<std::size_t>(took);
+      if (took < n) break;
+    }
+    return done;
+  }
+
+  // Quantizes the 16 blocks of 32 rows that lie down 16 adjacent columns, row r's 16 values at
+  // in + r * stride (codes likewise at out), scale codes to scales[0 .. 15]; the vector lanes are
+  // the blocks, so nothing is transposed. Takes all 16 or none (then false, nothing counted).
+  template <bool Record>
+  bool take_columns(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics) {
+    return flags_settled_ ? take_columns_with<Record, false>(in, stride, out, scales, statistics)
+                          : take_columns_with<Record, true>(in, stride, out, scales, statistics);
+  }
+
+  // Adds what the blocks taken add up to into `statistics` (when recording) and `flags`.
+  void finish(BlockStatistics* statistics, CastFlags& flags) {
+    if (statistics != nullptr) {
+      count_bins(statistics);
+      statistics->blocks += taken_;
+      statistics->elements += taken_ * static_cast<std::uint64_t>(format_.block_size);
+      statistics->zeros += tally_.zeros;
+      statistics->made_subnormal += below_grid_total_ - code_zero_total_;
+      statistics->flushed_to_zero += code_zero_total_ - tally_.zeros;
+      statistics->saturated += saturated_total_;
+    }
+    const bool any_saturated = statistics != nullptr ? saturated_total_ != 0 : tally_.any_saturated;
+    if (any_inexact_ || any_saturated) flags.inexact = 1;
+    if (any_underflow_) flags.underflow = 1;
+    if (any_saturated) flags.overflow = 1;
+  }
+
+ private:
+  // What the element loops add to, copied into locals for a group of blocks (the code stores,
+  // bytes that may alias anything, would otherwise send every update through memory).
+  struct Tally {
+    // Counts per byte lane (recording), at most 255 per lane: saturated elements, codes below
+    // 2^m (subnormal or zero), zero codes; `counted`: units since they were last summed.
+    __m256i saturated = _mm256_setzero_si256(), below_grid = _mm256_setzero_si256(), code_zero = _mm256_setzero_si256();
+    int counted = 0;
+    __m256i buffer_max = _mm256_set1_epi8(-1);  // the largest bin in the buffer
+    int buffered = 0;
+    int dense_bins = 16;       // bins counted over the buffer; the rest one by one as they come
+    std::uint64_t sparse = 0;  // how many came one by one since the buffer was last counted
+    std::uint64_t zeros = 0;   // zero inputs
+    std::uint32_t inexact_lanes = 0, underflow_lanes = 0;  // since the last settle_flags
+    bool any_saturated = false;                            // (not recording)
+  };
+  // The scale code and element factor of up to 16 blocks (lane b: block b), from their amaxes;
+  // `taken` is how many leading blocks have a scale (the rest are left: a NaN scale, or X = 127,
+  // where 2^-X would be a float32 subnormal). `thresholds` per block: the smallest magnitude
+  // (less one) its elements may have, so that each nonzero v / 2^X is a normal float32 (MX), or
+  // that no input is a float32 subnormal (NVFP4).
+  struct Scales {
+    alignas(64) std::uint32_t amax[group];
+    alignas(64) float factor[group] = {};
+    alignas(64) std::uint32_t threshold[group] = {};
+    alignas(16) std::uint8_t code[group];
+    alignas(16) std::uint8_t amax_field[group];
+    int taken = 0;
+  };
+  void make_scales(__m512i amax, int n, Scales& s) const {
+    _mm512_store_si512(s.amax, amax);
+    _mm_store_si128(reinterpret_cast<__m128i*>(s.amax_field), _mm512_cvtepi32_epi8(_mm512_srli_epi32(amax, 23)));
+    if (!nvfp4_ && rule_ == ScaleRule::floor) {
+      // The OCP rule: X = floor(log2 amax) - emax, as the E8M0 code field(amax) - emax at least 0
+      // (which is also X's floor of -127 for a subnormal or zero amax); a field of 255 is a NaN scale.
+      const __m512i field = _mm512_srli_epi32(amax, 23);
+      const __m512i code = _mm512_max_epi32(_mm512_sub_epi32(field, _mm512_set1_epi32(format_.element_emax())), _mm512_setzero_si512());
+      _mm_store_si128(reinterpret_cast<__m128i*>(s.code), _mm512_cvtepi32_epi8(code));
+      _mm512_store_ps(s.factor, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(254), code), 23)));
+      // X + 1 = code - 126 at least 1, in the exponent field.
+      _mm512_store_si512(s.threshold, _mm512_slli_epi32(_mm512_max_epi32(_mm512_sub_epi32(code, _mm512_set1_epi32(126)), _mm512_set1_epi32(1)), 23));
+      const auto nan_or_top = static_cast<std::uint32_t>(
+          _mm512_cmpeq_epi32_mask(field, _mm512_set1_epi32(255)) | _mm512_cmpeq_epi32_mask(code, _mm512_set1_epi32(254)));
+      s.taken = std::min(n, nan_or_top == 0 ? group : __builtin_ctz(nan_or_top));
+      return;
+    }
+    s.taken = n;
+    for (int b = 0; b < n; ++b) {
+      whole_block::Scale scale;
+      if (!whole_block::scale(format_, rule_, tensor_scale_, s.amax[b], scale)) {
+        s.taken = b;
+        return;
+      }
+      s.code[b] = scale.code, s.factor[b] = scale.factor, s.threshold[b] = scale.smallest_magnitude;
+    }
+  }
+  template <bool Record, bool TrackFlags>
+  int take_group(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, int n, BlockStatistics* statistics);
+  template <bool Record, bool TrackFlags>
+  bool take_columns_with(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics);
+
+  // 32 elements (two registers of bits, each with its factor), their block amaxes' exponent
+  // fields in the byte order of the result, through the grid to signed code bytes, recorded;
+  // false (nothing recorded) where an NVFP4 product is a float32 subnormal.
+  template <bool Record, bool TrackFlags>
+  [[gnu::always_inline]] bool quantize32(__m512i u0, __m512i u1, __m512 factor0, __m512 factor1, __m256i amax_fields, __m256i& codes,
+                                         Tally& t, BlockStatistics* statistics);
+  // The unclamped code of q per lane (mx_blocks_avx2.hpp's top).
+  template <bool TrackFlags>
+  [[gnu::always_inline]] __m512i code(__m512 q, Tally& t) const {
+    const __m512i exponent_field = _mm512_set1_epi32(0x7F800000);
+    const __m512i binade = _mm512_max_epi32(_mm512_and_si512(_mm512_castps_si512(q), exponent_field), _mm512_set1_epi32(static_cast<int>(min_normal32)));
+    const __m512 unit = _mm512_castsi512_ps(_mm512_add_epi32(binade, _mm512_set1_epi32(static_cast<int>(drop << 23))));
+    const __m512 on_grid = _mm512_add_ps(q, unit);
+    const __m512i units = _mm512_sub_epi32(_mm512_castps_si512(on_grid), _mm512_castps_si512(unit));
+    if constexpr (TrackFlags) {
+      const __mmask16 exact = _mm512_cmp_ps_mask(_mm512_sub_ps(on_grid, unit), q, _CMP_EQ_OQ);
+      t.inexact_lanes |= static_cast<__mmask16>(~exact);
+      t.underflow_lanes |= _mm512_mask_cmplt_epu32_mask(static_cast<__mmask16>(~exact), _mm512_castps_si512(q), _mm512_set1_epi32(static_cast<int>(tiny_threshold_)));
+    }
+    return _mm512_add_epi32(units, _mm512_add_epi32(_mm512_srli_epi32(binade, drop), _mm512_set1_epi32(-static_cast<int>(min_normal32 >> drop))));
+  }
+  void settle_flags() {
+    any_inexact_ = any_inexact_ || tally_.inexact_lanes != 0;
+    any_underflow_ = any_underflow_ || tally_.underflow_lanes != 0;
+    tally_.inexact_lanes = tally_.underflow_lanes = 0;
+    flags_settled_ = any_inexact_ && any_underflow_;
+  }
+  void flush_byte_counters() {
+    Tally& t = tally_;
+    saturated_total_ += whole_block::byte_sum(t.saturated), below_grid_total_ += whole_block::byte_sum(t.below_grid), code_zero_total_ += whole_block::byte_sum(t.code_zero);
+    t.saturated = t.below_grid = t.code_zero = _mm256_setzero_si256();
+    t.counted = 0;
+  }
+  // The buffered bins counted into the statistics, up to the largest in the buffer, four bins per
+  // pass so that no count waits on another. Then dense_bins follows the data: up by 8 where the
+  // bins beyond it came one by one in more than one unit in four on average (each may cost a
+  // mispredicted branch), down by 8 where its top 8 bins held fewer than one in sixteen units.
+  void count_bins(BlockStatistics* statistics) {
+    flush_byte_counters();
+    Tally& t = tally_;
+    if (t.buffered == 0) return;
+    alignas(32) std::int8_t largest[32];  // signed: zeros' 0xFF, and bins of 128 and more, read negative
+    _mm256_store_si256(reinterpret_cast<__m256i*>(largest), t.buffer_max);
+    const int top = std::min<int>(*std::max_element(largest, largest + 32), t.dense_bins - 1);
+    const int vectors = (t.buffered + 1) / 2;  // an odd buffer's last half is 0xFF, which no bin matches
+    if (t.buffered % 2 != 0) bin_buffer_[t.buffered] = _mm256_set1_epi8(-1);
+    const auto* buffer = reinterpret_cast<const __m512i*>(bin_buffer_);
+    std::uint64_t top_eight = 0;  // how many in bins top - 7 .. top
+    for (int first = 0; first <= top; first += 4) {
+      std::uint64_t counts[4] = {};
+      const __m512i value[4] = {_mm512_set1_epi8(static_cast<char>(first)), _mm512_set1_epi8(static_cast<char>(first + 1)),
+                                _mm512_set1_epi8(static_cast<char>(first + 2)), _mm512_set1_epi8(static_cast<char>(first + 3))};
+      __m512i lanes[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+      for (int k = 0; k < vectors; ++k) {  // at most 32 per byte lane
+        const __m512i bytes = _mm512_load_si512(&buffer[k]);
+        for (int i = 0; i < 4; ++i) lanes[i] = _mm512_mask_sub_epi8(lanes[i], _mm512_cmpeq_epi8_mask(bytes, value[i]), lanes[i], _mm512_set1_epi8(-1));
+      }
+      for (int i = 0; i < 4; ++i) counts[i] = static_cast<std::uint64_t>(_mm512_reduce_add_epi64(_mm512_sad_epu8(lanes[i], _mm512_setzero_si512())));
+      for (int i = 0; i < 4 && first + i <= top; ++i) {
+        statistics->relative_exponents[static_cast<std::size_t>(first + i)] += counts[i];
+        if (first + i >= t.dense_bins - 8) top_eight += counts[i];
+      }
+    }
+    if (4 * t.sparse > static_cast<std::uint64_t>(t.buffered) && t.dense_bins < max_dense_bins) t.dense_bins += 8;
+    else if (16 * top_eight < static_cast<std::uint64_t>(t.buffered) && t.dense_bins > 8) t.dense_bins -= 8;
+    t.buffered = 0;
+    t.buffer_max = _mm256_set1_epi8(-1);
+    t.sparse = 0;
+  }
+
+  std::uint64_t taken_ = 0;
+  bool any_inexact_ = false, any_underflow_ = false;  // raised by the blocks taken
+  bool flags_settled_ = false;  // inexact and underflow both raised: not looked at again
+  std::uint64_t saturated_total_ = 0, below_grid_total_ = 0, code_zero_total_ = 0;
+  // The bins of up to buffer_units units of 32 elements, one byte each (zeros 0xFF).
+  static constexpr int buffer_units = 64, max_dense_bins = 64;
+  alignas(64) __m256i bin_buffer_[buffer_units];
+  Tally tally_;
+};
+
+template <Format F>
+template <bool Record, bool TrackFlags>
+[[gnu::always_inline]] inline bool Blocks<F>::quantize32(__m512i u0, __m512i u1, __m512 factor0, __m512 factor1, __m256i amax_fields,
+                                                         __m256i& codes, Tally& t, BlockStatistics* statistics) {
+  const __m512i magnitude_mask = _mm512_set1_epi32(0x7FFFFFFF);
+  const __m512i magnitude0 = _mm512_and_si512(u0, magnitude_mask), magnitude1 = _mm512_and_si512(u1, magnitude_mask);
+  __m512 q0 = _mm512_mul_ps(_mm512_castsi512_ps(magnitude0), factor0), q1 = _mm512_mul_ps(_mm512_castsi512_ps(magnitude1), factor1);
+  if (nvfp4_) {
+    // NVFP4's products made ready for the grid: a float32 subnormal one is not taken; those at or
+    // above 2^(emax + 2) (an infinity included), which saturate whatever they are, are lowered to
+    // it, where the grid's addition stays finite. MX's need nothing (the scales saw to them).
+    const __m512i smallest_normal = _mm512_set1_epi32(0x00800000);
+    const __mmask16 subnormal0 = _mm512_mask_cmplt_epu32_mask(_mm512_test_epi32_mask(_mm512_castps_si512(q0), _mm512_castps_si512(q0)),
+                                                              _mm512_castps_si512(q0), smallest_normal);
+    const __mmask16 subnormal1 = _mm512_mask_cmplt_epu32_mask(_mm512_test_epi32_mask(_mm512_castps_si512(q1), _mm512_castps_si512(q1)),
+                                                              _mm512_castps_si512(q1), smallest_normal);
+    if ((subnormal0 | subnormal1) != 0) return false;
+    const __m512 ceiling = _mm512_castsi512_ps(_mm512_set1_epi32((F.emax() + 2 + 127) << 23));
+    q0 = _mm512_min_ps(q0, ceiling), q1 = _mm512_min_ps(q1, ceiling);
+  }
+  // The codes (and, recording, the exponent fields) as bytes by two saturating packs, which work
+  // within 128-bit lanes: lane L holds codes 4L .. 4L + 3 of each register, then the fields; the
+  // permutation puts the codes in order in the low half, the fields in the high half.
+  // Unclamped codes fit a byte (at most one above the largest magnitude code).
+  const __m512i code_words = _mm512_packus_epi32(code<TrackFlags>(q0, t), code<TrackFlags>(q1, t));
+  const __m512i field_words =
+      Record ? _mm512_packus_epi32(_mm512_srli_epi32(magnitude0, 23), _mm512_srli_epi32(magnitude1, 23)) : code_words;
+  const __m512i in_order = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15),
+                                                    _mm512_packus_epi16(code_words, field_words));
+  const __m256i unclamped = _mm512_castsi512_si256(in_order);
+  const __m256i largest = _mm256_set1_epi8(static_cast<char>(max_code));
+  const __mmask32 saturating = _mm256_cmpgt_epu8_mask(unclamped, largest);
+  const __m256i clamped = _mm256_min_epu8(unclamped, largest);
+  const __mmask32 negative = _mm512_kunpackw(_mm512_movepi32_mask(u1), _mm512_movepi32_mask(u0));
+  codes = _mm256_mask_add_epi8(clamped, negative, clamped, _mm256_set1_epi8(static_cast<char>(sign_byte)));
+  if constexpr (!Record) {
+    t.any_saturated = t.any_saturated || saturating != 0;
+  } else {
+    const __m256i minus_one = _mm256_set1_epi8(-1);
+    t.saturated = _mm256_mask_sub_epi8(t.saturated, saturating, t.saturated, minus_one);
+    t.below_grid = _mm256_mask_sub_epi8(t.below_grid, _mm256_cmplt_epu8_mask(clamped, _mm256_set1_epi8(static_cast<char>(1 << m))), t.below_grid, minus_one);
+    t.code_zero = _mm256_mask_sub_epi8(t.code_zero, _mm256_testn_epi8_mask(clamped, clamped), t.code_zero, minus_one);
+    if (++t.counted == 255) {
+      tally_ = t;
+      flush_byte_counters();
+      t = tally_;
+    }
+    // Relative exponents: amax's exponent field less each element's (zeros have field 0, and are
+    // marked 0xFF; no input here is a float32 subnormal).
+    const __m256i fields = _mm512_extracti64x4_epi64(in_order, 1);
+    const __mmask32 zero = _mm256_testn_epi8_mask(fields, fields);
+    t.zeros += static_cast<std::uint64_t>(__builtin_popcount(static_cast<std::uint32_t>(zero)));
+    const __m256i bins = _mm256_mask_mov_epi8(_mm256_sub_epi8(amax_fields, fields), zero, _mm256_set1_epi8(-1));
+    if (auto sparse = static_cast<std::uint32_t>(_mm256_mask_cmpge_epu8_mask(static_cast<__mmask32>(~zero), bins, _mm256_set1_epi8(static_cast<char>(t.dense_bins))));
+        sparse != 0) {
+      alignas(32) std::uint8_t bin_of[32];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(bin_of), bins);
+      t.sparse += static_cast<std::uint64_t>(__builtin_popcount(sparse));
+      while (sparse != 0) {
+        ++statistics->relative_exponents[bin_of[__builtin_ctz(sparse)]];
+        sparse &= sparse - 1;
+      }
+    }
+    bin_buffer_[t.buffered] = bins;
+    t.buffer_max = _mm256_max_epi8(t.buffer_max, bins);
+    if (++t.buffered == buffer_units) {
+      tally_ = t;
+      count_bins(statistics);
+      t = tally_;
+    }
+  }
+  return true;
+}
+
+template <Format F>
+template <bool Record, bool TrackFlags>
+int Blocks<F>::take_group(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, int n, BlockStatistics* statistics) {
+  const __m512i magnitude_mask = _mm512_set1_epi32(0x7FFFFFFF), one = _mm512_set1_epi32(1);
+  const auto load = [&](int j) { return _mm512_loadu_si512(in + 16 * j); };  // the 16 elements j
+  // Each block's largest magnitude, and the group's smallest less one (a zero's wraps to the largest).
+  __m512i block_max[group], least = _mm512_set1_epi32(-1);
+  for (int b = 0; b < group; ++b) {
+    if (b >= n) {
+      block_max[b] = _mm512_setzero_si512();
+      continue;
+    }
+    if (halves_) {
+      const __m512i magnitude = _mm512_and_si512(load(b), magnitude_mask);
+      block_max[b] = magnitude;
+      least = _mm512_min_epu32(least, _mm512_sub_epi32(magnitude, one));
+    } else {
+      const __m512i magnitude0 = _mm512_and_si512(load(2 * b), magnitude_mask), magnitude1 = _mm512_and_si512(load(2 * b + 1), magnitude_mask);
+      block_max[b] = _mm512_max_epu32(magnitude0, magnitude1);
+      least = _mm512_min_epu32(least, _mm512_min_epu32(_mm512_sub_epi32(magnitude0, one), _mm512_sub_epi32(magnitude1, one)));
+    }
+  }
+  Scales s;
+  make_scales(lane_maxima(block_max), n, s);
+  int taken = s.taken;
+  // Every quotient a normal float32 (or zero) where the group's smallest clears every block's threshold; else block by block.
+  const __m512i thresholds_less_one = _mm512_sub_epi32(_mm512_load_si512(s.threshold), one);
+  const std::uint32_t highest_threshold = _mm512_mask_reduce_max_epu32(static_cast<__mmask16>((1u << taken) - 1), thresholds_less_one);
+  if (taken > 0 && _mm512_reduce_min_epu32(least) < highest_threshold) {
+    for (int b = 0; b < taken; ++b) {
+      const int per_block = halves_ ? 1 : 2;
+      std::uint32_t smallest = 0xFFFFFFFFu;
+      for (int j = b * per_block; j < (b + 1) * per_block; ++j)
+        smallest = std::min(smallest, _mm512_reduce_min_epu32(_mm512_sub_epi32(_mm512_and_si512(load(j), magnitude_mask), one)));
+      if (smallest < s.threshold[b] - 1) {
+        taken = b;
+        break;
+      }
+    }
+  }
+  if (halves_) taken &= ~1;
+  // The elements, 32 at a time: one block of 32, or two of 16.
+  const int per_unit = halves_ ? 2 : 1;
+  Tally t = tally_;
+  int b = 0;
+  for (; b + per_unit <= taken; b += per_unit) {
+    const int j = halves_ ? b : 2 * b;  // the unit's first 16 elements
+    // The lines two groups on (of blocks of 32) on their way while this one computes: a group's
+    // loads come in a burst after all of the last group's work, beyond the reach of out-of-order
+    // execution, and the processor's own prefetchers did not run far enough ahead (measured).
+    _mm_prefetch(reinterpret_cast<const char*>(in + 16 * j + prefetch_ahead), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(in + 16 * j + 16 + prefetch_ahead), _MM_HINT_T0);
+    const __m512 factor0 = _mm512_set1_ps(s.factor[b]), factor1 = _mm512_set1_ps(s.factor[b + per_unit - 1]);
+    const __m256i amax_fields = halves_ ? _mm256_set_m128i(_mm_set1_epi8(static_cast<char>(s.amax_field[b + 1])), _mm_set1_epi8(static_cast<char>(s.amax_field[b])))
+                                        : _mm256_set1_epi8(static_cast<char>(s.amax_field[b]));
+    __m256i codes;
+    if (!quantize32<Record, TrackFlags>(load(j), load(j + 1), factor0, factor1, amax_fields, codes, t, statistics)) break;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 * j), codes);
+  }
+  tally_ = t;
+  std::memcpy(scales, s.code, static_cast<std::size_t>(b));
+  if constexpr (Record)
+    for (int k = 0; k < b; ++k) ++statistics->scale_codes[s.code[k]];
+  if constexpr (TrackFlags) settle_flags();
+  taken_ += static_cast<std::uint64_t>(b);
+  return b;
+}
+
+template <Format F>
+template <bool Record, bool TrackFlags>
+bool Blocks<F>::take_columns_with(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales,
+                                  BlockStatistics* statistics) {
+  const __m512i magnitude_mask = _mm512_set1_epi32(0x7FFFFFFF), one = _mm512_set1_epi32(1);
+  const auto row = [&](std::size_t r) { return _mm512_loadu_si512(in + r * stride); };
+  __m512i amax = _mm512_setzero_si512(), least = _mm512_set1_epi32(-1);
+  for (std::size_t r = 0; r < 32; ++r) {
+    const __m512i magnitude = _mm512_and_si512(row(r), magnitude_mask);
+    amax = _mm512_max_epu32(amax, magnitude);
+    least = _mm512_min_epu32(least, _mm512_sub_epi32(magnitude, one));
+  }
+  Scales s;
+  make_scales(amax, group, s);
+  if (s.taken < group) return false;
+  if (_mm512_cmplt_epu32_mask(least, _mm512_sub_epi32(_mm512_load_si512(s.threshold), one)) != 0) return false;
+  const __m512 factor = _mm512_load_ps(s.factor);  // 2^-X per lane: the products are exact
+  const __m128i lane_fields = _mm_load_si128(reinterpret_cast<const __m128i*>(s.amax_field));
+  const __m256i amax_fields = _mm256_set_m128i(lane_fields, lane_fields);  // rows r and r + 1 side by side
+  Tally t = tally_;
+  for (std::size_t r = 0; r < 32; r += 2) {
+    __m256i codes;
+    quantize32<Record, TrackFlags>(row(r), row(r + 1), factor, factor, amax_fields, codes, t, statistics);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + r * stride), _mm256_castsi256_si128(codes));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (r + 1) * stride), _mm256_extracti128_si256(codes, 1));
+  }
+  tally_ = t;
+  std::memcpy(scales, s.code, group);
+  if constexpr (Record)
+    for (int k = 0; k < group; ++k) ++statistics->scale_codes[s.code[k]];
+  if constexpr (TrackFlags) settle_flags();
+  taken_ += group;
+  return true;
+}
+
+// Blocks<F> as the walker's whole_blocks.
+template <Format F>
+using WholeBlocks = whole_block::Walker<Blocks<F>, 16>;
+
+}  // namespace fpscope::mx_avx512
+
+#pragma GCC diagnostic pop

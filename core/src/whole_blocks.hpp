@@ -1,0 +1,118 @@
+// What the vector kernels that take MX and NVFP4 blocks whole (mx_blocks_avx2.hpp,
+// mx_blocks_avx512.hpp) share: which blocks they take, a block's scale, and their face to the
+// walker (block_kernels.inl). Included only where AVX2 is compiled for.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "fpscope/core/block_format.hpp"
+#include "fpscope/core/block_scaling.hpp"
+#include "fpscope/core/cast.hpp"
+#include "fpscope/core/e8m0.hpp"
+
+namespace fpscope::whole_block {
+
+// Whether the processor's float32 arithmetic is IEEE's default (MXCSR: round to nearest even, no
+// flush-to-zero, no denormals-are-zero), as the grid's addition and NVFP4's products need.
+inline bool float_arithmetic_is_default() { return (_mm_getcsr() & 0xE040u) == 0; }
+
+// Whether the kernels take blocks of this format (the mode and options are the caller's to check).
+inline bool takes(const BlockFormat& format) {
+  return format.elements == BlockFormat::Elements::floating && (format.block_size == 32 || format.block_size == 16);
+}
+
+// The sum of 32 byte lanes (the kernels' per-lane counters).
+inline std::uint64_t byte_sum(__m256i counts) {
+  const __m256i sums = _mm256_sad_epu8(counts, _mm256_setzero_si256());
+  alignas(32) std::uint64_t parts[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(parts), sums);
+  return parts[0] + parts[1] + parts[2] + parts[3];
+}
+
+struct Scale {
+  std::uint8_t code = 0;
+  float factor = 0;
+  // Every nonzero element's magnitude must be at least this (as float32 bits) for the kernels'
+  // arithmetic to hold: MX, 2^max(X + 1, 1), so that v / 2^X is a normal float32; NVFP4, the
+  // smallest normal float32 (a subnormal input goes the scalar way).
+  std::uint32_t smallest_magnitude = 0;
+};
+
+// False where the block is not taken: a NaN scale, or (MX) X = 127, where 2^-X would be a
+// float32 subnormal (no element format's rule gets there). MX: the factor is 2^-X; NVFP4: the
+// E4M3 scale and the factor of nvfp4_element_factor (its products are looked at after).
+inline bool scale(const BlockFormat& format, ScaleRule rule, float tensor_scale, std::uint32_t amax, Scale& s) {
+  if (format.scale == BlockFormat::Scale::e4m3_nvfp4) {
+    s.code = static_cast<std::uint8_t>(nvfp4_block_scale_code(amax, tensor_scale));
+    if (is_nan(formats::e4m3, s.code)) return false;
+    s.factor = nvfp4_element_factor(tensor_scale, block_scale_value(format, s.code));
+    s.smallest_magnitude = 0x00800000u;
+    return true;
+  }
+  // The OCP rule named as a constant, so that its call folds to a few instructions.
+  s.code = rule == ScaleRule::floor ? mx_scale_code(format, ScaleRule::floor, amax) : mx_scale_code(format, rule, amax);
+  if (e8m0::is_nan(s.code)) return false;
+  const int shared = e8m0::exponent_of(s.code);
+  if (shared == e8m0::max_exponent) return false;
+  s.smallest_magnitude = static_cast<std::uint32_t>(std::max(shared + 1, 1)) << 23;
+  s.factor = bits_float(static_cast<std::uint32_t>(127 - shared) << 23);
+  return true;
+}
+
+// A kernel's parameters: element format F's constants and the blocks' format, rule and options.
+template <Format F>
+struct Setting {
+  static_assert(F.width() <= 8 && F.flavour != Flavour::fnuz, "MX float elements of 8 bits or fewer");
+  static constexpr int m = F.mantissa_bits;
+  static constexpr std::uint32_t min_normal32 = static_cast<std::uint32_t>(F.emin() + 127) << 23;
+  static constexpr std::uint32_t drop = 23 - m;
+  static constexpr std::uint32_t max_code = static_cast<std::uint32_t>(F.max_finite_bits());
+  static_assert(F.emin() + 127 > 1, "F's subnormals are normal float32 numbers");
+
+  // `tensor_scale`: NVFP4's, for the whole tensor.
+  Setting(const BlockFormat& format, ScaleRule rule, bool tininess_before, float tensor_scale)
+      : format_(format),
+        rule_(rule),
+        tiny_threshold_(tininess_before ? min_normal32 : min_normal32 - (1u << drop) / 2),
+        tensor_scale_(tensor_scale),
+        nvfp4_(format.scale == BlockFormat::Scale::e4m3_nvfp4),
+        halves_(format.block_size == 16) {}
+  // Whether blocks down columns can come to take_columns (MX blocks of 32).
+  bool takes_columns() const { return !nvfp4_ && !halves_; }
+
+  BlockFormat format_;
+  ScaleRule rule_;
+  std::uint32_t tiny_threshold_;  // a quotient below it that is not exact is tiny
+  float tensor_scale_;
+  bool nvfp4_, halves_;  // NVFP4's scales; blocks of 16 (two to the 32 elements taken at once)
+};
+// The names of a Setting that a kernel's Blocks uses.
+#define FPSCOPE_WHOLE_BLOCK_SETTING                                                                       \
+  using Setting = whole_block::Setting<F>;                                                                \
+  using Setting::m, Setting::min_normal32, Setting::drop, Setting::max_code, Setting::format_, Setting::rule_, \
+      Setting::tiny_threshold_, Setting::tensor_scale_, Setting::nvfp4_, Setting::halves_
+
+// A kernel's Blocks<F> as the walker's whole_blocks (block_kernels.inl, walk_blocks): runs of
+// blocks along rows, and ColumnsAtOnce adjacent columns of blocks of 32 rows.
+template <typename Blocks, std::size_t ColumnsAtOnce>
+struct Walker {
+  static constexpr bool uses_whole_blocks = true;
+  static constexpr std::size_t columns_at_once = ColumnsAtOnce;
+  Blocks* blocks;
+  BlockStatistics* statistics;  // null: codes only
+  std::size_t operator()(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t count) const {
+    return statistics != nullptr ? blocks->template take<true>(in, out, scales, count, statistics)
+                                 : blocks->template take<false>(in, out, scales, count, nullptr);
+  }
+  bool columns(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales) const {
+    if (!blocks->takes_columns()) return false;
+    return statistics != nullptr ? blocks->template take_columns<true>(in, stride, out, scales, statistics)
+                                 : blocks->template take_columns<false>(in, stride, out, scales, nullptr);
+  }
+};
+
+}  // namespace fpscope::whole_block
