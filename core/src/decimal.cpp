@@ -1,5 +1,6 @@
 // Exact decimal text <-> binary floating point, on BigUint.
 #include "fpscope/core/decimal.hpp"
+#include "fpscope/core/e8m0.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -219,6 +220,18 @@ ParsedNumber parse_number(std::string_view text) {
   }
   number.exponent = number.hex ? exponent + 4 * (trailing - fraction_digits) : exponent + trailing - fraction_digits;
   return number;
+}
+
+std::uint8_t round_number_e8m0(const ParsedNumber& number, Context& ctx) {
+  // Through float32 rounded to odd: its 24 bits are more than E8M0's one significant bit plus
+  // two, so rounding the odd float32 to a power of two gives what rounding the exact number
+  // would, in every mode (round to odd's property: its last bit keeps whether anything was
+  // dropped). Rounding to the nearest float32 first would not: 1.49999999999 would become 1.5,
+  // a tie, and go up to 2.
+  Context odd;
+  odd.rounding = RoundingMode::odd;
+  const auto bits = static_cast<std::uint32_t>(round_number(formats::fp32, number, odd));
+  return e8m0::from_float(bits_float(bits), ctx);
 }
 
 std::uint64_t round_number(Format f, const ParsedNumber& number, Context& ctx) {

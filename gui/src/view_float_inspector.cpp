@@ -1,5 +1,5 @@
 // Float inspector: a number in every named format and a custom eXmY as clickable bit cells with
-// their indices and fields, what the bits mean (never truncated: scientific form, every digit on
+// their indices and fields (and in E8M0, the MX block scale, as its eight exponent bits), what the bits mean (never truncated: scientific form, every digit on
 // hover and copy), +-1 ulp, the conversion's rounding mode / FTZ / saturation, and an arithmetic
 // panel: a op b in the selected format with the exact result, its two neighbours, which one the
 // rounding mode picks and why, and the flags.
@@ -19,6 +19,7 @@
 #include "fpscope/core/bits.hpp"
 #include "fpscope/core/convert.hpp"
 #include "fpscope/core/decimal.hpp"
+#include "fpscope/core/e8m0.hpp"
 #include "fpscope/core/names.hpp"
 #include "fpscope/core/neighbours.hpp"
 #include "fpscope/core/rounding_choice.hpp"
@@ -109,16 +110,25 @@ std::optional<std::uint64_t> read_bits(const std::string& text, Format f, std::s
   return error.empty() ? std::optional<std::uint64_t>(bits) : std::nullopt;
 }
 
+// The fields of a row of bit cells: a Format's (sign, exponent, mantissa), or E8M0's (eight
+// exponent bits, no sign).
+struct CellFields {
+  int width, mantissa_bits;
+  bool sign;
+  static CellFields of(Format f) { return {f.width(), f.mantissa_bits, true}; }
+  static constexpr CellFields e8m0() { return {8, 0, false}; }
+};
+
 // One row of bit cells; returns the bits with a clicked cell flipped (or unchanged), and each
 // cell's left edge in `cell_x` (for the index ruler).
-std::uint64_t bit_cells(Format f, std::uint64_t bits, const std::string& id, float cell, std::vector<float>& cell_x) {
-  const int width = f.width();
+std::uint64_t bit_cells(CellFields fields, std::uint64_t bits, const std::string& id, float cell, std::vector<float>& cell_x) {
+  const int width = fields.width;
   std::uint64_t result = bits;
   cell_x.assign(static_cast<std::size_t>(width), 0);
   ImGui::PushID(id.c_str());
   for (int i = width - 1; i >= 0; --i) {
-    const bool sign = i == width - 1;
-    const bool exponent = !sign && i >= f.mantissa_bits;
+    const bool sign = fields.sign && i == width - 1;
+    const bool exponent = !sign && i >= fields.mantissa_bits;
     const Rgb c = sign ? palette::sign_cell : exponent ? palette::exponent_cell : palette::mantissa_cell;
     ImGui::PushID(i);
     ImGui::PushStyleColor(ImGuiCol_Button, to_imgui(c));
@@ -127,13 +137,15 @@ std::uint64_t bit_cells(Format f, std::uint64_t bits, const std::string& id, flo
     cell_x[static_cast<std::size_t>(i)] = ImGui::GetCursorScreenPos().x;
     if (ImGui::Button(one ? "1" : "0", ImVec2(cell, px(22)))) result = bits ^ (std::uint64_t{1} << i);
     if (ImGui::IsItemHovered()) {
-      const int field_bit = sign ? 0 : exponent ? i - f.mantissa_bits : i;
+      const int field_bit = sign ? 0 : exponent ? i - fields.mantissa_bits : i;
       ImGui::SetTooltip("bit %d: %s (click to flip)", i,
-                        sign ? "the sign" : exponent ? fmt::format("exponent bit e{}", field_bit).c_str() : fmt::format("mantissa bit m{}, worth 2^-{} of the leading 1", field_bit, f.mantissa_bits - field_bit).c_str());
+                        sign       ? "the sign"
+                        : exponent ? fmt::format("exponent bit e{}", field_bit).c_str()
+                                   : fmt::format("mantissa bit m{}, worth 2^-{} of the leading 1", field_bit, fields.mantissa_bits - field_bit).c_str());
     }
     ImGui::PopStyleColor(2);
     ImGui::PopID();
-    if (i > 0) ImGui::SameLine(0, (i == width - 1 || i == f.mantissa_bits) ? px(6) : px(1));
+    if (i > 0) ImGui::SameLine(0, ((sign && i == width - 1) || i == fields.mantissa_bits) ? px(6) : px(1));
   }
   ImGui::PopID();
   return result;
@@ -331,6 +343,29 @@ int inspector_format_index(std::string_view name) {
   return -1;
 }
 
+// The OCP MX scale format E8M0 (not a Format: no sign, no mantissa) under the formats: the
+// number rounded to it in the chosen mode (saturation as chosen), its 8 cells, code and value;
+// a flipped cell puts that scale's value in the number field.
+void e8m0_row(InspectorState& s, const ParsedNumber& number, float name_column, float cell) {
+  ImGui::AlignTextToFramePadding();
+  ImGui::TextUnformatted("e8m0");
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("E8M0, the OCP MX block scale: 8 exponent bits, bias 127, no sign, no mantissa;\n"
+                      "0x00..0xFE are 2^-127..2^127, 0xFF is NaN; no zero, no infinity.\n"
+                      "Zero, negative numbers and overflow give NaN (saturate: 2^127); below 2^-127, 2^-127.");
+  ImGui::SameLine(name_column);
+  Context ctx = context_of(s, s.rounding);
+  const std::uint8_t code = round_number_e8m0(number, ctx);
+  std::vector<float> cells;
+  const std::uint64_t clicked = bit_cells(CellFields::e8m0(), code, "e8m0", cell, cells);
+  ImGui::SameLine();
+  const std::string value = e8m0::is_nan(code) ? "nan" : exact_decimal(formats::fp32, float_bits(e8m0::to_float(code)));
+  ImGui::Text(" 0x%02X  %s%s", code, e8m0::is_nan(code) ? "nan" : fmt::format("2^{}", e8m0::exponent_of(code)).c_str(),
+              ctx.flags != 0 ? fmt::format("   ({})", describe_flags(ctx.flags)).c_str() : "");
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", value.c_str());
+  if (clicked != code) s.text = e8m0::is_nan(static_cast<std::uint8_t>(clicked)) ? "nan" : exact_decimal(formats::fp32, float_bits(e8m0::to_float(static_cast<std::uint8_t>(clicked))));
+}
+
 void draw_float_inspector(App& app) {
   InspectorState& s = app.inspector;
   std::string custom_error;
@@ -414,7 +449,7 @@ void draw_float_inspector(App& app) {
     ImGui::RadioButton(list[static_cast<std::size_t>(i)].name.c_str(), &s.detail, i);
     ImGui::SameLine(name_column);
     std::vector<float> cells;
-    const std::uint64_t clicked = bit_cells(f, bits, list[static_cast<std::size_t>(i)].name, cell, cells);
+    const std::uint64_t clicked = bit_cells(CellFields::of(f), bits, list[static_cast<std::size_t>(i)].name, cell, cells);
     // The bits in hex and the value beside the cells, or under them when the row is too wide.
     const std::string row_text = fmt::format(" 0x{:0{}X}  {}", bits, (f.width() + 3) / 4, scientific(f, bits));
     const float right_edge = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
@@ -431,6 +466,7 @@ void draw_float_inspector(App& app) {
       s.detail = i;
     }
   }
+  e8m0_row(s, number, name_column, cell);
   ImGui::Separator();
   s.report = fmt::format("inspector {} 0x{:X} = {}\n", shown.name, shown_bits, value_text(sf, shown_bits));
   {

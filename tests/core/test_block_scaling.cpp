@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fpscope/core/block_scaling.hpp"
+#include "fpscope/core/decimal.hpp"
 #include "fpscope/core/e8m0.hpp"
 #include "fpscope/core/names.hpp"
 
@@ -299,6 +300,43 @@ TEST_CASE("E8M0: float32 to E8M0 as ml_dtypes' float8_e8m0fnu converts") {
   Context down;
   down.rounding = RoundingMode::toward_zero;
   CHECK(int(e8m0::from_float(1.99f, down)) == 0x7F);
+}
+
+TEST_CASE("E8M0: a decimal number rounds to E8M0 as its exact value would, not through the nearest float32") {
+  const auto code = [](const char* text, RoundingMode mode, std::uint8_t* flags = nullptr) {
+    Context ctx;
+    ctx.rounding = mode;
+    const int c = round_number_e8m0(parse_number(text), ctx);
+    if (flags != nullptr) *flags = ctx.flags;
+    return c;
+  };
+  // Just below the tie 1.5: the nearest float32 is 1.5 itself, which would go up to 2.
+  CHECK(code("1.49999999999999999", RoundingMode::nearest_even) == 0x7F);
+  CHECK(code("1.5", RoundingMode::nearest_even) == 0x80);
+  CHECK(code("1.50000000000000001", RoundingMode::nearest_even) == 0x80);
+  // Just above a power of two: the nearest float32 is the power itself, exact, where the number is not.
+  std::uint8_t flags = 0;
+  CHECK(code("1.00000000000000001", RoundingMode::toward_positive, &flags) == 0x80);
+  CHECK(flags == flag::inexact);
+  CHECK(code("1.00000000000000001", RoundingMode::toward_zero, &flags) == 0x7F);
+  CHECK(flags == flag::inexact);
+  CHECK(code("1", RoundingMode::toward_positive, &flags) == 0x7F);
+  CHECK(flags == 0);
+  CHECK(code("0x1p-127", RoundingMode::nearest_even) == 0x00);
+  CHECK(code("1e-60", RoundingMode::nearest_even, &flags) == 0x00);  // no zero: the smallest code
+  CHECK(flags == (flag::underflow | flag::inexact));
+  CHECK(code("0x1.7ffffffffffffffp127", RoundingMode::nearest_even) == 0xFE);
+  CHECK(code("1e300", RoundingMode::nearest_even, &flags) == 0xFF);  // overflow: NaN
+  CHECK(code("1e300", RoundingMode::toward_zero) == 0xFE);
+  CHECK(code("0", RoundingMode::nearest_even, &flags) == 0xFF);
+  CHECK(flags == flag::invalid);
+  CHECK(code("-2", RoundingMode::nearest_even) == 0xFF);
+  CHECK(code("nan", RoundingMode::nearest_even) == 0xFF);
+  // Every code's own value comes back to it.
+  for (int c = 0; c < 255; ++c) {
+    const std::string text = exact_decimal(formats::fp32, float_bits(e8m0::to_float(static_cast<std::uint8_t>(c))));
+    CHECK(code(text.c_str(), RoundingMode::nearest_even) == c);
+  }
 }
 
 TEST_CASE("block formats: names and the published element constants") {

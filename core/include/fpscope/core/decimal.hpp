@@ -37,6 +37,12 @@ ParsedNumber parse_number(std::string_view text);
 // exact value: inexact, underflow, overflow).
 std::uint64_t round_number(Format f, const ParsedNumber& number, Context& ctx);
 
+// The number correctly rounded to an E8M0 scale code (e8m0.hpp: a power of two 2^-127 .. 2^127,
+// or NaN for zero, negative numbers, NaN and overflow; saturation and flags as e8m0::from_float).
+// Stochastic rounding draws against the number rounded to float32 (to odd): its probability is
+// the exact one to within 2^-23.
+std::uint8_t round_number_e8m0(const ParsedNumber& number, Context& ctx);
+
 // parse_number + round_number, with a fast path for the common case: the text is first read
 // as the nearest binary64 (std::from_chars, correctly rounded); when that double lies strictly
 // between two points of f's rounding grid and off every midpoint (checked at twice f's
