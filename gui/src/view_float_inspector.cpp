@@ -346,6 +346,9 @@ int inspector_format_index(std::string_view name) {
 // The OCP MX scale format E8M0 (not a Format: no sign, no mantissa) under the formats: the
 // number rounded to it in the chosen mode (saturation as chosen), its 8 cells, code and value;
 // a flipped cell puts that scale's value in the number field.
+// Every digit of an E8M0 code's value (a float32 holds each exactly), or "nan".
+std::string e8m0_text(std::uint8_t code) { return e8m0::is_nan(code) ? "nan" : exact_decimal(formats::fp32, float_bits(e8m0::to_float(code))); }
+
 void e8m0_row(InspectorState& s, const ParsedNumber& number, float name_column, float cell) {
   ImGui::AlignTextToFramePadding();
   ImGui::TextUnformatted("e8m0");
@@ -359,11 +362,10 @@ void e8m0_row(InspectorState& s, const ParsedNumber& number, float name_column, 
   std::vector<float> cells;
   const std::uint64_t clicked = bit_cells(CellFields::e8m0(), code, "e8m0", cell, cells);
   ImGui::SameLine();
-  const std::string value = e8m0::is_nan(code) ? "nan" : exact_decimal(formats::fp32, float_bits(e8m0::to_float(code)));
   ImGui::Text(" 0x%02X  %s%s", code, e8m0::is_nan(code) ? "nan" : fmt::format("2^{}", e8m0::exponent_of(code)).c_str(),
               ctx.flags != 0 ? fmt::format("   ({})", describe_flags(ctx.flags)).c_str() : "");
-  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", value.c_str());
-  if (clicked != code) s.text = e8m0::is_nan(static_cast<std::uint8_t>(clicked)) ? "nan" : exact_decimal(formats::fp32, float_bits(e8m0::to_float(static_cast<std::uint8_t>(clicked))));
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", e8m0_text(code).c_str());
+  if (clicked != code) s.text = e8m0_text(static_cast<std::uint8_t>(clicked));
 }
 
 void draw_float_inspector(App& app) {
