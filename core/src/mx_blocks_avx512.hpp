@@ -5,16 +5,18 @@
 //
 // What differs from the AVX2 kernel is the order of the work, so that nothing waits on a block's
 // scale:
-// - Blocks go in groups of 16. Their amaxes come out of one transposing reduction (lane b of one
-//   register is block b's amax); the OCP rule's scale codes and factors are made in that register,
-//   other rules' (and NVFP4's) one block at a time from it. Whether every element's quotient is a
-//   normal float32 is checked for the whole group at once, block by block only where the group's
-//   check fails.
+// - Blocks go in groups of 16. Their amaxes and their smallest nonzero magnitudes come out of two
+//   transposing reductions (lane b of one register is block b's); the OCP rule's scale codes and
+//   factors are made in that register, other rules' (and NVFP4's) one block at a time from it.
+//   Whether every element's quotient is a normal float32 is checked for the 16 blocks at once.
 // - Then the elements, 32 at a time, through the grid, packed by the saturating down-conversions,
 //   signed through a mask.
-// - Recorded relative exponents go as bytes into a buffer of 64 x 32; a full buffer is counted bin
-//   by bin (compare into a mask, a masked byte count), up to the largest bin in it, the bins at
-//   and beyond an adaptive bound one by one as they come (mx_blocks_avx2.hpp's scheme).
+// - Recorded relative exponents r = field(amax) - field(element) are made one-hot in the element's
+//   own lane (1 << r: nothing where r >= 32, which a zero's r, field(amax), is unless the block's
+//   amax is below 2^-95) and counted per position by bit-sliced carry-save adders
+//   (positional_counts_avx512.hpp), at a cost that does not grow with the number of bins. Bins of
+//   32 and more are counted one by one, in blocks whose smallest nonzero element lies 2^31 or more
+//   below the largest (rare); zeros are the elements no bin counted.
 // It must give exactly what the AVX2 kernel and the scalar path give; the kernels-vs-scalar tests
 // hold it to the scalar path bit for bit under FPSCOPE_BULK_ISA=avx512.
 #pragma once
@@ -31,6 +33,7 @@
 #include "fpscope/core/block_scaling.hpp"
 #include "fpscope/core/cast.hpp"
 #include "fpscope/core/e8m0.hpp"
+#include "positional_counts_avx512.hpp"
 #include "whole_blocks.hpp"
 
 // GCC 12 warns that the unmasked AVX-512 intrinsics read an uninitialized register (their
@@ -104,12 +107,18 @@ class Blocks : private whole_block::Setting<F> {
   // Adds what the blocks taken add up to into `statistics` (when recording) and `flags`.
   void finish(BlockStatistics* statistics, CastFlags& flags) {
     if (statistics != nullptr) {
-      count_bins(statistics);
+      flush_byte_counters();
+      while (tally_.words % 16 != 0) one_hot_[tally_.words++] = _mm512_setzero_si512();
+      if (tally_.words != 0) relative_counts_.add16(one_hot_);
+      tally_.words = 0;
+      const std::uint64_t elements = taken_ * static_cast<std::uint64_t>(format_.block_size);
+      const std::uint64_t zeros = elements - relative_counts_.drain_into(statistics->relative_exponents.data()) - tally_.sparse;
+      tally_.sparse = 0;
       statistics->blocks += taken_;
-      statistics->elements += taken_ * static_cast<std::uint64_t>(format_.block_size);
-      statistics->zeros += tally_.zeros;
+      statistics->elements += elements;
+      statistics->zeros += zeros;
       statistics->made_subnormal += below_grid_total_ - code_zero_total_;
-      statistics->flushed_to_zero += code_zero_total_ - tally_.zeros;
+      statistics->flushed_to_zero += code_zero_total_ - zeros;
       statistics->saturated += saturated_total_;
     }
     const bool any_saturated = statistics != nullptr ? saturated_total_ != 0 : tally_.any_saturated;
@@ -126,11 +135,8 @@ class Blocks : private whole_block::Setting<F> {
     // 2^m (subnormal or zero), zero codes; `counted`: units since they were last summed.
     __m256i saturated = _mm256_setzero_si256(), below_grid = _mm256_setzero_si256(), code_zero = _mm256_setzero_si256();
     int counted = 0;
-    __m256i buffer_max = _mm256_set1_epi8(-1);  // the largest bin in the buffer
-    int buffered = 0;
-    int dense_bins = 16;       // bins counted over the buffer; the rest one by one as they come
-    std::uint64_t sparse = 0;  // how many came one by one since the buffer was last counted
-    std::uint64_t zeros = 0;   // zero inputs
+    int words = 0;             // one-hot words in one_hot_
+    std::uint64_t sparse = 0;  // elements counted one by one (bins of 32 and more)
     std::uint32_t inexact_lanes = 0, underflow_lanes = 0;  // since the last settle_flags
     bool any_saturated = false;                            // (not recording)
   };
@@ -146,7 +152,16 @@ class Blocks : private whole_block::Setting<F> {
     alignas(16) std::uint8_t code[group];
     alignas(16) std::uint8_t amax_field[group];
     int taken = 0;
+    // Per block (bit b): an element may have a bin of 32 or more; the amax is below 2^-95 (then a
+    // zero's r is below 32 and is masked out).
+    std::uint32_t may_be_sparse = 0, tiny_amax = 0;
   };
+  // The per-block bits of s from the amaxes and the smallest nonzero magnitudes (0: none).
+  static void mark_bins(__m512i amax, __m512i smallest, Scales& s) {
+    const __m512i amax_field = _mm512_srli_epi32(amax, 23), far_bin = _mm512_set1_epi32(dense_bins);
+    s.may_be_sparse = _mm512_cmple_epi32_mask(_mm512_add_epi32(_mm512_srli_epi32(smallest, 23), far_bin), amax_field);
+    s.tiny_amax = _mm512_cmplt_epi32_mask(amax_field, far_bin);
+  }
   void make_scales(__m512i amax, int n, Scales& s) const {
     _mm512_store_si512(s.amax, amax);
     _mm_store_si128(reinterpret_cast<__m128i*>(s.amax_field), _mm512_cvtepi32_epi8(_mm512_srli_epi32(amax, 23)));
@@ -179,12 +194,13 @@ class Blocks : private whole_block::Setting<F> {
   template <bool Record, bool TrackFlags>
   bool take_columns_with(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics);
 
-  // 32 elements (two registers of bits, each with its factor), their block amaxes' exponent
-  // fields in the byte order of the result, through the grid to signed code bytes, recorded;
-  // false (nothing recorded) where an NVFP4 product is a float32 subnormal.
+  // 32 elements (two registers of bits, each with its factor and its blocks' amax exponent
+  // fields), through the grid to signed code bytes, recorded; false (nothing recorded) where an
+  // NVFP4 product is a float32 subnormal. `may_be_sparse`, `tiny_amax`: as Scales' bits, for
+  // any of the elements' blocks.
   template <bool Record, bool TrackFlags>
-  [[gnu::always_inline]] bool quantize32(__m512i u0, __m512i u1, __m512 factor0, __m512 factor1, __m256i amax_fields, __m256i& codes,
-                                         Tally& t, BlockStatistics* statistics);
+  [[gnu::always_inline]] bool quantize32(__m512i u0, __m512i u1, __m512 factor0, __m512 factor1, __m512i amax_field0, __m512i amax_field1,
+                                         bool may_be_sparse, bool tiny_amax, __m256i& codes, Tally& t, BlockStatistics* statistics);
   // The unclamped code of q per lane (mx_blocks_avx2.hpp's top).
   template <bool TrackFlags>
   [[gnu::always_inline]] __m512i code(__m512 q, Tally& t) const {
@@ -212,57 +228,21 @@ class Blocks : private whole_block::Setting<F> {
     t.saturated = t.below_grid = t.code_zero = _mm256_setzero_si256();
     t.counted = 0;
   }
-  // The buffered bins counted into the statistics, up to the largest in the buffer, four bins per
-  // pass so that no count waits on another. Then dense_bins follows the data: up by 8 where the
-  // bins beyond it came one by one in more than one unit in four on average (each may cost a
-  // mispredicted branch), down by 8 where its top 8 bins held fewer than one in sixteen units.
-  void count_bins(BlockStatistics* statistics) {
-    flush_byte_counters();
-    Tally& t = tally_;
-    if (t.buffered == 0) return;
-    alignas(32) std::int8_t largest[32];  // signed: zeros' 0xFF, and bins of 128 and more, read negative
-    _mm256_store_si256(reinterpret_cast<__m256i*>(largest), t.buffer_max);
-    const int top = std::min<int>(*std::max_element(largest, largest + 32), t.dense_bins - 1);
-    const int vectors = (t.buffered + 1) / 2;  // an odd buffer's last half is 0xFF, which no bin matches
-    if (t.buffered % 2 != 0) bin_buffer_[t.buffered] = _mm256_set1_epi8(-1);
-    const auto* buffer = reinterpret_cast<const __m512i*>(bin_buffer_);
-    std::uint64_t top_eight = 0;  // how many in bins top - 7 .. top
-    for (int first = 0; first <= top; first += 4) {
-      std::uint64_t counts[4] = {};
-      const __m512i value[4] = {_mm512_set1_epi8(static_cast<char>(first)), _mm512_set1_epi8(static_cast<char>(first + 1)),
-                                _mm512_set1_epi8(static_cast<char>(first + 2)), _mm512_set1_epi8(static_cast<char>(first + 3))};
-      __m512i lanes[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
-      for (int k = 0; k < vectors; ++k) {  // at most 32 per byte lane
-        const __m512i bytes = _mm512_load_si512(&buffer[k]);
-        for (int i = 0; i < 4; ++i) lanes[i] = _mm512_mask_sub_epi8(lanes[i], _mm512_cmpeq_epi8_mask(bytes, value[i]), lanes[i], _mm512_set1_epi8(-1));
-      }
-      for (int i = 0; i < 4; ++i) counts[i] = static_cast<std::uint64_t>(_mm512_reduce_add_epi64(_mm512_sad_epu8(lanes[i], _mm512_setzero_si512())));
-      for (int i = 0; i < 4 && first + i <= top; ++i) {
-        statistics->relative_exponents[static_cast<std::size_t>(first + i)] += counts[i];
-        if (first + i >= t.dense_bins - 8) top_eight += counts[i];
-      }
-    }
-    if (4 * t.sparse > static_cast<std::uint64_t>(t.buffered) && t.dense_bins < max_dense_bins) t.dense_bins += 8;
-    else if (16 * top_eight < static_cast<std::uint64_t>(t.buffered) && t.dense_bins > 8) t.dense_bins -= 8;
-    t.buffered = 0;
-    t.buffer_max = _mm256_set1_epi8(-1);
-    t.sparse = 0;
-  }
-
   std::uint64_t taken_ = 0;
   bool any_inexact_ = false, any_underflow_ = false;  // raised by the blocks taken
   bool flags_settled_ = false;  // inexact and underflow both raised: not looked at again
   std::uint64_t saturated_total_ = 0, below_grid_total_ = 0, code_zero_total_ = 0;
-  // The bins of up to buffer_units units of 32 elements, one byte each (zeros 0xFF).
-  static constexpr int buffer_units = 64, max_dense_bins = 64;
-  alignas(64) __m256i bin_buffer_[buffer_units];
+  static constexpr int dense_bins = 32;  // bins counted one-hot; the rest one by one
+  __m512i one_hot_[16];                  // words waiting for relative_counts_
+  PositionalCounts relative_counts_;
   Tally tally_;
 };
 
 template <Format F>
 template <bool Record, bool TrackFlags>
-[[gnu::always_inline]] inline bool Blocks<F>::quantize32(__m512i u0, __m512i u1, __m512 factor0, __m512 factor1, __m256i amax_fields,
-                                                         __m256i& codes, Tally& t, BlockStatistics* statistics) {
+[[gnu::always_inline]] inline bool Blocks<F>::quantize32(__m512i u0, __m512i u1, __m512 factor0, __m512 factor1, __m512i amax_field0,
+                                                         __m512i amax_field1, bool may_be_sparse, bool tiny_amax, __m256i& codes, Tally& t,
+                                                         BlockStatistics* statistics) {
   const __m512i magnitude_mask = _mm512_set1_epi32(0x7FFFFFFF);
   const __m512i magnitude0 = _mm512_and_si512(u0, magnitude_mask), magnitude1 = _mm512_and_si512(u1, magnitude_mask);
   __m512 q0 = _mm512_mul_ps(_mm512_castsi512_ps(magnitude0), factor0), q1 = _mm512_mul_ps(_mm512_castsi512_ps(magnitude1), factor1);
@@ -279,15 +259,12 @@ template <bool Record, bool TrackFlags>
     const __m512 ceiling = _mm512_castsi512_ps(_mm512_set1_epi32((F.emax() + 2 + 127) << 23));
     q0 = _mm512_min_ps(q0, ceiling), q1 = _mm512_min_ps(q1, ceiling);
   }
-  // The codes (and, recording, the exponent fields) as bytes by two saturating packs, which work
-  // within 128-bit lanes: lane L holds codes 4L .. 4L + 3 of each register, then the fields; the
-  // permutation puts the codes in order in the low half, the fields in the high half.
+  // The codes as bytes by two saturating packs, which work within 128-bit lanes: lane L holds
+  // codes 4L .. 4L + 3 of each register; the permutation puts them in order in the low half.
   // Unclamped codes fit a byte (at most one above the largest magnitude code).
   const __m512i code_words = _mm512_packus_epi32(code<TrackFlags>(q0, t), code<TrackFlags>(q1, t));
-  const __m512i field_words =
-      Record ? _mm512_packus_epi32(_mm512_srli_epi32(magnitude0, 23), _mm512_srli_epi32(magnitude1, 23)) : code_words;
   const __m512i in_order = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15),
-                                                    _mm512_packus_epi16(code_words, field_words));
+                                                    _mm512_packus_epi16(code_words, code_words));
   const __m256i unclamped = _mm512_castsi512_si256(in_order);
   const __m256i largest = _mm256_set1_epi8(static_cast<char>(max_code));
   const __mmask32 saturating = _mm256_cmpgt_epu8_mask(unclamped, largest);
@@ -306,28 +283,31 @@ template <bool Record, bool TrackFlags>
       flush_byte_counters();
       t = tally_;
     }
-    // Relative exponents: amax's exponent field less each element's (zeros have field 0, and are
-    // marked 0xFF; no input here is a float32 subnormal).
-    const __m256i fields = _mm512_extracti64x4_epi64(in_order, 1);
-    const __mmask32 zero = _mm256_testn_epi8_mask(fields, fields);
-    t.zeros += static_cast<std::uint64_t>(__builtin_popcount(static_cast<std::uint32_t>(zero)));
-    const __m256i bins = _mm256_mask_mov_epi8(_mm256_sub_epi8(amax_fields, fields), zero, _mm256_set1_epi8(-1));
-    if (auto sparse = static_cast<std::uint32_t>(_mm256_mask_cmpge_epu8_mask(static_cast<__mmask32>(~zero), bins, _mm256_set1_epi8(static_cast<char>(t.dense_bins))));
-        sparse != 0) {
-      alignas(32) std::uint8_t bin_of[32];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(bin_of), bins);
-      t.sparse += static_cast<std::uint64_t>(__builtin_popcount(sparse));
-      while (sparse != 0) {
-        ++statistics->relative_exponents[bin_of[__builtin_ctz(sparse)]];
-        sparse &= sparse - 1;
-      }
+    // Relative exponents: amax's exponent field less each element's (no input here is a float32
+    // subnormal; a zero's field is 0).
+    const __m512i r0 = _mm512_sub_epi32(amax_field0, _mm512_srli_epi32(magnitude0, 23));
+    const __m512i r1 = _mm512_sub_epi32(amax_field1, _mm512_srli_epi32(magnitude1, 23));
+    const __m512i one = _mm512_set1_epi32(1);
+    if (tiny_amax) {
+      one_hot_[t.words] = _mm512_maskz_sllv_epi32(_mm512_test_epi32_mask(magnitude0, magnitude0), one, r0);
+      one_hot_[t.words + 1] = _mm512_maskz_sllv_epi32(_mm512_test_epi32_mask(magnitude1, magnitude1), one, r1);
+    } else {
+      one_hot_[t.words] = _mm512_sllv_epi32(one, r0), one_hot_[t.words + 1] = _mm512_sllv_epi32(one, r1);
     }
-    bin_buffer_[t.buffered] = bins;
-    t.buffer_max = _mm256_max_epi8(t.buffer_max, bins);
-    if (++t.buffered == buffer_units) {
-      tally_ = t;
-      count_bins(statistics);
-      t = tally_;
+    if ((t.words += 2) == 16) {
+      relative_counts_.add16(one_hot_);
+      t.words = 0;
+    }
+    if (may_be_sparse) {
+      const __m512i far_bin = _mm512_set1_epi32(dense_bins);
+      auto sparse = static_cast<std::uint32_t>(_mm512_kunpackw(_mm512_mask_cmpge_epu32_mask(_mm512_test_epi32_mask(magnitude1, magnitude1), r1, far_bin),
+                                                               _mm512_mask_cmpge_epu32_mask(_mm512_test_epi32_mask(magnitude0, magnitude0), r0, far_bin)));
+      if (sparse != 0) {
+        alignas(64) std::uint32_t bin_of[32];
+        _mm512_store_si512(bin_of, r0), _mm512_store_si512(bin_of + 16, r1);
+        t.sparse += static_cast<std::uint64_t>(__builtin_popcount(sparse));
+        for (; sparse != 0; sparse &= sparse - 1) ++statistics->relative_exponents[bin_of[__builtin_ctz(sparse)]];
+      }
     }
   }
   return true;
@@ -338,41 +318,32 @@ template <bool Record, bool TrackFlags>
 int Blocks<F>::take_group(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, int n, BlockStatistics* statistics) {
   const __m512i magnitude_mask = _mm512_set1_epi32(0x7FFFFFFF), one = _mm512_set1_epi32(1);
   const auto load = [&](int j) { return _mm512_loadu_si512(in + 16 * j); };  // the 16 elements j
-  // Each block's largest magnitude, and the group's smallest less one (a zero's wraps to the largest).
-  __m512i block_max[group], least = _mm512_set1_epi32(-1);
+  // Each block's largest magnitude, and its smallest nonzero one negated (as an unsigned number
+  // -m is largest for the smallest m; a zero's is 0, the least, and stays where all are zero).
+  __m512i block_max[group], block_negated_min[group];
   for (int b = 0; b < group; ++b) {
     if (b >= n) {
-      block_max[b] = _mm512_setzero_si512();
+      block_max[b] = block_negated_min[b] = _mm512_setzero_si512();
       continue;
     }
     if (halves_) {
       const __m512i magnitude = _mm512_and_si512(load(b), magnitude_mask);
       block_max[b] = magnitude;
-      least = _mm512_min_epu32(least, _mm512_sub_epi32(magnitude, one));
+      block_negated_min[b] = _mm512_sub_epi32(_mm512_setzero_si512(), magnitude);
     } else {
       const __m512i magnitude0 = _mm512_and_si512(load(2 * b), magnitude_mask), magnitude1 = _mm512_and_si512(load(2 * b + 1), magnitude_mask);
       block_max[b] = _mm512_max_epu32(magnitude0, magnitude1);
-      least = _mm512_min_epu32(least, _mm512_min_epu32(_mm512_sub_epi32(magnitude0, one), _mm512_sub_epi32(magnitude1, one)));
+      block_negated_min[b] = _mm512_max_epu32(_mm512_sub_epi32(_mm512_setzero_si512(), magnitude0), _mm512_sub_epi32(_mm512_setzero_si512(), magnitude1));
     }
   }
+  const __m512i amax = lane_maxima(block_max), smallest = _mm512_sub_epi32(_mm512_setzero_si512(), lane_maxima(block_negated_min));
   Scales s;
-  make_scales(lane_maxima(block_max), n, s);
-  int taken = s.taken;
-  // Every quotient a normal float32 (or zero) where the group's smallest clears every block's threshold; else block by block.
-  const __m512i thresholds_less_one = _mm512_sub_epi32(_mm512_load_si512(s.threshold), one);
-  const std::uint32_t highest_threshold = _mm512_mask_reduce_max_epu32(static_cast<__mmask16>((1u << taken) - 1), thresholds_less_one);
-  if (taken > 0 && _mm512_reduce_min_epu32(least) < highest_threshold) {
-    for (int b = 0; b < taken; ++b) {
-      const int per_block = halves_ ? 1 : 2;
-      std::uint32_t smallest = 0xFFFFFFFFu;
-      for (int j = b * per_block; j < (b + 1) * per_block; ++j)
-        smallest = std::min(smallest, _mm512_reduce_min_epu32(_mm512_sub_epi32(_mm512_and_si512(load(j), magnitude_mask), one)));
-      if (smallest < s.threshold[b] - 1) {
-        taken = b;
-        break;
-      }
-    }
-  }
+  make_scales(amax, n, s);
+  if constexpr (Record) mark_bins(amax, smallest, s);
+  // Every quotient a normal float32 (or zero) in the leading blocks whose smallest clears their
+  // threshold (an all-zero block's smallest less one wraps to the largest).
+  const std::uint32_t below = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(smallest, one), _mm512_sub_epi32(_mm512_load_si512(s.threshold), one));
+  int taken = std::min(s.taken, below == 0 ? group : __builtin_ctz(below));
   if (halves_) taken &= ~1;
   // The elements, 32 at a time: one block of 32, or two of 16.
   const int per_unit = halves_ ? 2 : 1;
@@ -386,10 +357,12 @@ int Blocks<F>::take_group(const std::uint32_t* in, std::uint8_t* out, std::uint8
     _mm_prefetch(reinterpret_cast<const char*>(in + 16 * j + prefetch_ahead), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(in + 16 * j + 16 + prefetch_ahead), _MM_HINT_T0);
     const __m512 factor0 = _mm512_set1_ps(s.factor[b]), factor1 = _mm512_set1_ps(s.factor[b + per_unit - 1]);
-    const __m256i amax_fields = halves_ ? _mm256_set_m128i(_mm_set1_epi8(static_cast<char>(s.amax_field[b + 1])), _mm_set1_epi8(static_cast<char>(s.amax_field[b])))
-                                        : _mm256_set1_epi8(static_cast<char>(s.amax_field[b]));
+    const __m512i amax_field0 = _mm512_set1_epi32(s.amax_field[b]), amax_field1 = _mm512_set1_epi32(s.amax_field[b + per_unit - 1]);
+    const std::uint32_t unit_blocks = (per_unit == 1 ? 1u : 3u) << b;
     __m256i codes;
-    if (!quantize32<Record, TrackFlags>(load(j), load(j + 1), factor0, factor1, amax_fields, codes, t, statistics)) break;
+    if (!quantize32<Record, TrackFlags>(load(j), load(j + 1), factor0, factor1, amax_field0, amax_field1, (s.may_be_sparse & unit_blocks) != 0,
+                                        (s.tiny_amax & unit_blocks) != 0, codes, t, statistics))
+      break;
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 * j), codes);
   }
   tally_ = t;
@@ -417,13 +390,14 @@ bool Blocks<F>::take_columns_with(const std::uint32_t* in, std::size_t stride, s
   make_scales(amax, group, s);
   if (s.taken < group) return false;
   if (_mm512_cmplt_epu32_mask(least, _mm512_sub_epi32(_mm512_load_si512(s.threshold), one)) != 0) return false;
+  if constexpr (Record) mark_bins(amax, _mm512_add_epi32(least, one), s);
   const __m512 factor = _mm512_load_ps(s.factor);  // 2^-X per lane: the products are exact
-  const __m128i lane_fields = _mm_load_si128(reinterpret_cast<const __m128i*>(s.amax_field));
-  const __m256i amax_fields = _mm256_set_m128i(lane_fields, lane_fields);  // rows r and r + 1 side by side
+  const __m512i amax_fields = _mm512_srli_epi32(amax, 23);
   Tally t = tally_;
   for (std::size_t r = 0; r < 32; r += 2) {
     __m256i codes;
-    quantize32<Record, TrackFlags>(row(r), row(r + 1), factor, factor, amax_fields, codes, t, statistics);
+    quantize32<Record, TrackFlags>(row(r), row(r + 1), factor, factor, amax_fields, amax_fields, s.may_be_sparse != 0, s.tiny_amax != 0, codes, t,
+                                   statistics);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + r * stride), _mm256_castsi256_si128(codes));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (r + 1) * stride), _mm256_extracti128_si256(codes, 1));
   }
