@@ -1,6 +1,9 @@
 // ExponentHistogram's bulk binning: one pass over the raw exponent field, rare cases resolved after.
 #include "fpscope/core/exponent_histogram.hpp"
 
+#include "bulk_isa.hpp"
+#include "exponent_fields.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -10,17 +13,13 @@ namespace fpscope {
 
 namespace {
 
-// Counts by the biased float32 exponent field (0..255), and exact zeros. Two steps per chunk
+// Counts by the biased float32 exponent field (0..255), and exact zeros, where the processor has
+// no AVX-512 (exponent_fields_avx512.cpp). Two steps per chunk
 // of 4096 values: a vectorised pass extracts the exponent bytes (and counts zeros) into a
 // buffer that stays in L1; a scalar pass counts the bytes into eight interleaved tables, so
 // that runs of equal exponents -- the common case in tensors -- don't serialise on one counter.
 // While counting, it prefetches the chunk after next, so memory keeps streaming during the
 // compute-bound step. Built for AVX2 and for the baseline; the loader picks one at run time.
-struct FieldCounts {
-  std::array<std::uint64_t, 256> by_field{};
-  std::uint64_t zeros = 0;
-};
-
 // (Not under ThreadSanitizer: the loader runs the clone's resolver before TSan is up, and it crashes.)
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
 __attribute__((target_clones("avx2", "default")))
@@ -67,7 +66,8 @@ FieldCounts count_exponent_fields(const std::uint32_t* bits, std::size_t n) {
 }  // namespace
 
 void ExponentHistogram::add_bits(std::span<const std::uint32_t> bits) {
-  const FieldCounts counts = count_exponent_fields(bits.data(), bits.size());
+  const FieldCounts counts = bulk_isa_is_avx512() ? count_exponent_fields_avx512(bits.data(), bits.size())
+                                                  : count_exponent_fields(bits.data(), bits.size());
   for (int field = 1; field <= 254; ++field) bins_[static_cast<std::size_t>(field - 127 - min_binade)] += counts.by_field[field];
   zeros_ += counts.zeros;
   // Subnormals share field 0 with zeros, and NaNs share 255 with infinities: both are rare in

@@ -44,6 +44,7 @@
 
 namespace fpscope::mx_avx512 {
 
+using avx512::PositionalCounts;
 using whole_block::float_arithmetic_is_default;
 using whole_block::takes;
 

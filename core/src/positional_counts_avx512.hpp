@@ -1,7 +1,8 @@
 // How many times each bit position was set over many 512-bit words: the histogram of values in
 // 0 .. 31 given one-hot (lane value v as the dword 1 << v), at a cost that does not grow with the
 // number of bins a histogram has (a compare and a count per bin cost ~40 bins x 2 instructions per
-// 64 elements on gradient-shaped blocks; this costs about 2 per 16).
+// 64 elements on gradient-shaped blocks; this costs about 2 per 16). Used by the AVX-512 block
+// kernel (relative exponents) and exponent-field counting (exponent_fields_avx512.cpp).
 //
 // The counts are kept bit-sliced: each register of a stage holds one bit of every position's
 // count. Sixteen words go in together through a tree of carry-save adders (Harley and Seal's
@@ -16,7 +17,7 @@
 #include <array>
 #include <cstdint>
 
-namespace fpscope::mx_avx512 {
+namespace fpscope::avx512 {
 
 class PositionalCounts {
  public:
@@ -87,4 +88,4 @@ class PositionalCounts {
   __m512i high_[levels] = {};
 };
 
-}  // namespace fpscope::mx_avx512
+}  // namespace fpscope::avx512

@@ -83,3 +83,44 @@ TEST_CASE("an empty histogram") {
   CHECK(empty.total_count() == 0);
   CHECK(empty.lowest_binade() == min_binade - 1);
 }
+
+// The bulk counting (AVX-512 where the processor has it: windows of 32 fields one-hot, pieces of
+// 64K values; the core_bulk_* tests run it under each instruction set) against add_value one value
+// at a time, on shapes that reach each of its cases.
+TEST_CASE("bulk exponent histogram equals counting one value at a time") {
+  std::mt19937 rng(11);
+  const auto every_field = [&](std::size_t n) {  // normal values over all 254 fields, signs mixed, zeros
+    std::vector<float> v(n);
+    for (auto& x : v) x = rng() % 9 == 0 ? 0.0f : bits_float((rng() & 0x807FFFFFu) | ((1 + rng() % 254) << 23));
+    return v;
+  };
+  const auto gaussian = [&](std::size_t n, int scale) {  // a few binades around 2^scale, an eighth zero
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = i % 8 == 5 ? -0.0f : normal(rng) * std::ldexp(1.0f, scale);
+    return v;
+  };
+  std::vector<std::pair<const char*, std::vector<float>>> shapes;
+  shapes.emplace_back("every field, three pieces and a tail", every_field(3 * 65536 + 77));
+  shapes.emplace_back("gaussian, less than 256 values", gaussian(1000, -3));
+  shapes.emplace_back("gaussian near the top", gaussian(5000, 120));
+  for (std::size_t n = 0; n <= 40; ++n) shapes.emplace_back("short", gaussian(n, 0));
+  shapes.emplace_back("all zero", std::vector<float>(70000, 0.0f));
+  std::vector<float> extremes(4099);
+  for (std::size_t i = 0; i < extremes.size(); ++i) extremes[i] = i % 2 == 0 ? bits_float(0x00800000u | static_cast<std::uint32_t>(i)) : -bits_float(0x7F7FFFFFu);
+  shapes.emplace_back("fields 1 and 254 only", extremes);
+  auto with_specials = gaussian(3 * 65536, 10);  // the second piece has a subnormal, the third a NaN and an infinity
+  with_specials[70000] = bits_float(0x00000003u);
+  with_specials[140000] = std::numeric_limits<float>::quiet_NaN();
+  with_specials[140001] = -std::numeric_limits<float>::infinity();
+  shapes.emplace_back("a subnormal, a NaN and an infinity in later pieces", with_specials);
+  for (const auto& [name, values] : shapes) {
+    CAPTURE(name);
+    CAPTURE(values.size());
+    ExponentHistogram bulk, one_by_one;
+    bulk.add(values);
+    for (const float v : values) one_by_one.add_value(v);
+    CHECK(bulk == one_by_one);
+    CHECK(bulk.total_count() == values.size());
+  }
+}
