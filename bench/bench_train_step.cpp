@@ -62,13 +62,13 @@ double timed_step_ms(TrainerBackend& trainer, const Batch& b, bool record) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-// The median step of `steps` after two of warm-up.
-double median_step_ms(const std::string& model, int batch, int steps, Precision precision) {
+// The median step of `steps` after two of warm-up, every one recorded or none.
+double median_step_ms(const std::string& model, int batch, int steps, Precision precision, bool record = false) {
   const std::unique_ptr<TrainerBackend> trainer = make_trainer(model, precision);
   const Batch b = batch_for(model, batch);
   std::vector<double> times;
   for (int step = 0; step < steps + 2; ++step) {
-    const double ms = timed_step_ms(*trainer, b, false);
+    const double ms = timed_step_ms(*trainer, b, record);
     if (step >= 2) times.push_back(ms);
   }
   std::sort(times.begin(), times.end());
@@ -95,14 +95,17 @@ std::pair<double, double> recording_and_unrecorded_ms(const std::string& model, 
 
 int main(int argc, char** argv) {
   if (argc != 5 && argc != 6) {
-    std::fprintf(stderr, "usage: bench_train_step MODEL BATCH THREADS STEPS [PRECISION]\n");
+    std::fprintf(stderr, "usage: bench_train_step MODEL BATCH THREADS STEPS [PRECISION[+record]]\n");
     return 2;
   }
   const std::string model = argv[1];
   const int batch = std::atoi(argv[2]), threads = std::atoi(argv[3]), steps = std::atoi(argv[4]);
   set_gemm_threads(threads);
-  if (argc == 6) {  // one precision's unrecorded step alone (for profiling)
-    std::printf("%s %.3f\n", argv[5], median_step_ms(model, batch, steps, parse_precision(argv[5])));
+  if (argc == 6) {  // one precision's step alone, unrecorded or (PRECISION+record) recording every step: for profiling
+    std::string precision = argv[5];
+    const bool record = precision.ends_with("+record");
+    if (record) precision.resize(precision.size() - 7);
+    std::printf("%s %.3f\n", argv[5], median_step_ms(model, batch, steps, parse_precision(precision), record));
     return 0;
   }
   std::printf("fp32 %.3f\n", median_step_ms(model, batch, steps, Precision::fp32));
