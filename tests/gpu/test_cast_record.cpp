@@ -61,6 +61,57 @@ TEST_CASE("cast_and_record equals element-by-element casts, counts included") {
   }
 }
 
+// Blocks of 64K with no infinity, NaN or value in max's binade are counted from the output alone
+// (zero outputs less zero inputs, nonzero outputs below min_normal); the others in pairs. Both,
+// in every mode, against the scalar cast one element at a time.
+TEST_CASE("cast_and_record's counts, from the output alone or in pairs, equal the scalar casts' in every mode") {
+  std::mt19937 rng(21);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(3 * 65536 + 1000);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    values[i] = i % 8 == 1 ? (i % 16 == 1 ? -0.0f : 0.0f) : normal(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 40) - 30);
+  values[65536 + 5] = 70000.0f;                                   // block 1: overflows fp16 and e4m3
+  values[2 * 65536 + 9] = std::numeric_limits<float>::quiet_NaN();  // block 2: a NaN
+  for (std::size_t i = 0; i < 65536; i += 7) values[i] = 32000.0f;  // block 0: just below fp16's max binade (2^15)
+  for (std::size_t i = 3 * 65536; i < values.size(); i += 7) values[i] = 65520.0f;  // the tail: in it, rounding to max or beyond
+  for (const Format f : {formats::fp16, formats::bf16, formats::e4m3, formats::e5m2}) {
+    for (int mode = 0; mode < rounding_mode_count; ++mode) {
+      for (const bool saturate : {false, true}) {
+        Context ctx;
+        ctx.rounding = static_cast<RoundingMode>(mode);
+        ctx.saturate = saturate;
+        ctx.stochastic_seed = 5;
+        ctx.stochastic_counter = 77;
+        std::vector<float> out(values.size());
+        ExponentHistogram histogram;
+        CastCounts counts;
+        cast_and_record(f, values, out, ctx, histogram, counts);
+        CastCounts expected;
+        bool outputs_equal = true;
+        for (std::size_t i = 0; i < values.size(); ++i) {
+          Context scalar = ctx;
+          scalar.stochastic_counter = 77 + i;
+          scalar.flags = 0;
+          const std::uint64_t narrow = convert(formats::fp32, f, float_bits(values[i]), scalar);
+          Context widen;
+          outputs_equal = outputs_equal && float_bits(out[i]) == convert(f, formats::fp32, narrow, widen);
+          const bool finite_in = std::isfinite(values[i]);
+          expected.flushed_to_zero += finite_in && values[i] != 0 && is_zero(f, narrow);
+          expected.made_subnormal += is_subnormal(f, narrow);
+          expected.overflowed += finite_in && (scalar.flags & flag::overflow) != 0;
+        }
+        CAPTURE(f.exponent_bits);
+        CAPTURE(mode);
+        CAPTURE(saturate);
+        CHECK(outputs_equal);
+        CHECK(counts == expected);
+        CHECK(ctx.stochastic_counter == 77 + values.size());
+        if (f != formats::bf16 && ctx.rounding != RoundingMode::odd) CHECK(counts.flushed_to_zero > 0);  // round to odd never gives 0
+      }
+    }
+  }
+}
+
 TEST_CASE("in place, and the histogram is of the values before the cast") {
   std::vector<float> values{1e-9f, 0.1f, 70000.0f, -3.0f};
   ExponentHistogram histogram;

@@ -38,26 +38,49 @@ ChunkOutcomes count_outcomes(const std::uint32_t* before, const std::uint32_t* a
   return {flushed, subnormal, overflowed, at_max};
 }
 
-}  // namespace
+constexpr std::size_t chunk = 4096;
 
-void cast_and_record(Format f, std::span<const float> in, std::span<float> out, Context& ctx, ExponentHistogram& histogram,
-                     CastCounts& counts) {
-  if (in.size() != out.size()) throw std::invalid_argument("cast_and_record: input and output lengths differ");
-  const auto in_begin = reinterpret_cast<std::uintptr_t>(in.data());  // addresses of possibly unrelated arrays
-  const auto out_begin = reinterpret_cast<std::uintptr_t>(out.data());
-  if (in_begin != out_begin && in_begin < out_begin + out.size_bytes() && out_begin < in_begin + in.size_bytes())
-    throw std::invalid_argument("cast_and_record: output overlaps the input without being it");
-  // The outcome counts in a loop the compiler vectorises (classify_cast's rule on bit patterns);
-  // the rare results that reached ±max from above are resolved afterwards, one by one.
-  const std::uint32_t min_normal = f32_bits_of_min_normal(f);
-  const std::uint32_t max32 = f32_bits_of_max_finite(f);
-  // Blocks of 64K values (256 KiB, held in L2): the histogram reads a block from memory, then
-  // the cast reads it again from L2 in chunks of 4096 that stay in L1 for the counting.
-  constexpr std::size_t block = std::size_t{1} << 16;
-  constexpr std::size_t chunk = 4096;
+// Zeros and values below min_normal in a chunk of output bit patterns (in a loop the compiler
+// vectorises, like count_outcomes).
+struct OutputCounts {
+  std::uint32_t zeros = 0, below_normal = 0;
+};
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+OutputCounts count_outputs(const std::uint32_t* after, std::size_t n, std::uint32_t min_normal) {
+  std::uint32_t zeros = 0, below_normal = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t b = after[i] & 0x7FFFFFFFu;
+    zeros += b == 0;
+    below_normal += b < min_normal;
+  }
+  return {zeros, below_normal};
+}
+
+// A block that cannot overflow: cast straight into out (in place too), then counted from the
+// output: a zero input casts to zero, so flushed = zero outputs - zero inputs; made subnormal =
+// nonzero outputs below min_normal.
+void cast_block_counted_from_output(Format f, std::span<const float> in, std::span<float> out, Context& ctx, std::uint64_t zero_inputs,
+                                    std::uint32_t min_normal, CastCounts& counts) {
+  std::uint64_t zeros = 0, below_normal = 0;
+  for (std::size_t start = 0; start < in.size(); start += chunk) {
+    const std::size_t n = std::min(chunk, in.size() - start);
+    round_f32(f, in.subspan(start, n), out.subspan(start, n), ctx);
+    const OutputCounts c = count_outputs(reinterpret_cast<const std::uint32_t*>(out.data() + start), n, min_normal);
+    zeros += c.zeros, below_normal += c.below_normal;
+  }
+  counts.flushed_to_zero += zeros - zero_inputs;
+  counts.made_subnormal += below_normal - zeros;
+}
+
+// Any block: each chunk's inputs kept beside its outputs and counted in pairs (classify_cast's
+// rule); the rare results that reached +-max from above are resolved one by one (overflow iff
+// the cast without saturation overflows).
+void cast_block_counted_pairwise(Format f, std::span<const float> in, std::span<float> out, Context& ctx, std::uint32_t min_normal,
+                                 std::uint32_t max32, CastCounts& counts) {
   float before[chunk];
   for (std::size_t start = 0; start < in.size(); start += chunk) {
-    if (start % block == 0) histogram.add(in.subspan(start, std::min(block, in.size() - start)));  // before the cast overwrites it
     const std::size_t n = std::min(chunk, in.size() - start);
     std::copy_n(in.data() + start, n, before);
     const std::uint64_t first_random = ctx.stochastic_counter;
@@ -71,13 +94,42 @@ void cast_and_record(Format f, std::span<const float> in, std::span<float> out, 
     if (outcome.at_max == 0) continue;
     for (std::size_t i = 0; i < n; ++i) {
       if (!classify_cast(f, in_bits[i], out_bits[i]).reached_max_from_above) continue;
-      Context plain = ctx;  // overflow iff the cast without saturation overflows
+      Context plain = ctx;
       plain.saturate = false;
       plain.flags = 0;
       plain.stochastic_counter = first_random + i;  // the same random word
       convert(formats::fp32, f, in_bits[i], plain);
       counts.overflowed += (plain.flags & flag::overflow) != 0;
     }
+  }
+}
+
+}  // namespace
+
+void cast_and_record(Format f, std::span<const float> in, std::span<float> out, Context& ctx, ExponentHistogram& histogram,
+                     CastCounts& counts) {
+  if (in.size() != out.size()) throw std::invalid_argument("cast_and_record: input and output lengths differ");
+  const auto in_begin = reinterpret_cast<std::uintptr_t>(in.data());  // addresses of possibly unrelated arrays
+  const auto out_begin = reinterpret_cast<std::uintptr_t>(out.data());
+  if (in_begin != out_begin && in_begin < out_begin + out.size_bytes() && out_begin < in_begin + in.size_bytes())
+    throw std::invalid_argument("cast_and_record: output overlaps the input without being it");
+  const std::uint32_t min_normal = f32_bits_of_min_normal(f);
+  const std::uint32_t max32 = f32_bits_of_max_finite(f);
+  // Blocks of 64K values (256 KiB, held in L2): the histogram reads a block from memory, then
+  // the cast reads it again from L2 in chunks of 4096 that stay in L1 for the counting.
+  constexpr std::size_t block = std::size_t{1} << 16;
+  for (std::size_t start = 0; start < in.size(); start += block) {
+    const std::size_t n = std::min(block, in.size() - start);
+    ExponentHistogram block_histogram;  // before the cast overwrites it
+    block_histogram.add(in.subspan(start, n));
+    histogram.merge(block_histogram);
+    // A block with no infinity or NaN and nothing in max's binade or above cannot overflow (the
+    // rounding is monotonic, max is a value of f): its counts come from the output alone.
+    const bool below_max_binade = block_histogram.highest_binade() < binade_of_f32(max32);
+    if (block_histogram.infinity_count() == 0 && block_histogram.nan_count() == 0 && below_max_binade)
+      cast_block_counted_from_output(f, in.subspan(start, n), out.subspan(start, n), ctx, block_histogram.zero_count(), min_normal, counts);
+    else
+      cast_block_counted_pairwise(f, in.subspan(start, n), out.subspan(start, n), ctx, min_normal, max32, counts);
   }
 }
 
