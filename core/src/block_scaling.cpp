@@ -42,10 +42,35 @@ void check_spans(const BlockLayout& layout, std::size_t values, std::size_t elem
 
 std::uint32_t magnitude_bits(float v) { return float_bits(v) & 0x7FFFFFFFu; }
 
-// NVFP4's float32 scale for the whole tensor (1 for every other format).
-float tensor_scale_of(const BlockFormat& format, std::span<const float> values) {
+// The largest magnitude's bits, in a loop the compiler vectorises (built for AVX2 and for the
+// baseline, which has no unsigned 32-bit maximum; the loader picks one).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+std::uint32_t amax_bits_of(const std::uint32_t* values, std::size_t count) {
+  return block_walk::amax_bits(values, count);
+}
+
+
+// The fewest elements a thread is started for (a tensor smaller than two of these is quantized on
+// the caller's thread alone).
+constexpr std::size_t elements_worth_a_thread = std::size_t{1} << 19;
+
+// NVFP4's float32 scale for the whole tensor (1 for every other format), its amax found on up
+// to `threads` threads.
+float tensor_scale_of(const BlockFormat& format, std::span<const float> values, int threads) {
   if (format.scale != BlockFormat::Scale::e4m3_nvfp4) return 1.0f;
-  return nvfp4_tensor_scale(block_walk::amax_bits(reinterpret_cast<const std::uint32_t*>(values.data()), values.size()));
+  const auto* bits = reinterpret_cast<const std::uint32_t*>(values.data());
+  const std::size_t parts = std::clamp<std::size_t>(values.size() / elements_worth_a_thread, 1, static_cast<std::size_t>(std::max(threads, 1)));
+  std::vector<std::uint32_t> amax(parts, 0);
+  {
+    const std::size_t each = (values.size() + parts - 1) / parts;
+    std::vector<std::jthread> helpers;
+    for (std::size_t p = 1; p < parts; ++p)
+      helpers.emplace_back([&, p] { amax[p] = amax_bits_of(bits + p * each, std::min(each, values.size() - std::min(values.size(), p * each))); });
+    amax[0] = amax_bits_of(bits, std::min(each, values.size()));
+  }
+  return nvfp4_tensor_scale(*std::max_element(amax.begin(), amax.end()));
 }
 
 // The scalar path: every element through round_pack (or the MXINT8 and NVFP4 element rules),
@@ -132,9 +157,6 @@ void quantize_band(const BlockFormat& format, ScaleRule rule, const BlockLayout&
   quantize_scalar(format, rule, layout, values, element_codes, scale_codes, tensor_scale, ctx, statistics, outcomes);
 }
 
-// The fewest elements a thread is started for (a tensor smaller than two of these is quantized on
-// the caller's thread alone).
-constexpr std::size_t elements_worth_a_thread = std::size_t{1} << 19;
 
 // The tensor cut into `parts` bands of whole scale rows, each quantized on its own thread (the
 // caller takes the first): a band is a tensor of its own (its rows are consecutive in memory),
@@ -197,8 +219,8 @@ void block_quantize(const BlockFormat& format, ScaleRule rule, const BlockLayout
                     Context& ctx, BlockStatistics* statistics, std::span<BlockOutcome> outcomes, int threads) {
   check_layout(format, layout);
   check_spans(layout, values.size(), element_codes.size(), scale_codes.size(), outcomes.size());
-  tensor_scale = tensor_scale_of(format, values);
   if (threads == 0) threads = static_cast<int>(std::thread::hardware_concurrency());
+  tensor_scale = tensor_scale_of(format, values, threads);
   const std::size_t parts = std::min({static_cast<std::size_t>(std::max(threads, 1)), layout.scale_rows(),
                                       std::max<std::size_t>(layout.element_count() / elements_worth_a_thread, 1)});
   if (parts > 1) {
@@ -213,7 +235,7 @@ void block_quantize_scalar(const BlockFormat& format, ScaleRule rule, const Bloc
                            Context& ctx, BlockStatistics* statistics, std::span<BlockOutcome> outcomes) {
   check_layout(format, layout);
   check_spans(layout, values.size(), element_codes.size(), scale_codes.size(), outcomes.size());
-  tensor_scale = tensor_scale_of(format, values);
+  tensor_scale = tensor_scale_of(format, values, 1);
   quantize_scalar(format, rule, layout, values, element_codes, scale_codes, tensor_scale, ctx, statistics, outcomes);
 }
 

@@ -180,6 +180,10 @@ class Blocks : private whole_block::Setting<F> {
       s.taken = std::min(n, nan_or_top == 0 ? group : __builtin_ctz(nan_or_top));
       return;
     }
+    if (nvfp4_) {
+      make_nvfp4_scales(amax, n, s);
+      return;
+    }
     s.taken = n;
     for (int b = 0; b < n; ++b) {
       whole_block::Scale scale;
@@ -189,6 +193,36 @@ class Blocks : private whole_block::Setting<F> {
       }
       s.code[b] = scale.code, s.factor[b] = scale.factor, s.threshold[b] = scale.smallest_magnitude;
     }
+  }
+  // NVFP4's E4M3 block scales and element factors (nvfp4_block_scale_code, nvfp4_element_factor)
+  // for 16 blocks at once: (amax / 6) * tensor scale in float32 as there, to E4M3 by the grid's
+  // addition (this file's top; E4M3's subnormal grid below 2^-6), saturating to 448; its value
+  // decoded; the factor tensor scale / value, 0 for a zero scale. A block with an infinite or NaN
+  // amax (a NaN scale) and those after it are left.
+  void make_nvfp4_scales(__m512i amax, int n, Scales& s) const {
+    constexpr std::uint32_t e4m3_min_normal32 = (127 - 6) << 23, e4m3_drop = 20, e4m3_max_code = 0x7E;
+    const __m512 tensor_scale = _mm512_set1_ps(tensor_scale_);
+    // At most 2^10 (the grid's addition stays finite; anything from 464 saturates all the same).
+    const __m512 wanted = _mm512_min_ps(_mm512_mul_ps(_mm512_div_ps(_mm512_castsi512_ps(amax), _mm512_set1_ps(6.0f)), tensor_scale),
+                                        _mm512_set1_ps(1024.0f));
+    const __m512i binade = _mm512_max_epi32(_mm512_and_si512(_mm512_castps_si512(wanted), _mm512_set1_epi32(0x7F800000)),
+                                            _mm512_set1_epi32(static_cast<int>(e4m3_min_normal32)));
+    const __m512 unit = _mm512_castsi512_ps(_mm512_add_epi32(binade, _mm512_set1_epi32(static_cast<int>(e4m3_drop << 23))));
+    const __m512i units = _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(wanted, unit)), _mm512_castps_si512(unit));
+    const __m512i code = _mm512_min_epi32(
+        _mm512_add_epi32(units, _mm512_sub_epi32(_mm512_srli_epi32(binade, e4m3_drop), _mm512_set1_epi32(static_cast<int>(e4m3_min_normal32 >> e4m3_drop)))),
+        _mm512_set1_epi32(static_cast<int>(e4m3_max_code)));
+    // E4M3's value: a normal code's fields moved into float32's (bias 7 -> 127); a subnormal's
+    // mantissa times 2^-9.
+    const __mmask16 subnormal = _mm512_cmplt_epi32_mask(code, _mm512_set1_epi32(8));
+    const __m512 value = _mm512_mask_mul_ps(_mm512_castsi512_ps(_mm512_add_epi32(_mm512_slli_epi32(code, 20), _mm512_set1_epi32(120 << 23))), subnormal,
+                                            _mm512_cvtepi32_ps(code), _mm512_set1_ps(1.0f / 512.0f));
+    const __mmask16 nonzero = _mm512_cmpneq_ps_mask(value, _mm512_setzero_ps());
+    _mm_store_si128(reinterpret_cast<__m128i*>(s.code), _mm512_cvtepi32_epi8(code));
+    _mm512_store_ps(s.factor, _mm512_maskz_div_ps(nonzero, tensor_scale, value));
+    _mm512_store_si512(s.threshold, _mm512_set1_epi32(0x00800000));
+    const auto nan_scale = static_cast<std::uint32_t>(_mm512_cmpge_epu32_mask(amax, _mm512_set1_epi32(0x7F800000)));
+    s.taken = std::min(n, nan_scale == 0 ? group : __builtin_ctz(nan_scale));
   }
   template <bool Record, bool TrackFlags>
   int take_group(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, int n, BlockStatistics* statistics);
