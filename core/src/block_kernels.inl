@@ -347,11 +347,24 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
   if (format.elements == BlockFormat::Elements::int8) {
     if (ctx.rounding != RoundingMode::nearest_even) return false;  // the scalar rule does the other modes
     CastFlags flags;
-    walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, stochastic, statistics, outcomes,
-                [&](const std::uint32_t* in, std::uint8_t* out, std::uint32_t* bins, std::size_t count, const RunParameters& run,
-                    std::uint64_t random_base, std::size_t stride) {
-                  return mxint8_run(in, out, bins, count, run, random_base, stride, flags, element_ctx);
-                });
+    const auto elements = [&](const std::uint32_t* in, std::uint8_t* out, std::uint32_t* bins, std::size_t count, const RunParameters& run,
+                              std::uint64_t random_base, std::size_t stride) {
+      return mxint8_run(in, out, bins, count, run, random_base, stride, flags, element_ctx);
+    };
+#if defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
+    // Whole blocks through the AVX-512 kernel, MXINT8's magnitudes rounded as a float format's
+    // (whole_blocks.hpp, mxint8_magnitudes); the rest here.
+    if (mx_avx512::takes(format) && outcomes == nullptr && mx_avx512::float_arithmetic_is_default()) {
+      mx_avx512::Blocks<whole_block::mxint8_magnitudes> wide_blocks(format, rule, false, tensor_scale);
+      walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, stochastic, statistics, outcomes, elements,
+                  mx_avx512::WholeBlocks<whole_block::mxint8_magnitudes>{&wide_blocks, statistics});
+      wide_blocks.finish(statistics, flags);
+      ctx.raise(flags.flags());
+      ctx.stochastic_counter = first_random + layout.element_count();
+      return true;
+    }
+#endif
+    walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, stochastic, statistics, outcomes, elements);
     ctx.raise(flags.flags());
     ctx.stochastic_counter = first_random + layout.element_count();
     return true;

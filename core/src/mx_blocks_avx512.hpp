@@ -70,6 +70,10 @@ template <Format F>
 class Blocks : private whole_block::Setting<F> {
   FPSCOPE_WHOLE_BLOCK_SETTING;
   static constexpr std::uint8_t sign_byte = static_cast<std::uint8_t>(1u << (F.width() - 1));
+  // MXINT8 (whole_block::mxint8_magnitudes): codes in two's complement, and no subnormal codes
+  // (below_grid then counts the zero codes, so that made_subnormal is 0).
+  static constexpr bool int8 = F == whole_block::mxint8_magnitudes;
+  static constexpr int below_grid_code = int8 ? 1 : 1 << m;
   static constexpr int group = 16;  // blocks whose scales are made together
   static constexpr std::size_t prefetch_ahead = 1024;  // elements
 
@@ -305,13 +309,14 @@ template <bool Record, bool TrackFlags>
   const __mmask32 saturating = _mm256_cmpgt_epu8_mask(unclamped, largest);
   const __m256i clamped = _mm256_min_epu8(unclamped, largest);
   const __mmask32 negative = _mm512_kunpackw(_mm512_movepi32_mask(u1), _mm512_movepi32_mask(u0));
-  codes = _mm256_mask_add_epi8(clamped, negative, clamped, _mm256_set1_epi8(static_cast<char>(sign_byte)));
+  if constexpr (int8) codes = _mm256_mask_sub_epi8(clamped, negative, _mm256_setzero_si256(), clamped);
+  else codes = _mm256_mask_add_epi8(clamped, negative, clamped, _mm256_set1_epi8(static_cast<char>(sign_byte)));
   if constexpr (!Record) {
     t.any_saturated = t.any_saturated || saturating != 0;
   } else {
     const __m256i minus_one = _mm256_set1_epi8(-1);
     t.saturated = _mm256_mask_sub_epi8(t.saturated, saturating, t.saturated, minus_one);
-    t.below_grid = _mm256_mask_sub_epi8(t.below_grid, _mm256_cmplt_epu8_mask(clamped, _mm256_set1_epi8(static_cast<char>(1 << m))), t.below_grid, minus_one);
+    t.below_grid = _mm256_mask_sub_epi8(t.below_grid, _mm256_cmplt_epu8_mask(clamped, _mm256_set1_epi8(static_cast<char>(below_grid_code))), t.below_grid, minus_one);
     t.code_zero = _mm256_mask_sub_epi8(t.code_zero, _mm256_testn_epi8_mask(clamped, clamped), t.code_zero, minus_one);
     if (++t.counted == 255) {
       tally_ = t;

@@ -21,8 +21,10 @@ namespace fpscope::whole_block {
 inline bool float_arithmetic_is_default() { return (_mm_getcsr() & 0xE040u) == 0; }
 
 // Whether the kernels take blocks of this format (the mode and options are the caller's to check).
+// (MXINT8's go to the AVX-512 kernel only, by block_kernels.inl's int8 branch.)
 inline bool takes(const BlockFormat& format) {
-  return format.elements == BlockFormat::Elements::floating && (format.block_size == 32 || format.block_size == 16);
+  return (format.elements == BlockFormat::Elements::floating || format.elements == BlockFormat::Elements::int8) &&
+         (format.block_size == 32 || format.block_size == 16);
 }
 
 // The sum of 32 byte lanes (the kernels' per-lane counters).
@@ -63,6 +65,13 @@ inline bool scale(const BlockFormat& format, ScaleRule rule, float tensor_scale,
   return true;
 }
 
+// MXINT8's magnitudes as a float format: a 1-bit exponent of bias 1, 6 fraction bits, finite:
+// n * 2^-6 for n = 0 .. 127 (the 64 below 1 its subnormals, spaced as its normals are), code n,
+// largest 127/64. A kernel given it rounds an MXINT8 element's magnitude as it rounds any
+// element's (its Blocks signs the code in two's complement, and counts no subnormals).
+inline constexpr Format mxint8_magnitudes{1, 6, Flavour::finite, 1};
+static_assert(mxint8_magnitudes.emin() == 0 && mxint8_magnitudes.emax() == 0 && mxint8_magnitudes.max_finite_bits() == 127);
+
 // A kernel's parameters: element format F's constants and the blocks' format, rule and options.
 template <Format F>
 struct Setting {
@@ -77,7 +86,8 @@ struct Setting {
   Setting(const BlockFormat& format, ScaleRule rule, bool tininess_before, float tensor_scale)
       : format_(format),
         rule_(rule),
-        tiny_threshold_(tininess_before ? min_normal32 : min_normal32 - (1u << drop) / 2),
+        // MXINT8 raises no underflow (mxint8_element_code): no quotient is below 0.
+        tiny_threshold_(F == mxint8_magnitudes ? 0 : tininess_before ? min_normal32 : min_normal32 - (1u << drop) / 2),
         tensor_scale_(tensor_scale),
         nvfp4_(format.scale == BlockFormat::Scale::e4m3_nvfp4),
         halves_(format.block_size == 16) {}
