@@ -34,7 +34,8 @@ class RelativeExponentCounter {
  public:
   // `magnitudes`: the block's count values' bits without their signs (finite).
   void add_block(const std::uint32_t* magnitudes, std::size_t count, std::uint32_t amax_magnitude) {
-    const int amax_exponent = floor_log2_of_magnitude(amax_magnitude);
+    // (An all-zero block's amax has no exponent; its values are all zeros, which use none.)
+    const int amax_exponent = amax_magnitude == 0 ? 0 : floor_log2_of_magnitude(amax_magnitude);
     for (std::size_t j = 0; j < count; ++j) {
       const std::uint32_t magnitude = magnitudes[j];
       // Zeros go to a bin of their own (index bins); the exponent of a zero is not used.

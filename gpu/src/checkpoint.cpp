@@ -61,7 +61,7 @@ class Reader {
   }
   void get_floats(float* data, std::uint64_t count) {
     if (count > (bytes_.size() - at_) / sizeof(float)) fail("is truncated");
-    std::memcpy(data, bytes_.data() + at_, count * sizeof(float));
+    if (count != 0) std::memcpy(data, bytes_.data() + at_, count * sizeof(float));  // data may be null when empty
     at_ += count * sizeof(float);
   }
   std::int64_t get_size(std::int64_t limit) {

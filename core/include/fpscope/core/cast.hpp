@@ -238,7 +238,9 @@ FPSCOPE_HD_KERNEL std::uint32_t saturating_nearest_even_from_normal(std::uint32_
   const std::uint32_t significand = (magnitude & 0x7FFFFFu) | 0x800000u;
   const std::uint32_t kept = significand >> shift;
   const std::uint32_t dropped = significand & ((1u << shift) - 1);
-  const std::uint32_t half = 1u << (shift - 1);
+  // (A lane whose shift is 0 is a normal one, whose subnormal code is not used: & 31 keeps its
+  // shift defined, as the hardware's own shift would take it.)
+  const std::uint32_t half = 1u << ((shift - 1) & 31);
   const std::uint32_t subnormal_code = kept + (mask(dropped > half) & 1u) + (mask(dropped == half) & kept & 1u);
 
   const Mask overflow = ~below & mask(rounded > max32);
