@@ -87,8 +87,6 @@ void scalar_narrow(Format f, std::span<const float> in, Out* out, Context& ctx) 
 
 }  // namespace
 
-bool bulk_isa_is_avx512() { return best_isa() == Isa::avx512; }
-
 bool bulk_mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, const std::uint32_t* values, std::uint8_t* codes,
                     std::uint8_t* scales, float tensor_scale, Context& ctx, BlockStatistics* statistics, BlockOutcome* outcomes) {
   return FPSCOPE_BULK_DISPATCH(mx_blocks, format, rule, layout, values, codes, scales, tensor_scale, ctx, statistics, outcomes);

@@ -25,9 +25,6 @@ FPSCOPE_DECLARE_BULK_ISA(bulk_avx2)
 FPSCOPE_DECLARE_BULK_ISA(bulk_avx512)
 
 namespace fpscope {
-// Whether the bulk kernels run their AVX-512 build here (bulk.cpp: the processor has it and
-// FPSCOPE_BULK_ISA does not choose another); other AVX-512 kernels follow the same choice.
-bool bulk_isa_is_avx512();
 // MX and NVFP4 blocks of float elements through the best instruction set's kernel (bulk.cpp), NVFP4
 // under the given tensor scale; false when the element format has no branch-free cast
 // (block_scaling.cpp then runs the scalar path).

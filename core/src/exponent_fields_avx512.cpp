@@ -76,8 +76,8 @@ void count_piece(const std::uint32_t* bits, std::size_t n, FieldCounts& counts) 
   if (smallest == 0) return;
   const int lowest = static_cast<int>(smallest >> 23), highest = static_cast<int>(_mm512_reduce_max_epu32(largest) >> 23);
   if (lowest == 0 || highest == 255) {
-    for (std::size_t i = 0; i < n; ++i)
-      if ((bits[i] << 1) != 0) ++counts.by_field[(bits[i] >> 23) & 0xFF];
+    for (std::size_t j = 0; j < n; ++j)
+      if ((bits[j] << 1) != 0) ++counts.by_field[(bits[j] >> 23) & 0xFF];
     return;
   }
   for (int base = lowest; base <= highest; base += window) count_window(bits, n, base, counts);
@@ -94,7 +94,7 @@ FieldCounts count_exponent_fields_avx512(const std::uint32_t* bits, std::size_t 
 }  // namespace fpscope
 #else
 #include <stdexcept>
-// Other processors: bulk_isa_is_avx512() is false there, so this is never called.
+// Other processors: bulk_kernel_isa() is never "avx512" there, so this is never called.
 fpscope::FieldCounts fpscope::count_exponent_fields_avx512(const std::uint32_t*, std::size_t) {
   throw std::logic_error("count_exponent_fields_avx512: not built for this processor");
 }

@@ -1,8 +1,8 @@
 // ExponentHistogram's bulk binning: one pass over the raw exponent field, rare cases resolved after.
 #include "fpscope/core/exponent_histogram.hpp"
 
-#include "bulk_isa.hpp"
 #include "exponent_fields.hpp"
+#include "fpscope/core/bulk.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -66,8 +66,9 @@ FieldCounts count_exponent_fields(const std::uint32_t* bits, std::size_t n) {
 }  // namespace
 
 void ExponentHistogram::add_bits(std::span<const std::uint32_t> bits) {
-  const FieldCounts counts = bulk_isa_is_avx512() ? count_exponent_fields_avx512(bits.data(), bits.size())
-                                                  : count_exponent_fields(bits.data(), bits.size());
+  // The AVX-512 counting where the bulk kernels run their AVX-512 build (FPSCOPE_BULK_ISA follows).
+  const FieldCounts counts = bulk_kernel_isa() == "avx512" ? count_exponent_fields_avx512(bits.data(), bits.size())
+                                                           : count_exponent_fields(bits.data(), bits.size());
   for (int field = 1; field <= 254; ++field) bins_[static_cast<std::size_t>(field - 127 - min_binade)] += counts.by_field[field];
   zeros_ += counts.zeros;
   // Subnormals share field 0 with zeros, and NaNs share 255 with infinities: both are rare in

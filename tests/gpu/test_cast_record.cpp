@@ -15,6 +15,34 @@
 
 using namespace fpscope;
 
+namespace {
+
+// The scalar casts of `values` one element at a time under `before` (the context the recorded
+// cast started from; element i draws stochastic word before.stochastic_counter + i): their
+// counts, and whether `out` holds their values.
+struct ScalarCasts {
+  CastCounts counts;
+  bool outputs_equal = true;
+};
+ScalarCasts scalar_casts(Format f, const std::vector<float>& values, const std::vector<float>& out, const Context& before) {
+  ScalarCasts result;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    Context scalar = before;
+    scalar.stochastic_counter = before.stochastic_counter + i;
+    scalar.flags = 0;
+    const std::uint64_t narrow = convert(formats::fp32, f, float_bits(values[i]), scalar);
+    Context widen;
+    result.outputs_equal = result.outputs_equal && float_bits(out[i]) == convert(f, formats::fp32, narrow, widen);
+    const bool finite_in = std::isfinite(values[i]);
+    result.counts.flushed_to_zero += finite_in && values[i] != 0 && is_zero(f, narrow);
+    result.counts.made_subnormal += is_subnormal(f, narrow);
+    result.counts.overflowed += finite_in && (scalar.flags & flag::overflow) != 0;
+  }
+  return result;
+}
+
+}  // namespace
+
 TEST_CASE("cast_and_record equals element-by-element casts, counts included") {
   std::mt19937 rng(9);
   std::vector<float> values(50000);
@@ -33,23 +61,15 @@ TEST_CASE("cast_and_record equals element-by-element casts, counts included") {
       std::vector<float> out(values.size());
       ExponentHistogram histogram;
       CastCounts counts;
+      const Context before = ctx;
       cast_and_record(f, values, out, ctx, histogram, counts);
 
       ExponentHistogram expected_histogram;
       expected_histogram.add(values);
       CHECK(histogram == expected_histogram);
-      CastCounts expected;
-      for (std::size_t i = 0; i < values.size(); ++i) {
-        Context scalar;
-        scalar.saturate = saturate;
-        const std::uint64_t narrow = convert(formats::fp32, f, float_bits(values[i]), scalar);
-        Context widen;
-        REQUIRE(float_bits(out[i]) == convert(f, formats::fp32, narrow, widen));
-        const bool finite_in = std::isfinite(values[i]);
-        expected.flushed_to_zero += finite_in && values[i] != 0 && is_zero(f, narrow);
-        expected.made_subnormal += is_subnormal(f, narrow);
-        expected.overflowed += finite_in && (scalar.flags & flag::overflow) != 0;
-      }
+      const ScalarCasts scalar = scalar_casts(f, values, out, before);
+      REQUIRE(scalar.outputs_equal);
+      const CastCounts& expected = scalar.counts;
       CAPTURE(f.exponent_bits);
       CAPTURE(saturate);
       CHECK(counts.flushed_to_zero == expected.flushed_to_zero);
@@ -85,26 +105,14 @@ TEST_CASE("cast_and_record's counts, from the output alone or in pairs, equal th
         std::vector<float> out(values.size());
         ExponentHistogram histogram;
         CastCounts counts;
+        const Context before = ctx;
         cast_and_record(f, values, out, ctx, histogram, counts);
-        CastCounts expected;
-        bool outputs_equal = true;
-        for (std::size_t i = 0; i < values.size(); ++i) {
-          Context scalar = ctx;
-          scalar.stochastic_counter = 77 + i;
-          scalar.flags = 0;
-          const std::uint64_t narrow = convert(formats::fp32, f, float_bits(values[i]), scalar);
-          Context widen;
-          outputs_equal = outputs_equal && float_bits(out[i]) == convert(f, formats::fp32, narrow, widen);
-          const bool finite_in = std::isfinite(values[i]);
-          expected.flushed_to_zero += finite_in && values[i] != 0 && is_zero(f, narrow);
-          expected.made_subnormal += is_subnormal(f, narrow);
-          expected.overflowed += finite_in && (scalar.flags & flag::overflow) != 0;
-        }
+        const ScalarCasts scalar = scalar_casts(f, values, out, before);
         CAPTURE(f.exponent_bits);
         CAPTURE(mode);
         CAPTURE(saturate);
-        CHECK(outputs_equal);
-        CHECK(counts == expected);
+        CHECK(scalar.outputs_equal);
+        CHECK(counts == scalar.counts);
         CHECK(ctx.stochastic_counter == 77 + values.size());
         if (f != formats::bf16 && ctx.rounding != RoundingMode::odd) CHECK(counts.flushed_to_zero > 0);  // round to odd never gives 0
       }
