@@ -92,8 +92,8 @@ class Blocks : private whole_block::Setting<F> {
     std::size_t done = 0;
     while (done < blocks) {
       const int n = static_cast<int>(std::min<std::size_t>(blocks - done, group));
-      const int took = flags_settled_ ? take_group<Record, false>(in + done * block, out + done * block, scales + done, n, statistics)
-                                      : take_group<Record, true>(in + done * block, out + done * block, scales + done, n, statistics);
+      const int took = flags_settled_ ? take_group_shaped<Record, false>(in + done * block, out + done * block, scales + done, n, statistics)
+                                      : take_group_shaped<Record, true>(in + done * block, out + done * block, scales + done, n, statistics);
       done += static_cast<std::size_t>(took);
       if (took < n) break;
     }
@@ -228,7 +228,15 @@ class Blocks : private whole_block::Setting<F> {
     const auto nan_scale = static_cast<std::uint32_t>(_mm512_cmpge_epu32_mask(amax, _mm512_set1_epi32(0x7F800000)));
     s.taken = std::min(n, nan_scale == 0 ? group : __builtin_ctz(nan_scale));
   }
+  // The blocks' shape as a template argument, so that the element loop does not ask for it.
+  enum class Shape { blocks_of_32, blocks_of_16, nvfp4 };
   template <bool Record, bool TrackFlags>
+  int take_group_shaped(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, int n, BlockStatistics* statistics) {
+    if (nvfp4_) return take_group<Record, TrackFlags, Shape::nvfp4>(in, out, scales, n, statistics);
+    if (halves_) return take_group<Record, TrackFlags, Shape::blocks_of_16>(in, out, scales, n, statistics);
+    return take_group<Record, TrackFlags, Shape::blocks_of_32>(in, out, scales, n, statistics);
+  }
+  template <bool Record, bool TrackFlags, Shape BlockShape>
   int take_group(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, int n, BlockStatistics* statistics);
   template <bool Record, bool TrackFlags>
   bool take_columns_with(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics);
@@ -237,7 +245,7 @@ class Blocks : private whole_block::Setting<F> {
   // fields), through the grid to signed code bytes, recorded; false (nothing recorded) where an
   // NVFP4 product is a float32 subnormal. `may_be_sparse`, `tiny_amax`: as Scales' bits, for
   // any of the elements' blocks.
-  template <bool Record, bool TrackFlags>
+  template <bool Record, bool TrackFlags, bool Nvfp4>
   [[gnu::always_inline]] bool quantize32(__m512i u0, __m512i u1, __m512 factor0, __m512 factor1, __m512i amax_field0, __m512i amax_field1,
                                          bool may_be_sparse, bool tiny_amax, __m256i& codes, Tally& t, BlockStatistics* statistics);
   // The unclamped code of q per lane (mx_blocks_avx2.hpp's top).
@@ -261,6 +269,11 @@ class Blocks : private whole_block::Setting<F> {
     tally_.inexact_lanes = tally_.underflow_lanes = 0;
     flags_settled_ = any_inexact_ && any_underflow_;
   }
+  // Room in the byte counters (255 units at most) for the 16 units of 32 elements that a group
+  // of blocks or a band of columns adds: they are summed before, never inside, the element loop.
+  void make_room() {
+    if (tally_.counted > 255 - 16) flush_byte_counters();
+  }
   void flush_byte_counters() {
     Tally& t = tally_;
     saturated_total_ += whole_block::byte_sum(t.saturated), below_grid_total_ += whole_block::byte_sum(t.below_grid), code_zero_total_ += whole_block::byte_sum(t.code_zero);
@@ -278,14 +291,14 @@ class Blocks : private whole_block::Setting<F> {
 };
 
 template <Format F>
-template <bool Record, bool TrackFlags>
+template <bool Record, bool TrackFlags, bool Nvfp4>
 [[gnu::always_inline]] inline bool Blocks<F>::quantize32(__m512i u0, __m512i u1, __m512 factor0, __m512 factor1, __m512i amax_field0,
                                                          __m512i amax_field1, bool may_be_sparse, bool tiny_amax, __m256i& codes, Tally& t,
                                                          BlockStatistics* statistics) {
   const __m512i magnitude_mask = _mm512_set1_epi32(0x7FFFFFFF);
   const __m512i magnitude0 = _mm512_and_si512(u0, magnitude_mask), magnitude1 = _mm512_and_si512(u1, magnitude_mask);
   __m512 q0 = _mm512_mul_ps(_mm512_castsi512_ps(magnitude0), factor0), q1 = _mm512_mul_ps(_mm512_castsi512_ps(magnitude1), factor1);
-  if (nvfp4_) {
+  if constexpr (Nvfp4) {
     // NVFP4's products made ready for the grid: a float32 subnormal one is not taken; those at or
     // above 2^(emax + 2) (an infinity included), which saturate whatever they are, are lowered to
     // it, where the grid's addition stays finite. MX's need nothing (the scales saw to them).
@@ -318,11 +331,7 @@ template <bool Record, bool TrackFlags>
     t.saturated = _mm256_mask_sub_epi8(t.saturated, saturating, t.saturated, minus_one);
     t.below_grid = _mm256_mask_sub_epi8(t.below_grid, _mm256_cmplt_epu8_mask(clamped, _mm256_set1_epi8(static_cast<char>(below_grid_code))), t.below_grid, minus_one);
     t.code_zero = _mm256_mask_sub_epi8(t.code_zero, _mm256_testn_epi8_mask(clamped, clamped), t.code_zero, minus_one);
-    if (++t.counted == 255) {
-      tally_ = t;
-      flush_byte_counters();
-      t = tally_;
-    }
+    ++t.counted;  // at most 255: see make_room
     // Relative exponents: amax's exponent field less each element's (no input here is a float32
     // subnormal; a zero's field is 0).
     const __m512i r0 = _mm512_sub_epi32(amax_field0, _mm512_srli_epi32(magnitude0, 23));
@@ -354,8 +363,9 @@ template <bool Record, bool TrackFlags>
 }
 
 template <Format F>
-template <bool Record, bool TrackFlags>
+template <bool Record, bool TrackFlags, typename Blocks<F>::Shape BlockShape>
 int Blocks<F>::take_group(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, int n, BlockStatistics* statistics) {
+  constexpr bool halves = BlockShape != Shape::blocks_of_32;
   const __m512i magnitude_mask = _mm512_set1_epi32(0x7FFFFFFF), one = _mm512_set1_epi32(1);
   const auto load = [&](int j) { return _mm512_loadu_si512(in + 16 * j); };  // the 16 elements j
   // Each block's largest magnitude, and its smallest nonzero one negated (as an unsigned number
@@ -366,7 +376,7 @@ int Blocks<F>::take_group(const std::uint32_t* in, std::uint8_t* out, std::uint8
       block_max[b] = block_negated_min[b] = _mm512_setzero_si512();
       continue;
     }
-    if (halves_) {
+    if constexpr (halves) {
       const __m512i magnitude = _mm512_and_si512(load(b), magnitude_mask);
       block_max[b] = magnitude;
       block_negated_min[b] = _mm512_sub_epi32(_mm512_setzero_si512(), magnitude);
@@ -384,13 +394,14 @@ int Blocks<F>::take_group(const std::uint32_t* in, std::uint8_t* out, std::uint8
   // threshold (an all-zero block's smallest less one wraps to the largest).
   const std::uint32_t below = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(smallest, one), _mm512_sub_epi32(_mm512_load_si512(s.threshold), one));
   int taken = std::min(s.taken, below == 0 ? group : __builtin_ctz(below));
-  if (halves_) taken &= ~1;
+  if constexpr (halves) taken &= ~1;
   // The elements, 32 at a time: one block of 32, or two of 16.
-  const int per_unit = halves_ ? 2 : 1;
+  constexpr int per_unit = halves ? 2 : 1;
+  if constexpr (Record) make_room();
   Tally t = tally_;
   int b = 0;
   for (; b + per_unit <= taken; b += per_unit) {
-    const int j = halves_ ? b : 2 * b;  // the unit's first 16 elements
+    const int j = halves ? b : 2 * b;  // the unit's first 16 elements
     // The lines two groups on (of blocks of 32) on their way while this one computes: a group's
     // loads come in a burst after all of the last group's work, beyond the reach of out-of-order
     // execution, and the processor's own prefetchers did not run far enough ahead (measured).
@@ -400,7 +411,7 @@ int Blocks<F>::take_group(const std::uint32_t* in, std::uint8_t* out, std::uint8
     const __m512i amax_field0 = _mm512_set1_epi32(s.amax_field[b]), amax_field1 = _mm512_set1_epi32(s.amax_field[b + per_unit - 1]);
     const std::uint32_t unit_blocks = (per_unit == 1 ? 1u : 3u) << b;
     __m256i codes;
-    if (!quantize32<Record, TrackFlags>(load(j), load(j + 1), factor0, factor1, amax_field0, amax_field1, (s.may_be_sparse & unit_blocks) != 0,
+    if (!quantize32<Record, TrackFlags, BlockShape == Shape::nvfp4>(load(j), load(j + 1), factor0, factor1, amax_field0, amax_field1, (s.may_be_sparse & unit_blocks) != 0,
                                         (s.tiny_amax & unit_blocks) != 0, codes, t, statistics))
       break;
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 * j), codes);
@@ -437,10 +448,11 @@ bool Blocks<F>::take_columns_with(const std::uint32_t* in, std::size_t stride, s
   if constexpr (Record) mark_bins(amax, _mm512_add_epi32(least, one), s);
   const __m512 factor = _mm512_load_ps(s.factor);  // 2^-X per lane: the products are exact
   const __m512i amax_fields = _mm512_srli_epi32(amax, 23);
+  if constexpr (Record) make_room();
   Tally t = tally_;
   for (std::size_t r = 0; r < 32; r += 2) {
     __m256i codes;
-    quantize32<Record, TrackFlags>(row(r), row(r + 1), factor, factor, amax_fields, amax_fields, s.may_be_sparse != 0, s.tiny_amax != 0, codes, t,
+    quantize32<Record, TrackFlags, false>(row(r), row(r + 1), factor, factor, amax_fields, amax_fields, s.may_be_sparse != 0, s.tiny_amax != 0, codes, t,
                                    statistics);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + r * stride), _mm256_castsi256_si128(codes));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (r + 1) * stride), _mm256_extracti128_si256(codes, 1));
