@@ -356,6 +356,7 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
     // (whole_blocks.hpp, mxint8_magnitudes); the rest here.
     if (mx_avx512::takes(format) && outcomes == nullptr && mx_avx512::float_arithmetic_is_default()) {
       mx_avx512::Blocks<whole_block::mxint8_magnitudes> wide_blocks(format, rule, false, tensor_scale);
+      wide_blocks.stream_codes(whole_block::streams_codes(layout.element_count()));
       walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, stochastic, statistics, outcomes, elements,
                   mx_avx512::WholeBlocks<whole_block::mxint8_magnitudes>{&wide_blocks, statistics});
       wide_blocks.finish(statistics, flags);
@@ -393,6 +394,8 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
       if constexpr (lean_mode) {
         if (lean && mx_wide::takes(format) && outcomes == nullptr && mx_wide::float_arithmetic_is_default()) {
           mx_wide::Blocks<F> wide_blocks(format, rule, options.tininess == Tininess::before_rounding, tensor_scale);
+          if constexpr (requires { wide_blocks.stream_codes(true); })  // the AVX-512 kernel's
+            wide_blocks.stream_codes(whole_block::streams_codes(layout.element_count()));
           walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, stochastic, statistics, outcomes, elements,
                       mx_wide::WholeBlocks<F>{&wide_blocks, statistics});
           wide_blocks.finish(statistics, flags);

@@ -89,6 +89,7 @@ class Blocks : private whole_block::Setting<F> {
   std::size_t take(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks, BlockStatistics* statistics) {
     const std::size_t block = static_cast<std::size_t>(format_.block_size);
     if (halves_) blocks &= ~std::size_t{1};
+    streaming_ = stream_codes_ && reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
     std::size_t done = 0;
     while (done < blocks) {
       const int n = static_cast<int>(std::min<std::size_t>(blocks - done, group));
@@ -109,8 +110,14 @@ class Blocks : private whole_block::Setting<F> {
                           : take_columns_with<Record, true>(in, stride, out, scales, statistics);
   }
 
+  // Codes along rows written with non-temporal stores (whole_block::streams_codes) where a run's
+  // codes are 16-byte aligned, ordered before finish() returns. Columns' 16-byte pieces a stride
+  // apart never are.
+  void stream_codes(bool stream) { stream_codes_ = stream; }
+
   // Adds what the blocks taken add up to into `statistics` (when recording) and `flags`.
   void finish(BlockStatistics* statistics, CastFlags& flags) {
+    if (stream_codes_) _mm_sfence();
     if (statistics != nullptr) {
       flush_byte_counters();
       while (tally_.words % 16 != 0) one_hot_[tally_.words++] = _mm512_setzero_si512();
@@ -281,6 +288,7 @@ class Blocks : private whole_block::Setting<F> {
     t.counted = 0;
   }
   std::uint64_t taken_ = 0;
+  bool stream_codes_ = false, streaming_ = false;  // the tensor's codes, this run's (aligned)
   bool any_inexact_ = false, any_underflow_ = false;  // raised by the blocks taken
   bool flags_settled_ = false;  // inexact and underflow both raised: not looked at again
   std::uint64_t saturated_total_ = 0, below_grid_total_ = 0, code_zero_total_ = 0;
@@ -414,7 +422,12 @@ int Blocks<F>::take_group(const std::uint32_t* in, std::uint8_t* out, std::uint8
     if (!quantize32<Record, TrackFlags, BlockShape == Shape::nvfp4>(load(j), load(j + 1), factor0, factor1, amax_field0, amax_field1, (s.may_be_sparse & unit_blocks) != 0,
                                         (s.tiny_amax & unit_blocks) != 0, codes, t, statistics))
       break;
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 * j), codes);
+    if (streaming_) {
+      _mm_stream_si128(reinterpret_cast<__m128i*>(out + 16 * j), _mm256_castsi256_si128(codes));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(out + 16 * j + 16), _mm256_extracti128_si256(codes, 1));
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 * j), codes);
+    }
   }
   tally_ = t;
   std::memcpy(scales, s.code, static_cast<std::size_t>(b));
