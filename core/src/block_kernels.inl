@@ -211,7 +211,7 @@ inline RunResult mxint8_run(const std::uint32_t* __restrict in, std::uint8_t* __
 struct NoWholeBlocks {
   static constexpr bool uses_whole_blocks = false;
   static constexpr std::size_t columns_at_once = 0;
-  std::size_t operator()(const std::uint32_t*, std::uint8_t*, std::uint8_t*, std::size_t) const { return 0; }
+  std::size_t operator()(const std::uint32_t*, std::uint8_t*, std::uint8_t*, std::size_t, std::uint64_t) const { return 0; }
   bool columns(const std::uint32_t*, std::size_t, std::uint8_t*, std::uint8_t*) const { return false; }
 };
 
@@ -317,7 +317,8 @@ void walk_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& l
         }
         if (scale_col < whole) {
           const std::size_t first = scale_row * cols + scale_col * block;
-          scale_col += whole_blocks(values + first, codes + first, scales + scale_row * layout.scale_cols() + scale_col, whole - scale_col);
+          scale_col += whole_blocks(values + first, codes + first, scales + scale_row * layout.scale_cols() + scale_col, whole - scale_col,
+                                    first_random + first);
           if (scale_col == layout.scale_cols()) break;
         }
       }
@@ -398,6 +399,23 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
             wide_blocks.stream_codes(whole_block::streams_codes(layout.element_count()));
           walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, stochastic, statistics, outcomes, elements,
                       mx_wide::WholeBlocks<F>{&wide_blocks, statistics});
+          wide_blocks.finish(statistics, flags);
+          ctx.raise(flags.flags());
+          return;
+        }
+      }
+#endif
+#if defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
+      // MX blocks rounded stochastically, without per-block outcomes, along rows: whole blocks
+      // through the AVX-512 kernel, drawing each element's word as mx_run does.
+      if constexpr (Mode == RoundingMode::stochastic && F.flavour != Flavour::fnuz) {
+        if (!nvfp4 && !options.flush_to_zero && mx_avx512::takes(format) && outcomes == nullptr && layout.axis == BlockAxis::rows &&
+            mx_avx512::float_arithmetic_is_default()) {
+          mx_avx512::Blocks<F> wide_blocks(format, rule, options.tininess == Tininess::before_rounding, tensor_scale);
+          wide_blocks.round_stochastically(seed, options.tininess == Tininess::before_rounding);
+          wide_blocks.stream_codes(whole_block::streams_codes(layout.element_count()));
+          walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, stochastic, statistics, outcomes, elements,
+                      mx_avx512::WholeBlocks<F>{&wide_blocks, statistics});
           wide_blocks.finish(statistics, flags);
           ctx.raise(flags.flags());
           return;

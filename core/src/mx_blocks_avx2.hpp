@@ -54,7 +54,8 @@ class Blocks : private whole_block::Setting<F> {
   // cannot take whole (blocks of 16 go in pairs, so before the pair). Counts go to the
   // statistics at finish().
   template <bool Record>
-  std::size_t take(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks, BlockStatistics* statistics) {
+  std::size_t take(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks, BlockStatistics* statistics,
+                   std::uint64_t /*random_index: round to nearest even only*/) {
     return halves_ ? take_groups<Record, true>(in, out, scales, blocks, statistics) : take_groups<Record, false>(in, out, scales, blocks, statistics);
   }
 

@@ -85,16 +85,19 @@ class Blocks : private whole_block::Setting<F> {
   // scale codes to `scales`) and returns how many it took: it stops before the first block it
   // cannot take whole (blocks of 16 go in pairs, so before the pair). Counts go to the
   // statistics at finish().
+  // `random_index`: the stochastic random word of the first element (stochastic rounding only).
   template <bool Record>
-  std::size_t take(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks, BlockStatistics* statistics) {
+  std::size_t take(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks, BlockStatistics* statistics,
+                   std::uint64_t random_index) {
     const std::size_t block = static_cast<std::size_t>(format_.block_size);
     if (halves_) blocks &= ~std::size_t{1};
     streaming_ = stream_codes_ && reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
     std::size_t done = 0;
     while (done < blocks) {
       const int n = static_cast<int>(std::min<std::size_t>(blocks - done, group));
-      const int took = flags_settled_ ? take_group_shaped<Record, false>(in + done * block, out + done * block, scales + done, n, statistics)
-                                      : take_group_shaped<Record, true>(in + done * block, out + done * block, scales + done, n, statistics);
+      const std::uint64_t index = random_index + done * block;
+      const int took = flags_settled_ ? take_group_shaped<Record, false>(in + done * block, out + done * block, scales + done, n, statistics, index)
+                                      : take_group_shaped<Record, true>(in + done * block, out + done * block, scales + done, n, statistics, index);
       done += static_cast<std::size_t>(took);
       if (took < n) break;
     }
@@ -108,6 +111,16 @@ class Blocks : private whole_block::Setting<F> {
   bool take_columns(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics) {
     return flags_settled_ ? take_columns_with<Record, false>(in, stride, out, scales, statistics)
                           : take_columns_with<Record, true>(in, stride, out, scales, statistics);
+  }
+
+  // Elements rounded stochastically, as cast_from_f32 rounds them in RoundingMode::stochastic:
+  // element k of the tensor draws stochastic_random(seed, k) (k: take's random_index on), rounds
+  // up where the word is below its dropped bits' fraction (64 bits). Tininess as the context says.
+  // Blocks along rows only (block_kernels.inl sees to it); not NVFP4's (take() then takes none).
+  void round_stochastically(std::uint64_t seed, bool tininess_before) {
+    stochastic_ = true;
+    seed_ = seed;
+    tininess_before_ = tininess_before;
   }
 
   // Codes along rows written with non-temporal stores (whole_block::streams_codes) where a run's
@@ -238,13 +251,32 @@ class Blocks : private whole_block::Setting<F> {
   // The blocks' shape as a template argument, so that the element loop does not ask for it.
   enum class Shape { blocks_of_32, blocks_of_16, nvfp4 };
   template <bool Record, bool TrackFlags>
-  int take_group_shaped(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, int n, BlockStatistics* statistics) {
-    if (nvfp4_) return take_group<Record, TrackFlags, Shape::nvfp4>(in, out, scales, n, statistics);
-    if (halves_) return take_group<Record, TrackFlags, Shape::blocks_of_16>(in, out, scales, n, statistics);
-    return take_group<Record, TrackFlags, Shape::blocks_of_32>(in, out, scales, n, statistics);
+  int take_group_shaped(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, int n, BlockStatistics* statistics,
+                        std::uint64_t random_index) {
+    if (stochastic_) {
+      if (nvfp4_) return 0;
+      if (halves_) return take_group<Record, TrackFlags, Shape::blocks_of_16, true>(in, out, scales, n, statistics, random_index);
+      return take_group<Record, TrackFlags, Shape::blocks_of_32, true>(in, out, scales, n, statistics, random_index);
+    }
+    if (nvfp4_) return take_group<Record, TrackFlags, Shape::nvfp4, false>(in, out, scales, n, statistics, 0);
+    if (halves_) return take_group<Record, TrackFlags, Shape::blocks_of_16, false>(in, out, scales, n, statistics, 0);
+    return take_group<Record, TrackFlags, Shape::blocks_of_32, false>(in, out, scales, n, statistics, 0);
   }
-  template <bool Record, bool TrackFlags, Shape BlockShape>
-  int take_group(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, int n, BlockStatistics* statistics);
+  template <bool Record, bool TrackFlags, Shape BlockShape, bool Stochastic>
+  int take_group(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, int n, BlockStatistics* statistics, std::uint64_t random_index);
+  // The random words of elements index .. index + 31, eight to a register (context.hpp's
+  // stochastic_random, SplitMix64, in 64-bit lanes).
+  [[gnu::always_inline]] void random_words(std::uint64_t index, __m512i (&words)[4]) const {
+    constexpr std::uint64_t golden = 0x9E3779B97F4A7C15ull;
+    const __m512i first = _mm512_set1_epi64(static_cast<long long>(seed_ + (index + 1) * golden));
+    const __m512i steps = _mm512_mullo_epi64(_mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi64(static_cast<long long>(golden)));
+    for (int v = 0; v < 4; ++v) {
+      __m512i z = _mm512_add_epi64(_mm512_add_epi64(first, steps), _mm512_set1_epi64(static_cast<long long>(8ull * static_cast<std::uint64_t>(v) * golden)));
+      z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), _mm512_set1_epi64(static_cast<long long>(0xBF58476D1CE4E5B9ull)));
+      z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), _mm512_set1_epi64(static_cast<long long>(0x94D049BB133111EBull)));
+      words[v] = _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+    }
+  }
   template <bool Record, bool TrackFlags>
   bool take_columns_with(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics);
 
@@ -252,9 +284,10 @@ class Blocks : private whole_block::Setting<F> {
   // fields), through the grid to signed code bytes, recorded; false (nothing recorded) where an
   // NVFP4 product is a float32 subnormal. `may_be_sparse`, `tiny_amax`: as Scales' bits, for
   // any of the elements' blocks.
-  template <bool Record, bool TrackFlags, bool Nvfp4>
+  template <bool Record, bool TrackFlags, bool Nvfp4, bool Stochastic = false>
   [[gnu::always_inline]] bool quantize32(__m512i u0, __m512i u1, __m512 factor0, __m512 factor1, __m512i amax_field0, __m512i amax_field1,
-                                         bool may_be_sparse, bool tiny_amax, __m256i& codes, Tally& t, BlockStatistics* statistics);
+                                         bool may_be_sparse, bool tiny_amax, __m256i& codes, Tally& t, BlockStatistics* statistics,
+                                         const __m512i* random = nullptr);
   // The unclamped code of q per lane (mx_blocks_avx2.hpp's top).
   template <bool TrackFlags>
   [[gnu::always_inline]] __m512i code(__m512 q, Tally& t) const {
@@ -269,6 +302,57 @@ class Blocks : private whole_block::Setting<F> {
       t.underflow_lanes |= _mm512_mask_cmplt_epu32_mask(static_cast<__mmask16>(~exact), _mm512_castps_si512(q), _mm512_set1_epi32(static_cast<int>(tiny_threshold_)));
     }
     return _mm512_add_epi32(units, _mm512_add_epi32(_mm512_srli_epi32(binade, drop), _mm512_set1_epi32(-static_cast<int>(min_normal32 >> drop))));
+  }
+  // The unclamped code of q per lane (a normal float32 or zero) rounded stochastically, each lane
+  // deciding with its word (the low eight lanes' in `random_low`, the high eight's in
+  // `random_high`): detail::round_bits32 and cast_from_f32's two ranges, in vector lanes. The
+  // bits kept: F's normal range, q's bits less `drop` (the exponent rides along, rebiased after);
+  // below it, q's significand less drop + (emin - q's exponent) bits, those dropped compared, as
+  // a 64-bit fraction, with the word.
+  template <bool TrackFlags>
+  [[gnu::always_inline]] __m512i stochastic_code(__m512 q, __m512i random_low, __m512i random_high, Tally& t) const {
+    constexpr std::uint32_t min_biased = min_normal32 >> 23;
+    constexpr std::uint32_t rebias = static_cast<std::uint32_t>(127 - F.bias()) << m;
+    const __m512i bits = _mm512_castps_si512(q), one = _mm512_set1_epi32(1);
+    const __m512i biased = _mm512_srli_epi32(bits, 23);
+    const __mmask16 below_normal = _mm512_cmplt_epu32_mask(bits, _mm512_set1_epi32(static_cast<int>(min_normal32)));  // zero too
+    const __mmask16 nonzero = _mm512_test_epi32_mask(bits, bits);
+    const __m512i sig = _mm512_mask_or_epi32(_mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFF)), nonzero, _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFF)),
+                                             _mm512_set1_epi32(0x800000));
+    const __m512i below = _mm512_maskz_sub_epi32(below_normal, _mm512_set1_epi32(static_cast<int>(min_biased)), _mm512_max_epu32(biased, one));
+    const __m512i x = _mm512_mask_mov_epi32(bits, below_normal, sig);
+    const __m512i shift = _mm512_add_epi32(below, _mm512_set1_epi32(static_cast<int>(drop)));
+    const __m512i kept = _mm512_srlv_epi32(x, shift);  // 0 from 32 on, as x >> min(shift, 31) is
+    const __m512i dropped = _mm512_and_si512(x, _mm512_sub_epi32(_mm512_sllv_epi32(one, shift), one));  // all of x from 32 on
+    // fraction64: dropped << (64 - shift), or dropped >> (shift - 64) (a count of 64 or more,
+    // as a wrapped negative one is, gives 0).
+    const auto up8 = [](__m256i dropped8, __m256i shift8, __m512i random) {
+      const __m512i d = _mm512_cvtepu32_epi64(dropped8), s = _mm512_cvtepu32_epi64(shift8), sixty_four = _mm512_set1_epi64(64);
+      const __m512i fraction = _mm512_or_si512(_mm512_sllv_epi64(d, _mm512_sub_epi64(sixty_four, s)), _mm512_srlv_epi64(d, _mm512_sub_epi64(s, sixty_four)));
+      return _mm512_cmplt_epu64_mask(random, fraction);
+    };
+    const __mmask16 up = _mm512_kunpackb(up8(_mm512_extracti64x4_epi64(dropped, 1), _mm512_extracti64x4_epi64(shift, 1), random_high),
+                                         up8(_mm512_castsi512_si256(dropped), _mm512_castsi512_si256(shift), random_low));
+    if constexpr (TrackFlags) {
+      const __mmask16 inexact = _mm512_test_epi32_mask(dropped, dropped);
+      __mmask16 tiny = below_normal & nonzero;
+      if (!tininess_before_) {
+        // Not tiny after rounding: q in the binade below 2^emin whose significand, rounded to
+        // m + 1 bits with the same word (unbounded exponent), reaches 2^emin.
+        const __m512i kept_fine = _mm512_srli_epi32(sig, drop);
+        const __m512i dropped_fine = _mm512_and_si512(sig, _mm512_set1_epi32(static_cast<int>((1u << drop) - 1)));
+        const __m512i fine_shift = _mm512_set1_epi32(static_cast<int>(drop));
+        const __mmask16 up_fine = _mm512_kunpackb(up8(_mm512_extracti64x4_epi64(dropped_fine, 1), _mm512_castsi512_si256(fine_shift), random_high),
+                                                  up8(_mm512_castsi512_si256(dropped_fine), _mm512_castsi512_si256(fine_shift), random_low));
+        const __mmask16 reaches = up_fine & _mm512_cmpeq_epi32_mask(kept_fine, _mm512_set1_epi32(static_cast<int>((2u << m) - 1))) &
+                                  _mm512_cmpeq_epi32_mask(_mm512_add_epi32(biased, one), _mm512_set1_epi32(static_cast<int>(min_biased)));
+        tiny &= static_cast<__mmask16>(~reaches);
+      }
+      t.inexact_lanes |= inexact;
+      t.underflow_lanes |= tiny & inexact;
+    }
+    const __m512i rounded = _mm512_mask_add_epi32(kept, up, kept, one);
+    return _mm512_mask_sub_epi32(rounded, static_cast<__mmask16>(~below_normal), rounded, _mm512_set1_epi32(static_cast<int>(rebias)));
   }
   void settle_flags() {
     any_inexact_ = any_inexact_ || tally_.inexact_lanes != 0;
@@ -289,6 +373,8 @@ class Blocks : private whole_block::Setting<F> {
   }
   std::uint64_t taken_ = 0;
   bool stream_codes_ = false, streaming_ = false;  // the tensor's codes, this run's (aligned)
+  bool stochastic_ = false, tininess_before_ = false;
+  std::uint64_t seed_ = 0;
   bool any_inexact_ = false, any_underflow_ = false;  // raised by the blocks taken
   bool flags_settled_ = false;  // inexact and underflow both raised: not looked at again
   std::uint64_t saturated_total_ = 0, below_grid_total_ = 0, code_zero_total_ = 0;
@@ -299,10 +385,10 @@ class Blocks : private whole_block::Setting<F> {
 };
 
 template <Format F>
-template <bool Record, bool TrackFlags, bool Nvfp4>
+template <bool Record, bool TrackFlags, bool Nvfp4, bool Stochastic>
 [[gnu::always_inline]] inline bool Blocks<F>::quantize32(__m512i u0, __m512i u1, __m512 factor0, __m512 factor1, __m512i amax_field0,
                                                          __m512i amax_field1, bool may_be_sparse, bool tiny_amax, __m256i& codes, Tally& t,
-                                                         BlockStatistics* statistics) {
+                                                         BlockStatistics* statistics, const __m512i* random) {
   const __m512i magnitude_mask = _mm512_set1_epi32(0x7FFFFFFF);
   const __m512i magnitude0 = _mm512_and_si512(u0, magnitude_mask), magnitude1 = _mm512_and_si512(u1, magnitude_mask);
   __m512 q0 = _mm512_mul_ps(_mm512_castsi512_ps(magnitude0), factor0), q1 = _mm512_mul_ps(_mm512_castsi512_ps(magnitude1), factor1);
@@ -322,7 +408,14 @@ template <bool Record, bool TrackFlags, bool Nvfp4>
   // The codes as bytes by two saturating packs, which work within 128-bit lanes: lane L holds
   // codes 4L .. 4L + 3 of each register; the permutation puts them in order in the low half.
   // Unclamped codes fit a byte (at most one above the largest magnitude code).
-  const __m512i code_words = _mm512_packus_epi32(code<TrackFlags>(q0, t), code<TrackFlags>(q1, t));
+  __m512i code0, code1;
+  if constexpr (Stochastic) {
+    code0 = stochastic_code<TrackFlags>(q0, random[0], random[1], t), code1 = stochastic_code<TrackFlags>(q1, random[2], random[3], t);
+  } else {
+    (void)random;
+    code0 = code<TrackFlags>(q0, t), code1 = code<TrackFlags>(q1, t);
+  }
+  const __m512i code_words = _mm512_packus_epi32(code0, code1);
   const __m512i in_order = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15),
                                                     _mm512_packus_epi16(code_words, code_words));
   const __m256i unclamped = _mm512_castsi512_si256(in_order);
@@ -371,8 +464,9 @@ template <bool Record, bool TrackFlags, bool Nvfp4>
 }
 
 template <Format F>
-template <bool Record, bool TrackFlags, typename Blocks<F>::Shape BlockShape>
-int Blocks<F>::take_group(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, int n, BlockStatistics* statistics) {
+template <bool Record, bool TrackFlags, typename Blocks<F>::Shape BlockShape, bool Stochastic>
+int Blocks<F>::take_group(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, int n, BlockStatistics* statistics,
+                          std::uint64_t random_index) {
   constexpr bool halves = BlockShape != Shape::blocks_of_32;
   const __m512i magnitude_mask = _mm512_set1_epi32(0x7FFFFFFF), one = _mm512_set1_epi32(1);
   const auto load = [&](int j) { return _mm512_loadu_si512(in + 16 * j); };  // the 16 elements j
@@ -419,8 +513,11 @@ int Blocks<F>::take_group(const std::uint32_t* in, std::uint8_t* out, std::uint8
     const __m512i amax_field0 = _mm512_set1_epi32(s.amax_field[b]), amax_field1 = _mm512_set1_epi32(s.amax_field[b + per_unit - 1]);
     const std::uint32_t unit_blocks = (per_unit == 1 ? 1u : 3u) << b;
     __m256i codes;
-    if (!quantize32<Record, TrackFlags, BlockShape == Shape::nvfp4>(load(j), load(j + 1), factor0, factor1, amax_field0, amax_field1, (s.may_be_sparse & unit_blocks) != 0,
-                                        (s.tiny_amax & unit_blocks) != 0, codes, t, statistics))
+    __m512i random[4];
+    if constexpr (Stochastic) random_words(random_index + 16 * static_cast<std::uint64_t>(j), random);
+    if (!quantize32<Record, TrackFlags, BlockShape == Shape::nvfp4, Stochastic>(load(j), load(j + 1), factor0, factor1, amax_field0, amax_field1,
+                                                                                (s.may_be_sparse & unit_blocks) != 0, (s.tiny_amax & unit_blocks) != 0,
+                                                                                codes, t, statistics, random))
       break;
     if (streaming_) {
       _mm_stream_si128(reinterpret_cast<__m128i*>(out + 16 * j), _mm256_castsi256_si128(codes));

@@ -130,9 +130,10 @@ struct Walker {
   static constexpr std::size_t columns_at_once = ColumnsAtOnce;
   Blocks* blocks;
   BlockStatistics* statistics;  // null: codes only
-  std::size_t operator()(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t count) const {
-    return statistics != nullptr ? blocks->template take<true>(in, out, scales, count, statistics)
-                                 : blocks->template take<false>(in, out, scales, count, nullptr);
+  // `random_index`: the stochastic random word of in[0] (where the kernel rounds stochastically).
+  std::size_t operator()(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t count, std::uint64_t random_index) const {
+    return statistics != nullptr ? blocks->template take<true>(in, out, scales, count, statistics, random_index)
+                                 : blocks->template take<false>(in, out, scales, count, nullptr, random_index);
   }
   bool columns(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales) const {
     if (!blocks->takes_columns()) return false;

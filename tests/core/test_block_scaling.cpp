@@ -4,6 +4,7 @@
 // tests/formats/block_scaling_ml_dtypes.py holds the same operation against NumPy + ml_dtypes.
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cfenv>
 #include <cmath>
 #include <limits>
@@ -529,13 +530,14 @@ TEST_CASE("bulk block kernels equal the scalar path: codes, scales, flags, stati
       const BlockLayout layout{values.size() / width, width, axis, f.block_size};
       for (const ScaleRule rule : all_scale_rules) {
         for (const RoundingMode mode : all_rounding_modes) {
-          for (const int option : {0, 1, 2}) {
-            const bool flush = option == 1, daz = option == 2;
+          for (const int option : {0, 1, 2, 3}) {
+            const bool flush = option == 1, daz = option == 2, before = option == 3;
             const auto context = [&] {
               Context ctx;
               ctx.rounding = mode;
               ctx.flush_to_zero = flush;
               ctx.denormals_are_zero = daz;
+              if (before) ctx.tininess = Tininess::before_rounding;
               ctx.stochastic_seed = 5;
               ctx.stochastic_counter = 1000;
               return ctx;
@@ -552,7 +554,7 @@ TEST_CASE("bulk block kernels equal the scalar path: codes, scales, flags, stati
               CHECK(ctx.stochastic_counter == 1000 + values.size());
             }
             INFO(block_format_name(f), " ", scale_rule_name(rule), " ", rounding_mode_name(mode),
-                 std::string(axis == BlockAxis::rows ? " rows" : " cols"), std::string(flush ? " ftz" : daz ? " daz" : ""));
+                 std::string(axis == BlockAxis::rows ? " rows" : " cols"), std::string(flush ? " ftz" : daz ? " daz" : before ? " tininess before" : ""));
             CHECK(fast.codes == scalar.codes);
             CHECK(fast.scales == scalar.scales);
             CHECK(int(fast.flags) == int(scalar.flags));
@@ -575,10 +577,55 @@ TEST_CASE("bulk block kernels equal the scalar path: codes, scales, flags, stati
             CHECK(runs.scales == scalar.scales);
             CHECK(int(ctx.flags) == int(scalar.flags));
             CHECK(runs.statistics == scalar.statistics);
+            // And codes alone (the kernels' unrecorded loops).
+            Quantized codes_only;
+            codes_only.codes.resize(values.size());
+            codes_only.scales.resize(layout.block_count());
+            Context codes_ctx = context();
+            block_quantize(f, rule, layout, values, codes_only.codes, codes_only.scales, codes_only.tensor_scale, codes_ctx);
+            CHECK(codes_only.codes == scalar.codes);
+            CHECK(codes_only.scales == scalar.scales);
+            CHECK(int(codes_ctx.flags) == int(scalar.flags));
           }
         }
       }
     }
+  }
+}
+
+TEST_CASE("bulk block kernels: stochastic rounding's underflow flag at the edge of tininess") {
+  // One MXFP8 E4M3 block: 448 sets X = 0; 31 copies of q = 1.111 1111 0000 1010 0101 0000 ... x 2^-7,
+  // just below E4M3's 2^-6, whose significand rounded to 4 bits (unbounded exponent) reaches 2^-6
+  // with the odds of its dropped fraction, 0.97 (tiny after rounding where any copy does not).
+  const float q = std::bit_cast<float>((120u << 23) | (7u << 20) | 0xF8520u);
+  std::vector<float> values(32, q);
+  values[5] = 448.0f;
+  const BlockLayout layout{1, 32, BlockAxis::rows, 32};
+  for (const Tininess tininess : {Tininess::after_rounding, Tininess::before_rounding}) {
+    int raised = 0;
+    for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+      std::uint8_t flags[2] = {};
+      std::vector<std::uint8_t> codes[2];
+      for (int path = 0; path < 2; ++path) {
+        Context ctx;
+        ctx.rounding = RoundingMode::stochastic;
+        ctx.tininess = tininess;
+        ctx.stochastic_seed = seed;
+        codes[path].resize(32);
+        std::vector<std::uint8_t> scales(1);
+        float tensor_scale = 0;
+        if (path == 0) block_quantize(block_formats::mxfp8_e4m3, ScaleRule::floor, layout, values, codes[path], scales, tensor_scale, ctx);
+        else block_quantize_scalar(block_formats::mxfp8_e4m3, ScaleRule::floor, layout, values, codes[path], scales, tensor_scale, ctx);
+        flags[path] = ctx.flags;
+      }
+      INFO("seed ", seed, tininess == Tininess::before_rounding ? " tininess before" : " tininess after");
+      CHECK(codes[0] == codes[1]);
+      CHECK(int(flags[0]) == int(flags[1]));
+      raised += (flags[1] & flag::underflow) != 0;
+    }
+    // Before rounding every copy is tiny; after it, some seeds see none that is (so both ways are tried).
+    if (tininess == Tininess::before_rounding) CHECK(raised == 40);
+    else CHECK((raised > 0 && raised < 40));
   }
 }
 
