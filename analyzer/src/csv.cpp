@@ -192,7 +192,7 @@ std::vector<Snapshot> read_histograms_csv(const std::filesystem::path& path) {
     if (tensor != snapshot.tensors.end() && tensor->scale != scale)
       throw std::runtime_error(where + ": tensor '" + printable_text(name) + "' has two scales at step " + std::to_string(step));
     if (tensor == snapshot.tensors.end()) {
-      snapshot.tensors.push_back(TensorRecord{name, kind, {}, std::nullopt, scale, captured});
+      snapshot.tensors.push_back(TensorRecord{name, kind, {}, std::nullopt, scale, captured, std::nullopt});
       tensor = snapshot.tensors.end() - 1;
     }
     ExponentHistogram& h = tensor->histogram;

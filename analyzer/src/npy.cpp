@@ -346,7 +346,7 @@ std::vector<std::filesystem::path> npy_folder_files(const std::filesystem::path&
 Snapshot npy_folder_snapshot(const std::filesystem::path& folder, NpyElements elements, std::vector<std::string>& warnings) {
   const std::vector<std::filesystem::path> files = npy_folder_files(folder, warnings);
   Snapshot snapshot;
-  for (const auto& file : files) snapshot.tensors.push_back(TensorRecord{file.stem().string(), TensorKind::other, npy_histogram(file, elements), std::nullopt});
+  for (const auto& file : files) snapshot.tensors.push_back(TensorRecord{file.stem().string(), TensorKind::other, npy_histogram(file, elements), std::nullopt, 1.0, Capture::before_cast, std::nullopt});
   return snapshot;
 }
 
