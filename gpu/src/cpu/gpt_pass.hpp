@@ -273,9 +273,10 @@ Matrix<S> attention(const GptShape& shape, int batch, int block, const Matrix<S>
         const std::size_t start = head * P + static_cast<std::size_t>(j) * (j + 1) / 2;
         S top = scores[start];
         for (int i = 1; i <= j; ++i) top = std::max(top, scores[start + i]);
+        // Each exponential once: kept where the probability goes, then divided by their sum.
         S sum = 0;
-        for (int i = 0; i <= j; ++i) sum += std::exp(scores[start + i] - top);
-        for (int i = 0; i <= j; ++i) probabilities[start + i] = std::exp(scores[start + i] - top) / sum;
+        for (int i = 0; i <= j; ++i) sum += probabilities[start + i] = std::exp(scores[start + i] - top);
+        for (int i = 0; i <= j; ++i) probabilities[start + i] /= sum;
       }
   });
   hooks.activation(block, "attn.softmax", probabilities.data(), probabilities.size(), 0);
