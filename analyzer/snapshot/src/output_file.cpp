@@ -119,7 +119,13 @@ std::filesystem::path folder_of(const std::filesystem::path& path) {
 
 // Temporaries are named ".NAME.fpscope-tmp-XXXXXXXXXXXX": hidden, and a name no user file has
 // by accident. Their writer holds an flock on them until the rename.
-std::string temporary_prefix(const std::filesystem::path& target) { return "." + target.filename().string() + ".fpscope-tmp-"; }
+// (Appended to a string that starts as ".": GCC 12's -Wrestrict misreads "." + std::string&&.)
+std::string temporary_prefix(const std::filesystem::path& target) {
+  std::string prefix = ".";
+  prefix += target.filename().string();
+  prefix += ".fpscope-tmp-";
+  return prefix;
+}
 
 std::string random_suffix() {
   static constexpr char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
