@@ -663,6 +663,20 @@ TEST_CASE("block quantization on several threads gives one thread's codes, scale
         CHECK(ctx_one.stochastic_counter == ctx_three.stochastic_counter);
         CHECK(ctx_three.stochastic_counter == 77 + values.size());
         CHECK(one.statistics.nan_blocks == 1);
+        // Without outcomes the vector kernels take whole blocks, on each thread's band.
+        Quantized kernels;
+        kernels.codes.resize(values.size());
+        kernels.scales.resize(layout.block_count());
+        Context ctx_kernels;
+        ctx_kernels.rounding = mode;
+        ctx_kernels.stochastic_seed = 11;
+        ctx_kernels.stochastic_counter = 77;
+        block_quantize(f, ScaleRule::floor, layout, values, kernels.codes, kernels.scales, kernels.tensor_scale, ctx_kernels, &kernels.statistics, {},
+                       3);
+        CHECK(kernels.codes == one.codes);
+        CHECK(kernels.scales == one.scales);
+        CHECK(kernels.statistics == one.statistics);
+        CHECK(int(ctx_kernels.flags) == int(ctx_one.flags));
       }
     }
   }
