@@ -4,6 +4,7 @@
 
 #include <immintrin.h>
 
+#include <cmath>
 #include <type_traits>
 
 #include "fpscope/gpu/parallel.hpp"
@@ -78,9 +79,40 @@ FPSCOPE_AVX2 void gelu_backward_8(const float* z, const float* gradient, float* 
   for (; i < n; ++i) out[i] = gradient[i] * gelu_derivative_of(z[i], ScalarMath{});
 }
 
+FPSCOPE_AVX512 void shifted_exponentials_16(const float* in, float shift, float* out, std::size_t n) {
+  const __m512 s = _mm512_set1_ps(shift);
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, _ZGVeN16v_expf(_mm512_sub_ps(_mm512_loadu_ps(in + i), s)));
+  if (i < n) {  // the tail through the same function, its unused lanes masked off
+    const __mmask16 tail = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(out + i, tail, _ZGVeN16v_expf(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, in + i), s)));
+  }
+}
+FPSCOPE_AVX2 void shifted_exponentials_8(const float* in, float shift, float* out, std::size_t n) {
+  const __m256 s = _mm256_set1_ps(shift);
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _ZGVdN8v_expf(_mm256_sub_ps(_mm256_loadu_ps(in + i), s)));
+  if (i < n) {
+    alignas(32) float lanes_in[8] = {}, lanes_out[8];
+    for (std::size_t j = i; j < n; ++j) lanes_in[j - i] = in[j];
+    _mm256_store_ps(lanes_out, _ZGVdN8v_expf(_mm256_sub_ps(_mm256_load_ps(lanes_in), s)));
+    for (std::size_t j = i; j < n; ++j) out[j] = lanes_out[j - i];
+  }
+}
+
 }  // namespace
 
 bool gelu_is_vectorised() { return lanes() != Lanes::scalar; }
+
+void shifted_exponentials(const float* in, float shift, float* out, std::size_t n) {
+  switch (lanes()) {
+    case Lanes::avx512: return shifted_exponentials_16(in, shift, out, n);
+    case Lanes::avx2: return shifted_exponentials_8(in, shift, out, n);
+    case Lanes::scalar:
+      for (std::size_t i = 0; i < n; ++i) out[i] = std::exp(in[i] - shift);
+      return;
+  }
+}
 
 void activation_forward(Activation a, const float* z, float* out, std::size_t n) {
   if (a == Activation::gelu && lanes() != Lanes::scalar) {

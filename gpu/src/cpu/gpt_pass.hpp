@@ -8,6 +8,7 @@
 #include <Eigen/Core>
 #include <cmath>
 #include <cstddef>
+#include <type_traits>
 #include <vector>
 
 #include "fpscope/gpu/activation.hpp"
@@ -268,10 +269,16 @@ Matrix<S> attention(const GptShape& shape, int batch, int block, const Matrix<S>
         const std::size_t start = head * P + static_cast<std::size_t>(j) * (j + 1) / 2;
         S top = scores[start];
         for (int i = 1; i <= j; ++i) top = std::max(top, scores[start + i]);
-        // Each exponential once: kept where the probability goes, then divided by their sum.
-        S sum = 0;
-        for (int i = 0; i <= j; ++i) sum += probabilities[start + i] = std::exp(scores[start + i] - top);
-        for (int i = 0; i <= j; ++i) probabilities[start + i] /= sum;
+        // Each exponential once (float32: libmvec's, activation_pass.hpp), kept where the
+        // probability goes, then divided by their sum.
+        S* row = probabilities.data() + start;
+        if constexpr (std::is_same_v<S, float>) {
+          shifted_exponentials(scores.data() + start, top, row, static_cast<std::size_t>(j) + 1);
+        } else {
+          for (int i = 0; i <= j; ++i) row[i] = std::exp(scores[start + i] - top);
+        }
+        const S sum = Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>>(row, j + 1).sum();
+        for (int i = 0; i <= j; ++i) row[i] /= sum;
       }
   });
   hooks.activation(block, "attn.softmax", probabilities.data(), probabilities.size(), 0);
