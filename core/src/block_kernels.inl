@@ -345,6 +345,15 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
   if (!nvfp4) options.denormals_are_zero = false;
   const std::uint64_t seed = ctx.stochastic_seed, first_random = ctx.stochastic_counter;
   const bool stochastic = ctx.rounding == RoundingMode::stochastic;
+#if defined(__AVX2__)
+  // Whole blocks through a vector kernel (`walker` over `wide_blocks`, its codes streamed past the
+  // caches where it can), the rest through `elements`; the flags of both into `flags`.
+  const auto walk_with_kernel = [&](auto& wide_blocks, auto walker, const auto& elements, CastFlags& flags) {
+    if constexpr (requires { wide_blocks.stream_codes(true); }) wide_blocks.stream_codes(whole_block::streams_codes(layout.element_count()));
+    walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, stochastic, statistics, outcomes, elements, walker);
+    wide_blocks.finish(statistics, flags);
+  };
+#endif
   if (format.elements == BlockFormat::Elements::int8) {
     if (ctx.rounding != RoundingMode::nearest_even) return false;  // the scalar rule does the other modes
     CastFlags flags;
@@ -357,10 +366,7 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
     // (whole_blocks.hpp, mxint8_magnitudes); the rest here.
     if (mx_avx512::takes(format) && outcomes == nullptr && mx_avx512::float_arithmetic_is_default()) {
       mx_avx512::Blocks<whole_block::mxint8_magnitudes> wide_blocks(format, rule, false, tensor_scale);
-      wide_blocks.stream_codes(whole_block::streams_codes(layout.element_count()));
-      walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, stochastic, statistics, outcomes, elements,
-                  mx_avx512::WholeBlocks<whole_block::mxint8_magnitudes>{&wide_blocks, statistics});
-      wide_blocks.finish(statistics, flags);
+      walk_with_kernel(wide_blocks, mx_avx512::WholeBlocks<whole_block::mxint8_magnitudes>{&wide_blocks, statistics}, elements, flags);
       ctx.raise(flags.flags());
       ctx.stochastic_counter = first_random + layout.element_count();
       return true;
@@ -395,11 +401,7 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
       if constexpr (lean_mode) {
         if (lean && mx_wide::takes(format) && outcomes == nullptr && mx_wide::float_arithmetic_is_default()) {
           mx_wide::Blocks<F> wide_blocks(format, rule, options.tininess == Tininess::before_rounding, tensor_scale);
-          if constexpr (requires { wide_blocks.stream_codes(true); })  // the AVX-512 kernel's
-            wide_blocks.stream_codes(whole_block::streams_codes(layout.element_count()));
-          walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, stochastic, statistics, outcomes, elements,
-                      mx_wide::WholeBlocks<F>{&wide_blocks, statistics});
-          wide_blocks.finish(statistics, flags);
+          walk_with_kernel(wide_blocks, mx_wide::WholeBlocks<F>{&wide_blocks, statistics}, elements, flags);
           ctx.raise(flags.flags());
           return;
         }
@@ -413,10 +415,7 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
             mx_avx512::float_arithmetic_is_default()) {
           mx_avx512::Blocks<F> wide_blocks(format, rule, options.tininess == Tininess::before_rounding, tensor_scale);
           wide_blocks.round_stochastically(seed, options.tininess == Tininess::before_rounding);
-          wide_blocks.stream_codes(whole_block::streams_codes(layout.element_count()));
-          walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, stochastic, statistics, outcomes, elements,
-                      mx_avx512::WholeBlocks<F>{&wide_blocks, statistics});
-          wide_blocks.finish(statistics, flags);
+          walk_with_kernel(wide_blocks, mx_avx512::WholeBlocks<F>{&wide_blocks, statistics}, elements, flags);
           ctx.raise(flags.flags());
           return;
         }

@@ -317,8 +317,8 @@ class Blocks : private whole_block::Setting<F> {
     const __m512i biased = _mm512_srli_epi32(bits, 23);
     const __mmask16 below_normal = _mm512_cmplt_epu32_mask(bits, _mm512_set1_epi32(static_cast<int>(min_normal32)));  // zero too
     const __mmask16 nonzero = _mm512_test_epi32_mask(bits, bits);
-    const __m512i sig = _mm512_mask_or_epi32(_mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFF)), nonzero, _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFF)),
-                                             _mm512_set1_epi32(0x800000));
+    const __m512i fraction_bits = _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFF));
+    const __m512i sig = _mm512_mask_or_epi32(fraction_bits, nonzero, fraction_bits, _mm512_set1_epi32(0x800000));  // the implicit bit
     const __m512i below = _mm512_maskz_sub_epi32(below_normal, _mm512_set1_epi32(static_cast<int>(min_biased)), _mm512_max_epu32(biased, one));
     const __m512i x = _mm512_mask_mov_epi32(bits, below_normal, sig);
     const __m512i shift = _mm512_add_epi32(below, _mm512_set1_epi32(static_cast<int>(drop)));

@@ -147,6 +147,11 @@ void stored_gradient(Hooks<S>& hooks, int block, const char* name, Matrix<S>& m)
 }
 
 // LayerNorm over each column (PyTorch's: biased variance, epsilon 1e-5 inside the square root).
+// A run of contiguous values as an Eigen array, for its vectorised reductions (one chain of float
+// additions would wait on each).
+template <typename S>
+using ConstColumn = Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>>;
+
 template <typename S>
 struct Normalized {
   Matrix<S> xhat;
@@ -162,8 +167,7 @@ Matrix<S> layer_norm(const Matrix<S>& x, const Matrix<S>& gain, const Matrix<S>&
   parallel_for(static_cast<std::size_t>(columns), grain_of(static_cast<std::size_t>(features)), [&](std::size_t first, std::size_t last) {
     for (Eigen::Index n = static_cast<Eigen::Index>(first); n < static_cast<Eigen::Index>(last); ++n) {
       const S* in = x.data() + n * features;
-      // Eigen's vectorised sums (one chain of float additions per feature would wait on each).
-      const Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>> column(in, features);
+      const ConstColumn<S> column(in, features);
       const S mean = column.sum() / static_cast<S>(features);
       const S squares = (column - mean).square().sum();
       const S rstd = S(1) / std::sqrt(squares / static_cast<S>(features) + static_cast<S>(1e-5));
@@ -191,10 +195,9 @@ Matrix<S> layer_norm_backward(const Matrix<S>& dy, const Matrix<S>& gain, const 
     for (Eigen::Index n = static_cast<Eigen::Index>(first); n < static_cast<Eigen::Index>(last); ++n) {
       const S* g = dy.data() + n * features;
       const S* xhat = norm.xhat.data() + n * features;
-      using Column = Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>>;
-      const auto dxhat = Column(g, features) * gain.array();
+      const auto dxhat = ConstColumn<S>(g, features) * gain.array();
       const S mean_g = dxhat.sum() / static_cast<S>(features);
-      const S mean_gx = (dxhat * Column(xhat, features)).sum() / static_cast<S>(features);
+      const S mean_gx = (dxhat * ConstColumn<S>(xhat, features)).sum() / static_cast<S>(features);
       const S rstd = norm.rstd[static_cast<std::size_t>(n)];
       S* out = dx.data() + n * features;
       for (Eigen::Index i = 0; i < features; ++i) out[i] = rstd * (g[i] * gain(i, 0) - mean_g - xhat[i] * mean_gx);
@@ -277,7 +280,7 @@ Matrix<S> attention(const GptShape& shape, int batch, int block, const Matrix<S>
         } else {
           for (int i = 0; i <= j; ++i) row[i] = std::exp(scores[start + i] - top);
         }
-        const S sum = Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>>(row, j + 1).sum();
+        const S sum = ConstColumn<S>(row, j + 1).sum();
         for (int i = 0; i <= j; ++i) row[i] /= sum;
       }
   });
