@@ -6,6 +6,7 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <type_traits>
@@ -152,6 +153,44 @@ void stored_gradient(Hooks<S>& hooks, int block, const char* name, Matrix<S>& m)
 template <typename S>
 using ConstColumn = Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>>;
 
+// Sums over the tokens, on the threads: each thread a range of features, each feature's terms
+// added token by token in order (so the bits never depend on the threads). `term(n)` is column n
+// of what is summed, as an Eigen array expression over the feature range [first, first + count).
+template <typename S, typename Term>
+void add_token_sums(Eigen::Index features, Eigen::Index tokens, Matrix<S>& into, Term term) {
+  constexpr std::size_t lanes_per_piece = 64;  // features per piece: a few cache lines per column
+  const auto pieces = (static_cast<std::size_t>(features) + lanes_per_piece - 1) / lanes_per_piece;
+  parallel_for(pieces, grain_of(lanes_per_piece * static_cast<std::size_t>(tokens)), [&](std::size_t first_piece, std::size_t last_piece) {
+    const auto first = static_cast<Eigen::Index>(first_piece * lanes_per_piece);
+    const Eigen::Index count = std::min<Eigen::Index>(features, static_cast<Eigen::Index>(last_piece * lanes_per_piece)) - first;
+    Eigen::Array<S, Eigen::Dynamic, 1> sum = Eigen::Array<S, Eigen::Dynamic, 1>::Zero(count);
+    for (Eigen::Index n = 0; n < tokens; ++n) sum += term(n, first, count);
+    into.col(0).segment(first, count).array() += sum;
+  });
+}
+// into (features x 1) += the sum of m's columns.
+template <typename S>
+void add_column_sum(const Matrix<S>& m, Matrix<S>& into) {
+  add_token_sums<S>(m.rows(), m.cols(), into, [&](Eigen::Index n, Eigen::Index first, Eigen::Index count) {
+    return m.col(n).segment(first, count).array();
+  });
+}
+// into += the sum of a's columns times b's, element by element.
+template <typename S>
+void add_column_sum_of_products(const Matrix<S>& a, const Matrix<S>& b, Matrix<S>& into) {
+  add_token_sums<S>(a.rows(), a.cols(), into, [&](Eigen::Index n, Eigen::Index first, Eigen::Index count) {
+    return a.col(n).segment(first, count).array() * b.col(n).segment(first, count).array();
+  });
+}
+// Each column of y plus the column `bias`, on the threads.
+template <typename S>
+void add_to_each_column(Matrix<S>& y, const Matrix<S>& bias) {
+  const Eigen::Index features = y.rows();
+  parallel_for(static_cast<std::size_t>(y.cols()), grain_of(static_cast<std::size_t>(features)), [&](std::size_t first, std::size_t last) {
+    y.middleCols(static_cast<Eigen::Index>(first), static_cast<Eigen::Index>(last - first)).colwise() += bias.col(0);
+  });
+}
+
 template <typename S>
 struct Normalized {
   Matrix<S> xhat;
@@ -188,8 +227,8 @@ template <typename S>
 Matrix<S> layer_norm_backward(const Matrix<S>& dy, const Matrix<S>& gain, const Normalized<S>& norm, Matrix<S>& gain_gradient,
                               Matrix<S>& bias_gradient) {
   const Eigen::Index features = dy.rows(), columns = dy.cols();
-  gain_gradient.noalias() += (dy.cwiseProduct(norm.xhat)).rowwise().sum();
-  bias_gradient.noalias() += dy.rowwise().sum();
+  add_column_sum_of_products(dy, norm.xhat, gain_gradient);
+  add_column_sum(dy, bias_gradient);
   Matrix<S> dx(features, columns);
   parallel_for(static_cast<std::size_t>(columns), grain_of(static_cast<std::size_t>(features)), [&](std::size_t first, std::size_t last) {
     for (Eigen::Index n = static_cast<Eigen::Index>(first); n < static_cast<Eigen::Index>(last); ++n) {
@@ -210,7 +249,7 @@ Matrix<S> layer_norm_backward(const Matrix<S>& dy, const Matrix<S>& gain, const 
 template <typename S>
 Matrix<S> linear(Hooks<S>& hooks, int block, const char* name, const Matrix<S>& weight, const Matrix<S>& bias, const Matrix<S>& x) {
   Matrix<S> y = hooks.linear_forward(block, name, weight, x);
-  y.colwise() += bias.col(0);
+  add_to_each_column(y, bias);
   return y;
 }
 
@@ -218,7 +257,7 @@ Matrix<S> linear(Hooks<S>& hooks, int block, const char* name, const Matrix<S>& 
 template <typename S>
 Matrix<S> linear_backward(Hooks<S>& hooks, int block, const char* name, const Matrix<S>& weight, const Matrix<S>& x, const Matrix<S>& dy,
                           Matrix<S>& weight_gradient, Matrix<S>& bias_gradient) {
-  bias_gradient += dy.rowwise().sum();
+  add_column_sum(dy, bias_gradient);
   return hooks.linear_backward(block, name, weight, x, dy, weight_gradient);
 }
 

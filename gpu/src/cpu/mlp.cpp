@@ -34,6 +34,24 @@ double activate(Activation a, double z) {
   return z;
 }
 
+// Each column of z (batch x features: column j is feature j over the batch) plus its bias b(j),
+// on the threads.
+void add_bias(Eigen::MatrixXf& z, const Eigen::VectorXf& b) {
+  parallel_for(static_cast<std::size_t>(z.cols()), std::max<std::size_t>(1, 16384 / static_cast<std::size_t>(std::max<Eigen::Index>(1, z.rows()))),
+               [&](std::size_t first, std::size_t last) {
+                 for (auto j = static_cast<Eigen::Index>(first); j < static_cast<Eigen::Index>(last); ++j) z.col(j).array() += b(j);
+               });
+}
+// The sum of each column of dz (the bias gradient), each column on its own, on the threads.
+Eigen::VectorXf column_sums(const Eigen::MatrixXf& dz) {
+  Eigen::VectorXf sums(dz.cols());
+  parallel_for(static_cast<std::size_t>(dz.cols()), std::max<std::size_t>(1, 16384 / static_cast<std::size_t>(std::max<Eigen::Index>(1, dz.rows()))),
+               [&](std::size_t first, std::size_t last) {
+                 for (auto j = static_cast<Eigen::Index>(first); j < static_cast<Eigen::Index>(last); ++j) sums(j) = dz.col(j).sum();
+               });
+  return sums;
+}
+
 }  // namespace
 
 BlockRecording parse_block_recording(std::string_view text) {
@@ -219,7 +237,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
     } else {
       z[l] = gemm(a[l], false, w[l], true);
     }
-    z[l].rowwise() += b[l].transpose();
+    add_bias(z[l], b[l]);
     cast(f, low, z[l], ctx_, recorded(activation, l), config_.record_blocks);
     if (l + 1 < layers) {
       a[l + 1].resize(z[l].rows(), z[l].cols());
@@ -255,7 +273,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
     } else {
       grad_w[l] = gemm(dz, true, a[l], false);
     }
-    grad_b[l] = dz.colwise().sum().transpose();
+    grad_b[l] = column_sums(dz);
     for (const FaultInjection& fault : faults_)
       if (fault.step == steps_ && static_cast<std::size_t>(fault.layer) == l + 1)
         grad_w[l](0, 0) = fault.value == FaultInjection::Value::nan ? std::numeric_limits<float>::quiet_NaN()

@@ -1,7 +1,8 @@
 // The CPU backend's element-wise passes on several cores: parallel_for splits [0, count) into a
 // few contiguous pieces per thread, which the threads of a small pool and the caller claim one at
-// a time (a thread held up elsewhere delays one piece, not a share). Workers sleep between jobs
-// (no spinning: OpenBLAS's own threads want the same cores between products).
+// a time (a thread held up elsewhere delays one piece, not a share). Between jobs a worker looks
+// for the next one for about 50 microseconds, then sleeps (OpenBLAS runs single-threaded on the
+// same threads, gemm.cpp, so nothing else wants the cores meanwhile).
 // Callers give work whose every element is computed on its own, never a sum across ranges, so the
 // results are the same bits on any number of threads.
 #pragma once
