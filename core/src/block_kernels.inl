@@ -205,14 +205,16 @@ inline RunResult mxint8_run(const std::uint32_t* __restrict in, std::uint8_t* __
 // `whole_blocks(in, out, scales, count)`, where it is given (`uses_whole_blocks`), is offered each
 // row's stretch of whole blocks and returns how many leading ones it quantized, statistics
 // included; the walker goes on from the first it left, one block at a time.
-// `whole_blocks.columns(in, stride, out, scales)`, where columns_at_once is not 0, is offered each
-// group of that many adjacent columns of a full band (blocks down columns) where they lie in the
-// tensor, and takes all of them or none (false); the walker transposes only the groups it left.
+// `whole_blocks.columns(in, stride, out, scales, groups)`, where columns_at_once is not 0, is
+// offered a full band's (blocks down columns) `groups` groups of that many adjacent columns from
+// `in` on, where they lie in the tensor, and returns how many leading groups it took whole; the
+// walker transposes only the group it stopped at (and a band's last columns short of a group),
+// then offers the rest again.
 struct NoWholeBlocks {
   static constexpr bool uses_whole_blocks = false;
   static constexpr std::size_t columns_at_once = 0;
   std::size_t operator()(const std::uint32_t*, std::uint8_t*, std::uint8_t*, std::size_t, std::uint64_t) const { return 0; }
-  bool columns(const std::uint32_t*, std::size_t, std::uint8_t*, std::uint8_t*) const { return false; }
+  std::size_t columns(const std::uint32_t*, std::size_t, std::uint8_t*, std::uint8_t*, std::size_t) const { return 0; }
 };
 
 template <typename Elements, typename WholeBlocks = NoWholeBlocks>
@@ -305,12 +307,16 @@ void walk_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& l
     for (std::size_t scale_col = 0; scale_col < layout.scale_cols(); ++scale_col) {
       if constexpr (WholeBlocks::uses_whole_blocks) {
         if (by_columns) {
-          const std::size_t end_col = std::min(cols, scale_col + WholeBlocks::columns_at_once), at = first_row * cols + scale_col;
-          if (end_col - scale_col < WholeBlocks::columns_at_once ||
-              !whole_blocks.columns(values + at, cols, codes + at, scales + scale_row * layout.scale_cols() + scale_col)) {
-            transpose_in(first_row, band_rows, scale_col, end_col);
-            for (std::size_t c = scale_col; c < end_col; ++c) one_block(scale_row, c, band_rows);
-            transpose_out(first_row, band_rows, scale_col, end_col);
+          constexpr std::size_t lanes = WholeBlocks::columns_at_once;
+          const std::size_t groups = (cols - scale_col) / lanes, at = first_row * cols + scale_col;
+          // The first column not taken: its group, or the band's last columns, the portable way.
+          const std::size_t left =
+              scale_col + (groups == 0 ? 0 : lanes * whole_blocks.columns(values + at, cols, codes + at, scales + scale_row * layout.scale_cols() + scale_col, groups));
+          const std::size_t end_col = std::min(cols, left + lanes);
+          if (left < end_col) {
+            transpose_in(first_row, band_rows, left, end_col);
+            for (std::size_t c = left; c < end_col; ++c) one_block(scale_row, c, band_rows);
+            transpose_out(first_row, band_rows, left, end_col);
           }
           scale_col = end_col - 1;
           continue;

@@ -59,15 +59,20 @@ class Blocks : private whole_block::Setting<F> {
     return halves_ ? take_groups<Record, true>(in, out, scales, blocks, statistics) : take_groups<Record, false>(in, out, scales, blocks, statistics);
   }
 
-  // Quantizes the 8 blocks of 32 rows that lie down 8 adjacent columns, row r's 8 values at
-  // in + r * stride (codes likewise at out), scale codes to scales[0 .. 7]; the vector lanes are
-  // the blocks, so nothing is transposed. Takes all 8 or none (then false, nothing counted).
+  // Quantizes the leading groups of `groups` groups of 8 adjacent columns of a band of 32 rows
+  // (group g's row r at in + 8g + r * stride, codes likewise at out, scale codes at scales[8g ..
+  // 8g + 7]) and returns how many it took: it stops before the first group with a block it cannot
+  // take (nothing of that group counted). The vector lanes are the blocks: nothing is transposed.
   template <bool Record>
-  bool take_columns(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics) {
-    const bool took = flags_settled_ ? take_columns_with<Record, false>(in, stride, out, scales, statistics)
-                                     : take_columns_with<Record, true>(in, stride, out, scales, statistics);
-    flags_settled_ = _mm256_movemask_epi8(exact_) != -1 && _mm256_testz_si256(underflow_, underflow_) == 0;
-    return took;
+  std::size_t take_column_groups(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics,
+                                 std::size_t groups) {
+    for (std::size_t g = 0; g < groups; ++g) {
+      const bool took = flags_settled_ ? take_columns_with<Record, false>(in + 8 * g, stride, out + 8 * g, scales + 8 * g, statistics)
+                                       : take_columns_with<Record, true>(in + 8 * g, stride, out + 8 * g, scales + 8 * g, statistics);
+      flags_settled_ = _mm256_movemask_epi8(exact_) != -1 && _mm256_testz_si256(underflow_, underflow_) == 0;
+      if (!took) return g;
+    }
+    return groups;
   }
 
   // Adds what the blocks taken add up to into `statistics` (when recording) and `flags`.

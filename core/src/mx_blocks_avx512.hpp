@@ -104,13 +104,26 @@ class Blocks : private whole_block::Setting<F> {
     return done;
   }
 
-  // Quantizes the 16 blocks of 32 rows that lie down 16 adjacent columns, row r's 16 values at
-  // in + r * stride (codes likewise at out), scale codes to scales[0 .. 15]; the vector lanes are
-  // the blocks, so nothing is transposed. Takes all 16 or none (then false, nothing counted).
+  // Quantizes the leading groups of `groups` groups of 16 adjacent columns of a band of 32 rows
+  // (group g's row r at in + 16g + r * stride, codes likewise at out, scale codes at scales[16g ..
+  // 16g + 15]) and returns how many it took: it stops before the first group with a block it
+  // cannot take (nothing of that group counted). The vector lanes are the blocks: nothing is
+  // transposed. The band is walked row by row, a chunk of groups at a time (band_chunk).
   template <bool Record>
-  bool take_columns(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics) {
-    return flags_settled_ ? take_columns_with<Record, false>(in, stride, out, scales, statistics)
-                          : take_columns_with<Record, true>(in, stride, out, scales, statistics);
+  std::size_t take_column_groups(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics,
+                                 std::size_t groups) {
+    std::size_t done = 0;
+    while (done < groups) {
+      const std::size_t n = std::min(groups - done, chunk_groups), at = done * group;
+      // What is read next: the band's next chunk, or after its last the next band's first (a
+      // prefetch past the tensor's end is only a hint, never a fault).
+      const std::uint32_t* next = done + n < groups ? in + at + n * group : in + 32 * stride;
+      const std::size_t took = flags_settled_ ? band_chunk<Record, false>(in + at, stride, out + at, scales + at, statistics, n, next)
+                                              : band_chunk<Record, true>(in + at, stride, out + at, scales + at, statistics, n, next);
+      done += took;
+      if (took < n) break;
+    }
+    return done;
   }
 
   // Elements rounded stochastically, as cast_from_f32 rounds them in RoundingMode::stochastic:
@@ -277,8 +290,12 @@ class Blocks : private whole_block::Setting<F> {
       words[v] = _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
     }
   }
+  // Groups of columns a band walk takes at once: 32 rows of 64 x 16 float32 (128 KiB) stay in L2
+  // between its two passes.
+  static constexpr std::size_t chunk_groups = 64;
   template <bool Record, bool TrackFlags>
-  bool take_columns_with(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics);
+  std::size_t band_chunk(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics,
+                         std::size_t groups, const std::uint32_t* next);
 
   // 32 elements (two registers of bits, each with its factor and its blocks' amax exponent
   // fields), through the grid to signed code bytes, recorded; false (nothing recorded) where an
@@ -372,6 +389,7 @@ class Blocks : private whole_block::Setting<F> {
     t.counted = 0;
   }
   std::uint64_t taken_ = 0;
+  Scales chunk_scales_[chunk_groups];  // band_chunk's
   bool stream_codes_ = false, streaming_ = false;  // the tensor's codes, this run's (aligned)
   bool stochastic_ = false, tininess_before_ = false;
   std::uint64_t seed_ = 0;
@@ -537,45 +555,66 @@ int Blocks<F>::take_group(const std::uint32_t* in, std::uint8_t* out, std::uint8
 
 template <Format F>
 template <bool Record, bool TrackFlags>
-bool Blocks<F>::take_columns_with(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales,
-                                  BlockStatistics* statistics) {
+std::size_t Blocks<F>::band_chunk(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales,
+                                  BlockStatistics* statistics, std::size_t groups, const std::uint32_t* next) {
+  // Row by row, not column by column: 32 rows read down a column at once are 32 streams, and
+  // where rows lie a power of two apart (as they mostly do) their lines share one L1 set, which
+  // holds eight. First each column's largest and smallest magnitude (lane l of amax[g]: column
+  // 16g + l), then the elements, two rows at a time, from L2.
   const __m512i magnitude_mask = _mm512_set1_epi32(0x7FFFFFFF), one = _mm512_set1_epi32(1);
-  const auto row = [&](std::size_t r) { return _mm512_loadu_si512(in + r * stride); };
-  __m512i amax = _mm512_setzero_si512(), least = _mm512_set1_epi32(-1);
-  for (std::size_t r = 0; r < 32; ++r) {
-    // Each row's line two groups of columns on, on its way: 32 rows a stride apart are more
-    // streams than the processor's prefetchers follow (measured: 33.9 -> 28.8 ms on 64M floats;
-    // four groups on, 30.1); and sixteen groups on into L2 (26.4 -> 25.4 ms, bench_core, medians
-    // of five).
-    _mm_prefetch(reinterpret_cast<const char*>(in + r * stride + 2 * group), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(in + r * stride + 16 * group), _MM_HINT_T1);
-    const __m512i magnitude = _mm512_and_si512(row(r), magnitude_mask);
-    amax = _mm512_max_epu32(amax, magnitude);
-    least = _mm512_min_epu32(least, _mm512_sub_epi32(magnitude, one));
+  const auto at = [&](std::size_t r, std::size_t g) { return _mm512_loadu_si512(in + r * stride + g * group); };
+  __m512i amax[chunk_groups], least[chunk_groups];
+  for (std::size_t g = 0; g < groups; ++g) amax[g] = _mm512_setzero_si512(), least[g] = _mm512_set1_epi32(-1);
+  for (std::size_t r = 0; r < 32; ++r)
+    for (std::size_t g = 0; g < groups; ++g) {
+      const __m512i magnitude = _mm512_and_si512(at(r, g), magnitude_mask);
+      amax[g] = _mm512_max_epu32(amax[g], magnitude);
+      least[g] = _mm512_min_epu32(least[g], _mm512_sub_epi32(magnitude, one));
+    }
+  std::size_t taken = groups;
+  for (std::size_t g = 0; g < groups; ++g) {
+    Scales& s = chunk_scales_[g];
+    make_scales(amax[g], group, s);
+    if (s.taken < group || _mm512_cmplt_epu32_mask(least[g], _mm512_sub_epi32(_mm512_load_si512(s.threshold), one)) != 0) {
+      taken = g;
+      break;
+    }
+    if constexpr (Record) mark_bins(amax[g], _mm512_add_epi32(least[g], one), s);
   }
-  Scales s;
-  make_scales(amax, group, s);
-  if (s.taken < group) return false;
-  if (_mm512_cmplt_epu32_mask(least, _mm512_sub_epi32(_mm512_load_si512(s.threshold), one)) != 0) return false;
-  if constexpr (Record) mark_bins(amax, _mm512_add_epi32(least, one), s);
-  const __m512 factor = _mm512_load_ps(s.factor);  // 2^-X per lane: the products are exact
-  const __m512i amax_fields = _mm512_srli_epi32(amax, 23);
-  if constexpr (Record) make_room();
   Tally t = tally_;
   for (std::size_t r = 0; r < 32; r += 2) {
-    __m256i codes;
-    quantize32<Record, TrackFlags, false>(row(r), row(r + 1), factor, factor, amax_fields, amax_fields, s.may_be_sparse != 0, s.tiny_amax != 0, codes, t,
-                                   statistics);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + r * stride), _mm256_castsi256_si128(codes));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (r + 1) * stride), _mm256_extracti128_si256(codes, 1));
+    for (std::size_t first = 0; first < taken; first += 16) {
+      if constexpr (Record) {  // room for the 16 units that follow
+        tally_ = t;
+        make_room();
+        t = tally_;
+      }
+      for (std::size_t g = first; g < std::min(taken, first + 16); ++g) {
+        // The next chunk's lines into L2 meanwhile (rows r and r + 1, group g's), so that its
+        // first pass finds them there rather than waits on memory alone.
+        _mm_prefetch(reinterpret_cast<const char*>(next + r * stride + g * group), _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(next + (r + 1) * stride + g * group), _MM_HINT_T1);
+        const Scales& s = chunk_scales_[g];
+        const __m512 factor = _mm512_load_ps(s.factor);  // 2^-X per lane: the products are exact
+        const __m512i amax_fields = _mm512_srli_epi32(amax[g], 23);
+        __m256i codes;
+        quantize32<Record, TrackFlags, false>(at(r, g), at(r + 1, g), factor, factor, amax_fields, amax_fields, s.may_be_sparse != 0, s.tiny_amax != 0,
+                                              codes, t, statistics);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + r * stride + g * group), _mm256_castsi256_si128(codes));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (r + 1) * stride + g * group), _mm256_extracti128_si256(codes, 1));
+      }
+    }
   }
   tally_ = t;
-  std::memcpy(scales, s.code, group);
-  if constexpr (Record)
-    for (int k = 0; k < group; ++k) ++statistics->scale_codes[s.code[k]];
+  for (std::size_t g = 0; g < taken; ++g) {
+    const Scales& s = chunk_scales_[g];
+    std::memcpy(scales + g * group, s.code, group);
+    if constexpr (Record)
+      for (int k = 0; k < group; ++k) ++statistics->scale_codes[s.code[k]];
+  }
   if constexpr (TrackFlags) settle_flags();
-  taken_ += group;
-  return true;
+  taken_ += taken * group;
+  return taken;
 }
 
 // Blocks<F> as the walker's whole_blocks.

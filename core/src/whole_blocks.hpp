@@ -123,7 +123,8 @@ struct Setting {
       Setting::tiny_threshold_, Setting::tensor_scale_, Setting::nvfp4_, Setting::halves_
 
 // A kernel's Blocks<F> as the walker's whole_blocks (block_kernels.inl, walk_blocks): runs of
-// blocks along rows, and ColumnsAtOnce adjacent columns of blocks of 32 rows.
+// blocks along rows, and groups of ColumnsAtOnce adjacent columns of blocks of 32 rows (Blocks'
+// take_column_groups takes the leading groups it can and says how many).
 template <typename Blocks, std::size_t ColumnsAtOnce>
 struct Walker {
   static constexpr bool uses_whole_blocks = true;
@@ -135,10 +136,10 @@ struct Walker {
     return statistics != nullptr ? blocks->template take<true>(in, out, scales, count, statistics, random_index)
                                  : blocks->template take<false>(in, out, scales, count, nullptr, random_index);
   }
-  bool columns(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales) const {
-    if (!blocks->takes_columns()) return false;
-    return statistics != nullptr ? blocks->template take_columns<true>(in, stride, out, scales, statistics)
-                                 : blocks->template take_columns<false>(in, stride, out, scales, nullptr);
+  std::size_t columns(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, std::size_t groups) const {
+    if (!blocks->takes_columns()) return 0;
+    return statistics != nullptr ? blocks->template take_column_groups<true>(in, stride, out, scales, statistics, groups)
+                                 : blocks->template take_column_groups<false>(in, stride, out, scales, nullptr, groups);
   }
 };
 
