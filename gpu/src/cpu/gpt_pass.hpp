@@ -153,34 +153,33 @@ void stored_gradient(Hooks<S>& hooks, int block, const char* name, Matrix<S>& m)
 template <typename S>
 using ConstColumn = Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>>;
 
-// Sums over the tokens, on the threads: each thread a range of features, each feature's terms
-// added token by token in order (so the bits never depend on the threads). `term(n)` is column n
-// of what is summed, as an Eigen array expression over the feature range [first, first + count).
+// Sums over the tokens, on the threads, in an order fixed by the token count alone (so the bits
+// never depend on the threads): each run of 64 tokens summed token by token (a run's columns lie
+// together in memory), then the runs' sums in order. `term(n)` is column n of what is summed, as
+// an Eigen array expression over the features.
 template <typename S, typename Term>
 void add_token_sums(Eigen::Index features, Eigen::Index tokens, Matrix<S>& into, Term term) {
-  constexpr std::size_t lanes_per_piece = 64;  // features per piece: a few cache lines per column
-  const auto pieces = (static_cast<std::size_t>(features) + lanes_per_piece - 1) / lanes_per_piece;
-  parallel_for(pieces, grain_of(lanes_per_piece * static_cast<std::size_t>(tokens)), [&](std::size_t first_piece, std::size_t last_piece) {
-    const auto first = static_cast<Eigen::Index>(first_piece * lanes_per_piece);
-    const Eigen::Index count = std::min<Eigen::Index>(features, static_cast<Eigen::Index>(last_piece * lanes_per_piece)) - first;
-    Eigen::Array<S, Eigen::Dynamic, 1> sum = Eigen::Array<S, Eigen::Dynamic, 1>::Zero(count);
-    for (Eigen::Index n = 0; n < tokens; ++n) sum += term(n, first, count);
-    into.col(0).segment(first, count).array() += sum;
+  constexpr Eigen::Index tokens_per_run = 64;
+  const Eigen::Index runs = (tokens + tokens_per_run - 1) / tokens_per_run;
+  Matrix<S> run_sums(features, runs);
+  parallel_for(static_cast<std::size_t>(runs), grain_of(static_cast<std::size_t>(features * tokens_per_run)), [&](std::size_t first, std::size_t last) {
+    for (auto run = static_cast<Eigen::Index>(first); run < static_cast<Eigen::Index>(last); ++run) {
+      auto sum = run_sums.col(run).array();
+      sum.setZero();
+      for (Eigen::Index n = run * tokens_per_run; n < std::min(tokens, (run + 1) * tokens_per_run); ++n) sum += term(n);
+    }
   });
+  for (Eigen::Index run = 0; run < runs; ++run) into.col(0).array() += run_sums.col(run).array();
 }
 // into (features x 1) += the sum of m's columns.
 template <typename S>
 void add_column_sum(const Matrix<S>& m, Matrix<S>& into) {
-  add_token_sums<S>(m.rows(), m.cols(), into, [&](Eigen::Index n, Eigen::Index first, Eigen::Index count) {
-    return m.col(n).segment(first, count).array();
-  });
+  add_token_sums<S>(m.rows(), m.cols(), into, [&](Eigen::Index n) { return m.col(n).array(); });
 }
 // into += the sum of a's columns times b's, element by element.
 template <typename S>
 void add_column_sum_of_products(const Matrix<S>& a, const Matrix<S>& b, Matrix<S>& into) {
-  add_token_sums<S>(a.rows(), a.cols(), into, [&](Eigen::Index n, Eigen::Index first, Eigen::Index count) {
-    return a.col(n).segment(first, count).array() * b.col(n).segment(first, count).array();
-  });
+  add_token_sums<S>(a.rows(), a.cols(), into, [&](Eigen::Index n) { return a.col(n).array() * b.col(n).array(); });
 }
 // Each column of y plus the column `bias`, on the threads.
 template <typename S>
