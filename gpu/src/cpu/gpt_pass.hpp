@@ -260,7 +260,8 @@ Matrix<S> linear_backward(Hooks<S>& hooks, int block, const char* name, const Ma
   return hooks.linear_backward(block, name, weight, x, dy, weight_gradient);
 }
 
-// Packed causal triangles: per (sequence, head), query j's scores over keys 0..j at j(j+1)/2.
+// Packed causal triangles: per (sequence, head), query j's scores over keys 0..j at j(j+1)/2
+// (triangle_row).
 inline std::size_t triangle(int context) { return static_cast<std::size_t>(context) * static_cast<std::size_t>(context + 1) / 2; }
 
 template <typename S>
@@ -279,12 +280,26 @@ void for_each_head(int batch, int heads, Body body) {
   });
 }
 
+// Where query j's scores (keys 0 .. j) start in a packed triangle.
+inline std::size_t triangle_row(int j) { return static_cast<std::size_t>(j) * static_cast<std::size_t>(j + 1) / 2; }
+
+template <typename S>
+using Column = Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>>;
+
+// The keys x queries matrix of a packed triangle (zero where a key comes after its query).
 template <typename S>
 Matrix<S> unpack_triangle(const S* packed, int context) {
-  Matrix<S> full = Matrix<S>::Zero(context, context);
-  for (int j = 0; j < context; ++j)
-    for (int i = 0; i <= j; ++i) full(i, j) = packed[static_cast<std::size_t>(j) * (j + 1) / 2 + i];
+  Matrix<S> full(context, context);
+  for (int j = 0; j < context; ++j) {
+    full.col(j).head(j + 1) = ConstColumn<S>(packed + triangle_row(j), j + 1).matrix();
+    full.col(j).tail(context - j - 1).setZero();
+  }
   return full;
+}
+// The causal part of a keys x queries matrix (key i <= query j) times `factor`, packed.
+template <typename S>
+void pack_triangle(const Matrix<S>& full, S factor, S* packed) {
+  for (int j = 0; j < static_cast<int>(full.cols()); ++j) Column<S>(packed + triangle_row(j), j + 1) = full.col(j).head(j + 1).array() * factor;
 }
 
 // Causal multi-head self-attention of one block on qkv (3 width x tokens): scores, softmax,
@@ -298,16 +313,14 @@ Matrix<S> attention(const GptShape& shape, int batch, int block, const Matrix<S>
   for_each_head(batch, H, [&](int b, int h) {
     const Matrix<S> q = qkv.block(h * dh, b * T, dh, T), k = qkv.block(D + h * dh, b * T, dh, T);
     const Matrix<S> s = product(k, true, q, false);  // keys x queries
-    S* out = scores.data() + (static_cast<std::size_t>(b) * H + h) * P;
-    for (int j = 0; j < T; ++j)
-      for (int i = 0; i <= j; ++i) out[static_cast<std::size_t>(j) * (j + 1) / 2 + i] = s(i, j) * inverse_sqrt;
+    pack_triangle(s, inverse_sqrt, scores.data() + (static_cast<std::size_t>(b) * H + h) * P);
   });
   hooks.activation(block, "attn.scores", scores.data(), scores.size(), 0);
   probabilities.resize(scores.size());
   parallel_for(static_cast<std::size_t>(batch) * H, grain_of(P), [&](std::size_t first, std::size_t last) {
     for (std::size_t head = first; head < last; ++head)
       for (int j = 0; j < T; ++j) {
-        const std::size_t start = head * P + static_cast<std::size_t>(j) * (j + 1) / 2;
+        const std::size_t start = head * P + triangle_row(j);
         S top = scores[start];
         for (int i = 1; i <= j; ++i) top = std::max(top, scores[start + i]);
         // Each exponential once (float32: libmvec's, activation_pass.hpp), kept where the
@@ -347,18 +360,17 @@ Matrix<S> attention_backward(const GptShape& shape, int batch, int block, const 
     const Matrix<S> v = qkv.block(2 * D + h * dh, b * T, dh, T), dout = dcontext.block(h * dh, b * T, dh, T);
     dqkv.block(2 * D + h * dh, b * T, dh, T) = product(dout, false, unpack_triangle(probabilities.data() + offset, T), true);
     const Matrix<S> dp = product(v, true, dout, false);  // keys x queries
-    for (int j = 0; j < T; ++j)
-      for (int i = 0; i <= j; ++i) dprobabilities[offset + static_cast<std::size_t>(j) * (j + 1) / 2 + i] = dp(i, j);
+    pack_triangle(dp, S(1), dprobabilities.data() + offset);
   });
   hooks.gradient(block, "attn.softmax", dprobabilities.data(), dprobabilities.size(), 0);
   std::vector<S> dscores(probabilities.size());
   parallel_for(static_cast<std::size_t>(batch) * H, grain_of(P), [&](std::size_t first, std::size_t last) {
     for (std::size_t head = first; head < last; ++head)
       for (int j = 0; j < T; ++j) {
-        const std::size_t start = head * P + static_cast<std::size_t>(j) * (j + 1) / 2;
-        S dot = 0;
-        for (int i = 0; i <= j; ++i) dot += probabilities[start + i] * dprobabilities[start + i];
-        for (int i = 0; i <= j; ++i) dscores[start + i] = probabilities[start + i] * (dprobabilities[start + i] - dot);
+        const std::size_t start = head * P + triangle_row(j);
+        const ConstColumn<S> p(probabilities.data() + start, j + 1), dp(dprobabilities.data() + start, j + 1);
+        const S dot = (p * dp).sum();
+        Column<S>(dscores.data() + start, j + 1) = p * (dp - dot);
       }
   });
   hooks.gradient(block, "attn.scores", dscores.data(), dscores.size(), 0);
