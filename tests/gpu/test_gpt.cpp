@@ -14,6 +14,7 @@
 #include <tuple>
 #include <vector>
 
+#include "fpscope/core/names.hpp"
 #include "fpscope/gpu/fault_injection.hpp"
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/gemm_recipe.hpp"
@@ -21,6 +22,7 @@
 #include "fpscope/gpu/sequence_data.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
 #include "fpscope/gpu/training_data.hpp"
+#include "attention_blocks.hpp"
 #include "gpt_pass.hpp"
 
 using namespace fpscope;
@@ -201,7 +203,7 @@ TEST_CASE("a recorded fp16 GPT step names every tensor, counts all of it and car
   CHECK(probabilities.highest_binade() <= 0);
 }
 
-TEST_CASE("a GPT records block statistics along each tensor's features, the attention triangles aside") {
+TEST_CASE("a GPT records block statistics along each tensor's features, and along each query's keys in attention") {
   MlpConfig config = gpt_config(tiny, Precision::fp16);
   config.record_blocks = parse_block_recording("mxfp4");
   GptTrainer trainer(tiny, config);
@@ -214,17 +216,68 @@ TEST_CASE("a GPT records block statistics along each tensor's features, the atte
     CAPTURE(t.name);
     CAPTURE(static_cast<int>(t.kind));
     const bool triangle = t.name.find("attn.scores") != std::string::npos || t.name.find("attn.softmax") != std::string::npos;
-    REQUIRE(t.blocks.has_value() == !triangle);
-    if (triangle) continue;
+    REQUIRE(t.blocks.has_value());
     // Blocks of 32 run along the features: a width of 8 makes one (short) block per token and
     // row of features, so the block count is the tensor's size over its feature count.
     const BlockStatistics& s = t.blocks->statistics;
     const std::uint64_t values = t.histogram.total_count();
     CHECK(s.elements == values);
+    // A context of 5: each query's keys one short block, 15 values a head of a sequence.
+    if (triangle) {
+      CHECK(values == static_cast<std::uint64_t>(batch) * tiny.heads * 15);
+      CHECK(s.blocks == static_cast<std::uint64_t>(batch) * tiny.heads * 5);
+    }
     if (t.name == "h0.attn.qkv" && t.kind == TensorKind::activation) CHECK(s.blocks == tokens * 1);       // 24 features: one block
     if (t.name == "head" && t.kind == TensorKind::activation) CHECK(s.blocks == tokens * 1);              // 11 logits: one block
     if (t.name == "h1.mlp.fc" && t.kind == TensorKind::activation_gradient) CHECK(s.blocks == tokens * 1);  // 32 features
     if (t.name == "h0.mlp.proj" && t.kind == TensorKind::weight) CHECK(s.blocks == 8 * 1);               // 8 x 32: one block a row
+  }
+}
+
+TEST_CASE("attention triangles' block statistics equal each query's keys blocked on their own") {
+  // Three triangles of 37 queries (rows of 1 .. 37 keys: one to two blocks of 32, four to three of
+  // 16, the last short), values over many binades with zeros, a NaN, an infinity and an outlier.
+  const int context = 37;
+  const std::size_t P = gpt_pass::triangle(context), triangles = 3;
+  std::mt19937 random(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> packed(triangles * P);
+  for (float& v : packed) v = normal(random) * std::exp(normal(random) * 4);
+  for (std::size_t i = 0; i < packed.size(); i += 7) packed[i] = 0.0f;
+  packed[P + gpt_pass::triangle_row(20) + 3] = std::numeric_limits<float>::quiet_NaN();
+  packed[2 * P + gpt_pass::triangle_row(36) + 35] = std::numeric_limits<float>::infinity();
+  packed[gpt_pass::triangle_row(30) + 1] = 3.0e30f;
+  for (const BlockFormat& f : {block_formats::mxfp8_e4m3, block_formats::mxfp4, block_formats::mxint8, block_formats::nvfp4}) {
+    for (const ScaleRule rule : {ScaleRule::floor, ScaleRule::even}) {
+      if (f.scale != BlockFormat::Scale::e8m0 && rule != ScaleRule::floor) continue;
+      CAPTURE(block_format_name(f));
+      CAPTURE(scale_rule_name(rule));
+      const BlockRecord record = triangle_block_record(BlockRecording{f, rule}, packed, context);
+      BlockStatistics expected;
+      for (std::size_t t = 0; t < triangles; ++t)
+        for (int j = 0; j < context; ++j) {
+          const std::size_t keys = static_cast<std::size_t>(j) + 1;
+          const BlockLayout layout{1, keys, BlockAxis::rows, f.block_size};
+          std::vector<std::uint8_t> codes(keys), scales(layout.block_count());
+          float tensor_scale = 0;
+          Context ctx;
+          BlockStatistics row;
+          block_quantize(f, rule, layout, std::span<const float>(packed.data() + t * P + gpt_pass::triangle_row(j), keys), codes, scales, tensor_scale, ctx,
+                         &row);
+          expected.merge(row);
+        }
+      if (f.scale == BlockFormat::Scale::e8m0) {
+        CHECK(record.statistics == expected);
+      } else {
+        // NVFP4's scales follow the whole tensor's amax, which a row alone does not have: its
+        // counts of values and blocks still are the rows'.
+        CHECK(record.statistics.elements == expected.elements);
+        CHECK(record.statistics.zeros == expected.zeros);
+        CHECK(record.statistics.blocks == expected.blocks);
+        CHECK(record.statistics.nan_blocks == expected.nan_blocks);
+      }
+      CHECK(record.statistics.elements == packed.size());
+    }
   }
 }
 

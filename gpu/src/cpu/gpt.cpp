@@ -16,6 +16,7 @@
 #include "fpscope/gpu/recording.hpp"
 #include "fpscope/gpu/training_memory.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
+#include "attention_blocks.hpp"
 #include "gpt_pass.hpp"
 
 namespace fpscope {
@@ -197,6 +198,7 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
   bool record = false;
   Context* ctx = nullptr;
   const std::optional<BlockRecording>* blocks = nullptr;
+  int context = 0;  // the model's: the attention triangles' queries
   std::vector<TensorRecord> activations;
   std::unordered_map<std::string, TensorRecord> gradients;
 
@@ -210,11 +212,14 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
   }
 
   void cast_span(float* values, std::size_t count, std::size_t features, TensorRecord* into) {
+    if (features == 0) {  // packed attention triangles: blocks along each query's keys
+      if (into != nullptr && *blocks) into->blocks = triangle_block_record(**blocks, std::span<const float>(values, count), context);
+      Eigen::Map<Eigen::MatrixXf> m(values, static_cast<Eigen::Index>(count), 1);
+      return cast(format, low, m, *ctx, into);
+    }
     // A features x (count / features) column-major matrix over the values: blocks along features.
-    const Eigen::Index rows = features == 0 ? static_cast<Eigen::Index>(count) : static_cast<Eigen::Index>(features);
-    Eigen::Map<Eigen::MatrixXf> m(values, rows, static_cast<Eigen::Index>(count) / rows);
-    // The packed attention triangles have no feature axis to block along: no block statistics.
-    cast(format, low, m, *ctx, into, features == 0 ? std::nullopt : *blocks, FeatureAxis::first);
+    Eigen::Map<Eigen::MatrixXf> m(values, static_cast<Eigen::Index>(features), static_cast<Eigen::Index>(count / features));
+    cast(format, low, m, *ctx, into, *blocks, FeatureAxis::first);
   }
   void activation(int block, const char* name, float* values, std::size_t count, std::size_t features) override {
     if (!record) return cast_span(values, count, features, nullptr);
@@ -350,6 +355,7 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   hooks.record = record;
   hooks.ctx = &ctx_;
   hooks.blocks = &config_.record_blocks;
+  hooks.context = shape_.context;
   hooks.recipe = &config_.recipe;
   hooks.fp8 = &fp8_;
   const float factor = scale * config_.loss_weight / static_cast<float>(labels.size());
