@@ -179,6 +179,10 @@ void BM_block_quantize_record_mxfp4(benchmark::State& state) {
 void BM_block_quantize_record_mxfp4_stochastic(benchmark::State& state) {
   block_quantize_record(state, fpscope::block_formats::mxfp4, fpscope::RoundingMode::stochastic);
 }
+// Stochastic rounding down columns (a weight gradient's operand blocked along the batch).
+void BM_block_quantize_record_mxfp4_stochastic_cols(benchmark::State& state) {
+  block_quantize_record(state, fpscope::block_formats::mxfp4, fpscope::RoundingMode::stochastic, true, all_cores(), fpscope::BlockAxis::cols);
+}
 void BM_block_quantize_record_nvfp4(benchmark::State& state) {
   block_quantize_record(state, fpscope::block_formats::nvfp4, fpscope::RoundingMode::nearest_even);
 }
@@ -202,6 +206,7 @@ BENCHMARK(BM_block_quantize_record_mxfp8_e4m3_activations)->Unit(benchmark::kMil
 BENCHMARK(BM_block_quantize_mxfp8_e4m3)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_record_mxfp4)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_record_mxfp4_stochastic)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_block_quantize_record_mxfp4_stochastic_cols)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_record_nvfp4)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_record_mxint8)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_MAIN();

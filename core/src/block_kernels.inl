@@ -214,7 +214,7 @@ struct NoWholeBlocks {
   static constexpr bool uses_whole_blocks = false;
   static constexpr std::size_t columns_at_once = 0;
   std::size_t operator()(const std::uint32_t*, std::uint8_t*, std::uint8_t*, std::size_t, std::uint64_t) const { return 0; }
-  std::size_t columns(const std::uint32_t*, std::size_t, std::uint8_t*, std::uint8_t*, std::size_t) const { return 0; }
+  std::size_t columns(const std::uint32_t*, std::size_t, std::uint8_t*, std::uint8_t*, std::size_t, std::uint64_t) const { return 0; }
 };
 
 template <typename Elements, typename WholeBlocks = NoWholeBlocks>
@@ -311,7 +311,9 @@ void walk_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& l
           const std::size_t groups = (cols - scale_col) / lanes, at = first_row * cols + scale_col;
           // The first column not taken: its group, or the band's last columns, the portable way.
           const std::size_t left =
-              scale_col + (groups == 0 ? 0 : lanes * whole_blocks.columns(values + at, cols, codes + at, scales + scale_row * layout.scale_cols() + scale_col, groups));
+              scale_col + (groups == 0 ? 0
+                                       : lanes * whole_blocks.columns(values + at, cols, codes + at, scales + scale_row * layout.scale_cols() + scale_col,
+                                                                      groups, first_random + at));
           const std::size_t end_col = std::min(cols, left + lanes);
           if (left < end_col) {
             transpose_in(first_row, band_rows, left, end_col);
@@ -414,11 +416,10 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
       }
 #endif
 #if defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
-      // MX blocks rounded stochastically, without per-block outcomes, along rows: whole blocks
-      // through the AVX-512 kernel, drawing each element's word as mx_run does.
+      // MX blocks rounded stochastically, without per-block outcomes: whole blocks through the
+      // AVX-512 kernel, drawing each element's word as mx_run does.
       if constexpr (Mode == RoundingMode::stochastic && F.flavour != Flavour::fnuz) {
-        if (!nvfp4 && !options.flush_to_zero && mx_avx512::takes(format) && outcomes == nullptr && layout.axis == BlockAxis::rows &&
-            mx_avx512::float_arithmetic_is_default()) {
+        if (!nvfp4 && !options.flush_to_zero && mx_avx512::takes(format) && outcomes == nullptr && mx_avx512::float_arithmetic_is_default()) {
           mx_avx512::Blocks<F> wide_blocks(format, rule, options.tininess == Tininess::before_rounding, tensor_scale);
           wide_blocks.round_stochastically(seed, options.tininess == Tininess::before_rounding);
           walk_with_kernel(wide_blocks, mx_avx512::WholeBlocks<F>{&wide_blocks, statistics}, elements, flags);

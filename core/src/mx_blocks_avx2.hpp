@@ -65,7 +65,7 @@ class Blocks : private whole_block::Setting<F> {
   // take (nothing of that group counted). The vector lanes are the blocks: nothing is transposed.
   template <bool Record>
   std::size_t take_column_groups(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics,
-                                 std::size_t groups) {
+                                 std::size_t groups, std::uint64_t /*random_index: round to nearest even only*/) {
     for (std::size_t g = 0; g < groups; ++g) {
       const bool took = flags_settled_ ? take_columns_with<Record, false>(in + 8 * g, stride, out + 8 * g, scales + 8 * g, statistics)
                                        : take_columns_with<Record, true>(in + 8 * g, stride, out + 8 * g, scales + 8 * g, statistics);

@@ -111,15 +111,18 @@ class Blocks : private whole_block::Setting<F> {
   // transposed. The band is walked row by row, a chunk of groups at a time (band_chunk).
   template <bool Record>
   std::size_t take_column_groups(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics,
-                                 std::size_t groups) {
+                                 std::size_t groups, std::uint64_t random_index) {
     std::size_t done = 0;
     while (done < groups) {
       const std::size_t n = std::min(groups - done, chunk_groups), at = done * group;
       // What is read next: the band's next chunk, or after its last the next band's first (a
       // prefetch past the tensor's end is only a hint, never a fault).
       const std::uint32_t* next = done + n < groups ? in + at + n * group : in + 32 * stride;
-      const std::size_t took = flags_settled_ ? band_chunk<Record, false>(in + at, stride, out + at, scales + at, statistics, n, next)
-                                              : band_chunk<Record, true>(in + at, stride, out + at, scales + at, statistics, n, next);
+      const auto chunk = [&]<bool TrackFlags, bool Stochastic>() {
+        return band_chunk<Record, TrackFlags, Stochastic>(in + at, stride, out + at, scales + at, statistics, n, next, random_index + at);
+      };
+      const std::size_t took = stochastic_ ? (flags_settled_ ? chunk.template operator()<false, true>() : chunk.template operator()<true, true>())
+                                           : (flags_settled_ ? chunk.template operator()<false, false>() : chunk.template operator()<true, false>());
       done += took;
       if (took < n) break;
     }
@@ -129,7 +132,7 @@ class Blocks : private whole_block::Setting<F> {
   // Elements rounded stochastically, as cast_from_f32 rounds them in RoundingMode::stochastic:
   // element k of the tensor draws stochastic_random(seed, k) (k: take's random_index on), rounds
   // up where the word is below its dropped bits' fraction (64 bits). Tininess as the context says.
-  // Blocks along rows only (block_kernels.inl sees to it); not NVFP4's (take() then takes none).
+  // Not NVFP4's (take() then takes none).
   void round_stochastically(std::uint64_t seed, bool tininess_before) {
     stochastic_ = true;
     seed_ = seed;
@@ -277,13 +280,14 @@ class Blocks : private whole_block::Setting<F> {
   }
   template <bool Record, bool TrackFlags, Shape BlockShape, bool Stochastic>
   int take_group(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, int n, BlockStatistics* statistics, std::uint64_t random_index);
-  // The random words of elements index .. index + 31, eight to a register (context.hpp's
-  // stochastic_random, SplitMix64, in 64-bit lanes).
-  [[gnu::always_inline]] void random_words(std::uint64_t index, __m512i (&words)[4]) const {
+  // The random words of elements index .. index + 8 Vectors - 1, eight to a register
+  // (context.hpp's stochastic_random, SplitMix64, in 64-bit lanes).
+  template <int Vectors>
+  [[gnu::always_inline]] void random_words(std::uint64_t index, __m512i* words) const {
     constexpr std::uint64_t golden = 0x9E3779B97F4A7C15ull;
     const __m512i first = _mm512_set1_epi64(static_cast<long long>(seed_ + (index + 1) * golden));
     const __m512i steps = _mm512_mullo_epi64(_mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi64(static_cast<long long>(golden)));
-    for (int v = 0; v < 4; ++v) {
+    for (int v = 0; v < Vectors; ++v) {
       __m512i z = _mm512_add_epi64(_mm512_add_epi64(first, steps), _mm512_set1_epi64(static_cast<long long>(8ull * static_cast<std::uint64_t>(v) * golden)));
       z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), _mm512_set1_epi64(static_cast<long long>(0xBF58476D1CE4E5B9ull)));
       z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), _mm512_set1_epi64(static_cast<long long>(0x94D049BB133111EBull)));
@@ -293,9 +297,9 @@ class Blocks : private whole_block::Setting<F> {
   // Groups of columns a band walk takes at once: 32 rows of 64 x 16 float32 (128 KiB) stay in L2
   // between its two passes.
   static constexpr std::size_t chunk_groups = 64;
-  template <bool Record, bool TrackFlags>
+  template <bool Record, bool TrackFlags, bool Stochastic>
   std::size_t band_chunk(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics,
-                         std::size_t groups, const std::uint32_t* next);
+                         std::size_t groups, const std::uint32_t* next, std::uint64_t random_index);
 
   // 32 elements (two registers of bits, each with its factor and its blocks' amax exponent
   // fields), through the grid to signed code bytes, recorded; false (nothing recorded) where an
@@ -532,7 +536,7 @@ int Blocks<F>::take_group(const std::uint32_t* in, std::uint8_t* out, std::uint8
     const std::uint32_t unit_blocks = (per_unit == 1 ? 1u : 3u) << b;
     __m256i codes;
     __m512i random[4];
-    if constexpr (Stochastic) random_words(random_index + 16 * static_cast<std::uint64_t>(j), random);
+    if constexpr (Stochastic) random_words<4>(random_index + 16 * static_cast<std::uint64_t>(j), random);
     if (!quantize32<Record, TrackFlags, BlockShape == Shape::nvfp4, Stochastic>(load(j), load(j + 1), factor0, factor1, amax_field0, amax_field1,
                                                                                 (s.may_be_sparse & unit_blocks) != 0, (s.tiny_amax & unit_blocks) != 0,
                                                                                 codes, t, statistics, random))
@@ -554,9 +558,9 @@ int Blocks<F>::take_group(const std::uint32_t* in, std::uint8_t* out, std::uint8
 }
 
 template <Format F>
-template <bool Record, bool TrackFlags>
+template <bool Record, bool TrackFlags, bool Stochastic>
 std::size_t Blocks<F>::band_chunk(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales,
-                                  BlockStatistics* statistics, std::size_t groups, const std::uint32_t* next) {
+                                  BlockStatistics* statistics, std::size_t groups, const std::uint32_t* next, std::uint64_t random_index) {
   // Row by row, not column by column: 32 rows read down a column at once are 32 streams, and
   // where rows lie a power of two apart (as they mostly do) their lines share one L1 set, which
   // holds eight. First each column's largest and smallest magnitude (lane l of amax[g]: column
@@ -598,8 +602,14 @@ std::size_t Blocks<F>::band_chunk(const std::uint32_t* in, std::size_t stride, s
         const __m512 factor = _mm512_load_ps(s.factor);  // 2^-X per lane: the products are exact
         const __m512i amax_fields = _mm512_srli_epi32(amax[g], 23);
         __m256i codes;
-        quantize32<Record, TrackFlags, false>(at(r, g), at(r + 1, g), factor, factor, amax_fields, amax_fields, s.may_be_sparse != 0, s.tiny_amax != 0,
-                                              codes, t, statistics);
+        __m512i random[4];  // rows r's and r + 1's words (element (r, c) draws random_index + r stride + c)
+        if constexpr (Stochastic) {
+          const std::uint64_t index = random_index + r * stride + g * group;
+          random_words<2>(index, random);
+          random_words<2>(index + stride, random + 2);
+        }
+        quantize32<Record, TrackFlags, false, Stochastic>(at(r, g), at(r + 1, g), factor, factor, amax_fields, amax_fields, s.may_be_sparse != 0,
+                                                          s.tiny_amax != 0, codes, t, statistics, random);
         _mm_storeu_si128(reinterpret_cast<__m128i*>(out + r * stride + g * group), _mm256_castsi256_si128(codes));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (r + 1) * stride + g * group), _mm256_extracti128_si256(codes, 1));
       }

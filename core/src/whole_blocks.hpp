@@ -136,10 +136,12 @@ struct Walker {
     return statistics != nullptr ? blocks->template take<true>(in, out, scales, count, statistics, random_index)
                                  : blocks->template take<false>(in, out, scales, count, nullptr, random_index);
   }
-  std::size_t columns(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, std::size_t groups) const {
+  // `random_index`: as above (element (r, c) of the band draws random_index + r * stride + c).
+  std::size_t columns(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, std::size_t groups,
+                      std::uint64_t random_index) const {
     if (!blocks->takes_columns()) return 0;
-    return statistics != nullptr ? blocks->template take_column_groups<true>(in, stride, out, scales, statistics, groups)
-                                 : blocks->template take_column_groups<false>(in, stride, out, scales, nullptr, groups);
+    return statistics != nullptr ? blocks->template take_column_groups<true>(in, stride, out, scales, statistics, groups, random_index)
+                                 : blocks->template take_column_groups<false>(in, stride, out, scales, nullptr, groups, random_index);
   }
 };
 
