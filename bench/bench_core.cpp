@@ -186,6 +186,9 @@ void BM_block_quantize_record_mxfp4_stochastic_cols(benchmark::State& state) {
 void BM_block_quantize_record_nvfp4(benchmark::State& state) {
   block_quantize_record(state, fpscope::block_formats::nvfp4, fpscope::RoundingMode::nearest_even);
 }
+void BM_block_quantize_record_nvfp4_stochastic(benchmark::State& state) {
+  block_quantize_record(state, fpscope::block_formats::nvfp4, fpscope::RoundingMode::stochastic);
+}
 void BM_block_quantize_record_mxint8(benchmark::State& state) {
   block_quantize_record(state, fpscope::block_formats::mxint8, fpscope::RoundingMode::nearest_even);
 }
@@ -208,5 +211,6 @@ BENCHMARK(BM_block_quantize_record_mxfp4)->Unit(benchmark::kMillisecond)->UseRea
 BENCHMARK(BM_block_quantize_record_mxfp4_stochastic)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_record_mxfp4_stochastic_cols)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_record_nvfp4)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_block_quantize_record_nvfp4_stochastic)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_record_mxint8)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_MAIN();

@@ -1,5 +1,5 @@
-// MX and NVFP4 blocks of floating-point elements in round to nearest even, written with AVX-512
-// (F, BW, VL, DQ) intrinsics: the same cases and the same arithmetic as mx_blocks_avx2.hpp (read
+// MX and NVFP4 blocks of floating-point elements in round to nearest even (and stochastically),
+// written with AVX-512 (F, BW, VL, DQ) intrinsics: the same cases and the same arithmetic as mx_blocks_avx2.hpp (read
 // its top for the grid's addition that rounds an element), arranged for the wider registers and
 // their masks. Included by block_kernels.inl in the instruction sets that have AVX-512 BW.
 //
@@ -11,6 +11,8 @@
 //   Whether every element's quotient is a normal float32 is checked for the 16 blocks at once.
 // - Then the elements, 32 at a time, through the grid, packed by the saturating down-conversions,
 //   signed through a mask.
+// - Blocks of 32 down columns are walked a band of 32 rows at a time, row by row (band_chunk):
+//   the vector lanes are the columns, so nothing is transposed.
 // - Recorded relative exponents r = field(amax) - field(element) are made one-hot in the element's
 //   own lane (1 << r: nothing where r >= 32, which a zero's r, field(amax), is unless the block's
 //   amax is below 2^-95) and counted per position by bit-sliced carry-save adders
@@ -132,7 +134,6 @@ class Blocks : private whole_block::Setting<F> {
   // Elements rounded stochastically, as cast_from_f32 rounds them in RoundingMode::stochastic:
   // element k of the tensor draws stochastic_random(seed, k) (k: take's random_index on), rounds
   // up where the word is below its dropped bits' fraction (64 bits). Tininess as the context says.
-  // Not NVFP4's (take() then takes none).
   void round_stochastically(std::uint64_t seed, bool tininess_before) {
     stochastic_ = true;
     seed_ = seed;
@@ -270,7 +271,7 @@ class Blocks : private whole_block::Setting<F> {
   int take_group_shaped(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, int n, BlockStatistics* statistics,
                         std::uint64_t random_index) {
     if (stochastic_) {
-      if (nvfp4_) return 0;
+      if (nvfp4_) return take_group<Record, TrackFlags, Shape::nvfp4, true>(in, out, scales, n, statistics, random_index);
       if (halves_) return take_group<Record, TrackFlags, Shape::blocks_of_16, true>(in, out, scales, n, statistics, random_index);
       return take_group<Record, TrackFlags, Shape::blocks_of_32, true>(in, out, scales, n, statistics, random_index);
     }
