@@ -1,7 +1,8 @@
 // MX and NVFP4 blocks of floating-point elements in round to nearest even (and stochastically),
-// written with AVX-512 (F, BW, VL, DQ) intrinsics: the same cases and the same arithmetic as mx_blocks_avx2.hpp (read
-// its top for the grid's addition that rounds an element), arranged for the wider registers and
-// their masks. Included by block_kernels.inl in the instruction sets that have AVX-512 BW.
+// written with AVX-512 (F, BW, VL, DQ) intrinsics: the same cases and the same arithmetic as
+// mx_blocks_avx2.hpp (read its top for the grid's addition that rounds an element), arranged for
+// the wider registers and their masks. Included by block_kernels.inl in the instruction sets that
+// have AVX-512 BW.
 //
 // What differs from the AVX2 kernel is the order of the work, so that nothing waits on a block's
 // scale:
