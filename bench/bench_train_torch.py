@@ -108,9 +108,9 @@ def main():
         print(f"  fp16 mixed step    fpscope {ours['fp16']:8.2f} ms   torch fp32 {theirs['fp32']:8.2f} ms   {ours['fp16'] / theirs['fp32']:.2f}x")
         print(f"  bf16 products in oneDNN's bf16 kernels: {100 * ours['bf16_kernel_share']:.0f}%")
         print(f"  recording every tensor every step: {ours['fp16_recording']:8.2f} ms against {ours['fp16_beside_recording']:8.2f} ms "
-              f"unrecorded, +{100 * (ours['fp16_recording'] / ours['fp16_beside_recording'] - 1):.1f}%; every 10th step: "
+              f"unrecorded, {100 * (ours['fp16_recording'] / ours['fp16_beside_recording'] - 1):+.1f}%; every 10th step: "
               f"{ours['fp16_recording_every_10']:8.2f} ms against {ours['fp16_beside_every_10']:8.2f} ms, "
-              f"+{100 * (ours['fp16_recording_every_10'] / ours['fp16_beside_every_10'] - 1):.1f}% (means, the two trainers stepping in turns)")
+              f"{100 * (ours['fp16_recording_every_10'] / ours['fp16_beside_every_10'] - 1):+.1f}% (means, the two trainers stepping in turns)")
 
 
 if __name__ == "__main__":
