@@ -82,7 +82,8 @@ class Blocks : private whole_block::Setting<F> {
 
  public:
   using Setting::Setting;
-  using Setting::takes_columns;
+  // Blocks down columns of every shape come to take_column_groups (bands of 32 or 16 rows).
+  bool takes_columns() const { return true; }
 
   // Quantizes the leading blocks of the `blocks` consecutive blocks at `in` (codes to `out`,
   // scale codes to `scales`) and returns how many it took: it stops before the first block it
@@ -120,9 +121,10 @@ class Blocks : private whole_block::Setting<F> {
       const std::size_t n = std::min(groups - done, chunk_groups), at = done * group;
       // What is read next: the band's next chunk, or after its last the next band's first (a
       // prefetch past the tensor's end is only a hint, never a fault).
-      const std::uint32_t* next = done + n < groups ? in + at + n * group : in + 32 * stride;
+      const std::uint32_t* next = done + n < groups ? in + at + n * group : in + static_cast<std::size_t>(format_.block_size) * stride;
       const auto chunk = [&]<bool TrackFlags, bool Stochastic>() {
-        return band_chunk<Record, TrackFlags, Stochastic>(in + at, stride, out + at, scales + at, statistics, n, next, random_index + at);
+        return nvfp4_ ? band_chunk<Record, TrackFlags, Stochastic, true>(in + at, stride, out + at, scales + at, statistics, n, next, random_index + at)
+                      : band_chunk<Record, TrackFlags, Stochastic, false>(in + at, stride, out + at, scales + at, statistics, n, next, random_index + at);
       };
       const std::size_t took = stochastic_ ? (flags_settled_ ? chunk.template operator()<false, true>() : chunk.template operator()<true, true>())
                                            : (flags_settled_ ? chunk.template operator()<false, false>() : chunk.template operator()<true, false>());
@@ -299,7 +301,7 @@ class Blocks : private whole_block::Setting<F> {
   // Groups of columns a band walk takes at once: 32 rows of 64 x 16 float32 (128 KiB) stay in L2
   // between its two passes.
   static constexpr std::size_t chunk_groups = 64;
-  template <bool Record, bool TrackFlags, bool Stochastic>
+  template <bool Record, bool TrackFlags, bool Stochastic, bool Nvfp4>
   std::size_t band_chunk(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics,
                          std::size_t groups, const std::uint32_t* next, std::uint64_t random_index);
 
@@ -560,18 +562,19 @@ int Blocks<F>::take_group(const std::uint32_t* in, std::uint8_t* out, std::uint8
 }
 
 template <Format F>
-template <bool Record, bool TrackFlags, bool Stochastic>
+template <bool Record, bool TrackFlags, bool Stochastic, bool Nvfp4>
 std::size_t Blocks<F>::band_chunk(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales,
                                   BlockStatistics* statistics, std::size_t groups, const std::uint32_t* next, std::uint64_t random_index) {
   // Row by row, not column by column: 32 rows read down a column at once are 32 streams, and
   // where rows lie a power of two apart (as they mostly do) their lines share one L1 set, which
   // holds eight. First each column's largest and smallest magnitude (lane l of amax[g]: column
-  // 16g + l), then the elements, two rows at a time, from L2.
+  // 16g + l), then the elements, two rows at a time, from L2. A band is a block's rows: 32, or 16.
+  const std::size_t rows = static_cast<std::size_t>(format_.block_size);
   const __m512i magnitude_mask = _mm512_set1_epi32(0x7FFFFFFF), one = _mm512_set1_epi32(1);
   const auto at = [&](std::size_t r, std::size_t g) { return _mm512_loadu_si512(in + r * stride + g * group); };
   __m512i amax[chunk_groups], least[chunk_groups];
   for (std::size_t g = 0; g < groups; ++g) amax[g] = _mm512_setzero_si512(), least[g] = _mm512_set1_epi32(-1);
-  for (std::size_t r = 0; r < 32; ++r)
+  for (std::size_t r = 0; r < rows; ++r)
     for (std::size_t g = 0; g < groups; ++g) {
       const __m512i magnitude = _mm512_and_si512(at(r, g), magnitude_mask);
       amax[g] = _mm512_max_epu32(amax[g], magnitude);
@@ -581,14 +584,21 @@ std::size_t Blocks<F>::band_chunk(const std::uint32_t* in, std::size_t stride, s
   for (std::size_t g = 0; g < groups; ++g) {
     Scales& s = chunk_scales_[g];
     make_scales(amax[g], group, s);
-    if (s.taken < group || _mm512_cmplt_epu32_mask(least[g], _mm512_sub_epi32(_mm512_load_si512(s.threshold), one)) != 0) {
+    bool whole = s.taken == group && _mm512_cmplt_epu32_mask(least[g], _mm512_sub_epi32(_mm512_load_si512(s.threshold), one)) == 0;
+    if constexpr (Nvfp4) {
+      // No product a float32 subnormal (quantize32 would refuse it half way through the band):
+      // the smallest nonzero magnitude's is the smallest, products rounding monotonically.
+      const __m512i product = _mm512_castps_si512(_mm512_mul_ps(_mm512_castsi512_ps(_mm512_add_epi32(least[g], one)), _mm512_load_ps(s.factor)));
+      whole = whole && _mm512_mask_cmplt_epu32_mask(_mm512_test_epi32_mask(product, product), product, _mm512_set1_epi32(0x00800000)) == 0;
+    }
+    if (!whole) {
       taken = g;
       break;
     }
     if constexpr (Record) mark_bins(amax[g], _mm512_add_epi32(least[g], one), s);
   }
   Tally t = tally_;
-  for (std::size_t r = 0; r < 32; r += 2) {
+  for (std::size_t r = 0; r < rows; r += 2) {
     for (std::size_t first = 0; first < taken; first += 16) {
       if constexpr (Record) {  // room for the 16 units that follow
         tally_ = t;
@@ -610,7 +620,7 @@ std::size_t Blocks<F>::band_chunk(const std::uint32_t* in, std::size_t stride, s
           random_words<2>(index, random);
           random_words<2>(index + stride, random + 2);
         }
-        quantize32<Record, TrackFlags, false, Stochastic>(at(r, g), at(r + 1, g), factor, factor, amax_fields, amax_fields, s.may_be_sparse != 0,
+        quantize32<Record, TrackFlags, Nvfp4, Stochastic>(at(r, g), at(r + 1, g), factor, factor, amax_fields, amax_fields, s.may_be_sparse != 0,
                                                           s.tiny_amax != 0, codes, t, statistics, random);
         _mm_storeu_si128(reinterpret_cast<__m128i*>(out + r * stride + g * group), _mm256_castsi256_si128(codes));
         _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (r + 1) * stride + g * group), _mm256_extracti128_si256(codes, 1));

@@ -731,7 +731,8 @@ TEST_CASE("bulk block kernels raise the flags that only the last element earns")
   }
 }
 
-// MX formats in blocks of 16 (the kernels take them two at a time), against the scalar path.
+// MX formats in blocks of 16 (the kernels take them two at a time along rows, in bands of 16 rows
+// down columns), against the scalar path, rounding to nearest even and stochastically.
 TEST_CASE("bulk block kernels equal the scalar path for MX blocks of 16") {
   std::mt19937 random(123);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -742,17 +743,21 @@ TEST_CASE("bulk block kernels equal the scalar path for MX blocks of 16") {
     while (values.size() % (1100 * 37) != 0) values.push_back(normal(random) * std::exp(normal(random) * 4));
     for (const BlockAxis axis : {BlockAxis::rows, BlockAxis::cols}) {
       const BlockLayout layout{values.size() / 1100, 1100, axis, f.block_size};
-      for (const ScaleRule rule : all_scale_rules) {
+      for (const auto& [rule, mode] : {std::pair{ScaleRule::floor, RoundingMode::nearest_even}, std::pair{ScaleRule::round_up, RoundingMode::nearest_even},
+                                       std::pair{ScaleRule::rceil, RoundingMode::nearest_even}, std::pair{ScaleRule::even, RoundingMode::nearest_even},
+                                       std::pair{ScaleRule::floor, RoundingMode::stochastic}, std::pair{ScaleRule::even, RoundingMode::stochastic}}) {
         Quantized fast, scalar;
         for (Quantized* q : {&fast, &scalar}) {
           q->codes.resize(values.size());
           q->scales.resize(layout.block_count());
           Context ctx;
+          ctx.rounding = mode;
+          ctx.stochastic_seed = 17;
           if (q == &fast) block_quantize(f, rule, layout, values, q->codes, q->scales, q->tensor_scale, ctx, &q->statistics);
           else block_quantize_scalar(f, rule, layout, values, q->codes, q->scales, q->tensor_scale, ctx, &q->statistics, {});
           q->flags = ctx.flags;
         }
-        INFO(block_format_name(f), " ", scale_rule_name(rule), std::string(axis == BlockAxis::rows ? " rows" : " cols"));
+        INFO(block_format_name(f), " ", scale_rule_name(rule), " ", rounding_mode_name(mode), std::string(axis == BlockAxis::rows ? " rows" : " cols"));
         CHECK(fast.codes == scalar.codes);
         CHECK(fast.scales == scalar.scales);
         CHECK(int(fast.flags) == int(scalar.flags));
