@@ -12,8 +12,8 @@
 //   Whether every element's quotient is a normal float32 is checked for the 16 blocks at once.
 // - Then the elements, 32 at a time, through the grid, packed by the saturating down-conversions,
 //   signed through a mask.
-// - Blocks of 32 down columns are walked a band of 32 rows at a time, row by row (band_chunk):
-//   the vector lanes are the columns, so nothing is transposed.
+// - Blocks down columns are walked a band of a block's rows (32 or 16) at a time, row by row
+//   (band_chunk): the vector lanes are the columns, so nothing is transposed.
 // - Recorded relative exponents r = field(amax) - field(element) are made one-hot in the element's
 //   own lane (1 << r: nothing where r >= 32, which a zero's r, field(amax), is unless the block's
 //   amax is below 2^-95) and counted per position by bit-sliced carry-save adders
@@ -108,11 +108,12 @@ class Blocks : private whole_block::Setting<F> {
     return done;
   }
 
-  // Quantizes the leading groups of `groups` groups of 16 adjacent columns of a band of 32 rows
-  // (group g's row r at in + 16g + r * stride, codes likewise at out, scale codes at scales[16g ..
-  // 16g + 15]) and returns how many it took: it stops before the first group with a block it
-  // cannot take (nothing of that group counted). The vector lanes are the blocks: nothing is
-  // transposed. The band is walked row by row, a chunk of groups at a time (band_chunk).
+  // Quantizes the leading groups of `groups` groups of 16 adjacent columns of a band of a block's
+  // rows (group g's row r at in + 16g + r * stride, codes likewise at out, scale codes at
+  // scales[16g .. 16g + 15]) and returns how many it took: it stops before the first group with a
+  // block it cannot take (nothing of that group counted). The vector lanes are the blocks:
+  // nothing is transposed. The band is walked row by row, a chunk of groups at a time
+  // (band_chunk).
   template <bool Record>
   std::size_t take_column_groups(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics,
                                  std::size_t groups, std::uint64_t random_index) {

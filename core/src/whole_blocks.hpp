@@ -123,8 +123,9 @@ struct Setting {
       Setting::tiny_threshold_, Setting::tensor_scale_, Setting::nvfp4_, Setting::halves_
 
 // A kernel's Blocks<F> as the walker's whole_blocks (block_kernels.inl, walk_blocks): runs of
-// blocks along rows, and groups of ColumnsAtOnce adjacent columns of blocks of 32 rows (Blocks'
-// take_column_groups takes the leading groups it can and says how many).
+// blocks along rows, and groups of ColumnsAtOnce adjacent columns of a band of blocks down columns
+// (Blocks' takes_columns says whether it takes them, take_column_groups takes the leading groups
+// it can and says how many).
 template <typename Blocks, std::size_t ColumnsAtOnce>
 struct Walker {
   static constexpr bool uses_whole_blocks = true;
