@@ -197,8 +197,8 @@ void run_recorded_block_analysis(const AnalyzeOptions& options, const BlockChoic
     fmt::print("{}\n", out.dump(2));
     return;
   }
-  std::string table = fmt::format("format {}, blocks of {} along each tensor's feature axis, as the run recorded them ({} rule, elements rounded "
-                                  "to nearest even), summed over the recorded steps\n\n",
+  std::string table = fmt::format("format {}, blocks of {} along each tensor's feature axis (attention scores and probabilities: each query's keys), "
+                                  "as the run recorded them ({} rule, elements rounded to nearest even), summed over the recorded steps\n\n",
                                   block_format_name(choice.format), choice.format.block_size,
                                   choice.format.scale == BlockFormat::Scale::e8m0 ? scale_rule_name(tensors.front().rule) : "E4M3 scale");
   table += fmt::format("{:<36} {:>6} {:>12} {:>9} {:>10} {:>12} {:>11} {:>14}\n", "tensor", "steps", "values", "NaN blk", "% flushed",

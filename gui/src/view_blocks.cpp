@@ -50,7 +50,8 @@ void draw_blocks(App& app) {
   const BlockRecord& blocks = *record->blocks;
   const BlockStatistics& st = blocks.statistics;
   const bool mx = blocks.format.scale == BlockFormat::Scale::e8m0;
-  ImGui::Text("%s %s at step %lld: %s in blocks of %d along the feature axis (%s), %llu elements in %llu blocks", record->name.c_str(),
+  ImGui::Text("%s %s at step %lld: %s in blocks of %d along the feature axis (attention scores and probabilities: each query's\n"
+              "keys; %s), %llu elements in %llu blocks", record->name.c_str(),
               std::string(tensor_kind_name(record->kind)).c_str(), static_cast<long long>(snapshot->step),
               block_format_name(blocks.format).c_str(), blocks.format.block_size,
               mx ? (scale_rule_name(blocks.rule) + " rule").c_str() : "E4M3 scales under a float32 tensor scale",
