@@ -24,12 +24,9 @@ namespace fpscope::gpt_pass {
 template <typename S>
 using Matrix = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic>;
 
-// Element-wise work is split across the threads (parallel.hpp) in pieces of about this many
-// values: each column, head or element is computed on its own, so the bits never depend on them.
-inline constexpr std::size_t parallel_grain = 16384;
-inline std::size_t grain_of(std::size_t values_per_item) {
-  return std::max<std::size_t>(1, parallel_grain / std::max<std::size_t>(1, values_per_item));
-}
+// Element-wise work is split across the threads in pieces of about parallel_grain values
+// (parallel.hpp's grain_of): each column, head or element is computed on its own, so the bits
+// never depend on them.
 
 // out[i] = f(in[i]) over a whole matrix, on the threads.
 template <typename S, typename F>
@@ -147,7 +144,6 @@ void stored_gradient(Hooks<S>& hooks, int block, const char* name, Matrix<S>& m)
   hooks.gradient(block, name, m.data(), static_cast<std::size_t>(m.size()), static_cast<std::size_t>(m.rows()));
 }
 
-// LayerNorm over each column (PyTorch's: biased variance, epsilon 1e-5 inside the square root).
 // A run of contiguous values as an Eigen array, for its vectorised reductions (one chain of float
 // additions would wait on each).
 template <typename S>
@@ -196,6 +192,7 @@ struct Normalized {
   std::vector<S> rstd;
 };
 
+// LayerNorm over each column (PyTorch's: biased variance, epsilon 1e-5 inside the square root).
 template <typename S>
 Matrix<S> layer_norm(const Matrix<S>& x, const Matrix<S>& gain, const Matrix<S>& bias, Normalized<S>& norm) {
   const Eigen::Index features = x.rows(), columns = x.cols();

@@ -37,7 +37,7 @@ double activate(Activation a, double z) {
 // Each column of z (batch x features: column j is feature j over the batch) plus its bias b(j),
 // on the threads.
 void add_bias(Eigen::MatrixXf& z, const Eigen::VectorXf& b) {
-  parallel_for(static_cast<std::size_t>(z.cols()), std::max<std::size_t>(1, 16384 / static_cast<std::size_t>(std::max<Eigen::Index>(1, z.rows()))),
+  parallel_for(static_cast<std::size_t>(z.cols()), grain_of(static_cast<std::size_t>(z.rows())),
                [&](std::size_t first, std::size_t last) {
                  for (auto j = static_cast<Eigen::Index>(first); j < static_cast<Eigen::Index>(last); ++j) z.col(j).array() += b(j);
                });
@@ -45,7 +45,7 @@ void add_bias(Eigen::MatrixXf& z, const Eigen::VectorXf& b) {
 // The sum of each column of dz (the bias gradient), each column on its own, on the threads.
 Eigen::VectorXf column_sums(const Eigen::MatrixXf& dz) {
   Eigen::VectorXf sums(dz.cols());
-  parallel_for(static_cast<std::size_t>(dz.cols()), std::max<std::size_t>(1, 16384 / static_cast<std::size_t>(std::max<Eigen::Index>(1, dz.rows()))),
+  parallel_for(static_cast<std::size_t>(dz.cols()), grain_of(static_cast<std::size_t>(dz.rows())),
                [&](std::size_t first, std::size_t last) {
                  for (auto j = static_cast<Eigen::Index>(first); j < static_cast<Eigen::Index>(last); ++j) sums(j) = dz.col(j).sum();
                });

@@ -7,6 +7,7 @@
 // results are the same bits on any number of threads.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <functional>
 
@@ -21,10 +22,17 @@ int parallel_threads();
 // further (a pass smaller than two grains runs on the caller alone).
 void parallel_for(std::size_t count, std::size_t grain, const std::function<void(std::size_t, std::size_t)>& fn);
 
+// About how many values a piece of element-wise work should hold, and the grain (in items) for
+// items of `values_per_item` values each.
+inline constexpr std::size_t parallel_grain = 16384;
+inline std::size_t grain_of(std::size_t values_per_item) {
+  return std::max<std::size_t>(1, parallel_grain / std::max<std::size_t>(1, values_per_item));
+}
+
 // out[i] = f(in[i]) for i < count, on the threads (in and out may be the same array).
 template <typename T, typename F>
 void parallel_map(const T* in, T* out, std::size_t count, F f) {
-  parallel_for(count, 16384, [&](std::size_t begin, std::size_t end) {
+  parallel_for(count, parallel_grain, [&](std::size_t begin, std::size_t end) {
     for (std::size_t i = begin; i < end; ++i) out[i] = f(in[i]);
   });
 }
