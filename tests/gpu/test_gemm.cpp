@@ -87,7 +87,7 @@ GemmCounts counted(F product) {
   const GemmCounts before = gemm_counts();
   product();
   const GemmCounts after = gemm_counts();
-  return {after.float32 - before.float32, after.bf16 - before.bf16};
+  return {after.float32 - before.float32, after.bf16 - before.bf16, after.bf16_packs - before.bf16_packs};
 }
 }  // namespace
 
@@ -107,6 +107,39 @@ TEST_CASE("gemm: bf16 operands go to the bf16 kernels where the processor has th
       CHECK(made.float32 + made.bf16 == 1u);
       CHECK(c == expected);
     }
+}
+
+TEST_CASE("gemm: operands of several products (ProductOperand) are packed once, and each product has the bits it has alone") {
+  // A linear layer's three products: W x forward, dy x^T and W^T dy backward.
+  std::mt19937 rng(13);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const auto random = [&](Eigen::Index rows, Eigen::Index cols, bool bf16) {
+    Eigen::MatrixXf x(rows, cols);
+    for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = bf16 ? bf16_value(normal(rng)) : normal(rng);
+    return x;
+  };
+  const Eigen::Index out = 70, in = 300, tokens = 200;
+  for (const bool bf16 : {true, false}) {
+    CAPTURE(bf16);
+    const Eigen::MatrixXf w = random(out, in, true), x = random(in, tokens, true), dy = random(out, tokens, bf16);
+    const Eigen::MatrixXf y = gemm(w, false, x, false), dw = gemm(dy, false, x, true), dx = gemm(w, true, dy, false);
+    const ProductOperand weight(w), input(x), gradient(dy);
+    Eigen::MatrixXf y2, dw2, dx2;
+    const GemmCounts made = counted([&] {
+      y2 = gemm(weight, false, input, false);
+      dw2 = gemm(gradient, false, input, true);
+      dx2 = gemm(weight, true, gradient, false);
+    });
+    CHECK(y2 == y);
+    CHECK(dw2 == dw);
+    CHECK(dx2 == dx);
+    const bool kernels = gemm_has_bf16_products();
+    // bf16: three operands packed for three products; a float32 gradient is looked at (its first
+    // values) and never packed, and its two products go to float32.
+    CHECK(made.bf16 == (kernels ? (bf16 ? 3u : 1u) : 0u));
+    CHECK(made.float32 + made.bf16 == 3u);
+    CHECK(made.bf16_packs == (kernels ? 2u + (bf16 ? 1u : 0u) : 0u));
+  }
 }
 
 TEST_CASE("gemm: bf16 products of rounding sums stay within float32 accumulation's bound, on any number of threads") {

@@ -1,8 +1,9 @@
 // Products of bfloat16 values through oneDNN's matmul (bf16_products.hpp). oneDNN multiplies
 // D = S W; ours are column-major, so c (m x n) is computed as its row-major view
 // c^T = op(b)^T op(a)^T: S = op(b)^T (n x k), W = op(a)^T (k x m), D = c^T (n x m), in slices of
-// rows of D (columns of c). Operands are packed to bf16 bit patterns once per product as they are
-// stored (no transposition: the descriptors say the layout), scanned on the way (Bf16Scan).
+// rows of D (columns of c). Operands are packed to bf16 bit patterns as they are stored (no
+// transposition: the descriptors say the layout), scanned on the way (Bf16Scan), once per
+// ProductOperand however many products take it.
 #include "bf16_products.hpp"
 
 #include <atomic>
@@ -18,6 +19,7 @@
 #include <omp.h>
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
@@ -35,10 +37,45 @@ std::atomic<bool> allowed{[] {
 
 void set_gemm_bf16_products(bool allow) { allowed.store(allow, std::memory_order_relaxed); }
 
+namespace {
+// A buffer of bf16 bit patterns that grows and is never cleared (a vector's resize would fill
+// what it adds with zeros, on one thread, before the pack overwrites it).
+class PackBuffer {
+ public:
+  std::uint16_t* room_for(std::size_t n) {
+    if (n > capacity_) {
+      bits_ = std::make_unique_for_overwrite<std::uint16_t[]>(n);
+      capacity_ = n;
+    }
+    return bits_.get();
+  }
+  const std::uint16_t* bits() const { return bits_.get(); }
+
+ private:
+  std::unique_ptr<std::uint16_t[]> bits_;
+  std::size_t capacity_ = 0;
+};
+
+}  // namespace
+
+// What the products that took an operand found: not looked at yet, its bf16 bit patterns and scan,
+// or that it is not all bf16 values.
+struct ProductOperand::Packing {
+  enum class State : std::uint8_t { not_looked_at, bf16, not_bf16 } state = State::not_looked_at;
+  Bf16Scan scan;
+  PackBuffer bits;
+};
+
+ProductOperand::ProductOperand(const Eigen::MatrixXf& values) : values_(&values), packing_(std::make_unique<Packing>()) {}
+ProductOperand::~ProductOperand() = default;
+ProductOperand::ProductOperand(ProductOperand&&) noexcept = default;
+ProductOperand& ProductOperand::operator=(ProductOperand&&) noexcept = default;
+
 #if !FPSCOPE_HAVE_ONEDNN
 
 bool bf16_products_available() { return false; }
-bool bf16_product(const Eigen::MatrixXf&, bool, const Eigen::MatrixXf&, bool, Eigen::Index, Eigen::MatrixXf&) { return false; }
+std::uint64_t bf16_operands_packed() { return 0; }
+bool bf16_product(const ProductOperand&, bool, const ProductOperand&, bool, Eigen::Index, Eigen::MatrixXf&) { return false; }
 
 #else
 
@@ -142,15 +179,17 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) Bf16Scan pack_run(const std
 
 // Packs `m` (as stored) on the engine's threads, in pieces of 16384 values; stops early, with the
 // scan not bf16, once any piece finds a value that is not a bf16 value.
-Bf16Scan pack(const Eigen::MatrixXf& m, std::vector<std::uint16_t>& out) {
+std::atomic<std::uint64_t> packs{0};
+
+Bf16Scan pack(const Eigen::MatrixXf& m, PackBuffer& out) {
+  packs.fetch_add(1, std::memory_order_relaxed);
   const auto n = static_cast<std::size_t>(m.size());
-  out.resize(n);
   constexpr std::size_t piece = 16384;
   std::mutex merge_mutex;
   Bf16Scan scan;
   std::atomic<bool> not_bf16{false};
   const auto* bits = reinterpret_cast<const std::uint32_t*>(m.data());
-  std::uint16_t* packed = out.data();
+  std::uint16_t* packed = out.room_for(n);
   parallel_for((n + piece - 1) / piece, 1, [&](std::size_t first, std::size_t last) {
     Bf16Scan local;
     for (std::size_t p = first; p < last && local.bf16(); ++p) {
@@ -165,32 +204,45 @@ Bf16Scan pack(const Eigen::MatrixXf& m, std::vector<std::uint16_t>& out) {
   return scan;
 }
 
+// The operand's scan, packing it on its first product: null when it is not all bf16 values.
+// float32 and fp16 operands seldom are: a look at the first few values spares the pack.
+const Bf16Scan* packed(const ProductOperand& operand) {
+  using State = ProductOperand::Packing::State;
+  ProductOperand::Packing& packing = operand.packing();
+  if (packing.state == State::not_looked_at) {
+    const Eigen::MatrixXf& values = operand.values();
+    const auto* bits = reinterpret_cast<const std::uint32_t*>(values.data());
+    bool bf16 = true;
+    for (Eigen::Index i = 0; i < std::min<Eigen::Index>(values.size(), 64) && bf16; ++i) bf16 = (bits[i] & 0xFFFFu) == 0;
+    if (bf16) packing.scan = pack(values, packing.bits);
+    packing.state = bf16 && packing.scan.bf16() ? State::bf16 : State::not_bf16;
+  }
+  return packing.state == State::bf16 ? &packing.scan : nullptr;
+}
+
 }  // namespace
 
 bool bf16_products_available() { return allowed.load(std::memory_order_relaxed) && hardware_bf16(); }
 
-bool bf16_product(const Eigen::MatrixXf& a, bool transpose_a, const Eigen::MatrixXf& b, bool transpose_b, Eigen::Index columns_per_call,
-                  Eigen::MatrixXf& c) {
+std::uint64_t bf16_operands_packed() { return packs.load(std::memory_order_relaxed); }
+
+bool bf16_product(const ProductOperand& a_operand, bool transpose_a, const ProductOperand& b_operand, bool transpose_b,
+                  Eigen::Index columns_per_call, Eigen::MatrixXf& c) {
   if (!bf16_products_available()) return false;
-  const Eigen::Index m = c.rows(), n = c.cols(), k = transpose_a ? a.rows() : a.cols();
+  const Eigen::Index m = c.rows(), n = c.cols(), k = transpose_a ? a_operand.values().rows() : a_operand.values().cols();
   // S = op(b)^T (n x k): b's storage as it is, row-major when b is k x n, column-major (rows n
   // apart) when b is n x k. W = op(a)^T (k x m): a's storage, row-major when a is m x k, its
   // transpose when a is k x m. D = c^T (n x m, row-major): c's storage.
-  // float32 and fp16 operands are seldom bf16 values: a look at the first few spares the pack.
-  const auto* b_bits = reinterpret_cast<const std::uint32_t*>(b.data());
-  for (Eigen::Index i = 0; i < std::min<Eigen::Index>(b.size(), 64); ++i)
-    if ((b_bits[i] & 0xFFFFu) != 0) return false;
-  thread_local std::vector<std::uint16_t> s_bits, w_bits;
-  const Bf16Scan b_scan = pack(b, s_bits);
-  if (!b_scan.bf16()) return false;
-  const Bf16Scan a_scan = pack(a, w_bits);
-  if (!bf16_kernels_exact(a_scan, b_scan)) return false;
+  const Bf16Scan* b_scan = packed(b_operand);
+  if (b_scan == nullptr) return false;
+  const Bf16Scan* a_scan = packed(a_operand);
+  if (a_scan == nullptr || !bf16_kernels_exact(*a_scan, *b_scan)) return false;
   const Eigen::Index slices = (n + columns_per_call - 1) / columns_per_call, stride = transpose_b ? n : 0;
   const Matmul* full = matmul_for(std::min(n, columns_per_call), k, m, transpose_a, stride);
   const Matmul* tail = n % columns_per_call == 0 ? full : matmul_for(n % columns_per_call, k, m, transpose_a, stride);
   if (full == nullptr || tail == nullptr) return false;
-  const std::uint16_t* s_data = s_bits.data();
-  const std::uint16_t* w_data = w_bits.data();
+  const std::uint16_t* s_data = b_operand.packing().bits.bits();
+  const std::uint16_t* w_data = a_operand.packing().bits.bits();
   parallel_for(static_cast<std::size_t>(slices), 1, [&](std::size_t first, std::size_t last) {
     one_openmp_thread();
     thread_local dnnl::stream stream(cpu_engine());

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "fpscope/gpu/gemm.hpp"
+
 namespace fpscope {
 
 // What one pass over an operand's float32 bit patterns found.
@@ -44,10 +46,14 @@ inline bool bf16_kernels_exact(const Bf16Scan& a, const Bf16Scan& b) {
 // AVX512-BF16 or AMX, and they are not turned off (set_gemm_bf16_products, FPSCOPE_BF16_PRODUCTS=off).
 bool bf16_products_available();
 
+// How many operands have been packed for those kernels since the program started.
+std::uint64_t bf16_operands_packed();
+
 // c (m x n, allocated) = op(a) op(b) through oneDNN when bf16_products_available() and the operands
 // pass bf16_kernels_exact; false (c untouched) otherwise. Slices of `columns_per_call` columns of c,
 // one single-threaded oneDNN call each, on the engine's threads.
-bool bf16_product(const Eigen::MatrixXf& a, bool transpose_a, const Eigen::MatrixXf& b, bool transpose_b, Eigen::Index columns_per_call,
+// Each operand is packed and scanned at most once however many products take it (ProductOperand).
+bool bf16_product(const ProductOperand& a, bool transpose_a, const ProductOperand& b, bool transpose_b, Eigen::Index columns_per_call,
                   Eigen::MatrixXf& c);
 
 }  // namespace fpscope

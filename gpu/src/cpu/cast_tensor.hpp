@@ -39,29 +39,38 @@ BlockRecord block_record(const BlockRecording& blocks, const Matrix& m, FeatureA
   return record;
 }
 
-// Rounds `values` in place into f (none for fp32) and adds them, before the cast, to the record's
-// histogram and counts where there is a record -- split over the element threads (parallel.hpp) in
-// slices of 64K values, each with its own copy of the context starting at its slice's random word
-// (stochastic rounding draws word `counter + index` for each element), its own histogram and
-// counts, merged in order: the same bits, counts, flags and counter as one pass.
-inline void cast_values(Format f, bool low_precision, std::span<float> values, Context& ctx, TensorRecord* record) {
+// Rounds `in` into f (none for fp32: copied) as `out` (the same span, or one beside it) and adds
+// the values before the cast to the record's histogram and counts where there is a record -- split
+// over the element threads (parallel.hpp) in slices of 64K values, each with its own copy of the
+// context starting at its slice's random word (stochastic rounding draws word `counter + index`
+// for each element), its own histogram and counts, merged in order: the same bits, counts, flags
+// and counter as one pass.
+inline void cast_values(Format f, bool low_precision, std::span<const float> in, std::span<float> out, Context& ctx, TensorRecord* record) {
   constexpr std::size_t slice = 65536;
-  const std::size_t slices = (values.size() + slice - 1) / slice;
+  const std::size_t slices = (in.size() + slice - 1) / slice;
+  const bool in_place = in.data() == out.data();
   std::vector<Context> contexts(slices, ctx);
   std::vector<ExponentHistogram> histograms(record != nullptr ? slices : 0);
   std::vector<CastCounts> counts(record != nullptr ? slices : 0);
   parallel_for(slices, 1, [&](std::size_t first, std::size_t last) {
     for (std::size_t s = first; s < last; ++s) {
-      const std::span<float> part = values.subspan(s * slice, std::min(slice, values.size() - s * slice));
-      contexts[s].stochastic_counter = ctx.stochastic_counter + s * slice;
-      if (!low_precision) histograms[s].add(part);
-      else if (record == nullptr) round_f32(f, part, part, contexts[s]);
-      else cast_and_record(f, part, part, contexts[s], histograms[s], counts[s]);
+      const std::size_t start = s * slice, n = std::min(slice, in.size() - start);
+      const std::span<const float> from = in.subspan(start, n);
+      const std::span<float> to = out.subspan(start, n);
+      contexts[s].stochastic_counter = ctx.stochastic_counter + start;
+      if (!low_precision) {
+        if (record != nullptr) histograms[s].add(from);
+        if (!in_place) std::copy(from.begin(), from.end(), to.begin());
+      } else if (record == nullptr) {
+        round_f32(f, from, to, contexts[s]);
+      } else {
+        cast_and_record(f, from, to, contexts[s], histograms[s], counts[s]);
+      }
     }
   });
   if (low_precision) {
     for (const Context& c : contexts) ctx.raise(c.flags);
-    ctx.stochastic_counter += values.size();
+    ctx.stochastic_counter += in.size();
   }
   if (record == nullptr) return;
   CastCounts total;
@@ -81,7 +90,19 @@ inline void cast(Format f, bool low_precision, Matrix& m, Context& ctx, TensorRe
                  const std::optional<BlockRecording>& blocks = std::nullopt, FeatureAxis features = FeatureAxis::second) {
   if (record != nullptr && blocks) record->blocks = block_record(*blocks, m, features);
   if (!low_precision && record == nullptr) return;
-  cast_values(f, low_precision, std::span<float>(m.data(), static_cast<std::size_t>(m.size())), ctx, record);
+  const std::span<float> values(m.data(), static_cast<std::size_t>(m.size()));
+  cast_values(f, low_precision, values, values, ctx, record);
+}
+
+// The same cast of `from` made into `copy` (resized to it), `from` left as it was: one pass over
+// the values on the threads where a copy and then a cast in place would be two, the copy serial.
+template <typename Matrix>
+inline void cast_copy(Format f, bool low_precision, const Matrix& from, Matrix& copy, Context& ctx, TensorRecord* record,
+                      const std::optional<BlockRecording>& blocks = std::nullopt, FeatureAxis features = FeatureAxis::second) {
+  if (record != nullptr && blocks) record->blocks = block_record(*blocks, from, features);
+  copy.resize(from.rows(), from.cols());
+  const auto n = static_cast<std::size_t>(from.size());
+  cast_values(f, low_precision, std::span<const float>(from.data(), n), std::span<float>(copy.data(), n), ctx, record);
 }
 
 // Whether any gradient of a matrix is infinite or NaN (sgd_update.hpp's gradient_non_finite, the

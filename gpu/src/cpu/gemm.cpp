@@ -27,6 +27,12 @@ std::atomic<std::uint64_t> float32_products{0}, bf16_products_made{0};
 }  // namespace
 
 Eigen::MatrixXf gemm(const Eigen::MatrixXf& a, bool transpose_a, const Eigen::MatrixXf& b, bool transpose_b) {
+  return gemm(ProductOperand(a), transpose_a, ProductOperand(b), transpose_b);
+}
+
+Eigen::MatrixXf gemm(const ProductOperand& a_operand, bool transpose_a, const ProductOperand& b_operand, bool transpose_b) {
+  const Eigen::MatrixXf& a = a_operand.values();
+  const Eigen::MatrixXf& b = b_operand.values();
   const Eigen::Index m = transpose_a ? a.cols() : a.rows(), k = transpose_a ? a.rows() : a.cols();
   const Eigen::Index kb = transpose_b ? b.cols() : b.rows(), n = transpose_b ? b.rows() : b.cols();
   if (k != kb)
@@ -38,7 +44,7 @@ Eigen::MatrixXf gemm(const Eigen::MatrixXf& a, bool transpose_a, const Eigen::Ma
     c.setZero();
     return c;
   }
-  if (bf16_product(a, transpose_a, b, transpose_b, columns_per_call, c)) {
+  if (bf16_product(a_operand, transpose_a, b_operand, transpose_b, columns_per_call, c)) {
     bf16_products_made.fetch_add(1, std::memory_order_relaxed);
     return c;
   }
@@ -61,7 +67,7 @@ Eigen::MatrixXf gemm(const Eigen::MatrixXf& a, bool transpose_a, const Eigen::Ma
 }
 
 GemmCounts gemm_counts() {
-  return {float32_products.load(std::memory_order_relaxed), bf16_products_made.load(std::memory_order_relaxed)};
+  return {float32_products.load(std::memory_order_relaxed), bf16_products_made.load(std::memory_order_relaxed), bf16_operands_packed()};
 }
 
 bool gemm_has_bf16_products() { return bf16_products_available(); }

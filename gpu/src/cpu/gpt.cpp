@@ -262,9 +262,19 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
     return block_scaled_operand(recipe->recipe, x, along_first_axis, *ctx, &it->statistics);
   }
 
+  // Without a recipe, each linear layer's weights and input from its forward product to its
+  // backward ones: packed for the bf16 kernels once (gemm.hpp). The pass changes neither between.
+  struct LinearOperands {
+    ProductOperand weight, input;
+  };
+  std::unordered_map<std::string, LinearOperands> linear_operands;
+
   Eigen::MatrixXf linear_forward(int block, const char* name, const Eigen::MatrixXf& weight, const Eigen::MatrixXf& x) override {
-    if (recipe->recipe == GemmRecipe::none) return gpt_pass::Hooks<float>::linear_forward(block, name, weight, x);
     const std::string full = full_name(block, name);
+    if (recipe->recipe == GemmRecipe::none) {
+      const auto made = linear_operands.insert_or_assign(full, LinearOperands{ProductOperand(weight), ProductOperand(x)});
+      return gemm(made.first->second.weight, false, made.first->second.input, false);
+    }
     if (per_tensor_fp8(recipe->recipe)) {
       Fp8Forward& f = fp8_forward[full];
       f.input = quantize_fp8_operand(*recipe, GemmOperand::input, x, fp8_state(block, name, GemmOperand::input), *ctx, scaling_record(full));
@@ -280,8 +290,15 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
   }
   Eigen::MatrixXf linear_backward(int block, const char* name, const Eigen::MatrixXf& weight, const Eigen::MatrixXf& x,
                                   const Eigen::MatrixXf& dy, Eigen::MatrixXf& weight_gradient) override {
-    if (recipe->recipe == GemmRecipe::none) return gpt_pass::Hooks<float>::linear_backward(block, name, weight, x, dy, weight_gradient);
     const std::string full = full_name(block, name);
+    if (recipe->recipe == GemmRecipe::none) {
+      const auto it = linear_operands.find(full);
+      if (it == linear_operands.end() || &it->second.weight.values() != &weight || &it->second.input.values() != &x)
+        throw std::logic_error("GPT pass: " + full + "'s backward products without its forward operands");
+      const ProductOperand gradient(dy);
+      weight_gradient += gemm(gradient, false, it->second.input, true);
+      return gemm(it->second.weight, true, gradient, false);
+    }
     if (per_tensor_fp8(recipe->recipe)) {
       const Fp8Forward& f = fp8_forward.at(full);
       const Fp8Operand g = quantize_fp8_operand(*recipe, GemmOperand::output_gradient, dy, fp8_state(block, name, GemmOperand::output_gradient),
@@ -343,11 +360,12 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
 
   // Low-precision copies of the parameters (the master weights themselves for fp32 and fp16-pure).
   std::vector<TensorRecord> weights, weight_gradients;
-  std::vector<Eigen::MatrixXf> copies(parameters_);
+  std::vector<Eigen::MatrixXf> copies(parameters_.size());
   for (std::size_t p = 0; p < copies.size(); ++p) {
     const bool recorded = record && !layout_[p].recorded.empty();
     if (recorded) weights.push_back(new_record(layout_[p].recorded, TensorKind::weight));
-    cast(f, low, copies[p], ctx_, recorded ? &weights.back() : nullptr, config_.record_blocks, weight_features(copies[p]));
+    cast_copy(f, low, parameters_[p], copies[p], ctx_, recorded ? &weights.back() : nullptr, config_.record_blocks,
+              weight_features(parameters_[p]));
   }
   RecordingHooks hooks;
   hooks.format = f;

@@ -193,11 +193,11 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   auto recorded = [&](std::vector<TensorRecord>& records, std::size_t l) { return record ? &records[l] : nullptr; };
 
   // Low-precision copies of the weights (the weights themselves for fp32 and fp16-pure).
-  std::vector<Eigen::MatrixXf> w(weights_);
-  std::vector<Eigen::VectorXf> b(biases_);
+  std::vector<Eigen::MatrixXf> w(layers);
+  std::vector<Eigen::VectorXf> b(layers);
   for (std::size_t l = 0; l < layers; ++l) {
-    cast(f, low, w[l], ctx_, recorded(weight, l), config_.record_blocks);
-    cast(f, low, b[l], ctx_, nullptr);
+    cast_copy(f, low, weights_[l], w[l], ctx_, recorded(weight, l), config_.record_blocks);
+    cast_copy(f, low, biases_[l], b[l], ctx_, nullptr);
   }
   // Forward: GEMMs on low-precision values with float32 accumulation, outputs rounded.
   // Under a recipe the products see the operands it makes (gemm_recipe.hpp); FP8 operands are
@@ -222,8 +222,11 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
     return values;
   };
   std::vector<Eigen::MatrixXf> a(layers), z(layers);
-  a[0] = inputs;
-  cast(f, low, a[0], ctx_, nullptr);
+  cast_copy(f, low, inputs, a[0], ctx_, nullptr);
+  // Each layer's weights and inputs serve its forward product and one backward product: packed
+  // for the bf16 kernels once (gemm.hpp).
+  std::vector<ProductOperand> weight_operands, input_operands;
+  for (std::size_t l = 0; l < layers; ++l) weight_operands.emplace_back(w[l]), input_operands.emplace_back(a[l]);
   for (std::size_t l = 0; l < layers; ++l) {
     if (per_tensor_fp8(recipe)) {
       fp8_input[l] = quantize_fp8_operand(config_.recipe, GemmOperand::input, a[l], fp8_slot(l, GemmOperand::input), ctx_, *fp8_record(l));
@@ -235,7 +238,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
       const Eigen::MatrixXf weight_operand = mx(l, GemmOperand::weight, w[l], false);
       z[l] = gemm(input, false, weight_operand, true);
     } else {
-      z[l] = gemm(a[l], false, w[l], true);
+      z[l] = gemm(input_operands[l], false, weight_operands[l], true);
     }
     add_bias(z[l], b[l]);
     cast(f, low, z[l], ctx_, recorded(activation, l), config_.record_blocks);
@@ -261,6 +264,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   for (std::size_t l = layers; l-- > 0;) {
     cast(f, low, dz, ctx_, recorded(activation_gradient, l), config_.record_blocks);
     Fp8Operand fp8_dz;
+    const ProductOperand gradient_operand(dz);  // both backward products; dz changes only after them
     if (per_tensor_fp8(recipe)) {
       fp8_dz = quantize_fp8_operand(config_.recipe, GemmOperand::output_gradient, dz, fp8_slot(l, GemmOperand::output_gradient), ctx_,
                                     *fp8_record(l));
@@ -271,7 +275,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
       const Eigen::MatrixXf input = mx(l, GemmOperand::input, a[l], true);
       grad_w[l] = gemm(gradient, true, input, false);
     } else {
-      grad_w[l] = gemm(dz, true, a[l], false);
+      grad_w[l] = gemm(gradient_operand, true, input_operands[l], false);
     }
     grad_b[l] = column_sums(dz);
     for (const FaultInjection& fault : faults_)
@@ -290,7 +294,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
         da = gemm(gradient, false, mx(l, GemmOperand::weight, w[l], true), false);
       }
       else
-        da = gemm(dz, false, w[l], false);
+        da = gemm(gradient_operand, false, weight_operands[l], false);
       cast(f, low, da, ctx_, nullptr);
       dz.resize(da.rows(), da.cols());
       activation_backward(config_.activation, z[l - 1].data(), da.data(), dz.data(), static_cast<std::size_t>(da.size()));

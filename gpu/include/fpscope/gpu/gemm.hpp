@@ -20,16 +20,42 @@
 
 #include <Eigen/Core>
 #include <cstdint>
+#include <memory>
 
 namespace fpscope {
 
 // op(a) * op(b), op transposing where asked; the shapes must agree (std::invalid_argument).
 Eigen::MatrixXf gemm(const Eigen::MatrixXf& a, bool transpose_a, const Eigen::MatrixXf& b, bool transpose_b);
 
+// An operand of several products, packed for the bf16 kernels once: the first product that takes
+// it there packs its values to bf16 bit patterns and scans them (bf16_products.hpp), the others
+// reuse what that found -- a linear layer's weights and inputs serve its forward product and one
+// backward product each, its output gradient both backward ones. It refers to `values`, which must
+// stay as they are, and where they are, while it lives.
+class ProductOperand {
+ public:
+  explicit ProductOperand(const Eigen::MatrixXf& values);
+  ~ProductOperand();
+  ProductOperand(ProductOperand&&) noexcept;
+  ProductOperand& operator=(ProductOperand&&) noexcept;
+  const Eigen::MatrixXf& values() const { return *values_; }
+
+  struct Packing;  // bf16_products.cpp
+  Packing& packing() const { return *packing_; }
+
+ private:
+  const Eigen::MatrixXf* values_;
+  std::unique_ptr<Packing> packing_;
+};
+
+// The same product of prepared operands (the same bits as gemm on their values).
+Eigen::MatrixXf gemm(const ProductOperand& a, bool transpose_a, const ProductOperand& b, bool transpose_b);
+
 // How many products went each way since the program started (for tests and benchmarks).
 struct GemmCounts {
   std::uint64_t float32 = 0;  // OpenBLAS
   std::uint64_t bf16 = 0;     // oneDNN's bf16 kernels
+  std::uint64_t bf16_packs = 0;  // operands packed for them (once per ProductOperand)
 };
 GemmCounts gemm_counts();
 // Whether this build and processor multiply bf16 in hardware through oneDNN (and it is not turned off).
