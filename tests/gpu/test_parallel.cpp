@@ -76,3 +76,30 @@ TEST_CASE("the pool is resized while another thread runs jobs (the app restartin
   CHECK(bad.load() == 0);
   set_parallel_threads(1);
 }
+
+TEST_CASE("inside ParallelSteps (nested, on two threads) every element is still done once, and the pool still resizes") {
+  set_parallel_threads(3);
+  std::atomic<int> bad{0};
+  const auto pass = [&] {
+    std::vector<int> hits(20000);
+    parallel_for(hits.size(), 100, [&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) ++hits[i];
+    });
+    for (const int h : hits) bad += h != 1;
+  };
+  {
+    const ParallelStep step;
+    for (int round = 0; round < 50; ++round) pass();
+    std::thread other([&] {
+      const ParallelStep inner;
+      for (int round = 0; round < 50; ++round) pass();
+    });
+    set_parallel_threads(2);  // the workers spinning for the next pass are told to quit and replaced
+    for (int round = 0; round < 50; ++round) pass();
+    other.join();
+  }
+  pass();  // and after the steps, with the workers back to sleeping
+  CHECK(bad.load() == 0);
+  CHECK(parallel_threads() == 2);
+  set_parallel_threads(1);
+}

@@ -342,6 +342,7 @@ void GptTrainer::inject(const FaultInjection& fault) {
 }
 
 StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool /*read_loss*/) {
+  const ParallelStep step_scope;  // the workers stay awake between the step's passes
   check_batch(shape_, inputs.rows(), inputs.cols(), labels.size());
   const int batch = static_cast<int>(inputs.rows());
   std::vector<int> tokens(static_cast<std::size_t>(inputs.size()));

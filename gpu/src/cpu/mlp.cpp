@@ -170,6 +170,7 @@ MlpTrainer::MlpTrainer(const MlpConfig& config) : config_(config), scaler_(confi
 }
 
 StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record) {
+  const ParallelStep step_scope;  // the workers stay awake between the step's passes
   const std::size_t layers = weights_.size();
   const bool low = config_.precision != Precision::fp32;
   const Format f = format();
