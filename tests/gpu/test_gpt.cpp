@@ -429,14 +429,14 @@ struct RecipeHooksForTest final : gpt_pass::Hooks<float> {
     if (block_scaled(recipe.recipe)) {
       const Eigen::MatrixXf dyq = blocks(dy, false);
       const Eigen::MatrixXf xq = blocks(x, false);
-      weight_gradient += gemm(dyq, false, xq, true);
+      weight_gradient = gemm(dyq, false, xq, true);
       const Eigen::MatrixXf dyq_down = blocks(dy, true);
       const Eigen::MatrixXf wq = blocks(weight, true);
       return gemm(wq, true, dyq_down, false);
     }
     const auto& [input, w] = forward.at(name_of(block, name));
     const Fp8Operand g = fp8(name_of(block, name), GemmOperand::output_gradient, dy);
-    weight_gradient += fp8_product(g.values, false, g.dequantize, input.values, true, input.dequantize);
+    weight_gradient = fp8_product(g.values, false, g.dequantize, input.values, true, input.dequantize);
     return fp8_product(w.values, true, w.dequantize, g.values, false, g.dequantize);
   }
 };

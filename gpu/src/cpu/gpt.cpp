@@ -296,20 +296,20 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
       if (it == linear_operands.end() || &it->second.weight.values() != &weight || &it->second.input.values() != &x)
         throw std::logic_error("GPT pass: " + full + "'s backward products without its forward operands");
       const ProductOperand gradient(dy);
-      weight_gradient += gemm(gradient, false, it->second.input, true);
+      weight_gradient = gemm(gradient, false, it->second.input, true);
       return gemm(it->second.weight, true, gradient, false);
     }
     if (per_tensor_fp8(recipe->recipe)) {
       const Fp8Forward& f = fp8_forward.at(full);
       const Fp8Operand g = quantize_fp8_operand(*recipe, GemmOperand::output_gradient, dy, fp8_state(block, name, GemmOperand::output_gradient),
                                                 *ctx, scaling_record(full));
-      weight_gradient += fp8_product(g.values, false, g.dequantize, f.input.values, true, f.input.dequantize);
+      weight_gradient = fp8_product(g.values, false, g.dequantize, f.input.values, true, f.input.dequantize);
       return fp8_product(f.weight.values, true, f.weight.dequantize, g.values, false, g.dequantize);
     }
     // dy x^T reduces over the tokens: both along their second axis.
     const Eigen::MatrixXf gradient = block_operand(full, GemmOperand::output_gradient, dy, false);
     const Eigen::MatrixXf input = block_operand(full, GemmOperand::input, x, false);
-    weight_gradient += gemm(gradient, false, input, true);
+    weight_gradient = gemm(gradient, false, input, true);
     // W^T dy reduces over W's rows and dy's: both along their first axis.
     const Eigen::MatrixXf gradient_down = block_operand(full, GemmOperand::output_gradient, dy, true);
     const Eigen::MatrixXf w = block_operand(full, GemmOperand::weight, weight, true);

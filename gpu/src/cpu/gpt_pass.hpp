@@ -121,10 +121,10 @@ struct Hooks {
   virtual Matrix<S> linear_forward(int /*block*/, const char* /*name*/, const Matrix<S>& weight, const Matrix<S>& x) {
     return product(weight, false, x, false);
   }
-  // Adds dy x^T to `weight_gradient`; returns W^T dy.
+  // Sets `weight_gradient` to dy x^T (each block's linear weights are used once); returns W^T dy.
   virtual Matrix<S> linear_backward(int /*block*/, const char* /*name*/, const Matrix<S>& weight, const Matrix<S>& x, const Matrix<S>& dy,
                                     Matrix<S>& weight_gradient) {
-    weight_gradient += product(dy, false, x, true);
+    weight_gradient = product(dy, false, x, true);
     return product(weight, true, dy, false);
   }
 };
@@ -177,6 +177,15 @@ template <typename S>
 void add_column_sum_of_products(const Matrix<S>& a, const Matrix<S>& b, Matrix<S>& into) {
   add_token_sums<S>(a.rows(), a.cols(), into, [&](Eigen::Index n) { return a.col(n).array() * b.col(n).array(); });
 }
+// x += y, on the threads.
+template <typename S>
+void add_in_place(Matrix<S>& x, const Matrix<S>& y) {
+  const Eigen::Index features = x.rows();
+  parallel_for(static_cast<std::size_t>(x.cols()), grain_of(static_cast<std::size_t>(features)), [&](std::size_t first, std::size_t last) {
+    const auto begin = static_cast<Eigen::Index>(first), count = static_cast<Eigen::Index>(last - first);
+    x.middleCols(begin, count) += y.middleCols(begin, count);
+  });
+}
 // Each column of y plus the column `bias`, on the threads.
 template <typename S>
 void add_to_each_column(Matrix<S>& y, const Matrix<S>& bias) {
@@ -218,14 +227,15 @@ Matrix<S> layer_norm(const Matrix<S>& x, const Matrix<S>& gain, const Matrix<S>&
   return y;
 }
 
-// The input's gradient; the gain's and bias's added to `gain_gradient` and `bias_gradient`.
+// The input's gradient, added to `dx` (the residual stream's: `add`) or made as `dx`; the gain's
+// and bias's added to `gain_gradient` and `bias_gradient`.
 template <typename S>
-Matrix<S> layer_norm_backward(const Matrix<S>& dy, const Matrix<S>& gain, const Normalized<S>& norm, Matrix<S>& gain_gradient,
-                              Matrix<S>& bias_gradient) {
+void layer_norm_backward(const Matrix<S>& dy, const Matrix<S>& gain, const Normalized<S>& norm, Matrix<S>& gain_gradient,
+                         Matrix<S>& bias_gradient, Matrix<S>& dx, bool add) {
   const Eigen::Index features = dy.rows(), columns = dy.cols();
   add_column_sum_of_products(dy, norm.xhat, gain_gradient);
   add_column_sum(dy, bias_gradient);
-  Matrix<S> dx(features, columns);
+  if (!add) dx.resize(features, columns);
   parallel_for(static_cast<std::size_t>(columns), grain_of(static_cast<std::size_t>(features)), [&](std::size_t first, std::size_t last) {
     for (Eigen::Index n = static_cast<Eigen::Index>(first); n < static_cast<Eigen::Index>(last); ++n) {
       const S* g = dy.data() + n * features;
@@ -235,10 +245,12 @@ Matrix<S> layer_norm_backward(const Matrix<S>& dy, const Matrix<S>& gain, const 
       const S mean_gx = (dxhat * ConstColumn<S>(xhat, features)).sum() / static_cast<S>(features);
       const S rstd = norm.rstd[static_cast<std::size_t>(n)];
       S* out = dx.data() + n * features;
-      for (Eigen::Index i = 0; i < features; ++i) out[i] = rstd * (g[i] * gain(i, 0) - mean_g - xhat[i] * mean_gx);
+      if (add)  // each term rounded, then the sum: as dx + (the gradient made alone)
+        for (Eigen::Index i = 0; i < features; ++i) out[i] += rstd * (g[i] * gain(i, 0) - mean_g - xhat[i] * mean_gx);
+      else
+        for (Eigen::Index i = 0; i < features; ++i) out[i] = rstd * (g[i] * gain(i, 0) - mean_g - xhat[i] * mean_gx);
     }
   });
-  return dx;
 }
 
 // Block `block`'s linear layer `name`: y = W x + b, its products made by the hooks.
@@ -406,7 +418,7 @@ double run(const GptShape& shape, const std::vector<Matrix<S>>& p, const int* to
     c.context = attention(shape, batch, l, c.qkv, c.probabilities, hooks);
     Matrix<S> projected = linear(hooks, l, "attn.proj", w(Index::proj_weight), w(Index::proj_bias), c.context);
     stored(hooks, l, "attn.proj", projected);
-    x += projected;
+    add_in_place(x, projected);
     stored(hooks, l, "residual1", x);
     c.ln2 = layer_norm(x, w(Index::ln2_gain), w(Index::ln2_bias), c.norm2);
     stored(hooks, l, "ln2", c.ln2);
@@ -416,7 +428,7 @@ double run(const GptShape& shape, const std::vector<Matrix<S>>& p, const int* to
     stored(hooks, l, "mlp.gelu", c.gelu);
     Matrix<S> out = linear(hooks, l, "mlp.proj", w(Index::mlp_proj_weight), w(Index::mlp_proj_bias), c.gelu);
     stored(hooks, l, "mlp.proj", out);
-    x += out;
+    add_in_place(x, out);
     stored(hooks, l, "residual2", x);
   }
   Normalized<S> final_norm;
@@ -438,36 +450,44 @@ double run(const GptShape& shape, const std::vector<Matrix<S>>& p, const int* to
 
   std::vector<Matrix<S>>& g = *gradients;
   g.resize(p.size());
-  for (std::size_t i = 0; i < p.size(); ++i) g[i] = Matrix<S>::Zero(p[i].rows(), p[i].cols());
+  // Zeros where gradients add up; each block's linear weights' are set by linear_backward.
+  std::vector<bool> set_by_linear(p.size(), false);
+  for (int l = 0; l < L; ++l)
+    for (const Index::Block w : {Index::qkv_weight, Index::proj_weight, Index::fc_weight, Index::mlp_proj_weight})
+      set_by_linear[static_cast<std::size_t>(Index::block(l, w))] = true;
+  for (std::size_t i = 0; i < p.size(); ++i)
+    if (!set_by_linear[i]) g[i] = Matrix<S>::Zero(p[i].rows(), p[i].cols());
   stored_gradient(hooks, -1, "head", dlogits);
   g[Index::tokens] += product(dlogits, false, final_ln, true);
   Matrix<S> dfinal = product(p[Index::tokens], true, dlogits, false);
   stored_gradient(hooks, -1, "ln_f", dfinal);
-  Matrix<S> dx = layer_norm_backward(dfinal, p[static_cast<std::size_t>(Index::final_gain(L))], final_norm,
-                                     g[static_cast<std::size_t>(Index::final_gain(L))], g[static_cast<std::size_t>(Index::final_bias(L))]);
+  Matrix<S> dx;
+  layer_norm_backward(dfinal, p[static_cast<std::size_t>(Index::final_gain(L))], final_norm, g[static_cast<std::size_t>(Index::final_gain(L))],
+                      g[static_cast<std::size_t>(Index::final_bias(L))], dx, false);
   for (int l = L; l-- > 0;) {
     BlockCache<S>& c = caches[static_cast<std::size_t>(l)];
     const auto w = [&](Index::Block which) -> const Matrix<S>& { return p[static_cast<std::size_t>(Index::block(l, which))]; };
     const auto dw = [&](Index::Block which) -> Matrix<S>& { return g[static_cast<std::size_t>(Index::block(l, which))]; };
+    // The residual stream's gradient is the branch's output gradient: rounded as residual2 (or
+    // residual1), it is already a value of the format, and rounds to itself as mlp.proj's (or
+    // attn.proj's) -- recorded under that name from the same values, no copy made.
     stored_gradient(hooks, l, "residual2", dx);
-    Matrix<S> dout = dx;
-    stored_gradient(hooks, l, "mlp.proj", dout);
-    Matrix<S> dgelu = linear_backward(hooks, l, "mlp.proj", w(Index::mlp_proj_weight), c.gelu, dout, dw(Index::mlp_proj_weight), dw(Index::mlp_proj_bias));
+    stored_gradient(hooks, l, "mlp.proj", dx);
+    Matrix<S> dgelu = linear_backward(hooks, l, "mlp.proj", w(Index::mlp_proj_weight), c.gelu, dx, dw(Index::mlp_proj_weight), dw(Index::mlp_proj_bias));
     stored_gradient(hooks, l, "mlp.gelu", dgelu);
     Matrix<S> dfc = gelu_backward(c.fc, dgelu);
     stored_gradient(hooks, l, "mlp.fc", dfc);
     Matrix<S> dln2 = linear_backward(hooks, l, "mlp.fc", w(Index::fc_weight), c.ln2, dfc, dw(Index::fc_weight), dw(Index::fc_bias));
     stored_gradient(hooks, l, "ln2", dln2);
-    dx += layer_norm_backward(dln2, w(Index::ln2_gain), c.norm2, dw(Index::ln2_gain), dw(Index::ln2_bias));
+    layer_norm_backward(dln2, w(Index::ln2_gain), c.norm2, dw(Index::ln2_gain), dw(Index::ln2_bias), dx, true);
     stored_gradient(hooks, l, "residual1", dx);
-    Matrix<S> dprojected = dx;
-    stored_gradient(hooks, l, "attn.proj", dprojected);
-    Matrix<S> dcontext = linear_backward(hooks, l, "attn.proj", w(Index::proj_weight), c.context, dprojected, dw(Index::proj_weight), dw(Index::proj_bias));
+    stored_gradient(hooks, l, "attn.proj", dx);
+    Matrix<S> dcontext = linear_backward(hooks, l, "attn.proj", w(Index::proj_weight), c.context, dx, dw(Index::proj_weight), dw(Index::proj_bias));
     stored_gradient(hooks, l, "attn.context", dcontext);
     const Matrix<S> dqkv = attention_backward(shape, batch, l, c.qkv, c.probabilities, dcontext, hooks);
     Matrix<S> dln1 = linear_backward(hooks, l, "attn.qkv", w(Index::qkv_weight), c.ln1, dqkv, dw(Index::qkv_weight), dw(Index::qkv_bias));
     stored_gradient(hooks, l, "ln1", dln1);
-    dx += layer_norm_backward(dln1, w(Index::ln1_gain), c.norm1, dw(Index::ln1_gain), dw(Index::ln1_bias));
+    layer_norm_backward(dln1, w(Index::ln1_gain), c.norm1, dw(Index::ln1_gain), dw(Index::ln1_bias), dx, true);
   }
   stored_gradient(hooks, -1, "embed", dx);
   for (Eigen::Index n = 0; n < N; ++n) {
