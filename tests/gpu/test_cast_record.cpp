@@ -12,6 +12,7 @@
 #include "fpscope/core/convert.hpp"
 #include "fpscope/gpu/cast_record.hpp"
 #include "fpscope/gpu/cast_record_element.hpp"
+#include "cast_tensor.hpp"
 
 using namespace fpscope;
 
@@ -223,4 +224,57 @@ TEST_CASE("the CUDA cast kernel's element math equals cast_and_record in all sev
   values[2] = std::numeric_limits<float>::quiet_NaN();
   check_kernel_math_in_every_mode<formats::fp16>(values);
   check_kernel_math_in_every_mode<formats::bf16>(values);
+}
+
+TEST_CASE("PiecewiseCast (and cast_values, made of it): pieces in any order give one pass's bits, histogram, counts, flags and stochastic counter") {
+  std::mt19937 rng(21);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const std::size_t n = 70000;
+  std::vector<float> values(n);
+  for (float& v : values) v = normal(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 60) - 40);  // flushes, subnormals
+  values[123] = 1e30f;  // an overflow
+  values[4567] = std::numeric_limits<float>::quiet_NaN();
+  for (const RoundingMode mode : {RoundingMode::nearest_even, RoundingMode::stochastic})
+    for (const bool low : {true, false}) {
+      CAPTURE(static_cast<int>(mode));
+      CAPTURE(low);
+      Context whole_ctx, pieces_ctx;
+      whole_ctx.rounding = pieces_ctx.rounding = mode;
+      whole_ctx.stochastic_seed = pieces_ctx.stochastic_seed = 5;
+      whole_ctx.stochastic_counter = pieces_ctx.stochastic_counter = 1000;
+      TensorRecord whole_record, pieces_record;
+      std::vector<float> whole = values, pieces = values;
+      // One pass over the whole tensor: cast_and_record (or, for fp32, the histogram alone).
+      if (low) {
+        whole_record.cast.emplace();
+        cast_and_record(formats::fp16, whole, whole, whole_ctx, whole_record.histogram, *whole_record.cast);
+      } else {
+        whole_record.histogram.add(whole);
+      }
+      {
+        PiecewiseCast cast(formats::fp16, low, pieces_ctx, &pieces_record, n);
+        // Pieces of uneven sizes, last first: offsets alone place each piece's random words.
+        const std::vector<std::size_t> starts{0, 1, 4095, 30000, 65536, 69999};
+        for (std::size_t p = starts.size(); p-- > 0;) {
+          const std::size_t end = p + 1 < starts.size() ? starts[p + 1] : n;
+          cast.piece(std::span<float>(pieces.data() + starts[p], end - starts[p]), starts[p]);
+        }
+        cast.finish();
+      }
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < n; ++i) differ += std::memcmp(&whole[i], &pieces[i], sizeof(float)) != 0;
+      CHECK(differ == 0);
+      CHECK(pieces_ctx.flags == whole_ctx.flags);
+      CHECK(pieces_ctx.stochastic_counter == whole_ctx.stochastic_counter);
+      CHECK(pieces_record.histogram == whole_record.histogram);
+      REQUIRE(pieces_record.cast.has_value() == low);
+      REQUIRE(whole_record.cast.has_value() == low);
+      if (!low) continue;
+      CHECK(pieces_record.cast->flushed_to_zero == whole_record.cast->flushed_to_zero);
+      CHECK(pieces_record.cast->made_subnormal == whole_record.cast->made_subnormal);
+      CHECK(pieces_record.cast->overflowed == whole_record.cast->overflowed);
+      CHECK(whole_record.cast->overflowed > 0);
+      CHECK(whole_record.cast->flushed_to_zero > 0);
+      CHECK(whole_record.cast->made_subnormal > 0);
+    }
 }

@@ -7,7 +7,10 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <random>
+#include <vector>
+#include <algorithm>
 
 #include "fpscope/gpu/gemm.hpp"
 
@@ -209,4 +212,44 @@ TEST_CASE("gemm: set_gemm_bf16_products(false) sends every product to float32") 
   CHECK_FALSE(gemm_has_bf16_products());
   CHECK(counted([] { (void)gemm(integers(8, 8, 5), false, integers(8, 8, 6), false); }).bf16 == 0u);
   set_gemm_bf16_products(true);
+}
+
+TEST_CASE("gemm: the epilogue sees every column once, in the slices of the product, after the slice is made") {
+  // float32 operands (OpenBLAS) and bf16 ones (oneDNN where the processor has it), on 1 and 3 threads.
+  const Eigen::Index m = 37, k = 129, n = 300;  // three slices of columns, the last partial
+  for (const bool bf16 : {false, true})
+    for (const int threads : {1, 3}) {
+      CAPTURE(bf16);
+      CAPTURE(threads);
+      set_gemm_threads(threads);
+      Eigen::MatrixXf a = integers(m, k, 5), b = integers(k, n, 6);
+      if (!bf16) a(0, 0) = 0.5f + std::ldexp(1.0f, -20);  // not a bf16 value: float32 products
+      const Eigen::MatrixXf plain = gemm(a, false, b, false);
+      std::vector<int> seen(static_cast<std::size_t>(n), 0);
+      std::mutex mutex;
+      const Eigen::MatrixXf c = gemm(ProductOperand(a), false, ProductOperand(b), false, [&](float* values, Eigen::Index first, Eigen::Index columns) {
+        const std::lock_guard lock(mutex);
+        CHECK(first % 128 == 0);
+        CHECK(columns == std::min<Eigen::Index>(128, n - first));
+        for (Eigen::Index j = first; j < first + columns; ++j) ++seen[static_cast<std::size_t>(j)];
+        // The slice is made: its values are the product's, then the epilogue's change stays.
+        for (Eigen::Index i = 0; i < m * columns; ++i) {
+          CHECK_MESSAGE(values[i] == plain.data()[first * m + i], "slice value before the epilogue");
+          values[i] += 1.0f;
+        }
+      });
+      CHECK(std::all_of(seen.begin(), seen.end(), [](int s) { return s == 1; }));
+      CHECK(c == (plain.array() + 1.0f).matrix());
+      // run_epilogue on a made matrix: the same slices.
+      Eigen::MatrixXf again = plain;
+      std::fill(seen.begin(), seen.end(), 0);
+      run_epilogue(again, [&](float* values, Eigen::Index first, Eigen::Index columns) {
+        const std::lock_guard lock(mutex);
+        for (Eigen::Index j = first; j < first + columns; ++j) ++seen[static_cast<std::size_t>(j)];
+        for (Eigen::Index i = 0; i < m * columns; ++i) values[i] += 1.0f;
+      });
+      CHECK(std::all_of(seen.begin(), seen.end(), [](int s) { return s == 1; }));
+      CHECK(again == c);
+    }
+  set_gemm_threads(1);
 }

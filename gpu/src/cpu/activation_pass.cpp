@@ -114,10 +114,24 @@ void shifted_exponentials(const float* in, float shift, float* out, std::size_t 
   }
 }
 
+namespace {
+
+// [0, n) on the threads in ranges that start at multiples of 16 elements: the vector loops' tails
+// (element by element through the scalar formula, whose erf and exp can differ from the lanes' in
+// the last bit) then fall only at n, whatever the thread count, which chooses the ranges.
+template <typename Body>
+void in_whole_vectors(std::size_t n, Body body) {
+  constexpr std::size_t lanes = 16;  // AVX-512's; a multiple of AVX2's 8
+  parallel_for((n + lanes - 1) / lanes, grain / lanes,
+               [&](std::size_t first, std::size_t last) { body(first * lanes, std::min(last * lanes, n)); });
+}
+
+}  // namespace
+
 void activation_forward(Activation a, const float* z, float* out, std::size_t n) {
   if (a == Activation::gelu && lanes() != Lanes::scalar) {
     const bool wide = lanes() == Lanes::avx512;
-    parallel_for(n, grain, [&](std::size_t begin, std::size_t end) {
+    in_whole_vectors(n, [&](std::size_t begin, std::size_t end) {
       if (wide) gelu_forward_16(z + begin, out + begin, end - begin);
       else gelu_forward_8(z + begin, out + begin, end - begin);
     });
@@ -133,7 +147,7 @@ void activation_forward(Activation a, const float* z, float* out, std::size_t n)
 void activation_backward(Activation a, const float* z, const float* gradient, float* out, std::size_t n) {
   if (a == Activation::gelu && lanes() != Lanes::scalar) {
     const bool wide = lanes() == Lanes::avx512;
-    parallel_for(n, grain, [&](std::size_t begin, std::size_t end) {
+    in_whole_vectors(n, [&](std::size_t begin, std::size_t end) {
       if (wide) gelu_backward_16(z + begin, gradient + begin, out + begin, end - begin);
       else gelu_backward_8(z + begin, gradient + begin, out + begin, end - begin);
     });

@@ -75,7 +75,7 @@ ProductOperand& ProductOperand::operator=(ProductOperand&&) noexcept = default;
 
 bool bf16_products_available() { return false; }
 std::uint64_t bf16_operands_packed() { return 0; }
-bool bf16_product(const ProductOperand&, bool, const ProductOperand&, bool, Eigen::Index, Eigen::MatrixXf&) { return false; }
+bool bf16_product(const ProductOperand&, bool, const ProductOperand&, bool, Eigen::Index, const GemmEpilogue&, Eigen::MatrixXf&) { return false; }
 
 #else
 
@@ -227,7 +227,7 @@ bool bf16_products_available() { return allowed.load(std::memory_order_relaxed) 
 std::uint64_t bf16_operands_packed() { return packs.load(std::memory_order_relaxed); }
 
 bool bf16_product(const ProductOperand& a_operand, bool transpose_a, const ProductOperand& b_operand, bool transpose_b,
-                  Eigen::Index columns_per_call, Eigen::MatrixXf& c) {
+                  Eigen::Index columns_per_call, const GemmEpilogue& epilogue, Eigen::MatrixXf& c) {
   if (!bf16_products_available()) return false;
   const Eigen::Index m = c.rows(), n = c.cols(), k = transpose_a ? a_operand.values().rows() : a_operand.values().cols();
   // S = op(b)^T (n x k): b's storage as it is, row-major when b is k x n, column-major (rows n
@@ -258,6 +258,10 @@ bool bf16_product(const ProductOperand& a_operand, bool transpose_a, const Produ
       const dnnl::memory destination(destination_desc(columns, m), cpu_engine(), c.data() + column * m);
       const dnnl::memory scratch(mm.scratchpad, cpu_engine(), scratchpad.data());
       mm.primitive.execute(stream, {{DNNL_ARG_SRC, source}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, destination}, {DNNL_ARG_SCRATCHPAD, scratch}});
+      if (epilogue) {
+        stream.wait();
+        epilogue(c.data() + column * m, column, columns);
+      }
     }
     stream.wait();
   });

@@ -53,7 +53,8 @@ std::uint64_t bf16_operands_packed();
 // pass bf16_kernels_exact; false (c untouched) otherwise. Slices of `columns_per_call` columns of c,
 // one single-threaded oneDNN call each, on the engine's threads.
 // Each operand is packed and scanned at most once however many products take it (ProductOperand).
+// The epilogue, where there is one, runs on each slice after its call (gemm.hpp).
 bool bf16_product(const ProductOperand& a, bool transpose_a, const ProductOperand& b, bool transpose_b, Eigen::Index columns_per_call,
-                  Eigen::MatrixXf& c);
+                  const GemmEpilogue& epilogue, Eigen::MatrixXf& c);
 
 }  // namespace fpscope

@@ -6,6 +6,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <vector>
@@ -39,48 +40,85 @@ BlockRecord block_record(const BlockRecording& blocks, const Matrix& m, FeatureA
   return record;
 }
 
-// Rounds `in` into f (none for fp32: copied) as `out` (the same span, or one beside it) and adds
-// the values before the cast to the record's histogram and counts where there is a record -- split
-// over the element threads (parallel.hpp) in slices of 64K values, each with its own copy of the
-// context starting at its slice's random word (stochastic rounding draws word `counter + index`
-// for each element), its own histogram and counts, merged in order: the same bits, counts, flags
-// and counter as one pass.
+// One tensor's cast -- rounded into f (none for fp32), the values before the cast added to the
+// record's histogram and counts where there is a record -- made piece by piece as the pieces are
+// computed (a product's slices, each as its thread finishes it), in any order on any threads. A
+// piece draws its random words at its own offset (stochastic rounding draws word `counter +
+// index` for each element), keeps its own histogram and counts and merges them under a lock;
+// finish() raises the flags in the run's context. The same bits, counts, flags and counter as one
+// pass over the whole tensor at the moment the PiecewiseCast was made: it takes the tensor's
+// random words then, and the next cast's follow them.
+class PiecewiseCast {
+ public:
+  PiecewiseCast(Format f, bool low_precision, Context& ctx, TensorRecord* record, std::size_t total)
+      : f_(f), low_(low_precision), ctx_(ctx), start_(ctx), record_(record) {
+    if (low_) ctx.stochastic_counter += total;
+  }
+  PiecewiseCast(const PiecewiseCast&) = delete;
+  PiecewiseCast& operator=(const PiecewiseCast&) = delete;
+
+  // Whether pieces do anything (a float32 run that records nothing leaves values as they are).
+  bool active() const { return low_ || record_ != nullptr; }
+
+  // The values at `offset` in the tensor: `in` rounded into `out` (the same span, or one beside it).
+  void piece(std::span<const float> in, std::span<float> out, std::size_t offset) {
+    if (!active()) {
+      if (in.data() != out.data()) std::copy(in.begin(), in.end(), out.begin());
+      return;
+    }
+    Context context = start_;
+    context.stochastic_counter = start_.stochastic_counter + offset;
+    context.flags = 0;
+    ExponentHistogram histogram;
+    CastCounts counts;
+    if (!low_) {
+      histogram.add(in);
+      if (in.data() != out.data()) std::copy(in.begin(), in.end(), out.begin());
+    } else if (record_ == nullptr) {
+      round_f32(f_, in, out, context);
+    } else {
+      cast_and_record(f_, in, out, context, histogram, counts);
+    }
+    const std::lock_guard lock(mutex_);
+    flags_ |= context.flags;
+    if (record_ == nullptr) return;
+    record_->histogram.merge(histogram);
+    total_.flushed_to_zero += counts.flushed_to_zero;
+    total_.made_subnormal += counts.made_subnormal;
+    total_.overflowed += counts.overflowed;
+  }
+  void piece(std::span<float> values, std::size_t offset) { piece(values, values, offset); }
+
+  // After the last piece, on the thread that made it.
+  void finish() {
+    ctx_.raise(flags_);
+    if (record_ != nullptr && low_) record_->cast = total_;
+  }
+
+ private:
+  Format f_;
+  bool low_;
+  Context& ctx_;
+  Context start_;
+  TensorRecord* record_;
+  std::mutex mutex_;
+  std::uint8_t flags_ = 0;
+  CastCounts total_;
+};
+
+// Rounds `in` into f (none for fp32: copied) as `out` (the same span, or one beside it), recording
+// where there is a record: a PiecewiseCast in slices of 64K values on the element threads
+// (parallel.hpp).
 inline void cast_values(Format f, bool low_precision, std::span<const float> in, std::span<float> out, Context& ctx, TensorRecord* record) {
   constexpr std::size_t slice = 65536;
-  const std::size_t slices = (in.size() + slice - 1) / slice;
-  const bool in_place = in.data() == out.data();
-  std::vector<Context> contexts(slices, ctx);
-  std::vector<ExponentHistogram> histograms(record != nullptr ? slices : 0);
-  std::vector<CastCounts> counts(record != nullptr ? slices : 0);
-  parallel_for(slices, 1, [&](std::size_t first, std::size_t last) {
+  PiecewiseCast cast(f, low_precision, ctx, record, in.size());
+  parallel_for((in.size() + slice - 1) / slice, 1, [&](std::size_t first, std::size_t last) {
     for (std::size_t s = first; s < last; ++s) {
       const std::size_t start = s * slice, n = std::min(slice, in.size() - start);
-      const std::span<const float> from = in.subspan(start, n);
-      const std::span<float> to = out.subspan(start, n);
-      contexts[s].stochastic_counter = ctx.stochastic_counter + start;
-      if (!low_precision) {
-        if (record != nullptr) histograms[s].add(from);
-        if (!in_place) std::copy(from.begin(), from.end(), to.begin());
-      } else if (record == nullptr) {
-        round_f32(f, from, to, contexts[s]);
-      } else {
-        cast_and_record(f, from, to, contexts[s], histograms[s], counts[s]);
-      }
+      cast.piece(in.subspan(start, n), out.subspan(start, n), start);
     }
   });
-  if (low_precision) {
-    for (const Context& c : contexts) ctx.raise(c.flags);
-    ctx.stochastic_counter += in.size();
-  }
-  if (record == nullptr) return;
-  CastCounts total;
-  for (std::size_t s = 0; s < slices; ++s) {
-    record->histogram.merge(histograms[s]);
-    total.flushed_to_zero += counts[s].flushed_to_zero;
-    total.made_subnormal += counts[s].made_subnormal;
-    total.overflowed += counts[s].overflowed;
-  }
-  if (low_precision) record->cast = total;
+  cast.finish();
 }
 
 // Rounds a matrix in place into f (nothing for fp32), recording the values before the cast (and
@@ -105,17 +143,21 @@ inline void cast_copy(Format f, bool low_precision, const Matrix& from, Matrix& 
   cast_values(f, low_precision, std::span<const float>(from.data(), n), std::span<float>(copy.data(), n), ctx, record);
 }
 
-// Whether any gradient of a matrix is infinite or NaN (sgd_update.hpp's gradient_non_finite, the
-// rule; here as a branch-free pass the compiler vectorises, on the threads).
+// Whether any gradient in `values` is infinite or NaN (sgd_update.hpp's gradient_non_finite, the
+// rule; here as a branch-free loop the compiler vectorises).
+inline bool has_non_finite(std::span<const float> values) {
+  std::size_t count = 0;  // a count, not a bool: GCC vectorises the sum
+  for (const float v : values) count += gradient_non_finite(v) ? 1 : 0;
+  return count != 0;
+}
+
+// The same over a matrix, on the threads.
 template <typename Matrix>
 bool any_non_finite(const Matrix& m) {
-  const float* values = m.data();
-  const std::size_t count = static_cast<std::size_t>(m.size());
+  const std::span<const float> values(m.data(), static_cast<std::size_t>(m.size()));
   std::atomic<bool> found{false};
-  parallel_for(count, 65536, [&](std::size_t begin, std::size_t end) {
-    std::size_t count = 0;  // a count, not a bool: GCC vectorises the sum
-    for (std::size_t i = begin; i < end; ++i) count += gradient_non_finite(values[i]) ? 1 : 0;
-    if (count != 0) found = true;
+  parallel_for(values.size(), 65536, [&](std::size_t begin, std::size_t end) {
+    if (has_non_finite(values.subspan(begin, end - begin))) found = true;
   });
   return found;
 }

@@ -30,7 +30,8 @@ Eigen::MatrixXf gemm(const Eigen::MatrixXf& a, bool transpose_a, const Eigen::Ma
   return gemm(ProductOperand(a), transpose_a, ProductOperand(b), transpose_b);
 }
 
-Eigen::MatrixXf gemm(const ProductOperand& a_operand, bool transpose_a, const ProductOperand& b_operand, bool transpose_b) {
+Eigen::MatrixXf gemm(const ProductOperand& a_operand, bool transpose_a, const ProductOperand& b_operand, bool transpose_b,
+                     const GemmEpilogue& epilogue) {
   const Eigen::MatrixXf& a = a_operand.values();
   const Eigen::MatrixXf& b = b_operand.values();
   const Eigen::Index m = transpose_a ? a.cols() : a.rows(), k = transpose_a ? a.rows() : a.cols();
@@ -42,9 +43,10 @@ Eigen::MatrixXf gemm(const ProductOperand& a_operand, bool transpose_a, const Pr
   if (m == 0 || n == 0) return c;
   if (k == 0) {
     c.setZero();
+    if (epilogue) epilogue(c.data(), 0, n);
     return c;
   }
-  if (bf16_product(a_operand, transpose_a, b_operand, transpose_b, columns_per_call, c)) {
+  if (bf16_product(a_operand, transpose_a, b_operand, transpose_b, columns_per_call, epilogue, c)) {
     bf16_products_made.fetch_add(1, std::memory_order_relaxed);
     return c;
   }
@@ -61,9 +63,20 @@ Eigen::MatrixXf gemm(const ProductOperand& a_operand, bool transpose_a, const Pr
       cblas_sgemm(CblasColMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
                   static_cast<blasint>(columns), static_cast<blasint>(k), 1.0f, a.data(), static_cast<blasint>(a.rows()), b_slice,
                   static_cast<blasint>(b.rows()), 0.0f, c.data() + column * m, static_cast<blasint>(m));
+      if (epilogue) epilogue(c.data() + column * m, column, columns);
     }
   });
   return c;
+}
+
+void run_epilogue(Eigen::MatrixXf& c, const GemmEpilogue& epilogue) {
+  const Eigen::Index m = c.rows(), n = c.cols(), slices = (n + columns_per_call - 1) / columns_per_call;
+  parallel_for(static_cast<std::size_t>(slices), 1, [&](std::size_t first, std::size_t last) {
+    for (auto slice = static_cast<Eigen::Index>(first); slice < static_cast<Eigen::Index>(last); ++slice) {
+      const Eigen::Index column = slice * columns_per_call;
+      epilogue(c.data() + column * m, column, std::min(columns_per_call, n - column));
+    }
+  });
 }
 
 GemmCounts gemm_counts() {

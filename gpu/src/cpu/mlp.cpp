@@ -3,9 +3,11 @@
 #include "fpscope/core/printable_text.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 #include <span>
 
@@ -34,14 +36,6 @@ double activate(Activation a, double z) {
   return z;
 }
 
-// Each column of z (batch x features: column j is feature j over the batch) plus its bias b(j),
-// on the threads.
-void add_bias(Eigen::MatrixXf& z, const Eigen::VectorXf& b) {
-  parallel_for(static_cast<std::size_t>(z.cols()), grain_of(static_cast<std::size_t>(z.rows())),
-               [&](std::size_t first, std::size_t last) {
-                 for (auto j = static_cast<Eigen::Index>(first); j < static_cast<Eigen::Index>(last); ++j) z.col(j).array() += b(j);
-               });
-}
 // The sum of each column of dz (the bias gradient), each column on its own, on the threads.
 Eigen::VectorXf column_sums(const Eigen::MatrixXf& dz) {
   Eigen::VectorXf sums(dz.cols());
@@ -229,25 +223,55 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   std::vector<ProductOperand> weight_operands, input_operands;
   for (std::size_t l = 0; l < layers; ++l) weight_operands.emplace_back(w[l]), input_operands.emplace_back(a[l]);
   for (std::size_t l = 0; l < layers; ++l) {
-    if (per_tensor_fp8(recipe)) {
-      fp8_input[l] = quantize_fp8_operand(config_.recipe, GemmOperand::input, a[l], fp8_slot(l, GemmOperand::input), ctx_, *fp8_record(l));
-      fp8_weight[l] = quantize_fp8_operand(config_.recipe, GemmOperand::weight, w[l], fp8_slot(l, GemmOperand::weight), ctx_, *fp8_record(l));
-      z[l] = fp8_product(fp8_input[l].values, false, fp8_input[l].dequantize, fp8_weight[l].values, true, fp8_weight[l].dequantize);
-    } else if (block_scaled(recipe)) {
-      // Named in turn: the stochastic stream's order must not be left to the compiler.
-      const Eigen::MatrixXf input = mx(l, GemmOperand::input, a[l], false);
-      const Eigen::MatrixXf weight_operand = mx(l, GemmOperand::weight, w[l], false);
-      z[l] = gemm(input, false, weight_operand, true);
+    const bool next = l + 1 < layers;
+    TensorRecord* z_record = recorded(activation, l);
+    const std::size_t size = static_cast<std::size_t>(batch * w[l].rows());
+    if (next) a[l + 1].resize(batch, w[l].rows());
+    // z's cast, the activation and its cast, in that order in the stochastic stream; started once
+    // whatever the product draws (a recipe's operands) has been drawn.
+    std::optional<PiecewiseCast> z_cast, a_cast;
+    const auto start_casts = [&] {
+      z_cast.emplace(f, low, ctx_, z_record, size);
+      if (next) a_cast.emplace(f, low, ctx_, nullptr, size);
+    };
+    const auto add_bias_to = [&](float* values, Eigen::Index first, Eigen::Index columns) {
+      for (Eigen::Index j = 0; j < columns; ++j) Eigen::Map<Eigen::ArrayXf>(values + j * batch, batch) += b[l](first + j);
+    };
+    const auto cast_and_activate = [&](float* values, Eigen::Index first, Eigen::Index columns) {
+      const auto offset = static_cast<std::size_t>(first * batch), n = static_cast<std::size_t>(columns * batch);
+      z_cast->piece(std::span<float>(values, n), offset);
+      if (!next) return;
+      float* activated = a[l + 1].data() + offset;
+      activation_forward(config_.activation, values, activated, n);
+      a_cast->piece(std::span<float>(activated, n), offset);
+    };
+    // Blocks are recorded from the whole tensor before its cast: such steps finish the product first.
+    if (recipe == GemmRecipe::none && !(z_record != nullptr && config_.record_blocks)) {
+      start_casts();
+      z[l] = gemm(input_operands[l], false, weight_operands[l], true, [&](float* values, Eigen::Index first, Eigen::Index columns) {
+        add_bias_to(values, first, columns);
+        cast_and_activate(values, first, columns);
+      });
     } else {
-      z[l] = gemm(input_operands[l], false, weight_operands[l], true);
+      if (per_tensor_fp8(recipe)) {
+        fp8_input[l] = quantize_fp8_operand(config_.recipe, GemmOperand::input, a[l], fp8_slot(l, GemmOperand::input), ctx_, *fp8_record(l));
+        fp8_weight[l] = quantize_fp8_operand(config_.recipe, GemmOperand::weight, w[l], fp8_slot(l, GemmOperand::weight), ctx_, *fp8_record(l));
+        z[l] = fp8_product(fp8_input[l].values, false, fp8_input[l].dequantize, fp8_weight[l].values, true, fp8_weight[l].dequantize);
+      } else if (block_scaled(recipe)) {
+        // Named in turn: the stochastic stream's order must not be left to the compiler.
+        const Eigen::MatrixXf input = mx(l, GemmOperand::input, a[l], false);
+        const Eigen::MatrixXf weight_operand = mx(l, GemmOperand::weight, w[l], false);
+        z[l] = gemm(input, false, weight_operand, true);
+      } else {
+        z[l] = gemm(input_operands[l], false, weight_operands[l], true);
+      }
+      run_epilogue(z[l], add_bias_to);
+      if (z_record != nullptr && config_.record_blocks) z_record->blocks = block_record(*config_.record_blocks, z[l]);
+      start_casts();
+      run_epilogue(z[l], cast_and_activate);
     }
-    add_bias(z[l], b[l]);
-    cast(f, low, z[l], ctx_, recorded(activation, l), config_.record_blocks);
-    if (l + 1 < layers) {
-      a[l + 1].resize(z[l].rows(), z[l].cols());
-      activation_forward(config_.activation, z[l].data(), a[l + 1].data(), static_cast<std::size_t>(z[l].size()));
-      cast(f, low, a[l + 1], ctx_, nullptr);
-    }
+    z_cast->finish();
+    if (next) a_cast->finish();
   }
   // Softmax cross-entropy in float32; its gradient carries the loss scale.
   const Eigen::MatrixXf& logits = z[layers - 1];  // column-major: row i's logits are `batch` apart
@@ -266,6 +290,26 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
     cast(f, low, dz, ctx_, recorded(activation_gradient, l), config_.record_blocks);
     Fp8Operand fp8_dz;
     const ProductOperand gradient_operand(dz);  // both backward products; dz changes only after them
+    // The weight gradient's faults, then its cast (recorded) and check for infinities and NaNs, on
+    // each slice as the product makes it where nothing comes between: the cast is started before
+    // the product where the product draws nothing, blocks are recorded from the whole tensor.
+    TensorRecord* gw_record = recorded(weight_gradient, l);
+    std::optional<PiecewiseCast> grad_w_cast;
+    std::atomic<bool> grad_w_non_finite{false};
+    const auto inject_faults = [&](float* values, Eigen::Index first) {
+      if (first != 0) return;  // element (0, 0)
+      for (const FaultInjection& fault : faults_)
+        if (fault.step == steps_ && static_cast<std::size_t>(fault.layer) == l + 1)
+          values[0] = fault.value == FaultInjection::Value::nan ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+    };
+    const auto cast_and_check = [&](float* values, Eigen::Index first, Eigen::Index columns) {
+      const Eigen::Index rows = w[l].rows();
+      const std::span<float> slice(values, static_cast<std::size_t>(rows * columns));
+      grad_w_cast->piece(slice, static_cast<std::size_t>(first * rows));
+      if (has_non_finite(slice)) grad_w_non_finite = true;
+    };
+    const bool fuse_weight_gradient = recipe == GemmRecipe::none && !(gw_record != nullptr && config_.record_blocks);
+    if (fuse_weight_gradient) grad_w_cast.emplace(f, low, ctx_, gw_record, static_cast<std::size_t>(w[l].size()));
     if (per_tensor_fp8(recipe)) {
       fp8_dz = quantize_fp8_operand(config_.recipe, GemmOperand::output_gradient, dz, fp8_slot(l, GemmOperand::output_gradient), ctx_,
                                     *fp8_record(l));
@@ -276,29 +320,48 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
       const Eigen::MatrixXf input = mx(l, GemmOperand::input, a[l], true);
       grad_w[l] = gemm(gradient, true, input, false);
     } else {
-      grad_w[l] = gemm(gradient_operand, true, input_operands[l], false);
+      grad_w[l] = gemm(gradient_operand, true, input_operands[l], false,
+                       fuse_weight_gradient ? GemmEpilogue([&](float* values, Eigen::Index first, Eigen::Index columns) {
+                         inject_faults(values, first);
+                         cast_and_check(values, first, columns);
+                       })
+                                            : GemmEpilogue());
     }
+    if (!fuse_weight_gradient) {
+      inject_faults(grad_w[l].data(), 0);
+      if (gw_record != nullptr && config_.record_blocks) gw_record->blocks = block_record(*config_.record_blocks, grad_w[l]);
+      grad_w_cast.emplace(f, low, ctx_, gw_record, static_cast<std::size_t>(grad_w[l].size()));
+      run_epilogue(grad_w[l], cast_and_check);
+    }
+    grad_w_cast->finish();
     grad_b[l] = column_sums(dz);
-    for (const FaultInjection& fault : faults_)
-      if (fault.step == steps_ && static_cast<std::size_t>(fault.layer) == l + 1)
-        grad_w[l](0, 0) = fault.value == FaultInjection::Value::nan ? std::numeric_limits<float>::quiet_NaN()
-                                                                    : std::numeric_limits<float>::infinity();
-    cast(f, low, grad_w[l], ctx_, recorded(weight_gradient, l), config_.record_blocks);
     cast(f, low, grad_b[l], ctx_, nullptr);
-    non_finite = non_finite || any_non_finite(grad_w[l]) || any_non_finite(grad_b[l]);
+    non_finite = non_finite || grad_w_non_finite || any_non_finite(grad_b[l]);
     if (l > 0) {
-      Eigen::MatrixXf da;
-      if (per_tensor_fp8(recipe))
-        da = fp8_product(fp8_dz.values, false, fp8_dz.dequantize, fp8_weight[l].values, false, fp8_weight[l].dequantize);
-      else if (block_scaled(recipe)) {  // reduces over the layer's outputs
-        const Eigen::MatrixXf gradient = mx(l, GemmOperand::output_gradient, dz, false);
-        da = gemm(gradient, false, mx(l, GemmOperand::weight, w[l], true), false);
+      // The previous layer's output gradient, from da = dz W: cast, then through the activation.
+      Eigen::MatrixXf next_dz(batch, w[l].cols());
+      std::optional<PiecewiseCast> da_cast;
+      const auto cast_and_differentiate = [&](float* values, Eigen::Index first, Eigen::Index columns) {
+        const auto offset = static_cast<std::size_t>(first * batch), n = static_cast<std::size_t>(columns * batch);
+        da_cast->piece(std::span<float>(values, n), offset);
+        activation_backward(config_.activation, z[l - 1].data() + offset, values, next_dz.data() + offset, n);
+      };
+      if (per_tensor_fp8(recipe) || block_scaled(recipe)) {
+        Eigen::MatrixXf da;
+        if (per_tensor_fp8(recipe)) {
+          da = fp8_product(fp8_dz.values, false, fp8_dz.dequantize, fp8_weight[l].values, false, fp8_weight[l].dequantize);
+        } else {  // reduces over the layer's outputs
+          const Eigen::MatrixXf gradient = mx(l, GemmOperand::output_gradient, dz, false);
+          da = gemm(gradient, false, mx(l, GemmOperand::weight, w[l], true), false);
+        }
+        da_cast.emplace(f, low, ctx_, nullptr, static_cast<std::size_t>(da.size()));
+        run_epilogue(da, cast_and_differentiate);
+      } else {
+        da_cast.emplace(f, low, ctx_, nullptr, static_cast<std::size_t>(next_dz.size()));
+        gemm(gradient_operand, false, weight_operands[l], false, cast_and_differentiate);
       }
-      else
-        da = gemm(gradient_operand, false, weight_operands[l], false);
-      cast(f, low, da, ctx_, nullptr);
-      dz.resize(da.rows(), da.cols());
-      activation_backward(config_.activation, z[l - 1].data(), da.data(), dz.data(), static_cast<std::size_t>(da.size()));
+      da_cast->finish();
+      dz = std::move(next_dz);
     }
   }
   // Update in float32 with the gradients unscaled by the step's factor (sgd_update.hpp), unless a

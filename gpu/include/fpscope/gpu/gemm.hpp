@@ -20,6 +20,7 @@
 
 #include <Eigen/Core>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 namespace fpscope {
@@ -48,8 +49,20 @@ class ProductOperand {
   std::unique_ptr<Packing> packing_;
 };
 
-// The same product of prepared operands (the same bits as gemm on their values).
-Eigen::MatrixXf gemm(const ProductOperand& a, bool transpose_a, const ProductOperand& b, bool transpose_b);
+// What a product's caller does to each slice of C's columns as soon as it is made, on the thread
+// that made it, while the slice is in that core's cache (a bias, a cast, an activation): `columns`
+// columns from `first_column` on, columns * rows(C) contiguous values from `values` (C is
+// column-major). The slices are fixed by the shape alone and come in any order.
+using GemmEpilogue = std::function<void(float* values, Eigen::Index first_column, Eigen::Index columns)>;
+
+// The epilogue on a matrix already made, in the slices a product of its shape would make, on
+// the threads: what the fused epilogue does, where something must come between product and epilogue.
+void run_epilogue(Eigen::MatrixXf& c, const GemmEpilogue& epilogue);
+
+// The same product of prepared operands (the same bits as gemm on their values), with an epilogue
+// where one is given.
+Eigen::MatrixXf gemm(const ProductOperand& a, bool transpose_a, const ProductOperand& b, bool transpose_b,
+                     const GemmEpilogue& epilogue = {});
 
 // How many products went each way since the program started (for tests and benchmarks).
 struct GemmCounts {
