@@ -4,8 +4,10 @@ threads, this script times torch -- fp32, and bf16 under torch.autocast("cpu") -
 784-1024-1024-10 relu MLP at batch 256 (SGD) and a GPT of 4 layers x 256 wide x context 128 at
 batch 8 (AdamW; the model of tests/gpu/gpt_vs_torch.py). Debian's torch runs its products in
 OpenBLAS, whose threads torch.set_num_threads does not reach, so torch is timed in a fresh process
-for every pairing of torch threads and OpenBLAS threads from {1, THREADS}, and its fastest time is
-the baseline (the pairing is printed). fp16 mixed is held to torch fp32 (torch has no fp16 CPU
+for every pairing of torch threads and OpenBLAS threads from {1, THREADS}, and its fastest pairing
+is the baseline (printed). Three rounds alternate fpscope and torch, each side's time its median
+over the rounds, the pairing the one with the lowest median (the machine's timings drift by a
+fifth between processes: the rounds' ratios are printed too). fp16 mixed is held to torch fp32 (torch has no fp16 CPU
 autocast worth timing); recording every step, and every 10th, to the same fp16 trainer unrecorded,
 the two stepping in turns in one process, as means.
 
@@ -30,6 +32,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "gpu")
 from gpt_vs_torch import Gpt  # noqa: E402
 
 STEPS = 10
+ROUNDS = 3
 
 
 def torch_step_ms(model, optimizer, inputs, targets, autocast):
@@ -64,19 +67,26 @@ def torch_times(kind, with_bf16=True):
     return times
 
 
-def fastest_torch(kind, threads):
-    """torch's fastest time over the thread pairings for fp32 and, separately, for bf16 autocast,
-    each with its pairing (bf16 autocast takes seconds a step on processors without AVX-512 BF16)."""
+def torch_rounds(kind, threads):
+    """One round of torch timings: every pairing of torch and OpenBLAS threads, fp32 and bf16
+    autocast (bf16 autocast takes seconds a step on processors without AVX-512 BF16)."""
     def run(torch_threads, blas_threads):
         out = subprocess.run([sys.executable, __file__, "--torch", kind, str(torch_threads), str(blas_threads), "bf16"],
                              check=True, capture_output=True, text=True).stdout
         return {name: float(ms) for name, ms in (line.split() for line in out.splitlines())}
     pairings = [(t, b) for t in sorted({1, threads}) for b in sorted({1, threads})]
-    times = {pairing: run(*pairing) for pairing in pairings}
+    return {pairing: run(*pairing) for pairing in pairings}
+
+
+def fastest_torch(rounds):
+    """torch's pairing with the lowest median over the rounds, for fp32 and separately for bf16, and
+    that median: the fastest pairing by its typical time, not by its luckiest (a minimum over four
+    noisy runs would sit below any one of them)."""
     best = {}
     for name in ("fp32", "bf16"):
-        fastest = min(times, key=lambda pairing: times[pairing][name])
-        best[name] = (times[fastest][name], f"torch {fastest[0]} / OpenBLAS {fastest[1]} threads")
+        medians = {pairing: statistics.median(r[pairing][name] for r in rounds) for pairing in rounds[0]}
+        fastest = min(medians, key=medians.get)
+        best[name] = (medians[fastest], f"torch {fastest[0]} / OpenBLAS {fastest[1]} threads", [r[fastest][name] for r in rounds])
     return best
 
 
@@ -95,17 +105,27 @@ def main():
     build = sys.argv[1] if len(sys.argv) > 1 else "build"
     threads = int(sys.argv[2]) if len(sys.argv) > 2 else os.cpu_count()
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores; fpscope on {threads} threads, torch {torch.__version__} "
-          f"at its fastest pairing of torch and OpenBLAS threads from {{1, {threads}}}; median of {STEPS} steps")
+          f"at its fastest pairing of torch and OpenBLAS threads from {{1, {threads}}}; each side's median over {ROUNDS} "
+          f"alternating rounds of a median of {STEPS} steps")
     for kind, model, batch in (("mlp", "784-1024-1024-10", 256), ("gpt", "gpt:layers=4,width=256,heads=4,context=128", 8)):
-        ours = fpscope_times(build, model, batch, threads)
-        best = fastest_torch(kind, threads)
-        theirs = {name: ms for name, (ms, _) in best.items()}
+        # Rounds alternate fpscope and torch, so that the machine's drift falls on both; each side
+        # is its median over the rounds.
+        our_rounds, their_rounds = [], []
+        for _ in range(ROUNDS):
+            our_rounds.append(fpscope_times(build, model, batch, threads))
+            their_rounds.append(torch_rounds(kind, threads))
+        ours = {name: statistics.median(r[name] for r in our_rounds) for name in our_rounds[0]}
+        best = fastest_torch(their_rounds)
+        theirs = {name: ms for name, (ms, _, _) in best.items()}
+        spread = {name: [o[name] / t for o, t in zip(our_rounds, best[name][2])] for name in ("fp32", "bf16")}
         print(f"\n{model} at batch {batch}:")
         print(f"  fp32 step          fpscope {ours['fp32']:8.2f} ms   torch fp32 {theirs['fp32']:8.2f} ms ({best['fp32'][1]})   "
               f"{ours['fp32'] / theirs['fp32']:.2f}x")
         print(f"  bf16 mixed step    fpscope {ours['bf16']:8.2f} ms   torch bf16 autocast {theirs['bf16']:8.2f} ms ({best['bf16'][1]})   "
               f"{ours['bf16'] / theirs['bf16']:.2f}x")
         print(f"  fp16 mixed step    fpscope {ours['fp16']:8.2f} ms   torch fp32 {theirs['fp32']:8.2f} ms   {ours['fp16'] / theirs['fp32']:.2f}x")
+        print("  round by round: fp32 " + " ".join(f"{x:.2f}x" for x in spread["fp32"]) + ", bf16 " +
+              " ".join(f"{x:.2f}x" for x in spread["bf16"]))
         print(f"  bf16 products in oneDNN's bf16 kernels: {100 * ours['bf16_kernel_share']:.0f}%")
         print(f"  recording every tensor every step: {ours['fp16_recording']:8.2f} ms against {ours['fp16_beside_recording']:8.2f} ms "
               f"unrecorded, {100 * (ours['fp16_recording'] / ours['fp16_beside_recording'] - 1):+.1f}%; every 10th step: "
