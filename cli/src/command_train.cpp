@@ -73,13 +73,12 @@ struct TrainOptions {
   bool resume = false;
 };
 
-// A GPT's defaults where the options are not given: AdamW at 1e-3 on batches of 16 sequences, the
-// loss unweighted (the MLP example's lr 1024 and loss weight 2^-10 would wreck it).
+// A GPT's defaults where the options are not given (training_defaults::gpt), as option text.
 namespace gpt_defaults {
-constexpr const char* batch = "16";
-constexpr const char* learning_rate = "1e-3";
-constexpr const char* loss_weight = "1";
-constexpr const char* optimizer = "adamw";
+const std::string batch = std::to_string(training_defaults::gpt::batch);
+const std::string learning_rate = fmt::format("{:g}", training_defaults::gpt::learning_rate);
+const std::string loss_weight = fmt::format("{:g}", std::ldexp(1.0, training_defaults::gpt::loss_weight_log2));
+const std::string optimizer = optimizer_name(training_defaults::gpt::optimizer);
 }  // namespace gpt_defaults
 
 // The parameters as NumPy arrays in PyTorch's layouts (an MLP's fcN.weight out x in, fcN.bias; a
@@ -156,7 +155,7 @@ void run_train(const TrainOptions& o) {
   const std::string loss_weight =
       !o.loss_weight.empty() ? o.loss_weight : gpt ? gpt_defaults::loss_weight : fmt::format("2^{}", training_defaults::loss_weight_log2);
   const std::string batch_text = !o.batch.empty() ? o.batch : gpt ? gpt_defaults::batch : std::to_string(training_defaults::batch);
-  const std::string optimizer = !o.optimizer.empty() ? o.optimizer : gpt ? gpt_defaults::optimizer : "sgd";
+  const std::string optimizer = !o.optimizer.empty() ? o.optimizer : gpt ? gpt_defaults::optimizer : optimizer_name(training_defaults::optimizer);
   config.precision = parse_or_usage([&] { return parse_precision(o.precision); });
   config.rounding = parse_rounding_mode(o.round);
   config.scaler = parse_or_usage([&] { return parse_loss_scale(o.loss_scale); });

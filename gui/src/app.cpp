@@ -66,6 +66,20 @@ App::App(const AppOptions& options) : view(options.view), form(options.form) {
 
 App::~App() = default;
 
+void follow_model_kind(TrainingForm& f, bool was_gpt) {
+  const bool gpt = names_gpt(f.model);
+  if (gpt == was_gpt) return;
+  namespace mlp = training_defaults;
+  namespace gpt_ = training_defaults::gpt;
+  const auto follow = [&](auto& field, auto mlp_value, auto gpt_value) {
+    if (field == (was_gpt ? gpt_value : mlp_value)) field = gpt ? gpt_value : mlp_value;
+  };
+  follow(f.batch, mlp::batch, gpt_::batch);
+  follow(f.learning_rate, mlp::learning_rate, gpt_::learning_rate);
+  follow(f.loss_weight_log2, mlp::loss_weight_log2, gpt_::loss_weight_log2);
+  follow(f.optimizer.kind, mlp::optimizer, gpt_::optimizer);
+}
+
 bool App::start_training(const TrainingForm& f) {
   try {
     TrainingSettings settings;

@@ -80,6 +80,11 @@ struct TrainingForm {
   int pause_at_step = 0;  // > 0: the run pauses itself there (--pause-at-step; not in the form)
 };
 
+// After the form's model changed between an MLP and a GPT: the batch, learning rate, loss weight
+// and optimizer that still hold the other kind's defaults take this kind's (training_defaults::gpt);
+// what the user set stays.
+void follow_model_kind(TrainingForm& form, bool was_gpt);
+
 
 // Curves state: TensorBoard's smoothing (an exponential moving average, debiased at the start).
 struct CurvesState {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "app.hpp"
+#include "drawing_cost.hpp"
 #include "fpscope/core/names.hpp"
 #include "fpscope/core/printable_text.hpp"
 #include "fpscope/snapshot/output_file.hpp"
@@ -158,6 +159,7 @@ int run(const Options& o) {
     std::uint64_t drawn_version = ~0ull;
     fpscope::TrainingStatus drawn_status;
     bool drawn_once = false;
+    double drawing_cpu_before = fpscope::gui::drawing_cpu_seconds(), drawing_cpu_per_frame = 0;
     while (!glfwWindowShouldClose(window)) {
       // Something changes without input: a run training here, a save under way, a message timing out.
       const bool live = (app.session && app.session->status().state == fpscope::TrainingStatus::State::running) || app.animating() ||
@@ -244,10 +246,15 @@ int run(const Options& o) {
       }
       glfwSwapBuffers(window);
       const double work = seconds_since(frame_start);
+      // The frame's processor time, software GL's render threads included (their clock-tick
+      // counts are coarse: averaged over the last frames).
+      const double cpu_now = fpscope::gui::drawing_cpu_seconds();
+      drawing_cpu_per_frame = 0.8 * drawing_cpu_per_frame + 0.2 * (cpu_now - drawing_cpu_before);
+      drawing_cpu_before = cpu_now;
       if (frames_after_settling > 0 || !headless) frame_ms.push_back(work * 1000.0);  // interactive: every frame drawn
       if (last_frame) break;
       const bool working = seconds_since(start) < active_until;  // input in the last moments
-      const double frame_budget = live && !working ? std::max(1.0 / 10.0, work / training_drawing_share) : 1.0 / 60.0;
+      const double frame_budget = live && !working ? std::max(1.0 / 10.0, std::max(work, drawing_cpu_per_frame) / training_drawing_share) : 1.0 / 60.0;
       if (work < frame_budget) std::this_thread::sleep_for(std::chrono::duration<double>(frame_budget - work));
     }
     if (o.report && !frame_ms.empty()) {
@@ -309,10 +316,15 @@ int main(int argc, char** argv) {
   std::string preview_scale;
   cli.add_option("--preview-scale", preview_scale, "the loss-scale slider's preview on opening: a power of two, such as 2^10");
   cli.add_option("--steps", f.steps, "training: steps (0 runs until stopped)")->capture_default_str();
-  cli.add_option("--batch", f.batch, "training: batch size")->capture_default_str();
-  cli.add_option("--lr", f.learning_rate, "training: learning rate")->capture_default_str();
+  cli.add_option("--batch", f.batch, fmt::format("training: batch size (a GPT's sequences: {} unless given)", fpscope::training_defaults::gpt::batch))
+      ->capture_default_str();
+  cli.add_option("--lr", f.learning_rate, fmt::format("training: learning rate (a GPT's: {:g} unless given)", fpscope::training_defaults::gpt::learning_rate))
+      ->capture_default_str();
   std::string loss_weight = fmt::format("2^{}", f.loss_weight_log2);
-  cli.add_option("--loss-weight", loss_weight, "training: the loss is multiplied by this, a power of two 2^-16 .. 1 (as fpscope train's: 2^k or a number)")
+  cli.add_option("--loss-weight", loss_weight,
+                 fmt::format("training: the loss is multiplied by this, a power of two 2^-16 .. 1 (as fpscope train's: 2^k or a number; a GPT's: 2^{} "
+                             "unless given)",
+                             fpscope::training_defaults::gpt::loss_weight_log2))
       ->capture_default_str();
   cli.add_option("--record-every", f.record_every, "training: record a snapshot every N steps")->capture_default_str();
   cli.add_option("--data", f.data, "training: synthetic, mnist:DIR (an MLP) or text:FILE (a GPT)")->capture_default_str();
@@ -320,8 +332,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   cli.add_option("--seed", f.seed, "training: seed")->capture_default_str();
-  std::string optimizer = "sgd";
-  cli.add_option("--optimizer", optimizer, "training: sgd, momentum or adamw")->capture_default_str();
+  std::string optimizer = fpscope::optimizer_name(fpscope::training_defaults::optimizer);
+  cli.add_option("--optimizer", optimizer,
+                 "training: sgd, momentum or adamw (a GPT's: " + fpscope::optimizer_name(fpscope::training_defaults::gpt::optimizer) + " unless given)")
+      ->capture_default_str();
   cli.add_option("--clip-grad-norm", f.optimizer.clip_grad_norm, "training: clip the unscaled gradients' global L2 norm to this (0: off)")
       ->capture_default_str();
   std::string recipe = "none";
@@ -428,6 +442,14 @@ int main(int argc, char** argv) {
       if (!k)
         throw CLI::ValidationError("--loss-weight '" + fpscope::printable_text(loss_weight) + "' is not a power of two from 2^-16 to 1 (the app's slider)");
       f.loss_weight_log2 = *k;
+    }
+    // A GPT's own defaults where these were not given, as fpscope train's (training_defaults.hpp).
+    if (fpscope::names_gpt(f.model)) {
+      namespace gpt = fpscope::training_defaults::gpt;
+      if (cli.count("--batch") == 0) f.batch = gpt::batch;
+      if (cli.count("--lr") == 0) f.learning_rate = gpt::learning_rate;
+      if (cli.count("--loss-weight") == 0) f.loss_weight_log2 = gpt::loss_weight_log2;
+      if (cli.count("--optimizer") == 0) f.optimizer.kind = gpt::optimizer;
     }
     if (!o.export_folder.empty() && o.frames <= 0) throw CLI::ValidationError("--export needs --frames N (N > 0)");
     if (!o.screenshot.empty() && o.frames <= 0) throw CLI::ValidationError("--screenshot needs --frames N (N > 0)");

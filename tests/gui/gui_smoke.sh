@@ -269,6 +269,21 @@ else
   fail "fpscope train and fpscope-gui defaults differ"; head -3 "$work/defaults/cli.jsonl" "$work/defaults/run.jsonl" | cut -c1-300
 fi
 
+# A GPT's defaults (AdamW at 1e-3, batches of 16, the loss unweighted) in the app as in fpscope
+# train, to the bit, when only the model is given.
+gpt_model=gpt:layers=1,width=16,heads=2,context=8,vocab=64
+"$fpscope" train --model "$gpt_model" --steps 6 --out "$work/defaults/gpt-cli.jsonl" >/dev/null 2>&1
+mkdir -p "$work/defaults/gpt"
+headless --start --model "$gpt_model" --steps 6 --frames 1 --export "$work/defaults/gpt" >/dev/null 2>&1
+"$fpscope" export "$work/defaults/gpt-cli.jsonl" --csv "$work/defaults/gpt-cli.csv" >/dev/null 2>&1
+"$fpscope" export "$work/defaults/gpt/run.jsonl" --csv "$work/defaults/gpt-app.csv" >/dev/null 2>&1
+if [[ -s "$work/defaults/gpt-cli.csv" ]] && cmp -s "$work/defaults/gpt-cli.csv" "$work/defaults/gpt-app.csv" &&
+   grep -q '"optimizer":"adamw' "$work/defaults/gpt/run.jsonl"; then
+  ok
+else
+  fail "a GPT's defaults differ between fpscope train and fpscope-gui"; head -1 "$work/defaults/gpt-cli.jsonl" "$work/defaults/gpt/run.jsonl" | cut -c1-300
+fi
+
 # --ui-scale 2 in a window twice the size: a 26 px font and every length doubled, the plot included.
 headless --follow "$work/fp16.jsonl" --frames 3 --view histogram --preview-scale "2^10" --ui-scale 2 --width 2960 --height 1800 \
   --report >"$work/scaled.out" 2>&1

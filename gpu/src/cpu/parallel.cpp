@@ -107,8 +107,8 @@ class Pool {
         // sleeping (a sleeping worker costs a wake-up of tens of microseconds, and the caller
         // has often done a small pass alone by then) -- longer inside a training step.
         lock.unlock();
-        const int polls = awake_.load(std::memory_order_relaxed) > 0 ? awake_spin_polls : spin_polls;
-        spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; }, polls);
+        const bool awake = awake_.load(std::memory_order_relaxed) > 0;
+        spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; }, awake ? awake_spin_polls : spin_polls, awake);
         lock.lock();
       }
       wake_.wait(lock, [&] { return generation_.load(std::memory_order_relaxed) != seen; });
@@ -129,11 +129,17 @@ class Pool {
   }
 
   // Polls `ready` up to `polls` times, the pause instruction between polls (25-30 ns each on
-  // this project's Zen 4: spin_polls is about 50 microseconds).
+  // this project's Zen 4: spin_polls is about 50 microseconds). `yielding`: every 64th poll
+  // offers the core to any other thread that wants it (the app's drawing, software GL's render
+  // threads), so that a long wait takes a core only from nobody.
   template <typename Ready>
-  static void spin_until(Ready ready, int polls) {
+  static void spin_until(Ready ready, int polls, bool yielding = false) {
     for (int i = 0; i < polls; ++i) {
       if (ready()) return;
+      if (yielding && (i & 63) == 63) {
+        std::this_thread::yield();
+        continue;
+      }
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
 #endif
@@ -150,7 +156,7 @@ class Pool {
   const std::function<void(std::size_t, std::size_t)>* job_ = nullptr;
   static constexpr std::size_t pieces_per_thread = 4;
   static constexpr int spin_polls = 2000;
-  static constexpr int awake_spin_polls = 100000;  // about 3 milliseconds: longer than any serial stretch of a step
+  static constexpr int awake_spin_polls = 100000;  // 3 to 5 milliseconds: longer than any serial stretch of a step
   std::atomic<int> awake_{0};  // the ParallelSteps alive: the workers spin the longer while any is
   std::size_t count_ = 0, parts_ = 0, pieces_ = 0;
   std::atomic<std::size_t> pending_{0};

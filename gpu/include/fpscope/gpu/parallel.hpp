@@ -1,7 +1,7 @@
 // The CPU backend's element-wise passes on several cores: parallel_for splits [0, count) into a
 // few contiguous pieces per thread, which the threads of a small pool and the caller claim one at
 // a time (a thread held up elsewhere delays one piece, not a share). Between jobs a worker looks
-// for the next one for about 50 microseconds -- about 3 milliseconds while a ParallelStep lives --
+// for the next one for about 50 microseconds -- 3 to 5 milliseconds while a ParallelStep lives --
 // then sleeps (OpenBLAS runs single-threaded on the same threads, gemm.cpp, so nothing else wants
 // the cores meanwhile).
 // Callers give work whose every element is computed on its own, never a sum across ranges, so the
@@ -20,7 +20,8 @@ void set_parallel_threads(int threads);
 int parallel_threads();
 
 // A training step's scope: while one lives, the workers wait for the next pass by spinning for
-// about 3 milliseconds rather than 50 microseconds. A step is hundreds of passes with short serial
+// 3 to 5 milliseconds rather than 50 microseconds, offering the core to any other thread that
+// wants it every 64 polls (the app draws on the same cores). A step is hundreds of passes with short serial
 // stretches between them; a worker that slept through one wakes tens of microseconds into the
 // next, by when the caller has done much of a small pass alone (A/B on the project's 2-core
 // machine: GPT bf16 step -8%, MLP bf16 step -16%). Between steps the workers sleep as before.
