@@ -67,17 +67,12 @@ App::App(const AppOptions& options) : view(options.view), form(options.form) {
 App::~App() = default;
 
 void follow_model_kind(TrainingForm& f, bool was_gpt) {
-  const bool gpt = names_gpt(f.model);
-  if (gpt == was_gpt) return;
-  namespace mlp = training_defaults;
-  namespace gpt_ = training_defaults::gpt;
-  const auto follow = [&](auto& field, auto mlp_value, auto gpt_value) {
-    if (field == (was_gpt ? gpt_value : mlp_value)) field = gpt ? gpt_value : mlp_value;
-  };
-  follow(f.batch, mlp::batch, gpt_::batch);
-  follow(f.learning_rate, mlp::learning_rate, gpt_::learning_rate);
-  follow(f.loss_weight_log2, mlp::loss_weight_log2, gpt_::loss_weight_log2);
-  follow(f.optimizer.kind, mlp::optimizer, gpt_::optimizer);
+  const training_defaults::KindSettings now = training_defaults::follow_model_kind(
+      {f.batch, f.learning_rate, f.loss_weight_log2, f.optimizer.kind}, was_gpt, names_gpt(f.model));
+  f.batch = now.batch;
+  f.learning_rate = now.learning_rate;
+  f.loss_weight_log2 = now.loss_weight_log2;
+  f.optimizer.kind = now.optimizer;
 }
 
 bool App::start_training(const TrainingForm& f) {

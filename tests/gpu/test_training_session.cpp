@@ -7,6 +7,7 @@
 #include "fpscope/gpu/backend_choice.hpp"
 #include "fpscope/gpu/gpt.hpp"
 #include "fpscope/gpu/training_data.hpp"
+#include "fpscope/gpu/training_defaults.hpp"
 #include "fpscope/gpu/training_session.hpp"
 
 using namespace fpscope;
@@ -266,4 +267,25 @@ TEST_CASE("a session with an FP8 recipe: the header names it, and every step rec
     data.next_batch(settings.batch, inputs, labels);
     CHECK(direct.step(inputs, labels, false).scaling == step.scaling);
   }
+}
+
+TEST_CASE("the settings that differ between an MLP and a GPT follow the model's kind where they are at a default") {
+  using namespace fpscope::training_defaults;
+  const KindSettings mlp = kind_defaults(false), gpt_settings = kind_defaults(true);
+  CHECK(mlp == KindSettings{batch, learning_rate, loss_weight_log2, optimizer});
+  CHECK(gpt_settings == KindSettings{gpt::batch, gpt::learning_rate, gpt::loss_weight_log2, gpt::optimizer});
+  CHECK(gpt_settings.batch == 16);
+  CHECK(gpt_settings.optimizer == OptimizerKind::adamw);
+  CHECK(follow_model_kind(mlp, false, true) == gpt_settings);   // an MLP's defaults become a GPT's
+  CHECK(follow_model_kind(gpt_settings, true, false) == mlp);   // and back
+  CHECK(follow_model_kind(mlp, false, false) == mlp);           // no change of kind, no change
+  // What the user set stays; the rest follows.
+  KindSettings chosen = mlp;
+  chosen.batch = 64;
+  chosen.optimizer = OptimizerKind::momentum;
+  const KindSettings followed = follow_model_kind(chosen, false, true);
+  CHECK(followed.batch == 64);
+  CHECK(followed.optimizer == OptimizerKind::momentum);
+  CHECK(followed.learning_rate == gpt::learning_rate);
+  CHECK(followed.loss_weight_log2 == gpt::loss_weight_log2);
 }

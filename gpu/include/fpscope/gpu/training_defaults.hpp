@@ -37,4 +37,29 @@ inline constexpr int loss_weight_log2 = 0;
 inline constexpr OptimizerKind optimizer = OptimizerKind::adamw;
 }  // namespace gpt
 
+// The settings that differ between the two kinds of model.
+struct KindSettings {
+  int batch;
+  float learning_rate;
+  int loss_weight_log2;
+  OptimizerKind optimizer;
+  bool operator==(const KindSettings&) const = default;
+};
+inline constexpr KindSettings kind_defaults(bool gpt_model) {
+  return gpt_model ? KindSettings{gpt::batch, gpt::learning_rate, gpt::loss_weight_log2, gpt::optimizer}
+                   : KindSettings{batch, learning_rate, loss_weight_log2, optimizer};
+}
+
+// A form's settings after its model changed from one kind to the other (an MLP to a GPT or
+// back): each still at the old kind's default takes the new kind's; what the user set stays.
+inline constexpr KindSettings follow_model_kind(KindSettings settings, bool was_gpt, bool is_gpt) {
+  if (was_gpt == is_gpt) return settings;
+  const KindSettings from = kind_defaults(was_gpt), to = kind_defaults(is_gpt);
+  if (settings.batch == from.batch) settings.batch = to.batch;
+  if (settings.learning_rate == from.learning_rate) settings.learning_rate = to.learning_rate;
+  if (settings.loss_weight_log2 == from.loss_weight_log2) settings.loss_weight_log2 = to.loss_weight_log2;
+  if (settings.optimizer == from.optimizer) settings.optimizer = to.optimizer;
+  return settings;
+}
+
 }  // namespace fpscope::training_defaults
