@@ -57,14 +57,11 @@ class PiecewiseCast {
   PiecewiseCast(const PiecewiseCast&) = delete;
   PiecewiseCast& operator=(const PiecewiseCast&) = delete;
 
-  // Whether pieces do anything (a float32 run that records nothing leaves values as they are).
-  bool active() const { return low_ || record_ != nullptr; }
-
   // The values at `offset` in the tensor: `in` rounded into `out` (the same span, or one beside it).
   void piece(std::span<const float> in, std::span<float> out, std::size_t offset) {
-    if (!active()) {
+    if (!low_) {  // float32: copied, and recorded where there is a record
       if (in.data() != out.data()) std::copy(in.begin(), in.end(), out.begin());
-      return;
+      if (record_ == nullptr) return;
     }
     Context context = start_;
     context.stochastic_counter = start_.stochastic_counter + offset;
@@ -73,7 +70,6 @@ class PiecewiseCast {
     CastCounts counts;
     if (!low_) {
       histogram.add(in);
-      if (in.data() != out.data()) std::copy(in.begin(), in.end(), out.begin());
     } else if (record_ == nullptr) {
       round_f32(f_, in, out, context);
     } else {

@@ -245,10 +245,10 @@ void layer_norm_backward(const Matrix<S>& dy, const Matrix<S>& gain, const Norma
       const S mean_gx = (dxhat * ConstColumn<S>(xhat, features)).sum() / static_cast<S>(features);
       const S rstd = norm.rstd[static_cast<std::size_t>(n)];
       S* out = dx.data() + n * features;
-      if (add)  // each term rounded, then the sum: as dx + (the gradient made alone)
-        for (Eigen::Index i = 0; i < features; ++i) out[i] += rstd * (g[i] * gain(i, 0) - mean_g - xhat[i] * mean_gx);
-      else
-        for (Eigen::Index i = 0; i < features; ++i) out[i] = rstd * (g[i] * gain(i, 0) - mean_g - xhat[i] * mean_gx);
+      for (Eigen::Index i = 0; i < features; ++i) {
+        const S gradient = rstd * (g[i] * gain(i, 0) - mean_g - xhat[i] * mean_gx);
+        out[i] = add ? out[i] + gradient : gradient;  // added: as dx + (the gradient made alone)
+      }
     }
   });
 }
