@@ -384,7 +384,8 @@ class Blocks : private whole_block::Setting<F> {
     any_inexact_ = any_inexact_ || tally_.inexact_lanes != 0;
     any_underflow_ = any_underflow_ || tally_.underflow_lanes != 0;
     tally_.inexact_lanes = tally_.underflow_lanes = 0;
-    flags_settled_ = any_inexact_ && any_underflow_;
+    // MXINT8 raises no underflow (whole_blocks.hpp's tiny_threshold_): inexact alone settles it.
+    flags_settled_ = any_inexact_ && (any_underflow_ || int8);
   }
   // Room in the byte counters (255 units at most) for the 16 units of 32 elements that a group
   // of blocks or a band of columns adds: they are summed before, never inside, the element loop.
@@ -403,7 +404,7 @@ class Blocks : private whole_block::Setting<F> {
   bool stochastic_ = false, tininess_before_ = false;
   std::uint64_t seed_ = 0;
   bool any_inexact_ = false, any_underflow_ = false;  // raised by the blocks taken
-  bool flags_settled_ = false;  // inexact and underflow both raised: not looked at again
+  bool flags_settled_ = false;  // inexact and underflow (where it can be) raised: not looked at again
   std::uint64_t saturated_total_ = 0, below_grid_total_ = 0, code_zero_total_ = 0;
   static constexpr int dense_bins = 32;  // bins counted one-hot; the rest one by one
   __m512i one_hot_[16];                  // words waiting for relative_counts_

@@ -731,6 +731,38 @@ TEST_CASE("bulk block kernels raise the flags that only the last element earns")
   }
 }
 
+// MXINT8 raises inexact and never underflow (its quantum is fixed, as mxint8_element_code says):
+// a kernel that stops looking at flags must not stop before inexact is raised, however late.
+TEST_CASE("bulk block kernels: MXINT8's inexact from the last element alone, and no underflow") {
+  const BlockFormat& f = block_formats::mxint8;
+  for (const BlockAxis axis : {BlockAxis::rows, BlockAxis::cols}) {
+    const BlockLayout layout{64, 1024, axis, f.block_size};
+    std::vector<float> values(layout.element_count());
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = (i % 3 == 0 ? 0.5f : 1.0f) * (i % 5 == 0 ? -1.0f : 1.0f);  // exact
+    // With amax 1 the scale is 2^0 and the elements step by 2^-6: 0.6 lies between two of them,
+    // 0.3 * 2^-6 rounds to zero (inexact, not tiny: MXINT8 has no underflow).
+    for (const auto& [what, value, expected] : {std::tuple{"exact", 1.0f, std::uint8_t{0}}, std::tuple{"inexact", 0.6f, std::uint8_t{flag::inexact}},
+                                                std::tuple{"to zero", 0.3f * std::ldexp(1.0f, -6), std::uint8_t{flag::inexact}}}) {
+      std::vector<float> tensor = values;
+      tensor.back() = value;
+      Quantized fast, scalar;
+      for (Quantized* q : {&fast, &scalar}) {
+        q->codes.resize(tensor.size());
+        q->scales.resize(layout.block_count());
+        Context ctx;
+        if (q == &fast) block_quantize(f, ScaleRule::floor, layout, tensor, q->codes, q->scales, q->tensor_scale, ctx, &q->statistics);
+        else block_quantize_scalar(f, ScaleRule::floor, layout, tensor, q->codes, q->scales, q->tensor_scale, ctx, &q->statistics, {});
+        q->flags = ctx.flags;
+      }
+      INFO(std::string(what), std::string(axis == BlockAxis::rows ? " rows" : " cols"));
+      CHECK(int(scalar.flags) == int(expected));
+      CHECK(int(fast.flags) == int(scalar.flags));
+      CHECK(fast.codes == scalar.codes);
+      CHECK(fast.statistics == scalar.statistics);
+    }
+  }
+}
+
 // MX formats in blocks of 16 (the kernels take them two at a time along rows, in bands of 16 rows
 // down columns), against the scalar path, rounding to nearest even and stochastically.
 TEST_CASE("bulk block kernels equal the scalar path for MX blocks of 16") {
