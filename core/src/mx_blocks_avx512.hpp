@@ -357,8 +357,23 @@ class Blocks : private whole_block::Setting<F> {
       const __m512i fraction = _mm512_or_si512(_mm512_sllv_epi64(d, _mm512_sub_epi64(sixty_four, s)), _mm512_srlv_epi64(d, _mm512_sub_epi64(s, sixty_four)));
       return _mm512_cmplt_epu64_mask(random, fraction);
     };
-    const __mmask16 up = _mm512_kunpackb(up8(_mm512_extracti64x4_epi64(dropped, 1), _mm512_extracti64x4_epi64(shift, 1), random_high),
-                                         up8(_mm512_castsi512_si256(dropped), _mm512_castsi512_si256(shift), random_low));
+    // Where shift <= 32, dropped << (64 - shift) is a whole multiple of 2^32, so the word is below
+    // it exactly when the word's high half, shifted right by 32 - shift, is below dropped: one
+    // 32-bit comparison for 16 lanes. A lane with more to drop (a nonzero value far below F's
+    // normal range: shift > 32) can round up only where the word's high half is at most the
+    // fraction's, dropped >> (shift - 32) (0 from shift 64 on) -- seldom, as the fraction is below
+    // 2^-8 -- and only those take the 64-bit comparison.
+    const __m512i high_halves = _mm512_permutex2var_epi32(
+        random_low, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), random_high);
+    const __m512i thirty_two = _mm512_set1_epi32(32);
+    const __mmask16 deep = _mm512_mask_cmpgt_epu32_mask(_mm512_test_epi32_mask(dropped, dropped), shift, thirty_two);
+    const __mmask16 close = _mm512_mask_cmple_epu32_mask(deep, high_halves, _mm512_srlv_epi32(dropped, _mm512_sub_epi32(shift, thirty_two)));
+    __mmask16 up = _mm512_mask_cmplt_epu32_mask(static_cast<__mmask16>(~deep), _mm512_srlv_epi32(high_halves, _mm512_sub_epi32(thirty_two, shift)), dropped);
+    if (close != 0) [[unlikely]] {
+      const __mmask16 up64 = _mm512_kunpackb(up8(_mm512_extracti64x4_epi64(dropped, 1), _mm512_extracti64x4_epi64(shift, 1), random_high),
+                                             up8(_mm512_castsi512_si256(dropped), _mm512_castsi512_si256(shift), random_low));
+      up = static_cast<__mmask16>(up | (up64 & close));
+    }
     if constexpr (TrackFlags) {
       const __mmask16 inexact = _mm512_test_epi32_mask(dropped, dropped);
       __mmask16 tiny = below_normal & nonzero;
@@ -367,9 +382,8 @@ class Blocks : private whole_block::Setting<F> {
         // m + 1 bits with the same word (unbounded exponent), reaches 2^emin.
         const __m512i kept_fine = _mm512_srli_epi32(sig, drop);
         const __m512i dropped_fine = _mm512_and_si512(sig, _mm512_set1_epi32(static_cast<int>((1u << drop) - 1)));
-        const __m512i fine_shift = _mm512_set1_epi32(static_cast<int>(drop));
-        const __mmask16 up_fine = _mm512_kunpackb(up8(_mm512_extracti64x4_epi64(dropped_fine, 1), _mm512_castsi512_si256(fine_shift), random_high),
-                                                  up8(_mm512_castsi512_si256(dropped_fine), _mm512_castsi512_si256(fine_shift), random_low));
+        // drop <= 23: the 32-bit comparison above.
+        const __mmask16 up_fine = _mm512_cmplt_epu32_mask(_mm512_srli_epi32(high_halves, 32 - drop), dropped_fine);
         const __mmask16 reaches = up_fine & _mm512_cmpeq_epi32_mask(kept_fine, _mm512_set1_epi32(static_cast<int>((2u << m) - 1))) &
                                   _mm512_cmpeq_epi32_mask(_mm512_add_epi32(biased, one), _mm512_set1_epi32(static_cast<int>(min_biased)));
         tiny &= static_cast<__mmask16>(~reaches);
