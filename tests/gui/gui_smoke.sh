@@ -20,11 +20,13 @@ passed=0
 failed=0
 ok() { passed=$((passed + 1)); }
 fail() { failed=$((failed + 1)); echo "FAIL $*"; }
-# Under AddressSanitizer (scripts/test-sanitizers) the app's leak check is off: Mesa's driver,
-# unloaded at exit, leaves allocations LeakSanitizer can only attribute to "<unknown module>".
-# The app's own code is still checked for every other error; its data side (training session,
-# RunStore, follower) is leak-checked by gpu_tests and analyzer_tests.
-headless() { ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" "$gui" "$@"; }
+# Under AddressSanitizer (scripts/test-sanitizers) the leak check is off for everything this
+# script runs (the app, and the CLI runs it compares the app with): Mesa's driver, unloaded at
+# exit, leaves allocations LeakSanitizer can only attribute to "<unknown module>". Every other
+# error is still checked; the app's data side (training session, RunStore, follower) and the CLI
+# are leak-checked by gpu_tests, analyzer_tests and the CLI's tests.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
+headless() { "$gui" "$@"; }
 
 # Every view after a short demo run (an fp32 baseline, then fp16 without loss scaling).
 for view in training histogram heatmap curves what-if inspector export; do
