@@ -43,11 +43,11 @@ xvfb-run -a -s "-screen 0 1600x1000x24" bash "$0" --idle-cpu "$gui" "$work/big.j
 for settings_name in mlp gpt; do
 if [[ $settings_name == mlp ]]; then
   settings=(--model 784-256-256-10 --activation relu --precision fp16 --loss-scale dynamic --steps 1500 --batch 128 --lr 0.01 --seed 1)
-  app_extra=(--loss-weight 1)
 else  # the GPT at its own defaults (AdamW, batches of 16 sequences, the loss unweighted)
   settings=(--model gpt:layers=2,width=128,heads=4,context=64 --precision bf16 --steps 300 --seed 1)
-  app_extra=()
 fi
+# The app and fpscope train share their defaults (training_defaults), so the same settings
+# train the same run in both.
 # train prints its steps/s only to a terminal: `script` gives it one.
 rate_cli() {
   script -qec "$(printf '%q ' "$fpscope" train "${settings[@]}" "$@")" /dev/null 2>&1 | tr '\r' '\n' | grep -Eo '[0-9.]+ steps/s' | tail -1 | cut -d' ' -f1
@@ -56,7 +56,7 @@ echo "training throughput, ${settings[*]}:"
 for run in 1 2 3; do
   plain=$(rate_cli)
   logged=$(rate_cli --out "$work/cli.jsonl")
-  app=$(headless "${settings[@]}" "${app_extra[@]}" --start --frames 1 --view heatmap --report 2>/dev/null | grep -Eo '\(([0-9.]+) steps/s' | tr -d '(' | cut -d' ' -f1)
+  app=$(headless "${settings[@]}" --start --frames 1 --view heatmap --report 2>/dev/null | grep -Eo '\(([0-9.]+) steps/s' | tr -d '(' | cut -d' ' -f1)
   awk -v p="$plain" -v l="$logged" -v a="$app" 'BEGIN {
     printf "  run %d: fpscope train %.1f steps/s (no log), %.1f (writing the log); fpscope-gui %.1f: %.2fx and %.2fx\n", '"$run"', p, l, a, a / p, a / l }'
 done
