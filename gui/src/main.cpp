@@ -168,6 +168,7 @@ int run(const Options& o) {
     int frames_after_settling = 0;
     bool warned_settle = false;
     std::vector<double> frame_ms;
+    int frames_for_input = 0;  // drawn at full rate because input arrived (--report)
     // 60 frames a second; while a run trains in this process and nobody works the window, 10 at
     // most and fewer where a frame is dear, so that drawing takes at most a tenth of one core and
     // training keeps the rest (software GL on a small machine spends tens of milliseconds a frame).
@@ -209,6 +210,7 @@ int run(const Options& o) {
         continue;
       input_arrived = false;
       redraw_requested = false;
+      if (seconds_since(start) < active_until) ++frames_for_input;
       drawn_once = true;
       drawn_version = app.data_version;
       drawn_status = session_status;
@@ -294,6 +296,7 @@ int run(const Options& o) {
                  peak_memory_mib(), app.snapshots.size(), static_cast<double>(app.store.snapshot_bytes()) / (1 << 20),
                  app.store.thinned_snapshots(), app.steps.size());
       fmt::print("ui scale {:.2f} (font {:.0f} px)\n", fpscope::gui::current_ui_scale(), ImGui::GetFontSize());
+      fmt::print("frames at full rate after input {}\n", frames_for_input);
       fmt::print("target format {}\n", fpscope::gui::target_format_names[app.format_index]);
       if (app.view == fpscope::gui::View::inspector) fmt::print("{}", app.inspector.report);
       const auto& g = app.histogram.geometry;

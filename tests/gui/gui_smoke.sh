@@ -135,6 +135,16 @@ else
   fail "the app training a GPT"; cat "$work/gpt.out"; head -c 600 "$work/gpt/run.jsonl" 2>/dev/null
 fi
 
+# Left alone, a window training a run draws paced frames only: what the window system says of a
+# new window (exposed, focused, the pointer entering it and where the pointer is) is not input,
+# which draws at full rate for a moment (it was: 0.75 s of frames beside every run started here).
+if headless --start --model 16-32-10 --steps 300 --batch 32 --backend cpu --view histogram --frames 1 --report 2>&1 |
+     grep -qx 'frames at full rate after input 0'; then
+  ok
+else
+  fail "a window left alone drew frames at full rate while training"
+fi
+
 # The views show what the run's own format does until someone picks another: a bf16 run's target
 # format is bf16 (not fp16's advice for a format it does not train in); --target-format wins.
 small_run=(--start --model 16-8-4 --steps 3 --batch 8 --backend cpu --view histogram --frames 1 --report)
@@ -163,8 +173,9 @@ headless --follow "$work/inject.jsonl" --view blocks --frames 3 --screenshot "$w
 if "$check" "$work/no-blocks.png" blocks >/dev/null; then fail "the Blocks view drew bands for a log without block statistics"; else ok; fi
 
 # Interactive, driven by xdotool as a person would: a window on a followed log that has been
-# read draws nothing; a click on the Curves tab wakes it and switches the view; the PNG button
-# saves the window as it shows that view; Ctrl+Q quits and --report prints what was drawn.
+# read draws nothing; a click on the Curves tab wakes it (frames at full rate) and switches the
+# view; the PNG button saves the window as it shows that view; Ctrl+Q quits and --report prints
+# what was drawn.
 # (Positions for the default 1480x900 window at UI scale 1: the Curves tab at x 507, the PNG
 # button at x 843, both at y 17.)
 if command -v xdotool >/dev/null; then
@@ -184,6 +195,7 @@ if command -v xdotool >/dev/null; then
   if kill -0 "$app" 2>/dev/null; then kill "$app"; quit=0; else quit=1; fi
   wait "$app" 2>/dev/null
   if [[ "$quit" == 1 && -s "$work/interactive/fpscope-curves.png" ]] && grep -q "^frames " "$work/interactive.out" &&
+     grep -q "^frames at full rate after input [1-9]" "$work/interactive.out" &&
      "$check" "$work/interactive/fpscope-curves.png" curves-followed >/dev/null && (( t1 - t0 <= 15 )); then
     ok
   else
