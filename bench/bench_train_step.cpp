@@ -1,9 +1,10 @@
 // One training step of the CPU backend, timed for bench_train_torch.py (which puts PyTorch's step
 // for the same model beside it): the median of --steps steps after two of warm-up, for each of
 // fp32, mixed fp16, mixed bf16 (and the share of its products that ran in bf16 kernels); then
-// mixed fp16 recording every tensor every step, and every 10th step (over three times the steps),
-// each as the mean step beside the mean step of the same trainer unrecorded, the two stepping in
-// turns. Prints one line per measure: "NAME MILLISECONDS".
+// mixed fp16 recording every tensor every step (STEPS steps), and every 10th step (STEPS windows
+// of 10 steps), each as the mean step beside the mean step of the same trainer unrecorded, the two
+// stepping in turns, and the median over the windows of their ratio. Prints one line per measure:
+// "NAME MILLISECONDS" (or "NAME RATIO").
 //
 // Usage: bench_train_step MODEL BATCH THREADS STEPS   (MODEL: layer sizes or gpt:...)
 #include <algorithm>
@@ -76,19 +77,39 @@ double median_step_ms(const std::string& model, int batch, int steps, Precision 
 }
 
 // Mixed fp16 recording every `record_every`-th step beside the same trainer not recording, the
-// two stepping in turns (so that the machine's speed, which drifts, is the same for both): the
-// mean step of each over `steps` steps (a multiple of record_every) after two of warm-up.
-std::pair<double, double> recording_and_unrecorded_ms(const std::string& model, int batch, int steps, int record_every) {
-  const int rounded = std::max(record_every, steps / record_every * record_every);
+// two stepping in turns (so that the machine's speed, which drifts, is the same for both; which of
+// the two goes first alternates window by window): the mean step of each over `windows` windows of
+// `record_every` steps (the first step of each recorded) after two of warm-up, and the median over
+// the windows of the recording trainer's time over the other's (one slow moment of the machine
+// moves one window's ratio, where it would move the means by its whole length).
+struct RecordingCost {
+  double recording_ms, unrecorded_ms, median_ratio;
+};
+RecordingCost recording_and_unrecorded_ms(const std::string& model, int batch, int windows, int record_every) {
   const std::unique_ptr<TrainerBackend> recording = make_trainer(model, Precision::fp16), unrecorded = make_trainer(model, Precision::fp16);
   const Batch b = batch_for(model, batch);
+  for (int step = 0; step < 2; ++step) timed_step_ms(*recording, b, false), timed_step_ms(*unrecorded, b, false);
   double recording_sum = 0, unrecorded_sum = 0;
-  for (int step = 0; step < rounded + 2; ++step) {
-    const double with = timed_step_ms(*recording, b, step >= 2 && (step - 2) % record_every == 0);
-    const double without = timed_step_ms(*unrecorded, b, false);
-    if (step >= 2) recording_sum += with, unrecorded_sum += without;
+  std::vector<double> ratios;
+  for (int window = 0; window < windows; ++window) {
+    double with = 0, without = 0;
+    for (int step = 0; step < record_every; ++step) {
+      if (window % 2 == 0) {
+        with += timed_step_ms(*recording, b, step == 0);
+        without += timed_step_ms(*unrecorded, b, false);
+      } else {
+        without += timed_step_ms(*unrecorded, b, false);
+        with += timed_step_ms(*recording, b, step == 0);
+      }
+    }
+    recording_sum += with, unrecorded_sum += without;
+    ratios.push_back(with / without);
   }
-  return {recording_sum / rounded, unrecorded_sum / rounded};
+  std::sort(ratios.begin(), ratios.end());
+  const double steps = static_cast<double>(windows) * record_every;
+  const std::size_t middle = ratios.size() / 2;
+  const double median = ratios.size() % 2 == 1 ? ratios[middle] : (ratios[middle - 1] + ratios[middle]) / 2;
+  return {recording_sum / steps, unrecorded_sum / steps, median};
 }
 
 }  // namespace
@@ -116,9 +137,11 @@ int main(int argc, char** argv) {
   // How many of the bf16 run's products went to the bf16 kernels (gemm.hpp), as a share.
   const double bf16_calls = static_cast<double>(after_bf16.bf16 - before_bf16.bf16);
   std::printf("bf16_kernel_share %.3f\n", bf16_calls / std::max(1.0, bf16_calls + static_cast<double>(after_bf16.float32 - before_bf16.float32)));
-  const auto [every, every_unrecorded] = recording_and_unrecorded_ms(model, batch, steps, 1);
-  std::printf("fp16_recording %.3f\nfp16_beside_recording %.3f\n", every, every_unrecorded);
-  const auto [tenth, tenth_unrecorded] = recording_and_unrecorded_ms(model, batch, 3 * steps, 10);
-  std::printf("fp16_recording_every_10 %.3f\nfp16_beside_every_10 %.3f\n", tenth, tenth_unrecorded);
+  const RecordingCost every = recording_and_unrecorded_ms(model, batch, steps, 1);
+  std::printf("fp16_recording %.3f\nfp16_beside_recording %.3f\nfp16_recording_ratio %.5f\n", every.recording_ms, every.unrecorded_ms,
+              every.median_ratio);
+  const RecordingCost tenth = recording_and_unrecorded_ms(model, batch, steps, 10);
+  std::printf("fp16_recording_every_10 %.3f\nfp16_beside_every_10 %.3f\nfp16_recording_every_10_ratio %.5f\n", tenth.recording_ms,
+              tenth.unrecorded_ms, tenth.median_ratio);
   return 0;
 }
