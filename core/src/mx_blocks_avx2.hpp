@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "fpscope/core/block_format.hpp"
 #include "fpscope/core/block_scaling.hpp"
@@ -63,16 +64,23 @@ class Blocks : private whole_block::Setting<F> {
   // (group g's row r at in + 8g + r * stride, codes likewise at out, scale codes at scales[8g ..
   // 8g + 7]) and returns how many it took: it stops before the first group with a block it cannot
   // take (nothing of that group counted). The vector lanes are the blocks: nothing is transposed.
+  // The band is walked row by row, a chunk of groups at a time (band_chunk).
   template <bool Record>
   std::size_t take_column_groups(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics,
                                  std::size_t groups, std::uint64_t /*random_index: round to nearest even only*/) {
-    for (std::size_t g = 0; g < groups; ++g) {
-      const bool took = flags_settled_ ? take_columns_with<Record, false>(in + 8 * g, stride, out + 8 * g, scales + 8 * g, statistics)
-                                       : take_columns_with<Record, true>(in + 8 * g, stride, out + 8 * g, scales + 8 * g, statistics);
+    std::size_t done = 0;
+    while (done < groups) {
+      const std::size_t n = std::min(groups - done, chunk_groups), at = 8 * done;
+      // What is read next: the band's next chunk, or after its last the next band's first (a
+      // prefetch past the tensor's end is only a hint, never a fault).
+      const std::uint32_t* next = done + n < groups ? in + at + 8 * n : in + 32 * stride;
+      const std::size_t took = flags_settled_ ? band_chunk<Record, false>(in + at, stride, out + at, scales + at, statistics, n, next)
+                                              : band_chunk<Record, true>(in + at, stride, out + at, scales + at, statistics, n, next);
       flags_settled_ = _mm256_movemask_epi8(exact_) != -1 && _mm256_testz_si256(underflow_, underflow_) == 0;
-      if (!took) return g;
+      done += took;
+      if (took < n) break;
     }
-    return groups;
+    return done;
   }
 
   // Adds what the blocks taken add up to into `statistics` (when recording) and `flags`.
@@ -97,8 +105,12 @@ class Blocks : private whole_block::Setting<F> {
   std::size_t take_groups(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks, BlockStatistics* statistics);
   template <bool Record, bool TrackFlags, bool Halves>
   std::size_t take_blocks(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks, BlockStatistics* statistics);
+  // Groups of 8 columns a band walk takes at once: 32 rows of 64 x 8 float32 (64 KiB) stay in L2
+  // between its two passes.
+  static constexpr std::size_t chunk_groups = 64;
   template <bool Record, bool TrackFlags>
-  bool take_columns_with(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics);
+  std::size_t band_chunk(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics,
+                         std::size_t groups, const std::uint32_t* next);
 
   // One call's work on 32 elements at a time (a block along a row, or 4 rows of 8 column
   // blocks), with its constants and what it adds up held in registers; begun from and put back
@@ -380,49 +392,82 @@ std::size_t Blocks<F>::take_blocks(const std::uint32_t* in, std::uint8_t* out, s
 
 template <Format F>
 template <bool Record, bool TrackFlags>
-bool Blocks<F>::take_columns_with(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales,
-                                  BlockStatistics* statistics) {
+std::size_t Blocks<F>::band_chunk(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales,
+                                  BlockStatistics* statistics, std::size_t groups, const std::uint32_t* next) {
+  // Row by row, not group by group: a group's 32 rows read down its columns at once are 32
+  // streams, and where rows lie a power of two apart (as they mostly do) their lines share one L1
+  // set, which holds eight -- each group read its rows twice from L2, and the next group, in the
+  // other half of the same lines, again (twice the time of blocks along rows). First each
+  // column's largest and smallest magnitude (less one) for the chunk's groups (lane l of amax[g]:
+  // column 8g + l), four groups at a time down the rows with their extremes in registers; then
+  // the elements, four rows at a time, from L2.
   const __m256i magnitude_mask = _mm256_set1_epi32(0x7FFFFFFF), one = _mm256_set1_epi32(1);
-  const auto row = [&](std::size_t r) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + r * stride)); };
-  __m256i amax = _mm256_setzero_si256(), smallest_less_one = _mm256_set1_epi32(-1);
-  for (std::size_t r = 0; r < 32; ++r) {
-    const __m256i magnitude = _mm256_and_si256(row(r), magnitude_mask);
-    amax = _mm256_max_epu32(amax, magnitude);
-    smallest_less_one = _mm256_min_epu32(smallest_less_one, _mm256_sub_epi32(magnitude, one));
-  }
-  alignas(32) std::uint32_t lane_amax[8], lane_smallest[8];
-  alignas(32) float lane_factor[8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lane_amax), amax);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lane_smallest), smallest_less_one);
-  std::uint8_t codes_of_scales[8];
-  for (int lane = 0; lane < 8; ++lane)
-    if (!scale_block(lane_amax[lane], lane_smallest[lane], codes_of_scales[lane], lane_factor[lane])) return false;
-  for (int lane = 0; lane < 8; ++lane) {
-    scales[lane] = codes_of_scales[lane];
-    if constexpr (Record) ++statistics->scale_codes[codes_of_scales[lane]];
-  }
-  const __m256 factor = _mm256_load_ps(lane_factor);  // 2^-X per lane: the products are exact
-  const __m256i amax_fields = Pass::fields({amax, amax, amax, amax});  // each lane's, laid out as the rows' fields
+  const auto at = [&](std::size_t r, std::size_t g) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + r * stride + 8 * g)); };
+  alignas(32) std::uint32_t amax[chunk_groups][8], least[chunk_groups][8];
+  constexpr std::size_t at_once = 4;
+  std::size_t g0 = 0;
+  const auto extremes = [&]<std::size_t N>(std::size_t first) {
+    __m256i high[N], low[N];
+    for (std::size_t j = 0; j < N; ++j) high[j] = _mm256_setzero_si256(), low[j] = _mm256_set1_epi32(-1);
+    for (std::size_t r = 0; r < 32; ++r)
+      for (std::size_t j = 0; j < N; ++j) {
+        const __m256i magnitude = _mm256_and_si256(at(r, first + j), magnitude_mask);
+        high[j] = _mm256_max_epu32(high[j], magnitude);
+        low[j] = _mm256_min_epu32(low[j], _mm256_sub_epi32(magnitude, one));
+      }
+    for (std::size_t j = 0; j < N; ++j) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(amax[first + j]), high[j]);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(least[first + j]), low[j]);
+    }
+  };
+  for (; g0 + at_once <= groups; g0 += at_once) extremes.template operator()<at_once>(g0);
+  for (; g0 < groups; ++g0) extremes.template operator()<1>(g0);
+  // The scales, up to the first group with a block not taken.
+  alignas(32) float factor[chunk_groups][8];
+  std::uint8_t codes_of_scales[chunk_groups][8];
+  std::size_t taken = groups;
+  for (std::size_t g = 0; g < groups && taken == groups; ++g)
+    for (int lane = 0; lane < 8; ++lane)
+      if (!scale_block(amax[g][lane], least[g][lane], codes_of_scales[g][lane], factor[g][lane])) {
+        taken = g;
+        break;
+      }
   Pass pass(*this, statistics);
   for (std::size_t r = 0; r < 32; r += 4) {
-    __m256i u[4], magnitude[4], codes[4];
-    for (std::size_t i = 0; i < 4; ++i) {
-      u[i] = row(r + i);
-      magnitude[i] = _mm256_and_si256(u[i], magnitude_mask);
-      codes[i] = pass.template code<TrackFlags>(_mm256_mul_ps(_mm256_castsi256_ps(magnitude[i]), factor));
+    for (std::size_t g = 0; g < taken; ++g) {
+      // The next chunk's lines into L2 meanwhile (rows r .. r + 3, a line per two groups), so that
+      // its first pass finds them there rather than waits on memory alone.
+      if (g % 2 == 0)
+        for (std::size_t i = 0; i < 4; ++i) _mm_prefetch(reinterpret_cast<const char*>(next + (r + i) * stride + 8 * g), _MM_HINT_T1);
+      const __m256 lane_factor = _mm256_load_ps(factor[g]);  // 2^-X per lane: the products are exact
+      __m256i u[4], magnitude[4], codes[4];
+      for (std::size_t i = 0; i < 4; ++i) {
+        u[i] = at(r + i, g);
+        magnitude[i] = _mm256_and_si256(u[i], magnitude_mask);
+        codes[i] = pass.template code<TrackFlags>(_mm256_mul_ps(_mm256_castsi256_ps(magnitude[i]), lane_factor));
+      }
+      // Row r + i's 8 codes are bytes 8i .. 8i + 7.
+      const __m256i packed = pass.template pack<Record>(codes, u);
+      const __m128i low = _mm256_castsi256_si128(packed), high = _mm256_extracti128_si256(packed, 1);
+      std::uint8_t* codes_out = out + r * stride + 8 * g;
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(codes_out), low);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(codes_out + stride), _mm_unpackhi_epi64(low, low));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(codes_out + 2 * stride), high);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(codes_out + 3 * stride), _mm_unpackhi_epi64(high, high));
+      if constexpr (Record) {
+        const __m256i group_amax = _mm256_load_si256(reinterpret_cast<const __m256i*>(amax[g]));
+        pass.bins(Pass::fields(magnitude), Pass::fields({group_amax, group_amax, group_amax, group_amax}));  // each lane's, laid out as the rows' fields
+      }
     }
-    // Row r + i's 8 codes are bytes 8i .. 8i + 7.
-    const __m256i packed = pass.template pack<Record>(codes, u);
-    const __m128i low = _mm256_castsi256_si128(packed), high = _mm256_extracti128_si256(packed, 1);
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + r * stride), low);
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + (r + 1) * stride), _mm_unpackhi_epi64(low, low));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + (r + 2) * stride), high);
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(out + (r + 3) * stride), _mm_unpackhi_epi64(high, high));
-    if constexpr (Record) pass.bins(Pass::fields(magnitude), amax_fields);
   }
   pass.put_back();
-  taken_ += 8;
-  return true;
+  for (std::size_t g = 0; g < taken; ++g) {
+    std::memcpy(scales + 8 * g, codes_of_scales[g], 8);
+    if constexpr (Record)
+      for (int lane = 0; lane < 8; ++lane) ++statistics->scale_codes[codes_of_scales[g][lane]];
+  }
+  taken_ += 8 * taken;
+  return taken;
 }
 
 // Blocks<F> as the walker's whole_blocks.
