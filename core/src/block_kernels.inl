@@ -369,12 +369,12 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
                               std::uint64_t random_base, std::size_t stride) {
       return mxint8_run(in, out, bins, count, run, random_base, stride, flags, element_ctx);
     };
-#if defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
-    // Whole blocks through the AVX-512 kernel, MXINT8's magnitudes rounded as a float format's
-    // (whole_blocks.hpp, mxint8_magnitudes); the rest here.
-    if (mx_avx512::takes(format) && outcomes == nullptr && mx_avx512::float_arithmetic_is_default()) {
-      mx_avx512::Blocks<whole_block::mxint8_magnitudes> wide_blocks(format, rule, false, tensor_scale);
-      walk_with_kernel(wide_blocks, mx_avx512::WholeBlocks<whole_block::mxint8_magnitudes>{&wide_blocks, statistics}, elements, flags);
+#if defined(__AVX2__)
+    // Whole blocks through the widest kernel (mx_blocks_avx512.hpp, mx_blocks_avx2.hpp), MXINT8's
+    // magnitudes rounded as a float format's (whole_blocks.hpp, mxint8_magnitudes); the rest here.
+    if (mx_wide::takes(format) && outcomes == nullptr && mx_wide::float_arithmetic_is_default()) {
+      mx_wide::Blocks<whole_block::mxint8_magnitudes> wide_blocks(format, rule, false, tensor_scale);
+      walk_with_kernel(wide_blocks, mx_wide::WholeBlocks<whole_block::mxint8_magnitudes>{&wide_blocks, statistics}, elements, flags);
       ctx.raise(flags.flags());
       ctx.stochastic_counter = first_random + layout.element_count();
       return true;

@@ -45,6 +45,9 @@ using whole_block::takes;
 template <Format F>
 class Blocks : private whole_block::Setting<F> {
   FPSCOPE_WHOLE_BLOCK_SETTING;
+  // MXINT8 (whole_block::mxint8_magnitudes): codes in two's complement, and no subnormal codes
+  // (below_grid then counts the zero codes, so that made_subnormal is 0).
+  static constexpr bool int8 = F == whole_block::mxint8_magnitudes;
 
  public:
   using Setting::Setting;
@@ -76,7 +79,7 @@ class Blocks : private whole_block::Setting<F> {
       const std::uint32_t* next = done + n < groups ? in + at + 8 * n : in + 32 * stride;
       const std::size_t took = flags_settled_ ? band_chunk<Record, false>(in + at, stride, out + at, scales + at, statistics, n, next)
                                               : band_chunk<Record, true>(in + at, stride, out + at, scales + at, statistics, n, next);
-      flags_settled_ = _mm256_movemask_epi8(exact_) != -1 && _mm256_testz_si256(underflow_, underflow_) == 0;
+      flags_settled_ = flags_raised();
       done += took;
       if (took < n) break;
     }
@@ -203,7 +206,12 @@ class Blocks : private whole_block::Setting<F> {
   __m256i saturated_ = _mm256_setzero_si256(), below_grid_ = _mm256_setzero_si256(), code_zero_ = _mm256_setzero_si256();
   std::uint64_t saturated_total_ = 0, below_grid_total_ = 0, code_zero_total_ = 0;
   __m256i exact_ = _mm256_set1_epi32(-1), underflow_ = _mm256_setzero_si256();
-  bool flags_settled_ = false;  // inexact and underflow both raised
+  bool flags_settled_ = false;  // inexact and underflow both raised (MXINT8: inexact)
+  // Whether the flags the elements can raise all are: inexact and underflow; MXINT8, which never
+  // underflows (mxint8_element_code), inexact alone.
+  bool flags_raised() const {
+    return _mm256_movemask_epi8(exact_) != -1 && (int8 || _mm256_testz_si256(underflow_, underflow_) == 0);
+  }
   // The bins of up to buffer_blocks blocks, one byte each (see take_blocks), and their largest.
   static constexpr int buffer_blocks = 64, max_dense_bins = 64;
   __m256i bin_buffer_[buffer_blocks];
@@ -225,7 +233,7 @@ std::size_t Blocks<F>::take_groups(const std::uint32_t* in, std::uint8_t* out, s
     const std::size_t chunk = std::min(blocks - done, chunk_groups * per_group) / per_group * per_group;
     const std::size_t took = take_blocks<Record, true, Halves>(in + done * block, out + done * block, scales + done, chunk, statistics);
     done += took;
-    flags_settled_ = _mm256_movemask_epi8(exact_) != -1 && _mm256_testz_si256(underflow_, underflow_) == 0;
+    flags_settled_ = flags_raised();
     if (took < chunk) return done;
   }
   if (blocks - done >= per_group)
@@ -243,7 +251,7 @@ struct Blocks<F>::Pass {
   const __m256i unit_offset = _mm256_set1_epi32(static_cast<int>(drop << 23));  // M = 2^(max(e, emin) + 23 - m)
   const __m256i binade_offset = _mm256_set1_epi32(-static_cast<int>(min_normal32 >> drop));  // (max(e, emin) - emin) << m
   const __m256i largest_byte = _mm256_set1_epi8(static_cast<char>(max_code)), above_largest = _mm256_set1_epi8(static_cast<char>(max_code + 1));
-  const __m256i grid_byte = _mm256_set1_epi8(static_cast<char>(1 << m));
+  const __m256i grid_byte = _mm256_set1_epi8(static_cast<char>(int8 ? 1 : 1 << m));
   const __m256i tiny_below;
   const __m256i in_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   const __m256i byte_sign = _mm256_set1_epi8(static_cast<char>(0x80));
@@ -298,6 +306,10 @@ struct Blocks<F>::Pass {
       saturated = _mm256_or_si256(saturated, saturating);  // only whether any was
     }
     __m256i signs = _mm256_and_si256(_mm256_packs_epi16(_mm256_packs_epi32(u[0], u[1]), _mm256_packs_epi32(u[2], u[3])), byte_sign);
+    if constexpr (int8) {  // two's complement: a negative input's code is 0 - its magnitude's
+      const __m256i negative = _mm256_cmpeq_epi8(signs, byte_sign);
+      return _mm256_permutevar8x32_epi32(_mm256_sub_epi8(_mm256_xor_si256(clamped, negative), negative), in_order);
+    }
     if constexpr (F.width() < 8) signs = _mm256_srli_epi16(signs, 8 - F.width());  // no bit crosses into the byte below
     return _mm256_permutevar8x32_epi32(_mm256_or_si256(clamped, signs), in_order);
   }

@@ -37,7 +37,7 @@ inline bool streams_codes(std::size_t code_bytes) {
 }
 
 // Whether the kernels take blocks of this format (the mode and options are the caller's to check).
-// (MXINT8's go to the AVX-512 kernel only, by block_kernels.inl's int8 branch.)
+// (MXINT8's go to them by block_kernels.inl's int8 branch, as whole_block::mxint8_magnitudes.)
 inline bool takes(const BlockFormat& format) {
   return (format.elements == BlockFormat::Elements::floating || format.elements == BlockFormat::Elements::int8) &&
          (format.block_size == 32 || format.block_size == 16);
