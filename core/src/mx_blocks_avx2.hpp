@@ -51,7 +51,6 @@ class Blocks : private whole_block::Setting<F> {
 
  public:
   using Setting::Setting;
-  using Setting::takes_columns;
 
   // Quantizes the leading blocks of the `blocks` consecutive blocks at `in` (codes to `out`,
   // scale codes to `scales`) and returns how many it took: it stops before the first block it
@@ -63,8 +62,8 @@ class Blocks : private whole_block::Setting<F> {
     return halves_ ? take_groups<Record, true>(in, out, scales, blocks, statistics) : take_groups<Record, false>(in, out, scales, blocks, statistics);
   }
 
-  // Quantizes the leading groups of `groups` groups of 8 adjacent columns of a band of 32 rows
-  // (group g's row r at in + 8g + r * stride, codes likewise at out, scale codes at scales[8g ..
+  // Quantizes the leading groups of `groups` groups of 8 adjacent columns of a band of a block's
+  // rows, 32 or 16 (group g's row r at in + 8g + r * stride, codes likewise at out, scale codes at scales[8g ..
   // 8g + 7]) and returns how many it took: it stops before the first group with a block it cannot
   // take (nothing of that group counted). The vector lanes are the blocks: nothing is transposed.
   // The band is walked row by row, a chunk of groups at a time (band_chunk).
@@ -76,7 +75,7 @@ class Blocks : private whole_block::Setting<F> {
       const std::size_t n = std::min(groups - done, chunk_groups), at = 8 * done;
       // What is read next: the band's next chunk, or after its last the next band's first (a
       // prefetch past the tensor's end is only a hint, never a fault).
-      const std::uint32_t* next = done + n < groups ? in + at + 8 * n : in + 32 * stride;
+      const std::uint32_t* next = done + n < groups ? in + at + 8 * n : in + static_cast<std::size_t>(format_.block_size) * stride;
       const std::size_t took = flags_settled_ ? band_chunk<Record, false>(in + at, stride, out + at, scales + at, statistics, n, next)
                                               : band_chunk<Record, true>(in + at, stride, out + at, scales + at, statistics, n, next);
       flags_settled_ = flags_raised();
@@ -412,7 +411,8 @@ std::size_t Blocks<F>::band_chunk(const std::uint32_t* in, std::size_t stride, s
   // other half of the same lines, again (twice the time of blocks along rows). First each
   // column's largest and smallest magnitude (less one) for the chunk's groups (lane l of amax[g]:
   // column 8g + l), four groups at a time down the rows with their extremes in registers; then
-  // the elements, four rows at a time, from L2.
+  // the elements, four rows at a time, from L2. A band is a block's rows: 32, or 16.
+  const std::size_t rows = static_cast<std::size_t>(format_.block_size);
   const __m256i magnitude_mask = _mm256_set1_epi32(0x7FFFFFFF), one = _mm256_set1_epi32(1);
   const auto at = [&](std::size_t r, std::size_t g) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + r * stride + 8 * g)); };
   alignas(32) std::uint32_t amax[chunk_groups][8], least[chunk_groups][8];
@@ -421,7 +421,7 @@ std::size_t Blocks<F>::band_chunk(const std::uint32_t* in, std::size_t stride, s
   const auto extremes = [&]<std::size_t N>(std::size_t first) {
     __m256i high[N], low[N];
     for (std::size_t j = 0; j < N; ++j) high[j] = _mm256_setzero_si256(), low[j] = _mm256_set1_epi32(-1);
-    for (std::size_t r = 0; r < 32; ++r)
+    for (std::size_t r = 0; r < rows; ++r)
       for (std::size_t j = 0; j < N; ++j) {
         const __m256i magnitude = _mm256_and_si256(at(r, first + j), magnitude_mask);
         high[j] = _mm256_max_epu32(high[j], magnitude);
@@ -438,26 +438,38 @@ std::size_t Blocks<F>::band_chunk(const std::uint32_t* in, std::size_t stride, s
   alignas(32) float factor[chunk_groups][8];
   std::uint8_t codes_of_scales[chunk_groups][8];
   std::size_t taken = groups;
-  for (std::size_t g = 0; g < groups && taken == groups; ++g)
+  for (std::size_t g = 0; g < groups && taken == groups; ++g) {
     for (int lane = 0; lane < 8; ++lane)
       if (!scale_block(amax[g][lane], least[g][lane], codes_of_scales[g][lane], factor[g][lane])) {
         taken = g;
         break;
       }
+    if (nvfp4_ && taken == groups) {
+      // No product a float32 subnormal (products_taken would refuse it half way through the
+      // band): the smallest nonzero magnitude's is the smallest, products rounding monotonically.
+      __m256 smallest[4] = {_mm256_mul_ps(_mm256_castsi256_ps(_mm256_add_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(least[g])), one)),
+                                          _mm256_load_ps(factor[g]))};
+      smallest[1] = smallest[2] = smallest[3] = smallest[0];
+      if (!products_taken(smallest)) taken = g;
+    }
+  }
   Pass pass(*this, statistics);
-  for (std::size_t r = 0; r < 32; r += 4) {
+  for (std::size_t r = 0; r < rows; r += 4) {
     for (std::size_t g = 0; g < taken; ++g) {
       // The next chunk's lines into L2 meanwhile (rows r .. r + 3, a line per two groups), so that
       // its first pass finds them there rather than waits on memory alone.
       if (g % 2 == 0)
         for (std::size_t i = 0; i < 4; ++i) _mm_prefetch(reinterpret_cast<const char*>(next + (r + i) * stride + 8 * g), _MM_HINT_T1);
-      const __m256 lane_factor = _mm256_load_ps(factor[g]);  // 2^-X per lane: the products are exact
+      const __m256 lane_factor = _mm256_load_ps(factor[g]);  // per lane: MX's 2^-X (exact products), NVFP4's factor
       __m256i u[4], magnitude[4], codes[4];
+      __m256 q[4];  // MX: exact, and a zero stays zero; NVFP4: the products nvfp4_element_code makes
       for (std::size_t i = 0; i < 4; ++i) {
         u[i] = at(r + i, g);
         magnitude[i] = _mm256_and_si256(u[i], magnitude_mask);
-        codes[i] = pass.template code<TrackFlags>(_mm256_mul_ps(_mm256_castsi256_ps(magnitude[i]), lane_factor));
+        q[i] = _mm256_mul_ps(_mm256_castsi256_ps(magnitude[i]), lane_factor);
       }
+      products_taken(q);  // NVFP4's saturating products lowered (none is a subnormal: checked above)
+      for (std::size_t i = 0; i < 4; ++i) codes[i] = pass.template code<TrackFlags>(q[i]);
       // Row r + i's 8 codes are bytes 8i .. 8i + 7.
       const __m256i packed = pass.template pack<Record>(codes, u);
       const __m128i low = _mm256_castsi256_si128(packed), high = _mm256_extracti128_si256(packed, 1);

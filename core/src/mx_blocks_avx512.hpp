@@ -82,8 +82,6 @@ class Blocks : private whole_block::Setting<F> {
 
  public:
   using Setting::Setting;
-  // Blocks down columns of every shape come to take_column_groups (bands of 32 or 16 rows).
-  bool takes_columns() const { return true; }
 
   // Quantizes the leading blocks of the `blocks` consecutive blocks at `in` (codes to `out`,
   // scale codes to `scales`) and returns how many it took: it stops before the first block it

@@ -107,8 +107,6 @@ struct Setting {
         tensor_scale_(tensor_scale),
         nvfp4_(format.scale == BlockFormat::Scale::e4m3_nvfp4),
         halves_(format.block_size == 16) {}
-  // Whether blocks down columns can come to take_columns (MX blocks of 32).
-  bool takes_columns() const { return !nvfp4_ && !halves_; }
 
   BlockFormat format_;
   ScaleRule rule_;
@@ -124,8 +122,7 @@ struct Setting {
 
 // A kernel's Blocks<F> as the walker's whole_blocks (block_kernels.inl, walk_blocks): runs of
 // blocks along rows, and groups of ColumnsAtOnce adjacent columns of a band of blocks down columns
-// (Blocks' takes_columns says whether it takes them, take_column_groups takes the leading groups
-// it can and says how many).
+// (of every shape: take_column_groups takes the leading groups it can and says how many).
 template <typename Blocks, std::size_t ColumnsAtOnce>
 struct Walker {
   static constexpr bool uses_whole_blocks = true;
@@ -140,7 +137,6 @@ struct Walker {
   // `random_index`: as above (element (r, c) of the band draws random_index + r * stride + c).
   std::size_t columns(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, std::size_t groups,
                       std::uint64_t random_index) const {
-    if (!blocks->takes_columns()) return 0;
     return statistics != nullptr ? blocks->template take_column_groups<true>(in, stride, out, scales, statistics, groups, random_index)
                                  : blocks->template take_column_groups<false>(in, stride, out, scales, nullptr, groups, random_index);
   }
