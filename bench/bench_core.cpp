@@ -186,6 +186,10 @@ void BM_block_quantize_record_mxfp4_stochastic_cols(benchmark::State& state) {
 void BM_block_quantize_record_nvfp4(benchmark::State& state) {
   block_quantize_record(state, fpscope::block_formats::nvfp4, fpscope::RoundingMode::nearest_even);
 }
+// NVFP4 down the columns (blocks of 16: bands of 16 rows).
+void BM_block_quantize_record_nvfp4_cols(benchmark::State& state) {
+  block_quantize_record(state, fpscope::block_formats::nvfp4, fpscope::RoundingMode::nearest_even, true, all_cores(), fpscope::BlockAxis::cols);
+}
 void BM_block_quantize_record_nvfp4_stochastic(benchmark::State& state) {
   block_quantize_record(state, fpscope::block_formats::nvfp4, fpscope::RoundingMode::stochastic);
 }
@@ -211,6 +215,7 @@ BENCHMARK(BM_block_quantize_record_mxfp4)->Unit(benchmark::kMillisecond)->UseRea
 BENCHMARK(BM_block_quantize_record_mxfp4_stochastic)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_record_mxfp4_stochastic_cols)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_record_nvfp4)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_block_quantize_record_nvfp4_cols)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_record_nvfp4_stochastic)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_block_quantize_record_mxint8)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_MAIN();
