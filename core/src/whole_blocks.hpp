@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -60,6 +61,17 @@ struct Scale {
   std::uint32_t smallest_magnitude = 0;
 };
 
+// The float32 value of each E4M3 scale code (block_scale_value's, made once): NVFP4's kernels
+// decode a scale per 16 elements, where the general decoder cost a sixth of their time (AVX2).
+inline float nvfp4_scale_value(std::uint8_t code) {
+  static const auto values = [] {
+    std::array<float, 256> table{};
+    for (std::uint32_t c = 0; c < 256; ++c) table[c] = block_scale_value(block_formats::nvfp4, c);
+    return table;
+  }();
+  return values[code];
+}
+
 // False where the block is not taken: a NaN scale, or (MX) X = 127, where 2^-X would be a
 // float32 subnormal (no element format's rule gets there). MX: the factor is 2^-X; NVFP4: the
 // E4M3 scale and the factor of nvfp4_element_factor (its products are looked at after).
@@ -67,7 +79,7 @@ inline bool scale(const BlockFormat& format, ScaleRule rule, float tensor_scale,
   if (format.scale == BlockFormat::Scale::e4m3_nvfp4) {
     s.code = static_cast<std::uint8_t>(nvfp4_block_scale_code(amax, tensor_scale));
     if (is_nan(formats::e4m3, s.code)) return false;
-    s.factor = nvfp4_element_factor(tensor_scale, block_scale_value(format, s.code));
+    s.factor = nvfp4_element_factor(tensor_scale, nvfp4_scale_value(s.code));
     s.smallest_magnitude = 0x00800000u;
     return true;
   }
