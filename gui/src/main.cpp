@@ -16,9 +16,9 @@
 #include <cstdlib>
 #include <cstdio>
 #include <optional>
-#include <utility>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "app.hpp"
@@ -170,8 +170,9 @@ int run(const Options& o) {
     std::vector<double> frame_ms;
     int frames_for_input = 0;  // drawn at full rate because input arrived (--report)
     // 60 frames a second; while a run trains in this process and nobody works the window, 10 at
-    // most and fewer where a frame is dear, so that drawing takes at most a tenth of one core and
-    // training keeps the rest (software GL on a small machine spends tens of milliseconds a frame).
+    // most and fewer where a frame is dear, so that drawing takes at most a twentieth of one core
+    // and training keeps the rest (software GL on a small machine spends tens of milliseconds a
+    // frame).
     double active_until = 0;
     bool animated_last_frame = false;  // one more frame after a save ends or a message goes
     std::uint64_t drawn_version = ~0ull;
