@@ -63,8 +63,8 @@ class Blocks : private whole_block::Setting<F> {
   }
 
   // Quantizes the leading groups of `groups` groups of 8 adjacent columns of a band of a block's
-  // rows, 32 or 16 (group g's row r at in + 8g + r * stride, codes likewise at out, scale codes at scales[8g ..
-  // 8g + 7]) and returns how many it took: it stops before the first group with a block it cannot
+  // rows, 32 or 16 (group g's row r at in + 8g + r * stride, codes likewise at out, scale codes
+  // at scales[8g .. 8g + 7]) and returns how many it took: it stops before the first group with a block it cannot
   // take (nothing of that group counted). The vector lanes are the blocks: nothing is transposed.
   // The band is walked row by row, a chunk of groups at a time (band_chunk).
   template <bool Record>
