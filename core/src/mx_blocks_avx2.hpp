@@ -64,9 +64,10 @@ class Blocks : private whole_block::Setting<F> {
 
   // Quantizes the leading groups of `groups` groups of 8 adjacent columns of a band of a block's
   // rows, 32 or 16 (group g's row r at in + 8g + r * stride, codes likewise at out, scale codes
-  // at scales[8g .. 8g + 7]) and returns how many it took: it stops before the first group with a block it cannot
-  // take (nothing of that group counted). The vector lanes are the blocks: nothing is transposed.
-  // The band is walked row by row, a chunk of groups at a time (band_chunk).
+  // at scales[8g .. 8g + 7]) and returns how many it took: it stops before the first group with a
+  // block it cannot take (nothing of that group counted). The vector lanes are the blocks:
+  // nothing is transposed. The band is walked row by row, a chunk of groups at a time
+  // (band_chunk).
   template <bool Record>
   std::size_t take_column_groups(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics,
                                  std::size_t groups, std::uint64_t /*random_index: round to nearest even only*/) {
