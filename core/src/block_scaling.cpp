@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "block_walk.hpp"
+#include "whole_blocks_table.hpp"
 #include "fpscope/core/cast.hpp"
 #include "bulk_isa.hpp"
 
@@ -212,6 +213,15 @@ float block_scale_value(const BlockFormat& format, std::uint32_t scale_code) {
   if (format.scale == BlockFormat::Scale::e8m0) return e8m0::to_float(static_cast<std::uint8_t>(scale_code));
   std::uint32_t ignored = 0;  // the branch-free widening: convert's bits (bulk tests hold them together)
   return bits_float(cast_to_f32<formats::e4m3>(scale_code & 0xFFu, CastOptions{}, ignored));
+}
+
+const std::array<float, 256>& nvfp4_scale_values() {
+  static const auto values = [] {
+    std::array<float, 256> table{};
+    for (std::uint32_t c = 0; c < 256; ++c) table[c] = block_scale_value(block_formats::nvfp4, c);
+    return table;
+  }();
+  return values;
 }
 
 void block_quantize(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,

@@ -6,7 +6,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -15,6 +14,7 @@
 #include "fpscope/core/block_scaling.hpp"
 #include "fpscope/core/cast.hpp"
 #include "fpscope/core/e8m0.hpp"
+#include "whole_blocks_table.hpp"
 
 namespace fpscope::whole_block {
 
@@ -61,16 +61,9 @@ struct Scale {
   std::uint32_t smallest_magnitude = 0;
 };
 
-// The float32 value of each E4M3 scale code (block_scale_value's, made once): NVFP4's kernels
-// decode a scale per 16 elements, where the general decoder cost a sixth of their time (AVX2).
-inline float nvfp4_scale_value(std::uint8_t code) {
-  static const auto values = [] {
-    std::array<float, 256> table{};
-    for (std::uint32_t c = 0; c < 256; ++c) table[c] = block_scale_value(block_formats::nvfp4, c);
-    return table;
-  }();
-  return values[code];
-}
+// The float32 value of an E4M3 scale code (block_scale_value's, from a table made once): NVFP4's
+// kernels decode a scale per 16 elements, where the general decoder cost a sixth of their time (AVX2).
+inline float nvfp4_scale_value(std::uint8_t code) { return nvfp4_scale_values()[code]; }
 
 // False where the block is not taken: a NaN scale, or (MX) X = 127, where 2^-X would be a
 // float32 subnormal (no element format's rule gets there). MX: the factor is 2^-X; NVFP4: the
