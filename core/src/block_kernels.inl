@@ -8,10 +8,10 @@
 
 #include "block_walk.hpp"
 #include "fpscope/core/block_format.hpp"
-#if defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
+#if defined(FPSCOPE_KERNEL_AVX512)
 #include "mx_blocks_avx512.hpp"
 namespace fpscope { namespace mx_wide = mx_avx512; }
-#elif defined(__AVX2__)
+#elif defined(FPSCOPE_KERNEL_AVX2)
 #include "mx_blocks_avx2.hpp"
 namespace fpscope { namespace mx_wide = mx_avx2; }
 #endif
@@ -353,7 +353,7 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
   if (!nvfp4) options.denormals_are_zero = false;
   const std::uint64_t seed = ctx.stochastic_seed, first_random = ctx.stochastic_counter;
   const bool stochastic = ctx.rounding == RoundingMode::stochastic;
-#if defined(__AVX2__)
+#if defined(FPSCOPE_KERNEL_AVX2)
   // Whole blocks through a vector kernel (`walker` over `wide_blocks`, its codes streamed past the
   // caches where it can), the rest through `elements`; the flags of both into `flags`.
   const auto walk_with_kernel = [&](auto& wide_blocks, auto walker, const auto& elements, CastFlags& flags) {
@@ -369,7 +369,7 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
                               std::uint64_t random_base, std::size_t stride) {
       return mxint8_run(in, out, bins, count, run, random_base, stride, flags, element_ctx);
     };
-#if defined(__AVX2__)
+#if defined(FPSCOPE_KERNEL_AVX2)
     // Whole blocks through the widest kernel (mx_blocks_avx512.hpp, mx_blocks_avx2.hpp), MXINT8's
     // magnitudes rounded as a float format's (whole_blocks.hpp, mxint8_magnitudes); the rest here.
     if (mx_wide::takes(format) && outcomes == nullptr && mx_wide::float_arithmetic_is_default()) {
@@ -403,7 +403,7 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
           if (lean) return mx_run<F, Mode, false, true>(in, out, bins, count, run, options, seed, random_base, stride, flags, element_ctx);
         return mx_run<F, Mode>(in, out, bins, count, run, options, seed, random_base, stride, flags, element_ctx);
       };
-#if defined(__AVX2__)
+#if defined(FPSCOPE_KERNEL_AVX2)
       // MX and NVFP4 blocks in the lean cast's case, without per-block outcomes: whole blocks
       // through the widest kernel (mx_blocks_avx512.hpp, mx_blocks_avx2.hpp), the rest here.
       if constexpr (lean_mode) {
@@ -415,7 +415,7 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
         }
       }
 #endif
-#if defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
+#if defined(FPSCOPE_KERNEL_AVX512)
       // MX blocks rounded stochastically, without per-block outcomes: whole blocks through the
       // AVX-512 kernel, drawing each element's word as mx_run does.
       if constexpr (Mode == RoundingMode::stochastic && F.flavour != Flavour::fnuz) {

@@ -30,9 +30,11 @@ bool cpu_has(Isa isa) {
 #if defined(FPSCOPE_HAVE_X86_KERNELS)
   switch (isa) {
     case Isa::generic: return true;
-    case Isa::avx2: return __builtin_cpu_supports("avx2");
+    // What bulk_avx2.cpp and bulk_avx512.cpp are compiled for (kernel_unit_baseline.hpp).
+    case Isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2");
     case Isa::avx512:
-      return __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+      return cpu_has(Isa::avx2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   }
   return false;
 #else

@@ -5,12 +5,12 @@
 // one pass per window of 32 fields between them (tensors span one or two) reads the piece back
 // from L2. A piece with a subnormal or an infinity or NaN is counted one value at a time (rare).
 #include "exponent_fields.hpp"
+#include "kernel_unit_baseline.hpp"
 
 #if defined(FPSCOPE_HAVE_X86_KERNELS)
-#include <immintrin.h>
-
-#include <algorithm>
-
+// Compiled for AVX-512 after the shared headers, compiled for the baseline
+// (kernel_unit_baseline.hpp says why).
+FPSCOPE_BEGIN_AVX512_UNIT
 #include "positional_counts_avx512.hpp"
 
 // GCC 12 warns that the unmasked AVX-512 intrinsics read an uninitialized register (their
@@ -92,6 +92,7 @@ FieldCounts count_exponent_fields_avx512(const std::uint32_t* bits, std::size_t 
 }
 
 }  // namespace fpscope
+FPSCOPE_END_KERNEL_UNIT
 #else
 #include <stdexcept>
 // Other processors: bulk_kernel_isa() is never "avx512" there, so this is never called.

@@ -50,7 +50,10 @@ class Blocks : private whole_block::Setting<F> {
   static constexpr bool int8 = F == whole_block::mxint8_magnitudes;
 
  public:
-  using Setting::Setting;
+  // (Written out: GCC compiles an inherited constructor, which sets the vector members, for the
+  // baseline rather than for the unit's instruction set.)
+  Blocks(const BlockFormat& format, ScaleRule rule, bool tininess_before, float tensor_scale)
+      : Setting(format, rule, tininess_before, tensor_scale) {}
 
   // Quantizes the leading blocks of the `blocks` consecutive blocks at `in` (codes to `out`,
   // scale codes to `scales`) and returns how many it took: it stops before the first block it

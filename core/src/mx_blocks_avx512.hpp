@@ -81,7 +81,10 @@ class Blocks : private whole_block::Setting<F> {
   static constexpr std::size_t prefetch_ahead = 1024;  // elements
 
  public:
-  using Setting::Setting;
+  // (Written out: GCC compiles an inherited constructor, which sets the vector members, for the
+  // baseline rather than for the unit's instruction set.)
+  Blocks(const BlockFormat& format, ScaleRule rule, bool tininess_before, float tensor_scale)
+      : Setting(format, rule, tininess_before, tensor_scale) {}
 
   // Quantizes the leading blocks of the `blocks` consecutive blocks at `in` (codes to `out`,
   // scale codes to `scales`) and returns how many it took: it stops before the first block it
@@ -177,7 +180,10 @@ class Blocks : private whole_block::Setting<F> {
   struct Tally {
     // Counts per byte lane (recording), at most 255 per lane: saturated elements, codes below
     // 2^m (subnormal or zero), zero codes; `counted`: units since they were last summed.
-    __m256i saturated = _mm256_setzero_si256(), below_grid = _mm256_setzero_si256(), code_zero = _mm256_setzero_si256();
+    // (A constructor written out: GCC compiles an implicit one for the baseline, not for the
+    // unit's instruction set, and the intrinsics would not inline into it.)
+    Tally() : saturated(_mm256_setzero_si256()), below_grid(saturated), code_zero(saturated) {}
+    __m256i saturated, below_grid, code_zero;
     int counted = 0;
     int words = 0;             // one-hot words in one_hot_
     std::uint64_t sparse = 0;  // elements counted one by one (bins of 32 and more)

@@ -21,6 +21,11 @@ namespace fpscope::avx512 {
 
 class PositionalCounts {
  public:
+  // (Constructors written out here and in Stage: GCC compiles implicit ones for the baseline, not
+  // for the unit's instruction set, and the intrinsics would not inline into them.)
+  [[gnu::always_inline]] PositionalCounts() {
+    for (__m512i& h : high_) h = _mm512_setzero_si512();
+  }
   // Adds the 16 words at `words` (each bit counts once at its position).
   [[gnu::always_inline]] void add16(const __m512i* words) {
     Stage s = first_;
@@ -49,7 +54,8 @@ class PositionalCounts {
 
  private:
   struct Stage {  // bit-sliced counts of weight 1, 2, 4, 8 (times the stage's unit)
-    __m512i ones = _mm512_setzero_si512(), twos = _mm512_setzero_si512(), fours = _mm512_setzero_si512(), eights = _mm512_setzero_si512();
+    [[gnu::always_inline]] Stage() : ones(_mm512_setzero_si512()), twos(ones), fours(ones), eights(ones) {}
+    __m512i ones, twos, fours, eights;
   };
   // a + b + c bit by bit: the sum bits go to a, the carries come back.
   [[gnu::always_inline]] static __m512i carry_save(__m512i& a, __m512i b, __m512i c) {
@@ -85,7 +91,7 @@ class PositionalCounts {
   Stage first_, second_;
   __m512i sixteens_[16];
   int pending_ = 0;
-  __m512i high_[levels] = {};
+  __m512i high_[levels];
 };
 
 }  // namespace fpscope::avx512

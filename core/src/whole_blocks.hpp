@@ -1,6 +1,8 @@
 // What the vector kernels that take MX and NVFP4 blocks whole (mx_blocks_avx2.hpp,
 // mx_blocks_avx512.hpp) share: which blocks they take, a block's scale, and their face to the
-// walker (block_kernels.inl). Included only where AVX2 is compiled for.
+// walker (block_kernels.inl). Included only where AVX2 is compiled for, each unit's copy in an
+// inline namespace named for its instruction set (BULK_ISA): the AVX2 and the AVX-512 unit both
+// compile these functions, and the linker must not give one unit the other's.
 #pragma once
 
 #include <immintrin.h>
@@ -17,6 +19,7 @@
 #include "whole_blocks_table.hpp"
 
 namespace fpscope::whole_block {
+inline namespace BULK_ISA {
 
 // Whether the processor's float32 arithmetic is IEEE's default (MXCSR: round to nearest even, no
 // flush-to-zero, no denormals-are-zero), as the grid's addition and NVFP4's products need.
@@ -147,4 +150,5 @@ struct Walker {
   }
 };
 
+}  // namespace BULK_ISA
 }  // namespace fpscope::whole_block
