@@ -415,14 +415,14 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
         }
       }
 #endif
-#if defined(FPSCOPE_KERNEL_AVX512)
-      // MX blocks rounded stochastically, without per-block outcomes: whole blocks through the
-      // AVX-512 kernel, drawing each element's word as mx_run does.
+#if defined(FPSCOPE_KERNEL_AVX2)
+      // MX and NVFP4 blocks rounded stochastically, without per-block outcomes: whole blocks
+      // through the widest kernel, drawing each element's word as mx_run does.
       if constexpr (Mode == RoundingMode::stochastic && F.flavour != Flavour::fnuz) {
-        if (!options.flush_to_zero && mx_avx512::takes(format) && outcomes == nullptr && mx_avx512::float_arithmetic_is_default()) {
-          mx_avx512::Blocks<F> wide_blocks(format, rule, options.tininess == Tininess::before_rounding, tensor_scale);
+        if (!options.flush_to_zero && mx_wide::takes(format) && outcomes == nullptr && mx_wide::float_arithmetic_is_default()) {
+          mx_wide::Blocks<F> wide_blocks(format, rule, options.tininess == Tininess::before_rounding, tensor_scale);
           wide_blocks.round_stochastically(seed, options.tininess == Tininess::before_rounding);
-          walk_with_kernel(wide_blocks, mx_avx512::WholeBlocks<F>{&wide_blocks, statistics}, elements, flags);
+          walk_with_kernel(wide_blocks, mx_wide::WholeBlocks<F>{&wide_blocks, statistics}, elements, flags);
           ctx.raise(flags.flags());
           return;
         }

@@ -1,8 +1,8 @@
-// MX and NVFP4 blocks of floating-point elements in round to nearest even, written with AVX2
-// intrinsics: the common case of block quantization (every MX element format in blocks of 32 or
-// 16 along rows, MX blocks of 32 down columns; NVFP4 along rows), which the portable loops in
-// block_kernels.inl leave at a sixth of a plain read. Included by block_kernels.inl in the
-// instruction sets that have AVX2.
+// MX and NVFP4 blocks of floating-point elements in round to nearest even (and stochastically),
+// written with AVX2 intrinsics: the common case of block quantization (every MX element format
+// and NVFP4, in blocks of 32 or 16, along rows and down columns), which the portable loops in
+// block_kernels.inl leave at a sixth of a plain read (a fortieth, rounding stochastically).
+// Included by block_kernels.inl in the instruction sets that have AVX2.
 //
 // It must give exactly what the lean cast (cast.hpp, saturating_nearest_even_from_normal) and the
 // walker give, and the kernels-vs-scalar tests hold it to the scalar path bit for bit. It takes a
@@ -58,11 +58,16 @@ class Blocks : private whole_block::Setting<F> {
   // Quantizes the leading blocks of the `blocks` consecutive blocks at `in` (codes to `out`,
   // scale codes to `scales`) and returns how many it took: it stops before the first block it
   // cannot take whole (blocks of 16 go in pairs, so before the pair). Counts go to the
-  // statistics at finish().
+  // statistics at finish(). `random_index`: the stochastic random word of in[0] (stochastic
+  // rounding only).
   template <bool Record>
   std::size_t take(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks, BlockStatistics* statistics,
-                   std::uint64_t /*random_index: round to nearest even only*/) {
-    return halves_ ? take_groups<Record, true>(in, out, scales, blocks, statistics) : take_groups<Record, false>(in, out, scales, blocks, statistics);
+                   std::uint64_t random_index) {
+    if (stochastic_)
+      return halves_ ? take_groups<Record, true, true>(in, out, scales, blocks, statistics, random_index)
+                     : take_groups<Record, false, true>(in, out, scales, blocks, statistics, random_index);
+    return halves_ ? take_groups<Record, true, false>(in, out, scales, blocks, statistics, 0)
+                   : take_groups<Record, false, false>(in, out, scales, blocks, statistics, 0);
   }
 
   // Quantizes the leading groups of `groups` groups of 8 adjacent columns of a band of a block's
@@ -70,23 +75,36 @@ class Blocks : private whole_block::Setting<F> {
   // at scales[8g .. 8g + 7]) and returns how many it took: it stops before the first group with a
   // block it cannot take (nothing of that group counted). The vector lanes are the blocks:
   // nothing is transposed. The band is walked row by row, a chunk of groups at a time
-  // (band_chunk).
+  // (band_chunk). `random_index`: as take's (element (r, c) draws random_index + r * stride + c).
   template <bool Record>
   std::size_t take_column_groups(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics,
-                                 std::size_t groups, std::uint64_t /*random_index: round to nearest even only*/) {
+                                 std::size_t groups, std::uint64_t random_index) {
     std::size_t done = 0;
     while (done < groups) {
       const std::size_t n = std::min(groups - done, chunk_groups), at = 8 * done;
       // What is read next: the band's next chunk, or after its last the next band's first (a
       // prefetch past the tensor's end is only a hint, never a fault).
       const std::uint32_t* next = done + n < groups ? in + at + 8 * n : in + static_cast<std::size_t>(format_.block_size) * stride;
-      const std::size_t took = flags_settled_ ? band_chunk<Record, false>(in + at, stride, out + at, scales + at, statistics, n, next)
-                                              : band_chunk<Record, true>(in + at, stride, out + at, scales + at, statistics, n, next);
+      const std::uint64_t index = random_index + at;
+      const std::size_t took =
+          stochastic_ ? (flags_settled_ ? band_chunk<Record, false, true>(in + at, stride, out + at, scales + at, statistics, n, next, index)
+                                        : band_chunk<Record, true, true>(in + at, stride, out + at, scales + at, statistics, n, next, index))
+                      : (flags_settled_ ? band_chunk<Record, false, false>(in + at, stride, out + at, scales + at, statistics, n, next, 0)
+                                        : band_chunk<Record, true, false>(in + at, stride, out + at, scales + at, statistics, n, next, 0));
       flags_settled_ = flags_raised();
       done += took;
       if (took < n) break;
     }
     return done;
+  }
+
+  // Elements rounded stochastically, as cast_from_f32 rounds them in RoundingMode::stochastic:
+  // element k of the tensor draws stochastic_random(seed, k) (k: take's random_index on), the
+  // underflow flag under `tininess_before`'s rule (Pass::stochastic_code).
+  void round_stochastically(std::uint64_t seed, bool tininess_before) {
+    stochastic_ = true;
+    seed_ = seed;
+    tininess_before_ = tininess_before;
   }
 
   // Adds what the blocks taken add up to into `statistics` (when recording) and `flags`.
@@ -107,16 +125,18 @@ class Blocks : private whole_block::Setting<F> {
   }
 
  private:
-  template <bool Record, bool Halves>
-  std::size_t take_groups(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks, BlockStatistics* statistics);
-  template <bool Record, bool TrackFlags, bool Halves>
-  std::size_t take_blocks(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks, BlockStatistics* statistics);
+  template <bool Record, bool Halves, bool Stochastic>
+  std::size_t take_groups(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks, BlockStatistics* statistics,
+                          std::uint64_t random_index);
+  template <bool Record, bool TrackFlags, bool Halves, bool Stochastic>
+  std::size_t take_blocks(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks, BlockStatistics* statistics,
+                          std::uint64_t random_index);
   // Groups of 8 columns a band walk takes at once: 32 rows of 64 x 8 float32 (64 KiB) stay in L2
   // between its two passes.
   static constexpr std::size_t chunk_groups = 64;
-  template <bool Record, bool TrackFlags>
+  template <bool Record, bool TrackFlags, bool Stochastic>
   std::size_t band_chunk(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales, BlockStatistics* statistics,
-                         std::size_t groups, const std::uint32_t* next);
+                         std::size_t groups, const std::uint32_t* next, std::uint64_t random_index);
 
   // One call's work on 32 elements at a time (a block along a row, or 4 rows of 8 column
   // blocks), with its constants and what it adds up held in registers; begun from and put back
@@ -210,6 +230,8 @@ class Blocks : private whole_block::Setting<F> {
   std::uint64_t saturated_total_ = 0, below_grid_total_ = 0, code_zero_total_ = 0;
   __m256i exact_ = _mm256_set1_epi32(-1), underflow_ = _mm256_setzero_si256();
   bool flags_settled_ = false;  // inexact and underflow both raised (MXINT8: inexact)
+  bool stochastic_ = false, tininess_before_ = false;  // round_stochastically's
+  std::uint64_t seed_ = 0;
   // Whether the flags the elements can raise all are: inexact and underflow; MXINT8, which never
   // underflows (mxint8_element_code), inexact alone.
   bool flags_raised() const {
@@ -225,22 +247,24 @@ class Blocks : private whole_block::Setting<F> {
 };
 
 template <Format F>
-template <bool Record, bool Halves>
+template <bool Record, bool Halves, bool Stochastic>
 std::size_t Blocks<F>::take_groups(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks,
-                                   BlockStatistics* statistics) {
+                                   BlockStatistics* statistics, std::uint64_t random_index) {
   // Inexact and underflow are sticky: once both are raised, the blocks after need not look.
   constexpr std::size_t per_group = Halves ? 2 : 1, chunk_groups = 8;
   const std::size_t block = static_cast<std::size_t>(format_.block_size);
   std::size_t done = 0;  // blocks
   while (blocks - done >= per_group && !flags_settled_) {
     const std::size_t chunk = std::min(blocks - done, chunk_groups * per_group) / per_group * per_group;
-    const std::size_t took = take_blocks<Record, true, Halves>(in + done * block, out + done * block, scales + done, chunk, statistics);
+    const std::size_t took =
+        take_blocks<Record, true, Halves, Stochastic>(in + done * block, out + done * block, scales + done, chunk, statistics, random_index + done * block);
     done += took;
     flags_settled_ = flags_raised();
     if (took < chunk) return done;
   }
   if (blocks - done >= per_group)
-    done += take_blocks<Record, false, Halves>(in + done * block, out + done * block, scales + done, blocks - done, statistics);
+    done += take_blocks<Record, false, Halves, Stochastic>(in + done * block, out + done * block, scales + done, blocks - done, statistics,
+                                                           random_index + done * block);
   return done;
 }
 
@@ -289,6 +313,111 @@ struct Blocks<F>::Pass {
       underflow = _mm256_or_si256(underflow, _mm256_andnot_si256(exact, _mm256_cmpgt_epi32(tiny_below, _mm256_castps_si256(q))));
     }
     return _mm256_add_epi32(units, _mm256_add_epi32(_mm256_srli_epi32(binade, drop), binade_offset));
+  }
+
+  // a < b per lane, as unsigned numbers (AVX2 compares signed ones): all ones where it is.
+  [[gnu::always_inline]] static __m256i below_unsigned(__m256i a, __m256i b) {
+    const __m256i sign = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+    return _mm256_cmpgt_epi32(_mm256_xor_si256(b, sign), _mm256_xor_si256(a, sign));
+  }
+  [[gnu::always_inline]] static __m256i below_unsigned64(__m256i a, __m256i b) {
+    const __m256i sign = _mm256_set1_epi64x(static_cast<long long>(0x8000000000000000ull));
+    return _mm256_cmpgt_epi64(_mm256_xor_si256(b, sign), _mm256_xor_si256(a, sign));
+  }
+  // z * c in 64-bit lanes, modulo 2^64: AVX2 multiplies only 32-bit halves, so of three such
+  // products (the high halves' product falls off the end).
+  template <std::uint64_t C>
+  [[gnu::always_inline]] static __m256i times(__m256i z) {
+    const __m256i c_low = _mm256_set1_epi64x(static_cast<long long>(C & 0xFFFFFFFFu)), c_high = _mm256_set1_epi64x(static_cast<long long>(C >> 32));
+    const __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(z, 32), c_low), _mm256_mul_epu32(z, c_high));
+    return _mm256_add_epi64(_mm256_mul_epu32(z, c_low), _mm256_slli_epi64(cross, 32));
+  }
+  // SplitMix64's mixing of z, per 64-bit lane (context.hpp's stochastic_random). (Member functions
+  // rather than lambdas here: GCC warns of a lambda passing a vector that it breaks the ABI.)
+  [[gnu::always_inline]] static __m256i mix(__m256i z) {
+    z = times<0xBF58476D1CE4E5B9ull>(_mm256_xor_si256(z, _mm256_srli_epi64(z, 30)));
+    z = times<0x94D049BB133111EBull>(_mm256_xor_si256(z, _mm256_srli_epi64(z, 27)));
+    return _mm256_xor_si256(z, _mm256_srli_epi64(z, 31));
+  }
+  // Whether each of four words is below its lane's fraction64: dropped << (64 - shift), or
+  // dropped >> (shift - 64) (a count of 64 or more, as a wrapped negative one is, gives 0).
+  [[gnu::always_inline]] static __m256i up4(__m128i dropped4, __m128i shift4, __m256i random) {
+    const __m256i d = _mm256_cvtepu32_epi64(dropped4), s = _mm256_cvtepu32_epi64(shift4), sixty_four = _mm256_set1_epi64x(64);
+    const __m256i fraction = _mm256_or_si256(_mm256_sllv_epi64(d, _mm256_sub_epi64(sixty_four, s)), _mm256_srlv_epi64(d, _mm256_sub_epi64(s, sixty_four)));
+    return below_unsigned64(random, fraction);
+  }
+  // The random words of elements index .. index + 7, four 64-bit lanes to a register: context.hpp's
+  // stochastic_random (SplitMix64), lane k's z = seed + (index + k + 1) * golden.
+  [[gnu::always_inline]] void random_words(std::uint64_t index, __m256i& low, __m256i& high) const {
+    constexpr std::uint64_t golden = 0x9E3779B97F4A7C15ull;
+    const __m256i first = _mm256_set1_epi64x(static_cast<long long>(owner.seed_ + (index + 1) * golden));
+    low = mix(_mm256_add_epi64(first, _mm256_setr_epi64x(0, static_cast<long long>(golden), static_cast<long long>(2 * golden),
+                                                             static_cast<long long>(3 * golden))));
+    high = mix(_mm256_add_epi64(first, _mm256_setr_epi64x(static_cast<long long>(4 * golden), static_cast<long long>(5 * golden),
+                                                              static_cast<long long>(6 * golden), static_cast<long long>(7 * golden))));
+  }
+
+  // The unclamped code of q per lane (a normal float32 or zero) rounded stochastically, lane l
+  // deciding with the word in 64-bit lane l of `random_low` (l < 4) or l - 4 of `random_high`:
+  // mx_blocks_avx512.hpp's stochastic_code in AVX2 (detail::round_bits32 and cast_from_f32's two
+  // ranges). The bits kept: F's normal range, q's bits less `drop` (the exponent rides along,
+  // rebiased after); below it, q's significand less drop + (emin - q's exponent) bits, those
+  // dropped compared, as a 64-bit fraction, with the word.
+  template <bool TrackFlags>
+  [[gnu::always_inline]] __m256i stochastic_code(__m256 q, __m256i random_low, __m256i random_high) {
+    constexpr std::uint32_t min_biased = min_normal32 >> 23;
+    constexpr std::uint32_t rebias = static_cast<std::uint32_t>(127 - F.bias()) << m;
+    const __m256i bits = _mm256_castps_si256(q), one = _mm256_set1_epi32(1);
+    const __m256i biased = _mm256_srli_epi32(bits, 23);
+    const __m256i below_normal = _mm256_cmpgt_epi32(min_normal, bits);  // zero too (q has no sign)
+    const __m256i is_zero = _mm256_cmpeq_epi32(bits, zero);
+    const __m256i fraction_bits = _mm256_and_si256(bits, _mm256_set1_epi32(0x7FFFFF));
+    const __m256i sig = _mm256_or_si256(fraction_bits, _mm256_andnot_si256(is_zero, _mm256_set1_epi32(0x800000)));  // the implicit bit
+    const __m256i below = _mm256_and_si256(below_normal, _mm256_sub_epi32(_mm256_set1_epi32(static_cast<int>(min_biased)), _mm256_max_epu32(biased, one)));
+    const __m256i x = _mm256_blendv_epi8(bits, sig, below_normal);
+    const __m256i shift = _mm256_add_epi32(below, _mm256_set1_epi32(static_cast<int>(drop)));
+    const __m256i kept = _mm256_srlv_epi32(x, shift);  // 0 from 32 on, as x >> min(shift, 31) is
+    const __m256i dropped = _mm256_and_si256(x, _mm256_sub_epi32(_mm256_sllv_epi32(one, shift), one));  // all of x from 32 on
+    const __m256i nothing_dropped = _mm256_cmpeq_epi32(dropped, zero);
+    // The words' high halves in lane order: odd dwords of both, whose 128-bit lanes the shuffle
+    // interleaves and the permutation puts back.
+    const __m256i high_halves = _mm256_permute4x64_epi64(
+        _mm256_castps_si256(_mm256_shuffle_ps(_mm256_castsi256_ps(random_low), _mm256_castsi256_ps(random_high), _MM_SHUFFLE(3, 1, 3, 1))),
+        _MM_SHUFFLE(3, 1, 2, 0));
+    // As the AVX-512 kernel decides: where shift <= 32 by the words' high halves shifted right by
+    // 32 - shift against dropped; a lane with more to drop (shift > 32) can round up only where
+    // the high half is at most dropped >> (shift - 32), and only those take the 64-bit comparison.
+    const __m256i thirty_two = _mm256_set1_epi32(32);
+    const __m256i deep = _mm256_andnot_si256(nothing_dropped, _mm256_cmpgt_epi32(shift, thirty_two));
+    const __m256i limit = _mm256_srlv_epi32(dropped, _mm256_sub_epi32(shift, thirty_two));
+    const __m256i close = _mm256_and_si256(deep, _mm256_cmpeq_epi32(_mm256_max_epu32(high_halves, limit), limit));
+    __m256i up = _mm256_andnot_si256(deep, below_unsigned(_mm256_srlv_epi32(high_halves, _mm256_sub_epi32(thirty_two, shift)), dropped));
+    if (_mm256_testz_si256(close, close) == 0) [[unlikely]] {
+      const __m256i up_low = up4(_mm256_castsi256_si128(dropped), _mm256_castsi256_si128(shift), random_low);
+      const __m256i up_high = up4(_mm256_extracti128_si256(dropped, 1), _mm256_extracti128_si256(shift, 1), random_high);
+      const __m256i up64 = _mm256_permute4x64_epi64(
+          _mm256_castps_si256(_mm256_shuffle_ps(_mm256_castsi256_ps(up_low), _mm256_castsi256_ps(up_high), _MM_SHUFFLE(2, 0, 2, 0))),
+          _MM_SHUFFLE(3, 1, 2, 0));
+      up = _mm256_or_si256(up, _mm256_and_si256(up64, close));
+    }
+    if constexpr (TrackFlags) {
+      __m256i tiny = _mm256_andnot_si256(is_zero, below_normal);
+      if (!owner.tininess_before_) {
+        // Not tiny after rounding: q in the binade below 2^emin whose significand, rounded to
+        // m + 1 bits with the same word (unbounded exponent), reaches 2^emin.
+        const __m256i kept_fine = _mm256_srli_epi32(sig, drop);
+        const __m256i dropped_fine = _mm256_and_si256(sig, _mm256_set1_epi32(static_cast<int>((1u << drop) - 1)));
+        const __m256i up_fine = below_unsigned(_mm256_srli_epi32(high_halves, 32 - drop), dropped_fine);  // drop <= 23: as above
+        const __m256i reaches =
+            _mm256_and_si256(up_fine, _mm256_and_si256(_mm256_cmpeq_epi32(kept_fine, _mm256_set1_epi32(static_cast<int>((2u << m) - 1))),
+                                                       _mm256_cmpeq_epi32(_mm256_add_epi32(biased, one), _mm256_set1_epi32(static_cast<int>(min_biased)))));
+        tiny = _mm256_andnot_si256(reaches, tiny);
+      }
+      exact_all = _mm256_and_si256(exact_all, nothing_dropped);
+      underflow = _mm256_or_si256(underflow, _mm256_andnot_si256(nothing_dropped, tiny));
+    }
+    const __m256i rounded = _mm256_sub_epi32(kept, up);  // up: -1 where it rounds up
+    return _mm256_sub_epi32(rounded, _mm256_andnot_si256(below_normal, _mm256_set1_epi32(static_cast<int>(rebias))));
   }
 
   // Four vectors of unclamped codes (and the inputs' bits, for the signs) as 32 code bytes: lanes
@@ -352,9 +481,9 @@ struct Blocks<F>::Pass {
 };
 
 template <Format F>
-template <bool Record, bool TrackFlags, bool Halves>
+template <bool Record, bool TrackFlags, bool Halves, bool Stochastic>
 std::size_t Blocks<F>::take_blocks(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, std::size_t blocks,
-                                   BlockStatistics* statistics) {
+                                   BlockStatistics* statistics, std::uint64_t random_index) {
   // 32 elements at a time: one block of 32, or (Halves) two of 16, vectors 0-1 and 2-3.
   constexpr std::size_t per_group = Halves ? 2 : 1;
   const __m256i magnitude_mask = _mm256_set1_epi32(0x7FFFFFFF), one = _mm256_set1_epi32(1);
@@ -388,7 +517,15 @@ std::size_t Blocks<F>::take_blocks(const std::uint32_t* in, std::uint8_t* out, s
     for (int i = 0; i < 4; ++i) q[i] = _mm256_mul_ps(_mm256_castsi256_ps(magnitude[i]), i < 2 ? factor_low : factor_high);
     if (!products_taken(q)) break;
     __m256i codes[4];
-    for (int i = 0; i < 4; ++i) codes[i] = pass.template code<TrackFlags>(q[i]);
+    for (int i = 0; i < 4; ++i) {
+      if constexpr (Stochastic) {
+        __m256i low, high;  // elements 8i .. 8i + 3's words, 8i + 4 .. 8i + 7's
+        pass.random_words(random_index + g * 32 + 8 * static_cast<std::uint64_t>(i), low, high);
+        codes[i] = pass.template stochastic_code<TrackFlags>(q[i], low, high);
+      } else {
+        codes[i] = pass.template code<TrackFlags>(q[i]);
+      }
+    }
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + g * 32), pass.template pack<Record>(codes, u));
     for (std::size_t k = 0; k < per_group; ++k) scales[g * per_group + k] = scale_code[k];
     if constexpr (Record) {
@@ -406,9 +543,9 @@ std::size_t Blocks<F>::take_blocks(const std::uint32_t* in, std::uint8_t* out, s
 }
 
 template <Format F>
-template <bool Record, bool TrackFlags>
+template <bool Record, bool TrackFlags, bool Stochastic>
 std::size_t Blocks<F>::band_chunk(const std::uint32_t* in, std::size_t stride, std::uint8_t* out, std::uint8_t* scales,
-                                  BlockStatistics* statistics, std::size_t groups, const std::uint32_t* next) {
+                                  BlockStatistics* statistics, std::size_t groups, const std::uint32_t* next, std::uint64_t random_index) {
   // Row by row, not group by group: a group's 32 rows read down its columns at once are 32
   // streams, and where rows lie a power of two apart (as they mostly do) their lines share one L1
   // set, which holds eight -- each group read its rows twice from L2, and the next group, in the
@@ -473,7 +610,15 @@ std::size_t Blocks<F>::band_chunk(const std::uint32_t* in, std::size_t stride, s
         q[i] = _mm256_mul_ps(_mm256_castsi256_ps(magnitude[i]), lane_factor);
       }
       products_taken(q);  // NVFP4's saturating products lowered (none is a subnormal: checked above)
-      for (std::size_t i = 0; i < 4; ++i) codes[i] = pass.template code<TrackFlags>(q[i]);
+      for (std::size_t i = 0; i < 4; ++i) {
+        if constexpr (Stochastic) {
+          __m256i low, high;  // row r + i's columns 8g .. 8g + 3's words, 8g + 4 .. 8g + 7's
+          pass.random_words(random_index + (r + i) * stride + 8 * g, low, high);
+          codes[i] = pass.template stochastic_code<TrackFlags>(q[i], low, high);
+        } else {
+          codes[i] = pass.template code<TrackFlags>(q[i]);
+        }
+      }
       // Row r + i's 8 codes are bytes 8i .. 8i + 7.
       const __m256i packed = pass.template pack<Record>(codes, u);
       const __m128i low = _mm256_castsi256_si128(packed), high = _mm256_extracti128_si256(packed, 1);
