@@ -49,8 +49,10 @@ void set_bytes(benchmark::State& state) {
 // The threads block quantization runs on here: every core, as `fpscope quantize` and `analyze` run it.
 int all_cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
-// Reads floats [first, last) once (a vectorised sum of the bits).
-void read_range(const float* in, std::size_t first, std::size_t last) {
+// Reads floats [first, last) once (a vectorised sum of the bits). The baselines name their
+// instruction sets (AVX2, F16C) function by function, so that the library's shared inline
+// functions this file instantiates stay compiled as shipped (core/src/kernel_unit_baseline.hpp).
+__attribute__((target("avx2"))) void read_range(const float* in, std::size_t first, std::size_t last) {
   const auto* p = reinterpret_cast<const __m256i*>(in);
   __m256i sum = _mm256_setzero_si256();
   for (std::size_t i = first / 8; i < last / 8; ++i) sum = _mm256_add_epi32(sum, _mm256_loadu_si256(p + i));
@@ -77,14 +79,17 @@ void BM_plain_read_all_cores(benchmark::State& state) {
 }
 
 // Baseline: the F16C instruction converting the whole array (round to nearest even).
+__attribute__((target("avx,f16c"))) void f16c_narrow(const float* in, std::uint16_t* out, std::size_t n) {
+  for (std::size_t i = 0; i < n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+  }
+}
 void BM_f16c_f32_to_fp16(benchmark::State& state) {
   const auto& in = input();
   std::vector<std::uint16_t> out(count);
   for (auto _ : state) {
-    for (std::size_t i = 0; i < count; i += 8) {
-      const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in.data() + i), _MM_FROUND_TO_NEAREST_INT);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out.data() + i), h);
-    }
+    f16c_narrow(in.data(), out.data(), count);
     benchmark::DoNotOptimize(out.data());
   }
   set_bytes(state);
