@@ -17,7 +17,9 @@
 // inline into them: "target specific option mismatch").
 #pragma once
 
+#if defined(FPSCOPE_HAVE_X86_KERNELS)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <array>
