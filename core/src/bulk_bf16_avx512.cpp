@@ -38,13 +38,22 @@ inline void store_one(std::uint16_t* out, std::uint64_t bf16) { *out = static_ca
 inline void store_one(float* out, std::uint64_t bf16) { *out = bits_float(static_cast<std::uint32_t>(bf16) << 16); }
 
 // One block of 16 inputs; false when it holds a float32 subnormal (the caller takes the kernel).
-// `out` may be `in` (float32 out): the block is read before it is written.
+// `out` may be `in` (float32 out): the block is read before it is written. A block of values
+// below float32's largest binade's top (0x7F7F8000, which rounds to infinity) -- all but a
+// handful of training tensors' blocks -- has no infinity, NaN or overflow to look for: only its
+// dropped low halves are kept (inexact). The others are looked at lane by lane in vector masks.
 template <typename Out>
 FPSCOPE_AVX512_BF16 inline bool convert_block(const float* in, Out* out, BlockFlags& flags) {
   const __m512i bits = _mm512_loadu_si512(in);
   const __m512i magnitude = _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF));
   // 1 <= magnitude <= 0x7FFFFF, in one unsigned comparison.
   const __mmask16 subnormal = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(magnitude, _mm512_set1_epi32(1)), _mm512_set1_epi32(0x7FFFFF));
+  const __mmask16 large = _mm512_cmpge_epu32_mask(magnitude, _mm512_set1_epi32(0x7F7F8000));  // overflows, or infinite, or NaN
+  if ((subnormal | large) == 0) [[likely]] {
+    store(out, (__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(bits)));
+    flags.dropped = _mm512_ternarylogic_epi32(flags.dropped, bits, _mm512_set1_epi32(0xFFFF), 0xF8);  // dropped | (bits & 0xFFFF)
+    return true;
+  }
   if (subnormal != 0) return false;
   store(out, (__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(bits)));
   const __mmask16 finite = _mm512_cmplt_epu32_mask(magnitude, _mm512_set1_epi32(0x7F800000));
