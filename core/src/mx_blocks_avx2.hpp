@@ -150,6 +150,40 @@ class Blocks : private whole_block::Setting<F> {
     scale_code = scale.code, factor = scale.factor;
     return true;
   }
+  // NVFP4's E4M3 block scales and element factors for 8 blocks at once, lane l block l:
+  // mx_blocks_avx512.hpp's make_nvfp4_scales in AVX2 -- (amax / 6) * tensor scale in float32 as
+  // nvfp4_block_scale_code makes it, to E4M3 by the grid's addition (E4M3's subnormal grid below
+  // 2^-6), saturating to 448; its value decoded; the factor tensor scale / value, 0 for a zero
+  // scale. Returns the lanes taken as bits (scale_block's rule: not where amax is infinite or
+  // NaN, a NaN scale, nor where the smallest nonzero magnitude, less one in `least`, is below
+  // float32's smallest normal).
+  unsigned nvfp4_scales(__m256i amax, __m256i least, std::uint8_t* codes, float* factors) const {
+    constexpr std::uint32_t e4m3_min_normal32 = (127 - 6) << 23, e4m3_drop = 20, e4m3_max_code = 0x7E;
+    const __m256 tensor_scale = _mm256_set1_ps(tensor_scale_);
+    // At most 2^10 (the grid's addition stays finite; anything from 464 saturates all the same).
+    const __m256 wanted = _mm256_min_ps(_mm256_mul_ps(_mm256_div_ps(_mm256_castsi256_ps(amax), _mm256_set1_ps(6.0f)), tensor_scale),
+                                        _mm256_set1_ps(1024.0f));
+    const __m256i binade = _mm256_max_epi32(_mm256_and_si256(_mm256_castps_si256(wanted), _mm256_set1_epi32(0x7F800000)),
+                                            _mm256_set1_epi32(static_cast<int>(e4m3_min_normal32)));
+    const __m256 unit = _mm256_castsi256_ps(_mm256_add_epi32(binade, _mm256_set1_epi32(static_cast<int>(e4m3_drop << 23))));
+    const __m256i units = _mm256_sub_epi32(_mm256_castps_si256(_mm256_add_ps(wanted, unit)), _mm256_castps_si256(unit));
+    const __m256i code = _mm256_min_epi32(
+        _mm256_add_epi32(units, _mm256_sub_epi32(_mm256_srli_epi32(binade, e4m3_drop), _mm256_set1_epi32(static_cast<int>(e4m3_min_normal32 >> e4m3_drop)))),
+        _mm256_set1_epi32(static_cast<int>(e4m3_max_code)));
+    // E4M3's value: a normal code's fields moved into float32's (bias 7 -> 127); a subnormal's
+    // mantissa times 2^-9. A zero scale divides as one (no division by zero) and gives 0.
+    const __m256 subnormal = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(8), code));
+    const __m256 value = _mm256_blendv_ps(_mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32(code, 20), _mm256_set1_epi32(120 << 23))),
+                                          _mm256_mul_ps(_mm256_cvtepi32_ps(code), _mm256_set1_ps(1.0f / 512.0f)), subnormal);
+    const __m256 nonzero = _mm256_cmp_ps(value, _mm256_setzero_ps(), _CMP_NEQ_UQ);
+    _mm256_storeu_ps(factors, _mm256_and_ps(_mm256_div_ps(tensor_scale, _mm256_blendv_ps(_mm256_set1_ps(1.0f), value, nonzero)), nonzero));
+    alignas(32) std::uint32_t wide_codes[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(wide_codes), code);
+    for (int lane = 0; lane < 8; ++lane) codes[lane] = static_cast<std::uint8_t>(wide_codes[lane]);
+    const __m256i not_taken = _mm256_or_si256(_mm256_cmpgt_epi32(amax, _mm256_set1_epi32(0x7F7FFFFF)),  // amax has no sign
+                                              Pass::below_unsigned(least, _mm256_set1_epi32(0x007FFFFF)));
+    return ~static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(not_taken))) & 0xFFu;
+  }
   // NVFP4's products made ready for the grid: false where one is a float32 subnormal; those
   // at or above 2^(emax + 2) (an infinity included), which saturate whatever they are, lowered to
   // it, where the grid's addition stays finite. MX's need nothing (scale_block saw to them).
@@ -580,11 +614,17 @@ std::size_t Blocks<F>::band_chunk(const std::uint32_t* in, std::size_t stride, s
   std::uint8_t codes_of_scales[chunk_groups][8];
   std::size_t taken = groups;
   for (std::size_t g = 0; g < groups && taken == groups; ++g) {
-    for (int lane = 0; lane < 8; ++lane)
-      if (!scale_block(amax[g][lane], least[g][lane], codes_of_scales[g][lane], factor[g][lane])) {
+    if (nvfp4_) {  // NVFP4's 8 scales at once (nvfp4_block_scale_code per block took a fifth of the time)
+      if (nvfp4_scales(_mm256_load_si256(reinterpret_cast<const __m256i*>(amax[g])), _mm256_load_si256(reinterpret_cast<const __m256i*>(least[g])),
+                       codes_of_scales[g], factor[g]) != 0xFF)
         taken = g;
-        break;
-      }
+    } else {
+      for (int lane = 0; lane < 8; ++lane)
+        if (!scale_block(amax[g][lane], least[g][lane], codes_of_scales[g][lane], factor[g][lane])) {
+          taken = g;
+          break;
+        }
+    }
     if (nvfp4_ && taken == groups) {
       // No product a float32 subnormal (products_taken would refuse it half way through the
       // band): the smallest nonzero magnitude's is the smallest, products rounding monotonically.

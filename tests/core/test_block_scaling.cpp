@@ -4,6 +4,8 @@
 // tests/formats/block_scaling_ml_dtypes.py holds the same operation against NumPy + ml_dtypes.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <cfenv>
 #include <cmath>
@@ -758,6 +760,50 @@ TEST_CASE("bulk block kernels: MXINT8's inexact from the last element alone, and
       CHECK(int(scalar.flags) == int(expected));
       CHECK(int(fast.flags) == int(scalar.flags));
       CHECK(fast.codes == scalar.codes);
+      CHECK(fast.statistics == scalar.statistics);
+    }
+  }
+}
+
+// NVFP4 blocks far below the tensor's largest value: E4M3 block scales that round to zero (every
+// element flushed: the kernels' factor 0) or to E4M3 subnormals, in whole groups the kernels take.
+TEST_CASE("bulk block kernels: NVFP4 blocks whose E4M3 scale is zero or subnormal") {
+  const BlockFormat& f = block_formats::nvfp4;
+  for (const BlockAxis axis : {BlockAxis::rows, BlockAxis::cols}) {
+    const BlockLayout layout{64, 1024, axis, f.block_size};
+    std::vector<float> values(layout.element_count());
+    // Tensor amax 2^30: a block's scale is about amax * 448 / 2^30, below E4M3's 2^-9 / 2 from
+    // amax 2^11 down (zero), subnormal below 2^15.
+    for (std::size_t r = 0; r < 64; ++r)
+      for (std::size_t c = 0; c < 1024; ++c) {
+        const std::size_t block = axis == BlockAxis::rows ? c / 16 : c;
+        const int exponent = std::array{8, 12, 14, 20}[block % 4];
+        const float mantissa = 1.0f + static_cast<float>((r * 7 + c * 3) % 16) / 16.0f;
+        values[r * 1024 + c] = std::ldexp(mantissa, exponent) * ((r + c) % 3 == 0 ? -1.0f : 1.0f);
+      }
+    values[5] = std::ldexp(1.0f, 30);
+    // Stochastically too: a zero scale's elements are 0 there (factor 0), where v times any
+    // factor of that size would now and then round up to E2M1's 0.5.
+    for (const RoundingMode mode : {RoundingMode::nearest_even, RoundingMode::stochastic}) {
+      Quantized fast, scalar;
+      for (Quantized* q : {&fast, &scalar}) {
+        q->codes.resize(values.size());
+        q->scales.resize(layout.block_count());
+        Context ctx;
+        ctx.rounding = mode;
+        ctx.stochastic_seed = 3;
+        if (q == &fast) block_quantize(f, ScaleRule::floor, layout, values, q->codes, q->scales, q->tensor_scale, ctx, &q->statistics);
+        else block_quantize_scalar(f, ScaleRule::floor, layout, values, q->codes, q->scales, q->tensor_scale, ctx, &q->statistics, {});
+        q->flags = ctx.flags;
+      }
+      INFO(std::string(axis == BlockAxis::rows ? "rows " : "cols "), rounding_mode_name(mode));
+      const auto zero_scales = std::count(scalar.scales.begin(), scalar.scales.end(), std::uint8_t{0});
+      const auto subnormal_scales = std::count_if(scalar.scales.begin(), scalar.scales.end(), [](std::uint8_t s) { return s >= 1 && s <= 7; });
+      CHECK(zero_scales >= static_cast<std::ptrdiff_t>(layout.block_count() / 5));  // the test is about them
+      CHECK(subnormal_scales >= static_cast<std::ptrdiff_t>(layout.block_count() / 5));
+      CHECK(fast.scales == scalar.scales);
+      CHECK(fast.codes == scalar.codes);
+      CHECK(int(fast.flags) == int(scalar.flags));
       CHECK(fast.statistics == scalar.statistics);
     }
   }
