@@ -522,9 +522,34 @@ std::size_t Blocks<F>::take_blocks(const std::uint32_t* in, std::uint8_t* out, s
   constexpr std::size_t per_group = Halves ? 2 : 1;
   const __m256i magnitude_mask = _mm256_set1_epi32(0x7FFFFFFF), one = _mm256_set1_epi32(1);
   Pass pass(*this, statistics);
+  // NVFP4 (blocks of 16, two to a group): the scales of four groups made at once (nvfp4_scales),
+  // block 2j + k of the batch in lane 2j + k.
+  alignas(32) std::uint32_t batch_amax[8], batch_least[8];
+  alignas(32) float batch_factor[8];
+  std::uint8_t batch_code[8];
+  unsigned batch_taken = 0;  // lanes
   std::size_t g = 0;
   for (; g < blocks / per_group; ++g) {
     const std::uint32_t* p = in + g * 32;
+    if constexpr (Halves) {
+      if (nvfp4_ && g % 4 == 0) {
+        for (std::size_t j = 0; j < 4; ++j) {
+          if (g + j >= blocks / 2) {  // past the run: lanes that take nothing and are not looked at
+            batch_amax[2 * j] = batch_amax[2 * j + 1] = 0, batch_least[2 * j] = batch_least[2 * j + 1] = 0xFFFFFFFFu;
+            continue;
+          }
+          __m256i m[4], l[4];
+          for (int i = 0; i < 4; ++i) {
+            m[i] = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * j + 8 * i)), magnitude_mask);
+            l[i] = _mm256_sub_epi32(m[i], one);
+          }
+          batch_amax[2 * j] = horizontal_max(_mm256_max_epu32(m[0], m[1])), batch_amax[2 * j + 1] = horizontal_max(_mm256_max_epu32(m[2], m[3]));
+          batch_least[2 * j] = horizontal_min(_mm256_min_epu32(l[0], l[1])), batch_least[2 * j + 1] = horizontal_min(_mm256_min_epu32(l[2], l[3]));
+        }
+        batch_taken = nvfp4_scales(_mm256_load_si256(reinterpret_cast<const __m256i*>(batch_amax)),
+                                   _mm256_load_si256(reinterpret_cast<const __m256i*>(batch_least)), batch_code, batch_factor);
+      }
+    }
     __m256i u[4], magnitude[4], less_one[4];  // the bits, without their signs, less one (a zero's wraps to the largest)
     for (int i = 0; i < 4; ++i) {
       u[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8 * i));
@@ -538,9 +563,15 @@ std::size_t Blocks<F>::take_blocks(const std::uint32_t* in, std::uint8_t* out, s
     float factor[per_group];
     bool taken = true;
     if constexpr (Halves) {
-      amax[0] = horizontal_max(amax01), amax[1] = horizontal_max(amax23);
-      taken = scale_block(amax[0], horizontal_min(least01), scale_code[0], factor[0]) &&
-              scale_block(amax[1], horizontal_min(least23), scale_code[1], factor[1]);
+      if (nvfp4_) {
+        const std::size_t lane = 2 * (g % 4);
+        taken = ((batch_taken >> lane) & 3u) == 3u;
+        for (std::size_t k = 0; k < 2; ++k) amax[k] = batch_amax[lane + k], scale_code[k] = batch_code[lane + k], factor[k] = batch_factor[lane + k];
+      } else {
+        amax[0] = horizontal_max(amax01), amax[1] = horizontal_max(amax23);
+        taken = scale_block(amax[0], horizontal_min(least01), scale_code[0], factor[0]) &&
+                scale_block(amax[1], horizontal_min(least23), scale_code[1], factor[1]);
+      }
     } else {
       amax[0] = horizontal_max(_mm256_max_epu32(amax01, amax23));
       taken = scale_block(amax[0], horizontal_min(_mm256_min_epu32(least01, least23)), scale_code[0], factor[0]);
