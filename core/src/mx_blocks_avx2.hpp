@@ -54,6 +54,7 @@ class Blocks : private whole_block::Setting<F> {
   // baseline rather than for the unit's instruction set.)
   Blocks(const BlockFormat& format, ScaleRule rule, bool tininess_before, float tensor_scale)
       : Setting(format, rule, tininess_before, tensor_scale) {}
+  using Setting::round_stochastically;
 
   // Quantizes the leading blocks of the `blocks` consecutive blocks at `in` (codes to `out`,
   // scale codes to `scales`) and returns how many it took: it stops before the first block it
@@ -96,15 +97,6 @@ class Blocks : private whole_block::Setting<F> {
       if (took < n) break;
     }
     return done;
-  }
-
-  // Elements rounded stochastically, as cast_from_f32 rounds them in RoundingMode::stochastic:
-  // element k of the tensor draws stochastic_random(seed, k) (k: take's random_index on), the
-  // underflow flag under `tininess_before`'s rule (Pass::stochastic_code).
-  void round_stochastically(std::uint64_t seed, bool tininess_before) {
-    stochastic_ = true;
-    seed_ = seed;
-    tininess_before_ = tininess_before;
   }
 
   // Adds what the blocks taken add up to into `statistics` (when recording) and `flags`.
@@ -264,8 +256,6 @@ class Blocks : private whole_block::Setting<F> {
   std::uint64_t saturated_total_ = 0, below_grid_total_ = 0, code_zero_total_ = 0;
   __m256i exact_ = _mm256_set1_epi32(-1), underflow_ = _mm256_setzero_si256();
   bool flags_settled_ = false;  // inexact and underflow both raised (MXINT8: inexact)
-  bool stochastic_ = false, tininess_before_ = false;  // round_stochastically's
-  std::uint64_t seed_ = 0;
   // Whether the flags the elements can raise all are: inexact and underflow; MXINT8, which never
   // underflows (mxint8_element_code), inexact alone.
   bool flags_raised() const {

@@ -85,6 +85,7 @@ class Blocks : private whole_block::Setting<F> {
   // baseline rather than for the unit's instruction set.)
   Blocks(const BlockFormat& format, ScaleRule rule, bool tininess_before, float tensor_scale)
       : Setting(format, rule, tininess_before, tensor_scale) {}
+  using Setting::round_stochastically;
 
   // Quantizes the leading blocks of the `blocks` consecutive blocks at `in` (codes to `out`,
   // scale codes to `scales`) and returns how many it took: it stops before the first block it
@@ -134,15 +135,6 @@ class Blocks : private whole_block::Setting<F> {
       if (took < n) break;
     }
     return done;
-  }
-
-  // Elements rounded stochastically, as cast_from_f32 rounds them in RoundingMode::stochastic:
-  // element k of the tensor draws stochastic_random(seed, k) (k: take's random_index on), rounds
-  // up where the word is below its dropped bits' fraction (64 bits). Tininess as the context says.
-  void round_stochastically(std::uint64_t seed, bool tininess_before) {
-    stochastic_ = true;
-    seed_ = seed;
-    tininess_before_ = tininess_before;
   }
 
   // Codes along rows written with non-temporal stores (whole_block::streams_codes) where a run's
@@ -419,8 +411,6 @@ class Blocks : private whole_block::Setting<F> {
   std::uint64_t taken_ = 0;
   Scales chunk_scales_[chunk_groups];  // band_chunk's
   bool stream_codes_ = false, streaming_ = false;  // the tensor's codes, this run's (aligned)
-  bool stochastic_ = false, tininess_before_ = false;
-  std::uint64_t seed_ = 0;
   bool any_inexact_ = false, any_underflow_ = false;  // raised by the blocks taken
   bool flags_settled_ = false;  // inexact and underflow (where it can be) raised: not looked at again
   std::uint64_t saturated_total_ = 0, below_grid_total_ = 0, code_zero_total_ = 0;

@@ -121,12 +121,25 @@ struct Setting {
   std::uint32_t tiny_threshold_;  // a quotient below it that is not exact is tiny
   float tensor_scale_;
   bool nvfp4_, halves_;  // NVFP4's scales; blocks of 16 (two to the 32 elements taken at once)
+
+  // Elements rounded stochastically, as cast_from_f32 rounds them in RoundingMode::stochastic:
+  // element k of the tensor draws stochastic_random(seed, k) (k: take's random_index on), rounds
+  // up where the word is below its dropped bits' fraction (64 bits), and raises underflow under
+  // `tininess_before`'s rule (each kernel's stochastic_code).
+  void round_stochastically(std::uint64_t seed, bool tininess_before) {
+    stochastic_ = true;
+    seed_ = seed;
+    tininess_before_ = tininess_before;
+  }
+  bool stochastic_ = false, tininess_before_ = false;
+  std::uint64_t seed_ = 0;
 };
 // The names of a Setting that a kernel's Blocks uses.
 #define FPSCOPE_WHOLE_BLOCK_SETTING                                                                       \
   using Setting = whole_block::Setting<F>;                                                                \
   using Setting::m, Setting::min_normal32, Setting::drop, Setting::max_code, Setting::format_, Setting::rule_, \
-      Setting::tiny_threshold_, Setting::tensor_scale_, Setting::nvfp4_, Setting::halves_
+      Setting::tiny_threshold_, Setting::tensor_scale_, Setting::nvfp4_, Setting::halves_, Setting::stochastic_, Setting::tininess_before_, \
+      Setting::seed_
 
 // A kernel's Blocks<F> as the walker's whole_blocks (block_kernels.inl, walk_blocks): runs of
 // blocks along rows, and groups of ColumnsAtOnce adjacent columns of a band of blocks down columns

@@ -162,6 +162,27 @@ Quantized quantize(const BlockFormat& f, ScaleRule rule, const BlockLayout& layo
   return q;
 }
 
+// The same quantization, with statistics and without per-block outcomes, through block_quantize
+// (the vector kernels, where they take the blocks) and through the scalar path.
+struct FastAndScalar {
+  Quantized fast, scalar;
+};
+FastAndScalar quantize_both(const BlockFormat& f, ScaleRule rule, const BlockLayout& layout, const std::vector<float>& values,
+                            RoundingMode mode = RoundingMode::nearest_even, std::uint64_t seed = 0) {
+  FastAndScalar both;
+  for (Quantized* q : {&both.fast, &both.scalar}) {
+    q->codes.resize(values.size());
+    q->scales.resize(layout.block_count());
+    Context ctx;
+    ctx.rounding = mode;
+    ctx.stochastic_seed = seed;
+    if (q == &both.fast) block_quantize(f, rule, layout, values, q->codes, q->scales, q->tensor_scale, ctx, &q->statistics);
+    else block_quantize_scalar(f, rule, layout, values, q->codes, q->scales, q->tensor_scale, ctx, &q->statistics, {});
+    q->flags = ctx.flags;
+  }
+  return both;
+}
+
 std::uint32_t bits_of(float v) { return std::bit_cast<std::uint32_t>(v); }
 
 // Random blocks of mixed magnitudes, with the adversarial ones every rule must get right.
@@ -747,15 +768,7 @@ TEST_CASE("bulk block kernels: MXINT8's inexact from the last element alone, and
                                                 std::tuple{"to zero", 0.3f * std::ldexp(1.0f, -6), std::uint8_t{flag::inexact}}}) {
       std::vector<float> tensor = values;
       tensor.back() = value;
-      Quantized fast, scalar;
-      for (Quantized* q : {&fast, &scalar}) {
-        q->codes.resize(tensor.size());
-        q->scales.resize(layout.block_count());
-        Context ctx;
-        if (q == &fast) block_quantize(f, ScaleRule::floor, layout, tensor, q->codes, q->scales, q->tensor_scale, ctx, &q->statistics);
-        else block_quantize_scalar(f, ScaleRule::floor, layout, tensor, q->codes, q->scales, q->tensor_scale, ctx, &q->statistics, {});
-        q->flags = ctx.flags;
-      }
+      const auto [fast, scalar] = quantize_both(f, ScaleRule::floor, layout, tensor);
       INFO(std::string(what), std::string(axis == BlockAxis::rows ? " rows" : " cols"));
       CHECK(int(scalar.flags) == int(expected));
       CHECK(int(fast.flags) == int(scalar.flags));
@@ -785,17 +798,7 @@ TEST_CASE("bulk block kernels: NVFP4 blocks whose E4M3 scale is zero or subnorma
     // Stochastically too: a zero scale's elements are 0 there (factor 0), where v times any
     // factor of that size would now and then round up to E2M1's 0.5.
     for (const RoundingMode mode : {RoundingMode::nearest_even, RoundingMode::stochastic}) {
-      Quantized fast, scalar;
-      for (Quantized* q : {&fast, &scalar}) {
-        q->codes.resize(values.size());
-        q->scales.resize(layout.block_count());
-        Context ctx;
-        ctx.rounding = mode;
-        ctx.stochastic_seed = 3;
-        if (q == &fast) block_quantize(f, ScaleRule::floor, layout, values, q->codes, q->scales, q->tensor_scale, ctx, &q->statistics);
-        else block_quantize_scalar(f, ScaleRule::floor, layout, values, q->codes, q->scales, q->tensor_scale, ctx, &q->statistics, {});
-        q->flags = ctx.flags;
-      }
+      const auto [fast, scalar] = quantize_both(f, ScaleRule::floor, layout, values, mode, 3);
       INFO(std::string(axis == BlockAxis::rows ? "rows " : "cols "), rounding_mode_name(mode));
       const auto zero_scales = std::count(scalar.scales.begin(), scalar.scales.end(), std::uint8_t{0});
       const auto subnormal_scales = std::count_if(scalar.scales.begin(), scalar.scales.end(), [](std::uint8_t s) { return s >= 1 && s <= 7; });
@@ -824,17 +827,7 @@ TEST_CASE("bulk block kernels equal the scalar path for MX blocks of 16") {
       for (const auto& [rule, mode] : {std::pair{ScaleRule::floor, RoundingMode::nearest_even}, std::pair{ScaleRule::round_up, RoundingMode::nearest_even},
                                        std::pair{ScaleRule::rceil, RoundingMode::nearest_even}, std::pair{ScaleRule::even, RoundingMode::nearest_even},
                                        std::pair{ScaleRule::floor, RoundingMode::stochastic}, std::pair{ScaleRule::even, RoundingMode::stochastic}}) {
-        Quantized fast, scalar;
-        for (Quantized* q : {&fast, &scalar}) {
-          q->codes.resize(values.size());
-          q->scales.resize(layout.block_count());
-          Context ctx;
-          ctx.rounding = mode;
-          ctx.stochastic_seed = 17;
-          if (q == &fast) block_quantize(f, rule, layout, values, q->codes, q->scales, q->tensor_scale, ctx, &q->statistics);
-          else block_quantize_scalar(f, rule, layout, values, q->codes, q->scales, q->tensor_scale, ctx, &q->statistics, {});
-          q->flags = ctx.flags;
-        }
+        const auto [fast, scalar] = quantize_both(f, rule, layout, values, mode, 17);
         INFO(block_format_name(f), " ", scale_rule_name(rule), " ", rounding_mode_name(mode), std::string(axis == BlockAxis::rows ? " rows" : " cols"));
         CHECK(fast.codes == scalar.codes);
         CHECK(fast.scales == scalar.scales);
