@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <deque>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -199,7 +200,7 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
   Context* ctx = nullptr;
   const std::optional<BlockRecording>* blocks = nullptr;
   int context = 0;  // the model's: the attention triangles' queries
-  std::vector<TensorRecord> activations;
+  std::deque<TensorRecord> activations;  // a deque: a record a PiecewiseCast holds stays where it is
   std::unordered_map<std::string, TensorRecord> gradients;
 
   static std::string full_name(int block, const char* name) {
@@ -222,16 +223,38 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
     cast(format, low, m, *ctx, into, *blocks, FeatureAxis::first);
   }
   void activation(int block, const char* name, float* values, std::size_t count, std::size_t features) override {
-    if (!record) return cast_span(values, count, features, nullptr);
-    activations.push_back(new_record(full_name(block, name), TensorKind::activation));
-    cast_span(values, count, features, &activations.back());
+    cast_span(values, count, features, new_activation_record(block, name));
   }
   void gradient(int block, const char* name, float* values, std::size_t count, std::size_t features) override {
-    if (!record) return cast_span(values, count, features, nullptr);
+    cast_span(values, count, features, new_gradient_record(block, name));
+  }
+  TensorRecord* new_activation_record(int block, const char* name) {
+    if (!record) return nullptr;
+    activations.push_back(new_record(full_name(block, name), TensorKind::activation));
+    return &activations.back();
+  }
+  TensorRecord* new_gradient_record(int block, const char* name) {
+    if (!record) return nullptr;
     const std::string key = full_name(block, name);
     TensorRecord& r = gradients[key];
     r = new_record(key, TensorKind::activation_gradient);
-    cast_span(values, count, features, &r);
+    return &r;
+  }
+
+  // Stored tensors rounded in pieces as the pass makes them (cast_tensor.hpp's PiecewiseCast),
+  // where nothing needs a whole tensor first: no recipe (whose products draw random words of their
+  // own), and no block statistics on recorded steps (made from the whole tensor before its cast).
+  bool rounds_in_pieces() const override { return recipe->recipe == GemmRecipe::none && !(record && *blocks); }
+  struct Pieces final : gpt_pass::StoredPieces<float> {
+    PiecewiseCast cast;
+    Pieces(Format f, bool low, Context& ctx, TensorRecord* record, std::size_t count) : cast(f, low, ctx, record, count) {}
+    void piece(float* values, std::size_t count, std::size_t offset) override { cast.piece(std::span<float>(values, count), offset); }
+    void finish() override { cast.finish(); }
+  };
+  std::unique_ptr<gpt_pass::StoredPieces<float>> begin_stored(bool gradient, int block, const char* name, std::size_t count,
+                                                              std::size_t /*features*/) override {
+    TensorRecord* into = gradient ? new_gradient_record(block, name) : new_activation_record(block, name);
+    return std::make_unique<Pieces>(format, low, *ctx, into, count);
   }
 
   // The linear layers' products under the run's recipe (gemm_recipe.hpp), as the MLP makes them:
@@ -269,12 +292,31 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
   };
   std::unordered_map<std::string, LinearOperands> linear_operands;
 
+  Eigen::MatrixXf plain_forward(const std::string& full, const Eigen::MatrixXf& weight, const Eigen::MatrixXf& x, const GemmEpilogue& slices) {
+    const auto made = linear_operands.insert_or_assign(full, LinearOperands{ProductOperand(weight), ProductOperand(x)});
+    return gemm(made.first->second.weight, false, made.first->second.input, false, slices);
+  }
+  Eigen::MatrixXf plain_backward(const std::string& full, const Eigen::MatrixXf& weight, const Eigen::MatrixXf& x, const Eigen::MatrixXf& dy,
+                                 Eigen::MatrixXf& weight_gradient, const GemmEpilogue& slices) {
+    const auto it = linear_operands.find(full);
+    if (it == linear_operands.end() || &it->second.weight.values() != &weight || &it->second.input.values() != &x)
+      throw std::logic_error("GPT pass: " + full + "'s backward products without its forward operands");
+    const ProductOperand gradient(dy);
+    weight_gradient = gemm(gradient, false, it->second.input, true);
+    return gemm(it->second.weight, true, gradient, false, slices);
+  }
+  Eigen::MatrixXf linear_forward_in_slices(int block, const char* name, const Eigen::MatrixXf& weight, const Eigen::MatrixXf& x,
+                                           const gpt_pass::Slices<float>& slices) override {
+    return plain_forward(full_name(block, name), weight, x, slices);
+  }
+  Eigen::MatrixXf linear_backward_in_slices(int block, const char* name, const Eigen::MatrixXf& weight, const Eigen::MatrixXf& x,
+                                            const Eigen::MatrixXf& dy, Eigen::MatrixXf& weight_gradient, const gpt_pass::Slices<float>& slices) override {
+    return plain_backward(full_name(block, name), weight, x, dy, weight_gradient, slices);
+  }
+
   Eigen::MatrixXf linear_forward(int block, const char* name, const Eigen::MatrixXf& weight, const Eigen::MatrixXf& x) override {
     const std::string full = full_name(block, name);
-    if (recipe->recipe == GemmRecipe::none) {
-      const auto made = linear_operands.insert_or_assign(full, LinearOperands{ProductOperand(weight), ProductOperand(x)});
-      return gemm(made.first->second.weight, false, made.first->second.input, false);
-    }
+    if (recipe->recipe == GemmRecipe::none) return plain_forward(full, weight, x, {});
     if (per_tensor_fp8(recipe->recipe)) {
       Fp8Forward& f = fp8_forward[full];
       f.input = quantize_fp8_operand(*recipe, GemmOperand::input, x, fp8_state(block, name, GemmOperand::input), *ctx, scaling_record(full));
@@ -291,14 +333,7 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
   Eigen::MatrixXf linear_backward(int block, const char* name, const Eigen::MatrixXf& weight, const Eigen::MatrixXf& x,
                                   const Eigen::MatrixXf& dy, Eigen::MatrixXf& weight_gradient) override {
     const std::string full = full_name(block, name);
-    if (recipe->recipe == GemmRecipe::none) {
-      const auto it = linear_operands.find(full);
-      if (it == linear_operands.end() || &it->second.weight.values() != &weight || &it->second.input.values() != &x)
-        throw std::logic_error("GPT pass: " + full + "'s backward products without its forward operands");
-      const ProductOperand gradient(dy);
-      weight_gradient = gemm(gradient, false, it->second.input, true);
-      return gemm(it->second.weight, true, gradient, false);
-    }
+    if (recipe->recipe == GemmRecipe::none) return plain_backward(full, weight, x, dy, weight_gradient, {});
     if (per_tensor_fp8(recipe->recipe)) {
       const Fp8Forward& f = fp8_forward.at(full);
       const Fp8Operand g = quantize_fp8_operand(*recipe, GemmOperand::output_gradient, dy, fp8_state(block, name, GemmOperand::output_gradient),

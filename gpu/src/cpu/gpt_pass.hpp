@@ -9,6 +9,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <functional>
+#include <memory>
+#include <stdexcept>
 #include <type_traits>
 #include <vector>
 
@@ -27,14 +30,6 @@ using Matrix = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic>;
 // Element-wise work is split across the threads in pieces of about parallel_grain values
 // (parallel.hpp's grain_of): each column, head or element is computed on its own, so the bits
 // never depend on them.
-
-// out[i] = f(in[i]) over a whole matrix, on the threads.
-template <typename S, typename F>
-Matrix<S> map_elements(const Matrix<S>& in, F f) {
-  Matrix<S> out(in.rows(), in.cols());
-  parallel_map(in.data(), out.data(), static_cast<std::size_t>(in.size()), f);
-  return out;
-}
 
 // Where a parameter sits in gpt_parameters' order.
 struct Index {
@@ -75,23 +70,18 @@ inline double gelu_derivative(double z) {
   return 0.5 * (1.0 + std::erf(z / std::sqrt(2.0))) + z * std::exp(-0.5 * z * z) / std::sqrt(2.0 * 3.14159265358979323846);
 }
 
-// GELU over a whole tensor (its derivative times a gradient): float32 through the CPU backend's
-// activation passes, float64 element by element.
-inline Matrix<float> gelu_forward(const Matrix<float>& z) {
-  Matrix<float> out(z.rows(), z.cols());
-  activation_forward(Activation::gelu, z.data(), out.data(), static_cast<std::size_t>(z.size()));
-  return out;
+// GELU over n values (its derivative at z times a gradient): float32 through the CPU backend's
+// activation passes (on the threads, or on the calling thread inside a job), float64 element by
+// element on the threads.
+inline void gelu_values(const float* z, float* out, std::size_t n) { activation_forward(Activation::gelu, z, out, n); }
+inline void gelu_values(const double* z, double* out, std::size_t n) { parallel_map(z, out, n, [](double v) { return gelu(v); }); }
+inline void gelu_gradient_values(const float* z, const float* gradient, float* out, std::size_t n) {
+  activation_backward(Activation::gelu, z, gradient, out, n);
 }
-inline Matrix<double> gelu_forward(const Matrix<double>& z) { return map_elements(z, [](double v) { return gelu(v); }); }
-inline Matrix<float> gelu_backward(const Matrix<float>& z, const Matrix<float>& gradient) {
-  Matrix<float> out(z.rows(), z.cols());
-  activation_backward(Activation::gelu, z.data(), gradient.data(), out.data(), static_cast<std::size_t>(z.size()));
-  return out;
-}
-inline Matrix<double> gelu_backward(const Matrix<double>& z, const Matrix<double>& gradient) {
-  Matrix<double> out(z.rows(), z.cols());
-  for (Eigen::Index i = 0; i < z.size(); ++i) out.data()[i] = gradient.data()[i] * gelu_derivative(z.data()[i]);
-  return out;
+inline void gelu_gradient_values(const double* z, const double* gradient, double* out, std::size_t n) {
+  parallel_for(n, parallel_grain, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) out[i] = gradient[i] * gelu_derivative(z[i]);
+  });
 }
 
 inline float cross_entropy(const float* logits, int classes, int label, float factor, float* gradient) {
@@ -112,6 +102,23 @@ inline double cross_entropy(const double* logits, int classes, int label, double
 // They also make the products of the blocks' linear layers (attn.qkv, attn.proj, mlp.fc,
 // mlp.proj: y = W x + b), where a recipe (gemm_recipe.hpp) changes what those products see; by
 // default the products of the values as they are.
+// What is done to each slice of a tensor's columns as it is made: `columns` columns from
+// `first_column` on, their values contiguous at `values` (column-major), in any order, on any thread.
+template <typename S>
+using Slices = std::function<void(S* values, Eigen::Index first_column, Eigen::Index columns)>;
+
+// A stored tensor rounded (and recorded) piece by piece as the pass makes it: the same bits,
+// records and random words as one Hooks::activation or Hooks::gradient call on the whole, the
+// tensor's random words taken when it began.
+template <typename S>
+struct StoredPieces {
+  virtual ~StoredPieces() = default;
+  // The `count` values at `offset` in the tensor, rounded in place.
+  virtual void piece(S* values, std::size_t count, std::size_t offset) = 0;
+  // After the last piece, on the thread that began it.
+  virtual void finish() = 0;
+};
+
 template <typename S>
 struct Hooks {
   virtual ~Hooks() = default;
@@ -126,6 +133,25 @@ struct Hooks {
                                     Matrix<S>& weight_gradient) {
     weight_gradient = product(dy, false, x, true);
     return product(weight, true, dy, false);
+  }
+
+  // Hooks that round in pieces: the pass then rounds each stored tensor while it is made, slice by
+  // slice (begin_stored), and the linear layers' products run `slices` on their output as they make
+  // it (the two below). Others get each stored tensor whole, after it is made.
+  virtual bool rounds_in_pieces() const { return false; }
+  // `gradient`: the tensor is an activation's gradient (else an activation).
+  virtual std::unique_ptr<StoredPieces<S>> begin_stored(bool /*gradient*/, int /*block*/, const char* /*name*/, std::size_t /*count*/,
+                                                        std::size_t /*features*/) {
+    throw std::logic_error("GPT pass: stored tensors in pieces from hooks that do not round in pieces");
+  }
+  // linear_forward and linear_backward with `slices` run on each slice of W x (W^T dy) as it is made.
+  virtual Matrix<S> linear_forward_in_slices(int /*block*/, const char* /*name*/, const Matrix<S>& /*weight*/, const Matrix<S>& /*x*/,
+                                             const Slices<S>& /*slices*/) {
+    throw std::logic_error("GPT pass: a product in slices from hooks that do not round in pieces");
+  }
+  virtual Matrix<S> linear_backward_in_slices(int /*block*/, const char* /*name*/, const Matrix<S>& /*weight*/, const Matrix<S>& /*x*/,
+                                              const Matrix<S>& /*dy*/, Matrix<S>& /*weight_gradient*/, const Slices<S>& /*slices*/) {
+    throw std::logic_error("GPT pass: a product in slices from hooks that do not round in pieces");
   }
 };
 
@@ -148,6 +174,8 @@ void stored_gradient(Hooks<S>& hooks, int block, const char* name, Matrix<S>& m)
 // additions would wait on each).
 template <typename S>
 using ConstColumn = Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>>;
+template <typename S>
+using Column = Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>>;
 
 // Sums over the tokens, on the threads, in an order fixed by the token count alone (so the bits
 // never depend on the threads): each run of 64 tokens summed token by token (a run's columns lie
@@ -195,19 +223,137 @@ void add_to_each_column(Matrix<S>& y, const Matrix<S>& bias) {
   });
 }
 
+// What the pass does to a tensor it has just made (a linear layer's product, LayerNorm's output
+// or input gradient) before it goes on, in order: the layer's bias added, stores (the tensor
+// rounded and recorded through the hooks), element-wise maps into another tensor of the same
+// shape, and additions into the residual stream. Each step acts on what the step before it left:
+// after map(into, ...) or add_into(x), on `into` or `x`. Where the hooks round in pieces, every
+// step runs on each slice of columns as it is made, while the slice is in cache; otherwise each
+// step runs over the whole tensor in turn. The same bits, records and random words either way:
+// each step computes an element from the same element of its inputs, and the stores take their
+// random words in order before the first slice, as whole casts in turn would.
+template <typename S>
+class AfterSteps {
+ public:
+  // f(in, out, n, offset): n values of the step's input into its output, `offset` values into the tensor.
+  using Map = std::function<void(const S* in, S* out, std::size_t n, std::size_t offset)>;
+
+  AfterSteps(Hooks<S>& hooks, int block) : hooks_(hooks), block_(block) {}
+  AfterSteps(const AfterSteps&) = delete;
+  AfterSteps& operator=(const AfterSteps&) = delete;
+
+  AfterSteps& bias(const Matrix<S>& b) { return add({Kind::bias, &b, nullptr, nullptr, {}, -2, nullptr}); }
+  AfterSteps& store(const char* name) { return add({Kind::store, nullptr, name, nullptr, {}, -2, nullptr}); }
+  AfterSteps& store_gradient(const char* name) { return add({Kind::store_gradient, nullptr, name, nullptr, {}, -2, nullptr}); }
+  // Of the block given, where the tensor is stored under another block's name.
+  AfterSteps& store_gradient_of(int block, const char* name) { return add({Kind::store_gradient, nullptr, name, nullptr, {}, block, nullptr}); }
+  AfterSteps& map(Matrix<S>& into, Map f) { return add({Kind::map, nullptr, nullptr, &into, std::move(f), -2, nullptr}); }
+  AfterSteps& add_into(Matrix<S>& x) { return add({Kind::add_into, nullptr, nullptr, &x, {}, -2, nullptr}); }
+
+  bool in_pieces() const { return hooks_.rounds_in_pieces(); }
+
+  // In pieces: begin() before the tensor's first slice (rows x cols), slice() on each, end() after.
+  void begin(Eigen::Index rows, Eigen::Index cols) {
+    rows_ = rows;
+    const auto count = static_cast<std::size_t>(rows * cols);
+    for (Step& step : steps_) {
+      if (step.kind == Kind::map) step.target->resize(rows, cols);
+      if (step.kind == Kind::add_into && (step.target->rows() != rows || step.target->cols() != cols))
+        throw std::logic_error("GPT pass: an addition of tensors of two shapes");
+      if (step.kind == Kind::store || step.kind == Kind::store_gradient)
+        step.pieces = hooks_.begin_stored(step.kind == Kind::store_gradient, step.block, step.name, count, static_cast<std::size_t>(rows));
+    }
+  }
+  void slice(S* values, Eigen::Index first_column, Eigen::Index columns) const {
+    const auto offset = static_cast<std::size_t>(first_column * rows_), n = static_cast<std::size_t>(columns * rows_);
+    S* current = values;
+    for (const Step& step : steps_) {
+      switch (step.kind) {
+        case Kind::bias:
+          for (Eigen::Index j = 0; j < columns; ++j) Column<S>(current + j * rows_, rows_) += step.bias->col(0).array();
+          break;
+        case Kind::store:
+        case Kind::store_gradient: step.pieces->piece(current, n, offset); break;
+        case Kind::map:
+          step.map(current, step.target->data() + offset, n, offset);
+          current = step.target->data() + offset;
+          break;
+        case Kind::add_into: {
+          S* x = step.target->data() + offset;
+          Column<S>(x, static_cast<Eigen::Index>(n)) += ConstColumn<S>(current, static_cast<Eigen::Index>(n));
+          current = x;
+          break;
+        }
+      }
+    }
+  }
+  Slices<S> slices() const {
+    return [this](S* values, Eigen::Index first_column, Eigen::Index columns) { slice(values, first_column, columns); };
+  }
+  void end() {
+    for (Step& step : steps_)
+      if (step.pieces) step.pieces->finish(), step.pieces.reset();
+  }
+
+  // Whole: each step over the whole tensor in turn.
+  void whole(Matrix<S>& made) const {
+    Matrix<S>* current = &made;
+    for (const Step& step : steps_) {
+      switch (step.kind) {
+        case Kind::bias: add_to_each_column(*current, *step.bias); break;
+        case Kind::store: stored(hooks_, step.block, step.name, *current); break;
+        case Kind::store_gradient: stored_gradient(hooks_, step.block, step.name, *current); break;
+        case Kind::map:
+          step.target->resize(current->rows(), current->cols());
+          step.map(current->data(), step.target->data(), static_cast<std::size_t>(current->size()), 0);
+          current = step.target;
+          break;
+        case Kind::add_into:
+          add_in_place(*step.target, *current);
+          current = step.target;
+          break;
+      }
+    }
+  }
+
+ private:
+  enum class Kind { bias, store, store_gradient, map, add_into };
+  struct Step {
+    Kind kind;
+    const Matrix<S>* bias;
+    const char* name;
+    Matrix<S>* target;
+    Map map;
+    int block = -2;  // -2: the AfterSteps' block
+    std::unique_ptr<StoredPieces<S>> pieces;
+  };
+  AfterSteps& add(Step step) {
+    if (step.block == -2) step.block = block_;
+    steps_.push_back(std::move(step));
+    return *this;
+  }
+  Hooks<S>& hooks_;
+  int block_;
+  Eigen::Index rows_ = 0;
+  std::vector<Step> steps_;
+};
+
 template <typename S>
 struct Normalized {
   Matrix<S> xhat;
   std::vector<S> rstd;
 };
 
-// LayerNorm over each column (PyTorch's: biased variance, epsilon 1e-5 inside the square root).
+// LayerNorm over each column (PyTorch's: biased variance, epsilon 1e-5 inside the square root),
+// `after` run on the output.
 template <typename S>
-Matrix<S> layer_norm(const Matrix<S>& x, const Matrix<S>& gain, const Matrix<S>& bias, Normalized<S>& norm) {
+Matrix<S> layer_norm(const Matrix<S>& x, const Matrix<S>& gain, const Matrix<S>& bias, Normalized<S>& norm, AfterSteps<S>& after) {
   const Eigen::Index features = x.rows(), columns = x.cols();
   norm.xhat.resize(features, columns);
   norm.rstd.resize(static_cast<std::size_t>(columns));
   Matrix<S> y(features, columns);
+  const bool in_pieces = after.in_pieces();
+  if (in_pieces) after.begin(features, columns);
   parallel_for(static_cast<std::size_t>(columns), grain_of(static_cast<std::size_t>(features)), [&](std::size_t first, std::size_t last) {
     for (Eigen::Index n = static_cast<Eigen::Index>(first); n < static_cast<Eigen::Index>(last); ++n) {
       const S* in = x.data() + n * features;
@@ -223,19 +369,24 @@ Matrix<S> layer_norm(const Matrix<S>& x, const Matrix<S>& gain, const Matrix<S>&
         out[i] = gain(i, 0) * xhat[i] + bias(i, 0);
       }
     }
+    if (in_pieces) after.slice(y.data() + static_cast<Eigen::Index>(first) * features, static_cast<Eigen::Index>(first), static_cast<Eigen::Index>(last - first));
   });
+  if (in_pieces) after.end();
+  else after.whole(y);
   return y;
 }
 
-// The input's gradient, added to `dx` (the residual stream's: `add`) or made as `dx`; the gain's
-// and bias's added to `gain_gradient` and `bias_gradient`.
+// The input's gradient, added to `dx` (the residual stream's: `add`) or made as `dx`, `after` run
+// on dx; the gain's and bias's added to `gain_gradient` and `bias_gradient`.
 template <typename S>
 void layer_norm_backward(const Matrix<S>& dy, const Matrix<S>& gain, const Normalized<S>& norm, Matrix<S>& gain_gradient,
-                         Matrix<S>& bias_gradient, Matrix<S>& dx, bool add) {
+                         Matrix<S>& bias_gradient, Matrix<S>& dx, bool add, AfterSteps<S>& after) {
   const Eigen::Index features = dy.rows(), columns = dy.cols();
   add_column_sum_of_products(dy, norm.xhat, gain_gradient);
   add_column_sum(dy, bias_gradient);
   if (!add) dx.resize(features, columns);
+  const bool in_pieces = after.in_pieces();
+  if (in_pieces) after.begin(features, columns);
   parallel_for(static_cast<std::size_t>(columns), grain_of(static_cast<std::size_t>(features)), [&](std::size_t first, std::size_t last) {
     for (Eigen::Index n = static_cast<Eigen::Index>(first); n < static_cast<Eigen::Index>(last); ++n) {
       const S* g = dy.data() + n * features;
@@ -250,23 +401,41 @@ void layer_norm_backward(const Matrix<S>& dy, const Matrix<S>& gain, const Norma
         out[i] = add ? out[i] + gradient : gradient;  // added: as dx + (the gradient made alone)
       }
     }
+    if (in_pieces) after.slice(dx.data() + static_cast<Eigen::Index>(first) * features, static_cast<Eigen::Index>(first), static_cast<Eigen::Index>(last - first));
   });
+  if (in_pieces) after.end();
+  else after.whole(dx);
 }
 
-// Block `block`'s linear layer `name`: y = W x + b, its products made by the hooks.
+// Block `block`'s linear layer `name`: W x, its product made by the hooks, `after` run on it
+// (its first step adds the bias).
 template <typename S>
-Matrix<S> linear(Hooks<S>& hooks, int block, const char* name, const Matrix<S>& weight, const Matrix<S>& bias, const Matrix<S>& x) {
-  Matrix<S> y = hooks.linear_forward(block, name, weight, x);
-  add_to_each_column(y, bias);
+Matrix<S> linear(Hooks<S>& hooks, int block, const char* name, const Matrix<S>& weight, const Matrix<S>& x, AfterSteps<S>& after) {
+  if (!after.in_pieces()) {
+    Matrix<S> y = hooks.linear_forward(block, name, weight, x);
+    after.whole(y);
+    return y;
+  }
+  after.begin(weight.rows(), x.cols());
+  Matrix<S> y = hooks.linear_forward_in_slices(block, name, weight, x, after.slices());
+  after.end();
   return y;
 }
 
-// y = W x + b backward: W's and b's gradients added to theirs; returns x's.
+// y = W x + b backward: W's and b's gradients added to theirs; returns x's, `after` run on it.
 template <typename S>
 Matrix<S> linear_backward(Hooks<S>& hooks, int block, const char* name, const Matrix<S>& weight, const Matrix<S>& x, const Matrix<S>& dy,
-                          Matrix<S>& weight_gradient, Matrix<S>& bias_gradient) {
+                          Matrix<S>& weight_gradient, Matrix<S>& bias_gradient, AfterSteps<S>& after) {
   add_column_sum(dy, bias_gradient);
-  return hooks.linear_backward(block, name, weight, x, dy, weight_gradient);
+  if (!after.in_pieces()) {
+    Matrix<S> dx = hooks.linear_backward(block, name, weight, x, dy, weight_gradient);
+    after.whole(dx);
+    return dx;
+  }
+  after.begin(weight.cols(), dy.cols());
+  Matrix<S> dx = hooks.linear_backward_in_slices(block, name, weight, x, dy, weight_gradient, after.slices());
+  after.end();
+  return dx;
 }
 
 // Packed causal triangles: per (sequence, head), query j's scores over keys 0..j at j(j+1)/2
@@ -291,9 +460,6 @@ void for_each_head(int batch, int heads, Body body) {
 
 // Where query j's scores (keys 0 .. j) start in a packed triangle.
 inline std::size_t triangle_row(int j) { return static_cast<std::size_t>(j) * static_cast<std::size_t>(j + 1) / 2; }
-
-template <typename S>
-using Column = Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>>;
 
 // The keys x queries matrix of a packed triangle (zero where a key comes after its query).
 template <typename S>
@@ -411,30 +577,25 @@ double run(const GptShape& shape, const std::vector<Matrix<S>>& p, const int* to
   for (int l = 0; l < L; ++l) {
     BlockCache<S>& c = caches[static_cast<std::size_t>(l)];
     const auto w = [&](Index::Block which) -> const Matrix<S>& { return p[static_cast<std::size_t>(Index::block(l, which))]; };
-    c.ln1 = layer_norm(x, w(Index::ln1_gain), w(Index::ln1_bias), c.norm1);
-    stored(hooks, l, "ln1", c.ln1);
-    c.qkv = linear(hooks, l, "attn.qkv", w(Index::qkv_weight), w(Index::qkv_bias), c.ln1);
-    stored(hooks, l, "attn.qkv", c.qkv);
+    AfterSteps<S> ln1(hooks, l);
+    c.ln1 = layer_norm(x, w(Index::ln1_gain), w(Index::ln1_bias), c.norm1, ln1.store("ln1"));
+    AfterSteps<S> qkv(hooks, l);
+    c.qkv = linear(hooks, l, "attn.qkv", w(Index::qkv_weight), c.ln1, qkv.bias(w(Index::qkv_bias)).store("attn.qkv"));
     c.context = attention(shape, batch, l, c.qkv, c.probabilities, hooks);
-    Matrix<S> projected = linear(hooks, l, "attn.proj", w(Index::proj_weight), w(Index::proj_bias), c.context);
-    stored(hooks, l, "attn.proj", projected);
-    add_in_place(x, projected);
-    stored(hooks, l, "residual1", x);
-    c.ln2 = layer_norm(x, w(Index::ln2_gain), w(Index::ln2_bias), c.norm2);
-    stored(hooks, l, "ln2", c.ln2);
-    c.fc = linear(hooks, l, "mlp.fc", w(Index::fc_weight), w(Index::fc_bias), c.ln2);
-    stored(hooks, l, "mlp.fc", c.fc);
-    c.gelu = gelu_forward(c.fc);
-    stored(hooks, l, "mlp.gelu", c.gelu);
-    Matrix<S> out = linear(hooks, l, "mlp.proj", w(Index::mlp_proj_weight), w(Index::mlp_proj_bias), c.gelu);
-    stored(hooks, l, "mlp.proj", out);
-    add_in_place(x, out);
-    stored(hooks, l, "residual2", x);
+    AfterSteps<S> proj(hooks, l);
+    linear(hooks, l, "attn.proj", w(Index::proj_weight), c.context, proj.bias(w(Index::proj_bias)).store("attn.proj").add_into(x).store("residual1"));
+    AfterSteps<S> ln2(hooks, l);
+    c.ln2 = layer_norm(x, w(Index::ln2_gain), w(Index::ln2_bias), c.norm2, ln2.store("ln2"));
+    AfterSteps<S> fc(hooks, l);
+    fc.bias(w(Index::fc_bias)).store("mlp.fc").map(c.gelu, [](const S* z, S* out, std::size_t n, std::size_t) { gelu_values(z, out, n); });
+    c.fc = linear(hooks, l, "mlp.fc", w(Index::fc_weight), c.ln2, fc.store("mlp.gelu"));
+    AfterSteps<S> out(hooks, l);
+    linear(hooks, l, "mlp.proj", w(Index::mlp_proj_weight), c.gelu, out.bias(w(Index::mlp_proj_bias)).store("mlp.proj").add_into(x).store("residual2"));
   }
   Normalized<S> final_norm;
-  Matrix<S> final_ln =
-      layer_norm(x, p[static_cast<std::size_t>(Index::final_gain(L))], p[static_cast<std::size_t>(Index::final_bias(L))], final_norm);
-  stored(hooks, -1, "ln_f", final_ln);
+  AfterSteps<S> ln_f(hooks, -1);
+  Matrix<S> final_ln = layer_norm(x, p[static_cast<std::size_t>(Index::final_gain(L))], p[static_cast<std::size_t>(Index::final_bias(L))],
+                                  final_norm, ln_f.store("ln_f"));
   Matrix<S> logits = product(p[Index::tokens], false, final_ln, false);  // tied head: vocab x tokens
   stored(hooks, -1, "head", logits);
   Matrix<S> dlogits(V, N);
@@ -461,35 +622,45 @@ double run(const GptShape& shape, const std::vector<Matrix<S>>& p, const int* to
   g[Index::tokens] += product(dlogits, false, final_ln, true);
   Matrix<S> dfinal = product(p[Index::tokens], true, dlogits, false);
   stored_gradient(hooks, -1, "ln_f", dfinal);
+  // The residual stream's gradient, as each LayerNorm's backward makes it, is the gradient of the
+  // branch output below it: rounded as residual2 (or residual1), it is already a value of the
+  // format, and rounds to itself as mlp.proj's (or attn.proj's) -- recorded under that name from the
+  // same values, no copy made. Below the first block it is the embeddings'.
+  const auto residual_gradient = [](AfterSteps<S>& after, int below) -> AfterSteps<S>& {
+    if (below < 0) return after.store_gradient_of(-1, "embed");
+    return after.store_gradient_of(below, "residual2").store_gradient_of(below, "mlp.proj");
+  };
   Matrix<S> dx;
+  AfterSteps<S> dfinal_steps(hooks, -1);
   layer_norm_backward(dfinal, p[static_cast<std::size_t>(Index::final_gain(L))], final_norm, g[static_cast<std::size_t>(Index::final_gain(L))],
-                      g[static_cast<std::size_t>(Index::final_bias(L))], dx, false);
+                      g[static_cast<std::size_t>(Index::final_bias(L))], dx, false, residual_gradient(dfinal_steps, L - 1));
   for (int l = L; l-- > 0;) {
     BlockCache<S>& c = caches[static_cast<std::size_t>(l)];
     const auto w = [&](Index::Block which) -> const Matrix<S>& { return p[static_cast<std::size_t>(Index::block(l, which))]; };
     const auto dw = [&](Index::Block which) -> Matrix<S>& { return g[static_cast<std::size_t>(Index::block(l, which))]; };
-    // The residual stream's gradient is the branch's output gradient: rounded as residual2 (or
-    // residual1), it is already a value of the format, and rounds to itself as mlp.proj's (or
-    // attn.proj's) -- recorded under that name from the same values, no copy made.
-    stored_gradient(hooks, l, "residual2", dx);
-    stored_gradient(hooks, l, "mlp.proj", dx);
-    Matrix<S> dgelu = linear_backward(hooks, l, "mlp.proj", w(Index::mlp_proj_weight), c.gelu, dx, dw(Index::mlp_proj_weight), dw(Index::mlp_proj_bias));
-    stored_gradient(hooks, l, "mlp.gelu", dgelu);
-    Matrix<S> dfc = gelu_backward(c.fc, dgelu);
-    stored_gradient(hooks, l, "mlp.fc", dfc);
-    Matrix<S> dln2 = linear_backward(hooks, l, "mlp.fc", w(Index::fc_weight), c.ln2, dfc, dw(Index::fc_weight), dw(Index::fc_bias));
-    stored_gradient(hooks, l, "ln2", dln2);
-    layer_norm_backward(dln2, w(Index::ln2_gain), c.norm2, dw(Index::ln2_gain), dw(Index::ln2_bias), dx, true);
-    stored_gradient(hooks, l, "residual1", dx);
-    stored_gradient(hooks, l, "attn.proj", dx);
-    Matrix<S> dcontext = linear_backward(hooks, l, "attn.proj", w(Index::proj_weight), c.context, dx, dw(Index::proj_weight), dw(Index::proj_bias));
-    stored_gradient(hooks, l, "attn.context", dcontext);
+    Matrix<S> dfc;
+    AfterSteps<S> dgelu(hooks, l);
+    dgelu.store_gradient("mlp.gelu").map(dfc, [&c](const S* gradient, S* out, std::size_t n, std::size_t offset) {
+      gelu_gradient_values(c.fc.data() + offset, gradient, out, n);
+    });
+    linear_backward(hooks, l, "mlp.proj", w(Index::mlp_proj_weight), c.gelu, dx, dw(Index::mlp_proj_weight), dw(Index::mlp_proj_bias),
+                    dgelu.store_gradient("mlp.fc"));
+    AfterSteps<S> dln2_steps(hooks, l);
+    Matrix<S> dln2 = linear_backward(hooks, l, "mlp.fc", w(Index::fc_weight), c.ln2, dfc, dw(Index::fc_weight), dw(Index::fc_bias),
+                                     dln2_steps.store_gradient("ln2"));
+    AfterSteps<S> residual1(hooks, l);
+    layer_norm_backward(dln2, w(Index::ln2_gain), c.norm2, dw(Index::ln2_gain), dw(Index::ln2_bias), dx, true,
+                        residual1.store_gradient("residual1").store_gradient("attn.proj"));
+    AfterSteps<S> dcontext_steps(hooks, l);
+    Matrix<S> dcontext = linear_backward(hooks, l, "attn.proj", w(Index::proj_weight), c.context, dx, dw(Index::proj_weight), dw(Index::proj_bias),
+                                         dcontext_steps.store_gradient("attn.context"));
     const Matrix<S> dqkv = attention_backward(shape, batch, l, c.qkv, c.probabilities, dcontext, hooks);
-    Matrix<S> dln1 = linear_backward(hooks, l, "attn.qkv", w(Index::qkv_weight), c.ln1, dqkv, dw(Index::qkv_weight), dw(Index::qkv_bias));
-    stored_gradient(hooks, l, "ln1", dln1);
-    layer_norm_backward(dln1, w(Index::ln1_gain), c.norm1, dw(Index::ln1_gain), dw(Index::ln1_bias), dx, true);
+    AfterSteps<S> dln1_steps(hooks, l);
+    Matrix<S> dln1 = linear_backward(hooks, l, "attn.qkv", w(Index::qkv_weight), c.ln1, dqkv, dw(Index::qkv_weight), dw(Index::qkv_bias),
+                                     dln1_steps.store_gradient("ln1"));
+    AfterSteps<S> below(hooks, -1);
+    layer_norm_backward(dln1, w(Index::ln1_gain), c.norm1, dw(Index::ln1_gain), dw(Index::ln1_bias), dx, true, residual_gradient(below, l - 1));
   }
-  stored_gradient(hooks, -1, "embed", dx);
   for (Eigen::Index n = 0; n < N; ++n) {
     g[Index::tokens].row(tokens[n]) += dx.col(n).transpose();
     g[Index::positions].row(static_cast<Eigen::Index>(n % T)) += dx.col(n).transpose();
