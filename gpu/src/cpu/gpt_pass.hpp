@@ -661,10 +661,20 @@ double run(const GptShape& shape, const std::vector<Matrix<S>>& p, const int* to
     AfterSteps<S> below(hooks, -1);
     layer_norm_backward(dln1, w(Index::ln1_gain), c.norm1, dw(Index::ln1_gain), dw(Index::ln1_bias), dx, true, residual_gradient(below, l - 1));
   }
-  for (Eigen::Index n = 0; n < N; ++n) {
-    g[Index::tokens].row(tokens[n]) += dx.col(n).transpose();
-    g[Index::positions].row(static_cast<Eigen::Index>(n % T)) += dx.col(n).transpose();
-  }
+  // Each token's column of dx added to its token's row and its position's row, token by token in
+  // order (each sum's order fixed by the batch alone), on the threads by feature: the rows held
+  // transposed meanwhile, so that each addition runs along contiguous features.
+  Matrix<S> token_rows = g[Index::tokens].transpose(), position_rows = g[Index::positions].transpose();
+  parallel_for(static_cast<std::size_t>(D), 16, [&](std::size_t first, std::size_t last) {
+    const auto f = static_cast<Eigen::Index>(first), features = static_cast<Eigen::Index>(last - first);
+    for (Eigen::Index n = 0; n < N; ++n) {
+      const auto column = dx.col(n).segment(f, features);
+      token_rows.col(tokens[n]).segment(f, features) += column;
+      position_rows.col(static_cast<Eigen::Index>(n % T)).segment(f, features) += column;
+    }
+  });
+  g[Index::tokens] = token_rows.transpose();
+  g[Index::positions] = position_rows.transpose();
   return loss;
 }
 

@@ -12,14 +12,19 @@ namespace fpscope {
 // the gradient of the loss with respect to each logit, (softmax - one-hot) * gradient_factor (the
 // loss scale times the loss weight over the batch), to gradient[c * stride], and returns the
 // row's loss, -log softmax[label]. The largest logit is subtracted first, so no exp overflows.
+// `gradient` must not overlap `logits` (it holds the exponentials on the way).
 FPSCOPE_HD inline float softmax_cross_entropy_row(const float* logits, int cols, int stride, int label, float gradient_factor,
                                                   float* gradient) {
   float top = logits[0];
   for (int c = 1; c < cols; ++c) top = fmaxf(top, logits[c * stride]);
+  // Each exponential once, kept where its gradient goes, then summed in order.
   float sum = 0;
-  for (int c = 0; c < cols; ++c) sum += expf(logits[c * stride] - top);
-  const float loss = -logf(expf(logits[label * stride] - top) / sum);
-  for (int c = 0; c < cols; ++c) gradient[c * stride] = (expf(logits[c * stride] - top) / sum - (c == label ? 1.0f : 0.0f)) * gradient_factor;
+  for (int c = 0; c < cols; ++c) {
+    gradient[c * stride] = expf(logits[c * stride] - top);
+    sum += gradient[c * stride];
+  }
+  const float loss = -logf(gradient[label * stride] / sum);
+  for (int c = 0; c < cols; ++c) gradient[c * stride] = (gradient[c * stride] / sum - (c == label ? 1.0f : 0.0f)) * gradient_factor;
   return loss;
 }
 
