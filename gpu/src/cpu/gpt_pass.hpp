@@ -242,13 +242,13 @@ class AfterSteps {
   AfterSteps(const AfterSteps&) = delete;
   AfterSteps& operator=(const AfterSteps&) = delete;
 
-  AfterSteps& bias(const Matrix<S>& b) { return add({Kind::bias, &b, nullptr, nullptr, {}, -2, nullptr}); }
-  AfterSteps& store(const char* name) { return add({Kind::store, nullptr, name, nullptr, {}, -2, nullptr}); }
-  AfterSteps& store_gradient(const char* name) { return add({Kind::store_gradient, nullptr, name, nullptr, {}, -2, nullptr}); }
+  AfterSteps& bias(const Matrix<S>& b) { return add({Kind::bias, &b, nullptr, nullptr, {}, own_block, nullptr}); }
+  AfterSteps& store(const char* name) { return add({Kind::store, nullptr, name, nullptr, {}, own_block, nullptr}); }
+  AfterSteps& store_gradient(const char* name) { return add({Kind::store_gradient, nullptr, name, nullptr, {}, own_block, nullptr}); }
   // Of the block given, where the tensor is stored under another block's name.
   AfterSteps& store_gradient_of(int block, const char* name) { return add({Kind::store_gradient, nullptr, name, nullptr, {}, block, nullptr}); }
-  AfterSteps& map(Matrix<S>& into, Map f) { return add({Kind::map, nullptr, nullptr, &into, std::move(f), -2, nullptr}); }
-  AfterSteps& add_into(Matrix<S>& x) { return add({Kind::add_into, nullptr, nullptr, &x, {}, -2, nullptr}); }
+  AfterSteps& map(Matrix<S>& into, Map f) { return add({Kind::map, nullptr, nullptr, &into, std::move(f), own_block, nullptr}); }
+  AfterSteps& add_into(Matrix<S>& x) { return add({Kind::add_into, nullptr, nullptr, &x, {}, own_block, nullptr}); }
 
   bool in_pieces() const { return hooks_.rounds_in_pieces(); }
 
@@ -324,11 +324,12 @@ class AfterSteps {
     const char* name;
     Matrix<S>* target;
     Map map;
-    int block = -2;  // -2: the AfterSteps' block
+    int block;  // whose name a store records under (own_block: the AfterSteps')
     std::unique_ptr<StoredPieces<S>> pieces;
   };
+  static constexpr int own_block = -2;  // -1 names the tensors outside the blocks
   AfterSteps& add(Step step) {
-    if (step.block == -2) step.block = block_;
+    if (step.block == own_block) step.block = block_;
     steps_.push_back(std::move(step));
     return *this;
   }
