@@ -288,14 +288,12 @@ bool bf16_product(const ProductOperand& a_operand, bool transpose_a, const Produ
   if (b_scan == nullptr) return false;
   const Bf16Scan* a_scan = packed(a_operand);
   if (a_scan == nullptr || !bf16_kernels_exact(*a_scan, *b_scan)) return false;
-  // A transposed b is S column-major, which oneDNN 2.6 runs through its older gemm kernel, packing
-  // S's slices as it goes: as fast as its brgemm on a row-major S where D is wide, slower where
-  // D is narrow and the sum short (DNNL_VERBOSE on Zen 4, m = 256: k = 784 152 against 198
-  // GFLOP/s; k = 1024 168-170 against 190-204). There b is packed transposed as well, once (S
-  // row-major): a pass over its bits at about 0.3 ns a value, which pays where the sum is short
-  // (the MLP's first layer forward: all its products 300.9 -> 275.0 ms over 22 steps with k = 1024
-  // included, a wash there: the GPT's weight gradients A/B +1.6%, within the noise).
-  const bool transposed_source = transpose_b && m <= 256 && k < 1024;
+  // A transposed b is S column-major, which oneDNN 2.6 runs through its older gemm kernel: as
+  // fast as its brgemm where D is wide, slower where it is narrow (m = 256 on Zen 4: 152-170
+  // against 190-200 GFLOP/s in DNNL_VERBOSE's times). There b is packed transposed as well, once
+  // (S row-major), which costs a pass over b's bits: the MLP's forward products and the GPT's
+  // narrow weight gradients.
+  const bool transposed_source = transpose_b && m <= 256;
   const Eigen::Index slices = (n + columns_per_call - 1) / columns_per_call, stride = transpose_b && !transposed_source ? n : 0;
   const Matmul* full = matmul_for(std::min(n, columns_per_call), k, m, transpose_a, stride);
   const Matmul* tail = n % columns_per_call == 0 ? full : matmul_for(n % columns_per_call, k, m, transpose_a, stride);
