@@ -64,10 +64,6 @@ struct ProductOperand::Packing {
   enum class State : std::uint8_t { not_looked_at, bf16, not_bf16 } state = State::not_looked_at;
   Bf16Scan scan;
   PackBuffer bits;
-  // The same bits transposed (row-major), made the first time a product takes the operand as a
-  // transposed B: oneDNN's fast kernels want S row-major.
-  bool transposed_made = false;
-  PackBuffer transposed;
 };
 
 ProductOperand::ProductOperand(const Eigen::MatrixXf& values) : values_(&values), packing_(std::make_unique<Packing>()) {}
@@ -224,53 +220,6 @@ const Bf16Scan* packed(const ProductOperand& operand) {
   return packing.state == State::bf16 ? &packing.scan : nullptr;
 }
 
-// An 8 x 8 tile of 16-bit values transposed: eight columns of `in` (8 rows each, columns
-// `in_stride` apart) become eight rows of `out` (`out_stride` apart).
-__attribute__((target("sse2"))) inline void transpose_8x8(const std::uint16_t* in, std::size_t in_stride, std::uint16_t* out, std::size_t out_stride) {
-  __m128i a[8];
-  for (int c = 0; c < 8; ++c) a[c] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + c * in_stride));
-  __m128i t[8], u[8];
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm_unpacklo_epi16(a[2 * i], a[2 * i + 1]);      // rows 0-3 of columns 2i, 2i+1
-    t[2 * i + 1] = _mm_unpackhi_epi16(a[2 * i], a[2 * i + 1]);  // rows 4-7
-  }
-  u[0] = _mm_unpacklo_epi32(t[0], t[2]);  // rows 0-1 of columns 0-3
-  u[1] = _mm_unpackhi_epi32(t[0], t[2]);  // rows 2-3
-  u[2] = _mm_unpacklo_epi32(t[1], t[3]);  // rows 4-5
-  u[3] = _mm_unpackhi_epi32(t[1], t[3]);  // rows 6-7
-  u[4] = _mm_unpacklo_epi32(t[4], t[6]);  // the same of columns 4-7
-  u[5] = _mm_unpackhi_epi32(t[4], t[6]);
-  u[6] = _mm_unpacklo_epi32(t[5], t[7]);
-  u[7] = _mm_unpackhi_epi32(t[5], t[7]);
-  for (int i = 0; i < 4; ++i) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (2 * i) * out_stride), _mm_unpacklo_epi64(u[i], u[i + 4]));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (2 * i + 1) * out_stride), _mm_unpackhi_epi64(u[i], u[i + 4]));
-  }
-}
-
-// The operand's bits (rows x cols, column-major) transposed: row-major, made once, on the threads
-// in bands of 64 rows, each band in tiles of 8 x 8 (the edges value by value).
-const std::uint16_t* transposed_bits(const ProductOperand& operand) {
-  ProductOperand::Packing& packing = operand.packing();
-  if (!packing.transposed_made) {
-    const auto rows = static_cast<std::size_t>(operand.values().rows()), cols = static_cast<std::size_t>(operand.values().cols());
-    const std::uint16_t* in = packing.bits.bits();
-    std::uint16_t* out = packing.transposed.room_for(rows * cols);
-    constexpr std::size_t band = 64;
-    parallel_for((rows + band - 1) / band, 1, [&](std::size_t first, std::size_t last) {
-      for (std::size_t r0 = first * band; r0 < std::min(rows, last * band); r0 += band) {
-        const std::size_t r1 = std::min(rows, r0 + band), whole_rows = r0 + (r1 - r0) / 8 * 8, whole_cols = cols / 8 * 8;
-        for (std::size_t c = 0; c < whole_cols; c += 8)
-          for (std::size_t r = r0; r < whole_rows; r += 8) transpose_8x8(in + c * rows + r, rows, out + r * cols + c, cols);
-        for (std::size_t r = r0; r < r1; ++r)
-          for (std::size_t c = r < whole_rows ? whole_cols : 0; c < cols; ++c) out[r * cols + c] = in[c * rows + r];
-      }
-    });
-    packing.transposed_made = true;
-  }
-  return packing.transposed.bits();
-}
-
 }  // namespace
 
 bool bf16_products_available() { return allowed.load(std::memory_order_relaxed) && hardware_bf16(); }
@@ -288,17 +237,11 @@ bool bf16_product(const ProductOperand& a_operand, bool transpose_a, const Produ
   if (b_scan == nullptr) return false;
   const Bf16Scan* a_scan = packed(a_operand);
   if (a_scan == nullptr || !bf16_kernels_exact(*a_scan, *b_scan)) return false;
-  // A transposed b is S column-major, which oneDNN 2.6 runs through its older gemm kernel: as
-  // fast as its brgemm where D is wide, slower where it is narrow (m = 256 on Zen 4: 152-170
-  // against 190-200 GFLOP/s in DNNL_VERBOSE's times). There b is packed transposed as well, once
-  // (S row-major), which costs a pass over b's bits: the MLP's forward products and the GPT's
-  // narrow weight gradients.
-  const bool transposed_source = transpose_b && m <= 256;
-  const Eigen::Index slices = (n + columns_per_call - 1) / columns_per_call, stride = transpose_b && !transposed_source ? n : 0;
+  const Eigen::Index slices = (n + columns_per_call - 1) / columns_per_call, stride = transpose_b ? n : 0;
   const Matmul* full = matmul_for(std::min(n, columns_per_call), k, m, transpose_a, stride);
   const Matmul* tail = n % columns_per_call == 0 ? full : matmul_for(n % columns_per_call, k, m, transpose_a, stride);
   if (full == nullptr || tail == nullptr) return false;
-  const std::uint16_t* s_data = transposed_source ? transposed_bits(b_operand) : b_operand.packing().bits.bits();
+  const std::uint16_t* s_data = b_operand.packing().bits.bits();
   const std::uint16_t* w_data = a_operand.packing().bits.bits();
   parallel_for(static_cast<std::size_t>(slices), 1, [&](std::size_t first, std::size_t last) {
     one_openmp_thread();
