@@ -13,6 +13,7 @@
 #include <memory>
 #include <stdexcept>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "fpscope/gpu/activation.hpp"
@@ -169,6 +170,27 @@ template <typename S>
 void stored_gradient(Hooks<S>& hooks, int block, const char* name, Matrix<S>& m) {
   hooks.gradient(block, name, m.data(), static_cast<std::size_t>(m.size()), static_cast<std::size_t>(m.rows()));
 }
+
+// An allocator that leaves new elements uninitialised: the attention triangles' buffers (a
+// megabyte each per block) are written in full before they are read, and zeroing them first was
+// a serial memset per buffer.
+template <typename T>
+struct Uninitialised : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = Uninitialised<U>;
+  };
+  Uninitialised() = default;
+  template <typename U>
+  Uninitialised(const Uninitialised<U>&) noexcept {}
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    if constexpr (sizeof...(Args) == 0) ::new (static_cast<void*>(p)) U;
+    else ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+template <typename S>
+using Values = std::vector<S, Uninitialised<S>>;
 
 // A run of contiguous values as an Eigen array, for its vectorised reductions (one chain of float
 // additions would wait on each).
@@ -447,7 +469,7 @@ template <typename S>
 struct BlockCache {
   Normalized<S> norm1, norm2;
   Matrix<S> ln1, qkv, context, ln2, fc, gelu;
-  std::vector<S> probabilities;
+  Values<S> probabilities;
 };
 
 // body(b, h) for every head h of every sequence b, on the threads (parallel.hpp): each head
@@ -481,11 +503,11 @@ void pack_triangle(const Matrix<S>& full, S factor, S* packed) {
 // Causal multi-head self-attention of one block on qkv (3 width x tokens): scores, softmax,
 // context (width x tokens), each stored through the hooks.
 template <typename S>
-Matrix<S> attention(const GptShape& shape, int batch, int block, const Matrix<S>& qkv, std::vector<S>& probabilities, Hooks<S>& hooks) {
+Matrix<S> attention(const GptShape& shape, int batch, int block, const Matrix<S>& qkv, Values<S>& probabilities, Hooks<S>& hooks) {
   const int T = shape.context, D = shape.width, H = shape.heads, dh = D / H;
   const std::size_t P = triangle(T);
   const S inverse_sqrt = S(1) / std::sqrt(static_cast<S>(dh));
-  std::vector<S> scores(static_cast<std::size_t>(batch) * H * P);
+  Values<S> scores(static_cast<std::size_t>(batch) * H * P);
   for_each_head(batch, H, [&](int b, int h) {
     const Matrix<S> q = qkv.block(h * dh, b * T, dh, T), k = qkv.block(D + h * dh, b * T, dh, T);
     const Matrix<S> s = product(k, true, q, false);  // keys x queries
@@ -524,13 +546,13 @@ Matrix<S> attention(const GptShape& shape, int batch, int block, const Matrix<S>
 
 // The gradient of qkv from the context's, through the stored probabilities.
 template <typename S>
-Matrix<S> attention_backward(const GptShape& shape, int batch, int block, const Matrix<S>& qkv, const std::vector<S>& probabilities,
+Matrix<S> attention_backward(const GptShape& shape, int batch, int block, const Matrix<S>& qkv, const Values<S>& probabilities,
                              const Matrix<S>& dcontext, Hooks<S>& hooks) {
   const int T = shape.context, D = shape.width, H = shape.heads, dh = D / H;
   const std::size_t P = triangle(T);
   const S inverse_sqrt = S(1) / std::sqrt(static_cast<S>(dh));
   Matrix<S> dqkv(3 * D, static_cast<Eigen::Index>(batch) * T);
-  std::vector<S> dprobabilities(probabilities.size());
+  Values<S> dprobabilities(probabilities.size());
   for_each_head(batch, H, [&](int b, int h) {
     const std::size_t offset = (static_cast<std::size_t>(b) * H + h) * P;
     const Matrix<S> v = qkv.block(2 * D + h * dh, b * T, dh, T), dout = dcontext.block(h * dh, b * T, dh, T);
@@ -539,7 +561,7 @@ Matrix<S> attention_backward(const GptShape& shape, int batch, int block, const 
     pack_triangle(dp, S(1), dprobabilities.data() + offset);
   });
   hooks.gradient(block, "attn.softmax", dprobabilities.data(), dprobabilities.size(), 0);
-  std::vector<S> dscores(probabilities.size());
+  Values<S> dscores(probabilities.size());
   parallel_for(static_cast<std::size_t>(batch) * H, grain_of(P), [&](std::size_t first, std::size_t last) {
     for (std::size_t head = first; head < last; ++head)
       for (int j = 0; j < T; ++j) {
