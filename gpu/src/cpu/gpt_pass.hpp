@@ -481,6 +481,20 @@ void for_each_head(int batch, int heads, Body body) {
   });
 }
 
+// A head's rows of a matrix, copied out (`rows` rows from `row`, `cols` columns from `col`) and
+// back: a column at a time (contiguous runs), which Eigen's block assignment made one value at a
+// time here.
+template <typename S>
+Matrix<S> head_rows(const Matrix<S>& m, Eigen::Index row, Eigen::Index col, Eigen::Index rows, Eigen::Index cols) {
+  Matrix<S> out(rows, cols);
+  for (Eigen::Index j = 0; j < cols; ++j) std::copy_n(m.data() + (col + j) * m.rows() + row, rows, out.data() + j * rows);
+  return out;
+}
+template <typename S>
+void set_head_rows(Matrix<S>& m, Eigen::Index row, Eigen::Index col, const Matrix<S>& values) {
+  for (Eigen::Index j = 0; j < values.cols(); ++j) std::copy_n(values.data() + j * values.rows(), values.rows(), m.data() + (col + j) * m.rows() + row);
+}
+
 // Where query j's scores (keys 0 .. j) start in a packed triangle.
 inline std::size_t triangle_row(int j) { return static_cast<std::size_t>(j) * static_cast<std::size_t>(j + 1) / 2; }
 
@@ -509,7 +523,7 @@ Matrix<S> attention(const GptShape& shape, int batch, int block, const Matrix<S>
   const S inverse_sqrt = S(1) / std::sqrt(static_cast<S>(dh));
   Values<S> scores(static_cast<std::size_t>(batch) * H * P);
   for_each_head(batch, H, [&](int b, int h) {
-    const Matrix<S> q = qkv.block(h * dh, b * T, dh, T), k = qkv.block(D + h * dh, b * T, dh, T);
+    const Matrix<S> q = head_rows(qkv, h * dh, b * T, dh, T), k = head_rows(qkv, D + h * dh, b * T, dh, T);
     const Matrix<S> s = product(k, true, q, false);  // keys x queries
     pack_triangle(s, inverse_sqrt, scores.data() + (static_cast<std::size_t>(b) * H + h) * P);
   });
@@ -536,9 +550,8 @@ Matrix<S> attention(const GptShape& shape, int batch, int block, const Matrix<S>
   hooks.activation(block, "attn.softmax", probabilities.data(), probabilities.size(), 0);
   Matrix<S> context(D, static_cast<Eigen::Index>(batch) * T);
   for_each_head(batch, H, [&](int b, int h) {
-    const Matrix<S> v = qkv.block(2 * D + h * dh, b * T, dh, T);
-    context.block(h * dh, b * T, dh, T) =
-        product(v, false, unpack_triangle(probabilities.data() + (static_cast<std::size_t>(b) * H + h) * P, T), false);
+    const Matrix<S> v = head_rows(qkv, 2 * D + h * dh, b * T, dh, T);
+    set_head_rows(context, h * dh, b * T, product(v, false, unpack_triangle(probabilities.data() + (static_cast<std::size_t>(b) * H + h) * P, T), false));
   });
   stored(hooks, block, "attn.context", context);
   return context;
@@ -555,8 +568,8 @@ Matrix<S> attention_backward(const GptShape& shape, int batch, int block, const 
   Values<S> dprobabilities(probabilities.size());
   for_each_head(batch, H, [&](int b, int h) {
     const std::size_t offset = (static_cast<std::size_t>(b) * H + h) * P;
-    const Matrix<S> v = qkv.block(2 * D + h * dh, b * T, dh, T), dout = dcontext.block(h * dh, b * T, dh, T);
-    dqkv.block(2 * D + h * dh, b * T, dh, T) = product(dout, false, unpack_triangle(probabilities.data() + offset, T), true);
+    const Matrix<S> v = head_rows(qkv, 2 * D + h * dh, b * T, dh, T), dout = head_rows(dcontext, h * dh, b * T, dh, T);
+    set_head_rows(dqkv, 2 * D + h * dh, b * T, product(dout, false, unpack_triangle(probabilities.data() + offset, T), true));
     const Matrix<S> dp = product(v, true, dout, false);  // keys x queries
     pack_triangle(dp, S(1), dprobabilities.data() + offset);
   });
@@ -573,10 +586,10 @@ Matrix<S> attention_backward(const GptShape& shape, int batch, int block, const 
   });
   hooks.gradient(block, "attn.scores", dscores.data(), dscores.size(), 0);
   for_each_head(batch, H, [&](int b, int h) {
-    const Matrix<S> q = qkv.block(h * dh, b * T, dh, T), k = qkv.block(D + h * dh, b * T, dh, T);
+    const Matrix<S> q = head_rows(qkv, h * dh, b * T, dh, T), k = head_rows(qkv, D + h * dh, b * T, dh, T);
     const Matrix<S> ds = unpack_triangle(dscores.data() + (static_cast<std::size_t>(b) * H + h) * P, T) * inverse_sqrt;
-    dqkv.block(h * dh, b * T, dh, T) = product(k, false, ds, false);
-    dqkv.block(D + h * dh, b * T, dh, T) = product(q, false, ds, true);
+    set_head_rows(dqkv, h * dh, b * T, product(k, false, ds, false));
+    set_head_rows(dqkv, D + h * dh, b * T, product(q, false, ds, true));
   });
   stored_gradient(hooks, block, "attn.qkv", dqkv);
   return dqkv;
