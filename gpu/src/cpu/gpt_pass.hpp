@@ -97,12 +97,6 @@ inline double cross_entropy(const double* logits, int classes, int label, double
   return -(logits[label] - top - std::log(sum));
 }
 
-// Where the pass rounds (and the trainer records) what it stores: `block` is the block's index,
-// -1 for embed, ln_f and head; `features` the length of the tensor's contiguous feature runs (0
-// for the packed attention tensors, which have none).
-// They also make the products of the blocks' linear layers (attn.qkv, attn.proj, mlp.fc,
-// mlp.proj: y = W x + b), where a recipe (gemm_recipe.hpp) changes what those products see; by
-// default the products of the values as they are.
 // What is done to each slice of a tensor's columns as it is made: `columns` columns from
 // `first_column` on, their values contiguous at `values` (column-major), in any order, on any thread.
 template <typename S>
@@ -120,6 +114,12 @@ struct StoredPieces {
   virtual void finish() = 0;
 };
 
+// Where the pass rounds (and the trainer records) what it stores: `block` is the block's index,
+// -1 for embed, ln_f and head; `features` the length of the tensor's contiguous feature runs (0
+// for the packed attention tensors, which have none).
+// They also make the products of the blocks' linear layers (attn.qkv, attn.proj, mlp.fc,
+// mlp.proj: y = W x + b), where a recipe (gemm_recipe.hpp) changes what those products see; by
+// default the products of the values as they are.
 template <typename S>
 struct Hooks {
   virtual ~Hooks() = default;
