@@ -150,7 +150,7 @@ class Blocks : private whole_block::Setting<F> {
   // NaN, a NaN scale, nor where the smallest nonzero magnitude, less one in `least`, is below
   // float32's smallest normal).
   unsigned nvfp4_scales(__m256i amax, __m256i least, std::uint8_t* codes, float* factors) const {
-    constexpr std::uint32_t e4m3_min_normal32 = (127 - 6) << 23, e4m3_drop = 20, e4m3_max_code = 0x7E;
+    constexpr std::uint32_t e4m3_min_normal32 = E4m3ScaleGrid::min_normal32, e4m3_drop = E4m3ScaleGrid::drop, e4m3_max_code = E4m3ScaleGrid::max_code;
     const __m256 tensor_scale = _mm256_set1_ps(tensor_scale_);
     // At most 2^10 (the grid's addition stays finite; anything from 464 saturates all the same).
     const __m256 wanted = _mm256_min_ps(_mm256_mul_ps(_mm256_div_ps(_mm256_castsi256_ps(amax), _mm256_set1_ps(6.0f)), tensor_scale),

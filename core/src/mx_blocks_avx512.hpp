@@ -241,7 +241,7 @@ class Blocks : private whole_block::Setting<F> {
   // decoded; the factor tensor scale / value, 0 for a zero scale. A block with an infinite or NaN
   // amax (a NaN scale) and those after it are left.
   void make_nvfp4_scales(__m512i amax, int n, Scales& s) const {
-    constexpr std::uint32_t e4m3_min_normal32 = (127 - 6) << 23, e4m3_drop = 20, e4m3_max_code = 0x7E;
+    constexpr std::uint32_t e4m3_min_normal32 = E4m3ScaleGrid::min_normal32, e4m3_drop = E4m3ScaleGrid::drop, e4m3_max_code = E4m3ScaleGrid::max_code;
     const __m512 tensor_scale = _mm512_set1_ps(tensor_scale_);
     // At most 2^10 (the grid's addition stays finite; anything from 464 saturates all the same).
     const __m512 wanted = _mm512_min_ps(_mm512_mul_ps(_mm512_div_ps(_mm512_castsi512_ps(amax), _mm512_set1_ps(6.0f)), tensor_scale),
