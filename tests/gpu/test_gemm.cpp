@@ -145,6 +145,46 @@ TEST_CASE("gemm: operands of several products (ProductOperand) are packed once, 
   }
 }
 
+TEST_CASE("gemm_block: blocks of a larger matrix multiplied in place have gemm's bits on copies of them, both ways") {
+  // Attention's head products: a head's rows of a features x tokens matrix, without copying them
+  // out. Values that round (normal, not integers), so a different summation order would show;
+  // 37 rows (two vectors and a partial one), 300 columns (three slices of 128, the last partial).
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const auto random = [&](Eigen::Index rows, Eigen::Index cols, bool bf16) {
+    Eigen::MatrixXf x(rows, cols);
+    for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = bf16 ? bf16_value(normal(rng)) : normal(rng);
+    return x;
+  };
+  const Eigen::Index m = 37, k = 45, n = 300;
+  for (const bool bf16 : {true, false})
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true}) {
+        CAPTURE(bf16);
+        CAPTURE(ta);
+        CAPTURE(tb);
+        // Each operand a block from row 5, column 3 of a matrix 11 rows taller and 6 columns wider.
+        const Eigen::MatrixXf big_a = random((ta ? k : m) + 11, (ta ? m : k) + 6, bf16), big_b = random((tb ? n : k) + 11, (tb ? k : n) + 6, true);
+        const Eigen::MatrixXf a = big_a.block(5, 3, big_a.rows() - 11, big_a.cols() - 6), b = big_b.block(5, 3, big_b.rows() - 11, big_b.cols() - 6);
+        const auto block_of = [](const Eigen::MatrixXf& big, const Eigen::MatrixXf& part) {
+          return MatrixBlock{big.data() + 3 * big.rows() + 5, part.rows(), part.cols(), big.rows()};
+        };
+        const Eigen::MatrixXf expected = gemm(a, ta, b, tb);
+        Eigen::MatrixXf c = Eigen::MatrixXf::Constant(m, n, -1.0f);
+        const GemmCounts made = counted([&] { gemm_block(block_of(big_a, a), ta, block_of(big_b, b), tb, c.data()); });
+        CHECK(made.bf16 == (gemm_has_bf16_products() && bf16 ? 1u : 0u));
+        CHECK(made.float32 + made.bf16 == 1u);
+        std::vector<std::uint32_t> got(static_cast<std::size_t>(c.size())), want(got.size());
+        std::memcpy(got.data(), c.data(), got.size() * 4);
+        std::memcpy(want.data(), expected.data(), want.size() * 4);
+        CHECK(got == want);
+      }
+  float c = 7;
+  gemm_block({nullptr, 1, 0, 1}, false, {nullptr, 0, 1, 0}, false, &c);  // k = 0: zeros
+  CHECK(c == 0.0f);
+  CHECK_THROWS_AS(gemm_block({&c, 1, 2, 1}, false, {&c, 3, 1, 3}, false, &c), std::invalid_argument);
+}
+
 TEST_CASE("gemm: bf16 products of rounding sums stay within float32 accumulation's bound, on any number of threads") {
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 1.0f);

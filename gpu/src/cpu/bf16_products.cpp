@@ -76,6 +76,7 @@ ProductOperand& ProductOperand::operator=(ProductOperand&&) noexcept = default;
 bool bf16_products_available() { return false; }
 std::uint64_t bf16_operands_packed() { return 0; }
 bool bf16_product(const ProductOperand&, bool, const ProductOperand&, bool, Eigen::Index, const GemmEpilogue&, Eigen::MatrixXf&) { return false; }
+bool bf16_block_product(const MatrixBlock&, bool, const MatrixBlock&, bool, Eigen::Index, float*) { return false; }
 
 #else
 
@@ -147,32 +148,42 @@ void one_openmp_thread() {
   (void)set;
 }
 
-// Packs n float32 bit patterns to bf16 (their high halves), scanning each (Bf16Scan). Called only
-// where the processor has AVX512-BF16, so AVX-512 BW is there.
+// Packs `columns` runs of `rows` float32 bit patterns, the runs `stride` apart, to bf16 (their high
+// halves) one after another at `out`, scanning each (Bf16Scan); a contiguous array is one run.
+// Called only where the processor has AVX512-BF16, so AVX-512 BW is there.
 // (GCC 12 warns inside its own _mm512_reduce_* headers about a deliberately undefined vector.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-__attribute__((target("avx512f,avx512bw,avx512vl"))) Bf16Scan pack_run(const std::uint32_t* in, std::uint16_t* out, std::size_t n) {
-  __m512i low = _mm512_setzero_si512(), smallest = _mm512_set1_epi32(255), largest = _mm512_setzero_si512();
-  const __m512i low_half = _mm512_set1_epi32(0xFFFF), field_mask = _mm512_set1_epi32(0xFF), magnitude = _mm512_set1_epi32(0x7FFFFFFF);
-  std::size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512i x = _mm512_loadu_si512(in + i);
-    low = _mm512_ternarylogic_epi32(low, x, low_half, 0xF8);  // low | (x & low_half)
-    const __m512i field = _mm512_and_si512(_mm512_srli_epi32(x, 23), field_mask);
-    smallest = _mm512_mask_min_epu32(smallest, _mm512_test_epi32_mask(x, magnitude), smallest, field);
-    largest = _mm512_max_epu32(largest, field);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(x, 16)));
+// The scan's three accumulators, lane by lane.
+struct Bf16ScanLanes {
+  __m512i low, smallest, largest;
+};
+// 16 values (the `lanes` of them; a masked-off lane loads as +0: no low bits, field 0, which is not
+// the largest, and not nonzero) packed and scanned.
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void pack16(const std::uint32_t* from, std::uint16_t* to, __mmask16 lanes,
+                                                                                      Bf16ScanLanes& scan) {
+  const __m512i x = _mm512_maskz_loadu_epi32(lanes, from);
+  scan.low = _mm512_ternarylogic_epi32(scan.low, x, _mm512_set1_epi32(0xFFFF), 0xF8);  // low | (x & 0xFFFF)
+  const __m512i field = _mm512_and_si512(_mm512_srli_epi32(x, 23), _mm512_set1_epi32(0xFF));
+  scan.smallest = _mm512_mask_min_epu32(scan.smallest, _mm512_test_epi32_mask(x, _mm512_set1_epi32(0x7FFFFFFF)), scan.smallest, field);
+  scan.largest = _mm512_max_epu32(scan.largest, field);
+  _mm256_mask_storeu_epi16(to, lanes, _mm512_cvtepi32_epi16(_mm512_srli_epi32(x, 16)));
+}
+__attribute__((target("avx512f,avx512bw,avx512vl"))) Bf16Scan pack_runs(const std::uint32_t* in, std::size_t rows, std::size_t columns,
+                                                                        std::size_t stride, std::uint16_t* out) {
+  Bf16ScanLanes lanes{_mm512_setzero_si512(), _mm512_set1_epi32(255), _mm512_setzero_si512()};
+  const auto tail = static_cast<__mmask16>((1u << (rows % 16)) - 1);
+  for (std::size_t column = 0; column < columns; ++column, in += stride, out += rows) {
+    std::size_t i = 0;
+    for (; i + 16 <= rows; i += 16) pack16(in + i, out + i, 0xFFFF, lanes);
+    if (tail != 0) pack16(in + i, out + i, tail, lanes);
   }
+  const __m512i low = lanes.low, smallest = lanes.smallest, largest = lanes.largest;
   Bf16Scan scan;
   scan.low_bits = static_cast<std::uint32_t>(_mm512_reduce_or_epi32(low));
   scan.smallest_field = static_cast<unsigned>(_mm512_reduce_min_epu32(smallest));
   scan.largest_field = static_cast<unsigned>(_mm512_reduce_max_epu32(largest));
-  for (; i < n; ++i) {
-    scan.add(in[i]);
-    out[i] = static_cast<std::uint16_t>(in[i] >> 16);
-  }
   return scan;
 }
 #pragma GCC diagnostic pop
@@ -194,7 +205,7 @@ Bf16Scan pack(const Eigen::MatrixXf& m, PackBuffer& out) {
     Bf16Scan local;
     for (std::size_t p = first; p < last && local.bf16(); ++p) {
       if (not_bf16.load(std::memory_order_relaxed)) return;
-      local.merge(pack_run(bits + p * piece, packed + p * piece, std::min(piece, n - p * piece)));
+      local.merge(pack_runs(bits + p * piece, std::min(piece, n - p * piece), 1, 0, packed + p * piece));
     }
     if (!local.bf16()) not_bf16.store(true, std::memory_order_relaxed);
     const std::lock_guard lock(merge_mutex);
@@ -204,16 +215,22 @@ Bf16Scan pack(const Eigen::MatrixXf& m, PackBuffer& out) {
   return scan;
 }
 
+// Whether the first few values of a block (its first column's, at most 64) are all bf16 values:
+// float32 and fp16 operands seldom are, and the look spares their pack.
+bool starts_bf16(const float* values, Eigen::Index rows, Eigen::Index cols) {
+  const auto* bits = reinterpret_cast<const std::uint32_t*>(values);
+  for (Eigen::Index i = 0; i < std::min<Eigen::Index>(cols == 0 ? 0 : rows, 64); ++i)
+    if ((bits[i] & 0xFFFFu) != 0) return false;
+  return true;
+}
+
 // The operand's scan, packing it on its first product: null when it is not all bf16 values.
-// float32 and fp16 operands seldom are: a look at the first few values spares the pack.
 const Bf16Scan* packed(const ProductOperand& operand) {
   using State = ProductOperand::Packing::State;
   ProductOperand::Packing& packing = operand.packing();
   if (packing.state == State::not_looked_at) {
     const Eigen::MatrixXf& values = operand.values();
-    const auto* bits = reinterpret_cast<const std::uint32_t*>(values.data());
-    bool bf16 = true;
-    for (Eigen::Index i = 0; i < std::min<Eigen::Index>(values.size(), 64) && bf16; ++i) bf16 = (bits[i] & 0xFFFFu) == 0;
+    const bool bf16 = starts_bf16(values.data(), values.size(), 1);
     if (bf16) packing.scan = pack(values, packing.bits);
     packing.state = bf16 && packing.scan.bf16() ? State::bf16 : State::not_bf16;
   }
@@ -225,6 +242,47 @@ const Bf16Scan* packed(const ProductOperand& operand) {
 bool bf16_products_available() { return allowed.load(std::memory_order_relaxed) && hardware_bf16(); }
 
 std::uint64_t bf16_operands_packed() { return packs.load(std::memory_order_relaxed); }
+
+namespace {
+
+// The product's calls on the calling thread, for slices [first, last) of c's columns: S's rows
+// (op(b)^T, packed as stored: row-major, or column-major with rows `stride` apart) times W
+// (op(a)^T, packed as stored), each slice `columns_per_call` rows of D = c^T.
+void run_slices(const std::uint16_t* s_data, Eigen::Index stride, const std::uint16_t* w_data, bool transpose_a, Eigen::Index m, Eigen::Index k,
+                Eigen::Index n, Eigen::Index columns_per_call, const Matmul& full, const Matmul& tail, const GemmEpilogue& epilogue, float* c,
+                std::size_t first, std::size_t last) {
+  one_openmp_thread();
+  thread_local dnnl::stream stream(cpu_engine());
+  thread_local std::vector<unsigned char> scratchpad;
+  const dnnl::memory weights(weights_desc(k, m, transpose_a), cpu_engine(), const_cast<std::uint16_t*>(w_data));
+  for (auto slice = static_cast<Eigen::Index>(first); slice < static_cast<Eigen::Index>(last); ++slice) {
+    const Eigen::Index column = slice * columns_per_call, columns = std::min(columns_per_call, n - column);
+    const Matmul& mm = columns == std::min(n, columns_per_call) ? full : tail;
+    if (scratchpad.size() < mm.scratchpad.get_size()) scratchpad.resize(mm.scratchpad.get_size());
+    // S's rows from `column` on: rows k apart (row-major), or consecutive (column-major).
+    const dnnl::memory source(source_desc(columns, k, stride), cpu_engine(), const_cast<std::uint16_t*>(s_data + (stride == 0 ? column * k : column)));
+    const dnnl::memory destination(destination_desc(columns, m), cpu_engine(), c + column * m);
+    const dnnl::memory scratch(mm.scratchpad, cpu_engine(), scratchpad.data());
+    mm.primitive.execute(stream, {{DNNL_ARG_SRC, source}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, destination}, {DNNL_ARG_SCRATCHPAD, scratch}});
+    if (epilogue) {
+      stream.wait();
+      epilogue(c + column * m, column, columns);
+    }
+  }
+  stream.wait();
+}
+
+// The matmuls for c's full slices and its last one: null where oneDNN has no bf16 kernel for them.
+std::pair<const Matmul*, const Matmul*> matmuls_for(Eigen::Index m, Eigen::Index k, Eigen::Index n, bool transpose_a, Eigen::Index stride,
+                                                    Eigen::Index columns_per_call) {
+  const Matmul* full = matmul_for(std::min(n, columns_per_call), k, m, transpose_a, stride);
+  const Matmul* tail = n % columns_per_call == 0 ? full : matmul_for(n % columns_per_call, k, m, transpose_a, stride);
+  if (full == nullptr || tail == nullptr) return {nullptr, nullptr};
+  return {full, tail};
+}
+
+
+}  // namespace
 
 bool bf16_product(const ProductOperand& a_operand, bool transpose_a, const ProductOperand& b_operand, bool transpose_b,
                   Eigen::Index columns_per_call, const GemmEpilogue& epilogue, Eigen::MatrixXf& c) {
@@ -238,33 +296,34 @@ bool bf16_product(const ProductOperand& a_operand, bool transpose_a, const Produ
   const Bf16Scan* a_scan = packed(a_operand);
   if (a_scan == nullptr || !bf16_kernels_exact(*a_scan, *b_scan)) return false;
   const Eigen::Index slices = (n + columns_per_call - 1) / columns_per_call, stride = transpose_b ? n : 0;
-  const Matmul* full = matmul_for(std::min(n, columns_per_call), k, m, transpose_a, stride);
-  const Matmul* tail = n % columns_per_call == 0 ? full : matmul_for(n % columns_per_call, k, m, transpose_a, stride);
-  if (full == nullptr || tail == nullptr) return false;
+  const auto [full, tail] = matmuls_for(m, k, n, transpose_a, stride, columns_per_call);
+  if (full == nullptr) return false;
   const std::uint16_t* s_data = b_operand.packing().bits.bits();
   const std::uint16_t* w_data = a_operand.packing().bits.bits();
   parallel_for(static_cast<std::size_t>(slices), 1, [&](std::size_t first, std::size_t last) {
-    one_openmp_thread();
-    thread_local dnnl::stream stream(cpu_engine());
-    thread_local std::vector<unsigned char> scratchpad;
-    const dnnl::memory weights(weights_desc(k, m, transpose_a), cpu_engine(), const_cast<std::uint16_t*>(w_data));
-    for (auto slice = static_cast<Eigen::Index>(first); slice < static_cast<Eigen::Index>(last); ++slice) {
-      const Eigen::Index column = slice * columns_per_call, columns = std::min(columns_per_call, n - column);
-      const Matmul& mm = columns == std::min(n, columns_per_call) ? *full : *tail;
-      if (scratchpad.size() < mm.scratchpad.get_size()) scratchpad.resize(mm.scratchpad.get_size());
-      // S's rows from `column` on: rows k apart (row-major), or consecutive (column-major).
-      const dnnl::memory source(source_desc(columns, k, stride), cpu_engine(),
-                                const_cast<std::uint16_t*>(s_data + (stride == 0 ? column * k : column)));
-      const dnnl::memory destination(destination_desc(columns, m), cpu_engine(), c.data() + column * m);
-      const dnnl::memory scratch(mm.scratchpad, cpu_engine(), scratchpad.data());
-      mm.primitive.execute(stream, {{DNNL_ARG_SRC, source}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, destination}, {DNNL_ARG_SCRATCHPAD, scratch}});
-      if (epilogue) {
-        stream.wait();
-        epilogue(c.data() + column * m, column, columns);
-      }
-    }
-    stream.wait();
+    run_slices(s_data, stride, w_data, transpose_a, m, k, n, columns_per_call, *full, *tail, epilogue, c.data(), first, last);
   });
+  return true;
+}
+
+bool bf16_block_product(const MatrixBlock& a, bool transpose_a, const MatrixBlock& b, bool transpose_b, Eigen::Index columns_per_call, float* c) {
+  if (!bf16_products_available() || !starts_bf16(b.data, b.rows, b.cols) || !starts_bf16(a.data, a.rows, a.cols)) return false;
+  const Eigen::Index m = transpose_a ? a.cols : a.rows, k = transpose_a ? a.rows : a.cols, n = transpose_b ? b.rows : b.cols;
+  // Each block packed as a copy of it would be stored (its columns one after another), so the
+  // calls are those bf16_product makes for such copies.
+  thread_local PackBuffer a_bits, b_bits;
+  const auto pack_block = [](const MatrixBlock& block, PackBuffer& into) {
+    return pack_runs(reinterpret_cast<const std::uint32_t*>(block.data), static_cast<std::size_t>(block.rows), static_cast<std::size_t>(block.cols),
+                     static_cast<std::size_t>(block.stride), into.room_for(static_cast<std::size_t>(block.rows * block.cols)));
+  };
+  const Bf16Scan b_scan = pack_block(b, b_bits);
+  if (!b_scan.bf16()) return false;
+  const Bf16Scan a_scan = pack_block(a, a_bits);
+  if (!bf16_kernels_exact(a_scan, b_scan)) return false;
+  const Eigen::Index slices = (n + columns_per_call - 1) / columns_per_call, stride = transpose_b ? n : 0;
+  const auto [full, tail] = matmuls_for(m, k, n, transpose_a, stride, columns_per_call);
+  if (full == nullptr) return false;
+  run_slices(b_bits.bits(), stride, a_bits.bits(), transpose_a, m, k, n, columns_per_call, *full, *tail, {}, c, 0, static_cast<std::size_t>(slices));
   return true;
 }
 

@@ -69,6 +69,33 @@ Eigen::MatrixXf gemm(const ProductOperand& a_operand, bool transpose_a, const Pr
   return c;
 }
 
+void gemm_block(const MatrixBlock& a, bool transpose_a, const MatrixBlock& b, bool transpose_b, float* c) {
+  const Eigen::Index m = transpose_a ? a.cols : a.rows, k = transpose_a ? a.rows : a.cols;
+  const Eigen::Index kb = transpose_b ? b.cols : b.rows, n = transpose_b ? b.rows : b.cols;
+  if (k != kb)
+    throw std::invalid_argument("gemm_block: op(a) is " + std::to_string(m) + "x" + std::to_string(k) + ", op(b) " + std::to_string(kb) + "x" +
+                                std::to_string(n));
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    std::fill_n(c, m * n, 0.0f);
+    return;
+  }
+  if (bf16_block_product(a, transpose_a, b, transpose_b, columns_per_call, c)) {
+    bf16_products_made.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  float32_products.fetch_add(1, std::memory_order_relaxed);
+  // gemm's calls for copies of the blocks: OpenBLAS reads each operand through its leading
+  // dimension, so the block's stride in place of the copy's row count changes no bit.
+  for (Eigen::Index column = 0; column < n; column += columns_per_call) {
+    const Eigen::Index columns = std::min(columns_per_call, n - column);
+    const float* b_slice = transpose_b ? b.data + column : b.data + column * b.stride;
+    cblas_sgemm(CblasColMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+                static_cast<blasint>(columns), static_cast<blasint>(k), 1.0f, a.data, static_cast<blasint>(a.stride), b_slice,
+                static_cast<blasint>(b.stride), 0.0f, c + column * m, static_cast<blasint>(m));
+  }
+}
+
 void run_epilogue(Eigen::MatrixXf& c, const GemmEpilogue& epilogue) {
   const Eigen::Index m = c.rows(), n = c.cols(), slices = (n + columns_per_call - 1) / columns_per_call;
   parallel_for(static_cast<std::size_t>(slices), 1, [&](std::size_t first, std::size_t last) {

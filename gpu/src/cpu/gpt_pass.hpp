@@ -481,78 +481,157 @@ void for_each_head(int batch, int heads, Body body) {
   });
 }
 
-// A head's rows of a matrix, copied out (`rows` rows from `row`, `cols` columns from `col`) and
-// back: a column at a time (contiguous runs), which Eigen's block assignment made one value at a
-// time here.
+// A head's rows of a features x tokens matrix, in place: `rows` rows from `row`, `cols` columns
+// from `col`, the matrix's columns apart.
 template <typename S>
-Matrix<S> head_rows(const Matrix<S>& m, Eigen::Index row, Eigen::Index col, Eigen::Index rows, Eigen::Index cols) {
-  Matrix<S> out(rows, cols);
-  for (Eigen::Index j = 0; j < cols; ++j) std::copy_n(m.data() + (col + j) * m.rows() + row, rows, out.data() + j * rows);
-  return out;
+struct HeadBlock {
+  const S* data;
+  Eigen::Index rows, cols, stride;
+};
+template <typename S>
+HeadBlock<S> head_rows(const Matrix<S>& m, Eigen::Index row, Eigen::Index col, Eigen::Index rows, Eigen::Index cols) {
+  return {m.data() + col * m.rows() + row, rows, cols, m.rows()};
 }
+// c (contiguous, column-major) = op(a) op(b): float32 through gemm_block on the calling thread (the
+// same bits as gemm on copies of the blocks), float64 through Eigen.
+inline void head_product(const HeadBlock<float>& a, bool transpose_a, const HeadBlock<float>& b, bool transpose_b, float* c) {
+  gemm_block({a.data, a.rows, a.cols, a.stride}, transpose_a, {b.data, b.rows, b.cols, b.stride}, transpose_b, c);
+}
+inline void head_product(const HeadBlock<double>& a, bool transpose_a, const HeadBlock<double>& b, bool transpose_b, double* c) {
+  using Block = Eigen::Map<const Matrix<double>, 0, Eigen::OuterStride<>>;
+  const Block ma(a.data, a.rows, a.cols, Eigen::OuterStride<>(a.stride)), mb(b.data, b.rows, b.cols, Eigen::OuterStride<>(b.stride));
+  const Eigen::Index m = transpose_a ? a.cols : a.rows, n = transpose_b ? b.rows : b.cols;
+  Eigen::Map<Matrix<double>> mc(c, m, n);
+  if (transpose_a && transpose_b) mc.noalias() = ma.transpose() * mb.transpose();
+  else if (transpose_a) mc.noalias() = ma.transpose() * mb;
+  else if (transpose_b) mc.noalias() = ma * mb.transpose();
+  else mc.noalias() = ma * mb;
+}
+// A contiguous rows x cols matrix as a block.
 template <typename S>
-void set_head_rows(Matrix<S>& m, Eigen::Index row, Eigen::Index col, const Matrix<S>& values) {
-  for (Eigen::Index j = 0; j < values.cols(); ++j) std::copy_n(values.data() + j * values.rows(), values.rows(), m.data() + (col + j) * m.rows() + row);
+HeadBlock<S> whole(const S* data, Eigen::Index rows, Eigen::Index cols) {
+  return {data, rows, cols, rows};
+}
+// rows x cols contiguous values written into m's rows from `row`, columns from `col`.
+template <typename S>
+void set_head_rows(Matrix<S>& m, Eigen::Index row, Eigen::Index col, const S* values, Eigen::Index rows, Eigen::Index cols) {
+  for (Eigen::Index j = 0; j < cols; ++j) std::copy_n(values + j * rows, rows, m.data() + (col + j) * m.rows() + row);
 }
 
 // Where query j's scores (keys 0 .. j) start in a packed triangle.
 inline std::size_t triangle_row(int j) { return static_cast<std::size_t>(j) * static_cast<std::size_t>(j + 1) / 2; }
 
-// The keys x queries matrix of a packed triangle (zero where a key comes after its query).
+// The keys x queries matrix of a packed triangle times `factor` (zero where a key comes after its
+// query), into `full` (context x context, column-major).
 template <typename S>
-Matrix<S> unpack_triangle(const S* packed, int context) {
-  Matrix<S> full(context, context);
+void unpack_triangle(const S* packed, int context, S factor, S* full) {
   for (int j = 0; j < context; ++j) {
-    full.col(j).head(j + 1) = ConstColumn<S>(packed + triangle_row(j), j + 1).matrix();
-    full.col(j).tail(context - j - 1).setZero();
+    Column<S> column(full + static_cast<std::size_t>(j) * context, context);
+    column.head(j + 1) = ConstColumn<S>(packed + triangle_row(j), j + 1) * factor;
+    column.tail(context - j - 1).setZero();
   }
-  return full;
 }
-// The causal part of a keys x queries matrix (key i <= query j) times `factor`, packed.
+// The causal part of a keys x queries matrix (key i <= query j; column-major, context x context)
+// times `factor`, packed.
 template <typename S>
-void pack_triangle(const Matrix<S>& full, S factor, S* packed) {
-  for (int j = 0; j < static_cast<int>(full.cols()); ++j) Column<S>(packed + triangle_row(j), j + 1) = full.col(j).head(j + 1).array() * factor;
+void pack_triangle(const S* full, int context, S factor, S* packed) {
+  for (int j = 0; j < context; ++j)
+    Column<S>(packed + triangle_row(j), j + 1) = ConstColumn<S>(full + static_cast<std::size_t>(j) * context, j + 1) * factor;
 }
+
+// A thread's working space for one head at a time (a few context x context matrices), kept
+// between heads and steps.
+template <typename S>
+S* head_scratch(std::size_t which, std::size_t count) {
+  thread_local std::vector<Values<S>> buffers;
+  if (buffers.size() <= which) buffers.resize(which + 1);
+  if (buffers[which].size() < count) buffers[which].resize(count);
+  return buffers[which].data();
+}
+
+// The attention triangles' casts: in pieces, a head's part of each as that head makes it (hooks
+// that round in pieces), or each whole between the passes over the heads. Each stage runs on
+// every head before the next, or each head through every stage, in the same order of casts.
+template <typename S>
+struct TriangleCasts {
+  Hooks<S>& hooks;
+  bool gradient;
+  int block;
+  std::size_t head_size;  // one triangle's values
+  std::vector<const char*> names;
+  std::vector<S*> values;
+  std::size_t total;
+
+  // stage(b, h) for each head, the casts of names[i] (on values[i]) after stage i.
+  template <typename... Stages>
+  void run(int batch, int heads, Stages... stages) {
+    static_assert(sizeof...(Stages) == 3);
+    const std::function<void(int, int)> each[] = {stages...};
+    if (hooks.rounds_in_pieces()) {
+      std::vector<std::unique_ptr<StoredPieces<S>>> pieces;
+      for (const char* name : names) pieces.push_back(hooks.begin_stored(gradient, block, name, total, 0));
+      for_each_head(batch, heads, [&](int b, int h) {
+        const std::size_t offset = (static_cast<std::size_t>(b) * heads + h) * head_size;
+        for (std::size_t stage = 0; stage < 3; ++stage) {
+          each[stage](b, h);
+          if (stage < pieces.size()) pieces[stage]->piece(values[stage] + offset, head_size, offset);
+        }
+      });
+      for (auto& piece : pieces) piece->finish();
+      return;
+    }
+    for (std::size_t stage = 0; stage < 3; ++stage) {
+      for_each_head(batch, heads, each[stage]);
+      if (stage < names.size()) {
+        if (gradient) hooks.gradient(block, names[stage], values[stage], total, 0);
+        else hooks.activation(block, names[stage], values[stage], total, 0);
+      }
+    }
+  }
+};
 
 // Causal multi-head self-attention of one block on qkv (3 width x tokens): scores, softmax,
 // context (width x tokens), each stored through the hooks.
 template <typename S>
 Matrix<S> attention(const GptShape& shape, int batch, int block, const Matrix<S>& qkv, Values<S>& probabilities, Hooks<S>& hooks) {
   const int T = shape.context, D = shape.width, H = shape.heads, dh = D / H;
-  const std::size_t P = triangle(T);
+  const std::size_t P = triangle(T), TT = static_cast<std::size_t>(T) * T;
   const S inverse_sqrt = S(1) / std::sqrt(static_cast<S>(dh));
   Values<S> scores(static_cast<std::size_t>(batch) * H * P);
-  for_each_head(batch, H, [&](int b, int h) {
-    const Matrix<S> q = head_rows(qkv, h * dh, b * T, dh, T), k = head_rows(qkv, D + h * dh, b * T, dh, T);
-    const Matrix<S> s = product(k, true, q, false);  // keys x queries
-    pack_triangle(s, inverse_sqrt, scores.data() + (static_cast<std::size_t>(b) * H + h) * P);
-  });
-  hooks.activation(block, "attn.scores", scores.data(), scores.size(), 0);
   probabilities.resize(scores.size());
-  parallel_for(static_cast<std::size_t>(batch) * H, grain_of(P), [&](std::size_t first, std::size_t last) {
-    for (std::size_t head = first; head < last; ++head)
-      for (int j = 0; j < T; ++j) {
-        const std::size_t start = head * P + triangle_row(j);
-        S top = scores[start];
-        for (int i = 1; i <= j; ++i) top = std::max(top, scores[start + i]);
-        // Each exponential once (float32: libmvec's, activation_pass.hpp), kept where the
-        // probability goes, then divided by their sum.
-        S* row = probabilities.data() + start;
-        if constexpr (std::is_same_v<S, float>) {
-          shifted_exponentials(scores.data() + start, top, row, static_cast<std::size_t>(j) + 1);
-        } else {
-          for (int i = 0; i <= j; ++i) row[i] = std::exp(scores[start + i] - top);
-        }
-        const S sum = ConstColumn<S>(row, j + 1).sum();
-        for (int i = 0; i <= j; ++i) row[i] /= sum;
-      }
-  });
-  hooks.activation(block, "attn.softmax", probabilities.data(), probabilities.size(), 0);
   Matrix<S> context(D, static_cast<Eigen::Index>(batch) * T);
-  for_each_head(batch, H, [&](int b, int h) {
-    const Matrix<S> v = head_rows(qkv, 2 * D + h * dh, b * T, dh, T);
-    set_head_rows(context, h * dh, b * T, product(v, false, unpack_triangle(probabilities.data() + (static_cast<std::size_t>(b) * H + h) * P, T), false));
-  });
+  const auto offset = [&](int b, int h) { return (static_cast<std::size_t>(b) * H + h) * P; };
+  const auto make_scores = [&](int b, int h) {
+    S* s = head_scratch<S>(0, TT);  // keys x queries
+    head_product(head_rows(qkv, D + h * dh, b * T, dh, T), true, head_rows(qkv, h * dh, b * T, dh, T), false, s);
+    pack_triangle(s, T, inverse_sqrt, scores.data() + offset(b, h));
+  };
+  const auto make_probabilities = [&](int b, int h) {
+    for (int j = 0; j < T; ++j) {
+      const std::size_t start = offset(b, h) + triangle_row(j);
+      S top = scores[start];
+      for (int i = 1; i <= j; ++i) top = std::max(top, scores[start + i]);
+      // Each exponential once (float32: libmvec's, activation_pass.hpp), kept where the
+      // probability goes, then divided by their sum.
+      S* row = probabilities.data() + start;
+      if constexpr (std::is_same_v<S, float>) {
+        shifted_exponentials(scores.data() + start, top, row, static_cast<std::size_t>(j) + 1);
+      } else {
+        for (int i = 0; i <= j; ++i) row[i] = std::exp(scores[start + i] - top);
+      }
+      const S sum = ConstColumn<S>(row, j + 1).sum();
+      for (int i = 0; i <= j; ++i) row[i] /= sum;
+    }
+  };
+  const auto make_context = [&](int b, int h) {
+    S* p = head_scratch<S>(0, TT);
+    S* out = head_scratch<S>(1, static_cast<std::size_t>(dh) * T);
+    unpack_triangle(probabilities.data() + offset(b, h), T, S(1), p);
+    head_product(head_rows(qkv, 2 * D + h * dh, b * T, dh, T), false, whole(p, T, T), false, out);
+    set_head_rows(context, h * dh, b * T, out, dh, T);
+  };
+  TriangleCasts<S>{hooks, false, block, P, {"attn.scores", "attn.softmax"}, {scores.data(), probabilities.data()}, scores.size()}.run(
+      batch, H, make_scores, make_probabilities, make_context);
   stored(hooks, block, "attn.context", context);
   return context;
 }
@@ -562,35 +641,40 @@ template <typename S>
 Matrix<S> attention_backward(const GptShape& shape, int batch, int block, const Matrix<S>& qkv, const Values<S>& probabilities,
                              const Matrix<S>& dcontext, Hooks<S>& hooks) {
   const int T = shape.context, D = shape.width, H = shape.heads, dh = D / H;
-  const std::size_t P = triangle(T);
+  const std::size_t P = triangle(T), TT = static_cast<std::size_t>(T) * T;
   const S inverse_sqrt = S(1) / std::sqrt(static_cast<S>(dh));
   Matrix<S> dqkv(3 * D, static_cast<Eigen::Index>(batch) * T);
-  Values<S> dprobabilities(probabilities.size());
-  for_each_head(batch, H, [&](int b, int h) {
-    const std::size_t offset = (static_cast<std::size_t>(b) * H + h) * P;
-    const Matrix<S> v = head_rows(qkv, 2 * D + h * dh, b * T, dh, T), dout = head_rows(dcontext, h * dh, b * T, dh, T);
-    set_head_rows(dqkv, 2 * D + h * dh, b * T, product(dout, false, unpack_triangle(probabilities.data() + offset, T), true));
-    const Matrix<S> dp = product(v, true, dout, false);  // keys x queries
-    pack_triangle(dp, S(1), dprobabilities.data() + offset);
-  });
-  hooks.gradient(block, "attn.softmax", dprobabilities.data(), dprobabilities.size(), 0);
-  Values<S> dscores(probabilities.size());
-  parallel_for(static_cast<std::size_t>(batch) * H, grain_of(P), [&](std::size_t first, std::size_t last) {
-    for (std::size_t head = first; head < last; ++head)
-      for (int j = 0; j < T; ++j) {
-        const std::size_t start = head * P + triangle_row(j);
-        const ConstColumn<S> p(probabilities.data() + start, j + 1), dp(dprobabilities.data() + start, j + 1);
-        const S dot = (p * dp).sum();
-        Column<S>(dscores.data() + start, j + 1) = p * (dp - dot);
-      }
-  });
-  hooks.gradient(block, "attn.scores", dscores.data(), dscores.size(), 0);
-  for_each_head(batch, H, [&](int b, int h) {
-    const Matrix<S> q = head_rows(qkv, h * dh, b * T, dh, T), k = head_rows(qkv, D + h * dh, b * T, dh, T);
-    const Matrix<S> ds = unpack_triangle(dscores.data() + (static_cast<std::size_t>(b) * H + h) * P, T) * inverse_sqrt;
-    set_head_rows(dqkv, h * dh, b * T, product(k, false, ds, false));
-    set_head_rows(dqkv, D + h * dh, b * T, product(q, false, ds, true));
-  });
+  Values<S> dprobabilities(probabilities.size()), dscores(probabilities.size());
+  const auto offset = [&](int b, int h) { return (static_cast<std::size_t>(b) * H + h) * P; };
+  const auto through_values = [&](int b, int h) {
+    S* p = head_scratch<S>(0, TT);
+    S* out = head_scratch<S>(1, std::max(TT, static_cast<std::size_t>(dh) * T));
+    const HeadBlock<S> v = head_rows(qkv, 2 * D + h * dh, b * T, dh, T), dout = head_rows(dcontext, h * dh, b * T, dh, T);
+    unpack_triangle(probabilities.data() + offset(b, h), T, S(1), p);
+    head_product(dout, false, whole(p, T, T), true, out);
+    set_head_rows(dqkv, 2 * D + h * dh, b * T, out, dh, T);
+    head_product(v, true, dout, false, out);  // keys x queries
+    pack_triangle(out, T, S(1), dprobabilities.data() + offset(b, h));
+  };
+  const auto through_softmax = [&](int b, int h) {
+    for (int j = 0; j < T; ++j) {
+      const std::size_t start = offset(b, h) + triangle_row(j);
+      const ConstColumn<S> p(probabilities.data() + start, j + 1), dp(dprobabilities.data() + start, j + 1);
+      const S dot = (p * dp).sum();
+      Column<S>(dscores.data() + start, j + 1) = p * (dp - dot);
+    }
+  };
+  const auto through_scores = [&](int b, int h) {
+    S* ds = head_scratch<S>(0, TT);
+    S* out = head_scratch<S>(1, static_cast<std::size_t>(dh) * T);
+    unpack_triangle(dscores.data() + offset(b, h), T, inverse_sqrt, ds);
+    head_product(head_rows(qkv, D + h * dh, b * T, dh, T), false, whole(ds, T, T), false, out);
+    set_head_rows(dqkv, h * dh, b * T, out, dh, T);
+    head_product(head_rows(qkv, h * dh, b * T, dh, T), false, whole(ds, T, T), true, out);
+    set_head_rows(dqkv, D + h * dh, b * T, out, dh, T);
+  };
+  TriangleCasts<S>{hooks, true, block, P, {"attn.softmax", "attn.scores"}, {dprobabilities.data(), dscores.data()}, dscores.size()}.run(
+      batch, H, through_values, through_softmax, through_scores);
   stored_gradient(hooks, block, "attn.qkv", dqkv);
   return dqkv;
 }

@@ -64,6 +64,17 @@ void run_epilogue(Eigen::MatrixXf& c, const GemmEpilogue& epilogue);
 Eigen::MatrixXf gemm(const ProductOperand& a, bool transpose_a, const ProductOperand& b, bool transpose_b,
                      const GemmEpilogue& epilogue = {});
 
+// A block of a column-major float32 matrix: `rows` x `cols` values from `data`, columns `stride`
+// values apart (a head's rows of a features x tokens matrix).
+struct MatrixBlock {
+  const float* data;
+  Eigen::Index rows, cols, stride;
+};
+// c (m x n, contiguous column-major) = op(a) op(b) on the calling thread alone, for small products
+// made inside a parallel job (attention's heads): the same bits as gemm on copies of the blocks,
+// without the copies; the shapes must agree (std::invalid_argument).
+void gemm_block(const MatrixBlock& a, bool transpose_a, const MatrixBlock& b, bool transpose_b, float* c);
+
 // How many products went each way since the program started (for tests and benchmarks).
 struct GemmCounts {
   std::uint64_t float32 = 0;  // OpenBLAS
