@@ -38,6 +38,21 @@ constexpr NamedFormat format_aliases[] = {
     {"e4m3b11fnuz", formats::e4m3b11fnuz},
 };
 
+// The names PyTorch, NumPy and ml_dtypes give their dtypes (torch.float8_e4m3fn,
+// ml_dtypes.float6_e2m3fn, ...), read only: fpscope prints its own. An explicit table, as their
+// suffixes do not mean one thing: ml_dtypes' "fn" is one NaN for 8 bits (OCP FN) but no NaN at all
+// for 6 and 4 (OCP MX's finite elements), and float8_e4m3 without a suffix is the IEEE-style E4M3
+// with infinities, not OCP's.
+constexpr NamedFormat dtype_names[] = {
+    {"float16", formats::fp16}, {"float32", formats::fp32}, {"float64", formats::fp64},
+    {"float8_e4m3fn", formats::e4m3}, {"float8_e5m2", formats::e5m2},
+    {"float8_e4m3fnuz", formats::e4m3fnuz}, {"float8_e5m2fnuz", formats::e5m2fnuz}, {"float8_e4m3b11fnuz", formats::e4m3b11fnuz},
+    {"float8_e4m3", Format{4, 3, Flavour::ieee, 0}}, {"float8_e3m4", Format{3, 4, Flavour::ieee, 0}},
+    {"float6_e2m3fn", formats::e2m3}, {"float6_e3m2fn", formats::e3m2}, {"float4_e2m1fn", formats::e2m1},
+};
+// The prefixes those names come with, dropped before the look-up.
+constexpr std::string_view dtype_prefixes[] = {"torch.", "numpy.", "np.", "ml_dtypes.", "jnp.", "jax.numpy."};
+
 // A bit count as written in eXmY: decimal digits without a leading zero ("e4m03" is refused, so
 // that every custom format has exactly one spelling).
 bool parse_int(std::string_view text, int& value) {
@@ -55,10 +70,18 @@ const NamedFormat* alias_named(std::string_view key) {
 }  // namespace
 
 Format parse_format(std::string_view name) {
-  const std::string key = lowercase(name);
+  std::string key = lowercase(name);
   if (const NamedFormat* alias = alias_named(key)) return alias->format;
+  for (const std::string_view prefix : dtype_prefixes)
+    if (key.starts_with(prefix)) {
+      key.erase(0, prefix.size());
+      if (const NamedFormat* alias = alias_named(key)) return alias->format;  // torch.bfloat16, np.half
+      break;
+    }
+  for (const auto& dtype : dtype_names)
+    if (key == dtype.name) return dtype.format;
   // E8M0 reads like a custom eXmY with no mantissa, which no Format is: say what it is instead.
-  if (key == "e8m0" || key == "e8m0fnu")
+  if (key == "e8m0" || key == "e8m0fnu" || key == "float8_e8m0fnu")
     throw UnknownNameError("format '" + printable_text(name) +
                            "' is the OCP MX block scale (unsigned powers of two 2^-127 .. 2^127, 0xFF NaN), not an element format: "
                            "fpscope table mxfp8 shows it beside its elements, and quantize and analyze -f mxfp8-e4m3 use it");
@@ -92,7 +115,7 @@ Format parse_format(std::string_view name) {
     }
   }
   throw UnknownNameError("unknown format '" + printable_text(name) +
-                         "': expected fp16, bf16, fp32, fp64, tf32, e4m3, e5m2, e2m1, e2m3, e3m2, e4m3fnuz, e5m2fnuz or a custom eXmY such as e6m9 (eXmYfn for the OCP FN flavour, eXmYfnuz, eXmYfinite for no infinity and no NaN, eXmYieee to insist on IEEE)");
+                         "': expected fp16, bf16, fp32, fp64, tf32, e4m3, e5m2, e2m1, e2m3, e3m2, e4m3fnuz, e5m2fnuz, a custom eXmY such as e6m9 (eXmYfn for the OCP FN flavour, eXmYfnuz, eXmYfinite for no infinity and no NaN, eXmYieee to insist on IEEE) or a PyTorch / ml_dtypes dtype such as float8_e4m3fn");
 }
 
 std::string format_name(Format f) {

@@ -354,8 +354,12 @@ const TensorRecord* App::shown_record(const char* no_run, const Snapshot*& snaps
 }
 
 int target_format_index(std::string_view name) {
-  for (int i = 0; i < target_format_count; ++i)
-    if (name == target_format_names[i]) return i;
+  try {
+    const Format f = parse_format(name);  // any of its names: fp16, half, torch.float8_e4m3fn, ...
+    for (int i = 0; i < target_format_count; ++i)
+      if (f == target_formats[i]) return i;
+  } catch (const UnknownNameError&) {
+  }
   return -1;
 }
 

@@ -270,7 +270,7 @@ void draw_blocks(App& app);
 void draw_float_inspector(App& app);
 // The inspector's rows: fp64 fp32 tf32 fp16 bf16 e5m2 e4m3, then the custom format.
 int inspector_format_index(std::string_view name);  // -1 when the name is none of the named rows
-int target_format_index(std::string_view name);     // -1 when the name is none of target_format_names
+int target_format_index(std::string_view name);     // -1 when the name (any parse_format reads) is none of target_formats
 inline constexpr int inspector_custom_index = 7;
 void draw_export(App& app);
 

@@ -402,7 +402,7 @@ int main(int argc, char** argv) {
         o.app.format_index = fpscope::gui::target_format_index(target_format);
         if (*o.app.format_index < 0)
           throw std::invalid_argument("--target-format '" + fpscope::printable_text(target_format) +
-                                      "': expected fp16, bf16, e4m3, e5m2, e4m3fnuz, e5m2fnuz, e3m2, e2m3 or e2m1");
+                                      "': expected fp16, bf16, e4m3, e5m2, e4m3fnuz, e5m2fnuz, e3m2, e2m3 or e2m1 (or another name of one, such as half or float8_e4m3fn)");
       }
       if (!inspect_text.empty() || !inspect_format.empty() || !arithmetic.empty()) {
         fpscope::gui::InspectorState inspector;

@@ -1,6 +1,7 @@
 // Format and rounding-mode names, as users type them.
 #include <doctest/doctest.h>
 
+#include "fpscope/core/convert.hpp"
 #include "fpscope/core/names.hpp"
 
 using namespace fpscope;
@@ -42,6 +43,36 @@ TEST_CASE("every format has one name that reads back as that format (fuzz findin
         ++formats_named;
       }
   CHECK(formats_named > 900);
+}
+
+TEST_CASE("dtype names as PyTorch, NumPy and ml_dtypes write them, with the largest finite value and specials each dtype has") {
+  // ml_dtypes.finfo(...).max and its documentation: whether the type has infinities and NaNs.
+  struct Dtype {
+    const char* name;
+    double max;
+    bool infinity, nan;
+  };
+  const Dtype dtypes[] = {
+      {"float8_e4m3fn", 448, false, true},        {"float8_e5m2", 57344, true, true},        {"float8_e4m3fnuz", 240, false, true},
+      {"float8_e5m2fnuz", 57344, false, true},    {"float8_e4m3b11fnuz", 30, false, true},   {"float8_e4m3", 240, true, true},
+      {"float8_e3m4", 15.5, true, true},          {"float6_e2m3fn", 7.5, false, false},      {"float6_e3m2fn", 28, false, false},
+      {"float4_e2m1fn", 6, false, false},         {"float16", 65504, true, true},            {"torch.bfloat16", 3.3895313892515355e38, true, true},
+      {"np.float32", 3.4028234663852886e38, true, true}, {"ml_dtypes.float8_e4m3fn", 448, false, true}, {"torch.half", 65504, true, true},
+  };
+  for (const Dtype& dtype : dtypes) {
+    CAPTURE(dtype.name);
+    const Format f = parse_format(dtype.name);
+    Context ctx;
+    CHECK(to_double(f, f.max_finite_bits(), ctx) == dtype.max);
+    CHECK(f.has_infinity() == dtype.infinity);
+    CHECK(f.has_nan() == dtype.nan);
+  }
+  CHECK(parse_format("torch.float8_e4m3fn") == formats::e4m3);
+  CHECK(parse_format("float8_e4m3") == parse_format("e4m3ieee"));  // not OCP's E4M3
+  CHECK(format_name(parse_format("float8_e3m4")) == "e3m4");         // fpscope prints its own names
+  CHECK_THROWS_AS(parse_format("float8_e8m0fnu"), UnknownNameError);  // a block scale, said so
+  CHECK_THROWS_AS(parse_format("torch.float8_e4m3fnx"), UnknownNameError);
+  CHECK_THROWS_AS(parse_format("torch."), UnknownNameError);
 }
 
 TEST_CASE("rounding mode names, ours and TestFloat's") {

@@ -150,10 +150,11 @@ fi
 small_run=(--start --model 16-8-4 --steps 3 --batch 8 --backend cpu --view histogram --frames 1 --report)
 if headless "${small_run[@]}" --precision bf16 2>&1 | grep -qx 'target format bf16' &&
    headless "${small_run[@]}" --precision fp16 2>&1 | grep -qx 'target format fp16' &&
-   headless "${small_run[@]}" --precision bf16 --target-format e4m3 2>&1 | grep -qx 'target format e4m3'; then
+   headless "${small_run[@]}" --precision bf16 --target-format e4m3 2>&1 | grep -qx 'target format e4m3' &&
+   headless "${small_run[@]}" --precision bf16 --target-format torch.float8_e4m3fn 2>&1 | grep -qx 'target format e4m3'; then
   ok
 else
-  fail "the target format follows the run's precision until one is chosen"
+  fail "the target format follows the run's precision until one is chosen (by any of its names)"
 fi
 
 # Curves on a log written with --recipe fp8-current: the chosen operand's amax and scale lines;

@@ -21,8 +21,10 @@ class UnknownNameError : public std::runtime_error {
 // fp16/binary16/half, bf16/bfloat16, fp32/binary32/single/float, fp64/binary64/double, tf32,
 // e4m3 (OCP E4M3FN), e5m2, the OCP MX elements e2m1/fp4, e2m3, e3m2 (finite: no inf, no NaN),
 // e4m3fnuz, e5m2fnuz, or a custom eXmY (IEEE flavour) / eXmYfn (OCP FN) / eXmYfnuz /
-// eXmYfinite / eXmYieee with 2 <= X <= 11 (8 for fnuz and finite) and 1 <= Y <= 52. Throws
-// UnknownNameError naming the input otherwise.
+// eXmYfinite / eXmYieee with 2 <= X <= 11 (8 for fnuz and finite) and 1 <= Y <= 52, or a dtype
+// as PyTorch, NumPy and ml_dtypes name it, with or without its module (float16, torch.bfloat16,
+// float8_e4m3fn, float8_e4m3 (IEEE-style, with infinities), float8_e3m4, float6_e2m3fn,
+// float4_e2m1fn, ...). Throws UnknownNameError naming the input otherwise.
 Format parse_format(std::string_view name);
 // The canonical name: "fp16", "bf16", ..., or "e6m9" / "e3m4fn" / "e3m3finite" for custom formats.
 std::string format_name(Format f);
