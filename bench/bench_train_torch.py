@@ -7,12 +7,14 @@ OpenBLAS, whose threads torch.set_num_threads does not reach, so torch is timed 
 for every pairing of torch threads and OpenBLAS threads from {1, THREADS}, and its fastest pairing
 is the baseline (printed). Three rounds alternate fpscope and torch, each side's time its median
 over the rounds, the pairing the one with the lowest median (the machine's timings drift by a
-fifth between processes: the rounds' ratios are printed too). fp16 mixed is held to torch fp32 (torch has no fp16 CPU
+fifth between processes). The headline ratio is the median of the rounds' ratios (each round's two
+sides measured within a minute of each other, so that drift between rounds cancels), the ratio of
+the two medians beside it. fp16 mixed is held to torch fp32 (torch has no fp16 CPU
 autocast worth timing); recording every step, and every 10th, to the same fp16 trainer unrecorded,
 the two stepping in turns in one process: the median over the rounds of the median ratio of
 windows of one step (every step) or ten (every 10th, its first recorded), means beside it.
 
-Usage: bench_train_torch.py [BUILD_DIR] [THREADS]"""
+Usage: bench_train_torch.py [BUILD_DIR] [THREADS] [ROUNDS (default 5)]"""
 
 import os
 import platform
@@ -33,7 +35,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "gpu")
 from gpt_vs_torch import Gpt  # noqa: E402
 
 STEPS = 10
-ROUNDS = 3
+ROUNDS = int(sys.argv[3]) if len(sys.argv) == 4 and sys.argv[1] != "--torch" else 5
 
 
 def torch_step_ms(model, optimizer, inputs, targets, autocast):
@@ -110,23 +112,30 @@ def main():
           f"alternating rounds of a median of {STEPS} steps")
     for kind, model, batch in (("mlp", "784-1024-1024-10", 256), ("gpt", "gpt:layers=4,width=256,heads=4,context=128", 8)):
         # Rounds alternate fpscope and torch, so that the machine's drift falls on both; each side
-        # is its median over the rounds.
+        # is its median over the rounds, each ratio the median of the rounds' ratios.
         our_rounds, their_rounds = [], []
-        for _ in range(ROUNDS):
-            our_rounds.append(fpscope_times(build, model, batch, threads))
-            their_rounds.append(torch_rounds(kind, threads))
+        for round_index in range(ROUNDS):
+            # Each side first in every other round: a steady drift within rounds falls on both.
+            if round_index % 2 == 0:
+                our_rounds.append(fpscope_times(build, model, batch, threads))
+                their_rounds.append(torch_rounds(kind, threads))
+            else:
+                their_rounds.append(torch_rounds(kind, threads))
+                our_rounds.append(fpscope_times(build, model, batch, threads))
         ours = {name: statistics.median(r[name] for r in our_rounds) for name in our_rounds[0]}
         best = fastest_torch(their_rounds)
         theirs = {name: ms for name, (ms, _, _) in best.items()}
         spread = {name: [o[name] / t for o, t in zip(our_rounds, best[name][2])] for name in ("fp32", "bf16")}
-        print(f"\n{model} at batch {batch}:")
+        spread["fp16"] = [o["fp16"] / t for o, t in zip(our_rounds, best["fp32"][2])]
+        paired = {name: statistics.median(ratios) for name, ratios in spread.items()}
+        print(f"\n{model} at batch {batch} (ratio: the median of the rounds' ratios; the ratio of the medians in brackets):")
         print(f"  fp32 step          fpscope {ours['fp32']:8.2f} ms   torch fp32 {theirs['fp32']:8.2f} ms ({best['fp32'][1]})   "
-              f"{ours['fp32'] / theirs['fp32']:.2f}x")
+              f"{paired['fp32']:.2f}x ({ours['fp32'] / theirs['fp32']:.2f}x)")
         print(f"  bf16 mixed step    fpscope {ours['bf16']:8.2f} ms   torch bf16 autocast {theirs['bf16']:8.2f} ms ({best['bf16'][1]})   "
-              f"{ours['bf16'] / theirs['bf16']:.2f}x")
-        print(f"  fp16 mixed step    fpscope {ours['fp16']:8.2f} ms   torch fp32 {theirs['fp32']:8.2f} ms   {ours['fp16'] / theirs['fp32']:.2f}x")
-        print("  round by round: fp32 " + " ".join(f"{x:.2f}x" for x in spread["fp32"]) + ", bf16 " +
-              " ".join(f"{x:.2f}x" for x in spread["bf16"]))
+              f"{paired['bf16']:.2f}x ({ours['bf16'] / theirs['bf16']:.2f}x)")
+        print(f"  fp16 mixed step    fpscope {ours['fp16']:8.2f} ms   torch fp32 {theirs['fp32']:8.2f} ms   "
+              f"{paired['fp16']:.2f}x ({ours['fp16'] / theirs['fp32']:.2f}x)")
+        print("  round by round: " + ", ".join(name + " " + " ".join(f"{x:.2f}x" for x in spread[name]) for name in ("fp32", "bf16", "fp16")))
         print(f"  bf16 products in oneDNN's bf16 kernels: {100 * ours['bf16_kernel_share']:.0f}%")
         # The recording costs: the median over the rounds of each round's median window ratio
         # (bench_train_step: windows of one step, and of ten with the first recorded).
