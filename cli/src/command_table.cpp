@@ -50,22 +50,24 @@ std::string approx(const std::string& exact) { return fmt::format("{:.4g}", std:
 std::string compact_table(const std::vector<Format>& formats) {
   std::size_t name_width = 7;
   for (Format f : formats) name_width = std::max(name_width, format_name(f).size());
-  std::string out = fmt::format("{:<{}} {:>9} {:>6} {:>6} {:>5}  {:<22} {:<22} {:<30} {:<18} {:>6} {:>20}\n", "format", name_width,
+  std::string out = fmt::format("{:<{}} {:>9} {:>6} {:>6} {:>5}  {:<22} {:<22} {:<30} {:<18} {:>6} {:>20}  {}\n", "format", name_width,
                                 "s.e.m", "bias", "emin", "emax", "min subnormal", "min normal", "max", "epsilon",
-                                "digits", "finite values");
+                                "digits", "finite values", "dtype");
   for (Format f : formats) {
     const std::string max_exact = exact_max(f);
     const std::string max_text =
         max_exact.size() <= 12 ? max_exact : fmt::format("{} ~ {}", max_expression(f), approx(max_exact));
-    out += fmt::format("{:<{}} {:>9} {:>6} {:>6} {:>5}  {:<22} {:<22} {:<30} {:<18} {:>6.2f} {:>20}\n", format_name(f), name_width,
+    const std::string dtype = dtype_name(f);
+    out += fmt::format("{:<{}} {:>9} {:>6} {:>6} {:>5}  {:<22} {:<22} {:<30} {:<18} {:>6.2f} {:>20}  {}\n", format_name(f), name_width,
                        fmt::format("1.{}.{}", f.exponent_bits, f.mantissa_bits), f.bias(), f.emin(), f.emax(),
                        fmt::format("2^{} ~ {}", f.min_subnormal_exponent(), approx(exact_power_of_two(f.min_subnormal_exponent()))),
                        fmt::format("2^{} ~ {}", f.emin(), approx(exact_power_of_two(f.emin()))), max_text,
                        fmt::format("2^{} ~ {}", f.epsilon_exponent(), approx(exact_power_of_two(f.epsilon_exponent()))),
-                       decimal_digits(f), f.finite_count());
+                       decimal_digits(f), f.finite_count(), dtype.empty() ? "-" : dtype);
   }
   out += "\nExact: every power of two and every max above is exact; '~' values are 4-digit approximations\n"
-         "(use --exact for every digit). digits = (m+1)*log10(2); finite values counts +0 and -0.\n";
+         "(use --exact for every digit). digits = (m+1)*log10(2); finite values counts +0 and -0.\n"
+         "dtype: the format's name in PyTorch, NumPy or ml_dtypes (whichever has it), which every fpscope command reads too.\n";
   return out;
 }
 

@@ -44,7 +44,7 @@ constexpr NamedFormat format_aliases[] = {
 // for 6 and 4 (OCP MX's finite elements), and float8_e4m3 without a suffix is the IEEE-style E4M3
 // with infinities, not OCP's.
 constexpr NamedFormat dtype_names[] = {
-    {"float16", formats::fp16}, {"float32", formats::fp32}, {"float64", formats::fp64},
+    {"float16", formats::fp16}, {"bfloat16", formats::bf16}, {"float32", formats::fp32}, {"float64", formats::fp64},
     {"float8_e4m3fn", formats::e4m3}, {"float8_e5m2", formats::e5m2},
     {"float8_e4m3fnuz", formats::e4m3fnuz}, {"float8_e5m2fnuz", formats::e5m2fnuz}, {"float8_e4m3b11fnuz", formats::e4m3b11fnuz},
     {"float8_e4m3", Format{4, 3, Flavour::ieee, 0}}, {"float8_e3m4", Format{3, 4, Flavour::ieee, 0}},
@@ -116,6 +116,12 @@ Format parse_format(std::string_view name) {
   }
   throw UnknownNameError("unknown format '" + printable_text(name) +
                          "': expected fp16, bf16, fp32, fp64, tf32, e4m3, e5m2, e2m1, e2m3, e3m2, e4m3fnuz, e5m2fnuz, a custom eXmY such as e6m9 (eXmYfn for the OCP FN flavour, eXmYfnuz, eXmYfinite for no infinity and no NaN, eXmYieee to insist on IEEE) or a PyTorch / ml_dtypes dtype such as float8_e4m3fn");
+}
+
+std::string dtype_name(Format f) {
+  for (const auto& dtype : dtype_names)
+    if (dtype.format == f) return dtype.name;
+  return "";
 }
 
 std::string format_name(Format f) {

@@ -60,7 +60,8 @@ else
   passed=$((passed + 1))
 fi
 check table-fp16 0 'fp16 +1\.5\.10 +15 +-14 +15 +2\^-24' -- "$fpscope" table fp16
-check table-e4m3 0 'e4m3 .* 448 ' -- "$fpscope" table e4m3
+check table-e4m3 0 'e4m3 .* 448 .* float8_e4m3fn$' -- "$fpscope" table e4m3
+check table-dtype 0 '^e4m3ieee .* 240 .* float8_e4m3$' -- "$fpscope" table float8_e4m3
 check table-mxfp4 0 '^mxfp4 +e2m1 +E8M0 \(2\^-127\.\.2\^127\) +32 +6 +2\^-1 +4 +4\.250$' -- "$fpscope" table mxfp4
 check table-mxint8 0 '^mxint8 +int8 .* 1\.984375 +2\^-6 +7 +8\.250$' -- "$fpscope" table mxint8 e8m0
 check table-e8m0 0 'e8m0: the MX scale, 8 exponent bits, no sign, no mantissa, bias 127' -- "$fpscope" table e8m0

@@ -73,6 +73,17 @@ TEST_CASE("dtype names as PyTorch, NumPy and ml_dtypes write them, with the larg
   CHECK_THROWS_AS(parse_format("float8_e8m0fnu"), UnknownNameError);  // a block scale, said so
   CHECK_THROWS_AS(parse_format("torch.float8_e4m3fnx"), UnknownNameError);
   CHECK_THROWS_AS(parse_format("torch."), UnknownNameError);
+  // And back: the dtype name printed beside a format reads as that format.
+  for (const Dtype& dtype : dtypes) {
+    const Format f = parse_format(dtype.name);
+    CAPTURE(dtype.name);
+    CHECK(parse_format(dtype_name(f)) == f);
+  }
+  CHECK(dtype_name(formats::e4m3) == "float8_e4m3fn");
+  CHECK(dtype_name(Format{4, 3, Flavour::ieee}) == "float8_e4m3");
+  CHECK(dtype_name(formats::bf16) == "bfloat16");
+  CHECK(dtype_name(formats::tf32).empty());
+  CHECK(dtype_name(Format{6, 9, Flavour::ieee}).empty());
 }
 
 TEST_CASE("rounding mode names, ours and TestFloat's") {
