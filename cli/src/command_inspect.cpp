@@ -41,9 +41,9 @@ std::string hex_bits(Format f, std::uint64_t bits) {
 }
 
 std::string describe_format(Format f) {
-  const std::string note = flavour_description(f.flavour);
-  return fmt::format("{} bits: 1 sign, {} exponent, {} mantissa{}{}", f.width(), f.exponent_bits, f.mantissa_bits, note.empty() ? "" : "; ",
-                     note);
+  const std::string note = flavour_description(f.flavour), dtype = dtype_name(f);
+  return fmt::format("{} bits: 1 sign, {} exponent, {} mantissa{}{}{}{}", f.width(), f.exponent_bits, f.mantissa_bits, note.empty() ? "" : "; ",
+                     note, dtype.empty() ? "" : "; dtype ", dtype);
 }
 
 std::string power_of_two(int exponent) { return fmt::format("2^{}", exponent); }
