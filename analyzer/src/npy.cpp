@@ -10,10 +10,12 @@
 #include <bit>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
 #include "fpscope/core/bulk.hpp"
+#include "fpscope/core/names.hpp"
 #include "fpscope/core/printable_text.hpp"
 
 namespace fpscope {
@@ -123,29 +125,55 @@ void bin_float64(ExponentHistogram& histogram, const unsigned char* data, std::u
   }
 }
 
-// 2-byte elements widened to float32 in chunks, then binned.
-void bin_16bit(ExponentHistogram& histogram, const unsigned char* data, std::uint64_t count, bool swap, bool bfloat16) {
+std::string fmt_hex(std::uint32_t code) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%X", code);
+  return text;
+}
+
+// Codes of `f` (2 bytes each, or 1 for formats of 8 bits or fewer) widened to float32 in chunks,
+// each chunk handed to `use` (its values, and the index of its first element); a code with bits
+// above f's width is refused, naming the element.
+template <typename Use>
+void widen_codes(const std::filesystem::path& path, Format f, const unsigned char* data, std::uint64_t count, bool swap, Use use) {
   constexpr std::size_t chunk = 1 << 14;
-  std::vector<std::uint16_t> half(chunk);
+  const bool bytes = f.width() <= 8;
+  std::vector<std::uint16_t> half(bytes ? 0 : chunk);
+  std::vector<std::uint8_t> codes(bytes ? chunk : 0);
   std::vector<float> widened(chunk);
+  const std::uint32_t limit = f.width() >= 16 ? 0x10000u : 1u << f.width();
   for (std::uint64_t start = 0; start < count; start += chunk) {
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, count - start));
-    std::memcpy(half.data(), data + 2 * start, 2 * n);
-    if (swap)
-      for (std::size_t i = 0; i < n; ++i) half[i] = static_cast<std::uint16_t>((half[i] >> 8) | (half[i] << 8));
-    Context ctx;
-    bits_to_f32(bfloat16 ? formats::bf16 : formats::fp16, std::span<const std::uint16_t>(half.data(), n),
-                std::span<float>(widened.data(), n), ctx);
-    histogram.add(std::span<const float>(widened.data(), n));
+    Context ctx;  // widening is exact
+    const auto refuse = [&](std::size_t i, std::uint32_t code) {
+      fail(path, "element " + std::to_string(start + i) + " is 0x" + fmt_hex(code) + ", not a " + std::to_string(f.width()) + "-bit " +
+                     format_name(f) + " code");
+    };
+    if (bytes) {
+      std::memcpy(codes.data(), data + start, n);
+      for (std::size_t i = 0; i < n; ++i)
+        if (codes[i] >= limit) refuse(i, codes[i]);
+      bits_to_f32(f, std::span<const std::uint8_t>(codes.data(), n), std::span<float>(widened.data(), n), ctx);
+    } else {
+      std::memcpy(half.data(), data + 2 * start, 2 * n);
+      if (swap)
+        for (std::size_t i = 0; i < n; ++i) half[i] = static_cast<std::uint16_t>((half[i] >> 8) | (half[i] << 8));
+      for (std::size_t i = 0; i < n; ++i)
+        if (half[i] >= limit) refuse(i, half[i]);
+      bits_to_f32(f, std::span<const std::uint16_t>(half.data(), n), std::span<float>(widened.data(), n), ctx);
+    }
+    use(std::span<const float>(widened.data(), n), start);
   }
 }
 
-enum class ElementKind { f16, bf16, f32, f64, u8 };
+// codes: 1- or 2-byte codes of ParsedNpy::format (float16 and bfloat16 among them).
+enum class ElementKind { codes, f32, f64, u8 };
 
 // A .npy file's header, checked against the file's size.
 struct ParsedNpy {
   NpyInfo info;
   ElementKind kind = ElementKind::f32;
+  Format format = formats::fp32;  // the codes' format
   std::size_t item_size = 0;
   bool swap = false;
   const unsigned char* elements = nullptr;
@@ -188,10 +216,19 @@ ParsedNpy parse_npy(const MappedFile& file, const std::filesystem::path& path, N
   if (bytes) {
     if (type != "u1") fail(path, "has dtype '" + printable_text(descr) + "': expected uint8 codes");
     result.kind = ElementKind::u8, result.item_size = 1;
-  } else if (descr == "bfloat16" || (elements == NpyElements::bfloat16 && (type == "V2" || type == "u2" || type == "i2" || type == "f2"))) {
-    result.kind = ElementKind::bf16, result.item_size = 2;
+  } else if (elements.as) {
+    const Format f = *elements.as;
+    if (f.width() > 16) fail(path, "cannot be read as " + format_name(f) + " codes: --as takes formats of 16 bits or fewer");
+    const std::string n = f.width() <= 8 ? "1" : "2";
+    const bool codes = type == "V" + n || type == "u" + n || type == "i" + n || (n == "2" && type == "f2") || (descr == "bfloat16" && f == formats::bf16);
+    if (!codes)
+      fail(path, "has dtype '" + printable_text(descr) + "': " + format_name(f) + " codes are " + n +
+                     "-byte elements (void, unsigned or signed integers of that size); without --as its values are read by their dtype");
+    result.kind = ElementKind::codes, result.format = f, result.item_size = n == "1" ? 1 : 2;
+  } else if (descr == "bfloat16") {
+    result.kind = ElementKind::codes, result.format = formats::bf16, result.item_size = 2;
   } else if (type == "f2") {
-    result.kind = ElementKind::f16, result.item_size = 2;
+    result.kind = ElementKind::codes, result.format = formats::fp16, result.item_size = 2;
   } else if (type == "f4") {
     result.kind = ElementKind::f32, result.item_size = 4;
   } else if (type == "f8") {
@@ -199,7 +236,11 @@ ParsedNpy parse_npy(const MappedFile& file, const std::filesystem::path& path, N
   } else if (type == "O") {
     fail(path, "holds Python objects (dtype object), not numbers: save a float array");
   } else if (type == "V2" || type == "u2" || type == "i2") {
-    fail(path, "holds 2-byte '" + printable_text(descr) + "' elements: pass --as bf16 if they are bfloat16 bits");
+    fail(path, "holds 2-byte '" + printable_text(descr) + "' elements: pass --as bf16 if they are bfloat16 bits (or --as another 16-bit format)");
+  } else if (type == "V1" || type == "u1" || type == "i1") {
+    fail(path, "holds 1-byte '" + printable_text(descr) +
+                   "' elements: pass --as FORMAT if they are the codes of an 8-bit or smaller format, such as --as float8_e4m3fn (ml_dtypes "
+                   "saves its float8, float6 and float4 arrays this way)");
   } else {
     fail(path, "has dtype '" + printable_text(descr) + "': expected float16, float32, float64 or bfloat16");
   }
@@ -238,8 +279,9 @@ ExponentHistogram npy_histogram(const std::filesystem::path& path, NpyElements e
         }
       }
       break;
-    case Kind::f16: bin_16bit(histogram, elements_data, parsed.count, swap, false); break;
-    case Kind::bf16: bin_16bit(histogram, elements_data, parsed.count, swap, true); break;
+    case Kind::codes:
+      widen_codes(path, npy.format, elements_data, parsed.count, swap, [&](std::span<const float> values, std::uint64_t) { histogram.add(values); });
+      break;
     case Kind::f64: bin_float64(histogram, elements_data, parsed.count, swap); break;
     case Kind::u8: break;  // not a float: parse_npy refused it
   }
@@ -261,12 +303,9 @@ NpyTensor npy_read_float32(const std::filesystem::path& path, NpyElements elemen
     if (npy.swap)
       for (float& v : stored) v = bits_float(__builtin_bswap32(float_bits(v)));
   } else {
-    std::vector<std::uint16_t> half(stored.size());
-    std::memcpy(half.data(), npy.elements, 2 * half.size());
-    if (npy.swap)
-      for (auto& h : half) h = static_cast<std::uint16_t>((h >> 8) | (h << 8));
-    Context ctx;  // widening is exact
-    bits_to_f32(npy.kind == ElementKind::bf16 ? formats::bf16 : formats::fp16, half, stored, ctx);
+    widen_codes(path, npy.format, npy.elements, count, npy.swap, [&](std::span<const float> values, std::uint64_t start) {
+      std::copy(values.begin(), values.end(), stored.begin() + static_cast<std::ptrdiff_t>(start));
+    });
   }
   if (!npy.info.fortran_order || npy.info.shape.size() < 2) {
     tensor.values = std::move(stored);

@@ -49,6 +49,17 @@ struct SourcedSeries {
 
 // A run log's (or an exported CSV's) tensors over every recorded step; a .npy file or a folder of
 // them (kind `other`: what the user asks a scale about).
+// --as: .npy elements read as the codes of a format of 16 bits or fewer (any of its names:
+// bf16, float8_e4m3fn, e2m1, ...), or by their dtype when not given.
+NpyElements npy_elements(const std::string& as) {
+  if (as.empty()) return NpyElements::by_dtype;
+  const Format f = parse_format(as);
+  if (f.width() > 16)
+    throw UsageError("--as " + printable_text(as) + ": .npy codes are of formats of 16 bits or fewer (" + format_name(f) + " has " +
+                     std::to_string(f.width()) + "); float32 and float64 are read by their dtype without --as");
+  return NpyElements{f};
+}
+
 std::vector<SourcedSeries> load(const std::string& input, NpyElements elements, std::vector<std::string>& warnings) {
   const std::filesystem::path path(input);
   std::vector<SourcedSeries> out;
@@ -224,8 +235,9 @@ void run_block_analysis(const AnalyzeOptions& options) {
   }
   if (options.compare_scale_rules && choice.format.scale != BlockFormat::Scale::e8m0)
     throw UsageError("--compare-scale-rules compares the rules for MX (E8M0) scales; " + block_format_name(choice.format) + " has one");
-  if (options.scale != "recorded" || !options.kinds.empty() || !options.as.empty())
-    throw UsageError("--scale, --kind and --as apply to element formats; a block format sets its own scale per block");
+  if (options.scale != "recorded" || !options.kinds.empty())
+    throw UsageError("--scale and --kind apply to element formats; a block format sets its own scale per block");
+  const NpyElements elements = npy_elements(options.as);
   Context ctx;
   ctx.rounding = parse_rounding_mode(options.round);
   std::vector<std::string> warnings;
@@ -243,7 +255,7 @@ void run_block_analysis(const AnalyzeOptions& options) {
           return ::fnmatch(glob.c_str(), name.c_str(), 0) == 0;
         }))
       continue;
-    const NpyTensor tensor = npy_read_float32(file);
+    const NpyTensor tensor = npy_read_float32(file, elements);
     const BlockLayout layout = block_layout_for(choice, tensor.info.shape, file.string());
     tensors.push_back({name, options.compare_scale_rules ? compare_scale_rules(choice.format, layout, tensor.values, ctx)
                                                          : std::vector<BlockRuleReport>{analyze_blocks(choice.format, choice.rule, layout,
@@ -318,9 +330,7 @@ void run_analyze(const AnalyzeOptions& options) {
       throw UsageError("--compare-scale-rules, --block and --scale-rule apply to block-scaled formats (mxfp8-e4m3, mxfp4, nvfp4, ...)");
   }
   const Format format = parse_format(options.format);
-  NpyElements elements = NpyElements::by_dtype;
-  if (options.as == "bf16") elements = NpyElements::bfloat16;
-  else if (!options.as.empty()) throw UsageError("--as '" + printable_text(options.as) + "' is not supported: expected bf16");
+  const NpyElements elements = npy_elements(options.as);
   const bool as_recorded = options.scale == "recorded";
   const std::optional<int> fixed_scale = as_recorded ? std::nullopt : parse_scale_log2(options.scale);
   const int margin = parse_integer_option<int>("--margin", options.margin, 0, max_margin_binades);
@@ -432,7 +442,9 @@ void add_analyze(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--kind", options->kinds, "only tensors of this kind (repeatable): activation, activation_gradient, weight, weight_gradient, other");
   cmd->add_option("--tensor", options->tensors, "only tensors whose name matches this glob (repeatable): 'fc*', 'h2.attn.*'");
-  cmd->add_option("--as", options->as, "read 2-byte .npy elements as bf16");
+  cmd->add_option("--as", options->as,
+                  "read .npy elements as the codes of this format: bf16 bits in 2-byte elements, FP8 / FP6 / FP4 codes one per byte "
+                  "(float8_e4m3fn, e5m2, float4_e2m1fn, ...: how ml_dtypes saves them)");
   cmd->add_option("--margin", options->margin, "binades to keep between the largest gradient and overflow")->capture_default_str();
   cmd->add_flag("--json", options->json, "print JSON instead of a table");
   cmd->add_option("--block", options->block, "block-scaled formats: elements per block (default: the format's)");

@@ -113,6 +113,56 @@ TEST_CASE("float32, float16, float64 and bfloat16 .npy files give the direct his
   CHECK(npy_histogram(f8) == expected);
 }
 
+TEST_CASE("codes of a narrow format (--as): FP8 / FP6 / FP4 one per byte as ml_dtypes saves them, 16-bit codes in either byte order") {
+  // Every code of each format, decoded one by one by the scalar reference (to_float), against
+  // the file read as codes: the histogram and the values, bit for bit.
+  for (const Format f : {formats::e4m3, formats::e5m2, formats::e4m3fnuz, formats::e3m2, formats::e2m3, formats::e2m1, Format{4, 3, Flavour::ieee, 0}}) {
+    CAPTURE(f.exponent_bits);
+    CAPTURE(f.mantissa_bits);
+    std::vector<std::uint8_t> codes;
+    std::vector<float> decoded;
+    Context ctx;
+    for (std::uint32_t code = 0; code < (1u << f.width()); ++code) {
+      codes.push_back(static_cast<std::uint8_t>(code));
+      decoded.push_back(to_float(f, code, ctx));
+    }
+    ExponentHistogram expected;
+    expected.add(decoded);
+    for (const char* descr : {"<V1", "|u1", "|i1"}) {
+      const auto file = temporary("codes.npy");
+      write_npy(file, descr, "(" + std::to_string(codes.size()) + ",)", bytes_of(codes));
+      CHECK(npy_histogram(file, NpyElements{f}) == expected);
+      const NpyTensor tensor = npy_read_float32(file, NpyElements{f});
+      REQUIRE(tensor.values.size() == decoded.size());
+      for (std::size_t i = 0; i < decoded.size(); ++i) CHECK(float_bits(tensor.values[i]) == float_bits(decoded[i]));
+    }
+  }
+  // 2 bytes: bfloat16 and a 10-bit format, big-endian too.
+  std::vector<std::uint16_t> brain{0x3F80, 0xC000, 0x0001, 0x7F80, 0x7FC0}, narrow{0x000, 0x1FF, 0x3C0, 0x201};
+  Context ctx;
+  for (const bool big : {false, true}) {
+    const auto file = temporary("codes16.npy");
+    write_npy(file, big ? ">V2" : "<V2", "(5,)", bytes_of(brain, big));
+    const NpyTensor tensor = npy_read_float32(file, NpyElements::bfloat16);
+    for (std::size_t i = 0; i < brain.size(); ++i) CHECK(float_bits(tensor.values[i]) == float_bits(to_float(formats::bf16, brain[i], ctx)));
+    const Format e5m4{5, 4, Flavour::ieee, 0};
+    write_npy(file, big ? ">u2" : "<u2", "(4,)", bytes_of(narrow, big));
+    const NpyTensor t10 = npy_read_float32(file, NpyElements{e5m4});
+    for (std::size_t i = 0; i < narrow.size(); ++i) CHECK(float_bits(t10.values[i]) == float_bits(to_float(e5m4, narrow[i], ctx)));
+  }
+  // A code wider than the format, a dtype of another size, no --as, a format too wide.
+  const auto wide = temporary("wide.npy");
+  write_npy(wide, "|u1", "(4,)", bytes_of(std::vector<std::uint8_t>{1, 2, 15, 16}));
+  CHECK_THROWS_WITH_AS(npy_histogram(wide, NpyElements{formats::e2m1}), doctest::Contains("element 3 is 0x10, not a 4-bit e2m1 code"), NpyError);
+  CHECK_THROWS_WITH_AS(npy_read_float32(wide, NpyElements{formats::e2m1}), doctest::Contains("element 3 is 0x10"), NpyError);
+  CHECK_THROWS_WITH_AS(npy_histogram(wide), doctest::Contains("pass --as FORMAT"), NpyError);
+  CHECK_THROWS_WITH_AS(npy_histogram(wide, NpyElements::bfloat16), doctest::Contains("bf16 codes are 2-byte elements"), NpyError);
+  const auto floats = temporary("floats_as.npy");
+  write_npy(floats, "<f4", "(2,)", bytes_of(std::vector<float>{1, 2}));
+  CHECK_THROWS_WITH_AS(npy_histogram(floats, NpyElements{formats::e4m3}), doctest::Contains("has dtype '<f4': e4m3 codes are 1-byte"), NpyError);
+  CHECK_THROWS_WITH_AS(npy_histogram(floats, NpyElements{formats::fp32}), doctest::Contains("16 bits or fewer"), NpyError);
+}
+
 TEST_CASE("bad .npy files: one clear sentence naming the file") {
   const auto truncated = temporary("truncated.npy");
   write_npy(truncated, "<f4", "(1000,)", std::string(100, '\0'));

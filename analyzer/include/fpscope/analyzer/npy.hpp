@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <filesystem>
 #include <span>
 #include <string_view>
@@ -11,6 +12,7 @@
 
 #include "fpscope/snapshot/snapshot.hpp"
 #include "fpscope/core/exponent_histogram.hpp"
+#include "fpscope/core/format.hpp"
 
 namespace fpscope {
 
@@ -20,9 +22,16 @@ class NpyError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// How to read the elements: by the file's dtype, or 2-byte elements as bfloat16 (for raw
-// uint16 / int16 / void data written without ml_dtypes' type).
-enum class NpyElements { by_dtype, bfloat16 };
+// How to read the elements: by the file's dtype, or as the codes of a format of at most 16 bits
+// (`as`): 2-byte elements for formats of 9 to 16 bits (bfloat16 bits in uint16 / int16 / void
+// data), one byte each for 8 bits or fewer (FP8, FP6 and FP4 codes in the low bits, as ml_dtypes
+// stores float8_e4m3fn, float6_e2m3fn, float4_e2m1fn ... under a void dtype, '<V1', that names
+// no type; or uint8 / int8 views of them). A code with bits above the format's width is refused.
+struct NpyElements {
+  std::optional<Format> as;
+  static const NpyElements by_dtype, bfloat16;
+};
+inline const NpyElements NpyElements::by_dtype{}, NpyElements::bfloat16{formats::bf16};
 
 struct NpyInfo {
   std::string descr;               // as written, such as "<f4"
@@ -31,15 +40,15 @@ struct NpyInfo {
   std::uint64_t count = 0;
 };
 
-// Reads format versions 1-3, float16 / float32 / float64 / bfloat16 (descr "bfloat16", or any
-// 2-byte type with NpyElements::bfloat16), either byte order, C or Fortran order (the histogram
-// does not depend on it). binary64 magnitudes outside float32's binades are counted in the
+// Reads format versions 1-3, float16 / float32 / float64 / bfloat16 (descr "bfloat16"), or codes
+// of a format given by NpyElements, either byte order, C or Fortran order (the histogram does not
+// depend on it). binary64 magnitudes outside float32's binades are counted in the
 // lowest (2^-149) or highest (2^127) bin.
 ExponentHistogram npy_histogram(const std::filesystem::path& path, NpyElements elements = NpyElements::by_dtype,
                                 NpyInfo* info = nullptr);
 
 // A tensor read whole into float32 values in C order (a Fortran-order file is reordered):
-// float32 as stored, float16 and bfloat16 widened exactly. float64 is refused (NpyError): its
+// float32 as stored, float16, bfloat16 and codes widened exactly. float64 is refused (NpyError): its
 // values would round on the way, and the caller should say how.
 struct NpyTensor {
   NpyInfo info;  // fortran_order is false: values are in C order
