@@ -14,6 +14,7 @@
 
 #include "block_option.hpp"
 #include "commands.hpp"
+#include "npy_option.hpp"
 #include "fpscope/analyzer/block_analysis.hpp"
 #include "fpscope/analyzer/csv.hpp"
 #include "fpscope/analyzer/npy.hpp"
@@ -49,17 +50,6 @@ struct SourcedSeries {
 
 // A run log's (or an exported CSV's) tensors over every recorded step; a .npy file or a folder of
 // them (kind `other`: what the user asks a scale about).
-// --as: .npy elements read as the codes of a format of 16 bits or fewer (any of its names:
-// bf16, float8_e4m3fn, e2m1, ...), or by their dtype when not given.
-NpyElements npy_elements(const std::string& as) {
-  if (as.empty()) return NpyElements::by_dtype;
-  const Format f = parse_format(as);
-  if (f.width() > 16)
-    throw UsageError("--as " + printable_text(as) + ": .npy codes are of formats of 16 bits or fewer (" + format_name(f) + " has " +
-                     std::to_string(f.width()) + "); float32 and float64 are read by their dtype without --as");
-  return NpyElements{f};
-}
-
 std::vector<SourcedSeries> load(const std::string& input, NpyElements elements, std::vector<std::string>& warnings) {
   const std::filesystem::path path(input);
   std::vector<SourcedSeries> out;
@@ -237,7 +227,7 @@ void run_block_analysis(const AnalyzeOptions& options) {
     throw UsageError("--compare-scale-rules compares the rules for MX (E8M0) scales; " + block_format_name(choice.format) + " has one");
   if (options.scale != "recorded" || !options.kinds.empty())
     throw UsageError("--scale and --kind apply to element formats; a block format sets its own scale per block");
-  const NpyElements elements = npy_elements(options.as);
+  const NpyElements elements = parse_npy_elements(options.as);
   Context ctx;
   ctx.rounding = parse_rounding_mode(options.round);
   std::vector<std::string> warnings;
@@ -330,7 +320,7 @@ void run_analyze(const AnalyzeOptions& options) {
       throw UsageError("--compare-scale-rules, --block and --scale-rule apply to block-scaled formats (mxfp8-e4m3, mxfp4, nvfp4, ...)");
   }
   const Format format = parse_format(options.format);
-  const NpyElements elements = npy_elements(options.as);
+  const NpyElements elements = parse_npy_elements(options.as);
   const bool as_recorded = options.scale == "recorded";
   const std::optional<int> fixed_scale = as_recorded ? std::nullopt : parse_scale_log2(options.scale);
   const int margin = parse_integer_option<int>("--margin", options.margin, 0, max_margin_binades);

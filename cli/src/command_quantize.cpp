@@ -13,6 +13,7 @@
 
 #include "block_option.hpp"
 #include "commands.hpp"
+#include "npy_option.hpp"
 #include "fpscope/analyzer/block_analysis.hpp"
 #include "fpscope/analyzer/npy.hpp"
 #include "fpscope/core/names.hpp"
@@ -29,6 +30,7 @@ struct QuantizeOptions {
   BlockOptionText block;
   std::string round = "rne";
   std::string seed = "0";
+  std::string as;  // --as: the elements as codes of this format
   std::optional<std::string> out, codes, scales;
   bool json = false;
 };
@@ -55,7 +57,7 @@ void run_quantize(const QuantizeOptions& options) {
   bool summary_on_stdout = true;
   for (const OutputTarget& target : outputs) summary_on_stdout = summary_on_stdout && target.kind != OutputTarget::Kind::descriptor;
 
-  const NpyTensor tensor = npy_read_float32(input);
+  const NpyTensor tensor = npy_read_float32(input, parse_npy_elements(options.as));
   const BlockLayout layout = block_layout_for(choice, tensor.info.shape, options.input);
   std::vector<std::uint8_t> codes(tensor.values.size()), scale_codes(layout.block_count());
   float tensor_scale = 1;
@@ -172,6 +174,7 @@ void add_quantize(CLI::App& app) {
   auto options = std::make_shared<QuantizeOptions>();
   CLI::App* cmd = app.add_subcommand("quantize", "Quantize a .npy tensor into a block-scaled format (MX, NVFP4) and say what it lost");
   cmd->add_option("IN", options->input, "a .npy tensor (float32, float16 or bfloat16)")->required();
+  cmd->add_option("--as", options->as, "read the .npy elements as the codes of this format (bf16, float8_e4m3fn, float4_e2m1fn, ...), as analyze --as does");
   add_block_options(cmd, options->block);
   cmd->add_option("-r,--round", options->round, "how elements round: rne rna rz ru rd odd stochastic")->capture_default_str();
   cmd->add_option("--seed", options->seed, "seed for stochastic rounding")->capture_default_str();

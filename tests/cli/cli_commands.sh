@@ -114,6 +114,7 @@ check analyze-npy 0 '^t other +3 +1 +2\^0 +2\^-2 +33\.33%' -- "$fpscope" analyze
 check analyze-npy-codes 0 '^t8 other +4 +1 +2\^8 +2\^-1 +25\.00%' -- "$fpscope" analyze "$work/t8.npy" --as float8_e4m3fn -f e4m3
 check_bad bad-analyze-npy-codes "pass --as FORMAT" -- "$fpscope" analyze "$work/t8.npy"
 check_bad bad-analyze-npy-code "element 0 is 0x38, not a 4-bit e2m1 code" -- "$fpscope" analyze "$work/t8.npy" --as e2m1
+check quantize-npy-codes 0 'flushed to zero 2 \(50\.0000%\)' -- "$fpscope" quantize "$work/t8.npy" --as float8_e4m3fn -f mxfp4 --block 4
 # Block scaling: a (2, 4) float32 tensor in blocks of 4. Row 0: 1, 0.25, 0, -3 (amax 3: the OCP
 # floor rule scales by 2^-7, every element exact). Row 1: 500, 1, 2^-20, 0 (amax 500: scale 2^0,
 # 500 saturates to E4M3's 448 and 2^-20 flushes; round-up scales by 2^1 and saturates nothing).
