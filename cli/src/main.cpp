@@ -143,6 +143,9 @@ static int run(int argc, char** argv) {
     fmt::print(stderr, "fpscope: out of memory\n");
     return 1;
   } catch (const std::exception& e) {
+    // A write to standard output that failed part way ({fmt} throws once its buffer cannot be
+    // flushed, as on a full disk): finish_standard_output says so, in one sentence.
+    if (std::ferror(stdout) != 0) return 1;
     std::fflush(stdout);
     print_error(e.what());
     return 1;

@@ -279,6 +279,8 @@ stdout=closed; bad export-csv-stdout-closed 1 "standard output is closed" -- "$f
 # ---- full or closed standard output ----
 stdout=/dev/full; bad inspect-stdout-full 1 "cannot write to standard output: No space left on device" -- "$fpscope" inspect 0.1
 stdout=/dev/full; bad table-stdout-full 1 "cannot write to standard output" -- "$fpscope" table
+# Output longer than a buffer: {fmt} throws mid-print; still one sentence (was two before).
+stdout=/dev/full; bad table-exact-stdout-full 1 "cannot write to standard output: No space left on device" -- "$fpscope" table --exact
 stdout=/dev/full; bad analyze-stdout-full 1 "cannot write to standard output" -- "$fpscope" analyze good.jsonl
 stdout=/dev/full; stdin=values.txt; bad convert-stdout-full 1 "banana" -- "$fpscope" convert --from fp32 --to fp16
 stdout=/dev/full; bad convert-stdout-full-good-input 1 "cannot write to standard output" -- bash -c "printf '0.1\n' | '$fpscope' convert --from fp32 --to fp16"
