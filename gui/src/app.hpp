@@ -269,9 +269,12 @@ void draw_what_if(App& app);
 void draw_blocks(App& app);
 void draw_float_inspector(App& app);
 // The inspector's rows: fp64 fp32 tf32 fp16 bf16 e5m2 e4m3, then the custom format.
-int inspector_format_index(std::string_view name);  // -1 when the name is none of the named rows
+// The Float inspector's rows: its named formats, widest first, then the custom one.
+inline constexpr const char* inspector_named_rows[] = {"fp64", "fp32",     "tf32",     "fp16",        "bf16", "e5m2", "e4m3",
+                                                       "e5m2fnuz", "e4m3fnuz", "e4m3b11fnuz", "e3m2", "e2m3", "e2m1"};
+inline constexpr int inspector_custom_index = static_cast<int>(std::size(inspector_named_rows));
+int inspector_format_index(std::string_view name);  // the named row of the format (any of its names), -1 when none
 int target_format_index(std::string_view name);     // -1 when the name (any parse_format reads) is none of target_formats
-inline constexpr int inspector_custom_index = 7;
 void draw_export(App& app);
 
 // The Export view's actions, also run by `fpscope-gui --export DIR` once a headless run settles.

@@ -378,7 +378,7 @@ int main(int argc, char** argv) {
   std::string target_format;
   cli.add_option("--target-format", target_format,
                  "the format the histogram, heatmap and training views shade on opening: fp16 bf16 e4m3 e5m2 e4m3fnuz e5m2fnuz e3m2 e2m3 e2m1");
-  cli.add_option("--inspect-format", inspect_format, "the Float inspector's selected format: fp64 fp32 tf32 fp16 bf16 e5m2 e4m3, or a custom eXmY");
+  cli.add_option("--inspect-format", inspect_format, "the Float inspector's selected format: one of its rows by any of its names (fp16, e4m3, float8_e4m3fn, ...), or a custom eXmY");
   cli.add_option("--arithmetic", arithmetic, "the Float inspector's arithmetic on opening: \"A OP B\" (OP one of + - x /) or \"sqrt A\"");
   std::string kind = "activation_gradient";
   cli.add_option("--tensor", o.app.tensor, "the layer to show on opening (fc1, fc2, ... or a module name), once the run has it");

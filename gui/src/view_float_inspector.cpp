@@ -30,7 +30,6 @@ namespace fpscope::gui {
 
 namespace {
 
-constexpr const char* named_rows[] = {"fp64", "fp32", "tf32", "fp16", "bf16", "e5m2", "e4m3", "e5m2fnuz", "e4m3fnuz", "e4m3b11fnuz", "e3m2", "e2m3", "e2m1"};
 
 struct InspectedFormat {
   std::string name;
@@ -40,7 +39,7 @@ struct InspectedFormat {
 // Every named format, widest first, then the custom one (when its name reads).
 std::vector<InspectedFormat> inspected_formats(const std::string& custom, std::string& custom_error) {
   std::vector<InspectedFormat> list;
-  for (const char* name : named_rows) list.push_back({name, parse_format(name)});
+  for (const char* name : inspector_named_rows) list.push_back({name, parse_format(name)});
   custom_error.clear();
   try {
     list.push_back({custom, parse_format(custom)});
@@ -338,8 +337,12 @@ void arithmetic_panel(InspectorState& s, const InspectedFormat& shown) {
 }  // namespace
 
 int inspector_format_index(std::string_view name) {
-  for (int i = 0; i < static_cast<int>(std::size(named_rows)); ++i)
-    if (name == named_rows[i]) return i;
+  try {
+    const Format f = parse_format(name);  // any of its names: half, float8_e4m3fn, ...
+    for (int i = 0; i < inspector_custom_index; ++i)
+      if (parse_format(inspector_named_rows[i]) == f) return i;
+  } catch (const UnknownNameError&) {
+  }
   return -1;
 }
 
@@ -472,10 +475,12 @@ void draw_float_inspector(App& app) {
   ImGui::Separator();
   s.report = fmt::format("inspector {} 0x{:X} = {}\n", shown.name, shown_bits, value_text(sf, shown_bits));
   {
-    // The selected format's name, what its flavour lacks, and its canonical name where it differs (custom).
+    // The selected format's name, its canonical name where it differs (custom), what its flavour
+    // lacks, and its dtype's name in PyTorch / ml_dtypes where it has one.
     std::string title = shown.name;
     if (format_name(sf) != shown.name) title += " (" + format_name(sf) + ")";
     if (const std::string flavour = flavour_description(sf.flavour); !flavour.empty()) title += ": " + flavour;
+    if (const std::string dtype = dtype_name(sf); !dtype.empty()) title += "; PyTorch / ml_dtypes " + dtype;
     ImGui::TextUnformatted(title.c_str());
   }
   details(sf, shown_bits, number, shown_ctx.flags);

@@ -260,6 +260,15 @@ else
   inspect --inspect 0x3C00 --inspect-format fp16 | grep -E "^(inspector|arithmetic)"
 fi
 
+# --inspect-format selects the row it names: a custom format its own row (it once selected the
+# eighth named row, e5m2fnuz, since more rows came), a dtype name the named row of its format.
+if inspect --inspect 300 --inspect-format e3m4 | grep -qx "inspector e3m4 0x70 = inf" &&
+   inspect --inspect 300 --inspect-format float8_e4m3fn | grep -qx "inspector e4m3 0x79 = 288"; then
+  ok
+else
+  fail "inspector: --inspect-format selects the custom row, and the named row of a dtype name"
+fi
+
 # The new formats reach the app: GraphCore's e4m3b11fnuz in the inspector (its largest, 30, is
 # 0x7F), and --target-format takes the MX elements and refuses what it does not know.
 if inspect --inspect 30 --inspect-format e4m3b11fnuz | grep -qx "inspector e4m3b11fnuz 0x7F = 30" &&
