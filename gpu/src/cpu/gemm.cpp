@@ -24,6 +24,20 @@ const bool single_threaded_openblas = [] {
   return true;
 }();
 std::atomic<std::uint64_t> float32_products{0}, bf16_products_made{0};
+
+// The slice of C = op(a) op(b) (m x n, column-major, leading dimension m) from column `column` on,
+// at most columns_per_call wide, in one single-threaded OpenBLAS call; returns its width. Eigen's
+// default storage is column-major, as CBLAS's ColMajor: leading dimensions are the strides.
+Eigen::Index float32_slice(const MatrixBlock& a, bool transpose_a, const MatrixBlock& b, bool transpose_b, Eigen::Index m, Eigen::Index k,
+                           Eigen::Index n, Eigen::Index column, float* c) {
+  const Eigen::Index columns = std::min(columns_per_call, n - column);
+  // op(b)'s columns from `column` on: b's columns, or for a transposed b its rows.
+  const float* b_slice = transpose_b ? b.data + column : b.data + column * b.stride;
+  cblas_sgemm(CblasColMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+              static_cast<blasint>(columns), static_cast<blasint>(k), 1.0f, a.data, static_cast<blasint>(a.stride), b_slice,
+              static_cast<blasint>(b.stride), 0.0f, c + column * m, static_cast<blasint>(m));
+  return columns;
+}
 }  // namespace
 
 Eigen::MatrixXf gemm(const Eigen::MatrixXf& a, bool transpose_a, const Eigen::MatrixXf& b, bool transpose_b) {
@@ -51,18 +65,14 @@ Eigen::MatrixXf gemm(const ProductOperand& a_operand, bool transpose_a, const Pr
     return c;
   }
   float32_products.fetch_add(1, std::memory_order_relaxed);
-  // Eigen's default storage is column-major, as CBLAS's ColMajor: leading dimensions are row counts.
   // C is made in fixed slices of columns, one single-threaded OpenBLAS call each, on the element
   // threads: the calls, and so every sum's order, are the same on any number of threads.
   const Eigen::Index slices = (n + columns_per_call - 1) / columns_per_call;
+  const MatrixBlock a_all{a.data(), a.rows(), a.cols(), a.rows()}, b_all{b.data(), b.rows(), b.cols(), b.rows()};
   parallel_for(static_cast<std::size_t>(slices), 1, [&](std::size_t first, std::size_t last) {
     for (auto slice = static_cast<Eigen::Index>(first); slice < static_cast<Eigen::Index>(last); ++slice) {
-      const Eigen::Index column = slice * columns_per_call, columns = std::min(columns_per_call, n - column);
-      // op(b)'s columns from `column` on: b's columns, or for a transposed b its rows.
-      const float* b_slice = transpose_b ? b.data() + column : b.data() + column * b.rows();
-      cblas_sgemm(CblasColMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
-                  static_cast<blasint>(columns), static_cast<blasint>(k), 1.0f, a.data(), static_cast<blasint>(a.rows()), b_slice,
-                  static_cast<blasint>(b.rows()), 0.0f, c.data() + column * m, static_cast<blasint>(m));
+      const Eigen::Index column = slice * columns_per_call;
+      const Eigen::Index columns = float32_slice(a_all, transpose_a, b_all, transpose_b, m, k, n, column, c.data());
       if (epilogue) epilogue(c.data() + column * m, column, columns);
     }
   });
@@ -87,13 +97,7 @@ void gemm_block(const MatrixBlock& a, bool transpose_a, const MatrixBlock& b, bo
   float32_products.fetch_add(1, std::memory_order_relaxed);
   // gemm's calls for copies of the blocks: OpenBLAS reads each operand through its leading
   // dimension, so the block's stride in place of the copy's row count changes no bit.
-  for (Eigen::Index column = 0; column < n; column += columns_per_call) {
-    const Eigen::Index columns = std::min(columns_per_call, n - column);
-    const float* b_slice = transpose_b ? b.data + column : b.data + column * b.stride;
-    cblas_sgemm(CblasColMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
-                static_cast<blasint>(columns), static_cast<blasint>(k), 1.0f, a.data, static_cast<blasint>(a.stride), b_slice,
-                static_cast<blasint>(b.stride), 0.0f, c + column * m, static_cast<blasint>(m));
-  }
+  for (Eigen::Index column = 0; column < n; column += columns_per_call) float32_slice(a, transpose_a, b, transpose_b, m, k, n, column, c);
 }
 
 void run_epilogue(Eigen::MatrixXf& c, const GemmEpilogue& epilogue) {
