@@ -370,23 +370,33 @@ GptTrainer::GptTrainer(const GptShape& shape, const MlpConfig& config)
 
 Format GptTrainer::format() const { return precision_format(config_.precision); }
 
+void check_gpt_fault(const GptShape& shape, const FaultInjection& fault) {
+  const std::vector<std::string> recorded = gpt_recorded_weights(shape);
+  if (std::find(recorded.begin(), recorded.end(), fault.tensor) == recorded.end())
+    throw std::invalid_argument("--inject " + describe(fault) + ": the GPT records no weight of that name");
+}
+
 void GptTrainer::inject(const FaultInjection& fault) {
-  const bool recorded = std::any_of(layout_.begin(), layout_.end(), [&](const GptParameter& p) { return !p.recorded.empty() && p.recorded == fault.tensor; });
-  if (!recorded) throw std::invalid_argument("--inject " + describe(fault) + ": the GPT records no weight of that name");
+  check_gpt_fault(shape_, fault);
   faults_.push_back(fault);
+}
+
+std::vector<int> gpt_batch_tokens(const GptShape& shape, const Eigen::MatrixXf& inputs, const std::vector<int>& targets) {
+  check_batch(shape, inputs.rows(), inputs.cols(), targets.size());
+  std::vector<int> tokens(static_cast<std::size_t>(inputs.size()));
+  for (Eigen::Index b = 0; b < inputs.rows(); ++b)
+    for (Eigen::Index t = 0; t < inputs.cols(); ++t) {
+      check_token(shape, inputs(b, t));
+      tokens[static_cast<std::size_t>(b * inputs.cols() + t)] = static_cast<int>(inputs(b, t));
+    }
+  for (int target : targets) check_token(shape, target);
+  return tokens;
 }
 
 StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool /*read_loss*/) {
   const ParallelStep step_scope;  // the workers stay awake between the step's passes
-  check_batch(shape_, inputs.rows(), inputs.cols(), labels.size());
+  const std::vector<int> tokens = gpt_batch_tokens(shape_, inputs, labels);
   const int batch = static_cast<int>(inputs.rows());
-  std::vector<int> tokens(static_cast<std::size_t>(inputs.size()));
-  for (Eigen::Index b = 0; b < inputs.rows(); ++b)
-    for (Eigen::Index t = 0; t < inputs.cols(); ++t) {
-      check_token(shape_, inputs(b, t));
-      tokens[static_cast<std::size_t>(b * inputs.cols() + t)] = static_cast<int>(inputs(b, t));
-    }
-  for (int target : labels) check_token(shape_, target);
 
   const bool low = config_.precision != Precision::fp32;
   const Format f = format();
@@ -472,18 +482,23 @@ TrainerState GptTrainer::state() const {
   return state;
 }
 
-void GptTrainer::restore(const TrainerState& state) {
-  bool fits = state.weights.size() == parameters_.size() && state.biases.size() == parameters_.size() && state.steps >= 0;
-  for (std::size_t p = 0; fits && p < parameters_.size(); ++p)
-    fits = state.weights[p].rows() == parameters_[p].rows() && state.weights[p].cols() == parameters_[p].cols() && state.biases[p].size() == 0;
+void check_gpt_state(const GptShape& shape, const TrainerState& state, std::size_t fp8_slots) {
+  const std::vector<GptParameter> layout = gpt_parameters(shape);
+  bool fits = state.weights.size() == layout.size() && state.biases.size() == layout.size() && state.steps >= 0;
+  for (std::size_t p = 0; fits && p < layout.size(); ++p)
+    fits = state.weights[p].rows() == layout[p].rows && state.weights[p].cols() == layout[p].cols && state.biases[p].size() == 0;
   if (!fits) throw std::invalid_argument("the saved training state is not of this model's shape");
   std::vector<std::size_t> sizes;
-  for (const Eigen::MatrixXf& p : parameters_) sizes.push_back(static_cast<std::size_t>(p.size()));
+  for (const GptParameter& p : layout) sizes.push_back(static_cast<std::size_t>(p.rows) * static_cast<std::size_t>(p.cols));
   if (!optimizer_state_fits(state.optimizer, sizes))
     throw std::invalid_argument("the saved optimizer state is not of this model's shape");
-  if (state.fp8.size() != fp8_.size())
+  if (state.fp8.size() != fp8_slots)
     throw std::invalid_argument("the saved FP8 scales are not this run's (" + std::to_string(state.fp8.size()) + " tensors, not " +
-                                std::to_string(fp8_.size()) + ": another recipe?)");
+                                std::to_string(fp8_slots) + ": another recipe?)");
+}
+
+void GptTrainer::restore(const TrainerState& state) {
+  check_gpt_state(shape_, state, fp8_.size());
   steps_ = state.steps;
   parameters_ = state.weights;
   fp8_ = state.fp8;

@@ -239,7 +239,7 @@ __global__ void sgd_update_kernel(float* w, const float* g, std::size_t n, float
 // The unscaled gradients' squares summed in float64 into sum_of_squares_partials partials, each
 // block's in a fixed order (a grid-stride loop per thread, then a tree over the block): the same
 // bits run after run. The unscaling is optimizer_element.hpp's, at the step's scale.
-constexpr int partial_threads = 256;
+constexpr int partial_threads = sum_of_squares_threads;
 __global__ void __launch_bounds__(partial_threads) sum_of_squares_kernel(const float* g, std::size_t n, const float* step_scale, double* partials) {
   OptimizerStep unscale;
   unscale.loss_scale = *step_scale;
@@ -261,18 +261,11 @@ __global__ void __launch_bounds__(partial_threads) sum_of_squares_kernel(const f
 
 // One thread: the step's settings from the scaler's outputs (skip, the step's scale) and, where the
 // run clips, the norm from the partials summed in order; the update count moves on unless skipped.
-__global__ void optimizer_step_kernel(OptimizerKind kind, float learning_rate, float momentum, float beta1, float beta2, float epsilon,
-                                      float weight_decay, float max_norm, const double* partials, int partial_count, const float* step_scale,
+__global__ void optimizer_step_kernel(OptimizerSettings settings, const double* partials, int partial_count, const float* step_scale,
                                       const int* skip, long long* updates, OptimizerStep* step) {
-  double sum_of_squares = 0;
-  for (int i = 0; i < partial_count; ++i) sum_of_squares += partials[i];
-  const double norm = sqrt(sum_of_squares);
-  const bool clip = partial_count > 0 && clips(max_norm, norm);
-  *step = optimizer_step(kind, learning_rate, *step_scale, momentum, beta1, beta2, epsilon, weight_decay, *updates + 1, clip,
-                         clip ? clipping_coefficient(max_norm, norm) : 1.0f);
+  *step = prepared_optimizer_step(settings, partials, partial_count, *step_scale, *updates);
   if (*skip == 0) *updates += 1;
 }
-
 __global__ void optimizer_update_kernel(float* w, float* first, float* second, const float* g, std::size_t n, const OptimizerStep* step,
                                         const int* skip) {
   if (*skip != 0) return;
@@ -352,10 +345,7 @@ void sum_of_squares(const float* g, std::size_t n, const float* step_scale, doub
 
 void prepare_optimizer_step(const OptimizerSettings& settings, const double* partials, int partial_count, const float* step_scale,
                             const int* skip, long long* updates, OptimizerStep* step, void* stream) {
-  optimizer_step_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(settings.kind, settings.learning_rate, settings.momentum,
-                                                                        settings.beta1, settings.beta2, settings.epsilon,
-                                                                        settings.weight_decay, settings.clip_grad_norm, partials,
-                                                                        partial_count, step_scale, skip, updates, step);
+  optimizer_step_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(settings, partials, partial_count, step_scale, skip, updates, step);
   cudaCheck(cudaGetLastError());
 }
 

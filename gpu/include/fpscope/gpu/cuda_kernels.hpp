@@ -13,17 +13,16 @@
 
 #include "fpscope/core/context.hpp"
 #include "fpscope/gpu/activation.hpp"
+#include "fpscope/gpu/device_ops.hpp"
 #include "fpscope/gpu/loss_scaler.hpp"
 #include "fpscope/gpu/optimizer_element.hpp"
 
 namespace fpscope::cuda {
 
-// Device buffers the recorded cast accumulates into: 280 histogram slots (binades -149..127,
-// then zero, inf, nan) and 3 outcome counts (flushed to zero, made subnormal, overflowed).
-struct CastRecordBuffers {
-  unsigned long long* histogram = nullptr;  // 280 counters
-  unsigned long long* counts = nullptr;     // 3 counters
-};
+// Device buffers the recorded cast accumulates into (device_ops.hpp's RecordSlots): 280 histogram
+// slots (binades -149..127, then zero, inf, nan) and 3 outcome counts (flushed to zero, made
+// subnormal, overflowed).
+using CastRecordBuffers = RecordSlots;
 
 // Rounds n float32 values (device memory) to fp16 (bf16 with `bf16`) in `mode` with default
 // options, writing them as float32 into `out` (may equal `in`; null: not written) and as the
@@ -78,14 +77,9 @@ void sgd_update(float* w, const float* g, std::size_t n, float learning_rate, co
 // --- the optimizers: optimizer_element.hpp's rule per element, the step's settings made on the
 // device from the scaler's outputs (no host synchronisation) ---
 
-// The settings a run gives its optimizer (OptimizerConfig's, and the learning rate).
-struct OptimizerSettings {
-  OptimizerKind kind = OptimizerKind::sgd;
-  float learning_rate = 0, momentum = 0, beta1 = 0, beta2 = 0, epsilon = 0, weight_decay = 0;
-  float clip_grad_norm = 0;  // 0: no clipping
-};
-// Partials per parameter of the unscaled gradients' sum of squares.
-inline constexpr int sum_of_squares_partials = 64;
+// The optimizer's settings and the partials of its clipping norm: device_ops.hpp's.
+using fpscope::OptimizerSettings;
+using fpscope::sum_of_squares_partials;
 // partials[0 .. sum_of_squares_partials) = the float64 squares of g / *step_scale (device values),
 // in sum_of_squares_partials fixed parts, each summed in a fixed order.
 void sum_of_squares(const float* g, std::size_t n, const float* step_scale, double* partials, void* stream = nullptr);

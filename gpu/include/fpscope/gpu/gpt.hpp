@@ -49,6 +49,17 @@ std::vector<Eigen::MatrixXf> initial_gpt_parameters(const GptShape& shape, std::
 double gpt_loss_in_double(const GptShape& shape, const std::vector<Eigen::MatrixXd>& parameters, const Eigen::MatrixXi& tokens,
                           const std::vector<int>& targets, std::vector<Eigen::MatrixXd>* gradients = nullptr);
 
+// What every GPT backend checks, said once:
+// The token ids of a step's batch (batch x context, exact integers in float32), row by row, each
+// below the vocab, and the targets (one per token) likewise; throws std::invalid_argument with
+// one sentence otherwise.
+std::vector<int> gpt_batch_tokens(const GptShape& shape, const Eigen::MatrixXf& inputs, const std::vector<int>& targets);
+// Throws std::invalid_argument unless `state` is of this shape: every parameter in `weights` (in
+// gpt_parameters' order and shapes, `biases` empty), optimizer buffers that fit, `fp8_slots` FP8 scales.
+void check_gpt_state(const GptShape& shape, const TrainerState& state, std::size_t fp8_slots);
+// Throws std::invalid_argument for a fault on a weight the model does not record.
+void check_gpt_fault(const GptShape& shape, const FaultInjection& fault);
+
 // Under an FP8 or block-scaled recipe (gemm_recipe.hpp), the products of each block's four linear
 // layers (attn.qkv, attn.proj, mlp.fc, mlp.proj) see the recipe's operands, made as the MLP makes
 // them; the attention products (q.k, softmax.v) and the tied head keep the precision policy's, as

@@ -1,0 +1,56 @@
+// The GPT on a device backend: GptTrainer's model, initial weights, precision policy and recipe,
+// its step made of DeviceOps (device_ops.hpp) -- cuBLAS and our kernels in the CUDA module, or the
+// host twin of both where no GPU is. Every stored tensor is cast where GptTrainer casts it, in the
+// same order, so stochastic rounding draws the same words for the same elements; products,
+// LayerNorm and softmax sums and the exponentials are the same math in another order (cuBLAS's
+// sums, CUDA's expf), so values agree within float32 rounding, not bit for bit.
+//
+// Not on a device (yet): FP8 and block-scaled recipes and block statistics (the constructor
+// refuses them with a sentence).
+#pragma once
+
+#include <Eigen/Core>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fpscope/gpu/device_ops.hpp"
+#include "fpscope/gpu/gpt.hpp"
+
+namespace fpscope {
+
+class DeviceGptTrainer final : public TrainerBackend {
+ public:
+  // Throws std::invalid_argument for settings the device step does not run.
+  DeviceGptTrainer(const GptShape& shape, const MlpConfig& config, std::unique_ptr<DeviceOps> ops);
+  ~DeviceGptTrainer() override;
+  DeviceGptTrainer(const DeviceGptTrainer&) = delete;
+  DeviceGptTrainer& operator=(const DeviceGptTrainer&) = delete;
+
+  // "cuda" on the CUDA module's ops; the twin's name otherwise.
+  std::string_view name() const override { return ops_->name(); }
+  // As GptTrainer::step. The host waits for the device only where `record` or `read_loss` (and,
+  // under fp16-pure, for the step's skip flag); otherwise the loss and scale are NaN.
+  StepResult step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool read_loss) override;
+  TrainerState state() const override;
+  void restore(const TrainerState& state) override;
+  void inject(const FaultInjection& fault) override;
+  LossScalerState scaler_state() const override;
+  void reconfigure_scaler(const LossScalerConfig& config) override;
+  std::int64_t step_count() const override { return steps_; }
+  Format format() const override { return precision_format(config_.precision); }
+
+ private:
+  struct Memory;
+  GptShape shape_;
+  MlpConfig config_;
+  std::unique_ptr<DeviceOps> ops_;
+  std::unique_ptr<Memory> memory_;
+  std::vector<GptParameter> layout_;
+  std::int64_t steps_ = 0;
+  std::uint64_t stochastic_counter_ = 0;
+  std::vector<FaultInjection> faults_;
+};
+
+}  // namespace fpscope

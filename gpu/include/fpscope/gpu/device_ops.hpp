@@ -1,0 +1,155 @@
+// What a device backend's step is made of: memory, products and kernels, behind one interface, so
+// that the step's logic (device_gpt.cpp: which tensor is cast when, which product reads what, what
+// is recorded where) is written once and runs on two implementations -- the CUDA one (cuBLAS and
+// our kernels, in the module libfpscope_cuda.so) and a host twin (host_device_ops.hpp) that runs
+// every kernel's FPSCOPE_HD math on the host. The twin lets the tests hold the device step to the
+// CPU backend on a machine without a GPU, and the device tests hold each kernel to its twin.
+//
+// Every pointer is device memory from allocate(); the caller never reads it but through download().
+// Work is queued in order on one stream; download() waits for it.
+#pragma once
+
+#include <math.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "fpscope/core/context.hpp"
+#include "fpscope/gpu/activation.hpp"
+#include "fpscope/gpu/loss_scaler.hpp"
+#include "fpscope/gpu/optimizer_element.hpp"
+
+namespace fpscope {
+
+// Where a recorded cast accumulates: 280 histogram slots (binades -149..127, then zero, inf, nan)
+// and 3 outcome counts (flushed to zero, made subnormal, overflowed). Null: nothing is counted.
+struct RecordSlots {
+  unsigned long long* histogram = nullptr;
+  unsigned long long* counts = nullptr;
+};
+
+// One operand of a product: float32 values, or the format's 16-bit patterns of the same values
+// (read where the product is a 16-bit one), `ld` apart per column, `stride` apart per batch entry.
+struct ProductOperand {
+  const float* f32 = nullptr;
+  const std::uint16_t* p16 = nullptr;
+  int ld = 0;
+  std::size_t stride = 0;
+};
+
+// C (m x n) = op(A) op(B) (+ C where `accumulate`), column-major as cuBLAS: op(A) is m x k, op(B)
+// k x n; `batch` products, each operand `stride` further on. `sixteen`: the operands' 16-bit
+// patterns are read (bf16 where `bf16`, else fp16), else their float32 values; float32 output and
+// accumulation either way.
+struct ProductCall {
+  bool transpose_a = false, transpose_b = false;
+  int m = 0, n = 0, k = 0;
+  ProductOperand a, b;
+  float* c = nullptr;
+  int ldc = 0;
+  std::size_t stride_c = 0;
+  int batch = 1;
+  bool accumulate = false;
+  bool sixteen = false;
+  bool bf16 = false;
+};
+
+// The settings a run gives its optimizer (OptimizerConfig's, and the learning rate).
+struct OptimizerSettings {
+  OptimizerKind kind = OptimizerKind::sgd;
+  float learning_rate = 0, momentum = 0, beta1 = 0, beta2 = 0, epsilon = 0, weight_decay = 0;
+  float clip_grad_norm = 0;  // 0: no clipping
+};
+// Partials per parameter of the unscaled gradients' sum of squares: partial b sums the float64
+// squares of elements b * threads + t + k * partials * threads over t's grid-stride loop, then the
+// threads' sums by a halving tree (the CUDA kernel's blocks; the host twin keeps its order).
+inline constexpr int sum_of_squares_partials = 64;
+inline constexpr int sum_of_squares_threads = 256;
+
+// A step's optimizer settings from the scaler's outputs (the step's scale) and, where the run
+// clips, the norm from `partial_count` partials summed in order; `updates` applied so far.
+FPSCOPE_HD inline OptimizerStep prepared_optimizer_step(const OptimizerSettings& s, const double* partials, int partial_count, float step_scale,
+                                                        long long updates) {
+  double sum = 0;
+  for (int i = 0; i < partial_count; ++i) sum += partials[i];
+  const double norm = sqrt(sum);
+  const bool clip = partial_count > 0 && clips(s.clip_grad_norm, norm);
+  return optimizer_step(s.kind, s.learning_rate, step_scale, s.momentum, s.beta1, s.beta2, s.epsilon, s.weight_decay, updates + 1, clip,
+                        clip ? clipping_coefficient(s.clip_grad_norm, norm) : 1.0f);
+}
+
+class DeviceOps {
+ public:
+  virtual ~DeviceOps() = default;
+  virtual std::string_view name() const = 0;  // "cuda", or "host twin"
+
+  // --- memory ---
+  virtual void* allocate(std::size_t bytes) = 0;
+  virtual void release(void* device) = 0;
+  virtual void upload(void* device, const void* host, std::size_t bytes) = 0;  // returns when `host` may change
+  virtual void download(void* host, const void* device, std::size_t bytes) = 0;  // after all work queued
+  virtual void zero(void* device, std::size_t bytes) = 0;
+  virtual void copy(void* to, const void* from, std::size_t bytes) = 0;
+
+  // --- casts (cuda_kernels.hpp's cast_and_record: element i draws word first_random + i) ---
+  // n float32 values rounded to fp16 (bf16 where `bf16`) in `mode`, as float32 into `out` (may be
+  // `in`; null: not written) and as 16-bit patterns into `packed` (null: not written), recorded
+  // into `slots` where given.
+  virtual void cast(const float* in, float* out, std::uint16_t* packed, std::size_t n, bool bf16, RoundingMode mode, RecordSlots slots,
+                    std::uint64_t stochastic_seed, std::uint64_t first_random) = 0;
+  // The histogram of n values, no cast (the fp32 policy).
+  virtual void record_histogram(const float* in, std::size_t n, unsigned long long* histogram) = 0;
+
+  // --- products ---
+  virtual void product(const ProductCall& call) = 0;
+
+  // --- the GPT's layers (gpt_element.hpp; features x tokens, column-major) ---
+  // x[:, n] = token_table[tokens[n], :] + position_table[n % context, :] (tables vocab x width and
+  // context x width, column-major).
+  virtual void embed(const int* tokens, const float* token_table, const float* position_table, int vocab, int context, int width, int columns,
+                     float* x) = 0;
+  // Each token's column of dx added to its token's row and its position's row, token by token in order.
+  virtual void embed_backward(const int* tokens, const float* dx, int vocab, int context, int width, int columns, float* token_gradient,
+                              float* position_gradient) = 0;
+  // y = LayerNorm(x) per column, xhat and rstd (one per column) kept.
+  virtual void layer_norm(const float* x, const float* gain, const float* bias, int features, int columns, float* y, float* xhat, float* rstd) = 0;
+  virtual void layer_norm_backward(const float* dy, const float* gain, const float* xhat, const float* rstd, int features, int columns, float* dx,
+                                   bool add) = 0;
+  // into[f] += sum over columns of a[f, n] (times b[f, n] where b is given): add_token_sum.
+  virtual void add_token_sums(const float* a, const float* b, int features, int columns, float* into) = 0;
+  // y[f, n] += bias[f].
+  virtual void add_bias(float* y, const float* bias, int features, int columns) = 0;
+  // x += y over n values.
+  virtual void add_into(float* x, const float* y, std::size_t n) = 0;
+  // out = activate(z); gradient *= activation_derivative(z) (activation.hpp).
+  virtual void activation_forward(const float* z, float* out, std::size_t n, Activation activation) = 0;
+  virtual void activation_backward(const float* z, float* gradient, std::size_t n, Activation activation) = 0;
+  // `triangles` keys x queries matrices (context x context each, column-major, one after another)
+  // times `factor`, their causal part packed (query j's keys 0..j at triangle_start(j)).
+  virtual void pack_triangles(const float* full, int context, int triangles, float factor, float* packed) = 0;
+  // The inverse, zero above each diagonal: as float32 into `full` and as 16-bit patterns into
+  // `full16` (bf16 where `bf16`; each null where not wanted; the values must be the format's).
+  virtual void unpack_triangles(const float* packed, int context, int triangles, float factor, float* full, std::uint16_t* full16,
+                                bool bf16) = 0;
+  virtual void causal_softmax(const float* scores, int context, int triangles, float* probabilities) = 0;
+  virtual void softmax_backward(const float* probabilities, const float* dprobabilities, int context, int triangles, float* dscores) = 0;
+  // Per column of logits (classes x columns): its loss, and its gradient (softmax - onehot) times
+  // the scaler's scale (read on the device) times loss_weight / columns.
+  virtual void cross_entropy_columns(const float* logits, const int* targets, int classes, int columns, const LossScalerState* scaler,
+                                     float loss_weight, float* gradient, float* losses) = 0;
+  // *sum = the n losses summed in order in float64.
+  virtual void loss_sum(const float* losses, int n, double* sum) = 0;
+
+  // --- the step's end (cuda_kernels.hpp's) ---
+  virtual void find_non_finite(const float* values, std::size_t n, int* found) = 0;
+  virtual void update_scaler(const LossScalerConfig& config, LossScalerState* state, const int* found, int* skip, float* step_scale) = 0;
+  virtual void sgd_update(float* w, const float* g, std::size_t n, float learning_rate, const float* step_scale, const int* skip) = 0;
+  virtual void sum_of_squares(const float* g, std::size_t n, const float* step_scale, double* partials) = 0;
+  virtual void prepare_optimizer_step(const OptimizerSettings& settings, const double* partials, int partial_count, const float* step_scale,
+                                      const int* skip, long long* updates, OptimizerStep* step) = 0;
+  virtual void optimizer_update(float* w, float* first, float* second, const float* g, std::size_t n, const OptimizerStep* step,
+                                const int* skip) = 0;
+};
+
+}  // namespace fpscope

@@ -1,0 +1,99 @@
+// The GPT's per-column and per-row math for the device backend, as FPSCOPE_HD code: a CUDA kernel
+// runs each function on one thread per column (row), and the host twin (host_device_ops.cpp) runs
+// the same function on the host, so that the two agree bit for bit wherever the C library's and
+// CUDA's expf agree (CUDA's is within 2 ulp of glibc's). The CPU backend's own pass (gpt_pass.hpp)
+// computes the same quantities with vectorised sums: the same formulas, not always the same bits.
+//
+// Layout, as in gpt_pass.hpp: activations are features x tokens, column-major (token n's features
+// contiguous); the attention triangles are packed per (sequence, head): query j's scores over keys
+// 0..j at triangle_start(j).
+#pragma once
+
+#include <math.h>
+
+#include <cstddef>
+
+#include "fpscope/core/hd.hpp"
+
+namespace fpscope {
+
+// Where query j's row starts in a packed causal triangle.
+FPSCOPE_HD inline std::size_t triangle_start(int j) { return static_cast<std::size_t>(j) * static_cast<std::size_t>(j + 1) / 2; }
+
+// LayerNorm of one column of `features` values (PyTorch's: biased variance, epsilon 1e-5 inside
+// the square root): y = gain * xhat + bias, xhat = (x - mean) * rstd kept for the backward, rstd
+// returned. Sums in index order.
+FPSCOPE_HD inline float layer_norm_column(const float* x, const float* gain, const float* bias, int features, float* y, float* xhat) {
+  float sum = 0;
+  for (int i = 0; i < features; ++i) sum += x[i];
+  const float mean = sum / static_cast<float>(features);
+  float squares = 0;
+  for (int i = 0; i < features; ++i) {
+    const float d = x[i] - mean;
+    squares += d * d;
+  }
+  const float rstd = 1.0f / sqrtf(squares / static_cast<float>(features) + 1e-5f);
+  for (int i = 0; i < features; ++i) {
+    xhat[i] = (x[i] - mean) * rstd;
+    y[i] = gain[i] * xhat[i] + bias[i];
+  }
+  return rstd;
+}
+
+// The input's gradient of one column from the output's (dy), into dx, or added to what dx holds
+// where `add` (the residual stream's gradient: dx + the gradient made alone).
+FPSCOPE_HD inline void layer_norm_backward_column(const float* dy, const float* gain, const float* xhat, float rstd, int features, float* dx,
+                                                  bool add) {
+  float sum_g = 0, sum_gx = 0;
+  for (int i = 0; i < features; ++i) {
+    const float g = dy[i] * gain[i];
+    sum_g += g;
+    sum_gx += g * xhat[i];
+  }
+  const float mean_g = sum_g / static_cast<float>(features), mean_gx = sum_gx / static_cast<float>(features);
+  for (int i = 0; i < features; ++i) {
+    const float gradient = rstd * (dy[i] * gain[i] - mean_g - xhat[i] * mean_gx);
+    dx[i] = add ? dx[i] + gradient : gradient;
+  }
+}
+
+// Feature f's sum over the tokens of a features x tokens matrix (times b's, element by element,
+// where b is given), added to *into: in runs of 64 tokens, each summed token by token, the runs'
+// sums added in order -- the order gpt_pass.hpp's add_token_sums uses, so the bits are the CPU
+// backend's.
+FPSCOPE_HD inline void add_token_sum(const float* a, const float* b, int features, std::size_t tokens, int f, float* into) {
+  constexpr std::size_t tokens_per_run = 64;
+  float total = *into;
+  for (std::size_t start = 0; start < tokens; start += tokens_per_run) {
+    const std::size_t end = start + tokens_per_run < tokens ? start + tokens_per_run : tokens;
+    float run = 0;
+    for (std::size_t n = start; n < end; ++n) {
+      const std::size_t i = n * static_cast<std::size_t>(features) + static_cast<std::size_t>(f);
+      run += b != nullptr ? a[i] * b[i] : a[i];
+    }
+    total += run;
+  }
+  *into = total;
+}
+
+// Softmax of one query's `count` scores (a packed triangle's row) into p: the largest subtracted,
+// each exponential once, divided by their sum (in index order).
+FPSCOPE_HD inline void causal_softmax_row(const float* scores, int count, float* p) {
+  float top = scores[0];
+  for (int i = 1; i < count; ++i) top = scores[i] > top ? scores[i] : top;
+  float sum = 0;
+  for (int i = 0; i < count; ++i) {
+    p[i] = expf(scores[i] - top);
+    sum += p[i];
+  }
+  for (int i = 0; i < count; ++i) p[i] /= sum;
+}
+
+// The scores' gradient of one row from the probabilities' (dp): p * (dp - sum(p * dp)).
+FPSCOPE_HD inline void softmax_gradient_row(const float* p, const float* dp, int count, float* ds) {
+  float dot = 0;
+  for (int i = 0; i < count; ++i) dot += p[i] * dp[i];
+  for (int i = 0; i < count; ++i) ds[i] = p[i] * (dp[i] - dot);
+}
+
+}  // namespace fpscope

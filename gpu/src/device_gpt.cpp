@@ -1,0 +1,525 @@
+// The GPT's step on DeviceOps (device_gpt.hpp). Its structure follows gpt_pass.hpp's run() line by
+// line -- the same tensors stored, cast and recorded in the same order -- with the attention's
+// per-head products batched over the heads of each sequence and the triangles kept packed as the
+// CPU keeps them (cast, recorded and softmaxed packed; unpacked into keys x queries squares for the
+// products).
+#include "fpscope/gpu/device_gpt.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <unordered_map>
+#include <utility>
+
+#include "fpscope/core/exponent_histogram.hpp"
+#include "fpscope/gpu/gpt_element.hpp"
+#include "fpscope/gpu/recording.hpp"
+
+namespace fpscope {
+
+namespace {
+
+// Device memory that gives itself back.
+template <typename T>
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(DeviceOps& ops, std::size_t n) : ops_(&ops), size_(n), data_(n == 0 ? nullptr : static_cast<T*>(ops.allocate(n * sizeof(T)))) {}
+  Buffer(Buffer&& other) noexcept { swap(other); }
+  Buffer& operator=(Buffer&& other) noexcept {
+    swap(other);
+    return *this;
+  }
+  ~Buffer() {
+    if (data_ != nullptr) ops_->release(data_);
+  }
+  T* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  std::size_t bytes() const { return size_ * sizeof(T); }
+
+ private:
+  void swap(Buffer& other) noexcept {
+    std::swap(ops_, other.ops_);
+    std::swap(size_, other.size_);
+    std::swap(data_, other.data_);
+  }
+  DeviceOps* ops_ = nullptr;
+  std::size_t size_ = 0;
+  T* data_ = nullptr;
+};
+
+// Where gpt_pass.hpp's Index puts each block's parameters (a linear layer's bias right after its weight).
+struct Index {
+  static constexpr int tokens = 0, positions = 1, per_block = 12;
+  enum Block : int { ln1_gain, ln1_bias, qkv_weight, qkv_bias, proj_weight, proj_bias, ln2_gain, ln2_bias, fc_weight, fc_bias, mlp_proj_weight, mlp_proj_bias };
+  static int block(int layer, Block which) { return 2 + per_block * layer + which; }
+  static int final_gain(int layers) { return 2 + per_block * layers; }
+};
+
+// Each block's stored tensors, in the order the forward pass makes them (gpt.hpp lists them).
+constexpr const char* block_tensors[] = {"ln1", "attn.qkv", "attn.scores", "attn.softmax", "attn.context", "attn.proj",
+                                         "residual1", "ln2", "mlp.fc", "mlp.gelu", "mlp.proj", "residual2"};
+
+std::string full_name(int block, const char* name) {
+  if (block < 0) return name;
+  std::string full = "h";
+  full += std::to_string(block);
+  full += '.';
+  full += name;
+  return full;
+}
+
+constexpr std::size_t record_stride = bin_slot_count + 3;  // histogram slots, then 3 outcome counts
+constexpr std::size_t scalar_words = 3;                    // the loss (float64), the step's scale (float32), skip (int)
+
+}  // namespace
+
+struct DeviceGptTrainer::Memory {
+  // Per parameter, gpt_parameters' order: master weights, the step's low-precision copies (and their
+  // 16-bit patterns, low precision only), gradients, the optimizer's buffers (empty where it keeps none).
+  std::vector<Buffer<float>> master, copy, gradient, first, second;
+  std::vector<Buffer<std::uint16_t>> copy16;
+  Buffer<double> partials;
+  Buffer<long long> updates;
+  Buffer<OptimizerStep> optimizer_step;
+  Buffer<int> found_non_finite;
+  Buffer<LossScalerState> scaler;
+  Buffer<unsigned long long> readback;  // scalar_words, then record_stride per recorded tensor
+  std::vector<unsigned long long> host_readback;
+  // The recorded tensors in the snapshot's order (each activation, then its gradient; then each
+  // weight, then its gradient), and each one's place in it by kind and name.
+  std::vector<std::pair<std::string, TensorKind>> records;
+  std::unordered_map<std::string, std::size_t> record_of[4];
+
+  // Sized for one batch.
+  int batch = 0;
+  Buffer<int> tokens, targets;
+  struct Block {
+    Buffer<float> ln1, xhat1, rstd1, qkv, probabilities, context, ln2, xhat2, rstd2, fc, gelu;
+    Buffer<std::uint16_t> ln1_16, qkv16, context16, ln2_16, gelu16;
+  };
+  std::vector<Block> blocks;
+  Buffer<float> x, y, final_ln, xhat_f, rstd_f, logits, dlogits, losses;
+  Buffer<std::uint16_t> final16, dlogits16;
+  Buffer<float> dx, dnorm, dwide, dcontext, dqkv;
+  Buffer<std::uint16_t> dx16, dwide16, dcontext16, dqkv16;
+  Buffer<float> full_a, full_b, scores, dprobabilities, dscores;
+  Buffer<std::uint16_t> full16;
+
+  void size_for(DeviceOps& ops, const GptShape& shape, int sequences, bool low) {
+    const std::size_t N = static_cast<std::size_t>(sequences) * static_cast<std::size_t>(shape.context), D = static_cast<std::size_t>(shape.width);
+    const std::size_t T = static_cast<std::size_t>(shape.context), triangles = static_cast<std::size_t>(sequences) * static_cast<std::size_t>(shape.heads);
+    const std::size_t packed = triangles * triangle_start(shape.context), squares = triangles * T * T, V = static_cast<std::size_t>(shape.vocab);
+    const auto f = [&](std::size_t n) { return Buffer<float>(ops, n); };
+    const auto h = [&](std::size_t n) { return Buffer<std::uint16_t>(ops, low ? n : 0); };
+    blocks.clear();
+    for (int l = 0; l < shape.layers; ++l)
+      blocks.push_back(Block{f(D * N), f(D * N), f(N), f(3 * D * N), f(packed), f(D * N), f(D * N), f(D * N), f(N), f(4 * D * N), f(4 * D * N),
+                             h(D * N), h(3 * D * N), h(D * N), h(D * N), h(4 * D * N)});
+    tokens = Buffer<int>(ops, N);
+    targets = Buffer<int>(ops, N);
+    x = f(D * N), y = f(D * N), final_ln = f(D * N), xhat_f = f(D * N), rstd_f = f(N), logits = f(V * N), dlogits = f(V * N), losses = f(N);
+    final16 = h(D * N), dlogits16 = h(V * N);
+    dx = f(D * N), dnorm = f(D * N), dwide = f(4 * D * N), dcontext = f(D * N), dqkv = f(3 * D * N);
+    dx16 = h(D * N), dwide16 = h(4 * D * N), dcontext16 = h(D * N), dqkv16 = h(3 * D * N);
+    full_a = f(squares), full_b = f(squares), scores = f(packed), dprobabilities = f(packed), dscores = f(packed);
+    full16 = h(squares);
+    batch = sequences;
+  }
+};
+
+DeviceGptTrainer::DeviceGptTrainer(const GptShape& shape, const MlpConfig& config, std::unique_ptr<DeviceOps> ops)
+    : shape_(shape), config_(config), ops_(std::move(ops)), memory_(std::make_unique<Memory>()), layout_(gpt_parameters(shape)) {
+  if (!ops_) throw std::invalid_argument("a device GPT needs its device's operations");
+  if (shape.width % shape.heads != 0) throw std::invalid_argument("a GPT's width must be a multiple of its heads");
+  if (config.record_blocks) throw std::invalid_argument("block statistics (--record-blocks) of the GPT are recorded by the CPU backend only");
+  if (config.recipe.recipe != GemmRecipe::none) throw std::invalid_argument("FP8 and block-scaled recipes (--recipe) of the GPT run on the CPU backend only");
+  Memory& m = *memory_;
+  DeviceOps& device = *ops_;
+  const bool low = config.precision != Precision::fp32;
+  const bool first_buffers = config.optimizer.kind != OptimizerKind::sgd, second_buffers = config.optimizer.kind == OptimizerKind::adamw;
+  for (const GptParameter& p : layout_) {
+    const std::size_t n = static_cast<std::size_t>(p.rows) * static_cast<std::size_t>(p.cols);
+    m.master.emplace_back(device, n);
+    m.copy.emplace_back(device, n);
+    m.copy16.emplace_back(device, low ? n : 0);
+    m.gradient.emplace_back(device, n);
+    m.first.emplace_back(device, first_buffers ? n : 0);
+    m.second.emplace_back(device, second_buffers ? n : 0);
+  }
+  m.partials = Buffer<double>(device, layout_.size() * sum_of_squares_partials);
+  m.updates = Buffer<long long>(device, 1);
+  m.optimizer_step = Buffer<OptimizerStep>(device, 1);
+  m.found_non_finite = Buffer<int>(device, 1);
+  m.scaler = Buffer<LossScalerState>(device, 1);
+  // The records, in the order GptTrainer's snapshot lists them.
+  const auto add = [&](const std::string& name, TensorKind kind) {
+    m.record_of[static_cast<int>(kind)][name] = m.records.size();
+    m.records.emplace_back(name, kind);
+  };
+  std::vector<std::string> stored{"embed"};
+  for (int l = 0; l < shape.layers; ++l)
+    for (const char* name : block_tensors) stored.push_back(full_name(l, name));
+  stored.emplace_back("ln_f");
+  stored.emplace_back("head");
+  for (const std::string& name : stored) {
+    add(name, TensorKind::activation);
+    add(name, TensorKind::activation_gradient);
+  }
+  for (const GptParameter& p : layout_)
+    if (!p.recorded.empty()) {
+      add(p.recorded, TensorKind::weight);
+      add(p.recorded, TensorKind::weight_gradient);
+    }
+  m.readback = Buffer<unsigned long long>(device, scalar_words + m.records.size() * record_stride);
+  m.host_readback.resize(m.readback.size());
+  // GptTrainer's initial state (fp16-pure's weights rounded, and the random words that took).
+  const GptTrainer reference(shape, config);
+  restore(reference.state());
+}
+
+DeviceGptTrainer::~DeviceGptTrainer() = default;
+
+void DeviceGptTrainer::inject(const FaultInjection& fault) {
+  check_gpt_fault(shape_, fault);
+  faults_.push_back(fault);
+}
+
+LossScalerState DeviceGptTrainer::scaler_state() const {
+  LossScalerState s;
+  ops_->download(&s, memory_->scaler.data(), sizeof s);
+  return s;
+}
+
+void DeviceGptTrainer::reconfigure_scaler(const LossScalerConfig& config) {
+  // As LossScaler::reconfigure: the new rule from its initial scale, the skipped count kept.
+  LossScaler scaler(config_.scaler);
+  scaler.restore(scaler_state());
+  scaler.reconfigure(config);
+  config_.scaler = config;
+  ops_->upload(memory_->scaler.data(), &scaler.state(), sizeof(LossScalerState));
+}
+
+TrainerState DeviceGptTrainer::state() const {
+  const Memory& m = *memory_;
+  TrainerState s;
+  s.steps = steps_;
+  for (std::size_t p = 0; p < layout_.size(); ++p) {
+    Eigen::MatrixXf w(layout_[p].rows, layout_[p].cols);
+    ops_->download(w.data(), m.master[p].data(), m.master[p].bytes());
+    s.weights.push_back(std::move(w));
+  }
+  s.biases.assign(layout_.size(), Eigen::VectorXf());  // every parameter is in `weights`, as GptTrainer's
+  s.scaler = scaler_state();
+  s.stochastic_counter = stochastic_counter_;
+  // The optimizer's buffers as the CPU keeps them: none until the first update.
+  long long updates = 0;
+  ops_->download(&updates, m.updates.data(), sizeof updates);
+  s.optimizer.updates = updates;
+  if (updates > 0) {
+    const auto copy_back = [&](const std::vector<Buffer<float>>& buffers, std::vector<std::vector<float>>& into) {
+      if (buffers.empty() || buffers.front().size() == 0) return;
+      for (const Buffer<float>& buffer : buffers) {
+        into.emplace_back(buffer.size());
+        ops_->download(into.back().data(), buffer.data(), buffer.bytes());
+      }
+    };
+    copy_back(m.first, s.optimizer.first);
+    copy_back(m.second, s.optimizer.second);
+  }
+  return s;
+}
+
+void DeviceGptTrainer::restore(const TrainerState& state) {
+  check_gpt_state(shape_, state, 0);
+  Memory& m = *memory_;
+  for (std::size_t p = 0; p < layout_.size(); ++p) ops_->upload(m.master[p].data(), state.weights[p].data(), m.master[p].bytes());
+  // Buffers the state holds are copied in; those it does not hold yet (no update so far) start at zero.
+  const auto copy_in = [&](std::vector<Buffer<float>>& buffers, const std::vector<std::vector<float>>& from) {
+    for (std::size_t p = 0; p < buffers.size(); ++p) {
+      if (buffers[p].size() == 0) continue;
+      if (p < from.size() && !from[p].empty()) ops_->upload(buffers[p].data(), from[p].data(), buffers[p].bytes());
+      else ops_->zero(buffers[p].data(), buffers[p].bytes());
+    }
+  };
+  copy_in(m.first, state.optimizer.first);
+  copy_in(m.second, state.optimizer.second);
+  const long long updates = state.optimizer.updates;
+  ops_->upload(m.updates.data(), &updates, sizeof updates);
+  ops_->upload(m.scaler.data(), &state.scaler, sizeof(LossScalerState));
+  steps_ = state.steps;
+  stochastic_counter_ = state.stochastic_counter;
+}
+
+StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool read_loss) {
+  const std::vector<int> tokens = gpt_batch_tokens(shape_, inputs, labels);
+  Memory& m = *memory_;
+  DeviceOps& ops = *ops_;
+  const int B = static_cast<int>(inputs.rows()), T = shape_.context, D = shape_.width, H = shape_.heads, dh = D / H, L = shape_.layers,
+            V = shape_.vocab, N = B * T;
+  const std::size_t ND = static_cast<std::size_t>(N) * static_cast<std::size_t>(D), TT = static_cast<std::size_t>(T) * static_cast<std::size_t>(T);
+  const std::size_t packed = static_cast<std::size_t>(B) * static_cast<std::size_t>(H) * triangle_start(T);
+  const bool low = config_.precision != Precision::fp32, bf16 = config_.precision == Precision::bf16;
+  if (m.batch != B) m.size_for(ops, shape_, B, low);
+  ops.upload(m.tokens.data(), tokens.data(), m.tokens.bytes());
+  ops.upload(m.targets.data(), labels.data(), m.targets.bytes());
+  unsigned long long* records = m.readback.data() + scalar_words;
+  if (record) ops.zero(records, (m.readback.size() - scalar_words) * sizeof(unsigned long long));
+
+  // Where tensor `name` of `kind` records on a recorded step (nowhere otherwise).
+  const auto slots = [&](TensorKind kind, const std::string& name) {
+    if (!record) return RecordSlots{};
+    unsigned long long* base = records + m.record_of[static_cast<int>(kind)].at(name) * record_stride;
+    return RecordSlots{base, base + bin_slot_count};
+  };
+  const auto activation = [&](int block, const char* name) { return slots(TensorKind::activation, full_name(block, name)); };
+  const auto gradient = [&](int block, const char* name) { return slots(TensorKind::activation_gradient, full_name(block, name)); };
+  // The cast of n values into the run's format (float32 into `out`, 16-bit into `packed`, each
+  // where not null), taking n random words; the fp32 policy only records (and copies).
+  const auto cast = [&](const float* in, float* out, std::uint16_t* packed16, std::size_t n, RecordSlots into) {
+    if (low) {
+      ops.cast(in, out, packed16, n, bf16, config_.rounding, into, config_.seed, stochastic_counter_);
+      stochastic_counter_ += n;
+      return;
+    }
+    if (into.histogram != nullptr) ops.record_histogram(in, n, into.histogram);
+    if (out != nullptr && out != in) ops.copy(out, in, n * sizeof(float));
+  };
+  const auto operand = [](const Buffer<float>& f, const Buffer<std::uint16_t>& h, std::size_t offset, int ld, std::size_t stride = 0) {
+    return ProductOperand{f.data() + offset, h.data() == nullptr ? nullptr : h.data() + offset, ld, stride};
+  };
+  // C = op(A) op(B): 16-bit operands in low precision unless `float32` (operands that are not the
+  // format's values), `batch` products over the heads.
+  const auto product = [&](bool ta, bool tb, int rows, int cols, int k, ProductOperand a, ProductOperand b, float* c, int ldc,
+                           bool accumulate = false, int batch = 1, std::size_t stride_c = 0, bool float32 = false) {
+    ProductCall call;
+    call.transpose_a = ta, call.transpose_b = tb, call.m = rows, call.n = cols, call.k = k, call.a = a, call.b = b, call.c = c, call.ldc = ldc;
+    call.accumulate = accumulate, call.batch = batch, call.stride_c = stride_c, call.sixteen = low && !float32, call.bf16 = bf16;
+    ops.product(call);
+  };
+  const auto weight = [&](int p) { return operand(m.copy[static_cast<std::size_t>(p)], m.copy16[static_cast<std::size_t>(p)], 0, layout_[static_cast<std::size_t>(p)].rows); };
+  // y (out x N) = W x + b.
+  const auto linear = [&](int p, ProductOperand x, int in, int out, float* y) {
+    product(false, false, out, N, in, weight(p), x, y, out);
+    ops.add_bias(y, m.copy[static_cast<std::size_t>(p) + 1].data(), out, N);
+  };
+  // Its backward from dy (out x N): the bias's and W's gradients, and x's (in x N) into dx.
+  const auto linear_backward = [&](int p, ProductOperand x, int in, int out, ProductOperand dy, float* dx) {
+    ops.add_token_sums(dy.f32, nullptr, out, N, m.gradient[static_cast<std::size_t>(p) + 1].data());
+    product(false, true, out, in, N, dy, x, m.gradient[static_cast<std::size_t>(p)].data(), out);
+    product(true, false, in, N, out, weight(p), dy, dx, in);
+  };
+  const float inverse_sqrt = 1.0f / std::sqrt(static_cast<float>(dh));
+  const int triangles = B * H;
+  const std::size_t qkv_sequence = static_cast<std::size_t>(T) * 3 * static_cast<std::size_t>(D);  // one sequence's columns of qkv
+
+  // The step's copies of the parameters (the recorded ones recorded as weights).
+  for (std::size_t p = 0; p < layout_.size(); ++p) {
+    const RecordSlots into = layout_[p].recorded.empty() ? RecordSlots{} : slots(TensorKind::weight, layout_[p].recorded);
+    cast(m.master[p].data(), m.copy[p].data(), low ? m.copy16[p].data() : nullptr, m.master[p].size(), into);
+  }
+
+  // ---- forward ----
+  ops.embed(m.tokens.data(), m.copy[Index::tokens].data(), m.copy[Index::positions].data(), V, T, D, N, m.x.data());
+  cast(m.x.data(), m.x.data(), nullptr, ND, activation(-1, "embed"));
+  for (int l = 0; l < L; ++l) {
+    Memory::Block& c = m.blocks[static_cast<std::size_t>(l)];
+    const auto p = [&](Index::Block which) { return Index::block(l, which); };
+    const auto param = [&](Index::Block which) { return m.copy[static_cast<std::size_t>(p(which))].data(); };
+    ops.layer_norm(m.x.data(), param(Index::ln1_gain), param(Index::ln1_bias), D, N, c.ln1.data(), c.xhat1.data(), c.rstd1.data());
+    cast(c.ln1.data(), c.ln1.data(), c.ln1_16.data(), ND, activation(l, "ln1"));
+    linear(p(Index::qkv_weight), operand(c.ln1, c.ln1_16, 0, D), D, 3 * D, c.qkv.data());
+    cast(c.qkv.data(), c.qkv.data(), c.qkv16.data(), 3 * ND, activation(l, "attn.qkv"));
+    // Attention: per sequence, the heads' keys x queries scores K^T Q (q, k, v at rows 0, D, 2D of qkv).
+    for (int b = 0; b < B; ++b) {
+      const std::size_t at = static_cast<std::size_t>(b) * qkv_sequence;
+      product(true, false, T, T, dh, operand(c.qkv, c.qkv16, at + static_cast<std::size_t>(D), 3 * D, static_cast<std::size_t>(dh)),
+              operand(c.qkv, c.qkv16, at, 3 * D, static_cast<std::size_t>(dh)), m.full_a.data() + static_cast<std::size_t>(b) * H * TT, T, false, H, TT);
+    }
+    ops.pack_triangles(m.full_a.data(), T, triangles, inverse_sqrt, m.scores.data());
+    cast(m.scores.data(), m.scores.data(), nullptr, packed, activation(l, "attn.scores"));
+    ops.causal_softmax(m.scores.data(), T, triangles, c.probabilities.data());
+    cast(c.probabilities.data(), c.probabilities.data(), nullptr, packed, activation(l, "attn.softmax"));
+    ops.unpack_triangles(c.probabilities.data(), T, triangles, 1.0f, low ? nullptr : m.full_a.data(), low ? m.full16.data() : nullptr, bf16);
+    for (int b = 0; b < B; ++b)  // context (dh x T per head) = V P
+      product(false, false, dh, T, T, operand(c.qkv, c.qkv16, static_cast<std::size_t>(b) * qkv_sequence + 2 * static_cast<std::size_t>(D), 3 * D, static_cast<std::size_t>(dh)),
+              operand(m.full_a, m.full16, static_cast<std::size_t>(b) * H * TT, T, TT), c.context.data() + static_cast<std::size_t>(b) * T * D, D, false, H,
+              static_cast<std::size_t>(dh));
+    cast(c.context.data(), c.context.data(), c.context16.data(), ND, activation(l, "attn.context"));
+    linear(p(Index::proj_weight), operand(c.context, c.context16, 0, D), D, D, m.y.data());
+    cast(m.y.data(), m.y.data(), nullptr, ND, activation(l, "attn.proj"));
+    ops.add_into(m.x.data(), m.y.data(), ND);
+    cast(m.x.data(), m.x.data(), nullptr, ND, activation(l, "residual1"));
+    ops.layer_norm(m.x.data(), param(Index::ln2_gain), param(Index::ln2_bias), D, N, c.ln2.data(), c.xhat2.data(), c.rstd2.data());
+    cast(c.ln2.data(), c.ln2.data(), c.ln2_16.data(), ND, activation(l, "ln2"));
+    linear(p(Index::fc_weight), operand(c.ln2, c.ln2_16, 0, D), D, 4 * D, c.fc.data());
+    cast(c.fc.data(), c.fc.data(), nullptr, 4 * ND, activation(l, "mlp.fc"));
+    ops.activation_forward(c.fc.data(), c.gelu.data(), 4 * ND, Activation::gelu);
+    cast(c.gelu.data(), c.gelu.data(), c.gelu16.data(), 4 * ND, activation(l, "mlp.gelu"));
+    linear(p(Index::mlp_proj_weight), operand(c.gelu, c.gelu16, 0, 4 * D), 4 * D, D, m.y.data());
+    cast(m.y.data(), m.y.data(), nullptr, ND, activation(l, "mlp.proj"));
+    ops.add_into(m.x.data(), m.y.data(), ND);
+    cast(m.x.data(), m.x.data(), nullptr, ND, activation(l, "residual2"));
+  }
+  const int final_gain = Index::final_gain(L);
+  ops.layer_norm(m.x.data(), m.copy[static_cast<std::size_t>(final_gain)].data(), m.copy[static_cast<std::size_t>(final_gain) + 1].data(), D, N,
+                 m.final_ln.data(), m.xhat_f.data(), m.rstd_f.data());
+  cast(m.final_ln.data(), m.final_ln.data(), m.final16.data(), ND, activation(-1, "ln_f"));
+  // The tied head: logits (vocab x tokens) = the token table (vocab x width) times ln_f.
+  product(false, false, V, N, D, weight(Index::tokens), operand(m.final_ln, m.final16, 0, D), m.logits.data(), V);
+  const std::size_t VN = static_cast<std::size_t>(V) * static_cast<std::size_t>(N);
+  cast(m.logits.data(), m.logits.data(), nullptr, VN, activation(-1, "head"));
+  ops.cross_entropy_columns(m.logits.data(), m.targets.data(), V, N, m.scaler.data(), config_.loss_weight, m.dlogits.data(), m.losses.data());
+  ops.loss_sum(m.losses.data(), N, reinterpret_cast<double*>(m.readback.data()));
+
+  // ---- backward ----
+  for (std::size_t p = 0; p < layout_.size(); ++p) ops.zero(m.gradient[p].data(), m.gradient[p].bytes());
+  cast(m.dlogits.data(), m.dlogits.data(), m.dlogits16.data(), VN, gradient(-1, "head"));
+  const ProductOperand dlogits = operand(m.dlogits, m.dlogits16, 0, V), final_ln = operand(m.final_ln, m.final16, 0, D);
+  product(false, true, V, D, N, dlogits, final_ln, m.gradient[Index::tokens].data(), V, true);  // added to the zeros, as the CPU's +=
+  product(true, false, D, N, V, weight(Index::tokens), dlogits, m.dnorm.data(), D);
+  cast(m.dnorm.data(), m.dnorm.data(), nullptr, ND, gradient(-1, "ln_f"));
+  // A LayerNorm's backward from dnorm: its gain's and bias's gradients, the input's into dx.
+  const auto norm_backward = [&](int gain, const Buffer<float>& xhat, const Buffer<float>& rstd, bool add) {
+    ops.add_token_sums(m.dnorm.data(), xhat.data(), D, N, m.gradient[static_cast<std::size_t>(gain)].data());
+    ops.add_token_sums(m.dnorm.data(), nullptr, D, N, m.gradient[static_cast<std::size_t>(gain) + 1].data());
+    ops.layer_norm_backward(m.dnorm.data(), m.copy[static_cast<std::size_t>(gain)].data(), xhat.data(), rstd.data(), D, N, m.dx.data(), add);
+  };
+  // The residual stream's gradient below block `below`: recorded as its residual2's and (the same
+  // values, rounded again) its mlp.proj's, the operand of that layer's backward; the embeddings' below the first.
+  const auto residual_gradient = [&](int below) {
+    if (below < 0) {
+      cast(m.dx.data(), m.dx.data(), nullptr, ND, gradient(-1, "embed"));
+      return;
+    }
+    cast(m.dx.data(), m.dx.data(), nullptr, ND, gradient(below, "residual2"));
+    cast(m.dx.data(), m.dx.data(), m.dx16.data(), ND, gradient(below, "mlp.proj"));
+  };
+  norm_backward(final_gain, m.xhat_f, m.rstd_f, false);
+  residual_gradient(L - 1);
+  for (int l = L; l-- > 0;) {
+    Memory::Block& c = m.blocks[static_cast<std::size_t>(l)];
+    const auto p = [&](Index::Block which) { return Index::block(l, which); };
+    const ProductOperand dx = operand(m.dx, m.dx16, 0, D);
+    linear_backward(p(Index::mlp_proj_weight), operand(c.gelu, c.gelu16, 0, 4 * D), 4 * D, D, dx, m.dwide.data());
+    cast(m.dwide.data(), m.dwide.data(), nullptr, 4 * ND, gradient(l, "mlp.gelu"));
+    ops.activation_backward(c.fc.data(), m.dwide.data(), 4 * ND, Activation::gelu);
+    cast(m.dwide.data(), m.dwide.data(), m.dwide16.data(), 4 * ND, gradient(l, "mlp.fc"));
+    linear_backward(p(Index::fc_weight), operand(c.ln2, c.ln2_16, 0, D), D, 4 * D, operand(m.dwide, m.dwide16, 0, 4 * D), m.dnorm.data());
+    cast(m.dnorm.data(), m.dnorm.data(), nullptr, ND, gradient(l, "ln2"));
+    norm_backward(p(Index::ln2_gain), c.xhat2, c.rstd2, true);
+    cast(m.dx.data(), m.dx.data(), nullptr, ND, gradient(l, "residual1"));
+    cast(m.dx.data(), m.dx.data(), m.dx16.data(), ND, gradient(l, "attn.proj"));
+    linear_backward(p(Index::proj_weight), operand(c.context, c.context16, 0, D), D, D, dx, m.dcontext.data());
+    cast(m.dcontext.data(), m.dcontext.data(), m.dcontext16.data(), ND, gradient(l, "attn.context"));
+    // Attention backward, per sequence over the heads: through the values (dV = dout P^T, dP = V^T dout) ...
+    ops.unpack_triangles(c.probabilities.data(), T, triangles, 1.0f, low ? nullptr : m.full_a.data(), low ? m.full16.data() : nullptr, bf16);
+    for (int b = 0; b < B; ++b) {
+      const std::size_t at = static_cast<std::size_t>(b) * qkv_sequence, squares = static_cast<std::size_t>(b) * H * TT;
+      const ProductOperand dout = operand(m.dcontext, m.dcontext16, static_cast<std::size_t>(b) * T * D, D, static_cast<std::size_t>(dh));
+      const ProductOperand v = operand(c.qkv, c.qkv16, at + 2 * static_cast<std::size_t>(D), 3 * D, static_cast<std::size_t>(dh));
+      product(false, true, dh, T, T, dout, operand(m.full_a, m.full16, squares, T, TT), m.dqkv.data() + at + 2 * static_cast<std::size_t>(D), 3 * D,
+              false, H, static_cast<std::size_t>(dh));
+      product(true, false, T, T, dh, v, dout, m.full_b.data() + squares, T, false, H, TT);
+    }
+    ops.pack_triangles(m.full_b.data(), T, triangles, 1.0f, m.dprobabilities.data());
+    cast(m.dprobabilities.data(), m.dprobabilities.data(), nullptr, packed, gradient(l, "attn.softmax"));
+    // ... through the softmax ...
+    ops.softmax_backward(c.probabilities.data(), m.dprobabilities.data(), T, triangles, m.dscores.data());
+    cast(m.dscores.data(), m.dscores.data(), nullptr, packed, gradient(l, "attn.scores"));
+    // ... and through the scores (dQ = K dS, dK = Q dS^T; dS scaled by 1/sqrt(dh) is not a value of
+    // the format in general, so these products read float32 operands).
+    ops.unpack_triangles(m.dscores.data(), T, triangles, inverse_sqrt, m.full_b.data(), nullptr, bf16);
+    for (int b = 0; b < B; ++b) {
+      const std::size_t at = static_cast<std::size_t>(b) * qkv_sequence, squares = static_cast<std::size_t>(b) * H * TT;
+      const ProductOperand ds = operand(m.full_b, Buffer<std::uint16_t>{}, squares, T, TT);
+      product(false, false, dh, T, T, operand(c.qkv, Buffer<std::uint16_t>{}, at + static_cast<std::size_t>(D), 3 * D, static_cast<std::size_t>(dh)), ds,
+              m.dqkv.data() + at, 3 * D, false, H, static_cast<std::size_t>(dh), true);
+      product(false, true, dh, T, T, operand(c.qkv, Buffer<std::uint16_t>{}, at, 3 * D, static_cast<std::size_t>(dh)), ds,
+              m.dqkv.data() + at + static_cast<std::size_t>(D), 3 * D, false, H, static_cast<std::size_t>(dh), true);
+    }
+    cast(m.dqkv.data(), m.dqkv.data(), m.dqkv16.data(), 3 * ND, gradient(l, "attn.qkv"));
+    linear_backward(p(Index::qkv_weight), operand(c.ln1, c.ln1_16, 0, D), D, 3 * D, operand(m.dqkv, m.dqkv16, 0, 3 * D), m.dnorm.data());
+    cast(m.dnorm.data(), m.dnorm.data(), nullptr, ND, gradient(l, "ln1"));
+    norm_backward(p(Index::ln1_gain), c.xhat1, c.rstd1, true);
+    residual_gradient(l - 1);
+  }
+  ops.embed_backward(m.tokens.data(), m.dx.data(), V, T, D, N, m.gradient[Index::tokens].data(), m.gradient[Index::positions].data());
+
+  // ---- the update ----
+  for (const FaultInjection& fault : faults_)
+    for (std::size_t p = 0; p < layout_.size(); ++p)
+      if (fault.step == steps_ && layout_[p].recorded == fault.tensor) {
+        const float bad = fault.value == FaultInjection::Value::nan ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+        ops.upload(m.gradient[p].data(), &bad, sizeof bad);
+      }
+  ops.zero(m.found_non_finite.data(), sizeof(int));
+  for (std::size_t p = 0; p < layout_.size(); ++p) {
+    const RecordSlots into = layout_[p].recorded.empty() ? RecordSlots{} : slots(TensorKind::weight_gradient, layout_[p].recorded);
+    cast(m.gradient[p].data(), m.gradient[p].data(), nullptr, m.gradient[p].size(), into);
+    ops.find_non_finite(m.gradient[p].data(), m.gradient[p].size(), m.found_non_finite.data());
+  }
+  float* step_scale = reinterpret_cast<float*>(m.readback.data() + 1);
+  int* skip = reinterpret_cast<int*>(m.readback.data() + 2);
+  ops.update_scaler(config_.scaler, m.scaler.data(), m.found_non_finite.data(), skip, step_scale);
+  const OptimizerConfig& optimizer = config_.optimizer;
+  if (!optimizer.plain_sgd()) {
+    const bool clip = optimizer.clip_grad_norm > 0;
+    if (clip)
+      for (std::size_t p = 0; p < layout_.size(); ++p)
+        ops.sum_of_squares(m.gradient[p].data(), m.gradient[p].size(), step_scale, m.partials.data() + p * sum_of_squares_partials);
+    const OptimizerSettings settings{optimizer.kind,  config_.learning_rate, optimizer.momentum,     optimizer.beta1,
+                                     optimizer.beta2, optimizer.epsilon,     optimizer.weight_decay, optimizer.clip_grad_norm};
+    ops.prepare_optimizer_step(settings, m.partials.data(), clip ? static_cast<int>(m.partials.size()) : 0, step_scale, skip, m.updates.data(),
+                               m.optimizer_step.data());
+  }
+  for (std::size_t p = 0; p < layout_.size(); ++p) {
+    if (optimizer.plain_sgd()) ops.sgd_update(m.master[p].data(), m.gradient[p].data(), m.master[p].size(), config_.learning_rate, step_scale, skip);
+    else
+      ops.optimizer_update(m.master[p].data(), m.first[p].size() == 0 ? nullptr : m.first[p].data(), m.second[p].size() == 0 ? nullptr : m.second[p].data(),
+                           m.gradient[p].data(), m.master[p].size(), m.optimizer_step.data(), skip);
+  }
+  // fp16-pure rounds the updated weights again, as GptTrainer does after an update only: the
+  // host learns whether this step was skipped before it queues the casts (and takes their words).
+  if (config_.precision == Precision::fp16_pure) {
+    int skipped = 0;
+    ops.download(&skipped, skip, sizeof skipped);
+    if (skipped == 0)
+      for (std::size_t p = 0; p < layout_.size(); ++p) cast(m.master[p].data(), m.master[p].data(), nullptr, m.master[p].size(), RecordSlots{});
+  }
+
+  StepResult result;
+  result.loss = std::numeric_limits<double>::quiet_NaN();
+  result.loss_scale = std::numeric_limits<double>::quiet_NaN();
+  if (record || read_loss) {
+    const std::size_t words = record ? m.readback.size() : scalar_words;
+    ops.download(m.host_readback.data(), m.readback.data(), words * sizeof(unsigned long long));
+    double loss_sum = 0;
+    float scale = 0;
+    int skipped = 0;
+    std::memcpy(&loss_sum, m.host_readback.data(), sizeof loss_sum);
+    std::memcpy(&scale, m.host_readback.data() + 1, sizeof scale);
+    std::memcpy(&skipped, m.host_readback.data() + 2, sizeof skipped);
+    result.loss = loss_sum / static_cast<double>(N);
+    result.loss_scale = scale;
+    result.skipped = skipped != 0;
+    if (record) {
+      Snapshot snapshot;
+      for (std::size_t r = 0; r < m.records.size(); ++r) {
+        const unsigned long long* counters = m.host_readback.data() + scalar_words + r * record_stride;
+        TensorRecord t = new_record(m.records[r].first, m.records[r].second);
+        for (int b = 0; b < binade_count; ++b) t.histogram.set_count(b + min_binade, counters[b]);
+        t.histogram.set_specials(counters[bin_zero], counters[bin_infinity], counters[bin_nan]);
+        if (low) t.cast = CastCounts{counters[bin_slot_count], counters[bin_slot_count + 1], counters[bin_slot_count + 2]};
+        snapshot.tensors.push_back(std::move(t));
+      }
+      complete_snapshot(snapshot, steps_, result.loss, result.loss_scale, result.skipped);
+      result.snapshot = std::move(snapshot);
+    }
+  }
+  ++steps_;
+  return result;
+}
+
+}  // namespace fpscope
