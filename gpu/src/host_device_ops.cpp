@@ -55,15 +55,6 @@ float widen(std::uint16_t bits, bool bf16) {
   std::uint32_t flags = 0;
   return bits_float(bf16 ? cast_to_f32<formats::bf16>(bits, options, flags) : cast_to_f32<formats::fp16>(bits, options, flags));
 }
-// A float32 that is a value of the format, as its 16-bit pattern (exact).
-std::uint16_t narrow(float value, bool bf16) {
-  const CastOptions options{};
-  std::uint32_t flags = 0;
-  const std::uint32_t u = float_bits(value);
-  return static_cast<std::uint16_t>(bf16 ? cast_from_f32<formats::bf16, RoundingMode::nearest_even>(u, options, 0, flags)
-                                         : cast_from_f32<formats::fp16, RoundingMode::nearest_even>(u, options, 0, flags));
-}
-
 class HostDeviceOps final : public DeviceOps {
  public:
   std::string_view name() const override { return "host twin"; }
@@ -172,7 +163,7 @@ class HostDeviceOps final : public DeviceOps {
           const float v = i <= j ? packed[t * P + triangle_start(j) + i] * factor : 0.0f;
           const std::size_t at = t * T * T + static_cast<std::size_t>(j) * T + i;
           if (full != nullptr) full[at] = v;
-          if (full16 != nullptr) full16[at] = narrow(v, bf16);
+          if (full16 != nullptr) full16[at] = sixteen_bit_pattern(v, bf16);
         }
   }
   void causal_softmax(const float* scores, int context, int triangles, float* probabilities) override {

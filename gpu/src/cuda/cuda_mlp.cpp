@@ -14,7 +14,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "fpscope/gpu/cuda_device_ops.hpp"
 #include "fpscope/gpu/cuda_kernels.hpp"
+#include "fpscope/gpu/device_gpt.hpp"
 #include "fpscope/gpu/recording.hpp"
 
 #define cudaCheck(err) cuda_check((err), __FILE__, __LINE__)
@@ -432,7 +434,8 @@ StepResult CudaMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector
 
 }  // namespace fpscope
 
-// The module's entry points (see trainer_backend.hpp).
+// The module's entry points (see trainer_backend.hpp): the MLP's CUDA trainer, or the GPT's device
+// step (device_gpt.hpp) on the CUDA DeviceOps.
 extern "C" __attribute__((visibility("default"))) int fpscope_cuda_device_count(char* why, unsigned long why_size) {
   std::string reason;
   const int count = fpscope::cuda::device_count(&reason);
@@ -443,6 +446,7 @@ extern "C" __attribute__((visibility("default"))) int fpscope_cuda_device_count(
 extern "C" __attribute__((visibility("default"))) fpscope::TrainerBackend* fpscope_create_cuda_trainer(const fpscope::MlpConfig* config,
                                                                                                     char* error, unsigned long error_size) {
   try {
+    if (config->gpt) return new fpscope::DeviceGptTrainer(*config->gpt, *config, fpscope::make_cuda_device_ops());
     return new fpscope::CudaMlpTrainer(*config);
   } catch (const std::exception& e) {
     std::snprintf(error, error_size, "%s", e.what());

@@ -96,4 +96,27 @@ void optimizer_update(float* w, float* first, float* second, const float* g, std
 // *out = sum of n values in order (one thread: the loss of a batch, deterministic).
 void ordered_sum(const float* values, int n, float* out, void* stream = nullptr);
 
+// --- the GPT's kernels (gpt_kernels.cu): DeviceOps' operations of the same names
+// (device_ops.hpp), each thread running gpt_element.hpp's function for one element, column, row or
+// feature, as the host twin (host_device_ops.cpp) runs it in a loop ---
+void embed(const int* tokens, const float* token_table, const float* position_table, int vocab, int context, int width, int columns, float* x,
+           void* stream = nullptr);
+void embed_backward(const int* tokens, const float* dx, int vocab, int context, int width, int columns, float* token_gradient,
+                    float* position_gradient, void* stream = nullptr);
+void layer_norm(const float* x, const float* gain, const float* bias, int features, int columns, float* y, float* xhat, float* rstd,
+                void* stream = nullptr);
+void layer_norm_backward(const float* dy, const float* gain, const float* xhat, const float* rstd, int features, int columns, float* dx, bool add,
+                         void* stream = nullptr);
+void add_token_sums(const float* a, const float* b, int features, int columns, float* into, void* stream = nullptr);
+void add_bias_to_columns(float* y, const float* bias, int features, int columns, void* stream = nullptr);
+void add_into(float* x, const float* y, std::size_t n, void* stream = nullptr);
+void pack_triangles(const float* full, int context, int triangles, float factor, float* packed, void* stream = nullptr);
+void unpack_triangles(const float* packed, int context, int triangles, float factor, float* full, std::uint16_t* full16, bool bf16,
+                      void* stream = nullptr);
+void causal_softmax(const float* scores, int context, int triangles, float* probabilities, void* stream = nullptr);
+void softmax_backward(const float* probabilities, const float* dprobabilities, int context, int triangles, float* dscores, void* stream = nullptr);
+void cross_entropy_columns(const float* logits, const int* targets, int classes, int columns, const LossScalerState* scaler, float loss_weight,
+                           float* gradient, float* losses, void* stream = nullptr);
+void loss_sum(const float* losses, int n, double* sum, void* stream = nullptr);
+
 }  // namespace fpscope::cuda

@@ -12,13 +12,25 @@
 #include <math.h>
 
 #include <cstddef>
+#include <cstdint>
 
+#include "fpscope/core/cast.hpp"
 #include "fpscope/core/hd.hpp"
 
 namespace fpscope {
 
 // Where query j's row starts in a packed causal triangle.
 FPSCOPE_HD inline std::size_t triangle_start(int j) { return static_cast<std::size_t>(j) * static_cast<std::size_t>(j + 1) / 2; }
+
+// A float32 that is a value of fp16 (bf16 where `bf16`) as that format's 16-bit pattern: exact,
+// so any rounding mode would do; the products' 16-bit operands made from stored values.
+FPSCOPE_HD inline std::uint16_t sixteen_bit_pattern(float value, bool bf16) {
+  const CastOptions options{};
+  std::uint32_t flags = 0;
+  const std::uint32_t u = float_bits(value);
+  return static_cast<std::uint16_t>(bf16 ? cast_from_f32<formats::bf16, RoundingMode::nearest_even>(u, options, 0, flags)
+                                         : cast_from_f32<formats::fp16, RoundingMode::nearest_even>(u, options, 0, flags));
+}
 
 // LayerNorm of one column of `features` values (PyTorch's: biased variance, epsilon 1e-5 inside
 // the square root): y = gain * xhat + bias, xhat = (x - mean) * rstd kept for the backward, rstd

@@ -1,0 +1,158 @@
+// The CUDA backend's DeviceOps (cuda_device_ops.hpp): host C++ around the CUDA runtime, cuBLAS and
+// the kernels' launchers (cuda_kernels.hpp).
+#include "fpscope/gpu/cuda_device_ops.hpp"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "fpscope/gpu/cuda_kernels.hpp"
+
+namespace fpscope {
+
+namespace {
+
+void cuda_check(cudaError_t error, const char* what) {
+  if (error != cudaSuccess) throw std::runtime_error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(error));
+}
+
+void cublas_check(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string("cuBLAS error in ") + what + ": status " + std::to_string(static_cast<int>(status)));
+}
+
+class CudaDeviceOps final : public DeviceOps {
+ public:
+  CudaDeviceOps() {
+    std::string why;
+    if (cuda::device_count(&why) == 0) throw std::runtime_error("no CUDA device answers: " + why);
+    cuda_check(cudaStreamCreate(&stream_), "cudaStreamCreate");
+    cublas_check(cublasCreate(&cublas_), "cublasCreate");
+    cublas_check(cublasSetStream(cublas_, stream_), "cublasSetStream");
+  }
+  ~CudaDeviceOps() override {
+    if (cublas_ != nullptr) cublasDestroy(cublas_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  }
+  CudaDeviceOps(const CudaDeviceOps&) = delete;
+  CudaDeviceOps& operator=(const CudaDeviceOps&) = delete;
+
+  std::string_view name() const override { return "cuda"; }
+
+  void* allocate(std::size_t bytes) override {
+    void* p = nullptr;
+    cuda_check(cudaMalloc(&p, bytes == 0 ? 1 : bytes), "cudaMalloc");
+    return p;
+  }
+  void release(void* device) override {
+    cudaStreamSynchronize(stream_);  // no kernel still reads it (errors here have nowhere to go)
+    cudaFree(device);
+  }
+  void upload(void* device, const void* host, std::size_t bytes) override {
+    cuda_check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_), "an upload");
+    cuda_check(cudaStreamSynchronize(stream_), "an upload");  // `host` may change when this returns
+  }
+  void download(void* host, const void* device, std::size_t bytes) override {
+    cuda_check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_), "a download");
+    cuda_check(cudaStreamSynchronize(stream_), "a download");
+  }
+  void zero(void* device, std::size_t bytes) override { cuda_check(cudaMemsetAsync(device, 0, bytes, stream_), "cudaMemsetAsync"); }
+  void copy(void* to, const void* from, std::size_t bytes) override {
+    cuda_check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream_), "a device copy");
+  }
+
+  void cast(const float* in, float* out, std::uint16_t* packed, std::size_t n, bool bf16, RoundingMode mode, RecordSlots slots,
+            std::uint64_t seed, std::uint64_t first) override {
+    cuda::cast_and_record(in, out, n, bf16, mode, slots, stream_, seed, first, packed);
+  }
+  void record_histogram(const float* in, std::size_t n, unsigned long long* histogram) override {
+    cuda::record_histogram(in, n, histogram, stream_);
+  }
+
+  void product(const ProductCall& c) override {
+    const float one = 1.0f, zero = 0.0f;
+    const cudaDataType type = !c.sixteen ? CUDA_R_32F : c.bf16 ? CUDA_R_16BF : CUDA_R_16F;
+    const void* a = c.sixteen ? static_cast<const void*>(c.a.p16) : static_cast<const void*>(c.a.f32);
+    const void* b = c.sixteen ? static_cast<const void*>(c.b.p16) : static_cast<const void*>(c.b.f32);
+    if (a == nullptr || b == nullptr) throw std::logic_error("device product: an operand without the values it is to be read as");
+    cublas_check(cublasGemmStridedBatchedEx(cublas_, c.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, c.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, c.m, c.n,
+                                            c.k, &one, a, type, c.a.ld, static_cast<long long>(c.a.stride), b, type, c.b.ld,
+                                            static_cast<long long>(c.b.stride), c.accumulate ? &one : &zero, c.c, CUDA_R_32F, c.ldc,
+                                            static_cast<long long>(c.stride_c), c.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmStridedBatchedEx");
+  }
+
+  void embed(const int* tokens, const float* token_table, const float* position_table, int vocab, int context, int width, int columns,
+             float* x) override {
+    cuda::embed(tokens, token_table, position_table, vocab, context, width, columns, x, stream_);
+  }
+  void embed_backward(const int* tokens, const float* dx, int vocab, int context, int width, int columns, float* token_gradient,
+                      float* position_gradient) override {
+    cuda::embed_backward(tokens, dx, vocab, context, width, columns, token_gradient, position_gradient, stream_);
+  }
+  void layer_norm(const float* x, const float* gain, const float* bias, int features, int columns, float* y, float* xhat, float* rstd) override {
+    cuda::layer_norm(x, gain, bias, features, columns, y, xhat, rstd, stream_);
+  }
+  void layer_norm_backward(const float* dy, const float* gain, const float* xhat, const float* rstd, int features, int columns, float* dx,
+                           bool add) override {
+    cuda::layer_norm_backward(dy, gain, xhat, rstd, features, columns, dx, add, stream_);
+  }
+  void add_token_sums(const float* a, const float* b, int features, int columns, float* into) override {
+    cuda::add_token_sums(a, b, features, columns, into, stream_);
+  }
+  void add_bias(float* y, const float* bias, int features, int columns) override { cuda::add_bias_to_columns(y, bias, features, columns, stream_); }
+  void add_into(float* x, const float* y, std::size_t n) override { cuda::add_into(x, y, n, stream_); }
+  void activation_forward(const float* z, float* out, std::size_t n, Activation activation) override {
+    cuda::activation_forward(z, out, n, activation, stream_);
+  }
+  void activation_backward(const float* z, float* gradient, std::size_t n, Activation activation) override {
+    cuda::activation_backward(z, gradient, n, activation, stream_);
+  }
+  void pack_triangles(const float* full, int context, int triangles, float factor, float* packed) override {
+    cuda::pack_triangles(full, context, triangles, factor, packed, stream_);
+  }
+  void unpack_triangles(const float* packed, int context, int triangles, float factor, float* full, std::uint16_t* full16, bool bf16) override {
+    cuda::unpack_triangles(packed, context, triangles, factor, full, full16, bf16, stream_);
+  }
+  void causal_softmax(const float* scores, int context, int triangles, float* probabilities) override {
+    cuda::causal_softmax(scores, context, triangles, probabilities, stream_);
+  }
+  void softmax_backward(const float* probabilities, const float* dprobabilities, int context, int triangles, float* dscores) override {
+    cuda::softmax_backward(probabilities, dprobabilities, context, triangles, dscores, stream_);
+  }
+  void cross_entropy_columns(const float* logits, const int* targets, int classes, int columns, const LossScalerState* scaler, float loss_weight,
+                             float* gradient, float* losses) override {
+    cuda::cross_entropy_columns(logits, targets, classes, columns, scaler, loss_weight, gradient, losses, stream_);
+  }
+  void loss_sum(const float* losses, int n, double* sum) override { cuda::loss_sum(losses, n, sum, stream_); }
+
+  void find_non_finite(const float* values, std::size_t n, int* found) override { cuda::find_non_finite(values, n, found, stream_); }
+  void update_scaler(const LossScalerConfig& config, LossScalerState* state, const int* found, int* skip, float* step_scale) override {
+    cuda::update_scaler(config, state, found, skip, step_scale, stream_);
+  }
+  void sgd_update(float* w, const float* g, std::size_t n, float learning_rate, const float* step_scale, const int* skip) override {
+    cuda::sgd_update(w, g, n, learning_rate, step_scale, skip, stream_);
+  }
+  void sum_of_squares(const float* g, std::size_t n, const float* step_scale, double* partials) override {
+    cuda::sum_of_squares(g, n, step_scale, partials, stream_);
+  }
+  void prepare_optimizer_step(const OptimizerSettings& settings, const double* partials, int partial_count, const float* step_scale,
+                              const int* skip, long long* updates, OptimizerStep* step) override {
+    cuda::prepare_optimizer_step(settings, partials, partial_count, step_scale, skip, updates, step, stream_);
+  }
+  void optimizer_update(float* w, float* first, float* second, const float* g, std::size_t n, const OptimizerStep* step,
+                        const int* skip) override {
+    cuda::optimizer_update(w, first, second, g, n, step, skip, stream_);
+  }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceOps> make_cuda_device_ops() { return std::make_unique<CudaDeviceOps>(); }
+
+}  // namespace fpscope

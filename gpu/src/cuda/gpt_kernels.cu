@@ -1,0 +1,195 @@
+// The GPT's kernels (cuda_kernels.hpp): one thread per element, column, row or feature, each
+// running gpt_element.hpp's FPSCOPE_HD function -- the same function the host twin
+// (host_device_ops.cpp) runs in a loop, so the two agree bit for bit but for CUDA's expf and erff.
+// Simple parallel structure first (a thread per column sums that column in order); faster
+// reductions would change the summation order and so need their own twins.
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "fpscope/gpu/activation.hpp"
+#include "fpscope/gpu/cuda_kernels.hpp"
+#include "fpscope/gpu/gpt_element.hpp"
+#include "fpscope/gpu/softmax_cross_entropy.hpp"
+
+namespace fpscope::cuda {
+
+namespace {
+
+void check_launch(const char* what) {
+  const cudaError_t error = cudaGetLastError();
+  if (error != cudaSuccess) throw std::runtime_error(std::string("CUDA error launching ") + what + ": " + cudaGetErrorString(error));
+}
+
+constexpr int threads = 256;
+int blocks_for(std::size_t n) {
+  const std::size_t wanted = (n + threads - 1) / threads;
+  return static_cast<int>(wanted < 65535 ? (wanted == 0 ? 1 : wanted) : 65535);
+}
+__device__ std::size_t first_index() { return blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; }
+__device__ std::size_t index_stride() { return static_cast<std::size_t>(gridDim.x) * blockDim.x; }
+
+__global__ void embed_kernel(const int* tokens, const float* token_table, const float* position_table, int vocab, int context, int width,
+                             std::size_t n, float* x) {
+  for (std::size_t i = first_index(); i < n; i += index_stride()) {
+    const std::size_t column = i / static_cast<std::size_t>(width), d = i % static_cast<std::size_t>(width);
+    x[i] = token_table[d * static_cast<std::size_t>(vocab) + static_cast<std::size_t>(tokens[column])] +
+           position_table[d * static_cast<std::size_t>(context) + column % static_cast<std::size_t>(context)];
+  }
+}
+// A thread per feature, the tokens in order: each sum's order is the CPU's.
+__global__ void embed_backward_kernel(const int* tokens, const float* dx, int vocab, int context, int width, int columns, float* token_gradient,
+                                      float* position_gradient) {
+  for (std::size_t d = first_index(); d < static_cast<std::size_t>(width); d += index_stride())
+    for (int n = 0; n < columns; ++n) {
+      const float g = dx[static_cast<std::size_t>(n) * static_cast<std::size_t>(width) + d];
+      token_gradient[d * static_cast<std::size_t>(vocab) + static_cast<std::size_t>(tokens[n])] += g;
+      position_gradient[d * static_cast<std::size_t>(context) + static_cast<std::size_t>(n % context)] += g;
+    }
+}
+__global__ void layer_norm_kernel(const float* x, const float* gain, const float* bias, int features, int columns, float* y, float* xhat,
+                                  float* rstd) {
+  for (std::size_t n = first_index(); n < static_cast<std::size_t>(columns); n += index_stride()) {
+    const std::size_t at = n * static_cast<std::size_t>(features);
+    rstd[n] = layer_norm_column(x + at, gain, bias, features, y + at, xhat + at);
+  }
+}
+__global__ void layer_norm_backward_kernel(const float* dy, const float* gain, const float* xhat, const float* rstd, int features, int columns,
+                                           float* dx, bool add) {
+  for (std::size_t n = first_index(); n < static_cast<std::size_t>(columns); n += index_stride()) {
+    const std::size_t at = n * static_cast<std::size_t>(features);
+    layer_norm_backward_column(dy + at, gain, xhat + at, rstd[n], features, dx + at, add);
+  }
+}
+__global__ void add_token_sums_kernel(const float* a, const float* b, int features, int columns, float* into) {
+  for (std::size_t f = first_index(); f < static_cast<std::size_t>(features); f += index_stride())
+    add_token_sum(a, b, features, static_cast<std::size_t>(columns), static_cast<int>(f), into + f);
+}
+__global__ void add_bias_to_columns_kernel(float* y, const float* bias, int features, std::size_t n) {
+  for (std::size_t i = first_index(); i < n; i += index_stride()) y[i] += bias[i % static_cast<std::size_t>(features)];
+}
+__global__ void add_into_kernel(float* x, const float* y, std::size_t n) {
+  for (std::size_t i = first_index(); i < n; i += index_stride()) x[i] += y[i];
+}
+// A thread per query row of each triangle.
+__global__ void pack_triangles_kernel(const float* full, int context, std::size_t rows, float factor, float* packed) {
+  const std::size_t T = static_cast<std::size_t>(context), P = triangle_start(context);
+  for (std::size_t r = first_index(); r < rows; r += index_stride()) {
+    const std::size_t t = r / T;
+    const int j = static_cast<int>(r % T);
+    const float* in = full + t * T * T + static_cast<std::size_t>(j) * T;
+    float* out = packed + t * P + triangle_start(j);
+    for (int i = 0; i <= j; ++i) out[i] = in[i] * factor;
+  }
+}
+__global__ void unpack_triangles_kernel(const float* packed, int context, std::size_t n, float factor, float* full, std::uint16_t* full16, bool bf16) {
+  const std::size_t T = static_cast<std::size_t>(context), P = triangle_start(context);
+  for (std::size_t at = first_index(); at < n; at += index_stride()) {
+    const std::size_t t = at / (T * T), j = (at / T) % T, i = at % T;
+    const float v = i <= j ? packed[t * P + triangle_start(static_cast<int>(j)) + i] * factor : 0.0f;
+    if (full != nullptr) full[at] = v;
+    if (full16 != nullptr) full16[at] = sixteen_bit_pattern(v, bf16);
+  }
+}
+__global__ void causal_softmax_kernel(const float* scores, int context, std::size_t rows, float* probabilities) {
+  const std::size_t T = static_cast<std::size_t>(context), P = triangle_start(context);
+  for (std::size_t r = first_index(); r < rows; r += index_stride()) {
+    const int j = static_cast<int>(r % T);
+    const std::size_t at = (r / T) * P + triangle_start(j);
+    causal_softmax_row(scores + at, j + 1, probabilities + at);
+  }
+}
+__global__ void softmax_backward_kernel(const float* probabilities, const float* dprobabilities, int context, std::size_t rows, float* dscores) {
+  const std::size_t T = static_cast<std::size_t>(context), P = triangle_start(context);
+  for (std::size_t r = first_index(); r < rows; r += index_stride()) {
+    const int j = static_cast<int>(r % T);
+    const std::size_t at = (r / T) * P + triangle_start(j);
+    softmax_gradient_row(probabilities + at, dprobabilities + at, j + 1, dscores + at);
+  }
+}
+__global__ void cross_entropy_columns_kernel(const float* logits, const int* targets, int classes, int columns, const LossScalerState* scaler,
+                                             float loss_weight, float* gradient, float* losses) {
+  const float factor = static_cast<float>(scaler->scale) * loss_weight / static_cast<float>(columns);
+  for (std::size_t n = first_index(); n < static_cast<std::size_t>(columns); n += index_stride()) {
+    const std::size_t at = n * static_cast<std::size_t>(classes);
+    losses[n] = softmax_cross_entropy_row(logits + at, classes, 1, targets[n], factor, gradient + at);
+  }
+}
+__global__ void loss_sum_kernel(const float* losses, int n, double* sum) {
+  double s = 0;
+  for (int i = 0; i < n; ++i) s += losses[i];
+  *sum = s;
+}
+
+cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
+
+}  // namespace
+
+void embed(const int* tokens, const float* token_table, const float* position_table, int vocab, int context, int width, int columns, float* x,
+           void* stream) {
+  const std::size_t n = static_cast<std::size_t>(width) * static_cast<std::size_t>(columns);
+  embed_kernel<<<blocks_for(n), threads, 0, as_stream(stream)>>>(tokens, token_table, position_table, vocab, context, width, n, x);
+  check_launch("embed");
+}
+void embed_backward(const int* tokens, const float* dx, int vocab, int context, int width, int columns, float* token_gradient,
+                    float* position_gradient, void* stream) {
+  embed_backward_kernel<<<blocks_for(static_cast<std::size_t>(width)), threads, 0, as_stream(stream)>>>(tokens, dx, vocab, context, width, columns,
+                                                                                                      token_gradient, position_gradient);
+  check_launch("embed_backward");
+}
+void layer_norm(const float* x, const float* gain, const float* bias, int features, int columns, float* y, float* xhat, float* rstd, void* stream) {
+  layer_norm_kernel<<<blocks_for(static_cast<std::size_t>(columns)), threads, 0, as_stream(stream)>>>(x, gain, bias, features, columns, y, xhat, rstd);
+  check_launch("layer_norm");
+}
+void layer_norm_backward(const float* dy, const float* gain, const float* xhat, const float* rstd, int features, int columns, float* dx, bool add,
+                         void* stream) {
+  layer_norm_backward_kernel<<<blocks_for(static_cast<std::size_t>(columns)), threads, 0, as_stream(stream)>>>(dy, gain, xhat, rstd, features, columns,
+                                                                                                             dx, add);
+  check_launch("layer_norm_backward");
+}
+void add_token_sums(const float* a, const float* b, int features, int columns, float* into, void* stream) {
+  add_token_sums_kernel<<<blocks_for(static_cast<std::size_t>(features)), threads, 0, as_stream(stream)>>>(a, b, features, columns, into);
+  check_launch("add_token_sums");
+}
+void add_bias_to_columns(float* y, const float* bias, int features, int columns, void* stream) {
+  const std::size_t n = static_cast<std::size_t>(features) * static_cast<std::size_t>(columns);
+  add_bias_to_columns_kernel<<<blocks_for(n), threads, 0, as_stream(stream)>>>(y, bias, features, n);
+  check_launch("add_bias_to_columns");
+}
+void add_into(float* x, const float* y, std::size_t n, void* stream) {
+  add_into_kernel<<<blocks_for(n), threads, 0, as_stream(stream)>>>(x, y, n);
+  check_launch("add_into");
+}
+void pack_triangles(const float* full, int context, int triangles, float factor, float* packed, void* stream) {
+  const std::size_t rows = static_cast<std::size_t>(triangles) * static_cast<std::size_t>(context);
+  pack_triangles_kernel<<<blocks_for(rows), threads, 0, as_stream(stream)>>>(full, context, rows, factor, packed);
+  check_launch("pack_triangles");
+}
+void unpack_triangles(const float* packed, int context, int triangles, float factor, float* full, std::uint16_t* full16, bool bf16, void* stream) {
+  const std::size_t n = static_cast<std::size_t>(triangles) * static_cast<std::size_t>(context) * static_cast<std::size_t>(context);
+  unpack_triangles_kernel<<<blocks_for(n), threads, 0, as_stream(stream)>>>(packed, context, n, factor, full, full16, bf16);
+  check_launch("unpack_triangles");
+}
+void causal_softmax(const float* scores, int context, int triangles, float* probabilities, void* stream) {
+  const std::size_t rows = static_cast<std::size_t>(triangles) * static_cast<std::size_t>(context);
+  causal_softmax_kernel<<<blocks_for(rows), threads, 0, as_stream(stream)>>>(scores, context, rows, probabilities);
+  check_launch("causal_softmax");
+}
+void softmax_backward(const float* probabilities, const float* dprobabilities, int context, int triangles, float* dscores, void* stream) {
+  const std::size_t rows = static_cast<std::size_t>(triangles) * static_cast<std::size_t>(context);
+  softmax_backward_kernel<<<blocks_for(rows), threads, 0, as_stream(stream)>>>(probabilities, dprobabilities, context, rows, dscores);
+  check_launch("softmax_backward");
+}
+void cross_entropy_columns(const float* logits, const int* targets, int classes, int columns, const LossScalerState* scaler, float loss_weight,
+                           float* gradient, float* losses, void* stream) {
+  cross_entropy_columns_kernel<<<blocks_for(static_cast<std::size_t>(columns)), threads, 0, as_stream(stream)>>>(logits, targets, classes, columns,
+                                                                                                               scaler, loss_weight, gradient, losses);
+  check_launch("cross_entropy_columns");
+}
+void loss_sum(const float* losses, int n, double* sum, void* stream) {
+  loss_sum_kernel<<<1, 1, 0, as_stream(stream)>>>(losses, n, sum);
+  check_launch("loss_sum");
+}
+
+}  // namespace fpscope::cuda
