@@ -249,7 +249,7 @@ void draw_training(App& app) {
   if (ImGui::InputText("model", &f.model)) follow_model_kind(f, was_gpt);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("An MLP's layer sizes, input to classes (32-64-64-10), or a GPT: gpt:layers=2,width=64,heads=4,context=32\n"
-                      "(a GPT trains on the CPU backend; the batch, learning rate, loss weight and optimizer still at\n"
+                      "(backend auto trains a GPT on the CPU, cuda on the GPU; the batch, learning rate, loss weight and optimizer still at\n"
                       "an MLP's defaults take a GPT's: 16 sequences, AdamW at 1e-3, the loss unweighted).");
   ImGui::BeginDisabled(names_gpt(f.model));  // a GPT's blocks use GELU
   choice_combo("activation", f.activation, all_activations, activation_name);
