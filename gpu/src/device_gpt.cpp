@@ -12,42 +12,14 @@
 #include <unordered_map>
 #include <utility>
 
-#include "fpscope/core/exponent_histogram.hpp"
+#include "device_step.hpp"
 #include "fpscope/gpu/gpt_element.hpp"
-#include "fpscope/gpu/recording.hpp"
 
 namespace fpscope {
 
+using device_step::Buffer;
+
 namespace {
-
-// Device memory that gives itself back.
-template <typename T>
-class Buffer {
- public:
-  Buffer() = default;
-  Buffer(DeviceOps& ops, std::size_t n) : ops_(&ops), size_(n), data_(n == 0 ? nullptr : static_cast<T*>(ops.allocate(n * sizeof(T)))) {}
-  Buffer(Buffer&& other) noexcept { swap(other); }
-  Buffer& operator=(Buffer&& other) noexcept {
-    swap(other);
-    return *this;
-  }
-  ~Buffer() {
-    if (data_ != nullptr) ops_->release(data_);
-  }
-  T* data() const { return data_; }
-  std::size_t size() const { return size_; }
-  std::size_t bytes() const { return size_ * sizeof(T); }
-
- private:
-  void swap(Buffer& other) noexcept {
-    std::swap(ops_, other.ops_);
-    std::swap(size_, other.size_);
-    std::swap(data_, other.data_);
-  }
-  DeviceOps* ops_ = nullptr;
-  std::size_t size_ = 0;
-  T* data_ = nullptr;
-};
 
 // Where gpt_pass.hpp's Index puts each block's parameters (a linear layer's bias right after its weight).
 struct Index {
@@ -70,19 +42,18 @@ std::string full_name(int block, const char* name) {
   return full;
 }
 
-constexpr std::size_t record_stride = bin_slot_count + 3;  // histogram slots, then 3 outcome counts
+using device_step::record_stride;
 constexpr std::size_t scalar_words = 3;                    // the loss (float64), the step's scale (float32), skip (int)
 
 }  // namespace
 
 struct DeviceGptTrainer::Memory {
   // Per parameter, gpt_parameters' order: master weights, the step's low-precision copies (and their
-  // 16-bit patterns, low precision only), gradients, the optimizer's buffers (empty where it keeps none).
-  std::vector<Buffer<float>> master, copy, gradient, first, second;
+  // 16-bit patterns, low precision only), gradients; the optimizer's state.
+  std::vector<Buffer<float>> master, copy, gradient;
   std::vector<Buffer<std::uint16_t>> copy16;
-  Buffer<double> partials;
-  Buffer<long long> updates;
-  Buffer<OptimizerStep> optimizer_step;
+  std::vector<std::size_t> sizes;
+  device_step::Optimizer optimizer;
   Buffer<int> found_non_finite;
   Buffer<LossScalerState> scaler;
   Buffer<unsigned long long> readback;  // scalar_words, then record_stride per recorded tensor
@@ -138,19 +109,15 @@ DeviceGptTrainer::DeviceGptTrainer(const GptShape& shape, const MlpConfig& confi
   Memory& m = *memory_;
   DeviceOps& device = *ops_;
   const bool low = config.precision != Precision::fp32;
-  const bool first_buffers = config.optimizer.kind != OptimizerKind::sgd, second_buffers = config.optimizer.kind == OptimizerKind::adamw;
   for (const GptParameter& p : layout_) {
     const std::size_t n = static_cast<std::size_t>(p.rows) * static_cast<std::size_t>(p.cols);
     m.master.emplace_back(device, n);
     m.copy.emplace_back(device, n);
     m.copy16.emplace_back(device, low ? n : 0);
     m.gradient.emplace_back(device, n);
-    m.first.emplace_back(device, first_buffers ? n : 0);
-    m.second.emplace_back(device, second_buffers ? n : 0);
+    m.sizes.push_back(n);
   }
-  m.partials = Buffer<double>(device, layout_.size() * sum_of_squares_partials);
-  m.updates = Buffer<long long>(device, 1);
-  m.optimizer_step = Buffer<OptimizerStep>(device, 1);
+  m.optimizer = device_step::Optimizer(device, config.optimizer, m.sizes);
   m.found_non_finite = Buffer<int>(device, 1);
   m.scaler = Buffer<LossScalerState>(device, 1);
   // The records, in the order GptTrainer's snapshot lists them.
@@ -186,19 +153,10 @@ void DeviceGptTrainer::inject(const FaultInjection& fault) {
   faults_.push_back(fault);
 }
 
-LossScalerState DeviceGptTrainer::scaler_state() const {
-  LossScalerState s;
-  ops_->download(&s, memory_->scaler.data(), sizeof s);
-  return s;
-}
+LossScalerState DeviceGptTrainer::scaler_state() const { return device_step::scaler_state(*ops_, memory_->scaler.data()); }
 
 void DeviceGptTrainer::reconfigure_scaler(const LossScalerConfig& config) {
-  // As LossScaler::reconfigure: the new rule from its initial scale, the skipped count kept.
-  LossScaler scaler(config_.scaler);
-  scaler.restore(scaler_state());
-  scaler.reconfigure(config);
-  config_.scaler = config;
-  ops_->upload(memory_->scaler.data(), &scaler.state(), sizeof(LossScalerState));
+  device_step::reconfigure_scaler(*ops_, memory_->scaler.data(), config_.scaler, config);
 }
 
 TrainerState DeviceGptTrainer::state() const {
@@ -213,21 +171,7 @@ TrainerState DeviceGptTrainer::state() const {
   s.biases.assign(layout_.size(), Eigen::VectorXf());  // every parameter is in `weights`, as GptTrainer's
   s.scaler = scaler_state();
   s.stochastic_counter = stochastic_counter_;
-  // The optimizer's buffers as the CPU keeps them: none until the first update.
-  long long updates = 0;
-  ops_->download(&updates, m.updates.data(), sizeof updates);
-  s.optimizer.updates = updates;
-  if (updates > 0) {
-    const auto copy_back = [&](const std::vector<Buffer<float>>& buffers, std::vector<std::vector<float>>& into) {
-      if (buffers.empty() || buffers.front().size() == 0) return;
-      for (const Buffer<float>& buffer : buffers) {
-        into.emplace_back(buffer.size());
-        ops_->download(into.back().data(), buffer.data(), buffer.bytes());
-      }
-    };
-    copy_back(m.first, s.optimizer.first);
-    copy_back(m.second, s.optimizer.second);
-  }
+  s.optimizer = m.optimizer.state(*ops_);
   return s;
 }
 
@@ -235,18 +179,7 @@ void DeviceGptTrainer::restore(const TrainerState& state) {
   check_gpt_state(shape_, state, 0);
   Memory& m = *memory_;
   for (std::size_t p = 0; p < layout_.size(); ++p) ops_->upload(m.master[p].data(), state.weights[p].data(), m.master[p].bytes());
-  // Buffers the state holds are copied in; those it does not hold yet (no update so far) start at zero.
-  const auto copy_in = [&](std::vector<Buffer<float>>& buffers, const std::vector<std::vector<float>>& from) {
-    for (std::size_t p = 0; p < buffers.size(); ++p) {
-      if (buffers[p].size() == 0) continue;
-      if (p < from.size() && !from[p].empty()) ops_->upload(buffers[p].data(), from[p].data(), buffers[p].bytes());
-      else ops_->zero(buffers[p].data(), buffers[p].bytes());
-    }
-  };
-  copy_in(m.first, state.optimizer.first);
-  copy_in(m.second, state.optimizer.second);
-  const long long updates = state.optimizer.updates;
-  ops_->upload(m.updates.data(), &updates, sizeof updates);
+  m.optimizer.restore(*ops_, state.optimizer);
   ops_->upload(m.scaler.data(), &state.scaler, sizeof(LossScalerState));
   steps_ = state.steps;
   stochastic_counter_ = state.stochastic_counter;
@@ -270,8 +203,7 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
   // Where tensor `name` of `kind` records on a recorded step (nowhere otherwise).
   const auto slots = [&](TensorKind kind, const std::string& name) {
     if (!record) return RecordSlots{};
-    unsigned long long* base = records + m.record_of[static_cast<int>(kind)].at(name) * record_stride;
-    return RecordSlots{base, base + bin_slot_count};
+    return device_step::record_slots(records + m.record_of[static_cast<int>(kind)].at(name) * record_stride);
   };
   const auto activation = [&](int block, const char* name) { return slots(TensorKind::activation, full_name(block, name)); };
   const auto gradient = [&](int block, const char* name) { return slots(TensorKind::activation_gradient, full_name(block, name)); };
@@ -302,7 +234,7 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
   // y (out x N) = W x + b.
   const auto linear = [&](int p, ProductOperand x, int in, int out, float* y) {
     product(false, false, out, N, in, weight(p), x, y, out);
-    ops.add_bias(y, m.copy[static_cast<std::size_t>(p) + 1].data(), out, N);
+    ops.add_row_bias(y, m.copy[static_cast<std::size_t>(p) + 1].data(), out, N);
   };
   // Its backward from dy (out x N): the bias's and W's gradients, and x's (in x N) into dx.
   const auto linear_backward = [&](int p, ProductOperand x, int in, int out, ProductOperand dy, float* dx) {
@@ -463,23 +395,10 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
   float* step_scale = reinterpret_cast<float*>(m.readback.data() + 1);
   int* skip = reinterpret_cast<int*>(m.readback.data() + 2);
   ops.update_scaler(config_.scaler, m.scaler.data(), m.found_non_finite.data(), skip, step_scale);
-  const OptimizerConfig& optimizer = config_.optimizer;
-  if (!optimizer.plain_sgd()) {
-    const bool clip = optimizer.clip_grad_norm > 0;
-    if (clip)
-      for (std::size_t p = 0; p < layout_.size(); ++p)
-        ops.sum_of_squares(m.gradient[p].data(), m.gradient[p].size(), step_scale, m.partials.data() + p * sum_of_squares_partials);
-    const OptimizerSettings settings{optimizer.kind,  config_.learning_rate, optimizer.momentum,     optimizer.beta1,
-                                     optimizer.beta2, optimizer.epsilon,     optimizer.weight_decay, optimizer.clip_grad_norm};
-    ops.prepare_optimizer_step(settings, m.partials.data(), clip ? static_cast<int>(m.partials.size()) : 0, step_scale, skip, m.updates.data(),
-                               m.optimizer_step.data());
-  }
-  for (std::size_t p = 0; p < layout_.size(); ++p) {
-    if (optimizer.plain_sgd()) ops.sgd_update(m.master[p].data(), m.gradient[p].data(), m.master[p].size(), config_.learning_rate, step_scale, skip);
-    else
-      ops.optimizer_update(m.master[p].data(), m.first[p].size() == 0 ? nullptr : m.first[p].data(), m.second[p].size() == 0 ? nullptr : m.second[p].data(),
-                           m.gradient[p].data(), m.master[p].size(), m.optimizer_step.data(), skip);
-  }
+  std::vector<float*> parameters;
+  std::vector<const float*> gradients;
+  for (std::size_t p = 0; p < layout_.size(); ++p) parameters.push_back(m.master[p].data()), gradients.push_back(m.gradient[p].data());
+  m.optimizer.update(ops, config_.learning_rate, parameters, gradients, m.sizes, step_scale, skip);
   // fp16-pure rounds the updated weights again, as GptTrainer does after an update only: the
   // host learns whether this step was skipped before it queues the casts (and takes their words).
   if (config_.precision == Precision::fp16_pure) {
@@ -506,14 +425,9 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     result.skipped = skipped != 0;
     if (record) {
       Snapshot snapshot;
-      for (std::size_t r = 0; r < m.records.size(); ++r) {
-        const unsigned long long* counters = m.host_readback.data() + scalar_words + r * record_stride;
-        TensorRecord t = new_record(m.records[r].first, m.records[r].second);
-        for (int b = 0; b < binade_count; ++b) t.histogram.set_count(b + min_binade, counters[b]);
-        t.histogram.set_specials(counters[bin_zero], counters[bin_infinity], counters[bin_nan]);
-        if (low) t.cast = CastCounts{counters[bin_slot_count], counters[bin_slot_count + 1], counters[bin_slot_count + 2]};
-        snapshot.tensors.push_back(std::move(t));
-      }
+      for (std::size_t r = 0; r < m.records.size(); ++r)
+        snapshot.tensors.push_back(
+            device_step::counted_record(m.records[r].first, m.records[r].second, m.host_readback.data() + scalar_words + r * record_stride, low));
       complete_snapshot(snapshot, steps_, result.loss, result.loss_scale, result.skipped);
       result.snapshot = std::move(snapshot);
     }

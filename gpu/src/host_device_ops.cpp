@@ -136,7 +136,7 @@ class HostDeviceOps final : public DeviceOps {
   void add_token_sums(const float* a, const float* b, int features, int columns, float* into) override {
     for (int f = 0; f < features; ++f) add_token_sum(a, b, features, static_cast<std::size_t>(columns), f, into + f);
   }
-  void add_bias(float* y, const float* bias, int features, int columns) override {
+  void add_row_bias(float* y, const float* bias, int features, int columns) override {
     for (int n = 0; n < columns; ++n)
       for (int f = 0; f < features; ++f) y[static_cast<std::size_t>(n) * features + f] += bias[f];
   }
@@ -194,6 +194,39 @@ class HostDeviceOps final : public DeviceOps {
     double s = 0;
     for (int i = 0; i < n; ++i) s += losses[i];
     *sum = s;
+  }
+
+  void add_column_bias(float* z, const float* bias, int rows, int cols) override {
+    const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+    for (std::size_t i = 0; i < n; ++i) z[i] += bias[i / static_cast<std::size_t>(rows)];
+  }
+  void column_sums(const float* m, int rows, int cols, float* out) override {
+    for (int c = 0; c < cols; ++c) {
+      const float* column = m + static_cast<std::size_t>(c) * static_cast<std::size_t>(rows);
+      float lanes[32];
+      for (int lane = 0; lane < 32; ++lane) {
+        float sum = 0;
+        for (int r = lane; r < rows; r += 32) sum += column[r];
+        lanes[lane] = sum;
+      }
+      // __shfl_down_sync: lane l adds lane l + offset's value, or its own where that lane is past the warp.
+      for (int offset = 16; offset > 0; offset /= 2) {
+        float next[32];
+        for (int lane = 0; lane < 32; ++lane) next[lane] = lanes[lane] + (lane + offset < 32 ? lanes[lane + offset] : lanes[lane]);
+        std::copy(next, next + 32, lanes);
+      }
+      out[c] = lanes[0];
+    }
+  }
+  void cross_entropy_rows(const float* logits, const int* labels, int rows, int cols, const LossScalerState* scaler, float loss_weight,
+                          float* gradient, float* row_loss) override {
+    const float factor = static_cast<float>(scaler->scale) * loss_weight / static_cast<float>(rows);
+    for (int r = 0; r < rows; ++r) row_loss[r] = softmax_cross_entropy_row(logits + r, cols, rows, labels[r], factor, gradient + r);
+  }
+  void ordered_sum(const float* values, int n, float* out) override {
+    double sum = 0;
+    for (int i = 0; i < n; ++i) sum += values[i];
+    *out = static_cast<float>(sum);
   }
 
   void find_non_finite(const float* values, std::size_t n, int* found) override {

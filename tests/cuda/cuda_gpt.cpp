@@ -177,11 +177,11 @@ void check_operations(DeviceOps& gpu, DeviceOps& twin) {
     gpu.add_token_sums(dx.g, nullptr, D, N, sums.g);
     twin.add_token_sums(dx.t, nullptr, D, N, sums.t);
     verdict(sums.same_bits(), "add_token_sums exact (runs of 64 tokens, the CPU's order)");
-    gpu.add_bias(y.g, bias.g, D, N);
-    twin.add_bias(y.t, bias.t, D, N);
+    gpu.add_row_bias(y.g, bias.g, D, N);
+    twin.add_row_bias(y.t, bias.t, D, N);
     gpu.add_into(y.g, dx.g, ND);
     twin.add_into(y.t, dx.t, ND);
-    verdict(y.same_bits(), "add_bias and add_into exact");
+    verdict(y.same_bits(), "add_row_bias and add_into exact");
   }
   for (const Activation a : {Activation::gelu}) {
     Pair<float> out(gpu, twin, ND), g(gpu, twin, normal(ND, 21));

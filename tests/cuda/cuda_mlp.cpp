@@ -23,12 +23,30 @@
 #include <string>
 
 #include "fpscope/core/names.hpp"
+#ifdef FPSCOPE_DEVICE_TEST_ON_HOST_TWIN
+#include "fpscope/gpu/device_mlp.hpp"
+#include "fpscope/gpu/host_device_ops.hpp"
+#else
 #include "fpscope/gpu/cuda_mlp.hpp"
+#endif
 #include "fpscope/gpu/training_data.hpp"
 
 using namespace fpscope;
 
 namespace {
+
+// The device trainer under test: the CUDA backend's, or -- built as device_mlp_on_host_twin, in
+// every CI run -- the same device step on the host twin of its kernels (host_device_ops.hpp), so
+// that this whole test, not only its kernels, runs where no GPU is.
+#ifdef FPSCOPE_DEVICE_TEST_ON_HOST_TWIN
+struct DeviceTrainer final : DeviceMlpTrainer {
+  explicit DeviceTrainer(const MlpConfig& config) : DeviceMlpTrainer(config, make_host_device_ops()) {}
+};
+bool device_answers() { return true; }
+#else
+using DeviceTrainer = CudaMlpTrainer;
+bool device_answers() { return cuda_device_available(); }
+#endif
 
 int failures = 0;
 void verdict(bool ok, const std::string& what, double value = 0) {
@@ -140,7 +158,7 @@ const Planned plan[] = {{64, true, true},   {64, true, true},   {64, false, fals
 }  // namespace
 
 int main() {
-  if (!cuda_device_available()) {
+  if (!device_answers()) {
     std::printf("no CUDA device: skipping the device run (this binary compiled and linked)\n");
     return 77;
   }
@@ -151,7 +169,7 @@ int main() {
       const MlpConfig config = small_config(precision, activation, RoundingMode::nearest_even);
       const std::string label = precision_name(precision) + " " + activation_name(activation);
       MlpTrainer cpu(config);
-      CudaMlpTrainer gpu(config);
+      DeviceTrainer gpu(config);
       verdict(same_bits(cpu.state(), gpu.state()), label + ": the device starts from the CPU's weights, bit for bit");
       TrainingData data("synthetic", config.layer_sizes, 1);
       Eigen::MatrixXf x;
@@ -200,7 +218,7 @@ int main() {
       const MlpConfig config = small_config(precision, Activation::gelu, mode);
       const std::string label = precision_name(precision) + " " + rounding_mode_name(mode);
       MlpTrainer cpu(config);
-      CudaMlpTrainer gpu(config);
+      DeviceTrainer gpu(config);
       TrainingData data("synthetic", config.layer_sizes, 2);
       Eigen::MatrixXf x;
       std::vector<int> y;
@@ -224,7 +242,7 @@ int main() {
       data.next_batch(32, x, y);
       cpu.step(x, y, false);
     }
-    CudaMlpTrainer gpu(config);
+    DeviceTrainer gpu(config);
     gpu.restore(cpu.state());
     verdict(same_bits(cpu.state(), gpu.state()), "resume: a CPU checkpoint restored on the device reads back bit for bit");
     Agreement agreement;
@@ -240,7 +258,7 @@ int main() {
     MlpConfig config = small_config(Precision::fp16, Activation::tanh, RoundingMode::stochastic);
     auto run = [&](std::uint64_t seed, int steps, const MlpTrainer::State* resume_from) {
       config.seed = seed;
-      CudaMlpTrainer gpu(config);
+      DeviceTrainer gpu(config);
       if (resume_from != nullptr) gpu.restore(*resume_from);
       TrainingData data("synthetic", config.layer_sizes, 1);
       Eigen::MatrixXf x;
@@ -264,7 +282,7 @@ int main() {
   {
     const MlpConfig config = small_config(Precision::fp16_pure, Activation::relu, RoundingMode::stochastic);
     MlpTrainer cpu(config);
-    CudaMlpTrainer gpu(config);
+    DeviceTrainer gpu(config);
     TrainingData data("synthetic", config.layer_sizes, 1);
     Eigen::MatrixXf x;
     std::vector<int> y;
@@ -304,7 +322,7 @@ int main() {
       if (optimizer.kind == OptimizerKind::adamw) config.learning_rate = 1e-3f;
       const std::string label = precision_name(precision) + " " + name;
       MlpTrainer cpu(config);
-      CudaMlpTrainer gpu(config);
+      DeviceTrainer gpu(config);
       TrainingData data("synthetic", config.layer_sizes, 4);
       Eigen::MatrixXf x;
       std::vector<int> y;
@@ -326,7 +344,7 @@ int main() {
                   cpu_state.optimizer.second.size() == gpu_state.optimizer.second.size(),
               label + ": the same update count and buffers on both", static_cast<double>(gpu_state.optimizer.updates));
       // Resume: the CPU's state (optimizer buffers included) on a fresh device trainer, two more steps each.
-      CudaMlpTrainer resumed(config);
+      DeviceTrainer resumed(config);
       resumed.restore(cpu_state);
       const MlpTrainer::State read_back = resumed.state();
       verdict(same_bits(cpu_state, read_back) && read_back.optimizer == cpu_state.optimizer,

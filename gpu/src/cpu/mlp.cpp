@@ -402,22 +402,26 @@ MlpTrainer::State MlpTrainer::state() const {
   return {steps_, weights_, biases_, scaler_.state(), ctx_.stochastic_counter, optimizer_, fp8_};
 }
 
-void MlpTrainer::restore(const State& state) {
-  bool fits = state.weights.size() == weights_.size() && state.biases.size() == biases_.size();
-  for (std::size_t l = 0; fits && l < weights_.size(); ++l)
-    fits = state.weights[l].rows() == weights_[l].rows() && state.weights[l].cols() == weights_[l].cols() &&
-           state.biases[l].size() == biases_[l].size();
+void check_mlp_state(const std::vector<int>& layer_sizes, const TrainerState& state, std::size_t fp8_slots) {
+  const std::size_t layers = layer_sizes.size() - 1;
+  bool fits = state.weights.size() == layers && state.biases.size() == layers;
+  for (std::size_t l = 0; fits && l < layers; ++l)
+    fits = state.weights[l].rows() == layer_sizes[l + 1] && state.weights[l].cols() == layer_sizes[l] && state.biases[l].size() == layer_sizes[l + 1];
   if (!fits || state.steps < 0) throw std::invalid_argument("the saved training state is not of this model's shape");
   std::vector<std::size_t> sizes;  // the optimizer's order: weight 2l, bias 2l + 1
-  for (std::size_t l = 0; l < weights_.size(); ++l) {
-    sizes.push_back(static_cast<std::size_t>(weights_[l].size()));
-    sizes.push_back(static_cast<std::size_t>(biases_[l].size()));
+  for (std::size_t l = 0; l < layers; ++l) {
+    sizes.push_back(static_cast<std::size_t>(layer_sizes[l + 1]) * static_cast<std::size_t>(layer_sizes[l]));
+    sizes.push_back(static_cast<std::size_t>(layer_sizes[l + 1]));
   }
   if (!optimizer_state_fits(state.optimizer, sizes))
     throw std::invalid_argument("the saved optimizer state is not of this model's shape");
-  if (state.fp8.size() != fp8_.size())
+  if (state.fp8.size() != fp8_slots)
     throw std::invalid_argument("the saved FP8 scales are not this run's (" + std::to_string(state.fp8.size()) + " tensors, not " +
-                                std::to_string(fp8_.size()) + ": another recipe?)");
+                                std::to_string(fp8_slots) + ": another recipe?)");
+}
+
+void MlpTrainer::restore(const State& state) {
+  check_mlp_state(config_.layer_sizes, state, fp8_.size());
   steps_ = state.steps;
   weights_ = state.weights;
   biases_ = state.biases;

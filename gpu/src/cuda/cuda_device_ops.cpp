@@ -5,6 +5,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -32,6 +33,7 @@ class CudaDeviceOps final : public DeviceOps {
     cublas_check(cublasSetStream(cublas_, stream_), "cublasSetStream");
   }
   ~CudaDeviceOps() override {
+    if (pinned_ != nullptr) cudaFreeHost(pinned_);
     if (cublas_ != nullptr) cublasDestroy(cublas_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
@@ -53,9 +55,18 @@ class CudaDeviceOps final : public DeviceOps {
     cuda_check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_), "an upload");
     cuda_check(cudaStreamSynchronize(stream_), "an upload");  // `host` may change when this returns
   }
+  // Through pinned memory (one DMA, then a host copy): a step's read-back waits on nothing else.
   void download(void* host, const void* device, std::size_t bytes) override {
-    cuda_check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_), "a download");
+    if (bytes > pinned_bytes_) {
+      if (pinned_ != nullptr) cudaFreeHost(pinned_);
+      pinned_ = nullptr;
+      pinned_bytes_ = 0;
+      cuda_check(cudaMallocHost(&pinned_, bytes), "cudaMallocHost");
+      pinned_bytes_ = bytes;
+    }
+    cuda_check(cudaMemcpyAsync(pinned_, device, bytes, cudaMemcpyDeviceToHost, stream_), "a download");
     cuda_check(cudaStreamSynchronize(stream_), "a download");
+    std::memcpy(host, pinned_, bytes);
   }
   void zero(void* device, std::size_t bytes) override { cuda_check(cudaMemsetAsync(device, 0, bytes, stream_), "cudaMemsetAsync"); }
   void copy(void* to, const void* from, std::size_t bytes) override {
@@ -101,7 +112,7 @@ class CudaDeviceOps final : public DeviceOps {
   void add_token_sums(const float* a, const float* b, int features, int columns, float* into) override {
     cuda::add_token_sums(a, b, features, columns, into, stream_);
   }
-  void add_bias(float* y, const float* bias, int features, int columns) override { cuda::add_bias_to_columns(y, bias, features, columns, stream_); }
+  void add_row_bias(float* y, const float* bias, int features, int columns) override { cuda::add_row_bias(y, bias, features, columns, stream_); }
   void add_into(float* x, const float* y, std::size_t n) override { cuda::add_into(x, y, n, stream_); }
   void activation_forward(const float* z, float* out, std::size_t n, Activation activation) override {
     cuda::activation_forward(z, out, n, activation, stream_);
@@ -127,6 +138,14 @@ class CudaDeviceOps final : public DeviceOps {
   }
   void loss_sum(const float* losses, int n, double* sum) override { cuda::loss_sum(losses, n, sum, stream_); }
 
+  void add_column_bias(float* z, const float* bias, int rows, int cols) override { cuda::add_bias(z, bias, rows, cols, stream_); }
+  void column_sums(const float* m, int rows, int cols, float* out) override { cuda::column_sums(m, rows, cols, out, stream_); }
+  void cross_entropy_rows(const float* logits, const int* labels, int rows, int cols, const LossScalerState* scaler, float loss_weight,
+                          float* gradient, float* row_loss) override {
+    cuda::softmax_cross_entropy(logits, labels, rows, cols, scaler, loss_weight, gradient, row_loss, stream_);
+  }
+  void ordered_sum(const float* values, int n, float* out) override { cuda::ordered_sum(values, n, out, stream_); }
+
   void find_non_finite(const float* values, std::size_t n, int* found) override { cuda::find_non_finite(values, n, found, stream_); }
   void update_scaler(const LossScalerConfig& config, LossScalerState* state, const int* found, int* skip, float* step_scale) override {
     cuda::update_scaler(config, state, found, skip, step_scale, stream_);
@@ -149,6 +168,8 @@ class CudaDeviceOps final : public DeviceOps {
  private:
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  void* pinned_ = nullptr;  // the read-backs' staging
+  std::size_t pinned_bytes_ = 0;
 };
 
 }  // namespace

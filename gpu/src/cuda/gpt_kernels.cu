@@ -66,7 +66,7 @@ __global__ void add_token_sums_kernel(const float* a, const float* b, int featur
   for (std::size_t f = first_index(); f < static_cast<std::size_t>(features); f += index_stride())
     add_token_sum(a, b, features, static_cast<std::size_t>(columns), static_cast<int>(f), into + f);
 }
-__global__ void add_bias_to_columns_kernel(float* y, const float* bias, int features, std::size_t n) {
+__global__ void add_row_bias_kernel(float* y, const float* bias, int features, std::size_t n) {
   for (std::size_t i = first_index(); i < n; i += index_stride()) y[i] += bias[i % static_cast<std::size_t>(features)];
 }
 __global__ void add_into_kernel(float* x, const float* y, std::size_t n) {
@@ -152,10 +152,10 @@ void add_token_sums(const float* a, const float* b, int features, int columns, f
   add_token_sums_kernel<<<blocks_for(static_cast<std::size_t>(features)), threads, 0, as_stream(stream)>>>(a, b, features, columns, into);
   check_launch("add_token_sums");
 }
-void add_bias_to_columns(float* y, const float* bias, int features, int columns, void* stream) {
+void add_row_bias(float* y, const float* bias, int features, int columns, void* stream) {
   const std::size_t n = static_cast<std::size_t>(features) * static_cast<std::size_t>(columns);
-  add_bias_to_columns_kernel<<<blocks_for(n), threads, 0, as_stream(stream)>>>(y, bias, features, n);
-  check_launch("add_bias_to_columns");
+  add_row_bias_kernel<<<blocks_for(n), threads, 0, as_stream(stream)>>>(y, bias, features, n);
+  check_launch("add_row_bias");
 }
 void add_into(float* x, const float* y, std::size_t n, void* stream) {
   add_into_kernel<<<blocks_for(n), threads, 0, as_stream(stream)>>>(x, y, n);

@@ -54,7 +54,7 @@ int device_count(std::string* why = nullptr);
 
 // Histogram of n float32 values without a cast (the fp32 policy records this only).
 void record_histogram(const float* in, std::size_t n, unsigned long long* histogram, void* stream = nullptr);
-// z (rows x cols, column-major) += bias (cols) on every row.
+// z (rows x cols, column-major) += bias (cols) on every row: column c's bias (the MLP's layout).
 void add_bias(float* z, const float* bias, int rows, int cols, void* stream = nullptr);
 // out = activate(z), element-wise (out may equal z).
 void activation_forward(const float* z, float* out, std::size_t n, Activation activation, void* stream = nullptr);
@@ -108,7 +108,7 @@ void layer_norm(const float* x, const float* gain, const float* bias, int featur
 void layer_norm_backward(const float* dy, const float* gain, const float* xhat, const float* rstd, int features, int columns, float* dx, bool add,
                          void* stream = nullptr);
 void add_token_sums(const float* a, const float* b, int features, int columns, float* into, void* stream = nullptr);
-void add_bias_to_columns(float* y, const float* bias, int features, int columns, void* stream = nullptr);
+void add_row_bias(float* y, const float* bias, int features, int columns, void* stream = nullptr);
 void add_into(float* x, const float* y, std::size_t n, void* stream = nullptr);
 void pack_triangles(const float* full, int context, int triangles, float factor, float* packed, void* stream = nullptr);
 void unpack_triangles(const float* packed, int context, int triangles, float factor, float* full, std::uint16_t* full16, bool bf16,

@@ -119,7 +119,7 @@ class DeviceOps {
   // into[f] += sum over columns of a[f, n] (times b[f, n] where b is given): add_token_sum.
   virtual void add_token_sums(const float* a, const float* b, int features, int columns, float* into) = 0;
   // y[f, n] += bias[f].
-  virtual void add_bias(float* y, const float* bias, int features, int columns) = 0;
+  virtual void add_row_bias(float* y, const float* bias, int features, int columns) = 0;
   // x += y over n values.
   virtual void add_into(float* x, const float* y, std::size_t n) = 0;
   // out = activate(z); gradient *= activation_derivative(z) (activation.hpp).
@@ -140,6 +140,19 @@ class DeviceOps {
                                      float loss_weight, float* gradient, float* losses) = 0;
   // *sum = the n losses summed in order in float64.
   virtual void loss_sum(const float* losses, int n, double* sum) = 0;
+
+  // --- the MLP's layers (batch x features, column-major as Eigen holds them; cuda_kernels.hpp's) ---
+  // z[r, c] += bias[c].
+  virtual void add_column_bias(float* z, const float* bias, int rows, int cols) = 0;
+  // out[c] = the sum of column c: a warp's 32 lanes each down every 32nd row, then a shuffle tree
+  // (the kernel's order, which the twin follows).
+  virtual void column_sums(const float* m, int rows, int cols, float* out) = 0;
+  // Per row of logits (rows x cols): its loss, and its gradient times the scaler's scale times
+  // loss_weight / rows (softmax_cross_entropy_row, `rows` apart).
+  virtual void cross_entropy_rows(const float* logits, const int* labels, int rows, int cols, const LossScalerState* scaler, float loss_weight,
+                                  float* gradient, float* row_loss) = 0;
+  // *out = the n values summed in order in float64, then rounded to float32.
+  virtual void ordered_sum(const float* values, int n, float* out) = 0;
 
   // --- the step's end (cuda_kernels.hpp's) ---
   virtual void find_non_finite(const float* values, std::size_t n, int* found) = 0;

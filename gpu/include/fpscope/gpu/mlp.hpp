@@ -114,6 +114,10 @@ struct TrainerState {
   std::vector<Fp8TensorState> fp8;
 };
 
+// Throws std::invalid_argument unless `state` is of an MLP of these layer sizes: weights (out x in)
+// and biases per layer, optimizer buffers that fit (weight 2l, bias 2l + 1), `fp8_slots` FP8 scales.
+void check_mlp_state(const std::vector<int>& layer_sizes, const TrainerState& state, std::size_t fp8_slots);
+
 // What `fpscope train`, TrainingSession and the app drive: the CPU backend (MlpTrainer, below)
 // and the CUDA backend (CudaMlpTrainer, in a module loaded on demand: backend_choice.hpp).
 class TrainerBackend {

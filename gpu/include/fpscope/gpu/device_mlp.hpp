@@ -1,0 +1,55 @@
+// The MLP on a device backend: MlpTrainer's model, initial weights, precision policy and recipe,
+// its step made of DeviceOps (device_ops.hpp) -- cuBLAS and our kernels in the CUDA module
+// (CudaMlpTrainer, cuda_mlp.hpp), or the host twin of both where no GPU is. Matrices are
+// column-major with MlpTrainer's shapes (activations batch x features, weights out x in), so
+// element i is the same element on both backends and stochastic rounding draws the same word for
+// it; the element math is the same FPSCOPE_HD code; products and the bias gradients' sums are
+// summed in another order (cuBLAS's; a warp's per column).
+//
+// Not on a device (yet): FP8 and block-scaled recipes and block statistics (the constructor
+// refuses them with a sentence).
+#pragma once
+
+#include <Eigen/Core>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "fpscope/gpu/device_ops.hpp"
+#include "fpscope/gpu/mlp.hpp"
+
+namespace fpscope {
+
+class DeviceMlpTrainer : public TrainerBackend {
+ public:
+  // Throws std::invalid_argument for settings the device step does not run.
+  DeviceMlpTrainer(const MlpConfig& config, std::unique_ptr<DeviceOps> ops);
+  ~DeviceMlpTrainer() override;
+  DeviceMlpTrainer(const DeviceMlpTrainer&) = delete;
+  DeviceMlpTrainer& operator=(const DeviceMlpTrainer&) = delete;
+
+  std::string_view name() const override { return ops_->name(); }
+  // One step. The device runs it without waiting for the host; the host waits only when `record`
+  // (the snapshot is read back) or `read_loss` (loss, scale and skip are read back), and under
+  // fp16-pure for the step's skip flag. Otherwise the result's loss is NaN.
+  StepResult step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool read_loss = true) override;
+  void inject(const FaultInjection& fault) override { faults_.push_back(fault); }
+  TrainerState state() const override;  // copies the device state back
+  void restore(const TrainerState& state) override;
+  LossScalerState scaler_state() const override;
+  void reconfigure_scaler(const LossScalerConfig& config) override;
+  std::int64_t step_count() const override { return steps_; }
+  Format format() const override { return precision_format(config_.precision); }
+  const MlpConfig& config() const { return config_; }
+
+ private:
+  struct Memory;
+  MlpConfig config_;
+  std::unique_ptr<DeviceOps> ops_;
+  std::unique_ptr<Memory> memory_;
+  std::int64_t steps_ = 0;
+  std::uint64_t stochastic_counter_ = 0;  // the next random word's index, as MlpTrainer's ctx
+  std::vector<FaultInjection> faults_;
+};
+
+}  // namespace fpscope

@@ -1,0 +1,158 @@
+// What every device step (device_mlp.cpp, device_gpt.cpp) shares, written once: device memory that
+// gives itself back, the optimizer's device state and its update (the CPU's rules: sgd_update.hpp,
+// optimizer_element.hpp), and the read-back's layout of recorded tensors.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fpscope/core/exponent_histogram.hpp"
+#include "fpscope/gpu/device_ops.hpp"
+#include "fpscope/gpu/loss_scaler.hpp"
+#include "fpscope/gpu/optimizer.hpp"
+#include "fpscope/gpu/recording.hpp"
+
+namespace fpscope::device_step {
+
+// Device memory that gives itself back.
+template <typename T>
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(DeviceOps& ops, std::size_t n) : ops_(&ops), size_(n), data_(n == 0 ? nullptr : static_cast<T*>(ops.allocate(n * sizeof(T)))) {}
+  Buffer(Buffer&& other) noexcept { swap(other); }
+  Buffer& operator=(Buffer&& other) noexcept {
+    swap(other);
+    return *this;
+  }
+  ~Buffer() {
+    if (data_ != nullptr) ops_->release(data_);
+  }
+  T* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  std::size_t bytes() const { return size_ * sizeof(T); }
+
+ private:
+  void swap(Buffer& other) noexcept {
+    std::swap(ops_, other.ops_);
+    std::swap(size_, other.size_);
+    std::swap(data_, other.data_);
+  }
+  DeviceOps* ops_ = nullptr;
+  std::size_t size_ = 0;
+  T* data_ = nullptr;
+};
+
+// A recorded tensor's place in the read-back: its histogram's slots, then 3 outcome counts.
+inline constexpr std::size_t record_stride = bin_slot_count + 3;
+inline RecordSlots record_slots(unsigned long long* base) { return {base, base + bin_slot_count}; }
+// A recorded tensor as read back: `counters` at its place; cast counts where the step cast (low precision).
+inline TensorRecord counted_record(std::string name, TensorKind kind, const unsigned long long* counters, bool cast) {
+  TensorRecord t = new_record(std::move(name), kind);
+  for (int b = 0; b < binade_count; ++b) t.histogram.set_count(b + min_binade, counters[b]);
+  t.histogram.set_specials(counters[bin_zero], counters[bin_infinity], counters[bin_nan]);
+  if (cast) t.cast = CastCounts{counters[bin_slot_count], counters[bin_slot_count + 1], counters[bin_slot_count + 2]};
+  return t;
+}
+
+// The scaler's state on the device, read back.
+inline LossScalerState scaler_state(DeviceOps& ops, const LossScalerState* device) {
+  LossScalerState s;
+  ops.download(&s, device, sizeof s);
+  return s;
+}
+// As LossScaler::reconfigure on the device's state: the new rule from its initial scale, the
+// skipped count kept; `current` becomes `next`.
+inline void reconfigure_scaler(DeviceOps& ops, LossScalerState* device, LossScalerConfig& current, const LossScalerConfig& next) {
+  LossScaler scaler(current);
+  scaler.restore(scaler_state(ops, device));
+  scaler.reconfigure(next);
+  current = next;
+  ops.upload(device, &scaler.state(), sizeof(LossScalerState));
+}
+
+// The optimizer on the device: per parameter, in the model's order, its buffers (the momentum or
+// AdamW's first moment, AdamW's second; empty where the kind keeps none), the partials of the
+// clipping norm, the count of updates and the step's settings.
+class Optimizer {
+ public:
+  Optimizer() = default;
+  Optimizer(DeviceOps& ops, const OptimizerConfig& config, std::span<const std::size_t> sizes) : config_(config) {
+    const bool first = config.kind != OptimizerKind::sgd, second = config.kind == OptimizerKind::adamw;
+    for (const std::size_t n : sizes) {
+      first_.emplace_back(ops, first ? n : 0);
+      second_.emplace_back(ops, second ? n : 0);
+    }
+    partials_ = Buffer<double>(ops, sizes.size() * sum_of_squares_partials);
+    updates_ = Buffer<long long>(ops, 1);
+    step_ = Buffer<OptimizerStep>(ops, 1);
+  }
+
+  // The buffers as the CPU keeps them: none until the first update.
+  OptimizerState state(DeviceOps& ops) const {
+    OptimizerState s;
+    long long updates = 0;
+    ops.download(&updates, updates_.data(), sizeof updates);
+    s.updates = updates;
+    if (updates == 0) return s;
+    const auto copy_back = [&](const std::vector<Buffer<float>>& buffers, std::vector<std::vector<float>>& into) {
+      if (buffers.empty() || buffers.front().size() == 0) return;
+      for (const Buffer<float>& buffer : buffers) {
+        into.emplace_back(buffer.size());
+        ops.download(into.back().data(), buffer.data(), buffer.bytes());
+      }
+    };
+    copy_back(first_, s.first);
+    copy_back(second_, s.second);
+    return s;
+  }
+  // Buffers the state holds are copied in; those it does not hold yet (no update so far) start at
+  // zero. The caller has checked that the state fits (optimizer_state_fits).
+  void restore(DeviceOps& ops, const OptimizerState& state) {
+    const auto copy_in = [&](std::vector<Buffer<float>>& buffers, const std::vector<std::vector<float>>& from) {
+      for (std::size_t p = 0; p < buffers.size(); ++p) {
+        if (buffers[p].size() == 0) continue;
+        if (p < from.size() && !from[p].empty()) ops.upload(buffers[p].data(), from[p].data(), buffers[p].bytes());
+        else ops.zero(buffers[p].data(), buffers[p].bytes());
+      }
+    };
+    copy_in(first_, state.first);
+    copy_in(second_, state.second);
+    const long long updates = state.updates;
+    ops.upload(updates_.data(), &updates, sizeof updates);
+  }
+
+  // One update of every parameter from its scaled gradient unless *skip (device values): plain SGD
+  // by sgd_update.hpp's rule, every other optimizer by optimizer_element.hpp's, the step's settings
+  // (and the clipping norm) made on the device.
+  void update(DeviceOps& ops, float learning_rate, std::span<float* const> parameters, std::span<const float* const> gradients,
+              std::span<const std::size_t> sizes, const float* step_scale, const int* skip) {
+    if (config_.plain_sgd()) {
+      for (std::size_t p = 0; p < parameters.size(); ++p) ops.sgd_update(parameters[p], gradients[p], sizes[p], learning_rate, step_scale, skip);
+      return;
+    }
+    const bool clip = config_.clip_grad_norm > 0;
+    if (clip)
+      for (std::size_t p = 0; p < parameters.size(); ++p) ops.sum_of_squares(gradients[p], sizes[p], step_scale, partials_.data() + p * sum_of_squares_partials);
+    const OptimizerSettings settings{config_.kind,  learning_rate,     config_.momentum,     config_.beta1,
+                                     config_.beta2, config_.epsilon, config_.weight_decay, config_.clip_grad_norm};
+    ops.prepare_optimizer_step(settings, partials_.data(), clip ? static_cast<int>(partials_.size()) : 0, step_scale, skip, updates_.data(),
+                               step_.data());
+    for (std::size_t p = 0; p < parameters.size(); ++p)
+      ops.optimizer_update(parameters[p], first_[p].size() == 0 ? nullptr : first_[p].data(), second_[p].size() == 0 ? nullptr : second_[p].data(),
+                           gradients[p], sizes[p], step_.data(), skip);
+  }
+
+ private:
+  OptimizerConfig config_;
+  std::vector<Buffer<float>> first_, second_;
+  Buffer<double> partials_;
+  Buffer<long long> updates_;
+  Buffer<OptimizerStep> step_;
+};
+
+}  // namespace fpscope::device_step
