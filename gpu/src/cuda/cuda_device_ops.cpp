@@ -5,6 +5,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -33,6 +34,11 @@ class CudaDeviceOps final : public DeviceOps {
     cublas_check(cublasSetStream(cublas_, stream_), "cublasSetStream");
   }
   ~CudaDeviceOps() override {
+    if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+    for (Staging& slot : staging_) {
+      if (slot.data != nullptr) cudaFreeHost(slot.data);
+      if (slot.event_made) cudaEventDestroy(slot.done);
+    }
     if (pinned_ != nullptr) cudaFreeHost(pinned_);
     if (cublas_ != nullptr) cublasDestroy(cublas_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -51,9 +57,27 @@ class CudaDeviceOps final : public DeviceOps {
     cudaStreamSynchronize(stream_);  // no kernel still reads it (errors here have nowhere to go)
     cudaFree(device);
   }
+  // Through a ring of pinned staging buffers: `host` may change as soon as this returns, and the
+  // host waits only for the copy that last used the slot (several steps back), never for the
+  // stream, so a step's inputs go up while the previous step still runs.
   void upload(void* device, const void* host, std::size_t bytes) override {
-    cuda_check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_), "an upload");
-    cuda_check(cudaStreamSynchronize(stream_), "an upload");  // `host` may change when this returns
+    Staging& slot = staging_[next_staging_++ % staging_.size()];
+    if (slot.used) cuda_check(cudaEventSynchronize(slot.done), "an upload's staging");
+    if (slot.event_made == false) {
+      cuda_check(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming), "cudaEventCreate");
+      slot.event_made = true;
+    }
+    if (bytes > slot.bytes) {
+      if (slot.data != nullptr) cudaFreeHost(slot.data);
+      slot.data = nullptr;
+      slot.bytes = 0;
+      cuda_check(cudaMallocHost(&slot.data, bytes), "cudaMallocHost");
+      slot.bytes = bytes;
+    }
+    std::memcpy(slot.data, host, bytes);
+    cuda_check(cudaMemcpyAsync(device, slot.data, bytes, cudaMemcpyHostToDevice, stream_), "an upload");
+    cuda_check(cudaEventRecord(slot.done, stream_), "cudaEventRecord");
+    slot.used = true;
   }
   // Through pinned memory (one DMA, then a host copy): a step's read-back waits on nothing else.
   void download(void* host, const void* device, std::size_t bytes) override {
@@ -170,6 +194,14 @@ class CudaDeviceOps final : public DeviceOps {
   cublasHandle_t cublas_ = nullptr;
   void* pinned_ = nullptr;  // the read-backs' staging
   std::size_t pinned_bytes_ = 0;
+  struct Staging {
+    void* data = nullptr;
+    std::size_t bytes = 0;
+    cudaEvent_t done{};
+    bool event_made = false, used = false;
+  };
+  std::array<Staging, 8> staging_{};  // the uploads'
+  std::size_t next_staging_ = 0;
 };
 
 }  // namespace
