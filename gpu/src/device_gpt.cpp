@@ -219,11 +219,11 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     if (out != nullptr && out != in) ops.copy(out, in, n * sizeof(float));
   };
   const auto operand = [](const Buffer<float>& f, const Buffer<std::uint16_t>& h, std::size_t offset, int ld, std::size_t stride = 0) {
-    return ProductOperand{f.data() + offset, h.data() == nullptr ? nullptr : h.data() + offset, ld, stride};
+    return DeviceOperand{f.data() + offset, h.data() == nullptr ? nullptr : h.data() + offset, ld, stride};
   };
   // C = op(A) op(B): 16-bit operands in low precision unless `float32` (operands that are not the
   // format's values), `batch` products over the heads.
-  const auto product = [&](bool ta, bool tb, int rows, int cols, int k, ProductOperand a, ProductOperand b, float* c, int ldc,
+  const auto product = [&](bool ta, bool tb, int rows, int cols, int k, DeviceOperand a, DeviceOperand b, float* c, int ldc,
                            bool accumulate = false, int batch = 1, std::size_t stride_c = 0, bool float32 = false) {
     ProductCall call;
     call.transpose_a = ta, call.transpose_b = tb, call.m = rows, call.n = cols, call.k = k, call.a = a, call.b = b, call.c = c, call.ldc = ldc;
@@ -232,12 +232,12 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
   };
   const auto weight = [&](int p) { return operand(m.copy[static_cast<std::size_t>(p)], m.copy16[static_cast<std::size_t>(p)], 0, layout_[static_cast<std::size_t>(p)].rows); };
   // y (out x N) = W x + b.
-  const auto linear = [&](int p, ProductOperand x, int in, int out, float* y) {
+  const auto linear = [&](int p, DeviceOperand x, int in, int out, float* y) {
     product(false, false, out, N, in, weight(p), x, y, out);
     ops.add_row_bias(y, m.copy[static_cast<std::size_t>(p) + 1].data(), out, N);
   };
   // Its backward from dy (out x N): the bias's and W's gradients, and x's (in x N) into dx.
-  const auto linear_backward = [&](int p, ProductOperand x, int in, int out, ProductOperand dy, float* dx) {
+  const auto linear_backward = [&](int p, DeviceOperand x, int in, int out, DeviceOperand dy, float* dx) {
     ops.add_token_sums(dy.f32, nullptr, out, N, m.gradient[static_cast<std::size_t>(p) + 1].data());
     product(false, true, out, in, N, dy, x, m.gradient[static_cast<std::size_t>(p)].data(), out);
     product(true, false, in, N, out, weight(p), dy, dx, in);
@@ -308,7 +308,7 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
   // ---- backward ----
   for (std::size_t p = 0; p < layout_.size(); ++p) ops.zero(m.gradient[p].data(), m.gradient[p].bytes());
   cast(m.dlogits.data(), m.dlogits.data(), m.dlogits16.data(), VN, gradient(-1, "head"));
-  const ProductOperand dlogits = operand(m.dlogits, m.dlogits16, 0, V), final_ln = operand(m.final_ln, m.final16, 0, D);
+  const DeviceOperand dlogits = operand(m.dlogits, m.dlogits16, 0, V), final_ln = operand(m.final_ln, m.final16, 0, D);
   product(false, true, V, D, N, dlogits, final_ln, m.gradient[Index::tokens].data(), V, true);  // added to the zeros, as the CPU's +=
   product(true, false, D, N, V, weight(Index::tokens), dlogits, m.dnorm.data(), D);
   cast(m.dnorm.data(), m.dnorm.data(), nullptr, ND, gradient(-1, "ln_f"));
@@ -333,7 +333,7 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
   for (int l = L; l-- > 0;) {
     Memory::Block& c = m.blocks[static_cast<std::size_t>(l)];
     const auto p = [&](Index::Block which) { return Index::block(l, which); };
-    const ProductOperand dx = operand(m.dx, m.dx16, 0, D);
+    const DeviceOperand dx = operand(m.dx, m.dx16, 0, D);
     linear_backward(p(Index::mlp_proj_weight), operand(c.gelu, c.gelu16, 0, 4 * D), 4 * D, D, dx, m.dwide.data());
     cast(m.dwide.data(), m.dwide.data(), nullptr, 4 * ND, gradient(l, "mlp.gelu"));
     ops.activation_backward(c.fc.data(), m.dwide.data(), 4 * ND, Activation::gelu);
@@ -349,8 +349,8 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     ops.unpack_triangles(c.probabilities.data(), T, triangles, 1.0f, low ? nullptr : m.full_a.data(), low ? m.full16.data() : nullptr, bf16);
     for (int b = 0; b < B; ++b) {
       const std::size_t at = static_cast<std::size_t>(b) * qkv_sequence, squares = static_cast<std::size_t>(b) * H * TT;
-      const ProductOperand dout = operand(m.dcontext, m.dcontext16, static_cast<std::size_t>(b) * T * D, D, static_cast<std::size_t>(dh));
-      const ProductOperand v = operand(c.qkv, c.qkv16, at + 2 * static_cast<std::size_t>(D), 3 * D, static_cast<std::size_t>(dh));
+      const DeviceOperand dout = operand(m.dcontext, m.dcontext16, static_cast<std::size_t>(b) * T * D, D, static_cast<std::size_t>(dh));
+      const DeviceOperand v = operand(c.qkv, c.qkv16, at + 2 * static_cast<std::size_t>(D), 3 * D, static_cast<std::size_t>(dh));
       product(false, true, dh, T, T, dout, operand(m.full_a, m.full16, squares, T, TT), m.dqkv.data() + at + 2 * static_cast<std::size_t>(D), 3 * D,
               false, H, static_cast<std::size_t>(dh));
       product(true, false, T, T, dh, v, dout, m.full_b.data() + squares, T, false, H, TT);
@@ -365,7 +365,7 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     ops.unpack_triangles(m.dscores.data(), T, triangles, inverse_sqrt, m.full_b.data(), nullptr, bf16);
     for (int b = 0; b < B; ++b) {
       const std::size_t at = static_cast<std::size_t>(b) * qkv_sequence, squares = static_cast<std::size_t>(b) * H * TT;
-      const ProductOperand ds = operand(m.full_b, Buffer<std::uint16_t>{}, squares, T, TT);
+      const DeviceOperand ds = operand(m.full_b, Buffer<std::uint16_t>{}, squares, T, TT);
       product(false, false, dh, T, T, operand(c.qkv, Buffer<std::uint16_t>{}, at + static_cast<std::size_t>(D), 3 * D, static_cast<std::size_t>(dh)), ds,
               m.dqkv.data() + at, 3 * D, false, H, static_cast<std::size_t>(dh), true);
       product(false, true, dh, T, T, operand(c.qkv, Buffer<std::uint16_t>{}, at, 3 * D, static_cast<std::size_t>(dh)), ds,

@@ -80,7 +80,7 @@ class HostDeviceOps final : public DeviceOps {
   }
 
   void product(const ProductCall& call) override {
-    const auto element = [&](const ProductOperand& o, std::size_t base, int row, int col) {
+    const auto element = [&](const DeviceOperand& o, std::size_t base, int row, int col) {
       const std::size_t i = base + static_cast<std::size_t>(col) * static_cast<std::size_t>(o.ld) + static_cast<std::size_t>(row);
       if (!call.sixteen) return o.f32[i];
       return widen(o.p16[i], call.bf16);
@@ -134,7 +134,12 @@ class HostDeviceOps final : public DeviceOps {
     }
   }
   void add_token_sums(const float* a, const float* b, int features, int columns, float* into) override {
-    for (int f = 0; f < features; ++f) add_token_sum(a, b, features, static_cast<std::size_t>(columns), f, into + f);
+    const std::size_t tokens = static_cast<std::size_t>(columns), runs = token_runs(tokens);
+    std::vector<float> run_sums(runs);
+    for (int f = 0; f < features; ++f) {
+      for (std::size_t r = 0; r < runs; ++r) run_sums[r] = token_run_sum(a, b, features, tokens, f, r);
+      add_run_sums(run_sums.data(), runs, 1, into + f);
+    }
   }
   void add_row_bias(float* y, const float* bias, int features, int columns) override {
     for (int n = 0; n < columns; ++n)

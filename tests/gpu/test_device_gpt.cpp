@@ -10,6 +10,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "fpscope/gpu/gemm_recipe.hpp"
 #include "fpscope/gpu/gpt.hpp"
 #include "fpscope/gpu/host_device_ops.hpp"
+#include "gpt_pass.hpp"
 
 using namespace fpscope;
 
@@ -213,4 +215,26 @@ TEST_CASE("the device GPT's state goes on with the same bits, unread steps chang
   MlpConfig blocks = config;
   blocks.record_blocks = BlockRecording{};
   CHECK_THROWS_AS(twin(small, blocks), std::invalid_argument);
+}
+
+TEST_CASE("the device step's token sums (bias, gain and LayerNorm gradients) are the CPU pass's, bit for bit") {
+  // gpt_element.hpp follows gpt_pass.hpp's order (runs of 64 tokens, then the runs in order), so
+  // these gradients are exact on both backends for the same inputs.
+  const std::unique_ptr<DeviceOps> ops = make_host_device_ops();
+  std::mt19937 rng(12);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (const int tokens : {1, 63, 64, 65, 200, 1000}) {
+    CAPTURE(tokens);
+    const int features = 37;
+    Eigen::MatrixXf a(features, tokens), b(features, tokens), start(features, 1);
+    for (Eigen::Index i = 0; i < a.size(); ++i) a.data()[i] = normal(rng), b.data()[i] = normal(rng);
+    for (Eigen::Index i = 0; i < start.size(); ++i) start.data()[i] = normal(rng);
+    Eigen::MatrixXf cpu_sum = start, cpu_products = start, twin_sum = start, twin_products = start;
+    gpt_pass::add_column_sum(a, cpu_sum);
+    gpt_pass::add_column_sum_of_products(a, b, cpu_products);
+    ops->add_token_sums(a.data(), nullptr, features, tokens, twin_sum.data());
+    ops->add_token_sums(a.data(), b.data(), features, tokens, twin_products.data());
+    CHECK(std::memcmp(cpu_sum.data(), twin_sum.data(), sizeof(float) * features) == 0);
+    CHECK(std::memcmp(cpu_products.data(), twin_products.data(), sizeof(float) * features) == 0);
+  }
 }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "fpscope/gpu/cuda_kernels.hpp"
+#include "fpscope/gpu/gpt_element.hpp"
 
 namespace fpscope {
 
@@ -40,6 +41,7 @@ class CudaDeviceOps final : public DeviceOps {
       if (slot.event_made) cudaEventDestroy(slot.done);
     }
     if (pinned_ != nullptr) cudaFreeHost(pinned_);
+    if (scratch_ != nullptr) cudaFree(scratch_);
     if (cublas_ != nullptr) cublasDestroy(cublas_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
@@ -134,7 +136,7 @@ class CudaDeviceOps final : public DeviceOps {
     cuda::layer_norm_backward(dy, gain, xhat, rstd, features, columns, dx, add, stream_);
   }
   void add_token_sums(const float* a, const float* b, int features, int columns, float* into) override {
-    cuda::add_token_sums(a, b, features, columns, into, stream_);
+    cuda::add_token_sums(a, b, features, columns, into, scratch(static_cast<std::size_t>(features) * token_runs(static_cast<std::size_t>(columns))), stream_);
   }
   void add_row_bias(float* y, const float* bias, int features, int columns) override { cuda::add_row_bias(y, bias, features, columns, stream_); }
   void add_into(float* x, const float* y, std::size_t n) override { cuda::add_into(x, y, n, stream_); }
@@ -192,6 +194,19 @@ class CudaDeviceOps final : public DeviceOps {
  private:
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  // Device scratch of at least n floats (the token sums' runs), grown as needed.
+  float* scratch(std::size_t n) {
+    if (n > scratch_floats_) {
+      if (scratch_ != nullptr) release(scratch_);
+      scratch_ = nullptr;
+      scratch_floats_ = 0;
+      scratch_ = static_cast<float*>(allocate(n * sizeof(float)));
+      scratch_floats_ = n;
+    }
+    return scratch_;
+  }
+  float* scratch_ = nullptr;
+  std::size_t scratch_floats_ = 0;
   void* pinned_ = nullptr;  // the read-backs' staging
   std::size_t pinned_bytes_ = 0;
   struct Staging {

@@ -62,9 +62,15 @@ __global__ void layer_norm_backward_kernel(const float* dy, const float* gain, c
     layer_norm_backward_column(dy + at, gain, xhat + at, rstd[n], features, dx + at, add);
   }
 }
-__global__ void add_token_sums_kernel(const float* a, const float* b, int features, int columns, float* into) {
+// A thread per (feature, run of 64 tokens): neighbouring threads read neighbouring features.
+__global__ void token_run_sums_kernel(const float* a, const float* b, int features, std::size_t tokens, std::size_t n, float* run_sums) {
+  for (std::size_t i = first_index(); i < n; i += index_stride())
+    run_sums[i] = token_run_sum(a, b, features, tokens, static_cast<int>(i % static_cast<std::size_t>(features)), i / static_cast<std::size_t>(features));
+}
+// A thread per feature: the runs' sums added in order.
+__global__ void add_run_sums_kernel(const float* run_sums, int features, std::size_t runs, float* into) {
   for (std::size_t f = first_index(); f < static_cast<std::size_t>(features); f += index_stride())
-    add_token_sum(a, b, features, static_cast<std::size_t>(columns), static_cast<int>(f), into + f);
+    add_run_sums(run_sums + f, runs, static_cast<std::size_t>(features), into + f);
 }
 __global__ void add_row_bias_kernel(float* y, const float* bias, int features, std::size_t n) {
   for (std::size_t i = first_index(); i < n; i += index_stride()) y[i] += bias[i % static_cast<std::size_t>(features)];
@@ -148,9 +154,12 @@ void layer_norm_backward(const float* dy, const float* gain, const float* xhat, 
                                                                                                              dx, add);
   check_launch("layer_norm_backward");
 }
-void add_token_sums(const float* a, const float* b, int features, int columns, float* into, void* stream) {
-  add_token_sums_kernel<<<blocks_for(static_cast<std::size_t>(features)), threads, 0, as_stream(stream)>>>(a, b, features, columns, into);
-  check_launch("add_token_sums");
+void add_token_sums(const float* a, const float* b, int features, int columns, float* into, float* run_sums, void* stream) {
+  const std::size_t tokens = static_cast<std::size_t>(columns), runs = token_runs(tokens), n = runs * static_cast<std::size_t>(features);
+  token_run_sums_kernel<<<blocks_for(n), threads, 0, as_stream(stream)>>>(a, b, features, tokens, n, run_sums);
+  check_launch("token_run_sums");
+  add_run_sums_kernel<<<blocks_for(static_cast<std::size_t>(features)), threads, 0, as_stream(stream)>>>(run_sums, features, runs, into);
+  check_launch("add_run_sums");
 }
 void add_row_bias(float* y, const float* bias, int features, int columns, void* stream) {
   const std::size_t n = static_cast<std::size_t>(features) * static_cast<std::size_t>(columns);

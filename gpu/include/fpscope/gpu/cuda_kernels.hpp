@@ -107,7 +107,8 @@ void layer_norm(const float* x, const float* gain, const float* bias, int featur
                 void* stream = nullptr);
 void layer_norm_backward(const float* dy, const float* gain, const float* xhat, const float* rstd, int features, int columns, float* dx, bool add,
                          void* stream = nullptr);
-void add_token_sums(const float* a, const float* b, int features, int columns, float* into, void* stream = nullptr);
+// `run_sums`: device scratch of features * token_runs(columns) floats.
+void add_token_sums(const float* a, const float* b, int features, int columns, float* into, float* run_sums, void* stream = nullptr);
 void add_row_bias(float* y, const float* bias, int features, int columns, void* stream = nullptr);
 void add_into(float* x, const float* y, std::size_t n, void* stream = nullptr);
 void pack_triangles(const float* full, int context, int triangles, float factor, float* packed, void* stream = nullptr);

@@ -31,7 +31,7 @@ struct RecordSlots {
 
 // One operand of a product: float32 values, or the format's 16-bit patterns of the same values
 // (read where the product is a 16-bit one), `ld` apart per column, `stride` apart per batch entry.
-struct ProductOperand {
+struct DeviceOperand {
   const float* f32 = nullptr;
   const std::uint16_t* p16 = nullptr;
   int ld = 0;
@@ -45,7 +45,7 @@ struct ProductOperand {
 struct ProductCall {
   bool transpose_a = false, transpose_b = false;
   int m = 0, n = 0, k = 0;
-  ProductOperand a, b;
+  DeviceOperand a, b;
   float* c = nullptr;
   int ldc = 0;
   std::size_t stride_c = 0;
@@ -116,7 +116,8 @@ class DeviceOps {
   virtual void layer_norm(const float* x, const float* gain, const float* bias, int features, int columns, float* y, float* xhat, float* rstd) = 0;
   virtual void layer_norm_backward(const float* dy, const float* gain, const float* xhat, const float* rstd, int features, int columns, float* dx,
                                    bool add) = 0;
-  // into[f] += sum over columns of a[f, n] (times b[f, n] where b is given): add_token_sum.
+  // into[f] += sum over columns of a[f, n] (times b[f, n] where b is given), in the CPU's order
+  // (gpt_element.hpp: token_run_sum, add_run_sums).
   virtual void add_token_sums(const float* a, const float* b, int features, int columns, float* into) = 0;
   // y[f, n] += bias[f].
   virtual void add_row_bias(float* y, const float* bias, int features, int columns) = 0;

@@ -69,22 +69,25 @@ FPSCOPE_HD inline void layer_norm_backward_column(const float* dy, const float* 
   }
 }
 
-// Feature f's sum over the tokens of a features x tokens matrix (times b's, element by element,
-// where b is given), added to *into: in runs of 64 tokens, each summed token by token, the runs'
-// sums added in order -- the order gpt_pass.hpp's add_token_sums uses, so the bits are the CPU
-// backend's.
-FPSCOPE_HD inline void add_token_sum(const float* a, const float* b, int features, std::size_t tokens, int f, float* into) {
-  constexpr std::size_t tokens_per_run = 64;
-  float total = *into;
-  for (std::size_t start = 0; start < tokens; start += tokens_per_run) {
-    const std::size_t end = start + tokens_per_run < tokens ? start + tokens_per_run : tokens;
-    float run = 0;
-    for (std::size_t n = start; n < end; ++n) {
-      const std::size_t i = n * static_cast<std::size_t>(features) + static_cast<std::size_t>(f);
-      run += b != nullptr ? a[i] * b[i] : a[i];
-    }
-    total += run;
+// Feature f's sums over the tokens of a features x tokens matrix (times b's, element by element,
+// where b is given) in the order gpt_pass.hpp's add_token_sums uses, so the bits are the CPU
+// backend's: runs of 64 tokens, each summed token by token, then the runs' sums added in order.
+// The runs are independent (a kernel makes them in parallel); only their addition is ordered.
+inline constexpr std::size_t tokens_per_run = 64;
+FPSCOPE_HD inline std::size_t token_runs(std::size_t tokens) { return (tokens + tokens_per_run - 1) / tokens_per_run; }
+FPSCOPE_HD inline float token_run_sum(const float* a, const float* b, int features, std::size_t tokens, int f, std::size_t run) {
+  const std::size_t start = run * tokens_per_run, end = start + tokens_per_run < tokens ? start + tokens_per_run : tokens;
+  float sum = 0;
+  for (std::size_t n = start; n < end; ++n) {
+    const std::size_t i = n * static_cast<std::size_t>(features) + static_cast<std::size_t>(f);
+    sum += b != nullptr ? a[i] * b[i] : a[i];
   }
+  return sum;
+}
+// *into += the runs' sums (run_sums[r * stride]), in order.
+FPSCOPE_HD inline void add_run_sums(const float* run_sums, std::size_t runs, std::size_t stride, float* into) {
+  float total = *into;
+  for (std::size_t r = 0; r < runs; ++r) total += run_sums[r * stride];
   *into = total;
 }
 
