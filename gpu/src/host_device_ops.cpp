@@ -123,14 +123,14 @@ class HostDeviceOps final : public DeviceOps {
   void layer_norm(const float* x, const float* gain, const float* bias, int features, int columns, float* y, float* xhat, float* rstd) override {
     for (int n = 0; n < columns; ++n) {
       const std::size_t at = static_cast<std::size_t>(n) * features;
-      rstd[n] = layer_norm_column(x + at, gain, bias, features, y + at, xhat + at);
+      rstd[n] = layer_norm_column(HostWarp{}, x + at, gain, bias, features, y + at, xhat + at);
     }
   }
   void layer_norm_backward(const float* dy, const float* gain, const float* xhat, const float* rstd, int features, int columns, float* dx,
                            bool add) override {
     for (int n = 0; n < columns; ++n) {
       const std::size_t at = static_cast<std::size_t>(n) * features;
-      layer_norm_backward_column(dy + at, gain, xhat + at, rstd[n], features, dx + at, add);
+      layer_norm_backward_column(HostWarp{}, dy + at, gain, xhat + at, rstd[n], features, dx + at, add);
     }
   }
   void add_token_sums(const float* a, const float* b, int features, int columns, float* into) override {
@@ -176,7 +176,7 @@ class HostDeviceOps final : public DeviceOps {
     for (std::size_t t = 0; t < static_cast<std::size_t>(triangles); ++t)
       for (int j = 0; j < context; ++j) {
         const std::size_t at = t * P + triangle_start(j);
-        causal_softmax_row(scores + at, j + 1, probabilities + at);
+        causal_softmax_row(HostWarp{}, scores + at, j + 1, probabilities + at);
       }
   }
   void softmax_backward(const float* probabilities, const float* dprobabilities, int context, int triangles, float* dscores) override {
@@ -184,7 +184,7 @@ class HostDeviceOps final : public DeviceOps {
     for (std::size_t t = 0; t < static_cast<std::size_t>(triangles); ++t)
       for (int j = 0; j < context; ++j) {
         const std::size_t at = t * P + triangle_start(j);
-        softmax_gradient_row(probabilities + at, dprobabilities + at, j + 1, dscores + at);
+        softmax_gradient_row(HostWarp{}, probabilities + at, dprobabilities + at, j + 1, dscores + at);
       }
   }
   void cross_entropy_columns(const float* logits, const int* targets, int classes, int columns, const LossScalerState* scaler, float loss_weight,

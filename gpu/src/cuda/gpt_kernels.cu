@@ -1,8 +1,8 @@
-// The GPT's kernels (cuda_kernels.hpp): one thread per element, column, row or feature, each
-// running gpt_element.hpp's FPSCOPE_HD function -- the same function the host twin
-// (host_device_ops.cpp) runs in a loop, so the two agree bit for bit but for CUDA's expf and erff.
-// Simple parallel structure first (a thread per column sums that column in order); faster
-// reductions would change the summation order and so need their own twins.
+// The GPT's kernels (cuda_kernels.hpp): a warp per LayerNorm column and softmax row, a thread per
+// element, (feature, run of tokens) or feature elsewhere, each running gpt_element.hpp's FPSCOPE_HD
+// function -- the same function the host twin (host_device_ops.cpp) runs in a loop, with a warp
+// of its own that sums in the same order -- so the two agree bit for bit but for CUDA's expf and
+// erff.
 #include <cuda_runtime.h>
 
 #include <stdexcept>
@@ -30,6 +30,39 @@ int blocks_for(std::size_t n) {
 __device__ std::size_t first_index() { return blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; }
 __device__ std::size_t index_stride() { return static_cast<std::size_t>(gridDim.x) * blockDim.x; }
 
+// A real warp for gpt_element.hpp's functions: each lane its elements, sums by __shfl_down_sync
+// (HostWarp's order, so the host twin's bits), the total broadcast from lane 0. Every lane of the
+// warp calls together (the launchers give whole warps; the loops over columns are warp-uniform).
+struct DeviceWarp {
+  int lane;
+  template <typename Term>
+  __device__ float sum(int n, const Term& term) const {
+    float partial = 0;
+    for (int i = lane; i < n; i += warp_lanes) partial += term(i);
+    for (int offset = warp_lanes / 2; offset > 0; offset /= 2) partial = partial + __shfl_down_sync(0xFFFFFFFFu, partial, offset);
+    return __shfl_sync(0xFFFFFFFFu, partial, 0);
+  }
+  template <typename Term>
+  __device__ float max(int n, const Term& term) const {
+    float top = -INFINITY;
+    for (int i = lane; i < n; i += warp_lanes) top = term(i) > top ? term(i) : top;
+    for (int offset = warp_lanes / 2; offset > 0; offset /= 2) {
+      const float other = __shfl_down_sync(0xFFFFFFFFu, top, offset);
+      top = other > top ? other : top;
+    }
+    return __shfl_sync(0xFFFFFFFFu, top, 0);
+  }
+  template <typename F>
+  __device__ void for_each(int n, const F& f) const {
+    for (int i = lane; i < n; i += warp_lanes) f(i);
+  }
+};
+__device__ std::size_t first_warp() { return (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) / warp_lanes; }
+__device__ std::size_t warp_stride() { return static_cast<std::size_t>(gridDim.x) * blockDim.x / warp_lanes; }
+__device__ DeviceWarp this_warp() { return DeviceWarp{static_cast<int>(threadIdx.x % warp_lanes)}; }
+// Blocks for one warp per item (threads is a multiple of the warp).
+int warp_blocks_for(std::size_t items) { return blocks_for(items * warp_lanes); }
+
 __global__ void embed_kernel(const int* tokens, const float* token_table, const float* position_table, int vocab, int context, int width,
                              std::size_t n, float* x) {
   for (std::size_t i = first_index(); i < n; i += index_stride()) {
@@ -48,18 +81,22 @@ __global__ void embed_backward_kernel(const int* tokens, const float* dx, int vo
       position_gradient[d * static_cast<std::size_t>(context) + static_cast<std::size_t>(n % context)] += g;
     }
 }
+// A warp per column.
 __global__ void layer_norm_kernel(const float* x, const float* gain, const float* bias, int features, int columns, float* y, float* xhat,
                                   float* rstd) {
-  for (std::size_t n = first_index(); n < static_cast<std::size_t>(columns); n += index_stride()) {
+  const DeviceWarp warp = this_warp();
+  for (std::size_t n = first_warp(); n < static_cast<std::size_t>(columns); n += warp_stride()) {
     const std::size_t at = n * static_cast<std::size_t>(features);
-    rstd[n] = layer_norm_column(x + at, gain, bias, features, y + at, xhat + at);
+    const float r = layer_norm_column(warp, x + at, gain, bias, features, y + at, xhat + at);
+    if (warp.lane == 0) rstd[n] = r;
   }
 }
 __global__ void layer_norm_backward_kernel(const float* dy, const float* gain, const float* xhat, const float* rstd, int features, int columns,
                                            float* dx, bool add) {
-  for (std::size_t n = first_index(); n < static_cast<std::size_t>(columns); n += index_stride()) {
+  const DeviceWarp warp = this_warp();
+  for (std::size_t n = first_warp(); n < static_cast<std::size_t>(columns); n += warp_stride()) {
     const std::size_t at = n * static_cast<std::size_t>(features);
-    layer_norm_backward_column(dy + at, gain, xhat + at, rstd[n], features, dx + at, add);
+    layer_norm_backward_column(warp, dy + at, gain, xhat + at, rstd[n], features, dx + at, add);
   }
 }
 // A thread per (feature, run of 64 tokens): neighbouring threads read neighbouring features.
@@ -98,20 +135,23 @@ __global__ void unpack_triangles_kernel(const float* packed, int context, std::s
     if (full16 != nullptr) full16[at] = sixteen_bit_pattern(v, bf16);
   }
 }
+// A warp per query row.
 __global__ void causal_softmax_kernel(const float* scores, int context, std::size_t rows, float* probabilities) {
   const std::size_t T = static_cast<std::size_t>(context), P = triangle_start(context);
-  for (std::size_t r = first_index(); r < rows; r += index_stride()) {
+  const DeviceWarp warp = this_warp();
+  for (std::size_t r = first_warp(); r < rows; r += warp_stride()) {
     const int j = static_cast<int>(r % T);
     const std::size_t at = (r / T) * P + triangle_start(j);
-    causal_softmax_row(scores + at, j + 1, probabilities + at);
+    causal_softmax_row(warp, scores + at, j + 1, probabilities + at);
   }
 }
 __global__ void softmax_backward_kernel(const float* probabilities, const float* dprobabilities, int context, std::size_t rows, float* dscores) {
   const std::size_t T = static_cast<std::size_t>(context), P = triangle_start(context);
-  for (std::size_t r = first_index(); r < rows; r += index_stride()) {
+  const DeviceWarp warp = this_warp();
+  for (std::size_t r = first_warp(); r < rows; r += warp_stride()) {
     const int j = static_cast<int>(r % T);
     const std::size_t at = (r / T) * P + triangle_start(j);
-    softmax_gradient_row(probabilities + at, dprobabilities + at, j + 1, dscores + at);
+    softmax_gradient_row(warp, probabilities + at, dprobabilities + at, j + 1, dscores + at);
   }
 }
 __global__ void cross_entropy_columns_kernel(const float* logits, const int* targets, int classes, int columns, const LossScalerState* scaler,
@@ -145,12 +185,12 @@ void embed_backward(const int* tokens, const float* dx, int vocab, int context, 
   check_launch("embed_backward");
 }
 void layer_norm(const float* x, const float* gain, const float* bias, int features, int columns, float* y, float* xhat, float* rstd, void* stream) {
-  layer_norm_kernel<<<blocks_for(static_cast<std::size_t>(columns)), threads, 0, as_stream(stream)>>>(x, gain, bias, features, columns, y, xhat, rstd);
+  layer_norm_kernel<<<warp_blocks_for(static_cast<std::size_t>(columns)), threads, 0, as_stream(stream)>>>(x, gain, bias, features, columns, y, xhat, rstd);
   check_launch("layer_norm");
 }
 void layer_norm_backward(const float* dy, const float* gain, const float* xhat, const float* rstd, int features, int columns, float* dx, bool add,
                          void* stream) {
-  layer_norm_backward_kernel<<<blocks_for(static_cast<std::size_t>(columns)), threads, 0, as_stream(stream)>>>(dy, gain, xhat, rstd, features, columns,
+  layer_norm_backward_kernel<<<warp_blocks_for(static_cast<std::size_t>(columns)), threads, 0, as_stream(stream)>>>(dy, gain, xhat, rstd, features, columns,
                                                                                                              dx, add);
   check_launch("layer_norm_backward");
 }
@@ -182,12 +222,12 @@ void unpack_triangles(const float* packed, int context, int triangles, float fac
 }
 void causal_softmax(const float* scores, int context, int triangles, float* probabilities, void* stream) {
   const std::size_t rows = static_cast<std::size_t>(triangles) * static_cast<std::size_t>(context);
-  causal_softmax_kernel<<<blocks_for(rows), threads, 0, as_stream(stream)>>>(scores, context, rows, probabilities);
+  causal_softmax_kernel<<<warp_blocks_for(rows), threads, 0, as_stream(stream)>>>(scores, context, rows, probabilities);
   check_launch("causal_softmax");
 }
 void softmax_backward(const float* probabilities, const float* dprobabilities, int context, int triangles, float* dscores, void* stream) {
   const std::size_t rows = static_cast<std::size_t>(triangles) * static_cast<std::size_t>(context);
-  softmax_backward_kernel<<<blocks_for(rows), threads, 0, as_stream(stream)>>>(probabilities, dprobabilities, context, rows, dscores);
+  softmax_backward_kernel<<<warp_blocks_for(rows), threads, 0, as_stream(stream)>>>(probabilities, dprobabilities, context, rows, dscores);
   check_launch("softmax_backward");
 }
 void cross_entropy_columns(const float* logits, const int* targets, int classes, int columns, const LossScalerState* scaler, float loss_weight,

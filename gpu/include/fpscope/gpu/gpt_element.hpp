@@ -32,41 +32,75 @@ FPSCOPE_HD inline std::uint16_t sixteen_bit_pattern(float value, bool bf16) {
                                          : cast_from_f32<formats::fp16, RoundingMode::nearest_even>(u, options, 0, flags));
 }
 
+// A column's (row's) sums are a warp's: 32 lanes, lane l adding elements l, l + 32, ... in
+// order, then the lanes added pairwise by halving -- lane l takes lane l + 16's, then l + 8's, ...
+// -- as __shfl_down_sync does; lane 0's total is everyone's. The functions below take the warp as
+// a parameter: the kernels pass one that is a real warp (gpt_kernels.cu), the host twin HostWarp,
+// which makes the same sums in the same order on one thread. `Warp` provides sum(n, term) and
+// max(n, term) over term(i), i in [0, n), and for_each(n, f), each lane f(i) on its own elements.
+inline constexpr int warp_lanes = 32;
+
+struct HostWarp {
+  template <typename Term>
+  float sum(int n, const Term& term) const {
+    float lanes[warp_lanes];
+    for (int lane = 0; lane < warp_lanes; ++lane) {
+      float partial = 0;
+      for (int i = lane; i < n; i += warp_lanes) partial += term(i);
+      lanes[lane] = partial;
+    }
+    for (int offset = warp_lanes / 2; offset > 0; offset /= 2)
+      for (int lane = 0; lane < offset; ++lane) lanes[lane] = lanes[lane] + lanes[lane + offset];
+    return lanes[0];
+  }
+  template <typename Term>
+  float max(int n, const Term& term) const {
+    float lanes[warp_lanes];
+    for (int lane = 0; lane < warp_lanes; ++lane) {
+      float top = -INFINITY;
+      for (int i = lane; i < n; i += warp_lanes) top = term(i) > top ? term(i) : top;
+      lanes[lane] = top;
+    }
+    for (int offset = warp_lanes / 2; offset > 0; offset /= 2)
+      for (int lane = 0; lane < offset; ++lane) lanes[lane] = lanes[lane + offset] > lanes[lane] ? lanes[lane + offset] : lanes[lane];
+    return lanes[0];
+  }
+  template <typename F>
+  void for_each(int n, const F& f) const {
+    for (int i = 0; i < n; ++i) f(i);
+  }
+};
+
 // LayerNorm of one column of `features` values (PyTorch's: biased variance, epsilon 1e-5 inside
 // the square root): y = gain * xhat + bias, xhat = (x - mean) * rstd kept for the backward, rstd
-// returned. Sums in index order.
-FPSCOPE_HD inline float layer_norm_column(const float* x, const float* gain, const float* bias, int features, float* y, float* xhat) {
-  float sum = 0;
-  for (int i = 0; i < features; ++i) sum += x[i];
-  const float mean = sum / static_cast<float>(features);
-  float squares = 0;
-  for (int i = 0; i < features; ++i) {
+// returned.
+template <typename Warp>
+FPSCOPE_HD inline float layer_norm_column(const Warp& warp, const float* x, const float* gain, const float* bias, int features, float* y,
+                                          float* xhat) {
+  const float mean = warp.sum(features, [&](int i) { return x[i]; }) / static_cast<float>(features);
+  const float squares = warp.sum(features, [&](int i) {
     const float d = x[i] - mean;
-    squares += d * d;
-  }
+    return d * d;
+  });
   const float rstd = 1.0f / sqrtf(squares / static_cast<float>(features) + 1e-5f);
-  for (int i = 0; i < features; ++i) {
+  warp.for_each(features, [&](int i) {
     xhat[i] = (x[i] - mean) * rstd;
     y[i] = gain[i] * xhat[i] + bias[i];
-  }
+  });
   return rstd;
 }
 
 // The input's gradient of one column from the output's (dy), into dx, or added to what dx holds
 // where `add` (the residual stream's gradient: dx + the gradient made alone).
-FPSCOPE_HD inline void layer_norm_backward_column(const float* dy, const float* gain, const float* xhat, float rstd, int features, float* dx,
-                                                  bool add) {
-  float sum_g = 0, sum_gx = 0;
-  for (int i = 0; i < features; ++i) {
-    const float g = dy[i] * gain[i];
-    sum_g += g;
-    sum_gx += g * xhat[i];
-  }
-  const float mean_g = sum_g / static_cast<float>(features), mean_gx = sum_gx / static_cast<float>(features);
-  for (int i = 0; i < features; ++i) {
+template <typename Warp>
+FPSCOPE_HD inline void layer_norm_backward_column(const Warp& warp, const float* dy, const float* gain, const float* xhat, float rstd, int features,
+                                                  float* dx, bool add) {
+  const float mean_g = warp.sum(features, [&](int i) { return dy[i] * gain[i]; }) / static_cast<float>(features);
+  const float mean_gx = warp.sum(features, [&](int i) { return dy[i] * gain[i] * xhat[i]; }) / static_cast<float>(features);
+  warp.for_each(features, [&](int i) {
     const float gradient = rstd * (dy[i] * gain[i] - mean_g - xhat[i] * mean_gx);
     dx[i] = add ? dx[i] + gradient : gradient;
-  }
+  });
 }
 
 // Feature f's sums over the tokens of a features x tokens matrix (times b's, element by element,
@@ -92,23 +126,20 @@ FPSCOPE_HD inline void add_run_sums(const float* run_sums, std::size_t runs, std
 }
 
 // Softmax of one query's `count` scores (a packed triangle's row) into p: the largest subtracted,
-// each exponential once, divided by their sum (in index order).
-FPSCOPE_HD inline void causal_softmax_row(const float* scores, int count, float* p) {
-  float top = scores[0];
-  for (int i = 1; i < count; ++i) top = scores[i] > top ? scores[i] : top;
-  float sum = 0;
-  for (int i = 0; i < count; ++i) {
-    p[i] = expf(scores[i] - top);
-    sum += p[i];
-  }
-  for (int i = 0; i < count; ++i) p[i] /= sum;
+// each exponential once, divided by their sum. Each lane reads back only the exponentials it wrote.
+template <typename Warp>
+FPSCOPE_HD inline void causal_softmax_row(const Warp& warp, const float* scores, int count, float* p) {
+  const float top = warp.max(count, [&](int i) { return scores[i]; });
+  warp.for_each(count, [&](int i) { p[i] = expf(scores[i] - top); });
+  const float sum = warp.sum(count, [&](int i) { return p[i]; });
+  warp.for_each(count, [&](int i) { p[i] /= sum; });
 }
 
 // The scores' gradient of one row from the probabilities' (dp): p * (dp - sum(p * dp)).
-FPSCOPE_HD inline void softmax_gradient_row(const float* p, const float* dp, int count, float* ds) {
-  float dot = 0;
-  for (int i = 0; i < count; ++i) dot += p[i] * dp[i];
-  for (int i = 0; i < count; ++i) ds[i] = p[i] * (dp[i] - dot);
+template <typename Warp>
+FPSCOPE_HD inline void softmax_gradient_row(const Warp& warp, const float* p, const float* dp, int count, float* ds) {
+  const float dot = warp.sum(count, [&](int i) { return p[i] * dp[i]; });
+  warp.for_each(count, [&](int i) { ds[i] = p[i] * (dp[i] - dot); });
 }
 
 }  // namespace fpscope
