@@ -5,6 +5,8 @@
 //     histogram alone (reads only) beside the same copy.
 //   - One MLP training step (mixed fp16, dynamic loss scaling; the batch copied from host memory
 //     every step, as a training loop does), unrecorded and recording every tensor every step.
+//   - One GPT training step (4 layers x 256 wide, 4 heads, context 128, vocab 256; mixed fp16,
+//     dynamic loss scaling, AdamW), the same three ways.
 //     bench/bench_cuda_torch.py times the same model in PyTorch (torch.autocast + GradScaler) on
 //     the same GPU and prints the ratios.
 // Times come from CUDA events (cast, copy) or the host clock around a synchronised run of steps;
@@ -22,7 +24,9 @@
 #include "fpscope/core/exponent_histogram.hpp"
 #include "fpscope/core/names.hpp"
 #include "fpscope/gpu/cuda_kernels.hpp"
+#include "fpscope/gpu/cuda_device_ops.hpp"
 #include "fpscope/gpu/cuda_mlp.hpp"
+#include "fpscope/gpu/device_gpt.hpp"
 #include "fpscope/gpu/synthetic_data.hpp"
 
 namespace {
@@ -127,6 +131,41 @@ void BM_mlp_step(benchmark::State& state) {
                  std::to_string(width) + "-10, batch " + std::to_string(batch));
 }
 
+// The same three ways for a GPT of 4 layers x 256 wide (4 heads, context 128, vocab 256) at batch
+// `batch` sequences: the model bench_train_torch.py times on the CPU.
+void BM_gpt_step(benchmark::State& state) {
+  const int batch = static_cast<int>(state.range(0));
+  const bool record = state.range(1) == 1, read_loss = state.range(1) == 2;
+  const fpscope::GptShape shape{4, 256, 4, 128, 256};
+  fpscope::MlpConfig config;
+  config.gpt = shape;
+  config.precision = fpscope::Precision::fp16;
+  config.scaler = fpscope::LossScalerConfig::pytorch();
+  config.optimizer.kind = fpscope::OptimizerKind::adamw;
+  config.learning_rate = 1e-3f;
+  fpscope::DeviceGptTrainer trainer(shape, config, fpscope::make_cuda_device_ops());
+  std::mt19937 rng(1);
+  std::vector<Eigen::MatrixXf> inputs(8, Eigen::MatrixXf(batch, shape.context));
+  std::vector<std::vector<int>> targets(8);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    for (Eigen::Index k = 0; k < inputs[i].size(); ++k) inputs[i].data()[k] = static_cast<float>(rng() % 256);
+    for (int k = 0; k < batch * shape.context; ++k) targets[i].push_back(static_cast<int>(rng() % 256));
+  }
+  constexpr int steps_per_iteration = 10;
+  for (int i = 0; i < 3; ++i) trainer.step(inputs[0], targets[0], record, read_loss);  // warm-up
+  (void)trainer.scaler_state();
+  std::size_t next = 0;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps_per_iteration; ++i, next = (next + 1) % inputs.size())
+      benchmark::DoNotOptimize(trainer.step(inputs[next], targets[next], record, read_loss));
+    (void)trainer.scaler_state();  // waits for the device
+    state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / steps_per_iteration);
+  }
+  state.SetLabel(std::string(record ? "recording every tensor" : read_loss ? "unrecorded, loss read back" : "unrecorded") +
+                 ", gpt 4x256, context 128, batch " + std::to_string(batch));
+}
+
 }  // namespace
 
 BENCHMARK(BM_device_copy_256MiB)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.2);
@@ -144,6 +183,7 @@ BENCHMARK(BM_mlp_step)
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.2);
+BENCHMARK(BM_gpt_step)->ArgsProduct({{8, 32}, {0, 1, 2}})->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
 
 int main(int argc, char** argv) {
   std::string why;

@@ -2,7 +2,8 @@
 
 Runs build/bench/bench_cuda (Google Benchmark, JSON) and times the same MLP training step in
 PyTorch: torch.autocast(float16) + GradScaler + SGD, the batch copied from host memory every step
-as fpscope's step does, relu, cross-entropy in float32. Prints every row's median, and the ratios
+as fpscope's step does, relu, cross-entropy in float32; and the same GPT step (the model of
+tests/gpu/gpt_vs_torch.py, AdamW). Prints every row's median, and the ratios
 the CUDA issue asks for: the recorded cast over a device-to-device copy's bandwidth, fpscope's
 step over PyTorch's, and what recording every tensor every step adds.
 
@@ -10,6 +11,7 @@ Usage: python3 bench/bench_cuda_torch.py [path/to/bench_cuda] [--repetitions N]
 """
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -40,23 +42,57 @@ def torch_step_time(width, batch, repetitions):
         scaler.step(optimizer)
         scaler.update()
 
+    return timed_steps(step, batches, repetitions, torch.cuda.synchronize)
+
+
+def timed_steps(step, batches, repetitions, synchronize):
+    """The median over `repetitions` of a step's mean time over rounds of 20 steps that fill about
+    0.2 s (Google Benchmark's MinTime), after 10 warm-up steps."""
     for i in range(10):
         step(*batches[i % len(batches)])
-    torch.cuda.synchronize()
+    synchronize()
     times = []
     steps = 20
     for _ in range(repetitions):
-        # As many rounds of 20 steps as fill about 0.2 s, like Google Benchmark's MinTime.
         rounds, elapsed = 0, 0.0
         while elapsed < 0.2:
             start = time.perf_counter()
             for i in range(steps):
                 step(*batches[i % len(batches)])
-            torch.cuda.synchronize()
+            synchronize()
             elapsed += time.perf_counter() - start
             rounds += 1
         times.append(elapsed / (rounds * steps))
     return statistics.median(times)
+
+
+def torch_gpt_step_time(batch, repetitions, device="cuda"):
+    """The GPT of tests/gpu/gpt_vs_torch.py (bench_cuda's BM_gpt_step: 4 layers x 256, 4 heads,
+    context 128, vocab 256) under torch.autocast(float16) + GradScaler + AdamW, the batch copied
+    from host memory every step."""
+    import torch
+    import torch.nn.functional as F
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "gpu"))
+    from gpt_vs_torch import Gpt
+
+    torch.manual_seed(1)
+    model = Gpt(4, 256, 4, 128, 256).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0)
+    scaler = torch.amp.GradScaler(device)
+    batches = [(torch.randint(0, 256, (batch, 128)), torch.randint(0, 256, (batch, 128))) for _ in range(8)]
+
+    def step(ids_host, targets_host):
+        ids, targets = ids_host.to(device), targets_host.to(device)
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device_type=device, dtype=torch.float16):
+            logits = model(ids)
+        loss = F.cross_entropy(logits.float().reshape(-1, 256), targets.reshape(-1))
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+
+    synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    return timed_steps(step, batches, repetitions, synchronize)
 
 
 def main():
@@ -102,6 +138,16 @@ def main():
         # Recording's cost over the unrecorded step that runs ahead, and over the one that reads
         # its loss back every step (what `fpscope train` does when it writes a run log).
         print(f"{f'784-{width}-{width}-10, batch {batch}':38} {plain * 1e6:10.1f} {read_back * 1e6:10.1f} {recorded * 1e6:10.1f} "
+              f"{torch_time * 1e6:10.1f} {plain / torch_time:12.2f}x {recorded / plain - 1:7.1%} / {recorded / read_back - 1:5.1%}")
+
+    print(f"\n{'GPT step, fp16 mixed, dynamic scaling, AdamW':46} {'fpscope us':>10} {'+loss read':>10} {'recording':>10} {'PyTorch us':>10} "
+          f"{'fpscope/torch':>13} {'recording adds':>15}")
+    for batch in (8, 32):
+        plain = seconds(f"BM_gpt_step/{batch}/0/manual_time")
+        recorded = seconds(f"BM_gpt_step/{batch}/1/manual_time")
+        read_back = seconds(f"BM_gpt_step/{batch}/2/manual_time")
+        torch_time = torch_gpt_step_time(batch, args.repetitions)
+        print(f"{f'4 layers x 256, context 128, batch {batch}':46} {plain * 1e6:10.1f} {read_back * 1e6:10.1f} {recorded * 1e6:10.1f} "
               f"{torch_time * 1e6:10.1f} {plain / torch_time:12.2f}x {recorded / plain - 1:7.1%} / {recorded / read_back - 1:5.1%}")
     return 0
 

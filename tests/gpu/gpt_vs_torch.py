@@ -37,7 +37,7 @@ class Block(torch.nn.Module):
         q, k, v = self.qkv(self.ln1(x)).split(width, dim=-1)
         q, k, v = (t.view(batch, context, self.heads, head).transpose(1, 2) for t in (q, k, v))
         scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(head))
-        causal = torch.ones(context, context, dtype=torch.bool).tril()
+        causal = torch.ones(context, context, dtype=torch.bool, device=x.device).tril()
         probabilities = F.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
         context_ = (probabilities @ v).transpose(1, 2).reshape(batch, context, width)
         x = x + self.proj(context_)
@@ -53,7 +53,7 @@ class Gpt(torch.nn.Module):
         self.ln_f = torch.nn.LayerNorm(width)
 
     def forward(self, ids):
-        x = self.tokens(ids) + self.positions(torch.arange(ids.shape[1]))
+        x = self.tokens(ids) + self.positions(torch.arange(ids.shape[1], device=ids.device))
         for block in self.blocks:
             x = block(x)
         return self.ln_f(x) @ self.tokens.weight.t()  # the tied head
