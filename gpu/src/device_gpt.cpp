@@ -65,7 +65,7 @@ struct DeviceGptTrainer::Memory {
 
   // Sized for one batch.
   int batch = 0;
-  Buffer<int> tokens, targets;
+  Buffer<int> tokens, targets, token_columns, token_starts;  // the batch's columns grouped by token (embed_backward)
   struct Block {
     Buffer<float> ln1, xhat1, rstd1, qkv, probabilities, context, ln2, xhat2, rstd2, fc, gelu;
     Buffer<std::uint16_t> ln1_16, qkv16, context16, ln2_16, gelu16;
@@ -90,6 +90,8 @@ struct DeviceGptTrainer::Memory {
                              h(D * N), h(3 * D * N), h(D * N), h(D * N), h(4 * D * N)});
     tokens = Buffer<int>(ops, N);
     targets = Buffer<int>(ops, N);
+    token_columns = Buffer<int>(ops, N);
+    token_starts = Buffer<int>(ops, V + 1);
     x = f(D * N), y = f(D * N), final_ln = f(D * N), xhat_f = f(D * N), rstd_f = f(N), logits = f(V * N), dlogits = f(V * N), losses = f(N);
     final16 = h(D * N), dlogits16 = h(V * N);
     dx = f(D * N), dnorm = f(D * N), dwide = f(4 * D * N), dcontext = f(D * N), dqkv = f(3 * D * N);
@@ -197,6 +199,10 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
   if (m.batch != B) m.size_for(ops, shape_, B, low);
   ops.upload(m.tokens.data(), tokens.data(), m.tokens.bytes());
   ops.upload(m.targets.data(), labels.data(), m.targets.bytes());
+  std::vector<int> token_columns, token_starts;
+  group_columns_by_token(tokens, V, token_columns, token_starts);
+  ops.upload(m.token_columns.data(), token_columns.data(), m.token_columns.bytes());
+  ops.upload(m.token_starts.data(), token_starts.data(), m.token_starts.bytes());
   unsigned long long* records = m.readback.data() + scalar_words;
   if (record) ops.zero(records, (m.readback.size() - scalar_words) * sizeof(unsigned long long));
 
@@ -377,7 +383,8 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     norm_backward(p(Index::ln1_gain), c.xhat1, c.rstd1, true);
     residual_gradient(l - 1);
   }
-  ops.embed_backward(m.tokens.data(), m.dx.data(), V, T, D, N, m.gradient[Index::tokens].data(), m.gradient[Index::positions].data());
+  ops.embed_backward(m.token_columns.data(), m.token_starts.data(), m.dx.data(), V, T, D, N, m.gradient[Index::tokens].data(),
+                     m.gradient[Index::positions].data());
 
   // ---- the update ----
   for (const FaultInjection& fault : faults_)

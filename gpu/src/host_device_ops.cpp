@@ -111,14 +111,12 @@ class HostDeviceOps final : public DeviceOps {
         x[static_cast<std::size_t>(n) * width + d] =
             token_table[static_cast<std::size_t>(d) * vocab + tokens[n]] + position_table[static_cast<std::size_t>(d) * context + n % context];
   }
-  void embed_backward(const int* tokens, const float* dx, int vocab, int context, int width, int columns, float* token_gradient,
-                      float* position_gradient) override {
-    for (int d = 0; d < width; ++d)
-      for (int n = 0; n < columns; ++n) {
-        const float g = dx[static_cast<std::size_t>(n) * width + d];
-        token_gradient[static_cast<std::size_t>(d) * vocab + tokens[n]] += g;
-        position_gradient[static_cast<std::size_t>(d) * context + n % context] += g;
-      }
+  void embed_backward(const int* token_columns, const int* token_starts, const float* dx, int vocab, int context, int width, int columns,
+                      float* token_gradient, float* position_gradient) override {
+    for (int d = 0; d < width; ++d) {
+      for (int v = 0; v < vocab; ++v) add_token_row_gradient(dx, width, token_columns, token_starts, vocab, v, d, token_gradient);
+      for (int p = 0; p < context; ++p) add_position_row_gradient(dx, width, context, columns, p, d, position_gradient);
+    }
   }
   void layer_norm(const float* x, const float* gain, const float* bias, int features, int columns, float* y, float* xhat, float* rstd) override {
     for (int n = 0; n < columns; ++n) {

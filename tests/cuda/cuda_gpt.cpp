@@ -157,8 +157,11 @@ void check_operations(DeviceOps& gpu, DeviceOps& twin) {
   twin.embed(tokens.t, token_table.t, position_table.t, V, T, D, N, x.t);
   verdict(x.same_bits(), "embed exact");
   Pair<float> dx(gpu, twin, normal(ND, 15)), token_gradient(gpu, twin, normal(static_cast<std::size_t>(V) * D, 16)), position_gradient(gpu, twin, static_cast<std::size_t>(T) * D);
-  gpu.embed_backward(tokens.g, dx.g, V, T, D, N, token_gradient.g, position_gradient.g);
-  twin.embed_backward(tokens.t, dx.t, V, T, D, N, token_gradient.t, position_gradient.t);
+  std::vector<int> grouped, starts;
+  group_columns_by_token(token_ids, V, grouped, starts);
+  Pair<int> token_columns(gpu, twin, grouped), token_starts(gpu, twin, starts);
+  gpu.embed_backward(token_columns.g, token_starts.g, dx.g, V, T, D, N, token_gradient.g, position_gradient.g);
+  twin.embed_backward(token_columns.t, token_starts.t, dx.t, V, T, D, N, token_gradient.t, position_gradient.t);
   verdict(token_gradient.same_bits() && position_gradient.same_bits(), "embed_backward exact (each sum in token order)");
   Pair<float> gain(gpu, twin, normal(D, 17)), bias(gpu, twin, normal(D, 18)), y(gpu, twin, ND), xhat(gpu, twin, ND), rstd(gpu, twin, N);
   gpu.layer_norm(x.g, gain.g, bias.g, D, N, y.g, xhat.g, rstd.g);

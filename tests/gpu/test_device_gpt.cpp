@@ -239,3 +239,31 @@ TEST_CASE("the device step's token sums (bias, gain and LayerNorm gradients) are
     CHECK(std::memcmp(cpu_products.data(), twin_products.data(), sizeof(float) * features) == 0);
   }
 }
+
+TEST_CASE("the device step's embedding gradients add each token's column in the batch's order, as the CPU pass does") {
+  const std::unique_ptr<DeviceOps> ops = make_host_device_ops();
+  const int vocab = 11, context = 5, width = 7, columns = 4 * context;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<int> tokens(columns);
+  for (int& t : tokens) t = static_cast<int>(rng() % 4);  // few tokens, each many times: the order shows
+  Eigen::MatrixXf dx(width, columns), token_table(vocab, width), position_table(context, width);
+  for (Eigen::Index i = 0; i < dx.size(); ++i) dx.data()[i] = normal(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 40) - 20);
+  for (Eigen::Index i = 0; i < token_table.size(); ++i) token_table.data()[i] = normal(rng);
+  position_table.setZero();
+  // The CPU pass's order (gpt_pass.hpp): token by token, each column added to its rows.
+  Eigen::MatrixXf want_tokens = token_table, want_positions = position_table;
+  for (int n = 0; n < columns; ++n)
+    for (int d = 0; d < width; ++d) {
+      want_tokens(tokens[static_cast<std::size_t>(n)], d) += dx(d, n);
+      want_positions(n % context, d) += dx(d, n);
+    }
+  std::vector<int> grouped, starts;
+  group_columns_by_token(tokens, vocab, grouped, starts);
+  CHECK(starts.front() == 0);
+  CHECK(starts.back() == columns);
+  Eigen::MatrixXf got_tokens = token_table, got_positions = position_table;
+  ops->embed_backward(grouped.data(), starts.data(), dx.data(), vocab, context, width, columns, got_tokens.data(), got_positions.data());
+  CHECK(std::memcmp(got_tokens.data(), want_tokens.data(), sizeof(float) * static_cast<std::size_t>(want_tokens.size())) == 0);
+  CHECK(std::memcmp(got_positions.data(), want_positions.data(), sizeof(float) * static_cast<std::size_t>(want_positions.size())) == 0);
+}

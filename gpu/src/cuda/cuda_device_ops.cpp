@@ -124,9 +124,9 @@ class CudaDeviceOps final : public DeviceOps {
              float* x) override {
     cuda::embed(tokens, token_table, position_table, vocab, context, width, columns, x, stream_);
   }
-  void embed_backward(const int* tokens, const float* dx, int vocab, int context, int width, int columns, float* token_gradient,
-                      float* position_gradient) override {
-    cuda::embed_backward(tokens, dx, vocab, context, width, columns, token_gradient, position_gradient, stream_);
+  void embed_backward(const int* token_columns, const int* token_starts, const float* dx, int vocab, int context, int width, int columns,
+                      float* token_gradient, float* position_gradient) override {
+    cuda::embed_backward(token_columns, token_starts, dx, vocab, context, width, columns, token_gradient, position_gradient, stream_);
   }
   void layer_norm(const float* x, const float* gain, const float* bias, int features, int columns, float* y, float* xhat, float* rstd) override {
     cuda::layer_norm(x, gain, bias, features, columns, y, xhat, rstd, stream_);

@@ -71,15 +71,18 @@ __global__ void embed_kernel(const int* tokens, const float* token_table, const 
            position_table[d * static_cast<std::size_t>(context) + column % static_cast<std::size_t>(context)];
   }
 }
-// A thread per feature, the tokens in order: each sum's order is the CPU's.
-__global__ void embed_backward_kernel(const int* tokens, const float* dx, int vocab, int context, int width, int columns, float* token_gradient,
-                                      float* position_gradient) {
-  for (std::size_t d = first_index(); d < static_cast<std::size_t>(width); d += index_stride())
-    for (int n = 0; n < columns; ++n) {
-      const float g = dx[static_cast<std::size_t>(n) * static_cast<std::size_t>(width) + d];
-      token_gradient[d * static_cast<std::size_t>(vocab) + static_cast<std::size_t>(tokens[n])] += g;
-      position_gradient[d * static_cast<std::size_t>(context) + static_cast<std::size_t>(n % context)] += g;
-    }
+// A thread per (token row, feature) and per (position row, feature), neighbouring threads on
+// neighbouring rows of the column-major tables; each sums its columns in order (the CPU's).
+__global__ void token_gradient_kernel(const int* token_columns, const int* token_starts, const float* dx, int vocab, int width, std::size_t n,
+                                      float* token_gradient) {
+  for (std::size_t i = first_index(); i < n; i += index_stride())
+    add_token_row_gradient(dx, width, token_columns, token_starts, vocab, static_cast<int>(i % static_cast<std::size_t>(vocab)),
+                           static_cast<int>(i / static_cast<std::size_t>(vocab)), token_gradient);
+}
+__global__ void position_gradient_kernel(const float* dx, int width, int context, int columns, std::size_t n, float* position_gradient) {
+  for (std::size_t i = first_index(); i < n; i += index_stride())
+    add_position_row_gradient(dx, width, context, columns, static_cast<int>(i % static_cast<std::size_t>(context)),
+                              static_cast<int>(i / static_cast<std::size_t>(context)), position_gradient);
 }
 // A warp per column.
 __global__ void layer_norm_kernel(const float* x, const float* gain, const float* bias, int features, int columns, float* y, float* xhat,
@@ -178,11 +181,14 @@ void embed(const int* tokens, const float* token_table, const float* position_ta
   embed_kernel<<<blocks_for(n), threads, 0, as_stream(stream)>>>(tokens, token_table, position_table, vocab, context, width, n, x);
   check_launch("embed");
 }
-void embed_backward(const int* tokens, const float* dx, int vocab, int context, int width, int columns, float* token_gradient,
-                    float* position_gradient, void* stream) {
-  embed_backward_kernel<<<blocks_for(static_cast<std::size_t>(width)), threads, 0, as_stream(stream)>>>(tokens, dx, vocab, context, width, columns,
-                                                                                                      token_gradient, position_gradient);
-  check_launch("embed_backward");
+void embed_backward(const int* token_columns, const int* token_starts, const float* dx, int vocab, int context, int width, int columns,
+                    float* token_gradient, float* position_gradient, void* stream) {
+  const std::size_t tokens = static_cast<std::size_t>(vocab) * static_cast<std::size_t>(width);
+  token_gradient_kernel<<<blocks_for(tokens), threads, 0, as_stream(stream)>>>(token_columns, token_starts, dx, vocab, width, tokens, token_gradient);
+  check_launch("token_gradient");
+  const std::size_t positions = static_cast<std::size_t>(context) * static_cast<std::size_t>(width);
+  position_gradient_kernel<<<blocks_for(positions), threads, 0, as_stream(stream)>>>(dx, width, context, columns, positions, position_gradient);
+  check_launch("position_gradient");
 }
 void layer_norm(const float* x, const float* gain, const float* bias, int features, int columns, float* y, float* xhat, float* rstd, void* stream) {
   layer_norm_kernel<<<warp_blocks_for(static_cast<std::size_t>(columns)), threads, 0, as_stream(stream)>>>(x, gain, bias, features, columns, y, xhat, rstd);

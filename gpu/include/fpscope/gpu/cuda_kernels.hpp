@@ -101,8 +101,8 @@ void ordered_sum(const float* values, int n, float* out, void* stream = nullptr)
 // feature, as the host twin (host_device_ops.cpp) runs it in a loop ---
 void embed(const int* tokens, const float* token_table, const float* position_table, int vocab, int context, int width, int columns, float* x,
            void* stream = nullptr);
-void embed_backward(const int* tokens, const float* dx, int vocab, int context, int width, int columns, float* token_gradient,
-                    float* position_gradient, void* stream = nullptr);
+void embed_backward(const int* token_columns, const int* token_starts, const float* dx, int vocab, int context, int width, int columns,
+                    float* token_gradient, float* position_gradient, void* stream = nullptr);
 void layer_norm(const float* x, const float* gain, const float* bias, int features, int columns, float* y, float* xhat, float* rstd,
                 void* stream = nullptr);
 void layer_norm_backward(const float* dy, const float* gain, const float* xhat, const float* rstd, int features, int columns, float* dx, bool add,

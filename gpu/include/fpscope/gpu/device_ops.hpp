@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "fpscope/core/context.hpp"
 #include "fpscope/gpu/activation.hpp"
@@ -79,6 +80,17 @@ FPSCOPE_HD inline OptimizerStep prepared_optimizer_step(const OptimizerSettings&
                         clip ? clipping_coefficient(s.clip_grad_norm, norm) : 1.0f);
 }
 
+// The batch's columns grouped by token, for embed_backward: `columns` lists token 0's columns in
+// order, then token 1's, ...; token v's run from starts[v] to starts[v + 1] (vocab + 1 of them).
+inline void group_columns_by_token(const std::vector<int>& tokens, int vocab, std::vector<int>& columns, std::vector<int>& starts) {
+  starts.assign(static_cast<std::size_t>(vocab) + 1, 0);
+  for (const int v : tokens) ++starts[static_cast<std::size_t>(v) + 1];
+  for (std::size_t v = 0; v < static_cast<std::size_t>(vocab); ++v) starts[v + 1] += starts[v];
+  std::vector<int> next(starts.begin(), starts.end() - 1);
+  columns.resize(tokens.size());
+  for (std::size_t n = 0; n < tokens.size(); ++n) columns[static_cast<std::size_t>(next[static_cast<std::size_t>(tokens[n])]++)] = static_cast<int>(n);
+}
+
 class DeviceOps {
  public:
   virtual ~DeviceOps() = default;
@@ -109,9 +121,10 @@ class DeviceOps {
   // context x width, column-major).
   virtual void embed(const int* tokens, const float* token_table, const float* position_table, int vocab, int context, int width, int columns,
                      float* x) = 0;
-  // Each token's column of dx added to its token's row and its position's row, token by token in order.
-  virtual void embed_backward(const int* tokens, const float* dx, int vocab, int context, int width, int columns, float* token_gradient,
-                              float* position_gradient) = 0;
+  // Each token's column of dx added to its token's row and its position's row, token by token in
+  // order, given the columns grouped by token (gpt_element.hpp's add_token_row_gradient).
+  virtual void embed_backward(const int* token_columns, const int* token_starts, const float* dx, int vocab, int context, int width, int columns,
+                              float* token_gradient, float* position_gradient) = 0;
   // y = LayerNorm(x) per column, xhat and rstd (one per column) kept.
   virtual void layer_norm(const float* x, const float* gain, const float* bias, int features, int columns, float* y, float* xhat, float* rstd) = 0;
   virtual void layer_norm_backward(const float* dy, const float* gain, const float* xhat, const float* rstd, int features, int columns, float* dx,

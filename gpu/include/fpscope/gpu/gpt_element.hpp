@@ -32,6 +32,26 @@ FPSCOPE_HD inline std::uint16_t sixteen_bit_pattern(float value, bool bf16) {
                                          : cast_from_f32<formats::fp16, RoundingMode::nearest_even>(u, options, 0, flags));
 }
 
+// The embeddings' gradient in the CPU pass's order: each token's column of dx added to its token's
+// row, the batch's columns in order (n increasing), and to its position's row likewise. Each
+// (row, feature) sum is independent of the others, so a kernel makes them in parallel, given the
+// batch's columns grouped by token (`token_columns`: token 0's columns in order, then token 1's,
+// ...; token v's from token_starts[v] to token_starts[v + 1]; group_columns_by_token makes them).
+FPSCOPE_HD inline void add_token_row_gradient(const float* dx, int width, const int* token_columns, const int* token_starts, int vocab, int v, int d,
+                                              float* token_gradient) {
+  float& into = token_gradient[static_cast<std::size_t>(d) * static_cast<std::size_t>(vocab) + static_cast<std::size_t>(v)];
+  float g = into;
+  for (int k = token_starts[v]; k < token_starts[v + 1]; ++k)
+    g += dx[static_cast<std::size_t>(token_columns[k]) * static_cast<std::size_t>(width) + static_cast<std::size_t>(d)];
+  into = g;
+}
+FPSCOPE_HD inline void add_position_row_gradient(const float* dx, int width, int context, int columns, int p, int d, float* position_gradient) {
+  float& into = position_gradient[static_cast<std::size_t>(d) * static_cast<std::size_t>(context) + static_cast<std::size_t>(p)];
+  float g = into;
+  for (int n = p; n < columns; n += context) g += dx[static_cast<std::size_t>(n) * static_cast<std::size_t>(width) + static_cast<std::size_t>(d)];
+  into = g;
+}
+
 // A column's (row's) sums are a warp's: 32 lanes, lane l adding elements l, l + 32, ... in
 // order, then the lanes added pairwise by halving -- lane l takes lane l + 16's, then l + 8's, ...
 // -- as __shfl_down_sync does; lane 0's total is everyone's. The functions below take the warp as
