@@ -236,6 +236,17 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     call.accumulate = accumulate, call.batch = batch, call.stride_c = stride_c, call.sixteen = low && !float32, call.bf16 = bf16;
     ops.product(call);
   };
+  // Per sequence and head (B x H products, one call): A, B and C at their bases plus a sequence's
+  // and a head's strides -- a head's rows of qkv or of the context (dh rows apart), its keys x
+  // queries square. float32 operands where `float32`.
+  const auto heads_product = [&](bool ta, bool tb, int rows, int cols, int k, DeviceOperand a, std::size_t a_sequence, DeviceOperand b,
+                                 std::size_t b_sequence, float* c, int ldc, std::size_t c_head, std::size_t c_sequence, bool float32 = false) {
+    ProductCall call;
+    a.group_stride = a_sequence, b.group_stride = b_sequence;
+    call.transpose_a = ta, call.transpose_b = tb, call.m = rows, call.n = cols, call.k = k, call.a = a, call.b = b, call.c = c, call.ldc = ldc;
+    call.stride_c = c_head, call.group_stride_c = c_sequence, call.batch = H, call.groups = B, call.sixteen = low && !float32, call.bf16 = bf16;
+    ops.product(call);
+  };
   const auto weight = [&](int p) { return operand(m.copy[static_cast<std::size_t>(p)], m.copy16[static_cast<std::size_t>(p)], 0, layout_[static_cast<std::size_t>(p)].rows); };
   // y (out x N) = W x + b.
   const auto linear = [&](int p, DeviceOperand x, int in, int out, float* y) {
@@ -251,6 +262,7 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
   const float inverse_sqrt = 1.0f / std::sqrt(static_cast<float>(dh));
   const int triangles = B * H;
   const std::size_t qkv_sequence = static_cast<std::size_t>(T) * 3 * static_cast<std::size_t>(D);  // one sequence's columns of qkv
+  const std::size_t head = static_cast<std::size_t>(dh);
 
   // The step's copies of the parameters (the recorded ones recorded as weights).
   for (std::size_t p = 0; p < layout_.size(); ++p) {
@@ -270,20 +282,16 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     linear(p(Index::qkv_weight), operand(c.ln1, c.ln1_16, 0, D), D, 3 * D, c.qkv.data());
     cast(c.qkv.data(), c.qkv.data(), c.qkv16.data(), 3 * ND, activation(l, "attn.qkv"));
     // Attention: per sequence, the heads' keys x queries scores K^T Q (q, k, v at rows 0, D, 2D of qkv).
-    for (int b = 0; b < B; ++b) {
-      const std::size_t at = static_cast<std::size_t>(b) * qkv_sequence;
-      product(true, false, T, T, dh, operand(c.qkv, c.qkv16, at + static_cast<std::size_t>(D), 3 * D, static_cast<std::size_t>(dh)),
-              operand(c.qkv, c.qkv16, at, 3 * D, static_cast<std::size_t>(dh)), m.full_a.data() + static_cast<std::size_t>(b) * H * TT, T, false, H, TT);
-    }
+    heads_product(true, false, T, T, dh, operand(c.qkv, c.qkv16, D, 3 * D, head), qkv_sequence, operand(c.qkv, c.qkv16, 0, 3 * D, head), qkv_sequence,
+                  m.full_a.data(), T, TT, H * TT);
     ops.pack_triangles(m.full_a.data(), T, triangles, inverse_sqrt, m.scores.data());
     cast(m.scores.data(), m.scores.data(), nullptr, packed, activation(l, "attn.scores"));
     ops.causal_softmax(m.scores.data(), T, triangles, c.probabilities.data());
     cast(c.probabilities.data(), c.probabilities.data(), nullptr, packed, activation(l, "attn.softmax"));
     ops.unpack_triangles(c.probabilities.data(), T, triangles, 1.0f, low ? nullptr : m.full_a.data(), low ? m.full16.data() : nullptr, bf16);
-    for (int b = 0; b < B; ++b)  // context (dh x T per head) = V P
-      product(false, false, dh, T, T, operand(c.qkv, c.qkv16, static_cast<std::size_t>(b) * qkv_sequence + 2 * static_cast<std::size_t>(D), 3 * D, static_cast<std::size_t>(dh)),
-              operand(m.full_a, m.full16, static_cast<std::size_t>(b) * H * TT, T, TT), c.context.data() + static_cast<std::size_t>(b) * T * D, D, false, H,
-              static_cast<std::size_t>(dh));
+    // context (dh x T per head) = V P
+    heads_product(false, false, dh, T, T, operand(c.qkv, c.qkv16, 2 * D, 3 * D, head), qkv_sequence, operand(m.full_a, m.full16, 0, T, TT), H * TT,
+                  c.context.data(), D, head, T * D);
     cast(c.context.data(), c.context.data(), c.context16.data(), ND, activation(l, "attn.context"));
     linear(p(Index::proj_weight), operand(c.context, c.context16, 0, D), D, D, m.y.data());
     cast(m.y.data(), m.y.data(), nullptr, ND, activation(l, "attn.proj"));
@@ -353,14 +361,9 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     cast(m.dcontext.data(), m.dcontext.data(), m.dcontext16.data(), ND, gradient(l, "attn.context"));
     // Attention backward, per sequence over the heads: through the values (dV = dout P^T, dP = V^T dout) ...
     ops.unpack_triangles(c.probabilities.data(), T, triangles, 1.0f, low ? nullptr : m.full_a.data(), low ? m.full16.data() : nullptr, bf16);
-    for (int b = 0; b < B; ++b) {
-      const std::size_t at = static_cast<std::size_t>(b) * qkv_sequence, squares = static_cast<std::size_t>(b) * H * TT;
-      const DeviceOperand dout = operand(m.dcontext, m.dcontext16, static_cast<std::size_t>(b) * T * D, D, static_cast<std::size_t>(dh));
-      const DeviceOperand v = operand(c.qkv, c.qkv16, at + 2 * static_cast<std::size_t>(D), 3 * D, static_cast<std::size_t>(dh));
-      product(false, true, dh, T, T, dout, operand(m.full_a, m.full16, squares, T, TT), m.dqkv.data() + at + 2 * static_cast<std::size_t>(D), 3 * D,
-              false, H, static_cast<std::size_t>(dh));
-      product(true, false, T, T, dh, v, dout, m.full_b.data() + squares, T, false, H, TT);
-    }
+    const DeviceOperand dout = operand(m.dcontext, m.dcontext16, 0, D, head), v = operand(c.qkv, c.qkv16, 2 * D, 3 * D, head);
+    heads_product(false, true, dh, T, T, dout, T * D, operand(m.full_a, m.full16, 0, T, TT), H * TT, m.dqkv.data() + 2 * D, 3 * D, head, qkv_sequence);
+    heads_product(true, false, T, T, dh, v, qkv_sequence, dout, T * D, m.full_b.data(), T, TT, H * TT);
     ops.pack_triangles(m.full_b.data(), T, triangles, 1.0f, m.dprobabilities.data());
     cast(m.dprobabilities.data(), m.dprobabilities.data(), nullptr, packed, gradient(l, "attn.softmax"));
     // ... through the softmax ...
@@ -369,14 +372,11 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     // ... and through the scores (dQ = K dS, dK = Q dS^T; dS scaled by 1/sqrt(dh) is not a value of
     // the format in general, so these products read float32 operands).
     ops.unpack_triangles(m.dscores.data(), T, triangles, inverse_sqrt, m.full_b.data(), nullptr, bf16);
-    for (int b = 0; b < B; ++b) {
-      const std::size_t at = static_cast<std::size_t>(b) * qkv_sequence, squares = static_cast<std::size_t>(b) * H * TT;
-      const DeviceOperand ds = operand(m.full_b, Buffer<std::uint16_t>{}, squares, T, TT);
-      product(false, false, dh, T, T, operand(c.qkv, Buffer<std::uint16_t>{}, at + static_cast<std::size_t>(D), 3 * D, static_cast<std::size_t>(dh)), ds,
-              m.dqkv.data() + at, 3 * D, false, H, static_cast<std::size_t>(dh), true);
-      product(false, true, dh, T, T, operand(c.qkv, Buffer<std::uint16_t>{}, at, 3 * D, static_cast<std::size_t>(dh)), ds,
-              m.dqkv.data() + at + static_cast<std::size_t>(D), 3 * D, false, H, static_cast<std::size_t>(dh), true);
-    }
+    const DeviceOperand ds = operand(m.full_b, Buffer<std::uint16_t>{}, 0, T, TT);
+    heads_product(false, false, dh, T, T, operand(c.qkv, Buffer<std::uint16_t>{}, D, 3 * D, head), qkv_sequence, ds, H * TT, m.dqkv.data(), 3 * D, head,
+                  qkv_sequence, true);
+    heads_product(false, true, dh, T, T, operand(c.qkv, Buffer<std::uint16_t>{}, 0, 3 * D, head), qkv_sequence, ds, H * TT, m.dqkv.data() + D, 3 * D,
+                  head, qkv_sequence, true);
     cast(m.dqkv.data(), m.dqkv.data(), m.dqkv16.data(), 3 * ND, gradient(l, "attn.qkv"));
     linear_backward(p(Index::qkv_weight), operand(c.ln1, c.ln1_16, 0, D), D, 3 * D, operand(m.dqkv, m.dqkv16, 0, 3 * D), m.dnorm.data());
     cast(m.dnorm.data(), m.dnorm.data(), nullptr, ND, gradient(l, "ln1"));

@@ -87,21 +87,23 @@ class HostDeviceOps final : public DeviceOps {
     };
     if ((call.sixteen ? call.a.p16 == nullptr || call.b.p16 == nullptr : call.a.f32 == nullptr || call.b.f32 == nullptr))
       throw std::logic_error("device product: an operand without the values it is to be read as");
-    for (int e = 0; e < call.batch; ++e) {
-      const std::size_t a_base = call.a.stride * static_cast<std::size_t>(e), b_base = call.b.stride * static_cast<std::size_t>(e);
-      float* c = call.c + call.stride_c * static_cast<std::size_t>(e);
-      for (int j = 0; j < call.n; ++j)
-        for (int i = 0; i < call.m; ++i) {
-          float sum = 0;
-          for (int k = 0; k < call.k; ++k) {
-            const float a = call.transpose_a ? element(call.a, a_base, k, i) : element(call.a, a_base, i, k);
-            const float b = call.transpose_b ? element(call.b, b_base, j, k) : element(call.b, b_base, k, j);
-            sum += a * b;
+    for (int g = 0; g < call.groups; ++g)
+      for (int e = 0; e < call.batch; ++e) {
+        const auto at = [&](const DeviceOperand& o) { return o.group_stride * static_cast<std::size_t>(g) + o.stride * static_cast<std::size_t>(e); };
+        const std::size_t a_base = at(call.a), b_base = at(call.b);
+        float* c = call.c + call.group_stride_c * static_cast<std::size_t>(g) + call.stride_c * static_cast<std::size_t>(e);
+        for (int j = 0; j < call.n; ++j)
+          for (int i = 0; i < call.m; ++i) {
+            float sum = 0;
+            for (int k = 0; k < call.k; ++k) {
+              const float a = call.transpose_a ? element(call.a, a_base, k, i) : element(call.a, a_base, i, k);
+              const float b = call.transpose_b ? element(call.b, b_base, j, k) : element(call.b, b_base, k, j);
+              sum += a * b;
+            }
+            float& out = c[static_cast<std::size_t>(j) * static_cast<std::size_t>(call.ldc) + static_cast<std::size_t>(i)];
+            out = call.accumulate ? out + sum : sum;
           }
-          float& out = c[static_cast<std::size_t>(j) * static_cast<std::size_t>(call.ldc) + static_cast<std::size_t>(i)];
-          out = call.accumulate ? out + sum : sum;
-        }
-    }
+      }
   }
 
   void embed(const int* tokens, const float* token_table, const float* position_table, int vocab, int context, int width, int columns,

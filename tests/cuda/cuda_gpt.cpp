@@ -123,31 +123,35 @@ void check_operations(DeviceOps& gpu, DeviceOps& twin) {
     twin.record_histogram(in.t, in.n, histogram.t);
     verdict(histogram.same_bits(), "record_histogram exact");
   }
-  // Products: every transpose, 16-bit and float32, batched with strides, accumulating.
+  // Products: every transpose, 16-bit and float32, batched with strides (cublasGemmStridedBatchedEx)
+  // and grouped over two levels of strides (cublasGemmBatchedEx), accumulating.
+  for (const int groups : {1, 2})
   for (const bool sixteen : {false, true})
     for (const bool ta : {false, true})
       for (const bool tb : {false, true}) {
-        const int m = 13, n = 11, k = 17, batch = 3;
+        const int m = 13, n = 11, k = 17, batch = 3;  // groups x 3 products, as sequences x heads
         const int lda = (ta ? k : m) + 2, ldb = (tb ? n : k) + 1, ldc = m + 3;
         const std::size_t sa = static_cast<std::size_t>(lda) * (ta ? m : k), sb = static_cast<std::size_t>(ldb) * (tb ? k : n), sc = static_cast<std::size_t>(ldc) * n;
-        std::vector<float> a = normal(sa * batch, 10), b = normal(sb * batch, 11);
+        std::vector<float> a = normal(sa * batch * groups, 10), b = normal(sb * batch * groups, 11);
         std::vector<std::uint16_t> a16(a.size()), b16(b.size());
         for (std::size_t i = 0; i < a.size(); ++i) a16[i] = sixteen_bit_pattern(a[i], true);  // a's values rounded to bf16
         for (std::size_t i = 0; i < b.size(); ++i) b16[i] = sixteen_bit_pattern(b[i], true);
-        Pair<float> A(gpu, twin, a), Bm(gpu, twin, b), C(gpu, twin, normal(sc * batch, 12));
+        Pair<float> A(gpu, twin, a), Bm(gpu, twin, b), C(gpu, twin, normal(sc * batch * groups, 12));
         Pair<std::uint16_t> A16(gpu, twin, a16), B16(gpu, twin, b16);
         for (DeviceOps* ops : {&gpu, &twin}) {
           const bool on_gpu = ops == &gpu;
           ProductCall call;
           call.transpose_a = ta, call.transpose_b = tb, call.m = m, call.n = n, call.k = k;
-          call.a = {on_gpu ? A.g : A.t, on_gpu ? A16.g : A16.t, lda, sa};
-          call.b = {on_gpu ? Bm.g : Bm.t, on_gpu ? B16.g : B16.t, ldb, sb};
-          call.c = on_gpu ? C.g : C.t, call.ldc = ldc, call.stride_c = sc, call.batch = batch, call.accumulate = true;
+          // A group's entries follow each other; B's groups come first, its entries `groups` apart.
+          call.a = {on_gpu ? A.g : A.t, on_gpu ? A16.g : A16.t, lda, sa, sa * batch};
+          call.b = {on_gpu ? Bm.g : Bm.t, on_gpu ? B16.g : B16.t, ldb, sb * groups, sb};
+          call.c = on_gpu ? C.g : C.t, call.ldc = ldc, call.stride_c = sc, call.group_stride_c = sc * batch, call.batch = batch, call.groups = groups;
+          call.accumulate = true;
           call.sixteen = sixteen, call.bf16 = true;
           ops->product(call);
         }
         verdict(C.worst(1e-5, 1e-5 * k) <= 1, std::string("product ") + (sixteen ? "bf16 " : "float32 ") + (ta ? "T" : "N") + (tb ? "T" : "N") +
-                                                 " batched, accumulated: within 1e-5 of the terms (worst ratio)",
+                                                 (groups > 1 ? " grouped and" : "") + " batched, accumulated: within 1e-5 of the terms (worst ratio)",
                 C.worst(1e-5, 1e-5 * k));
       }
   // The GPT's layers.

@@ -7,8 +7,10 @@
 
 #include <array>
 #include <cstring>
+#include <map>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "fpscope/gpu/cuda_kernels.hpp"
 #include "fpscope/gpu/gpt_element.hpp"
@@ -42,6 +44,7 @@ class CudaDeviceOps final : public DeviceOps {
     }
     if (pinned_ != nullptr) cudaFreeHost(pinned_);
     if (scratch_ != nullptr) cudaFree(scratch_);
+    for (auto& [key, array] : pointer_arrays_) cudaFree(array);
     if (cublas_ != nullptr) cublasDestroy(cublas_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
@@ -113,11 +116,42 @@ class CudaDeviceOps final : public DeviceOps {
     const void* a = c.sixteen ? static_cast<const void*>(c.a.p16) : static_cast<const void*>(c.a.f32);
     const void* b = c.sixteen ? static_cast<const void*>(c.b.p16) : static_cast<const void*>(c.b.f32);
     if (a == nullptr || b == nullptr) throw std::logic_error("device product: an operand without the values it is to be read as");
-    cublas_check(cublasGemmStridedBatchedEx(cublas_, c.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, c.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, c.m, c.n,
-                                            c.k, &one, a, type, c.a.ld, static_cast<long long>(c.a.stride), b, type, c.b.ld,
-                                            static_cast<long long>(c.b.stride), c.accumulate ? &one : &zero, c.c, CUDA_R_32F, c.ldc,
-                                            static_cast<long long>(c.stride_c), c.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                 "cublasGemmStridedBatchedEx");
+    const cublasOperation_t ta = c.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = c.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const std::size_t element = c.sixteen ? sizeof(std::uint16_t) : sizeof(float);
+    if (c.groups == 1) {
+      cublas_check(cublasGemmStridedBatchedEx(cublas_, ta, tb, c.m, c.n, c.k, &one, a, type, c.a.ld, static_cast<long long>(c.a.stride), b, type, c.b.ld,
+                                              static_cast<long long>(c.b.stride), c.accumulate ? &one : &zero, c.c, CUDA_R_32F, c.ldc,
+                                              static_cast<long long>(c.stride_c), c.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmStridedBatchedEx");
+      return;
+    }
+    // Two levels of strides (a sequence's heads): one batched call over arrays of the operands'
+    // addresses, uploaded the first time a call asks for them and kept: a step asks for the same
+    // ones every time (its buffers stay where they are until the batch changes size).
+    const std::size_t count = static_cast<std::size_t>(c.groups) * static_cast<std::size_t>(c.batch);
+    std::vector<const void*> pointers(3 * count);
+    for (std::size_t g = 0; g < static_cast<std::size_t>(c.groups); ++g)
+      for (std::size_t e = 0; e < static_cast<std::size_t>(c.batch); ++e) {
+        const std::size_t i = g * static_cast<std::size_t>(c.batch) + e;
+        pointers[i] = static_cast<const char*>(a) + (g * c.a.group_stride + e * c.a.stride) * element;
+        pointers[count + i] = static_cast<const char*>(b) + (g * c.b.group_stride + e * c.b.stride) * element;
+        pointers[2 * count + i] = c.c + g * c.group_stride_c + e * c.stride_c;
+      }
+    auto found = pointer_arrays_.find(pointers);
+    if (found == pointer_arrays_.end()) {
+      if (pointer_arrays_.size() >= 1024) {  // buffers of earlier batch sizes: forget their arrays
+        for (auto& [key, array] : pointer_arrays_) release(array);
+        pointer_arrays_.clear();
+      }
+      void** array = static_cast<void**>(allocate(pointers.size() * sizeof(void*)));
+      upload(array, pointers.data(), pointers.size() * sizeof(void*));
+      found = pointer_arrays_.emplace(std::move(pointers), array).first;
+    }
+    void** const pointer_array = found->second;
+    cublas_check(cublasGemmBatchedEx(cublas_, ta, tb, c.m, c.n, c.k, &one, pointer_array, type, c.a.ld, pointer_array + count, type, c.b.ld,
+                                     c.accumulate ? &one : &zero, pointer_array + 2 * count, CUDA_R_32F, c.ldc,
+                                     static_cast<int>(count), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmBatchedEx");
   }
 
   void embed(const int* tokens, const float* token_table, const float* position_table, int vocab, int context, int width, int columns,
@@ -207,6 +241,7 @@ class CudaDeviceOps final : public DeviceOps {
   }
   float* scratch_ = nullptr;
   std::size_t scratch_floats_ = 0;
+  std::map<std::vector<const void*>, void**> pointer_arrays_;  // the grouped products' operands (device memory)
   void* pinned_ = nullptr;  // the read-backs' staging
   std::size_t pinned_bytes_ = 0;
   struct Staging {

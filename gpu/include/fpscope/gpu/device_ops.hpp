@@ -31,16 +31,19 @@ struct RecordSlots {
 };
 
 // One operand of a product: float32 values, or the format's 16-bit patterns of the same values
-// (read where the product is a 16-bit one), `ld` apart per column, `stride` apart per batch entry.
+// (read where the product is a 16-bit one), `ld` apart per column, `stride` apart per batch entry,
+// `group_stride` apart per group.
 struct DeviceOperand {
   const float* f32 = nullptr;
   const std::uint16_t* p16 = nullptr;
   int ld = 0;
   std::size_t stride = 0;
+  std::size_t group_stride = 0;
 };
 
 // C (m x n) = op(A) op(B) (+ C where `accumulate`), column-major as cuBLAS: op(A) is m x k, op(B)
-// k x n; `batch` products, each operand `stride` further on. `sixteen`: the operands' 16-bit
+// k x n; `groups` x `batch` products, product (g, e)'s operands g group strides and e strides on
+// (a sequence's heads: groups the sequences, batch the heads). `sixteen`: the operands' 16-bit
 // patterns are read (bf16 where `bf16`, else fp16), else their float32 values; float32 output and
 // accumulation either way.
 struct ProductCall {
@@ -49,8 +52,9 @@ struct ProductCall {
   DeviceOperand a, b;
   float* c = nullptr;
   int ldc = 0;
-  std::size_t stride_c = 0;
+  std::size_t stride_c = 0, group_stride_c = 0;
   int batch = 1;
+  int groups = 1;
   bool accumulate = false;
   bool sixteen = false;
   bool bf16 = false;
