@@ -192,7 +192,7 @@ class HostDeviceOps final : public DeviceOps {
     const float factor = static_cast<float>(scaler->scale) * loss_weight / static_cast<float>(columns);
     for (int n = 0; n < columns; ++n) {
       const std::size_t at = static_cast<std::size_t>(n) * classes;
-      losses[n] = softmax_cross_entropy_row(logits + at, classes, 1, targets[n], factor, gradient + at);
+      losses[n] = cross_entropy_column(HostWarp{}, logits + at, classes, targets[n], factor, gradient + at);
     }
   }
   void loss_sum(const float* losses, int n, double* sum) override {

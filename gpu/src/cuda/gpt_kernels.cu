@@ -1,8 +1,9 @@
-// The GPT's kernels (cuda_kernels.hpp): a warp per LayerNorm column and softmax row, a thread per
-// element, (feature, run of tokens) or feature elsewhere, each running gpt_element.hpp's FPSCOPE_HD
-// function -- the same function the host twin (host_device_ops.cpp) runs in a loop, with a warp
-// of its own that sums in the same order -- so the two agree bit for bit but for CUDA's expf and
-// erff.
+// The GPT's kernels (cuda_kernels.hpp): a warp per LayerNorm column, softmax row and token's
+// cross-entropy; a thread per element, per (feature, run of 64 tokens) of a bias or gain gradient,
+// per (row, feature) of an embedding table's gradient, or per feature elsewhere. Each runs
+// gpt_element.hpp's FPSCOPE_HD function -- the same function the host twin (host_device_ops.cpp)
+// runs in a loop, with a warp of its own that sums in the same order -- so the two agree bit for
+// bit but for CUDA's expf, erff and logf.
 #include <cuda_runtime.h>
 
 #include <stdexcept>
@@ -157,12 +158,15 @@ __global__ void softmax_backward_kernel(const float* probabilities, const float*
     softmax_gradient_row(warp, probabilities + at, dprobabilities + at, j + 1, dscores + at);
   }
 }
+// A warp per token column.
 __global__ void cross_entropy_columns_kernel(const float* logits, const int* targets, int classes, int columns, const LossScalerState* scaler,
                                              float loss_weight, float* gradient, float* losses) {
   const float factor = static_cast<float>(scaler->scale) * loss_weight / static_cast<float>(columns);
-  for (std::size_t n = first_index(); n < static_cast<std::size_t>(columns); n += index_stride()) {
+  const DeviceWarp warp = this_warp();
+  for (std::size_t n = first_warp(); n < static_cast<std::size_t>(columns); n += warp_stride()) {
     const std::size_t at = n * static_cast<std::size_t>(classes);
-    losses[n] = softmax_cross_entropy_row(logits + at, classes, 1, targets[n], factor, gradient + at);
+    const float loss = cross_entropy_column(warp, logits + at, classes, targets[n], factor, gradient + at);
+    if (warp.lane == 0) losses[n] = loss;
   }
 }
 __global__ void loss_sum_kernel(const float* losses, int n, double* sum) {
@@ -238,7 +242,7 @@ void softmax_backward(const float* probabilities, const float* dprobabilities, i
 }
 void cross_entropy_columns(const float* logits, const int* targets, int classes, int columns, const LossScalerState* scaler, float loss_weight,
                            float* gradient, float* losses, void* stream) {
-  cross_entropy_columns_kernel<<<blocks_for(static_cast<std::size_t>(columns)), threads, 0, as_stream(stream)>>>(logits, targets, classes, columns,
+  cross_entropy_columns_kernel<<<warp_blocks_for(static_cast<std::size_t>(columns)), threads, 0, as_stream(stream)>>>(logits, targets, classes, columns,
                                                                                                                scaler, loss_weight, gradient, losses);
   check_launch("cross_entropy_columns");
 }

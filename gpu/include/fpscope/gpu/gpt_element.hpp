@@ -162,4 +162,17 @@ FPSCOPE_HD inline void softmax_gradient_row(const Warp& warp, const float* p, co
   warp.for_each(count, [&](int i) { ds[i] = p[i] * (dp[i] - dot); });
 }
 
+// Softmax cross-entropy of one token's column of logits (softmax_cross_entropy_row's formula, the
+// column contiguous): the gradient (softmax - one-hot) * factor into `gradient`, the loss
+// -log softmax[label] returned. The label's exponential is made again where the loss needs it (the
+// same value: the lane that wrote it need not be the one that reads it).
+template <typename Warp>
+FPSCOPE_HD inline float cross_entropy_column(const Warp& warp, const float* logits, int classes, int label, float factor, float* gradient) {
+  const float top = warp.max(classes, [&](int c) { return logits[c]; });
+  warp.for_each(classes, [&](int c) { gradient[c] = expf(logits[c] - top); });
+  const float sum = warp.sum(classes, [&](int c) { return gradient[c]; });
+  warp.for_each(classes, [&](int c) { gradient[c] = (gradient[c] / sum - (c == label ? 1.0f : 0.0f)) * factor; });
+  return -logf(expf(logits[label] - top) / sum);
+}
+
 }  // namespace fpscope
