@@ -33,14 +33,7 @@ struct Index {
 constexpr const char* block_tensors[] = {"ln1", "attn.qkv", "attn.scores", "attn.softmax", "attn.context", "attn.proj",
                                          "residual1", "ln2", "mlp.fc", "mlp.gelu", "mlp.proj", "residual2"};
 
-std::string full_name(int block, const char* name) {
-  if (block < 0) return name;
-  std::string full = "h";
-  full += std::to_string(block);
-  full += '.';
-  full += name;
-  return full;
-}
+std::string full_name(int block, const char* name) { return gpt_tensor_name(block, name); }
 
 using device_step::record_stride;
 constexpr std::size_t scalar_words = 3;                    // the loss (float64), the step's scale (float32), skip (int)

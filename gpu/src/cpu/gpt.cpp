@@ -96,6 +96,15 @@ std::vector<GptParameter> gpt_parameters(const GptShape& shape) {
   return list;
 }
 
+std::string gpt_tensor_name(int block, std::string_view name) {
+  if (block < 0) return std::string(name);
+  std::string full = "h";
+  full += std::to_string(block);
+  full += '.';
+  full += name;
+  return full;
+}
+
 std::vector<std::string> gpt_recorded_weights(const GptShape& shape) {
   std::vector<std::string> names;
   for (const GptParameter& p : gpt_parameters(shape))
@@ -203,14 +212,7 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
   std::deque<TensorRecord> activations;  // a deque: a record a PiecewiseCast holds stays where it is
   std::unordered_map<std::string, TensorRecord> gradients;
 
-  static std::string full_name(int block, const char* name) {
-    if (block < 0) return name;
-    std::string full = "h";
-    full += std::to_string(block);
-    full += '.';
-    full += name;
-    return full;
-  }
+  static std::string full_name(int block, const char* name) { return gpt_tensor_name(block, name); }
 
   void cast_span(float* values, std::size_t count, std::size_t features, TensorRecord* into) {
     if (features == 0) {  // packed attention triangles: blocks along each query's keys

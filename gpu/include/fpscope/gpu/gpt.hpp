@@ -49,6 +49,10 @@ std::vector<Eigen::MatrixXf> initial_gpt_parameters(const GptShape& shape, std::
 double gpt_loss_in_double(const GptShape& shape, const std::vector<Eigen::MatrixXd>& parameters, const Eigen::MatrixXi& tokens,
                           const std::vector<int>& targets, std::vector<Eigen::MatrixXd>* gradients = nullptr);
 
+// A stored tensor's name in run logs: "h2.attn.qkv" for block 2's, the name alone for block -1
+// (embed, ln_f, head).
+std::string gpt_tensor_name(int block, std::string_view name);
+
 // What every GPT backend checks, said once:
 // The token ids of a step's batch (batch x context, exact integers in float32), row by row, each
 // below the vocab, and the targets (one per token) likewise; throws std::invalid_argument with
