@@ -358,7 +358,7 @@ void add_train(CLI::App& app) {
                               "number (default 2^{}, a GPT {})", training_defaults::loss_weight_log2, gpt_defaults::loss_weight));
   cmd->add_option("--record-every", o->record_every, "record a snapshot every N steps")->capture_default_str();
   cmd->add_option("--optimizer", o->optimizer,
-                  "sgd, momentum or adamw (fp32 states; momentum and adamw on the CPU backend; default sgd, a GPT adamw)");
+                  "sgd, momentum or adamw (fp32 states; default sgd, a GPT adamw)");
   cmd->add_option("--momentum", o->momentum, "momentum's factor: b = momentum * b + g")->capture_default_str();
   cmd->add_option("--betas", o->betas, "AdamW's B1,B2")->capture_default_str();
   cmd->add_option("--eps", o->eps, "AdamW's epsilon")->capture_default_str();
@@ -381,7 +381,7 @@ void add_train(CLI::App& app) {
                   "also record what a block-scaled format would do to every recorded tensor: FORMAT or FORMAT:RULE (mxfp8-e4m3, mxfp4:even, nvfp4, ...; CPU backend)");
   cmd->add_option("--data", o->data, "synthetic (embedded: clusters for an MLP, repeated motifs for a GPT), mnist:DIR with train-images-idx3-ubyte and "
                   "train-labels-idx1-ubyte (.gz or not) for an MLP, or text:FILE for a GPT (bytes as tokens)")->capture_default_str();
-  cmd->add_option("--backend", o->backend, "auto (cuda when a device answers), cpu or cuda")->capture_default_str();
+  cmd->add_option("--backend", o->backend, "auto (cuda where a device answers for an MLP with plain SGD, else cpu), cpu or cuda (every model and optimizer; not recipes or block statistics)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed: the same seed gives the same bits")->capture_default_str();
   cmd->add_option_function<std::string>("--out", [o](const std::string& path) { o->out = path; },
                                         "run log to write as training goes (JSON Lines; - for standard output)");

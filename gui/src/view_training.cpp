@@ -262,7 +262,7 @@ void draw_training(App& app) {
   choice_combo("optimizer", f.optimizer.kind, all_optimizers, optimizer_name);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("sgd: w -= lr g. momentum: b = m b + g, w -= lr b. adamw: decoupled weight decay, bias-corrected\n"
-                      "moments (torch.optim.AdamW). States in fp32; momentum and AdamW train on the CPU backend.");
+                      "moments (torch.optim.AdamW). States in fp32; backend auto trains them on the CPU, cuda on the GPU.");
   if (f.optimizer.kind == OptimizerKind::momentum) ImGui::SliderFloat("momentum", &f.optimizer.momentum, 0.0f, 0.99f, "%.2f");
   if (f.optimizer.kind == OptimizerKind::adamw) ImGui::InputFloat("weight decay", &f.optimizer.weight_decay, 0, 0, "%g");
   ImGui::InputFloat("clip grad norm", &f.optimizer.clip_grad_norm, 0, 0, "%g");
