@@ -8,10 +8,13 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <string_view>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
 
+#include "cpu/attention_blocks.hpp"
 #include "device_step.hpp"
 #include "fpscope/gpu/gpt_element.hpp"
 
@@ -99,7 +102,6 @@ DeviceGptTrainer::DeviceGptTrainer(const GptShape& shape, const MlpConfig& confi
     : shape_(shape), config_(config), ops_(std::move(ops)), memory_(std::make_unique<Memory>()), layout_(gpt_parameters(shape)) {
   if (!ops_) throw std::invalid_argument("a device GPT needs its device's operations");
   if (shape.width % shape.heads != 0) throw std::invalid_argument("a GPT's width must be a multiple of its heads");
-  if (config.record_blocks) throw std::invalid_argument("block statistics (--record-blocks) of the GPT are recorded by the CPU backend only");
   if (config.recipe.recipe != GemmRecipe::none) throw std::invalid_argument("FP8 and block-scaled recipes (--recipe) of the GPT run on the CPU backend only");
   Memory& m = *memory_;
   DeviceOps& device = *ops_;
@@ -199,22 +201,55 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
   unsigned long long* records = m.readback.data() + scalar_words;
   if (record) ops.zero(records, (m.readback.size() - scalar_words) * sizeof(unsigned long long));
 
-  // Where tensor `name` of `kind` records on a recorded step (nowhere otherwise).
-  const auto slots = [&](TensorKind kind, const std::string& name) {
-    if (!record) return RecordSlots{};
-    return device_step::record_slots(records + m.record_of[static_cast<int>(kind)].at(name) * record_stride);
+  // Where tensor `name` of `kind` records on a recorded step (nowhere otherwise), and how its
+  // values block (--record-blocks): a stored tensor along its features (n / tokens of them), an
+  // attention triangle along each query's keys, a weight as the CPU backend blocks it.
+  struct Into {
+    RecordSlots slots;
+    std::size_t record = 0;
+    enum class Layout : std::uint8_t { none, stored, triangles, weight } layout = Layout::none;
+    std::size_t rows = 0, cols = 0;
   };
-  const auto activation = [&](int block, const char* name) { return slots(TensorKind::activation, full_name(block, name)); };
-  const auto gradient = [&](int block, const char* name) { return slots(TensorKind::activation_gradient, full_name(block, name)); };
+  const auto slots = [&](TensorKind kind, const std::string& name, Into::Layout layout) {
+    if (!record) return Into{};
+    const std::size_t r = m.record_of[static_cast<int>(kind)].at(name);
+    return Into{device_step::record_slots(records + r * record_stride), r, layout};
+  };
+  const auto stored = [&](TensorKind kind, int block, const char* name) {
+    const bool triangle = std::string_view(name) == "attn.scores" || std::string_view(name) == "attn.softmax";
+    return slots(kind, full_name(block, name), triangle ? Into::Layout::triangles : Into::Layout::stored);
+  };
+  const auto activation = [&](int block, const char* name) { return stored(TensorKind::activation, block, name); };
+  const auto gradient = [&](int block, const char* name) { return stored(TensorKind::activation_gradient, block, name); };
+  const auto weight_record = [&](TensorKind kind, std::size_t p) {
+    if (layout_[p].recorded.empty()) return Into{};
+    Into into = slots(kind, layout_[p].recorded, Into::Layout::weight);
+    into.rows = static_cast<std::size_t>(layout_[p].rows), into.cols = static_cast<std::size_t>(layout_[p].cols);
+    return into;
+  };
+  // Block statistics of the recorded tensors, made on the host from the values before their cast.
+  std::vector<std::optional<BlockRecord>> blocks(record && config_.record_blocks ? m.records.size() : 0);
   // The cast of n values into the run's format (float32 into `out`, 16-bit into `packed`, each
   // where not null), taking n random words; the fp32 policy only records (and copies).
-  const auto cast = [&](const float* in, float* out, std::uint16_t* packed16, std::size_t n, RecordSlots into) {
+  const auto cast = [&](const float* in, float* out, std::uint16_t* packed16, std::size_t n, const Into& into) {
+    if (!blocks.empty() && into.layout != Into::Layout::none) {
+      const BlockRecording& b = *config_.record_blocks;
+      if (into.layout == Into::Layout::triangles) {
+        std::vector<float> host(n);
+        ops.download(host.data(), in, n * sizeof(float));
+        blocks[into.record] = triangle_block_record(b, host, T);
+      } else if (into.layout == Into::Layout::weight) {
+        blocks[into.record] = device_step::device_block_record(ops, b, in, into.rows, into.cols, into.cols == 1 ? FeatureAxis::first : FeatureAxis::second);
+      } else {
+        blocks[into.record] = device_step::device_block_record(ops, b, in, n / static_cast<std::size_t>(N), static_cast<std::size_t>(N), FeatureAxis::first);
+      }
+    }
     if (low) {
-      ops.cast(in, out, packed16, n, bf16, config_.rounding, into, config_.seed, stochastic_counter_);
+      ops.cast(in, out, packed16, n, bf16, config_.rounding, into.slots, config_.seed, stochastic_counter_);
       stochastic_counter_ += n;
       return;
     }
-    if (into.histogram != nullptr) ops.record_histogram(in, n, into.histogram);
+    if (into.slots.histogram != nullptr) ops.record_histogram(in, n, into.slots.histogram);
     if (out != nullptr && out != in) ops.copy(out, in, n * sizeof(float));
   };
   const auto operand = [](const Buffer<float>& f, const Buffer<std::uint16_t>& h, std::size_t offset, int ld, std::size_t stride = 0) {
@@ -259,8 +294,7 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
 
   // The step's copies of the parameters (the recorded ones recorded as weights).
   for (std::size_t p = 0; p < layout_.size(); ++p) {
-    const RecordSlots into = layout_[p].recorded.empty() ? RecordSlots{} : slots(TensorKind::weight, layout_[p].recorded);
-    cast(m.master[p].data(), m.copy[p].data(), low ? m.copy16[p].data() : nullptr, m.master[p].size(), into);
+    cast(m.master[p].data(), m.copy[p].data(), low ? m.copy16[p].data() : nullptr, m.master[p].size(), weight_record(TensorKind::weight, p));
   }
 
   // ---- forward ----
@@ -388,8 +422,7 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
       }
   ops.zero(m.found_non_finite.data(), sizeof(int));
   for (std::size_t p = 0; p < layout_.size(); ++p) {
-    const RecordSlots into = layout_[p].recorded.empty() ? RecordSlots{} : slots(TensorKind::weight_gradient, layout_[p].recorded);
-    cast(m.gradient[p].data(), m.gradient[p].data(), nullptr, m.gradient[p].size(), into);
+    cast(m.gradient[p].data(), m.gradient[p].data(), nullptr, m.gradient[p].size(), weight_record(TensorKind::weight_gradient, p));
     ops.find_non_finite(m.gradient[p].data(), m.gradient[p].size(), m.found_non_finite.data());
   }
   float* step_scale = reinterpret_cast<float*>(m.readback.data() + 1);
@@ -405,7 +438,7 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     int skipped = 0;
     ops.download(&skipped, skip, sizeof skipped);
     if (skipped == 0)
-      for (std::size_t p = 0; p < layout_.size(); ++p) cast(m.master[p].data(), m.master[p].data(), nullptr, m.master[p].size(), RecordSlots{});
+      for (std::size_t p = 0; p < layout_.size(); ++p) cast(m.master[p].data(), m.master[p].data(), nullptr, m.master[p].size(), Into{});
   }
 
   StepResult result;
@@ -425,9 +458,11 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     result.skipped = skipped != 0;
     if (record) {
       Snapshot snapshot;
-      for (std::size_t r = 0; r < m.records.size(); ++r)
+      for (std::size_t r = 0; r < m.records.size(); ++r) {
         snapshot.tensors.push_back(
             device_step::counted_record(m.records[r].first, m.records[r].second, m.host_readback.data() + scalar_words + r * record_stride, low));
+        if (!blocks.empty()) snapshot.tensors.back().blocks = std::move(blocks[r]);
+      }
       complete_snapshot(snapshot, steps_, result.loss, result.loss_scale, result.skipped);
       result.snapshot = std::move(snapshot);
     }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -47,7 +48,6 @@ struct DeviceMlpTrainer::Memory {
 DeviceMlpTrainer::DeviceMlpTrainer(const MlpConfig& config, std::unique_ptr<DeviceOps> ops)
     : config_(config), ops_(std::move(ops)), memory_(std::make_unique<Memory>()) {
   if (!ops_) throw std::invalid_argument("a device MLP needs its device's operations");
-  if (config.record_blocks) throw std::invalid_argument("block statistics are recorded by the CPU backend only");
   if (config.recipe.recipe != GemmRecipe::none) throw std::invalid_argument("FP8 and block-scaled recipes run on the CPU backend only");
   Memory& m = *memory_;
   DeviceOps& device = *ops_;
@@ -146,6 +146,15 @@ StepResult DeviceMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
   unsigned long long* records = m.readback.data() + scalar_words;
   if (record) ops.zero(records, sizeof(unsigned long long) * (m.readback.size() - scalar_words));
 
+  // Block statistics of the recorded tensors (--record-blocks), made on the host from the values
+  // before their cast, as the CPU backend makes them: per layer and kind.
+  std::vector<std::optional<BlockRecord>> blocks(4 * layers);
+  const auto record_blocks = [&](std::size_t l, int kind, const float* values, int rows, int cols) {
+    if (record && config_.record_blocks)
+      blocks[4 * l + static_cast<std::size_t>(kind)] =
+          device_step::device_block_record(ops, *config_.record_blocks, values, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols),
+                                           FeatureAxis::second);
+  };
   // Where tensor (layer, kind) records, kinds in the snapshot's order; nowhere when unrecorded.
   const auto slots = [&](std::size_t l, int kind, bool recorded) {
     return recorded ? device_step::record_slots(records + (4 * l + static_cast<std::size_t>(kind)) * record_stride) : RecordSlots{};
@@ -173,6 +182,7 @@ StepResult DeviceMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
   // Low-precision copies of the weights (16-bit, for the products) and biases (float32, for the
   // bias add); the fp32 policy reads the master weights themselves.
   for (std::size_t l = 0; l < layers; ++l) {
+    record_blocks(l, 2, m.weights[l].data(), config_.layer_sizes[l + 1], config_.layer_sizes[l]);
     cast(m.weights[l].data(), nullptr, m.weights_16[l].data(), m.weights[l].size(), slots(l, 2, record));
     cast(m.biases[l].data(), m.biases_low[l].data(), nullptr, m.biases[l].size(), {});
   }
@@ -184,6 +194,7 @@ StepResult DeviceMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     const int in = config_.layer_sizes[l], out = config_.layer_sizes[l + 1];
     product(false, true, batch, out, in, m.a[l].data(), m.a_16[l].data(), batch, m.weights[l].data(), m.weights_16[l].data(), out, m.z[l].data(), batch);
     ops.add_column_bias(m.z[l].data(), bias(l), batch, out);
+    record_blocks(l, 0, m.z[l].data(), batch, out);
     cast(m.z[l].data(), m.z[l].data(), nullptr, m.z[l].size(), slots(l, 0, record));
     if (l + 1 < layers) {
       ops.activation_forward(m.z[l].data(), m.a[l + 1].data(), m.z[l].size(), config_.activation);
@@ -202,6 +213,7 @@ StepResult DeviceMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
   for (std::size_t l = layers; l-- > 0;) {
     const int in = config_.layer_sizes[l], out = config_.layer_sizes[l + 1];
     const std::size_t n_dz = static_cast<std::size_t>(batch) * static_cast<std::size_t>(out);
+    record_blocks(l, 1, m.dz.data(), batch, out);
     cast(m.dz.data(), m.dz.data(), m.dz_16[l].data(), n_dz, slots(l, 1, record));
     // grad_W (out x in) = dz^T (dz: batch x out) a (batch x in)
     product(true, false, out, in, batch, m.dz.data(), m.dz_16[l].data(), batch, m.a[l].data(), m.a_16[l].data(), batch, m.grad_w[l].data(), out);
@@ -211,6 +223,7 @@ StepResult DeviceMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
         const float bad = fault.value == FaultInjection::Value::nan ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
         ops.upload(m.grad_w[l].data(), &bad, sizeof bad);
       }
+    record_blocks(l, 3, m.grad_w[l].data(), out, in);
     cast(m.grad_w[l].data(), m.grad_w[l].data(), nullptr, m.grad_w[l].size(), slots(l, 3, record));
     cast(m.grad_b[l].data(), m.grad_b[l].data(), nullptr, m.grad_b[l].size(), {});
     if (l > 0) {
@@ -267,9 +280,11 @@ StepResult DeviceMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     if (record) {
       Snapshot snapshot;
       for (std::size_t l = 0; l < layers; ++l)
-        for (std::size_t k = 0; k < 4; ++k)
+        for (std::size_t k = 0; k < 4; ++k) {
           snapshot.tensors.push_back(device_step::counted_record("fc" + std::to_string(l + 1), kinds[k],
                                                                  m.host_readback.data() + scalar_words + (4 * l + k) * record_stride, low));
+          snapshot.tensors.back().blocks = std::move(blocks[4 * l + k]);
+        }
       complete_snapshot(snapshot, steps_, result.loss, result.loss_scale, result.skipped);
       result.snapshot = std::move(snapshot);
     }

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "cpu/cast_tensor.hpp"
 #include "fpscope/core/exponent_histogram.hpp"
 #include "fpscope/gpu/device_ops.hpp"
 #include "fpscope/gpu/loss_scaler.hpp"
@@ -73,6 +74,17 @@ inline void reconfigure_scaler(DeviceOps& ops, LossScalerState* device, LossScal
   scaler.reconfigure(next);
   current = next;
   ops.upload(device, &scaler.state(), sizeof(LossScalerState));
+}
+
+// What `blocks` would do to a device tensor's values, read back (rows x cols, column-major, blocked
+// along `features`): the CPU backend's block_record of the same values. The host waits for the
+// device: a recorded step with block statistics reads back each recorded tensor.
+inline BlockRecord device_block_record(DeviceOps& ops, const BlockRecording& blocks, const float* values, std::size_t rows, std::size_t cols,
+                                       FeatureAxis features) {
+  std::vector<float> host(rows * cols);
+  ops.download(host.data(), values, host.size() * sizeof(float));
+  const Eigen::Map<const Eigen::MatrixXf> m(host.data(), static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
+  return block_record(blocks, m, features);
 }
 
 // The optimizer on the device: per parameter, in the model's order, its buffers (the momentum or

@@ -24,6 +24,12 @@ namespace fpscope {
 // axis of the forward GEMM), the first for the GPT's features x tokens activations.
 enum class FeatureAxis : std::uint8_t { second, first };
 
+// A GPT's weight matrix (out x in) blocks along its inputs, a vector (a LayerNorm gain) along itself.
+template <typename Matrix>
+FeatureAxis weight_features(const Matrix& m) {
+  return m.cols() == 1 ? FeatureAxis::first : FeatureAxis::second;
+}
+
 // What `blocks` would do to the values of an Eigen matrix (rows x cols, column-major), blocked
 // along its feature axis. Column-major R x C is row-major C x R: blocks along the second axis run
 // down that row-major matrix's columns, blocks along the first along its rows.

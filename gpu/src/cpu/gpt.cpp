@@ -354,9 +354,6 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
   }
 };
 
-// A weight matrix (out x in) blocks along its inputs, a vector (a LayerNorm gain) along itself.
-FeatureAxis weight_features(const Eigen::MatrixXf& m) { return m.cols() == 1 ? FeatureAxis::first : FeatureAxis::second; }
-
 }  // namespace
 
 GptTrainer::GptTrainer(const GptShape& shape, const MlpConfig& config)

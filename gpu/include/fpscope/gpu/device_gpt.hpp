@@ -5,8 +5,9 @@
 // LayerNorm and softmax sums and the exponentials are the same math in another order (cuBLAS's
 // sums, CUDA's expf), so values agree within float32 rounding, not bit for bit.
 //
-// Not on a device (yet): FP8 and block-scaled recipes and block statistics (the constructor
-// refuses them with a sentence).
+// Block statistics (--record-blocks) are made on the host from each recorded tensor read back
+// before its cast (a recorded step then waits for the device). Not on a device (yet): FP8 and
+// block-scaled recipes (the constructor refuses them with a sentence).
 #pragma once
 
 #include <Eigen/Core>

@@ -6,8 +6,9 @@
 // it; the element math is the same FPSCOPE_HD code; products and the bias gradients' sums are
 // summed in another order (cuBLAS's; a warp's per column).
 //
-// Not on a device (yet): FP8 and block-scaled recipes and block statistics (the constructor
-// refuses them with a sentence).
+// Block statistics (--record-blocks) are made on the host from each recorded tensor read back
+// before its cast (a recorded step then waits for the device). Not on a device (yet): FP8 and
+// block-scaled recipes (the constructor refuses them with a sentence).
 #pragma once
 
 #include <Eigen/Core>
