@@ -1,8 +1,8 @@
 // The GPT's step on DeviceOps (device_gpt.hpp). Its structure follows gpt_pass.hpp's run() line by
-// line -- the same tensors stored, cast and recorded in the same order -- with the attention's
-// per-head products batched over the heads of each sequence and the triangles kept packed as the
-// CPU keeps them (cast, recorded and softmaxed packed; unpacked into keys x queries squares for the
-// products).
+// line -- the same tensors stored, cast and recorded in the same order -- with each of the
+// attention's per-head products made for every sequence and head in one grouped call, and the
+// triangles kept packed as the CPU keeps them (cast, recorded and softmaxed packed; unpacked into
+// keys x queries squares for the products).
 #include "fpscope/gpu/device_gpt.hpp"
 
 #include <cmath>
