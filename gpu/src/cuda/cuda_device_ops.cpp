@@ -63,7 +63,8 @@ class CudaDeviceOps final : public DeviceOps {
     cudaFree(device);
   }
   // Through a ring of pinned staging buffers: `host` may change as soon as this returns, and the
-  // host waits only for the copy that last used the slot (several steps back), never for the
+  // host waits only for the copy that last used the slot (eight uploads back: two steps of the
+  // GPT, four of the MLP), never for the
   // stream, so a step's inputs go up while the previous step still runs.
   void upload(void* device, const void* host, std::size_t bytes) override {
     Staging& slot = staging_[next_staging_++ % staging_.size()];
