@@ -1,6 +1,6 @@
 // What a device backend's step is made of: memory, products and kernels, behind one interface, so
-// that the step's logic (device_gpt.cpp: which tensor is cast when, which product reads what, what
-// is recorded where) is written once and runs on two implementations -- the CUDA one (cuBLAS and
+// that each model's step logic (device_mlp.cpp, device_gpt.cpp: which tensor is cast when, which
+// product reads what, what is recorded where) is written once and runs on two implementations -- the CUDA one (cuBLAS and
 // our kernels, in the module libfpscope_cuda.so) and a host twin (host_device_ops.hpp) that runs
 // every kernel's FPSCOPE_HD math on the host. The twin lets the tests hold the device step to the
 // CPU backend on a machine without a GPU, and the device tests hold each kernel to its twin.
