@@ -13,7 +13,7 @@
 //    tests/gpu/test_device_gpt.cpp holds to the CPU backend's GptTrainer), step by step, over
 //    precisions and rounding modes, recorded and unrecorded steps, an injected NaN and a restored
 //    state: the same tensors, scales, skips and stochastic counter exactly; losses within 1e-6
-//    (fp32), 1e-5 (bf16), 1e-4 (fp16) relative; histograms within 3% of a tensor or 16 elements.
+//    (fp32) and 1e-4 (bf16, fp16) relative; histograms within 3% of a tensor or 16 elements.
 //
 // Prints every measured difference.
 #include <algorithm>
@@ -25,15 +25,35 @@
 #include <vector>
 
 #include "fpscope/core/names.hpp"
+#include "fpscope/gpu/device_gpt.hpp"
+#ifndef FPSCOPE_DEVICE_TEST_ON_HOST_TWIN
 #include "fpscope/gpu/cuda_device_ops.hpp"
 #include "fpscope/gpu/cuda_mlp.hpp"
-#include "fpscope/gpu/device_gpt.hpp"
+#endif
 #include "fpscope/gpu/gpt_element.hpp"
 #include "fpscope/gpu/host_device_ops.hpp"
 
 using namespace fpscope;
 
 namespace {
+
+// The device under test and what its trainer is held to: the CUDA ops against the host twin's; or
+// -- built as device_gpt_on_host_twin, in every CI run -- the twin standing in for the device
+// (part 1 then compares the twin with itself, part 2 the twin-driven trainer with the CPU
+// backend's GptTrainer), so that this test's own logic runs where no GPU is.
+#ifdef FPSCOPE_DEVICE_TEST_ON_HOST_TWIN
+std::unique_ptr<DeviceOps> device_ops() { return make_host_device_ops(); }
+bool device_answers() { return true; }
+std::unique_ptr<TrainerBackend> reference_trainer(const GptShape& shape, const MlpConfig& config) {
+  return std::make_unique<GptTrainer>(shape, config);
+}
+#else
+std::unique_ptr<DeviceOps> device_ops() { return make_cuda_device_ops(); }
+bool device_answers() { return cuda_device_available(); }
+std::unique_ptr<TrainerBackend> reference_trainer(const GptShape& shape, const MlpConfig& config) {
+  return std::make_unique<DeviceGptTrainer>(shape, config, make_host_device_ops());
+}
+#endif
 
 int failures = 0;
 void verdict(bool ok, const std::string& what, double value = 0) {
@@ -302,7 +322,9 @@ void check_trainer(Precision precision, RoundingMode rounding) {
   config.optimizer.clip_grad_norm = 1.0f;
   config.seed = 3;
   const std::string label = "GPT " + precision_name(precision) + " " + rounding_mode_name(rounding);
-  DeviceGptTrainer gpu(shape, config, make_cuda_device_ops()), twin(shape, config, make_host_device_ops());
+  DeviceGptTrainer gpu(shape, config, device_ops());
+  const std::unique_ptr<TrainerBackend> reference = reference_trainer(shape, config);
+  TrainerBackend& twin = *reference;
   const FaultInjection fault{FaultInjection::Value::nan, 0, 3, "h1.mlp.fc"};
   if (precision != Precision::fp32) {
     gpu.inject(fault);
@@ -332,15 +354,19 @@ void check_trainer(Precision precision, RoundingMode rounding) {
       moved = std::max(moved, moved_elements(g.histogram, w.histogram) / std::max(16.0, 0.03 * n));
     }
   }
-  const double tolerance = precision == Precision::fp32 ? 1e-6 : precision == Precision::bf16 ? 1e-5 : 1e-4;
-  verdict(layout, label + ": the same tensors (name, kind, size, scale, NaNs) as the twin");
+  // Sums in another order (cuBLAS's, or the CPU's OpenBLAS and oneDNN) round a stored bf16 or fp16
+  // value the other way now and then: measured 3.5e-5 (bf16) and below 1e-4 (fp16) for the twin
+  // against the CPU on this model; the random words' order is held exactly elsewhere (the counter
+  // here, tests/gpu/test_device_gpt.cpp's 1e-5 on a smaller model).
+  const double tolerance = precision == Precision::fp32 ? 1e-6 : 1e-4;
+  verdict(layout, label + ": the same tensors (name, kind, size, scale, NaNs) as the reference");
   verdict(counters, label + ": the same stochastic-rounding counter after every step");
   verdict(skips, label + ": the same scales and skips (the injected NaN skips step 3)");
   verdict(unread, label + ": an unread step returns no loss and no snapshot");
-  verdict(loss <= tolerance, label + ": loss within the twin's tolerance (largest relative)", loss);
+  verdict(loss <= tolerance, label + ": loss within tolerance of the reference (largest relative)", loss);
   verdict(moved <= 1, label + ": binades moved within 3% or 16 elements (worst ratio to the bound)", moved);
   // A state read back and restored on a fresh device trainer goes on with the same bits.
-  DeviceGptTrainer again(shape, config, make_cuda_device_ops());
+  DeviceGptTrainer again(shape, config, device_ops());
   again.restore(gpu.state());
   const Batch b = random_batch(shape, 4, 99);
   const StepResult a = gpu.step(b.inputs, b.targets, true, true), c = again.step(b.inputs, b.targets, true, true);
@@ -350,11 +376,11 @@ void check_trainer(Precision precision, RoundingMode rounding) {
 }  // namespace
 
 int main() {
-  if (!cuda_device_available()) {
+  if (!device_answers()) {
     std::printf("no CUDA device: skipping the device run (this binary compiled and linked)\n");
     return 77;
   }
-  const std::unique_ptr<DeviceOps> gpu = make_cuda_device_ops(), twin = make_host_device_ops();
+  const std::unique_ptr<DeviceOps> gpu = device_ops(), twin = make_host_device_ops();
   check_operations(*gpu, *twin);
   for (const Precision precision : {Precision::fp32, Precision::bf16, Precision::fp16, Precision::fp16_pure})
     check_trainer(precision, RoundingMode::nearest_even);
