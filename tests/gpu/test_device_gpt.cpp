@@ -296,3 +296,25 @@ TEST_CASE("the device GPT records block statistics from the values before each c
     }
   }
 }
+
+TEST_CASE("the device GPT on the host twin at edge shapes: one head, a context of one, heads of odd width, one layer") {
+  const GptShape shapes[] = {{1, 6, 1, 5, 7}, {2, 8, 2, 1, 9}, {1, 9, 3, 6, 13}, {3, 12, 4, 3, 5}};
+  for (const GptShape& shape : shapes) {
+    CAPTURE(gpt_shape_name(shape));
+    for (const Precision precision : {Precision::fp32, Precision::bf16}) {
+      CAPTURE(precision_name(precision));
+      const MlpConfig config = config_for(shape, precision, RoundingMode::stochastic);
+      GptTrainer cpu(shape, config);
+      DeviceGptTrainer device = twin(shape, config);
+      for (int step = 0; step < 4; ++step) {
+        const Batch b = pattern_batch(shape, 1 + step % 3, 60 + static_cast<unsigned>(step));
+        const StepResult want = cpu.step(b.inputs, b.targets, step % 2 == 0), got = device.step(b.inputs, b.targets, step % 2 == 0, true);
+        CHECK(relative(got.loss, want.loss) < (precision == Precision::fp32 ? 1e-6 : 1e-4));
+        CHECK(got.snapshot.has_value() == want.snapshot.has_value());
+        if (got.snapshot) CHECK(got.snapshot->tensors.size() == want.snapshot->tensors.size());
+      }
+      CHECK(device.state().stochastic_counter == cpu.state().stochastic_counter);
+      CHECK(weight_difference(device.state(), cpu.state()) < (precision == Precision::fp32 ? 1e-4 : 2e-2));
+    }
+  }
+}
