@@ -196,31 +196,26 @@ class HostDeviceOps final : public DeviceOps {
     }
   }
   void loss_sum(const float* losses, int n, double* sum) override {
-    double s = 0;
-    for (int i = 0; i < n; ++i) s += losses[i];
-    *sum = s;
+    double tree[loss_sum_threads];
+    for (int t = 0; t < loss_sum_threads; ++t) {
+      double partial = 0;
+      for (int i = t; i < n; i += loss_sum_threads) partial += static_cast<double>(losses[i]);
+      tree[t] = partial;
+    }
+    for (int half = loss_sum_threads / 2; half > 0; half /= 2)
+      for (int t = 0; t < half; ++t) tree[t] = tree[t] + tree[t + half];
+    *sum = tree[0];
   }
 
   void add_column_bias(float* z, const float* bias, int rows, int cols) override {
     const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
     for (std::size_t i = 0; i < n; ++i) z[i] += bias[i / static_cast<std::size_t>(rows)];
   }
+  // The kernel's warp per column, lanes down every 32nd row then a shuffle tree: HostWarp's order.
   void column_sums(const float* m, int rows, int cols, float* out) override {
     for (int c = 0; c < cols; ++c) {
       const float* column = m + static_cast<std::size_t>(c) * static_cast<std::size_t>(rows);
-      float lanes[32];
-      for (int lane = 0; lane < 32; ++lane) {
-        float sum = 0;
-        for (int r = lane; r < rows; r += 32) sum += column[r];
-        lanes[lane] = sum;
-      }
-      // __shfl_down_sync: lane l adds lane l + offset's value, or its own where that lane is past the warp.
-      for (int offset = 16; offset > 0; offset /= 2) {
-        float next[32];
-        for (int lane = 0; lane < 32; ++lane) next[lane] = lanes[lane] + (lane + offset < 32 ? lanes[lane + offset] : lanes[lane]);
-        std::copy(next, next + 32, lanes);
-      }
-      out[c] = lanes[0];
+      out[c] = HostWarp{}.sum(rows, [&](int r) { return column[r]; });
     }
   }
   void cross_entropy_rows(const float* logits, const int* labels, int rows, int cols, const LossScalerState* scaler, float loss_weight,

@@ -169,10 +169,17 @@ __global__ void cross_entropy_columns_kernel(const float* logits, const int* tar
     if (warp.lane == 0) losses[n] = loss;
   }
 }
-__global__ void loss_sum_kernel(const float* losses, int n, double* sum) {
-  double s = 0;
-  for (int i = 0; i < n; ++i) s += losses[i];
-  *sum = s;
+__global__ void __launch_bounds__(loss_sum_threads) loss_sum_kernel(const float* losses, int n, double* sum) {
+  __shared__ double tree[loss_sum_threads];
+  double partial = 0;
+  for (int i = static_cast<int>(threadIdx.x); i < n; i += loss_sum_threads) partial += static_cast<double>(losses[i]);
+  tree[threadIdx.x] = partial;
+  __syncthreads();
+  for (int half = loss_sum_threads / 2; half > 0; half /= 2) {
+    if (static_cast<int>(threadIdx.x) < half) tree[threadIdx.x] = tree[threadIdx.x] + tree[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *sum = tree[0];
 }
 
 cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
@@ -247,7 +254,7 @@ void cross_entropy_columns(const float* logits, const int* targets, int classes,
   check_launch("cross_entropy_columns");
 }
 void loss_sum(const float* losses, int n, double* sum, void* stream) {
-  loss_sum_kernel<<<1, 1, 0, as_stream(stream)>>>(losses, n, sum);
+  loss_sum_kernel<<<1, loss_sum_threads, 0, as_stream(stream)>>>(losses, n, sum);
   check_launch("loss_sum");
 }
 

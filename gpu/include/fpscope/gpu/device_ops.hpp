@@ -156,7 +156,7 @@ class DeviceOps {
   // the scaler's scale (read on the device) times loss_weight / columns.
   virtual void cross_entropy_columns(const float* logits, const int* targets, int classes, int columns, const LossScalerState* scaler,
                                      float loss_weight, float* gradient, float* losses) = 0;
-  // *sum = the n losses summed in order in float64.
+  // *sum = the n losses summed in float64 in gpt_element.hpp's order (a block of threads' tree).
   virtual void loss_sum(const float* losses, int n, double* sum) = 0;
 
   // --- the MLP's layers (batch x features, column-major as Eigen holds them; cuda_kernels.hpp's) ---

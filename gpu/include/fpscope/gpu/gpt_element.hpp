@@ -162,6 +162,11 @@ FPSCOPE_HD inline void softmax_gradient_row(const Warp& warp, const float* p, co
   warp.for_each(count, [&](int i) { ds[i] = p[i] * (dp[i] - dot); });
 }
 
+// The batch's loss, the tokens' losses summed in float64 by one block of loss_sum_threads threads:
+// thread t adds losses t, t + threads, ... in order, then the threads' sums are added by a halving
+// tree (thread t takes t + half's). The host twin keeps the order.
+inline constexpr int loss_sum_threads = 256;
+
 // Softmax cross-entropy of one token's column of logits (softmax_cross_entropy_row's formula, the
 // column contiguous): the gradient (softmax - one-hot) * factor into `gradient`, the loss
 // -log softmax[label] returned. The label's exponential is made again where the loss needs it (the
