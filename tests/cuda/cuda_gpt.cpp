@@ -257,7 +257,7 @@ void check_operations(DeviceOps& gpu, DeviceOps& twin) {
     Pair<double> sum(gpu, twin, 1);
     gpu.loss_sum(losses.g, N, sum.g);
     twin.loss_sum(losses.t, N, sum.t);
-    verdict(sum.same_bits(), "loss_sum exact (float64, in order)");
+    verdict(sum.same_bits(), "loss_sum exact (float64, a block's tree)");
   }
   // The step's end: non-finite check, scaler, optimizer.
   {
