@@ -308,7 +308,7 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     cast(c.ln1.data(), c.ln1.data(), c.ln1_16.data(), ND, activation(l, "ln1"));
     linear(p(Index::qkv_weight), operand(c.ln1, c.ln1_16, 0, D), D, 3 * D, c.qkv.data());
     cast(c.qkv.data(), c.qkv.data(), c.qkv16.data(), 3 * ND, activation(l, "attn.qkv"));
-    // Attention: per sequence, the heads' keys x queries scores K^T Q (q, k, v at rows 0, D, 2D of qkv).
+    // Attention: each sequence's and head's keys x queries scores K^T Q (q, k, v at rows 0, D, 2D of qkv).
     heads_product(true, false, T, T, dh, operand(c.qkv, c.qkv16, D, 3 * D, head), qkv_sequence, operand(c.qkv, c.qkv16, 0, 3 * D, head), qkv_sequence,
                   m.full_a.data(), T, TT, H * TT);
     ops.pack_triangles(m.full_a.data(), T, triangles, inverse_sqrt, m.scores.data());
