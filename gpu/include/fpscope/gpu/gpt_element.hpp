@@ -1,7 +1,8 @@
 // The GPT's per-column and per-row math for the device backend, as FPSCOPE_HD code: a CUDA kernel
-// runs each function on one thread per column (row), and the host twin (host_device_ops.cpp) runs
-// the same function on the host, so that the two agree bit for bit wherever the C library's and
-// CUDA's expf agree (CUDA's is within 2 ulp of glibc's). The CPU backend's own pass (gpt_pass.hpp)
+// runs each function for one column (row) -- a warp's lanes together where the function takes a
+// Warp, one thread otherwise -- and the host twin (host_device_ops.cpp) runs the same function on
+// the host, so that the two agree bit for bit wherever the C library's and CUDA's expf, erff and
+// logf agree (CUDA's are within a few ulp of glibc's). The CPU backend's own pass (gpt_pass.hpp)
 // computes the same quantities with vectorised sums: the same formulas, not always the same bits.
 //
 // Layout, as in gpt_pass.hpp: activations are features x tokens, column-major (token n's features
