@@ -9,6 +9,7 @@
 
 #include "fpscope/gpu/device_mlp.hpp"
 #include "fpscope/gpu/host_device_ops.hpp"
+#include "device_block_records.hpp"
 #include "fpscope/gpu/training_data.hpp"
 
 using namespace fpscope;
@@ -28,25 +29,7 @@ TEST_CASE("the device MLP records block statistics from the values before each c
     CAPTURE(step);
     data.next_batch(64, x, y);
     const StepResult want = cpu.step(x, y, true), got = device.step(x, y, true, true);
-    REQUIRE(got.snapshot->tensors.size() == want.snapshot->tensors.size());
-    for (std::size_t t = 0; t < want.snapshot->tensors.size(); ++t) {
-      const TensorRecord &g = got.snapshot->tensors[t], &w = want.snapshot->tensors[t];
-      CAPTURE(w.name);
-      CAPTURE(static_cast<int>(w.kind));
-      REQUIRE(g.blocks.has_value());
-      REQUIRE(w.blocks.has_value());
-      CHECK(g.blocks->format == w.blocks->format);
-      CHECK(g.blocks->statistics.elements == w.blocks->statistics.elements);
-      CHECK(g.blocks->statistics.blocks == w.blocks->statistics.blocks);
-      // Step 0: the same weights and inputs; a value that differs in its last float32 bit (products
-      // summed in another order) almost never changes a binade, so the statistics are the same
-      // exactly (those of the values after the cast would not be). Later steps may drift: a few
-      // blocks' counts may move (measured: none over these three steps).
-      if (step == 0) CHECK(g.blocks->statistics == w.blocks->statistics);
-      const auto gap = [](std::uint64_t a, std::uint64_t b) { return a > b ? a - b : b - a; };
-      CHECK(gap(g.blocks->statistics.flushed_to_zero, w.blocks->statistics.flushed_to_zero) <= 2 + w.blocks->statistics.elements / 200);
-      CHECK(gap(g.blocks->statistics.zeros, w.blocks->statistics.zeros) <= 2 + w.blocks->statistics.elements / 200);
-    }
+    testing::check_block_records(got, want, step);
   }
 }
 

@@ -12,7 +12,6 @@
 #include "fpscope/gpu/activation.hpp"
 #include "fpscope/gpu/cuda_kernels.hpp"
 #include "fpscope/gpu/gpt_element.hpp"
-#include "fpscope/gpu/softmax_cross_entropy.hpp"
 
 namespace fpscope::cuda {
 
