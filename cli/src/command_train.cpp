@@ -371,17 +371,17 @@ void add_train(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--recipe", o->recipe,
                   "GEMM operands: none, fp8-delayed, fp8-current (per-tensor FP8 scaling, as Transformer Engine), fp8-unscaled, mxfp8, mxfp6, mxfp4 "
-                  "(OCP MX blocks along each product's reduction axis) or nvfp4; CPU backend")
+                  "(OCP MX blocks along each product's reduction axis) or nvfp4; on the CUDA backend the operands are quantized on the host (slow)")
       ->capture_default_str();
   cmd->add_option("--fp8-format", o->fp8_format, "hybrid (E4M3 inputs and weights, E5M2 gradients) or e4m3 (all three)")->capture_default_str();
   cmd->add_option("--amax-history", o->amax_history, "fp8-delayed: the steps of amax its scale looks back over, 1 ..= 1024")
       ->capture_default_str();
   cmd->add_option("--fp8-margin", o->fp8_margin, "FP8: the scale is divided by 2^margin, 0 ..= 32")->capture_default_str();
   cmd->add_option("--record-blocks", o->record_blocks,
-                  "also record what a block-scaled format would do to every recorded tensor: FORMAT or FORMAT:RULE (mxfp8-e4m3, mxfp4:even, nvfp4, ...; CPU backend)");
+                  "also record what a block-scaled format would do to every recorded tensor: FORMAT or FORMAT:RULE (mxfp8-e4m3, mxfp4:even, nvfp4, ...; on the CUDA backend made on the host)");
   cmd->add_option("--data", o->data, "synthetic (embedded: clusters for an MLP, repeated motifs for a GPT), mnist:DIR with train-images-idx3-ubyte and "
                   "train-labels-idx1-ubyte (.gz or not) for an MLP, or text:FILE for a GPT (bytes as tokens)")->capture_default_str();
-  cmd->add_option("--backend", o->backend, "auto (cuda where a device answers for an MLP with plain SGD, else cpu), cpu or cuda (every model and optimizer; not recipes or block statistics)")->capture_default_str();
+  cmd->add_option("--backend", o->backend, "auto (cuda where a device answers for an MLP with plain SGD, no recipe and no block statistics, else cpu), cpu or cuda (every model, optimizer and recipe)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed: the same seed gives the same bits")->capture_default_str();
   cmd->add_option_function<std::string>("--out", [o](const std::string& path) { o->out = path; },
                                         "run log to write as training goes (JSON Lines; - for standard output)");

@@ -68,20 +68,18 @@ int cuda_device_count(std::string& why) {
 std::unique_ptr<TrainerBackend> make_trainer_backend(std::string_view backend, const MlpConfig& config) {
   if (backend != "cpu" && backend != "cuda" && backend != "auto")
     throw std::invalid_argument("--backend " + std::string(backend) + ": not a backend (cpu, cuda or auto)");
-  // The CPU backend runs the recipes; the CUDA one trains the MLP and the GPT (device_mlp.hpp,
-  // device_gpt.hpp) with every optimizer and block statistics. Those beyond the MLP with plain SGD
-  // are held to the CPU's rules by their twins, but their device tests (tests/cuda/cuda_mlp.cpp
-  // part 6, tests/cuda/cuda_gpt.cpp) have not yet run on a GPU: `auto` keeps them on the CPU until
-  // they have; `cuda` runs them.
+  // The CUDA backend trains the MLP and the GPT (device_mlp.hpp, device_gpt.hpp) with every
+  // optimizer, block statistics and recipe (its operands quantized on the host). Those beyond the
+  // MLP with plain SGD are held to the CPU's rules by their twins, but their device tests
+  // (tests/cuda/cuda_mlp.cpp part 6, tests/cuda/cuda_gpt.cpp) have not yet run on a GPU: `auto`
+  // keeps them on the CPU until they have; `cuda` runs them. A recipe's step on the device waits
+  // for the host at every product: `auto` keeps recipes on the CPU for that too.
   const auto cpu_trainer = [&]() -> std::unique_ptr<TrainerBackend> {
     if (config.gpt) return std::make_unique<GptTrainer>(*config.gpt, config);
     return std::make_unique<MlpTrainer>(config);
   };
-  if (config.recipe.recipe != GemmRecipe::none) {
-    if (backend == "cuda") throw std::invalid_argument("--backend cuda: FP8 and block-scaled recipes (--recipe) run by the CPU backend only: use --backend cpu");
+  if (backend == "auto" && (config.gpt || !config.optimizer.plain_sgd() || config.record_blocks || config.recipe.recipe != GemmRecipe::none))
     return cpu_trainer();
-  }
-  if (backend == "auto" && (config.gpt || !config.optimizer.plain_sgd() || config.record_blocks)) return cpu_trainer();
   std::string why;
   const bool device_answers = backend != "cpu" && cuda_device_count(why) > 0;  // asked once
   if (backend == "cpu" || (backend == "auto" && !device_answers)) return cpu_trainer();

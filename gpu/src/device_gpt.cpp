@@ -73,6 +73,13 @@ struct DeviceGptTrainer::Memory {
   Buffer<std::uint16_t> dx16, dwide16, dcontext16, dqkv16;
   Buffer<float> full_a, full_b, scores, dprobabilities, dscores;
   Buffer<std::uint16_t> full16;
+  // Under a recipe: the host's quantizer; room for two quantized operands (or an FP8 dy); each
+  // linear layer's FP8 input and weight from its forward product to its backward ones, with their
+  // dequantization factors, by FP8 slot (gpt_recipe_slot).
+  device_step::HostRecipe recipe;
+  Buffer<float> operand_a, operand_b;
+  std::unordered_map<std::size_t, Buffer<float>> fp8_operands;
+  std::unordered_map<std::size_t, float> fp8_dequantize;
 
   void size_for(DeviceOps& ops, const GptShape& shape, int sequences, bool low) {
     const std::size_t N = static_cast<std::size_t>(sequences) * static_cast<std::size_t>(shape.context), D = static_cast<std::size_t>(shape.width);
@@ -94,6 +101,10 @@ struct DeviceGptTrainer::Memory {
     dx16 = h(D * N), dwide16 = h(4 * D * N), dcontext16 = h(D * N), dqkv16 = h(3 * D * N);
     full_a = f(squares), full_b = f(squares), scores = f(packed), dprobabilities = f(packed), dscores = f(packed);
     full16 = h(squares);
+    if (recipe.active()) {  // the largest operand: mlp.fc's output gradient, mlp.proj's input, or their weights
+      operand_a = f(std::max(4 * D * N, 4 * D * D)), operand_b = f(std::max(4 * D * N, 4 * D * D));
+      fp8_operands.clear();
+    }
     batch = sequences;
   }
 };
@@ -102,8 +113,8 @@ DeviceGptTrainer::DeviceGptTrainer(const GptShape& shape, const MlpConfig& confi
     : shape_(shape), config_(config), ops_(std::move(ops)), memory_(std::make_unique<Memory>()), layout_(gpt_parameters(shape)) {
   if (!ops_) throw std::invalid_argument("a device GPT needs its device's operations");
   if (shape.width % shape.heads != 0) throw std::invalid_argument("a GPT's width must be a multiple of its heads");
-  if (config.recipe.recipe != GemmRecipe::none) throw std::invalid_argument("FP8 and block-scaled recipes (--recipe) of the GPT run on the CPU backend only");
   Memory& m = *memory_;
+  m.recipe = device_step::HostRecipe(config, per_tensor_fp8(config.recipe.recipe) ? gpt_recipe_slots(shape) : 0);
   DeviceOps& device = *ops_;
   const bool low = config.precision != Precision::fp32;
   for (const GptParameter& p : layout_) {
@@ -157,7 +168,7 @@ void DeviceGptTrainer::reconfigure_scaler(const LossScalerConfig& config) {
 }
 
 TrainerState DeviceGptTrainer::state() const {
-  const Memory& m = *memory_;
+  Memory& m = *memory_;
   TrainerState s;
   s.steps = steps_;
   for (std::size_t p = 0; p < layout_.size(); ++p) {
@@ -169,12 +180,14 @@ TrainerState DeviceGptTrainer::state() const {
   s.scaler = scaler_state();
   s.stochastic_counter = stochastic_counter_;
   s.optimizer = m.optimizer.state(*ops_);
+  s.fp8 = m.recipe.fp8();
   return s;
 }
 
 void DeviceGptTrainer::restore(const TrainerState& state) {
-  check_gpt_state(shape_, state, 0);
   Memory& m = *memory_;
+  check_gpt_state(shape_, state, m.recipe.fp8().size());
+  m.recipe.fp8() = state.fp8;
   for (std::size_t p = 0; p < layout_.size(); ++p) ops_->upload(m.master[p].data(), state.weights[p].data(), m.master[p].bytes());
   m.optimizer.restore(*ops_, state.optimizer);
   ops_->upload(m.scaler.data(), &state.scaler, sizeof(LossScalerState));
@@ -276,16 +289,75 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     ops.product(call);
   };
   const auto weight = [&](int p) { return operand(m.copy[static_cast<std::size_t>(p)], m.copy16[static_cast<std::size_t>(p)], 0, layout_[static_cast<std::size_t>(p)].rows); };
-  // y (out x N) = W x + b.
-  const auto linear = [&](int p, DeviceOperand x, int in, int out, float* y) {
-    product(false, false, out, N, in, weight(p), x, y, out);
+  // Under a recipe, a block's linear layers (attn.qkv, attn.proj, mlp.fc, mlp.proj) multiply
+  // float32 operands quantized on the host as GptTrainer's hooks quantize them (HostRecipe), each
+  // just before its product, as the CPU's pass draws their random words.
+  StepResult result;
+  const GemmRecipe recipe = m.recipe.recipe();
+  const auto recipe_product = [&](bool ta, bool tb, int rows, int cols, int k, const float* a, int lda, const float* b, int ldb, float* c, int ldc,
+                                  float alpha) { device_step::HostRecipe::product(ops, ta, tb, rows, cols, k, a, lda, b, ldb, c, ldc, alpha); };
+  // The values of a device tensor (rows x N, or a weight) as the plain product reads them: cast in place.
+  const auto read = [&](const float* values, int rows, int cols) { return device_step::HostRecipe::read(ops, values, nullptr, bf16, rows, cols); };
+  const auto block_operand = [&](const std::string& name, GemmOperand operand, const Eigen::MatrixXf& x, bool along_first_axis, float* device) {
+    m.recipe.block_operand(ops, x, along_first_axis, block_operand_statistics(result.block_operands, name, operand), stochastic_counter_, device);
+  };
+  // An FP8 operand into its slot's buffer (kept for the backward), its factor returned.
+  const auto fp8_operand = [&](int block, const char* linear, GemmOperand operand, const Eigen::MatrixXf& x) -> std::pair<float*, float> {
+    const std::size_t slot = gpt_recipe_slot(block, linear, operand);
+    Buffer<float>& buffer = m.fp8_operands[slot];
+    if (buffer.size() != static_cast<std::size_t>(x.size())) buffer = Buffer<float>(ops, static_cast<std::size_t>(x.size()));
+    const float factor = m.recipe.fp8_operand(ops, operand, x, slot, new_operand_scaling(result.scaling, full_name(block, linear)), stochastic_counter_,
+                                              buffer.data());
+    m.fp8_dequantize[slot] = factor;
+    return {buffer.data(), factor};
+  };
+  const auto fp8_kept = [&](int block, const char* linear, GemmOperand operand) -> std::pair<const float*, float> {
+    const std::size_t slot = gpt_recipe_slot(block, linear, operand);
+    return {m.fp8_operands.at(slot).data(), m.fp8_dequantize.at(slot)};
+  };
+  // y (out x N) = W x + b (block `block`'s layer `name` under a recipe).
+  const auto linear = [&](int p, DeviceOperand x, int in, int out, float* y, int block, const char* name) {
+    if (recipe == GemmRecipe::none) {
+      product(false, false, out, N, in, weight(p), x, y, out);
+    } else if (per_tensor_fp8(recipe)) {
+      const auto [input, input_factor] = fp8_operand(block, name, GemmOperand::input, read(x.f32, in, N));
+      const auto [w, weight_factor] = fp8_operand(block, name, GemmOperand::weight, read(m.copy[static_cast<std::size_t>(p)].data(), out, in));
+      recipe_product(false, false, out, N, in, w, out, input, in, y, out, fp8_product_factor(weight_factor, input_factor));
+    } else {  // W x reduces over W's columns and x's rows
+      const std::string full = full_name(block, name);
+      block_operand(full, GemmOperand::input, read(x.f32, in, N), true, m.operand_a.data());
+      block_operand(full, GemmOperand::weight, read(m.copy[static_cast<std::size_t>(p)].data(), out, in), false, m.operand_b.data());
+      recipe_product(false, false, out, N, in, m.operand_b.data(), out, m.operand_a.data(), in, y, out, 1.0f);
+    }
     ops.add_row_bias(y, m.copy[static_cast<std::size_t>(p) + 1].data(), out, N);
   };
   // Its backward from dy (out x N): the bias's and W's gradients, and x's (in x N) into dx.
-  const auto linear_backward = [&](int p, DeviceOperand x, int in, int out, DeviceOperand dy, float* dx) {
+  const auto linear_backward = [&](int p, DeviceOperand x, int in, int out, DeviceOperand dy, float* dx, int block, const char* name) {
     ops.add_token_sums(dy.f32, nullptr, out, N, m.gradient[static_cast<std::size_t>(p) + 1].data());
-    product(false, true, out, in, N, dy, x, m.gradient[static_cast<std::size_t>(p)].data(), out);
-    product(true, false, in, N, out, weight(p), dy, dx, in);
+    float* const dw = m.gradient[static_cast<std::size_t>(p)].data();
+    if (recipe == GemmRecipe::none) {
+      product(false, true, out, in, N, dy, x, dw, out);
+      product(true, false, in, N, out, weight(p), dy, dx, in);
+    } else if (per_tensor_fp8(recipe)) {  // the forward's FP8 input and weight, the FP8 dy for both
+      const Eigen::MatrixXf host_dy = read(dy.f32, out, N);
+      const float dy_factor = m.recipe.fp8_operand(ops, GemmOperand::output_gradient, host_dy, gpt_recipe_slot(block, name, GemmOperand::output_gradient),
+                                                   new_operand_scaling(result.scaling, full_name(block, name)), stochastic_counter_, m.operand_a.data());
+      const auto [input, input_factor] = fp8_kept(block, name, GemmOperand::input);
+      const auto [w, weight_factor] = fp8_kept(block, name, GemmOperand::weight);
+      recipe_product(false, true, out, in, N, m.operand_a.data(), out, input, in, dw, out, fp8_product_factor(dy_factor, input_factor));
+      recipe_product(true, false, in, N, out, w, out, m.operand_a.data(), out, dx, in, fp8_product_factor(weight_factor, dy_factor));
+    } else {
+      const std::string full = full_name(block, name);
+      const Eigen::MatrixXf host_dy = read(dy.f32, out, N);
+      // dy x^T reduces over the tokens: both along their second axis.
+      block_operand(full, GemmOperand::output_gradient, host_dy, false, m.operand_a.data());
+      block_operand(full, GemmOperand::input, read(x.f32, in, N), false, m.operand_b.data());
+      recipe_product(false, true, out, in, N, m.operand_a.data(), out, m.operand_b.data(), in, dw, out, 1.0f);
+      // W^T dy reduces over W's rows and dy's: both along their first axis.
+      block_operand(full, GemmOperand::output_gradient, host_dy, true, m.operand_a.data());
+      block_operand(full, GemmOperand::weight, read(m.copy[static_cast<std::size_t>(p)].data(), out, in), true, m.operand_b.data());
+      recipe_product(true, false, in, N, out, m.operand_b.data(), out, m.operand_a.data(), out, dx, in, 1.0f);
+    }
   };
   const float inverse_sqrt = 1.0f / std::sqrt(static_cast<float>(dh));
   const int triangles = B * H;
@@ -306,7 +378,7 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     const auto param = [&](Index::Block which) { return m.copy[static_cast<std::size_t>(p(which))].data(); };
     ops.layer_norm(m.x.data(), param(Index::ln1_gain), param(Index::ln1_bias), D, N, c.ln1.data(), c.xhat1.data(), c.rstd1.data());
     cast(c.ln1.data(), c.ln1.data(), c.ln1_16.data(), ND, activation(l, "ln1"));
-    linear(p(Index::qkv_weight), operand(c.ln1, c.ln1_16, 0, D), D, 3 * D, c.qkv.data());
+    linear(p(Index::qkv_weight), operand(c.ln1, c.ln1_16, 0, D), D, 3 * D, c.qkv.data(), l, "attn.qkv");
     cast(c.qkv.data(), c.qkv.data(), c.qkv16.data(), 3 * ND, activation(l, "attn.qkv"));
     // Attention: each sequence's and head's keys x queries scores K^T Q (q, k, v at rows 0, D, 2D of qkv).
     heads_product(true, false, T, T, dh, operand(c.qkv, c.qkv16, D, 3 * D, head), qkv_sequence, operand(c.qkv, c.qkv16, 0, 3 * D, head), qkv_sequence,
@@ -320,17 +392,17 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     heads_product(false, false, dh, T, T, operand(c.qkv, c.qkv16, 2 * D, 3 * D, head), qkv_sequence, operand(m.full_a, m.full16, 0, T, TT), H * TT,
                   c.context.data(), D, head, T * D);
     cast(c.context.data(), c.context.data(), c.context16.data(), ND, activation(l, "attn.context"));
-    linear(p(Index::proj_weight), operand(c.context, c.context16, 0, D), D, D, m.y.data());
+    linear(p(Index::proj_weight), operand(c.context, c.context16, 0, D), D, D, m.y.data(), l, "attn.proj");
     cast(m.y.data(), m.y.data(), nullptr, ND, activation(l, "attn.proj"));
     ops.add_into(m.x.data(), m.y.data(), ND);
     cast(m.x.data(), m.x.data(), nullptr, ND, activation(l, "residual1"));
     ops.layer_norm(m.x.data(), param(Index::ln2_gain), param(Index::ln2_bias), D, N, c.ln2.data(), c.xhat2.data(), c.rstd2.data());
     cast(c.ln2.data(), c.ln2.data(), c.ln2_16.data(), ND, activation(l, "ln2"));
-    linear(p(Index::fc_weight), operand(c.ln2, c.ln2_16, 0, D), D, 4 * D, c.fc.data());
+    linear(p(Index::fc_weight), operand(c.ln2, c.ln2_16, 0, D), D, 4 * D, c.fc.data(), l, "mlp.fc");
     cast(c.fc.data(), c.fc.data(), nullptr, 4 * ND, activation(l, "mlp.fc"));
     ops.activation_forward(c.fc.data(), c.gelu.data(), 4 * ND, Activation::gelu);
     cast(c.gelu.data(), c.gelu.data(), c.gelu16.data(), 4 * ND, activation(l, "mlp.gelu"));
-    linear(p(Index::mlp_proj_weight), operand(c.gelu, c.gelu16, 0, 4 * D), 4 * D, D, m.y.data());
+    linear(p(Index::mlp_proj_weight), operand(c.gelu, c.gelu16, 0, 4 * D), 4 * D, D, m.y.data(), l, "mlp.proj");
     cast(m.y.data(), m.y.data(), nullptr, ND, activation(l, "mlp.proj"));
     ops.add_into(m.x.data(), m.y.data(), ND);
     cast(m.x.data(), m.x.data(), nullptr, ND, activation(l, "residual2"));
@@ -375,16 +447,16 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     Memory::Block& c = m.blocks[static_cast<std::size_t>(l)];
     const auto p = [&](Index::Block which) { return Index::block(l, which); };
     const DeviceOperand dx = operand(m.dx, m.dx16, 0, D);
-    linear_backward(p(Index::mlp_proj_weight), operand(c.gelu, c.gelu16, 0, 4 * D), 4 * D, D, dx, m.dwide.data());
+    linear_backward(p(Index::mlp_proj_weight), operand(c.gelu, c.gelu16, 0, 4 * D), 4 * D, D, dx, m.dwide.data(), l, "mlp.proj");
     cast(m.dwide.data(), m.dwide.data(), nullptr, 4 * ND, gradient(l, "mlp.gelu"));
     ops.activation_backward(c.fc.data(), m.dwide.data(), 4 * ND, Activation::gelu);
     cast(m.dwide.data(), m.dwide.data(), m.dwide16.data(), 4 * ND, gradient(l, "mlp.fc"));
-    linear_backward(p(Index::fc_weight), operand(c.ln2, c.ln2_16, 0, D), D, 4 * D, operand(m.dwide, m.dwide16, 0, 4 * D), m.dnorm.data());
+    linear_backward(p(Index::fc_weight), operand(c.ln2, c.ln2_16, 0, D), D, 4 * D, operand(m.dwide, m.dwide16, 0, 4 * D), m.dnorm.data(), l, "mlp.fc");
     cast(m.dnorm.data(), m.dnorm.data(), nullptr, ND, gradient(l, "ln2"));
     norm_backward(p(Index::ln2_gain), c.xhat2, c.rstd2, true);
     cast(m.dx.data(), m.dx.data(), nullptr, ND, gradient(l, "residual1"));
     cast(m.dx.data(), m.dx.data(), m.dx16.data(), ND, gradient(l, "attn.proj"));
-    linear_backward(p(Index::proj_weight), operand(c.context, c.context16, 0, D), D, D, dx, m.dcontext.data());
+    linear_backward(p(Index::proj_weight), operand(c.context, c.context16, 0, D), D, D, dx, m.dcontext.data(), l, "attn.proj");
     cast(m.dcontext.data(), m.dcontext.data(), m.dcontext16.data(), ND, gradient(l, "attn.context"));
     // Attention backward, per sequence over the heads: through the values (dV = dout P^T, dP = V^T dout) ...
     ops.unpack_triangles(c.probabilities.data(), T, triangles, 1.0f, low ? nullptr : m.full_a.data(), low ? m.full16.data() : nullptr, bf16);
@@ -405,7 +477,8 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     heads_product(false, true, dh, T, T, operand(c.qkv, Buffer<std::uint16_t>{}, 0, 3 * D, head), qkv_sequence, ds, H * TT, m.dqkv.data() + D, 3 * D,
                   head, qkv_sequence, true);
     cast(m.dqkv.data(), m.dqkv.data(), m.dqkv16.data(), 3 * ND, gradient(l, "attn.qkv"));
-    linear_backward(p(Index::qkv_weight), operand(c.ln1, c.ln1_16, 0, D), D, 3 * D, operand(m.dqkv, m.dqkv16, 0, 3 * D), m.dnorm.data());
+    linear_backward(p(Index::qkv_weight), operand(c.ln1, c.ln1_16, 0, D), D, 3 * D, operand(m.dqkv, m.dqkv16, 0, 3 * D), m.dnorm.data(), l,
+                    "attn.qkv");
     cast(m.dnorm.data(), m.dnorm.data(), nullptr, ND, gradient(l, "ln1"));
     norm_backward(p(Index::ln1_gain), c.xhat1, c.rstd1, true);
     residual_gradient(l - 1);
@@ -441,7 +514,6 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
       for (std::size_t p = 0; p < layout_.size(); ++p) cast(m.master[p].data(), m.master[p].data(), nullptr, m.master[p].size(), Into{});
   }
 
-  StepResult result;
   result.loss = std::numeric_limits<double>::quiet_NaN();
   result.loss_scale = std::numeric_limits<double>::quiet_NaN();
   if (record || read_loss) {

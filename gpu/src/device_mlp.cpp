@@ -43,12 +43,19 @@ struct DeviceMlpTrainer::Memory {
   std::vector<Buffer<std::uint16_t>> a_16, dz_16;
   Buffer<float> dz, da, row_loss;
   Buffer<int> labels;
+  // Under a recipe: the host's quantizer, the operands as the products read them (read back in the
+  // forward pass, for the backward's), FP8 operands on the device with their dequantization
+  // factors (per layer: input, weight), and room for two block-scaled operands or one FP8 dz.
+  device_step::HostRecipe recipe;
+  std::vector<Eigen::MatrixXf> host_inputs, host_weights;
+  std::vector<Buffer<float>> fp8_inputs, fp8_weights;
+  std::vector<float> input_dequantize, weight_dequantize;
+  Buffer<float> operand_a, operand_b;
 };
 
 DeviceMlpTrainer::DeviceMlpTrainer(const MlpConfig& config, std::unique_ptr<DeviceOps> ops)
     : config_(config), ops_(std::move(ops)), memory_(std::make_unique<Memory>()) {
   if (!ops_) throw std::invalid_argument("a device MLP needs its device's operations");
-  if (config.recipe.recipe != GemmRecipe::none) throw std::invalid_argument("FP8 and block-scaled recipes run on the CPU backend only");
   Memory& m = *memory_;
   DeviceOps& device = *ops_;
   // The same initial weights as the CPU backend: built there, copied here.
@@ -67,6 +74,9 @@ DeviceMlpTrainer::DeviceMlpTrainer(const MlpConfig& config, std::unique_ptr<Devi
     m.sizes.push_back(w);
     m.sizes.push_back(b);
   }
+  m.recipe = device_step::HostRecipe(config, initial.fp8.size());
+  if (per_tensor_fp8(config.recipe.recipe))
+    for (std::size_t l = 0; l < layers; ++l) m.fp8_weights.emplace_back(device, static_cast<std::size_t>(initial.weights[l].size()));
   m.optimizer = device_step::Optimizer(device, config.optimizer, m.sizes);
   m.found_non_finite = Buffer<int>(device, 1);
   m.scaler = Buffer<LossScalerState>(device, 1);
@@ -78,7 +88,7 @@ DeviceMlpTrainer::DeviceMlpTrainer(const MlpConfig& config, std::unique_ptr<Devi
 DeviceMlpTrainer::~DeviceMlpTrainer() = default;
 
 TrainerState DeviceMlpTrainer::state() const {
-  const Memory& m = *memory_;
+  Memory& m = *memory_;
   TrainerState s;
   s.steps = steps_;
   for (std::size_t l = 0; l + 1 < config_.layer_sizes.size(); ++l) {
@@ -92,12 +102,14 @@ TrainerState DeviceMlpTrainer::state() const {
   s.scaler = scaler_state();
   s.stochastic_counter = stochastic_counter_;
   s.optimizer = m.optimizer.state(*ops_);
+  s.fp8 = memory_->recipe.fp8();
   return s;
 }
 
 void DeviceMlpTrainer::restore(const TrainerState& state) {
-  check_mlp_state(config_.layer_sizes, state, 0);
   Memory& m = *memory_;
+  check_mlp_state(config_.layer_sizes, state, m.recipe.fp8().size());
+  m.recipe.fp8() = state.fp8;
   m.optimizer.restore(*ops_, state.optimizer);
   for (std::size_t l = 0; l < m.weights.size(); ++l) {
     ops_->upload(m.weights[l].data(), state.weights[l].data(), m.weights[l].bytes());
@@ -138,6 +150,17 @@ StepResult DeviceMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     m.da = Buffer<float>(ops, rows * widest);
     m.row_loss = Buffer<float>(ops, rows);
     m.labels = Buffer<int>(ops, rows);
+    if (m.recipe.active()) {
+      std::size_t largest = 0;  // the largest operand: a layer's input, output gradient or weights
+      for (std::size_t l = 0; l < layers; ++l)
+        largest = std::max({largest, rows * static_cast<std::size_t>(config_.layer_sizes[l]), rows * static_cast<std::size_t>(config_.layer_sizes[l + 1]),
+                            m.sizes[2 * l]});
+      m.operand_a = Buffer<float>(ops, largest);
+      m.operand_b = Buffer<float>(ops, largest);
+      m.fp8_inputs.clear();
+      if (per_tensor_fp8(m.recipe.recipe()))
+        for (std::size_t l = 0; l < layers; ++l) m.fp8_inputs.emplace_back(ops, rows * static_cast<std::size_t>(config_.layer_sizes[l]));
+    }
     m.batch = batch;
   }
   // The batch as Eigen holds it (column-major batch x features): no reordering on the host.
@@ -189,10 +212,41 @@ StepResult DeviceMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
   const auto bias = [&](std::size_t l) { return low ? m.biases_low[l].data() : m.biases[l].data(); };
   // Forward: z (batch x out) = a (batch x in) W^T (W: out x in). In low precision the products read
   // the 16-bit operands the casts wrote; the float32 activations a are not rounded.
+  StepResult result;
+  // Under a recipe, products of float32 operands quantized on the host (HostRecipe), each drawing
+  // its random words where the CPU's step draws them: just before its product.
+  const GemmRecipe recipe = m.recipe.recipe();
+  const auto recipe_product = [&](bool ta, bool tb, int rows, int cols, int k, const float* a, int lda, const float* b, int ldb, float* c, int ldc,
+                                  float alpha) { device_step::HostRecipe::product(ops, ta, tb, rows, cols, k, a, lda, b, ldb, c, ldc, alpha); };
+  const auto layer_name = [](std::size_t l) { return "fc" + std::to_string(l + 1); };
+  const auto block_operand = [&](std::size_t l, GemmOperand operand, const Eigen::MatrixXf& x, bool along_rows, float* device) {
+    m.recipe.block_operand(ops, x, along_rows, block_operand_statistics(result.block_operands, layer_name(l), operand), stochastic_counter_, device);
+  };
+  const auto fp8_operand = [&](std::size_t l, GemmOperand operand, const Eigen::MatrixXf& x, float* device) {
+    return m.recipe.fp8_operand(ops, operand, x, 3 * l + static_cast<std::size_t>(operand), new_operand_scaling(result.scaling, layer_name(l)),
+                                stochastic_counter_, device);
+  };
+  if (m.recipe.active()) m.host_inputs.assign(layers, {}), m.host_weights.assign(layers, {}), m.input_dequantize.assign(layers, 1.0f), m.weight_dequantize.assign(layers, 1.0f);
   cast(m.a[0].data(), nullptr, m.a_16[0].data(), m.a[0].size(), {});
   for (std::size_t l = 0; l < layers; ++l) {
     const int in = config_.layer_sizes[l], out = config_.layer_sizes[l + 1];
-    product(false, true, batch, out, in, m.a[l].data(), m.a_16[l].data(), batch, m.weights[l].data(), m.weights_16[l].data(), out, m.z[l].data(), batch);
+    if (!m.recipe.active()) {
+      product(false, true, batch, out, in, m.a[l].data(), m.a_16[l].data(), batch, m.weights[l].data(), m.weights_16[l].data(), out, m.z[l].data(), batch);
+    } else {
+      // The operands as the plain product would read them: the cast values (fp32: as they are).
+      m.host_inputs[l] = device_step::HostRecipe::read(ops, m.a[l].data(), low ? m.a_16[l].data() : nullptr, bf16, batch, in);
+      m.host_weights[l] = device_step::HostRecipe::read(ops, m.weights[l].data(), low ? m.weights_16[l].data() : nullptr, bf16, out, in);
+      if (per_tensor_fp8(recipe)) {
+        m.input_dequantize[l] = fp8_operand(l, GemmOperand::input, m.host_inputs[l], m.fp8_inputs[l].data());
+        m.weight_dequantize[l] = fp8_operand(l, GemmOperand::weight, m.host_weights[l], m.fp8_weights[l].data());
+        recipe_product(false, true, batch, out, in, m.fp8_inputs[l].data(), batch, m.fp8_weights[l].data(), out, m.z[l].data(), batch,
+                       fp8_product_factor(m.input_dequantize[l], m.weight_dequantize[l]));
+      } else {
+        block_operand(l, GemmOperand::input, m.host_inputs[l], false, m.operand_a.data());
+        block_operand(l, GemmOperand::weight, m.host_weights[l], false, m.operand_b.data());
+        recipe_product(false, true, batch, out, in, m.operand_a.data(), batch, m.operand_b.data(), out, m.z[l].data(), batch, 1.0f);
+      }
+    }
     ops.add_column_bias(m.z[l].data(), bias(l), batch, out);
     record_blocks(l, 0, m.z[l].data(), batch, out);
     cast(m.z[l].data(), m.z[l].data(), nullptr, m.z[l].size(), slots(l, 0, record));
@@ -216,7 +270,22 @@ StepResult DeviceMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     record_blocks(l, 1, m.dz.data(), batch, out);
     cast(m.dz.data(), m.dz.data(), m.dz_16[l].data(), n_dz, slots(l, 1, record));
     // grad_W (out x in) = dz^T (dz: batch x out) a (batch x in)
-    product(true, false, out, in, batch, m.dz.data(), m.dz_16[l].data(), batch, m.a[l].data(), m.a_16[l].data(), batch, m.grad_w[l].data(), out);
+    Eigen::MatrixXf host_dz;
+    float dz_dequantize = 1.0f;
+    if (!m.recipe.active()) {
+      product(true, false, out, in, batch, m.dz.data(), m.dz_16[l].data(), batch, m.a[l].data(), m.a_16[l].data(), batch, m.grad_w[l].data(), out);
+    } else {
+      host_dz = device_step::HostRecipe::read(ops, m.dz.data(), nullptr, bf16, batch, out);  // cast in place above
+      if (per_tensor_fp8(recipe)) {  // the FP8 dz serves both backward products
+        dz_dequantize = fp8_operand(l, GemmOperand::output_gradient, host_dz, m.operand_a.data());
+        recipe_product(true, false, out, in, batch, m.operand_a.data(), batch, m.fp8_inputs[l].data(), batch, m.grad_w[l].data(), out,
+                       fp8_product_factor(dz_dequantize, m.input_dequantize[l]));
+      } else {  // both blocked along the batch, which the product reduces over
+        block_operand(l, GemmOperand::output_gradient, host_dz, true, m.operand_a.data());
+        block_operand(l, GemmOperand::input, m.host_inputs[l], true, m.operand_b.data());
+        recipe_product(true, false, out, in, batch, m.operand_a.data(), batch, m.operand_b.data(), batch, m.grad_w[l].data(), out, 1.0f);
+      }
+    }
     ops.column_sums(m.dz.data(), batch, out, m.grad_b[l].data());
     for (const FaultInjection& fault : faults_)
       if (fault.step == steps_ && static_cast<std::size_t>(fault.layer) == l + 1) {
@@ -228,7 +297,17 @@ StepResult DeviceMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     cast(m.grad_b[l].data(), m.grad_b[l].data(), nullptr, m.grad_b[l].size(), {});
     if (l > 0) {
       // dA (batch x in) = dz (batch x out) W (out x in)
-      product(false, false, batch, in, out, m.dz.data(), m.dz_16[l].data(), batch, m.weights[l].data(), m.weights_16[l].data(), out, m.da.data(), batch);
+      if (!m.recipe.active()) {
+        product(false, false, batch, in, out, m.dz.data(), m.dz_16[l].data(), batch, m.weights[l].data(), m.weights_16[l].data(), out, m.da.data(),
+                batch);
+      } else if (per_tensor_fp8(recipe)) {
+        recipe_product(false, false, batch, in, out, m.operand_a.data(), batch, m.fp8_weights[l].data(), out, m.da.data(), batch,
+                       fp8_product_factor(dz_dequantize, m.weight_dequantize[l]));
+      } else {  // both blocked along the layer's outputs, which the product reduces over
+        block_operand(l, GemmOperand::output_gradient, host_dz, false, m.operand_a.data());
+        block_operand(l, GemmOperand::weight, m.host_weights[l], true, m.operand_b.data());
+        recipe_product(false, false, batch, in, out, m.operand_a.data(), batch, m.operand_b.data(), out, m.da.data(), batch, 1.0f);
+      }
       const std::size_t n_da = static_cast<std::size_t>(batch) * static_cast<std::size_t>(in);
       cast(m.da.data(), m.da.data(), nullptr, n_da, {});
       ops.activation_backward(m.z[l - 1].data(), m.da.data(), n_da, config_.activation);
@@ -262,7 +341,6 @@ StepResult DeviceMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
       }
   }
 
-  StepResult result;
   result.loss = std::numeric_limits<double>::quiet_NaN();
   result.loss_scale = std::numeric_limits<double>::quiet_NaN();
   if (record || read_loss) {

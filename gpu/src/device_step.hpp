@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "cpu/cast_tensor.hpp"
+#include "fpscope/core/bulk.hpp"
 #include "fpscope/core/exponent_histogram.hpp"
 #include "fpscope/gpu/device_ops.hpp"
+#include "fpscope/gpu/gemm_recipe.hpp"
 #include "fpscope/gpu/loss_scaler.hpp"
 #include "fpscope/gpu/optimizer.hpp"
 #include "fpscope/gpu/recording.hpp"
@@ -86,6 +88,74 @@ inline BlockRecord device_block_record(DeviceOps& ops, const BlockRecording& blo
   const Eigen::Map<const Eigen::MatrixXf> m(host.data(), static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
   return block_record(blocks, m, features);
 }
+
+// A GEMM recipe's operands on a device (gemm_recipe.hpp), quantized on the host: each operand read
+// back and quantized by the CPU backend's own functions -- the same bits, the same random words at
+// the same places in the run's stream, the same statistics -- and its float32 values uploaded for a
+// float32 product (FP8 values times the dequantization factors as the product's alpha). Correct
+// rather than fast: every quantized operand crosses to the host and back, and the host waits for
+// the device each time; no device kernel quantizes yet.
+class HostRecipe {
+ public:
+  HostRecipe() = default;
+  HostRecipe(const MlpConfig& config, std::size_t fp8_slots) : config_(config.recipe), fp8_(fp8_slots) {
+    ctx_.rounding = config.rounding;
+    ctx_.stochastic_seed = config.seed;
+  }
+  GemmRecipe recipe() const { return config_.recipe; }
+  bool active() const { return config_.recipe != GemmRecipe::none; }
+  std::vector<Fp8TensorState>& fp8() { return fp8_; }
+
+  // A device tensor (rows x cols, column-major) as the products read it: its float32 values, or
+  // where `p16` is given its 16-bit patterns (bf16 where `bf16`, else fp16) widened exactly.
+  static Eigen::MatrixXf read(DeviceOps& ops, const float* f32, const std::uint16_t* p16, bool bf16, int rows, int cols) {
+    Eigen::MatrixXf m(rows, cols);
+    const auto n = static_cast<std::size_t>(m.size());
+    if (p16 == nullptr) {
+      ops.download(m.data(), f32, n * sizeof(float));
+      return m;
+    }
+    std::vector<std::uint16_t> bits(n);
+    ops.download(bits.data(), p16, n * sizeof(std::uint16_t));
+    Context exact;
+    bits_to_f32(bf16 ? formats::bf16 : formats::fp16, bits, std::span<float>(m.data(), n), exact);
+    return m;
+  }
+
+  // C (rows x cols) = alpha op(A) op(B) of two quantized operands' float32 values, column-major.
+  static void product(DeviceOps& ops, bool transpose_a, bool transpose_b, int rows, int cols, int k, const float* a, int lda, const float* b, int ldb,
+                      float* c, int ldc, float alpha) {
+    ProductCall call;
+    call.transpose_a = transpose_a, call.transpose_b = transpose_b, call.m = rows, call.n = cols, call.k = k;
+    call.a = {a, nullptr, lda, 0}, call.b = {b, nullptr, ldb, 0}, call.c = c, call.ldc = ldc, call.alpha = alpha;
+    ops.product(call);
+  }
+
+  // x quantized and dequantized along its rows or columns (block_scaled_operand), drawing from the
+  // run's stream at `counter` (moved on by what it drew), counted into `statistics`, uploaded to
+  // `device` (x's size).
+  void block_operand(DeviceOps& ops, const Eigen::MatrixXf& x, bool along_rows, BlockStatistics& statistics, std::uint64_t& counter, float* device) {
+    ctx_.stochastic_counter = counter;
+    const Eigen::MatrixXf q = block_scaled_operand(config_.recipe, x, along_rows, ctx_, &statistics);
+    counter = ctx_.stochastic_counter;
+    ops.upload(device, q.data(), static_cast<std::size_t>(q.size()) * sizeof(float));
+  }
+  // x cast for a per-tensor FP8 product (quantize_fp8_operand, FP8 state `slot`), recorded into
+  // `record`, uploaded to `device`; returns its dequantization factor.
+  float fp8_operand(DeviceOps& ops, GemmOperand operand, const Eigen::MatrixXf& x, std::size_t slot, OperandScaling& record, std::uint64_t& counter,
+                    float* device) {
+    ctx_.stochastic_counter = counter;
+    const Fp8Operand q = quantize_fp8_operand(config_, operand, x, fp8_.at(slot), ctx_, record);
+    counter = ctx_.stochastic_counter;
+    ops.upload(device, q.values.data(), static_cast<std::size_t>(q.values.size()) * sizeof(float));
+    return q.dequantize;
+  }
+
+ private:
+  RecipeConfig config_;
+  std::vector<Fp8TensorState> fp8_;
+  Context ctx_;
+};
 
 // The optimizer on the device: per parameter, in the model's order, its buffers (the momentum or
 // AdamW's first moment, AdamW's second; empty where the kind keeps none), the partials of the

@@ -101,7 +101,8 @@ class HostDeviceOps final : public DeviceOps {
               sum += a * b;
             }
             float& out = c[static_cast<std::size_t>(j) * static_cast<std::size_t>(call.ldc) + static_cast<std::size_t>(i)];
-            out = call.accumulate ? out + sum : sum;
+            const float scaled = call.alpha * sum;
+            out = call.accumulate ? out + scaled : scaled;
           }
       }
   }

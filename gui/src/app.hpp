@@ -75,7 +75,7 @@ struct TrainingForm {
   std::string backend = "auto";  // cpu, cuda, or auto: cuda where a device answers
   std::string record_blocks;     // "" or a block format (FORMAT[:RULE]) whose statistics each recorded tensor carries
   OptimizerConfig optimizer;     // SGD by default; backend auto trains momentum and AdamW on the CPU
-  GemmRecipe recipe = GemmRecipe::none;  // FP8 or block-scaled GEMM operands (CPU backend), FP8 defaults as fpscope train's
+  GemmRecipe recipe = GemmRecipe::none;  // FP8 or block-scaled GEMM operands, FP8 defaults as fpscope train's
   int seed = training_defaults::seed;
   int pause_at_step = 0;  // > 0: the run pauses itself there (--pause-at-step; not in the form)
 };

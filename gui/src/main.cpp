@@ -369,7 +369,7 @@ int main(int argc, char** argv) {
   cli.add_option("--clip-grad-norm", f.optimizer.clip_grad_norm, "training: clip the unscaled gradients' global L2 norm to this (0: off)")
       ->capture_default_str();
   std::string recipe = "none";
-  cli.add_option("--recipe", recipe, "training: GEMM operands: none, fp8-delayed, fp8-current, fp8-unscaled, mxfp8, mxfp6, mxfp4 or nvfp4 (CPU backend)")
+  cli.add_option("--recipe", recipe, "training: GEMM operands: none, fp8-delayed, fp8-current, fp8-unscaled, mxfp8, mxfp6, mxfp4 or nvfp4 (backend auto: on the CPU)")
       ->capture_default_str();
   cli.add_option("--record-blocks", f.record_blocks, "training: also record a block format's statistics: FORMAT[:RULE] (mxfp8-e4m3, mxfp4:even, nvfp4)");
   cli.add_flag("--start", o.app.start, "start training with these settings on opening");

@@ -273,7 +273,8 @@ void draw_training(App& app) {
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("The matrix products' operands: FP8 with per-tensor scaling (delayed: from an amax history of 16 steps;\n"
                       "current: from this step's amax), FP8 unscaled, or OCP MX / NVFP4 blocks along each product's reduction\n"
-                      "axis. Curves then shows each FP8 operand's amax and scale. CPU backend.");
+                      "axis. Curves then shows each FP8 operand's amax and scale. Backend auto trains a recipe on the CPU; cuda\n"
+                      "quantizes its operands on the host and multiplies them on the GPU (correct, slow).");
   ImGui::InputFloat("learning rate", &f.learning_rate, 0, 0, "%g");
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("SGD: a step is learning rate x the gradient of the weighted loss, so 1024 with a\n"
@@ -299,7 +300,7 @@ void draw_training(App& app) {
   }
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("Also record what this block-scaled format would do to every recorded tensor (the Blocks view);\n"
-                      "it changes nothing in the training. The CPU backend records it.");
+                      "it changes nothing in the training. Backend auto records it on the CPU; cuda makes it on the host.");
   ImGui::InputInt("seed", &f.seed);
   ImGui::PopItemWidth();
   f.batch = std::clamp(f.batch, 1, 1 << 16);

@@ -26,6 +26,7 @@
 
 #include "fpscope/core/names.hpp"
 #include "fpscope/gpu/device_gpt.hpp"
+#include "fpscope/gpu/gemm_recipe.hpp"
 #ifndef FPSCOPE_DEVICE_TEST_ON_HOST_TWIN
 #include "fpscope/gpu/cuda_device_ops.hpp"
 #include "fpscope/gpu/cuda_mlp.hpp"
@@ -166,12 +167,12 @@ void check_operations(DeviceOps& gpu, DeviceOps& twin) {
           call.a = {on_gpu ? A.g : A.t, on_gpu ? A16.g : A16.t, lda, sa, sa * batch};
           call.b = {on_gpu ? Bm.g : Bm.t, on_gpu ? B16.g : B16.t, ldb, sb * groups, sb};
           call.c = on_gpu ? C.g : C.t, call.ldc = ldc, call.stride_c = sc, call.group_stride_c = sc * batch, call.batch = batch, call.groups = groups;
-          call.accumulate = true;
+          call.accumulate = true, call.alpha = 0.75f;  // a recipe's FP8 factor scales the sums
           call.sixteen = sixteen, call.bf16 = true;
           ops->product(call);
         }
         verdict(C.worst(1e-5, 1e-5 * k) <= 1, std::string("product ") + (sixteen ? "bf16 " : "float32 ") + (ta ? "T" : "N") + (tb ? "T" : "N") +
-                                                 (groups > 1 ? " grouped and" : "") + " batched, accumulated: within 1e-5 of the terms (worst ratio)",
+                                                 (groups > 1 ? " grouped and" : "") + " batched, times alpha, accumulated: within 1e-5 of the terms (worst ratio)",
                 C.worst(1e-5, 1e-5 * k));
       }
   // The GPT's layers.
@@ -373,6 +374,44 @@ void check_trainer(Precision precision, RoundingMode rounding) {
   verdict(a.loss == c.loss && a.snapshot->tensors == c.snapshot->tensors, label + ": a restored state goes on with the same bits");
 }
 
+// A recipe's GPT (its linear layers' operands quantized on the host, multiplied as float32 on the
+// device), each step from the reference's state: the same quantizations in the same order, the
+// same random words, the loss within the tolerance above.
+void check_recipe_trainer(GemmRecipe recipe) {
+  const GptShape shape{2, 64, 4, 32, 96};
+  MlpConfig config;
+  config.gpt = shape;
+  config.precision = Precision::bf16;
+  config.rounding = recipe == GemmRecipe::mxfp4 ? RoundingMode::stochastic : RoundingMode::nearest_even;
+  config.scaler = LossScalerConfig::pytorch();
+  config.learning_rate = 3e-3f;
+  config.optimizer.kind = OptimizerKind::adamw;
+  config.recipe.recipe = recipe;
+  config.seed = 3;
+  const std::string label = "GPT bf16 " + gemm_recipe_name(recipe);
+  DeviceGptTrainer gpu(shape, config, device_ops());
+  const std::unique_ptr<TrainerBackend> reference = reference_trainer(shape, config);
+  double loss = 0;
+  bool records = true, counters = true;
+  for (int step = 0; step < 4; ++step) {
+    const Batch b = random_batch(shape, 4, 70 + static_cast<unsigned>(step));
+    gpu.restore(reference->state());
+    const StepResult want = reference->step(b.inputs, b.targets, false, true), got = gpu.step(b.inputs, b.targets, false, true);
+    loss = std::max(loss, std::abs(got.loss - want.loss) / std::abs(want.loss));
+    counters = counters && gpu.state().stochastic_counter == reference->state().stochastic_counter;
+    records = records && got.scaling.size() == want.scaling.size() && got.block_operands.size() == want.block_operands.size();
+    for (std::size_t i = 0; records && i < want.scaling.size(); ++i)
+      records = got.scaling[i].name == want.scaling[i].name && got.scaling[i].operand == want.scaling[i].operand &&
+                got.scaling[i].elements == want.scaling[i].elements;
+    for (std::size_t i = 0; records && i < want.block_operands.size(); ++i)
+      records = got.block_operands[i].name == want.block_operands[i].name && got.block_operands[i].operand == want.block_operands[i].operand &&
+                got.block_operands[i].statistics.blocks == want.block_operands[i].statistics.blocks;
+  }
+  verdict(records, label + ": the same quantizations (layer, operand, elements or blocks) in the same order");
+  verdict(counters, label + ": the same stochastic-rounding counter after every step");
+  verdict(loss <= 1e-4, label + ": loss within 1e-4 of the reference (largest relative)", loss);
+}
+
 }  // namespace
 
 int main() {
@@ -386,6 +425,7 @@ int main() {
     check_trainer(precision, RoundingMode::nearest_even);
   check_trainer(Precision::bf16, RoundingMode::stochastic);
   check_trainer(Precision::fp16, RoundingMode::toward_zero);
+  for (const GemmRecipe recipe : {GemmRecipe::fp8_delayed, GemmRecipe::mxfp8, GemmRecipe::mxfp4, GemmRecipe::nvfp4}) check_recipe_trainer(recipe);
   std::printf("%d failed\n", failures);
   return failures == 0 ? 0 : 1;
 }

@@ -25,6 +25,7 @@
 #include "fpscope/core/names.hpp"
 #ifdef FPSCOPE_DEVICE_TEST_ON_HOST_TWIN
 #include "fpscope/gpu/device_mlp.hpp"
+#include "fpscope/gpu/gemm_recipe.hpp"
 #include "fpscope/gpu/host_device_ops.hpp"
 #else
 #include "fpscope/gpu/cuda_mlp.hpp"
@@ -356,6 +357,38 @@ int main() {
       }
       report(label + " resumed", after_resume, precision);
     }
+  }
+  // 7. FP8 and block-scaled recipes (their operands quantized on the host by the CPU's functions,
+  //    multiplied as float32 on the device, FP8 products scaled by cuBLAS's alpha): each step from
+  //    the CPU's state (a 4-bit operand a bit apart steps by an eighth, and such differences would
+  //    grow), the same quantizations in the same order, the same random words.
+  for (const GemmRecipe recipe : {GemmRecipe::fp8_delayed, GemmRecipe::fp8_current, GemmRecipe::mxfp8, GemmRecipe::mxfp4, GemmRecipe::nvfp4}) {
+    MlpConfig config = small_config(Precision::bf16, Activation::relu, recipe == GemmRecipe::mxfp4 ? RoundingMode::stochastic : RoundingMode::nearest_even);
+    config.recipe.recipe = recipe;
+    const std::string label = "bf16 " + gemm_recipe_name(recipe);
+    MlpTrainer cpu(config);
+    DeviceTrainer gpu(config);
+    TrainingData data("synthetic", config.layer_sizes, 5);
+    Eigen::MatrixXf x;
+    std::vector<int> y;
+    Agreement agreement;
+    bool records_same = true, counters_same = true;
+    for (std::int64_t step = 0; step < 4; ++step) {
+      data.next_batch(64, x, y);
+      gpu.restore(cpu.state());
+      const StepResult a = cpu.step(x, y, true), b = gpu.step(x, y, true, true);
+      compare_step(a, b, step, agreement);
+      records_same = records_same && a.scaling.size() == b.scaling.size() && a.block_operands.size() == b.block_operands.size();
+      for (std::size_t i = 0; records_same && i < a.scaling.size(); ++i)
+        records_same = a.scaling[i].name == b.scaling[i].name && a.scaling[i].operand == b.scaling[i].operand && a.scaling[i].elements == b.scaling[i].elements;
+      for (std::size_t i = 0; records_same && i < a.block_operands.size(); ++i)
+        records_same = a.block_operands[i].name == b.block_operands[i].name && a.block_operands[i].operand == b.block_operands[i].operand &&
+                       a.block_operands[i].statistics.blocks == b.block_operands[i].statistics.blocks;
+      counters_same = counters_same && cpu.state().stochastic_counter == gpu.state().stochastic_counter;
+    }
+    report(label, agreement, Precision::bf16);
+    verdict(records_same, label + ": the same quantizations (layer, operand, elements or blocks) in the same order");
+    verdict(counters_same, label + ": the same random words drawn every step");
   }
   std::printf("%s\n", failures == 0 ? "all OK" : "FAILURES");
   return failures == 0 ? 0 : 1;

@@ -33,13 +33,10 @@ TEST_CASE("the device MLP records block statistics from the values before each c
   }
 }
 
-TEST_CASE("the device MLP refuses what it does not run, batches that do not fit and states of another shape") {
+TEST_CASE("the device MLP refuses batches that do not fit and states of another shape") {
   MlpConfig config;
   config.layer_sizes = {20, 48, 36, 10};
   config.precision = Precision::bf16;
-  MlpConfig recipe = config;
-  recipe.recipe.recipe = GemmRecipe::mxfp8;
-  CHECK_THROWS_AS(DeviceMlpTrainer(recipe, make_host_device_ops()), std::invalid_argument);
   CHECK_THROWS_AS(DeviceMlpTrainer(config, nullptr), std::invalid_argument);
   DeviceMlpTrainer device(config, make_host_device_ops());
   CHECK(device.name() == "host twin");

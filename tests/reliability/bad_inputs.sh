@@ -355,7 +355,7 @@ bad train-gpt-mnist 2 "for a GPT: expected synthetic or text:FILE" -- "$fpscope"
 bad train-mlp-text 2 "text:FILE is data for a GPT" -- "$fpscope" train --model 8-8-2 --data text:good.jsonl --out never.jsonl
 bad train-gpt-inject 2 "the tensor must be a weight the model records (embed.tokens" -- "$fpscope" train --model gpt --inject nan@fc1:1 --out never.jsonl
 bad train-gpt-cuda 2 "--backend cuda: no CUDA device answers" -- "$fpscope" train --model gpt --backend cuda --out never.jsonl
-bad train-gpt-cuda-recipe 2 "FP8 and block-scaled recipes (--recipe) run by the CPU backend only" -- "$fpscope" train --model gpt --backend cuda --recipe mxfp8 --out never.jsonl
+bad train-gpt-cuda-recipe 2 "--backend cuda: no CUDA device answers" -- "$fpscope" train --model gpt --backend cuda --recipe mxfp8 --out never.jsonl
 bad train-gpt-memory 2 "training gpt:layers=256,width=16384" -- "$fpscope" train --model gpt:layers=256,width=16384 --out never.jsonl
 bad train-export-into-files 1 "is not a new or empty folder" -- "$fpscope" train --model 8-8-2 --steps 2 --export-inputs mnist_ok --out never.jsonl
 bad train-export-onto-file 1 "is not a new or empty folder" -- "$fpscope" train --model 8-8-2 --steps 2 --export-inputs good.jsonl --out never.jsonl

@@ -127,8 +127,20 @@ Fp8Operand quantize_fp8_operand(const RecipeConfig& config, GemmOperand operand,
 Eigen::MatrixXf fp8_product(const Eigen::MatrixXf& a, bool transpose_a, float dequantize_a, const Eigen::MatrixXf& b, bool transpose_b,
                             float dequantize_b) {
   Eigen::MatrixXf c = gemm(a, transpose_a, b, transpose_b);
-  c *= dequantize_a * dequantize_b;  // one float32 product, then one rounding per element
+  c *= fp8_product_factor(dequantize_a, dequantize_b);
   return c;
+}
+
+BlockStatistics& block_operand_statistics(std::vector<BlockOperandStatistics>& operands, const std::string& name, GemmOperand operand) {
+  auto it = std::find_if(operands.begin(), operands.end(), [&](const BlockOperandStatistics& s) { return s.name == name && s.operand == operand; });
+  if (it == operands.end()) it = operands.insert(operands.end(), {name, operand, {}});
+  return it->statistics;
+}
+
+OperandScaling& new_operand_scaling(std::vector<OperandScaling>& scaling, const std::string& name) {
+  scaling.emplace_back();
+  scaling.back().name = name;
+  return scaling.back();
 }
 
 BlockFormat block_format_of(GemmRecipe recipe) {

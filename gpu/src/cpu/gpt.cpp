@@ -275,16 +275,9 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
   Fp8TensorState& fp8_state(int block, const char* name, GemmOperand operand) {
     return (*fp8)[gpt_recipe_slot(block, name, operand)];
   }
-  OperandScaling& scaling_record(const std::string& name) {
-    scaling.emplace_back();
-    scaling.back().name = name;
-    return scaling.back();
-  }
+  OperandScaling& scaling_record(const std::string& name) { return new_operand_scaling(scaling, name); }
   Eigen::MatrixXf block_operand(const std::string& name, GemmOperand operand, const Eigen::MatrixXf& x, bool along_first_axis) {
-    auto it = std::find_if(block_operands.begin(), block_operands.end(),
-                           [&](const BlockOperandStatistics& s) { return s.name == name && s.operand == operand; });
-    if (it == block_operands.end()) it = block_operands.insert(block_operands.end(), {name, operand, {}});
-    return block_scaled_operand(recipe->recipe, x, along_first_axis, *ctx, &it->statistics);
+    return block_scaled_operand(recipe->recipe, x, along_first_axis, *ctx, &block_operand_statistics(block_operands, name, operand));
   }
 
   // Without a recipe, each linear layer's weights and input from its forward product to its

@@ -200,21 +200,10 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   const GemmRecipe recipe = config_.recipe.recipe;
   std::vector<Fp8Operand> fp8_input(per_tensor_fp8(recipe) ? layers : 0), fp8_weight(fp8_input.size());
   const auto fp8_slot = [&](std::size_t l, GemmOperand operand) -> Fp8TensorState& { return fp8_[3 * l + static_cast<std::size_t>(operand)]; };
-  const auto fp8_record = [&](std::size_t l) {
-    result.scaling.emplace_back();
-    result.scaling.back().name = "fc" + std::to_string(l + 1);
-    return &result.scaling.back();
-  };
+  const auto fp8_record = [&](std::size_t l) { return &new_operand_scaling(result.scaling, "fc" + std::to_string(l + 1)); };
   // A block-scaled operand of layer l, its quantization counted under (fcN, operand) in the result.
   const auto mx = [&](std::size_t l, GemmOperand operand, const Eigen::MatrixXf& x, bool along_rows) {
-    const std::string name = "fc" + std::to_string(l + 1);
-    auto it = std::find_if(result.block_operands.begin(), result.block_operands.end(),
-                           [&](const BlockOperandStatistics& s) { return s.name == name && s.operand == operand; });
-    if (it == result.block_operands.end()) it = result.block_operands.insert(result.block_operands.end(), {name, operand, {}});
-    BlockStatistics statistics;
-    Eigen::MatrixXf values = block_scaled_operand(recipe, x, along_rows, ctx_, &statistics);
-    it->statistics.merge(statistics);
-    return values;
+    return block_scaled_operand(recipe, x, along_rows, ctx_, &block_operand_statistics(result.block_operands, "fc" + std::to_string(l + 1), operand));
   };
   std::vector<Eigen::MatrixXf> a(layers), z(layers);
   cast_copy(f, low, inputs, a[0], ctx_, nullptr);

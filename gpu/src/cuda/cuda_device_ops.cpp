@@ -112,7 +112,7 @@ class CudaDeviceOps final : public DeviceOps {
   }
 
   void product(const ProductCall& c) override {
-    const float one = 1.0f, zero = 0.0f;
+    const float one = 1.0f, zero = 0.0f, alpha = c.alpha;
     const cudaDataType type = !c.sixteen ? CUDA_R_32F : c.bf16 ? CUDA_R_16BF : CUDA_R_16F;
     const void* a = c.sixteen ? static_cast<const void*>(c.a.p16) : static_cast<const void*>(c.a.f32);
     const void* b = c.sixteen ? static_cast<const void*>(c.b.p16) : static_cast<const void*>(c.b.f32);
@@ -120,7 +120,7 @@ class CudaDeviceOps final : public DeviceOps {
     const cublasOperation_t ta = c.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = c.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     const std::size_t element = c.sixteen ? sizeof(std::uint16_t) : sizeof(float);
     if (c.groups == 1) {
-      cublas_check(cublasGemmStridedBatchedEx(cublas_, ta, tb, c.m, c.n, c.k, &one, a, type, c.a.ld, static_cast<long long>(c.a.stride), b, type, c.b.ld,
+      cublas_check(cublasGemmStridedBatchedEx(cublas_, ta, tb, c.m, c.n, c.k, &alpha, a, type, c.a.ld, static_cast<long long>(c.a.stride), b, type, c.b.ld,
                                               static_cast<long long>(c.b.stride), c.accumulate ? &one : &zero, c.c, CUDA_R_32F, c.ldc,
                                               static_cast<long long>(c.stride_c), c.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                    "cublasGemmStridedBatchedEx");
@@ -149,7 +149,7 @@ class CudaDeviceOps final : public DeviceOps {
       found = pointer_arrays_.emplace(std::move(pointers), array).first;
     }
     void** const pointer_array = found->second;
-    cublas_check(cublasGemmBatchedEx(cublas_, ta, tb, c.m, c.n, c.k, &one, pointer_array, type, c.a.ld, pointer_array + count, type, c.b.ld,
+    cublas_check(cublasGemmBatchedEx(cublas_, ta, tb, c.m, c.n, c.k, &alpha, pointer_array, type, c.a.ld, pointer_array + count, type, c.b.ld,
                                      c.accumulate ? &one : &zero, pointer_array + 2 * count, CUDA_R_32F, c.ldc,
                                      static_cast<int>(count), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmBatchedEx");

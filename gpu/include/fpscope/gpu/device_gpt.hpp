@@ -6,8 +6,10 @@
 // sums, CUDA's expf), so values agree within float32 rounding, not bit for bit.
 //
 // Block statistics (--record-blocks) are made on the host from each recorded tensor read back
-// before its cast (a recorded step then waits for the device). Not on a device (yet): FP8 and
-// block-scaled recipes (the constructor refuses them with a sentence).
+// before its cast (a recorded step then waits for the device). FP8 and block-scaled recipes
+// quantize the four linear layers' operands on the host by the CPU's functions (device_step.hpp's
+// HostRecipe: the step waits for the device at each of those products) and multiply them as
+// float32 on the device.
 #pragma once
 
 #include <Eigen/Core>

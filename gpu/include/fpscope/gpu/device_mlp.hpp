@@ -7,8 +7,10 @@
 // summed in another order (cuBLAS's; a warp's per column).
 //
 // Block statistics (--record-blocks) are made on the host from each recorded tensor read back
-// before its cast (a recorded step then waits for the device). Not on a device (yet): FP8 and
-// block-scaled recipes (the constructor refuses them with a sentence).
+// before its cast (a recorded step then waits for the device). FP8 and block-scaled recipes
+// (--recipe) quantize each product's operands on the host by the CPU's functions (device_step.hpp's
+// HostRecipe: the same bits and statistics; each operand read back and uploaded again, so the
+// step waits for the device at every product) and multiply their float32 values on the device.
 #pragma once
 
 #include <Eigen/Core>

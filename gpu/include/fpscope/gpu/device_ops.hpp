@@ -41,11 +41,12 @@ struct DeviceOperand {
   std::size_t group_stride = 0;
 };
 
-// C (m x n) = op(A) op(B) (+ C where `accumulate`), column-major as cuBLAS: op(A) is m x k, op(B)
+// C (m x n) = alpha op(A) op(B) (+ C where `accumulate`), column-major as cuBLAS: op(A) is m x k, op(B)
 // k x n; `groups` x `batch` products, product (g, e)'s operands g group strides and e strides on
 // (a sequence's heads: groups the sequences, batch the heads). `sixteen`: the operands' 16-bit
 // patterns are read (bf16 where `bf16`, else fp16), else their float32 values; float32 output and
-// accumulation either way.
+// accumulation either way. `alpha` multiplies each accumulated sum once, rounded to float32 (an
+// FP8 recipe's dequantization factor; 1 elsewhere, which changes nothing).
 struct ProductCall {
   bool transpose_a = false, transpose_b = false;
   int m = 0, n = 0, k = 0;
@@ -55,6 +56,7 @@ struct ProductCall {
   std::size_t stride_c = 0, group_stride_c = 0;
   int batch = 1;
   int groups = 1;
+  float alpha = 1.0f;
   bool accumulate = false;
   bool sixteen = false;
   bool bf16 = false;

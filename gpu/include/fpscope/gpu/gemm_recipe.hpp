@@ -93,8 +93,12 @@ struct Fp8Operand {
 Fp8Operand quantize_fp8_operand(const RecipeConfig& config, GemmOperand operand, const Eigen::MatrixXf& x, Fp8TensorState& state,
                                 Context& ctx, OperandScaling& record);
 
+// What a product of two FP8 operands is multiplied by after its float32 accumulation: the product
+// of their dequantization factors, one float32 rounding.
+inline float fp8_product_factor(float dequantize_a, float dequantize_b) { return dequantize_a * dequantize_b; }
+
 // C = A B (or with A / B transposed) from two FP8 operands: float32 accumulation of the FP8
-// values, then the product of their dequantization factors.
+// values, then each sum times fp8_product_factor (one rounding per element).
 Eigen::MatrixXf fp8_product(const Eigen::MatrixXf& a, bool transpose_a, float dequantize_a, const Eigen::MatrixXf& b, bool transpose_b,
                             float dequantize_b);
 
@@ -114,5 +118,12 @@ struct BlockOperandStatistics {
   GemmOperand operand = GemmOperand::input;
   BlockStatistics statistics;
 };
+
+// The statistics of (name, operand) in a step's list, added at its end the first time: every
+// backend's step records its block-scaled operands through here.
+BlockStatistics& block_operand_statistics(std::vector<BlockOperandStatistics>& operands, const std::string& name, GemmOperand operand);
+// A new FP8 quantization's record for layer `name`, at the end of a step's list (one per
+// quantize_fp8_operand, in the step's order).
+OperandScaling& new_operand_scaling(std::vector<OperandScaling>& scaling, const std::string& name);
 
 }  // namespace fpscope

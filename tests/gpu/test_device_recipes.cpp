@@ -1,0 +1,202 @@
+// FP8 and block-scaled recipes (gemm_recipe.hpp) on the device backend (device_mlp.cpp,
+// device_gpt.cpp), run on the host twin of its kernels, against the CPU backend's MlpTrainer and
+// GptTrainer: each quantization's record (layer, operand, format, element and block counts) and
+// the stochastic counter exactly; losses, amaxes, scales and counts of what the quantizations did
+// within stated tolerances, because the twin's products sum in another order and a value one bit
+// apart may quantize to the other side of an edge.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fpscope/core/names.hpp"
+#include "fpscope/gpu/device_gpt.hpp"
+#include "fpscope/gpu/device_mlp.hpp"
+#include "fpscope/gpu/gemm_recipe.hpp"
+#include "fpscope/gpu/gpt.hpp"
+#include "fpscope/gpu/host_device_ops.hpp"
+#include "fpscope/gpu/training_data.hpp"
+
+using namespace fpscope;
+
+namespace {
+
+double relative(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
+
+// Of `total`, how many of a count may differ between the backends (values near an edge): 1%, or
+// 8 of few (measured: the FP8 counts equal; at most 4 of 2,880 block elements flushed on one side
+// only, 1 made subnormal).
+bool close_count(std::uint64_t a, std::uint64_t b, std::uint64_t total) {
+  const std::uint64_t difference = a > b ? a - b : b - a;
+  return static_cast<double>(difference) <= std::max(8.0, 0.01 * static_cast<double>(total));
+}
+
+// The step's recipe records of the two backends: the same quantizations in the same order.
+void check_recipe_records(const StepResult& got, const StepResult& want) {
+  REQUIRE(got.scaling.size() == want.scaling.size());
+  for (std::size_t i = 0; i < want.scaling.size(); ++i) {
+    const OperandScaling& g = got.scaling[i];
+    const OperandScaling& w = want.scaling[i];
+    CAPTURE(i);
+    CAPTURE(w.name);
+    CAPTURE(w.operand);
+    CHECK(g.name == w.name);
+    CHECK(g.operand == w.operand);
+    CHECK(g.format == w.format);
+    CHECK(g.elements == w.elements);
+    // amax is one element's magnitude: equal unless that element came out of a product a bit apart
+    // (measured 9.5e-8 at most); the scale follows it, or a history of them.
+    CHECK(relative(g.amax, w.amax) <= 1e-6);
+    CHECK(relative(g.scale, w.scale) <= 1e-6);
+    CHECK(close_count(g.zeros, w.zeros, w.elements));
+    CHECK(close_count(g.flushed_to_zero, w.flushed_to_zero, w.elements));
+    CHECK(close_count(g.saturated, w.saturated, w.elements));
+  }
+  REQUIRE(got.block_operands.size() == want.block_operands.size());
+  for (std::size_t i = 0; i < want.block_operands.size(); ++i) {
+    const BlockOperandStatistics& g = got.block_operands[i];
+    const BlockOperandStatistics& w = want.block_operands[i];
+    CAPTURE(w.name);
+    CAPTURE(gemm_operand_name(w.operand));
+    CHECK(g.name == w.name);
+    CHECK(g.operand == w.operand);
+    CHECK(g.statistics.blocks == w.statistics.blocks);
+    CHECK(g.statistics.elements == w.statistics.elements);
+    CHECK(close_count(g.statistics.zeros, w.statistics.zeros, w.statistics.elements));
+    CHECK(close_count(g.statistics.flushed_to_zero, w.statistics.flushed_to_zero, w.statistics.elements));
+    CHECK(close_count(g.statistics.made_subnormal, w.statistics.made_subnormal, w.statistics.elements));
+    CHECK(close_count(g.statistics.saturated, w.statistics.saturated, w.statistics.elements));
+  }
+}
+
+// Per-tensor FP8 states: the same histories (lengths exactly, values as amaxes above).
+void check_fp8_states(const TrainerState& got, const TrainerState& want) {
+  REQUIRE(got.fp8.size() == want.fp8.size());
+  for (std::size_t i = 0; i < want.fp8.size(); ++i) {
+    CAPTURE(i);
+    CHECK(relative(got.fp8[i].scale, want.fp8[i].scale) <= 1e-6);
+    REQUIRE(got.fp8[i].amax_history.size() == want.fp8[i].amax_history.size());
+    for (std::size_t k = 0; k < want.fp8[i].amax_history.size(); ++k) CHECK(relative(got.fp8[i].amax_history[k], want.fp8[i].amax_history[k]) <= 1e-6);
+  }
+}
+
+// One step of each backend from the CPU's state, compared: a 4-bit operand a bit apart steps by
+// an eighth, and such differences would grow from step to step; one step's are what is compared.
+void step_from_the_same_state(TrainerBackend& cpu, TrainerBackend& device, const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record) {
+  device.restore(cpu.state());
+  const StepResult want = cpu.step(inputs, labels, record, true), got = device.step(inputs, labels, record, true);
+  CHECK(got.skipped == want.skipped);
+  CHECK(relative(got.loss, want.loss) < 1e-5);  // measured 1.2e-7 at most
+  const TrainerState got_state = device.state(), want_state = cpu.state();
+  CHECK(got_state.stochastic_counter == want_state.stochastic_counter);
+  check_fp8_states(got_state, want_state);
+  check_recipe_records(got, want);
+}
+
+struct RecipeRun {
+  GemmRecipe recipe;
+  Precision precision;
+  RoundingMode rounding;
+  bool all_e4m3 = false;
+};
+
+const RecipeRun runs[] = {{GemmRecipe::fp8_delayed, Precision::bf16, RoundingMode::nearest_even},
+                          {GemmRecipe::fp8_current, Precision::fp32, RoundingMode::stochastic, true},
+                          {GemmRecipe::fp8_unscaled, Precision::bf16, RoundingMode::nearest_even},
+                          {GemmRecipe::mxfp8, Precision::bf16, RoundingMode::nearest_even},
+                          {GemmRecipe::mxfp4, Precision::bf16, RoundingMode::stochastic},
+                          {GemmRecipe::nvfp4, Precision::fp32, RoundingMode::nearest_even}};
+
+MlpConfig with_recipe(MlpConfig config, const RecipeRun& run) {
+  config.recipe.recipe = run.recipe;
+  config.recipe.all_e4m3 = run.all_e4m3;
+  config.recipe.amax_history = 3;
+  config.precision = run.precision;
+  config.rounding = run.rounding;
+  config.scaler = run.precision == Precision::fp32 ? LossScalerConfig::none() : LossScalerConfig::pytorch();
+  return config;
+}
+
+}  // namespace
+
+TEST_CASE("recipes on the device MLP, on the host twin, quantize as the CPU backend does") {
+  for (const RecipeRun& run : runs) {
+    MlpConfig base;
+    base.layer_sizes = {20, 48, 36, 10};
+    base.learning_rate = 0.05f;
+    const MlpConfig config = with_recipe(base, run);
+    CAPTURE(recipe_description(config.recipe));
+    CAPTURE(precision_name(config.precision));
+    MlpTrainer cpu(config);
+    DeviceMlpTrainer device(config, make_host_device_ops());
+    TrainingData data("synthetic", config.layer_sizes, 1);
+    Eigen::MatrixXf x;
+    std::vector<int> y;
+    for (int step = 0; step < 5; ++step) {
+      CAPTURE(step);
+      data.next_batch(32 + 8 * (step % 2), x, y);  // the batch changes size: the operands' room made again
+      step_from_the_same_state(cpu, device, x, y, step % 2 == 0);
+    }
+  }
+}
+
+TEST_CASE("recipes on the device GPT, on the host twin, quantize as the CPU backend does") {
+  const GptShape shape{2, 16, 2, 8, 32};
+  for (const RecipeRun& run : runs) {
+    MlpConfig base;
+    base.gpt = shape;
+    base.learning_rate = 3e-3f;
+    base.optimizer.kind = OptimizerKind::adamw;
+    base.seed = 9;
+    const MlpConfig config = with_recipe(base, run);
+    CAPTURE(recipe_description(config.recipe));
+    CAPTURE(precision_name(config.precision));
+    GptTrainer cpu(shape, config);
+    DeviceGptTrainer device(shape, config, make_host_device_ops());
+    std::mt19937 rng(4);
+    for (int step = 0; step < 4; ++step) {
+      CAPTURE(step);
+      const int sequences = 2 + step % 2;
+      Eigen::MatrixXf tokens(sequences, shape.context);
+      std::vector<int> targets(static_cast<std::size_t>(sequences * shape.context));
+      for (Eigen::Index i = 0; i < tokens.size(); ++i) tokens.data()[i] = static_cast<float>(rng() % static_cast<unsigned>(shape.vocab));
+      for (int& t : targets) t = static_cast<int>(rng() % static_cast<unsigned>(shape.vocab));
+      step_from_the_same_state(cpu, device, tokens, targets, true);
+    }
+  }
+}
+
+TEST_CASE("a device trainer's FP8 state goes into its checkpoints and comes back, and the CPU's restores there") {
+  MlpConfig base;
+  base.layer_sizes = {20, 48, 36, 10};
+  const MlpConfig config = with_recipe(base, runs[0]);
+  DeviceMlpTrainer a(config, make_host_device_ops());
+  TrainingData data("synthetic", config.layer_sizes, 1);
+  Eigen::MatrixXf x;
+  std::vector<int> y;
+  for (int step = 0; step < 2; ++step) {
+    data.next_batch(32, x, y);
+    a.step(x, y, false, true);
+  }
+  const TrainerState saved = a.state();
+  REQUIRE(saved.fp8.size() == 9);  // three layers, three operands
+  CHECK(saved.fp8[0].amax_history.size() == 2);
+  DeviceMlpTrainer b(config, make_host_device_ops());
+  b.restore(saved);
+  CHECK(b.state().fp8 == saved.fp8);
+  data.next_batch(32, x, y);
+  const StepResult sa = a.step(x, y, true, true), sb = b.step(x, y, true, true);
+  CHECK(std::bit_cast<std::uint64_t>(sa.loss) == std::bit_cast<std::uint64_t>(sb.loss));
+  CHECK(a.state().fp8 == b.state().fp8);
+  // The CPU backend's state, FP8 histories and all; and not one of another recipe.
+  MlpTrainer cpu(config);
+  cpu.step(x, y, false);
+  b.restore(cpu.state());
+  CHECK(b.state().fp8 == cpu.state().fp8);
+  CHECK_THROWS_AS(b.restore(MlpTrainer(base).state()), std::invalid_argument);
+}
