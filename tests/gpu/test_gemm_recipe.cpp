@@ -157,6 +157,16 @@ TEST_CASE("a block-scaled operand along either axis is block_quantize then block
         for (Eigen::Index i = 0; i < inner; ++i)
           REQUIRE(bits_of(along_rows ? q(i, o) : q(o, i)) == bits_of(back[static_cast<std::size_t>(o * inner + i)]));
       CHECK(statistics == expected_statistics);
+      // Counts add to those the statistics already hold (a step sums an operand's two quantizations
+      // into one record: block_operand_statistics), relative exponents and scale codes included.
+      Context again;
+      block_scaled_operand(recipe, x, !along_rows, again, &statistics);
+      BlockStatistics other_axis, sum = expected_statistics;
+      Context separate;
+      block_scaled_operand(recipe, x, !along_rows, separate, &other_axis);
+      sum.merge(other_axis);
+      CHECK(statistics == sum);
+      CHECK(statistics.elements == 2 * static_cast<std::uint64_t>(x.size()));
     }
   }
 }
