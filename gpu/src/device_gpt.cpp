@@ -168,7 +168,7 @@ void DeviceGptTrainer::reconfigure_scaler(const LossScalerConfig& config) {
 }
 
 TrainerState DeviceGptTrainer::state() const {
-  Memory& m = *memory_;
+  const Memory& m = *memory_;
   TrainerState s;
   s.steps = steps_;
   for (std::size_t p = 0; p < layout_.size(); ++p) {
@@ -187,7 +187,7 @@ TrainerState DeviceGptTrainer::state() const {
 void DeviceGptTrainer::restore(const TrainerState& state) {
   Memory& m = *memory_;
   check_gpt_state(shape_, state, m.recipe.fp8().size());
-  m.recipe.fp8() = state.fp8;
+  m.recipe.restore_fp8(state.fp8);
   for (std::size_t p = 0; p < layout_.size(); ++p) ops_->upload(m.master[p].data(), state.weights[p].data(), m.master[p].bytes());
   m.optimizer.restore(*ops_, state.optimizer);
   ops_->upload(m.scaler.data(), &state.scaler, sizeof(LossScalerState));

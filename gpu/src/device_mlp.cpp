@@ -88,7 +88,7 @@ DeviceMlpTrainer::DeviceMlpTrainer(const MlpConfig& config, std::unique_ptr<Devi
 DeviceMlpTrainer::~DeviceMlpTrainer() = default;
 
 TrainerState DeviceMlpTrainer::state() const {
-  Memory& m = *memory_;
+  const Memory& m = *memory_;
   TrainerState s;
   s.steps = steps_;
   for (std::size_t l = 0; l + 1 < config_.layer_sizes.size(); ++l) {
@@ -102,14 +102,14 @@ TrainerState DeviceMlpTrainer::state() const {
   s.scaler = scaler_state();
   s.stochastic_counter = stochastic_counter_;
   s.optimizer = m.optimizer.state(*ops_);
-  s.fp8 = memory_->recipe.fp8();
+  s.fp8 = m.recipe.fp8();
   return s;
 }
 
 void DeviceMlpTrainer::restore(const TrainerState& state) {
   Memory& m = *memory_;
   check_mlp_state(config_.layer_sizes, state, m.recipe.fp8().size());
-  m.recipe.fp8() = state.fp8;
+  m.recipe.restore_fp8(state.fp8);
   m.optimizer.restore(*ops_, state.optimizer);
   for (std::size_t l = 0; l < m.weights.size(); ++l) {
     ops_->upload(m.weights[l].data(), state.weights[l].data(), m.weights[l].bytes());

@@ -104,7 +104,9 @@ class HostRecipe {
   }
   GemmRecipe recipe() const { return config_.recipe; }
   bool active() const { return config_.recipe != GemmRecipe::none; }
-  std::vector<Fp8TensorState>& fp8() { return fp8_; }
+  // The per-tensor FP8 states (TrainerState::fp8's order), which checkpoints hold.
+  const std::vector<Fp8TensorState>& fp8() const { return fp8_; }
+  void restore_fp8(const std::vector<Fp8TensorState>& states) { fp8_ = states; }
 
   // A device tensor (rows x cols, column-major) as the products read it: its float32 values, or
   // where `p16` is given its 16-bit patterns (bf16 where `bf16`, else fp16) widened exactly.
