@@ -73,10 +73,10 @@ struct DeviceGptTrainer::Memory {
   Buffer<std::uint16_t> dx16, dwide16, dcontext16, dqkv16;
   Buffer<float> full_a, full_b, scores, dprobabilities, dscores;
   Buffer<std::uint16_t> full16;
-  // Under a recipe: the host's quantizer; room for two quantized operands (or an FP8 dy); each
-  // linear layer's FP8 input and weight from its forward product to its backward ones, with their
-  // dequantization factors, by FP8 slot (gpt_recipe_slot).
-  device_step::HostRecipe recipe;
+  // Under a recipe: its quantizer (device_step.hpp); room for two quantized operands (or an FP8
+  // dy); each linear layer's FP8 input and weight from its forward product to its backward ones,
+  // with their dequantization factors, by FP8 slot (gpt_recipe_slot).
+  device_step::DeviceRecipe recipe;
   Buffer<float> operand_a, operand_b;
   std::unordered_map<std::size_t, Buffer<float>> fp8_operands;
   std::unordered_map<std::size_t, float> fp8_dequantize;
@@ -114,8 +114,8 @@ DeviceGptTrainer::DeviceGptTrainer(const GptShape& shape, const MlpConfig& confi
   if (!ops_) throw std::invalid_argument("a device GPT needs its device's operations");
   if (shape.width % shape.heads != 0) throw std::invalid_argument("a GPT's width must be a multiple of its heads");
   Memory& m = *memory_;
-  m.recipe = device_step::HostRecipe(config, per_tensor_fp8(config.recipe.recipe) ? gpt_recipe_slots(shape) : 0);
   DeviceOps& device = *ops_;
+  m.recipe = device_step::DeviceRecipe(device, config, per_tensor_fp8(config.recipe.recipe) ? gpt_recipe_slots(shape) : 0);
   const bool low = config.precision != Precision::fp32;
   for (const GptParameter& p : layout_) {
     const std::size_t n = static_cast<std::size_t>(p.rows) * static_cast<std::size_t>(p.cols);
@@ -290,23 +290,25 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
   };
   const auto weight = [&](int p) { return operand(m.copy[static_cast<std::size_t>(p)], m.copy16[static_cast<std::size_t>(p)], 0, layout_[static_cast<std::size_t>(p)].rows); };
   // Under a recipe, a block's linear layers (attn.qkv, attn.proj, mlp.fc, mlp.proj) multiply
-  // float32 operands quantized on the host as GptTrainer's hooks quantize them (HostRecipe), each
-  // just before its product, as the CPU's pass draws their random words.
+  // the float32 operands it makes (DeviceRecipe) as GptTrainer's hooks make them, each just before
+  // its product, as the CPU's pass draws their random words. Their inputs and weights are float32
+  // values of the run's format already (cast in place, or the weights' copies).
   StepResult result;
   const GemmRecipe recipe = m.recipe.recipe();
+  if (recipe != GemmRecipe::none) m.recipe.begin_step(ops);
   const auto recipe_product = [&](bool ta, bool tb, int rows, int cols, int k, const float* a, int lda, const float* b, int ldb, float* c, int ldc,
-                                  float alpha) { device_step::HostRecipe::product(ops, ta, tb, rows, cols, k, a, lda, b, ldb, c, ldc, alpha); };
-  // The values of a device tensor (rows x N, or a weight) as the plain product reads them: cast in place.
-  const auto read = [&](const float* values, int rows, int cols) { return device_step::HostRecipe::read(ops, values, nullptr, bf16, rows, cols); };
-  const auto block_operand = [&](const std::string& name, GemmOperand operand, const Eigen::MatrixXf& x, bool along_first_axis, float* device) {
-    m.recipe.block_operand(ops, x, along_first_axis, block_operand_statistics(result.block_operands, name, operand), stochastic_counter_, device);
+                                  float alpha) { device_step::DeviceRecipe::product(ops, ta, tb, rows, cols, k, a, lda, b, ldb, c, ldc, alpha); };
+  const auto block_operand = [&](const std::string& name, GemmOperand operand, const float* x, int rows, int cols, bool along_first_axis,
+                                 float* device) {
+    m.recipe.block_operand(ops, x, rows, cols, along_first_axis, block_operand_statistics(result.block_operands, name, operand), stochastic_counter_,
+                           device);
   };
-  // An FP8 operand into its slot's buffer (kept for the backward), its factor returned.
-  const auto fp8_operand = [&](int block, const char* linear, GemmOperand operand, const Eigen::MatrixXf& x) -> std::pair<float*, float> {
-    const std::size_t slot = gpt_recipe_slot(block, linear, operand);
+  // An FP8 operand (rows x cols values at x) into its slot's buffer (kept for the backward), its factor returned.
+  const auto fp8_operand = [&](int block, const char* linear, GemmOperand operand, const float* x, int rows, int cols) -> std::pair<float*, float> {
+    const std::size_t slot = gpt_recipe_slot(block, linear, operand), n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
     Buffer<float>& buffer = m.fp8_operands[slot];
-    if (buffer.size() != static_cast<std::size_t>(x.size())) buffer = Buffer<float>(ops, static_cast<std::size_t>(x.size()));
-    const float factor = m.recipe.fp8_operand(ops, operand, x, slot, new_operand_scaling(result.scaling, full_name(block, linear)), stochastic_counter_,
+    if (buffer.size() != n) buffer = Buffer<float>(ops, n);
+    const float factor = m.recipe.fp8_operand(ops, operand, x, n, slot, new_operand_scaling(result.scaling, full_name(block, linear)), stochastic_counter_,
                                               buffer.data());
     m.fp8_dequantize[slot] = factor;
     return {buffer.data(), factor};
@@ -320,13 +322,13 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     if (recipe == GemmRecipe::none) {
       product(false, false, out, N, in, weight(p), x, y, out);
     } else if (per_tensor_fp8(recipe)) {
-      const auto [input, input_factor] = fp8_operand(block, name, GemmOperand::input, read(x.f32, in, N));
-      const auto [w, weight_factor] = fp8_operand(block, name, GemmOperand::weight, read(m.copy[static_cast<std::size_t>(p)].data(), out, in));
+      const auto [input, input_factor] = fp8_operand(block, name, GemmOperand::input, x.f32, in, N);
+      const auto [w, weight_factor] = fp8_operand(block, name, GemmOperand::weight, m.copy[static_cast<std::size_t>(p)].data(), out, in);
       recipe_product(false, false, out, N, in, w, out, input, in, y, out, fp8_product_factor(weight_factor, input_factor));
     } else {  // W x reduces over W's columns and x's rows
       const std::string full = full_name(block, name);
-      block_operand(full, GemmOperand::input, read(x.f32, in, N), true, m.operand_a.data());
-      block_operand(full, GemmOperand::weight, read(m.copy[static_cast<std::size_t>(p)].data(), out, in), false, m.operand_b.data());
+      block_operand(full, GemmOperand::input, x.f32, in, N, true, m.operand_a.data());
+      block_operand(full, GemmOperand::weight, m.copy[static_cast<std::size_t>(p)].data(), out, in, false, m.operand_b.data());
       recipe_product(false, false, out, N, in, m.operand_b.data(), out, m.operand_a.data(), in, y, out, 1.0f);
     }
     ops.add_row_bias(y, m.copy[static_cast<std::size_t>(p) + 1].data(), out, N);
@@ -339,8 +341,8 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
       product(false, true, out, in, N, dy, x, dw, out);
       product(true, false, in, N, out, weight(p), dy, dx, in);
     } else if (per_tensor_fp8(recipe)) {  // the forward's FP8 input and weight, the FP8 dy for both
-      const Eigen::MatrixXf host_dy = read(dy.f32, out, N);
-      const float dy_factor = m.recipe.fp8_operand(ops, GemmOperand::output_gradient, host_dy, gpt_recipe_slot(block, name, GemmOperand::output_gradient),
+      const std::size_t n = static_cast<std::size_t>(out) * static_cast<std::size_t>(N);
+      const float dy_factor = m.recipe.fp8_operand(ops, GemmOperand::output_gradient, dy.f32, n, gpt_recipe_slot(block, name, GemmOperand::output_gradient),
                                                    new_operand_scaling(result.scaling, full_name(block, name)), stochastic_counter_, m.operand_a.data());
       const auto [input, input_factor] = fp8_kept(block, name, GemmOperand::input);
       const auto [w, weight_factor] = fp8_kept(block, name, GemmOperand::weight);
@@ -348,14 +350,13 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
       recipe_product(true, false, in, N, out, w, out, m.operand_a.data(), out, dx, in, fp8_product_factor(weight_factor, dy_factor));
     } else {
       const std::string full = full_name(block, name);
-      const Eigen::MatrixXf host_dy = read(dy.f32, out, N);
       // dy x^T reduces over the tokens: both along their second axis.
-      block_operand(full, GemmOperand::output_gradient, host_dy, false, m.operand_a.data());
-      block_operand(full, GemmOperand::input, read(x.f32, in, N), false, m.operand_b.data());
+      block_operand(full, GemmOperand::output_gradient, dy.f32, out, N, false, m.operand_a.data());
+      block_operand(full, GemmOperand::input, x.f32, in, N, false, m.operand_b.data());
       recipe_product(false, true, out, in, N, m.operand_a.data(), out, m.operand_b.data(), in, dw, out, 1.0f);
       // W^T dy reduces over W's rows and dy's: both along their first axis.
-      block_operand(full, GemmOperand::output_gradient, host_dy, true, m.operand_a.data());
-      block_operand(full, GemmOperand::weight, read(m.copy[static_cast<std::size_t>(p)].data(), out, in), true, m.operand_b.data());
+      block_operand(full, GemmOperand::output_gradient, dy.f32, out, N, true, m.operand_a.data());
+      block_operand(full, GemmOperand::weight, m.copy[static_cast<std::size_t>(p)].data(), out, in, true, m.operand_b.data());
       recipe_product(true, false, in, N, out, m.operand_b.data(), out, m.operand_a.data(), out, dx, in, 1.0f);
     }
   };
@@ -485,6 +486,7 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
   }
   ops.embed_backward(m.token_columns.data(), m.token_starts.data(), m.dx.data(), V, T, D, N, m.gradient[Index::tokens].data(),
                      m.gradient[Index::positions].data());
+  if (recipe != GemmRecipe::none) m.recipe.finish_step(ops, result.scaling);
 
   // ---- the update ----
   for (const FaultInjection& fault : faults_)

@@ -43,12 +43,12 @@ struct DeviceMlpTrainer::Memory {
   std::vector<Buffer<std::uint16_t>> a_16, dz_16;
   Buffer<float> dz, da, row_loss;
   Buffer<int> labels;
-  // Under a recipe: the host's quantizer, the operands as the products read them (read back in the
-  // forward pass, for the backward's), FP8 operands on the device with their dequantization
-  // factors (per layer: input, weight), and room for two block-scaled operands or one FP8 dz.
-  device_step::HostRecipe recipe;
-  std::vector<Eigen::MatrixXf> host_inputs, host_weights;
-  std::vector<Buffer<float>> fp8_inputs, fp8_weights;
+  // Under a recipe: its quantizer (device_step.hpp); the weights' low-precision copies as float32,
+  // the operands it quantizes (the activations are cast in place under a recipe); each layer's FP8
+  // input and weight from its forward product to its backward ones, with their dequantization
+  // factors; room for two block-scaled operands or one FP8 dz.
+  device_step::DeviceRecipe recipe;
+  std::vector<Buffer<float>> weights_low, fp8_inputs, fp8_weights;
   std::vector<float> input_dequantize, weight_dequantize;
   Buffer<float> operand_a, operand_b;
 };
@@ -74,9 +74,11 @@ DeviceMlpTrainer::DeviceMlpTrainer(const MlpConfig& config, std::unique_ptr<Devi
     m.sizes.push_back(w);
     m.sizes.push_back(b);
   }
-  m.recipe = device_step::HostRecipe(config, initial.fp8.size());
-  if (per_tensor_fp8(config.recipe.recipe))
-    for (std::size_t l = 0; l < layers; ++l) m.fp8_weights.emplace_back(device, static_cast<std::size_t>(initial.weights[l].size()));
+  m.recipe = device_step::DeviceRecipe(device, config, initial.fp8.size());
+  for (std::size_t l = 0; l < layers && m.recipe.active(); ++l) {
+    m.weights_low.emplace_back(device, low ? m.sizes[2 * l] : 0);
+    m.fp8_weights.emplace_back(device, per_tensor_fp8(config.recipe.recipe) ? m.sizes[2 * l] : 0);
+  }
   m.optimizer = device_step::Optimizer(device, config.optimizer, m.sizes);
   m.found_non_finite = Buffer<int>(device, 1);
   m.scaler = Buffer<LossScalerState>(device, 1);
@@ -204,55 +206,56 @@ StepResult DeviceMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
 
   // Low-precision copies of the weights (16-bit, for the products) and biases (float32, for the
   // bias add); the fp32 policy reads the master weights themselves.
+  // Under a recipe the products read the operands it makes from float32 values: the weights'
+  // copies and the activations cast in place, no 16-bit patterns.
+  const bool recipe_active = m.recipe.active();
   for (std::size_t l = 0; l < layers; ++l) {
     record_blocks(l, 2, m.weights[l].data(), config_.layer_sizes[l + 1], config_.layer_sizes[l]);
-    cast(m.weights[l].data(), nullptr, m.weights_16[l].data(), m.weights[l].size(), slots(l, 2, record));
+    cast(m.weights[l].data(), recipe_active && low ? m.weights_low[l].data() : nullptr, recipe_active ? nullptr : m.weights_16[l].data(),
+         m.weights[l].size(), slots(l, 2, record));
     cast(m.biases[l].data(), m.biases_low[l].data(), nullptr, m.biases[l].size(), {});
   }
   const auto bias = [&](std::size_t l) { return low ? m.biases_low[l].data() : m.biases[l].data(); };
   // Forward: z (batch x out) = a (batch x in) W^T (W: out x in). In low precision the products read
   // the 16-bit operands the casts wrote; the float32 activations a are not rounded.
   StepResult result;
-  // Under a recipe, products of float32 operands quantized on the host (HostRecipe), each drawing
-  // its random words where the CPU's step draws them: just before its product.
+  // Under a recipe, products of the float32 operands it makes (DeviceRecipe), each drawing its
+  // random words where the CPU's step draws them: just before its product.
   const GemmRecipe recipe = m.recipe.recipe();
   const auto recipe_product = [&](bool ta, bool tb, int rows, int cols, int k, const float* a, int lda, const float* b, int ldb, float* c, int ldc,
-                                  float alpha) { device_step::HostRecipe::product(ops, ta, tb, rows, cols, k, a, lda, b, ldb, c, ldc, alpha); };
+                                  float alpha) { device_step::DeviceRecipe::product(ops, ta, tb, rows, cols, k, a, lda, b, ldb, c, ldc, alpha); };
   const auto layer_name = [](std::size_t l) { return "fc" + std::to_string(l + 1); };
-  const auto block_operand = [&](std::size_t l, GemmOperand operand, const Eigen::MatrixXf& x, bool along_rows, float* device) {
-    m.recipe.block_operand(ops, x, along_rows, block_operand_statistics(result.block_operands, layer_name(l), operand), stochastic_counter_, device);
+  const auto block_operand = [&](std::size_t l, GemmOperand operand, const float* x, int rows, int cols, bool along_rows, float* device) {
+    m.recipe.block_operand(ops, x, rows, cols, along_rows, block_operand_statistics(result.block_operands, layer_name(l), operand), stochastic_counter_,
+                           device);
   };
-  const auto fp8_operand = [&](std::size_t l, GemmOperand operand, const Eigen::MatrixXf& x, float* device) {
-    return m.recipe.fp8_operand(ops, operand, x, 3 * l + static_cast<std::size_t>(operand), new_operand_scaling(result.scaling, layer_name(l)),
+  const auto fp8_operand = [&](std::size_t l, GemmOperand operand, const float* x, std::size_t n, float* device) {
+    return m.recipe.fp8_operand(ops, operand, x, n, 3 * l + static_cast<std::size_t>(operand), new_operand_scaling(result.scaling, layer_name(l)),
                                 stochastic_counter_, device);
   };
-  if (m.recipe.active()) m.host_inputs.assign(layers, {}), m.host_weights.assign(layers, {}), m.input_dequantize.assign(layers, 1.0f), m.weight_dequantize.assign(layers, 1.0f);
-  cast(m.a[0].data(), nullptr, m.a_16[0].data(), m.a[0].size(), {});
+  const auto weight_operand = [&](std::size_t l) { return low ? m.weights_low[l].data() : m.weights[l].data(); };
+  if (recipe_active) m.recipe.begin_step(ops), m.input_dequantize.assign(layers, 1.0f), m.weight_dequantize.assign(layers, 1.0f);
+  cast(m.a[0].data(), recipe_active ? m.a[0].data() : nullptr, recipe_active ? nullptr : m.a_16[0].data(), m.a[0].size(), {});
   for (std::size_t l = 0; l < layers; ++l) {
     const int in = config_.layer_sizes[l], out = config_.layer_sizes[l + 1];
-    if (!m.recipe.active()) {
+    if (!recipe_active) {
       product(false, true, batch, out, in, m.a[l].data(), m.a_16[l].data(), batch, m.weights[l].data(), m.weights_16[l].data(), out, m.z[l].data(), batch);
-    } else {
-      // The operands as the plain product would read them: the cast values (fp32: as they are).
-      m.host_inputs[l] = device_step::HostRecipe::read(ops, m.a[l].data(), low ? m.a_16[l].data() : nullptr, bf16, batch, in);
-      m.host_weights[l] = device_step::HostRecipe::read(ops, m.weights[l].data(), low ? m.weights_16[l].data() : nullptr, bf16, out, in);
-      if (per_tensor_fp8(recipe)) {
-        m.input_dequantize[l] = fp8_operand(l, GemmOperand::input, m.host_inputs[l], m.fp8_inputs[l].data());
-        m.weight_dequantize[l] = fp8_operand(l, GemmOperand::weight, m.host_weights[l], m.fp8_weights[l].data());
-        recipe_product(false, true, batch, out, in, m.fp8_inputs[l].data(), batch, m.fp8_weights[l].data(), out, m.z[l].data(), batch,
-                       fp8_product_factor(m.input_dequantize[l], m.weight_dequantize[l]));
-      } else {
-        block_operand(l, GemmOperand::input, m.host_inputs[l], false, m.operand_a.data());
-        block_operand(l, GemmOperand::weight, m.host_weights[l], false, m.operand_b.data());
-        recipe_product(false, true, batch, out, in, m.operand_a.data(), batch, m.operand_b.data(), out, m.z[l].data(), batch, 1.0f);
-      }
+    } else if (per_tensor_fp8(recipe)) {
+      m.input_dequantize[l] = fp8_operand(l, GemmOperand::input, m.a[l].data(), m.a[l].size(), m.fp8_inputs[l].data());
+      m.weight_dequantize[l] = fp8_operand(l, GemmOperand::weight, weight_operand(l), m.sizes[2 * l], m.fp8_weights[l].data());
+      recipe_product(false, true, batch, out, in, m.fp8_inputs[l].data(), batch, m.fp8_weights[l].data(), out, m.z[l].data(), batch,
+                     fp8_product_factor(m.input_dequantize[l], m.weight_dequantize[l]));
+    } else {  // both blocked along the layer's inputs, which the product reduces over
+      block_operand(l, GemmOperand::input, m.a[l].data(), batch, in, false, m.operand_a.data());
+      block_operand(l, GemmOperand::weight, weight_operand(l), out, in, false, m.operand_b.data());
+      recipe_product(false, true, batch, out, in, m.operand_a.data(), batch, m.operand_b.data(), out, m.z[l].data(), batch, 1.0f);
     }
     ops.add_column_bias(m.z[l].data(), bias(l), batch, out);
     record_blocks(l, 0, m.z[l].data(), batch, out);
     cast(m.z[l].data(), m.z[l].data(), nullptr, m.z[l].size(), slots(l, 0, record));
     if (l + 1 < layers) {
       ops.activation_forward(m.z[l].data(), m.a[l + 1].data(), m.z[l].size(), config_.activation);
-      cast(m.a[l + 1].data(), nullptr, m.a_16[l + 1].data(), m.a[l + 1].size(), {});
+      cast(m.a[l + 1].data(), recipe_active ? m.a[l + 1].data() : nullptr, recipe_active ? nullptr : m.a_16[l + 1].data(), m.a[l + 1].size(), {});
     }
   }
   // Loss in float32; its gradient carries the loss scale (read on the device).
@@ -270,21 +273,17 @@ StepResult DeviceMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     record_blocks(l, 1, m.dz.data(), batch, out);
     cast(m.dz.data(), m.dz.data(), m.dz_16[l].data(), n_dz, slots(l, 1, record));
     // grad_W (out x in) = dz^T (dz: batch x out) a (batch x in)
-    Eigen::MatrixXf host_dz;
     float dz_dequantize = 1.0f;
-    if (!m.recipe.active()) {
+    if (!recipe_active) {
       product(true, false, out, in, batch, m.dz.data(), m.dz_16[l].data(), batch, m.a[l].data(), m.a_16[l].data(), batch, m.grad_w[l].data(), out);
-    } else {
-      host_dz = device_step::HostRecipe::read(ops, m.dz.data(), nullptr, bf16, batch, out);  // cast in place above
-      if (per_tensor_fp8(recipe)) {  // the FP8 dz serves both backward products
-        dz_dequantize = fp8_operand(l, GemmOperand::output_gradient, host_dz, m.operand_a.data());
-        recipe_product(true, false, out, in, batch, m.operand_a.data(), batch, m.fp8_inputs[l].data(), batch, m.grad_w[l].data(), out,
-                       fp8_product_factor(dz_dequantize, m.input_dequantize[l]));
-      } else {  // both blocked along the batch, which the product reduces over
-        block_operand(l, GemmOperand::output_gradient, host_dz, true, m.operand_a.data());
-        block_operand(l, GemmOperand::input, m.host_inputs[l], true, m.operand_b.data());
-        recipe_product(true, false, out, in, batch, m.operand_a.data(), batch, m.operand_b.data(), batch, m.grad_w[l].data(), out, 1.0f);
-      }
+    } else if (per_tensor_fp8(recipe)) {  // the FP8 dz serves both backward products
+      dz_dequantize = fp8_operand(l, GemmOperand::output_gradient, m.dz.data(), n_dz, m.operand_a.data());
+      recipe_product(true, false, out, in, batch, m.operand_a.data(), batch, m.fp8_inputs[l].data(), batch, m.grad_w[l].data(), out,
+                     fp8_product_factor(dz_dequantize, m.input_dequantize[l]));
+    } else {  // both blocked along the batch, which the product reduces over
+      block_operand(l, GemmOperand::output_gradient, m.dz.data(), batch, out, true, m.operand_a.data());
+      block_operand(l, GemmOperand::input, m.a[l].data(), batch, in, true, m.operand_b.data());
+      recipe_product(true, false, out, in, batch, m.operand_a.data(), batch, m.operand_b.data(), batch, m.grad_w[l].data(), out, 1.0f);
     }
     ops.column_sums(m.dz.data(), batch, out, m.grad_b[l].data());
     for (const FaultInjection& fault : faults_)
@@ -297,15 +296,15 @@ StepResult DeviceMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     cast(m.grad_b[l].data(), m.grad_b[l].data(), nullptr, m.grad_b[l].size(), {});
     if (l > 0) {
       // dA (batch x in) = dz (batch x out) W (out x in)
-      if (!m.recipe.active()) {
+      if (!recipe_active) {
         product(false, false, batch, in, out, m.dz.data(), m.dz_16[l].data(), batch, m.weights[l].data(), m.weights_16[l].data(), out, m.da.data(),
                 batch);
       } else if (per_tensor_fp8(recipe)) {
         recipe_product(false, false, batch, in, out, m.operand_a.data(), batch, m.fp8_weights[l].data(), out, m.da.data(), batch,
                        fp8_product_factor(dz_dequantize, m.weight_dequantize[l]));
       } else {  // both blocked along the layer's outputs, which the product reduces over
-        block_operand(l, GemmOperand::output_gradient, host_dz, false, m.operand_a.data());
-        block_operand(l, GemmOperand::weight, m.host_weights[l], true, m.operand_b.data());
+        block_operand(l, GemmOperand::output_gradient, m.dz.data(), batch, out, false, m.operand_a.data());
+        block_operand(l, GemmOperand::weight, weight_operand(l), out, in, true, m.operand_b.data());
         recipe_product(false, false, batch, in, out, m.operand_a.data(), batch, m.operand_b.data(), out, m.da.data(), batch, 1.0f);
       }
       const std::size_t n_da = static_cast<std::size_t>(batch) * static_cast<std::size_t>(in);
@@ -314,6 +313,7 @@ StepResult DeviceMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
       std::swap(m.dz, m.da);
     }
   }
+  if (recipe_active) m.recipe.finish_step(ops, result.scaling);
   // Check the gradients, advance the scaler, update unless skipped: all on the device. The
   // gradients keep their loss scale; the update divides it out, as the CPU does.
   for (std::size_t l = 0; l < layers; ++l) {

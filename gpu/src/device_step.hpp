@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "cpu/cast_tensor.hpp"
-#include "fpscope/core/bulk.hpp"
 #include "fpscope/core/exponent_histogram.hpp"
 #include "fpscope/gpu/device_ops.hpp"
+#include "fpscope/gpu/fp8_element.hpp"
 #include "fpscope/gpu/gemm_recipe.hpp"
 #include "fpscope/gpu/loss_scaler.hpp"
 #include "fpscope/gpu/optimizer.hpp"
@@ -89,18 +89,22 @@ inline BlockRecord device_block_record(DeviceOps& ops, const BlockRecording& blo
   return block_record(blocks, m, features);
 }
 
-// A GEMM recipe's operands on a device (gemm_recipe.hpp), quantized on the host: each operand read
-// back and quantized by the CPU backend's own functions -- the same bits, the same random words at
-// the same places in the run's stream, the same statistics -- and its float32 values uploaded for a
-// float32 product (FP8 values times the dequantization factors as the product's alpha). Correct
-// rather than fast: every quantized operand crosses to the host and back, and the host waits for
-// the device each time; no device kernel quantizes yet.
-class HostRecipe {
+// A GEMM recipe's operands on a device (gemm_recipe.hpp), quantized as the CPU backend quantizes
+// them -- the same bits, the same random words at the same places in the run's stream, the same
+// statistics -- and multiplied as float32 products (FP8 products with their dequantization factor
+// as alpha).
+//   per-tensor FP8: on the device (fp8_element.hpp): the operand's amax there, read back (4 bytes:
+//     the host keeps the scale's state and picks the scale by the CPU's rule), then the scaled,
+//     saturating cast there; the quantizations' counts are read back once, at the step's end.
+//   block-scaled: on the host: each operand read back, quantized by block_scaled_operand and
+//     uploaded again -- correct, not fast (no device kernel for blocks yet).
+class DeviceRecipe {
  public:
-  HostRecipe() = default;
-  HostRecipe(const MlpConfig& config, std::size_t fp8_slots) : config_(config.recipe), fp8_(fp8_slots) {
+  DeviceRecipe() = default;
+  DeviceRecipe(DeviceOps& ops, const MlpConfig& config, std::size_t fp8_slots) : config_(config.recipe), seed_(config.seed), fp8_(fp8_slots) {
     ctx_.rounding = config.rounding;
     ctx_.stochastic_seed = config.seed;
+    if (fp8_slots != 0) counts_ = Buffer<unsigned long long>(ops, 3 * fp8_slots), amax_ = Buffer<std::uint32_t>(ops, 1);
   }
   GemmRecipe recipe() const { return config_.recipe; }
   bool active() const { return config_.recipe != GemmRecipe::none; }
@@ -108,22 +112,12 @@ class HostRecipe {
   const std::vector<Fp8TensorState>& fp8() const { return fp8_; }
   void restore_fp8(const std::vector<Fp8TensorState>& states) { fp8_ = states; }
 
-  // A device tensor (rows x cols, column-major) as the products read it: its float32 values, or
-  // where `p16` is given its 16-bit patterns (bf16 where `bf16`, else fp16) widened exactly.
-  static Eigen::MatrixXf read(DeviceOps& ops, const float* f32, const std::uint16_t* p16, bool bf16, int rows, int cols) {
+  // A device tensor's float32 values (rows x cols, column-major) on the host.
+  static Eigen::MatrixXf read(DeviceOps& ops, const float* values, int rows, int cols) {
     Eigen::MatrixXf m(rows, cols);
-    const auto n = static_cast<std::size_t>(m.size());
-    if (p16 == nullptr) {
-      ops.download(m.data(), f32, n * sizeof(float));
-      return m;
-    }
-    std::vector<std::uint16_t> bits(n);
-    ops.download(bits.data(), p16, n * sizeof(std::uint16_t));
-    Context exact;
-    bits_to_f32(bf16 ? formats::bf16 : formats::fp16, bits, std::span<float>(m.data(), n), exact);
+    ops.download(m.data(), values, static_cast<std::size_t>(m.size()) * sizeof(float));
     return m;
   }
-
   // C (rows x cols) = alpha op(A) op(B) of two quantized operands' float32 values, column-major.
   static void product(DeviceOps& ops, bool transpose_a, bool transpose_b, int rows, int cols, int k, const float* a, int lda, const float* b, int ldb,
                       float* c, int ldc, float alpha) {
@@ -133,30 +127,59 @@ class HostRecipe {
     ops.product(call);
   }
 
-  // x quantized and dequantized along its rows or columns (block_scaled_operand), drawing from the
-  // run's stream at `counter` (moved on by what it drew), counted into `statistics`, uploaded to
-  // `device` (x's size).
-  void block_operand(DeviceOps& ops, const Eigen::MatrixXf& x, bool along_rows, BlockStatistics& statistics, std::uint64_t& counter, float* device) {
+  // Before a step's first quantization.
+  void begin_step(DeviceOps& ops) {
+    if (counts_.size() != 0) ops.zero(counts_.data(), counts_.bytes());
+    recorded_slots_.clear();
+  }
+  // x (a device tensor's rows x cols values) quantized and dequantized along its rows or columns
+  // on the host (block_scaled_operand), drawing from the run's stream at `counter` (moved on by
+  // what it drew), counted into `statistics`, uploaded to `device` (x's size).
+  void block_operand(DeviceOps& ops, const float* x, int rows, int cols, bool along_rows, BlockStatistics& statistics, std::uint64_t& counter,
+                     float* device) {
     ctx_.stochastic_counter = counter;
-    const Eigen::MatrixXf q = block_scaled_operand(config_.recipe, x, along_rows, ctx_, &statistics);
+    const Eigen::MatrixXf q = block_scaled_operand(config_.recipe, read(ops, x, rows, cols), along_rows, ctx_, &statistics);
     counter = ctx_.stochastic_counter;
     ops.upload(device, q.data(), static_cast<std::size_t>(q.size()) * sizeof(float));
   }
-  // x cast for a per-tensor FP8 product (quantize_fp8_operand, FP8 state `slot`), recorded into
-  // `record`, uploaded to `device`; returns its dequantization factor.
-  float fp8_operand(DeviceOps& ops, GemmOperand operand, const Eigen::MatrixXf& x, std::size_t slot, OperandScaling& record, std::uint64_t& counter,
-                    float* device) {
-    ctx_.stochastic_counter = counter;
-    const Fp8Operand q = quantize_fp8_operand(config_, operand, x, fp8_.at(slot), ctx_, record);
-    counter = ctx_.stochastic_counter;
-    ops.upload(device, q.values.data(), static_cast<std::size_t>(q.values.size()) * sizeof(float));
-    return q.dequantize;
+  // The n values at x (device) cast for a per-tensor FP8 product into `device` (may be x) as
+  // quantize_fp8_operand casts them, with FP8 state `slot` (quantized once a step), drawing n
+  // words at `counter`; `record` described now, its counts filled in by finish_step. Returns the
+  // dequantization factor.
+  float fp8_operand(DeviceOps& ops, GemmOperand operand, const float* x, std::size_t n, std::size_t slot, OperandScaling& record,
+                    std::uint64_t& counter, float* device) {
+    ops.amax_bits(x, n, amax_.data());
+    std::uint32_t largest = 0;
+    ops.download(&largest, amax_.data(), sizeof largest);
+    const float amax = amax_of_magnitude_bits(largest);
+    const float scale = fp8_step_scale(config_, operand, amax, fp8_.at(slot));
+    ops.fp8_quantize(x, device, n, scale, fp8_format_of(config_, operand) == formats::e5m2, ctx_.rounding, fp8_cast_options(ctx_), seed_, counter,
+                     counts_.data() + 3 * slot);
+    counter += n;
+    describe_fp8_operand(record, config_, operand, amax, scale, n);
+    recorded_slots_.push_back(slot);
+    return fp8_dequantize_factor(scale);
+  }
+  // After the step's last quantization: the FP8 records' counts (`scaling`: those fp8_operand
+  // described, in its order), read back.
+  void finish_step(DeviceOps& ops, std::vector<OperandScaling>& scaling) {
+    if (recorded_slots_.empty()) return;
+    std::vector<unsigned long long> counts(counts_.size());
+    ops.download(counts.data(), counts_.data(), counts_.bytes());
+    for (std::size_t i = 0; i < recorded_slots_.size(); ++i) {
+      const unsigned long long* c = counts.data() + 3 * recorded_slots_[i];
+      scaling.at(i).zeros = c[0], scaling.at(i).flushed_to_zero = c[1], scaling.at(i).saturated = c[2];
+    }
   }
 
  private:
   RecipeConfig config_;
+  std::uint64_t seed_ = 0;
   std::vector<Fp8TensorState> fp8_;
   Context ctx_;
+  Buffer<unsigned long long> counts_;  // per FP8 slot: zeros, flushed, saturated
+  Buffer<std::uint32_t> amax_;
+  std::vector<std::size_t> recorded_slots_;  // the step's FP8 records' slots, in order
 };
 
 // The optimizer on the device: per parameter, in the model's order, its buffers (the momentum or

@@ -12,7 +12,9 @@
 #include "fpscope/core/exponent_histogram.hpp"
 #include "fpscope/core/loss_scaling.hpp"
 #include "fpscope/gpu/cast_record_element.hpp"
+#include "fpscope/gpu/fp8_element.hpp"
 #include "fpscope/gpu/gpt_element.hpp"
+#include "fpscope/gpu/rounding_dispatch.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
 #include "fpscope/gpu/softmax_cross_entropy.hpp"
 
@@ -105,6 +107,28 @@ class HostDeviceOps final : public DeviceOps {
             out = call.accumulate ? out + scaled : scaled;
           }
       }
+  }
+
+  void amax_bits(const float* in, std::size_t n, std::uint32_t* largest) override {
+    std::uint32_t top = 0;
+    for (std::size_t i = 0; i < n; ++i) top = std::max(top, magnitude_bits(in[i]));
+    *largest = top;
+  }
+  void fp8_quantize(const float* in, float* out, std::size_t n, float scale, bool e5m2, RoundingMode mode, const CastOptions& saturating,
+                    std::uint64_t seed, std::uint64_t first, unsigned long long* counts) override {
+    const auto quantize = [&]<Format F>() {
+      with_rounding_mode(mode, [&]<RoundingMode Mode>() {
+        for (std::size_t i = 0; i < n; ++i) {
+          const Fp8Element e = fp8_quantize_element<F, Mode>(in[i], scale, saturating, seed, first, i);
+          out[i] = bits_float(e.rounded);
+          counts[0] += e.zero ? 1 : 0;
+          counts[1] += e.flushed ? 1 : 0;
+          counts[2] += e.saturated ? 1 : 0;
+        }
+      });
+    };
+    if (e5m2) quantize.template operator()<formats::e5m2>();
+    else quantize.template operator()<formats::e4m3>();
   }
 
   void embed(const int* tokens, const float* token_table, const float* position_table, int vocab, int context, int width, int columns,

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -123,6 +124,33 @@ void check_operations(DeviceOps& gpu, DeviceOps& twin) {
   std::mt19937 rng(4);
   for (int n = 0; n < N; ++n) token_ids[static_cast<std::size_t>(n)] = static_cast<int>(rng() % V), targets[static_cast<std::size_t>(n)] = static_cast<int>(rng() % V);
   Pair<int> tokens(gpu, twin, token_ids), target(gpu, twin, targets);
+
+  // A per-tensor FP8 operand: its amax (exact in any order), and its scaled, saturating cast in
+  // E4M3 and E5M2 (exact, with the counts), over values that flush, saturate or are special.
+  {
+    std::vector<float> values = normal(5000, 8, 50.0f);
+    values[1] = 1e-30f, values[2] = 3e38f, values[3] = 0.0f, values[4] = -0.0f, values[5] = std::numeric_limits<float>::infinity();
+    Pair<float> in(gpu, twin, values);
+    Pair<std::uint32_t> largest(gpu, twin, 1);
+    gpu.amax_bits(in.g, values.size(), largest.g);
+    twin.amax_bits(in.t, values.size(), largest.t);
+    verdict(largest.same_bits(), "amax_bits exact");
+    values[6] = std::nanf("");
+    Pair<float> with_nan(gpu, twin, values);
+    gpu.amax_bits(with_nan.g, values.size(), largest.g);
+    twin.amax_bits(with_nan.t, values.size(), largest.t);
+    verdict(largest.same_bits(), "amax_bits exact with a NaN");
+    Context ctx;
+    for (const bool e5m2 : {false, true})
+      for (const RoundingMode mode : {RoundingMode::nearest_even, RoundingMode::toward_positive, RoundingMode::stochastic}) {
+        ctx.rounding = mode;
+        Pair<float> out(gpu, twin, values.size());
+        Pair<unsigned long long> counts(gpu, twin, 3);
+        gpu.fp8_quantize(with_nan.g, out.g, values.size(), 13.5f, e5m2, mode, fp8_cast_options(ctx), 9, 4321, counts.g);
+        twin.fp8_quantize(with_nan.t, out.t, values.size(), 13.5f, e5m2, mode, fp8_cast_options(ctx), 9, 4321, counts.t);
+        verdict(out.same_bits() && counts.same_bits(), std::string("fp8_quantize exact, values and counts, ") + (e5m2 ? "e5m2 " : "e4m3 ") + rounding_mode_name(mode));
+      }
+  }
 
   // Casts in every mode, both formats, recorded.
   for (const bool bf16 : {false, true})

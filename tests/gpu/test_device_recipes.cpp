@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
+#include <memory>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -17,6 +19,7 @@
 #include "fpscope/core/names.hpp"
 #include "fpscope/gpu/device_gpt.hpp"
 #include "fpscope/gpu/device_mlp.hpp"
+#include "fpscope/gpu/fp8_element.hpp"
 #include "fpscope/gpu/gemm_recipe.hpp"
 #include "fpscope/gpu/gpt.hpp"
 #include "fpscope/gpu/host_device_ops.hpp"
@@ -199,4 +202,61 @@ TEST_CASE("a device trainer's FP8 state goes into its checkpoints and comes back
   b.restore(cpu.state());
   CHECK(b.state().fp8 == cpu.state().fp8);
   CHECK_THROWS_AS(b.restore(MlpTrainer(base).state()), std::invalid_argument);
+}
+
+TEST_CASE("the device's FP8 operand (amax_bits, fp8_quantize on the host twin) is quantize_fp8_operand's, bit for bit and count for count") {
+  // Values across FP8's range and beyond it once scaled: ordinary ones, zeros of both signs, values
+  // that flush, ones that saturate, infinities and a NaN (the amax then a NaN, the scale kept).
+  std::mt19937 rng(21);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> binade(-30, 20);
+  Eigen::MatrixXf x(37, 29);
+  for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = std::ldexp(normal(rng), binade(rng));
+  x(0, 0) = 0.0f, x(1, 0) = -0.0f, x(2, 0) = 3.0e38f, x(3, 0) = -3.0e38f, x(4, 0) = 1e-40f;
+  Eigen::MatrixXf with_specials = x;
+  with_specials(5, 0) = std::numeric_limits<float>::infinity(), with_specials(6, 0) = std::numeric_limits<float>::quiet_NaN();
+  const std::unique_ptr<DeviceOps> twin = make_host_device_ops();
+  const RoundingMode modes[] = {RoundingMode::nearest_even, RoundingMode::nearest_away, RoundingMode::toward_zero, RoundingMode::toward_positive,
+                                RoundingMode::toward_negative, RoundingMode::odd, RoundingMode::stochastic};
+  for (const GemmRecipe recipe : {GemmRecipe::fp8_current, GemmRecipe::fp8_unscaled, GemmRecipe::fp8_delayed})
+    for (const GemmOperand operand : {GemmOperand::input, GemmOperand::output_gradient})
+      for (const RoundingMode mode : modes)
+        for (const Eigen::MatrixXf* values : {&x, &with_specials}) {
+          CAPTURE(gemm_recipe_name(recipe));
+          CAPTURE(gemm_operand_name(operand));
+          CAPTURE(rounding_mode_name(mode));
+          RecipeConfig config;
+          config.recipe = recipe;
+          config.margin = 1;
+          Context ctx;
+          ctx.rounding = mode;
+          ctx.stochastic_seed = 77;
+          ctx.stochastic_counter = 1000;
+          Fp8TensorState cpu_state, device_state;
+          cpu_state.amax_history = device_state.amax_history = {0.5f, 4.0f};
+          OperandScaling want;
+          const Fp8Operand q = quantize_fp8_operand(config, operand, *values, cpu_state, ctx, want);
+          // The device's: amax from the largest magnitude's bits, the scale by the same rule, the cast there.
+          const auto n = static_cast<std::size_t>(values->size());
+          std::uint32_t largest = 0;
+          twin->amax_bits(values->data(), n, &largest);
+          const float amax = amax_of_magnitude_bits(largest);
+          CHECK((std::isnan(amax) ? std::isnan(want.amax) : static_cast<double>(amax) == want.amax));
+          const float scale = fp8_step_scale(config, operand, amax, device_state);
+          CHECK(static_cast<double>(scale) == want.scale);
+          CHECK(device_state == cpu_state);
+          Context run;
+          run.rounding = mode;
+          std::vector<float> out(n);
+          unsigned long long counts[3] = {0, 0, 0};
+          twin->fp8_quantize(values->data(), out.data(), n, scale, fp8_format_of(config, operand) == formats::e5m2, mode, fp8_cast_options(run), 77, 1000,
+                             counts);
+          std::size_t different = 0;
+          for (std::size_t i = 0; i < n; ++i) different += std::bit_cast<std::uint32_t>(out[i]) != std::bit_cast<std::uint32_t>(q.values.data()[i]);
+          CHECK(different == 0);
+          CHECK(counts[0] == want.zeros);
+          CHECK(counts[1] == want.flushed_to_zero);
+          CHECK(counts[2] == want.saturated);
+          CHECK(fp8_dequantize_factor(scale) == q.dequantize);
+        }
 }

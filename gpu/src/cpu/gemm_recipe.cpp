@@ -82,11 +82,8 @@ float largest_finite(Format f) {
 
 }  // namespace
 
-Fp8Operand quantize_fp8_operand(const RecipeConfig& config, GemmOperand operand, const Eigen::MatrixXf& x, Fp8TensorState& state,
-                                Context& ctx, OperandScaling& record) {
-  const Format f = fp8_format_of(config, operand);
-  const float fp8_max = largest_finite(f);
-  const float amax = tensor_amax(x);
+float fp8_step_scale(const RecipeConfig& config, GemmOperand operand, float amax, Fp8TensorState& state) {
+  const float fp8_max = largest_finite(fp8_format_of(config, operand));
   if (config.recipe == GemmRecipe::fp8_unscaled) {
     state.scale = 1.0f;
   } else if (config.recipe == GemmRecipe::fp8_current) {
@@ -103,9 +100,25 @@ Fp8Operand quantize_fp8_operand(const RecipeConfig& config, GemmOperand operand,
       if (state.amax_history.size() > static_cast<std::size_t>(config.amax_history)) state.amax_history.erase(state.amax_history.begin());
     }
   }
+  return state.scale;
+}
+
+void describe_fp8_operand(OperandScaling& record, const RecipeConfig& config, GemmOperand operand, float amax, float scale, std::uint64_t elements) {
+  record.operand = gemm_operand_name(operand);
+  record.format = format_name(fp8_format_of(config, operand));
+  record.amax = amax;
+  record.scale = scale;
+  record.elements = elements;
+}
+
+Fp8Operand quantize_fp8_operand(const RecipeConfig& config, GemmOperand operand, const Eigen::MatrixXf& x, Fp8TensorState& state,
+                                Context& ctx, OperandScaling& record) {
+  const Format f = fp8_format_of(config, operand);
+  const float amax = tensor_amax(x);
+  fp8_step_scale(config, operand, amax, state);
   Fp8Operand out;
   out.values = x * state.scale;  // float32 products, one rounding each
-  out.dequantize = 1.0f / state.scale;
+  out.dequantize = fp8_dequantize_factor(state.scale);
   const std::span<float> values(out.values.data(), static_cast<std::size_t>(out.values.size()));
   const bool saturate = ctx.saturate;
   ctx.saturate = true;
@@ -113,11 +126,7 @@ Fp8Operand quantize_fp8_operand(const RecipeConfig& config, GemmOperand operand,
   CastCounts counts;
   cast_and_record(f, values, values, ctx, scaled, counts);
   ctx.saturate = saturate;
-  record.operand = gemm_operand_name(operand);
-  record.format = format_name(f);
-  record.amax = amax;
-  record.scale = state.scale;
-  record.elements = static_cast<std::uint64_t>(x.size());
+  describe_fp8_operand(record, config, operand, amax, state.scale, static_cast<std::uint64_t>(x.size()));
   record.zeros = static_cast<std::uint64_t>((x.array() == 0.0f).count());
   record.flushed_to_zero = counts.flushed_to_zero;
   record.saturated = counts.overflowed;

@@ -155,6 +155,12 @@ class CudaDeviceOps final : public DeviceOps {
                  "cublasGemmBatchedEx");
   }
 
+  void amax_bits(const float* in, std::size_t n, std::uint32_t* largest) override { cuda::amax_bits(in, n, largest, stream_); }
+  void fp8_quantize(const float* in, float* out, std::size_t n, float scale, bool e5m2, RoundingMode mode, const CastOptions& saturating,
+                    std::uint64_t seed, std::uint64_t first, unsigned long long* counts) override {
+    cuda::fp8_quantize(in, out, n, scale, e5m2, mode, saturating, seed, first, counts, stream_);
+  }
+
   void embed(const int* tokens, const float* token_table, const float* position_table, int vocab, int context, int width, int columns,
              float* x) override {
     cuda::embed(tokens, token_table, position_table, vocab, context, width, columns, x, stream_);

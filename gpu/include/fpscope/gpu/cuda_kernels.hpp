@@ -120,4 +120,10 @@ void cross_entropy_columns(const float* logits, const int* targets, int classes,
                            float* gradient, float* losses, void* stream = nullptr);
 void loss_sum(const float* losses, int n, double* sum, void* stream = nullptr);
 
+// --- per-tensor FP8 operands (recipe_kernels.cu): DeviceOps' amax_bits and fp8_quantize, a
+// thread per element running fp8_element.hpp's functions ---
+void amax_bits(const float* in, std::size_t n, std::uint32_t* largest, void* stream = nullptr);
+void fp8_quantize(const float* in, float* out, std::size_t n, float scale, bool e5m2, RoundingMode mode, const CastOptions& saturating,
+                  std::uint64_t stochastic_seed, std::uint64_t first_random, unsigned long long* counts, void* stream = nullptr);
+
 }  // namespace fpscope::cuda

@@ -6,10 +6,9 @@
 // sums, CUDA's expf), so values agree within float32 rounding, not bit for bit.
 //
 // Block statistics (--record-blocks) are made on the host from each recorded tensor read back
-// before its cast (a recorded step then waits for the device). FP8 and block-scaled recipes
-// quantize the four linear layers' operands on the host by the CPU's functions (device_step.hpp's
-// HostRecipe: the step waits for the device at each of those products) and multiply them as
-// float32 on the device.
+// before its cast (a recorded step then waits for the device). Recipes quantize the four linear
+// layers' operands as the CPU does (device_step.hpp's DeviceRecipe: per-tensor FP8 on the device,
+// block formats on the host) and multiply them as float32 on the device.
 #pragma once
 
 #include <Eigen/Core>

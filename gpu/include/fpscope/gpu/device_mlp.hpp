@@ -7,10 +7,10 @@
 // summed in another order (cuBLAS's; a warp's per column).
 //
 // Block statistics (--record-blocks) are made on the host from each recorded tensor read back
-// before its cast (a recorded step then waits for the device). FP8 and block-scaled recipes
-// (--recipe) quantize each product's operands on the host by the CPU's functions (device_step.hpp's
-// HostRecipe: the same bits and statistics; each operand read back and uploaded again, so the
-// step waits for the device at every product) and multiply their float32 values on the device.
+// before its cast (a recorded step then waits for the device). Recipes (--recipe) quantize each
+// product's operands as the CPU does (device_step.hpp's DeviceRecipe: per-tensor FP8 on the device,
+// its amax read back for the scale; block formats on the host, each operand read back and
+// uploaded again) and multiply their float32 values on the device.
 #pragma once
 
 #include <Eigen/Core>

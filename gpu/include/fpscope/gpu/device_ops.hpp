@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fpscope/core/cast.hpp"
 #include "fpscope/core/context.hpp"
 #include "fpscope/gpu/activation.hpp"
 #include "fpscope/gpu/loss_scaler.hpp"
@@ -121,6 +122,16 @@ class DeviceOps {
 
   // --- products ---
   virtual void product(const ProductCall& call) = 0;
+
+  // --- per-tensor FP8 operands (fp8_element.hpp) ---
+  // *largest = the largest magnitude_bits of n values (0 for none).
+  virtual void amax_bits(const float* in, std::size_t n, std::uint32_t* largest) = 0;
+  // n values cast(fl32(x * scale)) into E4M3 (E5M2 where `e5m2`) with saturation in `mode`
+  // (`saturating`: the run's options, saturation on), as float32 into `out` (may be `in`); element
+  // i draws word first_random + i. counts[0] += the zeros of `in`, counts[1] += those flushed to
+  // zero, counts[2] += those saturated.
+  virtual void fp8_quantize(const float* in, float* out, std::size_t n, float scale, bool e5m2, RoundingMode mode, const CastOptions& saturating,
+                            std::uint64_t stochastic_seed, std::uint64_t first_random, unsigned long long* counts) = 0;
 
   // --- the GPT's layers (gpt_element.hpp; features x tokens, column-major) ---
   // x[:, n] = token_table[tokens[n], :] + position_table[n % context, :] (tables vocab x width and

@@ -32,6 +32,7 @@
 
 #include "fpscope/core/block_format.hpp"
 #include "fpscope/core/block_scaling.hpp"
+#include "fpscope/core/cast.hpp"
 #include "fpscope/core/context.hpp"
 #include "fpscope/core/format.hpp"
 #include "fpscope/snapshot/snapshot.hpp"
@@ -86,6 +87,21 @@ struct Fp8Operand {
   Eigen::MatrixXf values;
   float dequantize = 1.0f;
 };
+
+// The scale an FP8 operand is cast with this step, its state moved on: 1 (unscaled); from `amax`,
+// the operand's own this step (current); from the history of earlier steps, `amax` then joining it
+// where finite (delayed; the scale stays where it is before there is a history).
+float fp8_step_scale(const RecipeConfig& config, GemmOperand operand, float amax, Fp8TensorState& state);
+// What an FP8 operand's products are multiplied by: 1/scale in float32.
+inline float fp8_dequantize_factor(float scale) { return 1.0f / scale; }
+// A quantization's record but for its counts: operand, format, amax, scale, element count.
+void describe_fp8_operand(OperandScaling& record, const RecipeConfig& config, GemmOperand operand, float amax, float scale, std::uint64_t elements);
+// The options an FP8 operand is cast with: the run's, saturating.
+inline CastOptions fp8_cast_options(const Context& ctx) {
+  CastOptions options = CastOptions::from(ctx);
+  options.saturate = true;
+  return options;
+}
 
 // Casts x for a product under a per-tensor FP8 recipe: picks the scale (current: from x's own
 // amax; delayed: from `state`'s history, then appends x's amax to it), multiplies, casts with

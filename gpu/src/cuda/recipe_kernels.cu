@@ -1,0 +1,83 @@
+// Per-tensor FP8 operands on the device (cuda_kernels.hpp): the amax as the largest magnitude's
+// bits (one atomicMax per block: the same result in any order) and the scaled, saturating cast
+// with its counts, a thread per element running fp8_element.hpp's function -- the host twin's
+// (host_device_ops.cpp) loop, so the two agree bit for bit.
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "fpscope/gpu/cuda_kernels.hpp"
+#include "fpscope/gpu/fp8_element.hpp"
+#include "fpscope/gpu/rounding_dispatch.hpp"
+
+namespace fpscope::cuda {
+
+namespace {
+
+void check_launch(const char* what) {
+  const cudaError_t error = cudaGetLastError();
+  if (error != cudaSuccess) throw std::runtime_error(std::string("CUDA error launching ") + what + ": " + cudaGetErrorString(error));
+}
+
+constexpr int threads = 256;
+int blocks_for(std::size_t n) {
+  const std::size_t wanted = (n + threads - 1) / threads;
+  return static_cast<int>(wanted < 4096 ? (wanted == 0 ? 1 : wanted) : 4096);
+}
+
+__global__ void amax_bits_kernel(const float* in, std::size_t n, unsigned int* largest) {
+  __shared__ unsigned int block_largest;
+  if (threadIdx.x == 0) block_largest = 0;
+  __syncthreads();
+  unsigned int top = 0;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    top = max(top, static_cast<unsigned int>(magnitude_bits(in[i])));
+  atomicMax(&block_largest, top);
+  __syncthreads();
+  if (threadIdx.x == 0) atomicMax(largest, block_largest);
+}
+
+// Counts in registers, then per block in shared memory, then one atomic add each per block.
+template <bool E5m2, RoundingMode Mode>
+__global__ void fp8_quantize_kernel(const float* in, float* out, std::size_t n, float scale, CastOptions saturating, std::uint64_t seed,
+                                    std::uint64_t first, unsigned long long* counts) {
+  constexpr Format F = E5m2 ? formats::e5m2 : formats::e4m3;
+  __shared__ unsigned long long block_counts[3];
+  if (threadIdx.x < 3) block_counts[threadIdx.x] = 0;
+  __syncthreads();
+  unsigned long long zeros = 0, flushed = 0, saturated = 0;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const Fp8Element e = fp8_quantize_element<F, Mode>(in[i], scale, saturating, seed, first, i);
+    out[i] = bits_float(e.rounded);
+    zeros += e.zero ? 1 : 0;
+    flushed += e.flushed ? 1 : 0;
+    saturated += e.saturated ? 1 : 0;
+  }
+  if (zeros != 0) atomicAdd(&block_counts[0], zeros);
+  if (flushed != 0) atomicAdd(&block_counts[1], flushed);
+  if (saturated != 0) atomicAdd(&block_counts[2], saturated);
+  __syncthreads();
+  if (threadIdx.x < 3 && block_counts[threadIdx.x] != 0) atomicAdd(&counts[threadIdx.x], block_counts[threadIdx.x]);
+}
+
+}  // namespace
+
+void amax_bits(const float* in, std::size_t n, std::uint32_t* largest, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (cudaMemsetAsync(largest, 0, sizeof(std::uint32_t), s) != cudaSuccess) throw std::runtime_error("CUDA error: cudaMemsetAsync for the amax");
+  amax_bits_kernel<<<blocks_for(n), threads, 0, s>>>(in, n, reinterpret_cast<unsigned int*>(largest));
+  check_launch("amax_bits_kernel");
+}
+
+void fp8_quantize(const float* in, float* out, std::size_t n, float scale, bool e5m2, RoundingMode mode, const CastOptions& saturating,
+                  std::uint64_t stochastic_seed, std::uint64_t first_random, unsigned long long* counts, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  with_rounding_mode(mode, [&]<RoundingMode Mode>() {
+    if (e5m2) fp8_quantize_kernel<true, Mode><<<blocks_for(n), threads, 0, s>>>(in, out, n, scale, saturating, stochastic_seed, first_random, counts);
+    else fp8_quantize_kernel<false, Mode><<<blocks_for(n), threads, 0, s>>>(in, out, n, scale, saturating, stochastic_seed, first_random, counts);
+  });
+  check_launch("fp8_quantize_kernel");
+}
+
+}  // namespace fpscope::cuda
