@@ -12,21 +12,14 @@
 #include "fpscope/gpu/activation.hpp"
 #include "fpscope/gpu/cuda_kernels.hpp"
 #include "fpscope/gpu/gpt_element.hpp"
+#include "launch.hpp"
 
 namespace fpscope::cuda {
 
 namespace {
 
-void check_launch(const char* what) {
-  const cudaError_t error = cudaGetLastError();
-  if (error != cudaSuccess) throw std::runtime_error(std::string("CUDA error launching ") + what + ": " + cudaGetErrorString(error));
-}
-
 constexpr int threads = 256;
-int blocks_for(std::size_t n) {
-  const std::size_t wanted = (n + threads - 1) / threads;
-  return static_cast<int>(wanted < 65535 ? (wanted == 0 ? 1 : wanted) : 65535);
-}
+int blocks_for(std::size_t n) { return grid_for(n, threads, 65535); }
 __device__ std::size_t first_index() { return blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; }
 __device__ std::size_t index_stride() { return static_cast<std::size_t>(gridDim.x) * blockDim.x; }
 

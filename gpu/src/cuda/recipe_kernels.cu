@@ -10,21 +10,14 @@
 #include "fpscope/gpu/cuda_kernels.hpp"
 #include "fpscope/gpu/fp8_element.hpp"
 #include "fpscope/gpu/rounding_dispatch.hpp"
+#include "launch.hpp"
 
 namespace fpscope::cuda {
 
 namespace {
 
-void check_launch(const char* what) {
-  const cudaError_t error = cudaGetLastError();
-  if (error != cudaSuccess) throw std::runtime_error(std::string("CUDA error launching ") + what + ": " + cudaGetErrorString(error));
-}
-
 constexpr int threads = 256;
-int blocks_for(std::size_t n) {
-  const std::size_t wanted = (n + threads - 1) / threads;
-  return static_cast<int>(wanted < 4096 ? (wanted == 0 ? 1 : wanted) : 4096);
-}
+int blocks_for(std::size_t n) { return grid_for(n, threads, 4096); }
 
 __global__ void amax_bits_kernel(const float* in, std::size_t n, unsigned int* largest) {
   __shared__ unsigned int block_largest;
