@@ -41,8 +41,6 @@ void check_spans(const BlockLayout& layout, std::size_t values, std::size_t elem
                                 " blocks");
 }
 
-std::uint32_t magnitude_bits(float v) { return float_bits(v) & 0x7FFFFFFFu; }
-
 // The largest magnitude's bits, in a loop the compiler vectorises (built for AVX2 and for the
 // baseline, which has no unsigned 32-bit maximum; the loader picks one).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)

@@ -60,6 +60,10 @@ FPSCOPE_HD inline float bits_float(std::uint32_t bits) {
 #endif
 }
 
+// A float32's magnitude as bits (the sign cleared): ordered as the magnitudes are, a NaN's above
+// infinity's, so the largest of them is a tensor's amax (a NaN where it holds one) in any order.
+FPSCOPE_HD inline std::uint32_t magnitude_bits(float value) { return float_bits(value) & 0x7FFFFFFFu; }
+
 FPSCOPE_HD inline std::uint64_t double_bits(double value) {
 #if defined(__CUDA_ARCH__)
   return static_cast<std::uint64_t>(__double_as_longlong(value));

@@ -11,9 +11,7 @@
 
 namespace fpscope {
 
-// The magnitude's bits of x: ordered as the magnitudes are, a NaN's above infinity's.
-FPSCOPE_HD inline std::uint32_t magnitude_bits(float x) { return float_bits(x) & 0x7FFFFFFFu; }
-// tensor_amax from the largest of the elements' magnitude_bits (a NaN where any element is one).
+// tensor_amax from the largest of the elements' magnitude_bits (hd.hpp; a NaN where any element is one).
 FPSCOPE_HD inline float amax_of_magnitude_bits(std::uint32_t largest) { return bits_float(largest); }
 
 struct Fp8Element {
