@@ -275,7 +275,7 @@ void walk_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& l
     if (statistics != nullptr) block_walk::add_block(*statistics, scale_code, span.count, nan_block, BlockOutcome{});
     if (nan_block) {
       finish_run();
-      const std::uint8_t code = block_walk::nan_block_element(format);
+      const std::uint8_t code = block_nan_element_code(format);
       for (std::size_t j = 0; j < span.count; ++j) out[j] = code;
       if (outcomes != nullptr) outcomes[block_index] = BlockOutcome{};
       return;

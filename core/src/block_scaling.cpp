@@ -72,14 +72,11 @@ float tensor_scale_of(const BlockFormat& format, std::span<const float> values, 
   return nvfp4_tensor_scale(*std::max_element(amax.begin(), amax.end()));
 }
 
-// The scalar path: every element through round_pack (or the MXINT8 and NVFP4 element rules),
-// NVFP4 under the given tensor scale.
+// The scalar path: every block through quantize_one_block (round_pack, or the MXINT8 and NVFP4
+// element rules), NVFP4 under the given tensor scale.
 void quantize_scalar(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
                      std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float tensor_scale, Context& ctx,
                      BlockStatistics* statistics, std::span<BlockOutcome> outcomes) {
-  const bool nvfp4 = format.scale == BlockFormat::Scale::e4m3_nvfp4;
-  Context element_ctx = ctx;
-  element_ctx.saturate = true;
   const std::uint64_t first_random = ctx.stochastic_counter;
   std::uint32_t magnitudes[max_block_size];
   block_walk::RelativeExponentCounter relative;
@@ -94,51 +91,17 @@ void quantize_scalar(const BlockFormat& format, ScaleRule rule, const BlockLayou
         amax = std::max(amax, magnitudes[j]);
       }
 
-      std::uint32_t scale_code = 0;
-      int shared_exponent = 0;
-      float factor = 0.0f;
-      bool nan_block = false;
-      if (nvfp4) {
-        scale_code = nvfp4_block_scale_code(amax, tensor_scale);
-        nan_block = is_nan(formats::e4m3, scale_code);
-        if (!nan_block) factor = nvfp4_element_factor(tensor_scale, block_scale_value(format, scale_code));
-      } else {
-        scale_code = mx_scale_code(format, rule, amax);
-        nan_block = e8m0::is_nan(static_cast<std::uint8_t>(scale_code));
-        if (!nan_block) shared_exponent = e8m0::exponent_of(static_cast<std::uint8_t>(scale_code));
+      std::uint8_t codes[max_block_size];
+      const QuantizedBlock block =
+          quantize_one_block(format, rule, tensor_scale, ctx, first_random, values.data(), span.first, span.stride, span.count, amax, codes);
+      for (std::size_t j = 0; j < span.count; ++j) element_codes[span.first + j * span.stride] = codes[j];
+      scale_codes[block_index] = static_cast<std::uint8_t>(block.scale_code);
+      ctx.raise(block.flags);
+      if (!outcomes.empty()) outcomes[block_index] = block.outcome;
+      if (statistics != nullptr) {
+        if (!block.nan_block) relative.add_block(magnitudes, span.count, amax);
+        block_walk::add_block(*statistics, block.scale_code, span.count, block.nan_block, block.outcome);
       }
-      scale_codes[block_index] = static_cast<std::uint8_t>(scale_code);
-
-      BlockOutcome outcome;
-      if (nan_block) {
-        const std::uint8_t code = block_walk::nan_block_element(format);
-        for (std::size_t j = 0; j < span.count; ++j) element_codes[span.first + j * span.stride] = code;
-      } else {
-        for (std::size_t j = 0; j < span.count; ++j) {
-          const std::size_t i = span.first + j * span.stride;
-          const float v = values[i];
-          element_ctx.stochastic_counter = first_random + i;
-          element_ctx.flags = 0;
-          std::uint32_t code = 0;
-          bool subnormal = false, zero = false;
-          if (format.elements == BlockFormat::Elements::int8) {
-            code = mxint8_element_code(v, shared_exponent, element_ctx);
-            zero = code == 0;
-          } else {
-            code = nvfp4 ? nvfp4_element_code(v, factor, element_ctx) : mx_element_code(format.element, v, shared_exponent, element_ctx);
-            subnormal = is_subnormal(format.element, code);
-            zero = is_zero(format.element, code);
-          }
-          element_codes[i] = static_cast<std::uint8_t>(code);
-          ctx.raise(element_ctx.flags);
-          if (magnitudes[j] != 0 && zero) ++outcome.flushed_to_zero;
-          if (subnormal) ++outcome.made_subnormal;
-          if ((element_ctx.flags & flag::overflow) != 0) ++outcome.saturated;
-        }
-        if (statistics != nullptr) relative.add_block(magnitudes, span.count, amax);
-      }
-      if (!outcomes.empty()) outcomes[block_index] = outcome;
-      if (statistics != nullptr) block_walk::add_block(*statistics, scale_code, span.count, nan_block, outcome);
     }
   }
   if (statistics != nullptr) relative.add_to(*statistics);
@@ -200,18 +163,6 @@ void quantize_in_bands(const BlockFormat& format, ScaleRule rule, const BlockLay
 }
 
 }  // namespace
-
-float block_element_value(const BlockFormat& format, std::uint32_t code) {
-  if (format.elements == BlockFormat::Elements::int8) return mxint8_element_value(code);
-  Context ignored;
-  return to_float(format.element, code, ignored);
-}
-
-float block_scale_value(const BlockFormat& format, std::uint32_t scale_code) {
-  if (format.scale == BlockFormat::Scale::e8m0) return e8m0::to_float(static_cast<std::uint8_t>(scale_code));
-  std::uint32_t ignored = 0;  // the branch-free widening: convert's bits (bulk tests hold them together)
-  return bits_float(cast_to_f32<formats::e4m3>(scale_code & 0xFFu, CastOptions{}, ignored));
-}
 
 const std::array<float, 256>& nvfp4_scale_values() {
   static const auto values = [] {

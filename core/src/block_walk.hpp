@@ -116,12 +116,5 @@ inline std::uint32_t amax_bits(const std::uint32_t* values, std::size_t count) {
   return amax;
 }
 
-// An element code that stands for "no value" in a block whose scale is NaN: the element
-// format's NaN where it has one, else 0.
-inline std::uint8_t nan_block_element(const BlockFormat& format) {
-  if (format.elements == BlockFormat::Elements::floating && format.element.has_nan())
-    return static_cast<std::uint8_t>(format.element.quiet_nan_bits());
-  return 0;
-}
 
 }  // namespace fpscope::block_walk

@@ -98,8 +98,83 @@ void block_dequantize(const BlockFormat& format, const BlockLayout& layout, std:
                       std::span<const std::uint8_t> scale_codes, float tensor_scale, std::span<float> values);
 
 // The value of one element code before its block scale is applied (float32, exact).
-float block_element_value(const BlockFormat& format, std::uint32_t code);
+FPSCOPE_HD inline float block_element_value(const BlockFormat& format, std::uint32_t code) {
+  if (format.elements == BlockFormat::Elements::int8) return mxint8_element_value(code);
+  Context ignored;
+  return to_float(format.element, code, ignored);
+}
 // The value of one scale code (E8M0 or E4M3) as float32, exact.
-float block_scale_value(const BlockFormat& format, std::uint32_t scale_code);
+FPSCOPE_HD inline float block_scale_value(const BlockFormat& format, std::uint32_t scale_code) {
+  if (format.scale == BlockFormat::Scale::e8m0) return e8m0::to_float(static_cast<std::uint8_t>(scale_code));
+  std::uint32_t ignored = 0;  // the branch-free widening: convert's bits (bulk tests hold them together)
+  return bits_float(cast_to_f32<formats::e4m3>(scale_code & 0xFFu, CastOptions{}, ignored));
+}
+// An element code that stands for "no value" in a block whose scale is NaN: the element
+// format's NaN where it has one, else 0.
+FPSCOPE_HD inline std::uint8_t block_nan_element_code(const BlockFormat& format) {
+  if (format.elements == BlockFormat::Elements::floating && format.element.has_nan())
+    return static_cast<std::uint8_t>(format.element.quiet_nan_bits());
+  return 0;
+}
+
+// What quantizing one block gave: its scale code, whether that scale is NaN (a NaN or infinity in
+// the block: every element then block_nan_element_code), its elements' counts and the flags raised.
+struct QuantizedBlock {
+  std::uint32_t scale_code = 0;
+  bool nan_block = false;
+  BlockOutcome outcome;
+  std::uint8_t flags = 0;
+};
+
+// One block of `count` elements, element j at values[first + j * stride], whose largest
+// magnitude's bits are `amax`: its scale by `rule` (MX) or from the tensor scale (NVFP4), and
+// element j's code into codes[j], rounded in element_ctx's mode with saturation (element i of the
+// tensor draws stochastic word first_random + i). The rule of block_quantize, which runs it for
+// each block its vector kernels do not take; FPSCOPE_HD, so a CUDA kernel runs it per block.
+FPSCOPE_HD inline QuantizedBlock quantize_one_block(const BlockFormat& format, ScaleRule rule, float tensor_scale, const Context& ctx,
+                                                    std::uint64_t first_random, const float* values, std::size_t first, std::size_t stride,
+                                                    std::size_t count, std::uint32_t amax, std::uint8_t* codes) {
+  const bool nvfp4 = format.scale == BlockFormat::Scale::e4m3_nvfp4;
+  QuantizedBlock block;
+  int shared_exponent = 0;
+  float factor = 0.0f;
+  if (nvfp4) {
+    block.scale_code = nvfp4_block_scale_code(amax, tensor_scale);
+    block.nan_block = is_nan(formats::e4m3, block.scale_code);
+    if (!block.nan_block) factor = nvfp4_element_factor(tensor_scale, block_scale_value(format, block.scale_code));
+  } else {
+    block.scale_code = mx_scale_code(format, rule, amax);
+    block.nan_block = e8m0::is_nan(static_cast<std::uint8_t>(block.scale_code));
+    if (!block.nan_block) shared_exponent = e8m0::exponent_of(static_cast<std::uint8_t>(block.scale_code));
+  }
+  if (block.nan_block) {
+    for (std::size_t j = 0; j < count; ++j) codes[j] = block_nan_element_code(format);
+    return block;
+  }
+  Context element_ctx = ctx;
+  element_ctx.saturate = true;
+  for (std::size_t j = 0; j < count; ++j) {
+    const std::size_t i = first + j * stride;
+    const float v = values[i];
+    element_ctx.stochastic_counter = first_random + i;
+    element_ctx.flags = 0;
+    std::uint32_t code = 0;
+    bool subnormal = false, zero = false;
+    if (format.elements == BlockFormat::Elements::int8) {
+      code = mxint8_element_code(v, shared_exponent, element_ctx);
+      zero = code == 0;
+    } else {
+      code = nvfp4 ? nvfp4_element_code(v, factor, element_ctx) : mx_element_code(format.element, v, shared_exponent, element_ctx);
+      subnormal = is_subnormal(format.element, code);
+      zero = is_zero(format.element, code);
+    }
+    codes[j] = static_cast<std::uint8_t>(code);
+    block.flags = static_cast<std::uint8_t>(block.flags | element_ctx.flags);
+    if (magnitude_bits(v) != 0 && zero) ++block.outcome.flushed_to_zero;
+    if (subnormal) ++block.outcome.made_subnormal;
+    if ((element_ctx.flags & flag::overflow) != 0) ++block.outcome.saturated;
+  }
+  return block;
+}
 
 }  // namespace fpscope
