@@ -371,7 +371,7 @@ void add_train(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--recipe", o->recipe,
                   "GEMM operands: none, fp8-delayed, fp8-current (per-tensor FP8 scaling, as Transformer Engine), fp8-unscaled, mxfp8, mxfp6, mxfp4 "
-                  "(OCP MX blocks along each product's reduction axis) or nvfp4; on the CUDA backend FP8 operands are cast on the device, block-scaled ones on the host (slow)")
+                  "(OCP MX blocks along each product's reduction axis) or nvfp4")
       ->capture_default_str();
   cmd->add_option("--fp8-format", o->fp8_format, "hybrid (E4M3 inputs and weights, E5M2 gradients) or e4m3 (all three)")->capture_default_str();
   cmd->add_option("--amax-history", o->amax_history, "fp8-delayed: the steps of amax its scale looks back over, 1 ..= 1024")

@@ -206,10 +206,9 @@ void block_dequantize(const BlockFormat& format, const BlockLayout& layout, std:
     throw std::invalid_argument("block_dequantize: spans do not match the layout of " + std::to_string(count) + " elements in " +
                                 std::to_string(layout.block_count()) + " blocks");
   const bool nvfp4 = format.scale == BlockFormat::Scale::e4m3_nvfp4;
-  const float nan = bits_float(0x7FC00000u);
   // Codes are bytes: each one's element value once, then a table read per element.
   std::array<float, 256> element_values;
-  element_values.fill(nan);  // codes wider than the element format: none are made
+  element_values.fill(bits_float(0x7FC00000u));  // codes wider than the element format: none are made
   const std::uint32_t codes_in_format = format.elements == BlockFormat::Elements::int8 ? 256u : 1u << format.element.width();
   for (std::uint32_t code = 0; code < codes_in_format; ++code) element_values[code] = block_element_value(format, code);
   for (std::size_t scale_row = 0; scale_row < layout.scale_rows(); ++scale_row) {
@@ -219,10 +218,7 @@ void block_dequantize(const BlockFormat& format, const BlockLayout& layout, std:
       const float scale = block_scale_value(format, scale_code);  // NaN for a NaN scale
       for (std::size_t j = 0; j < span.count; ++j) {
         const std::size_t i = span.first + j * span.stride;
-        const float element = element_values[element_codes[i]];
-        // MX: element * 2^X is one exact product (or an infinity beyond float32's range).
-        // NVFP4: element * block scale is exact (2 by 4 significant bits); the division rounds once.
-        values[i] = scale != scale ? nan : nvfp4 ? (element * scale) / tensor_scale : element * scale;
+        values[i] = dequantized_element(nvfp4, element_values[element_codes[i]], scale, tensor_scale);
       }
     }
   }

@@ -12,20 +12,8 @@ namespace fpscope::block_walk {
 
 inline constexpr int max_block_size = 256;
 
-// Block (scale_row, scale_col) of the row-major values: element j lies at first + j * stride.
-struct BlockSpan {
-  std::size_t first = 0, stride = 1, count = 0;
-};
-
-inline BlockSpan block_span(const BlockLayout& layout, std::size_t scale_row, std::size_t scale_col) {
-  const std::size_t block = static_cast<std::size_t>(layout.block_size);
-  if (layout.axis == BlockAxis::rows) {
-    const std::size_t first_col = scale_col * block;
-    return {scale_row * layout.cols + first_col, 1, std::min(block, layout.cols - first_col)};
-  }
-  const std::size_t first_row = scale_row * block;
-  return {first_row * layout.cols + scale_col, layout.cols, std::min(block, layout.rows - first_row)};
-}
+using fpscope::BlockSpan;  // block_scaling.hpp
+using fpscope::block_span;
 
 // Counts each value's exponent relative to its block's amax (and the zeros), into four
 // interleaved sub-histograms: consecutive values mostly land in the same bin, and one counter

@@ -69,12 +69,10 @@ std::unique_ptr<TrainerBackend> make_trainer_backend(std::string_view backend, c
   if (backend != "cpu" && backend != "cuda" && backend != "auto")
     throw std::invalid_argument("--backend " + std::string(backend) + ": not a backend (cpu, cuda or auto)");
   // The CUDA backend trains the MLP and the GPT (device_mlp.hpp, device_gpt.hpp) with every
-  // optimizer, block statistics and recipe (block formats quantized on the host). Those beyond the
-  // MLP with plain SGD are held to the CPU's rules by their twins, but their device tests
-  // (tests/cuda/cuda_mlp.cpp part 6, tests/cuda/cuda_gpt.cpp) have not yet run on a GPU: `auto`
-  // keeps them on the CPU until they have; `cuda` runs them. A recipe's step on the device waits
-  // for the host at every product (an FP8 amax, a block-scaled operand): `auto` keeps recipes on
-  // the CPU for that too.
+  // optimizer, block statistics and recipe. Those beyond the MLP with plain SGD are held to the
+  // CPU's rules by their twins, but their device tests (tests/cuda/cuda_mlp.cpp parts 6 and 7,
+  // tests/cuda/cuda_gpt.cpp) have not yet run on a GPU: `auto` keeps them on the CPU until they
+  // have; `cuda` runs them.
   const auto cpu_trainer = [&]() -> std::unique_ptr<TrainerBackend> {
     if (config.gpt) return std::make_unique<GptTrainer>(*config.gpt, config);
     return std::make_unique<MlpTrainer>(config);

@@ -300,7 +300,7 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
                                   float alpha) { device_step::DeviceRecipe::product(ops, ta, tb, rows, cols, k, a, lda, b, ldb, c, ldc, alpha); };
   const auto block_operand = [&](const std::string& name, GemmOperand operand, const float* x, int rows, int cols, bool along_first_axis,
                                  float* device) {
-    m.recipe.block_operand(ops, x, rows, cols, along_first_axis, block_operand_statistics(result.block_operands, name, operand), stochastic_counter_,
+    m.recipe.block_operand(ops, x, rows, cols, along_first_axis, block_operand_index(result.block_operands, name, operand), stochastic_counter_,
                            device);
   };
   // An FP8 operand (rows x cols values at x) into its slot's buffer (kept for the backward), its factor returned.
@@ -486,7 +486,7 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
   }
   ops.embed_backward(m.token_columns.data(), m.token_starts.data(), m.dx.data(), V, T, D, N, m.gradient[Index::tokens].data(),
                      m.gradient[Index::positions].data());
-  if (recipe != GemmRecipe::none) m.recipe.finish_step(ops, result.scaling);
+  if (recipe != GemmRecipe::none) m.recipe.finish_step(ops, result.scaling, result.block_operands);
 
   // ---- the update ----
   for (const FaultInjection& fault : faults_)

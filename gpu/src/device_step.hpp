@@ -13,6 +13,7 @@
 #include "cpu/cast_tensor.hpp"
 #include "fpscope/core/exponent_histogram.hpp"
 #include "fpscope/gpu/device_ops.hpp"
+#include "fpscope/gpu/block_element.hpp"
 #include "fpscope/gpu/fp8_element.hpp"
 #include "fpscope/gpu/gemm_recipe.hpp"
 #include "fpscope/gpu/loss_scaler.hpp"
@@ -95,16 +96,18 @@ inline BlockRecord device_block_record(DeviceOps& ops, const BlockRecording& blo
 // as alpha).
 //   per-tensor FP8: on the device (fp8_element.hpp): the operand's amax there, read back (4 bytes:
 //     the host keeps the scale's state and picks the scale by the CPU's rule), then the scaled,
-//     saturating cast there; the quantizations' counts are read back once, at the step's end.
-//   block-scaled: on the host: each operand read back, quantized by block_scaled_operand and
-//     uploaded again -- correct, not fast (no device kernel for blocks yet).
+//     saturating cast there.
+//   block-scaled: on the device (block_element.hpp: block_quantize's rule per block), nothing read
+//     back but the statistics.
+// Each step's counts and statistics are read back once, at its end.
 class DeviceRecipe {
  public:
   DeviceRecipe() = default;
   DeviceRecipe(DeviceOps& ops, const MlpConfig& config, std::size_t fp8_slots) : config_(config.recipe), seed_(config.seed), fp8_(fp8_slots) {
     ctx_.rounding = config.rounding;
     ctx_.stochastic_seed = config.seed;
-    if (fp8_slots != 0) counts_ = Buffer<unsigned long long>(ops, 3 * fp8_slots), amax_ = Buffer<std::uint32_t>(ops, 1);
+    if (fp8_slots != 0) counts_ = Buffer<unsigned long long>(ops, 3 * fp8_slots);
+    if (config.recipe.recipe != GemmRecipe::none) amax_ = Buffer<std::uint32_t>(ops, 1);
   }
   GemmRecipe recipe() const { return config_.recipe; }
   bool active() const { return config_.recipe != GemmRecipe::none; }
@@ -112,12 +115,6 @@ class DeviceRecipe {
   const std::vector<Fp8TensorState>& fp8() const { return fp8_; }
   void restore_fp8(const std::vector<Fp8TensorState>& states) { fp8_ = states; }
 
-  // A device tensor's float32 values (rows x cols, column-major) on the host.
-  static Eigen::MatrixXf read(DeviceOps& ops, const float* values, int rows, int cols) {
-    Eigen::MatrixXf m(rows, cols);
-    ops.download(m.data(), values, static_cast<std::size_t>(m.size()) * sizeof(float));
-    return m;
-  }
   // C (rows x cols) = alpha op(A) op(B) of two quantized operands' float32 values, column-major.
   static void product(DeviceOps& ops, bool transpose_a, bool transpose_b, int rows, int cols, int k, const float* a, int lda, const float* b, int ldb,
                       float* c, int ldc, float alpha) {
@@ -131,16 +128,25 @@ class DeviceRecipe {
   void begin_step(DeviceOps& ops) {
     if (counts_.size() != 0) ops.zero(counts_.data(), counts_.bytes());
     recorded_slots_.clear();
+    for (Buffer<unsigned long long>& counters : block_counters_) ops.zero(counters.data(), counters.bytes());
+    block_entries_ = 0;
   }
-  // x (a device tensor's rows x cols values) quantized and dequantized along its rows or columns
-  // on the host (block_scaled_operand), drawing from the run's stream at `counter` (moved on by
-  // what it drew), counted into `statistics`, uploaded to `device` (x's size).
-  void block_operand(DeviceOps& ops, const float* x, int rows, int cols, bool along_rows, BlockStatistics& statistics, std::uint64_t& counter,
-                     float* device) {
-    ctx_.stochastic_counter = counter;
-    const Eigen::MatrixXf q = block_scaled_operand(config_.recipe, read(ops, x, rows, cols), along_rows, ctx_, &statistics);
-    counter = ctx_.stochastic_counter;
-    ops.upload(device, q.data(), static_cast<std::size_t>(q.size()) * sizeof(float));
+  // x (a device tensor's rows x cols values, column-major) quantized and dequantized along its
+  // rows or columns into `device` (x's size; may be x) as block_scaled_operand makes it, drawing
+  // from the run's stream at `counter` (moved on by what it drew), counted into the step's block
+  // statistics at `entry` (block_operand_index's place), read back by finish_step.
+  void block_operand(DeviceOps& ops, const float* x, int rows, int cols, bool along_rows, std::size_t entry, std::uint64_t& counter, float* device) {
+    const BlockFormat format = block_format_of(config_.recipe);
+    const BlockLayout layout = recipe_block_layout(format, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols), along_rows);
+    while (block_counters_.size() <= entry) {
+      block_counters_.emplace_back(ops, block_counter_count);
+      ops.zero(block_counters_.back().data(), block_counters_.back().bytes());
+    }
+    block_entries_ = std::max(block_entries_, entry + 1);
+    Context ctx = ctx_;
+    ctx.stochastic_counter = counter;
+    ops.block_quantize(x, device, layout, format, recipe_scale_rule, ctx, block_counters_[entry].data(), amax_.data());
+    counter += layout.element_count();
   }
   // The n values at x (device) cast for a per-tensor FP8 product into `device` (may be x) as
   // quantize_fp8_operand casts them, with FP8 state `slot` (quantized once a step), drawing n
@@ -161,14 +167,21 @@ class DeviceRecipe {
     return fp8_dequantize_factor(scale);
   }
   // After the step's last quantization: the FP8 records' counts (`scaling`: those fp8_operand
-  // described, in its order), read back.
-  void finish_step(DeviceOps& ops, std::vector<OperandScaling>& scaling) {
-    if (recorded_slots_.empty()) return;
-    std::vector<unsigned long long> counts(counts_.size());
-    ops.download(counts.data(), counts_.data(), counts_.bytes());
-    for (std::size_t i = 0; i < recorded_slots_.size(); ++i) {
-      const unsigned long long* c = counts.data() + 3 * recorded_slots_[i];
-      scaling.at(i).zeros = c[0], scaling.at(i).flushed_to_zero = c[1], scaling.at(i).saturated = c[2];
+  // described, in its order) and the block-scaled operands' statistics (`block_operands`: the
+  // entries block_operand counted into), read back.
+  void finish_step(DeviceOps& ops, std::vector<OperandScaling>& scaling, std::vector<BlockOperandStatistics>& block_operands) {
+    if (!recorded_slots_.empty()) {
+      std::vector<unsigned long long> counts(counts_.size());
+      ops.download(counts.data(), counts_.data(), counts_.bytes());
+      for (std::size_t i = 0; i < recorded_slots_.size(); ++i) {
+        const unsigned long long* c = counts.data() + 3 * recorded_slots_[i];
+        scaling.at(i).zeros = c[0], scaling.at(i).flushed_to_zero = c[1], scaling.at(i).saturated = c[2];
+      }
+    }
+    std::vector<unsigned long long> counters(block_counter_count);
+    for (std::size_t entry = 0; entry < block_entries_; ++entry) {
+      ops.download(counters.data(), block_counters_[entry].data(), block_counters_[entry].bytes());
+      add_block_counters(counters.data(), block_operands.at(entry).statistics);
     }
   }
 
@@ -180,6 +193,8 @@ class DeviceRecipe {
   Buffer<unsigned long long> counts_;  // per FP8 slot: zeros, flushed, saturated
   Buffer<std::uint32_t> amax_;
   std::vector<std::size_t> recorded_slots_;  // the step's FP8 records' slots, in order
+  std::vector<Buffer<unsigned long long>> block_counters_;  // per block_operands entry (block_counter_count words)
+  std::size_t block_entries_ = 0;  // entries counted this step
 };
 
 // The optimizer on the device: per parameter, in the model's order, its buffers (the momentum or

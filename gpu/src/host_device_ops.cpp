@@ -11,6 +11,7 @@
 #include "fpscope/core/cast.hpp"
 #include "fpscope/core/exponent_histogram.hpp"
 #include "fpscope/core/loss_scaling.hpp"
+#include "fpscope/gpu/block_element.hpp"
 #include "fpscope/gpu/cast_record_element.hpp"
 #include "fpscope/gpu/fp8_element.hpp"
 #include "fpscope/gpu/gpt_element.hpp"
@@ -129,6 +130,17 @@ class HostDeviceOps final : public DeviceOps {
     };
     if (e5m2) quantize.template operator()<formats::e5m2>();
     else quantize.template operator()<formats::e4m3>();
+  }
+
+  void block_quantize(const float* in, float* out, const BlockLayout& layout, const BlockFormat& format, ScaleRule rule, const Context& ctx,
+                      unsigned long long* counters, std::uint32_t* amax) override {
+    float tensor_scale = 1.0f;
+    if (format.scale == BlockFormat::Scale::e4m3_nvfp4) {
+      amax_bits(in, layout.element_count(), amax);
+      tensor_scale = nvfp4_tensor_scale(*amax);
+    }
+    const auto add = [&](std::size_t counter, std::uint64_t amount) { counters[counter] += amount; };
+    for (std::size_t b = 0; b < layout.block_count(); ++b) quantize_dequantize_block(format, rule, layout, tensor_scale, ctx, in, out, b, add);
   }
 
   void embed(const int* tokens, const float* token_table, const float* position_table, int vocab, int context, int width, int columns,

@@ -273,8 +273,7 @@ void draw_training(App& app) {
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("The matrix products' operands: FP8 with per-tensor scaling (delayed: from an amax history of 16 steps;\n"
                       "current: from this step's amax), FP8 unscaled, or OCP MX / NVFP4 blocks along each product's reduction\n"
-                      "axis. Curves then shows each FP8 operand's amax and scale. Backend auto trains a recipe on the CPU; cuda\n"
-                      "casts FP8 operands on the GPU and quantizes block-scaled ones on the host (correct, slow).");
+                      "axis. Curves then shows each FP8 operand's amax and scale. Backend auto trains a recipe on the CPU (cuda: on the GPU).");
   ImGui::InputFloat("learning rate", &f.learning_rate, 0, 0, "%g");
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("SGD: a step is learning rate x the gradient of the weighted loss, so 1024 with a\n"

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "fpscope/core/names.hpp"
+#include "fpscope/gpu/block_element.hpp"
 #include "fpscope/gpu/device_gpt.hpp"
 #include "fpscope/gpu/gemm_recipe.hpp"
 #ifndef FPSCOPE_DEVICE_TEST_ON_HOST_TWIN
@@ -151,6 +152,26 @@ void check_operations(DeviceOps& gpu, DeviceOps& twin) {
         verdict(out.same_bits() && counts.same_bits(), std::string("fp8_quantize exact, values and counts, ") + (e5m2 ? "e5m2 " : "e4m3 ") + rounding_mode_name(mode));
       }
   }
+
+  // A block-scaled operand: quantized and dequantized with its statistics, exact, along both axes
+  // (blocks that end short), MXFP8, MXFP4 (stochastic), MXINT8 and NVFP4 (its tensor scale found on the device).
+  for (const BlockFormat& format : {block_formats::mxfp8_e4m3, block_formats::mxfp4, block_formats::mxint8, block_formats::nvfp4})
+    for (const BlockAxis axis : {BlockAxis::rows, BlockAxis::cols}) {
+      std::vector<float> values = normal(45 * 70, 15, 30.0f);
+      values[0] = 0.0f, values[7] = 1e-41f, values[99] = std::numeric_limits<float>::infinity();
+      const BlockLayout layout{45, 70, axis, format.block_size};
+      Context ctx;
+      ctx.rounding = format.elements == BlockFormat::Elements::int8 ? RoundingMode::nearest_even : RoundingMode::stochastic;
+      ctx.stochastic_seed = 4;
+      ctx.stochastic_counter = 77;
+      Pair<float> in(gpu, twin, values), out(gpu, twin, values.size());
+      Pair<unsigned long long> counters(gpu, twin, block_counter_count);
+      Pair<std::uint32_t> amax(gpu, twin, 1);
+      gpu.block_quantize(in.g, out.g, layout, format, ScaleRule::floor, ctx, counters.g, amax.g);
+      twin.block_quantize(in.t, out.t, layout, format, ScaleRule::floor, ctx, counters.t, amax.t);
+      verdict(out.same_bits() && counters.same_bits(),
+              "block_quantize exact, values and statistics, " + block_format_name(format) + (axis == BlockAxis::rows ? " along rows" : " down columns"));
+    }
 
   // Casts in every mode, both formats, recorded.
   for (const bool bf16 : {false, true})

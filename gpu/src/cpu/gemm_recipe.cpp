@@ -140,10 +140,14 @@ Eigen::MatrixXf fp8_product(const Eigen::MatrixXf& a, bool transpose_a, float de
   return c;
 }
 
-BlockStatistics& block_operand_statistics(std::vector<BlockOperandStatistics>& operands, const std::string& name, GemmOperand operand) {
+std::size_t block_operand_index(std::vector<BlockOperandStatistics>& operands, const std::string& name, GemmOperand operand) {
   auto it = std::find_if(operands.begin(), operands.end(), [&](const BlockOperandStatistics& s) { return s.name == name && s.operand == operand; });
   if (it == operands.end()) it = operands.insert(operands.end(), {name, operand, {}});
-  return it->statistics;
+  return static_cast<std::size_t>(it - operands.begin());
+}
+
+BlockStatistics& block_operand_statistics(std::vector<BlockOperandStatistics>& operands, const std::string& name, GemmOperand operand) {
+  return operands[block_operand_index(operands, name, operand)].statistics;
 }
 
 OperandScaling& new_operand_scaling(std::vector<OperandScaling>& scaling, const std::string& name) {
@@ -164,13 +168,11 @@ BlockFormat block_format_of(GemmRecipe recipe) {
 
 Eigen::MatrixXf block_scaled_operand(GemmRecipe recipe, const Eigen::MatrixXf& x, bool along_rows, Context& ctx, BlockStatistics* statistics) {
   const BlockFormat format = block_format_of(recipe);
-  // Column-major R x C is row-major C x R: blocks along the first axis run along its rows.
-  const BlockLayout layout{static_cast<std::size_t>(x.cols()), static_cast<std::size_t>(x.rows()), along_rows ? BlockAxis::rows : BlockAxis::cols,
-                           format.block_size};
+  const BlockLayout layout = recipe_block_layout(format, static_cast<std::size_t>(x.rows()), static_cast<std::size_t>(x.cols()), along_rows);
   const std::span<const float> values(x.data(), static_cast<std::size_t>(x.size()));
   std::vector<std::uint8_t> codes(values.size()), scales(layout.block_count());
   float tensor_scale = 1;
-  block_quantize(format, ScaleRule::floor, layout, values, codes, scales, tensor_scale, ctx, statistics);
+  block_quantize(format, recipe_scale_rule, layout, values, codes, scales, tensor_scale, ctx, statistics);
   Eigen::MatrixXf out(x.rows(), x.cols());
   block_dequantize(format, layout, codes, scales, tensor_scale, std::span<float>(out.data(), static_cast<std::size_t>(out.size())));
   return out;

@@ -160,6 +160,10 @@ class CudaDeviceOps final : public DeviceOps {
                     std::uint64_t seed, std::uint64_t first, unsigned long long* counts) override {
     cuda::fp8_quantize(in, out, n, scale, e5m2, mode, saturating, seed, first, counts, stream_);
   }
+  void block_quantize(const float* in, float* out, const BlockLayout& layout, const BlockFormat& format, ScaleRule rule, const Context& ctx,
+                      unsigned long long* counters, std::uint32_t* amax) override {
+    cuda::block_quantize(in, out, layout, format, rule, ctx, counters, amax, stream_);
+  }
 
   void embed(const int* tokens, const float* token_table, const float* position_table, int vocab, int context, int width, int columns,
              float* x) override {

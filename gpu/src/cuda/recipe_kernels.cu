@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "fpscope/gpu/block_element.hpp"
 #include "fpscope/gpu/cuda_kernels.hpp"
 #include "fpscope/gpu/fp8_element.hpp"
 #include "fpscope/gpu/rounding_dispatch.hpp"
@@ -54,7 +55,28 @@ __global__ void fp8_quantize_kernel(const float* in, float* out, std::size_t n, 
   if (threadIdx.x < 3 && block_counts[threadIdx.x] != 0) atomicAdd(&counts[threadIdx.x], block_counts[threadIdx.x]);
 }
 
+// A thread per block; NVFP4's tensor scale from the amax found before (null: 1).
+__global__ void block_quantize_kernel(const float* in, float* out, BlockLayout layout, BlockFormat format, ScaleRule rule, Context ctx,
+                                      unsigned long long* counters, const unsigned int* amax) {
+  const float tensor_scale = amax != nullptr ? nvfp4_tensor_scale(*amax) : 1.0f;
+  const auto add = [counters](std::size_t counter, std::uint64_t amount) { atomicAdd(&counters[counter], static_cast<unsigned long long>(amount)); };
+  const std::size_t blocks = layout.block_count();
+  for (std::size_t b = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; b < blocks; b += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    quantize_dequantize_block(format, rule, layout, tensor_scale, ctx, in, out, b, add);
+}
+
 }  // namespace
+
+void block_quantize(const float* in, float* out, const BlockLayout& layout, const BlockFormat& format, ScaleRule rule, const Context& ctx,
+                    unsigned long long* counters, std::uint32_t* amax, void* stream) {
+  if (format.block_size > device_block_size_limit) throw std::invalid_argument("block_quantize on the device: blocks of at most 32 elements");
+  const auto s = static_cast<cudaStream_t>(stream);
+  const bool nvfp4 = format.scale == BlockFormat::Scale::e4m3_nvfp4;
+  if (nvfp4) amax_bits(in, layout.element_count(), amax, stream);
+  block_quantize_kernel<<<blocks_for(layout.block_count()), threads, 0, s>>>(in, out, layout, format, rule, ctx, counters,
+                                                                             nvfp4 ? reinterpret_cast<const unsigned int*>(amax) : nullptr);
+  check_launch("block_quantize_kernel");
+}
 
 void amax_bits(const float* in, std::size_t n, std::uint32_t* largest, void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);

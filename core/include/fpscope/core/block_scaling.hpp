@@ -23,12 +23,34 @@ struct BlockLayout {
   BlockAxis axis = BlockAxis::rows;
   int block_size = 32;
 
-  std::size_t element_count() const { return rows * cols; }
+  FPSCOPE_HD std::size_t element_count() const { return rows * cols; }
   // The scale array's shape: rows x ceil(cols / block) for axis rows, ceil(rows / block) x cols for cols.
-  std::size_t scale_rows() const { return axis == BlockAxis::rows ? rows : (rows + block_size - 1) / block_size; }
-  std::size_t scale_cols() const { return axis == BlockAxis::rows ? (cols + block_size - 1) / block_size : cols; }
-  std::size_t block_count() const { return scale_rows() * scale_cols(); }
+  FPSCOPE_HD std::size_t scale_rows() const { return axis == BlockAxis::rows ? rows : (rows + block_size - 1) / block_size; }
+  FPSCOPE_HD std::size_t scale_cols() const { return axis == BlockAxis::rows ? (cols + block_size - 1) / block_size : cols; }
+  FPSCOPE_HD std::size_t block_count() const { return scale_rows() * scale_cols(); }
 };
+
+// Block (scale_row, scale_col) of a layout's row-major values: element j lies at first + j * stride.
+struct BlockSpan {
+  std::size_t first = 0, stride = 1, count = 0;
+};
+FPSCOPE_HD inline BlockSpan block_span(const BlockLayout& layout, std::size_t scale_row, std::size_t scale_col) {
+  const std::size_t block = static_cast<std::size_t>(layout.block_size);
+  if (layout.axis == BlockAxis::rows) {
+    const std::size_t first_col = scale_col * block, left = layout.cols - first_col;
+    return {scale_row * layout.cols + first_col, 1, left < block ? left : block};
+  }
+  const std::size_t first_row = scale_row * block, left = layout.rows - first_row;
+  return {first_row * layout.cols + scale_col, layout.cols, left < block ? left : block};
+}
+
+// An element's value after dequantization: its element value times its block's scale (MX: one
+// exact product, or an infinity beyond float32's range), or for NVFP4 that product (exact: 2 by 4
+// significant bits) divided by the tensor scale (one rounding); NaN where the scale is NaN.
+FPSCOPE_HD inline float dequantized_element(bool nvfp4, float element, float scale, float tensor_scale) {
+  if (scale != scale) return bits_float(0x7FC00000u);
+  return nvfp4 ? (element * scale) / tensor_scale : element * scale;
+}
 
 // What quantization did to one block's elements, counted exactly.
 struct BlockOutcome {

@@ -125,5 +125,8 @@ void loss_sum(const float* losses, int n, double* sum, void* stream = nullptr);
 void amax_bits(const float* in, std::size_t n, std::uint32_t* largest, void* stream = nullptr);
 void fp8_quantize(const float* in, float* out, std::size_t n, float scale, bool e5m2, RoundingMode mode, const CastOptions& saturating,
                   std::uint64_t stochastic_seed, std::uint64_t first_random, unsigned long long* counts, void* stream = nullptr);
+// DeviceOps' block_quantize: a thread per block running block_element.hpp's function.
+void block_quantize(const float* in, float* out, const BlockLayout& layout, const BlockFormat& format, ScaleRule rule, const Context& ctx,
+                    unsigned long long* counters, std::uint32_t* amax, void* stream = nullptr);
 
 }  // namespace fpscope::cuda

@@ -7,8 +7,8 @@
 //
 // Block statistics (--record-blocks) are made on the host from each recorded tensor read back
 // before its cast (a recorded step then waits for the device). Recipes quantize the four linear
-// layers' operands as the CPU does (device_step.hpp's DeviceRecipe: per-tensor FP8 on the device,
-// block formats on the host) and multiply them as float32 on the device.
+// layers' operands on the device as the CPU does (device_step.hpp's DeviceRecipe) and multiply
+// them as float32 there.
 #pragma once
 
 #include <Eigen/Core>

@@ -8,9 +8,8 @@
 //
 // Block statistics (--record-blocks) are made on the host from each recorded tensor read back
 // before its cast (a recorded step then waits for the device). Recipes (--recipe) quantize each
-// product's operands as the CPU does (device_step.hpp's DeviceRecipe: per-tensor FP8 on the device,
-// its amax read back for the scale; block formats on the host, each operand read back and
-// uploaded again) and multiply their float32 values on the device.
+// product's operands on the device as the CPU does (device_step.hpp's DeviceRecipe; an FP8 amax is
+// read back for its scale) and multiply their float32 values there.
 #pragma once
 
 #include <Eigen/Core>

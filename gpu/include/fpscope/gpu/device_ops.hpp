@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fpscope/core/block_scaling.hpp"
 #include "fpscope/core/cast.hpp"
 #include "fpscope/core/context.hpp"
 #include "fpscope/gpu/activation.hpp"
@@ -132,6 +133,15 @@ class DeviceOps {
   // zero, counts[2] += those saturated.
   virtual void fp8_quantize(const float* in, float* out, std::size_t n, float scale, bool e5m2, RoundingMode mode, const CastOptions& saturating,
                             std::uint64_t stochastic_seed, std::uint64_t first_random, unsigned long long* counts) = 0;
+
+  // --- block-scaled operands (block_element.hpp) ---
+  // The layout's row-major values at `in` quantized in `format` by `rule` in ctx's mode and options
+  // (element i draws word ctx.stochastic_counter + i) and dequantized into `out` (may be `in`),
+  // block_quantize's and block_dequantize's bits; the statistics added to `counters`
+  // (block_counter_count words). NVFP4's tensor scale comes from the whole tensor's amax, found in
+  // `amax` (one word). Precondition: format.block_size <= device_block_size_limit.
+  virtual void block_quantize(const float* in, float* out, const BlockLayout& layout, const BlockFormat& format, ScaleRule rule, const Context& ctx,
+                              unsigned long long* counters, std::uint32_t* amax) = 0;
 
   // --- the GPT's layers (gpt_element.hpp; features x tokens, column-major) ---
   // x[:, n] = token_table[tokens[n], :] + position_table[n % context, :] (tables vocab x width and

@@ -121,6 +121,14 @@ Eigen::MatrixXf fp8_product(const Eigen::MatrixXf& a, bool transpose_a, float de
 // The block format of a block-scaled recipe.
 BlockFormat block_format_of(GemmRecipe recipe);
 
+// How a recipe blocks a column-major rows x cols matrix (column-major R x C is row-major C x R:
+// blocks along the first axis run along that row-major matrix's rows), and the rule that picks
+// its scales (the OCP MX spec's; NVFP4 has its own).
+inline BlockLayout recipe_block_layout(const BlockFormat& format, std::size_t rows, std::size_t cols, bool along_rows) {
+  return BlockLayout{cols, rows, along_rows ? BlockAxis::rows : BlockAxis::cols, format.block_size};
+}
+inline constexpr ScaleRule recipe_scale_rule = ScaleRule::floor;
+
 // x quantized and dequantized under a block-scaled recipe, blocks along its rows (`along_rows`:
 // each block runs down a column, across rows, i.e. along the first axis) or along its columns.
 // `statistics` (optional) gets the quantization's counts merged in.
@@ -138,6 +146,8 @@ struct BlockOperandStatistics {
 // The statistics of (name, operand) in a step's list, added at its end the first time: every
 // backend's step records its block-scaled operands through here.
 BlockStatistics& block_operand_statistics(std::vector<BlockOperandStatistics>& operands, const std::string& name, GemmOperand operand);
+// The same entry's place in the list.
+std::size_t block_operand_index(std::vector<BlockOperandStatistics>& operands, const std::string& name, GemmOperand operand);
 // A new FP8 quantization's record for layer `name`, at the end of a step's list (one per
 // quantize_fp8_operand, in the step's order).
 OperandScaling& new_operand_scaling(std::vector<OperandScaling>& scaling, const std::string& name);
