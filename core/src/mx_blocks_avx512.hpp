@@ -612,10 +612,17 @@ std::size_t Blocks<F>::band_chunk(const std::uint32_t* in, std::size_t stride, s
     make_scales(amax[g], group, s);
     bool whole = s.taken == group && _mm512_cmplt_epu32_mask(least[g], _mm512_sub_epi32(_mm512_load_si512(s.threshold), one)) == 0;
     if constexpr (Nvfp4) {
-      // No product a float32 subnormal (quantize32 would refuse it half way through the band):
-      // the smallest nonzero magnitude's is the smallest, products rounding monotonically.
-      const __m512i product = _mm512_castps_si512(_mm512_mul_ps(_mm512_castsi512_ps(_mm512_add_epi32(least[g], one)), _mm512_load_ps(s.factor)));
-      whole = whole && _mm512_mask_cmplt_epu32_mask(_mm512_test_epi32_mask(product, product), product, _mm512_set1_epi32(0x00800000)) == 0;
+      // No product a float32 subnormal (quantize32 would refuse it half way through the band, and
+      // the band's codes and counts would be left half made). Products round monotonically, so
+      // none is when the smallest nonzero magnitude's product is normal, or when even amax's is
+      // zero; a smallest product that underflowed to zero while amax's did not says nothing of
+      // those between (2^-30 * 2^-127 is zero, 2^-10 * 2^-127 subnormal).
+      const __m512 factor = _mm512_load_ps(s.factor);
+      const __m512i smallest = _mm512_add_epi32(least[g], one);  // 0 where the column holds only zeros
+      const __m512i product = _mm512_castps_si512(_mm512_mul_ps(_mm512_castsi512_ps(smallest), factor));
+      const __m512i largest = _mm512_castps_si512(_mm512_mul_ps(_mm512_castsi512_ps(amax[g]), factor));
+      const __mmask16 below_normal = _mm512_mask_cmplt_epu32_mask(_mm512_test_epi32_mask(smallest, smallest), product, _mm512_set1_epi32(0x00800000));
+      whole = whole && (below_normal & _mm512_test_epi32_mask(largest, largest)) == 0;
     }
     if (!whole) {
       taken = g;

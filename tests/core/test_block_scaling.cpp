@@ -856,3 +856,32 @@ TEST_CASE("block statistics merge: two halves quantized apart add up to the whol
   halves.merge(statistics_of(std::span<const float>(values).last(values.size() / 2)));
   CHECK(halves == statistics_of(values));
 }
+
+// NVFP4 down the columns with a tensor scale so small (an outlier of 3e38) that block scales
+// underflow: a column whose smallest magnitude's product underflows to zero while larger ones are
+// float32 subnormals must go the scalar way, not half through the vector kernel (which refused it
+// mid-band and left stale codes of the other zero's sign, and counted 160 zeros for none).
+TEST_CASE("bulk block kernels: NVFP4 columns whose smallest product underflows while others are subnormal") {
+  for (const BlockAxis axis : {BlockAxis::rows, BlockAxis::cols})
+    for (const bool stochastic : {false, true}) {
+      const BlockLayout layout{32, 32, axis, 16};
+      std::vector<float> values(layout.element_count());
+      for (std::size_t i = 0; i < values.size(); ++i)
+        values[i] = ((i * 7919) % 13 < 6 ? -1.0f : 1.0f) * std::ldexp(1.0f + static_cast<float>(i % 5) * 0.1f, -30 + static_cast<int>(i % 40));
+      values[5] = 3e38f;
+      Quantized fast, scalar;
+      for (Quantized* q : {&fast, &scalar}) {
+        q->codes.resize(values.size());
+        q->scales.resize(layout.block_count());
+        Context ctx;
+        ctx.rounding = stochastic ? RoundingMode::stochastic : RoundingMode::nearest_even;
+        if (q == &fast) block_quantize(block_formats::nvfp4, ScaleRule::floor, layout, values, q->codes, q->scales, q->tensor_scale, ctx, &q->statistics);
+        else block_quantize_scalar(block_formats::nvfp4, ScaleRule::floor, layout, values, q->codes, q->scales, q->tensor_scale, ctx, &q->statistics, {});
+      }
+      CAPTURE(axis == BlockAxis::rows ? "rows" : "cols");
+      CAPTURE(stochastic);
+      CHECK(fast.codes == scalar.codes);
+      CHECK(fast.statistics == scalar.statistics);
+      CHECK(scalar.statistics.zeros == 0);
+    }
+}
