@@ -33,11 +33,13 @@ FeatureAxis weight_features(const Matrix& m) {
 // What `blocks` would do to the values of an Eigen matrix (rows x cols, column-major), blocked
 // along its feature axis. Column-major R x C is row-major C x R: blocks along the second axis run
 // down that row-major matrix's columns, blocks along the first along its rows.
+inline BlockLayout recorded_block_layout(const BlockRecording& blocks, std::size_t rows, std::size_t cols, FeatureAxis features) {
+  return BlockLayout{cols, rows, features == FeatureAxis::second ? BlockAxis::cols : BlockAxis::rows, blocks.format.block_size};
+}
 template <typename Matrix>
 BlockRecord block_record(const BlockRecording& blocks, const Matrix& m, FeatureAxis features = FeatureAxis::second) {
   const std::span<const float> values(m.data(), static_cast<std::size_t>(m.size()));
-  const BlockLayout layout{static_cast<std::size_t>(m.cols()), static_cast<std::size_t>(m.rows()),
-                           features == FeatureAxis::second ? BlockAxis::cols : BlockAxis::rows, blocks.format.block_size};
+  const BlockLayout layout = recorded_block_layout(blocks, static_cast<std::size_t>(m.rows()), static_cast<std::size_t>(m.cols()), features);
   std::vector<std::uint8_t> codes(values.size()), scales(layout.block_count());
   BlockRecord record{blocks.format, blocks.rule, {}};
   float tensor_scale = 1;

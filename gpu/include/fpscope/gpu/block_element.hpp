@@ -25,7 +25,8 @@ inline constexpr std::size_t block_counter_count = BlockCounter::count;
 inline constexpr int device_block_size_limit = 32;
 
 // Block `index` (row-major over the layout's scale array) of `in`, quantized in ctx's rounding mode
-// (element i of the tensor draws word ctx.stochastic_counter + i) and dequantized into `out`;
+// (element i of the tensor draws word ctx.stochastic_counter + i) and dequantized into `out` (null:
+// not written);
 // `add(counter, amount)` adds to a BlockCounter place. Precondition: layout.block_size <=
 // device_block_size_limit.
 template <typename Add>
@@ -46,7 +47,7 @@ FPSCOPE_HD inline void quantize_dequantize_block(const BlockFormat& format, Scal
   for (std::size_t j = 0; j < span.count; ++j) {
     const std::size_t i = span.first + j * span.stride;
     const std::uint32_t magnitude = magnitude_bits(in[i]);  // read before out[i], which may be in[i], is written
-    out[i] = dequantized_element(nvfp4, block_element_value(format, codes[j]), scale, tensor_scale);
+    if (out != nullptr) out[i] = dequantized_element(nvfp4, block_element_value(format, codes[j]), scale, tensor_scale);
     if (block.nan_block) continue;  // a NaN block's elements are counted by their block alone (block_quantize)
     if (magnitude == 0) ++zeros;
     else add(BlockCounter::relative_exponents + static_cast<std::size_t>(amax_exponent - floor_log2_of_magnitude(magnitude)), 1);

@@ -5,8 +5,9 @@
 // LayerNorm and softmax sums and the exponentials are the same math in another order (cuBLAS's
 // sums, CUDA's expf), so values agree within float32 rounding, not bit for bit.
 //
-// Block statistics (--record-blocks) are made on the host from each recorded tensor read back
-// before its cast (a recorded step then waits for the device). Recipes quantize the four linear
+// Block statistics (--record-blocks) are made on the device from each recorded tensor before its
+// cast and read back (a recorded step then waits for the device); the attention triangles' on
+// the host. Recipes quantize the four linear
 // layers' operands on the device as the CPU does (device_step.hpp's DeviceRecipe) and multiply
 // them as float32 there.
 #pragma once

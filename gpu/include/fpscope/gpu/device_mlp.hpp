@@ -6,8 +6,8 @@
 // it; the element math is the same FPSCOPE_HD code; products and the bias gradients' sums are
 // summed in another order (cuBLAS's; a warp's per column).
 //
-// Block statistics (--record-blocks) are made on the host from each recorded tensor read back
-// before its cast (a recorded step then waits for the device). Recipes (--recipe) quantize each
+// Block statistics (--record-blocks) are made on the device from each recorded tensor before its
+// cast and read back (a recorded step then waits for the device). Recipes (--recipe) quantize each
 // product's operands on the device as the CPU does (device_step.hpp's DeviceRecipe; an FP8 amax is
 // read back for its scale) and multiply their float32 values there.
 #pragma once

@@ -136,7 +136,8 @@ class DeviceOps {
 
   // --- block-scaled operands (block_element.hpp) ---
   // The layout's row-major values at `in` quantized in `format` by `rule` in ctx's mode and options
-  // (element i draws word ctx.stochastic_counter + i) and dequantized into `out` (may be `in`),
+  // (element i draws word ctx.stochastic_counter + i) and dequantized into `out` (may be `in`; null:
+  // only the statistics),
   // block_quantize's and block_dequantize's bits; the statistics added to `counters`
   // (block_counter_count words). NVFP4's tensor scale comes from the whole tensor's amax, found in
   // `amax` (one word). Precondition: format.block_size <= device_block_size_limit.
