@@ -111,7 +111,7 @@ inline BlockRecord device_block_record(DeviceOps& ops, const BlockRecording& blo
 class DeviceRecipe {
  public:
   DeviceRecipe() = default;
-  DeviceRecipe(DeviceOps& ops, const MlpConfig& config, std::size_t fp8_slots) : config_(config.recipe), seed_(config.seed), fp8_(fp8_slots) {
+  DeviceRecipe(DeviceOps& ops, const MlpConfig& config, std::size_t fp8_slots) : config_(config.recipe), fp8_(fp8_slots) {
     ctx_.rounding = config.rounding;
     ctx_.stochastic_seed = config.seed;
     if (fp8_slots != 0) counts_ = Buffer<unsigned long long>(ops, 3 * fp8_slots);
@@ -167,8 +167,8 @@ class DeviceRecipe {
     ops.download(&largest, amax_.data(), sizeof largest);
     const float amax = amax_of_magnitude_bits(largest);
     const float scale = fp8_step_scale(config_, operand, amax, fp8_.at(slot));
-    ops.fp8_quantize(x, device, n, scale, fp8_format_of(config_, operand) == formats::e5m2, ctx_.rounding, fp8_cast_options(ctx_), seed_, counter,
-                     counts_.data() + 3 * slot);
+    ops.fp8_quantize(x, device, n, scale, fp8_format_of(config_, operand) == formats::e5m2, ctx_.rounding, fp8_cast_options(ctx_),
+                     ctx_.stochastic_seed, counter, counts_.data() + 3 * slot);
     counter += n;
     describe_fp8_operand(record, config_, operand, amax, scale, n);
     recorded_slots_.push_back(slot);
@@ -195,9 +195,8 @@ class DeviceRecipe {
 
  private:
   RecipeConfig config_;
-  std::uint64_t seed_ = 0;
   std::vector<Fp8TensorState> fp8_;
-  Context ctx_;
+  Context ctx_;  // the run's rounding mode, seed and options
   Buffer<unsigned long long> counts_;  // per FP8 slot: zeros, flushed, saturated
   Buffer<std::uint32_t> amax_;
   std::vector<std::size_t> recorded_slots_;  // the step's FP8 records' slots, in order
