@@ -134,6 +134,7 @@ class HostDeviceOps final : public DeviceOps {
 
   void block_quantize(const float* in, float* out, const BlockLayout& layout, const BlockFormat& format, ScaleRule rule, const Context& ctx,
                       unsigned long long* counters, std::uint32_t* amax) override {
+    if (format.block_size > device_block_size_limit) throw std::invalid_argument("block_quantize on the device: blocks of at most 32 elements");
     float tensor_scale = 1.0f;
     if (format.scale == BlockFormat::Scale::e4m3_nvfp4) {
       amax_bits(in, layout.element_count(), amax);
