@@ -80,6 +80,7 @@ struct DeviceGptTrainer::Memory {
   Buffer<float> operand_a, operand_b;
   std::unordered_map<std::size_t, Buffer<float>> fp8_operands;
   std::unordered_map<std::size_t, float> fp8_dequantize;
+  device_step::BlockRecorder block_recorder;  // --record-blocks
 
   void size_for(DeviceOps& ops, const GptShape& shape, int sequences, bool low) {
     const std::size_t N = static_cast<std::size_t>(sequences) * static_cast<std::size_t>(shape.context), D = static_cast<std::size_t>(shape.width);
@@ -126,6 +127,7 @@ DeviceGptTrainer::DeviceGptTrainer(const GptShape& shape, const MlpConfig& confi
     m.sizes.push_back(n);
   }
   m.optimizer = device_step::Optimizer(device, config.optimizer, m.sizes);
+  if (config.record_blocks) m.block_recorder = device_step::BlockRecorder(device);
   m.found_non_finite = Buffer<int>(device, 1);
   m.scaler = Buffer<LossScalerState>(device, 1);
   // The records, in the order GptTrainer's snapshot lists them.
@@ -240,7 +242,8 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     into.rows = static_cast<std::size_t>(layout_[p].rows), into.cols = static_cast<std::size_t>(layout_[p].cols);
     return into;
   };
-  // Block statistics of the recorded tensors, made on the host from the values before their cast.
+  // Block statistics of the recorded tensors, made from the values before their cast: on the
+  // device, the packed attention triangles (blocked along each query's keys) on the host.
   std::vector<std::optional<BlockRecord>> blocks(record && config_.record_blocks ? m.records.size() : 0);
   // The cast of n values into the run's format (float32 into `out`, 16-bit into `packed`, each
   // where not null), taking n random words; the fp32 policy only records (and copies).
@@ -252,9 +255,9 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
         ops.download(host.data(), in, n * sizeof(float));
         blocks[into.record] = triangle_block_record(b, host, T);
       } else if (into.layout == Into::Layout::weight) {
-        blocks[into.record] = device_step::device_block_record(ops, b, in, into.rows, into.cols, into.cols == 1 ? FeatureAxis::first : FeatureAxis::second);
+        blocks[into.record] = m.block_recorder.record(ops, b, in, into.rows, into.cols, weight_features(into.cols));
       } else {
-        blocks[into.record] = device_step::device_block_record(ops, b, in, n / static_cast<std::size_t>(N), static_cast<std::size_t>(N), FeatureAxis::first);
+        blocks[into.record] = m.block_recorder.record(ops, b, in, n / static_cast<std::size_t>(N), static_cast<std::size_t>(N), FeatureAxis::first);
       }
     }
     if (low) {

@@ -51,6 +51,7 @@ struct DeviceMlpTrainer::Memory {
   std::vector<Buffer<float>> weights_low, fp8_inputs, fp8_weights;
   std::vector<float> input_dequantize, weight_dequantize;
   Buffer<float> operand_a, operand_b;
+  device_step::BlockRecorder block_recorder;  // --record-blocks
 };
 
 DeviceMlpTrainer::DeviceMlpTrainer(const MlpConfig& config, std::unique_ptr<DeviceOps> ops)
@@ -80,6 +81,7 @@ DeviceMlpTrainer::DeviceMlpTrainer(const MlpConfig& config, std::unique_ptr<Devi
     m.fp8_weights.emplace_back(device, per_tensor_fp8(config.recipe.recipe) ? m.sizes[2 * l] : 0);
   }
   m.optimizer = device_step::Optimizer(device, config.optimizer, m.sizes);
+  if (config.record_blocks) m.block_recorder = device_step::BlockRecorder(device);
   m.found_non_finite = Buffer<int>(device, 1);
   m.scaler = Buffer<LossScalerState>(device, 1);
   m.readback = Buffer<unsigned long long>(device, scalar_words + 4 * layers * record_stride);
@@ -171,14 +173,14 @@ StepResult DeviceMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
   unsigned long long* records = m.readback.data() + scalar_words;
   if (record) ops.zero(records, sizeof(unsigned long long) * (m.readback.size() - scalar_words));
 
-  // Block statistics of the recorded tensors (--record-blocks), made on the host from the values
+  // Block statistics of the recorded tensors (--record-blocks), made on the device from the values
   // before their cast, as the CPU backend makes them: per layer and kind.
   std::vector<std::optional<BlockRecord>> blocks(4 * layers);
   const auto record_blocks = [&](std::size_t l, int kind, const float* values, int rows, int cols) {
     if (record && config_.record_blocks)
       blocks[4 * l + static_cast<std::size_t>(kind)] =
-          device_step::device_block_record(ops, *config_.record_blocks, values, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols),
-                                           FeatureAxis::second);
+          m.block_recorder.record(ops, *config_.record_blocks, values, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols),
+                                  FeatureAxis::second);
   };
   // Where tensor (layer, kind) records, kinds in the snapshot's order; nowhere when unrecorded.
   const auto slots = [&](std::size_t l, int kind, bool recorded) {

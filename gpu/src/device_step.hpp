@@ -79,24 +79,31 @@ inline void reconfigure_scaler(DeviceOps& ops, LossScalerState* device, LossScal
   ops.upload(device, &scaler.state(), sizeof(LossScalerState));
 }
 
-// What `blocks` would do to a device tensor's values (rows x cols, column-major, blocked along
-// `features`): the CPU backend's block_record of the same values, made on the device by
-// block_quantize (block_element.hpp: block_quantize's per-block rule, nearest even, nothing
-// written but the statistics), which are read back (the host waits for the device).
-inline BlockRecord device_block_record(DeviceOps& ops, const BlockRecording& blocks, const float* values, std::size_t rows, std::size_t cols,
-                                       FeatureAxis features) {
-  Buffer<unsigned long long> counters(ops, block_counter_count);
-  Buffer<std::uint32_t> amax(ops, 1);
-  ops.zero(counters.data(), counters.bytes());
-  const Context nearest_even;  // recording never moves the run's stochastic stream
-  ops.block_quantize(values, nullptr, recorded_block_layout(blocks, rows, cols, features), blocks.format, blocks.rule, nearest_even, counters.data(),
-                     amax.data());
-  std::vector<unsigned long long> host(block_counter_count);
-  ops.download(host.data(), counters.data(), counters.bytes());
-  BlockRecord record{blocks.format, blocks.rule, {}};
-  add_block_counters(host.data(), record.statistics);
-  return record;
-}
+// What `blocks` would do to device tensors' values: the CPU backend's block_record of the same
+// values, made on the device by block_quantize (block_element.hpp: block_quantize's per-block
+// rule, nearest even, nothing written but the statistics), which are read back (the host waits for
+// the device). Its counters are made once and serve every record.
+class BlockRecorder {
+ public:
+  BlockRecorder() = default;
+  explicit BlockRecorder(DeviceOps& ops) : counters_(ops, block_counter_count), amax_(ops, 1) {}
+  // A tensor of rows x cols values (column-major), blocked along `features`.
+  BlockRecord record(DeviceOps& ops, const BlockRecording& blocks, const float* values, std::size_t rows, std::size_t cols, FeatureAxis features) {
+    ops.zero(counters_.data(), counters_.bytes());
+    const Context nearest_even;  // recording never moves the run's stochastic stream
+    ops.block_quantize(values, nullptr, recorded_block_layout(blocks, rows, cols, features), blocks.format, blocks.rule, nearest_even, counters_.data(),
+                       amax_.data());
+    std::vector<unsigned long long> host(block_counter_count);
+    ops.download(host.data(), counters_.data(), counters_.bytes());
+    BlockRecord record{blocks.format, blocks.rule, {}};
+    add_block_counters(host.data(), record.statistics);
+    return record;
+  }
+
+ private:
+  Buffer<unsigned long long> counters_;
+  Buffer<std::uint32_t> amax_;
+};
 
 // A GEMM recipe's operands on a device (gemm_recipe.hpp), quantized as the CPU backend quantizes
 // them -- the same bits, the same random words at the same places in the run's stream, the same

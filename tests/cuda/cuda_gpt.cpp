@@ -423,7 +423,7 @@ void check_trainer(Precision precision, RoundingMode rounding) {
   verdict(a.loss == c.loss && a.snapshot->tensors == c.snapshot->tensors, label + ": a restored state goes on with the same bits");
 }
 
-// A recipe's GPT (its linear layers' operands quantized on the host, multiplied as float32 on the
+// A recipe's GPT (its linear layers' operands quantized and multiplied as float32 on the
 // device), each step from the reference's state: the same quantizations in the same order, the
 // same random words, the loss within the tolerance above.
 void check_recipe_trainer(GemmRecipe recipe) {

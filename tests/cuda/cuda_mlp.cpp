@@ -358,8 +358,8 @@ int main() {
       report(label + " resumed", after_resume, precision);
     }
   }
-  // 7. FP8 and block-scaled recipes (their operands quantized on the host by the CPU's functions,
-  //    multiplied as float32 on the device, FP8 products scaled by cuBLAS's alpha): each step from
+  // 7. FP8 and block-scaled recipes (their operands quantized on the device by the CPU's rules,
+  //    multiplied as float32 there, FP8 products scaled by cuBLAS's alpha): each step from
   //    the CPU's state (a 4-bit operand a bit apart steps by an eighth, and such differences would
   //    grow), the same quantizations in the same order, the same random words.
   for (const GemmRecipe recipe : {GemmRecipe::fp8_delayed, GemmRecipe::fp8_current, GemmRecipe::mxfp8, GemmRecipe::mxfp4, GemmRecipe::nvfp4}) {

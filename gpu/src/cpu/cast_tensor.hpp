@@ -25,9 +25,10 @@ namespace fpscope {
 enum class FeatureAxis : std::uint8_t { second, first };
 
 // A GPT's weight matrix (out x in) blocks along its inputs, a vector (a LayerNorm gain) along itself.
+inline FeatureAxis weight_features(std::size_t cols) { return cols == 1 ? FeatureAxis::first : FeatureAxis::second; }
 template <typename Matrix>
 FeatureAxis weight_features(const Matrix& m) {
-  return m.cols() == 1 ? FeatureAxis::first : FeatureAxis::second;
+  return weight_features(static_cast<std::size_t>(m.cols()));
 }
 
 // What `blocks` would do to the values of an Eigen matrix (rows x cols, column-major), blocked
