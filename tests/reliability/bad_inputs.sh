@@ -394,20 +394,22 @@ if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null && id nobody >/dev/null 
   bad user-folder-not-writable 1 "cannot create files in its folder .: Permission denied" -- as_user "$fpscope" export good.jsonl --csv new.csv
   bad user-log-folder-not-writable 1 "--out run2.jsonl: cannot create files in its folder" -- as_user "$fpscope" train --model 8-8-2 --steps 2 --out run2.jsonl
   good user-csv-to-stdout "^step,tensor,kind,scale,captured,binade,count" -- as_user "$fpscope" export good.jsonl --csv -
-  good user-csv-to-pipe "^[0-9]+ lines" -- as_user bash -c "'$fpscope' export good.jsonl --csv >(echo \"\$(wc -l) lines\" >&2) && sleep 0.3"
+  good user-csv-to-pipe "^[0-9]+ lines" -- as_user bash -c "'$fpscope' export good.jsonl --csv >(echo \"\$(wc -l) lines\" >&2) && wait \$!"
 else
   echo "not root, or no setpriv: the cases as another user are skipped"
 fi
 
 # ---- outputs that must work: stdout, pipes, links, modes ----
 good csv-to-dash "^step,tensor,kind,scale,captured,binade,count" -- "$fpscope" export good.jsonl --csv -
-good csv-to-process-substitution "^[0-9]+ lines" -- bash -c "'$fpscope' export good.jsonl --csv >(echo \"\$(wc -l) lines\" >&2) && sleep 0.3"
+# (`wait $!` waits for the process substitution itself, bash 5.1 and later: no fixed sleep that a
+# loaded machine could outlast.)
+good csv-to-process-substitution "^[0-9]+ lines" -- bash -c "'$fpscope' export good.jsonl --csv >(echo \"\$(wc -l) lines\" >&2) && wait \$!"
 good train-log-to-dash '"fpscope_run_log":true' -- "$fpscope" train --model 8-8-2 --steps 2 --out -
 timeout 20 cat fifo.csv >fifo.out 2>/dev/null &
-helpers+=($!)
-sleep 0.1
+fifo_reader=$!
+helpers+=($fifo_reader)
 may_change="fifo.out|fifo.csv" good csv-to-fifo "" -- "$fpscope" export good.jsonl --csv fifo.csv
-sleep 0.2
+wait "$fifo_reader" 2>/dev/null  # the reader has everything once the writer closed the FIFO
 if [[ -p fifo.csv ]] && cmp -s fifo.out good.csv; then passed=$((passed + 1)); else fail "csv-to-fifo: the FIFO was replaced or got other bytes"; fi
 rm -f fifo.out
 ln -s linked_target.csv linked.csv
@@ -433,7 +435,8 @@ if cmp -s shared.jsonl shared.before && ! "$fpscope" train --model 8-8-2 --steps
 mkdir -p busy && cd busy || exit 1
 "$fpscope" train --model 64-256-256-10 --steps 1000000 --out locked.jsonl >/dev/null 2>&1 &
 helpers+=($!)
-sleep 1
+# Until the first writer has its log (and so its lock), however loaded the machine is.
+for _ in $(seq 600); do [[ -s locked.jsonl ]] && break; sleep 0.1; done
 ignore='locked.jsonl'
 bad second-writer 1 "another fpscope process is writing it" -- "$fpscope" train --model 8-8-2 --steps 2 --out locked.jsonl
 ignore='^$'
@@ -445,7 +448,8 @@ rm -rf busy
 # ---- SIGINT: exit 130 after a whole log ----
 "$fpscope" train --model 64-256-256-10 --steps 1000000 --out interrupted.jsonl >/dev/null 2>interrupted.err &
 pid=$!
-sleep 1
+# Until a step is in the log (the header and a snapshot: two lines), however loaded the machine is.
+for _ in $(seq 600); do (($(wc -l <interrupted.jsonl 2>/dev/null || echo 0) >= 2)) && break; sleep 0.1; done
 kill -INT "$pid"
 wait "$pid"
 status=$?
