@@ -1,6 +1,7 @@
 // One training step of the CPU backend, timed for bench_train_torch.py (which puts PyTorch's step
 // for the same model beside it): the median of --steps steps after two of warm-up, for each of
-// fp32, mixed fp16, mixed bf16 (and the share of its products that ran in bf16 kernels); then
+// fp32 (and, where float32 products run in oneDNN, fp32 in OpenBLAS), mixed fp16, mixed bf16 (and
+// the share of its products that ran in bf16 kernels); then
 // mixed fp16 recording every tensor every step (STEPS steps), and every 10th step (STEPS windows
 // of 10 steps), each as the mean step beside the mean step of the same trainer unrecorded, the two
 // stepping in turns, and the median over the windows of their ratio. Prints one line per measure:
@@ -130,6 +131,15 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::printf("fp32 %.3f\n", median_step_ms(model, batch, steps, Precision::fp32));
+  // The float32 library the steps use (1: oneDNN's sgemm, 0: OpenBLAS), and the fp32 step in
+  // OpenBLAS beside it where that is another library (gemm.hpp).
+  const Float32Library library = gemm_float32_library();
+  std::printf("float32_in_onednn %d\n", library == Float32Library::onednn ? 1 : 0);
+  if (library != Float32Library::openblas) {
+    set_gemm_float32_library(Float32Library::openblas);
+    std::printf("fp32_openblas %.3f\n", median_step_ms(model, batch, steps, Precision::fp32));
+    set_gemm_float32_library(library);
+  }
   std::printf("fp16 %.3f\n", median_step_ms(model, batch, steps, Precision::fp16));
   const GemmCounts before_bf16 = gemm_counts();
   std::printf("bf16 %.3f\n", median_step_ms(model, batch, steps, Precision::bf16));

@@ -136,7 +136,10 @@ def main():
         print(f"  fp16 mixed step    fpscope {ours['fp16']:8.2f} ms   torch fp32 {theirs['fp32']:8.2f} ms   "
               f"{paired['fp16']:.2f}x ({ours['fp16'] / theirs['fp32']:.2f}x)")
         print("  round by round: " + ", ".join(name + " " + " ".join(f"{x:.2f}x" for x in spread[name]) for name in ("fp32", "bf16", "fp16")))
-        print(f"  bf16 products in oneDNN's bf16 kernels: {100 * ours['bf16_kernel_share']:.0f}%")
+        print(f"  bf16 products in oneDNN's bf16 kernels: {100 * ours['bf16_kernel_share']:.0f}%; float32 products in "
+              + ("oneDNN's sgemm" if ours["float32_in_onednn"] else "OpenBLAS")
+              + (f" (the fp32 step in OpenBLAS: {ours['fp32_openblas']:.2f} ms, {ours['fp32_openblas'] / theirs['fp32']:.2f}x torch fp32)"
+                 if "fp32_openblas" in ours else ""))
         # The recording costs: the median over the rounds of each round's median window ratio
         # (bench_train_step: windows of one step, and of ten with the first recorded).
         print(f"  recording every tensor every step: {ours['fp16_recording']:8.2f} ms against {ours['fp16_beside_recording']:8.2f} ms "

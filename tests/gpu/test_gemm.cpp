@@ -1,6 +1,7 @@
-// The CPU backend's GEMM (OpenBLAS): every transpose combination against Eigen's product on
-// integers (each partial sum exact in float32, so any summation order gives the same bits), empty
-// and k = 0 shapes, and shapes that do not agree.
+// The CPU backend's GEMM (oneDNN's sgemm or OpenBLAS for float32, each checked where the build
+// has it): every transpose combination against Eigen's product on integers (each partial sum
+// exact in float32, so any summation order gives the same bits), rounding sums against float64,
+// NaN and infinity, empty and k = 0 shapes, and shapes that do not agree.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -17,6 +18,20 @@
 using namespace fpscope;
 
 namespace {
+// `check` once for each float32 library this build has (OpenBLAS always, oneDNN's sgemm where
+// built in), the library set meanwhile; the default is set back after.
+template <typename F>
+void for_each_float32_library(F check) {
+  const Float32Library default_library = gemm_float32_library();
+  for (const Float32Library library : {Float32Library::openblas, Float32Library::onednn}) {
+    set_gemm_float32_library(library);
+    if (gemm_float32_library() != library) continue;  // not built in
+    CAPTURE(float32_library_name(library));
+    check();
+  }
+  set_gemm_float32_library(default_library);
+}
+
 Eigen::MatrixXf integers(Eigen::Index rows, Eigen::Index cols, unsigned seed) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> pick(-64, 64);
@@ -28,18 +43,63 @@ Eigen::MatrixXf integers(Eigen::Index rows, Eigen::Index cols, unsigned seed) {
 
 TEST_CASE("gemm: op(a) op(b) for every transpose, bit for bit where the sums are exact") {
   const Eigen::Index m = 37, k = 129, n = 21;  // not multiples of any kernel's tile
-  for (const bool ta : {false, true})
-    for (const bool tb : {false, true}) {
-      CAPTURE(ta);
-      CAPTURE(tb);
-      const Eigen::MatrixXf a = ta ? integers(k, m, 1) : integers(m, k, 1);
-      const Eigen::MatrixXf b = tb ? integers(n, k, 2) : integers(k, n, 2);
-      const Eigen::MatrixXf expected = (ta ? Eigen::MatrixXf(a.transpose()) : a) * (tb ? Eigen::MatrixXf(b.transpose()) : b);
-      const Eigen::MatrixXf c = gemm(a, ta, b, tb);
-      REQUIRE(c.rows() == m);
-      REQUIRE(c.cols() == n);
-      CHECK(c == expected);
-    }
+  for_each_float32_library([&] {
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true}) {
+        CAPTURE(ta);
+        CAPTURE(tb);
+        const Eigen::MatrixXf a = ta ? integers(k, m, 1) : integers(m, k, 1);
+        const Eigen::MatrixXf b = tb ? integers(n, k, 2) : integers(k, n, 2);
+        const Eigen::MatrixXf expected = (ta ? Eigen::MatrixXf(a.transpose()) : a) * (tb ? Eigen::MatrixXf(b.transpose()) : b);
+        const Eigen::MatrixXf c = gemm(a, ta, b, tb);
+        REQUIRE(c.rows() == m);
+        REQUIRE(c.cols() == n);
+        CHECK(c == expected);
+      }
+  });
+}
+
+TEST_CASE("gemm: float32 products in each library round within float32 accumulation's bound, and NaN and infinity reach C") {
+  std::mt19937 rng(23);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const auto random = [&](Eigen::Index rows, Eigen::Index cols) {
+    Eigen::MatrixXf x(rows, cols);
+    for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = normal(rng);
+    return x;
+  };
+  const Eigen::Index m = 70, k = 300, n = 200;  // two slices of 128 columns, the second partial
+  for_each_float32_library([&] {
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true}) {
+        CAPTURE(ta);
+        CAPTURE(tb);
+        const Eigen::MatrixXf a = ta ? random(k, m) : random(m, k), b = tb ? random(n, k) : random(k, n);
+        const Eigen::MatrixXd ad = ta ? Eigen::MatrixXd(a.cast<double>().transpose()) : a.cast<double>();
+        const Eigen::MatrixXd bd = tb ? Eigen::MatrixXd(b.cast<double>().transpose()) : b.cast<double>();
+        const Eigen::MatrixXd exact = ad * bd, magnitude = ad.cwiseAbs() * bd.cwiseAbs();
+        const Eigen::MatrixXf c = gemm(a, ta, b, tb);
+        // Products of float32 values rounded, k roundings of a float32 sum: |error| <= (k + 1) *
+        // 2^-24 * sum |a||b| (Higham's bound, first order; fused multiply-adds only lower it).
+        const double worst = ((c.cast<double>() - exact).cwiseAbs().array() / (magnitude.array() * (k + 1) * std::ldexp(1.0, -24))).maxCoeff();
+        CHECK(worst <= 1.0);
+        CHECK(worst > 0.0);  // the sums did round: the bound was tested, not met by exact arithmetic
+        // A NaN in a poisons a row of C; an infinity in b makes a column infinite, NaN where it meets a zero.
+        Eigen::MatrixXf a_bad = a, b_bad = b;
+        (ta ? a_bad(4, 2) : a_bad(2, 4)) = std::numeric_limits<float>::quiet_NaN();
+        (tb ? b_bad(150, 7) : b_bad(7, 150)) = std::numeric_limits<float>::infinity();
+        (ta ? a_bad(7, 9) : a_bad(9, 7)) = 0.0f;
+        const Eigen::MatrixXf poisoned = gemm(a_bad, ta, b_bad, tb);
+        for (Eigen::Index j = 0; j < n; ++j) CHECK(std::isnan(poisoned(2, j)));
+        for (Eigen::Index i = 0; i < m; ++i) CHECK(std::isinf(poisoned(i, 150)) == (i != 2 && i != 9));  // +-inf, but for the NaNs:
+        CHECK(std::isnan(poisoned(9, 150)));  // inf * 0
+        CHECK(std::isfinite(poisoned(3, 149)));
+      }
+    // C's previous contents are never read (beta 0): NaN there changes nothing.
+    const Eigen::MatrixXf a = random(m, k), b = random(k, n);
+    Eigen::MatrixXf c = Eigen::MatrixXf::Constant(m, n, std::numeric_limits<float>::quiet_NaN());
+    gemm_block({a.data(), m, k, m}, false, {b.data(), k, n, k}, false, c.data());
+    CHECK(c == gemm(a, false, b, false));
+  });
 }
 
 TEST_CASE("gemm: empty shapes, k = 0 gives zeros, and shapes that disagree are refused") {
@@ -61,16 +121,18 @@ TEST_CASE("gemm gives the same bits on any number of threads, where the sums rou
     return m;
   };
   const Eigen::MatrixXf a = random(70, 300), b = random(300, 200), bt = random(200, 300);  // 200 columns: two slices of 128
-  set_gemm_threads(1);
-  const Eigen::MatrixXf one = gemm(a, false, b, false), one_t = gemm(a, false, bt, true);
-  for (const int threads : {2, 3, 7}) {
-    CAPTURE(threads);
-    set_gemm_threads(threads);
-    CHECK(gemm_threads() == threads);
-    CHECK(gemm(a, false, b, false) == one);
-    CHECK(gemm(a, false, bt, true) == one_t);
-  }
-  set_gemm_threads(1);
+  for_each_float32_library([&] {
+    set_gemm_threads(1);
+    const Eigen::MatrixXf one = gemm(a, false, b, false), one_t = gemm(a, false, bt, true);
+    for (const int threads : {2, 3, 7}) {
+      CAPTURE(threads);
+      set_gemm_threads(threads);
+      CHECK(gemm_threads() == threads);
+      CHECK(gemm(a, false, b, false) == one);
+      CHECK(gemm(a, false, bt, true) == one_t);
+    }
+    set_gemm_threads(1);
+  });
 }
 
 // --- products of bf16 values (oneDNN's bf16 kernels where the processor has them) ---
@@ -157,6 +219,7 @@ TEST_CASE("gemm_block: blocks of a larger matrix multiplied in place have gemm's
     return x;
   };
   const Eigen::Index m = 37, k = 45, n = 300;
+  for_each_float32_library([&] {
   for (const bool bf16 : {true, false})
     for (const bool ta : {false, true})
       for (const bool tb : {false, true}) {
@@ -179,6 +242,7 @@ TEST_CASE("gemm_block: blocks of a larger matrix multiplied in place have gemm's
         std::memcpy(want.data(), expected.data(), want.size() * 4);
         CHECK(got == want);
       }
+  });
   float c = 7;
   gemm_block({nullptr, 1, 0, 1}, false, {nullptr, 0, 1, 0}, false, &c);  // k = 0: zeros
   CHECK(c == 0.0f);

@@ -74,6 +74,7 @@ ProductOperand& ProductOperand::operator=(ProductOperand&&) noexcept = default;
 #if !FPSCOPE_HAVE_ONEDNN
 
 bool bf16_products_available() { return false; }
+void onednn_on_calling_thread() {}
 std::uint64_t bf16_operands_packed() { return 0; }
 bool bf16_product(const ProductOperand&, bool, const ProductOperand&, bool, Eigen::Index, const GemmEpilogue&, Eigen::MatrixXf&) { return false; }
 bool bf16_block_product(const MatrixBlock&, bool, const MatrixBlock&, bool, Eigen::Index, float*) { return false; }
@@ -139,14 +140,6 @@ const Matmul* matmul_for(Eigen::Index rows, Eigen::Index k, Eigen::Index m, bool
   return &entry;
 }
 
-// The calling thread runs oneDNN on itself alone: the slices are already spread over the threads.
-void one_openmp_thread() {
-  thread_local const bool set = [] {
-    omp_set_num_threads(1);
-    return true;
-  }();
-  (void)set;
-}
 
 // Packs `columns` runs of `rows` float32 bit patterns, the runs `stride` apart, to bf16 (their high
 // halves) one after another at `out`, scanning each (Bf16Scan); a contiguous array is one run.
@@ -241,6 +234,14 @@ const Bf16Scan* packed(const ProductOperand& operand) {
 
 bool bf16_products_available() { return allowed.load(std::memory_order_relaxed) && hardware_bf16(); }
 
+void onednn_on_calling_thread() {
+  thread_local const bool set = [] {
+    omp_set_num_threads(1);
+    return true;
+  }();
+  (void)set;
+}
+
 std::uint64_t bf16_operands_packed() { return packs.load(std::memory_order_relaxed); }
 
 namespace {
@@ -251,7 +252,7 @@ namespace {
 void run_slices(const std::uint16_t* s_data, Eigen::Index stride, const std::uint16_t* w_data, bool transpose_a, Eigen::Index m, Eigen::Index k,
                 Eigen::Index n, Eigen::Index columns_per_call, const Matmul& full, const Matmul& tail, const GemmEpilogue& epilogue, float* c,
                 std::size_t first, std::size_t last) {
-  one_openmp_thread();
+  onednn_on_calling_thread();
   thread_local dnnl::stream stream(cpu_engine());
   thread_local std::vector<unsigned char> scratchpad;
   const dnnl::memory weights(weights_desc(k, m, transpose_a), cpu_engine(), const_cast<std::uint16_t*>(w_data));

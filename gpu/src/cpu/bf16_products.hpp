@@ -57,6 +57,10 @@ std::uint64_t bf16_operands_packed();
 bool bf16_product(const ProductOperand& a, bool transpose_a, const ProductOperand& b, bool transpose_b, Eigen::Index columns_per_call,
                   const GemmEpilogue& epilogue, Eigen::MatrixXf& c);
 
+// The calling thread runs the oneDNN calls it makes on itself alone (an OpenMP team of one): the
+// engine's threads already share the slices out. Nothing without oneDNN.
+void onednn_on_calling_thread();
+
 // c (m x n, contiguous column-major) = op(a) op(b) of two blocks, on the calling thread alone, when
 // bf16_products_available() and the blocks pass bf16_kernels_exact: the calls bf16_product makes
 // for copies of the blocks, so the same bits. False (c untouched) otherwise.

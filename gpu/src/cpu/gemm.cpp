@@ -1,6 +1,7 @@
-// The CPU backend's GEMMs (gemm.hpp): float32 through OpenBLAS's CBLAS interface, and products of
-// bfloat16 values through oneDNN's bf16 kernels where the processor has them and the operands
-// allow it (bf16_products.cpp decides).
+// The CPU backend's GEMMs (gemm.hpp): float32 through oneDNN's sgemm where the build has oneDNN
+// (OpenBLAS's CBLAS interface otherwise, or when asked), and products of bfloat16 values through
+// oneDNN's bf16 kernels where the processor has them and the operands allow it (bf16_products.cpp
+// decides).
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/parallel.hpp"
 
@@ -8,8 +9,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+
+#if FPSCOPE_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.h>
+#endif
 
 #include "bf16_products.hpp"
 
@@ -25,14 +32,34 @@ const bool single_threaded_openblas = [] {
 }();
 std::atomic<std::uint64_t> float32_products{0}, bf16_products_made{0};
 
+// Whether float32 products run in oneDNN's sgemm: built with oneDNN, and not sent to OpenBLAS
+// (set_gemm_float32_library, FPSCOPE_FLOAT32_PRODUCTS=openblas).
+std::atomic<bool> float32_in_onednn{FPSCOPE_HAVE_ONEDNN != 0 && [] {
+  const char* setting = std::getenv("FPSCOPE_FLOAT32_PRODUCTS");
+  return setting == nullptr || std::string_view(setting) != "openblas";
+}()};
+
 // The slice of C = op(a) op(b) (m x n, column-major, leading dimension m) from column `column` on,
-// at most columns_per_call wide, in one single-threaded OpenBLAS call; returns its width. Eigen's
+// at most columns_per_call wide, in one single-threaded library call; returns its width. Eigen's
 // default storage is column-major, as CBLAS's ColMajor: leading dimensions are the strides.
 Eigen::Index float32_slice(const MatrixBlock& a, bool transpose_a, const MatrixBlock& b, bool transpose_b, Eigen::Index m, Eigen::Index k,
                            Eigen::Index n, Eigen::Index column, float* c) {
   const Eigen::Index columns = std::min(columns_per_call, n - column);
   // op(b)'s columns from `column` on: b's columns, or for a transposed b its rows.
   const float* b_slice = transpose_b ? b.data + column : b.data + column * b.stride;
+#if FPSCOPE_HAVE_ONEDNN
+  if (float32_in_onednn.load(std::memory_order_relaxed)) {
+    // oneDNN's sgemm is row-major: the column-major C (m x columns) is the row-major C^T =
+    // op(b)^T op(a)^T, each operand read as stored. With beta 0 it does not read C.
+    onednn_on_calling_thread();
+    const dnnl_status_t status = dnnl_sgemm(transpose_b ? 'T' : 'N', transpose_a ? 'T' : 'N', columns, m, k, 1.0f, b_slice, b.stride, a.data, a.stride,
+                                            0.0f, c + column * m, m);
+    if (status != dnnl_success)
+      throw std::runtime_error("gemm: oneDNN's sgemm refused a " + std::to_string(m) + "x" + std::to_string(k) + " by " + std::to_string(k) +
+                               "x" + std::to_string(columns) + " product (status " + std::to_string(static_cast<int>(status)) + ")");
+    return columns;
+  }
+#endif
   cblas_sgemm(CblasColMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
               static_cast<blasint>(columns), static_cast<blasint>(k), 1.0f, a.data, static_cast<blasint>(a.stride), b_slice,
               static_cast<blasint>(b.stride), 0.0f, c + column * m, static_cast<blasint>(m));
@@ -115,6 +142,16 @@ GemmCounts gemm_counts() {
 }
 
 bool gemm_has_bf16_products() { return bf16_products_available(); }
+
+void set_gemm_float32_library(Float32Library library) {
+  float32_in_onednn.store(FPSCOPE_HAVE_ONEDNN != 0 && library == Float32Library::onednn, std::memory_order_relaxed);
+}
+
+Float32Library gemm_float32_library() {
+  return float32_in_onednn.load(std::memory_order_relaxed) ? Float32Library::onednn : Float32Library::openblas;
+}
+
+std::string_view float32_library_name(Float32Library library) { return library == Float32Library::onednn ? "oneDNN" : "OpenBLAS"; }
 
 void set_gemm_threads(int threads) {
   openblas_set_num_threads(1);  // its own threads would spin between products, on the cores the element passes need

@@ -1,11 +1,14 @@
-// The CPU backend's matrix products: float32 GEMM through OpenBLAS (runtime-dispatched kernels),
-// on operands the emulator has already rounded. fp16 / bf16 / FP8 values are float32 numbers, so
-// every product of two of them is exact in float32 and the sums accumulate in float32, as on
-// tensor cores. C is computed in fixed slices of 128 columns, one single-threaded library call
-// each, spread over the engine's threads (parallel.hpp): the same calls on any number of threads,
-// so the same bits. The summation order is the library's: the same on one kind of processor, and
-// not promised across kinds (kernels are chosen at run time), where the last bit of a sum may
-// differ; every cast after it is still the emulator's.
+// The CPU backend's matrix products: float32 GEMM through a runtime-dispatched library -- oneDNN's
+// sgemm where the build has oneDNN (an fp32 training step 6-14% shorter than with OpenBLAS's,
+// measured on an AVX-512 Zen 4; bench_train_torch.py times both), OpenBLAS otherwise or when
+// asked (set_gemm_float32_library) -- on operands the emulator has already rounded. fp16 / bf16 /
+// FP8 values are float32 numbers, so every product of two of them is exact in float32 and the sums
+// accumulate in float32, as on tensor cores. C is computed in fixed slices of 128 columns, one
+// single-threaded library call each, spread over the engine's threads (parallel.hpp): the same
+// calls on any number of threads, so the same bits. The summation order is the library's: the same
+// with one library on one kind of processor, and not promised across libraries or kinds (kernels
+// are chosen at run time), where the last bit of a sum may differ; every cast after it is still
+// the emulator's.
 //
 // Where both operands hold bfloat16 values only (every float32 with its low 16 bits zero) and the
 // processor multiplies bf16 in hardware (AVX512-BF16's VDPBF16PS, AMX), the product runs in
@@ -15,13 +18,14 @@
 // the two operands' smallest nonzero magnitudes add up to -112 or more -- every product and every
 // partial sum is then a multiple of 2^-126 (bf16_products.hpp), so none is subnormal. Any other
 // operands (float32 values, fp16 values that bf16 cannot hold, tiny gradients, NaN, infinity) go to
-// OpenBLAS as before.
+// the float32 library as before.
 #pragma once
 
 #include <Eigen/Core>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string_view>
 
 namespace fpscope {
 
@@ -77,7 +81,7 @@ void gemm_block(const MatrixBlock& a, bool transpose_a, const MatrixBlock& b, bo
 
 // How many products went each way since the program started (for tests and benchmarks).
 struct GemmCounts {
-  std::uint64_t float32 = 0;  // OpenBLAS
+  std::uint64_t float32 = 0;  // the float32 library (gemm_float32_library)
   std::uint64_t bf16 = 0;     // oneDNN's bf16 kernels
   std::uint64_t bf16_packs = 0;  // operands packed for them (once per ProductOperand)
 };
@@ -87,6 +91,15 @@ bool gemm_has_bf16_products();
 // Turns the bf16 kernels off (false) or back on: the products then all run in float32, for
 // comparisons; the environment variable FPSCOPE_BF16_PRODUCTS=off does the same from the start.
 void set_gemm_bf16_products(bool allowed);
+
+// The library float32 products run in: oneDNN's sgemm where the build has oneDNN, else OpenBLAS.
+// set_gemm_float32_library(openblas) sends them to OpenBLAS (onednn: back, where built in), for
+// comparisons; the environment variable FPSCOPE_FLOAT32_PRODUCTS=openblas does so from the start.
+// Either gives float32 sums of the same products; their orders, so their last bits, may differ.
+enum class Float32Library { openblas, onednn };
+void set_gemm_float32_library(Float32Library library);
+Float32Library gemm_float32_library();
+std::string_view float32_library_name(Float32Library library);  // "OpenBLAS", "oneDNN"
 
 // The engine's threads for the products and the element-wise passes (0: all cores), and how many
 // it uses now. The count changes the speed, never a bit.
