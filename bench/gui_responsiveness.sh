@@ -34,7 +34,7 @@ for steps in 10000 100000; do
   for view in histogram heatmap curves what-if inspector export; do
     printf '  %-10s ' "$view"
     headless --follow "$work/big.jsonl" --frames 300 --view "$view" --report 2>/dev/null |
-      awk '/^frames/ { sub(/ +snapshots.*/, ""); frames = $0 } /^memory/ { sub(/^memory: /, ""); memory = $0 } END { print frames "; " memory }'
+      awk '/^frames [0-9]/ { sub(/ +snapshots.*/, ""); frames = $0 } /^memory/ { sub(/^memory: /, ""); memory = $0 } END { print frames "; " memory }'
   done
 done
 
