@@ -73,6 +73,7 @@ struct DeviceGptTrainer::Memory {
   Buffer<std::uint16_t> dx16, dwide16, dcontext16, dqkv16;
   Buffer<float> full_a, full_b, scores, dprobabilities, dscores;
   Buffer<std::uint16_t> full16;
+  Buffer<float> padded_triangles;  // --record-blocks: an attention triangle laid out for its blocks
   // Under a recipe: its quantizer (device_step.hpp); room for two quantized operands (or an FP8
   // dy); each linear layer's FP8 input and weight from its forward product to its backward ones,
   // with their dequantization factors, by FP8 slot (gpt_recipe_slot).
@@ -82,7 +83,7 @@ struct DeviceGptTrainer::Memory {
   std::unordered_map<std::size_t, float> fp8_dequantize;
   device_step::BlockRecorder block_recorder;  // --record-blocks
 
-  void size_for(DeviceOps& ops, const GptShape& shape, int sequences, bool low) {
+  void size_for(DeviceOps& ops, const GptShape& shape, int sequences, bool low, bool record_blocks) {
     const std::size_t N = static_cast<std::size_t>(sequences) * static_cast<std::size_t>(shape.context), D = static_cast<std::size_t>(shape.width);
     const std::size_t T = static_cast<std::size_t>(shape.context), triangles = static_cast<std::size_t>(sequences) * static_cast<std::size_t>(shape.heads);
     const std::size_t packed = triangles * triangle_start(shape.context), squares = triangles * T * T, V = static_cast<std::size_t>(shape.vocab);
@@ -102,6 +103,7 @@ struct DeviceGptTrainer::Memory {
     dx16 = h(D * N), dwide16 = h(4 * D * N), dcontext16 = h(D * N), dqkv16 = h(3 * D * N);
     full_a = f(squares), full_b = f(squares), scores = f(packed), dprobabilities = f(packed), dscores = f(packed);
     full16 = h(squares);
+    padded_triangles = f(record_blocks ? squares : 0);
     if (recipe.active()) {  // the largest operand: mlp.fc's output gradient, mlp.proj's input, or their weights
       operand_a = f(std::max(4 * D * N, 4 * D * D)), operand_b = f(std::max(4 * D * N, 4 * D * D));
       fp8_operands.clear();
@@ -206,7 +208,7 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
   const std::size_t ND = static_cast<std::size_t>(N) * static_cast<std::size_t>(D), TT = static_cast<std::size_t>(T) * static_cast<std::size_t>(T);
   const std::size_t packed = static_cast<std::size_t>(B) * static_cast<std::size_t>(H) * triangle_start(T);
   const bool low = config_.precision != Precision::fp32, bf16 = config_.precision == Precision::bf16;
-  if (m.batch != B) m.size_for(ops, shape_, B, low);
+  if (m.batch != B) m.size_for(ops, shape_, B, low, config_.record_blocks.has_value());
   ops.upload(m.tokens.data(), tokens.data(), m.tokens.bytes());
   ops.upload(m.targets.data(), labels.data(), m.targets.bytes());
   std::vector<int> token_columns, token_starts;
@@ -242,8 +244,10 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     into.rows = static_cast<std::size_t>(layout_[p].rows), into.cols = static_cast<std::size_t>(layout_[p].cols);
     return into;
   };
-  // Block statistics of the recorded tensors, made from the values before their cast: on the
-  // device, the packed attention triangles (blocked along each query's keys) on the host.
+  // Block statistics of the recorded tensors, made from the values before their cast, on the
+  // device: the packed attention triangles (blocked along each query's keys) laid out with their
+  // padding there first (attention_blocks.hpp), and taken to the host only where a block's scale
+  // is NaN (the padding in those blocks then needs every block's scale code).
   std::vector<std::optional<BlockRecord>> blocks(record && config_.record_blocks ? m.records.size() : 0);
   // The cast of n values into the run's format (float32 into `out`, 16-bit into `packed`, each
   // where not null), taking n random words; the fp32 policy only records (and copies).
@@ -251,9 +255,17 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     if (!blocks.empty() && into.layout != Into::Layout::none) {
       const BlockRecording& b = *config_.record_blocks;
       if (into.layout == Into::Layout::triangles) {
-        std::vector<float> host(n);
-        ops.download(host.data(), in, n * sizeof(float));
-        blocks[into.record] = triangle_block_record(b, host, T);
+        const std::size_t triangles = n / triangle_start(T);
+        ops.unpack_triangles(in, T, static_cast<int>(triangles), 1.0f, m.padded_triangles.data(), nullptr, false);
+        BlockRecord made = m.block_recorder.record(ops, b, m.padded_triangles.data(), triangle_padded_layout(b, static_cast<std::size_t>(T), triangles));
+        if (made.statistics.nan_blocks == 0) {
+          take_out_triangle_padding(b, made.statistics, static_cast<std::size_t>(T), triangles, {});
+        } else {
+          std::vector<float> host(n);
+          ops.download(host.data(), in, n * sizeof(float));
+          made = triangle_block_record(b, host, T);
+        }
+        blocks[into.record] = std::move(made);
       } else if (into.layout == Into::Layout::weight) {
         blocks[into.record] = m.block_recorder.record(ops, b, in, into.rows, into.cols, weight_features(into.cols));
       } else {

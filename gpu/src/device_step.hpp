@@ -89,10 +89,13 @@ class BlockRecorder {
   explicit BlockRecorder(DeviceOps& ops) : counters_(ops, block_counter_count), amax_(ops, 1) {}
   // A tensor of rows x cols values (column-major), blocked along `features`.
   BlockRecord record(DeviceOps& ops, const BlockRecording& blocks, const float* values, std::size_t rows, std::size_t cols, FeatureAxis features) {
+    return record(ops, blocks, values, recorded_block_layout(blocks, rows, cols, features));
+  }
+  // Values blocked as `layout` says.
+  BlockRecord record(DeviceOps& ops, const BlockRecording& blocks, const float* values, const BlockLayout& layout) {
     ops.zero(counters_.data(), counters_.bytes());
     const Context nearest_even;  // recording never moves the run's stochastic stream
-    ops.block_quantize(values, nullptr, recorded_block_layout(blocks, rows, cols, features), blocks.format, blocks.rule, nearest_even, counters_.data(),
-                       amax_.data());
+    ops.block_quantize(values, nullptr, layout, blocks.format, blocks.rule, nearest_even, counters_.data(), amax_.data());
     std::vector<unsigned long long> host(block_counter_count);
     ops.download(host.data(), counters_.data(), counters_.bytes());
     BlockRecord record{blocks.format, blocks.rule, {}};

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <stdexcept>
 #include <vector>
 
 #include "fpscope/core/block_scaling.hpp"
@@ -16,29 +17,26 @@
 
 namespace fpscope {
 
-// What `blocks` would do to packed causal attention triangles (gpt_pass.hpp: per sequence and
-// head, query j's values over keys 0 .. j, T = `context` queries): blocks along each query's keys,
-// its last block short. The triangles are laid out as T x T rows with the keys after each query
-// as zeros and blocked in one pass; then the padding is taken back out exactly: its zeros from the
-// zeros and elements, and the blocks that hold nothing else (every one gets the scale code an
-// all-zero block gets, as one quantized alone says) from the blocks and that code's count (no
-// zero is counted in a block with a NaN scale). A zero changes no block's amax, scale or element
-// codes, and NVFP4's tensor amax likewise.
-inline BlockRecord triangle_block_record(const BlockRecording& blocks, std::span<const float> packed, int context) {
-  const auto T = static_cast<std::size_t>(context), P = T * (T + 1) / 2, triangles = packed.size() / P;
-  const auto block = static_cast<std::size_t>(blocks.format.block_size);
-  std::vector<float> padded(triangles * T * T, 0.0f);
-  parallel_for(triangles, 1, [&](std::size_t first, std::size_t last) {
-    for (std::size_t t = first; t < last; ++t)
-      for (std::size_t j = 0; j < T; ++j)
-        std::copy_n(packed.data() + t * P + gpt_pass::triangle_row(static_cast<int>(j)), j + 1, padded.data() + (t * T + j) * T);
-  });
-  const BlockLayout layout{triangles * T, T, BlockAxis::rows, blocks.format.block_size};
-  std::vector<std::uint8_t> codes(padded.size()), scales(layout.block_count());
-  BlockRecord record{blocks.format, blocks.rule, {}};
-  float tensor_scale = 1;
-  Context nearest_even;  // its own context: recording never moves the run's stochastic stream
-  block_quantize(blocks.format, blocks.rule, layout, padded, codes, scales, tensor_scale, nearest_even, &record.statistics);
+// Packed causal attention triangles (gpt_pass.hpp: per sequence and head, query j's values over
+// keys 0 .. j, T = `context` queries) are blocked along each query's keys, its last block short:
+// laid out as T x T rows with the keys after each query as zeros (triangle_padded_layout, one row
+// per query, its keys contiguous) and blocked in one pass; then the padding is taken back out
+// exactly (take_out_triangle_padding): its zeros from the zeros and elements, and the blocks that
+// hold nothing else (every one gets the scale code an all-zero block gets, as one quantized alone
+// says) from the blocks and that code's count (no zero is counted in a block with a NaN scale).
+// A zero changes no block's amax, scale or element codes, and NVFP4's tensor amax likewise. The
+// CPU backend pads on the host (triangle_block_record), the CUDA backend on its device.
+inline BlockLayout triangle_padded_layout(const BlockRecording& blocks, std::size_t context, std::size_t triangles) {
+  return BlockLayout{triangles * context, context, BlockAxis::rows, blocks.format.block_size};
+}
+
+// The padding taken back out of `statistics`, made of triangle_padded_layout's tensor. `scales`:
+// its blocks' scale codes, needed only where statistics.nan_blocks is not 0 (empty otherwise).
+inline void take_out_triangle_padding(const BlockRecording& blocks, BlockStatistics& statistics, std::size_t context, std::size_t triangles,
+                                      std::span<const std::uint8_t> scales) {
+  const std::size_t T = context, P = T * (T + 1) / 2, block = static_cast<std::size_t>(blocks.format.block_size);
+  if (statistics.nan_blocks != 0 && scales.size() != triangles * T * ((T + block - 1) / block))
+    throw std::logic_error("take_out_triangle_padding: a block's scale is NaN, and the scale codes are not given");
   // The zero block's scale code.
   const std::vector<float> zeros(block, 0.0f);
   std::vector<std::uint8_t> zero_codes(block), zero_scale(1);
@@ -56,18 +54,35 @@ inline BlockRecord triangle_block_record(const BlockRecording& blocks, std::span
   // A block with a NaN scale counts its elements but no zeros: the padding in one is no zero to
   // take back.
   std::uint64_t padding_in_nan_blocks = 0;
-  if (record.statistics.nan_blocks != 0)
+  if (statistics.nan_blocks != 0)
     for (std::size_t row = 0; row < triangles * T; ++row)
       for (std::size_t k = 0; k < row_blocks; ++k)
         if (std::isnan(block_scale_value(blocks.format, scales[row * row_blocks + k]))) {
           const std::size_t keys = row % T + 1, start = k * block, end = std::min(T, start + block);
           padding_in_nan_blocks += end - std::max(start, std::min(end, keys));
         }
-  BlockStatistics& st = record.statistics;
-  st.elements -= padding_zeros;
-  st.zeros -= padding_zeros - padding_in_nan_blocks;
-  st.blocks -= padding_blocks;
-  st.scale_codes[zero_scale[0]] -= padding_blocks;
+  statistics.elements -= padding_zeros;
+  statistics.zeros -= padding_zeros - padding_in_nan_blocks;
+  statistics.blocks -= padding_blocks;
+  statistics.scale_codes[zero_scale[0]] -= padding_blocks;
+}
+
+// What `blocks` would do to the packed triangles, on the host.
+inline BlockRecord triangle_block_record(const BlockRecording& blocks, std::span<const float> packed, int context) {
+  const auto T = static_cast<std::size_t>(context), P = T * (T + 1) / 2, triangles = packed.size() / P;
+  std::vector<float> padded(triangles * T * T, 0.0f);
+  parallel_for(triangles, 1, [&](std::size_t first, std::size_t last) {
+    for (std::size_t t = first; t < last; ++t)
+      for (std::size_t j = 0; j < T; ++j)
+        std::copy_n(packed.data() + t * P + gpt_pass::triangle_row(static_cast<int>(j)), j + 1, padded.data() + (t * T + j) * T);
+  });
+  const BlockLayout layout = triangle_padded_layout(blocks, T, triangles);
+  std::vector<std::uint8_t> codes(padded.size()), scales(layout.block_count());
+  BlockRecord record{blocks.format, blocks.rule, {}};
+  float tensor_scale = 1;
+  Context nearest_even;  // its own context: recording never moves the run's stochastic stream
+  block_quantize(blocks.format, blocks.rule, layout, padded, codes, scales, tensor_scale, nearest_even, &record.statistics);
+  take_out_triangle_padding(blocks, record.statistics, T, triangles, scales);
   return record;
 }
 
