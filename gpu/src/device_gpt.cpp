@@ -245,9 +245,7 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     return into;
   };
   // Block statistics of the recorded tensors, made from the values before their cast, on the
-  // device: the packed attention triangles (blocked along each query's keys) laid out with their
-  // padding there first (attention_blocks.hpp), and taken to the host only where a block's scale
-  // is NaN (the padding in those blocks then needs every block's scale code).
+  // device (the packed attention triangles blocked along each query's keys: device_step.hpp).
   std::vector<std::optional<BlockRecord>> blocks(record && config_.record_blocks ? m.records.size() : 0);
   // The cast of n values into the run's format (float32 into `out`, 16-bit into `packed`, each
   // where not null), taking n random words; the fp32 policy only records (and copies).
@@ -255,17 +253,7 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     if (!blocks.empty() && into.layout != Into::Layout::none) {
       const BlockRecording& b = *config_.record_blocks;
       if (into.layout == Into::Layout::triangles) {
-        const std::size_t triangles = n / triangle_start(T);
-        ops.unpack_triangles(in, T, static_cast<int>(triangles), 1.0f, m.padded_triangles.data(), nullptr, false);
-        BlockRecord made = m.block_recorder.record(ops, b, m.padded_triangles.data(), triangle_padded_layout(b, static_cast<std::size_t>(T), triangles));
-        if (made.statistics.nan_blocks == 0) {
-          take_out_triangle_padding(b, made.statistics, static_cast<std::size_t>(T), triangles, {});
-        } else {
-          std::vector<float> host(n);
-          ops.download(host.data(), in, n * sizeof(float));
-          made = triangle_block_record(b, host, T);
-        }
-        blocks[into.record] = std::move(made);
+        blocks[into.record] = device_step::triangle_block_record(ops, m.block_recorder, b, in, T, n / triangle_start(T), m.padded_triangles.data());
       } else if (into.layout == Into::Layout::weight) {
         blocks[into.record] = m.block_recorder.record(ops, b, in, into.rows, into.cols, weight_features(into.cols));
       } else {

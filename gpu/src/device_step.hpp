@@ -10,12 +10,14 @@
 #include <utility>
 #include <vector>
 
+#include "cpu/attention_blocks.hpp"
 #include "cpu/cast_tensor.hpp"
 #include "fpscope/core/exponent_histogram.hpp"
 #include "fpscope/gpu/device_ops.hpp"
 #include "fpscope/gpu/block_element.hpp"
 #include "fpscope/gpu/fp8_element.hpp"
 #include "fpscope/gpu/gemm_recipe.hpp"
+#include "fpscope/gpu/gpt_element.hpp"
 #include "fpscope/gpu/loss_scaler.hpp"
 #include "fpscope/gpu/optimizer.hpp"
 #include "fpscope/gpu/recording.hpp"
@@ -107,6 +109,24 @@ class BlockRecorder {
   Buffer<unsigned long long> counters_;
   Buffer<std::uint32_t> amax_;
 };
+
+// What `blocks` would do to `triangles` packed attention triangles of `context` queries at `packed`
+// on the device (attention_blocks.hpp): laid out with their padding in `padded` (triangles *
+// context^2 floats) and blocked there, the padding then taken back out; read back and made on the
+// host only where a block's scale is NaN (the padding in those blocks needs every scale code).
+inline BlockRecord triangle_block_record(DeviceOps& ops, BlockRecorder& recorder, const BlockRecording& blocks, const float* packed, int context,
+                                         std::size_t triangles, float* padded) {
+  const auto T = static_cast<std::size_t>(context);
+  ops.unpack_triangles(packed, context, static_cast<int>(triangles), 1.0f, padded, nullptr, false);
+  BlockRecord record = recorder.record(ops, blocks, padded, triangle_padded_layout(blocks, T, triangles));
+  if (record.statistics.nan_blocks == 0) {
+    take_out_triangle_padding(blocks, record.statistics, T, triangles, {});
+    return record;
+  }
+  std::vector<float> host(triangles * triangle_start(context));
+  ops.download(host.data(), packed, host.size() * sizeof(float));
+  return fpscope::triangle_block_record(blocks, host, context);
+}
 
 // A GEMM recipe's operands on a device (gemm_recipe.hpp), quantized as the CPU backend quantizes
 // them -- the same bits, the same random words at the same places in the run's stream, the same

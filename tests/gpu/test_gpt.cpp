@@ -23,6 +23,8 @@
 #include "fpscope/gpu/sgd_update.hpp"
 #include "fpscope/gpu/training_data.hpp"
 #include "attention_blocks.hpp"
+#include "device_step.hpp"
+#include "fpscope/gpu/host_device_ops.hpp"
 #include "gpt_pass.hpp"
 
 using namespace fpscope;
@@ -277,6 +279,22 @@ TEST_CASE("attention triangles' block statistics equal each query's keys blocked
         CHECK(record.statistics.nan_blocks == expected.nan_blocks);
       }
       CHECK(record.statistics.elements == packed.size());
+      // The CUDA backend's way (device_step.hpp), on the host twin of its kernels: the padding laid
+      // out and taken back out on the device, or with a NaN scale the host's way; the same
+      // statistics either way, with and without the NaN and the infinity.
+      const std::unique_ptr<DeviceOps> ops = make_host_device_ops();
+      device_step::BlockRecorder recorder(*ops);
+      device_step::Buffer<float> on_device(*ops, packed.size()), padded(*ops, triangles * context * context);
+      for (const bool with_nan : {true, false}) {  // (the infinity makes a NaN scale too)
+        CAPTURE(with_nan);
+        std::vector<float> values = packed;
+        if (!with_nan) std::replace_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); }, 1.0f);
+        ops->upload(on_device.data(), values.data(), values.size() * sizeof(float));
+        const BlockRecord want = triangle_block_record(BlockRecording{f, rule}, values, context);
+        const BlockRecord got = device_step::triangle_block_record(*ops, recorder, BlockRecording{f, rule}, on_device.data(), context, triangles, padded.data());
+        CHECK(got.statistics == want.statistics);
+        CHECK((want.statistics.nan_blocks != 0) == with_nan);
+      }
     }
   }
 }
