@@ -140,7 +140,6 @@ const Matmul* matmul_for(Eigen::Index rows, Eigen::Index k, Eigen::Index m, bool
   return &entry;
 }
 
-
 // Packs `columns` runs of `rows` float32 bit patterns, the runs `stride` apart, to bf16 (their high
 // halves) one after another at `out`, scanning each (Bf16Scan); a contiguous array is one run.
 // Called only where the processor has AVX512-BF16, so AVX-512 BW is there.
