@@ -1,7 +1,8 @@
 // The CPU backend's matrix products: float32 GEMM through a runtime-dispatched library -- oneDNN's
-// sgemm where the build has oneDNN (an fp32 training step 6-14% shorter than with OpenBLAS's,
-// measured on an AVX-512 Zen 4; bench_train_torch.py times both), OpenBLAS otherwise or when
-// asked (set_gemm_float32_library) -- on operands the emulator has already rounded. fp16 / bf16 /
+// sgemm where the build has oneDNN and the processor AVX-512 (an fp32 training step 6-14% shorter
+// than with OpenBLAS's, measured on an AVX-512 Zen 4; bench_train_torch.py times both; held to
+// AVX2, oneDNN's was the slower by a third), OpenBLAS otherwise or when asked
+// (set_gemm_float32_library) -- on operands the emulator has already rounded. fp16 / bf16 /
 // FP8 values are float32 numbers, so every product of two of them is exact in float32 and the sums
 // accumulate in float32, as on tensor cores. C is computed in fixed slices of 128 columns, one
 // single-threaded library call each, spread over the engine's threads (parallel.hpp): the same
@@ -92,7 +93,8 @@ bool gemm_has_bf16_products();
 // comparisons; the environment variable FPSCOPE_BF16_PRODUCTS=off does the same from the start.
 void set_gemm_bf16_products(bool allowed);
 
-// The library float32 products run in: oneDNN's sgemm where the build has oneDNN, else OpenBLAS.
+// The library float32 products run in: oneDNN's sgemm where the build has oneDNN and oneDNN
+// runs AVX-512 on this processor, else OpenBLAS.
 // set_gemm_float32_library(openblas) sends them to OpenBLAS (onednn: back, where built in), for
 // comparisons; the environment variable FPSCOPE_FLOAT32_PRODUCTS=openblas does so from the start.
 // Either gives float32 sums of the same products; their orders, so their last bits, may differ.
