@@ -5,6 +5,10 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <string_view>
+#include <string>
+#include <cstdlib>
+#include <cctype>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -57,6 +61,32 @@ TEST_CASE("gemm: op(a) op(b) for every transpose, bit for bit where the sums are
         CHECK(c == expected);
       }
   });
+}
+
+TEST_CASE("gemm: float32 products go to oneDNN's sgemm by default only where it is built in and runs AVX-512 here") {
+  // The default as the process started (each test that changes it sets it back).
+  const Float32Library at_start = gemm_float32_library();
+  set_gemm_float32_library(Float32Library::onednn);
+  const bool built_in = gemm_float32_library() == Float32Library::onednn;
+  set_gemm_float32_library(at_start);
+  // oneDNN's AVX-512 (its avx512_core: F, BW, VL, DQ), unless ONEDNN_MAX_CPU_ISA holds it below
+  // (ctest runs this case again with ONEDNN_MAX_CPU_ISA=AVX2: gemm_float32_library_avx2).
+  bool avx512 = false;
+#if defined(__x86_64__)
+  avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq");
+#endif
+  const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA");
+  std::string capped = cap == nullptr ? "" : cap;
+  std::transform(capped.begin(), capped.end(), capped.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  if (!capped.empty() && capped != "ALL" && capped.find("AVX512") == std::string::npos && capped.find("AMX") == std::string::npos) avx512 = false;
+  const char* forced = std::getenv("FPSCOPE_FLOAT32_PRODUCTS");
+  const bool to_openblas = forced != nullptr && std::string_view(forced) == "openblas";
+  CAPTURE(built_in);
+  CAPTURE(avx512);
+  CAPTURE(capped);
+  CHECK((at_start == Float32Library::onednn) == (built_in && avx512 && !to_openblas));
+  CHECK(float32_library_name(at_start) == (at_start == Float32Library::onednn ? "oneDNN" : "OpenBLAS"));
 }
 
 TEST_CASE("gemm: float32 products in each library round within float32 accumulation's bound, and NaN and infinity reach C") {
