@@ -4,18 +4,18 @@
 // NaN and infinity, empty and k = 0 shapes, and shapes that do not agree.
 #include <doctest/doctest.h>
 
-#include <cmath>
-#include <string_view>
-#include <string>
-#include <cstdlib>
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <mutex>
 #include <random>
+#include <string>
+#include <string_view>
 #include <vector>
-#include <algorithm>
 
 #include "fpscope/gpu/gemm.hpp"
 
