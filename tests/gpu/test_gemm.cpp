@@ -36,6 +36,14 @@ void for_each_float32_library(F check) {
   set_gemm_float32_library(default_library);
 }
 
+// A rows x cols matrix of standard normal values drawn from `rng`.
+Eigen::MatrixXf normal_matrix(std::mt19937& rng, Eigen::Index rows, Eigen::Index cols) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Eigen::MatrixXf x(rows, cols);
+  for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = normal(rng);
+  return x;
+}
+
 Eigen::MatrixXf integers(Eigen::Index rows, Eigen::Index cols, unsigned seed) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> pick(-64, 64);
@@ -91,12 +99,7 @@ TEST_CASE("gemm: float32 products go to oneDNN's sgemm by default only where it 
 
 TEST_CASE("gemm: float32 products in each library round within float32 accumulation's bound, and NaN and infinity reach C") {
   std::mt19937 rng(23);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  const auto random = [&](Eigen::Index rows, Eigen::Index cols) {
-    Eigen::MatrixXf x(rows, cols);
-    for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = normal(rng);
-    return x;
-  };
+  const auto random = [&](Eigen::Index rows, Eigen::Index cols) { return normal_matrix(rng, rows, cols); };
   const Eigen::Index m = 70, k = 300, n = 200;  // two slices of 128 columns, the second partial
   for_each_float32_library([&] {
     for (const bool ta : {false, true})
@@ -144,12 +147,7 @@ TEST_CASE("gemm: empty shapes, k = 0 gives zeros, and shapes that disagree are r
 
 TEST_CASE("gemm gives the same bits on any number of threads, where the sums round") {
   std::mt19937 rng(9);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  const auto random = [&](Eigen::Index rows, Eigen::Index cols) {
-    Eigen::MatrixXf m(rows, cols);
-    for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = normal(rng);
-    return m;
-  };
+  const auto random = [&](Eigen::Index rows, Eigen::Index cols) { return normal_matrix(rng, rows, cols); };
   const Eigen::MatrixXf a = random(70, 300), b = random(300, 200), bt = random(200, 300);  // 200 columns: two slices of 128
   for_each_float32_library([&] {
     set_gemm_threads(1);

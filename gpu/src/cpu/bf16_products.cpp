@@ -75,6 +75,7 @@ ProductOperand& ProductOperand::operator=(ProductOperand&&) noexcept = default;
 
 bool bf16_products_available() { return false; }
 void onednn_on_calling_thread() {}
+bool onednn_runs_avx512() { return false; }
 std::uint64_t bf16_operands_packed() { return 0; }
 bool bf16_product(const ProductOperand&, bool, const ProductOperand&, bool, Eigen::Index, const GemmEpilogue&, Eigen::MatrixXf&) { return false; }
 bool bf16_block_product(const MatrixBlock&, bool, const MatrixBlock&, bool, Eigen::Index, float*) { return false; }
@@ -83,13 +84,15 @@ bool bf16_block_product(const MatrixBlock&, bool, const MatrixBlock&, bool, Eige
 
 namespace {
 
-// The processor's bf16 instructions, as oneDNN sees them (its effective ISA is a set of bits).
+// Whether oneDNN runs `wanted`'s kernels here (its effective ISA is a set of bits).
+bool onednn_runs(dnnl::cpu_isa wanted) {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa()), bits = static_cast<unsigned>(wanted);
+  return (isa & bits) == bits;
+}
+
+// The processor's bf16 instructions, as oneDNN sees them.
 bool hardware_bf16() {
-  static const bool has = [] {
-    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-    const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
-    return (isa & bf16) == bf16;
-  }();
+  static const bool has = onednn_runs(dnnl::cpu_isa::avx512_core_bf16);
   return has;
 }
 
@@ -232,6 +235,8 @@ const Bf16Scan* packed(const ProductOperand& operand) {
 }  // namespace
 
 bool bf16_products_available() { return allowed.load(std::memory_order_relaxed) && hardware_bf16(); }
+
+bool onednn_runs_avx512() { return onednn_runs(dnnl::cpu_isa::avx512_core); }
 
 void onednn_on_calling_thread() {
   thread_local const bool set = [] {

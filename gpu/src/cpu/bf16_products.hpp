@@ -61,6 +61,10 @@ bool bf16_product(const ProductOperand& a, bool transpose_a, const ProductOperan
 // engine's threads already share the slices out. Nothing without oneDNN.
 void onednn_on_calling_thread();
 
+// Whether oneDNN runs its AVX-512 kernels here (AVX512F, BW, VL, DQ: its avx512_core); false
+// without oneDNN.
+bool onednn_runs_avx512();
+
 // c (m x n, contiguous column-major) = op(a) op(b) of two blocks, on the calling thread alone, when
 // bf16_products_available() and the blocks pass bf16_kernels_exact: the calls bf16_product makes
 // for copies of the blocks, so the same bits. False (c untouched) otherwise.

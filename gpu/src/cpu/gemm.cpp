@@ -32,22 +32,12 @@ const bool single_threaded_openblas = [] {
 }();
 std::atomic<std::uint64_t> float32_products{0}, bf16_products_made{0};
 
-// Whether oneDNN runs its AVX-512 kernels here (AVX512F, BW, VL, DQ: its avx512_core). On AVX2
-// alone its sgemm is the slower of the two: an fp32 MLP step of 19.4-23.2 ms with oneDNN held to
-// AVX2 (ONEDNN_MAX_CPU_ISA=AVX2) against 14.0-16.7 ms in OpenBLAS's Haswell kernels
-// (OPENBLAS_CORETYPE=Haswell), on the same Zen 4.
-bool onednn_has_avx512() {
-#if FPSCOPE_HAVE_ONEDNN
-  const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa()), avx512 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core);
-  return (isa & avx512) == avx512;
-#else
-  return false;
-#endif
-}
-
 // Whether float32 products run in oneDNN's sgemm: built with oneDNN, on a processor where oneDNN
 // runs AVX-512, and not sent to OpenBLAS (set_gemm_float32_library, FPSCOPE_FLOAT32_PRODUCTS=openblas).
-std::atomic<bool> float32_in_onednn{FPSCOPE_HAVE_ONEDNN != 0 && onednn_has_avx512() && [] {
+// On AVX2 alone its sgemm is the slower of the two: an fp32 MLP step of 19.4-23.2 ms with oneDNN
+// held to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2) against 14.0-16.7 ms in OpenBLAS's Haswell kernels
+// (OPENBLAS_CORETYPE=Haswell), on the same Zen 4.
+std::atomic<bool> float32_in_onednn{FPSCOPE_HAVE_ONEDNN != 0 && onednn_runs_avx512() && [] {
   const char* setting = std::getenv("FPSCOPE_FLOAT32_PRODUCTS");
   return setting == nullptr || std::string_view(setting) != "openblas";
 }()};
