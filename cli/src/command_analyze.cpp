@@ -24,6 +24,7 @@
 #include "fpscope/core/printable_text.hpp"
 #include "number_option.hpp"
 #include "scale_option.hpp"
+#include "target_format_option.hpp"
 
 namespace fpscope::cli {
 
@@ -31,7 +32,7 @@ namespace {
 
 struct AnalyzeOptions {
   std::vector<std::string> inputs;
-  std::string format = "fp16";
+  std::string format;  // "": the run logs' own, else fp16 (target_format)
   std::string scale = "recorded";
   std::string as = "";
   std::string margin = "1";
@@ -49,8 +50,9 @@ struct SourcedSeries {
 };
 
 // A run log's (or an exported CSV's) tensors over every recorded step; a .npy file or a folder of
-// them (kind `other`: what the user asks a scale about).
-std::vector<SourcedSeries> load(const std::string& input, NpyElements elements, std::vector<std::string>& warnings) {
+// them (kind `other`: what the user asks a scale about). A run log's header goes to `run_headers`.
+std::vector<SourcedSeries> load(const std::string& input, NpyElements elements, std::vector<std::string>& warnings,
+                                std::vector<RunHeader>& run_headers) {
   const std::filesystem::path path(input);
   std::vector<SourcedSeries> out;
   if (std::filesystem::is_directory(path)) {
@@ -67,6 +69,7 @@ std::vector<SourcedSeries> load(const std::string& input, NpyElements elements, 
     snapshots = read_histograms_csv(path);
   } else {
     RunLog log = read_run_log(path);
+    run_headers.push_back(log.header);
     warnings.insert(warnings.end(), log.warnings.begin(), log.warnings.end());
     snapshots = std::move(log.snapshots);
   }
@@ -319,7 +322,9 @@ void run_analyze(const AnalyzeOptions& options) {
     if (options.compare_scale_rules || !options.block.empty() || options.scale_rule != "floor")
       throw UsageError("--compare-scale-rules, --block and --scale-rule apply to block-scaled formats (mxfp8-e4m3, mxfp4, nvfp4, ...)");
   }
-  const Format format = parse_format(options.format);
+  // A --format is checked before any input is read; without one, the run logs' own is known after.
+  std::optional<TargetFormat> target;
+  if (!options.format.empty()) target = target_format(options.format, {});
   const NpyElements elements = parse_npy_elements(options.as);
   const bool as_recorded = options.scale == "recorded";
   const std::optional<int> fixed_scale = as_recorded ? std::nullopt : parse_scale_log2(options.scale);
@@ -335,10 +340,15 @@ void run_analyze(const AnalyzeOptions& options) {
 
   std::vector<SourcedSeries> tensors;
   std::vector<std::string> warnings;
+  std::vector<RunHeader> run_headers;
   for (const std::string& input : options.inputs)
-    for (SourcedSeries& s : load(input, elements, warnings))
+    for (SourcedSeries& s : load(input, elements, warnings, run_headers))
       if (selected(s.series, kinds, options.tensors)) tensors.push_back(std::move(s));
   if (tensors.empty()) throw UsageError("no tensor matches --kind and --tensor in the inputs", 1);
+  if (!target) target = target_format("", run_headers);
+  const Format format = target->format;
+  const std::string format_text =
+      format_name(format) + (target->reason.empty() ? std::string() : " (" + target->reason + "; --format asks about another)");
 
   std::vector<TensorSeries> all;
   for (const auto& t : tensors) all.push_back(t.series);
@@ -351,6 +361,7 @@ void run_analyze(const AnalyzeOptions& options) {
   const auto binade_text = [](std::optional<int> b) { return b ? fmt::format("2^{}", *b) : std::string("-"); };
   if (options.json) {
     nlohmann::json out{{"format", format_name(format)},
+                       {"format_chosen_by", target->chosen_by},
                        {"scale_log2", scale_log2 ? nlohmann::json(*scale_log2) : nlohmann::json("recorded")},
                        {"advice", advice_text(common)},
                        {"advice_decided_by", common.decided_by},
@@ -387,9 +398,9 @@ void run_analyze(const AnalyzeOptions& options) {
   }
   std::string table;
   if (!scale_log2)
-    table += fmt::format("format {}, at the scales the values were recorded with\n", format_name(format));
+    table += fmt::format("format {}, at the scales the values were recorded with\n", format_text);
   else
-    table += fmt::format("format {}, loss scale 2^{}{} on the gradients (activations and weights as they are)\n", format_name(format),
+    table += fmt::format("format {}, loss scale 2^{}{} on the gradients (activations and weights as they are)\n", format_text,
                          *scale_log2, fixed_scale ? "" : " (the advice below)");
   table += fmt::format("advice for the gradients: {}{}\n\n", advice_text(common),
                        common.kind == LossScaleAdvice::Kind::scale ? " (set by " + printable_text(common.decided_by) + ")"
@@ -426,7 +437,8 @@ void add_analyze(CLI::App& app) {
   auto options = std::make_shared<AnalyzeOptions>();
   CLI::App* cmd = app.add_subcommand("analyze", "What a format and a loss scale would flush to zero or overflow, per tensor, and the loss scale to use");
   cmd->add_option("RUN_OR_NPY", options->inputs, "run logs (.jsonl), exported CSV (.csv), .npy files, or folders of .npy files")->required();
-  cmd->add_option("-f,--format", options->format, "target format: fp16 bf16 e4m3 e5m2 tf32 eXmY, or a block-scaled format (mxfp8-e4m3, mxfp4, nvfp4, ...) for .npy tensors")->capture_default_str();
+  cmd->add_option("-f,--format", options->format, "target format: fp16 bf16 e4m3 e5m2 tf32 eXmY, or a block-scaled format (mxfp8-e4m3, mxfp4, nvfp4, ...) for .npy tensors "
+                  "(default: the format the run logs were cast to, else fp16)");
   cmd->add_option("--scale", options->scale,
                   "recorded (the values as the run scaled them), a loss scale 2^k or a power of two (moves gradients only), or auto (the advice)")
       ->capture_default_str();

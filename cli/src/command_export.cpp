@@ -17,6 +17,7 @@
 #include "fpscope/core/printable_text.hpp"
 #include "fpscope/snapshot/output_file.hpp"
 #include "scale_option.hpp"
+#include "target_format_option.hpp"
 
 namespace fpscope::cli {
 
@@ -31,7 +32,7 @@ struct ExportOptions {
   std::string plot = "histogram";
   std::string tensor;
   std::string kind;
-  std::string format = "fp16";
+  std::string format;  // "": the run's own, else fp16 (target_format)
   std::string scale = "recorded";
   std::string binades;  // LO..HI, the plot's x-axis at least
 };
@@ -85,7 +86,9 @@ void run_export(const ExportOptions& options) {
   if (outputs != 1) throw UsageError("export needs exactly one of --csv OUT, --blocks-csv OUT, --svg OUT or --png OUT");
   if (options.plot != "histogram" && options.plot != "heatmap")
     throw UsageError("unknown --plot '" + printable_text(options.plot) + "': expected histogram or heatmap");
-  const Format format = parse_format(options.format);
+  // A --format is checked before the run log is read; without one, the run's own is known after.
+  std::optional<TargetFormat> target;
+  if (!options.format.empty()) target = target_format(options.format, {});
   const std::optional<std::pair<int, int>> binades =
       options.binades.empty() ? std::nullopt : std::optional<std::pair<int, int>>(parse_binades(options.binades));
   // As recorded, or at a hypothetical loss scale (which moves gradients only).
@@ -136,8 +139,9 @@ void run_export(const ExportOptions& options) {
   } catch (const std::overflow_error& e) {
     throw std::runtime_error(printable_text(options.run, 200) + ": " + e.what());
   }
+  if (!target) target = target_format("", {log.header});
   PlotOptions plot;
-  plot.format = format;
+  plot.format = target->format;
   plot.title = name + " " + std::string(tensor_kind_name(kind)) +
                (options.plot == "histogram" ? fmt::format(", {} steps merged", steps.size()) : "");
   plot.scale_text = !scale ? std::string("the values as recorded (with the scales the run gave them)")
@@ -169,7 +173,7 @@ void add_export(CLI::App& app) {
   cmd->add_option("--binades", options->binades,
                   "LO..HI: the x-axis spans at least these binades, so that two plots share it (a before/after pair)");
   cmd->add_option("--kind", options->kind, "its kind: activation, activation_gradient, weight, weight_gradient");
-  cmd->add_option("-f,--format", options->format, "format whose range shades the plot")->capture_default_str();
+  cmd->add_option("-f,--format", options->format, "format whose range shades the plot (default: the format the run was cast to, else fp16)");
   cmd->add_option("--scale", options->scale, "recorded (the values as the run scaled them) or a loss scale 2^k (moves gradients only)")->capture_default_str();
   cmd->callback([options] { run_export(*options); });
 }

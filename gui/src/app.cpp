@@ -103,10 +103,6 @@ bool App::start_training(const TrainingForm& f) {
     settings.steps = f.steps;
     settings.pause_at_step = f.pause_at_step;
     save_baseline_if_fp32();
-    // Until someone picks a target format, the views show what the run's own format does (fp32
-    // runs keep the one shown: they have no format to flush in).
-    if (!format_chosen && settings.mlp.precision != Precision::fp32)
-      format_index = settings.mlp.precision == Precision::bf16 ? target_format_index("bf16") : target_format_index("fp16");
     // Every core: the window draws 10 frames a second while the run trains (main.cpp), and the
     // pool's pieces (parallel.hpp) let a frame take a core without holding up a whole share.
     set_gemm_threads(gemm_cores());
@@ -154,6 +150,11 @@ void App::update(double now_seconds) {
   }
   store_generation_seen_ = update.generation;
   store_layout_seen_ = update.layout;
+  // Until someone picks a target format, the views show what the run's own format does, for a run
+  // trained here as for a log followed (fp32 runs keep the one shown: they have no format to flush in).
+  if (!format_chosen && !(update.header == header))
+    if (const std::optional<Format> cast_to = run_cast_format(update.header))
+      if (const int index = target_format_index(format_name(*cast_to)); index >= 0) format_index = index;
   header = std::move(update.header);
   growing = !update.snapshots.empty();
   if (growing || !update.steps.empty()) last_growth_at = now;

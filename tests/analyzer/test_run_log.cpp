@@ -336,3 +336,20 @@ TEST_CASE("writing a run log reports its progress, rising, ending at 1 once the 
   CHECK(heard.back() == 1.0);
   CHECK(read_run_log(path).snapshots.size() == 30);
 }
+
+TEST_CASE("the format a run cast to: what analyze, export and the app ask about when no one says") {
+  const auto cast_to = [](const std::string& format) {
+    RunHeader header;
+    header.format = format;
+    return run_cast_format(header);
+  };
+  CHECK(cast_to("fp16") == formats::fp16);
+  CHECK(cast_to("bf16") == formats::bf16);
+  CHECK(cast_to("bfloat16") == formats::bf16);  // any of its names, as parse_format reads them
+  CHECK(cast_to("e4m3") == formats::e4m3);
+  CHECK(cast_to("tf32") == formats::tf32);      // float32's range, fewer bits: a cast of its own
+  CHECK_FALSE(cast_to("fp32").has_value());     // a float32 run casts to nothing
+  CHECK_FALSE(cast_to("fp64").has_value());
+  CHECK_FALSE(cast_to("").has_value());         // a header without one (older writers)
+  CHECK_FALSE(cast_to("fp17").has_value());     // nor a name fpscope does not know
+}

@@ -97,6 +97,18 @@ LOG
 check analyze-table 0 'fc1 activation_gradient +40 +1 +2\^-2 +2\^-30 +45\.00% +50\.00% +0\.00% +2\^16' -- "$fpscope" analyze "$work/run.jsonl"
 check analyze-scaled 0 'fc1 activation_gradient +40 .* 20\.00% +25\.00%' -- "$fpscope" analyze "$work/run.jsonl" --scale 2^8
 check analyze-json 0 '"advice": "2\^16"' -- "$fpscope" analyze "$work/run.jsonl" --json
+# Without --format, analyze and export ask about the format the run was cast to (a bf16 run: bf16,
+# where nothing of this flushes), else fp16, and say why; --format wins.
+sed 's/"fp16"/"bf16"/g' "$work/run.jsonl" >"$work/run-bf16.jsonl"
+sed 's/"fp16"/"fp32"/g' "$work/run.jsonl" >"$work/run-fp32.jsonl"
+check analyze-run-format 0 "^format bf16 \(the run's own; --format asks about another\)" -- "$fpscope" analyze "$work/run-bf16.jsonl"
+check analyze-run-format-table 0 'fc1 activation_gradient +40 +1 +2\^-2 +2\^-30 +20\.00% +0\.00% +0\.00% +none needed' -- "$fpscope" analyze "$work/run-bf16.jsonl"
+check analyze-run-format-json 0 '"format_chosen_by": "run"' -- "$fpscope" analyze "$work/run-bf16.jsonl" --json
+check analyze-format-option-wins 0 'fc1 activation_gradient +40 +1 +2\^-2 +2\^-30 +45\.00% +50\.00%' -- "$fpscope" analyze "$work/run-bf16.jsonl" -f fp16
+check analyze-fp32-run-default 0 '^format fp16 \(the default: the run trained in float32; ' -- "$fpscope" analyze "$work/run-fp32.jsonl"
+check analyze-runs-disagree 0 '^format fp16 \(the default: the run logs name different formats, bf16 and fp16; ' -- "$fpscope" analyze "$work/run-bf16.jsonl" "$work/run.jsonl"
+check export-run-format 0 '>bf16, the values as recorded' -- bash -c "'$fpscope' export '$work/run-bf16.jsonl' --svg '$work/run-bf16.svg' && cat '$work/run-bf16.svg'"
+check_bad bad-analyze-format "unknown format 'fp17'" -- "$fpscope" analyze "$work/run-bf16.jsonl" -f fp17
 check export-csv 0 '^step,tensor,kind,scale,captured,binade,count$' -- bash -c "'$fpscope' export '$work/run.jsonl' --csv '$work/run.csv' && head -1 '$work/run.csv'"
 check analyze-csv 0 'fc1 activation_gradient +40 +1 +2\^-2 +2\^-30 +45\.00%' -- "$fpscope" analyze "$work/run.csv"
 printf 'step,tensor,binade,count\n1,fc1,-3,4\n' >"$work/bad.csv"

@@ -160,6 +160,16 @@ fi
 # Curves on a log written with --recipe fp8-current: the chosen operand's amax and scale lines;
 # a run without a recipe draws neither.
 "$fpscope" train --model 16-32-10 --precision bf16 --recipe fp8-current --steps 30 --batch 32 --out "$work/fp8.jsonl" >/dev/null 2>&1
+# A followed log's target format is the run's own too (this one is bf16); an fp32 run's is left
+# as it was (fp16); --target-format wins.
+"$fpscope" train --model 16-8-4 --precision fp32 --steps 3 --batch 8 --out "$work/fp32.jsonl" >/dev/null 2>&1
+if headless --follow "$work/fp8.jsonl" --view histogram --frames 1 --report 2>&1 | grep -qx 'target format bf16' &&
+   headless --follow "$work/fp32.jsonl" --view histogram --frames 1 --report 2>&1 | grep -qx 'target format fp16' &&
+   headless --follow "$work/fp8.jsonl" --target-format e5m2 --view histogram --frames 1 --report 2>&1 | grep -qx 'target format e5m2'; then
+  ok
+else
+  fail "a followed log's target format is the run's own until one is chosen"
+fi
 headless --follow "$work/fp8.jsonl" --view curves --frames 3 --screenshot "$work/curves-fp8.png" >/dev/null 2>&1
 if "$check" "$work/curves-fp8.png" curves-fp8 >/dev/null; then ok; else fail "Curves of an FP8 run"; "$check" "$work/curves-fp8.png" curves-fp8; fi
 headless --follow "$work/run.jsonl" --view curves --frames 3 --screenshot "$work/curves-plain.png" >/dev/null 2>&1

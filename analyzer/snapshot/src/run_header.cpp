@@ -1,10 +1,23 @@
-// Run ids: the owner of a run log.
+// Run ids (the owner of a run log) and the format a run cast to.
 #include "fpscope/snapshot/run_header.hpp"
 
 #include <cstdint>
 #include <random>
 
+#include "fpscope/core/names.hpp"
+
 namespace fpscope {
+
+std::optional<Format> run_cast_format(const RunHeader& header) {
+  if (header.format.empty()) return std::nullopt;
+  try {
+    const Format format = parse_format(header.format);
+    if (format.exponent_bits >= formats::fp32.exponent_bits && format.mantissa_bits >= formats::fp32.mantissa_bits) return std::nullopt;
+    return format;
+  } catch (const UnknownNameError&) {
+    return std::nullopt;
+  }
+}
 
 std::string new_run_id() {
   std::random_device source;

@@ -1,7 +1,10 @@
 // RunHeader: what a run was, written once as the first line of its log.
 #pragma once
 
+#include <optional>
 #include <string>
+
+#include "fpscope/core/format.hpp"
 
 namespace fpscope {
 
@@ -25,6 +28,13 @@ struct RunHeader {
   std::string recipe;     // GEMM operands: "fp8-delayed (hybrid, history 16, margin 0)", "mxfp4"; absent: none
   friend bool operator==(const RunHeader&, const RunHeader&) = default;
 };
+
+// The format a run cast its tensors to, as the target an analysis of its log takes when none is
+// asked for: the header's `format` where it names one (parse_format) that can flush or overflow
+// what float32 holds. nullopt for a float32 (or wider) run -- it casts to nothing of its own, so a
+// question about it names the format it asks about --, a header without a format, or a name
+// fpscope does not know.
+std::optional<Format> run_cast_format(const RunHeader& header);
 
 // 32 lowercase hex digits from the system's random source.
 std::string new_run_id();

@@ -1,0 +1,42 @@
+// The format analyze and export ask about when --format does not say (target_format_option.hpp).
+#include "target_format_option.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include "fpscope/core/names.hpp"
+
+namespace fpscope::cli {
+
+TargetFormat target_format(const std::string& option, const std::vector<RunHeader>& run_headers) {
+  if (!option.empty()) return {parse_format(option), "--format", ""};
+  std::vector<std::string> cast_to;  // the formats the runs were cast to, each once
+  bool float32_run = false;
+  for (const RunHeader& header : run_headers) {
+    const std::optional<Format> format = run_cast_format(header);
+    if (!format) {
+      try {  // a float32 run's, or a name fpscope does not know (left out)
+        if (!header.format.empty()) parse_format(header.format), float32_run = true;
+      } catch (const UnknownNameError&) {
+      }
+      continue;
+    }
+    const std::string name = format_name(*format);
+    if (std::find(cast_to.begin(), cast_to.end(), name) == cast_to.end()) cast_to.push_back(name);
+  }
+  if (cast_to.size() == 1 && !float32_run)
+    return {parse_format(cast_to.front()), "run", run_headers.size() == 1 ? "the run's own" : "the runs' own"};
+  std::string why = "the default";
+  if (cast_to.size() > 1 || (!cast_to.empty() && float32_run)) {
+    std::sort(cast_to.begin(), cast_to.end());
+    if (float32_run) cast_to.push_back("fp32");
+    std::string names;
+    for (std::size_t i = 0; i < cast_to.size(); ++i) names += (i == 0 ? "" : i + 1 == cast_to.size() ? " and " : ", ") + cast_to[i];
+    why += ": the run logs name different formats, " + names;
+  } else if (float32_run) {
+    why += run_headers.size() == 1 ? ": the run trained in float32" : ": the runs trained in float32";
+  }
+  return {formats::fp16, "default", why};
+}
+
+}  // namespace fpscope::cli
