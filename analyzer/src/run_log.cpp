@@ -203,6 +203,7 @@ std::string run_header_line(const RunHeader& header) {
   if (!header.run_id.empty()) line["run_id"] = header.run_id;
   if (!header.optimizer.empty()) line["optimizer"] = header.optimizer;
   if (!header.recipe.empty()) line["recipe"] = header.recipe;
+  if (!header.products.empty()) line["products"] = header.products;
   return line.dump();
 }
 
@@ -273,6 +274,7 @@ RunHeader parse_run_header(std::string_view line, const std::string& where) try 
   header.scaler = value.value("scaler", "");
   header.optimizer = value.value("optimizer", "");
   header.recipe = value.value("recipe", "");
+  header.products = value.value("products", "");
   header.run_id = value.value("run_id", "");
   return header;
 } catch (const json::exception& e) {

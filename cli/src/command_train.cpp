@@ -261,12 +261,17 @@ void run_train(const TrainOptions& o) {
   header.scaler = describe(config.scaler);
   header.optimizer = describe(config.optimizer);
   if (config.recipe.recipe != GemmRecipe::none) header.recipe = recipe_description(config.recipe);
-  // What a checkpoint must agree with to be resumed: everything that decides the bits.
+  header.products = products_description(trainer.name());
+  // What a checkpoint must agree with to be resumed: everything that decides the bits, the
+  // products' kernels last (a checkpoint from before they were recorded has none to compare).
+  RunHeader options_header = header;
+  options_header.products.clear();
+  const std::string products_part = "|products " + header.products;
   const std::string settings = fmt::format(
-      "{}|backend {}|batch {}|lr {}|loss weight {}|record-every {}|record-blocks {}|optimizer {} momentum {} betas {},{} eps {} decay {} clip {}|data {}|seed {}|inject{}|log {}",
-      run_header_line(header), trainer.name(), batch, config.learning_rate, config.loss_weight, record_every, o.record_blocks,
+      "{}|backend {}|batch {}|lr {}|loss weight {}|record-every {}|record-blocks {}|optimizer {} momentum {} betas {},{} eps {} decay {} clip {}|data {}|seed {}|inject{}|log {}{}",
+      run_header_line(options_header), trainer.name(), batch, config.learning_rate, config.loss_weight, record_every, o.record_blocks,
       optimizer_name(config.optimizer.kind), config.optimizer.momentum, config.optimizer.beta1, config.optimizer.beta2, config.optimizer.epsilon,
-      config.optimizer.weight_decay, config.optimizer.clip_grad_norm, o.data, config.seed, injected, o.out.value_or(""));
+      config.optimizer.weight_decay, config.optimizer.clip_grad_norm, o.data, config.seed, injected, o.out.value_or(""), products_part);
   std::int64_t first_step = 0;
   std::optional<RunLogAppender> log;
   if (o.resume) {
@@ -276,8 +281,15 @@ void run_train(const TrainOptions& o) {
     } catch (const CheckpointError& e) {
       throw UsageError(std::string(e.what()) + ": cannot --resume", 1);
     }
-    if (checkpoint.settings != settings)
+    const std::size_t their_products = checkpoint.settings.rfind("|products ");
+    const std::string their_options = checkpoint.settings.substr(0, their_products);
+    if (their_options != settings.substr(0, settings.size() - products_part.size()))
       throw UsageError("checkpoint " + printable_text(checkpoint_path, 200) + " was written by a run with other settings: resume with the same options", 1);
+    if (their_products != std::string::npos && checkpoint.settings.substr(their_products) != products_part)
+      throw UsageError("checkpoint " + printable_text(checkpoint_path, 200) + " was written where the products ran in other kernels (" +
+                           printable_text(checkpoint.settings.substr(their_products + products_part.find(' ') + 1), 200) + "), not here (" +
+                           header.products + "), and they round differently: resume it where it was written, or with its FPSCOPE_FLOAT32_PRODUCTS and FPSCOPE_BF16_PRODUCTS",
+                       1);
     trainer.restore(checkpoint.trainer);
     data->restore_state(checkpoint.data_state);
     header.run_id = checkpoint.run_id;

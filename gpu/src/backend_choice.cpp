@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/gpt.hpp"
 #include "fpscope/gpu/trainer_backend.hpp"
 
@@ -64,6 +65,8 @@ int cuda_device_count(std::string& why) {
   if (count == 0) why = std::string("no CUDA device answers: ") + (reason[0] != '\0' ? reason : "the runtime gave no reason");
   return count;
 }
+
+std::string products_description(std::string_view backend) { return backend == "cuda" ? "cuBLAS" : cpu_products_description(); }
 
 std::unique_ptr<TrainerBackend> make_trainer_backend(std::string_view backend, const MlpConfig& config) {
   if (backend != "cpu" && backend != "cuda" && backend != "auto")

@@ -44,6 +44,7 @@ void TrainingSession::start(const TrainingSettings& settings) {
   header.scaler = describe(settings.mlp.scaler);
   header.optimizer = describe(settings.mlp.optimizer);
   if (settings.mlp.recipe.recipe != GemmRecipe::none) header.recipe = recipe_description(settings.mlp.recipe);
+  header.products = products_description(trainer->name());
   store_.clear();
   store_.set_header(header);
   {

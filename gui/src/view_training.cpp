@@ -101,6 +101,7 @@ void draw_followed(App& app) {
   ImGui::TextWrapped("scaling    %s", app.header.scaler.c_str());
   if (!app.header.optimizer.empty()) ImGui::TextWrapped("optimizer  %s", app.header.optimizer.c_str());
   if (!app.header.recipe.empty()) ImGui::TextWrapped("recipe     %s", app.header.recipe.c_str());
+  if (!app.header.products.empty()) ImGui::TextWrapped("products   %s", app.header.products.c_str());
   if (const Snapshot* s = app.current_snapshot())
     ImGui::Text("step %lld  loss %.5f  scale 2^%.0f%s", static_cast<long long>(s->step), s->loss, std::log2(s->loss_scale),
                 s->skipped ? "  skipped" : "");

@@ -67,6 +67,7 @@ TEST_CASE("a run log round-trips through JSON Lines, written at once or appended
   RunLog log;
   log.header = RunHeader{run_log_schema_version, "fpscope train", "784-512-10 relu", "fp16", "fp16", "rne", "dynamic"};
   log.header.optimizer = "adamw betas 0.9,0.999 eps 1e-08 weight decay 0.01, clip 1";
+  log.header.products = "float32: OpenBLAS 0.3.21 (Haswell); bf16: in float32";
   for (int step = 0; step < 12; ++step) log.snapshots.push_back(sample_snapshot(step, rng));
   const auto whole = temporary("whole.jsonl");
   write_run_log(resolve_output(whole), log);

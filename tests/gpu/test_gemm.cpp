@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include <cblas.h>
+
 #include "fpscope/gpu/gemm.hpp"
 
 using namespace fpscope;
@@ -95,6 +97,29 @@ TEST_CASE("gemm: float32 products go to oneDNN's sgemm by default only where it 
   CAPTURE(capped);
   CHECK((at_start == Float32Library::onednn) == (built_in && avx512 && !to_openblas));
   CHECK(float32_library_name(at_start) == (at_start == Float32Library::onednn ? "oneDNN" : "OpenBLAS"));
+}
+
+TEST_CASE("cpu_products_description names the library, version and kernels each kind of product runs in now") {
+  for_each_float32_library([] {
+    const std::string text = cpu_products_description();
+    CAPTURE(text);
+    const std::string float32_part = text.substr(0, text.find(';'));
+    if (gemm_float32_library() == Float32Library::onednn) {
+      CHECK(float32_part.rfind("float32: oneDNN ", 0) == 0);
+      CHECK(float32_part.find(" sgemm (avx") != std::string::npos);  // the instruction set oneDNN runs here, as it names them
+      CHECK(float32_part.back() == ')');
+    } else {
+      CHECK(float32_part.rfind("float32: OpenBLAS 0.", 0) == 0);
+      CHECK(float32_part.find(std::string(" (") + openblas_get_corename() + ")") != std::string::npos);  // the kernels, as OpenBLAS names them
+    }
+    const bool bf16_kernels = gemm_has_bf16_products();
+    CHECK(text.find("; bf16: ") != std::string::npos);
+    CHECK((text.find("; bf16: oneDNN ") != std::string::npos) == bf16_kernels);
+    set_gemm_bf16_products(false);
+    CHECK(cpu_products_description() == float32_part + "; bf16: in float32");
+    set_gemm_bf16_products(true);  // as the other cases leave it
+    if (bf16_kernels) CHECK(cpu_products_description() == text);
+  });
 }
 
 TEST_CASE("gemm: float32 products in each library round within float32 accumulation's bound, and NaN and infinity reach C") {

@@ -76,6 +76,7 @@ ProductOperand& ProductOperand::operator=(ProductOperand&&) noexcept = default;
 bool bf16_products_available() { return false; }
 void onednn_on_calling_thread() {}
 bool onednn_runs_avx512() { return false; }
+std::string onednn_description() { return ""; }
 std::uint64_t bf16_operands_packed() { return 0; }
 bool bf16_product(const ProductOperand&, bool, const ProductOperand&, bool, Eigen::Index, const GemmEpilogue&, Eigen::MatrixXf&) { return false; }
 bool bf16_block_product(const MatrixBlock&, bool, const MatrixBlock&, bool, Eigen::Index, float*) { return false; }
@@ -237,6 +238,24 @@ const Bf16Scan* packed(const ProductOperand& operand) {
 bool bf16_products_available() { return allowed.load(std::memory_order_relaxed) && hardware_bf16(); }
 
 bool onednn_runs_avx512() { return onednn_runs(dnnl::cpu_isa::avx512_core); }
+
+std::string onednn_description() {
+  const dnnl_version_t* version = dnnl_version();
+  std::string isa;
+  switch (dnnl::get_effective_cpu_isa()) {  // oneDNN's own names (dnnl_types.h)
+    case dnnl::cpu_isa::sse41: isa = "sse41"; break;
+    case dnnl::cpu_isa::avx: isa = "avx"; break;
+    case dnnl::cpu_isa::avx2: isa = "avx2"; break;
+    case dnnl::cpu_isa::avx2_vnni: isa = "avx2_vnni"; break;
+    case dnnl::cpu_isa::avx512_core: isa = "avx512_core"; break;
+    case dnnl::cpu_isa::avx512_core_vnni: isa = "avx512_core_vnni"; break;
+    case dnnl::cpu_isa::avx512_core_bf16: isa = "avx512_core_bf16"; break;
+    case dnnl::cpu_isa::avx512_core_amx: isa = "avx512_core_amx"; break;
+    default: isa = "isa " + std::to_string(static_cast<unsigned>(dnnl::get_effective_cpu_isa()));
+  }
+  return "oneDNN " + std::to_string(version->major) + "." + std::to_string(version->minor) + "." + std::to_string(version->patch) + " (" + isa +
+         ")";
+}
 
 void onednn_on_calling_thread() {
   thread_local const bool set = [] {

@@ -4,6 +4,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <string>
 #include <cstdint>
 
 #include "fpscope/gpu/gemm.hpp"
@@ -60,6 +61,10 @@ bool bf16_product(const ProductOperand& a, bool transpose_a, const ProductOperan
 // The calling thread runs the oneDNN calls it makes on itself alone (an OpenMP team of one): the
 // engine's threads already share the slices out. Nothing without oneDNN.
 void onednn_on_calling_thread();
+
+// oneDNN's version and the instruction set it runs here: "oneDNN 2.6.3 (avx512_core_bf16)"; ""
+// without oneDNN.
+std::string onednn_description();
 
 // Whether oneDNN runs its AVX-512 kernels here (AVX512F, BW, VL, DQ: its avx512_core); false
 // without oneDNN.

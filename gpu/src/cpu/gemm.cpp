@@ -70,6 +70,20 @@ Eigen::Index float32_slice(const MatrixBlock& a, bool transpose_a, const MatrixB
 }
 }  // namespace
 
+std::string cpu_products_description() {
+  std::string float32;
+  if (gemm_float32_library() == Float32Library::onednn) {
+    float32 = onednn_description();
+    float32.insert(float32.find(" ("), " sgemm");
+  } else {
+    // "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ..." and the kernels' core, "Haswell".
+    const std::string config = openblas_get_config();
+    const std::size_t version_end = config.find(' ', config.find(' ') + 1);
+    float32 = config.substr(0, version_end) + " (" + openblas_get_corename() + ")";
+  }
+  return "float32: " + float32 + "; bf16: " + (gemm_has_bf16_products() ? onednn_description() : std::string("in float32"));
+}
+
 Eigen::MatrixXf gemm(const Eigen::MatrixXf& a, bool transpose_a, const Eigen::MatrixXf& b, bool transpose_b) {
   return gemm(ProductOperand(a), transpose_a, ProductOperand(b), transpose_b);
 }

@@ -20,4 +20,8 @@ int cuda_device_count(std::string& why);
 // cannot make a trainer.
 std::unique_ptr<TrainerBackend> make_trainer_backend(std::string_view backend, const MlpConfig& config);
 
+// Where a backend's products run, for a run log's header: cpu_products_description() for "cpu",
+// "cuBLAS" for "cuda".
+std::string products_description(std::string_view backend);
+
 }  // namespace fpscope

@@ -102,6 +102,11 @@ enum class Float32Library { openblas, onednn };
 void set_gemm_float32_library(Float32Library library);
 Float32Library gemm_float32_library();
 std::string_view float32_library_name(Float32Library library);  // "OpenBLAS", "oneDNN"
+// Where this process's CPU products run now, library, version and kernels, for a run log's
+// header (the same operands give other last bits in other kernels): "float32: oneDNN 2.6.3 sgemm
+// (avx512_core_bf16); bf16: oneDNN 2.6.3 (avx512_core_bf16)", or "float32: OpenBLAS 0.3.21
+// (Haswell); bf16: in float32".
+std::string cpu_products_description();
 
 // The engine's threads for the products and the element-wise passes (0: all cores), and how many
 // it uses now. The count changes the speed, never a bit.

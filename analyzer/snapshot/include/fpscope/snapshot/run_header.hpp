@@ -26,6 +26,10 @@ struct RunHeader {
   std::string run_id;
   std::string optimizer;  // "sgd", "adamw betas 0.9,0.999 eps 1e-08 weight decay 0.01, clip 1"; optional in the file
   std::string recipe;     // GEMM operands: "fp8-delayed (hybrid, history 16, margin 0)", "mxfp4"; absent: none
+  // Where the products ran, which decides a run's last bits as much as its seed does: "float32:
+  // oneDNN 2.6.3 sgemm (avx512_core_bf16); bf16: oneDNN 2.6.3 (avx512_core_bf16)", "cuBLAS". Optional in the
+  // file (older logs, other writers).
+  std::string products;
   friend bool operator==(const RunHeader&, const RunHeader&) = default;
 };
 
