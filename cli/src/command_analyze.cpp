@@ -49,10 +49,16 @@ struct SourcedSeries {
   TensorSeries series;
 };
 
+// What the run logs among the inputs say beside their histograms.
+struct RunLogFacts {
+  std::vector<RunHeader> headers;
+  std::vector<std::string> block_formats;  // block statistics recorded: "mxfp8-e4m3", each once
+};
+
 // A run log's (or an exported CSV's) tensors over every recorded step; a .npy file or a folder of
-// them (kind `other`: what the user asks a scale about). A run log's header goes to `run_headers`.
-std::vector<SourcedSeries> load(const std::string& input, NpyElements elements, std::vector<std::string>& warnings,
-                                std::vector<RunHeader>& run_headers) {
+// them (kind `other`: what the user asks a scale about). A run log's header and the block formats
+// it recorded go to `facts`.
+std::vector<SourcedSeries> load(const std::string& input, NpyElements elements, std::vector<std::string>& warnings, RunLogFacts& facts) {
   const std::filesystem::path path(input);
   std::vector<SourcedSeries> out;
   if (std::filesystem::is_directory(path)) {
@@ -69,7 +75,13 @@ std::vector<SourcedSeries> load(const std::string& input, NpyElements elements, 
     snapshots = read_histograms_csv(path);
   } else {
     RunLog log = read_run_log(path);
-    run_headers.push_back(log.header);
+    facts.headers.push_back(log.header);
+    for (const Snapshot& snapshot : log.snapshots)
+      for (const TensorRecord& t : snapshot.tensors)
+        if (t.blocks) {
+          const std::string name = block_format_name(t.blocks->format);
+          if (std::find(facts.block_formats.begin(), facts.block_formats.end(), name) == facts.block_formats.end()) facts.block_formats.push_back(name);
+        }
     warnings.insert(warnings.end(), log.warnings.begin(), log.warnings.end());
     snapshots = std::move(log.snapshots);
   }
@@ -340,12 +352,12 @@ void run_analyze(const AnalyzeOptions& options) {
 
   std::vector<SourcedSeries> tensors;
   std::vector<std::string> warnings;
-  std::vector<RunHeader> run_headers;
+  RunLogFacts facts;
   for (const std::string& input : options.inputs)
-    for (SourcedSeries& s : load(input, elements, warnings, run_headers))
+    for (SourcedSeries& s : load(input, elements, warnings, facts))
       if (selected(s.series, kinds, options.tensors)) tensors.push_back(std::move(s));
   if (tensors.empty()) throw UsageError("no tensor matches --kind and --tensor in the inputs", 1);
-  if (!target) target = target_format("", run_headers);
+  if (!target) target = target_format("", facts.headers);
   const Format format = target->format;
   const std::string format_text =
       format_name(format) + (target->reason.empty() ? std::string() : " (" + target->reason + "; --format asks about another)");
@@ -365,6 +377,7 @@ void run_analyze(const AnalyzeOptions& options) {
                        {"scale_log2", scale_log2 ? nlohmann::json(*scale_log2) : nlohmann::json("recorded")},
                        {"advice", advice_text(common)},
                        {"advice_decided_by", common.decided_by},
+                       {"block_statistics_recorded", facts.block_formats},
                        {"tensors", nlohmann::json::array()}};
     for (const auto& [source, s] : tensors) {
       const RangeReport r = analyze_series(s, format, scale_log2);
@@ -428,6 +441,9 @@ void run_analyze(const AnalyzeOptions& options) {
       margin == 1 ? "one binade" : fmt::format("{} binades", margin));
   if (any_as_stored)
     table += "* captured as stored (already in the low-precision format): values its cast flushed are among the zeros.\n";
+  for (const std::string& name : facts.block_formats)
+    table += fmt::format("the run log{} also hold{} block statistics of {}: -f {} analyses them.\n", facts.headers.size() == 1 ? "" : "s",
+                         facts.headers.size() == 1 ? "s" : "", name, name);
   fmt::print("{}", table);
 }
 

@@ -136,6 +136,15 @@ class Recorder:
 
     # ---- the log ----
 
+    def _products(self):
+        """Where the model's products run, for the header (as fpscope train names its libraries):
+        "PyTorch 2.5.1 (cpu)", "PyTorch 2.5.1 (cuda: NVIDIA H100 80GB HBM3)"."""
+        device = next((p.device for p in self.model.parameters()), torch.device("cpu"))
+        where = device.type
+        if device.type == "cuda":
+            where += ": " + torch.cuda.get_device_name(device)
+        return f"PyTorch {torch.__version__} ({where})"
+
     def _open(self, model_name, precision, fmt, append):
         if append and os.path.exists(self.path):
             with open(self.path) as f:
@@ -153,7 +162,7 @@ class Recorder:
         header = {"fpscope_run_log": True, "schema_version": SCHEMA_VERSION, "run_id": self._run_id,
                   "source": "fpscope_torch", "model": model_name or type(self.model).__name__,
                   "precision": precision or "", "format": fmt, "rounding": "rne",
-                  "scaler": "dynamic" if self._scaler_enabled() else "none"}
+                  "scaler": "dynamic" if self._scaler_enabled() else "none", "products": self._products()}
         tmp = os.path.join(os.path.dirname(os.path.abspath(self.path)), f".{os.path.basename(self.path)}.fpscope-tmp-{os.getpid()}")
         with open(tmp, "w") as f:
             f.write(json.dumps(header) + "\n")

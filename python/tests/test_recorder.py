@@ -200,6 +200,7 @@ class RecorderTest(unittest.TestCase):
             header, lines = read_log(path)
             self.assertEqual(header["schema_version"], 2)
             self.assertEqual(len(header["run_id"]), 32)
+            self.assertEqual(header["products"], f"PyTorch {torch.__version__} (cpu)")
             self.assertEqual([line["step"] for line in lines], [0, 1, 2, 3, 4])
             self.assertEqual([line["step"] for line in snapshots_of(lines)], [0, 2, 4])
             for snapshot in snapshots_of(lines):

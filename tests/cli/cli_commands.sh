@@ -220,6 +220,8 @@ check train-gpt-export 0 '^exported 28 2 2$' -- bash -c "'$fpscope' train ${gpt[
 check_bad bad-train-record-blocks-rule "a scale rule chooses MX (E8M0) scales; nvfp4 has one" -- "$fpscope" train --record-blocks nvfp4:even --out "$work/never9.jsonl"
 # A recipe on the CUDA backend is refused only where no device answers (as any run there), never for being one.
 check_bad bad-train-recipe-cuda "--backend cuda: " -- "$fpscope" train --backend cuda --recipe mxfp4 --out "$work/never10.jsonl"
+check analyze-says-blocks-recorded 0 '^the run log also holds block statistics of mxfp8-e4m3: -f mxfp8-e4m3 analyses them\.$' -- "$fpscope" analyze "$work/blocks.jsonl"
+check analyze-no-blocks-not-said 1 '^0$' -- bash -c "'$fpscope' analyze '$work/train.jsonl' | grep -c 'block statistics'"
 check_bad bad-analyze-no-blocks "the run logs hold no block statistics" -- "$fpscope" analyze "$work/train.jsonl" -f mxfp8-e4m3
 check_bad bad-export-binades "--binades '18..-48' is not LO..HI" -- "$fpscope" export "$work/train.jsonl" --png "$work/never.png" --binades 18..-48
 # MNIST-format IDX files: 20 examples of 4x4 pixels, 3 classes; images gzipped, labels plain.
