@@ -267,7 +267,7 @@ void run_train(const TrainOptions& o) {
   RunHeader options_header = header;
   options_header.products.clear();
   const std::string products_part = "|products " + header.products;
-  const std::string settings = fmt::format(
+  std::string settings = fmt::format(
       "{}|backend {}|batch {}|lr {}|loss weight {}|record-every {}|record-blocks {}|optimizer {} momentum {} betas {},{} eps {} decay {} clip {}|data {}|seed {}|inject{}|log {}{}",
       run_header_line(options_header), trainer.name(), batch, config.learning_rate, config.loss_weight, record_every, o.record_blocks,
       optimizer_name(config.optimizer.kind), config.optimizer.momentum, config.optimizer.beta1, config.optimizer.beta2, config.optimizer.epsilon,
@@ -290,6 +290,12 @@ void run_train(const TrainOptions& o) {
                            printable_text(checkpoint.settings.substr(their_products + products_part.find(' ') + 1), 200) + "), not here (" +
                            header.products + "), and they round differently: resume it where it was written, or with its FPSCOPE_FLOAT32_PRODUCTS and FPSCOPE_BF16_PRODUCTS",
                        1);
+    // A checkpoint from before runs named their products goes on in its log as it began, a header
+    // without them, and so do the checkpoints this run writes.
+    if (their_products == std::string::npos) {
+      header.products.clear();
+      settings = their_options;
+    }
     trainer.restore(checkpoint.trainer);
     data->restore_state(checkpoint.data_state);
     header.run_id = checkpoint.run_id;
