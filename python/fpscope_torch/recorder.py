@@ -60,6 +60,18 @@ def _read_back(steps):
             record[j] = value
 
 
+def cast_format(precision):
+    """The header's `format` -- what `fpscope analyze` and the app ask about by default -- when
+    Recorder is not given `fmt`: read from `precision` ("bf16 autocast" -> "bf16", "fp32" -> "fp32"),
+    else "fp16"."""
+    text = (precision or "").lower()
+    if "bf16" in text or "bfloat16" in text:
+        return "bf16"
+    if ("fp32" in text or "float32" in text) and "16" not in text:
+        return "fp32"
+    return "fp16"
+
+
 class Recorder:
     """Records exponent histograms of a model's activations, activation gradients, weights and
     weight gradients every `every` steps, and a step record (loss, the loss scale its backward
@@ -74,6 +86,9 @@ class Recorder:
     the backward used, and each record says so (`scale`); values already in fp16/bf16 are
     `as_stored`, others `before_cast`.
 
+    `fmt` is the format the run casts to, the header's `format` that `fpscope analyze` and the app
+    ask about by default: given, or read from `precision` ("bf16 autocast" -> bf16), else fp16.
+
     Call step(loss) once per training step, after the optimizer step (and the scaler's update).
     Under torch.distributed every rank must call it (recording steps are collective).
 
@@ -85,7 +100,7 @@ class Recorder:
     Not yet under torch.distributed.
     """
 
-    def __init__(self, model, path, every=1, scaler=None, model_name=None, precision=None, fmt="fp16",
+    def __init__(self, model, path, every=1, scaler=None, model_name=None, precision=None, fmt=None,
                  kinds=("activation", "activation_gradient", "weight", "weight_gradient"),
                  include=None, exclude=None, append=False, global_step=None, blocks=None, block_size=None):
         if every < 1:
@@ -121,7 +136,7 @@ class Recorder:
         self._scale_used = self._scale_now()  # the scale the next backward will use
         self.step_index = 0
         if self._rank == 0:
-            self._open(model_name, precision, fmt, append)
+            self._open(model_name, precision, fmt if fmt is not None else cast_format(precision), append)
         if append and global_step is None:
             global_step = self._next_step_in_log() if self._rank == 0 else 0
             if self._distributed:

@@ -217,6 +217,18 @@ class RecorderTest(unittest.TestCase):
             self.assertIn("0 activation", names)
             self.assertIn("2.weight weight_gradient", names)
 
+    def test_the_header_names_the_format_cast_to_given_or_read_from_precision(self):
+        cases = [({}, "fp16"), ({"precision": "bf16 autocast"}, "bf16"), ({"precision": "torch.bfloat16"}, "bf16"),
+                 ({"precision": "fp16 autocast"}, "fp16"), ({"precision": "fp32"}, "fp32"),
+                 ({"precision": "bf16", "fmt": "e4m3"}, "e4m3")]
+        with tempfile.TemporaryDirectory() as d:
+            for i, (arguments, expected) in enumerate(cases):
+                with self.subTest(**arguments):
+                    path = os.path.join(d, f"run{i}.jsonl")
+                    fpscope_torch.Recorder(tiny_model(), path, **arguments).close()
+                    header, _ = read_log(path)
+                    self.assertEqual(header["format"], expected)
+
     def test_the_scale_each_backward_used_and_every_skip_from_step_0(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "run.jsonl")
