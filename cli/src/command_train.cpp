@@ -2,9 +2,7 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <limits>
 #include <memory>
@@ -27,14 +25,12 @@
 #include "fpscope/gpu/training_data.hpp"
 #include "fpscope/snapshot/memory_budget.hpp"
 #include "fpscope/snapshot/output_file.hpp"
+#include "interrupt_watch.hpp"
 #include "number_option.hpp"
 
 namespace fpscope::cli {
 
 namespace {
-
-std::atomic<bool> interrupted{false};
-void on_interrupt(int) { interrupted = true; }
 
 // Numbers are kept as the user typed them and read by number_option.hpp: nothing is clamped.
 // The defaults are the app's (training_defaults.hpp): one example, whichever tool starts it.
@@ -136,10 +132,12 @@ auto parse_or_usage(Parse parse) {
 // A run longer than this is a typo, not a plan (10^12 steps at 10^6 steps/s is 11 days).
 constexpr std::int64_t max_steps = 1'000'000'000'000;
 
-// Set by SIGINT: the step in progress finishes, the log is left whole, and train exits 130.
+// After a SIGINT the step in progress finishes, the log is left whole, and train exits with this.
 constexpr int interrupted_status = 130;
 
 void run_train(const TrainOptions& o) {
+  // Ctrl-C is watched for from here, before the run starts any thread (interrupt_watch.hpp).
+  InterruptWatch interrupts;
   // Every option is read and checked before any file is touched.
   MlpConfig config;
   const bool gpt = names_gpt(o.model);
@@ -310,8 +308,6 @@ void run_train(const TrainOptions& o) {
 
   // Progress is for a person watching: shown on a terminal, never in a log of stderr.
   const bool show_progress = ::isatty(STDERR_FILENO) != 0;
-  interrupted = false;
-  const auto previous = std::signal(SIGINT, on_interrupt);
   const auto start = std::chrono::steady_clock::now();
   if (export_folder) {
     std::error_code error;
@@ -323,7 +319,8 @@ void run_train(const TrainOptions& o) {
   std::vector<int> labels;
   StepResult last;
   std::int64_t step = first_step;
-  for (; step < steps && !interrupted; ++step) {
+  bool interrupted = false;
+  for (; step < steps && !(interrupted = interrupts.interrupted()); ++step) {
     data->next_batch(batch, inputs, labels);
     if (export_folder) export_batch(*export_folder, step, config, inputs, labels);
     const bool report = step % 10 == 0 || step + 1 == steps;
@@ -344,7 +341,6 @@ void run_train(const TrainOptions& o) {
                  static_cast<double>(step + 1 - first_step) / std::max(seconds, 1e-9));
     }
   }
-  std::signal(SIGINT, previous);
   if (show_progress) fmt::print(stderr, "\n");
   if (log) log->sync();  // the whole log durable before train says it is done (or interrupted)
   const LossScalerState scaler = trainer.scaler_state();

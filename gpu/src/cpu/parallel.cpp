@@ -1,6 +1,8 @@
 // A pool of sleeping workers for the CPU backend's element-wise passes (parallel.hpp).
 #include "fpscope/gpu/parallel.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -41,7 +43,12 @@ class Pool {
     lock.lock();
     quit_ = false;
     // Each worker starts from the generation now, so a job posted before it first waits is not missed.
-    for (std::size_t w = 0; w < wanted; ++w) workers_.emplace_back([this, w, start = generation_.load()] { work(w + 1, start); });
+    for (std::size_t w = 0; w < wanted; ++w)
+      workers_.emplace_back([this, w, start = generation_.load()] {
+        // Named, for people reading `top -H`, gdb and /proc (a test finds them there).
+        pthread_setname_np(pthread_self(), "fpscope-pool");
+        work(w + 1, start);
+      });
   }
 
   // A ParallelStep begins (+1) or ends (-1).
