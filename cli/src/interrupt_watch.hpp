@@ -7,11 +7,12 @@ namespace fpscope::cli {
 
 // While one lives, SIGINT is blocked in the thread that made it and so in every thread started
 // from there on (the engine's pool, the threads oneDNN and OpenMP start), and the training loop
-// asks between steps whether one arrived. No thread that computes ever runs a signal handler: a
-// handler run on a computing thread's stack can overwrite what a JIT-compiled kernel keeps below
-// its stack pointer. With SIGINT handled on whichever thread it landed, about one interrupted
-// run in twenty died of a corrupted heap inside a step whose products ran in oneDNN's sgemm (2 of
-// 40 on one thread; none of 60 with the handler moved to an alternate stack). Threads started
+// asks between steps whether one arrived. No thread that computes ever runs a signal handler:
+// oneDNN's JIT sgemm kernels (before its 2026 fix) point the stack pointer into a heap workspace
+// while they run, so a signal's frame lands in the heap (oneDNN issue 4845, fixed by pull request
+// 4855; Debian's 2.6.3 has the kernels). With SIGINT handled on whichever thread it landed, about
+// one interrupted run in twenty died of a corrupted heap inside a step (2 of 40 on one thread;
+// none of 60 with the handler moved to an alternate stack, none of 120 with this). Threads started
 // before it (a library's own, at load) keep SIGINT; there a handler only notes it.
 // Make it before the trainer, so before any thread of the run.
 class InterruptWatch {

@@ -468,9 +468,10 @@ if ((status == 130)) && grep -q "interrupted after step" interrupted.err && [[ $
 else fail "sigint: status $status, $(tail -c 200 interrupted.err)"; fi
 
 # ... and no thread that computes runs a handler for it (interrupt_watch.hpp): while a run trains,
-# the main thread and the engine's pool block SIGINT. (Handled on whichever thread it landed, a
-# handler on a computing thread's stack corrupted the heap in about one interrupted run in twenty,
-# inside steps whose products ran in oneDNN's sgemm: the sigint case above then failed now and then.)
+# the main thread and the engine's pool block SIGINT. (Handled on whichever thread it landed, the
+# handler's frame went where oneDNN 2.6's JIT sgemm had pointed the stack pointer, its heap
+# workspace -- oneDNN issue 4845 -- and about one interrupted run in twenty aborted: the sigint case
+# above then failed now and then.)
 "$fpscope" train --model 64-256-256-10 --steps 1000000 --threads 2 --out blocked.jsonl >/dev/null 2>&1 &
 pid=$!
 for _ in $(seq 600); do (($(wc -l <blocked.jsonl 2>/dev/null || echo 0) >= 2)) && break; sleep 0.1; done
