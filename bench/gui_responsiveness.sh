@@ -4,8 +4,10 @@
 #     10,000 and 100,000 steps x 8 tensors (the log is read on its own thread; long runs are
 #     thinned to the app's snapshot budget);
 #  2. CPU use of an idle window (a followed log that has stopped growing), against one core;
-#  3. training throughput with the app open vs headless `fpscope train`, same settings.
-# Usage: bench/gui_responsiveness.sh BUILD_DIR
+#  3. training throughput with the app open vs headless `fpscope train`, same settings: five
+#     rounds, the app first in every other one, each round's ratios and their medians (the
+#     machine's speed drifts by more than the app costs, so one pair says little).
+# Usage: bench/gui_responsiveness.sh BUILD_DIR [--throughput-only]
 set -euo pipefail
 if [[ "${1:-}" == --idle-cpu ]]; then
   # Idle: the window stays open on the followed log (no --frames); once it has read the log and
@@ -28,7 +30,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 headless() { xvfb-run -a -s "-screen 0 1600x1000x24" "$gui" "$@"; }
 
-for steps in 10000 100000; do
+throughput_only=false
+[[ "${2:-}" == --throughput-only ]] && throughput_only=true
+$throughput_only || for steps in 10000 100000; do
   "$fpscope" train --model 64-64-10 --steps "$steps" --batch 32 --out "$work/big.jsonl" >/dev/null 2>&1
   echo "following $steps steps x 8 tensors (64-64-10: 2 layers x 4 kinds), 300 frames each:"
   for view in histogram heatmap curves what-if inspector export; do
@@ -38,7 +42,7 @@ for steps in 10000 100000; do
   done
 done
 
-xvfb-run -a -s "-screen 0 1600x1000x24" bash "$0" --idle-cpu "$gui" "$work/big.jsonl"
+$throughput_only || xvfb-run -a -s "-screen 0 1600x1000x24" bash "$0" --idle-cpu "$gui" "$work/big.jsonl"
 
 for settings_name in mlp gpt; do
 if [[ $settings_name == mlp ]]; then
@@ -53,11 +57,20 @@ rate_cli() {
   script -qec "$(printf '%q ' "$fpscope" train "${settings[@]}" "$@")" /dev/null 2>&1 | tr '\r' '\n' | grep -Eo '[0-9.]+ steps/s' | tail -1 | cut -d' ' -f1
 }
 echo "training throughput, ${settings[*]}:"
-for run in 1 2 3; do
-  plain=$(rate_cli)
-  logged=$(rate_cli --out "$work/cli.jsonl")
-  app=$(headless "${settings[@]}" --start --frames 1 --view heatmap --report 2>/dev/null | grep -Eo '\(([0-9.]+) steps/s' | tr -d '(' | cut -d' ' -f1)
-  awk -v p="$plain" -v l="$logged" -v a="$app" 'BEGIN {
-    printf "  run %d: fpscope train %.1f steps/s (no log), %.1f (writing the log); fpscope-gui %.1f: %.2fx and %.2fx\n", '"$run"', p, l, a, a / p, a / l }'
+rate_app() {
+  headless "${settings[@]}" --start --frames 1 --view heatmap --report 2>/dev/null | grep -Eo '\(([0-9.]+) steps/s' | tr -d '(' | cut -d' ' -f1
+}
+ratios=()
+for run in 1 2 3 4 5; do
+  if (( run % 2 == 0 )); then
+    app=$(rate_app); plain=$(rate_cli); logged=$(rate_cli --out "$work/cli.jsonl")
+  else
+    plain=$(rate_cli); logged=$(rate_cli --out "$work/cli.jsonl"); app=$(rate_app)
+  fi
+  awk -v p="$plain" -v l="$logged" -v a="$app" -v r="$run" 'BEGIN {
+    printf "  round %d%s: fpscope train %.1f steps/s (no log), %.1f (writing the log); fpscope-gui %.1f: %.2fx and %.2fx\n", r, (r % 2 == 0 ? " (app first)" : ""), p, l, a, a / p, a / l }'
+  ratios+=("$(awk -v p="$plain" -v l="$logged" -v a="$app" 'BEGIN { printf "%.4f %.4f", a / p, a / l }')")
 done
+printf '%s\n' "${ratios[@]}" | sort -n -k1,1 | awk 'NR == 3 { printf "  median of the rounds: %.2fx of fpscope train without a log, ", $1 }'
+printf '%s\n' "${ratios[@]}" | sort -n -k2,2 | awk 'NR == 3 { printf "%.2fx of it writing the log\n", $2 }'
 done
