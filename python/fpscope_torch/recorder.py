@@ -97,7 +97,10 @@ class Recorder:
     `block_size` along the last dimension, 32 for MX and 16 for NVFP4 by default;
     fpscope_torch.blocks): exact flush, subnormal and saturation counts
     and the histograms `fpscope analyze run.jsonl -f mxfp8-e4m3` and the app's Blocks view read.
-    Not yet under torch.distributed.
+    Under torch.distributed the ranks' statistics of activations and activation gradients are
+    summed (a block lies within one rank's rows, so MX counts are what one process would count
+    over the whole batch; NVFP4's tensor scale is each rank's own, from its shard's amax, as each
+    rank's cast would take it); weights and weight gradients are rank 0's.
     """
 
     def __init__(self, model, path, every=1, scaler=None, model_name=None, precision=None, fmt=None,
@@ -121,8 +124,6 @@ class Recorder:
             raise ValueError(f"block_size must be 1 to 256, not {block_size}")
         if self._blocks is not None and self._blocks[0] == "nvfp4" and block_size not in (None, 16):
             raise ValueError(f"nvfp4's blocks are 16 elements, not {block_size}")
-        if self._blocks is not None and self._distributed:
-            raise ValueError("blocks= is not supported under torch.distributed yet: record block statistics in a single process")
         self._block_size = block_size
         self._pending_blocks = {}   # (name, kind) -> the step's block statistics
         self._hooks = []            # removed at the end of each recorded step
@@ -381,7 +382,7 @@ class Recorder:
 
     def _write_recorded(self):
         pending = self._reduce(self._laid_out(self._pending))
-        blocks = self._pending_blocks
+        blocks = self._reduce_blocks(self._pending_blocks)
         self._pending, self._seen, self._pending_blocks = {}, {}, {}
         _read_back(self._steps)
         records, current = self._steps[:-1], self._steps[-1]
@@ -421,6 +422,20 @@ class Recorder:
                 scale, captured = (pending[k][1], pending[k][2]) if k in pending else (self._scale_used, "before_cast")
                 pending[k] = [counts, scale, captured]
         return pending
+
+    def _reduce_blocks(self, blocks):
+        """Under torch.distributed: the block statistics of the sharded kinds summed over the
+        ranks (gathered whole: a record is a few hundred numbers), every key any rank saw;
+        replicated kinds are rank 0's. Collective: every rank calls it on a recorded step."""
+        if not self._distributed or self._blocks is None:
+            return blocks
+        gathered = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(gathered, {k: v for k, v in blocks.items() if k[1] in _SHARDED})
+        merged = {k: v for k, v in blocks.items() if k[1] not in _SHARDED}
+        for rank_blocks in gathered:
+            for key, stats in sorted(rank_blocks.items()):
+                merged[key] = merge_block_statistics(merged[key], stats) if key in merged else stats
+        return merged
 
     def close(self):
         """Writes the step records not yet written and removes every hook."""

@@ -449,11 +449,11 @@ class RecorderTest(unittest.TestCase):
             self.assertEqual(result.returncode, 0, result.stderr)
 
 
-def distributed_worker(rank, world, path, port, uneven):
+def distributed_worker(rank, world, path, port, uneven, blocks=None):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    run_shards(path, rank, world, uneven)
+    run_shards(path, rank, world, uneven, blocks)
     dist.destroy_process_group()
 
 
@@ -470,13 +470,17 @@ class Experts(torch.nn.Module):
         return self.a(x) + (self.b(x) if use_b else 0)
 
 
-def run_shards(path, rank, world, uneven=False):
+def shards_batch():
+    torch.manual_seed(1)
+    return torch.randn(32, 6), torch.randint(0, 3, (32,))
+
+
+def run_shards(path, rank, world, uneven=False, blocks=None):
     """One step on shard `rank` of a fixed batch; summed losses make the sharded activation
     gradients equal to the single-process ones."""
     model = Experts()
-    torch.manual_seed(1)
-    x, y = torch.randn(32, 6), torch.randint(0, 3, (32,))
-    with fpscope_torch.Recorder(model, path) as recorder:
+    x, y = shards_batch()
+    with fpscope_torch.Recorder(model, path, blocks=blocks) as recorder:
         losses = []
         for r in range(world) if world == 1 else [rank]:
             shard = slice(r * 32 // 2, (r + 1) * 32 // 2) if (world == 2 or uneven) else slice(0, 32)
@@ -487,19 +491,31 @@ def run_shards(path, rank, world, uneven=False):
 
 
 class DistributedTest(unittest.TestCase):
-    def compare(self, uneven):
+    def sharded_log(self, d, uneven, blocks=None, port_offset=0):
+        """The log two gloo ranks write, each over its half of the batch."""
+        sharded = os.path.join(d, "sharded.jsonl")
+        port = 29500 + os.getpid() % 1000 + (7 if uneven else 0) + port_offset
+        mp.spawn(distributed_worker, args=(2, sharded, port, uneven, blocks), nprocs=2, join=True)
+        return read_log(sharded)[1]
+
+    def compare(self, uneven, blocks=None, port_offset=0):
         with tempfile.TemporaryDirectory() as d:
-            single, sharded = os.path.join(d, "single.jsonl"), os.path.join(d, "sharded.jsonl")
+            single = os.path.join(d, "single.jsonl")
             # One process over both halves.
             if uneven:
-                run_shards_single_uneven(single)
+                run_shards_single_uneven(single, blocks)
             else:
-                run_shards(single, 0, 1)
-            mp.spawn(distributed_worker, args=(2, sharded, 29500 + os.getpid() % 1000 + (7 if uneven else 0), uneven), nprocs=2, join=True)
+                run_shards(single, 0, 1, blocks=blocks)
             _, one = read_log(single)
-            _, two = read_log(sharded)
+            two = self.sharded_log(d, uneven, blocks, port_offset)
             keep = lambda s: {(t["name"], t["kind"]): record_histogram(t) for t in s["tensors"] if t["kind"] in ("activation", "activation_gradient")}
             self.assertEqual(keep(snapshots_of(two)[0]), keep(snapshots_of(one)[0]))
+            if blocks is not None:
+                # Block statistics: sharded kinds summed, weights rank 0's (the same here; the
+                # weight gradients differ without DDP's averaging, so they are left out).
+                blocks_of = lambda s: {(t["name"], t["kind"]): t.get("blocks") for t in s["tensors"] if t["kind"] != "weight_gradient"}
+                self.assertEqual(blocks_of(snapshots_of(two)[0]), blocks_of(snapshots_of(one)[0]))
+                self.assertTrue(all(t.get("blocks") is not None for t in snapshots_of(two)[0]["tensors"]))
             return keep(snapshots_of(one)[0])
 
     def test_two_gloo_ranks_sum_to_one_process(self):
@@ -509,12 +525,29 @@ class DistributedTest(unittest.TestCase):
         kept = self.compare(uneven=True)
         self.assertIn(("b", "activation"), kept)  # only rank 1 ran it: recorded, not aborted, not mislabelled
 
+    def test_mx_block_statistics_sum_to_one_process(self):
+        # A block lies within one rank's rows: the summed counts are the whole batch's, exactly.
+        self.compare(uneven=False, blocks="mxfp8-e4m3", port_offset=13)
+        self.compare(uneven=True, blocks="mxfp4:round-up", port_offset=17)
 
-def run_shards_single_uneven(path):
+    def test_nvfp4_block_statistics_take_each_ranks_own_tensor_scale(self):
+        with tempfile.TemporaryDirectory() as d:
+            two = records_of(snapshots_of(self.sharded_log(d, False, "nvfp4", port_offset=19))[0])
+        model = Experts()
+        x, _ = shards_batch()
+        with torch.no_grad():
+            halves = [fpscope_torch.blocks.block_statistics(model.a(x[r * 16:(r + 1) * 16]), "nvfp4") for r in range(2)]
+            whole = fpscope_torch.blocks.block_statistics(model.a(x), "nvfp4")
+        self.assertEqual(two[("a", "activation")]["blocks"], fpscope_torch.blocks.merge_block_statistics(*halves))
+        # Not what one process over the whole batch counts: the half without the batch's largest
+        # value takes a larger tensor scale.
+        self.assertNotEqual(two[("a", "activation")]["blocks"], whole)
+
+
+def run_shards_single_uneven(path, blocks=None):
     model = Experts()
-    torch.manual_seed(1)
-    x, y = torch.randn(32, 6), torch.randint(0, 3, (32,))
-    with fpscope_torch.Recorder(model, path) as recorder:
+    x, y = shards_batch()
+    with fpscope_torch.Recorder(model, path, blocks=blocks) as recorder:
         # Each expert called once, on the rows the ranks give it: a on all 32, b on the last 16.
         out = model.a(x) + torch.cat([torch.zeros(16, 3), model.b(x[16:])])
         loss = torch.nn.functional.cross_entropy(out, y, reduction="sum")
