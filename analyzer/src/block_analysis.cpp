@@ -3,22 +3,41 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "fpscope/core/bits.hpp"
 
 namespace fpscope {
 
-QuantizationError quantization_error(std::span<const float> original, std::span<const float> dequantized) {
+QuantizationError quantization_error(const BlockFormat& format, const BlockLayout& layout, std::span<const float> original,
+                                     std::span<const std::uint8_t> element_codes, std::span<const std::uint8_t> scale_codes, float tensor_scale) {
+  if (original.size() != layout.element_count() || element_codes.size() != layout.element_count() ||
+      scale_codes.size() != layout.block_count())
+    throw std::invalid_argument("quantization_error: spans do not match the layout");
+  const bool nvfp4 = format.scale == BlockFormat::Scale::e4m3_nvfp4;
   QuantizationError error;
   double sum_squared = 0, sum_squared_value = 0;
-  for (std::size_t i = 0; i < original.size() && i < dequantized.size(); ++i) {
-    const double v = original[i], q = dequantized[i];
-    if (!std::isfinite(v) || std::isnan(q)) continue;  // NaN blocks are counted as such, not as error
-    const double difference = std::fabs(q - v);       // an infinity here is a real, unbounded error
-    error.max_abs = std::max(error.max_abs, difference);
-    sum_squared += difference * difference;
-    sum_squared_value += v * v;
-    ++error.compared;
+  for (std::size_t scale_row = 0; scale_row < layout.scale_rows(); ++scale_row) {
+    for (std::size_t scale_col = 0; scale_col < layout.scale_cols(); ++scale_col) {
+      const float scale = block_scale_value(format, scale_codes[scale_row * layout.scale_cols() + scale_col]);
+      if (std::isnan(scale)) continue;  // NaN blocks are counted as such, not as error
+      const BlockSpan span = block_span(layout, scale_row, scale_col);
+      for (std::size_t j = 0; j < span.count; ++j) {
+        const std::size_t i = span.first + j * span.stride;
+        const double v = original[i];
+        if (!std::isfinite(v)) continue;
+        const float element = block_element_value(format, element_codes[i]);
+        // Exact for MX (a few significant bits times a power of two); NVFP4's quotient rounds
+        // once, in double.
+        const double q = nvfp4 ? static_cast<double>(element) * scale / tensor_scale : static_cast<double>(element) * scale;
+        error.beyond_float32 += std::isinf(dequantized_element(nvfp4, element, scale, tensor_scale)) ? 1 : 0;
+        const double difference = std::fabs(q - v);
+        error.max_abs = std::max(error.max_abs, difference);
+        sum_squared += difference * difference;
+        sum_squared_value += v * v;
+        ++error.compared;
+      }
+    }
   }
   if (error.compared > 0) {
     error.rms = std::sqrt(sum_squared / static_cast<double>(error.compared));
@@ -56,9 +75,7 @@ BlockRuleReport analyze_blocks(const BlockFormat& format, ScaleRule rule, const 
   float tensor_scale = 1;
   Context run = ctx;
   block_quantize(format, rule, layout, values, codes, report.scale_codes, tensor_scale, run, &report.statistics, {}, 0);  // every core
-  std::vector<float> dequantized(values.size());
-  block_dequantize(format, layout, codes, report.scale_codes, tensor_scale, dequantized);
-  report.error = quantization_error(values, dequantized);
+  report.error = quantization_error(format, layout, values, codes, report.scale_codes, tensor_scale);
   report.scale_range = scale_exponent_range(format, report.statistics);
   return report;
 }

@@ -291,7 +291,8 @@ void run_block_analysis(const AnalyzeOptions& options) {
                          {"max_scale_exponent", r.scale_range ? nlohmann::json(r.scale_range->high) : nlohmann::json(nullptr)},
                          {"max_abs_error", r.error.max_abs},
                          {"rms_error", r.error.rms},
-                         {"relative_rms_error", r.error.relative_rms()}});
+                         {"relative_rms_error", r.error.relative_rms()},
+                         {"beyond_float32", r.error.beyond_float32}});
       out["tensors"].push_back({{"tensor", t.name}, {"rules", rules}});
     }
     fmt::print("{}\n", out.dump(2));
@@ -319,6 +320,13 @@ void run_block_analysis(const AnalyzeOptions& options) {
       "\nexact counts from the values. other scale: blocks whose scale differs from the floor rule's (the OCP spec's). flushed: nonzero\n"
       "values that became zero; saturated: values beyond the element's largest after scaling, clamped. errors over finite values;\n"
       "relative: RMS error / RMS value. NaN blk: blocks holding a NaN or infinity (their scale is NaN).\n";
+  // Values a rule puts beyond float32 (their errors above are exact): what dequantizing them would do.
+  for (const auto& t : tensors)
+    for (const BlockRuleReport& r : t.reports)
+      if (r.error.beyond_float32 > 0)
+        table += fmt::format("{} under {}: {} quantized value{} beyond float32's largest (infinities if dequantized to float32{})\n",
+                             printable_text(t.name, 200), scale_rule_name(r.rule), r.error.beyond_float32, r.error.beyond_float32 == 1 ? "" : "s",
+                             r.rule != ScaleRule::floor ? "; the floor rule saturates such values instead" : "");
   fmt::print("{}", table);
 }
 

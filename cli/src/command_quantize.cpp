@@ -66,7 +66,7 @@ void run_quantize(const QuantizeOptions& options) {
   block_quantize(choice.format, choice.rule, layout, tensor.values, codes, scale_codes, tensor_scale, run, &statistics, {}, 0);  // every core
   std::vector<float> dequantized(tensor.values.size());
   block_dequantize(choice.format, layout, codes, scale_codes, tensor_scale, dequantized);
-  const QuantizationError error = quantization_error(tensor.values, dequantized);
+  const QuantizationError error = quantization_error(choice.format, layout, tensor.values, codes, scale_codes, tensor_scale);
 
   const std::vector<std::uint64_t> scale_shape = block_scale_shape(choice, tensor.info.shape);
   std::size_t next = 0;
@@ -95,6 +95,7 @@ void run_quantize(const QuantizeOptions& options) {
                        {"max_abs_error", error.max_abs},
                        {"rms_error", error.rms},
                        {"relative_rms_error", error.relative_rms()},
+                       {"beyond_float32", error.beyond_float32},
                        {"tensor_scale", tensor_scale},
                        {"flags", describe_flags(run.flags)}};
     // The histograms a run log's "blocks" keeps, as sparse [value, count] pairs.
@@ -119,6 +120,10 @@ void run_quantize(const QuantizeOptions& options) {
              statistics.saturated, share(statistics.saturated), statistics.nan_blocks, statistics.zeros);
   fmt::print("error: max {:.6g}, RMS {:.6g} ({:.4g} of the values' RMS) over {} finite values\n", error.max_abs, error.rms,
              error.relative_rms(), error.compared);
+  if (error.beyond_float32 > 0)
+    fmt::print("beyond float32's largest: {} quantized value{} (infinities when dequantized to float32, as --out writes them{})\n",
+               error.beyond_float32, error.beyond_float32 == 1 ? "" : "s",
+               choice.format.scale == BlockFormat::Scale::e8m0 && choice.rule != ScaleRule::floor ? "; the floor rule saturates such values instead" : "");
 }
 
 struct DequantizeOptions {

@@ -150,3 +150,31 @@ TEST_CASE("a block's relative window: the published element ranges, counted from
     CHECK((st.made_subnormal == 1) == (r >= w.subnormal_from && r < w.normal_from));
   }
 }
+
+TEST_CASE("quantization error: exact from the codes, values beyond float32 counted rather than turned into infinities") {
+  // One MXFP4 block of 4 holding 3e38 (0x7F61B1E6): the floor rule's scale 2^125 saturates it to
+  // 6 * 2^125; round-up's 2^126 (3e38 / 2^125 > 6) rounds it to 4 * 2^126 = 2^128, beyond
+  // float32's largest. The other values land exactly.
+  const float big = 3e38f;
+  const std::vector<float> values{big, 1.0f, 0.5f, 0.0f};
+  const BlockFormat four{block_formats::mxfp4.elements, block_formats::mxfp4.element, block_formats::mxfp4.scale, 4};
+  const BlockLayout layout{1, 4, BlockAxis::rows, 4};
+  const auto report = [&](ScaleRule rule) { return analyze_blocks(four, rule, layout, values, Context{}); };
+  const BlockRuleReport floor = report(ScaleRule::floor), up = report(ScaleRule::round_up);
+  CHECK(floor.error.compared == 4);
+  CHECK(floor.error.beyond_float32 == 0);
+  // 1 and 0.5 under scale 2^125 flush to zero: their errors are themselves.
+  CHECK(floor.error.max_abs == static_cast<double>(big) - std::ldexp(6.0, 125));
+  CHECK(up.error.compared == 4);
+  CHECK(up.error.beyond_float32 == 1);
+  CHECK(up.error.max_abs == std::ldexp(1.0, 128) - static_cast<double>(big));
+  CHECK(std::isfinite(up.error.rms));
+  const double rms = std::sqrt((std::pow(std::ldexp(1.0, 128) - big, 2) + 1.0 + 0.25) / 4);
+  CHECK(up.error.rms == doctest::Approx(rms).epsilon(1e-15));  // the sum's own rounding in double
+  // A block whose scale is NaN is not compared; its finite neighbours' blocks are.
+  const std::vector<float> with_nan{1.0f, std::nanf(""), 2.0f, 3.0f, 1.0f, 0.5f, 0.25f, 2.0f};
+  const BlockLayout two_blocks{1, 8, BlockAxis::rows, 4};
+  const QuantizationError e = analyze_blocks(four, ScaleRule::floor, two_blocks, with_nan, Context{}).error;
+  CHECK(e.compared == 4);
+  CHECK(e.max_abs == 0);  // 1, 0.5, 0.25 and 2 under scale 2^-1 are E2M1 values
+}

@@ -142,6 +142,14 @@ check dequantize-round-trip 0 'same' -- bash -c "'$fpscope' dequantize '$work/qc
 check analyze-compare-rules 0 '^q +round-up +8 +1 \(50\.0%\) +0 +12\.5000% +0\.0000% +0\.0000%' -- "$fpscope" analyze "$work/q.npy" -f mxfp8 --block 4 --compare-scale-rules
 check analyze-block-floor 0 '^q +floor +8 +0 \(0\.0%\) +0 +12\.5000% +0\.0000% +12\.5000% +2\^-7\.\.2\^0' -- "$fpscope" analyze "$work/q.npy" -f mxfp8 --block 4
 check quantize-nvfp4 0 'tensor scale 5\.376 \(0x1\.5810' -- "$fpscope" quantize "$work/q.npy" -f nvfp4 --block 4
+# 3e38 (0x7F61B1E6), 1, 0.5, 0.25 in one MXFP4 block: round-up's scale 2^126 makes 3e38 the value
+# 2^128, beyond float32: its error is exact (2^128 - 3e38 = 4.02824e+37), and the value counted.
+{ printf '\x93NUMPY\x01\x00\x76\x00'; printf "%-117s\n" "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 4), }"
+  printf '\xe6\xb1\x61\x7f\x00\x00\x80\x3f\x00\x00\x00\x3f\x00\x00\x80\x3e'; } >"$work/big.npy"
+check quantize-beyond-float32 0 '^beyond float32.s largest: 1 quantized value \(infinities when dequantized' -- "$fpscope" quantize "$work/big.npy" -f mxfp4 --block 4 --scale-rule round-up
+check quantize-beyond-float32-error 0 '^error: max 4\.02824e\+37, ' -- "$fpscope" quantize "$work/big.npy" -f mxfp4 --block 4 --scale-rule round-up
+check analyze-beyond-float32 0 '^big +round-up +4 +1 \(100\.0%\) .* 4\.028e\+37 ' -- "$fpscope" analyze "$work/big.npy" -f mxfp4 --block 4 --compare-scale-rules
+check analyze-beyond-float32-note 0 '^big under rceil: 1 quantized value beyond float32.s largest' -- "$fpscope" analyze "$work/big.npy" -f mxfp4 --block 4 --compare-scale-rules
 cp "$work/q.npy" "$work/q-before.npy"
 check_bad bad-quantize-same-file "q.npy" -- "$fpscope" quantize "$work/q.npy" -f mxfp8 --block 4 --out "$work/q.npy"
 check_bad bad-quantize-nvfp4-rule "--scale-rule chooses MX (E8M0) scales" -- "$fpscope" quantize "$work/q.npy" -f nvfp4 --scale-rule even

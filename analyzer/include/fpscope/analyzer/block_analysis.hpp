@@ -11,18 +11,26 @@
 
 namespace fpscope {
 
-// How far the dequantized values lie from the originals, over the elements of blocks whose
-// scale is a number and whose values are finite.
+// How far the quantized values lie from the originals, over the elements of blocks whose scale is
+// a number and whose values are finite.
 struct QuantizationError {
   std::uint64_t compared = 0;
-  double max_abs = 0;    // largest |dequantized - original|
+  double max_abs = 0;    // largest |quantized - original|
   double rms = 0;        // root mean square of the difference
   double rms_value = 0;  // root mean square of the originals (rms / rms_value: the relative error)
+  // Elements whose value lies beyond float32's largest: dequantized to float32 (block_dequantize,
+  // `fpscope quantize --out`) they become infinities. A scale rule that rounds a scale up (round-up,
+  // rceil, even) can put a block holding values near float32's largest there.
+  std::uint64_t beyond_float32 = 0;
   double relative_rms() const { return rms_value == 0 ? 0 : rms / rms_value; }
 };
 
-// Differences in double precision, so the error of the error is far below what it measures.
-QuantizationError quantization_error(std::span<const float> original, std::span<const float> dequantized);
+// The quantized values as the format defines them -- element times scale (MX), element times block
+// scale over tensor scale (NVFP4) -- in double precision, against the originals: the MX values
+// exactly, even where float32 cannot hold them (counted as beyond_float32), and the error of the
+// error far below what it measures.
+QuantizationError quantization_error(const BlockFormat& format, const BlockLayout& layout, std::span<const float> original,
+                                     std::span<const std::uint8_t> element_codes, std::span<const std::uint8_t> scale_codes, float tensor_scale);
 
 // The binades of the blocks' scales (E8M0 exponents, or the binades of NVFP4's E4M3 scales), over
 // blocks whose scale is a positive number; nullopt when there is none.
@@ -57,8 +65,8 @@ struct BlockRuleReport {
   std::vector<std::uint8_t> scale_codes;
 };
 
-// Quantizes and dequantizes `values` under `rule` in `ctx`'s rounding (ctx is copied: every
-// report starts from the same stochastic stream), with statistics and error.
+// Quantizes `values` under `rule` in `ctx`'s rounding (ctx is copied: every report starts from
+// the same stochastic stream), with statistics and error.
 BlockRuleReport analyze_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
                                const Context& ctx);
 
