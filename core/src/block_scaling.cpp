@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <exception>
 #include <stdexcept>
 #include <string>
@@ -26,6 +27,17 @@ void check_layout(const BlockFormat& format, const BlockLayout& layout) {
                                 std::to_string(format.block_size));
   if (layout.block_size < 1 || layout.block_size > max_block_size)
     throw std::invalid_argument("block size " + std::to_string(layout.block_size) + " is outside 1 ..= " + std::to_string(max_block_size));
+}
+
+// NVFP4's tensor scale, as the rules and kernels take it: a finite positive float32; MX formats have
+// none (1).
+void check_tensor_scale(const BlockFormat& format, float tensor_scale) {
+  if (format.scale != BlockFormat::Scale::e4m3_nvfp4) {
+    if (tensor_scale != 1.0f) throw std::invalid_argument("block_quantize: a tensor scale for an MX format, which has none (1)");
+    return;
+  }
+  if (!(tensor_scale > 0) || !std::isfinite(tensor_scale))
+    throw std::invalid_argument("block_quantize: NVFP4's tensor scale must be a finite positive float32");
 }
 
 void check_spans(const BlockLayout& layout, std::size_t values, std::size_t element_codes, std::size_t scale_codes, std::size_t outcomes) {
@@ -180,6 +192,16 @@ void block_quantize(const BlockFormat& format, ScaleRule rule, const BlockLayout
   check_spans(layout, values.size(), element_codes.size(), scale_codes.size(), outcomes.size());
   if (threads == 0) threads = static_cast<int>(std::thread::hardware_concurrency());
   tensor_scale = tensor_scale_of(format, values, threads);
+  block_quantize_under_tensor_scale(format, rule, layout, values, element_codes, scale_codes, tensor_scale, ctx, statistics, outcomes, threads);
+}
+
+void block_quantize_under_tensor_scale(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
+                                       std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float tensor_scale,
+                                       Context& ctx, BlockStatistics* statistics, std::span<BlockOutcome> outcomes, int threads) {
+  check_layout(format, layout);
+  check_spans(layout, values.size(), element_codes.size(), scale_codes.size(), outcomes.size());
+  check_tensor_scale(format, tensor_scale);
+  if (threads == 0) threads = static_cast<int>(std::thread::hardware_concurrency());
   const std::size_t parts = std::min({static_cast<std::size_t>(std::max(threads, 1)), layout.scale_rows(),
                                       std::max<std::size_t>(layout.element_count() / elements_worth_a_thread, 1)});
   if (parts > 1) {
@@ -195,6 +217,15 @@ void block_quantize_scalar(const BlockFormat& format, ScaleRule rule, const Bloc
   check_layout(format, layout);
   check_spans(layout, values.size(), element_codes.size(), scale_codes.size(), outcomes.size());
   tensor_scale = tensor_scale_of(format, values, 1);
+  quantize_scalar(format, rule, layout, values, element_codes, scale_codes, tensor_scale, ctx, statistics, outcomes);
+}
+
+void block_quantize_scalar_under_tensor_scale(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
+                                              std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float tensor_scale,
+                                              Context& ctx, BlockStatistics* statistics, std::span<BlockOutcome> outcomes) {
+  check_layout(format, layout);
+  check_spans(layout, values.size(), element_codes.size(), scale_codes.size(), outcomes.size());
+  check_tensor_scale(format, tensor_scale);
   quantize_scalar(format, rule, layout, values, element_codes, scale_codes, tensor_scale, ctx, statistics, outcomes);
 }
 

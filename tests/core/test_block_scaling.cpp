@@ -885,3 +885,71 @@ TEST_CASE("bulk block kernels: NVFP4 columns whose smallest product underflows w
       CHECK(scalar.statistics.zeros == 0);
     }
 }
+
+// NVFP4 under tensor scales given rather than taken from the values: far smaller than their own
+// (block scales saturate at 448, elements at 6), far larger (block scales E4M3 subnormal or zero),
+// and the extremes of float32, the vector kernels against the scalar path; under the values' own
+// scale, exactly block_quantize.
+TEST_CASE("NVFP4 under a given tensor scale: kernels equal the scalar path, and the values' own scale gives block_quantize") {
+  std::mt19937 random(29);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(96 * 160);
+  for (float& v : values) v = normal(random) * std::exp(normal(random) * 5);
+  values[77] = -0.0f;
+  for (std::size_t i = 0; i < 16; ++i) values[320 + i] = 0.0f;
+  const BlockFormat& f = block_formats::nvfp4;
+  for (const BlockAxis axis : {BlockAxis::rows, BlockAxis::cols}) {
+    const BlockLayout layout{96, 160, axis, f.block_size};
+    Quantized own;
+    own.codes.resize(values.size());
+    own.scales.resize(layout.block_count());
+    Context own_ctx;
+    block_quantize(f, ScaleRule::floor, layout, values, own.codes, own.scales, own.tensor_scale, own_ctx, &own.statistics);
+    for (const float given : {own.tensor_scale, own.tensor_scale * 0x1p-20f, own.tensor_scale * 0.125f, own.tensor_scale * 32.0f,
+                              own.tensor_scale * 0x1p40f, 1.0f, std::numeric_limits<float>::max(), std::numeric_limits<float>::min(),
+                              std::numeric_limits<float>::denorm_min()}) {
+      for (const RoundingMode mode : {RoundingMode::nearest_even, RoundingMode::stochastic}) {
+        Quantized fast, scalar;
+        Context fast_ctx, scalar_ctx;
+        for (auto [q, ctx] : {std::pair{&fast, &fast_ctx}, std::pair{&scalar, &scalar_ctx}}) {
+          q->codes.resize(values.size());
+          q->scales.resize(layout.block_count());
+          q->outcomes.resize(layout.block_count());
+          ctx->rounding = mode;
+          ctx->stochastic_seed = 5;
+        }
+        // The kernels take whole blocks only without per-block outcomes.
+        block_quantize_under_tensor_scale(f, ScaleRule::floor, layout, values, fast.codes, fast.scales, given, fast_ctx, &fast.statistics, {}, 2);
+        block_quantize_scalar_under_tensor_scale(f, ScaleRule::floor, layout, values, scalar.codes, scalar.scales, given, scalar_ctx,
+                                                 &scalar.statistics, scalar.outcomes);
+        INFO(std::string(axis == BlockAxis::rows ? "rows " : "cols "), rounding_mode_name(mode), " tensor scale ", given);
+        CHECK(fast.codes == scalar.codes);
+        CHECK(fast.scales == scalar.scales);
+        CHECK(fast.statistics == scalar.statistics);
+        CHECK(int(fast_ctx.flags) == int(scalar_ctx.flags));
+        CHECK(fast_ctx.stochastic_counter == scalar_ctx.stochastic_counter);
+        if (given == own.tensor_scale && mode == RoundingMode::nearest_even) {
+          CHECK(fast.codes == own.codes);
+          CHECK(fast.scales == own.scales);
+          CHECK(fast.statistics == own.statistics);
+        }
+        // A scale 2^40 above the values' own (an amax given far too small) lifts many blocks past
+        // E4M3's largest (448), where their elements saturate; one 2^20 below (an amax far too
+        // large) drops many block scales to zero, flushing their elements.
+        if (given == own.tensor_scale * 0x1p40f) CHECK(scalar.statistics.saturated > own.statistics.saturated + values.size() / 50);
+        if (given == own.tensor_scale * 0x1p-20f) CHECK(scalar.statistics.flushed_to_zero > own.statistics.flushed_to_zero + values.size() / 50);
+        // float32's largest: products beyond float32 saturate, counted as the kernels count them.
+        if (given == std::numeric_limits<float>::max()) CHECK(scalar.statistics.saturated + scalar.statistics.zeros == values.size());
+      }
+    }
+  }
+  std::vector<std::uint8_t> codes(values.size()), scales(96 * 10);
+  Context ctx;
+  const BlockLayout layout{96, 160, BlockAxis::rows, 16};
+  for (const float bad : {0.0f, -1.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()})
+    CHECK_THROWS_AS(block_quantize_under_tensor_scale(f, ScaleRule::floor, layout, values, codes, scales, bad, ctx), std::invalid_argument);
+  std::vector<std::uint8_t> mx_scales(96 * 5);
+  CHECK_THROWS_AS(block_quantize_under_tensor_scale(block_formats::mxfp4, ScaleRule::floor, {96, 160, BlockAxis::rows, 32}, values, codes, mx_scales, 2.0f,
+                                                    ctx),
+                  std::invalid_argument);
+}

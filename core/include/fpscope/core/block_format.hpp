@@ -207,10 +207,15 @@ FPSCOPE_HD inline float nvfp4_element_factor(float tensor_scale, float block_sca
   return block_scale == 0.0f ? 0.0f : tensor_scale / block_scale;
 }
 
-// One NVFP4 element: v * factor in float32, then to E2M1 in ctx's mode, saturating.
+// One NVFP4 element: v * factor in float32, then to E2M1 in ctx's mode, saturating. A product
+// beyond float32's range (a large tensor scale over a small block scale) lies beyond E2M1's
+// largest all the same: it saturates, raising overflow and inexact as any saturation does (the
+// cast of the infinity alone would raise nothing).
 // Precondition: v is finite; ctx.saturate is set.
 FPSCOPE_HD inline std::uint32_t nvfp4_element_code(float v, float factor, Context& ctx) {
-  return static_cast<std::uint32_t>(from_float(formats::e2m1, v * factor, ctx));
+  const float scaled = v * factor;
+  if (magnitude_bits(scaled) == 0x7F800000u) ctx.raise(flag::overflow | flag::inexact);
+  return static_cast<std::uint32_t>(from_float(formats::e2m1, scaled, ctx));
 }
 
 }  // namespace fpscope

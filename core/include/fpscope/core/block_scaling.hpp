@@ -105,6 +105,17 @@ void block_quantize(const BlockFormat& format, ScaleRule rule, const BlockLayout
                     std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float& tensor_scale,
                     Context& ctx, BlockStatistics* statistics = nullptr, std::span<BlockOutcome> outcomes = {}, int threads = 1);
 
+// The same under a tensor scale chosen beforehand rather than from the values' own amax: NVFP4's
+// from a calibrated amax or an earlier step's (nvfp4_tensor_scale of it; one pass over the values
+// where block_quantize makes two). Blocks the given scale lifts past E4M3's largest get scale 448
+// and their elements saturate; blocks it makes small get E4M3 subnormal or zero scales. MX formats
+// take 1. Throws std::invalid_argument for a tensor scale that is not a finite positive float32,
+// or not 1 for an MX format.
+void block_quantize_under_tensor_scale(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
+                                       std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float tensor_scale,
+                                       Context& ctx, BlockStatistics* statistics = nullptr, std::span<BlockOutcome> outcomes = {},
+                                       int threads = 1);
+
 // The same through the scalar path alone (every element through round_pack and the element
 // rules in block_format.hpp): block_quantize runs per-instruction-set kernels for MX blocks of
 // the formats the branch-free cast knows, and must give exactly this (codes, scales, flags,
@@ -112,6 +123,9 @@ void block_quantize(const BlockFormat& format, ScaleRule rule, const BlockLayout
 void block_quantize_scalar(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
                            std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float& tensor_scale,
                            Context& ctx, BlockStatistics* statistics = nullptr, std::span<BlockOutcome> outcomes = {});
+void block_quantize_scalar_under_tensor_scale(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
+                                              std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float tensor_scale,
+                                              Context& ctx, BlockStatistics* statistics = nullptr, std::span<BlockOutcome> outcomes = {});
 
 // The float32 values of quantized codes: element * scale (MX, exact but for results beyond
 // float32's range, which become infinities), or element * block scale / tensor scale (NVFP4,
