@@ -32,6 +32,7 @@ struct QuantizeOptions {
   std::string seed = "0";
   std::string as;  // --as: the elements as codes of this format
   std::optional<std::string> out, codes, scales;
+  std::optional<std::string> tensor_amax;  // NVFP4: the amax its tensor scale is made from, instead of the values' own
   bool json = false;
 };
 
@@ -43,6 +44,12 @@ std::string exact_float_text(float v) { return fmt::format("{} ({:a})", v, v); }
 
 void run_quantize(const QuantizeOptions& options) {
   const BlockChoice choice = parse_block_choice(options.block);
+  const bool nvfp4 = choice.format.scale == BlockFormat::Scale::e4m3_nvfp4;
+  std::optional<float> given_amax;
+  if (options.tensor_amax) {
+    if (!nvfp4) throw UsageError("--tensor-amax sets NVFP4's tensor scale; " + block_format_name(choice.format) + " has none (MX scales are per block)");
+    given_amax = parse_positive_float32_option("--tensor-amax", *options.tensor_amax, "a calibrated or earlier step's largest magnitude");
+  }
   Context ctx;
   ctx.rounding = parse_rounding_mode(options.round);
   ctx.stochastic_seed = parse_integer_option<std::uint64_t>("--seed", options.seed, 0, std::numeric_limits<std::uint64_t>::max());
@@ -63,7 +70,18 @@ void run_quantize(const QuantizeOptions& options) {
   float tensor_scale = 1;
   BlockStatistics statistics;
   Context run = ctx;
-  block_quantize(choice.format, choice.rule, layout, tensor.values, codes, scale_codes, tensor_scale, run, &statistics, {}, 0);  // every core
+  if (given_amax) {
+    tensor_scale = nvfp4_tensor_scale(float_bits(*given_amax));
+    block_quantize_under_tensor_scale(choice.format, choice.rule, layout, tensor.values, codes, scale_codes, tensor_scale, run, &statistics, {}, 0);
+  } else {
+    block_quantize(choice.format, choice.rule, layout, tensor.values, codes, scale_codes, tensor_scale, run, &statistics, {}, 0);  // every core
+  }
+  // The values' own largest magnitude (NaN where one is), beside a given one.
+  const auto own_amax = [&] {
+    float amax = 0;
+    for (const float v : tensor.values) amax = std::isnan(v) || std::isnan(amax) ? std::numeric_limits<float>::quiet_NaN() : std::max(amax, std::fabs(v));
+    return amax;
+  };
   std::vector<float> dequantized(tensor.values.size());
   block_dequantize(choice.format, layout, codes, scale_codes, tensor_scale, dequantized);
   const QuantizationError error = quantization_error(choice.format, layout, tensor.values, codes, scale_codes, tensor_scale);
@@ -97,6 +115,7 @@ void run_quantize(const QuantizeOptions& options) {
                        {"relative_rms_error", error.relative_rms()},
                        {"beyond_float32", error.beyond_float32},
                        {"tensor_scale", tensor_scale},
+                       {"tensor_scale_from", !nvfp4 ? "none" : given_amax ? "given amax" : "the values' amax"},
                        {"flags", describe_flags(run.flags)}};
     // The histograms a run log's "blocks" keeps, as sparse [value, count] pairs.
     nlohmann::json scales = nlohmann::json::array(), relative = nlohmann::json::array();
@@ -106,6 +125,11 @@ void run_quantize(const QuantizeOptions& options) {
       if (statistics.relative_exponents[i] != 0) relative.push_back({-static_cast<int>(i), statistics.relative_exponents[i]});
     out["scales"] = std::move(scales);
     out["relative"] = std::move(relative);
+    if (given_amax) {
+      out["tensor_amax_given"] = *given_amax;
+      const float own = own_amax();
+      out["tensor_amax"] = std::isnan(own) ? nlohmann::json(nullptr) : nlohmann::json(own);
+    }
     fmt::print("{}\n", out.dump(2));
     return;
   }
@@ -114,7 +138,14 @@ void run_quantize(const QuantizeOptions& options) {
              block_format_name(choice.format),
              choice.format.scale == BlockFormat::Scale::e8m0 ? " by the " + scale_rule_name(choice.rule) + " rule" : " (E4M3, nearest even)",
              rounding_mode_name(ctx.rounding));
-  if (choice.format.scale == BlockFormat::Scale::e4m3_nvfp4) fmt::print("tensor scale {}\n", exact_float_text(tensor_scale));
+  if (nvfp4 && !given_amax) fmt::print("tensor scale {}\n", exact_float_text(tensor_scale));
+  if (given_amax) {
+    const float own = own_amax();
+    fmt::print("tensor scale {}, from the given amax {}; the values' own amax: {}\n", exact_float_text(tensor_scale), *given_amax,
+               std::isnan(own) ? std::string("none (they hold a NaN)")
+                               : own == *given_amax ? fmt::format("{} (the same)", own)
+                                                    : fmt::format("{} ({:.3g}x the given)", own, own / *given_amax));
+  }
   fmt::print("flushed to zero {} ({:.4f}%), made subnormal {} ({:.4f}%), saturated {} ({:.4f}%), NaN blocks {}, zeros {}\n",
              statistics.flushed_to_zero, share(statistics.flushed_to_zero), statistics.made_subnormal, share(statistics.made_subnormal),
              statistics.saturated, share(statistics.saturated), statistics.nan_blocks, statistics.zeros);
@@ -142,20 +173,7 @@ std::vector<std::uint8_t> read_uint8_npy(const std::filesystem::path& path, std:
 
 void run_dequantize(const DequantizeOptions& options) {
   const BlockChoice choice = parse_block_choice(options.block);
-  float tensor_scale = 1;
-  {
-    const std::string& text = options.tensor_scale;
-    const auto result = std::from_chars(text.data(), text.data() + text.size(), tensor_scale);
-    // "0x1.8p+3" is read as hex: from_chars wants the digits without the prefix.
-    if (text.size() > 2 && (text.rfind("0x", 0) == 0 || text.rfind("0X", 0) == 0)) {
-      const auto hex = std::from_chars(text.data() + 2, text.data() + text.size(), tensor_scale, std::chars_format::hex);
-      if (hex.ec != std::errc{} || hex.ptr != text.data() + text.size()) tensor_scale = 0;
-    } else if (result.ec != std::errc{} || result.ptr != text.data() + text.size()) {
-      tensor_scale = 0;
-    }
-    if (!(tensor_scale > 0) || !std::isfinite(tensor_scale))
-      throw UsageError("--tensor-scale '" + printable_text(text) + "' is not a finite positive float32 (as quantize printed it)");
-  }
+  const float tensor_scale = parse_positive_float32_option("--tensor-scale", options.tensor_scale, "as quantize printed it");
   const std::filesystem::path codes_path(options.codes), scales_path(options.scales);
   const OutputTarget out = resolve_output(options.out, "--out");
   check_outputs({&out, 1}, {{codes_path, scales_path}});
@@ -186,6 +204,8 @@ void add_quantize(CLI::App& app) {
   cmd->add_option("--out", options->out, "write the dequantized values (float32 .npy, the input's shape)");
   cmd->add_option("--codes", options->codes, "write the element codes (uint8 .npy, one per element, the input's shape)");
   cmd->add_option("--scales", options->scales, "write the block scale codes (uint8 .npy: E8M0, or E4M3 for nvfp4)");
+  cmd->add_option("--tensor-amax", options->tensor_amax,
+                  "nvfp4: make the tensor scale from this amax (a calibrated one, or an earlier step's) instead of the values' own: 2688 / amax");
   cmd->add_flag("--json", options->json, "print the summary as JSON");
   cmd->callback([options] { run_quantize(*options); });
 

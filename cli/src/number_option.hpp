@@ -35,4 +35,23 @@ inline float parse_positive_float_option(std::string_view option, std::string_vi
   return static_cast<float>(value);
 }
 
+// `text` as a finite positive float32, exactly: a decimal (rounded to the nearest float32, so the
+// shortest digits fpscope prints give back the same bits) or a C hex float ("0x1.5p+9").
+// Anything else is a UsageError naming the option and `what` the value should be.
+inline float parse_positive_float32_option(std::string_view option, std::string_view text, std::string_view what) {
+  float value = 0;
+  bool whole = false;
+  if (text.size() > 2 && (text.substr(0, 2) == "0x" || text.substr(0, 2) == "0X")) {
+    // from_chars reads hex floats without their prefix.
+    const auto hex = std::from_chars(text.data() + 2, text.data() + text.size(), value, std::chars_format::hex);
+    whole = hex.ec == std::errc{} && hex.ptr == text.data() + text.size();
+  } else {
+    const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
+    whole = !text.empty() && result.ec == std::errc{} && result.ptr == text.data() + text.size();
+  }
+  if (!whole || !(value > 0) || !std::isfinite(value))
+    throw UsageError(std::string(option) + " '" + printable_text(text) + "' is not a finite positive float32 (" + std::string(what) + ")");
+  return value;
+}
+
 }  // namespace fpscope::cli

@@ -150,6 +150,16 @@ check quantize-beyond-float32 0 '^beyond float32.s largest: 1 quantized value \(
 check quantize-beyond-float32-error 0 '^error: max 4\.02824e\+37, ' -- "$fpscope" quantize "$work/big.npy" -f mxfp4 --block 4 --scale-rule round-up
 check analyze-beyond-float32 0 '^big +round-up +4 +1 \(100\.0%\) .* 4\.028e\+37 ' -- "$fpscope" analyze "$work/big.npy" -f mxfp4 --block 4 --compare-scale-rules
 check analyze-beyond-float32-note 0 '^big under rceil: 1 quantized value beyond float32.s largest' -- "$fpscope" analyze "$work/big.npy" -f mxfp4 --block 4 --compare-scale-rules
+# NVFP4 under a given amax (100, the values' own 500): tensor scale 2688 / 100; block 2's scale
+# saturates at 448 (0x7E) and its 500 with it; block 1's is 13 (0x55), its -3 rounding to -6.
+check quantize-tensor-amax 0 '^tensor scale 26\.88 \(0x1\.ae147ap\+4\), from the given amax 100; the values. own amax: 500 \(5x the given\)$' -- "$fpscope" quantize "$work/q.npy" -f nvfp4 --block 4 --tensor-amax 100
+check quantize-tensor-amax-counts 0 'flushed to zero 2 \(25\.0000%\), made subnormal 1 \(12\.5000%\), saturated 1 \(12\.5000%\)' -- "$fpscope" quantize "$work/q.npy" -f nvfp4 --block 4 --tensor-amax 0x1.9p+6
+check quantize-tensor-amax-scales 0 '^ *55 +7e$' -- bash -c "'$fpscope' quantize '$work/q.npy' -f nvfp4 --block 4 --tensor-amax 100 --scales '$work/qas.npy' --codes '$work/qac.npy' --out '$work/qad.npy' >/dev/null && tail -c 2 '$work/qas.npy' | od -An -tx1"
+check quantize-tensor-amax-round-trip 0 'same' -- bash -c "'$fpscope' dequantize '$work/qac.npy' --scales '$work/qas.npy' -f nvfp4 --block 4 --tensor-scale 0x1.ae147ap+4 --out '$work/qab.npy' && cmp '$work/qab.npy' '$work/qad.npy' && echo same"
+check quantize-tensor-amax-own 0 '^tensor scale 5\.376 \(0x1\.581062p\+2\), from the given amax 500; the values. own amax: 500 \(the same\)$' -- "$fpscope" quantize "$work/q.npy" -f nvfp4 --block 4 --tensor-amax 500
+check_bad bad-quantize-tensor-amax-mx "--tensor-amax sets NVFP4's tensor scale; mxfp8-e4m3 has none" -- "$fpscope" quantize "$work/q.npy" -f mxfp8 --block 4 --tensor-amax 100 --out "$work/never-q.npy"
+check_bad bad-dequantize-tensor-scale "--tensor-scale '0x1.ae147ap+4x' is not a finite positive float32 (as quantize printed it)" -- "$fpscope" dequantize "$work/qac.npy" --scales "$work/qas.npy" -f nvfp4 --block 4 --tensor-scale 0x1.ae147ap+4x --out "$work/never-q.npy"
+check_bad bad-quantize-tensor-amax-value "--tensor-amax 'inf' is not a finite positive float32" -- "$fpscope" quantize "$work/q.npy" -f nvfp4 --block 4 --tensor-amax inf --out "$work/never-q.npy"
 cp "$work/q.npy" "$work/q-before.npy"
 check_bad bad-quantize-same-file "q.npy" -- "$fpscope" quantize "$work/q.npy" -f mxfp8 --block 4 --out "$work/q.npy"
 check_bad bad-quantize-nvfp4-rule "--scale-rule chooses MX (E8M0) scales" -- "$fpscope" quantize "$work/q.npy" -f nvfp4 --scale-rule even
