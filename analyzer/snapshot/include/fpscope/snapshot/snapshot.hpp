@@ -10,6 +10,7 @@
 
 #include "fpscope/core/block_scaling.hpp"
 #include "fpscope/core/exponent_histogram.hpp"
+#include "fpscope/snapshot/boxed_optional.hpp"
 
 namespace fpscope {
 
@@ -56,7 +57,7 @@ struct TensorRecord {
   // Analysis divides it out first (scale_semantics.hpp).
   double scale = 1.0;
   Capture captured = Capture::before_cast;
-  std::optional<BlockRecord> blocks;  // where the run records a block format's statistics
+  BoxedOptional<BlockRecord> blocks;  // where the run records a block format's statistics (on the heap: usually absent)
   friend bool operator==(const TensorRecord&, const TensorRecord&) = default;
 };
 
