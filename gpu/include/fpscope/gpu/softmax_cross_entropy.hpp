@@ -16,7 +16,13 @@ namespace fpscope {
 FPSCOPE_HD inline float softmax_cross_entropy_row(const float* logits, int cols, int stride, int label, float gradient_factor,
                                                   float* gradient) {
   float top = logits[0];
-  for (int c = 1; c < cols; ++c) top = fmaxf(top, logits[c * stride]);
+  // fmaxf's rule (a NaN loses to a number) written out: the call is not inlined on the CPU, and
+  // was 1.4% of a GPT step's time there. The sign of a zero maximum cannot matter: exp(l - top)
+  // is the same for either.
+  for (int c = 1; c < cols; ++c) {
+    const float v = logits[c * stride];
+    top = v > top || top != top ? v : top;
+  }
   // Each exponential once, kept where its gradient goes, then summed in order.
   float sum = 0;
   for (int c = 0; c < cols; ++c) {
