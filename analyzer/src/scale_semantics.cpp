@@ -42,23 +42,37 @@ void add_part(TensorSeries& series, int log2, const ExponentHistogram& histogram
 
 }  // namespace
 
+namespace {
+
+// Adds one snapshot's records to `out` (index: a tensor's place in it).
+void add_snapshot(std::vector<TensorSeries>& out, std::map<std::pair<std::string, TensorKind>, std::size_t>& index, const Snapshot& s) {
+  for (const TensorRecord& t : s.tensors) {
+    auto [it, inserted] = index.try_emplace({t.name, t.kind}, out.size());
+    if (inserted) {
+      out.push_back(TensorSeries{t.name, t.kind, t.captured, {}, false, 0});
+    }
+    TensorSeries& series = out[it->second];
+    const ScaleLog2 scale = scale_log2_of(t.scale);
+    series.scale_inexact = series.scale_inexact || !scale.exact;
+    if (t.captured == Capture::as_stored) series.captured = Capture::as_stored;  // any step so is said
+    ++series.steps;
+    add_part(series, scale.log2, t.histogram);
+  }
+}
+
+}  // namespace
+
 std::vector<TensorSeries> tensor_series(std::span<const Snapshot> snapshots) {
   std::vector<TensorSeries> out;
   std::map<std::pair<std::string, TensorKind>, std::size_t> index;
-  for (const Snapshot& s : snapshots) {
-    for (const TensorRecord& t : s.tensors) {
-      auto [it, inserted] = index.try_emplace({t.name, t.kind}, out.size());
-      if (inserted) {
-        out.push_back(TensorSeries{t.name, t.kind, t.captured, {}, false, 0});
-      }
-      TensorSeries& series = out[it->second];
-      const ScaleLog2 scale = scale_log2_of(t.scale);
-      series.scale_inexact = series.scale_inexact || !scale.exact;
-      if (t.captured == Capture::as_stored) series.captured = Capture::as_stored;  // any step so is said
-      ++series.steps;
-      add_part(series, scale.log2, t.histogram);
-    }
-  }
+  for (const Snapshot& s : snapshots) add_snapshot(out, index, s);
+  return out;
+}
+
+std::vector<TensorSeries> tensor_series(std::span<const Snapshot* const> snapshots) {
+  std::vector<TensorSeries> out;
+  std::map<std::pair<std::string, TensorKind>, std::size_t> index;
+  for (const Snapshot* s : snapshots) add_snapshot(out, index, *s);
   return out;
 }
 

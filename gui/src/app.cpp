@@ -229,9 +229,9 @@ const std::vector<TensorSeries>& App::window_series() {
   if (key != window_series_key_) {
     window_series_.clear();
     if (end >= 0) {
-      std::vector<Snapshot> recent;
-      for (std::int64_t i = std::max<std::int64_t>(0, end - window + 1); i <= end; ++i) recent.push_back(*snapshots[static_cast<std::size_t>(i)]);
-      window_series_ = tensor_series(recent);
+      std::vector<const Snapshot*> recent;  // the store's, not copies (a GPT's snapshot is 0.3 MiB)
+      for (std::int64_t i = std::max<std::int64_t>(0, end - window + 1); i <= end; ++i) recent.push_back(&*snapshots[static_cast<std::size_t>(i)]);
+      window_series_ = tensor_series(std::span<const Snapshot* const>(recent));
     }
     window_series_key_ = key;
   }

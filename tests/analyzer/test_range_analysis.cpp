@@ -7,6 +7,8 @@
 #include "fpscope/analyzer/block_analysis.hpp"
 #include "fpscope/analyzer/range_analysis.hpp"
 #include "fpscope/analyzer/recommendation.hpp"
+#include "fpscope/analyzer/scale_semantics.hpp"
+#include "fpscope/snapshot/snapshot.hpp"
 
 using namespace fpscope;
 
@@ -177,4 +179,35 @@ TEST_CASE("quantization error: exact from the codes, values beyond float32 count
   const QuantizationError e = analyze_blocks(four, ScaleRule::floor, two_blocks, with_nan, Context{}).error;
   CHECK(e.compared == 4);
   CHECK(e.max_abs == 0);  // 1, 0.5, 0.25 and 2 under scale 2^-1 are E2M1 values
+}
+
+TEST_CASE("tensor series over the store's snapshots (pointers) are the series over copies of them") {
+  std::vector<Snapshot> run(3);
+  for (std::size_t i = 0; i < run.size(); ++i) {
+    run[i].step = static_cast<std::int64_t>(i);
+    TensorRecord g;
+    g.name = "fc1";
+    g.kind = TensorKind::activation_gradient;
+    g.scale = i == 2 ? 256.0 : 1.0;  // a part of its own
+    g.histogram.set_count(-10 - static_cast<int>(i), 3 + i);
+    TensorRecord a = g;
+    a.kind = TensorKind::activation;
+    a.scale = 1.0;
+    a.captured = i == 1 ? Capture::as_stored : Capture::before_cast;
+    run[i].tensors = {g, a};
+  }
+  const std::vector<const Snapshot*> pointers{&run[0], &run[1], &run[2]};
+  const std::vector<TensorSeries> copied = tensor_series(std::span<const Snapshot>(run));
+  const std::vector<TensorSeries> pointed = tensor_series(std::span<const Snapshot* const>(pointers));
+  REQUIRE(copied.size() == 2);
+  REQUIRE(pointed.size() == copied.size());
+  for (std::size_t i = 0; i < copied.size(); ++i) {
+    CHECK(pointed[i].name == copied[i].name);
+    CHECK(pointed[i].kind == copied[i].kind);
+    CHECK(pointed[i].captured == copied[i].captured);
+    CHECK(pointed[i].steps == copied[i].steps);
+    CHECK(pointed[i].parts == copied[i].parts);
+  }
+  CHECK(copied[0].parts.size() == 2);  // scales 2^0 and 2^8 kept apart
+  CHECK(copied[1].captured == Capture::as_stored);
 }

@@ -46,6 +46,8 @@ struct TensorSeries {
 // The series of a run's snapshots (a tensor is its name and kind), in first-seen order. Throws
 // std::overflow_error naming the tensor when its counts pass 2^64 - 1.
 std::vector<TensorSeries> tensor_series(std::span<const Snapshot> snapshots);
+// The same over snapshots held elsewhere (the app's store), without copying them.
+std::vector<TensorSeries> tensor_series(std::span<const Snapshot* const> snapshots);
 // One histogram of known scale as a series (a .npy file, a single step).
 TensorSeries single_series(std::string name, TensorKind kind, const ExponentHistogram& histogram, double scale = 1.0,
                            Capture captured = Capture::before_cast);
