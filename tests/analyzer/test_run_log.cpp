@@ -376,3 +376,14 @@ TEST_CASE("a tensor record keeps block statistics on the heap: one without them 
   a.blocks = std::move(none);
   CHECK(a == b);
 }
+
+TEST_CASE("RunStore: a record's block statistics, held on the heap, count toward the memory budget") {
+  Snapshot plain;
+  plain.tensors.resize(4);
+  Snapshot with_blocks = plain;
+  for (TensorRecord& t : with_blocks.tensors) t.blocks = BlockRecord{block_formats::mxfp8_e4m3, ScaleRule::floor, {}};
+  RunStore a, b;
+  a.append(plain);
+  b.append(with_blocks);
+  CHECK(b.snapshot_bytes() >= a.snapshot_bytes() + 4 * sizeof(BlockRecord));
+}

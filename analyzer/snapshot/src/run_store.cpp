@@ -11,7 +11,10 @@ namespace {
 // What a snapshot holds on the heap and in its control block, near enough to bound memory by.
 std::size_t estimated_bytes(const Snapshot& snapshot) {
   std::size_t bytes = sizeof(Snapshot) + 2 * sizeof(void*) + 16 + snapshot.tensors.capacity() * sizeof(TensorRecord);
-  for (const TensorRecord& t : snapshot.tensors) bytes += t.name.capacity() > 15 ? t.name.capacity() + 1 : 0;
+  for (const TensorRecord& t : snapshot.tensors) {
+    bytes += t.name.capacity() > 15 ? t.name.capacity() + 1 : 0;
+    if (t.blocks) bytes += sizeof(BlockRecord) + 16;  // held on the heap (BoxedOptional)
+  }
   return bytes;
 }
 
