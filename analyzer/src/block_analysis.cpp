@@ -67,14 +67,19 @@ std::optional<ScaleExponentRange> scale_exponent_range(const BlockFormat& format
 }
 
 BlockRuleReport analyze_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
-                               const Context& ctx) {
+                               const Context& ctx, std::optional<float> given_tensor_scale) {
   BlockRuleReport report;
   report.rule = rule;
   std::vector<std::uint8_t> codes(values.size());
   report.scale_codes.resize(layout.block_count());
   float tensor_scale = 1;
   Context run = ctx;
-  block_quantize(format, rule, layout, values, codes, report.scale_codes, tensor_scale, run, &report.statistics, {}, 0);  // every core
+  if (given_tensor_scale) {
+    tensor_scale = *given_tensor_scale;
+    block_quantize_under_tensor_scale(format, rule, layout, values, codes, report.scale_codes, tensor_scale, run, &report.statistics, {}, 0);
+  } else {
+    block_quantize(format, rule, layout, values, codes, report.scale_codes, tensor_scale, run, &report.statistics, {}, 0);  // every core
+  }
   report.error = quantization_error(format, layout, values, codes, report.scale_codes, tensor_scale);
   report.scale_range = scale_exponent_range(format, report.statistics);
   return report;

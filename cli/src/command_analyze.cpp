@@ -42,6 +42,7 @@ struct AnalyzeOptions {
   // Block-scaled formats (.npy inputs only).
   std::string block, axis = "rows", scale_rule = "floor", round = "rne";
   bool compare_scale_rules = false;
+  std::optional<std::string> tensor_amax;  // nvfp4: the amax every tensor's scale is made from
 };
 
 struct SourcedSeries {
@@ -151,6 +152,8 @@ std::string scale_range_text(const std::optional<ScaleExponentRange>& range) {
 void run_recorded_block_analysis(const AnalyzeOptions& options, const BlockChoice& choice) {
   if (options.compare_scale_rules)
     throw UsageError("--compare-scale-rules needs the values themselves (.npy tensors); a run log holds one rule's statistics");
+  if (options.tensor_amax)
+    throw UsageError("--tensor-amax needs the values themselves (.npy tensors); a run log's statistics were counted under each tensor's own scale");
   struct Summed {
     std::string name;
     ScaleRule rule;
@@ -242,6 +245,13 @@ void run_block_analysis(const AnalyzeOptions& options) {
     throw UsageError("--compare-scale-rules compares the rules for MX (E8M0) scales; " + block_format_name(choice.format) + " has one");
   if (options.scale != "recorded" || !options.kinds.empty())
     throw UsageError("--scale and --kind apply to element formats; a block format sets its own scale per block");
+  std::optional<float> tensor_scale;  // nvfp4 under a given amax
+  if (options.tensor_amax) {
+    if (choice.format.scale != BlockFormat::Scale::e4m3_nvfp4)
+      throw UsageError("--tensor-amax sets NVFP4's tensor scale; " + block_format_name(choice.format) + " has none (MX scales are per block)");
+    tensor_scale = nvfp4_tensor_scale(
+        float_bits(parse_positive_float32_option("--tensor-amax", *options.tensor_amax, "a calibrated or earlier step's largest magnitude")));
+  }
   const NpyElements elements = parse_npy_elements(options.as);
   Context ctx;
   ctx.rounding = parse_rounding_mode(options.round);
@@ -264,7 +274,7 @@ void run_block_analysis(const AnalyzeOptions& options) {
     const BlockLayout layout = block_layout_for(choice, tensor.info.shape, file.string());
     tensors.push_back({name, options.compare_scale_rules ? compare_scale_rules(choice.format, layout, tensor.values, ctx)
                                                          : std::vector<BlockRuleReport>{analyze_blocks(choice.format, choice.rule, layout,
-                                                                                                       tensor.values, ctx)}});
+                                                                                                       tensor.values, ctx, tensor_scale)}});
   }
   if (tensors.empty()) throw UsageError("no tensor matches --tensor in the inputs", 1);
 
@@ -295,6 +305,10 @@ void run_block_analysis(const AnalyzeOptions& options) {
                          {"beyond_float32", r.error.beyond_float32}});
       out["tensors"].push_back({{"tensor", t.name}, {"rules", rules}});
     }
+    if (tensor_scale) {
+      out["tensor_scale"] = *tensor_scale;
+      out["tensor_scale_from"] = "given amax";
+    }
     fmt::print("{}\n", out.dump(2));
     return;
   }
@@ -302,7 +316,9 @@ void run_block_analysis(const AnalyzeOptions& options) {
                                   choice.format.block_size, choice.axis == BlockAxis::rows ? "rows" : "columns", rounding_mode_name(ctx.rounding),
                                   options.compare_scale_rules                           ? ", every scale rule"
                                   : choice.format.scale == BlockFormat::Scale::e8m0 ? ", scales by the " + scale_rule_name(choice.rule) + " rule"
-                                                                                     : ", E4M3 block scales under a float32 tensor scale");
+                                  : tensor_scale ? fmt::format(", E4M3 block scales under the tensor scale {} ({:a}) of the given amax {}", *tensor_scale,
+                                                               *tensor_scale, *options.tensor_amax)
+                                                                                     : ", E4M3 block scales under each tensor's float32 scale (2688 / its amax)");
   table += fmt::format("{:<28} {:<9} {:>10} {:>14} {:>9} {:>10} {:>12} {:>11} {:>12} {:>11} {:>10} {:>9}\n", "tensor", "rule", "values",
                        "other scale", "NaN blk", "% flushed", "% subnormal", "% saturated", "scales", "max error", "RMS error", "relative");
   for (const auto& t : tensors) {
@@ -339,6 +355,7 @@ void run_analyze(const AnalyzeOptions& options) {
     } catch (const UnknownNameError&) {
     }
     if (block_format) return run_block_analysis(options);
+    if (options.tensor_amax) throw UsageError("--tensor-amax sets NVFP4's tensor scale: it applies with -f nvfp4");
     if (options.compare_scale_rules || !options.block.empty() || options.scale_rule != "floor")
       throw UsageError("--compare-scale-rules, --block and --scale-rule apply to block-scaled formats (mxfp8-e4m3, mxfp4, nvfp4, ...)");
   }
@@ -479,6 +496,8 @@ void add_analyze(CLI::App& app) {
   cmd->add_option("-r,--round", options->round, "block-scaled formats: how elements round")->capture_default_str();
   cmd->add_flag("--compare-scale-rules", options->compare_scale_rules,
                 "block-scaled formats: every scale rule side by side (blocks whose scale differs, flushes, saturation, error)");
+  cmd->add_option("--tensor-amax", options->tensor_amax,
+                  "nvfp4 (.npy): make every tensor's scale from this amax (a calibrated one) instead of its own: 2688 / amax");
   cmd->callback([options] { run_analyze(*options); });
 }
 

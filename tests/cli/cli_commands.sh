@@ -157,6 +157,11 @@ check quantize-tensor-amax-counts 0 'flushed to zero 2 \(25\.0000%\), made subno
 check quantize-tensor-amax-scales 0 '^ *55 +7e$' -- bash -c "'$fpscope' quantize '$work/q.npy' -f nvfp4 --block 4 --tensor-amax 100 --scales '$work/qas.npy' --codes '$work/qac.npy' --out '$work/qad.npy' >/dev/null && tail -c 2 '$work/qas.npy' | od -An -tx1"
 check quantize-tensor-amax-round-trip 0 'same' -- bash -c "'$fpscope' dequantize '$work/qac.npy' --scales '$work/qas.npy' -f nvfp4 --block 4 --tensor-scale 0x1.ae147ap+4 --out '$work/qab.npy' && cmp '$work/qab.npy' '$work/qad.npy' && echo same"
 check quantize-tensor-amax-own 0 '^tensor scale 5\.376 \(0x1\.581062p\+2\), from the given amax 500; the values. own amax: 500 \(the same\)$' -- "$fpscope" quantize "$work/q.npy" -f nvfp4 --block 4 --tensor-amax 500
+check analyze-tensor-amax 0 '^q +e4m3 +8 +0 \(0\.0%\) +0 +25\.0000% +12\.5000% +12\.5000% ' -- "$fpscope" analyze "$work/q.npy" -f nvfp4 --block 4 --tensor-amax 100
+check analyze-tensor-amax-header 0 'under the tensor scale 26\.88 \(0x1\.ae147ap\+4\) of the given amax 100$' -- "$fpscope" analyze "$work/q.npy" -f nvfp4 --block 4 --tensor-amax 100
+check_bad bad-analyze-tensor-amax-mx "--tensor-amax sets NVFP4's tensor scale; mxfp4 has none" -- "$fpscope" analyze "$work/q.npy" -f mxfp4 --block 4 --tensor-amax 100
+check_bad bad-analyze-tensor-amax-element "--tensor-amax sets NVFP4's tensor scale: it applies with -f nvfp4" -- "$fpscope" analyze "$work/q.npy" -f fp16 --tensor-amax 100
+check_bad bad-analyze-tensor-amax-log "--tensor-amax needs the values themselves" -- "$fpscope" analyze "$work/run.jsonl" -f nvfp4 --tensor-amax 100
 check_bad bad-quantize-tensor-amax-mx "--tensor-amax sets NVFP4's tensor scale; mxfp8-e4m3 has none" -- "$fpscope" quantize "$work/q.npy" -f mxfp8 --block 4 --tensor-amax 100 --out "$work/never-q.npy"
 check_bad bad-dequantize-tensor-scale "--tensor-scale '0x1.ae147ap+4x' is not a finite positive float32 (as quantize printed it)" -- "$fpscope" dequantize "$work/qac.npy" --scales "$work/qas.npy" -f nvfp4 --block 4 --tensor-scale 0x1.ae147ap+4x --out "$work/never-q.npy"
 check_bad bad-quantize-tensor-amax-value "--tensor-amax 'inf' is not a finite positive float32" -- "$fpscope" quantize "$work/q.npy" -f nvfp4 --block 4 --tensor-amax inf --out "$work/never-q.npy"

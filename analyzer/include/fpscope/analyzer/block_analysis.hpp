@@ -66,9 +66,10 @@ struct BlockRuleReport {
 };
 
 // Quantizes `values` under `rule` in `ctx`'s rounding (ctx is copied: every report starts from
-// the same stochastic stream), with statistics and error.
+// the same stochastic stream), with statistics and error; NVFP4 under `tensor_scale` where one is
+// given (block_quantize_under_tensor_scale), else its values' own.
 BlockRuleReport analyze_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
-                               const Context& ctx);
+                               const Context& ctx, std::optional<float> tensor_scale = std::nullopt);
 
 // Every scale rule (MX formats; NVFP4 has one), blocks_differing counted against the first
 // (the OCP spec's floor rule).
