@@ -364,8 +364,11 @@ bad train-gpt-text-short 2 "a sequence of context 16384 needs 16385" -- "$fpscop
 bad train-gpt-mnist 2 "for a GPT: expected synthetic or text:FILE" -- "$fpscope" train --model gpt --data mnist:mnist_ok --out never.jsonl
 bad train-mlp-text 2 "text:FILE is data for a GPT" -- "$fpscope" train --model 8-8-2 --data text:good.jsonl --out never.jsonl
 bad train-gpt-inject 2 "the tensor must be a weight the model records (embed.tokens" -- "$fpscope" train --model gpt --inject nan@fc1:1 --out never.jsonl
-bad train-gpt-cuda 2 "--backend cuda: no CUDA device answers" -- "$fpscope" train --model gpt --backend cuda --out never.jsonl
-bad train-gpt-cuda-recipe 2 "--backend cuda: no CUDA device answers" -- "$fpscope" train --model gpt --backend cuda --recipe mxfp8 --out never.jsonl
+# Refused in one sentence either way: no device here, or (the sanitizer builds) no CUDA built in.
+cuda_refusal="--backend cuda: no CUDA device answers"
+[[ -e "$(dirname "$fpscope")/../gpu/libfpscope_cuda.so" ]] || cuda_refusal="--backend cuda: this fpscope was built without CUDA"
+bad train-gpt-cuda 2 "$cuda_refusal" -- "$fpscope" train --model gpt --backend cuda --out never.jsonl
+bad train-gpt-cuda-recipe 2 "$cuda_refusal" -- "$fpscope" train --model gpt --backend cuda --recipe mxfp8 --out never.jsonl
 bad train-gpt-memory 2 "training gpt:layers=256,width=16384" -- "$fpscope" train --model gpt:layers=256,width=16384 --out never.jsonl
 bad train-export-into-files 1 "is not a new or empty folder" -- "$fpscope" train --model 8-8-2 --steps 2 --export-inputs mnist_ok --out never.jsonl
 bad train-export-onto-file 1 "is not a new or empty folder" -- "$fpscope" train --model 8-8-2 --steps 2 --export-inputs good.jsonl --out never.jsonl
