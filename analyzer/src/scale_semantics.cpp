@@ -40,10 +40,6 @@ void add_part(TensorSeries& series, int log2, const ExponentHistogram& histogram
   }
 }
 
-}  // namespace
-
-namespace {
-
 // Adds one snapshot's records to `out` (index: a tensor's place in it).
 void add_snapshot(std::vector<TensorSeries>& out, std::map<std::pair<std::string, TensorKind>, std::size_t>& index, const Snapshot& s) {
   for (const TensorRecord& t : s.tensors) {

@@ -16,6 +16,16 @@ void add_block_options(CLI::App* cmd, BlockOptionText& text, bool with_rule) {
     cmd->add_option("--scale-rule", text.rule, "how MX scales are chosen: floor (the OCP spec's), round-up, rceil, even")->capture_default_str();
 }
 
+std::optional<GivenTensorAmax> parse_tensor_amax(const BlockChoice& choice, const std::optional<std::string>& text) {
+  if (!text) return std::nullopt;
+  if (choice.format.scale != BlockFormat::Scale::e4m3_nvfp4)
+    throw UsageError("--tensor-amax sets NVFP4's tensor scale; " + block_format_name(choice.format) + " has none (MX scales are per block)");
+  GivenTensorAmax given;
+  given.amax = parse_positive_float32_option("--tensor-amax", *text, "a calibrated or earlier step's largest magnitude");
+  given.tensor_scale = nvfp4_tensor_scale(float_bits(given.amax));
+  return given;
+}
+
 BlockChoice parse_block_choice(const BlockOptionText& text) {
   BlockChoice choice;
   choice.format = parse_block_format(text.format);

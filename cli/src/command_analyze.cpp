@@ -246,12 +246,7 @@ void run_block_analysis(const AnalyzeOptions& options) {
   if (options.scale != "recorded" || !options.kinds.empty())
     throw UsageError("--scale and --kind apply to element formats; a block format sets its own scale per block");
   std::optional<float> tensor_scale;  // nvfp4 under a given amax
-  if (options.tensor_amax) {
-    if (choice.format.scale != BlockFormat::Scale::e4m3_nvfp4)
-      throw UsageError("--tensor-amax sets NVFP4's tensor scale; " + block_format_name(choice.format) + " has none (MX scales are per block)");
-    tensor_scale = nvfp4_tensor_scale(
-        float_bits(parse_positive_float32_option("--tensor-amax", *options.tensor_amax, "a calibrated or earlier step's largest magnitude")));
-  }
+  if (const auto given = parse_tensor_amax(choice, options.tensor_amax)) tensor_scale = given->tensor_scale;
   const NpyElements elements = parse_npy_elements(options.as);
   Context ctx;
   ctx.rounding = parse_rounding_mode(options.round);

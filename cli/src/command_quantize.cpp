@@ -45,11 +45,7 @@ std::string exact_float_text(float v) { return fmt::format("{} ({:a})", v, v); }
 void run_quantize(const QuantizeOptions& options) {
   const BlockChoice choice = parse_block_choice(options.block);
   const bool nvfp4 = choice.format.scale == BlockFormat::Scale::e4m3_nvfp4;
-  std::optional<float> given_amax;
-  if (options.tensor_amax) {
-    if (!nvfp4) throw UsageError("--tensor-amax sets NVFP4's tensor scale; " + block_format_name(choice.format) + " has none (MX scales are per block)");
-    given_amax = parse_positive_float32_option("--tensor-amax", *options.tensor_amax, "a calibrated or earlier step's largest magnitude");
-  }
+  const std::optional<GivenTensorAmax> given = parse_tensor_amax(choice, options.tensor_amax);
   Context ctx;
   ctx.rounding = parse_rounding_mode(options.round);
   ctx.stochastic_seed = parse_integer_option<std::uint64_t>("--seed", options.seed, 0, std::numeric_limits<std::uint64_t>::max());
@@ -70,8 +66,8 @@ void run_quantize(const QuantizeOptions& options) {
   float tensor_scale = 1;
   BlockStatistics statistics;
   Context run = ctx;
-  if (given_amax) {
-    tensor_scale = nvfp4_tensor_scale(float_bits(*given_amax));
+  if (given) {
+    tensor_scale = given->tensor_scale;
     block_quantize_under_tensor_scale(choice.format, choice.rule, layout, tensor.values, codes, scale_codes, tensor_scale, run, &statistics, {}, 0);
   } else {
     block_quantize(choice.format, choice.rule, layout, tensor.values, codes, scale_codes, tensor_scale, run, &statistics, {}, 0);  // every core
@@ -115,7 +111,7 @@ void run_quantize(const QuantizeOptions& options) {
                        {"relative_rms_error", error.relative_rms()},
                        {"beyond_float32", error.beyond_float32},
                        {"tensor_scale", tensor_scale},
-                       {"tensor_scale_from", !nvfp4 ? "none" : given_amax ? "given amax" : "the values' amax"},
+                       {"tensor_scale_from", !nvfp4 ? "none" : given ? "given amax" : "the values' amax"},
                        {"flags", describe_flags(run.flags)}};
     // The histograms a run log's "blocks" keeps, as sparse [value, count] pairs.
     nlohmann::json scales = nlohmann::json::array(), relative = nlohmann::json::array();
@@ -125,8 +121,8 @@ void run_quantize(const QuantizeOptions& options) {
       if (statistics.relative_exponents[i] != 0) relative.push_back({-static_cast<int>(i), statistics.relative_exponents[i]});
     out["scales"] = std::move(scales);
     out["relative"] = std::move(relative);
-    if (given_amax) {
-      out["tensor_amax_given"] = *given_amax;
+    if (given) {
+      out["tensor_amax_given"] = given->amax;
       const float own = own_amax();
       out["tensor_amax"] = std::isnan(own) ? nlohmann::json(nullptr) : nlohmann::json(own);
     }
@@ -138,13 +134,13 @@ void run_quantize(const QuantizeOptions& options) {
              block_format_name(choice.format),
              choice.format.scale == BlockFormat::Scale::e8m0 ? " by the " + scale_rule_name(choice.rule) + " rule" : " (E4M3, nearest even)",
              rounding_mode_name(ctx.rounding));
-  if (nvfp4 && !given_amax) fmt::print("tensor scale {}\n", exact_float_text(tensor_scale));
-  if (given_amax) {
+  if (nvfp4 && !given) fmt::print("tensor scale {}\n", exact_float_text(tensor_scale));
+  if (given) {
     const float own = own_amax();
-    fmt::print("tensor scale {}, from the given amax {}; the values' own amax: {}\n", exact_float_text(tensor_scale), *given_amax,
+    fmt::print("tensor scale {}, from the given amax {}; the values' own amax: {}\n", exact_float_text(tensor_scale), given->amax,
                std::isnan(own) ? std::string("none (they hold a NaN)")
-                               : own == *given_amax ? fmt::format("{} (the same)", own)
-                                                    : fmt::format("{} ({:.3g}x the given)", own, own / *given_amax));
+                               : own == given->amax ? fmt::format("{} (the same)", own)
+                                                    : fmt::format("{} ({:.3g}x the given)", own, own / given->amax));
   }
   fmt::print("flushed to zero {} ({:.4f}%), made subnormal {} ({:.4f}%), saturated {} ({:.4f}%), NaN blocks {}, zeros {}\n",
              statistics.flushed_to_zero, share(statistics.flushed_to_zero), statistics.made_subnormal, share(statistics.made_subnormal),

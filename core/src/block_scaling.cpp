@@ -217,7 +217,7 @@ void block_quantize_scalar(const BlockFormat& format, ScaleRule rule, const Bloc
   check_layout(format, layout);
   check_spans(layout, values.size(), element_codes.size(), scale_codes.size(), outcomes.size());
   tensor_scale = tensor_scale_of(format, values, 1);
-  quantize_scalar(format, rule, layout, values, element_codes, scale_codes, tensor_scale, ctx, statistics, outcomes);
+  block_quantize_scalar_under_tensor_scale(format, rule, layout, values, element_codes, scale_codes, tensor_scale, ctx, statistics, outcomes);
 }
 
 void block_quantize_scalar_under_tensor_scale(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
