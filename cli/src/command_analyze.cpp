@@ -313,7 +313,7 @@ void run_block_analysis(const AnalyzeOptions& options) {
                                   : choice.format.scale == BlockFormat::Scale::e8m0 ? ", scales by the " + scale_rule_name(choice.rule) + " rule"
                                   : tensor_scale ? fmt::format(", E4M3 block scales under the tensor scale {} ({:a}) of the given amax {}", *tensor_scale,
                                                                *tensor_scale, *options.tensor_amax)
-                                                                                     : ", E4M3 block scales under each tensor's float32 scale (2688 / its amax)");
+                                                                                     : ", E4M3 block scales under each tensor's float32 scale (2688 / the amax of its finite values)");
   table += fmt::format("{:<28} {:<9} {:>10} {:>14} {:>9} {:>10} {:>12} {:>11} {:>12} {:>11} {:>10} {:>9}\n", "tensor", "rule", "values",
                        "other scale", "NaN blk", "% flushed", "% subnormal", "% saturated", "scales", "max error", "RMS error", "relative");
   for (const auto& t : tensors) {

@@ -2,6 +2,7 @@
 // scaling of a tensor on the command line, with what it flushed, made subnormal and saturated.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -72,12 +73,10 @@ void run_quantize(const QuantizeOptions& options) {
   } else {
     block_quantize(choice.format, choice.rule, layout, tensor.values, codes, scale_codes, tensor_scale, run, &statistics, {}, 0);  // every core
   }
-  // The values' own largest magnitude (NaN where one is), beside a given one.
-  const auto own_amax = [&] {
-    float amax = 0;
-    for (const float v : tensor.values) amax = std::isnan(v) || std::isnan(amax) ? std::numeric_limits<float>::quiet_NaN() : std::max(amax, std::fabs(v));
-    return amax;
-  };
+  // NVFP4: the values' own amax (the finite values', as the tensor scale takes it) and how many
+  // values it leaves out.
+  const float own_amax = nvfp4 ? nvfp4_tensor_amax(tensor.values, 0) : 0.0f;
+  const auto non_finite = nvfp4 ? std::ranges::count_if(tensor.values, [](float v) { return !std::isfinite(v); }) : 0;
   std::vector<float> dequantized(tensor.values.size());
   block_dequantize(choice.format, layout, codes, scale_codes, tensor_scale, dequantized);
   const QuantizationError error = quantization_error(choice.format, layout, tensor.values, codes, scale_codes, tensor_scale);
@@ -121,11 +120,11 @@ void run_quantize(const QuantizeOptions& options) {
       if (statistics.relative_exponents[i] != 0) relative.push_back({-static_cast<int>(i), statistics.relative_exponents[i]});
     out["scales"] = std::move(scales);
     out["relative"] = std::move(relative);
-    if (given) {
-      out["tensor_amax_given"] = given->amax;
-      const float own = own_amax();
-      out["tensor_amax"] = std::isnan(own) ? nlohmann::json(nullptr) : nlohmann::json(own);
+    if (nvfp4) {
+      out["tensor_amax"] = own_amax;  // the finite values'
+      out["non_finite_values"] = non_finite;
     }
+    if (given) out["tensor_amax_given"] = given->amax;
     fmt::print("{}\n", out.dump(2));
     return;
   }
@@ -134,14 +133,19 @@ void run_quantize(const QuantizeOptions& options) {
              block_format_name(choice.format),
              choice.format.scale == BlockFormat::Scale::e8m0 ? " by the " + scale_rule_name(choice.rule) + " rule" : " (E4M3, nearest even)",
              rounding_mode_name(ctx.rounding));
-  if (nvfp4 && !given) fmt::print("tensor scale {}\n", exact_float_text(tensor_scale));
-  if (given) {
-    const float own = own_amax();
-    fmt::print("tensor scale {}, from the given amax {}; the values' own amax: {}\n", exact_float_text(tensor_scale), given->amax,
-               std::isnan(own) ? std::string("none (they hold a NaN)")
-                               : own == given->amax ? fmt::format("{} (the same)", own)
-                                                    : fmt::format("{} ({:.3g}x the given)", own, own / given->amax));
-  }
+  // A NaN or an infinity leaves the tensor scale to the finite values (block_format.hpp's
+  // nvfp4_amax_contribution): said, as its block's NaN scale is counted.
+  const std::string left_out =
+      non_finite == 0 ? std::string()
+                      : fmt::format(" ({} NaN or infinite value{} left out: {} block scale{} NaN)", non_finite, non_finite == 1 ? "" : "s",
+                                    non_finite == 1 ? "its" : "their", non_finite == 1 ? " is" : "s are");
+  if (nvfp4 && !given) fmt::print("tensor scale {}, from the values' amax {}{}\n", exact_float_text(tensor_scale), own_amax, left_out);
+  if (given)
+    fmt::print("tensor scale {}, from the given amax {}; the values' own amax: {}{}\n", exact_float_text(tensor_scale), given->amax,
+               own_amax == given->amax ? fmt::format("{} (the same)", own_amax)
+               : own_amax == 0         ? std::string("0")
+                                       : fmt::format("{} ({:.3g}x the given)", own_amax, own_amax / given->amax),
+               left_out);
   fmt::print("flushed to zero {} ({:.4f}%), made subnormal {} ({:.4f}%), saturated {} ({:.4f}%), NaN blocks {}, zeros {}\n",
              statistics.flushed_to_zero, share(statistics.flushed_to_zero), statistics.made_subnormal, share(statistics.made_subnormal),
              statistics.saturated, share(statistics.saturated), statistics.nan_blocks, statistics.zeros);

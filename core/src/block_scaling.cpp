@@ -53,13 +53,13 @@ void check_spans(const BlockLayout& layout, std::size_t values, std::size_t elem
                                 " blocks");
 }
 
-// The largest magnitude's bits, in a loop the compiler vectorises (built for AVX2 and for the
-// baseline, which has no unsigned 32-bit maximum; the loader picks one).
+// The largest finite magnitude's bits, in a loop the compiler vectorises (built for AVX2 and for
+// the baseline, which has no unsigned 32-bit maximum; the loader picks one).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
 __attribute__((target_clones("avx2", "default")))
 #endif
-std::uint32_t amax_bits_of(const std::uint32_t* values, std::size_t count) {
-  return block_walk::amax_bits(values, count);
+std::uint32_t nvfp4_amax_bits_of(const std::uint32_t* values, std::size_t count) {
+  return block_walk::nvfp4_amax_bits(values, count);
 }
 
 
@@ -67,10 +67,8 @@ std::uint32_t amax_bits_of(const std::uint32_t* values, std::size_t count) {
 // the caller's thread alone).
 constexpr std::size_t elements_worth_a_thread = std::size_t{1} << 19;
 
-// NVFP4's float32 scale for the whole tensor (1 for every other format), its amax found on up
-// to `threads` threads.
-float tensor_scale_of(const BlockFormat& format, std::span<const float> values, int threads) {
-  if (format.scale != BlockFormat::Scale::e4m3_nvfp4) return 1.0f;
+// NVFP4's tensor amax as bits, found on up to `threads` threads.
+std::uint32_t nvfp4_amax_bits_in_parts(std::span<const float> values, int threads) {
   const auto* bits = reinterpret_cast<const std::uint32_t*>(values.data());
   const std::size_t parts = std::clamp<std::size_t>(values.size() / elements_worth_a_thread, 1, static_cast<std::size_t>(std::max(threads, 1)));
   std::vector<std::uint32_t> amax(parts, 0);
@@ -78,10 +76,17 @@ float tensor_scale_of(const BlockFormat& format, std::span<const float> values, 
     const std::size_t each = (values.size() + parts - 1) / parts;
     std::vector<std::jthread> helpers;
     for (std::size_t p = 1; p < parts; ++p)
-      helpers.emplace_back([&, p] { amax[p] = amax_bits_of(bits + p * each, std::min(each, values.size() - std::min(values.size(), p * each))); });
-    amax[0] = amax_bits_of(bits, std::min(each, values.size()));
+      helpers.emplace_back([&, p] { amax[p] = nvfp4_amax_bits_of(bits + p * each, std::min(each, values.size() - std::min(values.size(), p * each))); });
+    amax[0] = nvfp4_amax_bits_of(bits, std::min(each, values.size()));
   }
-  return nvfp4_tensor_scale(*std::max_element(amax.begin(), amax.end()));
+  return *std::max_element(amax.begin(), amax.end());
+}
+
+// NVFP4's float32 scale for the whole tensor (1 for every other format), its amax found on up
+// to `threads` threads.
+float tensor_scale_of(const BlockFormat& format, std::span<const float> values, int threads) {
+  if (format.scale != BlockFormat::Scale::e4m3_nvfp4) return 1.0f;
+  return nvfp4_tensor_scale(nvfp4_amax_bits_in_parts(values, threads));
 }
 
 // The scalar path: every block through quantize_one_block (round_pack, or the MXINT8 and NVFP4
@@ -193,6 +198,11 @@ void block_quantize(const BlockFormat& format, ScaleRule rule, const BlockLayout
   if (threads == 0) threads = static_cast<int>(std::thread::hardware_concurrency());
   tensor_scale = tensor_scale_of(format, values, threads);
   block_quantize_under_tensor_scale(format, rule, layout, values, element_codes, scale_codes, tensor_scale, ctx, statistics, outcomes, threads);
+}
+
+float nvfp4_tensor_amax(std::span<const float> values, int threads) {
+  if (threads == 0) threads = static_cast<int>(std::thread::hardware_concurrency());
+  return bits_float(nvfp4_amax_bits_in_parts(values, threads));
 }
 
 void block_quantize_under_tensor_scale(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,

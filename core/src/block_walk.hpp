@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "fpscope/core/block_format.hpp"
 #include "fpscope/core/block_scaling.hpp"
 
 namespace fpscope::block_walk {
@@ -96,11 +97,11 @@ inline void add_block(BlockStatistics& statistics, std::uint32_t scale_code, std
   add_outcome(statistics, outcome);
 }
 
-// The largest magnitude of `count` float32 values given as bits (a NaN's bits are above every
-// number's, so a NaN anywhere makes it a NaN): what NVFP4's tensor scale is made from.
-inline std::uint32_t amax_bits(const std::uint32_t* values, std::size_t count) {
+// The largest finite magnitude of `count` float32 values given as bits (NaNs and infinities add
+// nothing: nvfp4_amax_contribution): what NVFP4's tensor scale is made from.
+inline std::uint32_t nvfp4_amax_bits(const std::uint32_t* values, std::size_t count) {
   std::uint32_t amax = 0;
-  for (std::size_t i = 0; i < count; ++i) amax = std::max(amax, values[i] & 0x7FFFFFFFu);
+  for (std::size_t i = 0; i < count; ++i) amax = std::max(amax, nvfp4_amax_contribution(values[i]));
   return amax;
 }
 

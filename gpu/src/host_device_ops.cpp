@@ -136,9 +136,11 @@ class HostDeviceOps final : public DeviceOps {
                       unsigned long long* counters, std::uint32_t* amax) override {
     if (format.block_size > device_block_size_limit) throw std::invalid_argument("block_quantize on the device: blocks of at most 32 elements");
     float tensor_scale = 1.0f;
-    if (format.scale == BlockFormat::Scale::e4m3_nvfp4) {
-      amax_bits(in, layout.element_count(), amax);
-      tensor_scale = nvfp4_tensor_scale(*amax);
+    if (format.scale == BlockFormat::Scale::e4m3_nvfp4) {  // the finite values' amax (the kernel's Nvfp4 reduction)
+      std::uint32_t top = 0;
+      for (std::size_t i = 0; i < layout.element_count(); ++i) top = std::max(top, nvfp4_amax_contribution(float_bits(in[i])));
+      *amax = top;
+      tensor_scale = nvfp4_tensor_scale(top);
     }
     const auto add = [&](std::size_t counter, std::uint64_t amount) { counters[counter] += amount; };
     for (std::size_t b = 0; b < layout.block_count(); ++b) quantize_dequantize_block(format, rule, layout, tensor_scale, ctx, in, out, b, add);

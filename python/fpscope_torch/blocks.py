@@ -4,7 +4,8 @@ and `fpscope train --record-blocks` compute; a test holds them together).
 
 NVFP4 (NVIDIA's FP4: E2M1 elements in blocks of 16, an E4M3 scale per block under a float32 scale
 per tensor) follows fpscope's core/block_format.hpp step for step: tensor scale 2688 / amax (448 x
-6 over the tensor's largest magnitude), block scale (block amax / 6) x tensor scale to E4M3 to
+6 over the tensor's largest finite magnitude: a NaN or an infinity makes its own block's scale NaN
+and leaves the tensor scale to the rest), block scale (block amax / 6) x tensor scale to E4M3 to
 nearest even, saturating, element factor tensor scale / block scale, each in float32.
 
 Blocks of `block` consecutive values along the last dimension (a Linear layer's reduction axis
@@ -146,7 +147,8 @@ def block_statistics(tensor, fmt="mxfp8-e4m3", rule="floor", block=None):
     if torch.isnan(magnitudes).any():
         amax = torch.where(torch.isnan(magnitudes).any(dim=1), torch.full_like(amax, float("nan")), amax)
     if nvfp4:
-        codes, nan_scale, y = _nvfp4_scaled(magnitudes, amax, magnitudes.amax() if magnitudes.numel() else 0.0)
+        finite = torch.where(torch.isfinite(magnitudes), magnitudes, torch.zeros_like(magnitudes))
+        codes, nan_scale, y = _nvfp4_scaled(magnitudes, amax, finite.amax() if magnitudes.numel() else 0.0)
     else:
         x_shared, nan_scale = _shared_exponents(amax, rule, emax, mbits, largest)
         codes = torch.where(nan_scale, torch.full_like(x_shared, 255), x_shared + 127)

@@ -142,6 +142,15 @@ check dequantize-round-trip 0 'same' -- bash -c "'$fpscope' dequantize '$work/qc
 check analyze-compare-rules 0 '^q +round-up +8 +1 \(50\.0%\) +0 +12\.5000% +0\.0000% +0\.0000%' -- "$fpscope" analyze "$work/q.npy" -f mxfp8 --block 4 --compare-scale-rules
 check analyze-block-floor 0 '^q +floor +8 +0 \(0\.0%\) +0 +12\.5000% +0\.0000% +12\.5000% +2\^-7\.\.2\^0' -- "$fpscope" analyze "$work/q.npy" -f mxfp8 --block 4
 check quantize-nvfp4 0 'tensor scale 5\.376 \(0x1\.5810' -- "$fpscope" quantize "$work/q.npy" -f nvfp4 --block 4
+# The same tensor with a NaN for row 0's zero: the tensor scale still comes from the finite values
+# (amax 500), row 0's block is a NaN block and row 1's codes are what they were (a NaN used to
+# make the tensor scale 1).
+{ printf '\x93NUMPY\x01\x00\x76\x00'; printf "%-117s\n" "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 4), }"
+  printf '\x00\x00\x80\x3f\x00\x00\x80\x3e\x00\x00\xc0\x7f\x00\x00\x40\xc0\x00\x00\xfa\x43\x00\x00\x80\x3f\x00\x00\x80\x35\x00\x00\x00\x00'; } >"$work/qn.npy"
+check quantize-nvfp4-nan 0 '^tensor scale 5\.376 \(0x1\.581062p\+2\), from the values. amax 500 \(1 NaN or infinite value left out: its block scale is NaN\)$' -- "$fpscope" quantize "$work/qn.npy" -f nvfp4 --block 4
+check quantize-nvfp4-nan-blocks 0 'NaN blocks 1, zeros 1$' -- "$fpscope" quantize "$work/qn.npy" -f nvfp4 --block 4
+check quantize-nvfp4-nan-json 0 '"non_finite_values": 1,' -- "$fpscope" quantize "$work/qn.npy" -f nvfp4 --block 4 --json
+check quantize-nvfp4-nan-other-block 0 'same' -- bash -c "'$fpscope' quantize '$work/qn.npy' -f nvfp4 --block 4 --codes '$work/qnc.npy' >/dev/null && '$fpscope' quantize '$work/q.npy' -f nvfp4 --block 4 --codes '$work/qnc0.npy' >/dev/null && [ \"\$(tail -c 4 '$work/qnc.npy' | od -An -tx1)\" = \"\$(tail -c 4 '$work/qnc0.npy' | od -An -tx1)\" ] && echo same"
 # 3e38 (0x7F61B1E6), 1, 0.5, 0.25 in one MXFP4 block: round-up's scale 2^126 makes 3e38 the value
 # 2^128, beyond float32: its error is exact (2^128 - 3e38 = 4.02824e+37), and the value counted.
 { printf '\x93NUMPY\x01\x00\x76\x00'; printf "%-117s\n" "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 4), }"

@@ -438,8 +438,9 @@ TEST_CASE("NVFP4 equals the reference: float32 tensor scale, E4M3 block scales, 
     double tensor_amax = 0;
     for (const float v : values)
       if (std::isfinite(v)) tensor_amax = std::max(tensor_amax, std::fabs(static_cast<double>(v)));
-    const float expected_tensor_scale =
-        with_specials ? 1.0f : std::min(2688.0f / static_cast<float>(tensor_amax), std::numeric_limits<float>::max());
+    // The finite values' amax, NaNs and infinities among them or not (nvfp4_amax_contribution).
+    REQUIRE(tensor_amax > 0);
+    const float expected_tensor_scale = std::min(2688.0f / static_cast<float>(tensor_amax), std::numeric_limits<float>::max());
     CHECK(bits_of(q.tensor_scale) == bits_of(expected_tensor_scale));
     const ElementSpec e4m3_spec{8, -6, 3, 448, false}, e2m1_spec{2, 0, 1, 6, false};
     std::vector<float> dequantized(values.size());
@@ -780,6 +781,71 @@ TEST_CASE("bulk block kernels: MXINT8's inexact from the last element alone, and
 
 // NVFP4 blocks far below the tensor's largest value: E4M3 block scales that round to zero (every
 // element flushed: the kernels' factor 0) or to E4M3 subnormals, in whole groups the kernels take.
+// One NaN in a tensor of gradients used to set NVFP4's tensor scale to 1, under which every block
+// of values near 1e-4 flushed whole: 99.6% of a 4096-value tensor read as flushed because of one
+// value. The finite values make the scale; a non-finite value makes its own block NaN, nothing else.
+TEST_CASE("NVFP4's tensor scale comes from the finite values: a NaN or an infinity changes its own block and nothing else") {
+  const BlockFormat f = block_formats::nvfp4;
+  std::mt19937 rng(77);
+  std::normal_distribution<float> normal(0.0f, 1e-4f);
+  // Rows of 64 (four blocks each), 40 rows; across threads too: 2^21 values in two bands.
+  for (const std::size_t rows : {std::size_t{40}, std::size_t{1} << 15}) {
+    const BlockLayout layout{rows, 64, BlockAxis::rows, 16};
+    std::vector<float> clean(layout.element_count());
+    for (float& v : clean) v = normal(rng);
+    clean[5] = 0.25f;  // the tensor's largest finite value, in block 0
+    const float finite_amax = 0.25f;
+    const Quantized want = quantize(f, ScaleRule::floor, layout, clean);
+    CHECK(bits_of(want.tensor_scale) == bits_of(2688.0f / finite_amax));
+    CHECK(want.statistics.flushed_to_zero < want.statistics.elements / 4);  // an ordinary tensor
+    for (const float special : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+                                std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()}) {
+      CAPTURE(special);
+      // In block 0, beside the largest finite value (which still counts: the amax is the finite
+      // values', not the finite blocks'), and in the last block.
+      std::vector<float> values = clean;
+      values[7] = special, values.back() = special;
+      CHECK(bits_of(nvfp4_tensor_amax(values)) == bits_of(finite_amax));
+      CHECK(bits_of(nvfp4_tensor_amax(values, 0)) == bits_of(finite_amax));
+      for (const int threads : {1, 2}) {
+        Quantized got;
+        got.codes.resize(values.size());
+        got.scales.resize(layout.block_count());
+        Context ctx;
+        block_quantize(f, ScaleRule::floor, layout, values, got.codes, got.scales, got.tensor_scale, ctx, &got.statistics, {}, threads);
+        CHECK(bits_of(got.tensor_scale) == bits_of(want.tensor_scale));
+        const std::size_t last = layout.block_count() - 1;
+        std::size_t other_blocks_differing = 0;
+        for (std::size_t b = 0; b < layout.block_count(); ++b) {
+          if (b == 0 || b == last) {
+            CHECK(int(got.scales[b]) == 0x7F);  // E4M3's NaN
+            continue;
+          }
+          bool same = got.scales[b] == want.scales[b];
+          for (std::size_t j = 0; j < 16; ++j) same = same && got.codes[b * 16 + j] == want.codes[b * 16 + j];
+          other_blocks_differing += same ? 0 : 1;
+        }
+        CHECK(other_blocks_differing == 0);
+        CHECK(got.statistics.nan_blocks == 2);
+        CHECK(got.statistics.flushed_to_zero <= want.statistics.flushed_to_zero);
+        CHECK(got.statistics.flushed_to_zero + 32 >= want.statistics.flushed_to_zero);
+      }
+      const FastAndScalar both = quantize_both(f, ScaleRule::floor, layout, values);
+      CHECK(bits_of(both.scalar.tensor_scale) == bits_of(want.tensor_scale));
+      CHECK(both.fast.codes == both.scalar.codes);
+      CHECK(both.fast.scales == both.scalar.scales);
+      CHECK(both.fast.statistics == both.scalar.statistics);
+    }
+  }
+  // No finite nonzero value: amax 0, tensor scale 1 (every block NaN or zero).
+  const std::vector<float> specials{std::numeric_limits<float>::quiet_NaN(), 0.0f, std::numeric_limits<float>::infinity(), -0.0f};
+  CHECK(nvfp4_tensor_amax(specials) == 0.0f);
+  CHECK(nvfp4_tensor_amax(std::vector<float>{}) == 0.0f);
+  std::vector<float> padded(16, 0.0f);
+  padded[3] = std::numeric_limits<float>::quiet_NaN();
+  CHECK(quantize(f, ScaleRule::floor, BlockLayout{1, 16, BlockAxis::rows, 16}, padded).tensor_scale == 1.0f);
+}
+
 TEST_CASE("bulk block kernels: NVFP4 blocks whose E4M3 scale is zero or subnormal") {
   const BlockFormat& f = block_formats::nvfp4;
   for (const BlockAxis axis : {BlockAxis::rows, BlockAxis::cols}) {

@@ -108,8 +108,9 @@ def reference_nvfp4(blocks):
     e4m3, e2m1 = ml_dtypes.float8_e4m3fn, ml_dtypes.float4_e2m1fn
     magnitudes = np.abs(blocks)
     finite = np.isfinite(blocks)
-    tensor_amax = F32(np.max(magnitudes)) if np.all(finite) else None
-    if tensor_amax is None or tensor_amax == 0:
+    # The finite values' amax: a NaN or an infinity makes only its own block's scale NaN.
+    tensor_amax = F32(np.max(np.where(finite, magnitudes, 0))) if magnitudes.size else F32(0.0)
+    if tensor_amax == 0:
         tensor_scale = F32(1.0)
     else:
         with np.errstate(over="ignore"):

@@ -20,13 +20,16 @@ namespace {
 constexpr int threads = 256;
 int blocks_for(std::size_t n) { return grid_for(n, threads, 4096); }
 
+// Nvfp4: the amax of NVFP4's tensor scale, the finite values' (nvfp4_amax_contribution); else
+// every value's (a NaN's bits above every number's).
+template <bool Nvfp4>
 __global__ void amax_bits_kernel(const float* in, std::size_t n, unsigned int* largest) {
   __shared__ unsigned int block_largest;
   if (threadIdx.x == 0) block_largest = 0;
   __syncthreads();
   unsigned int top = 0;
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
-    top = max(top, static_cast<unsigned int>(magnitude_bits(in[i])));
+    top = max(top, static_cast<unsigned int>(Nvfp4 ? nvfp4_amax_contribution(float_bits(in[i])) : magnitude_bits(in[i])));
   atomicMax(&block_largest, top);
   __syncthreads();
   if (threadIdx.x == 0) atomicMax(largest, block_largest);
@@ -72,7 +75,11 @@ void block_quantize(const float* in, float* out, const BlockLayout& layout, cons
   if (format.block_size > device_block_size_limit) throw std::invalid_argument("block_quantize on the device: blocks of at most 32 elements");
   const auto s = static_cast<cudaStream_t>(stream);
   const bool nvfp4 = format.scale == BlockFormat::Scale::e4m3_nvfp4;
-  if (nvfp4) amax_bits(in, layout.element_count(), amax, stream);
+  if (nvfp4) {
+    if (cudaMemsetAsync(amax, 0, sizeof(std::uint32_t), s) != cudaSuccess) throw std::runtime_error("CUDA error: cudaMemsetAsync for the amax");
+    amax_bits_kernel<true><<<blocks_for(layout.element_count()), threads, 0, s>>>(in, layout.element_count(), reinterpret_cast<unsigned int*>(amax));
+    check_launch("amax_bits_kernel");
+  }
   block_quantize_kernel<<<blocks_for(layout.block_count()), threads, 0, s>>>(in, out, layout, format, rule, ctx, counters,
                                                                              nvfp4 ? reinterpret_cast<const unsigned int*>(amax) : nullptr);
   check_launch("block_quantize_kernel");
@@ -81,7 +88,7 @@ void block_quantize(const float* in, float* out, const BlockLayout& layout, cons
 void amax_bits(const float* in, std::size_t n, std::uint32_t* largest, void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);
   if (cudaMemsetAsync(largest, 0, sizeof(std::uint32_t), s) != cudaSuccess) throw std::runtime_error("CUDA error: cudaMemsetAsync for the amax");
-  amax_bits_kernel<<<blocks_for(n), threads, 0, s>>>(in, n, reinterpret_cast<unsigned int*>(largest));
+  amax_bits_kernel<false><<<blocks_for(n), threads, 0, s>>>(in, n, reinterpret_cast<unsigned int*>(largest));
   check_launch("amax_bits_kernel");
 }
 

@@ -179,9 +179,21 @@ FPSCOPE_HD inline float mxint8_element_value(std::uint32_t code) {
   return static_cast<float>(static_cast<std::int8_t>(static_cast<std::uint8_t>(code))) * 0.015625f;
 }
 
-// NVFP4's float32 scale per tensor ("encode" scale): 448 * 6 / amax over the whole tensor, in
-// float32, so that the largest block scale is E4M3's largest; 1 for an all-zero tensor or one
-// holding a NaN or infinity (those blocks are NaN anyway), and at most float32's largest.
+// What one value adds to NVFP4's tensor amax: its magnitude's bits, or 0 for a NaN or an
+// infinity. A non-finite value makes its own block's scale NaN (nvfp4_block_scale_code) and leaves
+// every other block as the finite values scale it: were it to set the tensor scale (to 1, as an
+// amax of NaN or infinity would), each block of ordinary gradients would flush whole, and one
+// overflowed value would read as a tensor that underflows. (Transformer Engine's amax kernels
+// skip NaNs the same way, by fmaxf; an infinity there makes the tensor scale 1.)
+FPSCOPE_HD inline std::uint32_t nvfp4_amax_contribution(std::uint32_t bits) {
+  const std::uint32_t magnitude = bits & 0x7FFFFFFFu;
+  return magnitude < 0x7F800000u ? magnitude : 0u;
+}
+
+// NVFP4's float32 scale per tensor ("encode" scale): 448 * 6 / amax, the amax over the tensor's
+// finite values (nvfp4_amax_contribution), in float32, so that the largest block scale is E4M3's
+// largest; 1 where no finite value is nonzero, and at most float32's largest. (An amax given as
+// NaN or infinity also gives 1.)
 FPSCOPE_HD inline float nvfp4_tensor_scale(std::uint32_t tensor_amax_magnitude) {
   if (tensor_amax_magnitude == 0 || tensor_amax_magnitude >= 0x7F800000u) return 1.0f;
   const float scale = 2688.0f / bits_float(tensor_amax_magnitude);

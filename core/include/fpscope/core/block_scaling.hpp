@@ -105,6 +105,12 @@ void block_quantize(const BlockFormat& format, ScaleRule rule, const BlockLayout
                     std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float& tensor_scale,
                     Context& ctx, BlockStatistics* statistics = nullptr, std::span<BlockOutcome> outcomes = {}, int threads = 1);
 
+// The amax NVFP4's tensor scale is made from (nvfp4_tensor_scale): the largest magnitude among
+// the finite values, 0 where none is nonzero; NaNs and infinities are left out, their blocks
+// being NaN blocks (block_format.hpp's nvfp4_amax_contribution says why). `threads` as
+// block_quantize's.
+float nvfp4_tensor_amax(std::span<const float> values, int threads = 1);
+
 // The same under a tensor scale chosen beforehand rather than from the values' own amax: NVFP4's
 // from a calibrated amax or an earlier step's (nvfp4_tensor_scale of it; one pass over the values
 // where block_quantize makes two). Blocks the given scale lifts past E4M3's largest get scale 448
