@@ -442,12 +442,21 @@ void run_analyze(const AnalyzeOptions& options) {
   table += fmt::format("{:<40} {:>12} {:>10} {:>7} {:>8} {:>9} {:>11} {:>10} {:>12}\n", "tensor", "values", "recorded", "max", "min>0",
                        "% zero", "% subnormal", "% overflow", "advice");
   bool any_as_stored = false;
+  std::string not_numbers;  // a line for each tensor holding infinities or NaNs
   for (const auto& [source, s] : tensors) {
     const RangeReport r = analyze_series(s, format, scale_log2);
     const LossScaleAdvice own = recommend_loss_scale(s, format, margin);
     const bool as_stored = s.captured == Capture::as_stored;
     any_as_stored = any_as_stored || as_stored;
     const std::string name = printable_text(s.name + " " + std::string(tensor_kind_name(s.kind)), 38) + (as_stored ? " *" : "");
+    if (r.non_finite != 0) {
+      // Counted among the values and in none of the shares: said, or a tensor that overflowed
+      // before any cast would read as one that only flushes.
+      const ExponentHistogram& h = shifted_histogram(s, std::nullopt).histogram;
+      not_numbers += fmt::format("{}: {} of its values {} infinite or NaN ({} infinit{}, {} NaN): counted in values, in none of the shares\n",
+                                 printable_text(s.name + " " + std::string(tensor_kind_name(s.kind)), 60), r.non_finite,
+                                 r.non_finite == 1 ? "is" : "are", h.infinity_count(), h.infinity_count() == 1 ? "y" : "ies", h.nan_count());
+    }
     table += fmt::format("{:<40} {:>12} {:>10} {:>7} {:>8} {:>8.2f}% {:>10.2f}% {:>9.2f}% {:>12}\n", name, r.total, recorded_scales(s),
                          binade_text(highest_binade_at_scale_one(s)), binade_text(lowest_binade_at_scale_one(s)),
                          percent(r.zero + r.flushed_to_zero, r.total), percent(r.subnormal, r.total), percent(r.overflow, r.total),
@@ -461,6 +470,7 @@ void run_analyze(const AnalyzeOptions& options) {
       margin == 1 ? "one binade" : fmt::format("{} binades", margin));
   if (any_as_stored)
     table += "* captured as stored (already in the low-precision format): values its cast flushed are among the zeros.\n";
+  table += not_numbers;
   for (const std::string& name : facts.block_formats)
     table += fmt::format("the run log{} also hold{} block statistics of {}: -f {} analyses them.\n", facts.headers.size() == 1 ? "" : "s",
                          facts.headers.size() == 1 ? "s" : "", name, name);

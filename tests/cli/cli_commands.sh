@@ -148,6 +148,7 @@ check quantize-nvfp4 0 'tensor scale 5\.376 \(0x1\.5810' -- "$fpscope" quantize 
 { printf '\x93NUMPY\x01\x00\x76\x00'; printf "%-117s\n" "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 4), }"
   printf '\x00\x00\x80\x3f\x00\x00\x80\x3e\x00\x00\xc0\x7f\x00\x00\x40\xc0\x00\x00\xfa\x43\x00\x00\x80\x3f\x00\x00\x80\x35\x00\x00\x00\x00'; } >"$work/qn.npy"
 check quantize-nvfp4-nan 0 '^tensor scale 5\.376 \(0x1\.581062p\+2\), from the values. amax 500 \(1 NaN or infinite value left out: its block scale is NaN\)$' -- "$fpscope" quantize "$work/qn.npy" -f nvfp4 --block 4
+check analyze-npy-not-numbers 0 '^qn other: 1 of its values is infinite or NaN \(0 infinities, 1 NaN\): counted in values, in none of the shares$' -- "$fpscope" analyze "$work/qn.npy" -f fp16
 check quantize-nvfp4-nan-blocks 0 'NaN blocks 1, zeros 1$' -- "$fpscope" quantize "$work/qn.npy" -f nvfp4 --block 4
 check quantize-nvfp4-nan-json 0 '"non_finite_values": 1,' -- "$fpscope" quantize "$work/qn.npy" -f nvfp4 --block 4 --json
 check quantize-nvfp4-nan-other-block 0 'same' -- bash -c "'$fpscope' quantize '$work/qn.npy' -f nvfp4 --block 4 --codes '$work/qnc.npy' >/dev/null && '$fpscope' quantize '$work/q.npy' -f nvfp4 --block 4 --codes '$work/qnc0.npy' >/dev/null && [ \"\$(tail -c 4 '$work/qnc.npy' | od -An -tx1)\" = \"\$(tail -c 4 '$work/qnc0.npy' | od -An -tx1)\" ] && echo same"
