@@ -35,6 +35,14 @@ __global__ void amax_bits_kernel(const float* in, std::size_t n, unsigned int* l
   if (threadIdx.x == 0) atomicMax(largest, block_largest);
 }
 
+// The amax into `largest` (zeroed first), on stream s.
+template <bool Nvfp4>
+void launch_amax_bits(const float* in, std::size_t n, std::uint32_t* largest, cudaStream_t s) {
+  if (cudaMemsetAsync(largest, 0, sizeof(std::uint32_t), s) != cudaSuccess) throw std::runtime_error("CUDA error: cudaMemsetAsync for the amax");
+  amax_bits_kernel<Nvfp4><<<blocks_for(n), threads, 0, s>>>(in, n, reinterpret_cast<unsigned int*>(largest));
+  check_launch("amax_bits_kernel");
+}
+
 // Counts in registers, then per block in shared memory, then one atomic add each per block.
 template <bool E5m2, RoundingMode Mode>
 __global__ void fp8_quantize_kernel(const float* in, float* out, std::size_t n, float scale, CastOptions saturating, std::uint64_t seed,
@@ -75,21 +83,14 @@ void block_quantize(const float* in, float* out, const BlockLayout& layout, cons
   if (format.block_size > device_block_size_limit) throw std::invalid_argument("block_quantize on the device: blocks of at most 32 elements");
   const auto s = static_cast<cudaStream_t>(stream);
   const bool nvfp4 = format.scale == BlockFormat::Scale::e4m3_nvfp4;
-  if (nvfp4) {
-    if (cudaMemsetAsync(amax, 0, sizeof(std::uint32_t), s) != cudaSuccess) throw std::runtime_error("CUDA error: cudaMemsetAsync for the amax");
-    amax_bits_kernel<true><<<blocks_for(layout.element_count()), threads, 0, s>>>(in, layout.element_count(), reinterpret_cast<unsigned int*>(amax));
-    check_launch("amax_bits_kernel");
-  }
+  if (nvfp4) launch_amax_bits<true>(in, layout.element_count(), amax, s);
   block_quantize_kernel<<<blocks_for(layout.block_count()), threads, 0, s>>>(in, out, layout, format, rule, ctx, counters,
                                                                              nvfp4 ? reinterpret_cast<const unsigned int*>(amax) : nullptr);
   check_launch("block_quantize_kernel");
 }
 
 void amax_bits(const float* in, std::size_t n, std::uint32_t* largest, void* stream) {
-  const auto s = static_cast<cudaStream_t>(stream);
-  if (cudaMemsetAsync(largest, 0, sizeof(std::uint32_t), s) != cudaSuccess) throw std::runtime_error("CUDA error: cudaMemsetAsync for the amax");
-  amax_bits_kernel<false><<<blocks_for(n), threads, 0, s>>>(in, n, reinterpret_cast<unsigned int*>(largest));
-  check_launch("amax_bits_kernel");
+  launch_amax_bits<false>(in, n, largest, static_cast<cudaStream_t>(stream));
 }
 
 void fp8_quantize(const float* in, float* out, std::size_t n, float scale, bool e5m2, RoundingMode mode, const CastOptions& saturating,
