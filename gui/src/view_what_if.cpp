@@ -132,6 +132,11 @@ void draw_what_if(App& app) {
     }
     ImGui::EndTable();
   }
+  // Infinities and NaNs recorded in the window (the same for every format) are in none of the
+  // shares: said, or a window whose gradients overflowed before any cast reads as one that fits.
+  if (const std::uint64_t not_numbers = analyze_all(target_formats[0]).non_finite; not_numbers != 0)
+    ImGui::TextColored(to_imgui_vec4(palette::non_finite_bar), "%llu infinite or NaN value%s in the window, in none of the shares (already overflowed, or NaN)",
+                       static_cast<unsigned long long>(not_numbers), not_numbers == 1 ? "" : "s");
   ImGui::TextDisabled("Predicted at binade granularity (the analyzer's rule) from the window's histograms; the advice keeps the\n"
                       "largest gradient one binade below overflow (Micikevicius et al. 2018, section 3.2). What it cannot know: a\n"
                       "value flushed in a later layer changes the gradients upstream, which the recorded histograms do not show.");

@@ -130,6 +130,8 @@ int main(int argc, char** argv) {
     expect(image, "bars: inf and NaN", palette::non_finite_bar, 5000);
   } else if (view == "histogram-one-nan") {  // one NaN among a layer's weight gradients: a short bar
     expect(image, "bar: NaN", palette::non_finite_bar, 1000);
+  } else if (view == "what-if-non-finite") {  // the line naming the window's infinities and NaNs, in their colour
+    expect(image, "text: infinite or NaN", palette::non_finite_bar, 150);
   } else if (view == "curves-followed") {  // a followed log has no fp32 baseline beside it
     expect(image, "loss curve", palette::loss_line, 300, 12);
     expect(image, "loss scale curve", palette::scale_line, 300, 12);

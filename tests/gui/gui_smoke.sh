@@ -122,6 +122,11 @@ done
 "$fpscope" train "${state_run[@]}" --steps 6 --inject nan@fc1:5 --out "$work/inject.jsonl" >/dev/null 2>&1
 headless --follow "$work/inject.jsonl" --tensor fc1 --kind weight_gradient --frames 3 --screenshot "$work/inject.png" >/dev/null 2>&1
 if "$check" "$work/inject.png" histogram-one-nan >/dev/null; then ok; else fail "the injected NaN's bar"; "$check" "$work/inject.png" histogram-one-nan; fi
+# The same log in What-if: the NaN is in none of the shares, and a line in its colour says so.
+headless --follow "$work/inject.jsonl" --view what-if --frames 3 --screenshot "$work/inject-what-if.png" >/dev/null 2>&1
+if "$check" "$work/inject-what-if.png" what-if-non-finite >/dev/null; then ok; else fail "What-if's line on the injected NaN"; "$check" "$work/inject-what-if.png" what-if-non-finite; fi
+headless --follow "$work/run.jsonl" --view what-if --frames 3 --screenshot "$work/clean-what-if.png" >/dev/null 2>&1
+if "$check" "$work/clean-what-if.png" what-if-non-finite >/dev/null; then fail "What-if names infinities or NaNs in a run without any"; else ok; fi
 
 # The app trains a GPT: its run, exported, holds the attention tensors by name.
 mkdir -p "$work/gpt"
