@@ -103,6 +103,7 @@ void draw_what_if(App& app) {
                                                                 : std::string("-");
   };
 
+  std::uint64_t not_numbers = 0;
   if (ImGui::BeginTable("what if", 6, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_BordersInnerH)) {
     ImGui::TableSetupColumn("format");
     ImGui::TableSetupColumn("share of nonzero values", ImGuiTableColumnFlags_WidthFixed, 320);
@@ -114,6 +115,7 @@ void draw_what_if(App& app) {
     for (int i = 0; i < target_format_count; ++i) {
       const Format f = target_formats[i];
       const RangeReport r = analyze_all(f);
+      not_numbers = r.non_finite;  // the same for every format
       const LossScaleAdvice advice = recommend_loss_scale(series, f);
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
@@ -132,9 +134,9 @@ void draw_what_if(App& app) {
     }
     ImGui::EndTable();
   }
-  // Infinities and NaNs recorded in the window (the same for every format) are in none of the
-  // shares: said, or a window whose gradients overflowed before any cast reads as one that fits.
-  if (const std::uint64_t not_numbers = analyze_all(target_formats[0]).non_finite; not_numbers != 0)
+  // Infinities and NaNs recorded in the window are in none of the shares: said, or a window whose
+  // gradients overflowed before any cast reads as one that fits.
+  if (not_numbers != 0)
     ImGui::TextColored(to_imgui_vec4(palette::non_finite_bar), "%llu infinite or NaN value%s in the window, in none of the shares (already overflowed, or NaN)",
                        static_cast<unsigned long long>(not_numbers), not_numbers == 1 ? "" : "s");
   ImGui::TextDisabled("Predicted at binade granularity (the analyzer's rule) from the window's histograms; the advice keeps the\n"
