@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -161,7 +162,7 @@ struct DequantizeOptions {
   std::string codes;
   std::string scales;
   BlockOptionText block;
-  std::string tensor_scale = "1";
+  std::optional<std::string> tensor_scale;  // NVFP4's, as quantize printed it
   std::string out;
 };
 
@@ -171,9 +172,31 @@ std::vector<std::uint8_t> read_uint8_npy(const std::filesystem::path& path, std:
   return bytes.values;
 }
 
+// NVFP4's tensor scale for dequantize: required there (codes read under a forgotten one would be
+// off by the whole tensor scale, 2688 / amax), refused for MX formats, which have none.
+float dequantize_tensor_scale(const BlockChoice& choice, const std::optional<std::string>& text) {
+  const std::string name = block_format_name(choice.format);
+  if (choice.format.scale != BlockFormat::Scale::e4m3_nvfp4) {
+    if (text) throw UsageError("--tensor-scale is NVFP4's; " + name + " has none (MX scales are per block)");
+    return 1.0f;
+  }
+  if (!text) throw UsageError("nvfp4 codes need the tensor scale quantize printed for them: --tensor-scale S (1 for codes made under none)");
+  return parse_positive_float32_option("--tensor-scale", *text, "as quantize printed it");
+}
+
+// Every element code a byte the format has: a wider one means codes made for another format.
+void check_element_codes(const BlockChoice& choice, std::span<const std::uint8_t> codes, const std::string& path) {
+  const std::uint32_t count = block_element_code_count(choice.format);
+  const auto wide = std::find_if(codes.begin(), codes.end(), [count](std::uint8_t code) { return code >= count; });
+  if (wide == codes.end()) return;
+  throw UsageError(fmt::format("{}: element {} is 0x{:02X}, not a {}-bit {} element code (codes made for another format?)", printable_text(path, 200),
+                               wide - codes.begin(), *wide, std::bit_width(count - 1), block_format_name(choice.format)),
+                   1);
+}
+
 void run_dequantize(const DequantizeOptions& options) {
   const BlockChoice choice = parse_block_choice(options.block);
-  const float tensor_scale = parse_positive_float32_option("--tensor-scale", options.tensor_scale, "as quantize printed it");
+  const float tensor_scale = dequantize_tensor_scale(choice, options.tensor_scale);
   const std::filesystem::path codes_path(options.codes), scales_path(options.scales);
   const OutputTarget out = resolve_output(options.out, "--out");
   check_outputs({&out, 1}, {{codes_path, scales_path}});
@@ -186,6 +209,7 @@ void run_dequantize(const DequantizeOptions& options) {
                          " in " + block_format_name(choice.format) + " blocks of " + std::to_string(choice.format.block_size) + " need scales of shape " +
                          shape_text(block_scale_shape(choice, shape)),
                      1);
+  check_element_codes(choice, codes, options.codes);
   std::vector<float> values(codes.size());
   block_dequantize(choice.format, layout, codes, scale_codes, tensor_scale, values);
   write_output(out, npy_bytes("<f4", shape, as_bytes(values)));
@@ -214,7 +238,7 @@ void add_quantize(CLI::App& app) {
   de->add_option("CODES", back->codes, "element codes (uint8 .npy)")->required();
   de->add_option("--scales", back->scales, "block scale codes (uint8 .npy)")->required();
   add_block_options(de, back->block, false);
-  de->add_option("--tensor-scale", back->tensor_scale, "nvfp4's float32 tensor scale, as quantize printed it")->capture_default_str();
+  de->add_option("--tensor-scale", back->tensor_scale, "nvfp4 (required there): the float32 tensor scale quantize printed");
   de->add_option("--out", back->out, "the float32 values (.npy)")->required();
   de->callback([back] { run_dequantize(*back); });
 }

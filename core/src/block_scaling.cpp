@@ -250,7 +250,7 @@ void block_dequantize(const BlockFormat& format, const BlockLayout& layout, std:
   // Codes are bytes: each one's element value once, then a table read per element.
   std::array<float, 256> element_values;
   element_values.fill(bits_float(0x7FC00000u));  // codes wider than the element format: none are made
-  const std::uint32_t codes_in_format = format.elements == BlockFormat::Elements::int8 ? 256u : 1u << format.element.width();
+  const std::uint32_t codes_in_format = block_element_code_count(format);
   for (std::uint32_t code = 0; code < codes_in_format; ++code) element_values[code] = block_element_value(format, code);
   for (std::size_t scale_row = 0; scale_row < layout.scale_rows(); ++scale_row) {
     for (std::size_t scale_col = 0; scale_col < layout.scale_cols(); ++scale_col) {

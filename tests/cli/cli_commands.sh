@@ -183,6 +183,9 @@ check_bad bad-quantize-block "--block '0'" -- "$fpscope" quantize "$work/q.npy" 
 check_bad bad-quantize-cols-1d "need a 2-D tensor" -- "$fpscope" quantize "$work/t.npy" -f mxfp8 --axis cols --out "$work/never-q.npy"
 { printf '\x93NUMPY\x01\x00\x76\x00'; printf "%-117s\n" "{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }"; printf '\x00\x00\x00\x00\x00\x00\xf0\x3f'; } >"$work/d.npy"
 check_bad bad-quantize-float64 "holds float64 values" -- "$fpscope" quantize "$work/d.npy" -f mxfp8 --out "$work/never-q.npy"
+check_bad bad-dequantize-other-format "qc.npy: element 0 is 0x70, not a 4-bit mxfp4 element code (codes made for another format?)" -- "$fpscope" dequantize "$work/qc.npy" --scales "$work/qs.npy" -f mxfp4 --block 4 --out "$work/never-q.npy"
+check_bad bad-dequantize-tensor-scale-mx "--tensor-scale is NVFP4's; mxfp8-e4m3 has none" -- "$fpscope" dequantize "$work/qc.npy" --scales "$work/qs.npy" -f mxfp8 --block 4 --tensor-scale 2 --out "$work/never-q.npy"
+check_bad bad-dequantize-nvfp4-no-tensor-scale "nvfp4 codes need the tensor scale quantize printed for them: --tensor-scale S" -- "$fpscope" dequantize "$work/qac.npy" --scales "$work/qas.npy" -f nvfp4 --block 4 --out "$work/never-q.npy"
 check_bad bad-dequantize-shape "need scales of shape (2, 2)" -- "$fpscope" dequantize "$work/qc.npy" --scales "$work/qs.npy" -f mxfp8 --block 2 --out "$work/never-q.npy"
 check_bad bad-analyze-block-log "the run logs hold no block statistics: record them with fpscope train --record-blocks mxfp4" -- "$fpscope" analyze "$work/run.jsonl" -f mxfp4
 if cmp -s "$work/q.npy" "$work/q-before.npy" && ! ls "$work"/never-q.npy >/dev/null 2>&1; then

@@ -139,7 +139,13 @@ void block_quantize_scalar_under_tensor_scale(const BlockFormat& format, ScaleRu
 void block_dequantize(const BlockFormat& format, const BlockLayout& layout, std::span<const std::uint8_t> element_codes,
                       std::span<const std::uint8_t> scale_codes, float tensor_scale, std::span<float> values);
 
-// The value of one element code before its block scale is applied (float32, exact).
+// How many element codes the format has: 2^width (256 for MXINT8's two's complement bytes). A
+// code byte at or above it was not made for this format.
+FPSCOPE_HD inline std::uint32_t block_element_code_count(const BlockFormat& format) {
+  return format.elements == BlockFormat::Elements::int8 ? 256u : 1u << format.element.width();
+}
+// The value of one element code (below block_element_code_count) before its block scale is
+// applied (float32, exact).
 FPSCOPE_HD inline float block_element_value(const BlockFormat& format, std::uint32_t code) {
   if (format.elements == BlockFormat::Elements::int8) return mxint8_element_value(code);
   Context ignored;
