@@ -35,6 +35,7 @@ struct QuantizeOptions {
   std::string as;  // --as: the elements as codes of this format
   std::optional<std::string> out, codes, scales;
   std::optional<std::string> tensor_amax;  // NVFP4: the amax its tensor scale is made from, instead of the values' own
+  bool tiles = false;                      // each block scaled by its square tile's amax (2-D block scaling)
   bool json = false;
 };
 
@@ -62,13 +63,19 @@ void run_quantize(const QuantizeOptions& options) {
   bool summary_on_stdout = true;
   for (const OutputTarget& target : outputs) summary_on_stdout = summary_on_stdout && target.kind != OutputTarget::Kind::descriptor;
 
+  if (options.tiles && given) throw UsageError("--tiles makes NVFP4's tensor scale from the values' own amax: drop --tensor-amax");
+
   const NpyTensor tensor = npy_read_float32(input, parse_npy_elements(options.as));
   const BlockLayout layout = block_layout_for(choice, tensor.info.shape, options.input);
+  if (options.tiles && tensor.info.shape.size() != 2)
+    throw UsageError(printable_text(options.input, 200) + " has shape " + shape_text(tensor.info.shape) + ": square tiles (--tiles) need a 2-D tensor", 1);
   std::vector<std::uint8_t> codes(tensor.values.size()), scale_codes(layout.block_count());
   float tensor_scale = 1;
   BlockStatistics statistics;
   Context run = ctx;
-  if (given) {
+  if (options.tiles) {
+    block_quantize_square_tiles(choice.format, choice.rule, layout, tensor.values, codes, scale_codes, tensor_scale, run, &statistics);
+  } else if (given) {
     tensor_scale = given->tensor_scale;
     block_quantize_under_tensor_scale(choice.format, choice.rule, layout, tensor.values, codes, scale_codes, tensor_scale, run, &statistics, {}, 0);
   } else {
@@ -97,6 +104,7 @@ void run_quantize(const QuantizeOptions& options) {
                        {"format", block_format_name(choice.format)},
                        {"block", choice.format.block_size},
                        {"axis", layout.axis == BlockAxis::rows ? "rows" : "cols"},
+                       {"square_tiles", options.tiles},
                        {"scale_rule", choice.format.scale == BlockFormat::Scale::e8m0 ? scale_rule_name(choice.rule) : "e4m3-rne"},
                        {"rounding", rounding_mode_name(ctx.rounding)},
                        {"elements", statistics.elements},
@@ -129,8 +137,10 @@ void run_quantize(const QuantizeOptions& options) {
     fmt::print("{}\n", out.dump(2));
     return;
   }
-  fmt::print("{}: {} elements in {} blocks of {} along {}, {} scales{}, elements rounded {}\n", printable_text(options.input, 200),
-             statistics.elements, statistics.blocks, choice.format.block_size, layout.axis == BlockAxis::rows ? "rows" : "columns",
+  const int block = choice.format.block_size;
+  fmt::print("{}: {} elements in {} blocks of {} along {}{}, {} scales{}, elements rounded {}\n", printable_text(options.input, 200),
+             statistics.elements, statistics.blocks, block, layout.axis == BlockAxis::rows ? "rows" : "columns",
+             options.tiles ? fmt::format(", each scaled by its {}x{} tile's amax", block, block) : std::string(),
              block_format_name(choice.format),
              choice.format.scale == BlockFormat::Scale::e8m0 ? " by the " + scale_rule_name(choice.rule) + " rule" : " (E4M3, nearest even)",
              rounding_mode_name(ctx.rounding));
@@ -230,6 +240,9 @@ void add_quantize(CLI::App& app) {
   cmd->add_option("--scales", options->scales, "write the block scale codes (uint8 .npy: E8M0, or E4M3 for nvfp4)");
   cmd->add_option("--tensor-amax", options->tensor_amax,
                   "nvfp4: make the tensor scale from this amax (a calibrated one, or an earlier step's) instead of the values' own: 2688 / amax");
+  cmd->add_flag("--tiles", options->tiles,
+                "2-D block scaling (a 2-D tensor): each block scaled by the amax of its square tile of BxB elements, as NVIDIA's NVFP4 recipe "
+                "quantizes weights, so that rows and cols give the same codes");
   cmd->add_flag("--json", options->json, "print the summary as JSON");
   cmd->callback([options] { run_quantize(*options); });
 

@@ -89,11 +89,35 @@ float tensor_scale_of(const BlockFormat& format, std::span<const float> values, 
   return nvfp4_tensor_scale(nvfp4_amax_bits_in_parts(values, threads));
 }
 
+// The largest magnitude (as bits; a NaN's above every other) of each square tile of
+// block_size x block_size elements, one per block of the layout: the amax of the tile the block
+// lies in, shared by the blocks beside it across the block axis.
+std::vector<std::uint32_t> square_tile_amaxes(const BlockLayout& layout, std::span<const float> values) {
+  const std::size_t block = static_cast<std::size_t>(layout.block_size);
+  const std::size_t tile_rows = (layout.rows + block - 1) / block, tile_cols = (layout.cols + block - 1) / block;
+  std::vector<std::uint32_t> tile(tile_rows * tile_cols, 0);
+  for (std::size_t r = 0; r < layout.rows; ++r)
+    for (std::size_t c = 0; c < layout.cols; ++c) {
+      std::uint32_t& amax = tile[(r / block) * tile_cols + c / block];
+      amax = std::max(amax, magnitude_bits(values[r * layout.cols + c]));
+    }
+  std::vector<std::uint32_t> per_block(layout.block_count());
+  for (std::size_t scale_row = 0; scale_row < layout.scale_rows(); ++scale_row)
+    for (std::size_t scale_col = 0; scale_col < layout.scale_cols(); ++scale_col) {
+      // Axis rows: scale row r is matrix row r, scale column c the columns' tile c; axis cols the other way.
+      const std::size_t tile_row = layout.axis == BlockAxis::rows ? scale_row / block : scale_row;
+      const std::size_t tile_col = layout.axis == BlockAxis::rows ? scale_col : scale_col / block;
+      per_block[scale_row * layout.scale_cols() + scale_col] = tile[tile_row * tile_cols + tile_col];
+    }
+  return per_block;
+}
+
 // The scalar path: every block through quantize_one_block (round_pack, or the MXINT8 and NVFP4
-// element rules), NVFP4 under the given tensor scale.
+// element rules), NVFP4 under the given tensor scale; each block scaled by its own amax, or by
+// tile_amax[block] where given (square tiles).
 void quantize_scalar(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
                      std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float tensor_scale, Context& ctx,
-                     BlockStatistics* statistics, std::span<BlockOutcome> outcomes) {
+                     BlockStatistics* statistics, std::span<BlockOutcome> outcomes, std::span<const std::uint32_t> tile_amax = {}) {
   const std::uint64_t first_random = ctx.stochastic_counter;
   std::uint32_t magnitudes[max_block_size];
   block_walk::RelativeExponentCounter relative;
@@ -108,6 +132,7 @@ void quantize_scalar(const BlockFormat& format, ScaleRule rule, const BlockLayou
         amax = std::max(amax, magnitudes[j]);
       }
 
+      if (!tile_amax.empty()) amax = tile_amax[block_index];
       std::uint8_t codes[max_block_size];
       const QuantizedBlock block =
           quantize_one_block(format, rule, tensor_scale, ctx, first_random, values.data(), span.first, span.stride, span.count, amax, codes);
@@ -263,6 +288,16 @@ void block_dequantize(const BlockFormat& format, const BlockLayout& layout, std:
       }
     }
   }
+}
+
+void block_quantize_square_tiles(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
+                                 std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float& tensor_scale, Context& ctx,
+                                 BlockStatistics* statistics, std::span<BlockOutcome> outcomes) {
+  check_layout(format, layout);
+  check_spans(layout, values.size(), element_codes.size(), scale_codes.size(), outcomes.size());
+  tensor_scale = tensor_scale_of(format, values, 1);
+  const std::vector<std::uint32_t> tile_amax = square_tile_amaxes(layout, values);
+  quantize_scalar(format, rule, layout, values, element_codes, scale_codes, tensor_scale, ctx, statistics, outcomes, tile_amax);
 }
 
 }  // namespace fpscope

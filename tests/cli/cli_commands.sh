@@ -186,6 +186,14 @@ check_bad bad-quantize-float64 "holds float64 values" -- "$fpscope" quantize "$w
 check_bad bad-dequantize-other-format "qc.npy: element 0 is 0x70, not a 4-bit mxfp4 element code (codes made for another format?)" -- "$fpscope" dequantize "$work/qc.npy" --scales "$work/qs.npy" -f mxfp4 --block 4 --out "$work/never-q.npy"
 check_bad bad-dequantize-tensor-scale-mx "--tensor-scale is NVFP4's; mxfp8-e4m3 has none" -- "$fpscope" dequantize "$work/qc.npy" --scales "$work/qs.npy" -f mxfp8 --block 4 --tensor-scale 2 --out "$work/never-q.npy"
 check_bad bad-dequantize-nvfp4-no-tensor-scale "nvfp4 codes need the tensor scale quantize printed for them: --tensor-scale S" -- "$fpscope" dequantize "$work/qac.npy" --scales "$work/qas.npy" -f nvfp4 --block 4 --out "$work/never-q.npy"
+# Square tiles: q.npy is 2 x 4, blocks of 2 make 2 x 2 tiles. The left tile (1, 0.25 over 500, 1)
+# takes 500's scale 2^0 (code 127) for all four, where row 0's block alone would take 2^-8; the
+# right tile (0, -3 over 2^-20, 0) takes -3's 2^-7 (code 120).
+check quantize-tiles 0 'blocks of 2 along rows, each scaled by its 2x2 tile.s amax' -- "$fpscope" quantize "$work/q.npy" -f mxfp8 --block 2 --tiles
+check quantize-tiles-scales 0 '^ *127 +120 +127 +120$' -- bash -c "'$fpscope' quantize '$work/q.npy' -f mxfp8 --block 2 --tiles --scales '$work/qts.npy' >/dev/null && tail -c 4 '$work/qts.npy' | od -An -tu1"
+check quantize-tiles-cols 0 'same' -- bash -c "'$fpscope' quantize '$work/q.npy' -f mxfp8 --block 2 --tiles --codes '$work/qtr.npy' >/dev/null && '$fpscope' quantize '$work/q.npy' -f mxfp8 --block 2 --tiles --axis cols --codes '$work/qtc.npy' >/dev/null && cmp '$work/qtr.npy' '$work/qtc.npy' && echo same"
+check_bad bad-quantize-tiles-1d "square tiles (--tiles) need a 2-D tensor" -- "$fpscope" quantize "$work/t.npy" -f mxfp8 --tiles --out "$work/never-q.npy"
+check_bad bad-quantize-tiles-amax "--tiles makes NVFP4's tensor scale from the values' own amax" -- "$fpscope" quantize "$work/q.npy" -f nvfp4 --block 4 --tiles --tensor-amax 100 --out "$work/never-q.npy"
 check_bad bad-dequantize-shape "need scales of shape (2, 2)" -- "$fpscope" dequantize "$work/qc.npy" --scales "$work/qs.npy" -f mxfp8 --block 2 --out "$work/never-q.npy"
 check_bad bad-analyze-block-log "the run logs hold no block statistics: record them with fpscope train --record-blocks mxfp4" -- "$fpscope" analyze "$work/run.jsonl" -f mxfp4
 if cmp -s "$work/q.npy" "$work/q-before.npy" && ! ls "$work"/never-q.npy >/dev/null 2>&1; then

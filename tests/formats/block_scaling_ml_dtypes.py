@@ -75,10 +75,12 @@ def shared_exponents(amax, rule, emax, mbits, largest):
     return out
 
 
-def reference_mx(blocks, name, rule):
+def reference_mx(blocks, name, rule, amax=None):
+    """`amax`: each block's scale-setting amax (a square tile's); by default its own."""
     dtype, emax, mbits, largest = MX[name]
-    with np.errstate(invalid="ignore"):
-        amax = np.max(np.abs(blocks.astype(np.float64)), axis=1)  # a NaN anywhere makes amax NaN
+    if amax is None:
+        with np.errstate(invalid="ignore"):
+            amax = np.max(np.abs(blocks.astype(np.float64)), axis=1)  # a NaN anywhere makes amax NaN
     xs = shared_exponents(amax, rule, emax, mbits, largest)
     codes = np.zeros(blocks.shape, dtype=np.uint8)
     scales = np.zeros(len(blocks), dtype=np.uint8)
@@ -104,12 +106,19 @@ def reference_mx(blocks, name, rule):
     return codes, scales, values
 
 
-def reference_nvfp4(blocks):
+def reference_nvfp4(blocks, amax=None, tensor=None):
+    """`amax`: each block's scale-setting amax (a square tile's, NaN for a tile holding a NaN or an
+    infinity); by default its own. `tensor`: the values the tensor scale comes from (all of a
+    matrix's); by default the blocks'."""
     e4m3, e2m1 = ml_dtypes.float8_e4m3fn, ml_dtypes.float4_e2m1fn
     magnitudes = np.abs(blocks)
     finite = np.isfinite(blocks)
+    if amax is None:
+        amax = np.array([np.max(magnitudes[b]) if np.all(finite[b]) else np.nan for b in range(len(blocks))], dtype=np.float32)
+    source = blocks if tensor is None else tensor
+    source_finite = np.isfinite(source)
     # The finite values' amax: a NaN or an infinity makes only its own block's scale NaN.
-    tensor_amax = F32(np.max(np.where(finite, magnitudes, 0))) if magnitudes.size else F32(0.0)
+    tensor_amax = F32(np.max(np.where(source_finite, np.abs(source), 0))) if source.size else F32(0.0)
     if tensor_amax == 0:
         tensor_scale = F32(1.0)
     else:
@@ -120,13 +129,13 @@ def reference_nvfp4(blocks):
     scales = np.zeros(len(blocks), dtype=np.uint8)
     values = np.zeros(blocks.shape, dtype=np.float32)
     for b in range(len(blocks)):
-        if not np.all(finite[b]):
+        if not np.isfinite(amax[b]):
             scales[b] = 0x7F
             values[b] = np.nan
             codes[b] = 0
             continue
         with np.errstate(over="ignore"):
-            wanted = (F32(np.max(magnitudes[b])) / F32(6.0)) * tensor_scale
+            wanted = (F32(amax[b]) / F32(6.0)) * tensor_scale
         scale = np.array([min(wanted, F32(448.0))], dtype=np.float32).astype(e4m3)
         scales[b] = scale.view(np.uint8)[0]
         s = F32(scale.astype(np.float32)[0])
@@ -213,13 +222,15 @@ def order_sensitive_blocks(rng):
     return np.stack(blocks)
 
 
-def run_fpscope(fpscope, work, blocks, name, rule, axis, block_size):
+def run_fpscope(fpscope, work, blocks, name, rule, axis, block_size, tiles=False):
     data = blocks if axis == "rows" else np.ascontiguousarray(blocks.T)
     np.save(os.path.join(work, "x.npy"), data)
     command = [fpscope, "quantize", os.path.join(work, "x.npy"), "-f", name, "--block", str(block_size), "--axis", axis,
                "--codes", os.path.join(work, "c.npy"), "--scales", os.path.join(work, "s.npy"), "--out", os.path.join(work, "d.npy"), "--json"]
     if rule is not None:
         command += ["--scale-rule", rule]
+    if tiles:
+        command += ["--tiles"]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         raise SystemExit(f"fpscope quantize failed: {result.stderr.strip()}")
@@ -230,15 +241,50 @@ def run_fpscope(fpscope, work, blocks, name, rule, axis, block_size):
     return codes, scales.reshape(-1), values, json.loads(result.stdout)
 
 
+def tile_matrix(rows, cols, largest, rng):
+    """A matrix of wide-ranging values whose square tiles include an all-zero one, one holding a
+    NaN, one an infinity and one a huge outlier."""
+    m = (rng.standard_normal((rows, cols)) * np.exp2(rng.integers(-12, 4, (rows, cols)))).astype(np.float32)
+    m[0:16, 16:32] = 0
+    m[20, 5] = np.nan
+    m[rows - 1, cols - 1] = -np.inf
+    m[3, 40] = F32(largest * 2.0 ** 20)
+    return m
+
+
+def reference_tiles(matrix, name, rule, block):
+    """Each block of `block` along the rows (edge blocks short), scaled by its block x block tile's amax."""
+    rows, cols = matrix.shape
+    codes = np.zeros(matrix.shape, dtype=np.uint8)
+    values = np.zeros(matrix.shape, dtype=np.float32)
+    scale_cols = (cols + block - 1) // block
+    scales = np.zeros(rows * scale_cols, dtype=np.uint8)
+    for r in range(rows):
+        top = r // block * block
+        for c0 in range(0, cols, block):
+            tile = matrix[top:top + block, c0:c0 + block]
+            with np.errstate(invalid="ignore"):
+                amax = np.max(np.abs(tile.astype(np.float64)))  # NaN where the tile holds one
+            if name == "nvfp4":
+                amax32 = np.array([amax if np.all(np.isfinite(tile)) else np.nan], dtype=np.float32)
+                c, s, v, _ = reference_nvfp4(matrix[r:r + 1, c0:c0 + block], amax32, matrix)
+            else:
+                c, s, v = reference_mx(matrix[r:r + 1, c0:c0 + block], name, rule, np.array([amax]))
+            codes[r, c0:c0 + block], values[r, c0:c0 + block] = c[0], v[0]
+            scales[r * scale_cols + c0 // block] = s[0]
+    return codes, scales, values
+
+
 def compare(label, got, expected, nan_code):
     codes, scales, values = got
     ref_codes, ref_scales, ref_values = expected
-    nan_blocks = ref_scales == nan_code  # a NaN or infinity in the block, or a scale beyond E8M0
     problems = []
     if not np.array_equal(scales, ref_scales):
         bad = np.flatnonzero(scales != ref_scales)
         problems.append(f"{len(bad)} scale codes differ (block {bad[0]}: {scales[bad[0]]} vs {ref_scales[bad[0]]})")
-    keep = ~nan_blocks
+    # Element codes of NaN blocks are not compared: their values, and only theirs, are NaN (the
+    # blocks as rows, or a matrix of square tiles).
+    keep = ~np.isnan(ref_values)
     if not np.array_equal(codes[keep], ref_codes[keep]):
         bad = np.argwhere(codes[keep] != ref_codes[keep])
         problems.append(f"{len(bad)} element codes differ (first at {bad[0].tolist()})")
@@ -279,6 +325,16 @@ def main():
                 print(f"FAIL nvfp4 {label}: tensor scale {summary['tensor_scale']} vs {tensor_scale}")
             ok &= same_scale and compare(f"nvfp4 {label}: {len(chosen)} blocks", (codes, scales, values),
                                          (ref_codes, ref_scales, ref_values), 0x7F)
+        # Square tiles (quantize --tiles, NVIDIA's 2-D scaling of weights): rows and columns give
+        # the same codes; the matrix's edges cut the last tiles short.
+        for name, rule, block in (("nvfp4", None, 16), ("mxfp8-e4m3", "floor", 32), ("mxfp4", "even", 32)):
+            largest = 6.0 if name == "nvfp4" else MX[name][3]
+            matrix = tile_matrix(2 * block + block // 2, 3 * block - 5, largest, rng)
+            expected = reference_tiles(matrix, name, rule, block)
+            for axis in ("rows", "cols"):
+                codes, scales, values, _ = run_fpscope(fpscope, work, matrix, name, rule, axis, block, tiles=True)
+                ok &= compare(f"{name} {block}x{block} tiles {axis}: {matrix.shape}", (codes, scales, values), expected,
+                              0x7F if name == "nvfp4" else 0xFF)
     print("BLOCK SCALING AGREES WITH NUMPY + ML_DTYPES" if ok else "BLOCK SCALING DIFFERS")
     return 0 if ok else 1
 

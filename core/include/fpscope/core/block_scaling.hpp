@@ -133,6 +133,20 @@ void block_quantize_scalar_under_tensor_scale(const BlockFormat& format, ScaleRu
                                               std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float tensor_scale,
                                               Context& ctx, BlockStatistics* statistics = nullptr, std::span<BlockOutcome> outcomes = {});
 
+// 2-D block scaling, as NVIDIA's NVFP4 training recipe quantizes weights (Transformer Engine's
+// nvfp4_2d_quantization): the layout's blocks, scale codes and element codes as block_quantize
+// makes them, but each block scaled by the amax of its square tile of block_size x block_size
+// elements -- the block and the blocks beside it across the block axis (tiles at the matrix's
+// right and bottom edges are cut short) -- so that the matrix blocked along its rows and blocked
+// down its columns holds the same codes element for element (a product and its transposed
+// product see the same values), and every block of a tile has the tile's scale code (as TE
+// stores them). A NaN or infinity makes its whole tile NaN. Statistics count each block, their
+// relative exponents taken from the tile's amax (the one that sets its scale). NVFP4's tensor
+// scale from the values' finite amax, as block_quantize's. The scalar path, on one thread.
+void block_quantize_square_tiles(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
+                                 std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float& tensor_scale, Context& ctx,
+                                 BlockStatistics* statistics = nullptr, std::span<BlockOutcome> outcomes = {});
+
 // The float32 values of quantized codes: element * scale (MX, exact but for results beyond
 // float32's range, which become infinities), or element * block scale / tensor scale (NVFP4,
 // one rounding); NaN throughout a block whose scale is NaN.
