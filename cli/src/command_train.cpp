@@ -54,6 +54,7 @@ struct TrainOptions {
   std::string fp8_format = "hybrid";
   std::string amax_history = "16";
   std::string fp8_margin = "0";
+  std::string weight_blocks = "1d";  // block-scaled recipes: 1d, or 2d (square tiles)
   std::string optimizer;
   std::string momentum = "0.9";
   std::string weight_decay = "0";
@@ -185,6 +186,11 @@ void run_train(const TrainOptions& o) {
     throw UsageError("--amax-history is the delayed recipe's: use --recipe fp8-delayed");
   if (config.recipe.recipe != GemmRecipe::fp8_delayed && config.recipe.recipe != GemmRecipe::fp8_current && o.fp8_margin != "0")
     throw UsageError("--fp8-margin sets the scaled FP8 recipes: use --recipe fp8-delayed or fp8-current");
+  if (o.weight_blocks != "1d" && o.weight_blocks != "2d")
+    throw UsageError("unknown --weight-blocks '" + printable_text(o.weight_blocks) + "': expected 1d or 2d");
+  config.recipe.square_weight_tiles = o.weight_blocks == "2d";
+  if (config.recipe.square_weight_tiles && !block_scaled(config.recipe.recipe))
+    throw UsageError("--weight-blocks 2d sets the block-scaled recipes: use --recipe nvfp4, mxfp8, mxfp6 or mxfp4");
   config.optimizer.kind = parse_or_usage([&] { return parse_optimizer(optimizer); });
   const auto fraction = [](const char* option, const std::string& text) {  // in [0, 1)
     const float value = text == "0" ? 0.0f : parse_positive_float_option(option, text);
@@ -391,6 +397,10 @@ void add_train(CLI::App& app) {
   cmd->add_option("--amax-history", o->amax_history, "fp8-delayed: the steps of amax its scale looks back over, 1 ..= 1024")
       ->capture_default_str();
   cmd->add_option("--fp8-margin", o->fp8_margin, "FP8: the scale is divided by 2^margin, 0 ..= 32")->capture_default_str();
+  cmd->add_option("--weight-blocks", o->weight_blocks,
+                  "block-scaled recipes: 1d (the weights blocked along each product's reduction axis) or 2d (in square tiles of the block size, "
+                  "16x16 for nvfp4, as NVIDIA's NVFP4 recipe: one quantization for both products)")
+      ->capture_default_str();
   cmd->add_option("--record-blocks", o->record_blocks,
                   "also record what a block-scaled format would do to every recorded tensor: FORMAT or FORMAT:RULE (mxfp8-e4m3, mxfp4:even, nvfp4, ...; on the CUDA backend made on the host)");
   cmd->add_option("--data", o->data, "synthetic (embedded: clusters for an MLP, repeated motifs for a GPT), mnist:DIR with train-images-idx3-ubyte and "

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -142,6 +143,8 @@ class DeviceRecipe {
  public:
   DeviceRecipe() = default;
   DeviceRecipe(DeviceOps& ops, const MlpConfig& config, std::size_t fp8_slots) : config_(config.recipe), fp8_(fp8_slots) {
+    if (config.recipe.square_weight_tiles)
+      throw std::invalid_argument("the CUDA backend does not quantize weights in square tiles (--weight-blocks 2d) yet: train it with --backend cpu");
     ctx_.rounding = config.rounding;
     ctx_.stochastic_seed = config.seed;
     if (fp8_slots != 0) counts_ = Buffer<unsigned long long>(ops, 3 * fp8_slots);

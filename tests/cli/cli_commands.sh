@@ -259,6 +259,12 @@ check train-gpt-resume 0 '^same$' -- bash -c "'$fpscope' train ${gpt[*]} --steps
 check train-gpt-recipe 0 '^24 h1\.mlp\.proj output_gradient e5m2$' -- bash -c "'$fpscope' train ${gpt[*]} --recipe fp8-delayed --steps 3 --out '$work/gpt-fp8.jsonl' >/dev/null 2>&1 &&
   python3 -c 'import json,sys; s=[json.loads(l) for l in open(sys.argv[1])][-1][\"scaling\"]; o=[x for x in s if x[\"operand\"]==\"output_gradient\"][0]; print(len(s), o[\"name\"], o[\"operand\"], o[\"format\"])' '$work/gpt-fp8.jsonl'"
 check train-gpt-mxfp4 0 '^3 steps, final loss [0-9.]+, loss scale [0-9]+, skipped steps 0$' -- bash -c "'$fpscope' train ${gpt[*]} --recipe mxfp4 --steps 3 --out '$work/gpt-mx.jsonl' 2>/dev/null"
+# NVFP4 with its weights in 16 x 16 tiles: named in the header; a run cut by a checkpoint goes on
+# only with the same --weight-blocks.
+check train-gpt-weight-tiles 0 '"recipe":"nvfp4 \(weights in 16x16 tiles\)"' -- bash -c "'$fpscope' train ${gpt[*]} --recipe nvfp4 --weight-blocks 2d --steps 2 --checkpoint-every 2 --out '$work/gpt-tiles.jsonl' >/dev/null 2>&1 && head -1 '$work/gpt-tiles.jsonl'"
+check_bad bad-train-weight-tiles-resume "was written by a run with other settings" -- "$fpscope" train ${gpt[*]} --recipe nvfp4 --steps 4 --checkpoint-every 2 --out "$work/gpt-tiles.jsonl" --resume
+check_bad bad-train-weight-blocks "unknown --weight-blocks '3d': expected 1d or 2d" -- "$fpscope" train --recipe nvfp4 --weight-blocks 3d --out "$work/never15.jsonl"
+check_bad bad-train-weight-blocks-recipe "--weight-blocks 2d sets the block-scaled recipes" -- "$fpscope" train --recipe fp8-current --weight-blocks 2d --out "$work/never16.jsonl"
 check train-gpt-export 0 '^exported 28 2 2$' -- bash -c "'$fpscope' train ${gpt[*]} --steps 2 --export-inputs '$work/gpt-export' >/dev/null 2>&1 &&
   echo exported \$(ls '$work/gpt-export' | grep -vc -- '-0000') \$(ls '$work/gpt-export' | grep -c '^inputs-') \$(ls '$work/gpt-export' | grep -c '^targets-')"
 check_bad bad-train-record-blocks-rule "a scale rule chooses MX (E8M0) scales; nvfp4 has one" -- "$fpscope" train --record-blocks nvfp4:even --out "$work/never9.jsonl"

@@ -150,6 +150,16 @@ TEST_CASE("recipes on the device MLP, on the host twin, quantize as the CPU back
   }
 }
 
+TEST_CASE("the device trainers refuse square weight tiles, which they do not make, with a sentence") {
+  MlpConfig config;
+  config.layer_sizes = {20, 48, 10};
+  config.recipe.recipe = GemmRecipe::nvfp4;
+  config.recipe.square_weight_tiles = true;
+  CHECK_THROWS_WITH_AS(DeviceMlpTrainer(config, make_host_device_ops()), doctest::Contains("square tiles (--weight-blocks 2d)"), std::invalid_argument);
+  const GptShape shape{1, 16, 2, 8, 32};
+  CHECK_THROWS_WITH_AS(DeviceGptTrainer(shape, config, make_host_device_ops()), doctest::Contains("--backend cpu"), std::invalid_argument);
+}
+
 TEST_CASE("recipes on the device GPT, on the host twin, quantize as the CPU backend does") {
   const GptShape shape{2, 16, 2, 8, 32};
   for (const RecipeRun& run : runs) {

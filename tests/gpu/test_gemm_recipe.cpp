@@ -171,6 +171,71 @@ TEST_CASE("a block-scaled operand along either axis is block_quantize then block
   }
 }
 
+TEST_CASE("square weight tiles: the same values along either axis, block_quantize_square_tiles's, and one quantization a step") {
+  for (const GemmRecipe recipe : {GemmRecipe::mxfp8, GemmRecipe::mxfp4, GemmRecipe::nvfp4}) {
+    CAPTURE(gemm_recipe_name(recipe));
+    const Eigen::MatrixXf x = random_matrix(70, 45, 12, -20, 20);
+    Context ctx_rows, ctx_cols;
+    BlockStatistics rows_statistics, cols_statistics;
+    const Eigen::MatrixXf along_rows = block_scaled_operand(recipe, x, true, ctx_rows, &rows_statistics, true);
+    const Eigen::MatrixXf along_cols = block_scaled_operand(recipe, x, false, ctx_cols, &cols_statistics, true);
+    for (Eigen::Index i = 0; i < x.size(); ++i) REQUIRE(bits_of(along_rows.data()[i]) == bits_of(along_cols.data()[i]));
+    CHECK(rows_statistics.flushed_to_zero == cols_statistics.flushed_to_zero);
+    CHECK(rows_statistics.saturated == cols_statistics.saturated);
+    // The blocks' own amaxes would give other values: the tiles are not the 1-D blocks.
+    Context plain_ctx;
+    const Eigen::MatrixXf plain = block_scaled_operand(recipe, x, false, plain_ctx);
+    bool any_differs = false;
+    for (Eigen::Index i = 0; i < x.size(); ++i) any_differs = any_differs || bits_of(plain.data()[i]) != bits_of(along_cols.data()[i]);
+    CHECK(any_differs);
+    // The core's tiles on the column-major matrix read as its row-major transpose.
+    const BlockFormat format = block_format_of(recipe);
+    const BlockLayout layout = recipe_block_layout(format, static_cast<std::size_t>(x.rows()), static_cast<std::size_t>(x.cols()), false);
+    std::vector<std::uint8_t> codes(static_cast<std::size_t>(x.size())), scales(layout.block_count());
+    std::vector<float> back(codes.size());
+    float tensor_scale = 1;
+    Context reference;
+    block_quantize_square_tiles(format, ScaleRule::floor, layout, std::span<const float>(x.data(), codes.size()), codes, scales, tensor_scale, reference);
+    block_dequantize(format, layout, codes, scales, tensor_scale, back);
+    for (Eigen::Index i = 0; i < x.size(); ++i) REQUIRE(bits_of(along_cols.data()[i]) == bits_of(back[static_cast<std::size_t>(i)]));
+  }
+  // A step quantizes each weight once (its record counts its elements once, where 1-D blocks
+  // count them for both products), and the run is its own: the same seed, the same bits.
+  for (const bool tiles : {false, true}) {
+    CAPTURE(tiles);
+    MlpConfig config;
+    config.layer_sizes = {12, 20, 7};
+    config.precision = Precision::bf16;
+    config.scaler = LossScalerConfig::none();
+    config.recipe.recipe = GemmRecipe::nvfp4;
+    config.recipe.square_weight_tiles = tiles;
+    config.learning_rate = 0.1f;
+    const auto run = [&] {
+      MlpTrainer trainer(config);
+      SyntheticClassification data(12, 7, 5, 0.5f);
+      Eigen::MatrixXf inputs;
+      std::vector<int> labels;
+      StepResult result;
+      for (int s = 0; s < 4; ++s) {
+        data.next_batch(32, inputs, labels);
+        result = trainer.step(inputs, labels, false);
+      }
+      return std::make_pair(trainer.state(), result);
+    };
+    const auto [state, result] = run();
+    for (const BlockOperandStatistics& o : result.block_operands) {
+      if (o.operand != GemmOperand::weight) continue;
+      CAPTURE(o.name);
+      const std::uint64_t weight_elements = o.name == "fc1" ? 12 * 20 : 20 * 7;
+      // fc1's weight feeds no input gradient (the inputs have none): one product either way.
+      CHECK(o.statistics.elements == (tiles || o.name == "fc1" ? 1 : 2) * weight_elements);
+    }
+    const auto again = run();
+    for (std::size_t l = 0; l < state.weights.size(); ++l) CHECK(state.weights[l] == again.first.weights[l]);
+  }
+  CHECK(recipe_description(RecipeConfig{GemmRecipe::nvfp4, false, 16, 0, true}) == "nvfp4 (weights in 16x16 tiles)");
+}
+
 TEST_CASE("recipe runs: the same seed gives the same bits, and a checkpoint resumes a delayed-scaling run exactly") {
   for (const GemmRecipe recipe : {GemmRecipe::fp8_delayed, GemmRecipe::fp8_current, GemmRecipe::mxfp4}) {
     CAPTURE(gemm_recipe_name(recipe));

@@ -470,13 +470,18 @@ struct RecipeHooksForTest final : gpt_pass::Hooks<float> {
     return quantize_fp8_operand(recipe, operand, x, states[{name, operand}], ctx, scaling.back());
   }
   Eigen::MatrixXf blocks(const Eigen::MatrixXf& x, bool along_first_axis) { return block_scaled_operand(recipe.recipe, x, along_first_axis, ctx); }
+  // Weights in square tiles where the recipe says so (the same values along either axis: made
+  // again here for the backward, where the trainer keeps the forward's).
+  Eigen::MatrixXf weight_blocks(const Eigen::MatrixXf& w, bool along_first_axis) {
+    return block_scaled_operand(recipe.recipe, w, along_first_axis, ctx, nullptr, recipe.square_weight_tiles);
+  }
 
   void activation(int, const char*, float*, std::size_t, std::size_t) override {}
   void gradient(int, const char*, float*, std::size_t, std::size_t) override {}
   Eigen::MatrixXf linear_forward(int block, const char* name, const Eigen::MatrixXf& weight, const Eigen::MatrixXf& x) override {
     if (block_scaled(recipe.recipe)) {
       const Eigen::MatrixXf xq = blocks(x, true);
-      const Eigen::MatrixXf wq = blocks(weight, false);
+      const Eigen::MatrixXf wq = weight_blocks(weight, false);
       return gemm(wq, false, xq, false);
     }
     auto& [input, w] = forward[name_of(block, name)];
@@ -491,7 +496,7 @@ struct RecipeHooksForTest final : gpt_pass::Hooks<float> {
       const Eigen::MatrixXf xq = blocks(x, false);
       weight_gradient = gemm(dyq, false, xq, true);
       const Eigen::MatrixXf dyq_down = blocks(dy, true);
-      const Eigen::MatrixXf wq = blocks(weight, true);
+      const Eigen::MatrixXf wq = weight_blocks(weight, true);
       return gemm(wq, true, dyq_down, false);
     }
     const auto& [input, w] = forward.at(name_of(block, name));
@@ -504,12 +509,16 @@ struct RecipeHooksForTest final : gpt_pass::Hooks<float> {
 }  // namespace
 
 TEST_CASE("a GPT under a recipe: each linear layer's products see the recipe's operands, forward and backward") {
-  for (const GemmRecipe recipe : {GemmRecipe::fp8_delayed, GemmRecipe::fp8_current, GemmRecipe::mxfp8, GemmRecipe::mxfp4, GemmRecipe::nvfp4}) {
+  const std::pair<GemmRecipe, bool> recipes[] = {{GemmRecipe::fp8_delayed, false}, {GemmRecipe::fp8_current, false}, {GemmRecipe::mxfp8, false},
+                                                 {GemmRecipe::mxfp4, false},       {GemmRecipe::nvfp4, false},       {GemmRecipe::nvfp4, true}};
+  for (const auto& [recipe, tiles] : recipes) {
     CAPTURE(gemm_recipe_name(recipe));
+    CAPTURE(tiles);
     MlpConfig config = gpt_config(tiny, Precision::fp32);
     config.optimizer.kind = OptimizerKind::sgd;
     config.learning_rate = 0.5f;
     config.recipe.recipe = recipe;
+    config.recipe.square_weight_tiles = tiles;
     config.recipe.amax_history = 2;
     GptTrainer trainer(tiny, config);
     std::vector<Eigen::MatrixXf> expected = trainer.parameters();
@@ -545,11 +554,12 @@ TEST_CASE("a GPT under a recipe: each linear layer's products see the recipe's o
       } else {
         CHECK(result.block_operands.size() == 2u * 4u * 3u);
         for (const BlockOperandStatistics& o : result.block_operands) {
-          // The input and the output gradient feed two products each, the weight two: every element twice.
+          // The input and the output gradient feed two products each, the weight two: every element
+          // twice, but for weights in square tiles, quantized once for both.
           const bool qkv = o.name.ends_with("attn.qkv"), fc = o.name.ends_with("mlp.fc"), mlp_proj = o.name.ends_with("mlp.proj");
           const std::uint64_t in = mlp_proj ? 32 : 8, out = qkv ? 24 : fc ? 32 : 8, tokens = 10;
           const std::uint64_t elements = o.operand == GemmOperand::input ? in * tokens : o.operand == GemmOperand::weight ? in * out : out * tokens;
-          CHECK(o.statistics.elements == 2 * elements);
+          CHECK(o.statistics.elements == (tiles && o.operand == GemmOperand::weight ? 1 : 2) * elements);
         }
       }
     }

@@ -41,6 +41,10 @@ std::string recipe_description(const RecipeConfig& config) {
     if (config.recipe != GemmRecipe::fp8_unscaled) text += ", margin " + std::to_string(config.margin);
     text += ")";
   }
+  if (block_scaled(config.recipe) && config.square_weight_tiles) {
+    const int block = block_format_of(config.recipe).block_size;
+    text += " (weights in " + std::to_string(block) + "x" + std::to_string(block) + " tiles)";
+  }
   return text;
 }
 
@@ -166,13 +170,15 @@ BlockFormat block_format_of(GemmRecipe recipe) {
   }
 }
 
-Eigen::MatrixXf block_scaled_operand(GemmRecipe recipe, const Eigen::MatrixXf& x, bool along_rows, Context& ctx, BlockStatistics* statistics) {
+Eigen::MatrixXf block_scaled_operand(GemmRecipe recipe, const Eigen::MatrixXf& x, bool along_rows, Context& ctx, BlockStatistics* statistics,
+                                     bool square_tiles) {
   const BlockFormat format = block_format_of(recipe);
   const BlockLayout layout = recipe_block_layout(format, static_cast<std::size_t>(x.rows()), static_cast<std::size_t>(x.cols()), along_rows);
   const std::span<const float> values(x.data(), static_cast<std::size_t>(x.size()));
   std::vector<std::uint8_t> codes(values.size()), scales(layout.block_count());
   float tensor_scale = 1;
-  block_quantize(format, recipe_scale_rule, layout, values, codes, scales, tensor_scale, ctx, statistics);
+  if (square_tiles) block_quantize_square_tiles(format, recipe_scale_rule, layout, values, codes, scales, tensor_scale, ctx, statistics);
+  else block_quantize(format, recipe_scale_rule, layout, values, codes, scales, tensor_scale, ctx, statistics);
   Eigen::MatrixXf out(x.rows(), x.cols());
   block_dequantize(format, layout, codes, scales, tensor_scale, std::span<float>(out.data(), static_cast<std::size_t>(out.size())));
   return out;

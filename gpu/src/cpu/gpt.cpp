@@ -279,6 +279,16 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
   Eigen::MatrixXf block_operand(const std::string& name, GemmOperand operand, const Eigen::MatrixXf& x, bool along_first_axis) {
     return block_scaled_operand(recipe->recipe, x, along_first_axis, *ctx, &block_operand_statistics(block_operands, name, operand));
   }
+  // A linear layer's block-scaled weights for a product: along its reduction axis, or in square
+  // tiles quantized by the forward product and kept for the input gradient's.
+  std::unordered_map<std::string, Eigen::MatrixXf> tiled_weights;
+  Eigen::MatrixXf block_weight(const std::string& name, const Eigen::MatrixXf& weight, bool along_first_axis) {
+    if (!recipe->square_weight_tiles) return block_operand(name, GemmOperand::weight, weight, along_first_axis);
+    const auto found = tiled_weights.find(name);
+    if (found != tiled_weights.end()) return found->second;
+    return tiled_weights[name] = block_scaled_operand(recipe->recipe, weight, along_first_axis, *ctx,
+                                                      &block_operand_statistics(block_operands, name, GemmOperand::weight), true);
+  }
 
   // Without a recipe, each linear layer's weights and input from its forward product to its
   // backward ones: packed for the bf16 kernels once (gemm.hpp). The pass changes neither between.
@@ -322,7 +332,7 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
     // W x reduces over W's columns and x's rows. Named in turn: the stochastic stream's order must
     // not be left to the compiler.
     const Eigen::MatrixXf input = block_operand(full, GemmOperand::input, x, true);
-    const Eigen::MatrixXf w = block_operand(full, GemmOperand::weight, weight, false);
+    const Eigen::MatrixXf w = block_weight(full, weight, false);
     return gemm(w, false, input, false);
   }
   Eigen::MatrixXf linear_backward(int block, const char* name, const Eigen::MatrixXf& weight, const Eigen::MatrixXf& x,
@@ -342,7 +352,7 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
     weight_gradient = gemm(gradient, false, input, true);
     // W^T dy reduces over W's rows and dy's: both along their first axis.
     const Eigen::MatrixXf gradient_down = block_operand(full, GemmOperand::output_gradient, dy, true);
-    const Eigen::MatrixXf w = block_operand(full, GemmOperand::weight, weight, true);
+    const Eigen::MatrixXf w = block_weight(full, weight, true);
     return gemm(w, true, gradient_down, false);
   }
 };

@@ -205,6 +205,16 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   const auto mx = [&](std::size_t l, GemmOperand operand, const Eigen::MatrixXf& x, bool along_rows) {
     return block_scaled_operand(recipe, x, along_rows, ctx_, &block_operand_statistics(result.block_operands, "fc" + std::to_string(l + 1), operand));
   };
+  // Layer l's block-scaled weights for a product: along its reduction axis, or in square tiles
+  // quantized by the forward product and kept for the input gradient's.
+  std::vector<Eigen::MatrixXf> tiled_weights(config_.recipe.square_weight_tiles ? layers : 0);
+  const auto mx_weight = [&](std::size_t l, bool along_rows) -> Eigen::MatrixXf {
+    if (!config_.recipe.square_weight_tiles) return mx(l, GemmOperand::weight, w[l], along_rows);
+    if (tiled_weights[l].size() == 0)
+      tiled_weights[l] = block_scaled_operand(recipe, w[l], along_rows, ctx_,
+                                              &block_operand_statistics(result.block_operands, "fc" + std::to_string(l + 1), GemmOperand::weight), true);
+    return tiled_weights[l];
+  };
   std::vector<Eigen::MatrixXf> a(layers), z(layers);
   cast_copy(f, low, inputs, a[0], ctx_, nullptr);
   // Each layer's weights and inputs serve its forward product and one backward product: packed
@@ -249,7 +259,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
       } else if (block_scaled(recipe)) {
         // Named in turn: the stochastic stream's order must not be left to the compiler.
         const Eigen::MatrixXf input = mx(l, GemmOperand::input, a[l], false);
-        const Eigen::MatrixXf weight_operand = mx(l, GemmOperand::weight, w[l], false);
+        const Eigen::MatrixXf weight_operand = mx_weight(l, false);
         z[l] = gemm(input, false, weight_operand, true);
       } else {
         z[l] = gemm(input_operands[l], false, weight_operands[l], true);
@@ -341,7 +351,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
           da = fp8_product(fp8_dz.values, false, fp8_dz.dequantize, fp8_weight[l].values, false, fp8_weight[l].dequantize);
         } else {  // reduces over the layer's outputs
           const Eigen::MatrixXf gradient = mx(l, GemmOperand::output_gradient, dz, false);
-          da = gemm(gradient, false, mx(l, GemmOperand::weight, w[l], true), false);
+          da = gemm(gradient, false, mx_weight(l, true), false);
         }
         da_cast.emplace(f, low, ctx_, nullptr, static_cast<std::size_t>(da.size()));
         run_epilogue(da, cast_and_differentiate);

@@ -12,7 +12,8 @@
 //   mxfp8, mxfp6, mxfp4, nvfp4
 //                 block scaling along each GEMM's reduction axis (OCP MX v1.0: blocks of 32 with an
 //                 E8M0 scale by the floor rule; NVFP4: blocks of 16, E4M3 scales, a float32 tensor
-//                 scale), elements in the run's rounding mode
+//                 scale), elements in the run's rounding mode; with square_weight_tiles, the
+//                 weights in square tiles of the block size, quantized once for both their products
 //
 // FP8 formats: "hybrid" (TE's default) casts inputs and weights to E4M3 and output gradients to
 // E5M2; "e4m3" casts all three to E4M3. Casts saturate (TE and the OCP FP8 "SAT" conversion).
@@ -55,6 +56,11 @@ struct RecipeConfig {
   bool all_e4m3 = false;   // FP8: E4M3 for output gradients too (default: E5M2 for them)
   int amax_history = 16;   // fp8-delayed: steps of amax kept, 1 ..= 1024
   int margin = 0;          // FP8: the scale is divided by 2^margin, 0 ..= 32
+  // Block-scaled: weights scaled by square tiles of the block size (16 x 16 for NVFP4: NVIDIA's
+  // NVFP4 recipe, Transformer Engine's 2-D quantization) instead of blocks along each product's
+  // reduction axis: quantized once a step, the same values for the forward product and the
+  // input gradient's (block_quantize_square_tiles).
+  bool square_weight_tiles = false;
   friend bool operator==(const RecipeConfig&, const RecipeConfig&) = default;
 };
 // "fp8-delayed (hybrid, history 16, margin 0)", "mxfp4", "none": the run log header's words.
@@ -130,10 +136,11 @@ inline BlockLayout recipe_block_layout(const BlockFormat& format, std::size_t ro
 inline constexpr ScaleRule recipe_scale_rule = ScaleRule::floor;
 
 // x quantized and dequantized under a block-scaled recipe, blocks along its rows (`along_rows`:
-// each block runs down a column, across rows, i.e. along the first axis) or along its columns.
-// `statistics` (optional) gets the quantization's counts merged in.
+// each block runs down a column, across rows, i.e. along the first axis) or along its columns;
+// `square_tiles`: each block scaled by its square tile's amax (the values then the same either
+// way). `statistics` (optional) gets the quantization's counts merged in.
 Eigen::MatrixXf block_scaled_operand(GemmRecipe recipe, const Eigen::MatrixXf& x, bool along_rows, Context& ctx,
-                                     BlockStatistics* statistics = nullptr);
+                                     BlockStatistics* statistics = nullptr, bool square_tiles = false);
 
 // What a block-scaled recipe's quantizations did to one operand of layer `name` in one step (both
 // products it feeds, each blocked along its own reduction axis, summed).
