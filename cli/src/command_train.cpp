@@ -55,6 +55,7 @@ struct TrainOptions {
   std::string amax_history = "16";
   std::string fp8_margin = "0";
   std::string weight_blocks = "1d";  // block-scaled recipes: 1d, or 2d (square tiles)
+  std::string gradient_round;        // recipes: the output gradients' rounding, where not --round's
   std::string optimizer;
   std::string momentum = "0.9";
   std::string weight_decay = "0";
@@ -191,6 +192,11 @@ void run_train(const TrainOptions& o) {
   config.recipe.square_weight_tiles = o.weight_blocks == "2d";
   if (config.recipe.square_weight_tiles && !block_scaled(config.recipe.recipe))
     throw UsageError("--weight-blocks 2d sets the block-scaled recipes: use --recipe nvfp4, mxfp8, mxfp6 or mxfp4");
+  if (!o.gradient_round.empty()) {
+    if (config.recipe.recipe == GemmRecipe::none)
+      throw UsageError("--gradient-round sets how a recipe's output-gradient operands round: use it with --recipe");
+    config.recipe.gradient_rounding = parse_rounding_mode(o.gradient_round);
+  }
   config.optimizer.kind = parse_or_usage([&] { return parse_optimizer(optimizer); });
   const auto fraction = [](const char* option, const std::string& text) {  // in [0, 1)
     const float value = text == "0" ? 0.0f : parse_positive_float_option(option, text);
@@ -401,6 +407,8 @@ void add_train(CLI::App& app) {
                   "block-scaled recipes: 1d (the weights blocked along each product's reduction axis) or 2d (in square tiles of the block size, "
                   "16x16 for nvfp4, as NVIDIA's NVFP4 recipe: one quantization for both products)")
       ->capture_default_str();
+  cmd->add_option("--gradient-round", o->gradient_round,
+                  "recipes: how the output-gradient operands' elements round (default: --round's mode); NVIDIA's NVFP4 recipe: stochastic, with --round rne");
   cmd->add_option("--record-blocks", o->record_blocks,
                   "also record what a block-scaled format would do to every recorded tensor: FORMAT or FORMAT:RULE (mxfp8-e4m3, mxfp4:even, nvfp4, ...; on the CUDA backend made on the host)");
   cmd->add_option("--data", o->data, "synthetic (embedded: clusters for an MLP, repeated motifs for a GPT), mnist:DIR with train-images-idx3-ubyte and "

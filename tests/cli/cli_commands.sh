@@ -263,6 +263,8 @@ check train-gpt-mxfp4 0 '^3 steps, final loss [0-9.]+, loss scale [0-9]+, skippe
 # only with the same --weight-blocks.
 check train-gpt-weight-tiles 0 '"recipe":"nvfp4 \(weights in 16x16 tiles\)"' -- bash -c "'$fpscope' train ${gpt[*]} --recipe nvfp4 --weight-blocks 2d --steps 2 --checkpoint-every 2 --out '$work/gpt-tiles.jsonl' >/dev/null 2>&1 && head -1 '$work/gpt-tiles.jsonl'"
 check_bad bad-train-weight-tiles-resume "was written by a run with other settings" -- "$fpscope" train ${gpt[*]} --recipe nvfp4 --steps 4 --checkpoint-every 2 --out "$work/gpt-tiles.jsonl" --resume
+check train-gradient-round 0 '"recipe":"nvfp4 \(weights in 16x16 tiles, gradients rounded stochastic\)","rounding":"rne"' -- bash -c "'$fpscope' train ${gpt[*]} --recipe nvfp4 --weight-blocks 2d --gradient-round stochastic --steps 1 --out '$work/gpt-sr.jsonl' >/dev/null 2>&1 && head -1 '$work/gpt-sr.jsonl'"
+check_bad bad-train-gradient-round "--gradient-round sets how a recipe's output-gradient operands round: use it with --recipe" -- "$fpscope" train --gradient-round stochastic --out "$work/never17.jsonl"
 check_bad bad-train-weight-blocks "unknown --weight-blocks '3d': expected 1d or 2d" -- "$fpscope" train --recipe nvfp4 --weight-blocks 3d --out "$work/never15.jsonl"
 check_bad bad-train-weight-blocks-recipe "--weight-blocks 2d sets the block-scaled recipes" -- "$fpscope" train --recipe fp8-current --weight-blocks 2d --out "$work/never16.jsonl"
 check train-gpt-export 0 '^exported 28 2 2$' -- bash -c "'$fpscope' train ${gpt[*]} --steps 2 --export-inputs '$work/gpt-export' >/dev/null 2>&1 &&

@@ -150,7 +150,7 @@ TEST_CASE("recipes on the device MLP, on the host twin, quantize as the CPU back
   }
 }
 
-TEST_CASE("the device trainers refuse square weight tiles, which they do not make, with a sentence") {
+TEST_CASE("the device trainers refuse square weight tiles and a gradient rounding of its own, which they do not make, with a sentence") {
   MlpConfig config;
   config.layer_sizes = {20, 48, 10};
   config.recipe.recipe = GemmRecipe::nvfp4;
@@ -158,6 +158,11 @@ TEST_CASE("the device trainers refuse square weight tiles, which they do not mak
   CHECK_THROWS_WITH_AS(DeviceMlpTrainer(config, make_host_device_ops()), doctest::Contains("square tiles (--weight-blocks 2d)"), std::invalid_argument);
   const GptShape shape{1, 16, 2, 8, 32};
   CHECK_THROWS_WITH_AS(DeviceGptTrainer(shape, config, make_host_device_ops()), doctest::Contains("--backend cpu"), std::invalid_argument);
+  config.recipe.square_weight_tiles = false;
+  config.recipe.gradient_rounding = RoundingMode::stochastic;
+  CHECK_THROWS_WITH_AS(DeviceMlpTrainer(config, make_host_device_ops()), doctest::Contains("no --gradient-round of its own"), std::invalid_argument);
+  config.rounding = RoundingMode::stochastic;  // the run's own mode: nothing for the device to do apart
+  CHECK_NOTHROW(DeviceMlpTrainer(config, make_host_device_ops()));
 }
 
 TEST_CASE("recipes on the device GPT, on the host twin, quantize as the CPU backend does") {

@@ -236,6 +236,68 @@ TEST_CASE("square weight tiles: the same values along either axis, block_quantiz
   CHECK(recipe_description(RecipeConfig{GemmRecipe::nvfp4, false, 16, 0, true}) == "nvfp4 (weights in 16x16 tiles)");
 }
 
+TEST_CASE("a recipe's gradient rounding: the output gradients alone round its way, from the run's stream") {
+  for (const GemmRecipe recipe : {GemmRecipe::nvfp4, GemmRecipe::mxfp4, GemmRecipe::fp8_current}) {
+    CAPTURE(gemm_recipe_name(recipe));
+    const auto run = [&](RoundingMode rounding, std::optional<RoundingMode> gradients, int steps) {
+      MlpConfig config;
+      config.layer_sizes = {12, 20, 7};
+      config.precision = Precision::bf16;
+      config.scaler = LossScalerConfig::none();
+      config.rounding = rounding;
+      config.recipe.recipe = recipe;
+      config.recipe.gradient_rounding = gradients;
+      config.learning_rate = 0.1f;
+      MlpTrainer trainer(config);
+      SyntheticClassification data(12, 7, 5, 0.5f);
+      Eigen::MatrixXf inputs;
+      std::vector<int> labels;
+      std::vector<StepResult> results;
+      for (int s = 0; s < steps; ++s) {
+        data.next_batch(32, inputs, labels);
+        results.push_back(trainer.step(inputs, labels, false));
+      }
+      return std::make_pair(trainer.state(), results);
+    };
+    const auto [nearest, nearest_steps] = run(RoundingMode::nearest_even, std::nullopt, 3);
+    const auto [stochastic, stochastic_steps] = run(RoundingMode::nearest_even, RoundingMode::stochastic, 3);
+    // Step 0's forward is the same run; its output gradients (and so the update) are not.
+    CHECK(std::bit_cast<std::uint64_t>(nearest_steps[0].loss) == std::bit_cast<std::uint64_t>(stochastic_steps[0].loss));
+    if (block_scaled(recipe)) {
+      REQUIRE(nearest_steps[0].block_operands.size() == stochastic_steps[0].block_operands.size());
+      bool gradients_differ = false;
+      for (std::size_t i = 0; i < nearest_steps[0].block_operands.size(); ++i) {
+        const BlockOperandStatistics &a = nearest_steps[0].block_operands[i], &b = stochastic_steps[0].block_operands[i];
+        CAPTURE(a.name);
+        CAPTURE(gemm_operand_name(a.operand));
+        if (a.operand == GemmOperand::output_gradient) gradients_differ = gradients_differ || !(a.statistics == b.statistics);
+        else CHECK(a.statistics == b.statistics);  // inputs and weights: the same values, rounded to nearest in both
+      }
+      CHECK(gradients_differ);
+    }
+    bool moved_apart = false;
+    for (std::size_t l = 0; l < nearest.weights.size(); ++l) moved_apart = moved_apart || nearest.weights[l] != stochastic.weights[l];
+    CHECK(moved_apart);
+    // The same mode as the run's changes nothing, and nor does stochastic gradients in a run that
+    // rounds everything stochastically: the stream's positions are the run's either way.
+    const auto same = [](const TrainerState& a, const TrainerState& b) {
+      bool equal = a.stochastic_counter == b.stochastic_counter;
+      for (std::size_t l = 0; l < a.weights.size(); ++l) equal = equal && a.weights[l] == b.weights[l] && a.biases[l] == b.biases[l];
+      return equal;
+    };
+    CHECK(same(run(RoundingMode::nearest_even, RoundingMode::nearest_even, 3).first, nearest));
+    CHECK(same(run(RoundingMode::stochastic, RoundingMode::stochastic, 3).first, run(RoundingMode::stochastic, std::nullopt, 3).first));
+    CHECK(stochastic.stochastic_counter == nearest.stochastic_counter);
+  }
+  RecipeConfig described{GemmRecipe::nvfp4};
+  described.square_weight_tiles = true;
+  described.gradient_rounding = RoundingMode::stochastic;
+  CHECK(recipe_description(described) == "nvfp4 (weights in 16x16 tiles, gradients rounded stochastic)");
+  RecipeConfig fp8{GemmRecipe::fp8_current};
+  fp8.gradient_rounding = RoundingMode::toward_zero;
+  CHECK(recipe_description(fp8) == "fp8-current (hybrid, margin 0, gradients rounded rz)");
+}
+
 TEST_CASE("recipe runs: the same seed gives the same bits, and a checkpoint resumes a delayed-scaling run exactly") {
   for (const GemmRecipe recipe : {GemmRecipe::fp8_delayed, GemmRecipe::fp8_current, GemmRecipe::mxfp4}) {
     CAPTURE(gemm_recipe_name(recipe));

@@ -571,6 +571,31 @@ TEST_CASE("a GPT under a recipe: each linear layer's products see the recipe's o
   }
 }
 
+TEST_CASE("a GPT's recipe gradient rounding: the same forward at the first step, other updates, and the run's own stream") {
+  for (const GemmRecipe recipe : {GemmRecipe::nvfp4, GemmRecipe::fp8_delayed}) {
+    CAPTURE(gemm_recipe_name(recipe));
+    const auto run = [&](RoundingMode rounding, std::optional<RoundingMode> gradients) {
+      MlpConfig config = gpt_config(tiny, Precision::bf16);
+      config.rounding = rounding;
+      config.recipe.recipe = recipe;
+      config.recipe.gradient_rounding = gradients;
+      GptTrainer trainer(tiny, config);
+      std::vector<double> losses;
+      for (int s = 0; s < 3; ++s) {
+        const TokenBatch b = random_tokens(tiny, 2, 90 + static_cast<unsigned>(s));
+        losses.push_back(trainer.step(b.as_inputs(), b.targets, false).loss);
+      }
+      return std::make_pair(trainer.parameters(), losses);
+    };
+    const auto nearest = run(RoundingMode::nearest_even, std::nullopt);
+    const auto stochastic = run(RoundingMode::nearest_even, RoundingMode::stochastic);
+    CHECK(std::bit_cast<std::uint64_t>(nearest.second[0]) == std::bit_cast<std::uint64_t>(stochastic.second[0]));
+    CHECK_FALSE(same_bits(nearest.first, stochastic.first));
+    CHECK(same_bits(run(RoundingMode::nearest_even, RoundingMode::nearest_even).first, nearest.first));
+    CHECK(same_bits(run(RoundingMode::stochastic, RoundingMode::stochastic).first, run(RoundingMode::stochastic, std::nullopt).first));
+  }
+}
+
 TEST_CASE("a GPT's FP8 scales and histories are part of its state: a restored delayed-scaling run goes on with the same bits") {
   MlpConfig config = gpt_config(tiny, Precision::bf16);
   config.recipe.recipe = GemmRecipe::fp8_delayed;

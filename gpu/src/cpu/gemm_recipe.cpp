@@ -34,18 +34,20 @@ std::string gemm_recipe_name(GemmRecipe recipe) {
 GemmRecipe parse_gemm_recipe(std::string_view name) { return parse_choice(name, all_gemm_recipes, gemm_recipe_name, "recipe"); }
 
 std::string recipe_description(const RecipeConfig& config) {
-  std::string text = gemm_recipe_name(config.recipe);
+  std::vector<std::string> details;
   if (per_tensor_fp8(config.recipe)) {
-    text += std::string(" (") + (config.all_e4m3 ? "e4m3" : "hybrid");
-    if (config.recipe == GemmRecipe::fp8_delayed) text += ", history " + std::to_string(config.amax_history);
-    if (config.recipe != GemmRecipe::fp8_unscaled) text += ", margin " + std::to_string(config.margin);
-    text += ")";
+    details.emplace_back(config.all_e4m3 ? "e4m3" : "hybrid");
+    if (config.recipe == GemmRecipe::fp8_delayed) details.push_back("history " + std::to_string(config.amax_history));
+    if (config.recipe != GemmRecipe::fp8_unscaled) details.push_back("margin " + std::to_string(config.margin));
   }
   if (block_scaled(config.recipe) && config.square_weight_tiles) {
     const int block = block_format_of(config.recipe).block_size;
-    text += " (weights in " + std::to_string(block) + "x" + std::to_string(block) + " tiles)";
+    details.push_back("weights in " + std::to_string(block) + "x" + std::to_string(block) + " tiles");
   }
-  return text;
+  if (config.recipe != GemmRecipe::none && config.gradient_rounding) details.push_back("gradients rounded " + rounding_mode_name(*config.gradient_rounding));
+  std::string text = gemm_recipe_name(config.recipe);
+  for (std::size_t i = 0; i < details.size(); ++i) text += (i == 0 ? " (" : ", ") + details[i];
+  return details.empty() ? text : text + ")";
 }
 
 std::string gemm_operand_name(GemmOperand operand) {
@@ -125,11 +127,14 @@ Fp8Operand quantize_fp8_operand(const RecipeConfig& config, GemmOperand operand,
   out.dequantize = fp8_dequantize_factor(state.scale);
   const std::span<float> values(out.values.data(), static_cast<std::size_t>(out.values.size()));
   const bool saturate = ctx.saturate;
+  const RoundingMode rounding = ctx.rounding;
   ctx.saturate = true;
+  ctx.rounding = operand_rounding(config, operand, rounding);
   ExponentHistogram scaled;
   CastCounts counts;
   cast_and_record(f, values, values, ctx, scaled, counts);
   ctx.saturate = saturate;
+  ctx.rounding = rounding;
   describe_fp8_operand(record, config, operand, amax, state.scale, static_cast<std::uint64_t>(x.size()));
   record.zeros = static_cast<std::uint64_t>((x.array() == 0.0f).count());
   record.flushed_to_zero = counts.flushed_to_zero;
@@ -181,6 +186,16 @@ Eigen::MatrixXf block_scaled_operand(GemmRecipe recipe, const Eigen::MatrixXf& x
   else block_quantize(format, recipe_scale_rule, layout, values, codes, scales, tensor_scale, ctx, statistics);
   Eigen::MatrixXf out(x.rows(), x.cols());
   block_dequantize(format, layout, codes, scales, tensor_scale, std::span<float>(out.data(), static_cast<std::size_t>(out.size())));
+  return out;
+}
+
+Eigen::MatrixXf recipe_block_operand(const RecipeConfig& config, GemmOperand operand, const Eigen::MatrixXf& x, bool along_rows, Context& ctx,
+                                     BlockStatistics* statistics) {
+  const RoundingMode rounding = ctx.rounding;
+  ctx.rounding = operand_rounding(config, operand, rounding);
+  Eigen::MatrixXf out =
+      block_scaled_operand(config.recipe, x, along_rows, ctx, statistics, operand == GemmOperand::weight && config.square_weight_tiles);
+  ctx.rounding = rounding;
   return out;
 }
 

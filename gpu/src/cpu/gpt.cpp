@@ -277,7 +277,7 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
   }
   OperandScaling& scaling_record(const std::string& name) { return new_operand_scaling(scaling, name); }
   Eigen::MatrixXf block_operand(const std::string& name, GemmOperand operand, const Eigen::MatrixXf& x, bool along_first_axis) {
-    return block_scaled_operand(recipe->recipe, x, along_first_axis, *ctx, &block_operand_statistics(block_operands, name, operand));
+    return recipe_block_operand(*recipe, operand, x, along_first_axis, *ctx, &block_operand_statistics(block_operands, name, operand));
   }
   // A linear layer's block-scaled weights for a product: along its reduction axis, or in square
   // tiles quantized by the forward product and kept for the input gradient's.
@@ -286,8 +286,7 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
     if (!recipe->square_weight_tiles) return block_operand(name, GemmOperand::weight, weight, along_first_axis);
     const auto found = tiled_weights.find(name);
     if (found != tiled_weights.end()) return found->second;
-    return tiled_weights[name] = block_scaled_operand(recipe->recipe, weight, along_first_axis, *ctx,
-                                                      &block_operand_statistics(block_operands, name, GemmOperand::weight), true);
+    return tiled_weights[name] = block_operand(name, GemmOperand::weight, weight, along_first_axis);
   }
 
   // Without a recipe, each linear layer's weights and input from its forward product to its

@@ -203,16 +203,15 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   const auto fp8_record = [&](std::size_t l) { return &new_operand_scaling(result.scaling, "fc" + std::to_string(l + 1)); };
   // A block-scaled operand of layer l, its quantization counted under (fcN, operand) in the result.
   const auto mx = [&](std::size_t l, GemmOperand operand, const Eigen::MatrixXf& x, bool along_rows) {
-    return block_scaled_operand(recipe, x, along_rows, ctx_, &block_operand_statistics(result.block_operands, "fc" + std::to_string(l + 1), operand));
+    return recipe_block_operand(config_.recipe, operand, x, along_rows, ctx_,
+                                &block_operand_statistics(result.block_operands, "fc" + std::to_string(l + 1), operand));
   };
   // Layer l's block-scaled weights for a product: along its reduction axis, or in square tiles
   // quantized by the forward product and kept for the input gradient's.
   std::vector<Eigen::MatrixXf> tiled_weights(config_.recipe.square_weight_tiles ? layers : 0);
   const auto mx_weight = [&](std::size_t l, bool along_rows) -> Eigen::MatrixXf {
     if (!config_.recipe.square_weight_tiles) return mx(l, GemmOperand::weight, w[l], along_rows);
-    if (tiled_weights[l].size() == 0)
-      tiled_weights[l] = block_scaled_operand(recipe, w[l], along_rows, ctx_,
-                                              &block_operand_statistics(result.block_operands, "fc" + std::to_string(l + 1), GemmOperand::weight), true);
+    if (tiled_weights[l].size() == 0) tiled_weights[l] = mx(l, GemmOperand::weight, w[l], along_rows);
     return tiled_weights[l];
   };
   std::vector<Eigen::MatrixXf> a(layers), z(layers);

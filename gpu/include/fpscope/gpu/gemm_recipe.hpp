@@ -27,6 +27,7 @@
 
 #include <Eigen/Core>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,6 +62,9 @@ struct RecipeConfig {
   // reduction axis: quantized once a step, the same values for the forward product and the
   // input gradient's (block_quantize_square_tiles).
   bool square_weight_tiles = false;
+  // How the output gradients' elements round, where not as the run's other casts (NVIDIA's
+  // NVFP4 recipe: stochastically, inputs and weights to nearest even); unset, the run's mode.
+  std::optional<RoundingMode> gradient_rounding;
   friend bool operator==(const RecipeConfig&, const RecipeConfig&) = default;
 };
 // "fp8-delayed (hybrid, history 16, margin 0)", "mxfp4", "none": the run log header's words.
@@ -111,7 +115,7 @@ inline CastOptions fp8_cast_options(const Context& ctx) {
 
 // Casts x for a product under a per-tensor FP8 recipe: picks the scale (current: from x's own
 // amax; delayed: from `state`'s history, then appends x's amax to it), multiplies, casts with
-// saturation in ctx's rounding mode, and returns the FP8 values with what the cast did.
+// saturation in operand_rounding's mode, and returns the FP8 values with what the cast did.
 Fp8Operand quantize_fp8_operand(const RecipeConfig& config, GemmOperand operand, const Eigen::MatrixXf& x, Fp8TensorState& state,
                                 Context& ctx, OperandScaling& record);
 
@@ -141,6 +145,18 @@ inline constexpr ScaleRule recipe_scale_rule = ScaleRule::floor;
 // way). `statistics` (optional) gets the quantization's counts merged in.
 Eigen::MatrixXf block_scaled_operand(GemmRecipe recipe, const Eigen::MatrixXf& x, bool along_rows, Context& ctx,
                                      BlockStatistics* statistics = nullptr, bool square_tiles = false);
+
+// The rounding mode an operand's elements take under `config`: output gradients
+// config.gradient_rounding where set, everything else the run's.
+inline RoundingMode operand_rounding(const RecipeConfig& config, GemmOperand operand, RoundingMode run) {
+  return operand == GemmOperand::output_gradient && config.gradient_rounding ? *config.gradient_rounding : run;
+}
+
+// Operand `operand` of a product under a block-scaled recipe: block_scaled_operand along its rows
+// or columns, the weights in square tiles where config says so, the elements rounded as
+// operand_rounding says (the run's stochastic counter and flags go on in ctx either way).
+Eigen::MatrixXf recipe_block_operand(const RecipeConfig& config, GemmOperand operand, const Eigen::MatrixXf& x, bool along_rows, Context& ctx,
+                                     BlockStatistics* statistics = nullptr);
 
 // What a block-scaled recipe's quantizations did to one operand of layer `name` in one step (both
 // products it feeds, each blocked along its own reduction axis, summed).
