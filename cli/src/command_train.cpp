@@ -56,6 +56,7 @@ struct TrainOptions {
   std::string fp8_margin = "0";
   std::string weight_blocks = "1d";  // block-scaled recipes: 1d, or 2d (square tiles)
   std::string gradient_round;        // recipes: the output gradients' rounding, where not --round's
+  bool hadamard = false;             // block-scaled recipes: the weight gradient's operands through a random Hadamard transform
   std::string optimizer;
   std::string momentum = "0.9";
   std::string weight_decay = "0";
@@ -192,6 +193,9 @@ void run_train(const TrainOptions& o) {
   config.recipe.square_weight_tiles = o.weight_blocks == "2d";
   if (config.recipe.square_weight_tiles && !block_scaled(config.recipe.recipe))
     throw UsageError("--weight-blocks 2d sets the block-scaled recipes: use --recipe nvfp4, mxfp8, mxfp6 or mxfp4");
+  config.recipe.hadamard_weight_gradients = o.hadamard;
+  if (o.hadamard && !block_scaled(config.recipe.recipe))
+    throw UsageError("--hadamard turns the weight gradient's operands for the block-scaled recipes: use --recipe nvfp4, mxfp8, mxfp6 or mxfp4");
   if (!o.gradient_round.empty()) {
     if (config.recipe.recipe == GemmRecipe::none)
       throw UsageError("--gradient-round sets how a recipe's output-gradient operands round: use it with --recipe");
@@ -407,6 +411,9 @@ void add_train(CLI::App& app) {
                   "block-scaled recipes: 1d (the weights blocked along each product's reduction axis) or 2d (in square tiles of the block size, "
                   "16x16 for nvfp4, as NVIDIA's NVFP4 recipe: one quantization for both products)")
       ->capture_default_str();
+  cmd->add_flag("--hadamard", o->hadamard,
+                "block-scaled recipes: the weight gradient's two operands through a 16-point random Hadamard transform along the batch before "
+                "they are quantized (NVIDIA's NVFP4 recipe; signs from --seed)");
   cmd->add_option("--gradient-round", o->gradient_round,
                   "recipes: how the output-gradient operands' elements round (default: --round's mode); NVIDIA's NVFP4 recipe: stochastic, with --round rne");
   cmd->add_option("--record-blocks", o->record_blocks,

@@ -145,6 +145,8 @@ class DeviceRecipe {
   DeviceRecipe(DeviceOps& ops, const MlpConfig& config, std::size_t fp8_slots) : config_(config.recipe), fp8_(fp8_slots) {
     if (config.recipe.square_weight_tiles)
       throw std::invalid_argument("the CUDA backend does not quantize weights in square tiles (--weight-blocks 2d) yet: train it with --backend cpu");
+    if (config.recipe.hadamard_weight_gradients)
+      throw std::invalid_argument("the CUDA backend has no random Hadamard transform (--hadamard) yet: train it with --backend cpu");
     if (config.recipe.gradient_rounding && *config.recipe.gradient_rounding != config.rounding)
       throw std::invalid_argument("the CUDA backend rounds every operand in the run's mode (no --gradient-round of its own) yet: train it with --backend cpu");
     ctx_.rounding = config.rounding;

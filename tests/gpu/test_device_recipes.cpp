@@ -150,7 +150,7 @@ TEST_CASE("recipes on the device MLP, on the host twin, quantize as the CPU back
   }
 }
 
-TEST_CASE("the device trainers refuse square weight tiles and a gradient rounding of its own, which they do not make, with a sentence") {
+TEST_CASE("the device trainers refuse square weight tiles, a gradient rounding of its own and the Hadamard transform, which they do not make, with a sentence") {
   MlpConfig config;
   config.layer_sizes = {20, 48, 10};
   config.recipe.recipe = GemmRecipe::nvfp4;
@@ -163,6 +163,8 @@ TEST_CASE("the device trainers refuse square weight tiles and a gradient roundin
   CHECK_THROWS_WITH_AS(DeviceMlpTrainer(config, make_host_device_ops()), doctest::Contains("no --gradient-round of its own"), std::invalid_argument);
   config.rounding = RoundingMode::stochastic;  // the run's own mode: nothing for the device to do apart
   CHECK_NOTHROW(DeviceMlpTrainer(config, make_host_device_ops()));
+  config.recipe.hadamard_weight_gradients = true;
+  CHECK_THROWS_WITH_AS(DeviceMlpTrainer(config, make_host_device_ops()), doctest::Contains("no random Hadamard transform (--hadamard)"), std::invalid_argument);
 }
 
 TEST_CASE("recipes on the device GPT, on the host twin, quantize as the CPU backend does") {

@@ -4,6 +4,7 @@
 // and a recipe run resuming from a checkpoint to the same bits.
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -296,6 +297,49 @@ TEST_CASE("a recipe's gradient rounding: the output gradients alone round its wa
   RecipeConfig fp8{GemmRecipe::fp8_current};
   fp8.gradient_rounding = RoundingMode::toward_zero;
   CHECK(recipe_description(fp8) == "fp8-current (hybrid, margin 0, gradients rounded rz)");
+}
+
+TEST_CASE("the random Hadamard transform: H diag(s) / 4 on runs of 16, orthogonal, along either axis, a short run left") {
+  // A unit vector e_k comes out as column k of H / 4 exactly (every value +-0.25), its sign flipped by s_k.
+  for (const std::uint16_t signs : {std::uint16_t{0}, std::uint16_t{0xA5C3}}) {
+    for (int k = 0; k < 16; ++k) {
+      Eigen::MatrixXf e = Eigen::MatrixXf::Zero(16, 1);
+      e(k, 0) = 1.0f;
+      const Eigen::MatrixXf t = random_hadamard(e, true, signs);
+      const float sign_k = (signs >> k & 1) != 0 ? -1.0f : 1.0f;
+      for (int i = 0; i < 16; ++i) CHECK(t(i, 0) == sign_k * ((std::popcount(static_cast<unsigned>(i & k)) % 2 == 0) ? 0.25f : -0.25f));
+    }
+  }
+  const Eigen::MatrixXf x = random_matrix(37, 5, 21, -3, 3), y = random_matrix(37, 5, 22, -3, 3);
+  const std::uint16_t signs = hadamard_signs(7);
+  const Eigen::MatrixXf tx = random_hadamard(x, true, signs), ty = random_hadamard(y, true, signs);
+  constexpr double u = 1.0 / (1 << 24);  // float32's unit roundoff
+  for (Eigen::Index c = 0; c < x.cols(); ++c) {
+    for (Eigen::Index first = 0; first + 16 <= x.rows(); first += 16) {
+      // Against H diag(s) x / 4 in double: four stages of float32 sums each err by at most u times
+      // the sum of the run's magnitudes, and the quarter is exact.
+      double magnitude = 0;
+      for (int j = 0; j < 16; ++j) magnitude += std::abs(static_cast<double>(x(first + j, c)));
+      for (int i = 0; i < 16; ++i) {
+        double exact = 0;
+        for (int j = 0; j < 16; ++j)
+          exact += ((std::popcount(static_cast<unsigned>(i & j)) % 2 == 0) ? 1.0 : -1.0) * ((signs >> j & 1) != 0 ? -1.0 : 1.0) * x(first + j, c);
+        CHECK(std::abs(static_cast<double>(tx(first + i, c)) - exact / 4) <= u * magnitude);
+      }
+    }
+    // The last 5 rows of 37 are a short run: left as they were.
+    for (Eigen::Index r = 32; r < 37; ++r) CHECK(bits_of(tx(r, c)) == bits_of(x(r, c)));
+    // Orthogonal: two operands turned alike keep their dot product (to float32's roundings: a
+    // relative 1e-5 of the sum of the products' magnitudes).
+    const double dot = x.col(c).cast<double>().dot(y.col(c).cast<double>());
+    const double turned = tx.col(c).cast<double>().dot(ty.col(c).cast<double>());
+    const double scale = x.col(c).cast<double>().cwiseAbs().dot(y.col(c).cast<double>().cwiseAbs());
+    CHECK(std::abs(turned - dot) <= 1e-5 * scale);
+  }
+  // Along the second axis: the transpose's along the first.
+  const Eigen::MatrixXf along_columns = random_hadamard(Eigen::MatrixXf(x.transpose()), false, signs);
+  for (Eigen::Index i = 0; i < x.size(); ++i) CHECK(bits_of(Eigen::MatrixXf(along_columns.transpose()).data()[i]) == bits_of(tx.data()[i]));
+  CHECK(hadamard_signs(7) != hadamard_signs(8));
 }
 
 TEST_CASE("recipe runs: the same seed gives the same bits, and a checkpoint resumes a delayed-scaling run exactly") {

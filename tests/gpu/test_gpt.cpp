@@ -492,8 +492,12 @@ struct RecipeHooksForTest final : gpt_pass::Hooks<float> {
   Eigen::MatrixXf linear_backward(int block, const char* name, const Eigen::MatrixXf& weight, const Eigen::MatrixXf& x, const Eigen::MatrixXf& dy,
                                   Eigen::MatrixXf& weight_gradient) override {
     if (block_scaled(recipe.recipe)) {
-      const Eigen::MatrixXf dyq = blocks(dy, false);
-      const Eigen::MatrixXf xq = blocks(x, false);
+      // The weight gradient's operands turned first where the recipe says so (signs from the seed).
+      const auto turned = [&](const Eigen::MatrixXf& m) {
+        return recipe.hadamard_weight_gradients ? random_hadamard(m, false, hadamard_signs(ctx.stochastic_seed)) : m;
+      };
+      const Eigen::MatrixXf dyq = blocks(turned(dy), false);
+      const Eigen::MatrixXf xq = blocks(turned(x), false);
       weight_gradient = gemm(dyq, false, xq, true);
       const Eigen::MatrixXf dyq_down = blocks(dy, true);
       const Eigen::MatrixXf wq = weight_blocks(weight, true);
@@ -509,30 +513,38 @@ struct RecipeHooksForTest final : gpt_pass::Hooks<float> {
 }  // namespace
 
 TEST_CASE("a GPT under a recipe: each linear layer's products see the recipe's operands, forward and backward") {
-  const std::pair<GemmRecipe, bool> recipes[] = {{GemmRecipe::fp8_delayed, false}, {GemmRecipe::fp8_current, false}, {GemmRecipe::mxfp8, false},
-                                                 {GemmRecipe::mxfp4, false},       {GemmRecipe::nvfp4, false},       {GemmRecipe::nvfp4, true}};
-  for (const auto& [recipe, tiles] : recipes) {
+  // (recipe, weights in square tiles, the weight gradient's operands through the Hadamard transform)
+  const std::tuple<GemmRecipe, bool, bool> recipes[] = {{GemmRecipe::fp8_delayed, false, false}, {GemmRecipe::fp8_current, false, false},
+                                                        {GemmRecipe::mxfp8, false, false},       {GemmRecipe::mxfp4, false, false},
+                                                        {GemmRecipe::nvfp4, false, false},       {GemmRecipe::nvfp4, true, false},
+                                                        {GemmRecipe::nvfp4, true, true},         {GemmRecipe::mxfp8, false, true}};
+  for (const auto& [recipe, tiles, hadamard] : recipes) {
     CAPTURE(gemm_recipe_name(recipe));
     CAPTURE(tiles);
+    CAPTURE(hadamard);
     MlpConfig config = gpt_config(tiny, Precision::fp32);
     config.optimizer.kind = OptimizerKind::sgd;
     config.learning_rate = 0.5f;
     config.recipe.recipe = recipe;
     config.recipe.square_weight_tiles = tiles;
+    config.recipe.hadamard_weight_gradients = hadamard;
+    config.seed = 5;
     config.recipe.amax_history = 2;
     GptTrainer trainer(tiny, config);
     std::vector<Eigen::MatrixXf> expected = trainer.parameters();
     RecipeHooksForTest hooks;
     hooks.recipe = config.recipe;
+    hooks.ctx.stochastic_seed = config.seed;
     for (int s = 0; s < 3; ++s) {
-      const TokenBatch b = random_tokens(tiny, 2, 60 + static_cast<unsigned>(s));
+      // 4 sequences of 5: 20 tokens, one whole run of 16 for the Hadamard transform and a short one.
+      const TokenBatch b = random_tokens(tiny, 4, 60 + static_cast<unsigned>(s));
       const StepResult result = trainer.step(b.as_inputs(), b.targets, s == 2);
       const Eigen::MatrixXi row_major = b.tokens.transpose();  // the pass reads ids row by row
       const std::vector<int> ids(row_major.data(), row_major.data() + row_major.size());
       hooks.scaling.clear();
       std::vector<Eigen::MatrixXf> gradients;
       const float factor = 1.0f / static_cast<float>(b.targets.size());
-      const double loss = gpt_pass::run<float>(tiny, expected, ids.data(), b.targets.data(), 2, factor, hooks, &gradients);
+      const double loss = gpt_pass::run<float>(tiny, expected, ids.data(), b.targets.data(), 4, factor, hooks, &gradients);
       CHECK(std::bit_cast<std::uint64_t>(result.loss) == std::bit_cast<std::uint64_t>(loss));
       for (std::size_t p = 0; p < expected.size(); ++p)
         for (Eigen::Index i = 0; i < expected[p].size(); ++i)
@@ -557,7 +569,7 @@ TEST_CASE("a GPT under a recipe: each linear layer's products see the recipe's o
           // The input and the output gradient feed two products each, the weight two: every element
           // twice, but for weights in square tiles, quantized once for both.
           const bool qkv = o.name.ends_with("attn.qkv"), fc = o.name.ends_with("mlp.fc"), mlp_proj = o.name.ends_with("mlp.proj");
-          const std::uint64_t in = mlp_proj ? 32 : 8, out = qkv ? 24 : fc ? 32 : 8, tokens = 10;
+          const std::uint64_t in = mlp_proj ? 32 : 8, out = qkv ? 24 : fc ? 32 : 8, tokens = 20;
           const std::uint64_t elements = o.operand == GemmOperand::input ? in * tokens : o.operand == GemmOperand::weight ? in * out : out * tokens;
           CHECK(o.statistics.elements == (tiles && o.operand == GemmOperand::weight ? 1 : 2) * elements);
         }

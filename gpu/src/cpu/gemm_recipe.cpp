@@ -45,6 +45,7 @@ std::string recipe_description(const RecipeConfig& config) {
     details.push_back("weights in " + std::to_string(block) + "x" + std::to_string(block) + " tiles");
   }
   if (config.recipe != GemmRecipe::none && config.gradient_rounding) details.push_back("gradients rounded " + rounding_mode_name(*config.gradient_rounding));
+  if (block_scaled(config.recipe) && config.hadamard_weight_gradients) details.emplace_back("weight gradients' operands through a random Hadamard transform");
   std::string text = gemm_recipe_name(config.recipe);
   for (std::size_t i = 0; i < details.size(); ++i) text += (i == 0 ? " (" : ", ") + details[i];
   return details.empty() ? text : text + ")";
@@ -189,12 +190,39 @@ Eigen::MatrixXf block_scaled_operand(GemmRecipe recipe, const Eigen::MatrixXf& x
   return out;
 }
 
+Eigen::MatrixXf random_hadamard(const Eigen::MatrixXf& x, bool along_first_axis, std::uint16_t signs) {
+  constexpr Eigen::Index run = 16;
+  Eigen::MatrixXf out = x;
+  const Eigen::Index length = along_first_axis ? x.rows() : x.cols(), lines = along_first_axis ? x.cols() : x.rows();
+  for (Eigen::Index line = 0; line < lines; ++line)
+    for (Eigen::Index first = 0; first + run <= length; first += run) {
+      const auto at = [&](Eigen::Index i) -> float& { return along_first_axis ? out(first + i, line) : out(line, first + i); };
+      float v[run];
+      for (Eigen::Index i = 0; i < run; ++i) v[i] = (signs >> i & 1u) != 0 ? -at(i) : at(i);
+      for (Eigen::Index h = 1; h < run; h *= 2)
+        for (Eigen::Index i = 0; i < run; i += 2 * h)
+          for (Eigen::Index j = i; j < i + h; ++j) {
+            const float a = v[j], b = v[j + h];
+            v[j] = a + b, v[j + h] = a - b;
+          }
+      for (Eigen::Index i = 0; i < run; ++i) at(i) = v[i] * 0.25f;
+    }
+  return out;
+}
+
+std::uint16_t hadamard_signs(std::uint64_t seed) {
+  // A word far from the rounding draws' (which count up from 0).
+  return static_cast<std::uint16_t>(stochastic_random(seed, ~std::uint64_t{0}) >> 48);
+}
+
 Eigen::MatrixXf recipe_block_operand(const RecipeConfig& config, GemmOperand operand, const Eigen::MatrixXf& x, bool along_rows, Context& ctx,
-                                     BlockStatistics* statistics) {
+                                     BlockStatistics* statistics, bool weight_gradient_product) {
   const RoundingMode rounding = ctx.rounding;
   ctx.rounding = operand_rounding(config, operand, rounding);
+  const bool turned = weight_gradient_product && config.hadamard_weight_gradients;
   Eigen::MatrixXf out =
-      block_scaled_operand(config.recipe, x, along_rows, ctx, statistics, operand == GemmOperand::weight && config.square_weight_tiles);
+      block_scaled_operand(config.recipe, turned ? random_hadamard(x, along_rows, hadamard_signs(ctx.stochastic_seed)) : x, along_rows, ctx,
+                           statistics, operand == GemmOperand::weight && config.square_weight_tiles);
   ctx.rounding = rounding;
   return out;
 }

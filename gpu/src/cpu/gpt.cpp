@@ -276,8 +276,10 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
     return (*fp8)[gpt_recipe_slot(block, name, operand)];
   }
   OperandScaling& scaling_record(const std::string& name) { return new_operand_scaling(scaling, name); }
-  Eigen::MatrixXf block_operand(const std::string& name, GemmOperand operand, const Eigen::MatrixXf& x, bool along_first_axis) {
-    return recipe_block_operand(*recipe, operand, x, along_first_axis, *ctx, &block_operand_statistics(block_operands, name, operand));
+  Eigen::MatrixXf block_operand(const std::string& name, GemmOperand operand, const Eigen::MatrixXf& x, bool along_first_axis,
+                                bool weight_gradient_product = false) {
+    return recipe_block_operand(*recipe, operand, x, along_first_axis, *ctx, &block_operand_statistics(block_operands, name, operand),
+                                weight_gradient_product);
   }
   // A linear layer's block-scaled weights for a product: along its reduction axis, or in square
   // tiles quantized by the forward product and kept for the input gradient's.
@@ -346,8 +348,8 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
       return fp8_product(f.weight.values, true, f.weight.dequantize, g.values, false, g.dequantize);
     }
     // dy x^T reduces over the tokens: both along their second axis.
-    const Eigen::MatrixXf gradient = block_operand(full, GemmOperand::output_gradient, dy, false);
-    const Eigen::MatrixXf input = block_operand(full, GemmOperand::input, x, false);
+    const Eigen::MatrixXf gradient = block_operand(full, GemmOperand::output_gradient, dy, false, true);
+    const Eigen::MatrixXf input = block_operand(full, GemmOperand::input, x, false, true);
     weight_gradient = gemm(gradient, false, input, true);
     // W^T dy reduces over W's rows and dy's: both along their first axis.
     const Eigen::MatrixXf gradient_down = block_operand(full, GemmOperand::output_gradient, dy, true);

@@ -202,9 +202,9 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   const auto fp8_slot = [&](std::size_t l, GemmOperand operand) -> Fp8TensorState& { return fp8_[3 * l + static_cast<std::size_t>(operand)]; };
   const auto fp8_record = [&](std::size_t l) { return &new_operand_scaling(result.scaling, "fc" + std::to_string(l + 1)); };
   // A block-scaled operand of layer l, its quantization counted under (fcN, operand) in the result.
-  const auto mx = [&](std::size_t l, GemmOperand operand, const Eigen::MatrixXf& x, bool along_rows) {
+  const auto mx = [&](std::size_t l, GemmOperand operand, const Eigen::MatrixXf& x, bool along_rows, bool weight_gradient_product = false) {
     return recipe_block_operand(config_.recipe, operand, x, along_rows, ctx_,
-                                &block_operand_statistics(result.block_operands, "fc" + std::to_string(l + 1), operand));
+                                &block_operand_statistics(result.block_operands, "fc" + std::to_string(l + 1), operand), weight_gradient_product);
   };
   // Layer l's block-scaled weights for a product: along its reduction axis, or in square tiles
   // quantized by the forward product and kept for the input gradient's.
@@ -314,8 +314,8 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
       grad_w[l] = fp8_product(fp8_dz.values, true, fp8_dz.dequantize, fp8_input[l].values, false, fp8_input[l].dequantize);
     } else if (block_scaled(recipe)) {
       // The weight gradient's product reduces over the batch: both operands blocked along it.
-      const Eigen::MatrixXf gradient = mx(l, GemmOperand::output_gradient, dz, true);
-      const Eigen::MatrixXf input = mx(l, GemmOperand::input, a[l], true);
+      const Eigen::MatrixXf gradient = mx(l, GemmOperand::output_gradient, dz, true, true);
+      const Eigen::MatrixXf input = mx(l, GemmOperand::input, a[l], true, true);
       grad_w[l] = gemm(gradient, true, input, false);
     } else {
       grad_w[l] = gemm(gradient_operand, true, input_operands[l], false,

@@ -65,6 +65,11 @@ struct RecipeConfig {
   // How the output gradients' elements round, where not as the run's other casts (NVIDIA's
   // NVFP4 recipe: stochastically, inputs and weights to nearest even); unset, the run's mode.
   std::optional<RoundingMode> gradient_rounding;
+  // Block-scaled: the weight gradient's two operands go through a 16-point random Hadamard
+  // transform along its reduction axis before they are quantized (NVIDIA's NVFP4 recipe;
+  // random_hadamard below): outliers spread over their run of 16, the product unchanged in exact
+  // arithmetic.
+  bool hadamard_weight_gradients = false;
   friend bool operator==(const RecipeConfig&, const RecipeConfig&) = default;
 };
 // "fp8-delayed (hybrid, history 16, margin 0)", "mxfp4", "none": the run log header's words.
@@ -152,11 +157,27 @@ inline RoundingMode operand_rounding(const RecipeConfig& config, GemmOperand ope
   return operand == GemmOperand::output_gradient && config.gradient_rounding ? *config.gradient_rounding : run;
 }
 
+// The random Hadamard transform of NVIDIA's NVFP4 recipe (arXiv 2509.25149; Transformer Engine's
+// RHT of the weight gradient's inputs): every run of 16 consecutive values along an axis (a
+// column's rows, or a row's columns), v, becomes H diag(s) v / 4 -- H the 16 x 16 Sylvester
+// Hadamard matrix (H[i][j] = (-1)^popcount(i & j)), s the signs (bit i set: s_i = -1), 1/4 making
+// it orthogonal, so that two operands turned alike keep their dot products. In float32, as the
+// fast Walsh-Hadamard transform computes it: the signs, then four stages of sums and differences
+// (pairs 1, 2, 4, 8 apart, each value once rounded), then the exact quarter. A run shorter than 16
+// at the axis's end is left as it is. (TE turns bf16 values on tensor cores: the same transform,
+// other roundings.)
+Eigen::MatrixXf random_hadamard(const Eigen::MatrixXf& x, bool along_first_axis, std::uint16_t signs);
+// A run's 16 signs, drawn from its seed (one word of its stochastic stream's family, apart from
+// the words rounding draws).
+std::uint16_t hadamard_signs(std::uint64_t seed);
+
 // Operand `operand` of a product under a block-scaled recipe: block_scaled_operand along its rows
-// or columns, the weights in square tiles where config says so, the elements rounded as
-// operand_rounding says (the run's stochastic counter and flags go on in ctx either way).
+// or columns, the weights in square tiles where config says so, the weight gradient's operands
+// (`weight_gradient_product`) through random_hadamard along the blocked axis first where config
+// says so (signs from ctx's seed), the elements rounded as operand_rounding says (the run's
+// stochastic counter and flags go on in ctx either way).
 Eigen::MatrixXf recipe_block_operand(const RecipeConfig& config, GemmOperand operand, const Eigen::MatrixXf& x, bool along_rows, Context& ctx,
-                                     BlockStatistics* statistics = nullptr);
+                                     BlockStatistics* statistics = nullptr, bool weight_gradient_product = false);
 
 // What a block-scaled recipe's quantizations did to one operand of layer `name` in one step (both
 // products it feeds, each blocked along its own reduction axis, summed).
