@@ -63,7 +63,7 @@ void count_flushes(const StepResult& result, Precision precision, Outcome& o) {
     }
 }
 
-Outcome train(Precision precision, GemmRecipe recipe, int steps) {
+Outcome train(Precision precision, const RecipeConfig& recipe, int steps) {
   MlpConfig config;
   config.layer_sizes = {32, 64, 64, 64, 10};
   config.activation = Activation::tanh;
@@ -72,7 +72,7 @@ Outcome train(Precision precision, GemmRecipe recipe, int steps) {
   config.loss_weight = 1.0f / 1024;
   config.learning_rate = 1024.0f;
   config.seed = 7;
-  config.recipe.recipe = recipe;
+  config.recipe = recipe;
   MlpTrainer trainer(config);
   SyntheticClassification data(32, 10, 7, 0.6f);
   Eigen::MatrixXf inputs;
@@ -80,7 +80,7 @@ Outcome train(Precision precision, GemmRecipe recipe, int steps) {
   Outcome o;
   for (int step = 0; step < steps; ++step) {
     data.next_batch(4096, inputs, labels);
-    count_flushes(trainer.step(inputs, labels, recipe == GemmRecipe::none), precision, o);
+    count_flushes(trainer.step(inputs, labels, recipe.recipe == GemmRecipe::none), precision, o);
   }
   data.next_batch(8192, inputs, labels);
   o.final_loss = trainer.loss_in_double(inputs, labels);
@@ -90,7 +90,7 @@ Outcome train(Precision precision, GemmRecipe recipe, int steps) {
 
 const GptShape gpt_shape{2, 64, 4, 32, 256};
 
-Outcome train_gpt(Precision precision, GemmRecipe recipe, int steps) {
+Outcome train_gpt(Precision precision, const RecipeConfig& recipe, int steps) {
   MlpConfig config;
   config.gpt = gpt_shape;
   config.precision = precision;
@@ -99,7 +99,7 @@ Outcome train_gpt(Precision precision, GemmRecipe recipe, int steps) {
   config.learning_rate = 3e-3f;
   config.loss_weight = 1.0f / 1024;
   config.seed = 7;
-  config.recipe.recipe = recipe;
+  config.recipe = recipe;
   GptTrainer trainer(gpt_shape, config);
   SyntheticSequences data(gpt_shape.context, gpt_shape.vocab, 7);
   Eigen::MatrixXf inputs;
@@ -107,7 +107,7 @@ Outcome train_gpt(Precision precision, GemmRecipe recipe, int steps) {
   Outcome o;
   for (int step = 0; step < steps; ++step) {
     data.next_batch(16, inputs, targets);
-    count_flushes(trainer.step(inputs, targets, recipe == GemmRecipe::none), precision, o);
+    count_flushes(trainer.step(inputs, targets, recipe.recipe == GemmRecipe::none), precision, o);
   }
   data.next_batch(64, inputs, targets);
   std::vector<Eigen::MatrixXd> weights;
@@ -124,18 +124,29 @@ int main(int argc, char** argv) {
   struct Run {
     const char* name;
     Precision precision;
-    GemmRecipe recipe;
+    RecipeConfig recipe;
   };
-  const Run runs[] = {{"fp32", Precision::fp32, GemmRecipe::none},          {"bf16", Precision::bf16, GemmRecipe::none},
-                      {"bf16 + fp8-unscaled", Precision::bf16, GemmRecipe::fp8_unscaled},
-                      {"bf16 + fp8-delayed", Precision::bf16, GemmRecipe::fp8_delayed}, {"bf16 + fp8-current", Precision::bf16, GemmRecipe::fp8_current},
-                      {"bf16 + mxfp8", Precision::bf16, GemmRecipe::mxfp8},        {"bf16 + mxfp4", Precision::bf16, GemmRecipe::mxfp4},
-                      {"bf16 + nvfp4", Precision::bf16, GemmRecipe::nvfp4}};
+  // NVIDIA's NVFP4 pretraining recipe (arXiv 2509.25149): weights in 16 x 16 tiles, output
+  // gradients rounded stochastically, the weight gradient's operands through the random Hadamard
+  // transform (fpscope train --weight-blocks 2d --gradient-round stochastic --hadamard).
+  RecipeConfig nvidia_nvfp4{GemmRecipe::nvfp4};
+  nvidia_nvfp4.square_weight_tiles = true;
+  nvidia_nvfp4.gradient_rounding = RoundingMode::stochastic;
+  nvidia_nvfp4.hadamard_weight_gradients = true;
+  const Run runs[] = {{"fp32", Precision::fp32, {GemmRecipe::none}},
+                      {"bf16", Precision::bf16, {GemmRecipe::none}},
+                      {"bf16 + fp8-unscaled", Precision::bf16, {GemmRecipe::fp8_unscaled}},
+                      {"bf16 + fp8-delayed", Precision::bf16, {GemmRecipe::fp8_delayed}},
+                      {"bf16 + fp8-current", Precision::bf16, {GemmRecipe::fp8_current}},
+                      {"bf16 + mxfp8", Precision::bf16, {GemmRecipe::mxfp8}},
+                      {"bf16 + mxfp4", Precision::bf16, {GemmRecipe::mxfp4}},
+                      {"bf16 + nvfp4", Precision::bf16, {GemmRecipe::nvfp4}},
+                      {"bf16 + nvfp4, NVIDIA's", Precision::bf16, nvidia_nvfp4}};
   std::printf("%d steps of a 32-64-64-64-10 tanh MLP on well-separated clusters, batch 4096, loss weight 2^-10, SGD, seed 7;\n"
               "FP8: hybrid (E4M3 inputs and weights, E5M2 output gradients), delayed history 16, margin 0;\n"
               "%% flushed: of each GEMM operand kind's nonzero elements over the run\n\n",
               steps);
-  const auto table = [&](Outcome (*train_run)(Precision, GemmRecipe, int), int run_steps, const char* prefix) {
+  const auto table = [&](Outcome (*train_run)(Precision, const RecipeConfig&, int), int run_steps, const char* prefix) {
     std::printf("%-22s %12s %12s %12s %14s\n", "run", "final loss", "inputs", "weights", "out. gradients");
     for (const Run& run : runs) {
       const Outcome o = train_run(run.precision, run.recipe, run_steps);

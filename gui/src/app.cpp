@@ -98,6 +98,9 @@ bool App::start_training(const TrainingForm& f) {
     if (!f.record_blocks.empty()) settings.mlp.record_blocks = parse_block_recording(f.record_blocks);
     settings.mlp.optimizer = f.optimizer;
     settings.mlp.recipe.recipe = f.recipe;
+    settings.mlp.recipe.square_weight_tiles = block_scaled(f.recipe) && f.square_weight_tiles;
+    settings.mlp.recipe.hadamard_weight_gradients = block_scaled(f.recipe) && f.hadamard;
+    if (f.recipe != GemmRecipe::none) settings.mlp.recipe.gradient_rounding = f.gradient_rounding;
     settings.batch = f.batch;
     settings.record_every = f.record_every;
     settings.steps = f.steps;

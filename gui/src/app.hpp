@@ -76,6 +76,10 @@ struct TrainingForm {
   std::string record_blocks;     // "" or a block format (FORMAT[:RULE]) whose statistics each recorded tensor carries
   OptimizerConfig optimizer;     // SGD by default; backend auto trains momentum and AdamW on the CPU
   GemmRecipe recipe = GemmRecipe::none;  // FP8 or block-scaled GEMM operands, FP8 defaults as fpscope train's
+  // The recipe's options (fpscope train's --weight-blocks 2d, --hadamard, --gradient-round): the
+  // first two for block-scaled recipes only.
+  bool square_weight_tiles = false, hadamard = false;
+  std::optional<RoundingMode> gradient_rounding;  // unset: the run's
   int seed = training_defaults::seed;
   int pause_at_step = 0;  // > 0: the run pauses itself there (--pause-at-step; not in the form)
 };

@@ -371,6 +371,11 @@ int main(int argc, char** argv) {
   std::string recipe = "none";
   cli.add_option("--recipe", recipe, "training: GEMM operands: none, fp8-delayed, fp8-current, fp8-unscaled, mxfp8, mxfp6, mxfp4 or nvfp4 (backend auto: on the CPU)")
       ->capture_default_str();
+  std::string weight_blocks = "1d", gradient_round;
+  cli.add_option("--weight-blocks", weight_blocks, "training, block-scaled recipes: 1d, or 2d (weights in square tiles of the block size)")
+      ->capture_default_str();
+  cli.add_flag("--hadamard", f.hadamard, "training, block-scaled recipes: the weight gradient's operands through a random Hadamard transform");
+  cli.add_option("--gradient-round", gradient_round, "training, recipes: how the output-gradient operands round (default: --round's)");
   cli.add_option("--record-blocks", f.record_blocks, "training: also record a block format's statistics: FORMAT[:RULE] (mxfp8-e4m3, mxfp4:even, nvfp4)");
   cli.add_flag("--start", o.app.start, "start training with these settings on opening");
   std::string inspect_text, inspect_format, arithmetic;
@@ -443,6 +448,13 @@ int main(int argc, char** argv) {
       if (!f.record_blocks.empty()) (void)fpscope::parse_block_recording(f.record_blocks);  // throws naming it
       f.optimizer.kind = fpscope::parse_optimizer(optimizer);
       f.recipe = fpscope::parse_gemm_recipe(recipe);
+      if (weight_blocks != "1d" && weight_blocks != "2d")
+        throw std::invalid_argument("--weight-blocks '" + fpscope::printable_text(weight_blocks) + "': expected 1d or 2d");
+      f.square_weight_tiles = weight_blocks == "2d";
+      if (!gradient_round.empty()) f.gradient_rounding = fpscope::parse_rounding_mode(gradient_round);
+      if ((f.square_weight_tiles || f.hadamard) && !fpscope::block_scaled(f.recipe))
+        throw std::invalid_argument("--weight-blocks 2d and --hadamard set the block-scaled recipes: use --recipe nvfp4, mxfp8, mxfp6 or mxfp4");
+      if (f.gradient_rounding && f.recipe == fpscope::GemmRecipe::none) throw std::invalid_argument("--gradient-round sets a recipe's gradients: use it with --recipe");
       if (!(f.optimizer.clip_grad_norm >= 0)) throw std::invalid_argument("--clip-grad-norm must be 0 (off) or positive");
       f.activation = fpscope::parse_activation(activation);
       f.precision = fpscope::parse_precision(precision);

@@ -275,6 +275,28 @@ void draw_training(App& app) {
     ImGui::SetTooltip("The matrix products' operands: FP8 with per-tensor scaling (delayed: from an amax history of 16 steps;\n"
                       "current: from this step's amax), FP8 unscaled, or OCP MX / NVFP4 blocks along each product's reduction\n"
                       "axis. Curves then shows each FP8 operand's amax and scale. Backend auto trains a recipe on the CPU (cuda: on the GPU).");
+  if (block_scaled(f.recipe)) {
+    ImGui::Checkbox("weights in 2-D tiles", &f.square_weight_tiles);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("Each weight scaled by square tiles of the block size (16x16 for nvfp4), quantized once a step: the forward\n"
+                        "and input-gradient products see the same values (NVIDIA's NVFP4 recipe). CPU backend.");
+    ImGui::Checkbox("Hadamard (weight gradients)", &f.hadamard);
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("The weight gradient's two operands through a 16-point random Hadamard transform along the batch before\n"
+                        "they are quantized: outliers spread over their run of 16 (NVIDIA's NVFP4 recipe). CPU backend.");
+  }
+  if (f.recipe != GemmRecipe::none) {
+    const auto gradient_name = [](const std::optional<RoundingMode>& mode) { return mode ? rounding_mode_name(*mode) : std::string("as the run"); };
+    if (ImGui::BeginCombo("gradient rounding", gradient_name(f.gradient_rounding).c_str())) {
+      if (ImGui::Selectable("as the run", !f.gradient_rounding)) f.gradient_rounding.reset();
+      for (const RoundingMode mode : all_rounding_modes)
+        if (ImGui::Selectable(rounding_mode_name(mode).c_str(), f.gradient_rounding == mode)) f.gradient_rounding = mode;
+      ImGui::EndCombo();
+    }
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("How the recipe's output-gradient operands round (NVIDIA's NVFP4 recipe: stochastic, everything else to\n"
+                        "nearest). Other than the run's: CPU backend.");
+  }
   ImGui::InputFloat("learning rate", &f.learning_rate, 0, 0, "%g");
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("SGD: a step is learning rate x the gradient of the weighted loss, so 1024 with a\n"
