@@ -74,7 +74,7 @@ void run_quantize(const QuantizeOptions& options) {
   BlockStatistics statistics;
   Context run = ctx;
   if (options.tiles) {
-    block_quantize_square_tiles(choice.format, choice.rule, layout, tensor.values, codes, scale_codes, tensor_scale, run, &statistics);
+    block_quantize_square_tiles(choice.format, choice.rule, layout, tensor.values, codes, scale_codes, tensor_scale, run, &statistics, {}, 0);
   } else if (given) {
     tensor_scale = given->tensor_scale;
     block_quantize_under_tensor_scale(choice.format, choice.rule, layout, tensor.values, codes, scale_codes, tensor_scale, run, &statistics, {}, 0);

@@ -151,10 +151,15 @@ void quantize_scalar(const BlockFormat& format, ScaleRule rule, const BlockLayou
 }
 
 // One band of a tensor through the instruction-set kernel (MX and NVFP4 blocks of a format the
-// branch-free cast knows), else the scalar path.
+// branch-free cast knows), else the scalar path; blocks scaled by square tiles (tile_amax, one
+// per block of the band) through the scalar path.
 void quantize_band(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
                    std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float tensor_scale, Context& ctx,
-                   BlockStatistics* statistics, std::span<BlockOutcome> outcomes) {
+                   BlockStatistics* statistics, std::span<BlockOutcome> outcomes, std::span<const std::uint32_t> tile_amax = {}) {
+  if (!tile_amax.empty()) {
+    quantize_scalar(format, rule, layout, values, element_codes, scale_codes, tensor_scale, ctx, statistics, outcomes, tile_amax);
+    return;
+  }
   if (bulk_mx_blocks(format, rule, layout, reinterpret_cast<const std::uint32_t*>(values.data()), element_codes.data(), scale_codes.data(),
                      tensor_scale, ctx, statistics, outcomes.empty() ? nullptr : outcomes.data()))
     return;
@@ -165,10 +170,13 @@ void quantize_band(const BlockFormat& format, ScaleRule rule, const BlockLayout&
 // The tensor cut into `parts` bands of whole scale rows, each quantized on its own thread (the
 // caller takes the first): a band is a tensor of its own (its rows are consecutive in memory),
 // its elements draw the stochastic words of their places in the whole, and its statistics,
-// flags and outcomes are the whole's restricted to it, so the sums are the same numbers.
+// flags and outcomes are the whole's restricted to it, so the sums are the same numbers. Square
+// tiles (tile_amax, one per block, found over the whole tensor): each band's blocks' amaxes passed
+// along, so a band may cut a tile.
 void quantize_in_bands(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
                        std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float tensor_scale, Context& ctx,
-                       BlockStatistics* statistics, std::span<BlockOutcome> outcomes, std::size_t parts) {
+                       BlockStatistics* statistics, std::span<BlockOutcome> outcomes, std::size_t parts,
+                       std::span<const std::uint32_t> tile_amax = {}) {
   const std::size_t scale_rows = layout.scale_rows(), scale_cols = layout.scale_cols();
   const std::size_t rows_per_scale_row = layout.axis == BlockAxis::rows ? 1 : static_cast<std::size_t>(layout.block_size);
   std::vector<Context> contexts(parts, ctx);
@@ -185,7 +193,8 @@ void quantize_in_bands(const BlockFormat& format, ScaleRule rule, const BlockLay
       quantize_band(format, rule, band, values.subspan(offset, count), element_codes.subspan(offset, count),
                     scale_codes.subspan(first * scale_cols, (last - first) * scale_cols), tensor_scale, contexts[part],
                     statistics != nullptr ? &band_statistics[part] : nullptr,
-                    outcomes.empty() ? outcomes : outcomes.subspan(first * scale_cols, (last - first) * scale_cols));
+                    outcomes.empty() ? outcomes : outcomes.subspan(first * scale_cols, (last - first) * scale_cols),
+                    tile_amax.empty() ? tile_amax : tile_amax.subspan(first * scale_cols, (last - first) * scale_cols));
     } catch (...) {
       errors[part] = std::current_exception();
     }
@@ -292,11 +301,22 @@ void block_dequantize(const BlockFormat& format, const BlockLayout& layout, std:
 
 void block_quantize_square_tiles(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
                                  std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float& tensor_scale, Context& ctx,
-                                 BlockStatistics* statistics, std::span<BlockOutcome> outcomes) {
+                                 BlockStatistics* statistics, std::span<BlockOutcome> outcomes, int threads) {
   check_layout(format, layout);
   check_spans(layout, values.size(), element_codes.size(), scale_codes.size(), outcomes.size());
-  tensor_scale = tensor_scale_of(format, values, 1);
+  if (threads == 0) threads = static_cast<int>(std::thread::hardware_concurrency());
+  tensor_scale = tensor_scale_of(format, values, threads);
   const std::vector<std::uint32_t> tile_amax = square_tile_amaxes(layout, values);
+  // The scalar path takes some tens of nanoseconds an element: a thread is worth starting for far
+  // fewer elements than the kernels' bands need.
+  constexpr std::size_t scalar_elements_worth_a_thread = std::size_t{1} << 15;
+  const std::size_t tile_rows = (layout.rows + static_cast<std::size_t>(layout.block_size) - 1) / static_cast<std::size_t>(layout.block_size);
+  const std::size_t parts = std::min({static_cast<std::size_t>(std::max(threads, 1)), tile_rows,
+                                      std::max<std::size_t>(layout.element_count() / scalar_elements_worth_a_thread, 1)});
+  if (parts > 1) {
+    quantize_in_bands(format, rule, layout, values, element_codes, scale_codes, tensor_scale, ctx, statistics, outcomes, parts, tile_amax);
+    return;
+  }
   quantize_scalar(format, rule, layout, values, element_codes, scale_codes, tensor_scale, ctx, statistics, outcomes, tile_amax);
 }
 

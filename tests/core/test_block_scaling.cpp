@@ -1019,3 +1019,56 @@ TEST_CASE("NVFP4 under a given tensor scale: kernels equal the scalar path, and 
                                                     ctx),
                   std::invalid_argument);
 }
+
+TEST_CASE("square tiles on several threads: the same codes, scales, statistics, outcomes, flags and stream as one") {
+  std::mt19937 rng(31);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-20, 6);
+  // 300 x 250: neither a multiple of 16 or 32, enough elements (75,000) for more than one band.
+  const std::size_t rows = 300, cols = 250;
+  std::vector<float> values(rows * cols);
+  for (float& v : values) v = std::ldexp(normal(rng), exponent(rng));
+  values[5 * cols + 7] = std::numeric_limits<float>::quiet_NaN();
+  values[200 * cols + 3] = std::numeric_limits<float>::infinity();
+  for (const BlockFormat& format : {block_formats::nvfp4, block_formats::mxfp8_e4m3, block_formats::mxfp4}) {
+    for (const BlockAxis axis : {BlockAxis::rows, BlockAxis::cols}) {
+      for (const RoundingMode rounding : {RoundingMode::nearest_even, RoundingMode::stochastic}) {
+        CAPTURE(block_format_name(format));
+        CAPTURE(axis == BlockAxis::rows);
+        CAPTURE(rounding_mode_name(rounding));
+        const BlockLayout layout{rows, cols, axis, format.block_size};
+        struct Result {
+          std::vector<std::uint8_t> codes, scales;
+          std::vector<BlockOutcome> outcomes;
+          BlockStatistics statistics;
+          float tensor_scale = 0;
+          Context ctx;
+        };
+        const auto quantize = [&](int threads) {
+          Result r;
+          r.codes.resize(values.size()), r.scales.resize(layout.block_count()), r.outcomes.resize(layout.block_count());
+          r.ctx.rounding = rounding;
+          r.ctx.stochastic_seed = 9;
+          r.ctx.stochastic_counter = 1000;
+          block_quantize_square_tiles(format, ScaleRule::floor, layout, values, r.codes, r.scales, r.tensor_scale, r.ctx, &r.statistics, r.outcomes,
+                                      threads);
+          return r;
+        };
+        const Result one = quantize(1);
+        for (const int threads : {2, 3, 7}) {
+          CAPTURE(threads);
+          const Result many = quantize(threads);
+          CHECK(many.codes == one.codes);
+          CHECK(many.scales == one.scales);
+          CHECK(many.outcomes == one.outcomes);
+          CHECK(many.statistics == one.statistics);
+          CHECK(std::bit_cast<std::uint32_t>(many.tensor_scale) == std::bit_cast<std::uint32_t>(one.tensor_scale));
+          CHECK(many.ctx.flags == one.ctx.flags);
+          CHECK(many.ctx.stochastic_counter == one.ctx.stochastic_counter);
+        }
+        CHECK(one.ctx.stochastic_counter == 1000 + values.size());
+        CHECK(one.statistics.nan_blocks > 0);
+      }
+    }
+  }
+}

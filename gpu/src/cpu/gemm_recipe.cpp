@@ -183,7 +183,8 @@ Eigen::MatrixXf block_scaled_operand(GemmRecipe recipe, const Eigen::MatrixXf& x
   const std::span<const float> values(x.data(), static_cast<std::size_t>(x.size()));
   std::vector<std::uint8_t> codes(values.size()), scales(layout.block_count());
   float tensor_scale = 1;
-  if (square_tiles) block_quantize_square_tiles(format, recipe_scale_rule, layout, values, codes, scales, tensor_scale, ctx, statistics);
+  if (square_tiles)  // the scalar path: on the product's threads (any count gives the same bits)
+    block_quantize_square_tiles(format, recipe_scale_rule, layout, values, codes, scales, tensor_scale, ctx, statistics, {}, gemm_threads());
   else block_quantize(format, recipe_scale_rule, layout, values, codes, scales, tensor_scale, ctx, statistics);
   Eigen::MatrixXf out(x.rows(), x.cols());
   block_dequantize(format, layout, codes, scales, tensor_scale, std::span<float>(out.data(), static_cast<std::size_t>(out.size())));
