@@ -253,6 +253,12 @@ std::string snapshot_line(const Snapshot& snapshot) {
   }
   json line = step_json(snapshot.step_record());
   line["tensors"] = std::move(tensors);
+  if (!snapshot.block_operands.empty()) {
+    json operands = json::array();
+    for (const OperandBlocks& o : snapshot.block_operands)
+      operands.push_back({{"name", o.name}, {"operand", o.operand}, {"blocks", block_record_json(o.blocks)}});
+    line["block_operands"] = std::move(operands);
+  }
   return line.dump();
 }
 
@@ -310,6 +316,21 @@ RunLogLine parse_run_log_line(std::string_view line, const std::string& where, c
   snapshot.loss_scale = step.loss_scale;
   snapshot.skipped = step.skipped;
   snapshot.scaling = step.scaling;
+  if (const auto operands = value.find("block_operands"); operands != value.end()) {
+    if (!operands->is_array()) fail(where, "'block_operands' must be an array");
+    for (const json& o : *operands) {
+      if (!o.is_object()) fail(where, "each of 'block_operands' must be an object");
+      OperandBlocks b;
+      b.name = required<std::string>(o, "name", where);
+      b.operand = required<std::string>(o, "operand", where);
+      if (b.operand != "input" && b.operand != "weight" && b.operand != "output_gradient")
+        fail(where, "'block_operands': operand must be input, weight or output_gradient, not '" + printable_text(b.operand) + "'");
+      const auto blocks = o.find("blocks");
+      if (blocks == o.end()) fail(where, "'block_operands': each needs its 'blocks'");
+      b.blocks = parse_block_record(*blocks, where);
+      snapshot.block_operands.push_back(std::move(b));
+    }
+  }
   const json tensors = tensors_it != value.end() ? *tensors_it : json::array();
   if (!tensors.is_array()) fail(where, "'tensors' must be an array");
   const bool from_bridge = header.source == "fpscope_torch";

@@ -147,8 +147,9 @@ std::string scale_range_text(const std::optional<ScaleExponentRange>& range) {
   return range->low == range->high ? fmt::format("2^{}", range->low) : fmt::format("2^{}..2^{}", range->low, range->high);
 }
 
-// Block statistics a run recorded (fpscope train --record-blocks): per tensor, summed over the
-// recorded steps, for the format asked about.
+// Block statistics a run recorded (fpscope train --record-blocks: per tensor; --recipe with a
+// block-scaled format: per GEMM operand, as its products saw it), summed over the recorded steps,
+// for the format asked about.
 void run_recorded_block_analysis(const AnalyzeOptions& options, const BlockChoice& choice) {
   if (options.compare_scale_rules)
     throw UsageError("--compare-scale-rules needs the values themselves (.npy tensors); a run log holds one rule's statistics");
@@ -160,9 +161,20 @@ void run_recorded_block_analysis(const AnalyzeOptions& options, const BlockChoic
     BlockStatistics statistics;
     std::uint64_t steps = 0;
   };
-  std::vector<Summed> tensors;
+  std::vector<Summed> tensors, operands;
   std::vector<std::string> warnings;
   bool any_blocks = false;
+  const auto wanted = [&](const std::string& name) {
+    return options.tensors.empty() ||
+           std::any_of(options.tensors.begin(), options.tensors.end(), [&](const std::string& glob) { return ::fnmatch(glob.c_str(), name.c_str(), 0) == 0; });
+  };
+  const auto add = [&](std::vector<Summed>& list, const std::string& input, const std::string& name, const BlockRecord& blocks) {
+    auto it = std::find_if(list.begin(), list.end(), [&](const Summed& s) { return s.name == name; });
+    if (it == list.end()) it = list.insert(list.end(), Summed{name, blocks.rule, {}, 0});
+    if (it->rule != blocks.rule) throw UsageError(printable_text(input, 200) + ": " + printable_text(name) + " is recorded with two scale rules", 1);
+    it->statistics.merge(blocks.statistics);
+    ++it->steps;
+  };
   for (const std::string& input : options.inputs) {
     if (std::filesystem::path(input).extension() == ".csv")
       throw UsageError(printable_text(input, 200) + ": a CSV of exponent histograms holds no block statistics (a run log or .npy tensors do)", 1);
@@ -172,18 +184,11 @@ void run_recorded_block_analysis(const AnalyzeOptions& options, const BlockChoic
       for (const TensorRecord& t : snapshot.tensors) {
         if (!t.blocks) continue;
         any_blocks = true;
-        if (!(t.blocks->format == choice.format)) continue;
-        const std::string name = t.name + " " + std::string(tensor_kind_name(t.kind));
-        if (!options.tensors.empty() && std::none_of(options.tensors.begin(), options.tensors.end(), [&](const std::string& glob) {
-              return ::fnmatch(glob.c_str(), t.name.c_str(), 0) == 0;
-            }))
-          continue;
-        auto it = std::find_if(tensors.begin(), tensors.end(), [&](const Summed& s) { return s.name == name; });
-        if (it == tensors.end()) it = tensors.insert(tensors.end(), Summed{name, t.blocks->rule, {}, 0});
-        if (it->rule != t.blocks->rule)
-          throw UsageError(printable_text(input, 200) + ": " + printable_text(name) + " is recorded with two scale rules", 1);
-        it->statistics.merge(t.blocks->statistics);
-        ++it->steps;
+        if (t.blocks->format == choice.format && wanted(t.name)) add(tensors, input, t.name + " " + std::string(tensor_kind_name(t.kind)), *t.blocks);
+      }
+      for (const OperandBlocks& o : snapshot.block_operands) {
+        any_blocks = true;
+        if (o.blocks.format == choice.format && wanted(o.name)) add(operands, input, o.name + " " + o.operand, o.blocks);
       }
     }
   }
@@ -192,18 +197,23 @@ void run_recorded_block_analysis(const AnalyzeOptions& options, const BlockChoic
     throw UsageError("the run logs hold no block statistics: record them with fpscope train --record-blocks " + block_format_name(choice.format) +
                          ", or analyze .npy tensors",
                      1);
-  if (tensors.empty())
+  if (tensors.empty() && operands.empty())
     throw UsageError("the run logs hold no block statistics of " + block_format_name(choice.format) + " in blocks of " +
                          std::to_string(choice.format.block_size) + (options.tensors.empty() ? "" : " for --tensor"),
                      1);
-  if (options.scale_rule != "floor" && parse_scale_rule(options.scale_rule) != tensors.front().rule)
-    throw UsageError("the run recorded the " + scale_rule_name(tensors.front().rule) + " rule; --scale-rule " + printable_text(options.scale_rule) +
+  const ScaleRule recorded_rule = (tensors.empty() ? operands : tensors).front().rule;
+  if (options.scale_rule != "floor" && parse_scale_rule(options.scale_rule) != recorded_rule)
+    throw UsageError("the run recorded the " + scale_rule_name(recorded_rule) + " rule; --scale-rule " + printable_text(options.scale_rule) +
                      " needs the values themselves (.npy tensors)");
   const auto share = [](std::uint64_t part, std::uint64_t whole) { return percent(part, whole); };
   if (options.json) {
-    nlohmann::json out{{"format", block_format_name(choice.format)}, {"block", choice.format.block_size}, {"tensors", nlohmann::json::array()}};
-    for (const Summed& t : tensors)
-      out["tensors"].push_back({{"tensor", t.name},
+    nlohmann::json out{{"format", block_format_name(choice.format)},
+                       {"block", choice.format.block_size},
+                       {"tensors", nlohmann::json::array()},
+                       {"recipe_operands", nlohmann::json::array()}};
+    for (const auto& [key, list] : {std::pair{"tensors", &tensors}, std::pair{"recipe_operands", &operands}})
+      for (const Summed& t : *list)
+        out[key].push_back({{"tensor", t.name},
                                 {"scale_rule", scale_rule_name(t.rule)},
                                 {"recorded_steps", t.steps},
                                 {"elements", t.statistics.elements},
@@ -216,19 +226,35 @@ void run_recorded_block_analysis(const AnalyzeOptions& options, const BlockChoic
     fmt::print("{}\n", out.dump(2));
     return;
   }
-  std::string table = fmt::format("format {}, blocks of {} along each tensor's feature axis (attention scores and probabilities: each query's keys), "
-                                  "as the run recorded them ({} rule, elements rounded to nearest even), summed over the recorded steps\n\n",
-                                  block_format_name(choice.format), choice.format.block_size,
-                                  choice.format.scale == BlockFormat::Scale::e8m0 ? scale_rule_name(tensors.front().rule) : "E4M3 scale");
-  table += fmt::format("{:<36} {:>6} {:>12} {:>9} {:>10} {:>12} {:>11} {:>14}\n", "tensor", "steps", "values", "NaN blk", "% flushed",
-                       "% subnormal", "% saturated", "scales");
-  for (const Summed& t : tensors) {
-    const BlockStatistics& st = t.statistics;
-    table += fmt::format("{:<36} {:>6} {:>12} {:>9} {:>9.4f}% {:>11.4f}% {:>10.4f}% {:>14}\n", printable_text(t.name, 36), t.steps, st.elements,
-                         st.nan_blocks, share(st.flushed_to_zero, st.elements), share(st.made_subnormal, st.elements),
-                         share(st.saturated, st.elements), scale_range_text(scale_exponent_range(choice.format, st)));
+  const std::string rule_text = choice.format.scale == BlockFormat::Scale::e8m0 ? scale_rule_name(recorded_rule) + " rule" : "E4M3 scale";
+  const auto rows = [&](const std::vector<Summed>& list, const char* first_column) {
+    std::string text = fmt::format("{:<36} {:>6} {:>12} {:>9} {:>10} {:>12} {:>11} {:>14}\n", first_column, "steps", "values", "NaN blk", "% flushed",
+                                   "% subnormal", "% saturated", "scales");
+    for (const Summed& t : list) {
+      const BlockStatistics& st = t.statistics;
+      text += fmt::format("{:<36} {:>6} {:>12} {:>9} {:>9.4f}% {:>11.4f}% {:>10.4f}% {:>14}\n", printable_text(t.name, 36), t.steps, st.elements,
+                          st.nan_blocks, share(st.flushed_to_zero, st.elements), share(st.made_subnormal, st.elements),
+                          share(st.saturated, st.elements), scale_range_text(scale_exponent_range(choice.format, st)));
+    }
+    return text;
+  };
+  std::string table;
+  if (!tensors.empty()) {
+    table += fmt::format("format {}, blocks of {} along each tensor's feature axis (attention scores and probabilities: each query's keys), "
+                         "as the run recorded them ({}, elements rounded to nearest even), summed over the recorded steps\n\n",
+                         block_format_name(choice.format), choice.format.block_size, rule_text);
+    table += rows(tensors, "tensor");
+    table += "\nexact counts, recorded from each tensor's values before its cast (gradients carry the run's loss scale).\n";
   }
-  table += "\nexact counts, recorded from each tensor's values before its cast (gradients carry the run's loss scale).\n";
+  if (!operands.empty()) {
+    if (!table.empty()) table += "\n";
+    table += fmt::format("the recipe's GEMM operands in {} (blocks of {}, {}), as its products saw them, summed over the recorded steps: each "
+                         "product's copy blocked along its own reduction axis (weights in square tiles: one copy), elements rounded as the run "
+                         "says (its header names the recipe)\n\n",
+                         block_format_name(choice.format), choice.format.block_size, rule_text);
+    table += rows(operands, "operand");
+    table += "\nexact counts from the quantizations the products used (gradients carry the run's loss scale).\n";
+  }
   fmt::print("{}", table);
 }
 

@@ -540,6 +540,7 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
             device_step::counted_record(m.records[r].first, m.records[r].second, m.host_readback.data() + scalar_words + r * record_stride, low));
         if (!blocks.empty()) snapshot.tensors.back().blocks = std::move(blocks[r]);
       }
+      add_recipe_records(snapshot, config_.recipe, result.scaling, result.block_operands);
       complete_snapshot(snapshot, steps_, result.loss, result.loss_scale, result.skipped);
       result.snapshot = std::move(snapshot);
     }

@@ -365,6 +365,7 @@ StepResult DeviceMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
                                                                  m.host_readback.data() + scalar_words + (4 * l + k) * record_stride, low));
           snapshot.tensors.back().blocks = std::move(blocks[4 * l + k]);
         }
+      add_recipe_records(snapshot, config_.recipe, result.scaling, result.block_operands);
       complete_snapshot(snapshot, steps_, result.loss, result.loss_scale, result.skipped);
       result.snapshot = std::move(snapshot);
     }

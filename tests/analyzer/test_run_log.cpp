@@ -108,6 +108,27 @@ TEST_CASE("block statistics in a run log: read back whole, and damage named") {
                        doctest::Contains("a relative exponent must be 0 ..= -276"), RunLogError);
 }
 
+TEST_CASE("a block-scaled recipe's operand statistics in snapshots: read back whole, and damage named") {
+  std::mt19937 rng(11);
+  Snapshot snapshot = sample_snapshot(4, rng);
+  BlockRecord blocks = *snapshot.tensors[0].blocks;
+  snapshot.block_operands.push_back({"h0.attn.qkv", "weight", blocks});
+  blocks.statistics.flushed_to_zero = 7;
+  snapshot.block_operands.push_back({"h0.attn.qkv", "output_gradient", blocks});
+  const std::string line = snapshot_line(snapshot);
+  CHECK(parse_snapshot(line, "log:5") == snapshot);
+  const auto damaged = [&](const std::string& from, const std::string& to) { return replaced(line, from, to); };
+  CHECK_THROWS_WITH_AS(parse_snapshot(damaged("\"operand\":\"weight\"", "\"operand\":\"bias\""), "log:5"),
+                       doctest::Contains("log:5: 'block_operands': operand must be input, weight or output_gradient, not 'bias'"), RunLogError);
+  CHECK_THROWS_WITH_AS(parse_snapshot(damaged("\"block_operands\":[", "\"block_operands\":7,\"unread\":["), "log:5"),
+                       doctest::Contains("log:5: 'block_operands' must be an array"), RunLogError);
+  // The operands' block records are checked as a tensor's are.
+  const std::string operands = line.substr(line.find("\"block_operands\""));
+  CHECK_THROWS_WITH_AS(parse_snapshot(line.substr(0, line.find("\"block_operands\"")) + replaced(operands, "\"format\":\"mxfp4\"", "\"format\":\"mxfp5\""),
+                                      "log:5"),
+                       doctest::Contains("'blocks': unknown block-scaled format 'mxfp5'"), RunLogError);
+}
+
 TEST_CASE("FP8 scaling records in step lines and snapshots: read back whole, and damage named") {
   StepRecord step{7, 0.25, 1.0, false, {}};
   step.scaling.push_back({"fc1", "input", "e4m3", 5.5, 81.45454406738281, 8192, 3, 1, 0});

@@ -269,6 +269,8 @@ check_bad bad-train-hadamard "--hadamard turns the weight gradient's operands fo
 check_bad bad-train-gradient-round "--gradient-round sets how a recipe's output-gradient operands round: use it with --recipe" -- "$fpscope" train --gradient-round stochastic --out "$work/never17.jsonl"
 check_bad bad-train-weight-blocks "unknown --weight-blocks '3d': expected 1d or 2d" -- "$fpscope" train --recipe nvfp4 --weight-blocks 3d --out "$work/never15.jsonl"
 check_bad bad-train-weight-blocks-recipe "--weight-blocks 2d sets the block-scaled recipes" -- "$fpscope" train --recipe fp8-current --weight-blocks 2d --out "$work/never16.jsonl"
+check analyze-recipe-operands 0 '^h0\.attn\.qkv weight +3 +' -- "$fpscope" analyze "$work/gpt-mx.jsonl" -f mxfp4
+check analyze-recipe-operands-json 0 '"recipe_operands": \[' -- "$fpscope" analyze "$work/gpt-mx.jsonl" -f mxfp4 --json
 check train-gpt-export 0 '^exported 28 2 2$' -- bash -c "'$fpscope' train ${gpt[*]} --steps 2 --export-inputs '$work/gpt-export' >/dev/null 2>&1 &&
   echo exported \$(ls '$work/gpt-export' | grep -vc -- '-0000') \$(ls '$work/gpt-export' | grep -c '^inputs-') \$(ls '$work/gpt-export' | grep -c '^targets-')"
 check_bad bad-train-record-blocks-rule "a scale rule chooses MX (E8M0) scales; nvfp4 has one" -- "$fpscope" train --record-blocks nvfp4:even --out "$work/never9.jsonl"

@@ -573,6 +573,19 @@ TEST_CASE("a GPT under a recipe: each linear layer's products see the recipe's o
           const std::uint64_t elements = o.operand == GemmOperand::input ? in * tokens : o.operand == GemmOperand::weight ? in * out : out * tokens;
           CHECK(o.statistics.elements == (tiles && o.operand == GemmOperand::weight ? 1 : 2) * elements);
         }
+        // A recorded step's snapshot carries them, in the recipe's format and rule.
+        if (s == 2) {
+          REQUIRE(result.snapshot->block_operands.size() == result.block_operands.size());
+          for (std::size_t i = 0; i < result.block_operands.size(); ++i) {
+            const OperandBlocks& r = result.snapshot->block_operands[i];
+            CHECK(r.name == result.block_operands[i].name);
+            CHECK(r.operand == gemm_operand_name(result.block_operands[i].operand));
+            CHECK(r.blocks.format == block_format_of(recipe));
+            CHECK(r.blocks.statistics == result.block_operands[i].statistics);
+          }
+        } else {
+          CHECK_FALSE(result.snapshot);
+        }
       }
     }
     // A plain run from the same start takes another path.

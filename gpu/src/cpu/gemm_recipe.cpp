@@ -160,6 +160,16 @@ BlockStatistics& block_operand_statistics(std::vector<BlockOperandStatistics>& o
   return operands[block_operand_index(operands, name, operand)].statistics;
 }
 
+void add_recipe_records(Snapshot& snapshot, const RecipeConfig& config, const std::vector<OperandScaling>& scaling,
+                        const std::vector<BlockOperandStatistics>& block_operands) {
+  snapshot.scaling = scaling;
+  snapshot.block_operands.clear();
+  if (!block_scaled(config.recipe)) return;
+  const BlockFormat format = block_format_of(config.recipe);
+  for (const BlockOperandStatistics& o : block_operands)
+    snapshot.block_operands.push_back({o.name, gemm_operand_name(o.operand), BlockRecord{format, recipe_scale_rule, o.statistics}});
+}
+
 OperandScaling& new_operand_scaling(std::vector<OperandScaling>& scaling, const std::string& name) {
   scaling.emplace_back();
   scaling.back().name = name;

@@ -456,7 +456,7 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   result.block_operands = std::move(hooks.block_operands);
   if (record) {
     Snapshot snapshot;
-    snapshot.scaling = result.scaling;
+    add_recipe_records(snapshot, config_.recipe, result.scaling, result.block_operands);
     for (TensorRecord& a : hooks.activations) {
       const std::string name = a.name;
       snapshot.tensors.push_back(std::move(a));

@@ -382,7 +382,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
       }
   }
   if (record) {
-    snapshot.scaling = result.scaling;
+    add_recipe_records(snapshot, config_.recipe, result.scaling, result.block_operands);
     for (std::size_t l = 0; l < layers; ++l) {
       snapshot.tensors.push_back(std::move(activation[l]));
       snapshot.tensors.push_back(std::move(activation_gradient[l]));

@@ -187,6 +187,12 @@ struct BlockOperandStatistics {
   BlockStatistics statistics;
 };
 
+// A recorded step's recipe records in its snapshot: the FP8 operands' scaling, and the
+// block-scaled operands' statistics with the recipe's format and scale rule. Every backend's
+// recorded step goes through here.
+void add_recipe_records(Snapshot& snapshot, const RecipeConfig& config, const std::vector<OperandScaling>& scaling,
+                        const std::vector<BlockOperandStatistics>& block_operands);
+
 // The statistics of (name, operand) in a step's list, added at its end the first time: every
 // backend's step records its block-scaled operands through here.
 BlockStatistics& block_operand_statistics(std::vector<BlockOperandStatistics>& operands, const std::string& name, GemmOperand operand);

@@ -79,6 +79,17 @@ struct OperandScaling {
   friend bool operator==(const OperandScaling&, const OperandScaling&) = default;
 };
 
+// One GEMM operand's block quantizations in one recorded step (the engine's block-scaled recipes,
+// gemm_recipe.hpp): layer `name`'s operand ("input", "weight" or "output_gradient") and what the
+// step's quantizations of it did -- each product it feeds blocked along its own reduction axis,
+// summed (weights in square tiles: once) -- in the recipe's format and rule.
+struct OperandBlocks {
+  std::string name;
+  std::string operand;
+  BlockRecord blocks;
+  friend bool operator==(const OperandBlocks&, const OperandBlocks&) = default;
+};
+
 // One training step, recorded or not: its loss (NaN where not known), the loss scale its backward
 // pass used, whether the optimizer step was skipped, and its GEMM operands' FP8 scaling where the
 // run uses a per-tensor FP8 recipe.
@@ -98,6 +109,8 @@ struct Snapshot {
   bool skipped = false;  // the optimizer step was skipped (non-finite gradients)
   std::vector<TensorRecord> tensors;
   std::vector<OperandScaling> scaling;  // as StepRecord::scaling
+  // Runs with a block-scaled recipe: what each GEMM operand's block quantizations did this step.
+  std::vector<OperandBlocks> block_operands;
   friend bool operator==(const Snapshot&, const Snapshot&) = default;
   StepRecord step_record() const { return {step, loss, loss_scale, skipped, scaling}; }
 };
