@@ -101,6 +101,20 @@ void step_from_the_same_state(TrainerBackend& cpu, TrainerBackend& device, const
   CHECK(got_state.stochastic_counter == want_state.stochastic_counter);
   check_fp8_states(got_state, want_state);
   check_recipe_records(got, want);
+  // A recorded step's snapshot carries the same recipe records as the CPU's (the device's once
+  // left its FP8 scaling out).
+  REQUIRE(got.snapshot.has_value() == record);
+  REQUIRE(want.snapshot.has_value() == record);
+  if (record) {
+    CHECK(got.snapshot->scaling.size() == want.snapshot->scaling.size());
+    CHECK(got.snapshot->block_operands.size() == want.snapshot->block_operands.size());
+    for (std::size_t i = 0; i < std::min(got.snapshot->block_operands.size(), want.snapshot->block_operands.size()); ++i) {
+      CHECK(got.snapshot->block_operands[i].name == want.snapshot->block_operands[i].name);
+      CHECK(got.snapshot->block_operands[i].blocks.format == want.snapshot->block_operands[i].blocks.format);
+      CHECK(got.snapshot->block_operands[i].blocks.statistics.elements == want.snapshot->block_operands[i].blocks.statistics.elements);
+    }
+    CHECK(got.snapshot->scaling.size() == got.scaling.size());
+  }
 }
 
 struct RecipeRun {
