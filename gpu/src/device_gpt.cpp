@@ -303,7 +303,7 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
                                   float alpha) { device_step::DeviceRecipe::product(ops, ta, tb, rows, cols, k, a, lda, b, ldb, c, ldc, alpha); };
   const auto block_operand = [&](const std::string& name, GemmOperand operand, const float* x, int rows, int cols, bool along_first_axis,
                                  float* device) {
-    m.recipe.block_operand(ops, x, rows, cols, along_first_axis, block_operand_index(result.block_operands, name, operand), stochastic_counter_,
+    m.recipe.block_operand(ops, operand, x, rows, cols, along_first_axis, block_operand_index(result.block_operands, name, operand), stochastic_counter_,
                            device);
   };
   // An FP8 operand (rows x cols values at x) into its slot's buffer (kept for the backward), its factor returned.

@@ -228,7 +228,7 @@ StepResult DeviceMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
                                   float alpha) { device_step::DeviceRecipe::product(ops, ta, tb, rows, cols, k, a, lda, b, ldb, c, ldc, alpha); };
   const auto layer_name = [](std::size_t l) { return "fc" + std::to_string(l + 1); };
   const auto block_operand = [&](std::size_t l, GemmOperand operand, const float* x, int rows, int cols, bool along_rows, float* device) {
-    m.recipe.block_operand(ops, x, rows, cols, along_rows, block_operand_index(result.block_operands, layer_name(l), operand), stochastic_counter_,
+    m.recipe.block_operand(ops, operand, x, rows, cols, along_rows, block_operand_index(result.block_operands, layer_name(l), operand), stochastic_counter_,
                            device);
   };
   const auto fp8_operand = [&](std::size_t l, GemmOperand operand, const float* x, std::size_t n, float* device) {

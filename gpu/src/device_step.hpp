@@ -147,8 +147,6 @@ class DeviceRecipe {
       throw std::invalid_argument("the CUDA backend does not quantize weights in square tiles (--weight-blocks 2d) yet: train it with --backend cpu");
     if (config.recipe.hadamard_weight_gradients)
       throw std::invalid_argument("the CUDA backend has no random Hadamard transform (--hadamard) yet: train it with --backend cpu");
-    if (config.recipe.gradient_rounding && *config.recipe.gradient_rounding != config.rounding)
-      throw std::invalid_argument("the CUDA backend rounds every operand in the run's mode (no --gradient-round of its own) yet: train it with --backend cpu");
     ctx_.rounding = config.rounding;
     ctx_.stochastic_seed = config.seed;
     if (fp8_slots != 0) counts_ = Buffer<unsigned long long>(ops, 3 * fp8_slots);
@@ -180,7 +178,8 @@ class DeviceRecipe {
   // rows or columns into `device` (x's size; may be x) as block_scaled_operand makes it, drawing
   // from the run's stream at `counter` (moved on by what it drew), counted into the step's block
   // statistics at `entry` (block_operand_index's place), read back by finish_step.
-  void block_operand(DeviceOps& ops, const float* x, int rows, int cols, bool along_rows, std::size_t entry, std::uint64_t& counter, float* device) {
+  void block_operand(DeviceOps& ops, GemmOperand operand, const float* x, int rows, int cols, bool along_rows, std::size_t entry, std::uint64_t& counter,
+                     float* device) {
     const BlockFormat format = block_format_of(config_.recipe);
     const BlockLayout layout = recipe_block_layout(format, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols), along_rows);
     while (block_counters_.size() <= entry) {
@@ -189,6 +188,7 @@ class DeviceRecipe {
     }
     block_entries_ = std::max(block_entries_, entry + 1);
     Context ctx = ctx_;
+    ctx.rounding = operand_rounding(config_, operand, ctx_.rounding);
     ctx.stochastic_counter = counter;
     ops.block_quantize(x, device, layout, format, recipe_scale_rule, ctx, block_counters_[entry].data(), amax_.data());
     counter += layout.element_count();
@@ -204,7 +204,8 @@ class DeviceRecipe {
     ops.download(&largest, amax_.data(), sizeof largest);
     const float amax = amax_of_magnitude_bits(largest);
     const float scale = fp8_step_scale(config_, operand, amax, fp8_.at(slot));
-    ops.fp8_quantize(x, device, n, scale, fp8_format_of(config_, operand) == formats::e5m2, ctx_.rounding, fp8_cast_options(ctx_),
+    ops.fp8_quantize(x, device, n, scale, fp8_format_of(config_, operand) == formats::e5m2, operand_rounding(config_, operand, ctx_.rounding),
+                     fp8_cast_options(ctx_),
                      ctx_.stochastic_seed, counter, counts_.data() + 3 * slot);
     counter += n;
     describe_fp8_operand(record, config_, operand, amax, scale, n);

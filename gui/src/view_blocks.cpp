@@ -36,6 +36,34 @@ Rgb bar_of(int relative, const RelativeWindow& window) {
   return palette::flushed_bar;
 }
 
+// A block-scaled recipe's GEMM operands at the shown step (a run trained with --recipe and no
+// --record-blocks): what the quantizations its products used did to each, exactly.
+void draw_recipe_operands(const Snapshot& snapshot) {
+  const BlockRecord& first = snapshot.block_operands.front().blocks;
+  ImGui::Text("The recipe's GEMM operands at step %lld, as its products saw them: %s in blocks of %d (each product's copy blocked along\n"
+              "its own reduction axis, summed; weights in square tiles: one copy). Choose 'record blocks' for each tensor's own histogram.",
+              static_cast<long long>(snapshot.step), block_format_name(first.format).c_str(), first.format.block_size);
+  if (!ImGui::BeginTable("recipe operands", 6, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_ScrollY)) return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  for (const char* column : {"layer", "operand", "elements", "flushed to zero", "made subnormal", "saturated"}) ImGui::TableSetupColumn(column);
+  ImGui::TableHeadersRow();
+  for (const OperandBlocks& o : snapshot.block_operands) {
+    const BlockStatistics& st = o.blocks.statistics;
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(o.name.c_str());
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(o.operand.c_str());
+    ImGui::TableNextColumn();
+    ImGui::Text("%llu", static_cast<unsigned long long>(st.elements));
+    for (const std::uint64_t count : {st.flushed_to_zero, st.made_subnormal, st.saturated}) {
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(share(count, st.elements).c_str());
+    }
+  }
+  ImGui::EndTable();
+}
+
 }  // namespace
 
 void draw_blocks(App& app) {
@@ -43,6 +71,10 @@ void draw_blocks(App& app) {
   const TensorRecord* record = app.shown_record("No run yet: choose a format under 'record blocks' on the left, then Start.", snapshot);
   if (record == nullptr) return;
   if (!record->blocks) {
+    if (!snapshot->block_operands.empty()) {
+      draw_recipe_operands(*snapshot);
+      return;
+    }
     ImGui::TextDisabled("This run recorded no block statistics. Choose a format under 'record blocks' in the settings on the left and\n"
                         "Start (or --record-blocks mxfp8-e4m3), or follow a log written by fpscope train --record-blocks.");
     return;

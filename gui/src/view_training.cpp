@@ -295,7 +295,7 @@ void draw_training(App& app) {
     }
     if (ImGui::IsItemHovered())
       ImGui::SetTooltip("How the recipe's output-gradient operands round (NVIDIA's NVFP4 recipe: stochastic, everything else to\n"
-                        "nearest). Other than the run's: CPU backend.");
+                        "nearest), from the run's stochastic stream.");
   }
   ImGui::InputFloat("learning rate", &f.learning_rate, 0, 0, "%g");
   if (ImGui::IsItemHovered())

@@ -10,6 +10,7 @@
 #include <bit>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -122,6 +123,7 @@ struct RecipeRun {
   Precision precision;
   RoundingMode rounding;
   bool all_e4m3 = false;
+  std::optional<RoundingMode> gradients;  // the recipe's gradient rounding, where its own
 };
 
 const RecipeRun runs[] = {{GemmRecipe::fp8_delayed, Precision::bf16, RoundingMode::nearest_even},
@@ -129,11 +131,14 @@ const RecipeRun runs[] = {{GemmRecipe::fp8_delayed, Precision::bf16, RoundingMod
                           {GemmRecipe::fp8_unscaled, Precision::bf16, RoundingMode::nearest_even},
                           {GemmRecipe::mxfp8, Precision::bf16, RoundingMode::nearest_even},
                           {GemmRecipe::mxfp4, Precision::bf16, RoundingMode::stochastic},
-                          {GemmRecipe::nvfp4, Precision::fp32, RoundingMode::nearest_even}};
+                          {GemmRecipe::nvfp4, Precision::fp32, RoundingMode::nearest_even},
+                          {GemmRecipe::nvfp4, Precision::bf16, RoundingMode::nearest_even, false, RoundingMode::stochastic},
+                          {GemmRecipe::fp8_current, Precision::bf16, RoundingMode::nearest_even, false, RoundingMode::stochastic}};
 
 MlpConfig with_recipe(MlpConfig config, const RecipeRun& run) {
   config.recipe.recipe = run.recipe;
   config.recipe.all_e4m3 = run.all_e4m3;
+  config.recipe.gradient_rounding = run.gradients;
   config.recipe.amax_history = 3;
   config.precision = run.precision;
   config.rounding = run.rounding;
@@ -164,7 +169,7 @@ TEST_CASE("recipes on the device MLP, on the host twin, quantize as the CPU back
   }
 }
 
-TEST_CASE("the device trainers refuse square weight tiles, a gradient rounding of its own and the Hadamard transform, which they do not make, with a sentence") {
+TEST_CASE("the device trainers refuse square weight tiles and the Hadamard transform, which they do not make, with a sentence") {
   MlpConfig config;
   config.layer_sizes = {20, 48, 10};
   config.recipe.recipe = GemmRecipe::nvfp4;
@@ -173,9 +178,7 @@ TEST_CASE("the device trainers refuse square weight tiles, a gradient rounding o
   const GptShape shape{1, 16, 2, 8, 32};
   CHECK_THROWS_WITH_AS(DeviceGptTrainer(shape, config, make_host_device_ops()), doctest::Contains("--backend cpu"), std::invalid_argument);
   config.recipe.square_weight_tiles = false;
-  config.recipe.gradient_rounding = RoundingMode::stochastic;
-  CHECK_THROWS_WITH_AS(DeviceMlpTrainer(config, make_host_device_ops()), doctest::Contains("no --gradient-round of its own"), std::invalid_argument);
-  config.rounding = RoundingMode::stochastic;  // the run's own mode: nothing for the device to do apart
+  config.recipe.gradient_rounding = RoundingMode::stochastic;  // the device rounds gradients as the CPU does (the recipe tests)
   CHECK_NOTHROW(DeviceMlpTrainer(config, make_host_device_ops()));
   config.recipe.hadamard_weight_gradients = true;
   CHECK_THROWS_WITH_AS(DeviceMlpTrainer(config, make_host_device_ops()), doctest::Contains("no random Hadamard transform (--hadamard)"), std::invalid_argument);
