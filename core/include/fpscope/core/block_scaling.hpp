@@ -142,8 +142,8 @@ void block_quantize_scalar_under_tensor_scale(const BlockFormat& format, ScaleRu
 // product see the same values), and every block of a tile has the tile's scale code (as TE
 // stores them). A NaN or infinity makes its whole tile NaN. Statistics count each block, their
 // relative exponents taken from the tile's amax (the one that sets its scale). NVFP4's tensor
-// scale from the values' finite amax, as block_quantize's. The scalar path, in bands of whole
-// tiles on up to `threads` threads (0: every core), the same bits and counts as one.
+// scale from the values' finite amax, as block_quantize's. The scalar path, in bands of scale
+// rows on up to `threads` threads (0: every core), the same bits and counts as one.
 void block_quantize_square_tiles(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
                                  std::span<std::uint8_t> element_codes, std::span<std::uint8_t> scale_codes, float& tensor_scale, Context& ctx,
                                  BlockStatistics* statistics = nullptr, std::span<BlockOutcome> outcomes = {}, int threads = 1);
