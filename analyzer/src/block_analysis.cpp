@@ -67,14 +67,17 @@ std::optional<ScaleExponentRange> scale_exponent_range(const BlockFormat& format
 }
 
 BlockRuleReport analyze_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
-                               const Context& ctx, std::optional<float> given_tensor_scale) {
+                               const Context& ctx, std::optional<float> given_tensor_scale, bool square_tiles) {
+  if (square_tiles && given_tensor_scale) throw std::invalid_argument("analyze_blocks: square tiles take the values' own tensor scale");
   BlockRuleReport report;
   report.rule = rule;
   std::vector<std::uint8_t> codes(values.size());
   report.scale_codes.resize(layout.block_count());
   float tensor_scale = 1;
   Context run = ctx;
-  if (given_tensor_scale) {
+  if (square_tiles) {
+    block_quantize_square_tiles(format, rule, layout, values, codes, report.scale_codes, tensor_scale, run, &report.statistics, {}, 0);
+  } else if (given_tensor_scale) {
     tensor_scale = *given_tensor_scale;
     block_quantize_under_tensor_scale(format, rule, layout, values, codes, report.scale_codes, tensor_scale, run, &report.statistics, {}, 0);
   } else {
@@ -86,10 +89,10 @@ BlockRuleReport analyze_blocks(const BlockFormat& format, ScaleRule rule, const 
 }
 
 std::vector<BlockRuleReport> compare_scale_rules(const BlockFormat& format, const BlockLayout& layout, std::span<const float> values,
-                                                 const Context& ctx) {
+                                                 const Context& ctx, bool square_tiles) {
   std::vector<BlockRuleReport> reports;
   for (const ScaleRule rule : all_scale_rules) {
-    reports.push_back(analyze_blocks(format, rule, layout, values, ctx));
+    reports.push_back(analyze_blocks(format, rule, layout, values, ctx, std::nullopt, square_tiles));
     for (std::size_t b = 0; b < reports.back().scale_codes.size(); ++b)
       reports.back().blocks_differing += reports.back().scale_codes[b] != reports.front().scale_codes[b];
     if (format.scale != BlockFormat::Scale::e8m0) break;  // NVFP4's E4M3 scale has one rule

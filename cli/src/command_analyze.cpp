@@ -43,6 +43,7 @@ struct AnalyzeOptions {
   std::string block, axis = "rows", scale_rule = "floor", round = "rne";
   bool compare_scale_rules = false;
   std::optional<std::string> tensor_amax;  // nvfp4: the amax every tensor's scale is made from
+  bool tiles = false;                      // block formats (.npy): each block scaled by its square tile's amax
 };
 
 struct SourcedSeries {
@@ -153,6 +154,7 @@ std::string scale_range_text(const std::optional<ScaleExponentRange>& range) {
 void run_recorded_block_analysis(const AnalyzeOptions& options, const BlockChoice& choice) {
   if (options.compare_scale_rules)
     throw UsageError("--compare-scale-rules needs the values themselves (.npy tensors); a run log holds one rule's statistics");
+  if (options.tiles) throw UsageError("--tiles needs the values themselves (.npy tensors); a run log's statistics were counted as the run blocked them");
   if (options.tensor_amax)
     throw UsageError("--tensor-amax needs the values themselves (.npy tensors); a run log's statistics were counted under each tensor's own scale");
   struct Summed {
@@ -273,6 +275,7 @@ void run_block_analysis(const AnalyzeOptions& options) {
     throw UsageError("--scale and --kind apply to element formats; a block format sets its own scale per block");
   std::optional<float> tensor_scale;  // nvfp4 under a given amax
   if (const auto given = parse_tensor_amax(choice, options.tensor_amax)) tensor_scale = given->tensor_scale;
+  if (options.tiles && tensor_scale) throw UsageError("--tiles makes NVFP4's tensor scale from the values' own amax: drop --tensor-amax");
   const NpyElements elements = parse_npy_elements(options.as);
   Context ctx;
   ctx.rounding = parse_rounding_mode(options.round);
@@ -293,9 +296,11 @@ void run_block_analysis(const AnalyzeOptions& options) {
       continue;
     const NpyTensor tensor = npy_read_float32(file, elements);
     const BlockLayout layout = block_layout_for(choice, tensor.info.shape, file.string());
-    tensors.push_back({name, options.compare_scale_rules ? compare_scale_rules(choice.format, layout, tensor.values, ctx)
+    if (options.tiles && tensor.info.shape.size() != 2)
+      throw UsageError(printable_text(file.string(), 200) + " has shape " + shape_text(tensor.info.shape) + ": square tiles (--tiles) need 2-D tensors", 1);
+    tensors.push_back({name, options.compare_scale_rules ? compare_scale_rules(choice.format, layout, tensor.values, ctx, options.tiles)
                                                          : std::vector<BlockRuleReport>{analyze_blocks(choice.format, choice.rule, layout,
-                                                                                                       tensor.values, ctx, tensor_scale)}});
+                                                                                                       tensor.values, ctx, tensor_scale, options.tiles)}});
   }
   if (tensors.empty()) throw UsageError("no tensor matches --tensor in the inputs", 1);
 
@@ -304,6 +309,7 @@ void run_block_analysis(const AnalyzeOptions& options) {
     nlohmann::json out{{"format", block_format_name(choice.format)},
                        {"block", choice.format.block_size},
                        {"axis", choice.axis == BlockAxis::rows ? "rows" : "cols"},
+                       {"square_tiles", options.tiles},
                        {"rounding", rounding_mode_name(ctx.rounding)},
                        {"tensors", nlohmann::json::array()}};
     for (const auto& t : tensors) {
@@ -333,8 +339,10 @@ void run_block_analysis(const AnalyzeOptions& options) {
     fmt::print("{}\n", out.dump(2));
     return;
   }
-  std::string table = fmt::format("format {}, blocks of {} along {}, elements rounded {}{}\n\n", block_format_name(choice.format),
-                                  choice.format.block_size, choice.axis == BlockAxis::rows ? "rows" : "columns", rounding_mode_name(ctx.rounding),
+  std::string table = fmt::format("format {}, blocks of {} along {}{}, elements rounded {}{}\n\n", block_format_name(choice.format),
+                                  choice.format.block_size, choice.axis == BlockAxis::rows ? "rows" : "columns",
+                                  options.tiles ? fmt::format(", each scaled by its {0}x{0} tile's amax", choice.format.block_size) : std::string(),
+                                  rounding_mode_name(ctx.rounding),
                                   options.compare_scale_rules                           ? ", every scale rule"
                                   : choice.format.scale == BlockFormat::Scale::e8m0 ? ", scales by the " + scale_rule_name(choice.rule) + " rule"
                                   : tensor_scale ? fmt::format(", E4M3 block scales under the tensor scale {} ({:a}) of the given amax {}", *tensor_scale,
@@ -377,8 +385,8 @@ void run_analyze(const AnalyzeOptions& options) {
     }
     if (block_format) return run_block_analysis(options);
     if (options.tensor_amax) throw UsageError("--tensor-amax sets NVFP4's tensor scale: it applies with -f nvfp4");
-    if (options.compare_scale_rules || !options.block.empty() || options.scale_rule != "floor")
-      throw UsageError("--compare-scale-rules, --block and --scale-rule apply to block-scaled formats (mxfp8-e4m3, mxfp4, nvfp4, ...)");
+    if (options.compare_scale_rules || options.tiles || !options.block.empty() || options.scale_rule != "floor")
+      throw UsageError("--compare-scale-rules, --tiles, --block and --scale-rule apply to block-scaled formats (mxfp8-e4m3, mxfp4, nvfp4, ...)");
   }
   // A --format is checked before any input is read; without one, the run logs' own is known after.
   std::optional<TargetFormat> target;
@@ -527,6 +535,8 @@ void add_analyze(CLI::App& app) {
   cmd->add_option("-r,--round", options->round, "block-scaled formats: how elements round")->capture_default_str();
   cmd->add_flag("--compare-scale-rules", options->compare_scale_rules,
                 "block-scaled formats: every scale rule side by side (blocks whose scale differs, flushes, saturation, error)");
+  cmd->add_flag("--tiles", options->tiles,
+                "block-scaled formats (2-D .npy tensors): each block scaled by its square tile's amax, as NVIDIA's NVFP4 recipe scales weights");
   cmd->add_option("--tensor-amax", options->tensor_amax,
                   "nvfp4 (.npy): make every tensor's scale from this amax (a calibrated one) instead of its own: 2688 / amax");
   cmd->callback([options] { run_analyze(*options); });

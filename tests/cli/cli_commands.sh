@@ -192,6 +192,10 @@ check_bad bad-dequantize-nvfp4-no-tensor-scale "nvfp4 codes need the tensor scal
 check quantize-tiles 0 'blocks of 2 along rows, each scaled by its 2x2 tile.s amax' -- "$fpscope" quantize "$work/q.npy" -f mxfp8 --block 2 --tiles
 check quantize-tiles-scales 0 '^ *127 +120 +127 +120$' -- bash -c "'$fpscope' quantize '$work/q.npy' -f mxfp8 --block 2 --tiles --scales '$work/qts.npy' >/dev/null && tail -c 4 '$work/qts.npy' | od -An -tu1"
 check quantize-tiles-cols 0 'same' -- bash -c "'$fpscope' quantize '$work/q.npy' -f mxfp8 --block 2 --tiles --codes '$work/qtr.npy' >/dev/null && '$fpscope' quantize '$work/q.npy' -f mxfp8 --block 2 --tiles --axis cols --codes '$work/qtc.npy' >/dev/null && cmp '$work/qtr.npy' '$work/qtc.npy' && echo same"
+check analyze-tiles 0 '^q +floor +8 +0 \(0\.0%\) +0 +12\.5000% +0\.0000% +12\.5000% +2\^-7\.\.2\^0' -- "$fpscope" analyze "$work/q.npy" -f mxfp8 --block 2 --tiles
+check analyze-tiles-header 0 '^format mxfp8-e4m3, blocks of 2 along rows, each scaled by its 2x2 tile.s amax, ' -- "$fpscope" analyze "$work/q.npy" -f mxfp8 --block 2 --tiles
+check_bad bad-analyze-tiles-log "--tiles needs the values themselves (.npy tensors)" -- "$fpscope" analyze "$work/run.jsonl" -f mxfp4 --tiles
+check_bad bad-analyze-tiles-element "--compare-scale-rules, --tiles, --block and --scale-rule apply to block-scaled formats" -- "$fpscope" analyze "$work/q.npy" -f fp16 --tiles
 check_bad bad-quantize-tiles-1d "square tiles (--tiles) need a 2-D tensor" -- "$fpscope" quantize "$work/t.npy" -f mxfp8 --tiles --out "$work/never-q.npy"
 check_bad bad-quantize-tiles-amax "--tiles makes NVFP4's tensor scale from the values' own amax" -- "$fpscope" quantize "$work/q.npy" -f nvfp4 --block 4 --tiles --tensor-amax 100 --out "$work/never-q.npy"
 check_bad bad-dequantize-shape "need scales of shape (2, 2)" -- "$fpscope" dequantize "$work/qc.npy" --scales "$work/qs.npy" -f mxfp8 --block 2 --out "$work/never-q.npy"

@@ -67,13 +67,14 @@ struct BlockRuleReport {
 
 // Quantizes `values` under `rule` in `ctx`'s rounding (ctx is copied: every report starts from
 // the same stochastic stream), with statistics and error; NVFP4 under `tensor_scale` where one is
-// given (block_quantize_under_tensor_scale), else its values' own.
+// given (block_quantize_under_tensor_scale), else its values' own; `square_tiles`: each block
+// scaled by its square tile's amax (block_quantize_square_tiles; no given tensor scale).
 BlockRuleReport analyze_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, std::span<const float> values,
-                               const Context& ctx, std::optional<float> tensor_scale = std::nullopt);
+                               const Context& ctx, std::optional<float> tensor_scale = std::nullopt, bool square_tiles = false);
 
 // Every scale rule (MX formats; NVFP4 has one), blocks_differing counted against the first
 // (the OCP spec's floor rule).
 std::vector<BlockRuleReport> compare_scale_rules(const BlockFormat& format, const BlockLayout& layout, std::span<const float> values,
-                                                 const Context& ctx);
+                                                 const Context& ctx, bool square_tiles = false);
 
 }  // namespace fpscope
