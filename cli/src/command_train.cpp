@@ -188,9 +188,7 @@ void run_train(const TrainOptions& o) {
     throw UsageError("--amax-history is the delayed recipe's: use --recipe fp8-delayed");
   if (config.recipe.recipe != GemmRecipe::fp8_delayed && config.recipe.recipe != GemmRecipe::fp8_current && o.fp8_margin != "0")
     throw UsageError("--fp8-margin sets the scaled FP8 recipes: use --recipe fp8-delayed or fp8-current");
-  if (o.weight_blocks != "1d" && o.weight_blocks != "2d")
-    throw UsageError("unknown --weight-blocks '" + printable_text(o.weight_blocks) + "': expected 1d or 2d");
-  config.recipe.square_weight_tiles = o.weight_blocks == "2d";
+  config.recipe.square_weight_tiles = parse_or_usage([&] { return parse_weight_blocks(o.weight_blocks); });
   if (config.recipe.square_weight_tiles && !block_scaled(config.recipe.recipe))
     throw UsageError("--weight-blocks 2d sets the block-scaled recipes: use --recipe nvfp4, mxfp8, mxfp6 or mxfp4");
   config.recipe.hadamard_weight_gradients = o.hadamard;

@@ -448,9 +448,7 @@ int main(int argc, char** argv) {
       if (!f.record_blocks.empty()) (void)fpscope::parse_block_recording(f.record_blocks);  // throws naming it
       f.optimizer.kind = fpscope::parse_optimizer(optimizer);
       f.recipe = fpscope::parse_gemm_recipe(recipe);
-      if (weight_blocks != "1d" && weight_blocks != "2d")
-        throw std::invalid_argument("--weight-blocks '" + fpscope::printable_text(weight_blocks) + "': expected 1d or 2d");
-      f.square_weight_tiles = weight_blocks == "2d";
+      f.square_weight_tiles = fpscope::parse_weight_blocks(weight_blocks);
       if (!gradient_round.empty()) f.gradient_rounding = fpscope::parse_rounding_mode(gradient_round);
       if ((f.square_weight_tiles || f.hadamard) && !fpscope::block_scaled(f.recipe))
         throw std::invalid_argument("--weight-blocks 2d and --hadamard set the block-scaled recipes: use --recipe nvfp4, mxfp8, mxfp6 or mxfp4");

@@ -11,6 +11,7 @@
 #include "fpscope/core/bulk.hpp"
 #include "fpscope/core/convert.hpp"
 #include "fpscope/core/names.hpp"
+#include "fpscope/core/printable_text.hpp"
 #include "fpscope/gpu/cast_record.hpp"
 #include "fpscope/gpu/gemm.hpp"
 #include "parse_choice.hpp"
@@ -32,6 +33,11 @@ std::string gemm_recipe_name(GemmRecipe recipe) {
 }
 
 GemmRecipe parse_gemm_recipe(std::string_view name) { return parse_choice(name, all_gemm_recipes, gemm_recipe_name, "recipe"); }
+
+bool parse_weight_blocks(std::string_view text) {
+  if (text == "1d" || text == "2d") return text == "2d";
+  throw std::invalid_argument("unknown --weight-blocks '" + printable_text(text) + "': expected 1d or 2d");
+}
 
 std::string recipe_description(const RecipeConfig& config) {
   std::vector<std::string> details;

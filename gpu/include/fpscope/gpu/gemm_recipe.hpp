@@ -72,6 +72,10 @@ struct RecipeConfig {
   bool hadamard_weight_gradients = false;
   friend bool operator==(const RecipeConfig&, const RecipeConfig&) = default;
 };
+// --weight-blocks: "1d" (false) or "2d" (true: square_weight_tiles); throws std::invalid_argument
+// naming the text otherwise.
+bool parse_weight_blocks(std::string_view text);
+
 // "fp8-delayed (hybrid, history 16, margin 0)", "mxfp4", "none": the run log header's words.
 std::string recipe_description(const RecipeConfig& config);
 
