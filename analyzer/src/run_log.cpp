@@ -137,6 +137,15 @@ namespace {
 // A step's "scaling" (step_json), checked: each entry names its tensor, operand and a known
 // format; amax is a number >= 0 (null: not finite this step), the scale a positive finite number,
 // the counts fit the elements.
+// An entry's GEMM operand ("input", "weight" or "output_gradient"), checked; `list` names the
+// array it is in.
+std::string required_operand(const json& o, const char* list, const std::string& where) {
+  std::string operand = required<std::string>(o, "operand", where);
+  if (operand != "input" && operand != "weight" && operand != "output_gradient")
+    fail(where, std::string("'") + list + "': operand must be input, weight or output_gradient, not '" + printable_text(operand) + "'");
+  return operand;
+}
+
 std::vector<OperandScaling> parse_scaling(const json& list, const std::string& where) {
   if (!list.is_array()) fail(where, "'scaling' must be an array");
   std::vector<OperandScaling> out;
@@ -144,9 +153,7 @@ std::vector<OperandScaling> parse_scaling(const json& list, const std::string& w
     if (!o.is_object()) fail(where, "each of 'scaling' must be an object");
     OperandScaling s;
     s.name = required<std::string>(o, "name", where);
-    s.operand = required<std::string>(o, "operand", where);
-    if (s.operand != "input" && s.operand != "weight" && s.operand != "output_gradient")
-      fail(where, "'scaling': operand must be input, weight or output_gradient, not '" + printable_text(s.operand) + "'");
+    s.operand = required_operand(o, "scaling", where);
     s.format = required<std::string>(o, "format", where);
     try {
       parse_format(s.format);
@@ -322,9 +329,7 @@ RunLogLine parse_run_log_line(std::string_view line, const std::string& where, c
       if (!o.is_object()) fail(where, "each of 'block_operands' must be an object");
       OperandBlocks b;
       b.name = required<std::string>(o, "name", where);
-      b.operand = required<std::string>(o, "operand", where);
-      if (b.operand != "input" && b.operand != "weight" && b.operand != "output_gradient")
-        fail(where, "'block_operands': operand must be input, weight or output_gradient, not '" + printable_text(b.operand) + "'");
+      b.operand = required_operand(o, "block_operands", where);
       const auto blocks = o.find("blocks");
       if (blocks == o.end()) fail(where, "'block_operands': each needs its 'blocks'");
       b.blocks = parse_block_record(*blocks, where);
