@@ -276,16 +276,22 @@ class Blocks : private whole_block::Setting<F> {
     s.taken = std::min(n, nan_scale == 0 ? group : __builtin_ctz(nan_scale));
   }
   // The blocks' shape as a template argument, so that the element loop does not ask for it.
-  enum class Shape { blocks_of_32, blocks_of_16, nvfp4 };
+  // (NVFP4's scales in blocks of 16, as the format has them, or of 32, --block 32: each its own
+  // shape, a block size and a scale kind.)
+  enum class Shape { blocks_of_32, blocks_of_16, nvfp4, nvfp4_blocks_of_32 };
+  static constexpr bool in_halves(Shape shape) { return shape == Shape::blocks_of_16 || shape == Shape::nvfp4; }
+  static constexpr bool with_nvfp4_scales(Shape shape) { return shape == Shape::nvfp4 || shape == Shape::nvfp4_blocks_of_32; }
   template <bool Record, bool TrackFlags>
   int take_group_shaped(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, int n, BlockStatistics* statistics,
                         std::uint64_t random_index) {
     if (stochastic_) {
-      if (nvfp4_) return take_group<Record, TrackFlags, Shape::nvfp4, true>(in, out, scales, n, statistics, random_index);
+      if (nvfp4_) return halves_ ? take_group<Record, TrackFlags, Shape::nvfp4, true>(in, out, scales, n, statistics, random_index)
+                                 : take_group<Record, TrackFlags, Shape::nvfp4_blocks_of_32, true>(in, out, scales, n, statistics, random_index);
       if (halves_) return take_group<Record, TrackFlags, Shape::blocks_of_16, true>(in, out, scales, n, statistics, random_index);
       return take_group<Record, TrackFlags, Shape::blocks_of_32, true>(in, out, scales, n, statistics, random_index);
     }
-    if (nvfp4_) return take_group<Record, TrackFlags, Shape::nvfp4, false>(in, out, scales, n, statistics, 0);
+    if (nvfp4_) return halves_ ? take_group<Record, TrackFlags, Shape::nvfp4, false>(in, out, scales, n, statistics, 0)
+                               : take_group<Record, TrackFlags, Shape::nvfp4_blocks_of_32, false>(in, out, scales, n, statistics, 0);
     if (halves_) return take_group<Record, TrackFlags, Shape::blocks_of_16, false>(in, out, scales, n, statistics, 0);
     return take_group<Record, TrackFlags, Shape::blocks_of_32, false>(in, out, scales, n, statistics, 0);
   }
@@ -513,7 +519,7 @@ template <Format F>
 template <bool Record, bool TrackFlags, typename Blocks<F>::Shape BlockShape, bool Stochastic>
 int Blocks<F>::take_group(const std::uint32_t* in, std::uint8_t* out, std::uint8_t* scales, int n, BlockStatistics* statistics,
                           std::uint64_t random_index) {
-  constexpr bool halves = BlockShape != Shape::blocks_of_32;
+  constexpr bool halves = in_halves(BlockShape);
   const __m512i magnitude_mask = _mm512_set1_epi32(0x7FFFFFFF), one = _mm512_set1_epi32(1);
   const auto load = [&](int j) { return _mm512_loadu_si512(in + 16 * j); };  // the 16 elements j
   // Each block's largest magnitude, and its smallest nonzero one negated (as an unsigned number
@@ -561,7 +567,7 @@ int Blocks<F>::take_group(const std::uint32_t* in, std::uint8_t* out, std::uint8
     __m256i codes;
     __m512i random[4];
     if constexpr (Stochastic) random_words<4>(random_index + 16 * static_cast<std::uint64_t>(j), random);
-    if (!quantize32<Record, TrackFlags, BlockShape == Shape::nvfp4, Stochastic>(load(j), load(j + 1), factor0, factor1, amax_field0, amax_field1,
+    if (!quantize32<Record, TrackFlags, with_nvfp4_scales(BlockShape), Stochastic>(load(j), load(j + 1), factor0, factor1, amax_field0, amax_field1,
                                                                                 (s.may_be_sparse & unit_blocks) != 0, (s.tiny_amax & unit_blocks) != 0,
                                                                                 codes, t, statistics, random))
       break;
