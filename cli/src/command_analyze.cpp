@@ -251,8 +251,8 @@ void run_recorded_block_analysis(const AnalyzeOptions& options, const BlockChoic
   if (!operands.empty()) {
     if (!table.empty()) table += "\n";
     table += fmt::format("the recipe's GEMM operands in {} (blocks of {}, {}), as its products saw them, summed over the recorded steps: each "
-                         "product's copy blocked along its own reduction axis (weights in square tiles: one copy), elements rounded as the run "
-                         "says (its header names the recipe)\n\n",
+                         "product's copy blocked along its own reduction axis (in a run with --weight-blocks 2d, the weights' one copy in square "
+                         "tiles, which both their products share), elements rounded as the run says (its header names the recipe)\n\n",
                          block_format_name(choice.format), choice.format.block_size, rule_text);
     table += rows(operands, "operand");
     table += "\nexact counts from the quantizations the products used (gradients carry the run's loss scale).\n";

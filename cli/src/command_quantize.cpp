@@ -138,8 +138,8 @@ void run_quantize(const QuantizeOptions& options) {
     return;
   }
   const int block = choice.format.block_size;
-  fmt::print("{}: {} elements in {} blocks of {} along {}{}, {} scales{}, elements rounded {}\n", printable_text(options.input, 200),
-             statistics.elements, statistics.blocks, block, layout.axis == BlockAxis::rows ? "rows" : "columns",
+  fmt::print("{}: {} element{} in {} block{} of {} along {}{}, {} scales{}, elements rounded {}\n", printable_text(options.input, 200),
+             statistics.elements, statistics.elements == 1 ? "" : "s", statistics.blocks, statistics.blocks == 1 ? "" : "s", block, layout.axis == BlockAxis::rows ? "rows" : "columns",
              options.tiles ? fmt::format(", each scaled by its {}x{} tile's amax", block, block) : std::string(),
              block_format_name(choice.format),
              choice.format.scale == BlockFormat::Scale::e8m0 ? " by the " + scale_rule_name(choice.rule) + " rule" : " (E4M3, nearest even)",

@@ -41,7 +41,7 @@ Rgb bar_of(int relative, const RelativeWindow& window) {
 void draw_recipe_operands(const Snapshot& snapshot) {
   const BlockRecord& first = snapshot.block_operands.front().blocks;
   ImGui::Text("The recipe's GEMM operands at step %lld, as its products saw them: %s in blocks of %d (each product's copy blocked along\n"
-              "its own reduction axis, summed; weights in square tiles: one copy). Choose 'record blocks' for each tensor's own histogram.",
+              "its own reduction axis, summed; with 2-D weight blocks, the weights' one copy). Choose 'record blocks' for each tensor's own histogram.",
               static_cast<long long>(snapshot.step), block_format_name(first.format).c_str(), first.format.block_size);
   if (!ImGui::BeginTable("recipe operands", 6, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_ScrollY)) return;
   ImGui::TableSetupScrollFreeze(0, 1);
