@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <string_view>
 #include <cstdio>
 #include <cmath>
 #include <stdexcept>
@@ -85,23 +86,26 @@ std::string histograms_csv(const std::vector<Snapshot>& snapshots) {
 
 std::string block_statistics_csv(const std::vector<Snapshot>& snapshots) {
   std::string out = "step,tensor,kind,format,block,rule,series,bin,count\n";
+  const auto add = [&out](std::int64_t step, const std::string& tensor, std::string_view kind, const BlockRecord& b) {
+    const BlockStatistics& st = b.statistics;
+    const std::string prefix = std::to_string(step) + "," + quoted(tensor) + "," + std::string(kind) + "," + block_format_name(b.format) + "," +
+                               std::to_string(b.format.block_size) + "," + (b.format.scale == BlockFormat::Scale::e8m0 ? scale_rule_name(b.rule) : std::string("nvfp4")) + ",";
+    for (std::size_t i = 0; i < st.relative_exponents.size(); ++i)
+      if (st.relative_exponents[i] != 0)
+        out += prefix + "relative_exponent," + std::to_string(-static_cast<int>(i)) + "," + std::to_string(st.relative_exponents[i]) + "\n";
+    for (std::size_t code = 0; code < st.scale_codes.size(); ++code)
+      if (st.scale_codes[code] != 0) out += prefix + "scale_code," + std::to_string(code) + "," + std::to_string(st.scale_codes[code]) + "\n";
+    for (const auto& [name, count] : {std::pair{"elements", st.elements}, std::pair{"blocks", st.blocks}, std::pair{"nan_blocks", st.nan_blocks},
+                                      std::pair{"zeros", st.zeros}, std::pair{"flushed_to_zero", st.flushed_to_zero},
+                                      std::pair{"made_subnormal", st.made_subnormal}, std::pair{"saturated", st.saturated}})
+      out += prefix + "total," + name + "," + std::to_string(count) + "\n";
+  };
   for (const Snapshot& s : snapshots) {
-    for (const TensorRecord& t : s.tensors) {
-      if (!t.blocks) continue;
-      const BlockRecord& b = *t.blocks;
-      const BlockStatistics& st = b.statistics;
-      const std::string prefix = std::to_string(s.step) + "," + quoted(t.name) + "," + std::string(tensor_kind_name(t.kind)) + "," +
-                                 block_format_name(b.format) + "," + std::to_string(b.format.block_size) + "," + scale_rule_name(b.rule) + ",";
-      for (std::size_t i = 0; i < st.relative_exponents.size(); ++i)
-        if (st.relative_exponents[i] != 0)
-          out += prefix + "relative_exponent," + std::to_string(-static_cast<int>(i)) + "," + std::to_string(st.relative_exponents[i]) + "\n";
-      for (std::size_t code = 0; code < st.scale_codes.size(); ++code)
-        if (st.scale_codes[code] != 0) out += prefix + "scale_code," + std::to_string(code) + "," + std::to_string(st.scale_codes[code]) + "\n";
-      for (const auto& [name, count] : {std::pair{"elements", st.elements}, std::pair{"blocks", st.blocks}, std::pair{"nan_blocks", st.nan_blocks},
-                                        std::pair{"zeros", st.zeros}, std::pair{"flushed_to_zero", st.flushed_to_zero},
-                                        std::pair{"made_subnormal", st.made_subnormal}, std::pair{"saturated", st.saturated}})
-        out += prefix + "total," + name + "," + std::to_string(count) + "\n";
-    }
+    for (const TensorRecord& t : s.tensors)
+      if (t.blocks) add(s.step, t.name, tensor_kind_name(t.kind), *t.blocks);
+    // A block-scaled recipe's GEMM operands: kind operand_input, operand_weight,
+    // operand_output_gradient (each product's quantization of the operand, summed).
+    for (const OperandBlocks& o : s.block_operands) add(s.step, o.name, "operand_" + o.operand, o.blocks);
   }
   return out;
 }

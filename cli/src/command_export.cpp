@@ -104,9 +104,13 @@ void run_export(const ExportOptions& options) {
   for (const std::string& w : log.warnings) fmt::print(stderr, "fpscope: warning: {}\n", w);
   if (options.blocks_csv) {
     const bool any = std::any_of(log.snapshots.begin(), log.snapshots.end(), [](const Snapshot& s) {
-      return std::any_of(s.tensors.begin(), s.tensors.end(), [](const TensorRecord& t) { return t.blocks.has_value(); });
+      return !s.block_operands.empty() ||
+             std::any_of(s.tensors.begin(), s.tensors.end(), [](const TensorRecord& t) { return t.blocks.has_value(); });
     });
-    if (!any) throw UsageError(options.run + " holds no block statistics: record them with fpscope train --record-blocks FORMAT", 1);
+    if (!any)
+      throw UsageError(options.run + " holds no block statistics: record them with fpscope train --record-blocks FORMAT (or train with a "
+                                     "block-scaled --recipe, whose GEMM operands' statistics it records)",
+                       1);
     write_output(out, block_statistics_csv(log.snapshots));
     return;
   }

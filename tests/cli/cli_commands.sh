@@ -263,6 +263,24 @@ check train-gpt-resume 0 '^same$' -- bash -c "'$fpscope' train ${gpt[*]} --steps
 check train-gpt-recipe 0 '^24 h1\.mlp\.proj output_gradient e5m2$' -- bash -c "'$fpscope' train ${gpt[*]} --recipe fp8-delayed --steps 3 --out '$work/gpt-fp8.jsonl' >/dev/null 2>&1 &&
   python3 -c 'import json,sys; s=[json.loads(l) for l in open(sys.argv[1])][-1][\"scaling\"]; o=[x for x in s if x[\"operand\"]==\"output_gradient\"][0]; print(len(s), o[\"name\"], o[\"operand\"], o[\"format\"])' '$work/gpt-fp8.jsonl'"
 check train-gpt-mxfp4 0 '^3 steps, final loss [0-9.]+, loss scale [0-9]+, skipped steps 0$' -- bash -c "'$fpscope' train ${gpt[*]} --recipe mxfp4 --steps 3 --out '$work/gpt-mx.jsonl' 2>/dev/null"
+# Its GEMM operands' block statistics in --blocks-csv: one total of elements per (step, layer,
+# operand) that the log holds, each equal to the log's, and relative exponents plus zeros summing to it.
+check export-blocks-csv-operands 0 '^ok [1-9][0-9]*$' -- bash -c "'$fpscope' export '$work/gpt-mx.jsonl' --blocks-csv - | python3 -c '
+import csv, json, sys
+rows = list(csv.DictReader(sys.stdin))
+log = {}
+for line in open(sys.argv[1]):
+    record = json.loads(line)
+    for o in record.get(\"block_operands\", []):
+        log[(str(record[\"step\"]), o[\"name\"], \"operand_\" + o[\"operand\"])] = o[\"blocks\"][\"elements\"]
+total = {(r[\"step\"], r[\"tensor\"], r[\"kind\"]): int(r[\"count\"]) for r in rows if r[\"series\"] == \"total\" and r[\"bin\"] == \"elements\"}
+zeros = {(r[\"step\"], r[\"tensor\"], r[\"kind\"]): int(r[\"count\"]) for r in rows if r[\"series\"] == \"total\" and r[\"bin\"] == \"zeros\"}
+relative = {}
+for r in rows:
+    if r[\"series\"] == \"relative_exponent\": relative[(r[\"step\"], r[\"tensor\"], r[\"kind\"])] = relative.get((r[\"step\"], r[\"tensor\"], r[\"kind\"]), 0) + int(r[\"count\"])
+good = log and total == log and all(relative.get(k, 0) + zeros[k] == n for k, n in total.items())
+print(\"ok\" if good else \"bad\", len(total))
+' '$work/gpt-mx.jsonl'"
 # NVFP4 with its weights in 16 x 16 tiles: named in the header; a run cut by a checkpoint goes on
 # only with the same --weight-blocks.
 check train-gpt-weight-tiles 0 '"recipe":"nvfp4 \(weights in 16x16 tiles\)"' -- bash -c "'$fpscope' train ${gpt[*]} --recipe nvfp4 --weight-blocks 2d --steps 2 --checkpoint-every 2 --out '$work/gpt-tiles.jsonl' >/dev/null 2>&1 && head -1 '$work/gpt-tiles.jsonl'"
