@@ -84,6 +84,34 @@ std::string histograms_csv(const std::vector<Snapshot>& snapshots) {
   return out;
 }
 
+namespace {
+// A double in the shortest text that reads back to it; "nan", "inf", "-inf" where not finite.
+std::string number_text(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  char text[32];
+  const auto [end, error] = std::to_chars(text, text + sizeof text, value);
+  return error == std::errc() ? std::string(text, end) : std::string("nan");
+}
+}  // namespace
+
+std::string steps_csv(const std::vector<StepRecord>& steps) {
+  std::string out = "step,loss,loss_scale,skipped\n";
+  for (const StepRecord& s : steps)
+    out += std::to_string(s.step) + "," + number_text(s.loss) + "," + number_text(s.loss_scale) + "," + (s.skipped ? "1" : "0") + "\n";
+  return out;
+}
+
+std::string scaling_csv(const std::vector<StepRecord>& steps) {
+  std::string out = "step,tensor,operand,format,amax,scale,elements,zeros,flushed_to_zero,saturated\n";
+  for (const StepRecord& s : steps)
+    for (const OperandScaling& o : s.scaling)
+      out += std::to_string(s.step) + "," + quoted(o.name) + "," + quoted(o.operand) + "," + quoted(o.format) + "," + number_text(o.amax) + "," +
+             number_text(o.scale) + "," + std::to_string(o.elements) + "," + std::to_string(o.zeros) + "," + std::to_string(o.flushed_to_zero) + "," +
+             std::to_string(o.saturated) + "\n";
+  return out;
+}
+
 std::string block_statistics_csv(const std::vector<Snapshot>& snapshots) {
   std::string out = "step,tensor,kind,format,block,rule,series,bin,count\n";
   const auto add = [&out](std::int64_t step, const std::string& tensor, std::string_view kind, const BlockRecord& b) {

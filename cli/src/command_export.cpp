@@ -25,8 +25,10 @@ namespace {
 
 struct ExportOptions {
   std::string run;
-  std::optional<std::string> csv;  // exactly one of the four: where to write
+  std::optional<std::string> csv;  // exactly one of the six: where to write
   std::optional<std::string> blocks_csv;
+  std::optional<std::string> steps_csv;
+  std::optional<std::string> scaling_csv;
   std::optional<std::string> svg;
   std::optional<std::string> png;
   std::string plot = "histogram";
@@ -82,8 +84,17 @@ std::pair<std::string, TensorKind> choose_tensor(const RunLog& log, const Export
 }
 
 void run_export(const ExportOptions& options) {
-  const int outputs = options.csv.has_value() + options.svg.has_value() + options.png.has_value() + options.blocks_csv.has_value();
-  if (outputs != 1) throw UsageError("export needs exactly one of --csv OUT, --blocks-csv OUT, --svg OUT or --png OUT");
+  // The outputs by their flags: exactly one given.
+  const std::pair<const char*, const std::optional<std::string>*> flags[] = {{"--csv", &options.csv},
+                                                                             {"--blocks-csv", &options.blocks_csv},
+                                                                             {"--steps-csv", &options.steps_csv},
+                                                                             {"--scaling-csv", &options.scaling_csv},
+                                                                             {"--svg", &options.svg},
+                                                                             {"--png", &options.png}};
+  const auto given = std::count_if(std::begin(flags), std::end(flags), [](const auto& flag) { return flag.second->has_value(); });
+  if (given != 1)
+    throw UsageError("export needs exactly one of --csv OUT, --blocks-csv OUT, --steps-csv OUT, --scaling-csv OUT, --svg OUT or --png OUT");
+  const auto output = *std::find_if(std::begin(flags), std::end(flags), [](const auto& flag) { return flag.second->has_value(); });
   if (options.plot != "histogram" && options.plot != "heatmap")
     throw UsageError("unknown --plot '" + printable_text(options.plot) + "': expected histogram or heatmap");
   // A --format is checked before the run log is read; without one, the run's own is known after.
@@ -96,9 +107,7 @@ void run_export(const ExportOptions& options) {
   if (!scale && options.scale != "recorded") throw UsageError("export needs --scale recorded or a fixed loss scale such as 2^10");
   // The output is resolved and checked (its folder exists, it is not the run log) before the
   // run log is even read.
-  const std::string& out_path = options.csv ? *options.csv : options.blocks_csv ? *options.blocks_csv : options.svg ? *options.svg : *options.png;
-  const OutputTarget out =
-      resolve_output(out_path, options.csv ? "--csv" : options.blocks_csv ? "--blocks-csv" : options.svg ? "--svg" : "--png");
+  const OutputTarget out = resolve_output(**output.second, output.first);
   check_outputs({&out, 1}, {{std::filesystem::path(options.run)}});
   const RunLog log = read_run_log(options.run);
   for (const std::string& w : log.warnings) fmt::print(stderr, "fpscope: warning: {}\n", w);
@@ -116,6 +125,16 @@ void run_export(const ExportOptions& options) {
   }
   if (options.csv) {
     write_output(out, histograms_csv(log.snapshots));
+    return;
+  }
+  if (options.steps_csv) {
+    write_output(out, steps_csv(log.steps));
+    return;
+  }
+  if (options.scaling_csv) {
+    const bool any = std::any_of(log.steps.begin(), log.steps.end(), [](const StepRecord& s) { return !s.scaling.empty(); });
+    if (!any) throw UsageError(options.run + " holds no FP8 scaling: it comes from fpscope train with a per-tensor FP8 --recipe (fp8-delayed, fp8-current, fp8-unscaled)", 1);
+    write_output(out, scaling_csv(log.steps));
     return;
   }
   const auto [name, kind] = choose_tensor(log, options);
@@ -169,6 +188,11 @@ void add_export(CLI::App& app) {
                                         "write step,tensor,kind,binade,count here (- for standard output)");
   cmd->add_option_function<std::string>("--blocks-csv", [options](const std::string& path) { options->blocks_csv = path; },
                                         "write the recorded block statistics, step,tensor,kind,format,block,rule,series,bin,count, here");
+  cmd->add_option_function<std::string>("--steps-csv", [options](const std::string& path) { options->steps_csv = path; },
+                                        "write every step's step,loss,loss_scale,skipped here");
+  cmd->add_option_function<std::string>("--scaling-csv", [options](const std::string& path) { options->scaling_csv = path; },
+                                        "write a per-tensor FP8 recipe's step,tensor,operand,format,amax,scale,elements,zeros,flushed_to_zero,"
+                                        "saturated here");
   cmd->add_option_function<std::string>("--svg", [options](const std::string& path) { options->svg = path; }, "write a plot here");
   cmd->add_option_function<std::string>("--png", [options](const std::string& path) { options->png = path; },
                                         "write the plot as a PNG (twice the SVG's size) here");

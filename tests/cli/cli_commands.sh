@@ -262,6 +262,24 @@ check train-gpt-resume 0 '^same$' -- bash -c "'$fpscope' train ${gpt[*]} --steps
   cmp -s <(sed -E 's/\"run_id\":\"[0-9a-f]{32}\",?//' '$work/gpt.jsonl') <(sed -E 's/\"run_id\":\"[0-9a-f]{32}\",?//' '$work/gpt-cut.jsonl') && echo same"
 check train-gpt-recipe 0 '^24 h1\.mlp\.proj output_gradient e5m2$' -- bash -c "'$fpscope' train ${gpt[*]} --recipe fp8-delayed --steps 3 --out '$work/gpt-fp8.jsonl' >/dev/null 2>&1 &&
   python3 -c 'import json,sys; s=[json.loads(l) for l in open(sys.argv[1])][-1][\"scaling\"]; o=[x for x in s if x[\"operand\"]==\"output_gradient\"][0]; print(len(s), o[\"name\"], o[\"operand\"], o[\"format\"])' '$work/gpt-fp8.jsonl'"
+# Its steps and its FP8 scaling as tidy CSV, each row the log's own numbers read back exactly.
+check export-steps-csv 0 '^ok 3$' -- bash -c "'$fpscope' export '$work/gpt-fp8.jsonl' --steps-csv - | python3 -c '
+import csv, json, sys
+rows = list(csv.DictReader(sys.stdin))
+log = [json.loads(l) for l in open(sys.argv[1])][1:]
+good = [(int(r[\"step\"]), float(r[\"loss\"]), float(r[\"loss_scale\"]), r[\"skipped\"] == \"1\") for r in rows] == [(l[\"step\"], l[\"loss\"], l[\"loss_scale\"], l[\"skipped\"]) for l in log]
+print(\"ok\" if good else \"bad\", len(rows))
+' '$work/gpt-fp8.jsonl'"
+check export-scaling-csv 0 '^ok 72$' -- bash -c "'$fpscope' export '$work/gpt-fp8.jsonl' --scaling-csv - | python3 -c '
+import csv, json, sys
+rows = list(csv.DictReader(sys.stdin))
+log = [(str(l[\"step\"]), s[\"name\"], s[\"operand\"], s[\"format\"], s[\"amax\"], s[\"scale\"], s[\"elements\"], s[\"flushed_to_zero\"], s[\"saturated\"])
+       for l in (json.loads(x) for x in list(open(sys.argv[1]))[1:]) for s in l[\"scaling\"]]
+got = [(r[\"step\"], r[\"tensor\"], r[\"operand\"], r[\"format\"], float(r[\"amax\"]), float(r[\"scale\"]), int(r[\"elements\"]), int(r[\"flushed_to_zero\"]), int(r[\"saturated\"])) for r in rows]
+print(\"ok\" if got == log else \"bad\", len(rows))
+' '$work/gpt-fp8.jsonl'"
+check_bad bad-export-scaling-none "holds no FP8 scaling" -- "$fpscope" export "$work/train.jsonl" --scaling-csv "$work/never16.csv"
+check_bad bad-export-two-outputs "export needs exactly one of" -- "$fpscope" export "$work/train.jsonl" --steps-csv "$work/never17.csv" --csv "$work/never18.csv"
 check train-gpt-mxfp4 0 '^3 steps, final loss [0-9.]+, loss scale [0-9]+, skipped steps 0$' -- bash -c "'$fpscope' train ${gpt[*]} --recipe mxfp4 --steps 3 --out '$work/gpt-mx.jsonl' 2>/dev/null"
 # Its GEMM operands' block statistics in --blocks-csv: one total of elements per (step, layer,
 # operand) that the log holds, each equal to the log's, and relative exponents plus zeros summing to it.
