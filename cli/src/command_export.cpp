@@ -182,7 +182,7 @@ void run_export(const ExportOptions& options) {
 
 void add_export(CLI::App& app) {
   auto options = std::make_shared<ExportOptions>();
-  CLI::App* cmd = app.add_subcommand("export", "Export a run log's histograms: tidy CSV, or an SVG or PNG plot against a format's range");
+  CLI::App* cmd = app.add_subcommand("export", "Export a run log as tidy CSV (histograms, block statistics, steps, FP8 scaling) or a histogram as an SVG or PNG plot against a format's range");
   cmd->add_option("RUN", options->run, "the run log (.jsonl)")->required();
   cmd->add_option_function<std::string>("--csv", [options](const std::string& path) { options->csv = path; },
                                         "write step,tensor,kind,binade,count here (- for standard output)");
