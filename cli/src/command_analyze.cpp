@@ -51,11 +51,40 @@ struct SourcedSeries {
   TensorSeries series;
 };
 
+// A per-tensor FP8 recipe's GEMM operand over every step a run log holds (StepRecord::scaling):
+// exact sums of its casts' counts, and the range of its amax and of its scale.
+struct Fp8OperandSummary {
+  std::string source, name, operand, format;
+  std::uint64_t steps = 0, elements = 0, zeros = 0, flushed_to_zero = 0, saturated = 0;
+  double amax_low = 0, amax_high = 0, scale_low = 0, scale_high = 0, last_scale = 0;
+};
+
 // What the run logs among the inputs say beside their histograms.
 struct RunLogFacts {
   std::vector<RunHeader> headers;
   std::vector<std::string> block_formats;  // block statistics recorded: "mxfp8-e4m3", each once
+  std::vector<Fp8OperandSummary> fp8_operands;  // in the order the logs first name them
 };
+
+// The FP8 operands of one run log's steps, added to `into`.
+void add_fp8_operands(const std::string& source, const std::vector<StepRecord>& steps, std::vector<Fp8OperandSummary>& into) {
+  for (const StepRecord& step : steps)
+    for (const OperandScaling& o : step.scaling) {
+      auto it = std::find_if(into.begin(), into.end(), [&](const Fp8OperandSummary& f) {
+        return f.source == source && f.name == o.name && f.operand == o.operand && f.format == o.format;
+      });
+      if (it == into.end()) {
+        into.push_back({source, o.name, o.operand, o.format});
+        it = std::prev(into.end());
+        it->amax_low = it->amax_high = o.amax, it->scale_low = it->scale_high = o.scale;
+      }
+      ++it->steps;
+      it->elements += o.elements, it->zeros += o.zeros, it->flushed_to_zero += o.flushed_to_zero, it->saturated += o.saturated;
+      it->amax_low = std::min(it->amax_low, o.amax), it->amax_high = std::max(it->amax_high, o.amax);
+      it->scale_low = std::min(it->scale_low, o.scale), it->scale_high = std::max(it->scale_high, o.scale);
+      it->last_scale = o.scale;
+    }
+}
 
 // A run log's (or an exported CSV's) tensors over every recorded step; a .npy file or a folder of
 // them (kind `other`: what the user asks a scale about). A run log's header and the block formats
@@ -84,6 +113,7 @@ std::vector<SourcedSeries> load(const std::string& input, NpyElements elements, 
           const std::string name = block_format_name(t.blocks->format);
           if (std::find(facts.block_formats.begin(), facts.block_formats.end(), name) == facts.block_formats.end()) facts.block_formats.push_back(name);
         }
+    add_fp8_operands(input, log.steps, facts.fp8_operands);
     warnings.insert(warnings.end(), log.warnings.begin(), log.warnings.end());
     snapshots = std::move(log.snapshots);
   }
@@ -460,6 +490,24 @@ void run_analyze(const AnalyzeOptions& options) {
                                 {"inf", recorded.histogram.infinity_count()},
                                 {"nan", recorded.histogram.nan_count()}});
     }
+    if (!facts.fp8_operands.empty()) {
+      out["fp8_operands"] = nlohmann::json::array();
+      for (const Fp8OperandSummary& f : facts.fp8_operands)
+        out["fp8_operands"].push_back({{"source", f.source},
+                                       {"tensor", f.name},
+                                       {"operand", f.operand},
+                                       {"format", f.format},
+                                       {"steps", f.steps},
+                                       {"count", f.elements},
+                                       {"zeros", f.zeros},
+                                       {"flushed_to_zero", f.flushed_to_zero},
+                                       {"saturated", f.saturated},
+                                       {"amax_min", f.amax_low},
+                                       {"amax_max", f.amax_high},
+                                       {"scale_min", f.scale_low},
+                                       {"scale_max", f.scale_high},
+                                       {"scale_last", f.last_scale}});
+    }
     fmt::print("{}\n", out.dump(2));
     return;
   }
@@ -505,6 +553,19 @@ void run_analyze(const AnalyzeOptions& options) {
   if (any_as_stored)
     table += "* captured as stored (already in the low-precision format): values its cast flushed are among the zeros.\n";
   table += not_numbers;
+  if (!facts.fp8_operands.empty()) {
+    // The FP8 recipe's own casts of its GEMM operands, exact, every step (not only recorded ones).
+    table += "\nthe recipe's FP8 GEMM operands (per-tensor scaling), over every step the log holds: exact counts of their casts\n\n";
+    table += fmt::format("{:<36} {:>6} {:>6} {:>12} {:>10} {:>11} {:>21} {:>21} {:>10}\n", "operand", "format", "steps", "values", "% flushed",
+                         "% saturated", "amax", "scale", "last scale");
+    const auto range = [](double low, double high) { return low == high ? fmt::format("{:.4g}", low) : fmt::format("{:.4g}..{:.4g}", low, high); };
+    for (const Fp8OperandSummary& f : facts.fp8_operands)
+      table += fmt::format("{:<36} {:>6} {:>6} {:>12} {:>9.4f}% {:>10.4f}% {:>21} {:>21} {:>10.4g}\n", printable_text(f.name + " " + f.operand, 36),
+                           printable_text(f.format, 6), f.steps, f.elements, percent(f.flushed_to_zero, f.elements), percent(f.saturated, f.elements),
+                           range(f.amax_low, f.amax_high), range(f.scale_low, f.scale_high), f.last_scale);
+    table += "\nflushed: nonzero values the cast made zero; saturated: values beyond the format's largest after scaling, clamped. amax:\n"
+             "the largest |value| of a step (what goes into the history); scale: what the values were multiplied by before the cast.\n";
+  }
   for (const std::string& name : facts.block_formats)
     table += fmt::format("the run log{} also hold{} block statistics of {}: -f {} analyses them.\n", facts.headers.size() == 1 ? "" : "s",
                          facts.headers.size() == 1 ? "s" : "", name, name);

@@ -278,6 +278,18 @@ log = [(str(l[\"step\"]), s[\"name\"], s[\"operand\"], s[\"format\"], s[\"amax\"
 got = [(r[\"step\"], r[\"tensor\"], r[\"operand\"], r[\"format\"], float(r[\"amax\"]), float(r[\"scale\"]), int(r[\"elements\"]), int(r[\"flushed_to_zero\"]), int(r[\"saturated\"])) for r in rows]
 print(\"ok\" if got == log else \"bad\", len(rows))
 ' '$work/gpt-fp8.jsonl'"
+# analyze sums the FP8 operands' casts over every step: its JSON against the log's own entries.
+check analyze-fp8-operands 0 '^ok 24$' -- bash -c "'$fpscope' analyze '$work/gpt-fp8.jsonl' --json | python3 -c '
+import json, sys
+got = {(o[\"tensor\"], o[\"operand\"]): (o[\"steps\"], o[\"count\"], o[\"flushed_to_zero\"], o[\"saturated\"], o[\"amax_max\"], o[\"scale_last\"]) for o in json.load(sys.stdin)[\"fp8_operands\"]}
+want = {}
+for line in list(open(sys.argv[1]))[1:]:
+    for o in json.loads(line)[\"scaling\"]:
+        k = (o[\"name\"], o[\"operand\"]); s, n, f, sat, a, _ = want.get(k, (0, 0, 0, 0, 0.0, 0.0))
+        want[k] = (s + 1, n + o[\"elements\"], f + o[\"flushed_to_zero\"], sat + o[\"saturated\"], max(a, o[\"amax\"]), o[\"scale\"])
+print(\"ok\" if got == want else \"bad\", len(got))
+' '$work/gpt-fp8.jsonl'"
+check analyze-fp8-table 0 '^h1\.mlp\.proj output_gradient +e5m2 +3 ' -- "$fpscope" analyze "$work/gpt-fp8.jsonl"
 check_bad bad-export-scaling-none "holds no FP8 scaling" -- "$fpscope" export "$work/train.jsonl" --scaling-csv "$work/never16.csv"
 check_bad bad-export-two-outputs "export needs exactly one of" -- "$fpscope" export "$work/train.jsonl" --steps-csv "$work/never17.csv" --csv "$work/never18.csv"
 check train-gpt-mxfp4 0 '^3 steps, final loss [0-9.]+, loss scale [0-9]+, skipped steps 0$' -- bash -c "'$fpscope' train ${gpt[*]} --recipe mxfp4 --steps 3 --out '$work/gpt-mx.jsonl' 2>/dev/null"
