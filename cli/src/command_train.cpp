@@ -246,6 +246,7 @@ void run_train(const TrainOptions& o) {
     throw UsageError(std::string("--data: ") + e.what());
   }
   check_outputs(outputs, data->files());
+  if (o.out && !o.resume) check_replaces_only_a_run_log(outputs.front());
   std::optional<std::filesystem::path> export_folder;
   if (o.export_inputs) {
     export_folder = *o.export_inputs;

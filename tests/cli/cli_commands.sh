@@ -248,6 +248,10 @@ check export-blocks-csv-sums 0 '^ok$' -- bash -c "'$fpscope' export '$work/block
 check_bad bad-export-blocks-none "holds no block statistics" -- "$fpscope" export "$work/train.jsonl" --blocks-csv "$work/never11.csv"
 check train-adamw 0 '^60 steps, final loss [0-9.]+, loss scale [0-9]+, skipped steps 0$' -- bash -c "'$fpscope' train --model 16-32-4 --steps 60 --batch 32 --optimizer adamw --lr 0.003 --weight-decay 0.01 --clip-grad-norm 1 --out '$work/adamw.jsonl' 2>/dev/null"
 check train-momentum-learns 0 '^learns$' -- bash -c "'$fpscope' train --model 16-32-4 --steps 60 --batch 32 --optimizer momentum --lr 0.1 --loss-weight 1 --loss-scale dynamic --out '$work/momentum.jsonl' >/dev/null 2>&1 && '$fpscope' export '$work/momentum.jsonl' --csv - >/dev/null && python3 -c \"import json; l=[json.loads(x) for x in open('$work/momentum.jsonl')][1:]; print('learns' if l[-1]['loss'] < 0.2 * l[0]['loss'] else 'stuck')\""
+# A new run log replaces only an earlier run log: a tensor named by mistake is left byte for byte.
+printf 'not a run log\n' > "$work/precious.txt"
+check_bad bad-train-out-not-a-log "--out $work/precious.txt exists and is not an fpscope run log" -- "$fpscope" train --model 16-32-4 --steps 1 --out "$work/precious.txt"
+check train-out-not-a-log-kept 0 '^kept$' -- bash -c "[[ \$(cat '$work/precious.txt') == 'not a run log' ]] && echo kept"
 check_bad bad-train-optimizer "unknown optimizer 'adam'" -- "$fpscope" train --optimizer adam --out "$work/never12.jsonl"
 check_bad bad-train-weight-decay-sgd "--weight-decay is AdamW's decoupled decay" -- "$fpscope" train --weight-decay 0.1 --out "$work/never13.jsonl"
 check_bad bad-train-betas "--betas '0.9' is not B1,B2" -- "$fpscope" train --optimizer adamw --betas 0.9 --out "$work/never14.jsonl"
