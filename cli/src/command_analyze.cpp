@@ -517,7 +517,11 @@ void run_analyze(const AnalyzeOptions& options) {
   else
     table += fmt::format("format {}, loss scale 2^{}{} on the gradients (activations and weights as they are)\n", format_text,
                          *scale_log2, fixed_scale ? "" : " (the advice below)");
-  table += fmt::format("advice for the gradients: {}{}\n\n", advice_text(common),
+  // .npy tensors (kind other) are what the user asks a scale about: the advice is for them.
+  const bool any_gradient = std::any_of(tensors.begin(), tensors.end(), [](const SourcedSeries& t) { return is_gradient(t.series.kind); });
+  const bool any_other = std::any_of(tensors.begin(), tensors.end(), [](const SourcedSeries& t) { return t.series.kind == TensorKind::other; });
+  table += fmt::format("advice for the {}: {}{}\n\n", any_gradient || !any_other ? "gradients" : "tensors (as if they were gradients)",
+                       advice_text(common),
                        common.kind == LossScaleAdvice::Kind::scale ? " (set by " + printable_text(common.decided_by) + ")"
                        : common.kind == LossScaleAdvice::Kind::no_scaling_needed ? " (at 2^0 nothing flushes, turns subnormal or overflows)"
                                                                                   : " (no gradients among the tensors)");

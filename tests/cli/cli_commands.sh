@@ -121,6 +121,7 @@ check_bad bad-tensor "no tensor named 'fc9'" -- "$fpscope" export "$work/run.jso
 # A float32 .npy written byte by byte: 1.0, 0.25, 0 -> binades 0 and -2, one zero.
 { printf '\x93NUMPY\x01\x00\x76\x00'; printf "%-117s\n" "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }"; printf '\x00\x00\x80\x3f\x00\x00\x80\x3e\x00\x00\x00\x00'; } >"$work/t.npy"
 check analyze-npy 0 '^t other +3 +1 +2\^0 +2\^-2 +33\.33%' -- "$fpscope" analyze "$work/t.npy"
+check analyze-npy-advice-words 0 '^advice for the tensors \(as if they were gradients\): ' -- "$fpscope" analyze "$work/t.npy"
 # FP8 codes as ml_dtypes saves them (void, one byte each): e4m3 1.0, 0.5, 0, 448.
 { printf '\x93NUMPY\x01\x00\x76\x00'; printf "%-117s\n" "{'descr': '<V1', 'fortran_order': False, 'shape': (4,), }"; printf '\x38\x30\x00\x7e'; } >"$work/t8.npy"
 check analyze-npy-codes 0 '^t8 other +4 +1 +2\^8 +2\^-1 +25\.00%' -- "$fpscope" analyze "$work/t8.npy" --as float8_e4m3fn -f e4m3
