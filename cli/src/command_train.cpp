@@ -247,6 +247,7 @@ void run_train(const TrainOptions& o) {
   }
   check_outputs(outputs, data->files());
   if (o.out && !o.resume) check_replaces_only_a_run_log(outputs.front());
+  if (checkpoint_every > 0) check_replaces_only_a_checkpoint(outputs.back());
   std::optional<std::filesystem::path> export_folder;
   if (o.export_inputs) {
     export_folder = *o.export_inputs;

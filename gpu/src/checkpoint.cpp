@@ -214,6 +214,19 @@ void write_checkpoint(const OutputTarget& target, const TrainingCheckpoint& chec
   write_output(target, encode_checkpoint(checkpoint));
 }
 
+void check_replaces_only_a_checkpoint(const OutputTarget& target) {
+  if (target.kind != OutputTarget::Kind::regular_file) return;
+  std::ifstream in(target.resolved, std::ios::binary);
+  if (!in) return;  // unreadable: the write itself will say why, or succeed
+  char start[sizeof magic] = {};
+  in.read(start, sizeof start);
+  const auto read = static_cast<std::size_t>(in.gcount());
+  if (read == 0 || (read == sizeof magic && std::memcmp(start, magic, sizeof magic) == 0)) return;
+  const std::string role = target.role.empty() ? std::string() : target.role + " ";
+  throw OutputError(role + printable_text(target.given.string(), 200) +
+                    " exists and is not an fpscope checkpoint: it is left as it is; name a new file, or remove it first");
+}
+
 TrainingCheckpoint read_checkpoint(const std::filesystem::path& path) {
   const std::string where = "checkpoint " + printable_text(path.string(), 200);
   std::error_code error;

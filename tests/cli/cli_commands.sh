@@ -253,6 +253,9 @@ check train-momentum-learns 0 '^learns$' -- bash -c "'$fpscope' train --model 16
 printf 'not a run log\n' > "$work/precious.txt"
 check_bad bad-train-out-not-a-log "--out $work/precious.txt exists and is not an fpscope run log" -- "$fpscope" train --model 16-32-4 --steps 1 --out "$work/precious.txt"
 check train-out-not-a-log-kept 0 '^kept$' -- bash -c "[[ \$(cat '$work/precious.txt') == 'not a run log' ]] && echo kept"
+# A new checkpoint likewise replaces only an earlier checkpoint.
+check_bad bad-train-checkpoint-not-one "--checkpoint $work/precious.txt exists and is not an fpscope checkpoint" -- "$fpscope" train --model 16-32-4 --steps 2 --checkpoint-every 1 --checkpoint "$work/precious.txt" --out "$work/never19.jsonl"
+check train-checkpoint-not-one-kept 0 '^kept$' -- bash -c "[[ \$(cat '$work/precious.txt') == 'not a run log' ]] && echo kept"
 check_bad bad-train-optimizer "unknown optimizer 'adam'" -- "$fpscope" train --optimizer adam --out "$work/never12.jsonl"
 check_bad bad-train-weight-decay-sgd "--weight-decay is AdamW's decoupled decay" -- "$fpscope" train --weight-decay 0.1 --out "$work/never13.jsonl"
 check_bad bad-train-betas "--betas '0.9' is not B1,B2" -- "$fpscope" train --optimizer adamw --betas 0.9 --out "$work/never14.jsonl"

@@ -37,5 +37,9 @@ TrainingCheckpoint decode_checkpoint(std::string_view bytes, const std::string& 
 // old checkpoint or the new one.
 void write_checkpoint(const OutputTarget& target, const TrainingCheckpoint& checkpoint);
 TrainingCheckpoint read_checkpoint(const std::filesystem::path& path);
+// Throws OutputError when `target` is an existing, non-empty regular file that does not begin as a
+// checkpoint does (its magic): a new checkpoint replaces only an earlier one, as a new run log
+// replaces only a run log (run_log.hpp's check_replaces_only_a_run_log).
+void check_replaces_only_a_checkpoint(const OutputTarget& target);
 
 }  // namespace fpscope
