@@ -79,14 +79,14 @@ struct RunLogPosition {
   friend bool operator==(const RunLogPosition&, const RunLogPosition&) = default;
 };
 
-// Writes a run log as it goes: the header at construction, then one line per append (each
-// written whole, so a reader following the file sees whole lines). A file is locked for the
-// appender's life: a second writer of the same log is refused (OutputError).
 // Throws OutputError when `target` is an existing, non-empty regular file whose first line is not
 // a run log's header: a new run log replaces only an earlier run log (a tensor, a text or a CSV a
 // user names by mistake is left as it was). Reads at most the first megabyte.
 void check_replaces_only_a_run_log(const OutputTarget& target);
 
+// Writes a run log as it goes: the header at construction, then one line per append (each
+// written whole, so a reader following the file sees whole lines). A file is locked for the
+// appender's life: a second writer of the same log is refused (OutputError).
 class RunLogAppender {
  public:
   // A new log: a file is replaced whole by one holding the header line.
