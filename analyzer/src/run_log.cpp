@@ -481,21 +481,14 @@ void write_run_log(const OutputTarget& target, const RunLog& log, const std::fun
 }
 
 void check_replaces_only_a_run_log(const OutputTarget& target) {
-  if (target.kind != OutputTarget::Kind::regular_file) return;
-  std::ifstream in(target.resolved, std::ios::binary);
-  if (!in) return;  // unreadable: the write itself will say why, or succeed
-  std::string first(1 << 20, '\0');
-  in.read(first.data(), static_cast<std::streamsize>(first.size()));
-  first.resize(static_cast<std::size_t>(in.gcount()));
-  if (first.empty()) return;
-  try {
-    parse_run_header(first.substr(0, first.find('\n')), target.given.string());
-    return;
-  } catch (const RunLogError&) {
-  }
-  const std::string role = target.role.empty() ? std::string() : target.role + " ";
-  throw OutputError(role + printable_text(target.given.string(), 200) +
-                    " exists and is not an fpscope run log: it is left as it is; name a new file, or remove it first");
+  check_replaces_only(target, std::size_t{1} << 20, "an fpscope run log", [&](std::string_view start) {
+    try {
+      parse_run_header(start.substr(0, start.find('\n')), target.given.string());
+      return true;
+    } catch (const RunLogError&) {
+      return false;
+    }
+  });
 }
 
 RunLogAppender::RunLogAppender(const OutputTarget& target, const RunHeader& header)

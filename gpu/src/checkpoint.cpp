@@ -215,16 +215,8 @@ void write_checkpoint(const OutputTarget& target, const TrainingCheckpoint& chec
 }
 
 void check_replaces_only_a_checkpoint(const OutputTarget& target) {
-  if (target.kind != OutputTarget::Kind::regular_file) return;
-  std::ifstream in(target.resolved, std::ios::binary);
-  if (!in) return;  // unreadable: the write itself will say why, or succeed
-  char start[sizeof magic] = {};
-  in.read(start, sizeof start);
-  const auto read = static_cast<std::size_t>(in.gcount());
-  if (read == 0 || (read == sizeof magic && std::memcmp(start, magic, sizeof magic) == 0)) return;
-  const std::string role = target.role.empty() ? std::string() : target.role + " ";
-  throw OutputError(role + printable_text(target.given.string(), 200) +
-                    " exists and is not an fpscope checkpoint: it is left as it is; name a new file, or remove it first");
+  check_replaces_only(target, sizeof magic, "an fpscope checkpoint",
+                      [](std::string_view start) { return start == std::string_view(magic, sizeof magic); });
 }
 
 TrainingCheckpoint read_checkpoint(const std::filesystem::path& path) {

@@ -11,6 +11,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <utility>
 
@@ -320,6 +321,17 @@ void check_outputs(std::span<const OutputTarget> outputs, std::span<const std::f
       if (holds_data(outputs[j]) && identity(out) == identity(outputs[j]))
         throw OutputError(shown(out) + " and " + shown(outputs[j]) + " are the same file: one output would overwrite the other");
   }
+}
+
+void check_replaces_only(const OutputTarget& target, std::size_t bytes, std::string_view what, const std::function<bool(std::string_view)>& is_one) {
+  if (target.kind != OutputTarget::Kind::regular_file) return;
+  std::ifstream in(target.resolved, std::ios::binary);
+  if (!in) return;  // unreadable: the write itself says why, or succeeds
+  std::string start(bytes, '\0');
+  in.read(start.data(), static_cast<std::streamsize>(start.size()));
+  start.resize(static_cast<std::size_t>(in.gcount()));
+  if (start.empty() || is_one(start)) return;
+  throw OutputError(shown(target) + " exists and is not " + std::string(what) + ": it is left as it is; name a new file, or remove it first");
 }
 
 void write_output(const OutputTarget& target, std::string_view contents) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -48,6 +49,11 @@ OutputTarget resolve_output(const std::filesystem::path& path, std::string_view 
 // or the same path for files not yet there) as one of the inputs or as another output. Inputs
 // that do not exist are ignored (their readers report them). Throws OutputError.
 void check_outputs(std::span<const OutputTarget> outputs, std::span<const std::filesystem::path> inputs);
+
+// Refuses to replace a file of another kind: where `target` is an existing, non-empty regular file
+// whose first `bytes` bytes (or fewer, all it has) `is_one` does not accept, throws OutputError
+// saying it is not `what` ("an fpscope run log") and is left as it is. Reads nothing else.
+void check_replaces_only(const OutputTarget& target, std::size_t bytes, std::string_view what, const std::function<bool(std::string_view)>& is_one);
 
 // Writes `contents` whole. A file (new or regular) goes to a temporary in its folder that no
 // user file can be named like, is fsynced and renamed over the target, and the folder is
