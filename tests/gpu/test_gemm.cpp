@@ -13,6 +13,7 @@
 #include <limits>
 #include <mutex>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,7 @@
 #include <cblas.h>
 
 #include "fpscope/gpu/gemm.hpp"
+#include "fpscope/gpu/parallel.hpp"
 
 using namespace fpscope;
 
@@ -257,6 +259,56 @@ TEST_CASE("gemm: operands of several products (ProductOperand) are packed once, 
     CHECK(made.bf16 == (kernels ? (bf16 ? 3u : 1u) : 0u));
     CHECK(made.float32 + made.bf16 == 3u);
     CHECK(made.bf16_packs == (kernels ? 2u + (bf16 ? 1u : 0u) : 0u));
+  }
+}
+
+TEST_CASE("gemm: an operand packed in pieces as its values are made has the products' bits, packed once") {
+  // The trainers' casts pack each piece of a bf16 operand as they round it, in any order on any
+  // thread (ProductOperand::pack_piece); the products must then see what packing the finished
+  // values would have given them: here pieces of uneven sizes packed in shuffled order on the
+  // element threads, against a fresh operand of the same values.
+  std::mt19937 rng(29);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const Eigen::Index out = 70, in = 300, tokens = 200;
+  for (const bool bf16 : {true, false}) {
+    CAPTURE(bf16);
+    Eigen::MatrixXf w(out, in), x(in, tokens);
+    for (Eigen::Index i = 0; i < w.size(); ++i) w.data()[i] = bf16_value(normal(rng));
+    for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = bf16_value(normal(rng));
+    if (!bf16) x(in - 1, tokens - 1) = 0.1f;  // one value that is not bf16, in the last piece
+    const Eigen::MatrixXf y = gemm(w, false, x, false), dx = gemm(w, true, w, false);
+    ProductOperand weight(w), input(x);
+    const bool kernels = gemm_has_bf16_products();
+    CHECK(weight.start_pieces() == kernels);
+    CHECK(input.start_pieces() == kernels);
+    CHECK_FALSE(weight.start_pieces());  // once
+    for (const ProductOperand* operand : {&weight, &input}) {
+      const auto size = static_cast<std::size_t>(operand->values().size());
+      std::vector<std::pair<std::size_t, std::size_t>> own;  // (offset, size)
+      for (std::size_t offset = 0, piece = 1; offset < size; offset += piece, piece = piece * 3 + 5) own.emplace_back(offset, std::min(piece, size - offset));
+      std::shuffle(own.begin(), own.end(), rng);
+      if (kernels) parallel_for(own.size(), 1, [&](std::size_t first, std::size_t last) {
+          for (std::size_t p = first; p < last; ++p) operand->pack_piece(own[p].first, own[p].second);
+        });
+    }
+    if (kernels) CHECK_THROWS_AS(gemm(weight, false, input, false), std::logic_error);  // not finished
+    Eigen::MatrixXf y2, dx2;
+    const GemmCounts made = counted([&] {
+      weight.finish_pieces();
+      input.finish_pieces();
+      y2 = gemm(weight, false, input, false);
+      dx2 = gemm(weight, true, weight, false);
+    });
+    CHECK(made.bf16_packs == (kernels ? 2u : 0u));  // in pieces, once each; no product packed again
+    CHECK(made.bf16 == (kernels ? (bf16 ? 2u : 1u) : 0u));  // an input not all bf16 goes to float32
+    CHECK(made.float32 + made.bf16 == 2u);
+    const auto bits = [](const Eigen::MatrixXf& m) {
+      std::vector<std::uint32_t> b(static_cast<std::size_t>(m.size()));
+      std::memcpy(b.data(), m.data(), b.size() * 4);
+      return b;
+    };
+    CHECK(bits(y2) == bits(y));
+    CHECK(bits(dx2) == bits(dx));
   }
 }
 

@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <stdexcept>
 #include <string_view>
 
 #include "fpscope/gpu/gemm.hpp"
@@ -20,7 +22,6 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
 #include <vector>
@@ -50,6 +51,7 @@ class PackBuffer {
     return bits_.get();
   }
   const std::uint16_t* bits() const { return bits_.get(); }
+  std::uint16_t* bits() { return bits_.get(); }
 
  private:
   std::unique_ptr<std::uint16_t[]> bits_;
@@ -60,10 +62,12 @@ class PackBuffer {
 
 // What the products that took an operand found: not looked at yet, its bf16 bit patterns and scan,
 // or that it is not all bf16 values.
+// `in_pieces`: between start_pieces and finish_pieces, the scan merged under the mutex.
 struct ProductOperand::Packing {
-  enum class State : std::uint8_t { not_looked_at, bf16, not_bf16 } state = State::not_looked_at;
+  enum class State : std::uint8_t { not_looked_at, in_pieces, bf16, not_bf16 } state = State::not_looked_at;
   Bf16Scan scan;
   PackBuffer bits;
+  std::mutex merge_mutex;
 };
 
 ProductOperand::ProductOperand(const Eigen::MatrixXf& values) : values_(&values), packing_(std::make_unique<Packing>()) {}
@@ -74,6 +78,9 @@ ProductOperand& ProductOperand::operator=(ProductOperand&&) noexcept = default;
 #if !FPSCOPE_HAVE_ONEDNN
 
 bool bf16_products_available() { return false; }
+bool ProductOperand::start_pieces() { return false; }
+void ProductOperand::pack_piece(std::size_t, std::size_t) const {}
+void ProductOperand::finish_pieces() {}
 void onednn_on_calling_thread() {}
 bool onednn_runs_avx512() { return false; }
 std::string onednn_description() { return ""; }
@@ -224,6 +231,7 @@ bool starts_bf16(const float* values, Eigen::Index rows, Eigen::Index cols) {
 const Bf16Scan* packed(const ProductOperand& operand) {
   using State = ProductOperand::Packing::State;
   ProductOperand::Packing& packing = operand.packing();
+  if (packing.state == State::in_pieces) throw std::logic_error("a product took an operand whose packing in pieces was not finished");
   if (packing.state == State::not_looked_at) {
     const Eigen::MatrixXf& values = operand.values();
     const bool bf16 = starts_bf16(values.data(), values.size(), 1);
@@ -236,6 +244,29 @@ const Bf16Scan* packed(const ProductOperand& operand) {
 }  // namespace
 
 bool bf16_products_available() { return allowed.load(std::memory_order_relaxed) && hardware_bf16(); }
+
+bool ProductOperand::start_pieces() {
+  if (!bf16_products_available() || packing_->state != Packing::State::not_looked_at) return false;
+  packing_->state = Packing::State::in_pieces;
+  packing_->scan = Bf16Scan{};
+  packing_->bits.room_for(static_cast<std::size_t>(values_->size()));
+  return true;
+}
+
+void ProductOperand::pack_piece(std::size_t offset, std::size_t n) const {
+  if (packing_->state != Packing::State::in_pieces) throw std::logic_error("pack_piece: the operand's packing in pieces was not started");
+  if (offset + n > static_cast<std::size_t>(values_->size())) throw std::logic_error("pack_piece: the piece runs past the operand");
+  const auto* bits = reinterpret_cast<const std::uint32_t*>(values_->data()) + offset;
+  const Bf16Scan scan = pack_runs(bits, n, 1, 0, packing_->bits.bits() + offset);  // sized by start_pieces
+  const std::lock_guard lock(packing_->merge_mutex);
+  packing_->scan.merge(scan);
+}
+
+void ProductOperand::finish_pieces() {
+  if (packing_->state != Packing::State::in_pieces) return;
+  packs.fetch_add(1, std::memory_order_relaxed);
+  packing_->state = packing_->scan.bf16() ? Packing::State::bf16 : Packing::State::not_bf16;
+}
 
 bool onednn_runs_avx512() { return onednn_runs(dnnl::cpu_isa::avx512_core); }
 

@@ -13,6 +13,7 @@
 
 #include "fpscope/core/bulk.hpp"
 #include "fpscope/gpu/cast_record.hpp"
+#include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/mlp.hpp"
 #include "fpscope/gpu/parallel.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
@@ -66,6 +67,13 @@ class PiecewiseCast {
   PiecewiseCast(const PiecewiseCast&) = delete;
   PiecewiseCast& operator=(const PiecewiseCast&) = delete;
 
+  // The cast's output is `operand`'s values (whole, each piece's `out` inside them): each piece is
+  // packed for the bf16 kernels as soon as it is rounded (ProductOperand's pieces). Only for casts
+  // into bf16, whose outputs are the only ones those kernels take; before the first piece.
+  void pack_for_products(ProductOperand* operand) {
+    if (operand != nullptr && low_ && f_ == formats::bf16 && operand->start_pieces()) operand_ = operand;
+  }
+
   // The values at `offset` in the tensor: `in` rounded into `out` (the same span, or one beside it).
   void piece(std::span<const float> in, std::span<float> out, std::size_t offset) {
     if (!low_) {  // float32: copied, and recorded where there is a record
@@ -84,6 +92,7 @@ class PiecewiseCast {
     } else {
       cast_and_record(f_, in, out, context, histogram, counts);
     }
+    if (operand_ != nullptr) operand_->pack_piece(static_cast<std::size_t>(out.data() - operand_->values().data()), out.size());
     const std::lock_guard lock(mutex_);
     flags_ |= context.flags;
     if (record_ == nullptr) return;
@@ -96,6 +105,7 @@ class PiecewiseCast {
 
   // After the last piece, on the thread that made it.
   void finish() {
+    if (operand_ != nullptr) operand_->finish_pieces();
     ctx_.raise(flags_);
     if (record_ != nullptr && low_) record_->cast = total_;
   }
@@ -106,6 +116,7 @@ class PiecewiseCast {
   Context& ctx_;
   Context start_;
   TensorRecord* record_;
+  ProductOperand* operand_ = nullptr;
   std::mutex mutex_;
   std::uint8_t flags_ = 0;
   CastCounts total_;
@@ -113,10 +124,12 @@ class PiecewiseCast {
 
 // Rounds `in` into f (none for fp32: copied) as `out` (the same span, or one beside it), recording
 // where there is a record: a PiecewiseCast in slices of 64K values on the element threads
-// (parallel.hpp).
-inline void cast_values(Format f, bool low_precision, std::span<const float> in, std::span<float> out, Context& ctx, TensorRecord* record) {
+// (parallel.hpp); `out` packed for the products as it goes where it is `operand`'s values.
+inline void cast_values(Format f, bool low_precision, std::span<const float> in, std::span<float> out, Context& ctx, TensorRecord* record,
+                        ProductOperand* operand = nullptr) {
   constexpr std::size_t slice = 65536;
   PiecewiseCast cast(f, low_precision, ctx, record, in.size());
+  cast.pack_for_products(operand);
   parallel_for((in.size() + slice - 1) / slice, 1, [&](std::size_t first, std::size_t last) {
     for (std::size_t s = first; s < last; ++s) {
       const std::size_t start = s * slice, n = std::min(slice, in.size() - start);
@@ -127,25 +140,29 @@ inline void cast_values(Format f, bool low_precision, std::span<const float> in,
 }
 
 // Rounds a matrix in place into f (nothing for fp32), recording the values before the cast (and
-// what a block format would do to them, where the run asks).
+// what a block format would do to them, where the run asks). Where `operand` is given it refers to
+// `m`, which is packed for the products as it is rounded.
 template <typename Matrix>
 inline void cast(Format f, bool low_precision, Matrix& m, Context& ctx, TensorRecord* record,
-                 const std::optional<BlockRecording>& blocks = std::nullopt, FeatureAxis features = FeatureAxis::second) {
+                 const std::optional<BlockRecording>& blocks = std::nullopt, FeatureAxis features = FeatureAxis::second,
+                 ProductOperand* operand = nullptr) {
   if (record != nullptr && blocks) record->blocks = block_record(*blocks, m, features);
   if (!low_precision && record == nullptr) return;
   const std::span<float> values(m.data(), static_cast<std::size_t>(m.size()));
-  cast_values(f, low_precision, values, values, ctx, record);
+  cast_values(f, low_precision, values, values, ctx, record, operand);
 }
 
 // The same cast of `from` made into `copy` (resized to it), `from` left as it was: one pass over
 // the values on the threads where a copy and then a cast in place would be two, the copy serial.
+// Where `operand` is given it refers to `copy`, which is packed for the products as it is made.
 template <typename Matrix>
 inline void cast_copy(Format f, bool low_precision, const Matrix& from, Matrix& copy, Context& ctx, TensorRecord* record,
-                      const std::optional<BlockRecording>& blocks = std::nullopt, FeatureAxis features = FeatureAxis::second) {
+                      const std::optional<BlockRecording>& blocks = std::nullopt, FeatureAxis features = FeatureAxis::second,
+                      ProductOperand* operand = nullptr) {
   if (record != nullptr && blocks) record->blocks = block_record(*blocks, from, features);
   copy.resize(from.rows(), from.cols());
   const auto n = static_cast<std::size_t>(from.size());
-  cast_values(f, low_precision, std::span<const float>(from.data(), n), std::span<float>(copy.data(), n), ctx, record);
+  cast_values(f, low_precision, std::span<const float>(from.data(), n), std::span<float>(copy.data(), n), ctx, record, operand);
 }
 
 // Whether any gradient in `values` is infinite or NaN (sgd_update.hpp's gradient_non_finite, the

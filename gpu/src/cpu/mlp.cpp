@@ -187,17 +187,23 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   }
   auto recorded = [&](std::vector<TensorRecord>& records, std::size_t l) { return record ? &records[l] : nullptr; };
 
+  const GemmRecipe recipe = config_.recipe.recipe;
+  // Each layer's weights and inputs serve its forward product and one backward product: packed
+  // for the bf16 kernels once (gemm.hpp), as their casts make them where no recipe makes the
+  // products' operands (`for_products`).
+  std::vector<Eigen::MatrixXf> w(layers), a(layers), z(layers);
+  std::vector<ProductOperand> weight_operands, input_operands;
+  for (std::size_t l = 0; l < layers; ++l) weight_operands.emplace_back(w[l]), input_operands.emplace_back(a[l]);
+  const auto for_products = [&](ProductOperand& operand) { return recipe == GemmRecipe::none ? &operand : nullptr; };
   // Low-precision copies of the weights (the weights themselves for fp32 and fp16-pure).
-  std::vector<Eigen::MatrixXf> w(layers);
   std::vector<Eigen::VectorXf> b(layers);
   for (std::size_t l = 0; l < layers; ++l) {
-    cast_copy(f, low, weights_[l], w[l], ctx_, recorded(weight, l), config_.record_blocks);
+    cast_copy(f, low, weights_[l], w[l], ctx_, recorded(weight, l), config_.record_blocks, FeatureAxis::second, for_products(weight_operands[l]));
     cast_copy(f, low, biases_[l], b[l], ctx_, nullptr);
   }
   // Forward: GEMMs on low-precision values with float32 accumulation, outputs rounded.
   // Under a recipe the products see the operands it makes (gemm_recipe.hpp); FP8 operands are
   // made once and serve both products that use them.
-  const GemmRecipe recipe = config_.recipe.recipe;
   std::vector<Fp8Operand> fp8_input(per_tensor_fp8(recipe) ? layers : 0), fp8_weight(fp8_input.size());
   const auto fp8_slot = [&](std::size_t l, GemmOperand operand) -> Fp8TensorState& { return fp8_[3 * l + static_cast<std::size_t>(operand)]; };
   const auto fp8_record = [&](std::size_t l) { return &new_operand_scaling(result.scaling, "fc" + std::to_string(l + 1)); };
@@ -214,12 +220,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
     if (tiled_weights[l].size() == 0) tiled_weights[l] = mx(l, GemmOperand::weight, w[l], along_rows);
     return tiled_weights[l];
   };
-  std::vector<Eigen::MatrixXf> a(layers), z(layers);
-  cast_copy(f, low, inputs, a[0], ctx_, nullptr);
-  // Each layer's weights and inputs serve its forward product and one backward product: packed
-  // for the bf16 kernels once (gemm.hpp).
-  std::vector<ProductOperand> weight_operands, input_operands;
-  for (std::size_t l = 0; l < layers; ++l) weight_operands.emplace_back(w[l]), input_operands.emplace_back(a[l]);
+  cast_copy(f, low, inputs, a[0], ctx_, nullptr, std::nullopt, FeatureAxis::second, for_products(input_operands[0]));
   for (std::size_t l = 0; l < layers; ++l) {
     const bool next = l + 1 < layers;
     TensorRecord* z_record = recorded(activation, l);
@@ -230,7 +231,10 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
     std::optional<PiecewiseCast> z_cast, a_cast;
     const auto start_casts = [&] {
       z_cast.emplace(f, low, ctx_, z_record, size);
-      if (next) a_cast.emplace(f, low, ctx_, nullptr, size);
+      if (next) {
+        a_cast.emplace(f, low, ctx_, nullptr, size);
+        a_cast->pack_for_products(for_products(input_operands[l + 1]));
+      }
     };
     const auto add_bias_to = [&](float* values, Eigen::Index first, Eigen::Index columns) {
       for (Eigen::Index j = 0; j < columns; ++j) Eigen::Map<Eigen::ArrayXf>(values + j * batch, batch) += b[l](first + j);
@@ -285,9 +289,9 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   std::vector<Eigen::VectorXf> grad_b(layers);
   bool non_finite = false;
   for (std::size_t l = layers; l-- > 0;) {
-    cast(f, low, dz, ctx_, recorded(activation_gradient, l), config_.record_blocks);
+    ProductOperand gradient_operand(dz);  // both backward products; dz changes only after them
+    cast(f, low, dz, ctx_, recorded(activation_gradient, l), config_.record_blocks, FeatureAxis::second, for_products(gradient_operand));
     Fp8Operand fp8_dz;
-    const ProductOperand gradient_operand(dz);  // both backward products; dz changes only after them
     // The weight gradient's faults, then its cast (recorded) and check for infinities and NaNs, on
     // each slice as the product makes it where nothing comes between: the cast is started before
     // the product where the product draws nothing, blocks are recorded from the whole tensor.

@@ -37,7 +37,15 @@ Eigen::MatrixXf gemm(const Eigen::MatrixXf& a, bool transpose_a, const Eigen::Ma
 // it there packs its values to bf16 bit patterns and scans them (bf16_products.hpp), the others
 // reuse what that found -- a linear layer's weights and inputs serve its forward product and one
 // backward product each, its output gradient both backward ones. It refers to `values`, which must
-// stay as they are, and where they are, while it lives.
+// stay as they are, and where they are, while it lives (from its first product on, or from
+// start_pieces on).
+//
+// Or packed as its values are made: a cast that writes them piece by piece (the trainers' casts
+// into bf16) packs each piece as soon as it is rounded, while it is still in the core's cache,
+// instead of the first product reading the whole operand again. start_pieces() once, with the
+// values at their final size; pack_piece() for each piece, on any threads, pieces not
+// overlapping and together all the values; finish_pieces() after the last. The products then
+// take exactly what they would have packed themselves.
 class ProductOperand {
  public:
   explicit ProductOperand(const Eigen::MatrixXf& values);
@@ -45,6 +53,13 @@ class ProductOperand {
   ProductOperand(ProductOperand&&) noexcept;
   ProductOperand& operator=(ProductOperand&&) noexcept;
   const Eigen::MatrixXf& values() const { return *values_; }
+
+  // False (and nothing to do) where products never go to the bf16 kernels here, or the operand
+  // has been looked at already.
+  bool start_pieces();
+  // values().data()[offset, offset + n), as they are now (final).
+  void pack_piece(std::size_t offset, std::size_t n) const;
+  void finish_pieces();
 
   struct Packing;  // bf16_products.cpp
   Packing& packing() const { return *packing_; }
