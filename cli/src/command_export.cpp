@@ -105,10 +105,11 @@ void run_export(const ExportOptions& options) {
   // As recorded, or at a hypothetical loss scale (which moves gradients only).
   const std::optional<int> scale = options.scale == "recorded" ? std::nullopt : parse_scale_log2(options.scale);
   if (!scale && options.scale != "recorded") throw UsageError("export needs --scale recorded or a fixed loss scale such as 2^10");
-  // The output is resolved and checked (its folder exists, it is not the run log) before the
-  // run log is even read.
+  // The output is resolved and checked (its folder exists, it is not the run log, it replaces
+  // only an earlier file of its kind) before the run log is even read.
   const OutputTarget out = resolve_output(**output.second, output.first);
   check_outputs({&out, 1}, {{std::filesystem::path(options.run)}});
+  check_replaces_only(out, options.svg ? FileKind::svg : options.png ? FileKind::png : FileKind::csv);
   const RunLog log = read_run_log(options.run);
   for (const std::string& w : log.warnings) fmt::print(stderr, "fpscope: warning: {}\n", w);
   if (options.blocks_csv) {

@@ -60,6 +60,7 @@ void run_quantize(const QuantizeOptions& options) {
   if (options.codes) outputs.push_back(resolve_output(*options.codes, "--codes"));
   if (options.scales) outputs.push_back(resolve_output(*options.scales, "--scales"));
   check_outputs(outputs, {{input}});
+  for (const OutputTarget& target : outputs) check_replaces_only(target, FileKind::npy);
   bool summary_on_stdout = true;
   for (const OutputTarget& target : outputs) summary_on_stdout = summary_on_stdout && target.kind != OutputTarget::Kind::descriptor;
 
@@ -210,6 +211,7 @@ void run_dequantize(const DequantizeOptions& options) {
   const std::filesystem::path codes_path(options.codes), scales_path(options.scales);
   const OutputTarget out = resolve_output(options.out, "--out");
   check_outputs({&out, 1}, {{codes_path, scales_path}});
+  check_replaces_only(out, FileKind::npy);
   std::vector<std::uint64_t> shape, scale_shape;
   const std::vector<std::uint8_t> codes = read_uint8_npy(codes_path, shape);
   const std::vector<std::uint8_t> scale_codes = read_uint8_npy(scales_path, scale_shape);

@@ -291,8 +291,8 @@ ExportJob::Work run_log_saver(const App& app, const std::string& folder);
 ExportJob::Work histograms_csv_saver(const App& app, const std::string& folder);
 // The PNG a view saves into the export folder: fpscope-<view>.png.
 std::string view_png_path(const App& app);
-// The files the app reads (the followed log): no export may overwrite one. `path` resolved and
-// checked against them; throws OutputError.
+// A PNG of the window at `path`: resolved, checked against the files the app reads (the followed
+// log: no export may overwrite one) and to replace only an earlier PNG; throws OutputError.
 OutputTarget export_target(const App& app, const std::filesystem::path& path);
 
 }  // namespace fpscope::gui

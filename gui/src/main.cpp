@@ -25,6 +25,7 @@
 #include "drawing_cost.hpp"
 #include "fpscope/core/names.hpp"
 #include "fpscope/core/printable_text.hpp"
+#include "fpscope/analyzer/run_log.hpp"
 #include "fpscope/snapshot/output_file.hpp"
 #include "screenshot.hpp"
 #include "ui_scale.hpp"
@@ -514,6 +515,14 @@ int main(int argc, char** argv) {
       std::vector<std::filesystem::path> inputs;
       if (!o.app.follow.empty()) inputs.emplace_back(o.app.follow);
       fpscope::check_outputs(outputs, inputs);
+      // Each replaces only an earlier file of its kind.
+      std::size_t next = 0;
+      if (!o.screenshot.empty()) fpscope::check_replaces_only(outputs[next++], fpscope::FileKind::png);
+      if (!o.export_folder.empty()) {
+        fpscope::check_replaces_only_a_run_log(outputs[next++]);
+        fpscope::check_replaces_only(outputs[next++], fpscope::FileKind::csv);
+        fpscope::check_replaces_only(outputs[next++], fpscope::FileKind::png);
+      }
     } catch (const fpscope::OutputError& e) {
       throw CLI::ValidationError(e.what());
     }

@@ -39,7 +39,11 @@ std::optional<std::filesystem::path> followed_path(const App& app) {
 
 }  // namespace
 
-OutputTarget export_target(const App& app, const std::filesystem::path& path) { return checked_target(path, followed_path(app)); }
+OutputTarget export_target(const App& app, const std::filesystem::path& path) {
+  const OutputTarget target = checked_target(path, followed_path(app));
+  check_replaces_only(target, FileKind::png);
+  return target;
+}
 
 ExportJob::Work run_log_saver(const App& app, const std::string& folder) {
   const std::filesystem::path path = std::filesystem::path(folder.empty() ? "." : folder) / "run.jsonl";
@@ -50,6 +54,7 @@ ExportJob::Work run_log_saver(const App& app, const std::string& folder) {
           snapshots = app.snapshots](const std::function<void(double)>& progress) -> std::string {
     try {
       const OutputTarget target = checked_target(path, followed);
+      check_replaces_only_a_run_log(target);
       if (follower != nullptr) write_output(target, follower->bytes_read());
       else write_run_log(target, RunLog{header, steps, copies(snapshots), {}}, progress);
       return fmt::format("saved {} snapshots to {}", snapshots.size(), path.string());
@@ -64,7 +69,9 @@ ExportJob::Work histograms_csv_saver(const App& app, const std::string& folder) 
   if (app.snapshots.empty()) return [](const auto&) { return std::string("nothing to save yet: no recorded steps"); };
   return [path, followed = followed_path(app), snapshots = app.snapshots](const std::function<void(double)>&) -> std::string {
     try {
-      write_output(checked_target(path, followed), histograms_csv(copies(snapshots)));
+      const OutputTarget target = checked_target(path, followed);
+      check_replaces_only(target, FileKind::csv);
+      write_output(target, histograms_csv(copies(snapshots)));
       return "saved " + path.string();
     } catch (const std::exception& e) {
       return e.what();

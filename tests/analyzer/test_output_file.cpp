@@ -203,3 +203,37 @@ TEST_CASE("an appended log has one writer; resuming checks the prefix, then cuts
   CHECK(seen == "header\n");
   CHECK(read(dir / "run.jsonl") == "header\nline 1 again\n");
 }
+
+TEST_CASE("an export replaces only an earlier file of its kind, each kind known by how it starts") {
+  using namespace std::string_literals;
+  const std::string npy = "\x93NUMPY\x01\x00"s + "v\x00{'descr': '<f4'"s, png = "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"s;
+  const std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\">", xml = "\xEF\xBB\xBF  \n<?xml version=\"1.0\"?>";
+  const std::string csv = "step,loss,loss_scale,skipped\n0,2.3,1,0\n", run_log = "{\"fpscope_run_log\": 1, \"a,b\": 2}\n";
+  const std::string text = "notes about a run\n", binary = "a,b\n\x00\x01"s;
+  CHECK(starts_as(FileKind::npy, npy));
+  CHECK(starts_as(FileKind::png, png));
+  CHECK(starts_as(FileKind::svg, svg));
+  CHECK(starts_as(FileKind::svg, xml));
+  CHECK(starts_as(FileKind::csv, csv));
+  for (const std::string& other : {png, svg, csv, run_log, text}) CHECK_FALSE(starts_as(FileKind::npy, other));
+  for (const std::string& other : {npy, svg, csv, run_log, text}) CHECK_FALSE(starts_as(FileKind::png, other));
+  for (const std::string& other : {npy, png, csv, run_log, text}) CHECK_FALSE(starts_as(FileKind::svg, other));
+  for (const std::string& other : {npy, png, svg, run_log, text, binary}) CHECK_FALSE(starts_as(FileKind::csv, other));
+
+  TempDir dir;
+  write(dir / "run.jsonl", run_log);
+  write(dir / "old.csv", csv);
+  write(dir / "empty.csv", "");
+  const OutputTarget over_log = resolve_output(dir / "run.jsonl", "--csv");
+  try {
+    check_replaces_only(over_log, FileKind::csv);
+    FAIL("a run log was about to be replaced by a CSV");
+  } catch (const OutputError& e) {
+    CHECK(std::string(e.what()) == "--csv " + (dir / "run.jsonl").string() + " exists and is not a CSV file: it is left as it is; name a new file, or remove it first");
+  }
+  CHECK(read(dir / "run.jsonl") == run_log);
+  CHECK_NOTHROW(check_replaces_only(resolve_output(dir / "old.csv"), FileKind::csv));
+  CHECK_NOTHROW(check_replaces_only(resolve_output(dir / "empty.csv"), FileKind::png));  // an empty file is nobody's
+  CHECK_NOTHROW(check_replaces_only(resolve_output(dir / "new.png"), FileKind::png));   // nothing there yet
+  CHECK_NOTHROW(check_replaces_only(resolve_output("-"), FileKind::npy));               // standard output
+}

@@ -256,6 +256,17 @@ check train-out-not-a-log-kept 0 '^kept$' -- bash -c "[[ \$(cat '$work/precious.
 # A new checkpoint likewise replaces only an earlier checkpoint.
 check_bad bad-train-checkpoint-not-one "--checkpoint $work/precious.txt exists and is not an fpscope checkpoint" -- "$fpscope" train --model 16-32-4 --steps 2 --checkpoint-every 1 --checkpoint "$work/precious.txt" --out "$work/never19.jsonl"
 check train-checkpoint-not-one-kept 0 '^kept$' -- bash -c "[[ \$(cat '$work/precious.txt') == 'not a run log' ]] && echo kept"
+# An export or a tensor replaces only an earlier file of its kind: a run log, a checkpoint, a
+# tensor or any other file named by mistake is refused before anything is read, and left byte for byte.
+cp "$work/adamw.jsonl" "$work/other-run.jsonl"
+check_bad bad-export-csv-over-a-log "--steps-csv $work/other-run.jsonl exists and is not a CSV file" -- "$fpscope" export "$work/train.jsonl" --steps-csv "$work/other-run.jsonl"
+check_bad bad-export-svg-over-text "--svg $work/precious.txt exists and is not an SVG image" -- "$fpscope" export "$work/train.jsonl" --svg "$work/precious.txt"
+check_bad bad-export-png-over-a-tensor "--png $work/q.npy exists and is not a PNG image" -- "$fpscope" export "$work/train.jsonl" --png "$work/q.npy"
+check_bad bad-quantize-out-over-a-log "--out $work/other-run.jsonl exists and is not a .npy array" -- "$fpscope" quantize "$work/q.npy" -f mxfp8 --block 4 --out "$work/other-run.jsonl"
+check_bad bad-dequantize-out-over-text "--out $work/precious.txt exists and is not a .npy array" -- "$fpscope" dequantize "$work/qc.npy" --scales "$work/qs.npy" -f mxfp8 --block 4 --out "$work/precious.txt"
+check exports-kept 0 '^kept$' -- bash -c "cmp -s '$work/adamw.jsonl' '$work/other-run.jsonl' && [[ \$(cat '$work/precious.txt') == 'not a run log' ]] && echo kept"
+# ... and an earlier export of its kind is replaced.
+check export-replaces-its-kind 0 '^replaced$' -- bash -c "'$fpscope' export '$work/train.jsonl' --steps-csv '$work/again.csv' && '$fpscope' export '$work/adamw.jsonl' --steps-csv '$work/again.csv' && '$fpscope' export '$work/train.jsonl' --png '$work/again.png' && '$fpscope' export '$work/train.jsonl' --png '$work/again.png' && '$fpscope' export '$work/train.jsonl' --svg '$work/again.svg' && '$fpscope' export '$work/train.jsonl' --plot heatmap --svg '$work/again.svg' && [[ \$(wc -l < '$work/again.csv') == 61 ]] && echo replaced"
 check_bad bad-train-optimizer "unknown optimizer 'adam'" -- "$fpscope" train --optimizer adam --out "$work/never12.jsonl"
 check_bad bad-train-weight-decay-sgd "--weight-decay is AdamW's decoupled decay" -- "$fpscope" train --weight-decay 0.1 --out "$work/never13.jsonl"
 check_bad bad-train-betas "--betas '0.9' is not B1,B2" -- "$fpscope" train --optimizer adamw --betas 0.9 --out "$work/never14.jsonl"

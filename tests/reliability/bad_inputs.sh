@@ -158,7 +158,7 @@ EOF
 ln -s nowhere.npy npy_mixed/b.npy
 ln -s good.jsonl alias.csv
 ln good.jsonl hard.csv
-echo "read-only" >readonly.csv && chmod 444 readonly.csv
+echo "read,only" >readonly.csv && chmod 444 readonly.csv
 mkfifo fifo.csv
 # Defect 2: a checkpoint of one run, then another run written to the same log.
 "$fpscope" train --model 8-8-2 --steps 20 --checkpoint-every 10 --out shared.jsonl >/dev/null 2>&1
@@ -259,6 +259,9 @@ bad export-random 1 "random.bin" -- "$fpscope" export random.bin --png out.png
 bad export-folder-missing 1 "no/such/folder" -- "$fpscope" export good.jsonl --svg no/such/folder/plot.svg
 bad export-csv-folder-missing 1 "--csv no/such/h.csv: its folder no/such does not exist" -- "$fpscope" export good.jsonl --csv no/such/h.csv
 bad export-png-under-a-file 1 "is not a folder" -- "$fpscope" export good.jsonl --png good.csv/plot.png
+bad export-csv-over-a-run-log 1 "--csv good.jsonl exists and is not a CSV file" -- "$fpscope" export random.bin --csv good.jsonl
+bad export-png-over-a-tensor 1 "--png short.npy exists and is not a PNG image" -- "$fpscope" export good.jsonl --png short.npy
+bad quantize-out-over-a-csv 1 "--out good.csv exists and is not a .npy array" -- "$fpscope" quantize short.npy -f mxfp8 --out good.csv
 bad export-tensor 2 "fc9" -- "$fpscope" export good.jsonl --svg out.svg --tensor fc9
 bad export-kind 2 "gradient" -- "$fpscope" export good.jsonl --svg out.svg --kind gradient
 bad export-plot 2 "pie" -- "$fpscope" export good.jsonl --svg out.svg --plot pie
@@ -387,7 +390,7 @@ if unshare -m true 2>/dev/null; then
   bad device-train-to-full 1 "/dev/full: cannot write" -- in_namespace bash -c "'$fpscope' train --model 8-8-2 --steps 2 --out /dev/full; s=\$?; test -c /dev/full || echo 'fpscope: /dev/full replaced' >&2; exit \$s"
   # A tmpfs of 64 KiB, full before fpscope writes: the write fails, the old file stays.
   bad full-disk 1 "cannot write" -- in_namespace bash -c "mkdir -p /tmp/small && mount -t tmpfs -o size=64k tmpfs /tmp/small && cp good.csv /tmp/small/h.csv &&
-      head -c 1M /dev/zero >/tmp/small/filler 2>/dev/null; '$fpscope' export good.jsonl --png /tmp/small/h.csv; s=\$?; cmp -s good.csv /tmp/small/h.csv || echo 'fpscope: the old file was lost' >&2; exit \$s"
+      head -c 1M /dev/zero >/tmp/small/filler 2>/dev/null; '$fpscope' export good.jsonl --csv /tmp/small/h.csv; s=\$?; cmp -s good.csv /tmp/small/h.csv || echo 'fpscope: the old file was lost' >&2; exit \$s"
   stdout=/dev/full; bad full-disk-stdout 1 "cannot write to standard output" -- in_namespace bash -c "mkdir -p /tmp/small && mount -t tmpfs -o size=16k tmpfs /tmp/small &&
       printf '0.1\n%.0s' {1..20000} | '$fpscope' convert --from fp32 --to fp16 >/tmp/small/out.txt"
   # What must work with devices (good cases), and leave them devices.
@@ -513,6 +516,7 @@ if [[ -n "$gui" ]]; then
   bad gui-export-over-the-followed-log 2 "is the input run.jsonl" -- "$gui" --follow run.jsonl --frames 1 --export .
   bad gui-screenshot-over-the-followed-log 2 "is the input" -- "$gui" --follow run.jsonl --frames 1 --screenshot run.jsonl
   bad gui-screenshot-missing-folder 2 "its folder" -- "$gui" --follow run.jsonl --frames 1 --screenshot no/such/x.png
+  bad gui-screenshot-over-a-csv 2 "--screenshot good.csv exists and is not a PNG image" -- "$gui" --follow run.jsonl --frames 1 --screenshot good.csv
   bad gui-size 2 "--width" -- "$gui" --width 10
   bad gui-escape 2 '\x1b[7m' -- "$gui" --view $'\e[7mpie'
 fi

@@ -46,21 +46,27 @@ else
 fi
 
 # Export: the old file or the new one, byte for byte.
-"$fpscope" export reference.jsonl --png new.png >/dev/null 2>&1 && "$fpscope" export reference.jsonl --csv new.csv >/dev/null 2>&1 || { echo "FAIL: export"; exit 1; }
-echo "old contents" >old.txt
+# The old files are an earlier export of each kind (an export replaces only a file of its kind),
+# of the run's first steps.
+head -n 4 reference.jsonl >older.jsonl
+for kind in png csv; do
+  "$fpscope" export reference.jsonl "--$kind" "new.$kind" >/dev/null 2>&1 && "$fpscope" export older.jsonl "--$kind" "old.$kind" >/dev/null 2>&1 &&
+    ! cmp -s "old.$kind" "new.$kind" || { echo "FAIL: export --$kind"; exit 1; }
+done
 for kind in png csv; do
   torn=0 new=0
   for ((i = 0; i < kills; ++i)); do
-    cp old.txt "out.$kind"
+    cp "old.$kind" "out.$kind"
     "$fpscope" export reference.jsonl "--$kind" "out.$kind" >/dev/null 2>&1 &
     pid=$!
     sleep "0.$(printf %02d $((RANDOM % 60)))"
     kill -9 "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
-    if cmp -s "out.$kind" "new.$kind"; then new=$((new + 1)); elif ! cmp -s "out.$kind" old.txt; then torn=$((torn + 1)); fi
+    if cmp -s "out.$kind" "new.$kind"; then new=$((new + 1)); elif ! cmp -s "out.$kind" "old.$kind"; then torn=$((torn + 1)); fi
   done
   if ((torn == 0)); then echo "ok: $kills kills during export --$kind: always the old file or the new one ($new new)"
   else echo "FAIL: $torn of $kills kills during export --$kind left a torn file"; failed=1; fi
+  "$fpscope" export reference.jsonl "--$kind" "out.$kind" >/dev/null 2>&1 && cmp -s "out.$kind" "new.$kind" || { echo "FAIL: export --$kind after the kills"; failed=1; }
 done
 
 # The app's Export (--export DIR after the followed log is read): each of its three files is the
@@ -72,10 +78,12 @@ if [[ -n "$gui" ]]; then
   xvfb=()
   [[ -z "${DISPLAY:-}" ]] && xvfb=(xvfb-run -a -s "-screen 0 1280x800x24")
   mkdir -p app_new app_out
-  "${xvfb[@]}" "$gui" --follow reference.jsonl --frames 2 --export app_new >/dev/null 2>&1 || { echo "FAIL: the app's export"; exit 1; }
+  mkdir -p app_old
+  "${xvfb[@]}" "$gui" --follow reference.jsonl --frames 2 --export app_new >/dev/null 2>&1 &&
+    "${xvfb[@]}" "$gui" --follow older.jsonl --frames 2 --export app_old >/dev/null 2>&1 || { echo "FAIL: the app's export"; exit 1; }
   torn=0 new=0
   for ((i = 0; i < kills; ++i)); do
-    for name in run.jsonl histograms.csv fpscope-window.png; do cp old.txt "app_out/$name"; done
+    for name in run.jsonl histograms.csv fpscope-window.png; do cp "app_old/$name" "app_out/$name"; done
     "${xvfb[@]}" "$gui" --follow reference.jsonl --frames 2 --export app_out >/dev/null 2>&1 &
     pid=$!
     sleep "0.$(printf %02d $((RANDOM % 90)))"
@@ -84,7 +92,7 @@ if [[ -n "$gui" ]]; then
     wait "$pid" 2>/dev/null
     for name in run.jsonl histograms.csv fpscope-window.png; do
       if cmp -s "app_out/$name" "app_new/$name"; then new=$((new + 1))
-      elif ! cmp -s "app_out/$name" old.txt; then torn=$((torn + 1)); echo "torn: $name"; fi
+      elif ! cmp -s "app_out/$name" "app_old/$name"; then torn=$((torn + 1)); echo "torn: $name"; fi
     done
   done
   if ((torn == 0)); then echo "ok: $kills kills during the app's export: always the old files or the new ones ($new of $((3 * kills)) new)"

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <charconv>
@@ -332,6 +333,38 @@ void check_replaces_only(const OutputTarget& target, std::size_t bytes, std::str
   start.resize(static_cast<std::size_t>(in.gcount()));
   if (start.empty() || is_one(start)) return;
   throw OutputError(shown(target) + " exists and is not " + std::string(what) + ": it is left as it is; name a new file, or remove it first");
+}
+
+std::string_view file_kind_name(FileKind kind) {
+  switch (kind) {
+    case FileKind::csv: return "a CSV file";
+    case FileKind::png: return "a PNG image";
+    case FileKind::svg: return "an SVG image";
+    case FileKind::npy: return "a .npy array";
+  }
+  return "a file";
+}
+
+bool starts_as(FileKind kind, std::string_view start) {
+  switch (kind) {
+    case FileKind::npy: return start.starts_with("\x93NUMPY");
+    case FileKind::png: return start.starts_with("\x89PNG\r\n\x1a\n");
+    case FileKind::svg: {
+      if (start.starts_with("\xEF\xBB\xBF")) start.remove_prefix(3);
+      start.remove_prefix(std::min(start.size(), start.find_first_not_of(" \t\r\n")));
+      return start.starts_with("<svg") || start.starts_with("<?xml");
+    }
+    case FileKind::csv: {
+      if (start.find('\0') != std::string_view::npos) return false;
+      const std::string_view first_line = start.substr(0, start.find('\n'));
+      return first_line.find(',') != std::string_view::npos && !first_line.starts_with("{");
+    }
+  }
+  return false;
+}
+
+void check_replaces_only(const OutputTarget& target, FileKind kind) {
+  check_replaces_only(target, 4096, file_kind_name(kind), [kind](std::string_view start) { return starts_as(kind, start); });
 }
 
 void write_output(const OutputTarget& target, std::string_view contents) {

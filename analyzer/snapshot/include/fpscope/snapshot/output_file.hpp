@@ -55,6 +55,18 @@ void check_outputs(std::span<const OutputTarget> outputs, std::span<const std::f
 // saying it is not `what` ("an fpscope run log") and is left as it is. Reads nothing else.
 void check_replaces_only(const OutputTarget& target, std::size_t bytes, std::string_view what, const std::function<bool(std::string_view)>& is_one);
 
+// The kinds of file fpscope writes besides run logs and checkpoints (run_log.hpp, checkpoint.hpp),
+// each known by how it starts: a .npy array by its magic "\x93NUMPY", a PNG by its signature, an
+// SVG by "<svg" or "<?xml" (after spaces or a byte-order mark), a CSV as text -- no NUL byte in
+// its first 4 KiB -- whose first line holds a comma and opens no JSON object (a run log's line).
+enum class FileKind : std::uint8_t { csv, png, svg, npy };
+std::string_view file_kind_name(FileKind kind);  // "a CSV file", "a PNG image", ...
+// Whether a file starting with `start` (its first 4 KiB, or all it has) is of that kind.
+bool starts_as(FileKind kind, std::string_view start);
+// check_replaces_only for that kind: an export replaces an earlier export, never a run log, a
+// checkpoint, a tensor or anything else a mistyped name leads to.
+void check_replaces_only(const OutputTarget& target, FileKind kind);
+
 // Writes `contents` whole. A file (new or regular) goes to a temporary in its folder that no
 // user file can be named like, is fsynced and renamed over the target, and the folder is
 // fsynced: a reader, a kill or a power cut sees the old file or the new one, never a part.
