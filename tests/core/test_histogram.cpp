@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <stdexcept>
 #include <random>
 #include <vector>
 
@@ -123,4 +124,39 @@ TEST_CASE("bulk exponent histogram equals counting one value at a time") {
     CHECK(bulk == one_by_one);
     CHECK(bulk.total_count() == values.size());
   }
+}
+
+TEST_CASE("merge adds every count, and refuses a total past 2^64 whatever bin carries it") {
+  ExponentHistogram a, b;
+  a.set_count(-3, 5), a.set_count(10, (std::uint64_t{1} << 54) - 1), a.set_specials(1, 2, 3);
+  b.set_count(-3, 7), b.set_count(min_binade, 1), b.set_specials(4, 0, 6);
+  ExponentHistogram sum = a;
+  sum.merge(b);
+  CHECK(sum.count(-3) == 12);
+  CHECK(sum.count(10) == (std::uint64_t{1} << 54) - 1);
+  CHECK(sum.count(min_binade) == 1);
+  CHECK(sum.zero_count() == 5);
+  CHECK(sum.infinity_count() == 2);
+  CHECK(sum.nan_count() == 9);
+  // Large counts that still fit (2^62 + 2^62 + 2^62 < 2^64), then one more 2^62 that does not,
+  // in a bin, among the specials, and split so that no single count is large.
+  const std::uint64_t big = std::uint64_t{1} << 62;
+  ExponentHistogram c, d;
+  c.set_count(0, big), c.set_count(1, big);
+  d.set_count(0, big);
+  c.merge(d);
+  CHECK(c.count(0) == 2 * big);
+  CHECK(c.checked_total_count() == 3 * big);
+  ExponentHistogram e;
+  e.set_count(5, big);
+  CHECK_THROWS_AS(c.merge(e), std::overflow_error);
+  CHECK(c.count(5) == 0);  // nothing added
+  ExponentHistogram f;
+  f.set_specials(0, big, 0);
+  CHECK_THROWS_AS(c.merge(f), std::overflow_error);
+  ExponentHistogram many, one_more;  // every bin at 2^54 - 1 (the fast path's edge) and one more value
+  for (int binade = min_binade; binade <= max_binade; ++binade) many.set_count(binade, (std::uint64_t{1} << 54) - 1);
+  one_more.set_count(0, 1);
+  CHECK_NOTHROW(many.merge(one_more));
+  CHECK(many.checked_total_count() == static_cast<std::uint64_t>(binade_count) * ((std::uint64_t{1} << 54) - 1) + 1);
 }
