@@ -21,6 +21,7 @@
 #include "fpscope/analyzer/run_log.hpp"
 #include "fpscope/analyzer/scale_semantics.hpp"
 #include "fpscope/core/names.hpp"
+#include "fpscope/gpu/gemm_recipe.hpp"
 #include "fpscope/core/printable_text.hpp"
 #include "number_option.hpp"
 #include "scale_option.hpp"
@@ -196,6 +197,7 @@ void run_recorded_block_analysis(const AnalyzeOptions& options, const BlockChoic
   std::vector<Summed> tensors, operands;
   std::vector<std::string> warnings;
   bool any_blocks = false;
+  bool weight_tiles = false;  // a run's weights in square tiles (--weight-blocks 2d): one copy for both products
   const auto wanted = [&](const std::string& name) {
     return options.tensors.empty() ||
            std::any_of(options.tensors.begin(), options.tensors.end(), [&](const std::string& glob) { return ::fnmatch(glob.c_str(), name.c_str(), 0) == 0; });
@@ -212,6 +214,7 @@ void run_recorded_block_analysis(const AnalyzeOptions& options, const BlockChoic
       throw UsageError(printable_text(input, 200) + ": a CSV of exponent histograms holds no block statistics (a run log or .npy tensors do)", 1);
     RunLog log = read_run_log(std::filesystem::path(input));
     warnings.insert(warnings.end(), log.warnings.begin(), log.warnings.end());
+    weight_tiles = weight_tiles || recipe_has_weight_tiles(log.header.recipe);
     for (const Snapshot& snapshot : log.snapshots) {
       for (const TensorRecord& t : snapshot.tensors) {
         if (!t.blocks) continue;
@@ -281,9 +284,9 @@ void run_recorded_block_analysis(const AnalyzeOptions& options, const BlockChoic
   if (!operands.empty()) {
     if (!table.empty()) table += "\n";
     table += fmt::format("the recipe's GEMM operands in {} (blocks of {}, {}), as its products saw them, summed over the recorded steps: each "
-                         "product's copy blocked along its own reduction axis (in a run with --weight-blocks 2d, the weights' one copy in square "
-                         "tiles, which both their products share), elements rounded as the run says (its header names the recipe)\n\n",
-                         block_format_name(choice.format), choice.format.block_size, rule_text);
+                         "product's copy blocked along its own reduction axis{}, elements rounded as the run says (its header names the recipe)\n\n",
+                         block_format_name(choice.format), choice.format.block_size, rule_text,
+                         weight_tiles ? " (the weights in square tiles: one copy both their products share)" : "");
     table += rows(operands, "operand");
     table += "\nexact counts from the quantizations the products used (gradients carry the run's loss scale).\n";
   }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "app.hpp"
+#include "fpscope/gpu/gemm_recipe.hpp"
 #include "fpscope/analyzer/block_analysis.hpp"
 #include "fpscope/core/names.hpp"
 #include "plot_frame.hpp"
@@ -38,11 +39,13 @@ Rgb bar_of(int relative, const RelativeWindow& window) {
 
 // A block-scaled recipe's GEMM operands at the shown step (a run trained with --recipe and no
 // --record-blocks): what the quantizations its products used did to each, exactly.
-void draw_recipe_operands(const Snapshot& snapshot) {
+void draw_recipe_operands(const Snapshot& snapshot, const RunHeader& header) {
   const BlockRecord& first = snapshot.block_operands.front().blocks;
+  // The weights in square tiles (--weight-blocks 2d) are quantized once for both their products.
+  const char* tiles = recipe_has_weight_tiles(header.recipe) ? "; the weights in square tiles: one copy both their products share" : "";
   ImGui::Text("The recipe's GEMM operands at step %lld, as its products saw them: %s in blocks of %d (each product's copy blocked along\n"
-              "its own reduction axis, summed; with 2-D weight blocks, the weights' one copy). Choose 'record blocks' for each tensor's own histogram.",
-              static_cast<long long>(snapshot.step), block_format_name(first.format).c_str(), first.format.block_size);
+              "its own reduction axis, summed%s).\nChoose 'record blocks' for each tensor's own histogram.",
+              static_cast<long long>(snapshot.step), block_format_name(first.format).c_str(), first.format.block_size, tiles);
   if (!ImGui::BeginTable("recipe operands", 6, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_ScrollY)) return;
   ImGui::TableSetupScrollFreeze(0, 1);
   for (const char* column : {"layer", "operand", "elements", "flushed to zero", "made subnormal", "saturated"}) ImGui::TableSetupColumn(column);
@@ -72,7 +75,7 @@ void draw_blocks(App& app) {
   if (record == nullptr) return;
   if (!record->blocks) {
     if (!snapshot->block_operands.empty()) {
-      draw_recipe_operands(*snapshot);
+      draw_recipe_operands(*snapshot, app.header);
       return;
     }
     ImGui::TextDisabled("This run recorded no block statistics. Choose a format under 'record blocks' in the settings on the left and\n"

@@ -334,6 +334,9 @@ print(\"ok\" if good else \"bad\", len(total))
 # only with the same --weight-blocks.
 check train-gpt-weight-tiles 0 '"recipe":"nvfp4 \(weights in 16x16 tiles\)"' -- bash -c "'$fpscope' train ${gpt[*]} --recipe nvfp4 --weight-blocks 2d --steps 2 --checkpoint-every 2 --out '$work/gpt-tiles.jsonl' >/dev/null 2>&1 && head -1 '$work/gpt-tiles.jsonl'"
 check_bad bad-train-weight-tiles-resume "was written by a run with other settings" -- "$fpscope" train ${gpt[*]} --recipe nvfp4 --steps 4 --checkpoint-every 2 --out "$work/gpt-tiles.jsonl" --resume
+# analyze says the weights were one copy in square tiles only of a run whose header says so.
+check analyze-weight-tiles 0 'own reduction axis \(the weights in square tiles: one copy both their products share\), elements' -- "$fpscope" analyze "$work/gpt-tiles.jsonl" -f nvfp4
+check analyze-no-weight-tiles 0 'blocked along its own reduction axis, elements rounded' -- "$fpscope" analyze "$work/gpt-mx.jsonl" -f mxfp4
 check train-gradient-round 0 '"recipe":"nvfp4 \(weights in 16x16 tiles, gradients rounded stochastic\)","rounding":"rne"' -- bash -c "'$fpscope' train ${gpt[*]} --recipe nvfp4 --weight-blocks 2d --gradient-round stochastic --steps 1 --out '$work/gpt-sr.jsonl' >/dev/null 2>&1 && head -1 '$work/gpt-sr.jsonl'"
 check train-hadamard 0 '"recipe":"nvfp4 \(weights in 16x16 tiles, gradients rounded stochastic, weight gradients. operands through a random Hadamard transform\)"' -- bash -c "'$fpscope' train ${gpt[*]} --recipe nvfp4 --weight-blocks 2d --gradient-round stochastic --hadamard --steps 1 --out '$work/gpt-rht.jsonl' >/dev/null 2>&1 && head -1 '$work/gpt-rht.jsonl'"
 check_bad bad-train-hadamard "--hadamard turns the weight gradient's operands for the block-scaled recipes" -- "$fpscope" train --recipe fp8-delayed --hadamard --out "$work/never18.jsonl"

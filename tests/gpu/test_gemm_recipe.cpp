@@ -235,6 +235,19 @@ TEST_CASE("square weight tiles: the same values along either axis, block_quantiz
     for (std::size_t l = 0; l < state.weights.size(); ++l) CHECK(state.weights[l] == again.first.weights[l]);
   }
   CHECK(recipe_description(RecipeConfig{GemmRecipe::nvfp4, false, 16, 0, true}) == "nvfp4 (weights in 16x16 tiles)");
+  // What analyze and the app read back from a run log's header: tiles or not, whatever else the
+  // recipe says.
+  for (const GemmRecipe recipe : {GemmRecipe::mxfp8, GemmRecipe::mxfp4, GemmRecipe::nvfp4, GemmRecipe::fp8_delayed})
+    for (const bool tiles : {false, true})
+      for (const bool hadamard : {false, true}) {
+        RecipeConfig config{recipe, false, 16, 0, tiles};
+        config.hadamard_weight_gradients = hadamard;
+        config.gradient_rounding = RoundingMode::stochastic;
+        CAPTURE(recipe_description(config));
+        CHECK(recipe_has_weight_tiles(recipe_description(config)) == (tiles && block_scaled(recipe)));
+      }
+  CHECK_FALSE(recipe_has_weight_tiles(""));
+  CHECK_FALSE(recipe_has_weight_tiles("mxfp4"));
 }
 
 TEST_CASE("a recipe's gradient rounding: the output gradients alone round its way, from the run's stream") {

@@ -39,6 +39,15 @@ bool parse_weight_blocks(std::string_view text) {
   throw std::invalid_argument("unknown --weight-blocks '" + printable_text(text) + "': expected 1d or 2d");
 }
 
+namespace {
+constexpr std::string_view weight_tiles_text = "weights in ";  // followed by the tiles' NxN
+}  // namespace
+
+bool recipe_has_weight_tiles(std::string_view description) {
+  const std::size_t details = description.find(" (");
+  return details != std::string_view::npos && description.find(weight_tiles_text, details) != std::string_view::npos;
+}
+
 std::string recipe_description(const RecipeConfig& config) {
   std::vector<std::string> details;
   if (per_tensor_fp8(config.recipe)) {
@@ -48,7 +57,7 @@ std::string recipe_description(const RecipeConfig& config) {
   }
   if (block_scaled(config.recipe) && config.square_weight_tiles) {
     const int block = block_format_of(config.recipe).block_size;
-    details.push_back("weights in " + std::to_string(block) + "x" + std::to_string(block) + " tiles");
+    details.push_back(std::string(weight_tiles_text) + std::to_string(block) + "x" + std::to_string(block) + " tiles");
   }
   if (config.recipe != GemmRecipe::none && config.gradient_rounding) details.push_back("gradients rounded " + rounding_mode_name(*config.gradient_rounding));
   if (block_scaled(config.recipe) && config.hadamard_weight_gradients) details.emplace_back("weight gradients' operands through a random Hadamard transform");

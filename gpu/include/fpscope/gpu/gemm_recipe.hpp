@@ -78,6 +78,9 @@ bool parse_weight_blocks(std::string_view text);
 
 // "fp8-delayed (hybrid, history 16, margin 0)", "mxfp4", "none": the run log header's words.
 std::string recipe_description(const RecipeConfig& config);
+// Whether a run log header's recipe (recipe_description's text) quantized the weights in square
+// tiles, one copy both their products share (--weight-blocks 2d).
+bool recipe_has_weight_tiles(std::string_view description);
 
 // The operands of layer l's three products: the forward's input and weight, the backward's
 // output gradient.
