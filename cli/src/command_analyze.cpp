@@ -361,7 +361,7 @@ void run_block_analysis(const AnalyzeOptions& options) {
                          {"max_scale_exponent", r.scale_range ? nlohmann::json(r.scale_range->high) : nlohmann::json(nullptr)},
                          {"max_abs_error", r.error.max_abs},
                          {"rms_error", r.error.rms},
-                         {"relative_rms_error", r.error.relative_rms()},
+                         {"relative_rms_error", r.error.relative_rms() ? nlohmann::json(*r.error.relative_rms()) : nlohmann::json(nullptr)},
                          {"beyond_float32", r.error.beyond_float32}});
       out["tensors"].push_back({{"tensor", t.name}, {"rules", rules}});
     }
@@ -386,18 +386,19 @@ void run_block_analysis(const AnalyzeOptions& options) {
   for (const auto& t : tensors) {
     for (const BlockRuleReport& r : t.reports) {
       const BlockStatistics& st = r.statistics;
-      table += fmt::format("{:<28} {:<9} {:>10} {:>14} {:>9} {:>9.4f}% {:>11.4f}% {:>10.4f}% {:>12} {:>11.4g} {:>10.4g} {:>9.4g}\n",
+      table += fmt::format("{:<28} {:<9} {:>10} {:>14} {:>9} {:>9.4f}% {:>11.4f}% {:>10.4f}% {:>12} {:>11.4g} {:>10.4g} {:>9}\n",
                            printable_text(t.name, 28),
                            choice.format.scale == BlockFormat::Scale::e8m0 ? scale_rule_name(r.rule) : "e4m3",
                            st.elements, fmt::format("{} ({:.1f}%)", r.blocks_differing, share(r.blocks_differing, st.blocks)), st.nan_blocks,
                            share(st.flushed_to_zero, st.elements), share(st.made_subnormal, st.elements), share(st.saturated, st.elements),
-                           scale_range_text(r.scale_range), r.error.max_abs, r.error.rms, r.error.relative_rms());
+                           scale_range_text(r.scale_range), r.error.max_abs, r.error.rms,
+                           r.error.relative_rms() ? fmt::format("{:.4g}", *r.error.relative_rms()) : std::string("-"));
     }
   }
   table +=
       "\nexact counts from the values. other scale: blocks whose scale differs from the floor rule's (the OCP spec's). flushed: nonzero\n"
       "values that became zero; saturated: values beyond the element's largest after scaling, clamped. errors over finite values;\n"
-      "relative: RMS error / RMS value. NaN blk: blocks holding a NaN or infinity (their scale is NaN).\n";
+      "relative: RMS error / RMS value (- where the values are all zero). NaN blk: blocks holding a NaN or infinity (their scale is NaN).\n";
   // Values a rule puts beyond float32 (their errors above are exact): what dequantizing them would do.
   for (const auto& t : tensors)
     for (const BlockRuleReport& r : t.reports)

@@ -117,7 +117,7 @@ void run_quantize(const QuantizeOptions& options) {
                        {"saturated", statistics.saturated},
                        {"max_abs_error", error.max_abs},
                        {"rms_error", error.rms},
-                       {"relative_rms_error", error.relative_rms()},
+                       {"relative_rms_error", error.relative_rms() ? nlohmann::json(*error.relative_rms()) : nlohmann::json(nullptr)},
                        {"beyond_float32", error.beyond_float32},
                        {"tensor_scale", tensor_scale},
                        {"tensor_scale_from", !nvfp4 ? "none" : given ? "given amax" : "the values' amax"},
@@ -161,8 +161,11 @@ void run_quantize(const QuantizeOptions& options) {
   fmt::print("flushed to zero {} ({:.4f}%), made subnormal {} ({:.4f}%), saturated {} ({:.4f}%), NaN blocks {}, zeros {}\n",
              statistics.flushed_to_zero, share(statistics.flushed_to_zero), statistics.made_subnormal, share(statistics.made_subnormal),
              statistics.saturated, share(statistics.saturated), statistics.nan_blocks, statistics.zeros);
-  fmt::print("error: max {:.6g}, RMS {:.6g} ({:.4g} of the values' RMS) over {} finite values\n", error.max_abs, error.rms,
-             error.relative_rms(), error.compared);
+  if (error.compared == 0) fmt::print("error: none measured (no finite values)\n");
+  else if (!error.relative_rms()) fmt::print("error: max {:.6g}, RMS {:.6g} over {} finite values (all zero)\n", error.max_abs, error.rms, error.compared);
+  else
+    fmt::print("error: max {:.6g}, RMS {:.6g} ({:.4g} of the values' RMS) over {} finite values\n", error.max_abs, error.rms, *error.relative_rms(),
+               error.compared);
   if (error.beyond_float32 > 0)
     fmt::print("beyond float32's largest: {} quantized value{} (infinities when dequantized to float32, as --out writes them{})\n",
                error.beyond_float32, error.beyond_float32 == 1 ? "" : "s",

@@ -133,6 +133,13 @@ check quantize-npy-codes 0 'flushed to zero 2 \(50\.0000%\)' -- "$fpscope" quant
 # 500 saturates to E4M3's 448 and 2^-20 flushes; round-up scales by 2^1 and saturates nothing).
 { printf '\x93NUMPY\x01\x00\x76\x00'; printf "%-117s\n" "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 4), }"
   printf '\x00\x00\x80\x3f\x00\x00\x80\x3e\x00\x00\x00\x00\x00\x00\x40\xc0\x00\x00\xfa\x43\x00\x00\x80\x3f\x00\x00\x80\x35\x00\x00\x00\x00'; } >"$work/q.npy"
+# An error relative to values that are all zero (or to no finite value) is no number: said so.
+{ printf '\x93NUMPY\x01\x00\x76\x00'; printf "%-117s\n" "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }"; printf '\x00\x00\x00\x00\x00\x00\x00\x80\x00\x00\x00\x00\x00\x00\x00\x00'; } >"$work/z.npy"
+{ printf '\x93NUMPY\x01\x00\x76\x00'; printf "%-117s\n" "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }"; printf '\x00\x00\xc0\x7f\x00\x00\xc0\x7f\x00\x00\x80\x7f\x00\x00\xc0\x7f'; } >"$work/n.npy"
+check quantize-error-all-zero 0 '^error: max 0, RMS 0 over 4 finite values \(all zero\)$' -- "$fpscope" quantize "$work/z.npy" -f mxfp8 --block 4
+check quantize-error-none-finite 0 '^error: none measured \(no finite values\)$' -- "$fpscope" quantize "$work/n.npy" -f mxfp8 --block 4
+check quantize-error-all-zero-json 0 '"relative_rms_error": null' -- "$fpscope" quantize "$work/z.npy" -f mxfp8 --block 4 --json
+check analyze-error-all-zero 0 '^z +floor +4 .* 0 +0 +-$' -- "$fpscope" analyze "$work/z.npy" -f mxfp8 --block 4 --compare-scale-rules
 check quantize-floor 0 'flushed to zero 1 \(12\.5000%\), made subnormal 0 \(0\.0000%\), saturated 1 \(12\.5000%\)' -- "$fpscope" quantize "$work/q.npy" -f mxfp8 --block 4
 check quantize-round-up 0 'flushed to zero 1 \(12\.5000%\), made subnormal 0 \(0\.0000%\), saturated 0 ' -- "$fpscope" quantize "$work/q.npy" -f mxfp8 --block 4 --scale-rule round-up
 check quantize-error 0 'error: max 52, ' -- "$fpscope" quantize "$work/q.npy" -f mxfp8 --block 4

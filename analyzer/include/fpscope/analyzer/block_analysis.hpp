@@ -22,7 +22,9 @@ struct QuantizationError {
   // `fpscope quantize --out`) they become infinities. A scale rule that rounds a scale up (round-up,
   // rceil, even) can put a block holding values near float32's largest there.
   std::uint64_t beyond_float32 = 0;
-  double relative_rms() const { return rms_value == 0 ? 0 : rms / rms_value; }
+  // rms / rms_value; none where the values' RMS is 0 (no finite values, or all of them zero):
+  // an error relative to nothing is not a number to show.
+  std::optional<double> relative_rms() const { return rms_value == 0 ? std::nullopt : std::optional<double>(rms / rms_value); }
 };
 
 // The quantized values as the format defines them -- element times scale (MX), element times block
