@@ -84,17 +84,20 @@ std::pair<std::string, TensorKind> choose_tensor(const RunLog& log, const Export
 }
 
 void run_export(const ExportOptions& options) {
-  // The outputs by their flags: exactly one given.
-  const std::pair<const char*, const std::optional<std::string>*> flags[] = {{"--csv", &options.csv},
-                                                                             {"--blocks-csv", &options.blocks_csv},
-                                                                             {"--steps-csv", &options.steps_csv},
-                                                                             {"--scaling-csv", &options.scaling_csv},
-                                                                             {"--svg", &options.svg},
-                                                                             {"--png", &options.png}};
-  const auto given = std::count_if(std::begin(flags), std::end(flags), [](const auto& flag) { return flag.second->has_value(); });
+  // The outputs by their flags, each with the kind of file it writes (and so the only kind it
+  // replaces): exactly one given.
+  struct Output {
+    const char* flag;
+    const std::optional<std::string>* path;
+    FileKind kind;
+  };
+  const Output flags[] = {{"--csv", &options.csv, FileKind::csv},           {"--blocks-csv", &options.blocks_csv, FileKind::csv},
+                          {"--steps-csv", &options.steps_csv, FileKind::csv}, {"--scaling-csv", &options.scaling_csv, FileKind::csv},
+                          {"--svg", &options.svg, FileKind::svg},           {"--png", &options.png, FileKind::png}};
+  const auto given = std::count_if(std::begin(flags), std::end(flags), [](const Output& flag) { return flag.path->has_value(); });
   if (given != 1)
     throw UsageError("export needs exactly one of --csv OUT, --blocks-csv OUT, --steps-csv OUT, --scaling-csv OUT, --svg OUT or --png OUT");
-  const auto output = *std::find_if(std::begin(flags), std::end(flags), [](const auto& flag) { return flag.second->has_value(); });
+  const Output output = *std::find_if(std::begin(flags), std::end(flags), [](const Output& flag) { return flag.path->has_value(); });
   if (options.plot != "histogram" && options.plot != "heatmap")
     throw UsageError("unknown --plot '" + printable_text(options.plot) + "': expected histogram or heatmap");
   // A --format is checked before the run log is read; without one, the run's own is known after.
@@ -107,9 +110,9 @@ void run_export(const ExportOptions& options) {
   if (!scale && options.scale != "recorded") throw UsageError("export needs --scale recorded or a fixed loss scale such as 2^10");
   // The output is resolved and checked (its folder exists, it is not the run log, it replaces
   // only an earlier file of its kind) before the run log is even read.
-  const OutputTarget out = resolve_output(**output.second, output.first);
+  const OutputTarget out = resolve_output(**output.path, output.flag);
   check_outputs({&out, 1}, {{std::filesystem::path(options.run)}});
-  check_replaces_only(out, options.svg ? FileKind::svg : options.png ? FileKind::png : FileKind::csv);
+  check_replaces_only(out, output.kind);
   const RunLog log = read_run_log(options.run);
   for (const std::string& w : log.warnings) fmt::print(stderr, "fpscope: warning: {}\n", w);
   if (options.blocks_csv) {

@@ -12,6 +12,7 @@
 #include <limits>
 #include <cfloat>
 #include <filesystem>
+#include <functional>
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
@@ -503,26 +504,30 @@ int main(int argc, char** argv) {
     if (cli.count("--ui-scale") > 0 && !(o.ui_scale >= fpscope::gui::min_ui_scale && o.ui_scale <= fpscope::gui::max_ui_scale))
       throw CLI::ValidationError("--ui-scale must be 0.5 .. 4");
     // Headless outputs are checked before a window opens: writable, and none of them the followed log.
+    // Each replaces only an earlier file of its kind (`kinds`, beside it).
     std::vector<fpscope::OutputTarget> outputs;
+    std::vector<std::function<void(const fpscope::OutputTarget&)>> kinds;
+    const auto of_kind = [](fpscope::FileKind kind) { return [kind](const fpscope::OutputTarget& t) { fpscope::check_replaces_only(t, kind); }; };
     try {
-      if (!o.screenshot.empty()) outputs.push_back(fpscope::resolve_output(o.screenshot, "--screenshot"));
+      if (!o.screenshot.empty()) {
+        outputs.push_back(fpscope::resolve_output(o.screenshot, "--screenshot"));
+        kinds.push_back(of_kind(fpscope::FileKind::png));
+      }
       if (!o.export_folder.empty()) {
         if (!std::filesystem::is_directory(o.export_folder))
           throw fpscope::OutputError("--export " + fpscope::printable_text(o.export_folder, 200) + " is not a folder");
-        for (const char* name : {"run.jsonl", "histograms.csv", "fpscope-window.png"})
+        const std::pair<const char*, std::function<void(const fpscope::OutputTarget&)>> exports[] = {
+            {"run.jsonl", fpscope::check_replaces_only_a_run_log}, {"histograms.csv", of_kind(fpscope::FileKind::csv)},
+            {"fpscope-window.png", of_kind(fpscope::FileKind::png)}};
+        for (const auto& [name, kind] : exports) {
           outputs.push_back(fpscope::resolve_output(std::filesystem::path(o.export_folder) / name, "--export"));
+          kinds.push_back(kind);
+        }
       }
       std::vector<std::filesystem::path> inputs;
       if (!o.app.follow.empty()) inputs.emplace_back(o.app.follow);
       fpscope::check_outputs(outputs, inputs);
-      // Each replaces only an earlier file of its kind.
-      std::size_t next = 0;
-      if (!o.screenshot.empty()) fpscope::check_replaces_only(outputs[next++], fpscope::FileKind::png);
-      if (!o.export_folder.empty()) {
-        fpscope::check_replaces_only_a_run_log(outputs[next++]);
-        fpscope::check_replaces_only(outputs[next++], fpscope::FileKind::csv);
-        fpscope::check_replaces_only(outputs[next++], fpscope::FileKind::png);
-      }
+      for (std::size_t i = 0; i < outputs.size(); ++i) kinds[i](outputs[i]);
     } catch (const fpscope::OutputError& e) {
       throw CLI::ValidationError(e.what());
     }

@@ -24,12 +24,19 @@ std::vector<Snapshot> copies(const std::vector<std::shared_ptr<const Snapshot>>&
   return out;
 }
 
-OutputTarget checked_target(const std::filesystem::path& path, const std::optional<std::filesystem::path>& followed) {
+// `path` resolved, checked against the followed log (no export may overwrite it), and by
+// `replaces_only` (an export replaces only an earlier file of its kind).
+OutputTarget checked_target(const std::filesystem::path& path, const std::optional<std::filesystem::path>& followed,
+                            const std::function<void(const OutputTarget&)>& replaces_only) {
   const OutputTarget target = resolve_output(path);
   std::vector<std::filesystem::path> inputs;
   if (followed) inputs.push_back(*followed);
   check_outputs({&target, 1}, inputs);
+  replaces_only(target);
   return target;
+}
+auto of_kind(FileKind kind) {
+  return [kind](const OutputTarget& target) { check_replaces_only(target, kind); };
 }
 
 std::optional<std::filesystem::path> followed_path(const App& app) {
@@ -39,11 +46,7 @@ std::optional<std::filesystem::path> followed_path(const App& app) {
 
 }  // namespace
 
-OutputTarget export_target(const App& app, const std::filesystem::path& path) {
-  const OutputTarget target = checked_target(path, followed_path(app));
-  check_replaces_only(target, FileKind::png);
-  return target;
-}
+OutputTarget export_target(const App& app, const std::filesystem::path& path) { return checked_target(path, followed_path(app), of_kind(FileKind::png)); }
 
 ExportJob::Work run_log_saver(const App& app, const std::string& folder) {
   const std::filesystem::path path = std::filesystem::path(folder.empty() ? "." : folder) / "run.jsonl";
@@ -53,8 +56,7 @@ ExportJob::Work run_log_saver(const App& app, const std::string& folder) {
   return [path, followed = followed_path(app), follower = app.follower.get(), header = app.header, steps = app.steps,
           snapshots = app.snapshots](const std::function<void(double)>& progress) -> std::string {
     try {
-      const OutputTarget target = checked_target(path, followed);
-      check_replaces_only_a_run_log(target);
+      const OutputTarget target = checked_target(path, followed, check_replaces_only_a_run_log);
       if (follower != nullptr) write_output(target, follower->bytes_read());
       else write_run_log(target, RunLog{header, steps, copies(snapshots), {}}, progress);
       return fmt::format("saved {} snapshots to {}", snapshots.size(), path.string());
@@ -69,9 +71,7 @@ ExportJob::Work histograms_csv_saver(const App& app, const std::string& folder) 
   if (app.snapshots.empty()) return [](const auto&) { return std::string("nothing to save yet: no recorded steps"); };
   return [path, followed = followed_path(app), snapshots = app.snapshots](const std::function<void(double)>&) -> std::string {
     try {
-      const OutputTarget target = checked_target(path, followed);
-      check_replaces_only(target, FileKind::csv);
-      write_output(target, histograms_csv(copies(snapshots)));
+      write_output(checked_target(path, followed, of_kind(FileKind::csv)), histograms_csv(copies(snapshots)));
       return "saved " + path.string();
     } catch (const std::exception& e) {
       return e.what();
