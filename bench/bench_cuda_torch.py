@@ -7,7 +7,9 @@ tests/gpu/gpt_vs_torch.py, AdamW). Prints every row's median, and the ratios
 the CUDA issue asks for: the recorded cast over a device-to-device copy's bandwidth, fpscope's
 step over PyTorch's, and what recording every tensor every step adds.
 
-Usage: python3 bench/bench_cuda_torch.py [path/to/bench_cuda] [--repetitions N]
+Usage: python3 bench/bench_cuda_torch.py [path/to/bench_cuda] [--repetitions N] [--filter REGEX]
+(--filter: only bench_cuda's benchmarks whose names match, as --benchmark_filter; the tables
+leave out the rows not run, and PyTorch is timed only for the rows that are.)
 """
 import argparse
 import json
@@ -15,6 +17,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 
@@ -99,17 +102,26 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("bench", nargs="?", default="build/bench/bench_cuda")
     parser.add_argument("--repetitions", type=int, default=5)
+    parser.add_argument("--filter", default=".", help="bench_cuda's benchmarks to run (a regular expression)")
     args = parser.parse_args()
 
     import torch
     if not torch.cuda.is_available():
         print("bench_cuda_torch: PyTorch sees no CUDA device; nothing to measure here")
         return 0
-    out = subprocess.run([args.bench, "--benchmark_format=json", f"--benchmark_repetitions={args.repetitions}",
-                          "--benchmark_report_aggregates_only=true"], check=True, capture_output=True, text=True).stdout
+    # bench_cuda's own table streams as it runs (so a slow or stuck row shows where it is); its JSON
+    # goes to a file beside it.
+    with tempfile.TemporaryDirectory() as folder:
+        json_path = os.path.join(folder, "bench_cuda.json")
+        print(f"bench_cuda_torch: running {args.bench} (filter {args.filter!r})", flush=True)
+        subprocess.run([args.bench, f"--benchmark_out={json_path}", "--benchmark_out_format=json",
+                        f"--benchmark_repetitions={args.repetitions}", "--benchmark_report_aggregates_only=true",
+                        f"--benchmark_filter={args.filter}"], check=True)
+        with open(json_path) as f:
+            benchmarks = json.load(f)["benchmarks"]
     # Names without Google Benchmark's "/min_time:..." part.
     rows = {"/".join(part for part in b["run_name"].split("/") if not part.startswith("min_time:")): b
-            for b in json.loads(out)["benchmarks"] if b.get("aggregate_name") == "median"}
+            for b in benchmarks if b.get("aggregate_name") == "median"}
 
     def seconds(name):
         b = rows[name]
@@ -118,12 +130,14 @@ def main():
 
     device = torch.cuda.get_device_name(0)
     print(f"device: {device}; PyTorch {torch.__version__}; medians of {args.repetitions} repetitions")
-    copy = seconds("BM_device_copy_256MiB/manual_time")
+    copy = seconds("BM_device_copy_256MiB/manual_time") if "BM_device_copy_256MiB/manual_time" in rows else float("nan")
     print(f"\n{'operation on 256 MiB of float32':44} {'ms':>8} {'GB/s (read+write)':>18} {'share of copy':>14}")
     for name, label, bytes_moved in [("BM_device_copy_256MiB/manual_time", "device-to-device copy (baseline)", 2 << 28),
                                      ("BM_cast_record_fp16_256MiB/0/manual_time", "recorded cast fp16, nearest even", 2 << 28),
                                      ("BM_cast_record_fp16_256MiB/6/manual_time", "recorded cast fp16, stochastic", 2 << 28),
                                      ("BM_histogram_256MiB/manual_time", "histogram alone (reads only)", 1 << 28)]:
+        if name not in rows:
+            continue
         t = seconds(name)
         share = (copy * bytes_moved / (2 << 28)) / t
         print(f"{label:44} {t * 1e3:8.3f} {bytes_moved / t / 1e9:18.0f} {share:13.0%}")
@@ -131,6 +145,8 @@ def main():
     print(f"\n{'MLP step, fp16 mixed, dynamic scaling':38} {'fpscope us':>10} {'+loss read':>10} {'recording':>10} {'PyTorch us':>10} "
           f"{'fpscope/torch':>13} {'recording adds':>15}")
     for width, batch in [(1024, 256), (4096, 1024), (8192, 4096)]:
+        if f"BM_mlp_step/{width}/{batch}/0/manual_time" not in rows:
+            continue
         plain = seconds(f"BM_mlp_step/{width}/{batch}/0/manual_time")
         recorded = seconds(f"BM_mlp_step/{width}/{batch}/1/manual_time")
         read_back = seconds(f"BM_mlp_step/{width}/{batch}/2/manual_time")
@@ -143,6 +159,8 @@ def main():
     print(f"\n{'GPT step, fp16 mixed, dynamic scaling, AdamW':46} {'fpscope us':>10} {'+loss read':>10} {'recording':>10} {'PyTorch us':>10} "
           f"{'fpscope/torch':>13} {'recording adds':>15}")
     for batch in (8, 32):
+        if f"BM_gpt_step/{batch}/0/manual_time" not in rows:
+            continue
         plain = seconds(f"BM_gpt_step/{batch}/0/manual_time")
         recorded = seconds(f"BM_gpt_step/{batch}/1/manual_time")
         read_back = seconds(f"BM_gpt_step/{batch}/2/manual_time")
