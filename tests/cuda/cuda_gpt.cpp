@@ -35,6 +35,7 @@
 #endif
 #include "fpscope/gpu/gpt_element.hpp"
 #include "fpscope/gpu/host_device_ops.hpp"
+#include "term_epsilons.hpp"
 
 using namespace fpscope;
 
@@ -261,13 +262,19 @@ void check_operations(DeviceOps& gpu, DeviceOps& twin) {
     verdict(y.same_bits(), "add_row_bias and add_into exact");
   }
   for (const Activation a : {Activation::gelu}) {
-    Pair<float> out(gpu, twin, ND), g(gpu, twin, normal(ND, 21));
+    // In float32 epsilons of GELU's terms (term_epsilons.hpp), as cuda_gpu_kernels holds it: a
+    // bound relative to the result alone failed on an H100 (1.14 x (1e-5 |result| or 1e-7)) where
+    // 1 + erf(-large) cancels.
+    const std::vector<float> incoming = normal(ND, 21);
+    Pair<float> out(gpu, twin, ND), g(gpu, twin, incoming);
     gpu.activation_forward(x.g, out.g, ND, a);
     twin.activation_forward(x.t, out.t, ND, a);
     gpu.activation_backward(x.g, g.g, ND, a);
     twin.activation_backward(x.t, g.t, ND, a);
-    verdict(out.worst(1e-5, 1e-7) <= 1 && g.worst(1e-5, 1e-7) <= 1, "GELU forward and backward within 1e-5 (CUDA's erff / expf)",
-            std::max(out.worst(1e-5, 1e-7), g.worst(1e-5, 1e-7)));
+    const std::vector<float> z = x.from_twin();
+    const double error = std::max(test::largest_term_error(out.from_gpu(), out.from_twin(), z),
+                                  test::largest_term_error(g.from_gpu(), g.from_twin(), z, &incoming));
+    verdict(error <= 8, "GELU forward and backward: largest difference, float32 epsilons of their terms (CUDA's erff / expf)", error);
   }
   Pair<float> full(gpu, twin, normal(squares, 22)), packed(gpu, twin, P), probabilities(gpu, twin, P);
   gpu.pack_triangles(full.g, T, static_cast<int>(triangles), 0.25f, packed.g);

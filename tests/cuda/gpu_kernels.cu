@@ -27,6 +27,7 @@
 #include "fpscope/gpu/loss_scaler.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
 #include "fpscope/gpu/softmax_cross_entropy.hpp"
+#include "term_epsilons.hpp"
 
 using namespace fpscope;
 
@@ -263,17 +264,12 @@ int main() {
     }
 
     // Activations and their derivatives. tanh is tanhf alone: held in ulp. GELU and the derivatives
-    // subtract nearly equal terms (1 + erf(-large), 1 - tanh^2 near 1), which turns a last-bit
-    // difference of erff / tanhf / expf into many ulp of a tiny result, so they are held in units
-    // of float32's epsilon at the size of their terms: |device - CPU| / (2^-23 max(1, |z|)).
+    // in float32 epsilons of their terms (term_epsilons.hpp).
     {
       std::vector<float> z(200000);
       for (std::size_t i = 0; i < z.size(); ++i) z[i] = (static_cast<float>(rng() % 2000001) - 1000000.0f) * 1e-5f * (i % 3 == 0 ? 30.0f : 1.0f);
       const auto largest_term_error = [&](const std::vector<float>& got, const std::vector<float>& expected) {
-        double worst = 0;
-        for (std::size_t i = 0; i < z.size(); ++i)
-          worst = std::max(worst, std::abs(static_cast<double>(got[i]) - expected[i]) / (std::ldexp(1.0, -23) * std::max(1.0f, std::abs(z[i]))));
-        return worst;
+        return test::largest_term_error(got, expected, z);
       };
       for (const Activation activation : {Activation::relu, Activation::gelu, Activation::tanh}) {
         std::vector<float> forward(z.size()), backward(z.size(), 1.0f);
