@@ -417,10 +417,10 @@ void add_train(CLI::App& app) {
   cmd->add_option("--gradient-round", o->gradient_round,
                   "recipes: how the output-gradient operands' elements round (default: --round's mode); NVIDIA's NVFP4 recipe: stochastic, with --round rne");
   cmd->add_option("--record-blocks", o->record_blocks,
-                  "also record what a block-scaled format would do to every recorded tensor: FORMAT or FORMAT:RULE (mxfp8-e4m3, mxfp4:even, nvfp4, ...; on the CUDA backend made on the host)");
+                  "also record what a block-scaled format would do to every recorded tensor: FORMAT or FORMAT:RULE (mxfp8-e4m3, mxfp4:even, nvfp4, ...)");
   cmd->add_option("--data", o->data, "synthetic (embedded: clusters for an MLP, repeated motifs for a GPT), mnist:DIR with train-images-idx3-ubyte and "
                   "train-labels-idx1-ubyte (.gz or not) for an MLP, or text:FILE for a GPT (bytes as tokens)")->capture_default_str();
-  cmd->add_option("--backend", o->backend, "auto (cuda where a device answers for an MLP with plain SGD, no recipe and no block statistics, else cpu), cpu or cuda (every model, optimizer and recipe)")->capture_default_str();
+  cmd->add_option("--backend", o->backend, "auto (cuda where a device answers, else cpu; cpu too for what the CUDA backend lacks: --weight-blocks 2d, --hadamard), cpu or cuda")->capture_default_str();
   cmd->add_option("--seed", o->seed, "seed: the same seed gives the same bits")->capture_default_str();
   cmd->add_option_function<std::string>("--out", [o](const std::string& path) { o->out = path; },
                                         "run log to write as training goes (JSON Lines; - for standard output)");

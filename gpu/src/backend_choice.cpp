@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "fpscope/gpu/device_support.hpp"
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/gpt.hpp"
 #include "fpscope/gpu/trainer_backend.hpp"
@@ -72,16 +73,14 @@ std::unique_ptr<TrainerBackend> make_trainer_backend(std::string_view backend, c
   if (backend != "cpu" && backend != "cuda" && backend != "auto")
     throw std::invalid_argument("--backend " + std::string(backend) + ": not a backend (cpu, cuda or auto)");
   // The CUDA backend trains the MLP and the GPT (device_mlp.hpp, device_gpt.hpp) with every
-  // optimizer, block statistics and recipe. Those beyond the MLP with plain SGD are held to the
-  // CPU's rules by their twins, but their device tests (tests/cuda/cuda_mlp.cpp parts 6 and 7,
-  // tests/cuda/cuda_gpt.cpp) have not yet run on a GPU: `auto` keeps them on the CPU until they
-  // have; `cuda` runs them.
+  // optimizer, block statistics and recipe, held to the CPU's rules by the device tests
+  // (tests/cuda/, all passing on an H100: docs/cuda-h100.md). What it lacks (device_support.hpp)
+  // `auto` trains on the CPU and `cuda` refuses.
   const auto cpu_trainer = [&]() -> std::unique_ptr<TrainerBackend> {
     if (config.gpt) return std::make_unique<GptTrainer>(*config.gpt, config);
     return std::make_unique<MlpTrainer>(config);
   };
-  if (backend == "auto" && (config.gpt || !config.optimizer.plain_sgd() || config.record_blocks || config.recipe.recipe != GemmRecipe::none))
-    return cpu_trainer();
+  if (backend == "auto" && !device_backend_lacks(config.recipe).empty()) return cpu_trainer();
   std::string why;
   const bool device_answers = backend != "cpu" && cuda_device_count(why) > 0;  // asked once
   if (backend == "cpu" || (backend == "auto" && !device_answers)) return cpu_trainer();

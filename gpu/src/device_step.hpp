@@ -15,6 +15,7 @@
 #include "cpu/cast_tensor.hpp"
 #include "fpscope/core/exponent_histogram.hpp"
 #include "fpscope/gpu/device_ops.hpp"
+#include "fpscope/gpu/device_support.hpp"
 #include "fpscope/gpu/block_element.hpp"
 #include "fpscope/gpu/fp8_element.hpp"
 #include "fpscope/gpu/gemm_recipe.hpp"
@@ -143,10 +144,8 @@ class DeviceRecipe {
  public:
   DeviceRecipe() = default;
   DeviceRecipe(DeviceOps& ops, const MlpConfig& config, std::size_t fp8_slots) : config_(config.recipe), fp8_(fp8_slots) {
-    if (config.recipe.square_weight_tiles)
-      throw std::invalid_argument("the CUDA backend does not quantize weights in square tiles (--weight-blocks 2d) yet: train it with --backend cpu");
-    if (config.recipe.hadamard_weight_gradients)
-      throw std::invalid_argument("the CUDA backend has no random Hadamard transform (--hadamard) yet: train it with --backend cpu");
+    if (const std::string lacks = device_backend_lacks(config.recipe); !lacks.empty())
+      throw std::invalid_argument(lacks + ": train it with --backend cpu (or auto)");
     ctx_.rounding = config.rounding;
     ctx_.stochastic_seed = config.seed;
     if (fp8_slots != 0) counts_ = Buffer<unsigned long long>(ops, 3 * fp8_slots);

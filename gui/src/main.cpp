@@ -371,7 +371,7 @@ int main(int argc, char** argv) {
   cli.add_option("--clip-grad-norm", f.optimizer.clip_grad_norm, "training: clip the unscaled gradients' global L2 norm to this (0: off)")
       ->capture_default_str();
   std::string recipe = "none";
-  cli.add_option("--recipe", recipe, "training: GEMM operands: none, fp8-delayed, fp8-current, fp8-unscaled, mxfp8, mxfp6, mxfp4 or nvfp4 (backend auto: on the CPU)")
+  cli.add_option("--recipe", recipe, "training: GEMM operands: none, fp8-delayed, fp8-current, fp8-unscaled, mxfp8, mxfp6, mxfp4 or nvfp4")
       ->capture_default_str();
   std::string weight_blocks = "1d", gradient_round;
   cli.add_option("--weight-blocks", weight_blocks, "training, block-scaled recipes: 1d, or 2d (weights in square tiles of the block size)")

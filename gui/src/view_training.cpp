@@ -250,7 +250,7 @@ void draw_training(App& app) {
   if (ImGui::InputText("model", &f.model)) follow_model_kind(f, was_gpt);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("An MLP's layer sizes, input to classes (32-64-64-10), or a GPT: gpt:layers=2,width=64,heads=4,context=32\n"
-                      "(backend auto trains a GPT on the CPU, cuda on the GPU; the batch, learning rate, loss weight and optimizer still at\n"
+                      "(backend auto trains it on the GPU where a device answers; the batch, learning rate, loss weight and optimizer still at\n"
                       "an MLP's defaults take a GPT's: 16 sequences, AdamW at 1e-3, the loss unweighted).");
   ImGui::BeginDisabled(names_gpt(f.model));  // a GPT's blocks use GELU
   choice_combo("activation", f.activation, all_activations, activation_name);
@@ -263,7 +263,7 @@ void draw_training(App& app) {
   choice_combo("optimizer", f.optimizer.kind, all_optimizers, optimizer_name);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("sgd: w -= lr g. momentum: b = m b + g, w -= lr b. adamw: decoupled weight decay, bias-corrected\n"
-                      "moments (torch.optim.AdamW). States in fp32; backend auto trains them on the CPU, cuda on the GPU.");
+                      "moments (torch.optim.AdamW). States in fp32, on either backend.");
   if (f.optimizer.kind == OptimizerKind::momentum) ImGui::SliderFloat("momentum", &f.optimizer.momentum, 0.0f, 0.99f, "%.2f");
   if (f.optimizer.kind == OptimizerKind::adamw) ImGui::InputFloat("weight decay", &f.optimizer.weight_decay, 0, 0, "%g");
   ImGui::InputFloat("clip grad norm", &f.optimizer.clip_grad_norm, 0, 0, "%g");
@@ -274,7 +274,8 @@ void draw_training(App& app) {
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("The matrix products' operands: FP8 with per-tensor scaling (delayed: from an amax history of 16 steps;\n"
                       "current: from this step's amax), FP8 unscaled, or OCP MX / NVFP4 blocks along each product's reduction\n"
-                      "axis. Curves then shows each FP8 operand's amax and scale. Backend auto trains a recipe on the CPU (cuda: on the GPU).");
+                      "axis. Curves then shows each FP8 operand's amax and scale. Either backend trains it (2-D weight tiles and the\n"
+                      "Hadamard transform only the CPU: backend auto keeps those runs there).");
   if (block_scaled(f.recipe)) {
     ImGui::Checkbox("weights in 2-D tiles", &f.square_weight_tiles);
     if (ImGui::IsItemHovered())
@@ -322,7 +323,7 @@ void draw_training(App& app) {
   }
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("Also record what this block-scaled format would do to every recorded tensor (the Blocks view);\n"
-                      "it changes nothing in the training. Backend auto records it on the CPU; cuda makes it on the host.");
+                      "it changes nothing in the training. Either backend records it (the CUDA backend blocks each tensor on the device).");
   ImGui::InputInt("seed", &f.seed);
   ImGui::PopItemWidth();
   f.batch = std::clamp(f.batch, 1, 1 << 16);

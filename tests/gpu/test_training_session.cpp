@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "fpscope/gpu/backend_choice.hpp"
+#include "fpscope/gpu/device_support.hpp"
 #include "fpscope/gpu/gpt.hpp"
 #include "fpscope/gpu/training_data.hpp"
 #include "fpscope/gpu/training_defaults.hpp"
@@ -239,6 +240,20 @@ TEST_CASE("the backend interface: the CPU backend by name, and the scaler reconf
   CHECK(backend->scaler_state().scale == 1024);
   CHECK(backend->scaler_state().skipped_steps == 1);  // the count of skipped steps goes on
   if (std::string why; cuda_device_count(why) == 0) CHECK(make_trainer_backend("auto", settings.mlp)->name() == "cpu");
+}
+
+TEST_CASE("device_backend_lacks names what the CUDA backend cannot train, and auto trains those runs on the CPU") {
+  MlpConfig config = small_settings(4).mlp;
+  CHECK(device_backend_lacks(config.recipe).empty());
+  config.recipe.recipe = GemmRecipe::nvfp4;
+  CHECK(device_backend_lacks(config.recipe).empty());  // recipes, optimizers and the GPT run there
+  config.recipe.square_weight_tiles = true;
+  CHECK(device_backend_lacks(config.recipe).find("--weight-blocks 2d") != std::string::npos);
+  CHECK(make_trainer_backend("auto", config)->name() == "cpu");  // a GPU or none
+  config.recipe.square_weight_tiles = false;
+  config.recipe.hadamard_weight_gradients = true;
+  CHECK(device_backend_lacks(config.recipe).find("--hadamard") != std::string::npos);
+  CHECK(make_trainer_backend("auto", config)->name() == "cpu");
 }
 
 TEST_CASE("a session with an FP8 recipe: the header names it, and every step record carries each operand's scaling") {
