@@ -278,3 +278,66 @@ TEST_CASE("PiecewiseCast (and cast_values, made of it): pieces in any order give
       CHECK(whole_record.cast->made_subnormal > 0);
     }
 }
+
+TEST_CASE("cast_copy for products only: the products, flags and stochastic counter of the written cast, the values made from the bits when asked") {
+  // The MLP's bf16 weights and first inputs are read by their products alone, so their casts may
+  // write only the bits the bf16 kernels take (OutputReaders::products_only). Nothing may tell the
+  // difference: each product has the bits it has on the written cast, and the values, made from
+  // the bits where a product in float32 (or anything else) asks for them, are the written ones.
+  std::mt19937 rng(31);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const Eigen::Index out = 64, in = 300, batch = 150;
+  Eigen::MatrixXf master(out, in), x(in, batch), g(out, batch);
+  const auto bits = [](const Eigen::MatrixXf& m) {
+    std::vector<std::uint32_t> b(static_cast<std::size_t>(m.size()));
+    std::memcpy(b.data(), m.data(), b.size() * 4);
+    return b;
+  };
+  const auto bf16_value = [](float v) { return bits_float(float_bits(v) & 0xFFFF0000u); };  // truncated: a bf16 value
+  const bool kernels = gemm_has_bf16_products();
+  for (const RoundingMode mode : {RoundingMode::nearest_even, RoundingMode::stochastic})
+    // Tiny weights (all normal, down to about 2^-115) make products with the inputs (down to
+    // about 2^-15) that may be subnormal: those run in float32, as the weights' own scan says.
+    for (const bool tiny : {false, true})
+      for (const bool recorded : {false, true}) {
+        CAPTURE(static_cast<int>(mode));
+        CAPTURE(tiny);
+        CAPTURE(recorded);
+        const float weight_scale = tiny ? std::ldexp(1.0f, -100) : 1.0f;
+        for (Eigen::Index i = 0; i < master.size(); ++i) master.data()[i] = normal(rng) * weight_scale;  // not bf16 values: they round
+        for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = bf16_value(normal(rng));
+        for (Eigen::Index i = 0; i < g.size(); ++i) g.data()[i] = bf16_value(normal(rng));
+        Context written_ctx, bits_ctx;
+        written_ctx.rounding = bits_ctx.rounding = mode;
+        written_ctx.stochastic_seed = bits_ctx.stochastic_seed = 9;
+        written_ctx.stochastic_counter = bits_ctx.stochastic_counter = 77;
+        TensorRecord written_record, bits_record;
+        Eigen::MatrixXf written, from_bits = Eigen::MatrixXf::Constant(out, in, std::numeric_limits<float>::quiet_NaN());
+        ProductOperand written_operand(written), bits_operand(from_bits), input(x), gradient(g);
+        cast_copy(formats::bf16, true, master, written, written_ctx, recorded ? &written_record : nullptr, std::nullopt, FeatureAxis::second,
+                  &written_operand);
+        const GemmCounts before = gemm_counts();
+        cast_copy(formats::bf16, true, master, from_bits, bits_ctx, recorded ? &bits_record : nullptr, std::nullopt, FeatureAxis::second,
+                  &bits_operand, OutputReaders::products_only);
+        // Left unwritten only where the kernels take bits and nothing is recorded (a record's
+        // histogram is of the values).
+        const bool unwritten = kernels && !recorded;
+        CHECK(std::isnan(from_bits(0, 0)) == unwritten);
+        CHECK(std::isnan(from_bits(out - 1, in - 1)) == unwritten);
+        CHECK(gemm_counts().bf16_packs - before.bf16_packs == (kernels ? 1u : 0u));
+        CHECK(bits_ctx.flags == written_ctx.flags);
+        CHECK(bits_ctx.stochastic_counter == written_ctx.stochastic_counter);
+        if (recorded) CHECK(bits_record.histogram == written_record.histogram);
+        // The forward product (weights x inputs) and the input gradient's (weights^T x gradient).
+        const Eigen::MatrixXf y_written = gemm(written_operand, false, input, false), dx_written = gemm(written_operand, true, gradient, false);
+        const GemmCounts products = gemm_counts();
+        const Eigen::MatrixXf y_bits = gemm(bits_operand, false, input, false), dx_bits = gemm(bits_operand, true, gradient, false);
+        CHECK(gemm_counts().bf16 - products.bf16 == (kernels && !tiny ? 2u : 0u));
+        CHECK(bits(y_bits) == bits(y_written));
+        CHECK(bits(dx_bits) == bits(dx_written));
+        // The tiny weights' products asked for the values: made then; otherwise here.
+        if (unwritten) CHECK(std::isnan(from_bits(0, 0)) == !tiny);
+        CHECK(bits(bits_operand.values()) == bits(written));
+        CHECK(bits(from_bits) == bits(written));
+      }
+}

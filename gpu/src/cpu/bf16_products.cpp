@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "fpscope/core/bulk.hpp"
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/parallel.hpp"
 
@@ -63,11 +64,14 @@ class PackBuffer {
 // What the products that took an operand found: not looked at yet, its bf16 bit patterns and scan,
 // or that it is not all bf16 values.
 // `in_pieces`: between start_pieces and finish_pieces, the scan merged under the mutex.
+// `unwritten`: the values, where they were left unwritten (start_bits) and not made yet.
 struct ProductOperand::Packing {
   enum class State : std::uint8_t { not_looked_at, in_pieces, bf16, not_bf16 } state = State::not_looked_at;
   Bf16Scan scan;
   PackBuffer bits;
   std::mutex merge_mutex;
+  bool from_bits = false;
+  std::span<float> unwritten;
 };
 
 ProductOperand::ProductOperand(const Eigen::MatrixXf& values) : values_(&values), packing_(std::make_unique<Packing>()) {}
@@ -75,11 +79,27 @@ ProductOperand::~ProductOperand() = default;
 ProductOperand::ProductOperand(ProductOperand&&) noexcept = default;
 ProductOperand& ProductOperand::operator=(ProductOperand&&) noexcept = default;
 
+const Eigen::MatrixXf& ProductOperand::values() const {
+  Packing& packing = *packing_;
+  if (!packing.from_bits) return *values_;
+  if (packing.state == Packing::State::in_pieces) throw std::logic_error("the values of an operand whose bits are being made were asked for");
+  const std::lock_guard lock(packing.merge_mutex);
+  if (!packing.unwritten.empty()) {
+    Context exact;  // bf16 -> float32 is exact: no flag, no random word
+    bits_to_f32(formats::bf16, std::span<const std::uint16_t>(packing.bits.bits(), packing.unwritten.size()), packing.unwritten, exact);
+    packing.unwritten = {};
+  }
+  return *values_;
+}
+
 #if !FPSCOPE_HAVE_ONEDNN
 
 bool bf16_products_available() { return false; }
 bool ProductOperand::start_pieces() { return false; }
 void ProductOperand::pack_piece(std::size_t, std::size_t) const {}
+bool ProductOperand::start_bits(std::span<float>) { return false; }
+std::span<std::uint16_t> ProductOperand::piece_bits(std::size_t, std::size_t) { throw std::logic_error("piece_bits: no bits are made here"); }
+void ProductOperand::scan_bits(std::size_t, std::size_t) const {}
 void ProductOperand::finish_pieces() {}
 void onednn_on_calling_thread() {}
 bool onednn_runs_avx512() { return false; }
@@ -173,6 +193,15 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void 
   scan.largest = _mm512_max_epu32(scan.largest, field);
   _mm256_mask_storeu_epi16(to, lanes, _mm512_cvtepi32_epi16(_mm512_srli_epi32(x, 16)));
 }
+// The three accumulators' reductions.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) Bf16Scan reduced(const Bf16ScanLanes& lanes) {
+  const __m512i low = lanes.low, smallest = lanes.smallest, largest = lanes.largest;
+  Bf16Scan scan;
+  scan.low_bits = static_cast<std::uint32_t>(_mm512_reduce_or_epi32(low));
+  scan.smallest_field = static_cast<unsigned>(_mm512_reduce_min_epu32(smallest));
+  scan.largest_field = static_cast<unsigned>(_mm512_reduce_max_epu32(largest));
+  return scan;
+}
 __attribute__((target("avx512f,avx512bw,avx512vl"))) Bf16Scan pack_runs(const std::uint32_t* in, std::size_t rows, std::size_t columns,
                                                                         std::size_t stride, std::uint16_t* out) {
   Bf16ScanLanes lanes{_mm512_setzero_si512(), _mm512_set1_epi32(255), _mm512_setzero_si512()};
@@ -182,12 +211,23 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) Bf16Scan pack_runs(const st
     for (; i + 16 <= rows; i += 16) pack16(in + i, out + i, 0xFFFF, lanes);
     if (tail != 0) pack16(in + i, out + i, tail, lanes);
   }
-  const __m512i low = lanes.low, smallest = lanes.smallest, largest = lanes.largest;
-  Bf16Scan scan;
-  scan.low_bits = static_cast<std::uint32_t>(_mm512_reduce_or_epi32(low));
-  scan.smallest_field = static_cast<unsigned>(_mm512_reduce_min_epu32(smallest));
-  scan.largest_field = static_cast<unsigned>(_mm512_reduce_max_epu32(largest));
-  return scan;
+  return reduced(lanes);
+}
+// 16 bf16 bit patterns (the `lanes` of them; masked-off lanes load as +0) scanned as the float32
+// values they are: no low bits.
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void scan16(const std::uint16_t* from, __mmask16 lanes,
+                                                                                      Bf16ScanLanes& scan) {
+  const __m512i x = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(lanes, from)), 16);
+  const __m512i field = _mm512_and_si512(_mm512_srli_epi32(x, 23), _mm512_set1_epi32(0xFF));
+  scan.smallest = _mm512_mask_min_epu32(scan.smallest, _mm512_test_epi32_mask(x, _mm512_set1_epi32(0x7FFFFFFF)), scan.smallest, field);
+  scan.largest = _mm512_max_epu32(scan.largest, field);
+}
+__attribute__((target("avx512f,avx512bw,avx512vl"))) Bf16Scan scan_bf16_bits(const std::uint16_t* in, std::size_t n) {
+  Bf16ScanLanes lanes{_mm512_setzero_si512(), _mm512_set1_epi32(255), _mm512_setzero_si512()};
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) scan16(in + i, 0xFFFF, lanes);
+  if (i < n) scan16(in + i, static_cast<__mmask16>((1u << (n - i)) - 1), lanes);
+  return reduced(lanes);
 }
 #pragma GCC diagnostic pop
 
@@ -254,10 +294,33 @@ bool ProductOperand::start_pieces() {
 }
 
 void ProductOperand::pack_piece(std::size_t offset, std::size_t n) const {
-  if (packing_->state != Packing::State::in_pieces) throw std::logic_error("pack_piece: the operand's packing in pieces was not started");
+  if (packing_->state != Packing::State::in_pieces || packing_->from_bits)
+    throw std::logic_error("pack_piece: the operand's packing in pieces was not started (or its values are made from its bits)");
   if (offset + n > static_cast<std::size_t>(values_->size())) throw std::logic_error("pack_piece: the piece runs past the operand");
   const auto* bits = reinterpret_cast<const std::uint32_t*>(values_->data()) + offset;
   const Bf16Scan scan = pack_runs(bits, n, 1, 0, packing_->bits.bits() + offset);  // sized by start_pieces
+  const std::lock_guard lock(packing_->merge_mutex);
+  packing_->scan.merge(scan);
+}
+
+bool ProductOperand::start_bits(std::span<float> values) {
+  if (values.data() != values_->data() || values.size() != static_cast<std::size_t>(values_->size()))
+    throw std::logic_error("start_bits: the values given are not the operand's");
+  if (!start_pieces()) return false;
+  packing_->from_bits = true;
+  packing_->unwritten = values;
+  return true;
+}
+
+std::span<std::uint16_t> ProductOperand::piece_bits(std::size_t offset, std::size_t n) {
+  if (packing_->state != Packing::State::in_pieces || !packing_->from_bits) throw std::logic_error("piece_bits: the operand's bits were not started");
+  if (offset + n > static_cast<std::size_t>(values_->size())) throw std::logic_error("piece_bits: the piece runs past the operand");
+  return {packing_->bits.bits() + offset, n};
+}
+
+void ProductOperand::scan_bits(std::size_t offset, std::size_t n) const {
+  if (packing_->state != Packing::State::in_pieces || !packing_->from_bits) throw std::logic_error("scan_bits: the operand's bits were not started");
+  const Bf16Scan scan = scan_bf16_bits(packing_->bits.bits() + offset, n);
   const std::lock_guard lock(packing_->merge_mutex);
   packing_->scan.merge(scan);
 }
@@ -342,7 +405,7 @@ std::pair<const Matmul*, const Matmul*> matmuls_for(Eigen::Index m, Eigen::Index
 bool bf16_product(const ProductOperand& a_operand, bool transpose_a, const ProductOperand& b_operand, bool transpose_b,
                   Eigen::Index columns_per_call, const GemmEpilogue& epilogue, Eigen::MatrixXf& c) {
   if (!bf16_products_available()) return false;
-  const Eigen::Index m = c.rows(), n = c.cols(), k = transpose_a ? a_operand.values().rows() : a_operand.values().cols();
+  const Eigen::Index m = c.rows(), n = c.cols(), k = transpose_a ? a_operand.rows() : a_operand.cols();
   // S = op(b)^T (n x k): b's storage as it is, row-major when b is k x n, column-major (rows n
   // apart) when b is n x k. W = op(a)^T (k x m): a's storage, row-major when a is m x k, its
   // transpose when a is k x m. D = c^T (n x m, row-major): c's storage.

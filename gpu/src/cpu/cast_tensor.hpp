@@ -73,6 +73,19 @@ class PiecewiseCast {
   void pack_for_products(ProductOperand* operand) {
     if (operand != nullptr && low_ && f_ == formats::bf16 && operand->start_pieces()) operand_ = operand;
   }
+  // The same where `operand`'s products are all that will read the cast's output, `output` (the
+  // operand's values): where nothing is recorded, each piece is cast straight into their bf16
+  // bits, its float32 values left unwritten (ProductOperand::start_bits makes them from the bits
+  // if anything asks for them).
+  void make_for_products_only(ProductOperand* operand, std::span<float> output) {
+    if (operand == nullptr || !low_ || f_ != formats::bf16) return;
+    if (record_ != nullptr) {
+      pack_for_products(operand);
+    } else if (operand->start_bits(output)) {
+      operand_ = operand;
+      bits_of_ = output.data();
+    }
+  }
 
   // The values at `offset` in the tensor: `in` rounded into `out` (the same span, or one beside it).
   void piece(std::span<const float> in, std::span<float> out, std::size_t offset) {
@@ -87,12 +100,16 @@ class PiecewiseCast {
     CastCounts counts;
     if (!low_) {
       histogram.add(in);
+    } else if (bits_of_ != nullptr) {
+      const auto at = static_cast<std::size_t>(out.data() - bits_of_);
+      f32_to_bits(f_, in, operand_->piece_bits(at, out.size()), context);
+      operand_->scan_bits(at, out.size());
     } else if (record_ == nullptr) {
       round_f32(f_, in, out, context);
     } else {
       cast_and_record(f_, in, out, context, histogram, counts);
     }
-    if (operand_ != nullptr) operand_->pack_piece(static_cast<std::size_t>(out.data() - operand_->values().data()), out.size());
+    if (operand_ != nullptr && bits_of_ == nullptr) operand_->pack_piece(static_cast<std::size_t>(out.data() - operand_->values().data()), out.size());
     const std::lock_guard lock(mutex_);
     flags_ |= context.flags;
     if (record_ == nullptr) return;
@@ -117,19 +134,26 @@ class PiecewiseCast {
   Context start_;
   TensorRecord* record_;
   ProductOperand* operand_ = nullptr;
+  const float* bits_of_ = nullptr;  // the output, where only its bits are made (make_for_products_only)
   std::mutex mutex_;
   std::uint8_t flags_ = 0;
   CastCounts total_;
 };
 
+// Who reads a cast's output: anyone (its float32 values are written), or only the products of the
+// ProductOperand made from it (where the cast can, it writes only their bf16 bits:
+// PiecewiseCast::make_for_products_only).
+enum class OutputReaders : std::uint8_t { anyone, products_only };
+
 // Rounds `in` into f (none for fp32: copied) as `out` (the same span, or one beside it), recording
 // where there is a record: a PiecewiseCast in slices of 64K values on the element threads
 // (parallel.hpp); `out` packed for the products as it goes where it is `operand`'s values.
 inline void cast_values(Format f, bool low_precision, std::span<const float> in, std::span<float> out, Context& ctx, TensorRecord* record,
-                        ProductOperand* operand = nullptr) {
+                        ProductOperand* operand = nullptr, OutputReaders readers = OutputReaders::anyone) {
   constexpr std::size_t slice = 65536;
   PiecewiseCast cast(f, low_precision, ctx, record, in.size());
-  cast.pack_for_products(operand);
+  if (readers == OutputReaders::products_only) cast.make_for_products_only(operand, out);
+  else cast.pack_for_products(operand);
   parallel_for((in.size() + slice - 1) / slice, 1, [&](std::size_t first, std::size_t last) {
     for (std::size_t s = first; s < last; ++s) {
       const std::size_t start = s * slice, n = std::min(slice, in.size() - start);
@@ -154,15 +178,16 @@ inline void cast(Format f, bool low_precision, Matrix& m, Context& ctx, TensorRe
 
 // The same cast of `from` made into `copy` (resized to it), `from` left as it was: one pass over
 // the values on the threads where a copy and then a cast in place would be two, the copy serial.
-// Where `operand` is given it refers to `copy`, which is packed for the products as it is made.
+// Where `operand` is given it refers to `copy`, which is packed for the products as it is made
+// (and, where they are its only `readers`, may be left unwritten but for their bits).
 template <typename Matrix>
 inline void cast_copy(Format f, bool low_precision, const Matrix& from, Matrix& copy, Context& ctx, TensorRecord* record,
                       const std::optional<BlockRecording>& blocks = std::nullopt, FeatureAxis features = FeatureAxis::second,
-                      ProductOperand* operand = nullptr) {
+                      ProductOperand* operand = nullptr, OutputReaders readers = OutputReaders::anyone) {
   if (record != nullptr && blocks) record->blocks = block_record(*blocks, from, features);
   copy.resize(from.rows(), from.cols());
   const auto n = static_cast<std::size_t>(from.size());
-  cast_values(f, low_precision, std::span<const float>(from.data(), n), std::span<float>(copy.data(), n), ctx, record, operand);
+  cast_values(f, low_precision, std::span<const float>(from.data(), n), std::span<float>(copy.data(), n), ctx, record, operand, readers);
 }
 
 // Whether any gradient in `values` is infinite or NaN (sgd_update.hpp's gradient_non_finite, the

@@ -90,10 +90,8 @@ Eigen::MatrixXf gemm(const Eigen::MatrixXf& a, bool transpose_a, const Eigen::Ma
 
 Eigen::MatrixXf gemm(const ProductOperand& a_operand, bool transpose_a, const ProductOperand& b_operand, bool transpose_b,
                      const GemmEpilogue& epilogue) {
-  const Eigen::MatrixXf& a = a_operand.values();
-  const Eigen::MatrixXf& b = b_operand.values();
-  const Eigen::Index m = transpose_a ? a.cols() : a.rows(), k = transpose_a ? a.rows() : a.cols();
-  const Eigen::Index kb = transpose_b ? b.cols() : b.rows(), n = transpose_b ? b.rows() : b.cols();
+  const Eigen::Index m = transpose_a ? a_operand.cols() : a_operand.rows(), k = transpose_a ? a_operand.rows() : a_operand.cols();
+  const Eigen::Index kb = transpose_b ? b_operand.cols() : b_operand.rows(), n = transpose_b ? b_operand.rows() : b_operand.cols();
   if (k != kb)
     throw std::invalid_argument("gemm: op(a) is " + std::to_string(m) + "x" + std::to_string(k) + ", op(b) " + std::to_string(kb) + "x" +
                                 std::to_string(n));
@@ -109,6 +107,8 @@ Eigen::MatrixXf gemm(const ProductOperand& a_operand, bool transpose_a, const Pr
     return c;
   }
   float32_products.fetch_add(1, std::memory_order_relaxed);
+  const Eigen::MatrixXf& a = a_operand.values();  // made here where only their bits were
+  const Eigen::MatrixXf& b = b_operand.values();
   // C is made in fixed slices of columns, one single-threaded OpenBLAS call each, on the element
   // threads: the calls, and so every sum's order, are the same on any number of threads.
   const Eigen::Index slices = (n + columns_per_call - 1) / columns_per_call;

@@ -190,7 +190,8 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   const GemmRecipe recipe = config_.recipe.recipe;
   // Each layer's weights and inputs serve its forward product and one backward product: packed
   // for the bf16 kernels once (gemm.hpp), as their casts make them where no recipe makes the
-  // products' operands (`for_products`).
+  // products' operands (`for_products`). The weights' and the first inputs' low-precision copies
+  // are read by nothing else then: their casts may make only the bf16 bits (OutputReaders).
   std::vector<Eigen::MatrixXf> w(layers), a(layers), z(layers);
   std::vector<ProductOperand> weight_operands, input_operands;
   for (std::size_t l = 0; l < layers; ++l) weight_operands.emplace_back(w[l]), input_operands.emplace_back(a[l]);
@@ -198,7 +199,8 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   // Low-precision copies of the weights (the weights themselves for fp32 and fp16-pure).
   std::vector<Eigen::VectorXf> b(layers);
   for (std::size_t l = 0; l < layers; ++l) {
-    cast_copy(f, low, weights_[l], w[l], ctx_, recorded(weight, l), config_.record_blocks, FeatureAxis::second, for_products(weight_operands[l]));
+    cast_copy(f, low, weights_[l], w[l], ctx_, recorded(weight, l), config_.record_blocks, FeatureAxis::second, for_products(weight_operands[l]),
+              OutputReaders::products_only);
     cast_copy(f, low, biases_[l], b[l], ctx_, nullptr);
   }
   // Forward: GEMMs on low-precision values with float32 accumulation, outputs rounded.
@@ -220,7 +222,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
     if (tiled_weights[l].size() == 0) tiled_weights[l] = mx(l, GemmOperand::weight, w[l], along_rows);
     return tiled_weights[l];
   };
-  cast_copy(f, low, inputs, a[0], ctx_, nullptr, std::nullopt, FeatureAxis::second, for_products(input_operands[0]));
+  cast_copy(f, low, inputs, a[0], ctx_, nullptr, std::nullopt, FeatureAxis::second, for_products(input_operands[0]), OutputReaders::products_only);
   for (std::size_t l = 0; l < layers; ++l) {
     const bool next = l + 1 < layers;
     TensorRecord* z_record = recorded(activation, l);

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string_view>
 
 namespace fpscope {
@@ -46,19 +47,35 @@ Eigen::MatrixXf gemm(const Eigen::MatrixXf& a, bool transpose_a, const Eigen::Ma
 // values at their final size; pack_piece() for each piece, on any threads, pieces not
 // overlapping and together all the values; finish_pieces() after the last. The products then
 // take exactly what they would have packed themselves.
+//
+// Or made from bf16 bit patterns alone, where the products are all that read the values: a cast
+// into bf16 writes each piece's bits straight into the pack (piece_bits, then scan_bits) and
+// leaves the float32 values unwritten; they are made from the bits (exactly: a bf16 value's
+// float32 is its bits shifted up by 16) the first time anything asks for values(), as a product
+// that cannot take the bf16 kernels does. start_bits(values) in place of start_pieces().
 class ProductOperand {
  public:
   explicit ProductOperand(const Eigen::MatrixXf& values);
   ~ProductOperand();
   ProductOperand(ProductOperand&&) noexcept;
   ProductOperand& operator=(ProductOperand&&) noexcept;
-  const Eigen::MatrixXf& values() const { return *values_; }
+  // The values, made from the bits first where they were left unwritten (start_bits); not while
+  // the pieces are being made.
+  const Eigen::MatrixXf& values() const;
+  Eigen::Index rows() const { return values_->rows(); }
+  Eigen::Index cols() const { return values_->cols(); }
 
   // False (and nothing to do) where products never go to the bf16 kernels here, or the operand
   // has been looked at already.
   bool start_pieces();
   // values().data()[offset, offset + n), as they are now (final).
   void pack_piece(std::size_t offset, std::size_t n) const;
+  // start_pieces() with the values to be left unwritten: `values` is the storage values() refers
+  // to, writable, where they are made if they are asked for.
+  bool start_bits(std::span<float> values);
+  // Where the bits of values [offset, offset + n) go, for the cast to write; then scan_bits.
+  std::span<std::uint16_t> piece_bits(std::size_t offset, std::size_t n);
+  void scan_bits(std::size_t offset, std::size_t n) const;
   void finish_pieces();
 
   struct Packing;  // bf16_products.cpp
