@@ -100,6 +100,13 @@ void BM_histogram_256MiB(benchmark::State& state) {  // reads only: half the cop
   time_with_events(state, [&] { fpscope::cuda::record_histogram(b.in, tensor_elements, b.records); });
 }
 
+// Steps per timed iteration. An iteration's manual time is one step's (the iteration's over this),
+// so the step benchmarks' MinTime is 0.2 s of stepping over this many: at 0.2 s each iteration's
+// manual time counted a twentieth (MLP) or a tenth (GPT) of its wall time, and the whole suite with 3
+// repetitions ran past 300 s on an H100 (2026-11-27), where a GPU session has 15 minutes.
+constexpr int mlp_steps_per_iteration = 20, gpt_steps_per_iteration = 10;
+constexpr double stepping_seconds = 0.2;
+
 // One training step of an MLP: `width` hidden units in two hidden layers, batch `batch`.
 void BM_mlp_step(benchmark::State& state) {
   const int input = 784, width = static_cast<int>(state.range(0)), batch = static_cast<int>(state.range(1));
@@ -116,7 +123,7 @@ void BM_mlp_step(benchmark::State& state) {
   std::vector<Eigen::MatrixXf> inputs(8);
   std::vector<std::vector<int>> labels(8);
   for (std::size_t i = 0; i < inputs.size(); ++i) data.next_batch(batch, inputs[i], labels[i]);
-  constexpr int steps_per_iteration = 20;
+  constexpr int steps_per_iteration = mlp_steps_per_iteration;
   for (int i = 0; i < 5; ++i) trainer.step(inputs[0], labels[0], record, read_loss);  // warm-up: cuBLAS heuristics, buffers
   (void)trainer.scaler_state();
   std::size_t next = 0;
@@ -151,7 +158,7 @@ void BM_gpt_step(benchmark::State& state) {
     for (Eigen::Index k = 0; k < inputs[i].size(); ++k) inputs[i].data()[k] = static_cast<float>(rng() % 256);
     for (int k = 0; k < batch * shape.context; ++k) targets[i].push_back(static_cast<int>(rng() % 256));
   }
-  constexpr int steps_per_iteration = 10;
+  constexpr int steps_per_iteration = gpt_steps_per_iteration;
   for (int i = 0; i < 3; ++i) trainer.step(inputs[0], targets[0], record, read_loss);  // warm-up
   (void)trainer.scaler_state();
   std::size_t next = 0;
@@ -182,8 +189,12 @@ BENCHMARK(BM_mlp_step)
     ->ArgsProduct({{8192}, {4096}, {0, 1, 2}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond)
-    ->MinTime(0.2);
-BENCHMARK(BM_gpt_step)->ArgsProduct({{8, 32}, {0, 1, 2}})->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(0.2);
+    ->MinTime(stepping_seconds / mlp_steps_per_iteration);
+BENCHMARK(BM_gpt_step)
+    ->ArgsProduct({{8, 32}, {0, 1, 2}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(stepping_seconds / gpt_steps_per_iteration);
 
 int main(int argc, char** argv) {
   std::string why;
