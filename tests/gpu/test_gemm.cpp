@@ -11,8 +11,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -379,6 +381,48 @@ TEST_CASE("gemm: bf16 products of rounding sums stay within float32 accumulation
   set_gemm_threads(1);
 }
 
+TEST_CASE("gemm: bf16 products made in slices of 128 to 512 columns, as the threads have them, give the same bits") {
+  if (!gemm_has_bf16_products()) {
+    MESSAGE("skipped: no bf16 products here (no oneDNN, or no AVX512-BF16 / AMX)");
+    return;
+  }
+  // The bf16 kernels' slices are 512 columns wide on one thread, 256 on three, 128 on eight for
+  // n = 1100 (gemm.cpp): each element's sum must not depend on the slice that makes it, in either
+  // kernel oneDNN picks (a row-major or a transposed S), for rounding sums of 768 products.
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const auto random = [&](Eigen::Index rows, Eigen::Index cols) {
+    Eigen::MatrixXf x(rows, cols);
+    for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = bf16_value(normal(rng));
+    return x;
+  };
+  const Eigen::Index m = 96, k = 768, n = 1100;
+  for (const bool ta : {false, true})
+    for (const bool tb : {false, true}) {
+      CAPTURE(ta);
+      CAPTURE(tb);
+      const Eigen::MatrixXf a = ta ? random(k, m) : random(m, k), b = tb ? random(n, k) : random(k, n);
+      std::map<int, Eigen::MatrixXf> made;
+      std::map<int, std::set<Eigen::Index>> widths;
+      for (const int threads : {8, 1, 2, 3}) {
+        set_gemm_threads(threads);
+        std::mutex mutex;
+        made[threads] = gemm(ProductOperand(a), ta, ProductOperand(b), tb, [&](float*, Eigen::Index first, Eigen::Index columns) {
+          const std::lock_guard lock(mutex);
+          if (first + columns < n) widths[threads].insert(columns);
+        });
+      }
+      set_gemm_threads(1);
+      CHECK(widths[8] == std::set<Eigen::Index>{128});
+      CHECK(widths[3] == std::set<Eigen::Index>{256});
+      CHECK(widths[1] == std::set<Eigen::Index>{512});
+      for (const int threads : {1, 2, 3}) {
+        CAPTURE(threads);
+        CHECK(made[threads] == made[8]);
+      }
+    }
+}
+
 TEST_CASE("gemm: bf16 operands whose products could meet a subnormal stay in float32, where subnormals are kept") {
   // Hardware bf16 products read subnormal inputs as zero and flush subnormal results: each case
   // here would come out 0 there.
@@ -436,10 +480,12 @@ TEST_CASE("gemm: the epilogue sees every column once, in the slices of the produ
       const Eigen::MatrixXf plain = gemm(a, false, b, false);
       std::vector<int> seen(static_cast<std::size_t>(n), 0);
       std::mutex mutex;
+      // Slices of 128 columns, or for the bf16 kernels 128 to 512 (256 here on one thread).
+      const Eigen::Index width = bf16 && gemm_has_bf16_products() && threads == 1 ? 256 : 128;
       const Eigen::MatrixXf c = gemm(ProductOperand(a), false, ProductOperand(b), false, [&](float* values, Eigen::Index first, Eigen::Index columns) {
         const std::lock_guard lock(mutex);
-        CHECK(first % 128 == 0);
-        CHECK(columns == std::min<Eigen::Index>(128, n - first));
+        CHECK(first % width == 0);
+        CHECK(columns == std::min<Eigen::Index>(width, n - first));
         for (Eigen::Index j = first; j < first + columns; ++j) ++seen[static_cast<std::size_t>(j)];
         // The slice is made: its values are the product's, then the epilogue's change stays.
         for (Eigen::Index i = 0; i < m * columns; ++i) {

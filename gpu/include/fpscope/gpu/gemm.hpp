@@ -19,7 +19,9 @@
 // the two operands' smallest nonzero magnitudes add up to -112 or more -- every product and every
 // partial sum is then a multiple of 2^-126 (bf16_products.hpp), so none is subnormal. Any other
 // operands (float32 values, fp16 values that bf16 cannot hold, tiny gradients, NaN, infinity) go to
-// the float32 library as before.
+// the float32 library as before. The bf16 kernels' slices are wider where the threads are few (128
+// to 512 columns, gemm.cpp): what they sum for an element does not depend on the slice, so the bits
+// are still those of any number of threads.
 #pragma once
 
 #include <Eigen/Core>
@@ -89,7 +91,8 @@ class ProductOperand {
 // What a product's caller does to each slice of C's columns as soon as it is made, on the thread
 // that made it, while the slice is in that core's cache (a bias, a cast, an activation): `columns`
 // columns from `first_column` on, columns * rows(C) contiguous values from `values` (C is
-// column-major). The slices are fixed by the shape alone and come in any order.
+// column-major). The slices come in any order, and an epilogue must not depend on their widths
+// (the bf16 kernels' follow the threads).
 using GemmEpilogue = std::function<void(float* values, Eigen::Index first_column, Eigen::Index columns)>;
 
 // The epilogue on a matrix already made, in the slices a product of its shape would make, on
