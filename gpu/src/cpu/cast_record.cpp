@@ -20,9 +20,10 @@ struct ChunkOutcomes {
 // classify_cast's rule on the bit patterns of one chunk (< 2^32 values), in a loop the compiler
 // vectorises: 32-bit counters and signed compares (both magnitudes are below 2^31), since 64-bit
 // counters cost a widening per lane and made this loop twice as slow as the cast itself (perf).
-// Built for AVX2 and for the baseline, like the histogram's counting; the loader picks one.
+// Built for AVX-512, AVX2 and the baseline; the loader picks one (with AVX-512 a recorded bf16 step
+// of gpt:layers=2,width=128 on one thread was 1.7% shorter than with the AVX2 build, five alternations).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
-__attribute__((target_clones("avx2", "default")))
+__attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 ChunkOutcomes count_outcomes(const std::uint32_t* before, const std::uint32_t* after, std::size_t n, std::int32_t min_normal,
                              std::int32_t max32) {
@@ -46,7 +47,7 @@ struct OutputCounts {
   std::uint32_t zeros = 0, below_normal = 0;
 };
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
-__attribute__((target_clones("avx2", "default")))
+__attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 OutputCounts count_outputs(const std::uint32_t* after, std::size_t n, std::uint32_t min_normal) {
   std::uint32_t zeros = 0, below_normal = 0;
