@@ -203,6 +203,13 @@ float bf16_value(float x) {  // x rounded to bfloat16 (to nearest even; the inpu
   return x;
 }
 Eigen::MatrixXf filled(Eigen::Index rows, Eigen::Index cols, float value) { return Eigen::MatrixXf::Constant(rows, cols, value); }
+// Standard normal values rounded to bfloat16.
+Eigen::MatrixXf random_bf16(std::mt19937& rng, Eigen::Index rows, Eigen::Index cols) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Eigen::MatrixXf x(rows, cols);
+  for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = bf16_value(normal(rng));
+  return x;
+}
 // The counts of products made each way by `product`.
 template <typename F>
 GemmCounts counted(F product) {
@@ -358,12 +365,7 @@ TEST_CASE("gemm_block: blocks of a larger matrix multiplied in place have gemm's
 
 TEST_CASE("gemm: bf16 products of rounding sums stay within float32 accumulation's bound, on any number of threads") {
   std::mt19937 rng(11);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  const auto random = [&](Eigen::Index rows, Eigen::Index cols) {
-    Eigen::MatrixXf x(rows, cols);
-    for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = bf16_value(normal(rng));
-    return x;
-  };
+  const auto random = [&](Eigen::Index rows, Eigen::Index cols) { return random_bf16(rng, rows, cols); };
   const Eigen::Index m = 64, k = 512, n = 257;
   const Eigen::MatrixXf a = random(m, k), b = random(k, n);
   const Eigen::MatrixXd exact = a.cast<double>() * b.cast<double>();
@@ -390,12 +392,7 @@ TEST_CASE("gemm: bf16 products made in slices of 128 to 512 columns, as the thre
   // n = 1100 (gemm.cpp): each element's sum must not depend on the slice that makes it, in either
   // kernel oneDNN picks (a row-major or a transposed S), for rounding sums of 768 products.
   std::mt19937 rng(17);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  const auto random = [&](Eigen::Index rows, Eigen::Index cols) {
-    Eigen::MatrixXf x(rows, cols);
-    for (Eigen::Index i = 0; i < x.size(); ++i) x.data()[i] = bf16_value(normal(rng));
-    return x;
-  };
+  const auto random = [&](Eigen::Index rows, Eigen::Index cols) { return random_bf16(rng, rows, cols); };
   const Eigen::Index m = 96, k = 768, n = 1100;
   for (const bool ta : {false, true})
     for (const bool tb : {false, true}) {
