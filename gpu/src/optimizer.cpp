@@ -62,7 +62,8 @@ namespace {
 // `second` may be null where the kind keeps none. Built for AVX-512, AVX2 and the baseline, the
 // loader picking one: AdamW's divisions and square roots 16 lanes at a time where the processor
 // has them (a GPT step about 2% shorter on an AVX-512 Zen 4 than with the baseline's 4 lanes).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
+// (GCC's: Clang does not take target_clones on a function template.)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define FPSCOPE_UPDATE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define FPSCOPE_UPDATE_CLONES
