@@ -425,7 +425,10 @@ bool bf16_product(const ProductOperand& a_operand, bool transpose_a, const Produ
   const Bf16Scan* a_scan = packed(a_operand);
   if (a_scan == nullptr || !bf16_kernels_exact(*a_scan, *b_scan)) return false;
   const Eigen::Index slices = (n + columns_per_call - 1) / columns_per_call, stride = transpose_b ? n : 0;
-  const auto [full, tail] = matmuls_for(m, k, n, transpose_a, stride, columns_per_call);
+  // Not a structured binding: Clang 14 refuses one captured by the lambda below.
+  const std::pair<const Matmul*, const Matmul*> matmuls = matmuls_for(m, k, n, transpose_a, stride, columns_per_call);
+  const Matmul* full = matmuls.first;
+  const Matmul* tail = matmuls.second;
   if (full == nullptr) return false;
   const std::uint16_t* s_data = b_operand.packing().bits.bits();
   const std::uint16_t* w_data = a_operand.packing().bits.bits();
