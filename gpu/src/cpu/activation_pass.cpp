@@ -9,12 +9,13 @@
 
 #include "fpscope/gpu/parallel.hpp"
 
-// glibc's vector math (libmvec), by its vector-ABI names: 16 lanes (AVX-512), 8 lanes (AVX2).
+// glibc's vector math (libmvec), by its vector-ABI names: 16 lanes (AVX-512), 8 lanes (AVX2),
+// declared with the instructions their arguments need (Clang refuses the calls otherwise).
 extern "C" {
-__m512 _ZGVeN16v_erff(__m512);
-__m512 _ZGVeN16v_expf(__m512);
-__m256 _ZGVdN8v_erff(__m256);
-__m256 _ZGVdN8v_expf(__m256);
+__attribute__((target("avx512f"))) __m512 _ZGVeN16v_erff(__m512);
+__attribute__((target("avx512f"))) __m512 _ZGVeN16v_expf(__m512);
+__attribute__((target("avx2"))) __m256 _ZGVdN8v_erff(__m256);
+__attribute__((target("avx2"))) __m256 _ZGVdN8v_expf(__m256);
 }
 
 namespace fpscope {
@@ -45,38 +46,39 @@ Lanes lanes() {
 #define FPSCOPE_AVX512 __attribute__((target("avx512f")))
 #define FPSCOPE_AVX2 __attribute__((target("avx2,fma")))
 
-struct Math16 {
-  FPSCOPE_AVX512 __m512 erf(__m512 x) const { return _ZGVeN16v_erff(x); }
-  FPSCOPE_AVX512 __m512 exp(__m512 x) const { return _ZGVeN16v_expf(x); }
-};
-struct Math8 {
-  FPSCOPE_AVX2 __m256 erf(__m256 x) const { return _ZGVdN8v_erff(x); }
-  FPSCOPE_AVX2 __m256 exp(__m256 x) const { return _ZGVdN8v_expf(x); }
-};
-
-// The vector loops: whole vectors, then the tail element by element through ScalarMath's formula
-// (the same for the tail as activate()).
+// The vector loops: whole vectors through activation.hpp's formula with libmvec's erf and exp,
+// then the tail element by element through the scalar formula (activate()'s).
 FPSCOPE_AVX512 void gelu_forward_16(const float* z, float* out, std::size_t n) {
   std::size_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, gelu_of(_mm512_loadu_ps(z + i), Math16{}));
-  for (; i < n; ++i) out[i] = gelu_of(z[i], ScalarMath{});
+  for (; i + 16 <= n; i += 16) {
+    const __m512 x = _mm512_loadu_ps(z + i);
+    _mm512_storeu_ps(out + i, FPSCOPE_GELU(x, _ZGVeN16v_erff));
+  }
+  for (; i < n; ++i) out[i] = gelu_of(z[i]);
 }
 FPSCOPE_AVX512 void gelu_backward_16(const float* z, const float* gradient, float* out, std::size_t n) {
   std::size_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(out + i, _mm512_loadu_ps(gradient + i) * gelu_derivative_of(_mm512_loadu_ps(z + i), Math16{}));
-  for (; i < n; ++i) out[i] = gradient[i] * gelu_derivative_of(z[i], ScalarMath{});
+  for (; i + 16 <= n; i += 16) {
+    const __m512 x = _mm512_loadu_ps(z + i);
+    _mm512_storeu_ps(out + i, _mm512_loadu_ps(gradient + i) * FPSCOPE_GELU_DERIVATIVE(x, _ZGVeN16v_erff, _ZGVeN16v_expf));
+  }
+  for (; i < n; ++i) out[i] = gradient[i] * gelu_derivative_of(z[i]);
 }
 FPSCOPE_AVX2 void gelu_forward_8(const float* z, float* out, std::size_t n) {
   std::size_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, gelu_of(_mm256_loadu_ps(z + i), Math8{}));
-  for (; i < n; ++i) out[i] = gelu_of(z[i], ScalarMath{});
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(z + i);
+    _mm256_storeu_ps(out + i, FPSCOPE_GELU(x, _ZGVdN8v_erff));
+  }
+  for (; i < n; ++i) out[i] = gelu_of(z[i]);
 }
 FPSCOPE_AVX2 void gelu_backward_8(const float* z, const float* gradient, float* out, std::size_t n) {
   std::size_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(out + i, _mm256_loadu_ps(gradient + i) * gelu_derivative_of(_mm256_loadu_ps(z + i), Math8{}));
-  for (; i < n; ++i) out[i] = gradient[i] * gelu_derivative_of(z[i], ScalarMath{});
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(z + i);
+    _mm256_storeu_ps(out + i, _mm256_loadu_ps(gradient + i) * FPSCOPE_GELU_DERIVATIVE(x, _ZGVdN8v_erff, _ZGVdN8v_expf));
+  }
+  for (; i < n; ++i) out[i] = gradient[i] * gelu_derivative_of(z[i]);
 }
 
 FPSCOPE_AVX512 void shifted_exponentials_16(const float* in, float shift, float* out, std::size_t n) {
