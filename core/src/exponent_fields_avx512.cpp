@@ -72,12 +72,13 @@ void count_piece(const std::uint32_t* bits, std::size_t n, FieldCounts& counts) 
   if (i < n) take(magnitudes(bits, i, n), static_cast<__mmask16>((1u << (n - i)) - 1));
   counts.zeros += zeros;
   counts.by_field[0] += zeros;
-  const std::uint32_t smallest = _mm512_reduce_min_epu32(least) + 1u;  // 0: all zero
-  if (smallest == 0) return;
+  const std::uint32_t least_less_one = _mm512_reduce_min_epu32(least);
+  if (least_less_one == 0xFFFFFFFFu) return;  // all zero (not wrapped around to 0: UBSan's integer checks)
+  const std::uint32_t smallest = least_less_one + 1u;
   const int lowest = static_cast<int>(smallest >> 23), highest = static_cast<int>(_mm512_reduce_max_epu32(largest) >> 23);
   if (lowest == 0 || highest == 255) {
     for (std::size_t j = 0; j < n; ++j)
-      if ((bits[j] << 1) != 0) ++counts.by_field[(bits[j] >> 23) & 0xFF];
+      if ((bits[j] & 0x7FFFFFFFu) != 0) ++counts.by_field[(bits[j] >> 23) & 0xFF];
     return;
   }
   for (int base = lowest; base <= highest; base += window) count_window(bits, n, base, counts);
