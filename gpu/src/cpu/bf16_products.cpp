@@ -245,7 +245,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) Bf16Scan scan_bf16_bits(con
 // scan not bf16, once any piece finds a value that is not a bf16 value.
 std::atomic<std::uint64_t> packs{0};
 
-
 Bf16Scan pack(const Eigen::MatrixXf& m, PackBuffer& out) {
   packs.fetch_add(1, std::memory_order_relaxed);
   const auto n = static_cast<std::size_t>(m.size());

@@ -71,17 +71,15 @@ class PiecewiseCast {
   // packed for the bf16 kernels as soon as it is rounded (ProductOperand's pieces). Only for casts
   // into bf16, whose outputs are the only ones those kernels take; before the first piece.
   void pack_for_products(ProductOperand* operand) {
-    if (operand != nullptr && low_ && f_ == formats::bf16 && operand->start_pieces()) operand_ = operand;
+    if (packs(operand) && operand->start_pieces()) operand_ = operand;
   }
   // The same where `operand`'s products are all that will read the cast's output, `output` (the
   // operand's values): where nothing is recorded, each piece is cast straight into their bf16
   // bits, its float32 values left unwritten (ProductOperand::start_bits makes them from the bits
   // if anything asks for them).
   void make_for_products_only(ProductOperand* operand, std::span<float> output) {
-    if (operand == nullptr || !low_ || f_ != formats::bf16) return;
-    if (record_ != nullptr) {
-      pack_for_products(operand);
-    } else if (operand->start_bits(output)) {
+    if (record_ != nullptr) return pack_for_products(operand);
+    if (packs(operand) && operand->start_bits(output)) {
       operand_ = operand;
       bits_of_ = output.data();
     }
@@ -128,6 +126,9 @@ class PiecewiseCast {
   }
 
  private:
+  // Whether the output goes to `operand`'s products packed at all: casts into bf16 alone.
+  bool packs(const ProductOperand* operand) const { return operand != nullptr && low_ && f_ == formats::bf16; }
+
   Format f_;
   bool low_;
   Context& ctx_;
