@@ -13,13 +13,7 @@
 #include "fpscope/core/exponent_histogram.hpp"
 #include "fpscope/core/integral.hpp"
 
-#define cudaCheck(err) cuda_check((err), __FILE__, __LINE__)
-static void cuda_check(cudaError_t error, const char* file, int line) {
-  if (error != cudaSuccess) {
-    std::fprintf(stderr, "CUDA error at %s:%d: %s\n", file, line, cudaGetErrorString(error));
-    std::exit(1);
-  }
-}
+#include "launch.hpp"  // cudaCheck: the CUDA backend's one check
 
 using namespace fpscope;
 

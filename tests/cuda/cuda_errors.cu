@@ -14,7 +14,7 @@ int main() {
     fpscope::cuda::column_sums(nullptr, 0, 0, nullptr);
   } catch (const std::runtime_error& e) {
     const std::string what = e.what();
-    if (what.rfind("CUDA error at ", 0) == 0 && what.find("kernels.cu:") != std::string::npos) {
+    if (what.rfind("CUDA error in ", 0) == 0 && what.find("kernels.cu:") != std::string::npos) {
       std::printf("ok: %s\n", what.c_str());
       return 0;
     }

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "verdict.hpp"
 #include "fpscope/core/names.hpp"
 #include "fpscope/gpu/block_element.hpp"
 #include "fpscope/gpu/device_gpt.hpp"
@@ -59,11 +60,8 @@ std::unique_ptr<TrainerBackend> reference_trainer(const GptShape& shape, const M
 }
 #endif
 
-int failures = 0;
-void verdict(bool ok, const std::string& what, double value = 0) {
-  std::printf("%s %-96s %g\n", ok ? "OK  " : "FAIL", what.c_str(), value);
-  failures += ok ? 0 : 1;
-}
+using fpscope::test::failures;
+using fpscope::test::verdict;
 
 // The same data on both sides: host vectors copied into each DeviceOps' memory.
 template <typename T>

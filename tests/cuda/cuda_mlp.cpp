@@ -22,6 +22,7 @@
 #include <cstring>
 #include <string>
 
+#include "verdict.hpp"
 #include "fpscope/core/names.hpp"
 #ifdef FPSCOPE_DEVICE_TEST_ON_HOST_TWIN
 #include "fpscope/gpu/device_mlp.hpp"
@@ -49,11 +50,8 @@ using DeviceTrainer = CudaMlpTrainer;
 bool device_answers() { return cuda_device_available(); }
 #endif
 
-int failures = 0;
-void verdict(bool ok, const std::string& what, double value = 0) {
-  std::printf("%s %-84s %g\n", ok ? "OK  " : "FAIL", what.c_str(), value);
-  failures += ok ? 0 : 1;
-}
+using fpscope::test::failures;
+using fpscope::test::verdict;
 
 bool same_bits(const MlpTrainer::State& a, const MlpTrainer::State& b) {
   if (a.weights.size() != b.weights.size()) return false;

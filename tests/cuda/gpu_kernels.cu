@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "verdict.hpp"
 #include "fpscope/core/bulk.hpp"
 #include "fpscope/core/cast.hpp"
 #include "fpscope/gpu/activation.hpp"
@@ -27,40 +28,34 @@
 #include "fpscope/gpu/loss_scaler.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
 #include "fpscope/gpu/softmax_cross_entropy.hpp"
+#include "launch.hpp"  // cudaCheck: the CUDA backend's one check
 #include "term_epsilons.hpp"
 
 using namespace fpscope;
 
 namespace {
 
-void check(cudaError_t error, int line) {
-  if (error != cudaSuccess) throw std::runtime_error("CUDA error at gpu_kernels.cu:" + std::to_string(line) + ": " + cudaGetErrorString(error));
-}
-#define CHECK(call) check((call), __LINE__)
 
 // A device copy of a host vector, freed on scope exit.
 template <typename T>
 struct Device {
   T* data = nullptr;
   std::size_t size = 0;
-  explicit Device(std::size_t n) : size(n) { CHECK(cudaMalloc(&data, std::max<std::size_t>(n, 1) * sizeof(T))); }
-  explicit Device(const std::vector<T>& host) : Device(host.size()) { CHECK(cudaMemcpy(data, host.data(), size * sizeof(T), cudaMemcpyHostToDevice)); }
+  explicit Device(std::size_t n) : size(n) { cudaCheck(cudaMalloc(&data, std::max<std::size_t>(n, 1) * sizeof(T))); }
+  explicit Device(const std::vector<T>& host) : Device(host.size()) { cudaCheck(cudaMemcpy(data, host.data(), size * sizeof(T), cudaMemcpyHostToDevice)); }
   Device(const Device&) = delete;
   ~Device() { cudaFree(data); }
   std::vector<T> read() const {
-    CHECK(cudaDeviceSynchronize());
+    cudaCheck(cudaDeviceSynchronize());
     std::vector<T> host(size);
-    CHECK(cudaMemcpy(host.data(), data, size * sizeof(T), cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(host.data(), data, size * sizeof(T), cudaMemcpyDeviceToHost));
     return host;
   }
-  void zero() { CHECK(cudaMemset(data, 0, size * sizeof(T))); }
+  void zero() { cudaCheck(cudaMemset(data, 0, size * sizeof(T))); }
 };
 
-int failures = 0;
-void verdict(bool ok, const std::string& what, double value = 0) {
-  std::printf("%s %-78s %g\n", ok ? "OK  " : "FAIL", what.c_str(), value);
-  failures += ok ? 0 : 1;
-}
+using fpscope::test::failures;
+using fpscope::test::verdict;
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
@@ -125,7 +120,7 @@ int main() {
       mismatches.zero();
       if (bf16) compare_instruction_path<true><<<4096, 256>>>(mismatches.data, first.data);
       else compare_instruction_path<false><<<4096, 256>>>(mismatches.data, first.data);
-      CHECK(cudaGetLastError());
+      cudaCheck(cudaGetLastError());
       const unsigned long long count = mismatches.read()[0];
       std::printf("     first differing input: 0x%08X\n", count == 0 ? 0u : first.read()[0]);
       verdict(count == 0, std::string("every float32 -> ") + (bf16 ? "bf16" : "fp16") + " RNE: the instruction path is the emulator's (mismatches)",
@@ -148,7 +143,7 @@ int main() {
         bins.zero();
         outcome.zero();
         cuda::cast_and_record(in.data, out.data, n, bf16, mode, {bins.data, outcome.data}, nullptr, 7, 1000);
-        CHECK(cudaGetLastError());
+        cudaCheck(cudaGetLastError());
         const std::vector<unsigned long long> got_bins = bins.read(), got_counts = outcome.read();
         bool same_histogram = got_bins[bin_zero] == histogram.zero_count() && got_bins[bin_infinity] == histogram.infinity_count() &&
                               got_bins[bin_nan] == histogram.nan_count();
@@ -356,7 +351,7 @@ int main() {
       Device<float> step_scale(1);
       bool scaler_ok = true;
       for (const int bad : {0, 0, 1, 1, 1, 0, 0, 0, 1, 0}) {
-        CHECK(cudaMemcpy(flag.data, &bad, sizeof(int), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemcpy(flag.data, &bad, sizeof(int), cudaMemcpyHostToDevice));
         const float scale_before = static_cast<float>(host.state().scale);
         cuda::update_scaler(config, state.data, flag.data, skip.data, step_scale.data);
         const bool host_skip = host.update(bad != 0);

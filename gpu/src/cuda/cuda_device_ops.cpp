@@ -13,28 +13,21 @@
 #include <vector>
 
 #include "fpscope/gpu/cuda_kernels.hpp"
+#include "launch.hpp"
 #include "fpscope/gpu/gpt_element.hpp"
 
 namespace fpscope {
 
 namespace {
 
-void cuda_check(cudaError_t error, const char* what) {
-  if (error != cudaSuccess) throw std::runtime_error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(error));
-}
-
-void cublas_check(cublasStatus_t status, const char* what) {
-  if (status != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string("cuBLAS error in ") + what + ": status " + std::to_string(static_cast<int>(status)));
-}
-
 class CudaDeviceOps final : public DeviceOps {
  public:
   CudaDeviceOps() {
     std::string why;
     if (cuda::device_count(&why) == 0) throw std::runtime_error("no CUDA device answers: " + why);
-    cuda_check(cudaStreamCreate(&stream_), "cudaStreamCreate");
-    cublas_check(cublasCreate(&cublas_), "cublasCreate");
-    cublas_check(cublasSetStream(cublas_, stream_), "cublasSetStream");
+    cudaCheck(cudaStreamCreate(&stream_));
+    cublasCheck(cublasCreate(&cublas_));
+    cublasCheck(cublasSetStream(cublas_, stream_));
   }
   ~CudaDeviceOps() override {
     if (stream_ != nullptr) cudaStreamSynchronize(stream_);
@@ -55,7 +48,7 @@ class CudaDeviceOps final : public DeviceOps {
 
   void* allocate(std::size_t bytes) override {
     void* p = nullptr;
-    cuda_check(cudaMalloc(&p, bytes == 0 ? 1 : bytes), "cudaMalloc");
+    cudaCheck(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
     return p;
   }
   void release(void* device) override {
@@ -68,21 +61,21 @@ class CudaDeviceOps final : public DeviceOps {
   // stream, so a step's inputs go up while the previous step still runs.
   void upload(void* device, const void* host, std::size_t bytes) override {
     Staging& slot = staging_[next_staging_++ % staging_.size()];
-    if (slot.used) cuda_check(cudaEventSynchronize(slot.done), "an upload's staging");
+    if (slot.used) cudaCheck(cudaEventSynchronize(slot.done));
     if (slot.event_made == false) {
-      cuda_check(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming), "cudaEventCreate");
+      cudaCheck(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
       slot.event_made = true;
     }
     if (bytes > slot.bytes) {
       if (slot.data != nullptr) cudaFreeHost(slot.data);
       slot.data = nullptr;
       slot.bytes = 0;
-      cuda_check(cudaMallocHost(&slot.data, bytes), "cudaMallocHost");
+      cudaCheck(cudaMallocHost(&slot.data, bytes));
       slot.bytes = bytes;
     }
     std::memcpy(slot.data, host, bytes);
-    cuda_check(cudaMemcpyAsync(device, slot.data, bytes, cudaMemcpyHostToDevice, stream_), "an upload");
-    cuda_check(cudaEventRecord(slot.done, stream_), "cudaEventRecord");
+    cudaCheck(cudaMemcpyAsync(device, slot.data, bytes, cudaMemcpyHostToDevice, stream_));
+    cudaCheck(cudaEventRecord(slot.done, stream_));
     slot.used = true;
   }
   // Through pinned memory (one DMA, then a host copy): a step's read-back waits on nothing else.
@@ -91,16 +84,16 @@ class CudaDeviceOps final : public DeviceOps {
       if (pinned_ != nullptr) cudaFreeHost(pinned_);
       pinned_ = nullptr;
       pinned_bytes_ = 0;
-      cuda_check(cudaMallocHost(&pinned_, bytes), "cudaMallocHost");
+      cudaCheck(cudaMallocHost(&pinned_, bytes));
       pinned_bytes_ = bytes;
     }
-    cuda_check(cudaMemcpyAsync(pinned_, device, bytes, cudaMemcpyDeviceToHost, stream_), "a download");
-    cuda_check(cudaStreamSynchronize(stream_), "a download");
+    cudaCheck(cudaMemcpyAsync(pinned_, device, bytes, cudaMemcpyDeviceToHost, stream_));
+    cudaCheck(cudaStreamSynchronize(stream_));
     std::memcpy(host, pinned_, bytes);
   }
-  void zero(void* device, std::size_t bytes) override { cuda_check(cudaMemsetAsync(device, 0, bytes, stream_), "cudaMemsetAsync"); }
+  void zero(void* device, std::size_t bytes) override { cudaCheck(cudaMemsetAsync(device, 0, bytes, stream_)); }
   void copy(void* to, const void* from, std::size_t bytes) override {
-    cuda_check(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream_), "a device copy");
+    cudaCheck(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream_));
   }
 
   void cast(const float* in, float* out, std::uint16_t* packed, std::size_t n, bool bf16, RoundingMode mode, RecordSlots slots,
@@ -120,10 +113,9 @@ class CudaDeviceOps final : public DeviceOps {
     const cublasOperation_t ta = c.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = c.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     const std::size_t element = c.sixteen ? sizeof(std::uint16_t) : sizeof(float);
     if (c.groups == 1) {
-      cublas_check(cublasGemmStridedBatchedEx(cublas_, ta, tb, c.m, c.n, c.k, &alpha, a, type, c.a.ld, static_cast<long long>(c.a.stride), b, type, c.b.ld,
+      cublasCheck(cublasGemmStridedBatchedEx(cublas_, ta, tb, c.m, c.n, c.k, &alpha, a, type, c.a.ld, static_cast<long long>(c.a.stride), b, type, c.b.ld,
                                               static_cast<long long>(c.b.stride), c.accumulate ? &one : &zero, c.c, CUDA_R_32F, c.ldc,
-                                              static_cast<long long>(c.stride_c), c.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                   "cublasGemmStridedBatchedEx");
+                                              static_cast<long long>(c.stride_c), c.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
       return;
     }
     // Two levels of strides (a sequence's heads): one batched call over arrays of the operands'
@@ -149,10 +141,9 @@ class CudaDeviceOps final : public DeviceOps {
       found = pointer_arrays_.emplace(std::move(pointers), array).first;
     }
     void** const pointer_array = found->second;
-    cublas_check(cublasGemmBatchedEx(cublas_, ta, tb, c.m, c.n, c.k, &alpha, pointer_array, type, c.a.ld, pointer_array + count, type, c.b.ld,
+    cublasCheck(cublasGemmBatchedEx(cublas_, ta, tb, c.m, c.n, c.k, &alpha, pointer_array, type, c.a.ld, pointer_array + count, type, c.b.ld,
                                      c.accumulate ? &one : &zero, pointer_array + 2 * count, CUDA_R_32F, c.ldc,
-                                     static_cast<int>(count), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                 "cublasGemmBatchedEx");
+                                     static_cast<int>(count), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
 
   void amax_bits(const float* in, std::size_t n, std::uint32_t* largest) override { cuda::amax_bits(in, n, largest, stream_); }

@@ -182,72 +182,72 @@ void embed(const int* tokens, const float* token_table, const float* position_ta
            void* stream) {
   const std::size_t n = static_cast<std::size_t>(width) * static_cast<std::size_t>(columns);
   embed_kernel<<<blocks_for(n), threads, 0, as_stream(stream)>>>(tokens, token_table, position_table, vocab, context, width, n, x);
-  check_launch("embed");
+  cudaCheckLaunch("embed");
 }
 void embed_backward(const int* token_columns, const int* token_starts, const float* dx, int vocab, int context, int width, int columns,
                     float* token_gradient, float* position_gradient, void* stream) {
   const std::size_t tokens = static_cast<std::size_t>(vocab) * static_cast<std::size_t>(width);
   token_gradient_kernel<<<blocks_for(tokens), threads, 0, as_stream(stream)>>>(token_columns, token_starts, dx, vocab, width, tokens, token_gradient);
-  check_launch("token_gradient");
+  cudaCheckLaunch("token_gradient");
   const std::size_t positions = static_cast<std::size_t>(context) * static_cast<std::size_t>(width);
   position_gradient_kernel<<<blocks_for(positions), threads, 0, as_stream(stream)>>>(dx, width, context, columns, positions, position_gradient);
-  check_launch("position_gradient");
+  cudaCheckLaunch("position_gradient");
 }
 void layer_norm(const float* x, const float* gain, const float* bias, int features, int columns, float* y, float* xhat, float* rstd, void* stream) {
   layer_norm_kernel<<<warp_blocks_for(static_cast<std::size_t>(columns)), threads, 0, as_stream(stream)>>>(x, gain, bias, features, columns, y, xhat, rstd);
-  check_launch("layer_norm");
+  cudaCheckLaunch("layer_norm");
 }
 void layer_norm_backward(const float* dy, const float* gain, const float* xhat, const float* rstd, int features, int columns, float* dx, bool add,
                          void* stream) {
   layer_norm_backward_kernel<<<warp_blocks_for(static_cast<std::size_t>(columns)), threads, 0, as_stream(stream)>>>(dy, gain, xhat, rstd, features, columns,
                                                                                                              dx, add);
-  check_launch("layer_norm_backward");
+  cudaCheckLaunch("layer_norm_backward");
 }
 void add_token_sums(const float* a, const float* b, int features, int columns, float* into, float* run_sums, void* stream) {
   const std::size_t tokens = static_cast<std::size_t>(columns), runs = token_runs(tokens), n = runs * static_cast<std::size_t>(features);
   token_run_sums_kernel<<<blocks_for(n), threads, 0, as_stream(stream)>>>(a, b, features, tokens, n, run_sums);
-  check_launch("token_run_sums");
+  cudaCheckLaunch("token_run_sums");
   add_run_sums_kernel<<<blocks_for(static_cast<std::size_t>(features)), threads, 0, as_stream(stream)>>>(run_sums, features, runs, into);
-  check_launch("add_run_sums");
+  cudaCheckLaunch("add_run_sums");
 }
 void add_row_bias(float* y, const float* bias, int features, int columns, void* stream) {
   const std::size_t n = static_cast<std::size_t>(features) * static_cast<std::size_t>(columns);
   add_row_bias_kernel<<<blocks_for(n), threads, 0, as_stream(stream)>>>(y, bias, features, n);
-  check_launch("add_row_bias");
+  cudaCheckLaunch("add_row_bias");
 }
 void add_into(float* x, const float* y, std::size_t n, void* stream) {
   add_into_kernel<<<blocks_for(n), threads, 0, as_stream(stream)>>>(x, y, n);
-  check_launch("add_into");
+  cudaCheckLaunch("add_into");
 }
 void pack_triangles(const float* full, int context, int triangles, float factor, float* packed, void* stream) {
   const std::size_t rows = static_cast<std::size_t>(triangles) * static_cast<std::size_t>(context);
   pack_triangles_kernel<<<blocks_for(rows), threads, 0, as_stream(stream)>>>(full, context, rows, factor, packed);
-  check_launch("pack_triangles");
+  cudaCheckLaunch("pack_triangles");
 }
 void unpack_triangles(const float* packed, int context, int triangles, float factor, float* full, std::uint16_t* full16, bool bf16, void* stream) {
   const std::size_t n = static_cast<std::size_t>(triangles) * static_cast<std::size_t>(context) * static_cast<std::size_t>(context);
   unpack_triangles_kernel<<<blocks_for(n), threads, 0, as_stream(stream)>>>(packed, context, n, factor, full, full16, bf16);
-  check_launch("unpack_triangles");
+  cudaCheckLaunch("unpack_triangles");
 }
 void causal_softmax(const float* scores, int context, int triangles, float* probabilities, void* stream) {
   const std::size_t rows = static_cast<std::size_t>(triangles) * static_cast<std::size_t>(context);
   causal_softmax_kernel<<<warp_blocks_for(rows), threads, 0, as_stream(stream)>>>(scores, context, rows, probabilities);
-  check_launch("causal_softmax");
+  cudaCheckLaunch("causal_softmax");
 }
 void softmax_backward(const float* probabilities, const float* dprobabilities, int context, int triangles, float* dscores, void* stream) {
   const std::size_t rows = static_cast<std::size_t>(triangles) * static_cast<std::size_t>(context);
   softmax_backward_kernel<<<warp_blocks_for(rows), threads, 0, as_stream(stream)>>>(probabilities, dprobabilities, context, rows, dscores);
-  check_launch("softmax_backward");
+  cudaCheckLaunch("softmax_backward");
 }
 void cross_entropy_columns(const float* logits, const int* targets, int classes, int columns, const LossScalerState* scaler, float loss_weight,
                            float* gradient, float* losses, void* stream) {
   cross_entropy_columns_kernel<<<warp_blocks_for(static_cast<std::size_t>(columns)), threads, 0, as_stream(stream)>>>(logits, targets, classes, columns,
                                                                                                                scaler, loss_weight, gradient, losses);
-  check_launch("cross_entropy_columns");
+  cudaCheckLaunch("cross_entropy_columns");
 }
 void loss_sum(const float* losses, int n, double* sum, void* stream) {
   loss_sum_kernel<<<1, loss_sum_threads, 0, as_stream(stream)>>>(losses, n, sum);
-  check_launch("loss_sum");
+  cudaCheckLaunch("loss_sum");
 }
 
 }  // namespace fpscope::cuda

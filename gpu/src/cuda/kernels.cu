@@ -15,13 +15,7 @@
 #include "fpscope/gpu/optimizer_element.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
 
-// A CUDA error becomes an exception, as in cuda_mlp.cpp: this code runs inside the dlopen'd module
-// of `fpscope train`, which must end with its sentence and a whole log, never exit from here.
-#define cudaCheck(err) cuda_check((err), __FILE__, __LINE__)
-static void cuda_check(cudaError_t error, const char* file, int line) {
-  if (error != cudaSuccess)
-    throw std::runtime_error(std::string("CUDA error at ") + file + ":" + std::to_string(line) + ": " + cudaGetErrorString(error));
-}
+#include "launch.hpp"
 
 namespace fpscope::cuda {
 
@@ -326,7 +320,7 @@ void launch_cast_record(const float* in, float* out, std::uint16_t* packed, std:
     case RoundingMode::odd: launch_cast_record_in<F, RoundingMode::odd>(in, out, packed, n, b, s, seed, first); break;
     case RoundingMode::stochastic: launch_cast_record_in<F, RoundingMode::stochastic>(in, out, packed, n, b, s, seed, first); break;
   }
-  cudaCheck(cudaGetLastError());
+  cudaCheckLaunch("cast_record");
 }
 
 }  // namespace
@@ -340,74 +334,74 @@ void cast_and_record(const float* in, float* out, std::size_t n, bool bf16, Roun
 
 void sum_of_squares(const float* g, std::size_t n, const float* step_scale, double* partials, void* stream) {
   sum_of_squares_kernel<<<sum_of_squares_partials, partial_threads, 0, static_cast<cudaStream_t>(stream)>>>(g, n, step_scale, partials);
-  cudaCheck(cudaGetLastError());
+  cudaCheckLaunch("sum_of_squares_kernel");
 }
 
 void prepare_optimizer_step(const OptimizerSettings& settings, const double* partials, int partial_count, const float* step_scale,
                             const int* skip, long long* updates, OptimizerStep* step, void* stream) {
   optimizer_step_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(settings, partials, partial_count, step_scale, skip, updates, step);
-  cudaCheck(cudaGetLastError());
+  cudaCheckLaunch("optimizer_step_kernel");
 }
 
 void optimizer_update(float* w, float* first, float* second, const float* g, std::size_t n, const OptimizerStep* step, const int* skip,
                       void* stream) {
   optimizer_update_kernel<<<blocks_for(n), threads, 0, static_cast<cudaStream_t>(stream)>>>(w, first, second, g, n, step, skip);
-  cudaCheck(cudaGetLastError());
+  cudaCheckLaunch("optimizer_update_kernel");
 }
 
 void update_scaler(const LossScalerConfig& config, LossScalerState* state, const int* found_non_finite, int* skip, float* step_scale,
                    void* stream) {
   scaler_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(config, state, found_non_finite, skip, step_scale);
-  cudaCheck(cudaGetLastError());
+  cudaCheckLaunch("scaler_kernel");
 }
 
 void record_histogram(const float* in, std::size_t n, unsigned long long* histogram, void* stream) {
   const bool vectors = reinterpret_cast<std::uintptr_t>(in) % 16 == 0;
   histogram_kernel<<<record_blocks_for(vectors ? (n + 3) / 4 : n), threads, 0, static_cast<cudaStream_t>(stream)>>>(in, n, vectors, histogram);
-  cudaCheck(cudaGetLastError());
+  cudaCheckLaunch("histogram_kernel");
 }
 
 void add_bias(float* z, const float* bias, int rows, int cols, void* stream) {
   add_bias_kernel<<<blocks_for(static_cast<std::size_t>(rows) * cols), threads, 0, static_cast<cudaStream_t>(stream)>>>(z, bias, rows, cols);
-  cudaCheck(cudaGetLastError());
+  cudaCheckLaunch("add_bias_kernel");
 }
 
 void activation_forward(const float* z, float* out, std::size_t n, Activation activation, void* stream) {
   activation_forward_kernel<<<blocks_for(n), threads, 0, static_cast<cudaStream_t>(stream)>>>(z, out, n, activation);
-  cudaCheck(cudaGetLastError());
+  cudaCheckLaunch("activation_forward_kernel");
 }
 
 void activation_backward(const float* z, float* gradient, std::size_t n, Activation activation, void* stream) {
   activation_backward_kernel<<<blocks_for(n), threads, 0, static_cast<cudaStream_t>(stream)>>>(z, gradient, n, activation);
-  cudaCheck(cudaGetLastError());
+  cudaCheckLaunch("activation_backward_kernel");
 }
 
 void softmax_cross_entropy(const float* logits, const int* labels, int rows, int cols, const LossScalerState* state, float loss_weight,
                            float* gradient, float* row_loss, void* stream) {
   softmax_cross_entropy_kernel<<<(rows + threads - 1) / threads, threads, 0, static_cast<cudaStream_t>(stream)>>>(
       logits, labels, rows, cols, state, loss_weight, gradient, row_loss);
-  cudaCheck(cudaGetLastError());
+  cudaCheckLaunch("softmax_cross_entropy_kernel");
 }
 
 void column_sums(const float* m, int rows, int cols, float* out, void* stream) {
   const int warps_per_block = threads / 32;
   column_sums_kernel<<<(cols + warps_per_block - 1) / warps_per_block, threads, 0, static_cast<cudaStream_t>(stream)>>>(m, rows, cols, out);
-  cudaCheck(cudaGetLastError());
+  cudaCheckLaunch("column_sums_kernel");
 }
 
 void find_non_finite(const float* values, std::size_t n, int* found_non_finite, void* stream) {
   find_non_finite_kernel<<<blocks_for(n), threads, 0, static_cast<cudaStream_t>(stream)>>>(values, n, found_non_finite);
-  cudaCheck(cudaGetLastError());
+  cudaCheckLaunch("find_non_finite_kernel");
 }
 
 void sgd_update(float* w, const float* g, std::size_t n, float learning_rate, const float* step_scale, const int* skip, void* stream) {
   sgd_update_kernel<<<blocks_for(n), threads, 0, static_cast<cudaStream_t>(stream)>>>(w, g, n, learning_rate, step_scale, skip);
-  cudaCheck(cudaGetLastError());
+  cudaCheckLaunch("sgd_update_kernel");
 }
 
 void ordered_sum(const float* values, int n, float* out, void* stream) {
   ordered_sum_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(values, n, out);
-  cudaCheck(cudaGetLastError());
+  cudaCheckLaunch("ordered_sum_kernel");
 }
 
 int device_count(std::string* why) {

@@ -1,7 +1,10 @@
-// What every kernel launcher in gpu/src/cuda/ needs: a launch's error turned into an exception
-// (the module's callers print it and exit with its sentence), and a grid for a grid-stride loop.
+// What every file of the CUDA backend needs: one check of CUDA and cuBLAS results, which turns an
+// error into an exception naming the call and where it was made (this code runs inside the module
+// `fpscope train` loads; its callers print the sentence and end with a whole log, never exit from
+// here), and a grid for a grid-stride loop.
 #pragma once
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -10,9 +13,15 @@
 
 namespace fpscope::cuda {
 
-inline void check_launch(const char* what) {
-  const cudaError_t error = cudaGetLastError();
-  if (error != cudaSuccess) throw std::runtime_error(std::string("CUDA error launching ") + what + ": " + cudaGetErrorString(error));
+inline void cuda_check(cudaError_t error, const char* what, const char* file, int line) {
+  if (error != cudaSuccess)
+    throw std::runtime_error(std::string("CUDA error in ") + what + " (" + file + ":" + std::to_string(line) + "): " + cudaGetErrorString(error));
+}
+
+inline void cublas_check(cublasStatus_t status, const char* what, const char* file, int line) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string("cuBLAS error in ") + what + " (" + file + ":" + std::to_string(line) + "): status " +
+                             std::to_string(static_cast<int>(status)));
 }
 
 // Blocks of `threads` for n elements, at most `most` (a grid-stride loop takes the rest).
@@ -22,3 +31,8 @@ inline int grid_for(std::size_t n, int threads, int most) {
 }
 
 }  // namespace fpscope::cuda
+
+// A CUDA runtime call, a cuBLAS call, and the kernel launch just made (named by `what`).
+#define cudaCheck(call) ::fpscope::cuda::cuda_check((call), #call, __FILE__, __LINE__)
+#define cublasCheck(call) ::fpscope::cuda::cublas_check((call), #call, __FILE__, __LINE__)
+#define cudaCheckLaunch(what) ::fpscope::cuda::cuda_check(cudaGetLastError(), "launching " what, __FILE__, __LINE__)

@@ -40,7 +40,7 @@ template <bool Nvfp4>
 void launch_amax_bits(const float* in, std::size_t n, std::uint32_t* largest, cudaStream_t s) {
   if (cudaMemsetAsync(largest, 0, sizeof(std::uint32_t), s) != cudaSuccess) throw std::runtime_error("CUDA error: cudaMemsetAsync for the amax");
   amax_bits_kernel<Nvfp4><<<blocks_for(n), threads, 0, s>>>(in, n, reinterpret_cast<unsigned int*>(largest));
-  check_launch("amax_bits_kernel");
+  cudaCheckLaunch("amax_bits_kernel");
 }
 
 // Counts in registers, then per block in shared memory, then one atomic add each per block.
@@ -86,7 +86,7 @@ void block_quantize(const float* in, float* out, const BlockLayout& layout, cons
   if (nvfp4) launch_amax_bits<true>(in, layout.element_count(), amax, s);
   block_quantize_kernel<<<blocks_for(layout.block_count()), threads, 0, s>>>(in, out, layout, format, rule, ctx, counters,
                                                                              nvfp4 ? reinterpret_cast<const unsigned int*>(amax) : nullptr);
-  check_launch("block_quantize_kernel");
+  cudaCheckLaunch("block_quantize_kernel");
 }
 
 void amax_bits(const float* in, std::size_t n, std::uint32_t* largest, void* stream) {
@@ -100,7 +100,7 @@ void fp8_quantize(const float* in, float* out, std::size_t n, float scale, bool 
     if (e5m2) fp8_quantize_kernel<true, Mode><<<blocks_for(n), threads, 0, s>>>(in, out, n, scale, saturating, stochastic_seed, first_random, counts);
     else fp8_quantize_kernel<false, Mode><<<blocks_for(n), threads, 0, s>>>(in, out, n, scale, saturating, stochastic_seed, first_random, counts);
   });
-  check_launch("fp8_quantize_kernel");
+  cudaCheckLaunch("fp8_quantize_kernel");
 }
 
 }  // namespace fpscope::cuda
