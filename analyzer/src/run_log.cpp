@@ -219,26 +219,31 @@ namespace {
 // "blocks": the format, its block and rule, the counts, and the scale codes and relative exponents
 // as sparse [value, count] pairs (relative exponents are 0 or negative).
 json block_record_json(const BlockRecord& b) {
-  json scales = json::array(), relative = json::array();
-  for (std::size_t code = 0; code < b.statistics.scale_codes.size(); ++code)
-    if (b.statistics.scale_codes[code] != 0) scales.push_back({code, b.statistics.scale_codes[code]});
-  for (std::size_t i = 0; i < b.statistics.relative_exponents.size(); ++i)
-    if (b.statistics.relative_exponents[i] != 0) relative.push_back({-static_cast<int>(i), b.statistics.relative_exponents[i]});
-  return {{"format", block_format_name(b.format)},
-          {"block", b.format.block_size},
-          {"rule", scale_rule_name(b.rule)},
-          {"elements", b.statistics.elements},
-          {"blocks", b.statistics.blocks},
-          {"nan_blocks", b.statistics.nan_blocks},
-          {"zeros", b.statistics.zeros},
-          {"flushed_to_zero", b.statistics.flushed_to_zero},
-          {"subnormal", b.statistics.made_subnormal},
-          {"saturated", b.statistics.saturated},
-          {"scales", std::move(scales)},
-          {"relative", std::move(relative)}};
+  json record = block_statistics_json(b.statistics);
+  record["format"] = block_format_name(b.format);
+  record["block"] = b.format.block_size;
+  record["rule"] = scale_rule_name(b.rule);
+  return record;
 }
 
 }  // namespace
+
+json block_statistics_json(const BlockStatistics& statistics) {
+  json scales = json::array(), relative = json::array();
+  for (std::size_t code = 0; code < statistics.scale_codes.size(); ++code)
+    if (statistics.scale_codes[code] != 0) scales.push_back({code, statistics.scale_codes[code]});
+  for (std::size_t i = 0; i < statistics.relative_exponents.size(); ++i)
+    if (statistics.relative_exponents[i] != 0) relative.push_back({-static_cast<int>(i), statistics.relative_exponents[i]});
+  return {{"elements", statistics.elements},
+          {"blocks", statistics.blocks},
+          {"nan_blocks", statistics.nan_blocks},
+          {"zeros", statistics.zeros},
+          {"flushed_to_zero", statistics.flushed_to_zero},
+          {"subnormal", statistics.made_subnormal},
+          {"saturated", statistics.saturated},
+          {"scales", std::move(scales)},
+          {"relative", std::move(relative)}};
+}
 
 std::string snapshot_line(const Snapshot& snapshot) {
   json tensors = json::array();
@@ -372,9 +377,9 @@ RunLogLine parse_run_log_line(std::string_view line, const std::string& where, c
                                unsigned_field(*cast, "overflow", where)};
     }
     if (version1) {
-      const bool gradient = record.kind == TensorKind::activation_gradient || record.kind == TensorKind::weight_gradient;
+      // The bridge read its weight gradients after unscaling; everything else was read before.
       const bool unscaled_by_bridge = from_bridge && record.kind == TensorKind::weight_gradient;
-      record.scale = gradient && !unscaled_by_bridge ? step.loss_scale : 1.0;
+      record.scale = unscaled_by_bridge ? 1.0 : scale_carried_before_unscaling(record.kind, step.loss_scale);
       record.captured = from_bridge ? Capture::as_stored : Capture::before_cast;
     } else {
       if (const auto scale = t.find("scale"); scale != t.end()) {
@@ -530,5 +535,24 @@ void RunLogAppender::append(const Snapshot& snapshot) { add(snapshot_line(snapsh
 void RunLogAppender::append_step(const StepRecord& step) { add(step_line(step) + "\n"); }
 
 void RunLogAppender::sync() { out_.sync(); }
+
+RunLogSink::RunLogSink(OutputTarget target, std::optional<RunLogPosition> resume_from)
+    : target_(std::move(target)), resume_from_(resume_from) {}
+
+void RunLogSink::begin(const RunHeader& header) {
+  log_.reset();  // a lock is released before the same file is opened again
+  if (resume_from_) log_.emplace(target_, header, *resume_from_);
+  else log_.emplace(target_, header);
+}
+
+void RunLogSink::append(Snapshot snapshot) { log_->append(snapshot); }
+
+void RunLogSink::append_step(const StepRecord& step) { log_->append_step(step); }
+
+RunLogPosition RunLogSink::sync() {
+  if (!log_) return {};
+  log_->sync();
+  return log_->position();
+}
 
 }  // namespace fpscope

@@ -11,8 +11,6 @@
 
 namespace fpscope {
 
-bool is_gradient(TensorKind kind) { return kind == TensorKind::activation_gradient || kind == TensorKind::weight_gradient; }
-
 bool loss_scale_multiplies(TensorKind kind) { return is_gradient(kind) || kind == TensorKind::other; }
 
 ScaleLog2 scale_log2_of(double scale) {

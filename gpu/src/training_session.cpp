@@ -1,7 +1,9 @@
-// The training thread: steps, drains the command queue between steps, publishes Snapshots.
+// The training thread: steps, drains the command queue between steps, writes its records to the sink.
 #include "fpscope/gpu/training_session.hpp"
 
 #include "fpscope/gpu/backend_choice.hpp"
+#include "fpscope/gpu/checkpoint.hpp"
+#include "fpscope/gpu/gemm.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -22,44 +24,53 @@ std::string_view training_state_name(TrainingStatus::State state) {
   return "?";
 }
 
-TrainingSession::TrainingSession(RunStore& store) : store_(store) {}
+PreparedRun prepare_training(const TrainingSettings& settings) {
+  if (settings.batch < 1 || settings.record_every < 1 || settings.steps < 0)
+    throw std::invalid_argument("batch and record-every must be positive, steps not negative");
+  PreparedRun run;
+  run.settings = settings;
+  try {
+    run.data.emplace(settings.data, settings.mlp);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--data: ") + e.what());
+  }
+  run.trainer = make_trainer_backend(settings.backend, settings.mlp);
+  for (const FaultInjection& fault : settings.faults) run.trainer->inject(fault);
+  run.header = training_run_header(settings, *run.trainer);
+  run.header.run_id = new_run_id();
+  set_gemm_threads(settings.threads);
+  return run;
+}
+
+TrainingSession::TrainingSession(RunSink& sink) : sink_(sink) {}
 
 TrainingSession::~TrainingSession() { stop(); }
 
 void TrainingSession::start(const TrainingSettings& settings) {
   stop();
-  // Built here so that bad settings throw on the caller's thread, before anything changes.
-  TrainingData data(settings.data, settings.mlp);
-  std::unique_ptr<TrainerBackend> trainer = make_trainer_backend(settings.backend, settings.mlp);
-  if (settings.batch < 1 || settings.record_every < 1 || settings.steps < 0)
-    throw std::invalid_argument("batch and record-every must be positive, steps not negative");
-  settings_ = settings;
-  RunHeader header;
-  header.source = settings.source;
-  header.run_id = new_run_id();
-  header.model = model_name(settings.mlp);
-  header.precision = precision_name(settings.mlp.precision);
-  header.format = format_name(trainer->format());
-  header.rounding = rounding_mode_name(settings.mlp.rounding);
-  header.scaler = describe(settings.mlp.scaler);
-  header.optimizer = describe(settings.mlp.optimizer);
-  if (settings.mlp.recipe.recipe != GemmRecipe::none) header.recipe = recipe_description(settings.mlp.recipe);
-  header.products = products_description(trainer->name());
-  store_.clear();
-  store_.set_header(header);
+  start(prepare_training(settings));
+}
+
+void TrainingSession::start(PreparedRun prepared, RunExtras extras) {
+  stop();
+  settings_ = prepared.settings;
+  sink_.begin(prepared.header);
+  TrainerBackend& trainer = *prepared.trainer;
   {
     std::lock_guard lock(mutex_);
     queue_.clear();
     quit_ = false;
+    failure_ = nullptr;
     status_ = TrainingStatus{};
-    status_.state = settings.start_paused ? TrainingStatus::State::paused : TrainingStatus::State::running;
-    status_.loss_scale = trainer->scaler_state().scale;
-    status_.backend = std::string(trainer->name());
-    status_.dynamic_scaling = settings.mlp.scaler.kind == LossScalerConfig::Kind::dynamic;
+    status_.state = settings_.start_paused ? TrainingStatus::State::paused : TrainingStatus::State::running;
+    status_.step = trainer.step_count();
+    status_.loss_scale = trainer.scaler_state().scale;
+    status_.skipped_steps = trainer.scaler_state().skipped_steps;
+    status_.backend = std::string(trainer.name());
+    status_.dynamic_scaling = settings_.mlp.scaler.kind == LossScalerConfig::Kind::dynamic;
   }
-  thread_ = std::thread([this, trainer = std::move(trainer), data = std::move(data)]() mutable {
-    run(std::move(trainer), std::move(data));
-  });
+  thread_ = std::thread([this, trainer = std::move(prepared.trainer), data = std::move(*prepared.data), header = std::move(prepared.header),
+                         extras = std::move(extras)]() mutable { run(std::move(trainer), std::move(data), std::move(header), std::move(extras)); });
 }
 
 void TrainingSession::stop() {
@@ -73,6 +84,23 @@ void TrainingSession::stop() {
   if (status_.state == TrainingStatus::State::running || status_.state == TrainingStatus::State::paused)
     status_.state = TrainingStatus::State::finished;
   status_.steps_per_second = 0;
+  ended_.notify_all();
+}
+
+bool TrainingSession::wait_for_end(std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mutex_);
+  return ended_.wait_for(lock, timeout, [this] {
+    return status_.state == TrainingStatus::State::finished || status_.state == TrainingStatus::State::failed;
+  });
+}
+
+void TrainingSession::rethrow_failure() const {
+  std::exception_ptr failure;
+  {
+    std::lock_guard lock(mutex_);
+    failure = failure_;
+  }
+  if (failure) std::rethrow_exception(failure);
 }
 
 void TrainingSession::reset() {
@@ -81,7 +109,7 @@ void TrainingSession::reset() {
     std::lock_guard lock(mutex_);
     status_ = TrainingStatus{};
   }
-  store_.clear();
+  sink_.forget();
 }
 
 void TrainingSession::post(Command command, double value, FaultInjection fault) {
@@ -111,7 +139,7 @@ TrainingStatus TrainingSession::status() const {
   return status_;
 }
 
-void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, TrainingData data) {
+void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, TrainingData data, RunHeader header, RunExtras extras) {
   TrainerBackend& trainer = *backend;
   using Clock = std::chrono::steady_clock;
   Eigen::MatrixXf inputs;
@@ -119,8 +147,11 @@ void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, TrainingData 
   auto window_start = Clock::now();
   std::int64_t window_steps = 0;
   const std::int64_t limit = settings_.steps;
-  const int record_every = settings_.record_every;
+  const std::int64_t record_every = settings_.record_every;
   const int batch = settings_.batch;
+  // A sink that keeps no steps (fpscope train without a log) records nothing, and a device backend
+  // then reads a step's loss back only for the status, every tenth step and the last.
+  const bool keeps_steps = sink_.keeps_steps();
   const std::vector<std::string> gpt_weights = settings_.mlp.gpt ? gpt_recorded_weights(*settings_.mlp.gpt) : std::vector<std::string>{};
   const LossScalerConfig dynamic_config =
       settings_.mlp.scaler.kind == LossScalerConfig::Kind::dynamic ? settings_.mlp.scaler : LossScalerConfig::pytorch();
@@ -170,9 +201,12 @@ void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, TrainingData 
                 break;
             }
           }
-          if (quit_) return;
-          if (limit > 0 && status_.step >= limit) {
-            status_.state = TrainingStatus::State::finished;  // steps_per_second keeps the last rate
+          if (quit_ || (limit > 0 && status_.step >= limit)) {
+            lock.unlock();
+            sink_.sync();  // the records durable before the run says it ended
+            lock.lock();
+            if (!quit_) status_.state = TrainingStatus::State::finished;  // steps_per_second keeps the last rate
+            ended_.notify_all();
             return;
           }
           if (take_step || status_.state == TrainingStatus::State::running) break;
@@ -183,9 +217,16 @@ void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, TrainingData 
       const auto step_start = Clock::now();
       data.next_batch(batch, inputs, labels);
       const std::int64_t step = trainer.step_count();
-      StepResult result = trainer.step(inputs, labels, step % record_every == 0, true);  // every step's loss: the curves
-      if (result.snapshot) store_.append(std::move(*result.snapshot));
-      else store_.append_step({step, result.loss, result.loss_scale, result.skipped, result.scaling});
+      if (extras.on_batch) extras.on_batch(step, inputs, labels);
+      const bool read_loss = keeps_steps || step % 10 == 0 || step + 1 == limit;
+      StepResult result = trainer.step(inputs, labels, keeps_steps && step % record_every == 0, read_loss);
+      if (result.snapshot) sink_.append(std::move(*result.snapshot));
+      else if (keeps_steps) sink_.append_step({step, result.loss, result.loss_scale, result.skipped, result.scaling});
+      if (extras.checkpoints && (step + 1) % extras.checkpoints->every == 0) {
+        const RunLogPosition position = sink_.sync();
+        write_checkpoint(extras.checkpoints->target,
+                         {extras.checkpoints->settings, trainer.state(), data.save_state(), header.run_id, position.bytes, position.crc32});
+      }
       ++window_steps;
       const auto now = Clock::now();
       const double seconds = std::chrono::duration<double>(now - window_start).count();
@@ -194,7 +235,7 @@ void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, TrainingData 
       if (settings_.pause_at_step > 0 && status_.step == settings_.pause_at_step && status_.state == TrainingStatus::State::running)
         status_.state = TrainingStatus::State::paused;
       status_.running_seconds += std::chrono::duration<double>(now - step_start).count();
-      status_.loss = result.loss;
+      if (read_loss) status_.loss = result.loss;
       const LossScalerState scaler = trainer.scaler_state();
       status_.loss_scale = scaler.scale;
       status_.skipped_steps = scaler.skipped_steps;
@@ -210,6 +251,8 @@ void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, TrainingData 
     std::lock_guard lock(mutex_);
     status_.state = TrainingStatus::State::failed;
     status_.error = e.what();
+    failure_ = std::current_exception();
+    ended_.notify_all();
   }
 }
 

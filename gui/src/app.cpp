@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "fpscope/analyzer/scale_semantics.hpp"
 #include "fpscope/core/names.hpp"
@@ -75,40 +76,101 @@ void follow_model_kind(TrainingForm& f, bool was_gpt) {
   f.optimizer.kind = now.optimizer;
 }
 
+std::optional<int> slider_power(std::optional<double> value, int lo, int hi) {
+  int exponent = 0;
+  if (!value || std::frexp(*value, &exponent) != 0.5 || exponent - 1 < lo || exponent - 1 > hi) return std::nullopt;
+  return exponent - 1;
+}
+
+TrainingOptions training_options(const TrainingForm& f) {
+  const auto number = [](double value) { return fmt::format("{:.9g}", value); };  // a float32 read back as itself
+  TrainingOptions o;
+  o.model = f.model;
+  if (!names_gpt(f.model)) o.activation = activation_name(f.activation);
+  o.precision = precision_name(f.precision);
+  o.round = rounding_mode_name(f.rounding);
+  switch (f.scaling) {
+    case LossScalerConfig::Kind::none: o.loss_scale = "none"; break;
+    case LossScalerConfig::Kind::fixed: o.loss_scale = fmt::format("2^{}", f.static_scale_log2); break;
+    case LossScalerConfig::Kind::dynamic: o.loss_scale = "dynamic"; break;
+  }
+  o.steps = std::to_string(f.steps);
+  o.endless = true;
+  o.batch = std::to_string(f.batch);
+  o.lr = number(f.learning_rate);
+  o.loss_weight = fmt::format("2^{}", f.loss_weight_log2);
+  o.record_every = std::to_string(f.record_every);
+  o.data = f.data;
+  o.backend = f.backend;
+  if (!f.record_blocks.empty()) o.record_blocks = f.record_blocks;
+  const OptimizerConfig& optimizer = f.optimizer;
+  o.optimizer = optimizer_name(optimizer.kind);
+  o.momentum = number(optimizer.momentum);
+  o.betas = number(optimizer.beta1) + "," + number(optimizer.beta2);
+  o.eps = number(optimizer.epsilon);
+  if (optimizer.kind == OptimizerKind::adamw) o.weight_decay = number(optimizer.weight_decay);
+  o.clip_grad_norm = number(optimizer.clip_grad_norm);
+  const RecipeConfig& recipe = f.recipe;
+  o.recipe = gemm_recipe_name(recipe.recipe);
+  if (per_tensor_fp8(recipe.recipe)) o.fp8_format = recipe.all_e4m3 ? "e4m3" : "hybrid";
+  if (recipe.recipe == GemmRecipe::fp8_delayed) o.amax_history = std::to_string(recipe.amax_history);
+  if (recipe.recipe == GemmRecipe::fp8_delayed || recipe.recipe == GemmRecipe::fp8_current) o.fp8_margin = std::to_string(recipe.margin);
+  if (block_scaled(recipe.recipe)) {
+    o.weight_blocks = recipe.square_weight_tiles ? "2d" : "1d";
+    o.hadamard = recipe.hadamard_weight_gradients;
+  }
+  if (recipe.recipe != GemmRecipe::none && recipe.gradient_rounding) o.gradient_round = rounding_mode_name(*recipe.gradient_rounding);
+  o.seed = std::to_string(f.seed);
+  o.pause_at_step = std::to_string(f.pause_at_step);
+  for (const FaultInjection& fault : f.faults) o.inject.push_back(describe(fault));
+  return o;
+}
+
+TrainingForm training_form(const TrainingSettings& settings, const TrainingOptions& options) {
+  const MlpConfig& config = settings.mlp;
+  const auto fits_int = [](const char* option, std::int64_t value) {
+    if (value > std::numeric_limits<int>::max()) throw std::invalid_argument(fmt::format("{} {} is more than the app's form holds", option, value));
+    return static_cast<int>(value);
+  };
+  TrainingForm f;
+  f.model = options.model;
+  f.activation = config.activation;
+  f.precision = config.precision;
+  f.rounding = config.rounding;
+  f.scaling = config.scaler.kind;
+  if (config.scaler.kind == LossScalerConfig::Kind::fixed) {
+    const std::optional<int> k = slider_power(config.scaler.initial_scale, slider_min_scale_log2, slider_max_scale_log2);
+    if (!k)
+      throw std::invalid_argument(fmt::format("--loss-scale '{}' is not a power of two from 2^{} to 2^{} (the app's slider)",
+                                              printable_text(options.loss_scale), slider_min_scale_log2, slider_max_scale_log2));
+    f.static_scale_log2 = *k;
+  }
+  const std::optional<int> weight = slider_power(config.loss_weight, -16, 0);
+  if (!weight)
+    throw std::invalid_argument("--loss-weight '" + printable_text(options.loss_weight.value_or("")) +
+                                "' is not a power of two from 2^-16 to 1 (the app's slider)");
+  f.loss_weight_log2 = *weight;
+  f.batch = settings.batch;
+  f.learning_rate = config.learning_rate;
+  f.record_every = fits_int("--record-every", settings.record_every);
+  f.steps = fits_int("--steps", settings.steps);
+  f.data = settings.data;
+  f.backend = settings.backend;
+  f.record_blocks = config.record_blocks ? block_recording_name(*config.record_blocks) : "";
+  f.optimizer = config.optimizer;
+  f.recipe = config.recipe;
+  if (config.seed > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
+    throw std::invalid_argument(fmt::format("--seed {} is more than the app's form holds (0 to {})", config.seed, std::numeric_limits<int>::max()));
+  f.seed = static_cast<int>(config.seed);
+  f.pause_at_step = fits_int("--pause-at-step", settings.pause_at_step);
+  f.faults = settings.faults;
+  return f;
+}
+
 bool App::start_training(const TrainingForm& f) {
   try {
-    TrainingSettings settings;
-    settings.source = "fpscope-gui";
-    if (names_gpt(f.model)) settings.mlp.gpt = parse_gpt_shape(f.model);
-    else settings.mlp.layer_sizes = parse_layer_sizes(f.model);
-    settings.mlp.activation = f.activation;
-    settings.mlp.precision = f.precision;
-    settings.mlp.rounding = f.rounding;
-    switch (f.scaling) {
-      case LossScalerConfig::Kind::none: settings.mlp.scaler = LossScalerConfig::none(); break;
-      case LossScalerConfig::Kind::fixed: settings.mlp.scaler = LossScalerConfig::fixed(std::ldexp(1.0, f.static_scale_log2)); break;
-      case LossScalerConfig::Kind::dynamic: settings.mlp.scaler = LossScalerConfig::pytorch(); break;
-    }
-    if (!(f.learning_rate > 0)) throw std::invalid_argument("the learning rate must be positive");
-    settings.mlp.learning_rate = f.learning_rate;
-    settings.mlp.loss_weight = static_cast<float>(std::ldexp(1.0, f.loss_weight_log2));
-    settings.mlp.seed = static_cast<std::uint64_t>(f.seed);
-    settings.data = f.data;
-    settings.backend = f.backend;
-    if (!f.record_blocks.empty()) settings.mlp.record_blocks = parse_block_recording(f.record_blocks);
-    settings.mlp.optimizer = f.optimizer;
-    settings.mlp.recipe.recipe = f.recipe;
-    settings.mlp.recipe.square_weight_tiles = block_scaled(f.recipe) && f.square_weight_tiles;
-    settings.mlp.recipe.hadamard_weight_gradients = block_scaled(f.recipe) && f.hadamard;
-    if (f.recipe != GemmRecipe::none) settings.mlp.recipe.gradient_rounding = f.gradient_rounding;
-    settings.batch = f.batch;
-    settings.record_every = f.record_every;
-    settings.steps = f.steps;
-    settings.pause_at_step = f.pause_at_step;
+    const TrainingSettings settings = parse_training_options(training_options(f));
     save_baseline_if_fp32();
-    // Every core: the window draws 10 frames a second while the run trains (main.cpp), and the
-    // pool's pieces (parallel.hpp) let a frame take a core without holding up a whole share.
-    set_gemm_threads(gemm_cores());
     session->start(settings);
     training_message.clear();
     step_index = -1;

@@ -55,6 +55,9 @@ inline constexpr std::uint64_t follow_window_bytes = std::uint64_t{8} << 20;
 // the command line must lie in it.
 inline constexpr int slider_min_scale_log2 = -16;
 inline constexpr int slider_max_scale_log2 = 48;
+// A value for one of the app's power-of-two sliders: its k when `value` is exactly 2^k with
+// lo <= k <= hi (the slider's range).
+std::optional<int> slider_power(std::optional<double> value, int lo, int hi);
 
 // The Training view's form: the options of `fpscope train`.
 // Its defaults are fpscope train's (training_defaults.hpp), but for the length.
@@ -75,14 +78,21 @@ struct TrainingForm {
   std::string backend = "auto";  // cpu, cuda, or auto: cuda where a device answers
   std::string record_blocks;     // "" or a block format (FORMAT[:RULE]) whose statistics each recorded tensor carries
   OptimizerConfig optimizer;     // SGD by default; backend auto trains momentum and AdamW on the CPU
-  GemmRecipe recipe = GemmRecipe::none;  // FP8 or block-scaled GEMM operands, FP8 defaults as fpscope train's
-  // The recipe's options (fpscope train's --weight-blocks 2d, --hadamard, --gradient-round): the
-  // first two for block-scaled recipes only.
-  bool square_weight_tiles = false, hadamard = false;
-  std::optional<RoundingMode> gradient_rounding;  // unset: the run's
+  // FP8 or block-scaled GEMM operands and their options (fpscope train's --recipe, --fp8-format,
+  // --amax-history, --fp8-margin, --weight-blocks, --hadamard, --gradient-round); an option of
+  // another recipe than the chosen one is left out at Start.
+  RecipeConfig recipe;
   int seed = training_defaults::seed;
   int pause_at_step = 0;  // > 0: the run pauses itself there (--pause-at-step; not in the form)
+  std::vector<FaultInjection> faults;  // --inject: applied at Start (not in the form)
 };
+
+// The form as the options fpscope train would be given for it: what Start hands to the one
+// parser (parse_training_options), so the app's run is checked as the command's is.
+TrainingOptions training_options(const TrainingForm& form);
+// The form holding `settings`, as read from `options`; throws std::invalid_argument where a setting
+// does not fit the form (a static loss scale or a loss weight its power-of-two sliders cannot hold).
+TrainingForm training_form(const TrainingSettings& settings, const TrainingOptions& options);
 
 // After the form's model changed between an MLP and a GPT: the batch, learning rate, loss weight
 // and optimizer that still hold the other kind's defaults take this kind's (training_defaults::gpt);

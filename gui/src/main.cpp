@@ -114,14 +114,6 @@ double peak_memory_mib() {
   return kib / 1024.0;
 }
 
-// A value for one of the app's power-of-two sliders: its k when `value` is exactly 2^k with
-// lo <= k <= hi (the slider's range).
-std::optional<int> slider_power(std::optional<double> value, int lo, int hi) {
-  int exponent = 0;
-  if (!value || std::frexp(*value, &exponent) != 0.5 || exponent - 1 < lo || exponent - 1 > hi) return std::nullopt;
-  return exponent - 1;
-}
-
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -333,52 +325,27 @@ int main(int argc, char** argv) {
   cli.add_option("--export", o.export_folder, "with --frames: save run.jsonl, histograms.csv and fpscope-window.png into this folder (the Export view's buttons)");
   cli.add_option("--width", o.width, "window width")->capture_default_str();
   cli.add_option("--height", o.height, "window height")->capture_default_str();
-  // The Training view's settings, as `fpscope train` names them.
-  fpscope::gui::TrainingForm& f = o.app.form;
-  std::string activation = fpscope::activation_name(f.activation), precision = fpscope::precision_name(f.precision),
-              loss_scale = fpscope::scaling_kind_name(f.scaling), round = fpscope::rounding_mode_name(f.rounding);
-  cli.add_option("--model", f.model, "training: layer sizes, input to classes, or gpt:layers=L,width=D,heads=H,context=T[,vocab=V]")->capture_default_str();
-  cli.add_option("--activation", activation, "training: relu, gelu or tanh")->capture_default_str();
-  cli.add_option("--precision", precision, "training: fp32, fp16, bf16 or fp16-pure")->capture_default_str();
-  cli.add_option("-r,--round", round, "training: rounding mode of every low-precision cast")->capture_default_str();
-  cli.add_option("--loss-scale", loss_scale,
-                 fmt::format("training: none, dynamic, or a power of two 2^{} .. 2^{}", fpscope::gui::slider_min_scale_log2,
-                             fpscope::gui::slider_max_scale_log2))
-      ->capture_default_str();
+  // The Training view's settings: fpscope train's options, read by its parser (training_settings.hpp).
+  fpscope::TrainingOptions training;
+  training.steps = "0";  // the app runs until stopped
+  training.endless = true;
+  for (const fpscope::TrainingOptionSpec& spec : fpscope::training_option_specs()) {
+    if (!spec.in_app) continue;
+    const std::string help = "training: " + spec.help;
+    if (spec.text) {
+      CLI::Option* option = cli.add_option(spec.name, training.*spec.text, help);
+      if (spec.shows_default) option->capture_default_str();
+    } else if (spec.optional_text) {
+      cli.add_option_function<std::string>(spec.name, [&training, member = spec.optional_text](const std::string& text) { training.*member = text; },
+                                           help);
+    } else if (spec.repeated) {
+      cli.add_option(spec.name, training.*spec.repeated, help);
+    } else {
+      cli.add_flag(spec.name, training.*spec.flag, help);
+    }
+  }
   std::string preview_scale;
   cli.add_option("--preview-scale", preview_scale, "the loss-scale slider's preview on opening: a power of two, such as 2^10");
-  cli.add_option("--steps", f.steps, "training: steps (0 runs until stopped)")->capture_default_str();
-  cli.add_option("--batch", f.batch, fmt::format("training: batch size (a GPT's sequences: {} unless given)", fpscope::training_defaults::gpt::batch))
-      ->capture_default_str();
-  cli.add_option("--lr", f.learning_rate, fmt::format("training: learning rate (a GPT's: {:g} unless given)", fpscope::training_defaults::gpt::learning_rate))
-      ->capture_default_str();
-  std::string loss_weight = fmt::format("2^{}", f.loss_weight_log2);
-  cli.add_option("--loss-weight", loss_weight,
-                 fmt::format("training: the loss is multiplied by this, a power of two 2^-16 .. 1 (as fpscope train's: 2^k or a number; a GPT's: 2^{} "
-                             "unless given)",
-                             fpscope::training_defaults::gpt::loss_weight_log2))
-      ->capture_default_str();
-  cli.add_option("--record-every", f.record_every, "training: record a snapshot every N steps")->capture_default_str();
-  cli.add_option("--data", f.data, "training: synthetic, mnist:DIR (an MLP) or text:FILE (a GPT)")->capture_default_str();
-  cli.add_option("--backend", f.backend, "training: auto (cuda where a device answers), cpu or cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
-      ->capture_default_str();
-  cli.add_option("--seed", f.seed, "training: seed")->capture_default_str();
-  std::string optimizer = fpscope::optimizer_name(fpscope::training_defaults::optimizer);
-  cli.add_option("--optimizer", optimizer,
-                 "training: sgd, momentum or adamw (a GPT's: " + fpscope::optimizer_name(fpscope::training_defaults::gpt::optimizer) + " unless given)")
-      ->capture_default_str();
-  cli.add_option("--clip-grad-norm", f.optimizer.clip_grad_norm, "training: clip the unscaled gradients' global L2 norm to this (0: off)")
-      ->capture_default_str();
-  std::string recipe = "none";
-  cli.add_option("--recipe", recipe, "training: GEMM operands: none, fp8-delayed, fp8-current, fp8-unscaled, mxfp8, mxfp6, mxfp4 or nvfp4")
-      ->capture_default_str();
-  std::string weight_blocks = "1d", gradient_round;
-  cli.add_option("--weight-blocks", weight_blocks, "training, block-scaled recipes: 1d, or 2d (weights in square tiles of the block size)")
-      ->capture_default_str();
-  cli.add_flag("--hadamard", f.hadamard, "training, block-scaled recipes: the weight gradient's operands through a random Hadamard transform");
-  cli.add_option("--gradient-round", gradient_round, "training, recipes: how the output-gradient operands round (default: --round's)");
-  cli.add_option("--record-blocks", f.record_blocks, "training: also record a block format's statistics: FORMAT[:RULE] (mxfp8-e4m3, mxfp4:even, nvfp4)");
   cli.add_flag("--start", o.app.start, "start training with these settings on opening");
   std::string inspect_text, inspect_format, arithmetic;
   cli.add_option("--inspect", inspect_text, "the Float inspector's number on opening: 0.1, 1e-40, 0x1.8p-3, or bits 0x3C00 / 0b...");
@@ -391,7 +358,6 @@ int main(int argc, char** argv) {
   cli.add_option("--tensor", o.app.tensor, "the layer to show on opening (fc1, fc2, ... or a module name), once the run has it");
   cli.add_option("--kind", kind, "the tensor kind to show on opening: activation, activation_gradient, weight, weight_gradient")
       ->capture_default_str();
-  cli.add_option("--pause-at-step", f.pause_at_step, "training: pause once this many steps are done (as Pause would)");
   cli.add_option("--at-step", o.app.settle_at_step, "with --frames: take the frames once the run has done this many steps, while it trains on");
   bool idle = false;
   cli.add_flag("--idle", idle, "open without training anything (by default a window opens on the example: fp16, no loss scaling)");
@@ -447,30 +413,10 @@ int main(int argc, char** argv) {
         }
         o.app.inspector = inspector;
       }
-      if (!f.record_blocks.empty()) (void)fpscope::parse_block_recording(f.record_blocks);  // throws naming it
-      f.optimizer.kind = fpscope::parse_optimizer(optimizer);
-      f.recipe = fpscope::parse_gemm_recipe(recipe);
-      f.square_weight_tiles = fpscope::parse_weight_blocks(weight_blocks);
-      if (!gradient_round.empty()) f.gradient_rounding = fpscope::parse_rounding_mode(gradient_round);
-      if ((f.square_weight_tiles || f.hadamard) && !fpscope::block_scaled(f.recipe))
-        throw std::invalid_argument("--weight-blocks 2d and --hadamard set the block-scaled recipes: use --recipe nvfp4, mxfp8, mxfp6 or mxfp4");
-      if (f.gradient_rounding && f.recipe == fpscope::GemmRecipe::none) throw std::invalid_argument("--gradient-round sets a recipe's gradients: use it with --recipe");
-      if (!(f.optimizer.clip_grad_norm >= 0)) throw std::invalid_argument("--clip-grad-norm must be 0 (off) or positive");
-      f.activation = fpscope::parse_activation(activation);
-      f.precision = fpscope::parse_precision(precision);
-      f.rounding = fpscope::parse_rounding_mode(round);
-      const fpscope::LossScalerConfig scaler = fpscope::parse_loss_scale(loss_scale);
-      f.scaling = scaler.kind;
+      o.app.form = fpscope::gui::training_form(fpscope::parse_training_options(training), training);
       using fpscope::gui::slider_max_scale_log2, fpscope::gui::slider_min_scale_log2;
-      if (scaler.kind == fpscope::LossScalerConfig::Kind::fixed) {
-        const std::optional<int> k = slider_power(scaler.initial_scale, slider_min_scale_log2, slider_max_scale_log2);
-        if (!k)
-          throw std::invalid_argument(fmt::format("--loss-scale '{}' is not a power of two from 2^{} to 2^{} (the app's slider)",
-                                                  fpscope::printable_text(loss_scale), slider_min_scale_log2, slider_max_scale_log2));
-        f.static_scale_log2 = *k;
-      }
       if (!preview_scale.empty()) {
-        const std::optional<int> k = slider_power(fpscope::parse_scale_factor(preview_scale), slider_min_scale_log2, slider_max_scale_log2);
+        const std::optional<int> k = fpscope::gui::slider_power(fpscope::parse_scale_factor(preview_scale), slider_min_scale_log2, slider_max_scale_log2);
         if (!k)
           throw std::invalid_argument(fmt::format("--preview-scale '{}' is not a power of two from 2^{} to 2^{}",
                                                   fpscope::printable_text(preview_scale), slider_min_scale_log2, slider_max_scale_log2));
@@ -479,25 +425,10 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
       throw CLI::ValidationError(e.what());
     }
-    {  // the same grammar as fpscope train's; the app's slider holds powers of two 2^-16 .. 1
-      const std::optional<int> k = slider_power(fpscope::parse_scale_factor(loss_weight), -16, 0);
-      if (!k)
-        throw CLI::ValidationError("--loss-weight '" + fpscope::printable_text(loss_weight) + "' is not a power of two from 2^-16 to 1 (the app's slider)");
-      f.loss_weight_log2 = *k;
-    }
-    // A GPT's own defaults where these were not given, as fpscope train's (training_defaults.hpp).
-    if (fpscope::names_gpt(f.model)) {
-      namespace gpt = fpscope::training_defaults::gpt;
-      if (cli.count("--batch") == 0) f.batch = gpt::batch;
-      if (cli.count("--lr") == 0) f.learning_rate = gpt::learning_rate;
-      if (cli.count("--loss-weight") == 0) f.loss_weight_log2 = gpt::loss_weight_log2;
-      if (cli.count("--optimizer") == 0) f.optimizer.kind = gpt::optimizer;
-    }
     if (!o.export_folder.empty() && o.frames <= 0) throw CLI::ValidationError("--export needs --frames N (N > 0)");
     if (!o.screenshot.empty() && o.frames <= 0) throw CLI::ValidationError("--screenshot needs --frames N (N > 0)");
     if (o.width < 200 || o.height < 150 || o.width > 8192 || o.height > 8192) throw CLI::ValidationError("--width and --height must be 200..8192 and 150..8192");
     if (o.frames < 0) throw CLI::ValidationError("--frames must not be negative");
-    if (f.pause_at_step < 0) throw CLI::ValidationError("--pause-at-step must not be negative");
     if (o.app.settle_at_step < 0) throw CLI::ValidationError("--at-step must not be negative");
     // A window opened with nothing to show starts the example; headless runs do only what they are told.
     o.app.example = !idle && o.frames == 0 && o.app.follow.empty() && !o.app.demo && !o.app.start;

@@ -12,7 +12,6 @@
 
 #include "app.hpp"
 #include "ui_scale.hpp"
-#include "fpscope/analyzer/recommendation.hpp"
 #include "fpscope/analyzer/scale_semantics.hpp"
 #include "choice_combo.hpp"
 #include "fpscope/core/names.hpp"
@@ -270,28 +269,28 @@ void draw_training(App& app) {
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("Clip the unscaled gradients' global L2 norm to this (0: off); skipped steps are never clipped.");
   f.optimizer.clip_grad_norm = std::max(0.0f, f.optimizer.clip_grad_norm);
   f.optimizer.weight_decay = std::max(0.0f, f.optimizer.weight_decay);
-  choice_combo("recipe", f.recipe, all_gemm_recipes, gemm_recipe_name);
+  choice_combo("recipe", f.recipe.recipe, all_gemm_recipes, gemm_recipe_name);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("The matrix products' operands: FP8 with per-tensor scaling (delayed: from an amax history of 16 steps;\n"
                       "current: from this step's amax), FP8 unscaled, or OCP MX / NVFP4 blocks along each product's reduction\n"
                       "axis. Curves then shows each FP8 operand's amax and scale. Either backend trains it (2-D weight tiles and the\n"
                       "Hadamard transform only the CPU: backend auto keeps those runs there).");
-  if (block_scaled(f.recipe)) {
-    ImGui::Checkbox("weights in 2-D tiles", &f.square_weight_tiles);
+  if (block_scaled(f.recipe.recipe)) {
+    ImGui::Checkbox("weights in 2-D tiles", &f.recipe.square_weight_tiles);
     if (ImGui::IsItemHovered())
       ImGui::SetTooltip("Each weight scaled by square tiles of the block size (16x16 for nvfp4), quantized once a step: the forward\n"
                         "and input-gradient products see the same values (NVIDIA's NVFP4 recipe). CPU backend.");
-    ImGui::Checkbox("Hadamard (weight gradients)", &f.hadamard);
+    ImGui::Checkbox("Hadamard (weight gradients)", &f.recipe.hadamard_weight_gradients);
     if (ImGui::IsItemHovered())
       ImGui::SetTooltip("The weight gradient's two operands through a 16-point random Hadamard transform along the batch before\n"
                         "they are quantized: outliers spread over their run of 16 (NVIDIA's NVFP4 recipe). CPU backend.");
   }
-  if (f.recipe != GemmRecipe::none) {
+  if (f.recipe.recipe != GemmRecipe::none) {
     const auto gradient_name = [](const std::optional<RoundingMode>& mode) { return mode ? rounding_mode_name(*mode) : std::string("as the run"); };
-    if (ImGui::BeginCombo("gradient rounding", gradient_name(f.gradient_rounding).c_str())) {
-      if (ImGui::Selectable("as the run", !f.gradient_rounding)) f.gradient_rounding.reset();
+    if (ImGui::BeginCombo("gradient rounding", gradient_name(f.recipe.gradient_rounding).c_str())) {
+      if (ImGui::Selectable("as the run", !f.recipe.gradient_rounding)) f.recipe.gradient_rounding.reset();
       for (const RoundingMode mode : all_rounding_modes)
-        if (ImGui::Selectable(rounding_mode_name(mode).c_str(), f.gradient_rounding == mode)) f.gradient_rounding = mode;
+        if (ImGui::Selectable(rounding_mode_name(mode).c_str(), f.recipe.gradient_rounding == mode)) f.recipe.gradient_rounding = mode;
       ImGui::EndCombo();
     }
     if (ImGui::IsItemHovered())

@@ -2,14 +2,20 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <stdexcept>
 #include <thread>
 
 #include "fpscope/gpu/backend_choice.hpp"
+#include "fpscope/gpu/checkpoint.hpp"
+#include "fpscope/gpu/training_settings.hpp"
 #include "fpscope/gpu/device_support.hpp"
 #include "fpscope/gpu/gpt.hpp"
 #include "fpscope/gpu/training_data.hpp"
 #include "fpscope/gpu/training_defaults.hpp"
 #include "fpscope/gpu/training_session.hpp"
+#include "fpscope/snapshot/run_store.hpp"
 
 using namespace fpscope;
 
@@ -51,13 +57,12 @@ TEST_CASE("a session on its thread records the same snapshots as a direct run") 
   RunStore store;
   TrainingSession session(store);
   TrainingSettings settings = small_settings(25);
-  settings.source = "a test";  // the session says who trains as it is told; it knows no app
   session.start(settings);
   const TrainingStatus status = wait_until(session, TrainingStatus::State::finished);
   CHECK(status.state == TrainingStatus::State::finished);
   CHECK(status.step == 25);
   CHECK(store.header().precision == "fp16");
-  CHECK(store.header().source == "a test");
+  CHECK(store.header().source == training_source);  // whichever front end started it
   CHECK(store.header().run_id.size() == 32);
 
   MlpTrainer direct(settings.mlp);
@@ -303,4 +308,165 @@ TEST_CASE("the settings that differ between an MLP and a GPT follow the model's 
   CHECK(followed.optimizer == OptimizerKind::momentum);
   CHECK(followed.learning_rate == gpt::learning_rate);
   CHECK(followed.loss_weight_log2 == gpt::loss_weight_log2);
+}
+
+namespace {
+// A sink that keeps what reaches it, in order, and counts its syncs.
+struct RecordingSink final : RunSink {
+  bool keeps = true;
+  std::vector<RunHeader> begun;
+  std::vector<StepRecord> steps;
+  std::vector<Snapshot> snapshots;
+  int syncs = 0;
+  void begin(const RunHeader& header) override { begun.push_back(header); }
+  void append(Snapshot snapshot) override {
+    steps.push_back(snapshot.step_record());
+    snapshots.push_back(std::move(snapshot));
+  }
+  void append_step(const StepRecord& step) override { steps.push_back(step); }
+  bool keeps_steps() const override { return keeps; }
+  RunLogPosition sync() override {
+    ++syncs;
+    return {static_cast<std::uint64_t>(steps.size()), 0};
+  }
+};
+}  // namespace
+
+TEST_CASE("the session writes every step to its sink, records every Nth, and syncs before it says it finished") {
+  RecordingSink sink;
+  TrainingSession session(sink);
+  TrainingSettings settings = small_settings(10);
+  settings.record_every = 4;
+  session.start(settings);
+  REQUIRE(session.wait_for_end(std::chrono::seconds(30)));
+  CHECK(session.status().state == TrainingStatus::State::finished);
+  REQUIRE(sink.begun.size() == 1);
+  CHECK(sink.begun[0].run_id.size() == 32);
+  REQUIRE(sink.steps.size() == 10);
+  for (std::size_t i = 0; i < sink.steps.size(); ++i) CHECK(sink.steps[i].step == static_cast<std::int64_t>(i));
+  REQUIRE(sink.snapshots.size() == 3);  // steps 0, 4, 8
+  CHECK(sink.snapshots[1].step == 4);
+  CHECK(sink.syncs >= 1);
+  session.rethrow_failure();  // nothing: it did not fail
+}
+
+TEST_CASE("a sink that keeps no steps gets none, and the run trains the same bits") {
+  RecordingSink quiet;
+  quiet.keeps = false;
+  TrainingSession session(quiet);
+  session.start(small_settings(6));
+  REQUIRE(session.wait_for_end(std::chrono::seconds(30)));
+  CHECK(quiet.steps.empty());
+  CHECK(quiet.snapshots.empty());
+
+  RecordingSink kept;
+  TrainingSession kept_session(kept);
+  kept_session.start(small_settings(6));
+  REQUIRE(kept_session.wait_for_end(std::chrono::seconds(30)));
+  REQUIRE(kept.steps.size() == 6);
+  CHECK(session.status().loss == kept_session.status().loss);  // the last step's, bit for bit
+  CHECK(session.status().loss_scale == kept_session.status().loss_scale);
+}
+
+TEST_CASE("extras: every batch is seen before it trains, and checkpoints are written after the sink synced") {
+  const std::filesystem::path folder = std::filesystem::temp_directory_path() / ("fpscope-session-" + new_run_id());
+  std::filesystem::create_directories(folder);
+  RecordingSink sink;
+  TrainingSession session(sink);
+  PreparedRun run = prepare_training(small_settings(7));
+  const std::string run_id = run.header.run_id;
+  RunExtras extras;
+  extras.checkpoints = CheckpointPlan{resolve_output(folder / "run.ckpt", "--checkpoint"), 3, "the settings"};
+  std::vector<std::int64_t> seen;
+  extras.on_batch = [&](std::int64_t step, const Eigen::MatrixXf& inputs, const std::vector<int>& labels) {
+    CHECK(inputs.rows() == 16);
+    CHECK(labels.size() == 16);
+    seen.push_back(step);
+  };
+  session.start(std::move(run), std::move(extras));
+  REQUIRE(session.wait_for_end(std::chrono::seconds(30)));
+  CHECK(seen == std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6});
+  const TrainingCheckpoint checkpoint = read_checkpoint(folder / "run.ckpt");
+  CHECK(checkpoint.trainer.steps == 6);  // the last of steps 3 and 6
+  CHECK(checkpoint.settings == "the settings");
+  CHECK(checkpoint.run_id == run_id);
+  CHECK(checkpoint.run_log_bytes == 6);  // where the sink said it stood when the checkpoint was taken
+  std::filesystem::remove_all(folder);
+}
+
+TEST_CASE("a run that fails says so and gives back its exception") {
+  RecordingSink sink;
+  TrainingSession session(sink);
+  RunExtras extras;
+  extras.on_batch = [](std::int64_t step, const Eigen::MatrixXf&, const std::vector<int>&) {
+    if (step == 2) throw std::runtime_error("the disk is full");
+  };
+  session.start(prepare_training(small_settings(5)), std::move(extras));
+  REQUIRE(session.wait_for_end(std::chrono::seconds(30)));
+  const TrainingStatus status = session.status();
+  CHECK(status.state == TrainingStatus::State::failed);
+  CHECK(status.error == "the disk is full");
+  CHECK(sink.steps.size() == 2);
+  CHECK_THROWS_WITH_AS(session.rethrow_failure(), "the disk is full", std::runtime_error);
+}
+
+TEST_CASE("one parser: the example's defaults, a GPT's own, and each option checked against the others") {
+  TrainingOptions options;
+  TrainingSettings example = parse_training_options(options);
+  CHECK(example.mlp.layer_sizes == parse_layer_sizes(training_defaults::model));
+  CHECK(example.mlp.activation == training_defaults::activation);
+  CHECK(example.mlp.precision == training_defaults::precision);
+  CHECK(example.mlp.scaler.kind == LossScalerConfig::Kind::none);
+  CHECK(example.batch == training_defaults::batch);
+  CHECK(example.mlp.learning_rate == training_defaults::learning_rate);
+  CHECK(example.mlp.loss_weight == std::ldexp(1.0f, training_defaults::loss_weight_log2));
+  CHECK(example.steps == training_defaults::cli_steps);
+
+  options.model = "gpt:layers=1,width=16,heads=2,context=8";
+  const TrainingSettings gpt = parse_training_options(options);
+  CHECK(gpt.batch == training_defaults::gpt::batch);
+  CHECK(gpt.mlp.learning_rate == training_defaults::gpt::learning_rate);
+  CHECK(gpt.mlp.optimizer.kind == training_defaults::gpt::optimizer);
+  CHECK(gpt.mlp.loss_weight == 1.0f);
+
+  const auto refused = [](TrainingOptions o, const std::string& sentence) {
+    CHECK_THROWS_WITH_AS(parse_training_options(o), sentence.c_str(), TrainingOptionError);
+  };
+  TrainingOptions o;
+  o.lr = "";
+  refused(o, "--lr '' is not a finite positive number that float32 holds");  // given empty is not the default
+  o = {};
+  o.steps = "0";
+  refused(o, "--steps '0' is not a whole number from 1 to 1000000000000");
+  o.endless = true;  // the app's: 0 runs until stopped
+  CHECK(parse_training_options(o).steps == 0);
+  o = {};
+  o.model = "gpt";
+  o.activation = "relu";
+  refused(o, "--activation sets an MLP's; a GPT's blocks use GELU");
+  o = {};
+  o.amax_history = "8";
+  refused(o, "--amax-history is the delayed recipe's: use --recipe fp8-delayed");
+  o.recipe = "fp8-delayed";
+  CHECK(parse_training_options(o).mlp.recipe.amax_history == 8);
+  o = {};
+  o.hadamard = true;
+  refused(o, "--hadamard turns the weight gradient's operands for the block-scaled recipes: use --recipe nvfp4, mxfp8, mxfp6 or mxfp4");
+  o = {};
+  o.weight_decay = "0.01";
+  refused(o, "--weight-decay is AdamW's decoupled decay: use --optimizer adamw");
+  o = {};
+  o.steps = "10";
+  o.inject = {"nan@fc2:10"};
+  refused(o, "--inject nan@fc2:10 is at step 10, but the run's steps are 0 to 9");
+  o = {};
+  o.backend = "tpu";
+  refused(o, "unknown --backend 'tpu': expected auto, cpu or cuda");
+  o = {};
+  o.seed = "-1";
+  refused(o, "--seed '-1' is not a whole number from 0 to 18446744073709551615");
+  o = {};
+  o.precision = "fp32";
+  o.loss_scale = "dynamic";  // fp32 has nothing to flush
+  CHECK(parse_training_options(o).mlp.scaler.kind == LossScalerConfig::Kind::none);
 }

@@ -3,29 +3,11 @@
 # mode survives missing, malformed, truncated and rewritten logs; --export writes whole files.
 set -u
 gui="$1" check="$2" fpscope="$3"
-if ! command -v Xvfb >/dev/null; then
-  echo "Xvfb not found: skipping the GUI tests (scripts/install-deps installs xvfb)"
-  exit 77
-fi
-work=$(mktemp -d)
-# One virtual X server for the whole test, on a free display number.
-display=99
-while [[ -e /tmp/.X$display-lock ]]; do display=$((display + 1)); done
-Xvfb ":$display" -screen 0 1600x1000x24 -nolisten tcp >"$work/xvfb.log" 2>&1 &
-xvfb=$!
-trap 'kill $xvfb 2>/dev/null; rm -rf "$work"' EXIT
-for _ in $(seq 100); do [[ -e /tmp/.X11-unix/X$display ]] && break; sleep 0.05; done
-export DISPLAY=":$display"
+source "$(dirname "$0")/xvfb_session.sh"
 passed=0
 failed=0
 ok() { passed=$((passed + 1)); }
 fail() { failed=$((failed + 1)); echo "FAIL $*"; }
-# Under AddressSanitizer (scripts/test-sanitizers) the leak check is off for everything this
-# script runs (the app, and the CLI runs it compares the app with): Mesa's driver, unloaded at
-# exit, leaves allocations LeakSanitizer can only attribute to "<unknown module>". Every other
-# error is still checked; the app's data side (training session, RunStore, follower) and the CLI
-# are leak-checked by gpu_tests, analyzer_tests and the CLI's tests.
-export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
 headless() { "$gui" "$@"; }
 
 # Every view after a short demo run (an fp32 baseline, then fp16 without loss scaling).
@@ -294,34 +276,7 @@ else
   fail "new formats in the app: e4m3b11fnuz in the inspector, --target-format e2m1, a bad --target-format"
 fi
 
-# One set of defaults: the app started with nothing but --steps trains what fpscope train trains
-# with nothing but --steps, to the bit (their histograms' CSVs are the same file), though the app
-# trains on one core fewer.
-mkdir -p "$work/defaults"
-"$fpscope" train --steps 12 --out "$work/defaults/cli.jsonl" >/dev/null 2>&1
-headless --start --steps 12 --frames 1 --export "$work/defaults" >/dev/null 2>&1
-"$fpscope" export "$work/defaults/cli.jsonl" --csv "$work/defaults/cli.csv" >/dev/null 2>&1
-"$fpscope" export "$work/defaults/run.jsonl" --csv "$work/defaults/app.csv" >/dev/null 2>&1
-if [[ -s "$work/defaults/cli.csv" ]] && cmp -s "$work/defaults/cli.csv" "$work/defaults/app.csv"; then
-  ok
-else
-  fail "fpscope train and fpscope-gui defaults differ"; head -3 "$work/defaults/cli.jsonl" "$work/defaults/run.jsonl" | cut -c1-300
-fi
-
-# A GPT's defaults (AdamW at 1e-3, batches of 16, the loss unweighted) in the app as in fpscope
-# train, to the bit, when only the model is given.
-gpt_model=gpt:layers=1,width=16,heads=2,context=8,vocab=64
-"$fpscope" train --model "$gpt_model" --steps 6 --out "$work/defaults/gpt-cli.jsonl" >/dev/null 2>&1
-mkdir -p "$work/defaults/gpt"
-headless --start --model "$gpt_model" --steps 6 --frames 1 --export "$work/defaults/gpt" >/dev/null 2>&1
-"$fpscope" export "$work/defaults/gpt-cli.jsonl" --csv "$work/defaults/gpt-cli.csv" >/dev/null 2>&1
-"$fpscope" export "$work/defaults/gpt/run.jsonl" --csv "$work/defaults/gpt-app.csv" >/dev/null 2>&1
-if [[ -s "$work/defaults/gpt-cli.csv" ]] && cmp -s "$work/defaults/gpt-cli.csv" "$work/defaults/gpt-app.csv" &&
-   grep -q '"optimizer":"adamw' "$work/defaults/gpt/run.jsonl"; then
-  ok
-else
-  fail "a GPT's defaults differ between fpscope train and fpscope-gui"; head -1 "$work/defaults/gpt-cli.jsonl" "$work/defaults/gpt/run.jsonl" | cut -c1-300
-fi
+# fpscope train and the app write the same logs for the same settings: one_driver_logs.sh.
 
 # --ui-scale 2 in a window twice the size: a 26 px font and every length doubled, the plot included.
 headless --follow "$work/fp16.jsonl" --frames 3 --view histogram --preview-scale "2^10" --ui-scale 2 --width 2960 --height 1800 \

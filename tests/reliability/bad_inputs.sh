@@ -356,7 +356,15 @@ else
 fi
 bad train-resume-device 1 "is not a regular file" -- "$fpscope" train --model 8-8-2 --steps 2 --checkpoint /dev/zero --resume
 bad train-resume-folder 1 "is not a regular file" -- "$fpscope" train --model 8-8-2 --steps 2 --checkpoint folder --resume
-bad train-resume-another-runs-log 1 "it belongs to run" -- "$fpscope" train --model 8-8-2 --steps 20 --checkpoint-every 10 --out shared.jsonl --resume
+bad train-resume-another-runs-log 1 "it belongs to run" -- "$fpscope" train --model 8-8-2 --steps 30 --checkpoint-every 10 --out shared.jsonl --resume
+# A checkpoint at or past the steps asked for: nothing to go on with, said as such (not a made-up final loss).
+"$fpscope" train --model 8-8-2 --steps 10 --checkpoint-every 5 --out done.jsonl >/dev/null 2>&1
+# An option given empty is an error, never its default.
+bad train-empty-lr 2 "--lr '' is not a finite positive number" -- "$fpscope" train --lr '' --out never.jsonl
+bad train-empty-batch 2 "--batch '' is not a whole number" -- "$fpscope" train --batch '' --out never.jsonl
+bad train-empty-optimizer 2 "''" -- "$fpscope" train --optimizer '' --out never.jsonl
+bad train-resume-nothing-left 1 "is at step 10, and --steps 10 ends the run before it" -- "$fpscope" train --model 8-8-2 --steps 10 --checkpoint-every 5 --out done.jsonl --resume
+bad train-resume-fewer-steps 1 "is at step 10, and --steps 4 ends the run before it" -- "$fpscope" train --model 8-8-2 --steps 4 --checkpoint-every 5 --out done.jsonl --resume
 # The GPT's settings, data and exports.
 bad train-gpt-heads 2 "is not a multiple of heads 4" -- "$fpscope" train --model gpt:width=10,heads=4 --out never.jsonl
 bad train-gpt-key 2 "'depth=2' is not one of" -- "$fpscope" train --model gpt:depth=2 --out never.jsonl
@@ -446,7 +454,7 @@ good inspect-negative-snan "class +signalling NaN" -- "$fpscope" inspect -snan -
 
 # ---- run logs have an owner and one writer ----
 cp shared.jsonl shared.before
-if cmp -s shared.jsonl shared.before && ! "$fpscope" train --model 8-8-2 --steps 20 --checkpoint-every 10 --out shared.jsonl --resume >/dev/null 2>&1 &&
+if cmp -s shared.jsonl shared.before && ! "$fpscope" train --model 8-8-2 --steps 30 --checkpoint-every 10 --out shared.jsonl --resume >/dev/null 2>&1 &&
    cmp -s shared.jsonl shared.before; then passed=$((passed + 1)); else fail "resume cut another run's log"; fi
 mkdir -p busy && cd busy || exit 1
 "$fpscope" train --model 64-256-256-10 --steps 1000000 --out locked.jsonl >/dev/null 2>&1 &
@@ -503,7 +511,13 @@ if [[ -n "$gui" ]]; then
   bad gui-preview-scale-past-slider 2 "2^49' is not" -- "$gui" --preview-scale 2^49
   bad gui-ui-scale-small 2 "--ui-scale must be 0.5 .. 4" -- "$gui" --ui-scale 0.25
   bad gui-ui-scale-nan 2 "--ui-scale must be 0.5 .. 4" -- "$gui" --ui-scale nan
-  bad gui-pause-at-step 2 "--pause-at-step must not be negative" -- "$gui" --pause-at-step -1
+  bad gui-pause-at-step 2 "--pause-at-step '-1' is not a whole number from 0" -- "$gui" --pause-at-step -1
+  # The app's training options are fpscope train's, read by the same parser: the same refusals.
+  bad gui-empty-lr 2 "--lr '' is not a finite positive number" -- "$gui" --lr ''
+  bad gui-lr-inf 2 "--lr 'inf' is not a finite positive number" -- "$gui" --lr inf
+  bad gui-lr-nan 2 "--lr 'nan' is not a finite positive number" -- "$gui" --lr nan
+  bad gui-seed-negative 2 "--seed '-1' is not a whole number" -- "$gui" --seed -1
+  bad gui-amax-history-no-recipe 2 "--amax-history is the delayed recipe's" -- "$gui" --amax-history 4
   bad gui-at-step 2 "--at-step must not be negative" -- "$gui" --at-step -3
   bad gui-kind 2 "unknown tensor kind" -- "$gui" --kind gradients
   bad gui-arithmetic 2 "is not \"A OP B\"" -- "$gui" --arithmetic "1 ^ 2"

@@ -25,6 +25,11 @@ void RunStore::set_header(const RunHeader& header) {
   header_ = header;
 }
 
+void RunStore::begin(const RunHeader& header) {
+  clear();
+  set_header(header);
+}
+
 RunHeader RunStore::header() const {
   const std::lock_guard lock(mutex_);
   return header_;

@@ -14,6 +14,7 @@
 
 #include "fpscope/snapshot/output_file.hpp"
 #include "fpscope/snapshot/run_header.hpp"
+#include "fpscope/snapshot/run_sink.hpp"
 #include "fpscope/snapshot/snapshot.hpp"
 
 namespace fpscope {
@@ -26,6 +27,11 @@ class RunLogError : public std::runtime_error {
 
 // A histogram's nonzero binades as the run log writes them: [[binade, count], ...].
 nlohmann::json sparse_bins_json(const ExponentHistogram& histogram);
+// A block format's statistics as the run log writes them, and fpscope analyze and quantize --json
+// report them: elements, blocks, nan_blocks, zeros, flushed_to_zero, subnormal, saturated, and the
+// scale codes and relative exponents as sparse [value, count] pairs (relative exponents are 0 or
+// negative).
+nlohmann::json block_statistics_json(const BlockStatistics& statistics);
 
 // One line each, without the newline. A step line is a step record without histograms; a
 // snapshot line is a step record with its "tensors".
@@ -72,13 +78,6 @@ RunLog read_run_log(const std::filesystem::path& path);
 // `progress`, where given, hears the share of the log made so far (0 .. 1, rising; 1 once written).
 void write_run_log(const OutputTarget& target, const RunLog& log, const std::function<void(double)>& progress = {});
 
-// Where a run log stood when a checkpoint was taken: its length and the CRC-32 of those bytes.
-struct RunLogPosition {
-  std::uint64_t bytes = 0;
-  std::uint32_t crc32 = 0;
-  friend bool operator==(const RunLogPosition&, const RunLogPosition&) = default;
-};
-
 // Throws OutputError when `target` is an existing, non-empty regular file whose first line is not
 // a run log's header: a new run log replaces only an earlier run log (a tensor, a text or a CSV a
 // user names by mistake is left as it was). Reads at most the first megabyte.
@@ -105,6 +104,23 @@ class RunLogAppender {
   void add(std::string_view text);
   AppendingOutput out_;
   RunLogPosition position_;
+};
+
+// The training driver's sink for fpscope train --out: begin() opens the log (a new one, or the
+// one a checkpoint covers, cut back to it), each record is appended as it comes.
+class RunLogSink final : public RunSink {
+ public:
+  // `resume_from`: go on with the log a checkpoint covers (RunLogAppender's second constructor).
+  explicit RunLogSink(OutputTarget target, std::optional<RunLogPosition> resume_from = std::nullopt);
+  void begin(const RunHeader& header) override;
+  void append(Snapshot snapshot) override;
+  void append_step(const StepRecord& step) override;
+  RunLogPosition sync() override;
+
+ private:
+  OutputTarget target_;
+  std::optional<RunLogPosition> resume_from_;
+  std::optional<RunLogAppender> log_;
 };
 
 }  // namespace fpscope

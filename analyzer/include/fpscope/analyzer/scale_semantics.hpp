@@ -19,10 +19,9 @@
 
 namespace fpscope {
 
-// Activation and weight gradients, and tensors of unknown kind (a .npy file: the user who asks
-// what a scale does to it says what it is).
+// Activation and weight gradients (is_gradient, snapshot.hpp), and tensors of unknown kind (a .npy
+// file: the user who asks what a scale does to it says what it is).
 bool loss_scale_multiplies(TensorKind kind);
-bool is_gradient(TensorKind kind);
 
 // The nearest power of two to a recorded scale, and whether the scale was exactly that.
 struct ScaleLog2 {

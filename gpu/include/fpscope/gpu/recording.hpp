@@ -20,8 +20,7 @@ inline TensorRecord new_record(std::string name, TensorKind kind) {
 }
 
 inline void set_recorded_scale(TensorRecord& record, double loss_scale) {
-  const bool gradient = record.kind == TensorKind::activation_gradient || record.kind == TensorKind::weight_gradient;
-  record.scale = gradient ? loss_scale : 1.0;
+  record.scale = scale_carried_before_unscaling(record.kind, loss_scale);
   record.captured = Capture::before_cast;
 }
 

@@ -1,31 +1,55 @@
-// TrainingSession: a trainer (CPU or CUDA backend) on its own thread, steered through a command queue, publishing
-// Snapshots into a RunStore. The app's Training view drives one; it never waits on a step.
+// TrainingSession: the one loop that trains. A trainer (CPU or CUDA backend) on its own thread,
+// steered through a command queue drained between steps, writing its records to a RunSink: the
+// app's RunStore, or fpscope train's run log. Both front ends drive one; neither waits on a step.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 
-#include "fpscope/snapshot/run_store.hpp"
 #include "fpscope/gpu/mlp.hpp"
 #include "fpscope/gpu/training_data.hpp"
+#include "fpscope/gpu/training_settings.hpp"
+#include "fpscope/snapshot/output_file.hpp"
+#include "fpscope/snapshot/run_sink.hpp"
 
 namespace fpscope {
 
-struct TrainingSettings {
-  MlpConfig mlp;
-  std::string source = "fpscope";  // who trains, for the run's header (the app says "fpscope-gui")
-  std::string data = "synthetic";  // or "mnist:DIR"
-  std::string backend = "auto";    // cpu, cuda, or auto (cuda where a device answers): backend_choice.hpp
-  int batch = 128;
-  int record_every = 1;
-  std::int64_t steps = 0;  // stop after this many steps; 0 runs until stopped
-  bool start_paused = false;
-  std::int64_t pause_at_step = 0;  // > 0: pause once this many steps are done (as the Pause button would)
+// A run ready to start: its settings checked, its model and data built, its header made (with a
+// new run id); nothing trained or written yet. A front end may restore a checkpoint into the
+// trainer and the data, and take the header's run id from it, before starting it.
+struct PreparedRun {
+  TrainingSettings settings;
+  std::unique_ptr<TrainerBackend> trainer;
+  std::optional<TrainingData> data;
+  RunHeader header;
+};
+// Builds the model and opens the data. Throws std::invalid_argument (an unknown backend, --backend
+// cuda where no device answers, data that does not fit the model) or IdxError (unreadable data).
+// Sets the engine's threads (settings.threads).
+PreparedRun prepare_training(const TrainingSettings& settings);
+
+// Checkpoints the session writes as it trains: after every `every` steps, once the sink has made
+// what it holds durable (a checkpoint never covers bytes a power cut could take back).
+struct CheckpointPlan {
+  OutputTarget target;
+  std::int64_t every = 0;
+  std::string settings;  // checkpoint_settings_text: what a resume must agree with
+};
+
+// What a front end adds to a run: checkpoints, and a look at each batch before it is trained on
+// (fpscope train --export-inputs). Both run on the training thread; what they throw fails the run.
+struct RunExtras {
+  std::optional<CheckpointPlan> checkpoints;
+  std::function<void(std::int64_t step, const Eigen::MatrixXf& inputs, const std::vector<int>& labels)> on_batch;
 };
 
 // What the app shows about the session; copied out under the lock.
@@ -47,18 +71,23 @@ std::string_view training_state_name(TrainingStatus::State state);
 
 class TrainingSession {
  public:
-  explicit TrainingSession(RunStore& store);
+  explicit TrainingSession(RunSink& sink);
   ~TrainingSession();  // stops the thread
   TrainingSession(const TrainingSession&) = delete;
   TrainingSession& operator=(const TrainingSession&) = delete;
 
-  // Clears the store, writes the run's header, builds the model and data and starts stepping.
-  // Throws std::invalid_argument / IdxError (on the caller's thread) for bad settings or data
-  // (an unknown backend, or --backend cuda where no device answers, included);
-  // the running session, if any, is stopped first.
+  // Stops the running session, if any; begins the sink with the run's header and starts stepping.
+  // Throws (on the caller's thread, before anything trains) what prepare_training and the sink's
+  // begin() throw.
   void start(const TrainingSettings& settings);
-  void stop();   // ends the run (state: finished); the store keeps what was recorded
-  void reset();  // ends the run and forgets it: state idle, the store cleared
+  void start(PreparedRun run, RunExtras extras = {});
+  void stop();   // ends the run after the step in progress (state: finished); the sink keeps what was recorded
+  void reset();  // ends the run and forgets it: state idle, the sink's memory cleared
+  // Waits until the run has ended (finished, or failed) or `timeout` passed; true when it ended.
+  bool wait_for_end(std::chrono::milliseconds timeout) const;
+  // A run that failed: its exception again, for a front end that reports it as it was thrown.
+  // Does nothing for a run that did not fail.
+  void rethrow_failure() const;
 
   // Commands, drained by the training thread between steps.
   void pause();
@@ -83,13 +112,15 @@ class TrainingSession {
     FaultInjection fault{};
   };
   void post(Command command, double value = 0, FaultInjection fault = {});
-  void run(std::unique_ptr<TrainerBackend> trainer, TrainingData data);
+  void run(std::unique_ptr<TrainerBackend> trainer, TrainingData data, RunHeader header, RunExtras extras);
 
-  RunStore& store_;
+  RunSink& sink_;
   TrainingSettings settings_;
   std::thread thread_;
   mutable std::mutex mutex_;  // guards queue_, status_, quit_
   std::condition_variable wake_;
+  mutable std::condition_variable ended_;  // the run ended: finished or failed
+  std::exception_ptr failure_;
   std::deque<QueuedCommand> queue_;
   TrainingStatus status_;
   bool quit_ = false;

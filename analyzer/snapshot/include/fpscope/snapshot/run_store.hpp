@@ -9,20 +9,24 @@
 #include <vector>
 
 #include "fpscope/snapshot/run_header.hpp"
+#include "fpscope/snapshot/run_sink.hpp"
 #include "fpscope/snapshot/snapshot.hpp"
 
 namespace fpscope {
 
 // The training thread (or a log follower) appends; the app and the CLI copy out what is new.
-// Every member takes the lock once and holds it only to copy.
-class RunStore {
+// Every member takes the lock once and holds it only to copy. As the training driver's sink, a
+// run's begin() clears it and sets the header.
+class RunStore final : public RunSink {
  public:
   void set_header(const RunHeader& header);
   RunHeader header() const;
+  void begin(const RunHeader& header) override;
   // A recorded step: its snapshot, and its step record with it.
-  void append(Snapshot snapshot);
+  void append(Snapshot snapshot) override;
   // A step without histograms (run logs record every step; snapshots only every N).
-  void append_step(const StepRecord& step);
+  void append_step(const StepRecord& step) override;
+  void forget() override { clear(); }
   void clear();
   std::size_t size() const;
 

@@ -16,6 +16,13 @@ namespace fpscope {
 
 enum class TensorKind : std::uint8_t { activation, activation_gradient, weight, weight_gradient, other };
 
+// The gradients: what a training step's loss scale multiplies.
+constexpr bool is_gradient(TensorKind kind) { return kind == TensorKind::activation_gradient || kind == TensorKind::weight_gradient; }
+// The factor a training step's tensor carries when it is read before unscaling: a gradient the
+// step's loss scale, anything else none. The engine records every tensor so, and version-1 run
+// logs are read so (run_log.hpp); the analyzer's scale semantics undo it (scale_semantics.hpp).
+constexpr double scale_carried_before_unscaling(TensorKind kind, double loss_scale) { return is_gradient(kind) ? loss_scale : 1.0; }
+
 // "activation", "activation_gradient", "weight", "weight_gradient", "other".
 std::string_view tensor_kind_name(TensorKind kind);
 // Throws std::invalid_argument naming the text when it is none of the names above.
