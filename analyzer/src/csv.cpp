@@ -125,7 +125,7 @@ std::string block_statistics_csv(const std::vector<Snapshot>& snapshots) {
       if (st.scale_codes[code] != 0) out += prefix + "scale_code," + std::to_string(code) + "," + std::to_string(st.scale_codes[code]) + "\n";
     for (const auto& [name, count] : {std::pair{"elements", st.elements}, std::pair{"blocks", st.blocks}, std::pair{"nan_blocks", st.nan_blocks},
                                       std::pair{"zeros", st.zeros}, std::pair{"flushed_to_zero", st.flushed_to_zero},
-                                      std::pair{"made_subnormal", st.made_subnormal}, std::pair{"saturated", st.saturated}})
+                                      std::pair{"subnormal", st.made_subnormal}, std::pair{"saturated", st.saturated}})
       out += prefix + "total," + name + "," + std::to_string(count) + "\n";
   };
   for (const Snapshot& s : snapshots) {

@@ -247,17 +247,13 @@ void run_recorded_block_analysis(const AnalyzeOptions& options, const BlockChoic
                        {"tensors", nlohmann::json::array()},
                        {"recipe_operands", nlohmann::json::array()}};
     for (const auto& [key, list] : {std::pair{"tensors", &tensors}, std::pair{"recipe_operands", &operands}})
-      for (const Summed& t : *list)
-        out[key].push_back({{"tensor", t.name},
-                                {"scale_rule", scale_rule_name(t.rule)},
-                                {"recorded_steps", t.steps},
-                                {"elements", t.statistics.elements},
-                                {"blocks", t.statistics.blocks},
-                                {"nan_blocks", t.statistics.nan_blocks},
-                                {"zeros", t.statistics.zeros},
-                                {"flushed_to_zero", t.statistics.flushed_to_zero},
-                                {"made_subnormal", t.statistics.made_subnormal},
-                                {"saturated", t.statistics.saturated}});
+      for (const Summed& t : *list) {
+        nlohmann::json row = block_statistics_json(t.statistics);
+        row["tensor"] = t.name;
+        row["scale_rule"] = scale_rule_name(t.rule);
+        row["recorded_steps"] = t.steps;
+        out[key].push_back(std::move(row));
+      }
     fmt::print("{}\n", out.dump(2));
     return;
   }
@@ -347,22 +343,19 @@ void run_block_analysis(const AnalyzeOptions& options) {
                        {"tensors", nlohmann::json::array()}};
     for (const auto& t : tensors) {
       nlohmann::json rules = nlohmann::json::array();
-      for (const BlockRuleReport& r : t.reports)
-        rules.push_back({{"scale_rule", choice.format.scale == BlockFormat::Scale::e8m0 ? scale_rule_name(r.rule) : "e4m3-rne"},
-                         {"elements", r.statistics.elements},
-                         {"blocks", r.statistics.blocks},
-                         {"blocks_with_another_scale_than_floor", r.blocks_differing},
-                         {"nan_blocks", r.statistics.nan_blocks},
-                         {"zeros", r.statistics.zeros},
-                         {"flushed_to_zero", r.statistics.flushed_to_zero},
-                         {"made_subnormal", r.statistics.made_subnormal},
-                         {"saturated", r.statistics.saturated},
-                         {"min_scale_exponent", r.scale_range ? nlohmann::json(r.scale_range->low) : nlohmann::json(nullptr)},
-                         {"max_scale_exponent", r.scale_range ? nlohmann::json(r.scale_range->high) : nlohmann::json(nullptr)},
-                         {"max_abs_error", r.error.max_abs},
-                         {"rms_error", r.error.rms},
-                         {"relative_rms_error", r.error.relative_rms() ? nlohmann::json(*r.error.relative_rms()) : nlohmann::json(nullptr)},
-                         {"beyond_float32", r.error.beyond_float32}});
+      for (const BlockRuleReport& r : t.reports) {
+        nlohmann::json row = block_statistics_json(r.statistics);
+        row.update(nlohmann::json{
+            {"scale_rule", choice.format.scale == BlockFormat::Scale::e8m0 ? scale_rule_name(r.rule) : "e4m3-rne"},
+            {"blocks_with_another_scale_than_floor", r.blocks_differing},
+            {"min_scale_exponent", r.scale_range ? nlohmann::json(r.scale_range->low) : nlohmann::json(nullptr)},
+            {"max_scale_exponent", r.scale_range ? nlohmann::json(r.scale_range->high) : nlohmann::json(nullptr)},
+            {"max_abs_error", r.error.max_abs},
+            {"rms_error", r.error.rms},
+            {"relative_rms_error", r.error.relative_rms() ? nlohmann::json(*r.error.relative_rms()) : nlohmann::json(nullptr)},
+            {"beyond_float32", r.error.beyond_float32}});
+        rules.push_back(std::move(row));
+      }
       out["tensors"].push_back({{"tensor", t.name}, {"rules", rules}});
     }
     if (tensor_scale) {

@@ -15,6 +15,7 @@
 
 #include "block_option.hpp"
 #include "commands.hpp"
+#include "fpscope/analyzer/run_log.hpp"
 #include "npy_option.hpp"
 #include "fpscope/analyzer/block_analysis.hpp"
 #include "fpscope/analyzer/npy.hpp"
@@ -101,35 +102,21 @@ void run_quantize(const QuantizeOptions& options) {
     return statistics.elements == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(statistics.elements);
   };
   if (options.json) {
-    nlohmann::json out{{"input", options.input},
-                       {"format", block_format_name(choice.format)},
-                       {"block", choice.format.block_size},
-                       {"axis", layout.axis == BlockAxis::rows ? "rows" : "cols"},
-                       {"square_tiles", options.tiles},
-                       {"scale_rule", choice.format.scale == BlockFormat::Scale::e8m0 ? scale_rule_name(choice.rule) : "e4m3-rne"},
-                       {"rounding", rounding_mode_name(ctx.rounding)},
-                       {"elements", statistics.elements},
-                       {"blocks", statistics.blocks},
-                       {"nan_blocks", statistics.nan_blocks},
-                       {"zeros", statistics.zeros},
-                       {"flushed_to_zero", statistics.flushed_to_zero},
-                       {"made_subnormal", statistics.made_subnormal},
-                       {"saturated", statistics.saturated},
-                       {"max_abs_error", error.max_abs},
-                       {"rms_error", error.rms},
-                       {"relative_rms_error", error.relative_rms() ? nlohmann::json(*error.relative_rms()) : nlohmann::json(nullptr)},
-                       {"beyond_float32", error.beyond_float32},
-                       {"tensor_scale", tensor_scale},
-                       {"tensor_scale_from", !nvfp4 ? "none" : given ? "given amax" : "the values' amax"},
-                       {"flags", describe_flags(run.flags)}};
-    // The histograms a run log's "blocks" keeps, as sparse [value, count] pairs.
-    nlohmann::json scales = nlohmann::json::array(), relative = nlohmann::json::array();
-    for (std::size_t code = 0; code < statistics.scale_codes.size(); ++code)
-      if (statistics.scale_codes[code] != 0) scales.push_back({code, statistics.scale_codes[code]});
-    for (std::size_t i = 0; i < statistics.relative_exponents.size(); ++i)
-      if (statistics.relative_exponents[i] != 0) relative.push_back({-static_cast<int>(i), statistics.relative_exponents[i]});
-    out["scales"] = std::move(scales);
-    out["relative"] = std::move(relative);
+    nlohmann::json out = block_statistics_json(statistics);
+    out.update(nlohmann::json{{"input", options.input},
+                              {"format", block_format_name(choice.format)},
+                              {"block", choice.format.block_size},
+                              {"axis", layout.axis == BlockAxis::rows ? "rows" : "cols"},
+                              {"square_tiles", options.tiles},
+                              {"scale_rule", choice.format.scale == BlockFormat::Scale::e8m0 ? scale_rule_name(choice.rule) : "e4m3-rne"},
+                              {"rounding", rounding_mode_name(ctx.rounding)},
+                              {"max_abs_error", error.max_abs},
+                              {"rms_error", error.rms},
+                              {"relative_rms_error", error.relative_rms() ? nlohmann::json(*error.relative_rms()) : nlohmann::json(nullptr)},
+                              {"beyond_float32", error.beyond_float32},
+                              {"tensor_scale", tensor_scale},
+                              {"tensor_scale_from", !nvfp4 ? "none" : given ? "given amax" : "the values' amax"},
+                              {"flags", describe_flags(run.flags)}});
     if (nvfp4) {
       out["tensor_amax"] = own_amax;  // the finite values'
       out["non_finite_values"] = non_finite;

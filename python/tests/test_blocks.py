@@ -61,7 +61,7 @@ def fpscope_quantize(array, fmt, rule, work):
 
 
 _KEYS = (("elements", "elements"), ("blocks", "blocks"), ("nan_blocks", "nan_blocks"), ("zeros", "zeros"),
-         ("flushed_to_zero", "flushed_to_zero"), ("subnormal", "made_subnormal"), ("saturated", "saturated"), ("scales", "scales"),
+         ("flushed_to_zero", "flushed_to_zero"), ("subnormal", "subnormal"), ("saturated", "saturated"), ("scales", "scales"),
          ("relative", "relative"))
 
 
