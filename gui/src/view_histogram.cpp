@@ -58,12 +58,14 @@ void draw_histogram(App& app) {
   const char* format = target_format_names[app.format_index];
   const ExponentHistogram& h = record->histogram;
   const ScaleLog2 carried = scale_log2_of(record->scale);
-  // The one scale semantics: the preview's loss scale moves only what a loss scale multiplies.
+  // The one scale semantics (scale_semantics.hpp): the preview's loss scale moves only what a loss
+  // scale multiplies; the rest is brought to scale 1.
   const bool moves = loss_scale_multiplies(record->kind);
   const int preview = app.preview_scale_log2();
-  const int shift = moves ? preview - carried.log2 : 0;
+  const int shift = shift_of_part(record->kind, carried.log2, preview);
   const RangeReport recorded = analyze_range(h, f, 0);
   const RangeReport previewed = analyze_range(h, f, shift);
+  const ExponentHistogram ghost = shift_histogram(h, shift).histogram;
   ImGui::Text("%s %s at step %lld: %llu values, carrying a scale of 2^%d%s", record->name.c_str(),
               std::string(tensor_kind_name(record->kind)).c_str(), static_cast<long long>(snapshot->step),
               static_cast<unsigned long long>(h.total_count()), carried.log2, carried.exact ? "" : " (about)");
@@ -163,12 +165,11 @@ void draw_histogram(App& app) {
     draw->AddText(ImVec2(plot.sx(hi + 1) - px(4) - ImGui::CalcTextSize(text.c_str()).x, plot.min.y + px(18)), to_imgui(palette::label_text), text.c_str());
   }
   // The ghost: the recorded bars moved to the preview scale, outlined.
-  if (moves && shift != 0)
-    for (int b = min_binade; b <= max_binade; ++b) {
-      const std::uint64_t c = h.count(b);
-      const int to = b + shift;
-      if (c == 0 || to < lo || to > hi) continue;
-      const float x0 = std::floor(plot.sx(to)) + 1, x1 = std::max(x0 + 1, std::floor(plot.sx(to + 1)) - 1);
+  if (shift != 0)
+    for (int b = lo; b <= hi; ++b) {
+      const std::uint64_t c = ghost.count(b);
+      if (c == 0) continue;
+      const float x0 = std::floor(plot.sx(b)) + 1, x1 = std::max(x0 + 1, std::floor(plot.sx(b + 1)) - 1);
       draw->AddRect(ImVec2(x0, std::floor(plot.sy(height(c)))), ImVec2(x1, plot.max.y), to_imgui(palette::ghost_outline), 0.0f, 0, 2.0f);
     }
   const int span = hi - lo + 1;
@@ -206,7 +207,7 @@ void draw_histogram(App& app) {
       const BinadeRegion r = region_of_binade(f, b);
       ImGui::SetTooltip("binade 2^%d: [2^%d, 2^%d)\n%llu values recorded here%s\n%s in %s", b, b, b + 1,
                         static_cast<unsigned long long>(h.count(b)),
-                        moves && shift != 0 ? fmt::format("\n{} would land here at 2^{}", h.count(b - shift), preview).c_str() : "",
+                        shift != 0 ? fmt::format("\n{} would land here at 2^{}", ghost.count(b), preview).c_str() : "",
                         std::string(region_name(r)).c_str(), format);
     }
   }

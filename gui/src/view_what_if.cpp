@@ -9,7 +9,6 @@
 
 #include "app.hpp"
 #include "ui_scale.hpp"
-#include "fpscope/analyzer/recommendation.hpp"
 #include "fpscope/analyzer/scale_semantics.hpp"
 #include "plot_frame.hpp"
 

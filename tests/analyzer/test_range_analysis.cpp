@@ -1,4 +1,4 @@
-// Range analysis and scale recommendation on constructed histograms with hand-computed answers.
+// Range analysis, the loss-scale advice and the scaler replay on constructed histograms with hand-computed answers.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "fpscope/analyzer/block_analysis.hpp"
 #include "fpscope/analyzer/range_analysis.hpp"
-#include "fpscope/analyzer/recommendation.hpp"
+#include "fpscope/analyzer/loss_scale_replay.hpp"
 #include "fpscope/analyzer/scale_semantics.hpp"
 #include "fpscope/snapshot/snapshot.hpp"
 
@@ -80,18 +80,52 @@ TEST_CASE("a histogram shaped like the paper's SSD gradients: scale 8 recovers [
   CHECK(by_8.flushed_to_zero == 12 * 1000);  // -28 becomes the boundary -25: only -40..-29 flush
   CHECK(by_8.overflow == 0);
   CHECK(by_8.subnormal >= 3 * 5000);
-  const ScaleRecommendation recommended = recommend_scale(h, formats::fp16);
-  CHECK(recommended.scale_log2 == 15 - 1 - (-10));  // largest value 2^-10 kept a binade under 2^16
-  CHECK(recommended.at_scale.overflow == 0);
-  CHECK(recommended.at_scale.flushed_to_zero <= by_8.flushed_to_zero);
-  CHECK(recommended.unscaled.flushed_to_zero == unscaled.flushed_to_zero);
+  const TensorSeries gradients = single_series("conv", TensorKind::activation_gradient, h);
+  const LossScaleAdvice advice = recommend_loss_scale(gradients, formats::fp16);
+  CHECK(advice.kind == LossScaleAdvice::Kind::scale);
+  CHECK(advice.scale_log2 == 15 - 1 - (-10));  // largest value 2^-10 kept a binade under 2^16
+  CHECK(advice.decided_by == "conv activation_gradient");
+  const RangeReport at_advice = analyze_series(gradients, formats::fp16, advice.scale_log2);
+  CHECK(at_advice.overflow == 0);
+  CHECK(at_advice.flushed_to_zero <= by_8.flushed_to_zero);
 }
 
-TEST_CASE("a common scale keeps every tensor in range; empty histograms get 2^0") {
-  const std::vector<ExponentHistogram> tensors{histogram_of({{-20, 1}, {-5, 1}}), histogram_of({{-30, 1}, {2, 1}}),
-                                               ExponentHistogram{}};
-  CHECK(recommend_common_scale(tensors, formats::fp16) == 15 - 1 - 2);
-  CHECK(recommend_scale(ExponentHistogram{}, formats::fp16).scale_log2 == 0);
+TEST_CASE("the loss-scale advice: gradients only, the highest one decides, each brought to scale 1 first") {
+  const std::vector<TensorSeries> series{
+      single_series("fc1", TensorKind::activation_gradient, histogram_of({{-20, 1}, {-5, 1}})),
+      single_series("fc2", TensorKind::weight_gradient, histogram_of({{-30, 1}, {2, 1}})),
+      single_series("fc2", TensorKind::activation, histogram_of({{14, 1}})),  // not scaled by a loss scale: no say
+      single_series("fc3", TensorKind::weight_gradient, ExponentHistogram{})};
+  LossScaleAdvice advice = recommend_loss_scale(series, formats::fp16);
+  CHECK(advice.kind == LossScaleAdvice::Kind::scale);
+  CHECK(advice.scale_log2 == 15 - 1 - 2);
+  CHECK(advice.decided_by == "fc2 weight_gradient");
+  // The same gradients recorded while a loss scale of 2^8 multiplied them: the same advice.
+  const std::vector<TensorSeries> scaled{single_series("fc1", TensorKind::activation_gradient, histogram_of({{-12, 1}, {3, 1}}), 256.0),
+                                         single_series("fc2", TensorKind::weight_gradient, histogram_of({{-22, 1}, {10, 1}}), 256.0)};
+  CHECK(recommend_loss_scale(scaled, formats::fp16).scale_log2 == 15 - 1 - 2);
+  // A wider margin, one binade at a time.
+  CHECK(recommend_loss_scale(series, formats::fp16, 3).scale_log2 == 15 - 3 - 2);
+}
+
+TEST_CASE("the loss-scale advice: no gradients, no scaling needed, and never past float32") {
+  CHECK(recommend_loss_scale(single_series("fc1", TensorKind::activation, histogram_of({{-30, 5}})), formats::fp16).kind ==
+        LossScaleAdvice::Kind::no_gradients);
+  CHECK(recommend_loss_scale(single_series("fc1", TensorKind::weight_gradient, ExponentHistogram{}), formats::fp16).kind ==
+        LossScaleAdvice::Kind::no_gradients);
+  // Ordinary gradients in bf16 lose nothing at 2^0: no scale is advised, not 2^(127 - 1 + 10).
+  const LossScaleAdvice bf16 = recommend_loss_scale(single_series("fc1", TensorKind::weight_gradient, histogram_of({{-20, 3}, {-10, 2}})),
+                                                    formats::bf16);
+  CHECK(bf16.kind == LossScaleAdvice::Kind::no_scaling_needed);
+  CHECK(bf16.scale_log2 == 0);
+  // The same gradients in fp16 flush and turn subnormal: a scale is advised.
+  CHECK(recommend_loss_scale(single_series("fc1", TensorKind::weight_gradient, histogram_of({{-20, 3}, {-10, 2}})), formats::fp16).kind ==
+        LossScaleAdvice::Kind::scale);
+  // Gradients at float32's bottom in bf16: the scale that would lift them to bf16's top is past
+  // what float32 holds; the advice stops at 2^127 (the largest finite float32 power of two).
+  const LossScaleAdvice tiny = recommend_loss_scale(single_series("fc1", TensorKind::weight_gradient, histogram_of({{-149, 4}})), formats::bf16);
+  CHECK(tiny.kind == LossScaleAdvice::Kind::scale);
+  CHECK(tiny.scale_log2 == 127);
 }
 
 TEST_CASE("the replay grows the scale every growth_interval finite steps, counting afresh after each growth") {
