@@ -113,7 +113,7 @@ void BM_mlp_step(benchmark::State& state) {
   // 0: unrecorded, the host running ahead; 1: recording every tensor; 2: unrecorded but reading
   // the loss back every step, as `fpscope train` does when it writes a run log.
   const bool record = state.range(2) == 1, read_loss = state.range(2) == 2;
-  fpscope::MlpConfig config;
+  fpscope::TrainingConfig config;
   config.layer_sizes = {input, width, width, 10};
   config.activation = fpscope::Activation::relu;
   config.precision = fpscope::Precision::fp16;
@@ -144,7 +144,7 @@ void BM_gpt_step(benchmark::State& state) {
   const int batch = static_cast<int>(state.range(0));
   const bool record = state.range(1) == 1, read_loss = state.range(1) == 2;
   const fpscope::GptShape shape{4, 256, 4, 128, 256};
-  fpscope::MlpConfig config;
+  fpscope::TrainingConfig config;
   config.gpt = shape;
   config.precision = fpscope::Precision::fp16;
   config.scaler = fpscope::LossScalerConfig::pytorch();

@@ -13,7 +13,7 @@
 namespace {
 
 void run_steps(benchmark::State& state, fpscope::Precision precision, bool record) {
-  fpscope::MlpConfig config;
+  fpscope::TrainingConfig config;
   config.layer_sizes = {784, 1024, 1024, 10};
   config.precision = precision;
   config.scaler = precision == fpscope::Precision::fp32 ? fpscope::LossScalerConfig::none() : fpscope::LossScalerConfig::pytorch();

@@ -27,7 +27,7 @@ using namespace fpscope;
 namespace {
 
 std::unique_ptr<TrainerBackend> make_trainer(const std::string& model, Precision precision) {
-  MlpConfig config;
+  TrainingConfig config;
   if (names_gpt(model)) {
     config.gpt = parse_gpt_shape(model);
     config.optimizer.kind = OptimizerKind::adamw;
@@ -48,7 +48,7 @@ struct Batch {
   std::vector<int> labels;
 };
 Batch batch_for(const std::string& model, int size) {
-  MlpConfig config;
+  TrainingConfig config;
   if (names_gpt(model)) config.gpt = parse_gpt_shape(model);
   else config.layer_sizes = parse_layer_sizes(model);
   TrainingData data("synthetic", config);

@@ -64,7 +64,7 @@ void count_flushes(const StepResult& result, Precision precision, Outcome& o) {
 }
 
 Outcome train(Precision precision, const RecipeConfig& recipe, int steps) {
-  MlpConfig config;
+  TrainingConfig config;
   config.layer_sizes = {32, 64, 64, 64, 10};
   config.activation = Activation::tanh;
   config.precision = precision;
@@ -91,7 +91,7 @@ Outcome train(Precision precision, const RecipeConfig& recipe, int steps) {
 const GptShape gpt_shape{2, 64, 4, 32, 256};
 
 Outcome train_gpt(Precision precision, const RecipeConfig& recipe, int steps) {
-  MlpConfig config;
+  TrainingConfig config;
   config.gpt = gpt_shape;
   config.precision = precision;
   config.scaler = LossScalerConfig::none();

@@ -32,7 +32,7 @@ struct Outcome {
 };
 
 Outcome train(Precision precision, const LossScalerConfig& scaler, int steps) {
-  MlpConfig config;
+  TrainingConfig config;
   config.gpt = shape;
   config.precision = precision;
   config.scaler = scaler;

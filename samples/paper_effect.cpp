@@ -31,7 +31,7 @@ struct Outcome {
 };
 
 Outcome train(Precision precision, const LossScalerConfig& scaler, int steps) {
-  MlpConfig config;
+  TrainingConfig config;
   config.layer_sizes = {32, 64, 64, 64, 10};
   config.activation = Activation::tanh;
   config.precision = precision;

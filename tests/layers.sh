@@ -27,5 +27,11 @@ check gpu "core snapshot gpu"
 check cli "core snapshot analyzer gpu"
 check gui "core snapshot analyzer gpu"
 check samples "core snapshot analyzer gpu"
-if ((failed == 0)); then echo "ok: core <- snapshot <- analyzer, gpu <- cli, gui; nothing reaches up"; fi
+# The device step and the CUDA backend share the engine's headers, never the CPU backend's private
+# ones (gpu/src/cpu/).
+if grep -Hn '#include "\(.*/\)\?cpu/' gpu/src/cuda/* gpu/src/device_*; then
+  echo "layer violation: the device step or the CUDA backend includes the CPU backend's private headers (above)"
+  failed=1
+fi
+if ((failed == 0)); then echo "ok: core <- snapshot <- analyzer, gpu <- cli, gui; nothing reaches up; the device step apart from cpu/"; fi
 exit $failed

@@ -44,7 +44,7 @@ struct TrainOptions {
 
 // The parameters as NumPy arrays in PyTorch's layouts (an MLP's fcN.weight out x in, fcN.bias; a
 // GPT's gpt_parameters names and shapes, vectors one-dimensional), row-major as .npy wants.
-void export_parameters(const std::filesystem::path& folder, const MlpConfig& config, const TrainerState& state) {
+void export_parameters(const std::filesystem::path& folder, const TrainingConfig& config, const TrainerState& state) {
   const auto write = [&](const std::string& name, const Eigen::MatrixXf& m, bool vector) {
     const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> row_major = m;
     std::vector<std::uint64_t> shape{static_cast<std::uint64_t>(m.rows())};
@@ -65,7 +65,7 @@ void export_parameters(const std::filesystem::path& folder, const MlpConfig& con
 
 // A step's batch: an MLP's inputs as float32 and labels as int32; a GPT's token ids and targets as
 // int32, batch x context each.
-void export_batch(const std::filesystem::path& folder, std::int64_t step, const MlpConfig& config, const Eigen::MatrixXf& inputs,
+void export_batch(const std::filesystem::path& folder, std::int64_t step, const TrainingConfig& config, const Eigen::MatrixXf& inputs,
                   const std::vector<int>& labels) {
   const std::string suffix = fmt::format("-{:06}.npy", step);
   const std::vector<std::uint64_t> input_shape{static_cast<std::uint64_t>(inputs.rows()), static_cast<std::uint64_t>(inputs.cols())};
@@ -180,9 +180,9 @@ void run_train(const TrainOptions& o) {
     std::error_code error;
     std::filesystem::create_directories(*export_folder, error);
     if (error) throw OutputError("cannot make folder " + printable_text(export_folder->string(), 200) + ": " + error.message());
-    export_parameters(*export_folder, settings.mlp, trainer.state());
+    export_parameters(*export_folder, settings.config, trainer.state());
     extras.on_batch = [&, folder = *export_folder](std::int64_t step, const Eigen::MatrixXf& inputs, const std::vector<int>& labels) {
-      export_batch(folder, step, settings.mlp, inputs, labels);
+      export_batch(folder, step, settings.config, inputs, labels);
     };
   }
   std::optional<RunLogSink> log_sink;

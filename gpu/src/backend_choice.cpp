@@ -11,7 +11,7 @@
 #include "fpscope/gpu/device_support.hpp"
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/gpt.hpp"
-#include "fpscope/gpu/trainer_backend.hpp"
+#include "fpscope/gpu/cuda_module.hpp"
 
 namespace fpscope {
 
@@ -69,7 +69,7 @@ int cuda_device_count(std::string& why) {
 
 std::string products_description(std::string_view backend) { return backend == "cuda" ? "cuBLAS" : cpu_products_description(); }
 
-std::unique_ptr<TrainerBackend> make_trainer_backend(std::string_view backend, const MlpConfig& config) {
+std::unique_ptr<TrainerBackend> make_trainer_backend(std::string_view backend, const TrainingConfig& config) {
   if (backend != "cpu" && backend != "cuda" && backend != "auto")
     throw std::invalid_argument("--backend " + std::string(backend) + ": not a backend (cpu, cuda or auto)");
   // The CUDA backend trains the MLP and the GPT (device_mlp.hpp, device_gpt.hpp) with every

@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "cpu/attention_blocks.hpp"
+#include "recorded_blocks.hpp"
 #include "device_step.hpp"
 #include "fpscope/gpu/gpt_element.hpp"
 
@@ -112,7 +112,7 @@ struct DeviceGptTrainer::Memory {
   }
 };
 
-DeviceGptTrainer::DeviceGptTrainer(const GptShape& shape, const MlpConfig& config, std::unique_ptr<DeviceOps> ops)
+DeviceGptTrainer::DeviceGptTrainer(const GptShape& shape, const TrainingConfig& config, std::unique_ptr<DeviceOps> ops)
     : shape_(shape), config_(config), ops_(std::move(ops)), memory_(std::make_unique<Memory>()), layout_(gpt_parameters(shape)) {
   if (!ops_) throw std::invalid_argument("a device GPT needs its device's operations");
   if (shape.width % shape.heads != 0) throw std::invalid_argument("a GPT's width must be a multiple of its heads");

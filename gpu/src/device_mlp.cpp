@@ -54,7 +54,7 @@ struct DeviceMlpTrainer::Memory {
   device_step::BlockRecorder block_recorder;  // --record-blocks
 };
 
-DeviceMlpTrainer::DeviceMlpTrainer(const MlpConfig& config, std::unique_ptr<DeviceOps> ops)
+DeviceMlpTrainer::DeviceMlpTrainer(const TrainingConfig& config, std::unique_ptr<DeviceOps> ops)
     : config_(config), ops_(std::move(ops)), memory_(std::make_unique<Memory>()) {
   if (!ops_) throw std::invalid_argument("a device MLP needs its device's operations");
   Memory& m = *memory_;

@@ -11,8 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "cpu/attention_blocks.hpp"
-#include "cpu/cast_tensor.hpp"
+#include "recorded_blocks.hpp"
 #include "fpscope/core/exponent_histogram.hpp"
 #include "fpscope/gpu/device_ops.hpp"
 #include "fpscope/gpu/device_support.hpp"
@@ -22,7 +21,7 @@
 #include "fpscope/gpu/gpt_element.hpp"
 #include "fpscope/gpu/loss_scaler.hpp"
 #include "fpscope/gpu/optimizer.hpp"
-#include "fpscope/gpu/recording.hpp"
+#include "recording.hpp"
 
 namespace fpscope::device_step {
 
@@ -143,7 +142,7 @@ inline BlockRecord triangle_block_record(DeviceOps& ops, BlockRecorder& recorder
 class DeviceRecipe {
  public:
   DeviceRecipe() = default;
-  DeviceRecipe(DeviceOps& ops, const MlpConfig& config, std::size_t fp8_slots) : config_(config.recipe), fp8_(fp8_slots) {
+  DeviceRecipe(DeviceOps& ops, const TrainingConfig& config, std::size_t fp8_slots) : config_(config.recipe), fp8_(fp8_slots) {
     if (const std::string lacks = device_backend_lacks(config.recipe); !lacks.empty())
       throw std::invalid_argument(lacks + ": train it with --backend cpu (or auto)");
     ctx_.rounding = config.rounding;

@@ -24,7 +24,7 @@ TrainingData::TrainingData(const std::string& spec, const std::vector<int>& laye
   }
 }
 
-TrainingData::TrainingData(const std::string& spec, const MlpConfig& config) {
+TrainingData::TrainingData(const std::string& spec, const TrainingConfig& config) {
   if (!config.gpt) {
     if (spec.rfind("text:", 0) == 0) throw std::invalid_argument("text:FILE is data for a GPT (--model gpt:...), not for an MLP");
     *this = TrainingData(spec, config.layer_sizes, config.seed);

@@ -1,5 +1,5 @@
 // glibc's allocation thresholds for training (training_memory.hpp).
-#include "fpscope/gpu/training_memory.hpp"
+#include "training_memory.hpp"
 
 #include <cstdlib>  // defines __GLIBC__ where it is glibc
 

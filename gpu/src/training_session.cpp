@@ -30,11 +30,11 @@ PreparedRun prepare_training(const TrainingSettings& settings) {
   PreparedRun run;
   run.settings = settings;
   try {
-    run.data.emplace(settings.data, settings.mlp);
+    run.data.emplace(settings.data, settings.config);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(std::string("--data: ") + e.what());
   }
-  run.trainer = make_trainer_backend(settings.backend, settings.mlp);
+  run.trainer = make_trainer_backend(settings.backend, settings.config);
   for (const FaultInjection& fault : settings.faults) run.trainer->inject(fault);
   run.header = training_run_header(settings, *run.trainer);
   run.header.run_id = new_run_id();
@@ -67,7 +67,7 @@ void TrainingSession::start(PreparedRun prepared, RunExtras extras) {
     status_.loss_scale = trainer.scaler_state().scale;
     status_.skipped_steps = trainer.scaler_state().skipped_steps;
     status_.backend = std::string(trainer.name());
-    status_.dynamic_scaling = settings_.mlp.scaler.kind == LossScalerConfig::Kind::dynamic;
+    status_.dynamic_scaling = settings_.config.scaler.kind == LossScalerConfig::Kind::dynamic;
   }
   thread_ = std::thread([this, trainer = std::move(prepared.trainer), data = std::move(*prepared.data), header = std::move(prepared.header),
                          extras = std::move(extras)]() mutable { run(std::move(trainer), std::move(data), std::move(header), std::move(extras)); });
@@ -152,9 +152,9 @@ void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, TrainingData 
   // A sink that keeps no steps (fpscope train without a log) records nothing, and a device backend
   // then reads a step's loss back only for the status, every tenth step and the last.
   const bool keeps_steps = sink_.keeps_steps();
-  const std::vector<std::string> gpt_weights = settings_.mlp.gpt ? gpt_recorded_weights(*settings_.mlp.gpt) : std::vector<std::string>{};
+  const std::vector<std::string> gpt_weights = settings_.config.gpt ? gpt_recorded_weights(*settings_.config.gpt) : std::vector<std::string>{};
   const LossScalerConfig dynamic_config =
-      settings_.mlp.scaler.kind == LossScalerConfig::Kind::dynamic ? settings_.mlp.scaler : LossScalerConfig::pytorch();
+      settings_.config.scaler.kind == LossScalerConfig::Kind::dynamic ? settings_.config.scaler : LossScalerConfig::pytorch();
   try {
     for (;;) {
       bool take_step = false;
@@ -183,9 +183,9 @@ void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, TrainingData 
                 status_.loss_scale = trainer.scaler_state().scale;
                 break;
               case Command::inject: {
-                const bool mlp_layer = !settings_.mlp.gpt && c.fault.tensor.empty() && c.fault.layer >= 1 &&
-                                       static_cast<std::size_t>(c.fault.layer) < settings_.mlp.layer_sizes.size();
-                const bool gpt_weight = settings_.mlp.gpt && !c.fault.tensor.empty() &&
+                const bool mlp_layer = !settings_.config.gpt && c.fault.tensor.empty() && c.fault.layer >= 1 &&
+                                       static_cast<std::size_t>(c.fault.layer) < settings_.config.layer_sizes.size();
+                const bool gpt_weight = settings_.config.gpt && !c.fault.tensor.empty() &&
                                         std::any_of(gpt_weights.begin(), gpt_weights.end(), [&](const std::string& w) { return w == c.fault.tensor; });
                 if (mlp_layer || gpt_weight) {
                   FaultInjection fault = c.fault;

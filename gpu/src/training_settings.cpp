@@ -45,7 +45,7 @@ float parse_zero_or_positive(const char* option, const std::string& text) {
 
 TrainingSettings parse(const TrainingOptions& o) {
   TrainingSettings settings;
-  MlpConfig& config = settings.mlp;
+  TrainingConfig& config = settings.config;
   const bool gpt = names_gpt(o.model);
   if (gpt) {
     config.gpt = parse_gpt_shape(o.model);
@@ -231,7 +231,7 @@ const std::vector<TrainingOptionSpec>& training_option_specs() {
 }
 
 RunHeader training_run_header(const TrainingSettings& settings, const TrainerBackend& trainer) {
-  const MlpConfig& config = settings.mlp;
+  const TrainingConfig& config = settings.config;
   RunHeader header;
   header.source = training_source;
   header.model = model_name(config);
@@ -247,7 +247,7 @@ RunHeader training_run_header(const TrainingSettings& settings, const TrainerBac
 
 std::string checkpoint_settings_text(const TrainingSettings& settings, std::string_view header_line, std::string_view backend,
                                      std::string_view log_path) {
-  const MlpConfig& config = settings.mlp;
+  const TrainingConfig& config = settings.config;
   std::string injected;
   for (const FaultInjection& fault : settings.faults) injected += " " + describe(fault);
   const OptimizerConfig& optimizer = config.optimizer;

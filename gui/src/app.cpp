@@ -127,7 +127,7 @@ TrainingOptions training_options(const TrainingForm& f) {
 }
 
 TrainingForm training_form(const TrainingSettings& settings, const TrainingOptions& options) {
-  const MlpConfig& config = settings.mlp;
+  const TrainingConfig& config = settings.config;
   const auto fits_int = [](const char* option, std::int64_t value) {
     if (value > std::numeric_limits<int>::max()) throw std::invalid_argument(fmt::format("{} {} is more than the app's form holds", option, value));
     return static_cast<int>(value);

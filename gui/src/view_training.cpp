@@ -211,7 +211,7 @@ void draw_training(App& app) {
   ImGui::SetNextItemWidth(px(70));
   choice_combo("##inject value", inject.value, fault_values, fault_value_name);
   ImGui::SameLine();
-  const std::optional<GptShape>& gpt = session.settings().mlp.gpt;
+  const std::optional<GptShape>& gpt = session.settings().config.gpt;
   ImGui::SetNextItemWidth(px(gpt ? 150 : 90));  // a GPT's names are longer: "h1.attn.proj"
   std::string target;  // the layer or weight the button names
   if (gpt) {
@@ -225,7 +225,7 @@ void draw_training(App& app) {
       ImGui::EndCombo();
     }
   } else {
-    const int layers = std::max(1, static_cast<int>(session.settings().mlp.layer_sizes.size()) - 1);
+    const int layers = std::max(1, static_cast<int>(session.settings().config.layer_sizes.size()) - 1);
     inject.layer = std::clamp(inject.layer, 1, layers);
     ImGui::SliderInt("##inject layer", &inject.layer, 1, layers, "fc%d");
     target = "fc" + std::to_string(inject.layer);

@@ -49,13 +49,13 @@ namespace {
 #ifdef FPSCOPE_DEVICE_TEST_ON_HOST_TWIN
 std::unique_ptr<DeviceOps> device_ops() { return make_host_device_ops(); }
 bool device_answers() { return true; }
-std::unique_ptr<TrainerBackend> reference_trainer(const GptShape& shape, const MlpConfig& config) {
+std::unique_ptr<TrainerBackend> reference_trainer(const GptShape& shape, const TrainingConfig& config) {
   return std::make_unique<GptTrainer>(shape, config);
 }
 #else
 std::unique_ptr<DeviceOps> device_ops() { return make_cuda_device_ops(); }
 bool device_answers() { return cuda_device_available(); }
-std::unique_ptr<TrainerBackend> reference_trainer(const GptShape& shape, const MlpConfig& config) {
+std::unique_ptr<TrainerBackend> reference_trainer(const GptShape& shape, const TrainingConfig& config) {
   return std::make_unique<DeviceGptTrainer>(shape, config, make_host_device_ops());
 }
 #endif
@@ -367,7 +367,7 @@ double moved_elements(const ExponentHistogram& a, const ExponentHistogram& b) {
 
 void check_trainer(Precision precision, RoundingMode rounding) {
   const GptShape shape{2, 64, 4, 32, 96};
-  MlpConfig config;
+  TrainingConfig config;
   config.gpt = shape;
   config.precision = precision;
   config.rounding = rounding;
@@ -433,7 +433,7 @@ void check_trainer(Precision precision, RoundingMode rounding) {
 // same random words, the loss within the tolerance above.
 void check_recipe_trainer(GemmRecipe recipe) {
   const GptShape shape{2, 64, 4, 32, 96};
-  MlpConfig config;
+  TrainingConfig config;
   config.gpt = shape;
   config.precision = Precision::bf16;
   config.rounding = recipe == GemmRecipe::mxfp4 ? RoundingMode::stochastic : RoundingMode::nearest_even;

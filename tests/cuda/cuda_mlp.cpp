@@ -42,7 +42,7 @@ namespace {
 // that this whole test, not only its kernels, runs where no GPU is.
 #ifdef FPSCOPE_DEVICE_TEST_ON_HOST_TWIN
 struct DeviceTrainer final : DeviceMlpTrainer {
-  explicit DeviceTrainer(const MlpConfig& config) : DeviceMlpTrainer(config, make_host_device_ops()) {}
+  explicit DeviceTrainer(const TrainingConfig& config) : DeviceMlpTrainer(config, make_host_device_ops()) {}
 };
 bool device_answers() { return true; }
 #else
@@ -133,8 +133,8 @@ void report(const std::string& label, const Agreement& agreement, Precision prec
           agreement.loss);
 }
 
-MlpConfig small_config(Precision precision, Activation activation, RoundingMode rounding) {
-  MlpConfig config;
+TrainingConfig small_config(Precision precision, Activation activation, RoundingMode rounding) {
+  TrainingConfig config;
   config.layer_sizes = {20, 48, 36, 10};
   config.activation = activation;
   config.precision = precision;
@@ -165,7 +165,7 @@ int main() {
   //    injected into the weight gradients of two layers.
   for (const Precision precision : all_precisions)
     for (const Activation activation : all_activations) {
-      const MlpConfig config = small_config(precision, activation, RoundingMode::nearest_even);
+      const TrainingConfig config = small_config(precision, activation, RoundingMode::nearest_even);
       const std::string label = precision_name(precision) + " " + activation_name(activation);
       MlpTrainer cpu(config);
       DeviceTrainer gpu(config);
@@ -214,7 +214,7 @@ int main() {
   // 2. Every rounding mode, fp16 and bf16: stochastic rounding draws the same words on both.
   for (const Precision precision : {Precision::fp16, Precision::bf16})
     for (const RoundingMode mode : all_rounding_modes) {
-      const MlpConfig config = small_config(precision, Activation::gelu, mode);
+      const TrainingConfig config = small_config(precision, Activation::gelu, mode);
       const std::string label = precision_name(precision) + " " + rounding_mode_name(mode);
       MlpTrainer cpu(config);
       DeviceTrainer gpu(config);
@@ -232,7 +232,7 @@ int main() {
   // 3. A checkpoint taken on the CPU resumes on the device (and reads back bit for bit), and the
   //    two go on together.
   {
-    const MlpConfig config = small_config(Precision::fp16, Activation::relu, RoundingMode::stochastic);
+    const TrainingConfig config = small_config(Precision::fp16, Activation::relu, RoundingMode::stochastic);
     MlpTrainer cpu(config);
     TrainingData data("synthetic", config.layer_sizes, 3);
     Eigen::MatrixXf x;
@@ -254,7 +254,7 @@ int main() {
   // 4. Stochastic rounding on the device alone: the same seed gives the same bits twice, a
   //    checkpointed state resumes onto them, and another seed gives other bits.
   {
-    MlpConfig config = small_config(Precision::fp16, Activation::tanh, RoundingMode::stochastic);
+    TrainingConfig config = small_config(Precision::fp16, Activation::tanh, RoundingMode::stochastic);
     auto run = [&](std::uint64_t seed, int steps, const MlpTrainer::State* resume_from) {
       config.seed = seed;
       DeviceTrainer gpu(config);
@@ -279,7 +279,7 @@ int main() {
   // 5. fp16-pure: a skipped step re-casts no weights and draws no random words, on the device as on
   //    the CPU (issue 17, item 4: the counters were a parameter count apart after one injected NaN).
   {
-    const MlpConfig config = small_config(Precision::fp16_pure, Activation::relu, RoundingMode::stochastic);
+    const TrainingConfig config = small_config(Precision::fp16_pure, Activation::relu, RoundingMode::stochastic);
     MlpTrainer cpu(config);
     DeviceTrainer gpu(config);
     TrainingData data("synthetic", config.layer_sizes, 1);
@@ -316,7 +316,7 @@ int main() {
     adamw_clipped.clip_grad_norm = 0.5f;
     for (const auto& [name, optimizer] : {std::pair{"momentum", momentum}, std::pair{"adamw", adamw}, std::pair{"sgd clip 0.5", sgd_clipped},
                                           std::pair{"adamw clip 0.5", adamw_clipped}}) {
-      MlpConfig config = small_config(precision, Activation::gelu, RoundingMode::nearest_even);
+      TrainingConfig config = small_config(precision, Activation::gelu, RoundingMode::nearest_even);
       config.optimizer = optimizer;
       if (optimizer.kind == OptimizerKind::adamw) config.learning_rate = 1e-3f;
       const std::string label = precision_name(precision) + " " + name;
@@ -361,7 +361,7 @@ int main() {
   //    the CPU's state (a 4-bit operand a bit apart steps by an eighth, and such differences would
   //    grow), the same quantizations in the same order, the same random words.
   for (const GemmRecipe recipe : {GemmRecipe::fp8_delayed, GemmRecipe::fp8_current, GemmRecipe::mxfp8, GemmRecipe::mxfp4, GemmRecipe::nvfp4}) {
-    MlpConfig config = small_config(Precision::bf16, Activation::relu, recipe == GemmRecipe::mxfp4 ? RoundingMode::stochastic : RoundingMode::nearest_even);
+    TrainingConfig config = small_config(Precision::bf16, Activation::relu, recipe == GemmRecipe::mxfp4 ? RoundingMode::stochastic : RoundingMode::nearest_even);
     config.recipe.recipe = recipe;
     const std::string label = "bf16 " + gemm_recipe_name(recipe);
     MlpTrainer cpu(config);

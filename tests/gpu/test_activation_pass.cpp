@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "fpscope/gpu/activation_pass.hpp"
+#include "activation_pass.hpp"
 #include "fpscope/gpu/parallel.hpp"
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/mlp.hpp"

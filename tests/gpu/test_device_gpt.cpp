@@ -49,8 +49,8 @@ Batch pattern_batch(const GptShape& shape, int sequences, unsigned seed) {
   return b;
 }
 
-MlpConfig config_for(const GptShape& shape, Precision precision, RoundingMode rounding = RoundingMode::nearest_even) {
-  MlpConfig config;
+TrainingConfig config_for(const GptShape& shape, Precision precision, RoundingMode rounding = RoundingMode::nearest_even) {
+  TrainingConfig config;
   config.gpt = shape;
   config.precision = precision;
   config.rounding = rounding;
@@ -62,7 +62,7 @@ MlpConfig config_for(const GptShape& shape, Precision precision, RoundingMode ro
   return config;
 }
 
-DeviceGptTrainer twin(const GptShape& shape, const MlpConfig& config) { return DeviceGptTrainer(shape, config, make_host_device_ops()); }
+DeviceGptTrainer twin(const GptShape& shape, const TrainingConfig& config) { return DeviceGptTrainer(shape, config, make_host_device_ops()); }
 
 double relative(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-30); }
 
@@ -95,7 +95,7 @@ TEST_CASE("the device GPT step, on the host twin of its kernels, trains as the C
   for (const auto& [precision, rounding] : runs) {
     CAPTURE(precision_name(precision));
     CAPTURE(rounding_mode_name(rounding));
-    const MlpConfig config = config_for(small, precision, rounding);
+    const TrainingConfig config = config_for(small, precision, rounding);
     GptTrainer cpu(small, config);
     DeviceGptTrainer device = twin(small, config);
     CHECK(device.name() == "host twin");
@@ -144,7 +144,7 @@ TEST_CASE("the device GPT step, on the host twin of its kernels, trains as the C
 }
 
 TEST_CASE("the device GPT on the host twin: skipped steps, injected faults, fp16-pure's re-rounding and batches of changing size as the CPU backend's") {
-  MlpConfig config = config_for(small, Precision::fp16_pure, RoundingMode::stochastic);
+  TrainingConfig config = config_for(small, Precision::fp16_pure, RoundingMode::stochastic);
   config.optimizer.kind = OptimizerKind::momentum;
   config.optimizer.clip_grad_norm = 0.5f;  // clipped on the unscaled gradients, skipped steps never
   GptTrainer cpu(small, config);
@@ -178,7 +178,7 @@ TEST_CASE("the device GPT on the host twin: skipped steps, injected faults, fp16
 }
 
 TEST_CASE("the device GPT's state goes on with the same bits, unread steps change nothing, and states and batches not its own are refused") {
-  const MlpConfig config = config_for(small, Precision::bf16, RoundingMode::stochastic);
+  const TrainingConfig config = config_for(small, Precision::bf16, RoundingMode::stochastic);
   DeviceGptTrainer a = twin(small, config), b = twin(small, config);
   const Batch first = pattern_batch(small, 2, 1), second = pattern_batch(small, 2, 2);
   a.step(first.inputs, first.targets, false, true);
@@ -265,7 +265,7 @@ TEST_CASE("the device step's embedding gradients add each token's column in the 
 TEST_CASE("the device GPT records block statistics from the values before each cast, attention triangles along their keys, as the CPU does") {
   for (const char* recording : {"mxfp8-e4m3", "nvfp4"}) {
     CAPTURE(recording);
-    MlpConfig config = config_for(small, Precision::bf16, RoundingMode::stochastic);
+    TrainingConfig config = config_for(small, Precision::bf16, RoundingMode::stochastic);
     config.record_blocks = parse_block_recording(recording);
     GptTrainer cpu(small, config);
     DeviceGptTrainer device = twin(small, config);
@@ -284,7 +284,7 @@ TEST_CASE("the device GPT on the host twin at edge shapes: one head, a context o
     CAPTURE(gpt_shape_name(shape));
     for (const Precision precision : {Precision::fp32, Precision::bf16}) {
       CAPTURE(precision_name(precision));
-      const MlpConfig config = config_for(shape, precision, RoundingMode::stochastic);
+      const TrainingConfig config = config_for(shape, precision, RoundingMode::stochastic);
       GptTrainer cpu(shape, config);
       DeviceGptTrainer device = twin(shape, config);
       for (int step = 0; step < 4; ++step) {

@@ -15,7 +15,7 @@
 using namespace fpscope;
 
 TEST_CASE("the device MLP records block statistics from the values before each cast, as the CPU backend does") {
-  MlpConfig config;
+  TrainingConfig config;
   config.layer_sizes = {20, 48, 36, 10};
   config.precision = Precision::fp16;
   config.rounding = RoundingMode::stochastic;
@@ -34,7 +34,7 @@ TEST_CASE("the device MLP records block statistics from the values before each c
 }
 
 TEST_CASE("the device MLP refuses batches that do not fit and states of another shape") {
-  MlpConfig config;
+  TrainingConfig config;
   config.layer_sizes = {20, 48, 36, 10};
   config.precision = Precision::bf16;
   CHECK_THROWS_AS(DeviceMlpTrainer(config, nullptr), std::invalid_argument);

@@ -135,7 +135,7 @@ const RecipeRun runs[] = {{GemmRecipe::fp8_delayed, Precision::bf16, RoundingMod
                           {GemmRecipe::nvfp4, Precision::bf16, RoundingMode::nearest_even, false, RoundingMode::stochastic},
                           {GemmRecipe::fp8_current, Precision::bf16, RoundingMode::nearest_even, false, RoundingMode::stochastic}};
 
-MlpConfig with_recipe(MlpConfig config, const RecipeRun& run) {
+TrainingConfig with_recipe(TrainingConfig config, const RecipeRun& run) {
   config.recipe.recipe = run.recipe;
   config.recipe.all_e4m3 = run.all_e4m3;
   config.recipe.gradient_rounding = run.gradients;
@@ -150,10 +150,10 @@ MlpConfig with_recipe(MlpConfig config, const RecipeRun& run) {
 
 TEST_CASE("recipes on the device MLP, on the host twin, quantize as the CPU backend does") {
   for (const RecipeRun& run : runs) {
-    MlpConfig base;
+    TrainingConfig base;
     base.layer_sizes = {20, 48, 36, 10};
     base.learning_rate = 0.05f;
-    const MlpConfig config = with_recipe(base, run);
+    const TrainingConfig config = with_recipe(base, run);
     CAPTURE(recipe_description(config.recipe));
     CAPTURE(precision_name(config.precision));
     MlpTrainer cpu(config);
@@ -170,7 +170,7 @@ TEST_CASE("recipes on the device MLP, on the host twin, quantize as the CPU back
 }
 
 TEST_CASE("the device trainers refuse square weight tiles and the Hadamard transform, which they do not make, with a sentence") {
-  MlpConfig config;
+  TrainingConfig config;
   config.layer_sizes = {20, 48, 10};
   config.recipe.recipe = GemmRecipe::nvfp4;
   config.recipe.square_weight_tiles = true;
@@ -187,12 +187,12 @@ TEST_CASE("the device trainers refuse square weight tiles and the Hadamard trans
 TEST_CASE("recipes on the device GPT, on the host twin, quantize as the CPU backend does") {
   const GptShape shape{2, 16, 2, 8, 32};
   for (const RecipeRun& run : runs) {
-    MlpConfig base;
+    TrainingConfig base;
     base.gpt = shape;
     base.learning_rate = 3e-3f;
     base.optimizer.kind = OptimizerKind::adamw;
     base.seed = 9;
-    const MlpConfig config = with_recipe(base, run);
+    const TrainingConfig config = with_recipe(base, run);
     CAPTURE(recipe_description(config.recipe));
     CAPTURE(precision_name(config.precision));
     GptTrainer cpu(shape, config);
@@ -211,9 +211,9 @@ TEST_CASE("recipes on the device GPT, on the host twin, quantize as the CPU back
 }
 
 TEST_CASE("a device trainer's FP8 state goes into its checkpoints and comes back, and the CPU's restores there") {
-  MlpConfig base;
+  TrainingConfig base;
   base.layer_sizes = {20, 48, 36, 10};
-  const MlpConfig config = with_recipe(base, runs[0]);
+  const TrainingConfig config = with_recipe(base, runs[0]);
   DeviceMlpTrainer a(config, make_host_device_ops());
   TrainingData data("synthetic", config.layer_sizes, 1);
   Eigen::MatrixXf x;

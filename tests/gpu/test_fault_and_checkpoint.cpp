@@ -10,8 +10,8 @@ using namespace fpscope;
 
 namespace {
 
-MlpConfig small_config(Precision precision, RoundingMode rounding = RoundingMode::nearest_even) {
-  MlpConfig config;
+TrainingConfig small_config(Precision precision, RoundingMode rounding = RoundingMode::nearest_even) {
+  TrainingConfig config;
   config.layer_sizes = {8, 16, 12, 4};
   config.activation = Activation::tanh;
   config.precision = precision;
@@ -75,7 +75,7 @@ TEST_CASE("fault specs are parsed strictly") {
 
 TEST_CASE("a checkpoint restored into a new trainer goes on with the same bits") {
   for (const RoundingMode rounding : {RoundingMode::nearest_even, RoundingMode::stochastic}) {
-    const MlpConfig config = small_config(Precision::fp16, rounding);
+    const TrainingConfig config = small_config(Precision::fp16, rounding);
     MlpTrainer straight(config);
     TrainingData straight_data("synthetic", config.layer_sizes, 5);
     MlpTrainer first(config);
@@ -120,7 +120,7 @@ TEST_CASE("a damaged checkpoint is refused with one sentence") {
   std::string flipped = bytes;
   flipped[flipped.size() / 2] ^= 0x10;
   CHECK_THROWS_WITH_AS(decode_checkpoint(flipped, "c.ckpt"), doctest::Contains("checksum"), CheckpointError);
-  MlpConfig other = small_config(Precision::bf16);
+  TrainingConfig other = small_config(Precision::bf16);
   other.layer_sizes = {8, 16, 4};
   MlpTrainer wrong(other);
   CHECK_THROWS_AS(wrong.restore(decode_checkpoint(bytes, "c.ckpt").trainer), std::invalid_argument);

@@ -204,7 +204,7 @@ TEST_CASE("square weight tiles: the same values along either axis, block_quantiz
   // count them for both products), and the run is its own: the same seed, the same bits.
   for (const bool tiles : {false, true}) {
     CAPTURE(tiles);
-    MlpConfig config;
+    TrainingConfig config;
     config.layer_sizes = {12, 20, 7};
     config.precision = Precision::bf16;
     config.scaler = LossScalerConfig::none();
@@ -254,7 +254,7 @@ TEST_CASE("a recipe's gradient rounding: the output gradients alone round its wa
   for (const GemmRecipe recipe : {GemmRecipe::nvfp4, GemmRecipe::mxfp4, GemmRecipe::fp8_current}) {
     CAPTURE(gemm_recipe_name(recipe));
     const auto run = [&](RoundingMode rounding, std::optional<RoundingMode> gradients, int steps) {
-      MlpConfig config;
+      TrainingConfig config;
       config.layer_sizes = {12, 20, 7};
       config.precision = Precision::bf16;
       config.scaler = LossScalerConfig::none();
@@ -358,7 +358,7 @@ TEST_CASE("the random Hadamard transform: H diag(s) / 4 on runs of 16, orthogona
 TEST_CASE("recipe runs: the same seed gives the same bits, and a checkpoint resumes a delayed-scaling run exactly") {
   for (const GemmRecipe recipe : {GemmRecipe::fp8_delayed, GemmRecipe::fp8_current, GemmRecipe::mxfp4}) {
     CAPTURE(gemm_recipe_name(recipe));
-    MlpConfig config;
+    TrainingConfig config;
     config.layer_sizes = {12, 20, 7};
     config.precision = Precision::bf16;
     config.scaler = LossScalerConfig::none();
@@ -396,10 +396,10 @@ TEST_CASE("recipe runs: the same seed gives the same bits, and a checkpoint resu
     }
     CHECK(straight.fp8 == resumed.fp8);
   }
-  MlpConfig plain;
+  TrainingConfig plain;
   plain.layer_sizes = {12, 20, 7};
   MlpTrainer other(plain);
-  MlpConfig fp8 = plain;
+  TrainingConfig fp8 = plain;
   fp8.recipe.recipe = GemmRecipe::fp8_current;
   CHECK_THROWS_AS(other.restore(MlpTrainer(fp8).state()), std::invalid_argument);
 }

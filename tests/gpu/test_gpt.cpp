@@ -22,7 +22,7 @@
 #include "fpscope/gpu/sequence_data.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
 #include "fpscope/gpu/training_data.hpp"
-#include "attention_blocks.hpp"
+#include "recorded_blocks.hpp"
 #include "device_step.hpp"
 #include "fpscope/gpu/host_device_ops.hpp"
 #include "gpt_pass.hpp"
@@ -61,8 +61,8 @@ bool same_bits(const std::vector<Eigen::MatrixXf>& a, const std::vector<Eigen::M
   return true;
 }
 
-MlpConfig gpt_config(const GptShape& shape, Precision precision) {
-  MlpConfig config;
+TrainingConfig gpt_config(const GptShape& shape, Precision precision) {
+  TrainingConfig config;
   config.gpt = shape;
   config.precision = precision;
   config.scaler = precision == Precision::fp32 ? LossScalerConfig::none() : LossScalerConfig::pytorch();
@@ -137,7 +137,7 @@ TEST_CASE("every GPT layer's gradient matches float64 finite differences") {
 }
 
 TEST_CASE("the float32 GPT step follows the float64 loss and gradient") {
-  MlpConfig config = gpt_config(tiny, Precision::fp32);
+  TrainingConfig config = gpt_config(tiny, Precision::fp32);
   config.optimizer.kind = OptimizerKind::sgd;
   config.learning_rate = 1.0f;  // the update is then minus the gradient
   GptTrainer trainer(tiny, config);
@@ -206,7 +206,7 @@ TEST_CASE("a recorded fp16 GPT step names every tensor, counts all of it and car
 }
 
 TEST_CASE("a GPT records block statistics along each tensor's features, and along each query's keys in attention") {
-  MlpConfig config = gpt_config(tiny, Precision::fp16);
+  TrainingConfig config = gpt_config(tiny, Precision::fp16);
   config.record_blocks = parse_block_recording("mxfp4");
   GptTrainer trainer(tiny, config);
   const int batch = 3;
@@ -246,9 +246,9 @@ TEST_CASE("attention triangles' block statistics equal each query's keys blocked
   std::vector<float> packed(triangles * P);
   for (float& v : packed) v = normal(random) * std::exp(normal(random) * 4);
   for (std::size_t i = 0; i < packed.size(); i += 7) packed[i] = 0.0f;
-  packed[P + gpt_pass::triangle_row(20) + 3] = std::numeric_limits<float>::quiet_NaN();
-  packed[2 * P + gpt_pass::triangle_row(36) + 35] = std::numeric_limits<float>::infinity();
-  packed[gpt_pass::triangle_row(30) + 1] = 3.0e30f;
+  packed[P + triangle_start(20) + 3] = std::numeric_limits<float>::quiet_NaN();
+  packed[2 * P + triangle_start(36) + 35] = std::numeric_limits<float>::infinity();
+  packed[triangle_start(30) + 1] = 3.0e30f;
   for (const BlockFormat& f : {block_formats::mxfp8_e4m3, block_formats::mxfp4, block_formats::mxint8, block_formats::nvfp4}) {
     for (const ScaleRule rule : {ScaleRule::floor, ScaleRule::even}) {
       if (f.scale != BlockFormat::Scale::e8m0 && rule != ScaleRule::floor) continue;
@@ -264,7 +264,7 @@ TEST_CASE("attention triangles' block statistics equal each query's keys blocked
           float tensor_scale = 0;
           Context ctx;
           BlockStatistics row;
-          block_quantize(f, rule, layout, std::span<const float>(packed.data() + t * P + gpt_pass::triangle_row(j), keys), codes, scales, tensor_scale, ctx,
+          block_quantize(f, rule, layout, std::span<const float>(packed.data() + t * P + triangle_start(j), keys), codes, scales, tensor_scale, ctx,
                          &row);
           expected.merge(row);
         }
@@ -300,7 +300,7 @@ TEST_CASE("attention triangles' block statistics equal each query's keys blocked
 }
 
 TEST_CASE("recording changes no bit of a GPT's training, and a restored state goes on with the same bits") {
-  MlpConfig config = gpt_config(tiny, Precision::fp16);
+  TrainingConfig config = gpt_config(tiny, Precision::fp16);
   config.rounding = RoundingMode::stochastic;
   GptTrainer recorded(tiny, config), quiet(tiny, config);
   for (int s = 0; s < 3; ++s) {
@@ -336,9 +336,9 @@ TEST_CASE("a GPT's stored tensors rounded in pieces as products and LayerNorms m
     for (const RoundingMode rounding : {RoundingMode::nearest_even, RoundingMode::stochastic}) {
       CAPTURE(precision_name(precision));
       CAPTURE(static_cast<int>(rounding));
-      MlpConfig config = gpt_config(shape, precision);
+      TrainingConfig config = gpt_config(shape, precision);
       config.rounding = rounding;
-      MlpConfig with_blocks = config;
+      TrainingConfig with_blocks = config;
       with_blocks.record_blocks = parse_block_recording("mxfp8-e4m3");
       GptTrainer whole(shape, with_blocks), in_pieces(shape, config), quiet(shape, config);
       TrainingData sequences("synthetic", config);
@@ -373,9 +373,9 @@ TEST_CASE("a GPT and an MLP train the same bits on one thread and on several") {
   // fewer threads (gemm.cpp); fp16: in the float32 library, in slices of 128 columns.
   for (const Precision precision : {Precision::fp16, Precision::bf16}) {
     CAPTURE(precision_name(precision));
-    MlpConfig config = gpt_config(GptShape{2, 64, 4, 32, 256}, precision);
+    TrainingConfig config = gpt_config(GptShape{2, 64, 4, 32, 256}, precision);
     config.rounding = RoundingMode::stochastic;
-    MlpConfig mlp;
+    TrainingConfig mlp;
     mlp.precision = precision;
     mlp.layer_sizes = {300, 600, 130, 10};
     mlp.rounding = RoundingMode::stochastic;
@@ -408,7 +408,7 @@ TEST_CASE("a GPT and an MLP train the same bits on one thread and on several") {
 }
 
 TEST_CASE("an overflowing fp16 GPT step is skipped and leaves the parameters alone") {
-  MlpConfig config = gpt_config(tiny, Precision::fp16);
+  TrainingConfig config = gpt_config(tiny, Precision::fp16);
   config.scaler = LossScalerConfig::fixed(std::ldexp(1.0, 40));  // every scaled gradient overflows fp16
   GptTrainer trainer(tiny, config);
   const std::vector<Eigen::MatrixXf> before = trainer.parameters();
@@ -528,7 +528,7 @@ TEST_CASE("a GPT under a recipe: each linear layer's products see the recipe's o
     CAPTURE(gemm_recipe_name(recipe));
     CAPTURE(tiles);
     CAPTURE(hadamard);
-    MlpConfig config = gpt_config(tiny, Precision::fp32);
+    TrainingConfig config = gpt_config(tiny, Precision::fp32);
     config.optimizer.kind = OptimizerKind::sgd;
     config.learning_rate = 0.5f;
     config.recipe.recipe = recipe;
@@ -606,7 +606,7 @@ TEST_CASE("a GPT's recipe gradient rounding: the same forward at the first step,
   for (const GemmRecipe recipe : {GemmRecipe::nvfp4, GemmRecipe::fp8_delayed}) {
     CAPTURE(gemm_recipe_name(recipe));
     const auto run = [&](RoundingMode rounding, std::optional<RoundingMode> gradients) {
-      MlpConfig config = gpt_config(tiny, Precision::bf16);
+      TrainingConfig config = gpt_config(tiny, Precision::bf16);
       config.rounding = rounding;
       config.recipe.recipe = recipe;
       config.recipe.gradient_rounding = gradients;
@@ -628,7 +628,7 @@ TEST_CASE("a GPT's recipe gradient rounding: the same forward at the first step,
 }
 
 TEST_CASE("a GPT's FP8 scales and histories are part of its state: a restored delayed-scaling run goes on with the same bits") {
-  MlpConfig config = gpt_config(tiny, Precision::bf16);
+  TrainingConfig config = gpt_config(tiny, Precision::bf16);
   config.recipe.recipe = GemmRecipe::fp8_delayed;
   config.recipe.amax_history = 3;
   config.rounding = RoundingMode::stochastic;
@@ -699,9 +699,9 @@ TEST_CASE("text data: windows of the file's bytes, and one sentence for a file t
   CHECK_THROWS_AS(TextSequences(path, 100, 256, 3), std::invalid_argument);     // too short
   CHECK_THROWS_AS(TextSequences(path, 8, 100, 3), std::invalid_argument);       // 'y' is 121
   CHECK_THROWS_AS(TextSequences(folder / "missing", 8, 256, 3), std::invalid_argument);
-  MlpConfig mlp;
+  TrainingConfig mlp;
   CHECK_THROWS_AS(TrainingData("text:" + path.string(), mlp), std::invalid_argument);
-  MlpConfig gpt = gpt_config(GptShape{1, 8, 2, 8, 256}, Precision::fp32);
+  TrainingConfig gpt = gpt_config(GptShape{1, 8, 2, 8, 256}, Precision::fp32);
   CHECK_THROWS_AS(TrainingData("mnist:" + folder.string(), gpt), std::invalid_argument);
   TrainingData data("text:" + path.string(), gpt);
   CHECK(data.files() == std::vector<std::filesystem::path>{path});
@@ -710,7 +710,7 @@ TEST_CASE("text data: windows of the file's bytes, and one sentence for a file t
 
 TEST_CASE("a small GPT learns the synthetic sequences in fp16 with dynamic loss scaling") {
   const GptShape shape{1, 32, 2, 16, 64};
-  MlpConfig config = gpt_config(shape, Precision::fp16);
+  TrainingConfig config = gpt_config(shape, Precision::fp16);
   config.learning_rate = 3e-3f;
   GptTrainer trainer(shape, config);
   TrainingData data("synthetic", config);

@@ -31,7 +31,7 @@ Batch make_batch(int rows, int features, int classes, unsigned seed) {
 
 TEST_CASE("fp32 forward and backward match float64 finite differences") {
   for (const Activation activation : {Activation::tanh, Activation::gelu, Activation::relu}) {
-    MlpConfig config;
+    TrainingConfig config;
     config.layer_sizes = {5, 7, 6, 3};
     config.activation = activation;
     config.precision = Precision::fp32;
@@ -63,7 +63,7 @@ TEST_CASE("fp32 forward and backward match float64 finite differences") {
 }
 
 TEST_CASE("an overflowing step is skipped and leaves the master weights bit-identical") {
-  MlpConfig config;
+  TrainingConfig config;
   config.layer_sizes = {16, 32, 4};
   config.precision = Precision::fp16;
   config.scaler = LossScalerConfig::pytorch();
@@ -85,7 +85,7 @@ TEST_CASE("an overflowing step is skipped and leaves the master weights bit-iden
 }
 
 TEST_CASE("recorded histograms count every element; fp16-pure weights stay fp16 values") {
-  MlpConfig config;
+  TrainingConfig config;
   config.layer_sizes = {12, 20, 5};
   config.precision = Precision::fp16_pure;
   config.scaler = LossScalerConfig::fixed(1024);
@@ -114,7 +114,7 @@ TEST_CASE("recorded histograms count every element; fp16-pure weights stay fp16 
 }
 
 TEST_CASE("mixed fp16 training lowers the loss; names parse or fail with one sentence") {
-  MlpConfig config;
+  TrainingConfig config;
   config.layer_sizes = {10, 32, 3};
   config.precision = Precision::fp16;
   config.learning_rate = 0.1f;
@@ -165,7 +165,7 @@ TEST_CASE("softmax cross-entropy, the one function both backends call, against f
 }
 
 TEST_CASE("block statistics: recorded along each tensor's feature axis, and the training unchanged") {
-  MlpConfig config;
+  TrainingConfig config;
   config.layer_sizes = {40, 70, 5};  // 40 and 70: blocks of 32 with a short one at the end of each row
   config.precision = Precision::fp32;
   config.record_blocks = BlockRecording{block_formats::mxfp8_e4m3, ScaleRule::even};
@@ -202,10 +202,10 @@ TEST_CASE("block statistics: recorded along each tensor's feature axis, and the 
   CHECK(weights_checked == 2);
 
   // Recording block statistics changes nothing in the run, stochastic rounding's stream included.
-  MlpConfig plain = config;
+  TrainingConfig plain = config;
   plain.precision = Precision::fp16;
   plain.rounding = RoundingMode::stochastic;
-  MlpConfig with_blocks = plain;
+  TrainingConfig with_blocks = plain;
   plain.record_blocks.reset();
   MlpTrainer a(plain), b(with_blocks);
   for (int step = 0; step < 4; ++step) {

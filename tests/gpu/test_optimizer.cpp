@@ -150,7 +150,7 @@ TEST_CASE("gradient clipping works on the unscaled gradients' global norm") {
 }
 
 TEST_CASE("AdamW in the trainer: a skipped step leaves weights and moments alone, and a checkpoint resumes to the same bits") {
-  MlpConfig config;
+  TrainingConfig config;
   config.layer_sizes = {12, 20, 4};
   config.precision = Precision::fp16;
   config.scaler = LossScalerConfig::pytorch();

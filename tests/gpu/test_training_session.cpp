@@ -22,10 +22,10 @@ using namespace fpscope;
 namespace {
 TrainingSettings small_settings(std::int64_t steps) {
   TrainingSettings s;
-  s.mlp.layer_sizes = {8, 16, 4};
-  s.mlp.activation = Activation::tanh;
-  s.mlp.precision = Precision::fp16;
-  s.mlp.seed = 7;
+  s.config.layer_sizes = {8, 16, 4};
+  s.config.activation = Activation::tanh;
+  s.config.precision = Precision::fp16;
+  s.config.seed = 7;
   s.batch = 16;
   s.steps = steps;
   s.backend = "cpu";  // the direct runs these are compared with are the CPU backend's
@@ -65,8 +65,8 @@ TEST_CASE("a session on its thread records the same snapshots as a direct run") 
   CHECK(store.header().source == training_source);  // whichever front end started it
   CHECK(store.header().run_id.size() == 32);
 
-  MlpTrainer direct(settings.mlp);
-  TrainingData data(settings.data, settings.mlp.layer_sizes, settings.mlp.seed);
+  MlpTrainer direct(settings.config);
+  TrainingData data(settings.data, settings.config.layer_sizes, settings.config.seed);
   Eigen::MatrixXf inputs;
   std::vector<int> labels;
   std::vector<Snapshot> expected;
@@ -179,10 +179,10 @@ TEST_CASE("a fault injected from the app into a GPT's weight by name skips exact
   RunStore store;
   TrainingSession session(store);
   TrainingSettings settings = small_settings(0);
-  settings.mlp.gpt = GptShape{2, 8, 2, 5, 11};
-  settings.mlp.optimizer.kind = OptimizerKind::adamw;
-  settings.mlp.learning_rate = 1e-3f;
-  settings.mlp.scaler = LossScalerConfig::pytorch();
+  settings.config.gpt = GptShape{2, 8, 2, 5, 11};
+  settings.config.optimizer.kind = OptimizerKind::adamw;
+  settings.config.learning_rate = 1e-3f;
+  settings.config.scaler = LossScalerConfig::pytorch();
   settings.data = "synthetic";
   settings.batch = 2;
   settings.start_paused = true;
@@ -223,10 +223,10 @@ TEST_CASE("bad settings throw before anything changes") {
 
 TEST_CASE("the backend interface: the CPU backend by name, and the scaler reconfigured through it") {
   const TrainingSettings settings = small_settings(0);
-  std::unique_ptr<TrainerBackend> backend = make_trainer_backend("cpu", settings.mlp);
+  std::unique_ptr<TrainerBackend> backend = make_trainer_backend("cpu", settings.config);
   CHECK(backend->name() == "cpu");
-  MlpTrainer direct(settings.mlp);
-  TrainingData data_a("synthetic", settings.mlp.layer_sizes, 1), data_b("synthetic", settings.mlp.layer_sizes, 1);
+  MlpTrainer direct(settings.config);
+  TrainingData data_a("synthetic", settings.config.layer_sizes, 1), data_b("synthetic", settings.config.layer_sizes, 1);
   Eigen::MatrixXf x;
   std::vector<int> y;
   direct.inject({FaultInjection::Value::nan, 1, 1});
@@ -244,11 +244,11 @@ TEST_CASE("the backend interface: the CPU backend by name, and the scaler reconf
   backend->reconfigure_scaler(LossScalerConfig::fixed(1024));
   CHECK(backend->scaler_state().scale == 1024);
   CHECK(backend->scaler_state().skipped_steps == 1);  // the count of skipped steps goes on
-  if (std::string why; cuda_device_count(why) == 0) CHECK(make_trainer_backend("auto", settings.mlp)->name() == "cpu");
+  if (std::string why; cuda_device_count(why) == 0) CHECK(make_trainer_backend("auto", settings.config)->name() == "cpu");
 }
 
 TEST_CASE("device_backend_lacks names what the CUDA backend cannot train, and auto trains those runs on the CPU") {
-  MlpConfig config = small_settings(4).mlp;
+  TrainingConfig config = small_settings(4).config;
   CHECK(device_backend_lacks(config.recipe).empty());
   config.recipe.recipe = GemmRecipe::nvfp4;
   CHECK(device_backend_lacks(config.recipe).empty());  // recipes, optimizers and the GPT run there
@@ -265,22 +265,22 @@ TEST_CASE("a session with an FP8 recipe: the header names it, and every step rec
   RunStore store;
   TrainingSession session(store);
   TrainingSettings settings = small_settings(12);
-  settings.mlp.precision = Precision::bf16;
-  settings.mlp.recipe.recipe = GemmRecipe::fp8_current;
+  settings.config.precision = Precision::bf16;
+  settings.config.recipe.recipe = GemmRecipe::fp8_current;
   settings.record_every = 5;
   session.start(settings);
   CHECK(wait_until(session, TrainingStatus::State::finished).step == 12);
   CHECK(store.header().recipe == "fp8-current (hybrid, margin 0)");
   const RunStore::Update update = store.update_since(store.generation(), 0);
   REQUIRE(update.steps.size() == 12);
-  const std::size_t operands = 3 * (settings.mlp.layer_sizes.size() - 1);
+  const std::size_t operands = 3 * (settings.config.layer_sizes.size() - 1);
   for (const StepRecord& step : update.steps) {
     CAPTURE(step.step);
     REQUIRE(step.scaling.size() == operands);
     for (const OperandScaling& o : step.scaling) CHECK(o.scale > 0);
   }
-  MlpTrainer direct(settings.mlp);  // the same scaling as a direct run
-  TrainingData data(settings.data, settings.mlp.layer_sizes, settings.mlp.seed);
+  MlpTrainer direct(settings.config);  // the same scaling as a direct run
+  TrainingData data(settings.data, settings.config.layer_sizes, settings.config.seed);
   Eigen::MatrixXf inputs;
   std::vector<int> labels;
   for (const StepRecord& step : update.steps) {
@@ -413,21 +413,21 @@ TEST_CASE("a run that fails says so and gives back its exception") {
 TEST_CASE("one parser: the example's defaults, a GPT's own, and each option checked against the others") {
   TrainingOptions options;
   TrainingSettings example = parse_training_options(options);
-  CHECK(example.mlp.layer_sizes == parse_layer_sizes(training_defaults::model));
-  CHECK(example.mlp.activation == training_defaults::activation);
-  CHECK(example.mlp.precision == training_defaults::precision);
-  CHECK(example.mlp.scaler.kind == LossScalerConfig::Kind::none);
+  CHECK(example.config.layer_sizes == parse_layer_sizes(training_defaults::model));
+  CHECK(example.config.activation == training_defaults::activation);
+  CHECK(example.config.precision == training_defaults::precision);
+  CHECK(example.config.scaler.kind == LossScalerConfig::Kind::none);
   CHECK(example.batch == training_defaults::batch);
-  CHECK(example.mlp.learning_rate == training_defaults::learning_rate);
-  CHECK(example.mlp.loss_weight == std::ldexp(1.0f, training_defaults::loss_weight_log2));
+  CHECK(example.config.learning_rate == training_defaults::learning_rate);
+  CHECK(example.config.loss_weight == std::ldexp(1.0f, training_defaults::loss_weight_log2));
   CHECK(example.steps == training_defaults::cli_steps);
 
   options.model = "gpt:layers=1,width=16,heads=2,context=8";
   const TrainingSettings gpt = parse_training_options(options);
   CHECK(gpt.batch == training_defaults::gpt::batch);
-  CHECK(gpt.mlp.learning_rate == training_defaults::gpt::learning_rate);
-  CHECK(gpt.mlp.optimizer.kind == training_defaults::gpt::optimizer);
-  CHECK(gpt.mlp.loss_weight == 1.0f);
+  CHECK(gpt.config.learning_rate == training_defaults::gpt::learning_rate);
+  CHECK(gpt.config.optimizer.kind == training_defaults::gpt::optimizer);
+  CHECK(gpt.config.loss_weight == 1.0f);
 
   const auto refused = [](TrainingOptions o, const std::string& sentence) {
     CHECK_THROWS_WITH_AS(parse_training_options(o), sentence.c_str(), TrainingOptionError);
@@ -448,7 +448,7 @@ TEST_CASE("one parser: the example's defaults, a GPT's own, and each option chec
   o.amax_history = "8";
   refused(o, "--amax-history is the delayed recipe's: use --recipe fp8-delayed");
   o.recipe = "fp8-delayed";
-  CHECK(parse_training_options(o).mlp.recipe.amax_history == 8);
+  CHECK(parse_training_options(o).config.recipe.amax_history == 8);
   o = {};
   o.hadamard = true;
   refused(o, "--hadamard turns the weight gradient's operands for the block-scaled recipes: use --recipe nvfp4, mxfp8, mxfp6 or mxfp4");
@@ -468,5 +468,5 @@ TEST_CASE("one parser: the example's defaults, a GPT's own, and each option chec
   o = {};
   o.precision = "fp32";
   o.loss_scale = "dynamic";  // fp32 has nothing to flush
-  CHECK(parse_training_options(o).mlp.scaler.kind == LossScalerConfig::Kind::none);
+  CHECK(parse_training_options(o).config.scaler.kind == LossScalerConfig::Kind::none);
 }

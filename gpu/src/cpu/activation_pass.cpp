@@ -1,6 +1,6 @@
 // Activation passes (activation_pass.hpp). Compiled without FMA contraction (CMakeLists.txt): the
 // vector lanes round each operation of the formula as the scalar code does.
-#include "fpscope/gpu/activation_pass.hpp"
+#include "activation_pass.hpp"
 
 #include <immintrin.h>
 

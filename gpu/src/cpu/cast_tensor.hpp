@@ -17,38 +17,9 @@
 #include "fpscope/gpu/mlp.hpp"
 #include "fpscope/gpu/parallel.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
+#include "recorded_blocks.hpp"
 
 namespace fpscope {
-
-// Which axis of an Eigen matrix a tensor's features lie along, the axis block formats block along:
-// the second for the MLP's batch x features activations and every out x in weight (the reduction
-// axis of the forward GEMM), the first for the GPT's features x tokens activations.
-enum class FeatureAxis : std::uint8_t { second, first };
-
-// A GPT's weight matrix (out x in) blocks along its inputs, a vector (a LayerNorm gain) along itself.
-inline FeatureAxis weight_features(std::size_t cols) { return cols == 1 ? FeatureAxis::first : FeatureAxis::second; }
-template <typename Matrix>
-FeatureAxis weight_features(const Matrix& m) {
-  return weight_features(static_cast<std::size_t>(m.cols()));
-}
-
-// What `blocks` would do to the values of an Eigen matrix (rows x cols, column-major), blocked
-// along its feature axis. Column-major R x C is row-major C x R: blocks along the second axis run
-// down that row-major matrix's columns, blocks along the first along its rows.
-inline BlockLayout recorded_block_layout(const BlockRecording& blocks, std::size_t rows, std::size_t cols, FeatureAxis features) {
-  return BlockLayout{cols, rows, features == FeatureAxis::second ? BlockAxis::cols : BlockAxis::rows, blocks.format.block_size};
-}
-template <typename Matrix>
-BlockRecord block_record(const BlockRecording& blocks, const Matrix& m, FeatureAxis features = FeatureAxis::second) {
-  const std::span<const float> values(m.data(), static_cast<std::size_t>(m.size()));
-  const BlockLayout layout = recorded_block_layout(blocks, static_cast<std::size_t>(m.rows()), static_cast<std::size_t>(m.cols()), features);
-  std::vector<std::uint8_t> codes(values.size()), scales(layout.block_count());
-  BlockRecord record{blocks.format, blocks.rule, {}};
-  float tensor_scale = 1;
-  Context nearest_even;  // its own context: recording never moves the run's stochastic stream
-  block_quantize(blocks.format, blocks.rule, layout, values, codes, scales, tensor_scale, nearest_even, &record.statistics);
-  return record;
-}
 
 // One tensor's cast -- rounded into f (none for fp32), the values before the cast added to the
 // record's histogram and counts where there is a record -- made piece by piece as the pieces are

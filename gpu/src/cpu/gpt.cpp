@@ -14,10 +14,9 @@
 #include "fpscope/core/printable_text.hpp"
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/gemm_recipe.hpp"
-#include "fpscope/gpu/recording.hpp"
-#include "fpscope/gpu/training_memory.hpp"
+#include "recording.hpp"
+#include "training_memory.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
-#include "attention_blocks.hpp"
 #include "gpt_pass.hpp"
 
 namespace fpscope {
@@ -360,7 +359,7 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
 
 }  // namespace
 
-GptTrainer::GptTrainer(const GptShape& shape, const MlpConfig& config)
+GptTrainer::GptTrainer(const GptShape& shape, const TrainingConfig& config)
     : shape_(shape), config_(config), scaler_(config.scaler), layout_(gpt_parameters(shape)), parameters_(initial_gpt_parameters(shape, config.seed)) {
   if (shape.width % shape.heads != 0) throw std::invalid_argument("a GPT's width must be a multiple of its heads");
   keep_training_memory();

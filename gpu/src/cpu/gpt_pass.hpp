@@ -17,9 +17,10 @@
 #include <vector>
 
 #include "fpscope/gpu/activation.hpp"
-#include "fpscope/gpu/activation_pass.hpp"
+#include "activation_pass.hpp"
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/gpt.hpp"
+#include "fpscope/gpu/gpt_element.hpp"
 #include "fpscope/gpu/parallel.hpp"
 #include "fpscope/gpu/softmax_cross_entropy.hpp"
 
@@ -462,8 +463,8 @@ Matrix<S> linear_backward(Hooks<S>& hooks, int block, const char* name, const Ma
 }
 
 // Packed causal triangles: per (sequence, head), query j's scores over keys 0..j at j(j+1)/2
-// (triangle_row).
-inline std::size_t triangle(int context) { return static_cast<std::size_t>(context) * static_cast<std::size_t>(context + 1) / 2; }
+// (triangle_start, gpt_element.hpp).
+inline std::size_t triangle(int context) { return triangle_start(context); }  // one triangle's values: where the next would start
 
 template <typename S>
 struct BlockCache {
@@ -518,8 +519,6 @@ void set_head_rows(Matrix<S>& m, Eigen::Index row, Eigen::Index col, const S* va
   for (Eigen::Index j = 0; j < cols; ++j) std::copy_n(values + j * rows, rows, m.data() + (col + j) * m.rows() + row);
 }
 
-// Where query j's scores (keys 0 .. j) start in a packed triangle.
-inline std::size_t triangle_row(int j) { return static_cast<std::size_t>(j) * static_cast<std::size_t>(j + 1) / 2; }
 
 // The keys x queries matrix of a packed triangle times `factor` (zero where a key comes after its
 // query), into `full` (context x context, column-major).
@@ -527,7 +526,7 @@ template <typename S>
 void unpack_triangle(const S* packed, int context, S factor, S* full) {
   for (int j = 0; j < context; ++j) {
     Column<S> column(full + static_cast<std::size_t>(j) * context, context);
-    column.head(j + 1) = ConstColumn<S>(packed + triangle_row(j), j + 1) * factor;
+    column.head(j + 1) = ConstColumn<S>(packed + triangle_start(j), j + 1) * factor;
     column.tail(context - j - 1).setZero();
   }
 }
@@ -536,7 +535,7 @@ void unpack_triangle(const S* packed, int context, S factor, S* full) {
 template <typename S>
 void pack_triangle(const S* full, int context, S factor, S* packed) {
   for (int j = 0; j < context; ++j)
-    Column<S>(packed + triangle_row(j), j + 1) = ConstColumn<S>(full + static_cast<std::size_t>(j) * context, j + 1) * factor;
+    Column<S>(packed + triangle_start(j), j + 1) = ConstColumn<S>(full + static_cast<std::size_t>(j) * context, j + 1) * factor;
 }
 
 // A thread's working space for one head at a time (a few context x context matrices), kept
@@ -608,7 +607,7 @@ Matrix<S> attention(const GptShape& shape, int batch, int block, const Matrix<S>
   };
   const auto make_probabilities = [&](int b, int h) {
     for (int j = 0; j < T; ++j) {
-      const std::size_t start = offset(b, h) + triangle_row(j);
+      const std::size_t start = offset(b, h) + triangle_start(j);
       S top = scores[start];
       for (int i = 1; i <= j; ++i) top = std::max(top, scores[start + i]);
       // Each exponential once (float32: libmvec's, activation_pass.hpp), kept where the
@@ -658,7 +657,7 @@ Matrix<S> attention_backward(const GptShape& shape, int batch, int block, const 
   };
   const auto through_softmax = [&](int b, int h) {
     for (int j = 0; j < T; ++j) {
-      const std::size_t start = offset(b, h) + triangle_row(j);
+      const std::size_t start = offset(b, h) + triangle_start(j);
       const ConstColumn<S> p(probabilities.data() + start, j + 1), dp(dprobabilities.data() + start, j + 1);
       const S dot = (p * dp).sum();
       Column<S>(dscores.data() + start, j + 1) = p * (dp - dot);

@@ -14,11 +14,11 @@
 #include "fpscope/core/bulk.hpp"
 #include "fpscope/core/names.hpp"
 #include "cast_tensor.hpp"
-#include "fpscope/gpu/activation_pass.hpp"
+#include "activation_pass.hpp"
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/parallel.hpp"
-#include "fpscope/gpu/recording.hpp"
-#include "fpscope/gpu/training_memory.hpp"
+#include "recording.hpp"
+#include "training_memory.hpp"
 #include "parse_choice.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
 #include "fpscope/gpu/softmax_cross_entropy.hpp"
@@ -104,7 +104,7 @@ std::string layer_sizes_name(const std::vector<int>& sizes) {
   return text;
 }
 
-std::string model_name(const MlpConfig& config) {
+std::string model_name(const TrainingConfig& config) {
   return config.gpt ? gpt_shape_name(*config.gpt) : layer_sizes_name(config.layer_sizes) + " " + activation_name(config.activation);
 }
 
@@ -143,7 +143,7 @@ std::uint64_t estimated_training_bytes(const std::vector<int>& layer_sizes, std:
 
 Format MlpTrainer::format() const { return precision_format(config_.precision); }
 
-MlpTrainer::MlpTrainer(const MlpConfig& config) : config_(config), scaler_(config.scaler) {
+MlpTrainer::MlpTrainer(const TrainingConfig& config) : config_(config), scaler_(config.scaler) {
   keep_training_memory();
   ctx_.rounding = config.rounding;
   ctx_.stochastic_seed = config.seed;

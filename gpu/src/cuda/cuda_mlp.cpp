@@ -1,4 +1,4 @@
-// The CUDA backend's trainers and the module's entry points (trainer_backend.hpp): the MLP's and the
+// The CUDA backend's trainers and the module's entry points (cuda_module.hpp): the MLP's and the
 // GPT's device steps (device_mlp.cpp, device_gpt.cpp) on the CUDA DeviceOps (cuda_device_ops.cpp).
 #include "fpscope/gpu/cuda_mlp.hpp"
 
@@ -8,17 +8,17 @@
 #include "fpscope/gpu/cuda_device_ops.hpp"
 #include "fpscope/gpu/cuda_kernels.hpp"
 #include "fpscope/gpu/device_gpt.hpp"
-#include "fpscope/gpu/trainer_backend.hpp"
+#include "fpscope/gpu/cuda_module.hpp"
 
 namespace fpscope {
 
 bool cuda_device_available() { return cuda::device_count() > 0; }
 
-CudaMlpTrainer::CudaMlpTrainer(const MlpConfig& config) : DeviceMlpTrainer(config, make_cuda_device_ops()) {}
+CudaMlpTrainer::CudaMlpTrainer(const TrainingConfig& config) : DeviceMlpTrainer(config, make_cuda_device_ops()) {}
 
 }  // namespace fpscope
 
-// The module's entry points (see trainer_backend.hpp): the MLP's CUDA trainer, or the GPT's device
+// The module's entry points (see cuda_module.hpp): the MLP's CUDA trainer, or the GPT's device
 // step (device_gpt.hpp) on the CUDA DeviceOps.
 extern "C" __attribute__((visibility("default"))) int fpscope_cuda_device_count(char* why, unsigned long why_size) {
   std::string reason;
@@ -27,7 +27,7 @@ extern "C" __attribute__((visibility("default"))) int fpscope_cuda_device_count(
   return count;
 }
 
-extern "C" __attribute__((visibility("default"))) fpscope::TrainerBackend* fpscope_create_cuda_trainer(const fpscope::MlpConfig* config,
+extern "C" __attribute__((visibility("default"))) fpscope::TrainerBackend* fpscope_create_cuda_trainer(const fpscope::TrainingConfig* config,
                                                                                                     char* error, unsigned long error_size) {
   try {
     if (config->gpt) return new fpscope::DeviceGptTrainer(*config->gpt, *config, fpscope::make_cuda_device_ops());

@@ -18,7 +18,7 @@ int cuda_device_count(std::string& why);
 // "cpu", "cuda" or "auto" (cuda where a device answers, else cpu). Throws std::invalid_argument
 // with one sentence for another name, and for "cuda" where no device answers or the module
 // cannot make a trainer.
-std::unique_ptr<TrainerBackend> make_trainer_backend(std::string_view backend, const MlpConfig& config);
+std::unique_ptr<TrainerBackend> make_trainer_backend(std::string_view backend, const TrainingConfig& config);
 
 // Where a backend's products run, for a run log's header: cpu_products_description() for "cpu",
 // "cuBLAS" for "cuda".

@@ -16,7 +16,7 @@ class CudaMlpTrainer final : public DeviceMlpTrainer {
   // Same model, initial weights and recipe as MlpTrainer(config), every rounding mode included
   // (stochastic rounding draws counter-based words, so a seed gives the same bits run after run).
   // Throws std::runtime_error when no device answers.
-  explicit CudaMlpTrainer(const MlpConfig& config);
+  explicit CudaMlpTrainer(const TrainingConfig& config);
 };
 
 }  // namespace fpscope

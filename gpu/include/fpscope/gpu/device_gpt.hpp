@@ -26,7 +26,7 @@ namespace fpscope {
 class DeviceGptTrainer final : public TrainerBackend {
  public:
   // Throws std::invalid_argument for settings the device step does not run.
-  DeviceGptTrainer(const GptShape& shape, const MlpConfig& config, std::unique_ptr<DeviceOps> ops);
+  DeviceGptTrainer(const GptShape& shape, const TrainingConfig& config, std::unique_ptr<DeviceOps> ops);
   ~DeviceGptTrainer() override;
   DeviceGptTrainer(const DeviceGptTrainer&) = delete;
   DeviceGptTrainer& operator=(const DeviceGptTrainer&) = delete;
@@ -47,7 +47,7 @@ class DeviceGptTrainer final : public TrainerBackend {
  private:
   struct Memory;
   GptShape shape_;
-  MlpConfig config_;
+  TrainingConfig config_;
   std::unique_ptr<DeviceOps> ops_;
   std::unique_ptr<Memory> memory_;
   std::vector<GptParameter> layout_;

@@ -25,7 +25,7 @@ namespace fpscope {
 class DeviceMlpTrainer : public TrainerBackend {
  public:
   // Throws std::invalid_argument for settings the device step does not run.
-  DeviceMlpTrainer(const MlpConfig& config, std::unique_ptr<DeviceOps> ops);
+  DeviceMlpTrainer(const TrainingConfig& config, std::unique_ptr<DeviceOps> ops);
   ~DeviceMlpTrainer() override;
   DeviceMlpTrainer(const DeviceMlpTrainer&) = delete;
   DeviceMlpTrainer& operator=(const DeviceMlpTrainer&) = delete;
@@ -42,11 +42,11 @@ class DeviceMlpTrainer : public TrainerBackend {
   void reconfigure_scaler(const LossScalerConfig& config) override;
   std::int64_t step_count() const override { return steps_; }
   Format format() const override { return precision_format(config_.precision); }
-  const MlpConfig& config() const { return config_; }
+  const TrainingConfig& config() const { return config_; }
 
  private:
   struct Memory;
-  MlpConfig config_;
+  TrainingConfig config_;
   std::unique_ptr<DeviceOps> ops_;
   std::unique_ptr<Memory> memory_;
   std::int64_t steps_ = 0;

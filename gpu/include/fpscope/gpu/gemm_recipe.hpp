@@ -1,6 +1,6 @@
 // GEMM operand recipes: how the engine's matrix products see their operands when the run trains
 // with FP8 or a block-scaled format. Everything else in the step (outputs, activations, the loss,
-// the update) follows the precision policy (mlp.hpp); only the GEMM inputs change.
+// the update) follows the precision policy (training_config.hpp); only the GEMM inputs change.
 //
 //   fp8-delayed   per-tensor FP8 scaling from an amax history (NVIDIA Transformer Engine's
 //                 DelayedScaling: scale = (FP8_MAX / max(history)) / 2^margin, the history holding

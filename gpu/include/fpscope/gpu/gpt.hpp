@@ -1,7 +1,7 @@
 // A GPT-style decoder trained with mixed precision on the CPU backend, beside the MLP: token and
 // position embeddings, pre-LayerNorm blocks of causal multi-head self-attention and a GELU MLP with
 // residuals, a final LayerNorm and an output head tied to the token embedding (Radford et al. 2019,
-// the GPT-2 layout). The precision policy is the MLP's (mlp.hpp): float32 master weights and
+// the GPT-2 layout). The precision policy is training_config.hpp's: float32 master weights and
 // low-precision copies; every GEMM on low-precision operands with float32 accumulation; every
 // tensor a step stores -- GEMM outputs, attention scores and probabilities, LayerNorm and GELU
 // outputs, the residual stream -- rounded to the format, and every gradient too; LayerNorm
@@ -74,7 +74,7 @@ std::size_t gpt_recipe_slots(const GptShape& shape);
 // Throws std::invalid_argument for a name that is not one of the four linear layers.
 std::size_t gpt_recipe_slot(int block, std::string_view linear, GemmOperand operand);
 
-// The CPU backend's GPT. Takes MlpConfig for everything but the shape (precision, rounding,
+// The CPU backend's GPT. Takes TrainingConfig for everything but the shape (precision, rounding,
 // scaler, optimizer, learning rate, loss weight, seed, block recording, recipe).
 //
 // step(): `inputs` is batch x context token ids (exact integers in float32), `labels` the next
@@ -87,7 +87,7 @@ std::size_t gpt_recipe_slot(int block, std::string_view linear, GemmOperand oper
 class GptTrainer final : public TrainerBackend {
  public:
   // Throws std::invalid_argument for settings it does not run (a width that is no multiple of the heads).
-  GptTrainer(const GptShape& shape, const MlpConfig& config);
+  GptTrainer(const GptShape& shape, const TrainingConfig& config);
   std::string_view name() const override { return "cpu"; }
   StepResult step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool read_loss) override;
   StepResult step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record) { return step(inputs, labels, record, true); }
@@ -109,7 +109,7 @@ class GptTrainer final : public TrainerBackend {
 
  private:
   GptShape shape_;
-  MlpConfig config_;
+  TrainingConfig config_;
   LossScaler scaler_;
   Context ctx_;
   std::vector<GptParameter> layout_;

@@ -1,5 +1,5 @@
-// The GPT's shape, named apart from the model (gpt.hpp) so that the training settings (mlp.hpp's
-// MlpConfig) can hold one.
+// The GPT's shape, named apart from the model (gpt.hpp) so that the training config
+// (training_config.hpp's TrainingConfig) can hold one.
 #pragma once
 
 #include <string>

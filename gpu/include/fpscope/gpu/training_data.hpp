@@ -23,7 +23,7 @@ class TrainingData {
   TrainingData(const std::string& spec, const std::vector<int>& layer_sizes, std::uint64_t seed);
   // The data for the config's model: as above for an MLP; for a GPT "synthetic" (the sequence task)
   // or "text:FILE", which throws std::invalid_argument for an unreadable or unfit file too.
-  TrainingData(const std::string& spec, const MlpConfig& config);
+  TrainingData(const std::string& spec, const TrainingConfig& config);
   void next_batch(int rows, Eigen::MatrixXf& inputs, std::vector<int>& labels);
   std::string save_state() const;
   void restore_state(const std::string& state);  // throws std::invalid_argument

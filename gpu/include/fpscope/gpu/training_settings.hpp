@@ -24,7 +24,7 @@ inline constexpr const char* training_source = "fpscope train";
 inline constexpr std::int64_t max_training_steps = 1'000'000'000'000;
 
 struct TrainingSettings {
-  MlpConfig mlp;                    // the model (an MLP, or a GPT where mlp.gpt is set) and how it trains
+  TrainingConfig config;            // the model (an MLP, or a GPT where config.gpt is set) and how it trains
   std::string data = "synthetic";   // "synthetic", "mnist:DIR" (an MLP) or "text:FILE" (a GPT): training_data.hpp
   std::string backend = "auto";     // cpu, cuda, or auto (cuda where a device answers): backend_choice.hpp
   int batch = 128;

@@ -1,7 +1,10 @@
-// Block statistics of the GPT's packed attention triangles (scores and probabilities, and their
-// gradients): what --record-blocks records for them.
+// What --record-blocks records, said once for both backends: the axis a tensor's features lie
+// along (the axis block formats block along), the layout a matrix is blocked in, and the GPT's
+// packed attention triangles blocked along each query's keys. The CPU backend computes the records
+// on the host; the device step lays its tensors out the same way and checks its counts against them.
 #pragma once
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -11,13 +14,43 @@
 #include <vector>
 
 #include "fpscope/core/block_scaling.hpp"
+#include "fpscope/gpu/gpt_element.hpp"
 #include "fpscope/gpu/mlp.hpp"
 #include "fpscope/gpu/parallel.hpp"
-#include "gpt_pass.hpp"
 
 namespace fpscope {
 
-// Packed causal attention triangles (gpt_pass.hpp: per sequence and head, query j's values over
+// Which axis of an Eigen matrix a tensor's features lie along, the axis block formats block along:
+// the second for the MLP's batch x features activations and every out x in weight (the reduction
+// axis of the forward GEMM), the first for the GPT's features x tokens activations.
+enum class FeatureAxis : std::uint8_t { second, first };
+
+// A GPT's weight matrix (out x in) blocks along its inputs, a vector (a LayerNorm gain) along itself.
+inline FeatureAxis weight_features(std::size_t cols) { return cols == 1 ? FeatureAxis::first : FeatureAxis::second; }
+template <typename Matrix>
+FeatureAxis weight_features(const Matrix& m) {
+  return weight_features(static_cast<std::size_t>(m.cols()));
+}
+
+// What `blocks` would do to the values of an Eigen matrix (rows x cols, column-major), blocked
+// along its feature axis. Column-major R x C is row-major C x R: blocks along the second axis run
+// down that row-major matrix's columns, blocks along the first along its rows.
+inline BlockLayout recorded_block_layout(const BlockRecording& blocks, std::size_t rows, std::size_t cols, FeatureAxis features) {
+  return BlockLayout{cols, rows, features == FeatureAxis::second ? BlockAxis::cols : BlockAxis::rows, blocks.format.block_size};
+}
+template <typename Matrix>
+BlockRecord block_record(const BlockRecording& blocks, const Matrix& m, FeatureAxis features = FeatureAxis::second) {
+  const std::span<const float> values(m.data(), static_cast<std::size_t>(m.size()));
+  const BlockLayout layout = recorded_block_layout(blocks, static_cast<std::size_t>(m.rows()), static_cast<std::size_t>(m.cols()), features);
+  std::vector<std::uint8_t> codes(values.size()), scales(layout.block_count());
+  BlockRecord record{blocks.format, blocks.rule, {}};
+  float tensor_scale = 1;
+  Context nearest_even;  // its own context: recording never moves the run's stochastic stream
+  block_quantize(blocks.format, blocks.rule, layout, values, codes, scales, tensor_scale, nearest_even, &record.statistics);
+  return record;
+}
+
+// Packed causal attention triangles (gpt_element.hpp: per sequence and head, query j's values over
 // keys 0 .. j, T = `context` queries) are blocked along each query's keys, its last block short:
 // laid out as T x T rows with the keys after each query as zeros (triangle_padded_layout, one row
 // per query, its keys contiguous) and blocked in one pass; then the padding is taken back out
@@ -74,7 +107,7 @@ inline BlockRecord triangle_block_record(const BlockRecording& blocks, std::span
   parallel_for(triangles, 1, [&](std::size_t first, std::size_t last) {
     for (std::size_t t = first; t < last; ++t)
       for (std::size_t j = 0; j < T; ++j)
-        std::copy_n(packed.data() + t * P + gpt_pass::triangle_row(static_cast<int>(j)), j + 1, padded.data() + (t * T + j) * T);
+        std::copy_n(packed.data() + t * P + triangle_start(static_cast<int>(j)), j + 1, padded.data() + (t * T + j) * T);
   });
   const BlockLayout layout = triangle_padded_layout(blocks, T, triangles);
   std::vector<std::uint8_t> codes(padded.size()), scales(layout.block_count());
