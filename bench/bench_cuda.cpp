@@ -101,9 +101,9 @@ void BM_histogram_256MiB(benchmark::State& state) {  // reads only: half the cop
 }
 
 // Steps per timed iteration. An iteration's manual time is one step's (the iteration's over this),
-// so the step benchmarks' MinTime is 0.2 s of stepping over this many: at 0.2 s each iteration's
-// manual time counted a twentieth (MLP) or a tenth (GPT) of its wall time, and the whole suite with 3
-// repetitions ran past 300 s on an H100 (2026-11-27), where a GPU session has 15 minutes.
+// so the step benchmarks' MinTime is 0.2 s of stepping over this many: a MinTime of manual time
+// alone would count a twentieth (MLP) or a tenth (GPT) of the wall time, and the suite must fit a
+// short device session.
 constexpr int mlp_steps_per_iteration = 20, gpt_steps_per_iteration = 10;
 constexpr double stepping_seconds = 0.2;
 

@@ -155,10 +155,14 @@ void run_train(const TrainOptions& o) {
                            printable_text(checkpoint.settings.substr(their_products + products_part.find(' ') + 1), 200) + "), not here (" +
                            header.products + "), and they round differently: resume it where it was written, or with its FPSCOPE_FLOAT32_PRODUCTS and FPSCOPE_BF16_PRODUCTS",
                        1);
-    if (checkpoint.trainer.steps >= settings.steps)
+    if (checkpoint.trainer.steps > settings.steps)
       throw UsageError(fmt::format("checkpoint {} is at step {}, and --steps {} ends the run before it: give more steps to go on",
                                    printable_text(checkpoint_path, 200), checkpoint.trainer.steps, settings.steps),
                        1);
+    if (checkpoint.trainer.steps == settings.steps) {  // a finished run: nothing is opened, nothing trains
+      fmt::print("{} steps: the checkpoint is at the run's last step, nothing left to train\n", settings.steps);
+      return;
+    }
     // A checkpoint from before runs named their products goes on in its log as it began, a header
     // without them, and so do the checkpoints this run writes.
     if (their_products == std::string::npos) {

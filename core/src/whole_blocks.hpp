@@ -29,7 +29,6 @@ inline bool float_arithmetic_is_default() { return (_mm_getcsr() & 0xE040u) == 0
 // more of them than a last-level cache holds (32 MiB: the L3 of one core complex on current server
 // processors; sysconf's figure can be the whole package's), they would not be there for their
 // next reader anyway, and ordinary stores read each line of the output before they write it.
-// Measured on 64M floats, both cores: gradient-shaped MXFP8 record 19.1 -> 17.2 ms (medians of six).
 // (The kernel looks at each run's alignment: the stores want 16 bytes.)
 // FPSCOPE_STREAM_CODES_FROM=BYTES moves the threshold (the tests use 0: every tensor).
 inline bool streams_codes(std::size_t code_bytes) {

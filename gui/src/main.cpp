@@ -85,9 +85,8 @@ void install_input_callbacks(GLFWwindow* window) {
 constexpr double idle_poll_seconds = 0.25;
 constexpr double active_after_input_seconds = 0.75;
 // Of one core, while a run trains and the window is left alone. Software GL on a small machine
-// takes that core from the training's threads, which wait on each other: a twentieth, not a tenth
-// (the app's GPT throughput 39.5 -> 41.9 steps/s, four runs of each alternated; a GPU draws a
-// frame in far less, and then the 10-a-second cap is what binds).
+// takes that core from the training's threads, which wait on each other: a twentieth, not a
+// tenth (a GPU draws a frame in far less, and then the 10-a-second cap is what binds).
 constexpr double training_drawing_share = 0.05;
 
 struct Options {

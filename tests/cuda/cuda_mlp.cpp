@@ -277,7 +277,7 @@ int main() {
     verdict(same_bits(a, run(5, 10, &half)), "stochastic fp16: 10 steps, restore, 10 more = 20 steps");
   }
   // 5. fp16-pure: a skipped step re-casts no weights and draws no random words, on the device as on
-  //    the CPU (issue 17, item 4: the counters were a parameter count apart after one injected NaN).
+  //    the CPU (a re-cast after a skip would leave the counters a parameter count apart).
   {
     const TrainingConfig config = small_config(Precision::fp16_pure, Activation::relu, RoundingMode::stochastic);
     MlpTrainer cpu(config);

@@ -44,9 +44,8 @@ std::atomic<std::uint64_t> float32_products{0}, bf16_products_made{0};
 
 // Whether float32 products run in oneDNN's sgemm: built with oneDNN, on a processor where oneDNN
 // runs AVX-512, and not sent to OpenBLAS (set_gemm_float32_library, FPSCOPE_FLOAT32_PRODUCTS=openblas).
-// On AVX2 alone its sgemm is the slower of the two: an fp32 MLP step of 19.4-23.2 ms with oneDNN
-// held to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2) against 14.0-16.7 ms in OpenBLAS's Haswell kernels
-// (OPENBLAS_CORETYPE=Haswell), on the same Zen 4.
+// On AVX2 alone its sgemm is the slower of the two (oneDNN held to AVX2 with ONEDNN_MAX_CPU_ISA=AVX2
+// against OpenBLAS's Haswell kernels on the same processor: docs/performance.md).
 std::atomic<bool> float32_in_onednn{FPSCOPE_HAVE_ONEDNN != 0 && onednn_runs_avx512() && [] {
   const char* setting = std::getenv("FPSCOPE_FLOAT32_PRODUCTS");
   return setting == nullptr || std::string_view(setting) != "openblas";
