@@ -193,6 +193,7 @@ void App::save_baseline_if_fp32() {
 
 void App::update(double now_seconds) {
   now = now_seconds;
+  if (session) training_status = session->status();
   if (follower) {
     if (std::string error = follower->error(); error != follow_error) {
       follow_error = std::move(error);
@@ -247,13 +248,13 @@ void App::update(double now_seconds) {
   if (tensor_index >= static_cast<int>(tensor_names.size())) tensor_index = 0;
   if (step_index >= static_cast<int>(snapshots.size())) step_index = -1;
 
-  if (demo_stage_ == 0 && session->status().state == TrainingStatus::State::finished) {
+  if (demo_stage_ == 0 && training_status.state == TrainingStatus::State::finished) {
     TrainingForm fp16 = form;
     fp16.precision = Precision::fp16;
     fp16.scaling = LossScalerConfig::Kind::none;
     form = fp16;
     demo_stage_ = start_training(fp16) ? 1 : 2;
-  } else if (demo_stage_ == 1 && session->status().state != TrainingStatus::State::running) {
+  } else if (demo_stage_ == 1 && training_status.state != TrainingStatus::State::running) {
     demo_stage_ = 2;
   }
 }
@@ -261,11 +262,8 @@ void App::update(double now_seconds) {
 bool App::settled() const {
   if (follower) return follower->polls() > 0 && follower->caught_up() && store.size() == snapshots.size();
   if (demo_stage_ >= 0 && demo_stage_ < 2) return false;
-  if (session) {
-    const TrainingStatus status = session->status();
-    if (status.state == TrainingStatus::State::running)  // settled only when told where: it grows on
-      return settle_at_step_ > 0 && status.step >= settle_at_step_ && !snapshots.empty();
-  }
+  if (session && training_status.state == TrainingStatus::State::running)  // settled only when told where: it grows on
+    return settle_at_step_ > 0 && training_status.step >= settle_at_step_ && !snapshots.empty();
   return store.size() == snapshots.size();
 }
 

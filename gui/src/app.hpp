@@ -207,6 +207,7 @@ class App {
   // --- the run, as of this frame ---
   RunStore store;
   std::unique_ptr<TrainingSession> session;
+  TrainingStatus training_status;  // the session's, read once per frame by update(); every view draws from it
   std::unique_ptr<FollowThread> follower;  // reads on its own thread
   std::string follow_error;  // shown in the window; also printed once to stderr
   RunHeader header;

@@ -174,7 +174,7 @@ int run(const Options& o) {
     double drawing_cpu_before = fpscope::gui::drawing_cpu_seconds(), drawing_cpu_per_frame = 0;
     while (!glfwWindowShouldClose(window)) {
       // Something changes without input: a run training here, a save under way, a message timing out.
-      const bool live = (app.session && app.session->status().state == fpscope::TrainingStatus::State::running) || app.animating() ||
+      const bool live = app.training_status.state == fpscope::TrainingStatus::State::running || app.animating() ||
                            animated_last_frame;
       animated_last_frame = app.animating();
       if (headless || live || seconds_since(start) < active_until) {
@@ -196,7 +196,7 @@ int run(const Options& o) {
       }
       app.update(seconds_since(start));
       // Idle and nothing new: keep the last frame on screen.
-      const fpscope::TrainingStatus session_status = app.session ? app.session->status() : fpscope::TrainingStatus{};
+      const fpscope::TrainingStatus& session_status = app.training_status;
       const bool status_changed = session_status.state != drawn_status.state || session_status.step != drawn_status.step ||
                                   session_status.loss_scale != drawn_status.loss_scale;
       if (!headless && drawn_once && !input_arrived && !redraw_requested && seconds_since(start) >= active_until && !live &&

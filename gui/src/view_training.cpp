@@ -108,8 +108,6 @@ void draw_followed(App& app) {
   draw_scale_preview(app, nullptr, latest != nullptr ? latest->loss_scale : 1.0);
 }
 
-}  // namespace
-
 // One line on what to do next, from the shown step's window of gradients: the advised scale while they fall
 // out of the format's range, and where to look once they are in it.
 void draw_next_step_hint(App& app, const TrainingStatus& status) {
@@ -142,17 +140,8 @@ void draw_next_step_hint(App& app, const TrainingStatus& status) {
                       target_format_names[app.format_index], advice.decided_by.c_str());
 }
 
-void draw_training(App& app) {
-  ImGui::TextUnformatted("Training");
-  ImGui::Separator();
-  if (app.follower) {
-    draw_followed(app);
-    return;
-  }
-  TrainingSession& session = *app.session;
-  const TrainingStatus status = session.status();
-  const bool active = status.state == TrainingStatus::State::running || status.state == TrainingStatus::State::paused;
-
+// Start / Pause / Resume / Step / Stop / Reset.
+void draw_run_controls(App& app, TrainingSession& session, const TrainingStatus& status, bool active) {
   if (ImGui::Button(active ? "Restart" : "Start")) app.start_training(app.form);
   ImGui::SameLine();
   if (status.state == TrainingStatus::State::running) {
@@ -180,6 +169,10 @@ void draw_training(App& app) {
     app.training_message.clear();
   }
 
+}
+
+// The state, steps, loss, speed, scale and skips, the hint of what to do next, and any error.
+void draw_run_status(App& app, const TrainingStatus& status) {
   if (status.state == TrainingStatus::State::idle)
     ImGui::TextWrapped("Press Start: fp16 without loss scaling. Most activation gradients fall below fp16's range (red in "
                        "Histogram); then drag the loss scale up and watch them move into the green.");
@@ -198,14 +191,10 @@ void draw_training(App& app) {
     ImGui::PopStyleColor();
   }
 
-  draw_scale_preview(app, active ? &session : nullptr, status.loss_scale);
-  bool dynamic = status.dynamic_scaling;
-  if (ImGui::Checkbox("dynamic (GradScaler's rule)", &dynamic) && active) {
-    if (dynamic) session.set_dynamic_scaling();
-    else session.set_static_scale(status.loss_scale);
-  }
+}
 
-  // Fault injection: what one non-finite gradient does (the step is skipped, the scale backs off).
+// Fault injection: what one non-finite gradient does (the step is skipped, the scale backs off).
+void draw_inject(App& app, TrainingSession& session, bool active) {
   InjectState& inject = app.inject;
   static constexpr FaultInjection::Value fault_values[] = {FaultInjection::Value::nan, FaultInjection::Value::infinity};
   ImGui::SetNextItemWidth(px(70));
@@ -241,9 +230,11 @@ void draw_training(App& app) {
     ImGui::SetTooltip("put a %s into %s's weight gradient at the next step", inject.value == FaultInjection::Value::nan ? "NaN" : "infinity",
                       target.c_str());
 
-  ImGui::Separator();
+}
+
+// The run's settings: the options of fpscope train, taking effect on Start.
+void draw_settings_form(TrainingForm& f) {
   ImGui::TextUnformatted("Settings (take effect on Start)");
-  TrainingForm& f = app.form;
   ImGui::PushItemWidth(px(170));
   const bool was_gpt = names_gpt(f.model);
   if (ImGui::InputText("model", &f.model)) follow_model_kind(f, was_gpt);
@@ -329,6 +320,32 @@ void draw_training(App& app) {
   f.record_every = std::max(1, f.record_every);
   f.steps = std::max(0, f.steps);
   ImGui::TextDisabled("data: synthetic, mnist:DIR (MLP) or text:FILE (GPT)");
+}
+
+}  // namespace
+
+void draw_training(App& app) {
+  ImGui::TextUnformatted("Training");
+  ImGui::Separator();
+  if (app.follower) {
+    draw_followed(app);
+    return;
+  }
+  TrainingSession& session = *app.session;
+  const TrainingStatus& status = app.training_status;
+  const bool active = status.state == TrainingStatus::State::running || status.state == TrainingStatus::State::paused;
+  draw_run_controls(app, session, status, active);
+  draw_run_status(app, status);
+  draw_scale_preview(app, active ? &session : nullptr, status.loss_scale);
+  bool dynamic = status.dynamic_scaling;
+  if (ImGui::Checkbox("dynamic (GradScaler's rule)", &dynamic) && active) {
+    if (dynamic) session.set_dynamic_scaling();
+    else session.set_static_scale(status.loss_scale);
+  }
+
+  draw_inject(app, session, active);
+  ImGui::Separator();
+  draw_settings_form(app.form);
 }
 
 }  // namespace fpscope::gui

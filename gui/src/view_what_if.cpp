@@ -144,8 +144,8 @@ void draw_what_if(App& app) {
 
   const LossScaleAdvice target_advice = recommend_loss_scale(series, app.target_format());
   const int recommended = target_advice.kind == LossScaleAdvice::Kind::scale ? target_advice.scale_log2 : 0;
-  const bool can_apply = app.session != nullptr && (app.session->status().state == TrainingStatus::State::running ||
-                                                    app.session->status().state == TrainingStatus::State::paused);
+  const bool can_apply = app.session != nullptr && (app.training_status.state == TrainingStatus::State::running ||
+                                                    app.training_status.state == TrainingStatus::State::paused);
   ImGui::BeginDisabled(!can_apply);
   // The session's scale stays within the slider's range.
   const int applicable = std::clamp(recommended, slider_min_scale_log2, slider_max_scale_log2);
