@@ -16,6 +16,14 @@
 #include <vector>
 
 #include "export_job.hpp"
+#include "scale_slider.hpp"
+#include "view_curves.hpp"
+#include "view_export.hpp"
+#include "view_float_inspector.hpp"
+#include "view_heatmap.hpp"
+#include "view_histogram.hpp"
+#include "view_training.hpp"
+#include "view_what_if.hpp"
 #include "follow_thread.hpp"
 #include "fpscope/analyzer/heatmap.hpp"
 #include "fpscope/analyzer/scale_semantics.hpp"
@@ -50,74 +58,11 @@ inline constexpr double follow_quiet_seconds = 5;
 // A followed log is read at most this much per frame (and no line may be longer).
 inline constexpr std::uint64_t follow_window_bytes = std::uint64_t{8} << 20;
 
-// The loss-scale slider: 2^min .. 2^max, wide enough for what runs reach and what the advice says
-// (a dynamic scaler passes 2^31 on the demo; fp16 advice reaches 2^36); a static scale given on
-// the command line must lie in it.
-inline constexpr int slider_min_scale_log2 = -16;
-inline constexpr int slider_max_scale_log2 = 48;
-// A value for one of the app's power-of-two sliders: its k when `value` is exactly 2^k with
-// lo <= k <= hi (the slider's range).
-std::optional<int> slider_power(std::optional<double> value, int lo, int hi);
-
-// The Training view's form: the options of `fpscope train`.
-// Its defaults are fpscope train's (training_defaults.hpp), but for the length.
-struct TrainingForm {
-  std::string model = training_defaults::model;
-  Activation activation = training_defaults::activation;
-  Precision precision = training_defaults::precision;
-  RoundingMode rounding = training_defaults::rounding;
-  // Unscaled on opening: Start shows fp16 flushing the gradients; the slider then shows the rescue.
-  LossScalerConfig::Kind scaling = parse_loss_scale(training_defaults::loss_scale).kind;
-  int static_scale_log2 = 10;  // for Kind::fixed
-  int batch = training_defaults::batch;
-  float learning_rate = training_defaults::learning_rate;
-  int loss_weight_log2 = training_defaults::loss_weight_log2;
-  int record_every = training_defaults::record_every;
-  int steps = 0;  // 0: until stopped
-  std::string data = training_defaults::data;
-  std::string backend = "auto";  // cpu, cuda, or auto: cuda where a device answers
-  std::string record_blocks;     // "" or a block format (FORMAT[:RULE]) whose statistics each recorded tensor carries
-  OptimizerConfig optimizer;     // SGD by default; backend auto trains momentum and AdamW on the CPU
-  // FP8 or block-scaled GEMM operands and their options (fpscope train's --recipe, --fp8-format,
-  // --amax-history, --fp8-margin, --weight-blocks, --hadamard, --gradient-round); an option of
-  // another recipe than the chosen one is left out at Start.
-  RecipeConfig recipe;
-  int seed = training_defaults::seed;
-  int pause_at_step = 0;  // > 0: the run pauses itself there (--pause-at-step; not in the form)
-  std::vector<FaultInjection> faults;  // --inject: applied at Start (not in the form)
-};
-
-// The form as the options fpscope train would be given for it: what Start hands to the one
-// parser (parse_training_options), so the app's run is checked as the command's is.
-TrainingOptions training_options(const TrainingForm& form);
-// The form holding `settings`, as read from `options`; throws std::invalid_argument where a setting
-// does not fit the form (a static loss scale or a loss weight its power-of-two sliders cannot hold).
-TrainingForm training_form(const TrainingSettings& settings, const TrainingOptions& options);
-
-// After the form's model changed between an MLP and a GPT: the batch, learning rate, loss weight
-// and optimizer that still hold the other kind's defaults take this kind's (training_defaults::gpt);
-// what the user set stays.
-void follow_model_kind(TrainingForm& form, bool was_gpt);
 
 
-// Curves state: TensorBoard's smoothing (an exponential moving average, debiased at the start).
-struct CurvesState {
-  float smoothing = 0.6f;  // 0: the raw values
-  std::string scaling_operand;  // "fc2 output_gradient": whose FP8 amax and scale are drawn (runs with --recipe fp8-*)
-};
 
-// Float inspector state.
-struct InspectorState {
-  std::string text = "0.1";  // a number, or 0x... / 0b... bits of the selected format
-  RoundingMode rounding = RoundingMode::nearest_even;
-  bool flush_to_zero = false, denormals_are_zero = false, saturate = false;
-  int detail = 3;  // the selected format (index into the inspector's list; 3: fp16)
-  std::string custom = "e3m4";  // the custom row: eXmY, eXmYfn, eXmYfnuz or eXmYfinite
-  // Arithmetic panel: a op b in the selected format.
-  std::string a = "1", b = "0.0001";
-  int op = 0;  // + - x / sqrt
-  std::string report;  // what the last frame showed, for --report: the number's bits and value, the arithmetic
-};
+
+
 
 struct AppOptions {
   std::string follow;  // a run log to follow instead of training here
@@ -136,26 +81,7 @@ struct AppOptions {
   TensorKind kind = TensorKind::activation_gradient;  // --kind
 };
 
-// What-if state (its hypothetical scale is the shared ScalePreview).
-struct WhatIfState {
-  bool selected_tensor_only = false;  // else every gradient of the step
-  int window = 20;  // recorded steps the predictions and the advice sum, ending at the shown step
-};
 
-// Histogram view state.
-struct HistogramState {
-  bool log_counts = true;
-  // The user's zoom and pan: the binades shown, [first, last]; unset, the format's window. Wheel
-  // zooms around the pointer, a drag pans, a double-click goes back to the format's window.
-  std::optional<std::pair<int, int>> zoom;
-  float pan_remainder = 0;  // a drag's part of a binade not yet applied
-  // Where the last frame drew the plot (for --report and the screenshot tests): its screen x range
-  // and the binades it spans.
-  struct Geometry {
-    float x_min = 0, x_max = 0;
-    int binade_lo = 0, binade_end = 0;  // [binade_lo, binade_end) across x_min .. x_max
-  } geometry;
-};
 
 // The loss-scale slider previews in every state: the histograms are drawn as they would be at this
 // scale (an outlined ghost over the recorded bars) without touching the run; Apply makes it the
@@ -165,27 +91,7 @@ struct ScalePreview {
   bool apply_while_dragging = false;
 };
 
-// Fault injection from the Training view.
-struct InjectState {
-  FaultInjection::Value value = FaultInjection::Value::nan;
-  int layer = 1;       // 1-based: fc1, fc2, ...
-  int gpt_weight = 0;  // a GPT's: an index into gpt_recorded_weights
-};
 
-// The heatmap's texture and what it was built from.
-struct HeatmapState {
-  unsigned texture = 0;
-  std::uint64_t built_version = ~0ull;
-  std::string built_key;
-  double built_at = -1;
-  int columns = 0;
-  std::vector<std::int64_t> column_first_step, column_last_step;
-  std::vector<std::uint32_t> column_recorded;
-  std::vector<double> values;  // columns x binade_count: a count, or a mean / largest count of several steps
-  double top = 0;
-  HeatmapColumns::Aggregate aggregate = HeatmapColumns::Aggregate::mean;  // when columns hold several steps
-  int lowest_binade = 0, highest_binade = -1;  // with any count; highest < lowest when none
-};
 
 class App {
  public:
@@ -275,35 +181,8 @@ class App {
   std::string wanted_tensor_;  // selected as soon as it appears
 };
 
-// One function per view, one file each.
-void draw_training(App& app);
-void draw_histogram(App& app);
-void draw_heatmap(App& app);
-void draw_curves(App& app);
-void draw_what_if(App& app);
+// Every view's draw function is in its own header (view_*.hpp); the Blocks view keeps no state.
 void draw_blocks(App& app);
-void draw_float_inspector(App& app);
-// The inspector's rows: fp64 fp32 tf32 fp16 bf16 e5m2 e4m3, then the custom format.
-// The Float inspector's rows: its named formats, widest first, then the custom one.
-inline constexpr const char* inspector_named_rows[] = {"fp64", "fp32",     "tf32",     "fp16",        "bf16", "e5m2", "e4m3",
-                                                       "e5m2fnuz", "e4m3fnuz", "e4m3b11fnuz", "e3m2", "e2m3", "e2m1"};
-inline constexpr int inspector_custom_index = static_cast<int>(std::size(inspector_named_rows));
-int inspector_format_index(std::string_view name);  // the named row of the format (any of its names), -1 when none
 int target_format_index(std::string_view name);     // -1 when the name (any parse_format reads) is none of target_formats
-void draw_export(App& app);
-
-// The Export view's actions, also run by `fpscope-gui --export DIR` once a headless run settles.
-// Each returns one sentence saying what it did or why it could not.
-std::string export_run_log(const App& app, const std::string& folder);
-std::string export_histograms_csv(const App& app, const std::string& folder);
-// The same as work for an ExportJob: what the save needs is copied now (shared snapshots, the
-// header, the step records), so the app may go on changing while it runs.
-ExportJob::Work run_log_saver(const App& app, const std::string& folder);
-ExportJob::Work histograms_csv_saver(const App& app, const std::string& folder);
-// The PNG a view saves into the export folder: fpscope-<view>.png.
-std::string view_png_path(const App& app);
-// A PNG of the window at `path`: resolved, checked against the files the app reads (the followed
-// log: no export may overwrite one) and to replace only an earlier PNG; throws OutputError.
-OutputTarget export_target(const App& app, const std::filesystem::path& path);
 
 }  // namespace fpscope::gui

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <stdexcept>
 #include <optional>
 #include <span>
 #include <string>
@@ -15,6 +17,7 @@
 #include "fpscope/analyzer/scale_semantics.hpp"
 #include "choice_combo.hpp"
 #include "fpscope/core/names.hpp"
+#include "fpscope/core/printable_text.hpp"
 #include "fpscope/gpu/gpt.hpp"
 #include "plot_frame.hpp"
 
@@ -323,6 +326,100 @@ void draw_settings_form(TrainingForm& f) {
 }
 
 }  // namespace
+
+void follow_model_kind(TrainingForm& f, bool was_gpt) {
+  const training_defaults::KindSettings now = training_defaults::follow_model_kind(
+      {f.batch, f.learning_rate, f.loss_weight_log2, f.optimizer.kind}, was_gpt, names_gpt(f.model));
+  f.batch = now.batch;
+  f.learning_rate = now.learning_rate;
+  f.loss_weight_log2 = now.loss_weight_log2;
+  f.optimizer.kind = now.optimizer;
+}
+
+TrainingOptions training_options(const TrainingForm& f) {
+  const auto number = [](double value) { return fmt::format("{:.9g}", value); };  // a float32 read back as itself
+  TrainingOptions o;
+  o.model = f.model;
+  if (!names_gpt(f.model)) o.activation = activation_name(f.activation);
+  o.precision = precision_name(f.precision);
+  o.round = rounding_mode_name(f.rounding);
+  switch (f.scaling) {
+    case LossScalerConfig::Kind::none: o.loss_scale = "none"; break;
+    case LossScalerConfig::Kind::fixed: o.loss_scale = fmt::format("2^{}", f.static_scale_log2); break;
+    case LossScalerConfig::Kind::dynamic: o.loss_scale = "dynamic"; break;
+  }
+  o.steps = std::to_string(f.steps);
+  o.endless = true;
+  o.batch = std::to_string(f.batch);
+  o.lr = number(f.learning_rate);
+  o.loss_weight = fmt::format("2^{}", f.loss_weight_log2);
+  o.record_every = std::to_string(f.record_every);
+  o.data = f.data;
+  o.backend = f.backend;
+  if (!f.record_blocks.empty()) o.record_blocks = f.record_blocks;
+  const OptimizerConfig& optimizer = f.optimizer;
+  o.optimizer = optimizer_name(optimizer.kind);
+  o.momentum = number(optimizer.momentum);
+  o.betas = number(optimizer.beta1) + "," + number(optimizer.beta2);
+  o.eps = number(optimizer.epsilon);
+  if (optimizer.kind == OptimizerKind::adamw) o.weight_decay = number(optimizer.weight_decay);
+  o.clip_grad_norm = number(optimizer.clip_grad_norm);
+  const RecipeConfig& recipe = f.recipe;
+  o.recipe = gemm_recipe_name(recipe.recipe);
+  if (per_tensor_fp8(recipe.recipe)) o.fp8_format = recipe.all_e4m3 ? "e4m3" : "hybrid";
+  if (recipe.recipe == GemmRecipe::fp8_delayed) o.amax_history = std::to_string(recipe.amax_history);
+  if (recipe.recipe == GemmRecipe::fp8_delayed || recipe.recipe == GemmRecipe::fp8_current) o.fp8_margin = std::to_string(recipe.margin);
+  if (block_scaled(recipe.recipe)) {
+    o.weight_blocks = recipe.square_weight_tiles ? "2d" : "1d";
+    o.hadamard = recipe.hadamard_weight_gradients;
+  }
+  if (recipe.recipe != GemmRecipe::none && recipe.gradient_rounding) o.gradient_round = rounding_mode_name(*recipe.gradient_rounding);
+  o.seed = std::to_string(f.seed);
+  o.pause_at_step = std::to_string(f.pause_at_step);
+  for (const FaultInjection& fault : f.faults) o.inject.push_back(describe(fault));
+  return o;
+}
+
+TrainingForm training_form(const TrainingSettings& settings, const TrainingOptions& options) {
+  const TrainingConfig& config = settings.config;
+  const auto fits_int = [](const char* option, std::int64_t value) {
+    if (value > std::numeric_limits<int>::max()) throw std::invalid_argument(fmt::format("{} {} is more than the app's form holds", option, value));
+    return static_cast<int>(value);
+  };
+  TrainingForm f;
+  f.model = options.model;
+  f.activation = config.activation;
+  f.precision = config.precision;
+  f.rounding = config.rounding;
+  f.scaling = config.scaler.kind;
+  if (config.scaler.kind == LossScalerConfig::Kind::fixed) {
+    const std::optional<int> k = slider_power(config.scaler.initial_scale, slider_min_scale_log2, slider_max_scale_log2);
+    if (!k)
+      throw std::invalid_argument(fmt::format("--loss-scale '{}' is not a power of two from 2^{} to 2^{} (the app's slider)",
+                                              printable_text(options.loss_scale), slider_min_scale_log2, slider_max_scale_log2));
+    f.static_scale_log2 = *k;
+  }
+  const std::optional<int> weight = slider_power(config.loss_weight, -16, 0);
+  if (!weight)
+    throw std::invalid_argument("--loss-weight '" + printable_text(options.loss_weight.value_or("")) +
+                                "' is not a power of two from 2^-16 to 1 (the app's slider)");
+  f.loss_weight_log2 = *weight;
+  f.batch = settings.batch;
+  f.learning_rate = config.learning_rate;
+  f.record_every = fits_int("--record-every", settings.record_every);
+  f.steps = fits_int("--steps", settings.steps);
+  f.data = settings.data;
+  f.backend = settings.backend;
+  f.record_blocks = config.record_blocks ? block_recording_name(*config.record_blocks) : "";
+  f.optimizer = config.optimizer;
+  f.recipe = config.recipe;
+  if (config.seed > static_cast<std::uint64_t>(std::numeric_limits<int>::max()))
+    throw std::invalid_argument(fmt::format("--seed {} is more than the app's form holds (0 to {})", config.seed, std::numeric_limits<int>::max()));
+  f.seed = static_cast<int>(config.seed);
+  f.pause_at_step = fits_int("--pause-at-step", settings.pause_at_step);
+  f.faults = settings.faults;
+  return f;
+}
 
 void draw_training(App& app) {
   ImGui::TextUnformatted("Training");
