@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "fpscope/core/names.hpp"
 #include "fpscope/gpu/gpt.hpp"
@@ -42,6 +43,24 @@ PreparedRun prepare_training(const TrainingSettings& settings) {
   return run;
 }
 
+StepResult counterfactual_step(TrainerBackend& trainer, const LossScalerConfig& running_scaler, const Eigen::MatrixXf& inputs,
+                               const std::vector<int>& labels, double loss_scale) {
+  const TrainerState before = trainer.state();
+  StepResult result;
+  try {
+    trainer.reconfigure_scaler(LossScalerConfig::fixed(loss_scale));
+    result = trainer.step(inputs, labels, true, true);
+  } catch (...) {
+    trainer.reconfigure_scaler(running_scaler);
+    trainer.restore(before);
+    throw;
+  }
+  // The rule first: reconfiguring starts the scaler's state over, which restore() then sets.
+  trainer.reconfigure_scaler(running_scaler);
+  trainer.restore(before);
+  return result;
+}
+
 TrainingSession::TrainingSession(RunSink& sink) : sink_(sink) {}
 
 TrainingSession::~TrainingSession() { stop(); }
@@ -61,6 +80,7 @@ void TrainingSession::start(PreparedRun prepared, RunExtras extras) {
     queue_.clear();
     quit_ = false;
     failure_ = nullptr;
+    counterfactual_.reset();
     status_ = TrainingStatus{};
     status_.state = settings_.start_paused ? TrainingStatus::State::paused : TrainingStatus::State::running;
     status_.step = trainer.step_count();
@@ -108,6 +128,7 @@ void TrainingSession::reset() {
   {
     std::lock_guard lock(mutex_);
     status_ = TrainingStatus{};
+    counterfactual_.reset();
   }
   sink_.forget();
 }
@@ -115,6 +136,8 @@ void TrainingSession::reset() {
 void TrainingSession::post(Command command, double value, FaultInjection fault) {
   {
     std::lock_guard lock(mutex_);
+    if (command == Command::counterfactual)  // only the latest scale asked for is computed
+      std::erase_if(queue_, [](const QueuedCommand& c) { return c.command == Command::counterfactual; });
     queue_.push_back({command, value, fault});
   }
   wake_.notify_all();
@@ -132,6 +155,15 @@ void TrainingSession::inject_next_step(FaultInjection::Value value, int layer) {
 
 void TrainingSession::inject_next_step(FaultInjection::Value value, const std::string& weight) {
   post(Command::inject, 0, FaultInjection{value, 0, 0, weight});
+}
+
+void TrainingSession::request_counterfactual(double loss_scale) {
+  if (loss_scale > 0 && std::isfinite(loss_scale)) post(Command::counterfactual, loss_scale);
+}
+
+std::optional<CounterfactualResult> TrainingSession::counterfactual() const {
+  std::lock_guard lock(mutex_);
+  return counterfactual_;
 }
 
 TrainingStatus TrainingSession::status() const {
@@ -155,14 +187,18 @@ void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, TrainingData 
   const std::vector<std::string> gpt_weights = settings_.config.gpt ? gpt_recorded_weights(*settings_.config.gpt) : std::vector<std::string>{};
   const LossScalerConfig dynamic_config =
       settings_.config.scaler.kind == LossScalerConfig::Kind::dynamic ? settings_.config.scaler : LossScalerConfig::pytorch();
+  LossScalerConfig running_scaler = settings_.config.scaler;  // the rule the scaler follows now
+  bool synced_at_end = false;
   try {
     for (;;) {
       bool take_step = false;
+      std::optional<double> counterfactual_scale;
       {
         std::unique_lock lock(mutex_);
         for (;;) {
-          // One command at a time up to a single step, so that "step, set scale, step" keeps its order.
-          while (!queue_.empty() && !take_step) {
+          // One command at a time up to a single step or a counterfactual, so that "step, set scale,
+          // step" keeps its order.
+          while (!queue_.empty() && !take_step && !counterfactual_scale) {
             const QueuedCommand c = queue_.front();
             queue_.pop_front();
             switch (c.command) {
@@ -178,7 +214,10 @@ void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, TrainingData 
                 if (status_.state == TrainingStatus::State::paused) take_step = true;
                 break;
               case Command::set_static:
-                if (c.value > 0) trainer.reconfigure_scaler(LossScalerConfig::fixed(c.value));
+                if (c.value > 0) {
+                  running_scaler = LossScalerConfig::fixed(c.value);
+                  trainer.reconfigure_scaler(running_scaler);
+                }
                 status_.dynamic_scaling = false;
                 status_.loss_scale = trainer.scaler_state().scale;
                 break;
@@ -195,24 +234,50 @@ void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, TrainingData 
                 break;
               }
               case Command::set_dynamic:
-                trainer.reconfigure_scaler(dynamic_config);
+                running_scaler = dynamic_config;
+                trainer.reconfigure_scaler(running_scaler);
                 status_.dynamic_scaling = true;
                 status_.loss_scale = trainer.scaler_state().scale;
                 break;
+              case Command::counterfactual:
+                counterfactual_scale = c.value;
+                break;
             }
           }
-          if (quit_ || (limit > 0 && status_.step >= limit)) {
+          if (quit_) {
             lock.unlock();
-            sink_.sync();  // the records durable before the run says it ended
-            lock.lock();
-            if (!quit_) status_.state = TrainingStatus::State::finished;  // steps_per_second keeps the last rate
-            ended_.notify_all();
+            if (!synced_at_end) sink_.sync();  // the records durable before the run says it ended
             return;
           }
-          if (take_step || status_.state == TrainingStatus::State::running) break;
-          status_.steps_per_second = 0;
+          if (counterfactual_scale) break;
+          if (limit > 0 && status_.step >= limit && status_.state != TrainingStatus::State::finished) {
+            // Finished: the records made durable, then the thread stays to answer counterfactuals
+            // until stopped. steps_per_second keeps the last rate.
+            lock.unlock();
+            sink_.sync();
+            synced_at_end = true;
+            lock.lock();
+            status_.state = TrainingStatus::State::finished;
+            ended_.notify_all();
+          }
+          if (status_.state != TrainingStatus::State::finished && (take_step || status_.state == TrainingStatus::State::running)) break;
+          if (status_.state != TrainingStatus::State::finished) status_.steps_per_second = 0;
           wake_.wait(lock, [this] { return quit_ || !queue_.empty(); });
         }
+      }
+      if (counterfactual_scale) {
+        // The batch the next step will take, and the data put back to give it to that step.
+        const std::string data_state = data.save_state();
+        data.next_batch(batch, inputs, labels);
+        data.restore_state(data_state);
+        CounterfactualResult answer;
+        answer.loss_scale = *counterfactual_scale;
+        answer.step = trainer.step_count();
+        answer.result = counterfactual_step(trainer, running_scaler, inputs, labels, *counterfactual_scale);
+        std::lock_guard lock(mutex_);
+        answer.answer = counterfactual_ ? counterfactual_->answer + 1 : 1;
+        counterfactual_ = std::move(answer);
+        continue;
       }
       const auto step_start = Clock::now();
       data.next_batch(batch, inputs, labels);

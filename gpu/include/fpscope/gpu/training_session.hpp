@@ -52,6 +52,24 @@ struct RunExtras {
   std::function<void(std::int64_t step, const Eigen::MatrixXf& inputs, const std::vector<int>& labels)> on_batch;
 };
 
+// The next step again at another loss scale, applying nothing: `trainer` steps on (inputs,
+// labels) -- the batch its next step would take -- recording every tensor, with static scaling at
+// `loss_scale`, and is then put back as it was: weights, optimizer states, the scaler (its state,
+// and `running_scaler` as its rule), the stochastic-rounding counter, FP8 histories and the step
+// count. The result is bit for bit the step that Apply at `loss_scale` (reconfigure_scaler to a
+// static scale, then step) would give. Both backends: it needs only state() and restore().
+StepResult counterfactual_step(TrainerBackend& trainer, const LossScalerConfig& running_scaler, const Eigen::MatrixXf& inputs,
+                               const std::vector<int>& labels, double loss_scale);
+
+// A counterfactual step the session ran (request_counterfactual): what the run's next step would
+// record at `loss_scale`.
+struct CounterfactualResult {
+  std::uint64_t answer = 0;   // counts the answers: 1, 2, ...
+  double loss_scale = 1;      // the scale asked for
+  std::int64_t step = 0;      // the step it re-ran: the next one the run takes
+  StepResult result;          // loss, skip and the snapshot of every tensor at that scale
+};
+
 // What the app shows about the session; copied out under the lock.
 struct TrainingStatus {
   enum class State : std::uint8_t { idle, running, paused, finished, failed };
@@ -100,12 +118,18 @@ class TrainingSession {
   // touches a run of the other model, nor one whose model has no such layer or weight.
   void inject_next_step(FaultInjection::Value value, int layer);
   void inject_next_step(FaultInjection::Value value, const std::string& weight);
+  // The next step at `loss_scale`, applying nothing (counterfactual_step), run between steps of a
+  // running, paused or finished session; its answer replaces the last (counterfactual()). A request
+  // replaces one not yet taken up: while a person drags, only the latest scale is computed.
+  void request_counterfactual(double loss_scale);
+  // The latest answer; empty before the first, and after start() or reset().
+  std::optional<CounterfactualResult> counterfactual() const;
 
   TrainingStatus status() const;
   const TrainingSettings& settings() const { return settings_; }
 
  private:
-  enum class Command : std::uint8_t { pause, resume, single_step, set_static, set_dynamic, inject };
+  enum class Command : std::uint8_t { pause, resume, single_step, set_static, set_dynamic, inject, counterfactual };
   struct QueuedCommand {
     Command command;
     double value = 0;
@@ -121,6 +145,7 @@ class TrainingSession {
   std::condition_variable wake_;
   mutable std::condition_variable ended_;  // the run ended: finished or failed
   std::exception_ptr failure_;
+  std::optional<CounterfactualResult> counterfactual_;
   std::deque<QueuedCommand> queue_;
   TrainingStatus status_;
   bool quit_ = false;

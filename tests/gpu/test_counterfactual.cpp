@@ -1,0 +1,214 @@
+// The counterfactual step: the next step again at another loss scale, applying nothing, is bit for
+// bit what Apply at that scale gives, on both backends (the CPU's and the device step on its host
+// twin), and asking for it leaves the run as it would have been.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "fpscope/gpu/device_gpt.hpp"
+#include "fpscope/gpu/device_mlp.hpp"
+#include "fpscope/gpu/gpt.hpp"
+#include "fpscope/gpu/host_device_ops.hpp"
+#include "fpscope/gpu/mlp.hpp"
+#include "fpscope/gpu/training_data.hpp"
+#include "fpscope/gpu/training_session.hpp"
+#include "fpscope/snapshot/run_store.hpp"
+
+using namespace fpscope;
+
+namespace {
+
+using MakeTrainer = std::function<std::unique_ptr<TrainerBackend>(const TrainingConfig&)>;
+
+TrainingConfig mlp_config(Precision precision) {
+  TrainingConfig c;
+  c.layer_sizes = {16, 24, 20, 4};
+  c.activation = Activation::tanh;
+  c.precision = precision;
+  c.rounding = RoundingMode::stochastic;  // the counter must be exactly where it was
+  c.scaler = LossScalerConfig::pytorch();
+  c.learning_rate = 64.0f;
+  c.loss_weight = 0x1p-10f;  // gradients near fp16's subnormals: the scale decides what flushes
+  c.seed = 5;
+  return c;
+}
+
+TrainingConfig gpt_config(Precision precision) {
+  TrainingConfig c = mlp_config(precision);
+  c.gpt = GptShape{2, 16, 2, 8, 32};
+  c.optimizer.kind = OptimizerKind::adamw;
+  c.learning_rate = 1e-3f;
+  c.loss_weight = 1.0f;
+  return c;
+}
+
+const MakeTrainer cpu = [](const TrainingConfig& c) -> std::unique_ptr<TrainerBackend> {
+  if (c.gpt) return std::make_unique<GptTrainer>(*c.gpt, c);
+  return std::make_unique<MlpTrainer>(c);
+};
+const MakeTrainer device_twin = [](const TrainingConfig& c) -> std::unique_ptr<TrainerBackend> {
+  if (c.gpt) return std::make_unique<DeviceGptTrainer>(*c.gpt, c, make_host_device_ops());
+  return std::make_unique<DeviceMlpTrainer>(c, make_host_device_ops());
+};
+
+bool same_state(const TrainerState& a, const TrainerState& b) {
+  if (a.steps != b.steps || a.stochastic_counter != b.stochastic_counter || !(a.scaler == b.scaler) || a.weights.size() != b.weights.size())
+    return false;
+  for (std::size_t i = 0; i < a.weights.size(); ++i)
+    if (a.weights[i].size() != b.weights[i].size() ||
+        std::memcmp(a.weights[i].data(), b.weights[i].data(), sizeof(float) * static_cast<std::size_t>(a.weights[i].size())) != 0)
+      return false;
+  for (std::size_t i = 0; i < a.biases.size(); ++i)
+    if (a.biases[i].size() != b.biases[i].size() ||
+        std::memcmp(a.biases[i].data(), b.biases[i].data(), sizeof(float) * static_cast<std::size_t>(a.biases[i].size())) != 0)
+      return false;
+  return a.optimizer == b.optimizer && a.fp8 == b.fp8;
+}
+
+bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+void check_counterfactual_is_apply(const MakeTrainer& make, const TrainingConfig& config, int batch) {
+  TrainingData data(config.gpt ? "synthetic" : "synthetic", config);
+  std::unique_ptr<TrainerBackend> run = make(config);
+  Eigen::MatrixXf inputs;
+  std::vector<int> labels;
+  for (int t = 0; t < 3; ++t) {
+    data.next_batch(batch, inputs, labels);
+    run->step(inputs, labels, false, true);
+  }
+  data.next_batch(batch, inputs, labels);  // step 3's batch
+  const TrainerState at_t = run->state();
+  for (const double scale : {1.0, 0x1p10, 0x1p20, 0x1p40}) {
+    CAPTURE(scale);
+    const StepResult counterfactual = counterfactual_step(*run, config.scaler, inputs, labels, scale);
+    // Apply at `scale` on the same step: the run resumed from step 3's state with static scaling.
+    std::unique_ptr<TrainerBackend> applied = make(config);
+    applied->restore(at_t);
+    applied->reconfigure_scaler(LossScalerConfig::fixed(scale));
+    const StepResult expected = applied->step(inputs, labels, true, true);
+    REQUIRE(counterfactual.snapshot);
+    REQUIRE(expected.snapshot);
+    CHECK(*counterfactual.snapshot == *expected.snapshot);  // every bin, every cast count, the loss
+    CHECK(same_bits(counterfactual.loss, expected.loss));
+    CHECK(counterfactual.skipped == expected.skipped);
+    CHECK(counterfactual.loss_scale == scale);
+    CHECK(same_state(run->state(), at_t));  // nothing applied: weights, optimizer, scaler, counter, step
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a counterfactual step at S is, bit for bit, the step that Apply at S gives, and applies nothing") {
+  for (const Precision precision : {Precision::fp16, Precision::bf16, Precision::fp16_pure}) {
+    CAPTURE(precision_name(precision));
+    SUBCASE("MLP, CPU backend") { check_counterfactual_is_apply(cpu, mlp_config(precision), 32); }
+    SUBCASE("MLP, device step on the host twin") { check_counterfactual_is_apply(device_twin, mlp_config(precision), 32); }
+    SUBCASE("GPT, CPU backend") { check_counterfactual_is_apply(cpu, gpt_config(precision), 3); }
+    SUBCASE("GPT, device step on the host twin") { check_counterfactual_is_apply(device_twin, gpt_config(precision), 3); }
+  }
+}
+
+TEST_CASE("asking for counterfactuals leaves a run bit for bit as it would have been") {
+  for (const bool gpt : {false, true}) {
+    CAPTURE(gpt);
+    const TrainingConfig config = gpt ? gpt_config(Precision::fp16) : mlp_config(Precision::fp16);
+    const int batch = gpt ? 3 : 32;
+    std::unique_ptr<TrainerBackend> asked = cpu(config), plain = cpu(config);
+    TrainingData data_asked("synthetic", config), data_plain("synthetic", config);
+    Eigen::MatrixXf inputs;
+    std::vector<int> labels;
+    for (int t = 0; t < 6; ++t) {
+      data_asked.next_batch(batch, inputs, labels);
+      counterfactual_step(*asked, config.scaler, inputs, labels, std::ldexp(1.0, 4 * t));
+      const StepResult a = asked->step(inputs, labels, true, true);
+      data_plain.next_batch(batch, inputs, labels);
+      const StepResult b = plain->step(inputs, labels, true, true);
+      CHECK(*a.snapshot == *b.snapshot);
+    }
+    CHECK(same_state(asked->state(), plain->state()));
+  }
+}
+
+namespace {
+TrainingStatus wait_for(const TrainingSession& session, const std::function<bool(const TrainingStatus&)>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    const TrainingStatus status = session.status();
+    if (done(status) || std::chrono::steady_clock::now() > deadline) return status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+std::optional<CounterfactualResult> wait_for_answer(const TrainingSession& session, std::uint64_t answer) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    std::optional<CounterfactualResult> got = session.counterfactual();
+    if ((got && got->answer >= answer) || std::chrono::steady_clock::now() > deadline) return got;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+}  // namespace
+
+TEST_CASE("the session answers counterfactuals between steps, paused or finished, and its run and log stay as without them") {
+  TrainingSettings settings;
+  settings.config = mlp_config(Precision::fp16);
+  settings.backend = "cpu";
+  settings.batch = 32;
+  settings.steps = 8;
+  settings.start_paused = true;
+
+  RunStore asked_store, plain_store;
+  TrainingSession asked(asked_store), plain(plain_store);
+  asked.start(settings);
+  plain.start(settings);
+  std::uint64_t answers = 0;
+  for (int t = 0; t < 8; ++t) {
+    // Paused before step t: what step t would be at 2^12, then step t itself.
+    asked.request_counterfactual(0x1p12);
+    const std::optional<CounterfactualResult> answer = wait_for_answer(asked, ++answers);
+    REQUIRE(answer);
+    CHECK(answer->step == t);
+    CHECK(answer->loss_scale == 0x1p12);
+    REQUIRE(answer->result.snapshot);
+    for (TrainingSession* s : {&asked, &plain}) {
+      s->single_step();
+      wait_for(*s, [t](const TrainingStatus& st) { return st.step > t; });
+    }
+  }
+  wait_for(asked, [](const TrainingStatus& st) { return st.state == TrainingStatus::State::finished; });
+  wait_for(plain, [](const TrainingStatus& st) { return st.state == TrainingStatus::State::finished; });
+  // Everything the run recorded (its log), step for step.
+  CHECK(asked_store.copy_since(0) == plain_store.copy_since(0));
+  CHECK(asked_store.update_since(0, 0).steps.size() == 8);
+  CHECK(asked_store.update_since(0, 0).steps == plain_store.update_since(0, 0).steps);
+  // A finished session still answers: its next step at another scale.
+  asked.request_counterfactual(0x1p3);
+  const std::optional<CounterfactualResult> after = wait_for_answer(asked, ++answers);
+  REQUIRE(after);
+  CHECK(after->step == 8);
+  CHECK(after->loss_scale == 0x1p3);
+  CHECK(asked.status().state == TrainingStatus::State::finished);
+  CHECK(asked.status().step == 8);
+}
+
+TEST_CASE("a counterfactual at the scale the run is about to use is the run's own next step") {
+  TrainingSettings settings;
+  settings.config = mlp_config(Precision::fp16);
+  settings.config.scaler = LossScalerConfig::fixed(0x1p9);
+  settings.backend = "cpu";
+  settings.batch = 32;
+  settings.start_paused = true;
+  RunStore store;
+  TrainingSession session(store);
+  session.start(settings);
+  session.request_counterfactual(0x1p9);
+  const std::optional<CounterfactualResult> answer = wait_for_answer(session, 1);
+  REQUIRE(answer);
+  session.single_step();
+  wait_for(session, [](const TrainingStatus& st) { return st.step >= 1; });
+  const std::vector<Snapshot> recorded = store.copy_since(0);
+  REQUIRE(recorded.size() == 1);
+  CHECK(recorded[0] == *answer->result.snapshot);
+}
