@@ -161,7 +161,7 @@ void TrainingSession::request_counterfactual(double loss_scale) {
   if (loss_scale > 0 && std::isfinite(loss_scale)) post(Command::counterfactual, loss_scale);
 }
 
-std::optional<CounterfactualResult> TrainingSession::counterfactual() const {
+std::shared_ptr<const CounterfactualResult> TrainingSession::counterfactual() const {
   std::lock_guard lock(mutex_);
   return counterfactual_;
 }
@@ -276,7 +276,7 @@ void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, TrainingData 
         answer.result = counterfactual_step(trainer, running_scaler, inputs, labels, *counterfactual_scale);
         std::lock_guard lock(mutex_);
         answer.answer = counterfactual_ ? counterfactual_->answer + 1 : 1;
-        counterfactual_ = std::move(answer);
+        counterfactual_ = std::make_shared<const CounterfactualResult>(std::move(answer));
         continue;
       }
       const auto step_start = Clock::now();

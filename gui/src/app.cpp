@@ -157,6 +157,51 @@ void App::update(double now_seconds) {
   } else if (demo_stage_ == 1 && training_status.state != TrainingStatus::State::running) {
     demo_stage_ = 2;
   }
+  ask_for_counterfactual();
+}
+
+// A running session moves on while an answer is computed: its answer is a step or two behind when
+// it arrives, and a new one is asked for at most this often (each costs a recorded step).
+constexpr double counterfactual_refresh_seconds = 0.5;
+
+void App::ask_for_counterfactual() {
+  const TrainingStatus::State state = training_status.state;
+  const bool holds_trainer = session && (state == TrainingStatus::State::running || state == TrainingStatus::State::paused ||
+                                         state == TrainingStatus::State::finished);
+  if (!holds_trainer) {
+    counterfactual_.reset();
+    asked_scale_log2_.reset();
+    return;
+  }
+  counterfactual_ = session->counterfactual();
+  if (!preview.scale_log2) return;
+  const bool moved = asked_scale_log2_ != preview.scale_log2;
+  const bool stale = state == TrainingStatus::State::running ? now - asked_at_ >= counterfactual_refresh_seconds
+                                                               : asked_step_ != training_status.step;
+  if (moved || stale) {
+    session->request_counterfactual(std::ldexp(1.0, *preview.scale_log2));
+    asked_scale_log2_ = preview.scale_log2;
+    asked_step_ = training_status.step;
+    asked_at_ = now;
+  }
+}
+
+const CounterfactualResult* App::counterfactual_preview() const {
+  if (!counterfactual_ || !preview.scale_log2 || !counterfactual_->result.snapshot) return nullptr;
+  if (counterfactual_->loss_scale != std::ldexp(1.0, *preview.scale_log2)) return nullptr;
+  return counterfactual_.get();
+}
+
+const TensorRecord* App::counterfactual_record(const std::string& name, TensorKind kind) const {
+  const CounterfactualResult* answer = counterfactual_preview();
+  if (answer == nullptr) return nullptr;
+  for (const TensorRecord& t : answer->result.snapshot->tensors)
+    if (t.name == name && t.kind == kind) return &t;
+  return nullptr;
+}
+
+bool App::counterfactual_pending() const {
+  return counterfactual_preview() == nullptr && preview.scale_log2 && asked_scale_log2_ == preview.scale_log2;
 }
 
 bool App::settled() const {

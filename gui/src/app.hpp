@@ -164,6 +164,15 @@ class App {
   // The scale the shown step ran with (2^k), and the slider's: the preview, or that.
   int recorded_scale_log2() const;
   int preview_scale_log2() const { return preview.scale_log2.value_or(recorded_scale_log2()); }
+  // The preview from the engine where the window holds a trainer: the run's next step re-run at
+  // the slider's scale (counterfactual_step), what Apply would give. update() asks for it as the
+  // slider moves and the run goes on; null while none at the slider's scale has arrived (the
+  // views then say it is being computed) and where nothing is previewed or no trainer is here.
+  const CounterfactualResult* counterfactual_preview() const;
+  // The record of `name` and `kind` in the counterfactual preview; null where there is none.
+  const TensorRecord* counterfactual_record(const std::string& name, TensorKind kind) const;
+  // Whether the preview waits for the engine's answer (a trainer here, a scale previewed, none yet).
+  bool counterfactual_pending() const;
   // Every tensor's series over the `what_if.window` recorded steps ending at the shown one (the
   // What-if view and the Training panel's hint advise from it: a window keeps the advice from
   // jumping with one step's extremes). Built once per data version, step and window.
@@ -179,6 +188,11 @@ class App {
   int demo_stage_ = -1;  // -1 no demo; 0 fp32 baseline running; 1 fp16 running; 2 done
   std::int64_t settle_at_step_ = 0;
   std::string wanted_tensor_;  // selected as soon as it appears
+  void ask_for_counterfactual();
+  std::shared_ptr<const CounterfactualResult> counterfactual_;  // the latest answer
+  std::optional<int> asked_scale_log2_;  // the last request's scale, its step and when it was made
+  std::int64_t asked_step_ = -1;
+  double asked_at_ = -1;
 };
 
 // Every view's draw function is in its own header (view_*.hpp); the Blocks view keeps no state.

@@ -64,11 +64,31 @@ void draw_histogram(App& app) {
   const int preview = app.preview_scale_log2();
   const int shift = shift_of_part(record->kind, carried.log2, preview);
   const RangeReport recorded = analyze_range(h, f, 0);
-  const RangeReport previewed = analyze_range(h, f, shift);
-  const ExponentHistogram ghost = shift_histogram(h, shift).histogram;
+  // Where the window holds a trainer, the preview is the engine's: the next step run again at the
+  // slider's scale, applying nothing (what Apply gives). Until it arrives, and for a followed log,
+  // the recorded values shifted -- which cannot show what the run flushed downstream.
+  const TensorRecord* rerun = moves && app.preview.scale_log2 ? app.counterfactual_record(record->name, record->kind) : nullptr;
+  const RangeReport previewed = rerun != nullptr ? analyze_range(rerun->histogram, f, 0) : analyze_range(h, f, shift);
+  const ExponentHistogram ghost = rerun != nullptr ? rerun->histogram : shift_histogram(h, shift).histogram;
+  const bool draw_ghost = rerun != nullptr || shift != 0;
   ImGui::Text("%s %s at step %lld: %llu values, carrying a scale of 2^%d%s", record->name.c_str(),
               std::string(tensor_kind_name(record->kind)).c_str(), static_cast<long long>(snapshot->step),
               static_cast<unsigned long long>(h.total_count()), carried.log2, carried.exact ? "" : " (about)");
+  if (moves && app.preview.scale_log2) {
+    const double zero_share = h.total_count() == 0 ? 0.0 : 100.0 * static_cast<double>(h.zero_count()) / static_cast<double>(h.total_count());
+    if (rerun != nullptr) {
+      ImGui::TextColored(to_imgui_vec4(palette::ghost_outline), "Outline: step %lld run again at 2^%d, applying nothing: what Apply gives.",
+                         static_cast<long long>(app.counterfactual_preview()->step), preview);
+    } else if (app.counterfactual_pending()) {
+      ImGui::TextColored(to_imgui_vec4(palette::ghost_outline), "Computing the next step at 2^%d... (meanwhile the outline moves the recorded values)",
+                         preview);
+    } else if (app.follower) {
+      ImGui::TextColored(to_imgui_vec4(palette::subnormal_bar),
+                         "Outline: the recorded values moved to 2^%d. It cannot see values flushed downstream: %.1f%% of these are zeros, "
+                         "and gradients that later layers flushed may hide among them.",
+                         preview, zero_share);
+    }
+  }
   if (record->captured == Capture::as_stored)
     ImGui::TextColored(to_imgui_vec4(palette::subnormal_bar),
                        "Captured as stored (already in the low-precision format): values its cast flushed are among the zeros.");
@@ -92,7 +112,9 @@ void draw_histogram(App& app) {
     ImGui::TableSetupColumn("values");
     ImGui::TableSetupColumn("of all");
     ImGui::TableSetupColumn("of nonzero");
-    ImGui::TableSetupColumn(moves ? fmt::format("at 2^{} (preview)", preview).c_str() : "preview (not moved)");
+    ImGui::TableSetupColumn(rerun != nullptr ? fmt::format("at 2^{} (step re-run)", preview).c_str()
+                            : moves        ? fmt::format("at 2^{} (shifted)", preview).c_str()
+                                           : "preview (not moved)");
     ImGui::TableSetupColumn(run_format ? "the run's cast (exact)" : "the run's cast");
     ImGui::TableHeadersRow();
     region_row("flushed to zero", palette::flushed_bar, flushed_tip.c_str(), recorded.flushed_to_zero, previewed.flushed_to_zero, recorded,
@@ -164,8 +186,8 @@ void draw_histogram(App& app) {
     const std::string text = fmt::format("{} above ->", above);
     draw->AddText(ImVec2(plot.sx(hi + 1) - px(4) - ImGui::CalcTextSize(text.c_str()).x, plot.min.y + px(18)), to_imgui(palette::label_text), text.c_str());
   }
-  // The ghost: the recorded bars moved to the preview scale, outlined.
-  if (shift != 0)
+  // The ghost, outlined: the step re-run at the preview scale, or the recorded bars moved there.
+  if (draw_ghost)
     for (int b = lo; b <= hi; ++b) {
       const std::uint64_t c = ghost.count(b);
       if (c == 0) continue;
@@ -207,7 +229,7 @@ void draw_histogram(App& app) {
       const BinadeRegion r = region_of_binade(f, b);
       ImGui::SetTooltip("binade 2^%d: [2^%d, 2^%d)\n%llu values recorded here%s\n%s in %s", b, b, b + 1,
                         static_cast<unsigned long long>(h.count(b)),
-                        shift != 0 ? fmt::format("\n{} would land here at 2^{}", ghost.count(b), preview).c_str() : "",
+                        draw_ghost ? fmt::format("\n{} would land here at 2^{}", ghost.count(b), preview).c_str() : "",
                         std::string(region_name(r)).c_str(), format);
     }
   }

@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -15,6 +17,7 @@
 #include "fpscope/gpu/mlp.hpp"
 #include "fpscope/gpu/training_data.hpp"
 #include "fpscope/gpu/training_session.hpp"
+#include "fpscope/gpu/training_settings.hpp"
 #include "fpscope/snapshot/run_store.hpp"
 
 using namespace fpscope;
@@ -141,10 +144,10 @@ TrainingStatus wait_for(const TrainingSession& session, const std::function<bool
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
-std::optional<CounterfactualResult> wait_for_answer(const TrainingSession& session, std::uint64_t answer) {
+std::shared_ptr<const CounterfactualResult> wait_for_answer(const TrainingSession& session, std::uint64_t answer) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   for (;;) {
-    std::optional<CounterfactualResult> got = session.counterfactual();
+    std::shared_ptr<const CounterfactualResult> got = session.counterfactual();
     if ((got && got->answer >= answer) || std::chrono::steady_clock::now() > deadline) return got;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -167,7 +170,7 @@ TEST_CASE("the session answers counterfactuals between steps, paused or finished
   for (int t = 0; t < 8; ++t) {
     // Paused before step t: what step t would be at 2^12, then step t itself.
     asked.request_counterfactual(0x1p12);
-    const std::optional<CounterfactualResult> answer = wait_for_answer(asked, ++answers);
+    const std::shared_ptr<const CounterfactualResult> answer = wait_for_answer(asked, ++answers);
     REQUIRE(answer);
     CHECK(answer->step == t);
     CHECK(answer->loss_scale == 0x1p12);
@@ -185,7 +188,7 @@ TEST_CASE("the session answers counterfactuals between steps, paused or finished
   CHECK(asked_store.update_since(0, 0).steps == plain_store.update_since(0, 0).steps);
   // A finished session still answers: its next step at another scale.
   asked.request_counterfactual(0x1p3);
-  const std::optional<CounterfactualResult> after = wait_for_answer(asked, ++answers);
+  const std::shared_ptr<const CounterfactualResult> after = wait_for_answer(asked, ++answers);
   REQUIRE(after);
   CHECK(after->step == 8);
   CHECK(after->loss_scale == 0x1p3);
@@ -204,11 +207,77 @@ TEST_CASE("a counterfactual at the scale the run is about to use is the run's ow
   TrainingSession session(store);
   session.start(settings);
   session.request_counterfactual(0x1p9);
-  const std::optional<CounterfactualResult> answer = wait_for_answer(session, 1);
+  const std::shared_ptr<const CounterfactualResult> answer = wait_for_answer(session, 1);
   REQUIRE(answer);
   session.single_step();
   wait_for(session, [](const TrainingStatus& st) { return st.step >= 1; });
   const std::vector<Snapshot> recorded = store.copy_since(0);
   REQUIRE(recorded.size() == 1);
   CHECK(recorded[0] == *answer->result.snapshot);
+}
+
+namespace {
+// A tensor's shares of its nonzero finite values that its cast flushed, made subnormal, kept
+// normal or overflowed (exact, from the cast's counts), in percent.
+struct Shares {
+  double flushed = 0, subnormal = 0, normal = 0, overflow = 0;
+};
+Shares cast_shares(const Snapshot& snapshot, const std::string& name, TensorKind kind) {
+  for (const TensorRecord& t : snapshot.tensors) {
+    if (t.name != name || t.kind != kind) continue;
+    REQUIRE(t.cast);
+    const ExponentHistogram& h = t.histogram;
+    const double nonzero = static_cast<double>(h.total_count() - h.zero_count() - h.infinity_count() - h.nan_count());
+    REQUIRE(nonzero > 0);
+    const double flushed = static_cast<double>(t.cast->flushed_to_zero), subnormal = static_cast<double>(t.cast->made_subnormal),
+                 overflow = static_cast<double>(t.cast->overflowed);
+    return {100 * flushed / nonzero, 100 * subnormal / nonzero, 100 * (nonzero - flushed - subnormal - overflow) / nonzero, 100 * overflow / nonzero};
+  }
+  FAIL("no record of " << name);
+  return {};
+}
+}  // namespace
+
+TEST_CASE("the example: the preview at 2^10 after 300 unscaled steps is what Apply then gives, within 2 points on the next steps") {
+  // The app's first minute: the example trains in fp16 without loss scaling, most of fc1's
+  // gradients flushed by the time a person drags the slider; then Apply.
+  TrainingOptions options;  // the example's settings
+  options.backend = "cpu";
+  options.steps = "0";
+  options.endless = true;
+  TrainingSettings settings = parse_training_options(options);
+  settings.pause_at_step = 300;
+  RunStore store;
+  TrainingSession session(store);
+  session.start(settings);
+  wait_for(session, [](const TrainingStatus& st) { return st.step >= 300 && st.state == TrainingStatus::State::paused; });
+  session.request_counterfactual(0x1p10);
+  const std::shared_ptr<const CounterfactualResult> preview = wait_for_answer(session, 1);
+  REQUIRE(preview);
+  REQUIRE(preview->step == 300);
+  const Shares predicted = cast_shares(*preview->result.snapshot, "fc1", TensorKind::activation_gradient);
+  // What the shift of the recorded step would have said: nothing flushed at 2^10 among the few
+  // values left; the re-run sees the gradients that are no longer flushed downstream.
+  const Shares recorded = cast_shares(store.copy_since(store.size() - 1).front(), "fc1", TensorKind::activation_gradient);
+  CHECK(recorded.flushed > 40);
+  session.set_static_scale(0x1p10);
+  session.resume();
+  wait_for(session, [](const TrainingStatus& st) { return st.step >= 306; });
+  session.pause();
+  const std::vector<Snapshot> after = store.copy_since(300);
+  REQUIRE(after.size() >= 6);
+  CHECK(after[0] == *preview->result.snapshot);  // the step previewed, as Apply made it: bit for bit
+  // The next steps take other batches, and the weights move on differently once their gradients
+  // are no longer flushed: the next step within 2 points, the four after it within 4.
+  for (std::size_t i = 1; i < 6; ++i) {
+    CAPTURE(after[i].step);
+    const double points = i == 1 ? 2.0 : 4.0;
+    const Shares realized = cast_shares(after[i], "fc1", TensorKind::activation_gradient);
+    CHECK(std::abs(realized.flushed - predicted.flushed) <= points);
+    CHECK(std::abs(realized.subnormal - predicted.subnormal) <= points);
+    CHECK(std::abs(realized.normal - predicted.normal) <= points);
+    CHECK(std::abs(realized.overflow - predicted.overflow) <= points);
+  }
+  MESSAGE("fc1 activation gradients at 2^10, previewed at step 300: " << predicted.flushed << "% flushed, " << predicted.subnormal
+                                                                     << "% subnormal, " << predicted.normal << "% normal");
 }

@@ -122,8 +122,9 @@ class TrainingSession {
   // running, paused or finished session; its answer replaces the last (counterfactual()). A request
   // replaces one not yet taken up: while a person drags, only the latest scale is computed.
   void request_counterfactual(double loss_scale);
-  // The latest answer; empty before the first, and after start() or reset().
-  std::optional<CounterfactualResult> counterfactual() const;
+  // The latest answer, shared (a reader copies a pointer, not the snapshot); null before the
+  // first, and after start() or reset().
+  std::shared_ptr<const CounterfactualResult> counterfactual() const;
 
   TrainingStatus status() const;
   const TrainingSettings& settings() const { return settings_; }
@@ -145,7 +146,7 @@ class TrainingSession {
   std::condition_variable wake_;
   mutable std::condition_variable ended_;  // the run ended: finished or failed
   std::exception_ptr failure_;
-  std::optional<CounterfactualResult> counterfactual_;
+  std::shared_ptr<const CounterfactualResult> counterfactual_;
   std::deque<QueuedCommand> queue_;
   TrainingStatus status_;
   bool quit_ = false;
