@@ -207,6 +207,7 @@ bool App::counterfactual_pending() const {
 bool App::settled() const {
   if (follower) return follower->polls() > 0 && follower->caught_up() && store.size() == snapshots.size();
   if (demo_stage_ >= 0 && demo_stage_ < 2) return false;
+  if (counterfactual_pending()) return false;  // the preview the picture shows is the engine's
   if (session && training_status.state == TrainingStatus::State::running)  // settled only when told where: it grows on
     return settle_at_step_ > 0 && training_status.step >= settle_at_step_ && !snapshots.empty();
   return store.size() == snapshots.size();

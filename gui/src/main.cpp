@@ -294,10 +294,15 @@ int run(const Options& o) {
       fmt::print("target format {}\n", fpscope::gui::target_format_names[app.format_index]);
       if (app.view == fpscope::gui::View::inspector) fmt::print("{}", app.inspector.report);
       const auto& g = app.histogram.geometry;
-      if (g.binade_end > g.binade_lo)
+      if (g.binade_end > g.binade_lo) {
+        const fpscope::Snapshot* shown = app.current_snapshot();
+        const fpscope::TensorRecord* record = shown != nullptr ? app.selected_record(*shown) : nullptr;
+        const bool rerun = record != nullptr && app.counterfactual_record(record->name, record->kind) != nullptr;
         fmt::print("histogram x {:.1f} .. {:.1f} px over binades {} .. {}: {:.3f} px per binade; preview 2^{}, recorded 2^{}\n", g.x_min,
                    g.x_max, g.binade_lo, g.binade_end, (g.x_max - g.x_min) / static_cast<float>(g.binade_end - g.binade_lo),
                    app.preview_scale_log2(), app.recorded_scale_log2());
+        fmt::print("preview outline: {}\n", rerun ? "the next step re-run" : "the recorded values shifted");
+      }
     }
     if (headless && (!app.follow_error.empty() || !app.training_message.empty())) status = 1;
     if (app.heatmap.texture != 0) glDeleteTextures(1, &app.heatmap.texture);  // while the GL context lives
