@@ -137,10 +137,14 @@ ShiftedHistogram shifted_histogram(const TensorSeries& series, std::optional<int
 
 LossScaleAdvice recommend_loss_scale(std::span<const TensorSeries> series, Format format, int margin_binades) {
   LossScaleAdvice advice;
+  advice.from_shadow = std::any_of(series.begin(), series.end(), [](const TensorSeries& s) {
+    return is_gradient(s.kind) && is_shadow_tensor(s.name) && highest_binade_at_scale_one(s).has_value();
+  });
   std::optional<int> highest;
   RangeReport at_one;
   for (const TensorSeries& s : series) {
     if (!is_gradient(s.kind) && s.kind != TensorKind::other) continue;
+    if (advice.from_shadow && !is_shadow_tensor(s.name)) continue;
     const std::optional<int> h = highest_binade_at_scale_one(s);
     if (!h) continue;
     if (!highest || *h > *highest) highest = *h, advice.decided_by = s.name + " " + std::string(tensor_kind_name(s.kind));

@@ -458,6 +458,7 @@ void run_analyze(const AnalyzeOptions& options) {
                        {"scale_log2", scale_log2 ? nlohmann::json(*scale_log2) : nlohmann::json("recorded")},
                        {"advice", advice_text(common)},
                        {"advice_decided_by", common.decided_by},
+                       {"advice_from_shadow", common.from_shadow},
                        {"block_statistics_recorded", facts.block_formats},
                        {"tensors", nlohmann::json::array()}};
     for (const auto& [source, s] : tensors) {
@@ -519,7 +520,8 @@ void run_analyze(const AnalyzeOptions& options) {
   const bool any_other = std::any_of(tensors.begin(), tensors.end(), [](const SourcedSeries& t) { return t.series.kind == TensorKind::other; });
   table += fmt::format("advice for the {}: {}{}\n\n", any_gradient || !any_other ? "gradients" : "tensors (as if they were gradients)",
                        advice_text(common),
-                       common.kind == LossScaleAdvice::Kind::scale ? " (set by " + printable_text(common.decided_by) + ")"
+                       common.kind == LossScaleAdvice::Kind::scale
+                           ? " (set by " + printable_text(common.decided_by) + (common.from_shadow ? ", from the run's fp32 shadow)" : ")")
                        : common.kind == LossScaleAdvice::Kind::no_scaling_needed ? " (at 2^0 nothing flushes, turns subnormal or overflows)"
                                                                                   : " (no gradients among the tensors)");
   table += fmt::format("{:<40} {:>12} {:>10} {:>7} {:>8} {:>9} {:>11} {:>10} {:>12}\n", "tensor", "values", "recorded", "max", "min>0",

@@ -36,6 +36,7 @@ PreparedRun prepare_training(const TrainingSettings& settings) {
     throw std::invalid_argument(std::string("--data: ") + e.what());
   }
   run.trainer = make_trainer_backend(settings.backend, settings.config);
+  if (settings.shadow) run.shadow = make_trainer_backend(std::string(run.trainer->name()), shadow_config(settings.config));
   for (const FaultInjection& fault : settings.faults) run.trainer->inject(fault);
   run.header = training_run_header(settings, *run.trainer);
   run.header.run_id = new_run_id();
@@ -59,6 +60,30 @@ StepResult counterfactual_step(TrainerBackend& trainer, const LossScalerConfig& 
   trainer.reconfigure_scaler(running_scaler);
   trainer.restore(before);
   return result;
+}
+
+TrainingConfig shadow_config(const TrainingConfig& config) {
+  TrainingConfig shadow = config;
+  shadow.precision = Precision::fp32;
+  shadow.recipe = RecipeConfig{};
+  shadow.record_blocks.reset();
+  shadow.scaler = LossScalerConfig::none();
+  return shadow;
+}
+
+std::vector<TensorRecord> shadow_records(TrainerBackend& shadow, const TrainerBackend& trainer, const Eigen::MatrixXf& inputs,
+                                         const std::vector<int>& labels, double loss_scale) {
+  TrainerState state = trainer.state();
+  state.fp8.clear();  // the shadow runs no recipe
+  shadow.restore(state);
+  shadow.reconfigure_scaler(LossScalerConfig::fixed(loss_scale));
+  StepResult result = shadow.step(inputs, labels, true, true);
+  std::vector<TensorRecord> records = std::move(result.snapshot->tensors);
+  for (TensorRecord& record : records) {
+    record.name = shadow_tensor_name(record.name);
+    record.cast.reset();  // float32 casts nothing
+  }
+  return records;
 }
 
 TrainingSession::TrainingSession(RunSink& sink) : sink_(sink) {}
@@ -89,8 +114,10 @@ void TrainingSession::start(PreparedRun prepared, RunExtras extras) {
     status_.backend = std::string(trainer.name());
     status_.dynamic_scaling = settings_.config.scaler.kind == LossScalerConfig::Kind::dynamic;
   }
-  thread_ = std::thread([this, trainer = std::move(prepared.trainer), data = std::move(*prepared.data), header = std::move(prepared.header),
-                         extras = std::move(extras)]() mutable { run(std::move(trainer), std::move(data), std::move(header), std::move(extras)); });
+  thread_ = std::thread([this, trainer = std::move(prepared.trainer), shadow = std::move(prepared.shadow), data = std::move(*prepared.data),
+                         header = std::move(prepared.header), extras = std::move(extras)]() mutable {
+    run(std::move(trainer), std::move(shadow), std::move(data), std::move(header), std::move(extras));
+  });
 }
 
 void TrainingSession::stop() {
@@ -171,7 +198,8 @@ TrainingStatus TrainingSession::status() const {
   return status_;
 }
 
-void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, TrainingData data, RunHeader header, RunExtras extras) {
+void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, std::unique_ptr<TrainerBackend> shadow, TrainingData data, RunHeader header,
+                          RunExtras extras) {
   TrainerBackend& trainer = *backend;
   using Clock = std::chrono::steady_clock;
   Eigen::MatrixXf inputs;
@@ -284,7 +312,12 @@ void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, TrainingData 
       const std::int64_t step = trainer.step_count();
       if (extras.on_batch) extras.on_batch(step, inputs, labels);
       const bool read_loss = keeps_steps || step % 10 == 0 || step + 1 == limit;
-      StepResult result = trainer.step(inputs, labels, keeps_steps && step % record_every == 0, read_loss);
+      const bool record = keeps_steps && step % record_every == 0;
+      std::vector<TensorRecord> shadowed;
+      if (record && shadow) shadowed = shadow_records(*shadow, trainer, inputs, labels, trainer.scaler_state().scale);
+      StepResult result = trainer.step(inputs, labels, record, read_loss);
+      if (result.snapshot)
+        for (TensorRecord& t : shadowed) result.snapshot->tensors.push_back(std::move(t));
       if (result.snapshot) sink_.append(std::move(*result.snapshot));
       else if (keeps_steps) sink_.append_step({step, result.loss, result.loss_scale, result.skipped, result.scaling});
       if (extras.checkpoints && (step + 1) % extras.checkpoints->every == 0) {

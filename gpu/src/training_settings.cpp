@@ -72,6 +72,7 @@ TrainingSettings parse(const TrainingOptions& o) {
   settings.record_every = parse_integer_option<std::int64_t>("--record-every", o.record_every, 1, max_steps);
   settings.threads = parse_integer_option<int>("--threads", o.threads, 0, 4096);
   settings.pause_at_step = parse_integer_option<std::int64_t>("--pause-at-step", o.pause_at_step, 0, max_steps);
+  settings.shadow = o.shadow;
   if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")
     throw TrainingOptionError("unknown --backend '" + printable_text(o.backend) + "': expected auto, cpu or cuda");
   settings.backend = o.backend;
@@ -223,6 +224,10 @@ const std::vector<TrainingOptionSpec>& training_option_specs() {
                  "put nan or inf into a layer's weight gradient at a step: nan@fc2:100, or for a GPT a weight by name: "
                  "nan@h0.attn.qkv:100 (repeatable)",
                  nullptr, nullptr, &O::inject, nullptr, false, true, true});
+    s.push_back({"--shadow",
+                 "on recorded steps, also run the step in float32 without casts (the same weights and batch, scaled by the step's loss "
+                 "scale) and record its tensors as '<name> (fp32 shadow)': the values nothing flushed, which analyze and the app advise from",
+                 nullptr, nullptr, nullptr, &O::shadow, false, true, true});
     text("--pause-at-step", "pause once this many steps are done, as Pause would (0: never)", &O::pause_at_step);
     s.back().in_cli = false;
     return s;
@@ -253,11 +258,11 @@ std::string checkpoint_settings_text(const TrainingSettings& settings, std::stri
   const OptimizerConfig& optimizer = config.optimizer;
   return fmt::format(
       "{}|backend {}|batch {}|lr {}|loss weight {}|record-every {}|record-blocks {}|optimizer {} momentum {} betas {},{} eps {} decay {} "
-      "clip {}|data {}|seed {}|inject{}|log {}",
+      "clip {}|data {}|seed {}|inject{}|log {}{}",
       header_line, backend, settings.batch, config.learning_rate, config.loss_weight, settings.record_every,
       config.record_blocks ? block_recording_name(*config.record_blocks) : "", optimizer_name(optimizer.kind), optimizer.momentum,
       optimizer.beta1, optimizer.beta2, optimizer.epsilon, optimizer.weight_decay, optimizer.clip_grad_norm, settings.data, config.seed,
-      injected, log_path);
+      injected, log_path, settings.shadow ? "|shadow" : "");
 }
 
 }  // namespace fpscope

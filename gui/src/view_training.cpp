@@ -139,8 +139,9 @@ void draw_next_step_hint(App& app, const TrainingStatus& status) {
   ImGui::PopStyleColor();
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("The advice keeps the largest gradient of the latest step one binade below %s's overflow\n"
-                      "(set by %s). Histogram shows where the slider's scale puts them before you apply it.",
-                      target_format_names[app.format_index], advice.decided_by.c_str());
+                      "(set by %s%s). Histogram shows where the slider's scale puts them before you apply it.",
+                      target_format_names[app.format_index], advice.decided_by.c_str(),
+                      advice.from_shadow ? ", from the run's fp32 shadow" : "");
 }
 
 // Start / Pause / Resume / Step / Stop / Reset.
@@ -317,6 +318,10 @@ void draw_settings_form(TrainingForm& f) {
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("Also record what this block-scaled format would do to every recorded tensor (the Blocks view);\n"
                       "it changes nothing in the training. Either backend records it (the CUDA backend blocks each tensor on the device).");
+  ImGui::Checkbox("fp32 shadow", &f.shadow);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("On recorded steps, also run the step in float32 without casts and record its tensors as\n"
+                      "'<name> (fp32 shadow)': the values nothing flushed. The advice then comes from them.");
   ImGui::InputInt("seed", &f.seed);
   ImGui::PopItemWidth();
   f.batch = std::clamp(f.batch, 1, 1 << 16);
@@ -377,6 +382,7 @@ TrainingOptions training_options(const TrainingForm& f) {
   o.seed = std::to_string(f.seed);
   o.pause_at_step = std::to_string(f.pause_at_step);
   for (const FaultInjection& fault : f.faults) o.inject.push_back(describe(fault));
+  o.shadow = f.shadow;
   return o;
 }
 
@@ -418,6 +424,7 @@ TrainingForm training_form(const TrainingSettings& settings, const TrainingOptio
   f.seed = static_cast<int>(config.seed);
   f.pause_at_step = fits_int("--pause-at-step", settings.pause_at_step);
   f.faults = settings.faults;
+  f.shadow = settings.shadow;
   return f;
 }
 

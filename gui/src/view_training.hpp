@@ -40,6 +40,7 @@ struct TrainingForm {
   int seed = training_defaults::seed;
   int pause_at_step = 0;  // > 0: the run pauses itself there (--pause-at-step; not in the form)
   std::vector<FaultInjection> faults;  // --inject: applied at Start (not in the form)
+  bool shadow = false;  // recorded steps also in float32 without casts: "<name> (fp32 shadow)"
 };
 
 // The form as the options fpscope train would be given for it: what Start hands to the one

@@ -129,7 +129,8 @@ void draw_what_if(App& app) {
       ImGui::TextUnformatted(percent(r.overflow, r).c_str());
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(advice_text(advice).c_str());
-      if (ImGui::IsItemHovered() && !advice.decided_by.empty()) ImGui::SetTooltip("set by %s", advice.decided_by.c_str());
+      if (ImGui::IsItemHovered() && !advice.decided_by.empty())
+        ImGui::SetTooltip("set by %s%s", advice.decided_by.c_str(), advice.from_shadow ? ", from the run's fp32 shadow" : "");
     }
     ImGui::EndTable();
   }

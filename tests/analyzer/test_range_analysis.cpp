@@ -108,6 +108,21 @@ TEST_CASE("the loss-scale advice: gradients only, the highest one decides, each 
   CHECK(recommend_loss_scale(series, formats::fp16, 3).scale_log2 == 15 - 3 - 2);
 }
 
+TEST_CASE("the loss-scale advice comes from the fp32 shadows where a run has them") {
+  // The recorded gradient lost its largest values to flushes downstream; its shadow has them.
+  const std::vector<TensorSeries> series{
+      single_series("fc1", TensorKind::activation_gradient, histogram_of({{-30, 5}, {-20, 1}})),
+      single_series(shadow_tensor_name("fc1"), TensorKind::activation_gradient, histogram_of({{-30, 5}, {-20, 1}, {-12, 3}})),
+      single_series(shadow_tensor_name("fc1"), TensorKind::activation, histogram_of({{10, 3}}))};
+  const LossScaleAdvice advice = recommend_loss_scale(series, formats::fp16);
+  CHECK(advice.from_shadow);
+  CHECK(advice.scale_log2 == 15 - 1 - (-12));
+  CHECK(advice.decided_by == "fc1 (fp32 shadow) activation_gradient");
+  const LossScaleAdvice recorded_only = recommend_loss_scale(series[0], formats::fp16);
+  CHECK_FALSE(recorded_only.from_shadow);
+  CHECK(recorded_only.scale_log2 == 15 - 1 - (-20));
+}
+
 TEST_CASE("the loss-scale advice: no gradients, no scaling needed, and never past float32") {
   CHECK(recommend_loss_scale(single_series("fc1", TensorKind::activation, histogram_of({{-30, 5}})), formats::fp16).kind ==
         LossScaleAdvice::Kind::no_gradients);

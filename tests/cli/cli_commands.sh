@@ -354,6 +354,11 @@ check analyze-recipe-operands 0 '^h0\.attn\.qkv weight +3 +' -- "$fpscope" analy
 check analyze-recipe-operands-json 0 '"recipe_operands": \[' -- "$fpscope" analyze "$work/gpt-mx.jsonl" -f mxfp4 --json
 check train-gpt-export 0 '^exported 28 2 2$' -- bash -c "'$fpscope' train ${gpt[*]} --steps 2 --export-inputs '$work/gpt-export' >/dev/null 2>&1 &&
   echo exported \$(ls '$work/gpt-export' | grep -vc -- '-0000') \$(ls '$work/gpt-export' | grep -c '^inputs-') \$(ls '$work/gpt-export' | grep -c '^targets-')"
+# --shadow: each recorded step again in float32 without casts, recorded as "<name> (fp32 shadow)";
+# analyze advises from the shadows and says so.
+check train-shadow 0 '^advice for the gradients: 2\^[0-9]+ \(set by fc[0-9] \(fp32 shadow\) [a-z_]+, from the run.s fp32 shadow\)$' -- bash -c \
+  "'$fpscope' train --model 16-32-10 --steps 6 --record-every 3 --shadow --out '$work/shadow.jsonl' >/dev/null && [[ \$(grep -c 'fp32 shadow' '$work/shadow.jsonl') == 2 ]] &&
+   '$fpscope' analyze '$work/shadow.jsonl' | grep '^advice'"
 check_bad bad-train-record-blocks-rule "a scale rule chooses MX (E8M0) scales; nvfp4 has one" -- "$fpscope" train --record-blocks nvfp4:even --out "$work/never9.jsonl"
 # A recipe on the CUDA backend is refused only where no device answers (as any run there), never for being one.
 check_bad bad-train-recipe-cuda "--backend cuda: " -- "$fpscope" train --backend cuda --recipe mxfp4 --out "$work/never10.jsonl"

@@ -281,3 +281,62 @@ TEST_CASE("the example: the preview at 2^10 after 300 unscaled steps is what App
   MESSAGE("fc1 activation gradients at 2^10, previewed at step 300: " << predicted.flushed << "% flushed, " << predicted.subnormal
                                                                      << "% subnormal, " << predicted.normal << "% normal");
 }
+
+TEST_CASE("--shadow records each recorded step again in float32 without casts, beside the run's tensors, and changes nothing of the run") {
+  for (const bool gpt : {false, true}) {
+    CAPTURE(gpt);
+    TrainingSettings settings;
+    settings.config = gpt ? gpt_config(Precision::fp16) : mlp_config(Precision::fp16);
+    settings.config.scaler = LossScalerConfig::fixed(0x1p8);
+    settings.backend = "cpu";
+    settings.batch = gpt ? 3 : 32;
+    settings.steps = 4;
+    settings.record_every = 2;
+    RunStore shadowed_store, plain_store;
+    {
+      TrainingSettings with_shadow = settings;
+      with_shadow.shadow = true;
+      TrainingSession shadowed(shadowed_store), plain(plain_store);
+      shadowed.start(with_shadow);
+      plain.start(settings);
+      REQUIRE(shadowed.wait_for_end(std::chrono::seconds(60)));
+      REQUIRE(plain.wait_for_end(std::chrono::seconds(60)));
+    }
+    const std::vector<Snapshot> with = shadowed_store.copy_since(0), without = plain_store.copy_since(0);
+    REQUIRE(with.size() == 2);
+    REQUIRE(without.size() == 2);
+    // Step 0's weights stepped by a float32 trainer built here, at the step's scale.
+    TrainingConfig fp32_config = settings.config;
+    fp32_config.precision = Precision::fp32;
+    fp32_config.scaler = LossScalerConfig::fixed(0x1p8);
+    std::unique_ptr<TrainerBackend> fp32 = cpu(fp32_config);
+    fp32->restore(cpu(settings.config)->state());
+    TrainingData data("synthetic", settings.config);
+    Eigen::MatrixXf inputs;
+    std::vector<int> labels;
+    data.next_batch(settings.batch, inputs, labels);
+    std::vector<TensorRecord> expected = fp32->step(inputs, labels, true, true).snapshot->tensors;
+    for (TensorRecord& t : expected) {
+      t.name = shadow_tensor_name(t.name);
+      t.cast.reset();
+    }
+    for (std::size_t s = 0; s < 2; ++s) {
+      const Snapshot& a = with[s];
+      const Snapshot& b = without[s];
+      REQUIRE(a.tensors.size() == 2 * b.tensors.size());
+      Snapshot run_part = a;
+      run_part.tensors.resize(b.tensors.size());
+      CHECK(run_part == b);  // the run's own tensors, loss and scale: as without the shadow
+      for (std::size_t i = 0; i < b.tensors.size(); ++i) {
+        const TensorRecord& shadow = a.tensors[b.tensors.size() + i];
+        CHECK(shadow.name == shadow_tensor_name(b.tensors[i].name));
+        CHECK(is_shadow_tensor(shadow.name));
+        CHECK(shadow.kind == b.tensors[i].kind);
+        CHECK(shadow.captured == Capture::before_cast);
+        CHECK(shadow.scale == b.tensors[i].scale);  // gradients carry the step's scale, the rest 1
+        CHECK_FALSE(shadow.cast.has_value());       // float32 casts nothing
+        if (s == 0) CHECK(shadow == expected[i]);   // bit for bit the float32 step
+      }
+    }
+  }
+}

@@ -78,11 +78,14 @@ ShiftedHistogram shift_histogram(const ExponentHistogram& histogram, int shift);
 // overflow threshold, never more than float32 can hold (2^127, and no scaled gradient past
 // float32's range). "No scaling needed" when at 2^0 no gradient value flushes, turns subnormal
 // or overflows (bf16 with ordinary gradients), rather than an absurd 2^140.
+// Where the series hold fp32 shadows of gradients (is_shadow_tensor), the advice comes from those
+// alone: a recorded gradient lacks what later layers flushed, its shadow does not.
 struct LossScaleAdvice {
   enum class Kind : std::uint8_t { scale, no_scaling_needed, no_gradients };
   Kind kind = Kind::no_gradients;
   int scale_log2 = 0;        // the scale to use (0 for no_scaling_needed)
   std::string decided_by;    // "fc1 weight_gradient": the tensor whose largest values set it
+  bool from_shadow = false;  // decided from fp32 shadows
 };
 LossScaleAdvice recommend_loss_scale(std::span<const TensorSeries> series, Format format, int margin_binades = 1);
 // The same for one series (its own advice, as if it were the only gradient).

@@ -29,6 +29,7 @@ namespace fpscope {
 struct PreparedRun {
   TrainingSettings settings;
   std::unique_ptr<TrainerBackend> trainer;
+  std::unique_ptr<TrainerBackend> shadow;  // settings.shadow: the same model in float32, on the same backend
   std::optional<TrainingData> data;
   RunHeader header;
 };
@@ -60,6 +61,14 @@ struct RunExtras {
 // static scale, then step) would give. Both backends: it needs only state() and restore().
 StepResult counterfactual_step(TrainerBackend& trainer, const LossScalerConfig& running_scaler, const Eigen::MatrixXf& inputs,
                                const std::vector<int>& labels, double loss_scale);
+
+// The fp32 shadow of `trainer`'s next step (TrainingSettings::shadow): `shadow`, a float32 trainer
+// of the same model, takes `trainer`'s weights and steps once on (inputs, labels) at `loss_scale`,
+// recording; its tensors come back named "<name> (fp32 shadow)". `trainer` is not touched.
+std::vector<TensorRecord> shadow_records(TrainerBackend& shadow, const TrainerBackend& trainer, const Eigen::MatrixXf& inputs,
+                                         const std::vector<int>& labels, double loss_scale);
+// The config of a run's shadow: the same model and optimizer, float32, no recipe, nothing blocked.
+TrainingConfig shadow_config(const TrainingConfig& config);
 
 // A counterfactual step the session ran (request_counterfactual): what the run's next step would
 // record at `loss_scale`.
@@ -137,7 +146,8 @@ class TrainingSession {
     FaultInjection fault{};
   };
   void post(Command command, double value = 0, FaultInjection fault = {});
-  void run(std::unique_ptr<TrainerBackend> trainer, TrainingData data, RunHeader header, RunExtras extras);
+  void run(std::unique_ptr<TrainerBackend> trainer, std::unique_ptr<TrainerBackend> shadow, TrainingData data, RunHeader header,
+           RunExtras extras);
 
   RunSink& sink_;
   TrainingSettings settings_;

@@ -34,7 +34,12 @@ struct TrainingSettings {
   std::vector<FaultInjection> faults;  // non-finite values put into gradients at given steps
   bool start_paused = false;
   std::int64_t pause_at_step = 0;   // > 0: pause once this many steps are done (as the Pause button would)
+  // On recorded steps, the same step in float32 without casts (the same weights and batch, its
+  // backward scaled by the step's scale) recorded beside the run's tensors as "<name> (fp32
+  // shadow)", captured before_cast: the values the gradients take when nothing flushes them.
+  bool shadow = false;
 };
+
 
 // The options as a person typed them. Unset optional texts take the model's own defaults (an
 // MLP's or a GPT's, training_defaults.hpp); a set one is read as given, so an empty value is an error.
@@ -59,6 +64,7 @@ struct TrainingOptions {
   std::string seed;
   std::vector<std::string> inject;  // VALUE@LAYER:STEP each
   std::string pause_at_step = "0";
+  bool shadow = false;
   // `steps` is the count a run stops at; `endless`: 0 is taken too, for a run that goes on until
   // stopped (the app's Stop; fpscope train has none).
   bool endless = false;

@@ -23,6 +23,13 @@ constexpr bool is_gradient(TensorKind kind) { return kind == TensorKind::activat
 // logs are read so (run_log.hpp); the analyzer's scale semantics undo it (scale_semantics.hpp).
 constexpr double scale_carried_before_unscaling(TensorKind kind, double loss_scale) { return is_gradient(kind) ? loss_scale : 1.0; }
 
+// A tensor's fp32 shadow -- the same step in float32 without casts, whose values nothing flushed --
+// is recorded beside it under its name and this suffix, by the engine (train --shadow) and the
+// PyTorch bridge's shadow mode alike: "fc1 (fp32 shadow)".
+inline constexpr std::string_view shadow_suffix = " (fp32 shadow)";
+inline std::string shadow_tensor_name(std::string_view name) { return std::string(name) + std::string(shadow_suffix); }
+constexpr bool is_shadow_tensor(std::string_view name) { return name.ends_with(shadow_suffix); }
+
 // "activation", "activation_gradient", "weight", "weight_gradient", "other".
 std::string_view tensor_kind_name(TensorKind kind);
 // Throws std::invalid_argument naming the text when it is none of the names above.
