@@ -186,6 +186,21 @@ void App::ask_for_counterfactual() {
   }
 }
 
+LossScaleAdvice App::steady_advice(int format_index) {
+  std::vector<TensorSeries> gradients;
+  for (const TensorSeries& s : window_series())
+    if (is_gradient(s.kind)) gradients.push_back(s);
+  LossScaleAdvice advice = recommend_loss_scale(gradients, target_formats[format_index]);
+  std::optional<int>& held = held_advice_log2_[static_cast<std::size_t>(format_index)];
+  if (advice.kind != LossScaleAdvice::Kind::scale) {
+    held.reset();
+    return advice;
+  }
+  if (!held || advice.scale_log2 < *held || advice.scale_log2 > *held + 1) held = advice.scale_log2;
+  advice.scale_log2 = *held;
+  return advice;
+}
+
 const CounterfactualResult* App::counterfactual_preview() const {
   if (!counterfactual_ || !preview.scale_log2 || !counterfactual_->result.snapshot) return nullptr;
   if (counterfactual_->loss_scale != std::ldexp(1.0, *preview.scale_log2)) return nullptr;

@@ -3,6 +3,7 @@
 // ImGui; the app copies what is new once per frame and draws from its copy.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -177,6 +178,11 @@ class App {
   // What-if view and the Training panel's hint advise from it: a window keeps the advice from
   // jumping with one step's extremes). Built once per data version, step and window.
   const std::vector<TensorSeries>& window_series();
+  // The loss-scale advice for target_formats[format_index] from the window's gradients (their fp32
+  // shadows where the run has them), steadied: it goes down as soon as the data asks (a higher
+  // scale would overflow), up only when the data moves it by more than a binade, so it does not
+  // flicker from frame to frame with one step's extremes.
+  LossScaleAdvice steady_advice(int format_index);
 
  private:
   void save_baseline_if_fp32();
@@ -189,6 +195,7 @@ class App {
   std::int64_t settle_at_step_ = 0;
   std::string wanted_tensor_;  // selected as soon as it appears
   void ask_for_counterfactual();
+  std::array<std::optional<int>, target_format_count> held_advice_log2_{};  // steady_advice's, per format
   std::shared_ptr<const CounterfactualResult> counterfactual_;  // the latest answer
   std::optional<int> asked_scale_log2_;  // the last request's scale, its step and when it was made
   std::int64_t asked_step_ = -1;

@@ -115,11 +115,7 @@ void draw_followed(App& app) {
 // out of the format's range, and where to look once they are in it.
 void draw_next_step_hint(App& app, const TrainingStatus& status) {
   if (app.snapshots.empty() || app.form.precision == Precision::fp32) return;
-  std::vector<TensorSeries> series;  // the gradients of the What-if view's window, as it advises
-  for (const TensorSeries& s : app.window_series())
-    if (is_gradient(s.kind)) series.push_back(s);
-  const Format f = app.target_format();
-  const LossScaleAdvice advice = recommend_loss_scale(series, f);
+  const LossScaleAdvice advice = app.steady_advice(app.format_index);  // as the What-if view advises
   if (advice.kind != LossScaleAdvice::Kind::scale) return;
   const int now_log2 = scale_log2_of(status.loss_scale).log2;
   ImGui::PushStyleColor(ImGuiCol_Text, to_imgui(palette::hint_text));

@@ -102,6 +102,19 @@ void draw_what_if(App& app) {
                                                                 : std::string("-");
   };
 
+  // The engine's answer where the window holds a trainer: the next step re-run at the scale.
+  if (const CounterfactualResult* rerun = app.counterfactual_preview(); rerun != nullptr && scaled) {
+    RangeReport r;
+    for (const TensorRecord& t : rerun->result.snapshot->tensors)
+      if (selected_only ? (t.name == selected_name && t.kind == app.kind) : is_gradient(t.kind) && !is_shadow_tensor(t.name))
+        r += analyze_range(t.histogram, app.target_format(), 0);
+    ImGui::TextColored(to_imgui_vec4(palette::ghost_outline),
+                       "Step %lld re-run at 2^%d, applying nothing (what Apply gives), in %s: %s flushed, %s subnormal, %s overflow",
+                       static_cast<long long>(rerun->step), hypothetical, target_format_names[app.format_index], percent(r.flushed_to_zero, r).c_str(),
+                       percent(r.subnormal, r).c_str(), percent(r.overflow, r).c_str());
+  } else if (app.counterfactual_pending()) {
+    ImGui::TextDisabled("Computing the next step at 2^%d...", hypothetical);
+  }
   std::uint64_t not_numbers = 0;
   if (ImGui::BeginTable("what if", 6, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_BordersInnerH)) {
     ImGui::TableSetupColumn("format");
@@ -115,7 +128,7 @@ void draw_what_if(App& app) {
       const Format f = target_formats[i];
       const RangeReport r = analyze_all(f);
       not_numbers = r.non_finite;  // the same for every format
-      const LossScaleAdvice advice = recommend_loss_scale(series, f);
+      const LossScaleAdvice advice = selected_only ? recommend_loss_scale(series, f) : app.steady_advice(i);
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(target_format_names[i]);
@@ -140,10 +153,11 @@ void draw_what_if(App& app) {
     ImGui::TextColored(to_imgui_vec4(palette::non_finite_bar), "%llu infinite or NaN value%s in the window, in none of the shares (already overflowed, or NaN)",
                        static_cast<unsigned long long>(not_numbers), not_numbers == 1 ? "" : "s");
   ImGui::TextDisabled("Predicted at binade granularity (the analyzer's rule) from the window's histograms; the advice keeps the\n"
-                      "largest gradient one binade below overflow (Micikevicius et al. 2018, section 3.2). What it cannot know: a\n"
-                      "value flushed in a later layer changes the gradients upstream, which the recorded histograms do not show.");
+                      "largest gradient one binade below overflow (Micikevicius et al. 2018, section 3.2), from the fp32 shadows where\n"
+                      "the run has them. What the table cannot know: a value flushed in a later layer changes the gradients upstream,\n"
+                      "which the recorded histograms do not show; the re-run line above, where there is one, does.");
 
-  const LossScaleAdvice target_advice = recommend_loss_scale(series, app.target_format());
+  const LossScaleAdvice target_advice = selected_only ? recommend_loss_scale(series, app.target_format()) : app.steady_advice(app.format_index);
   const int recommended = target_advice.kind == LossScaleAdvice::Kind::scale ? target_advice.scale_log2 : 0;
   const bool can_apply = app.session != nullptr && (app.training_status.state == TrainingStatus::State::running ||
                                                     app.training_status.state == TrainingStatus::State::paused);
