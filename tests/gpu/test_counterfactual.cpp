@@ -10,6 +10,7 @@
 #include <memory>
 #include <thread>
 
+#include "fpscope/analyzer/scale_semantics.hpp"
 #include "fpscope/gpu/device_gpt.hpp"
 #include "fpscope/gpu/device_mlp.hpp"
 #include "fpscope/gpu/gpt.hpp"
@@ -339,4 +340,32 @@ TEST_CASE("--shadow records each recorded step again in float32 without casts, b
       }
     }
   }
+}
+
+TEST_CASE("the example: the advice from the fp32 shadow, applied at step 300, skips no step in the next 500") {
+  TrainingOptions options;  // the example's settings
+  options.backend = "cpu";
+  options.steps = "0";
+  options.endless = true;
+  options.shadow = true;
+  TrainingSettings settings = parse_training_options(options);
+  settings.pause_at_step = 300;
+  RunStore store;
+  TrainingSession session(store);
+  session.start(settings);
+  wait_for(session, [](const TrainingStatus& st) { return st.step >= 300 && st.state == TrainingStatus::State::paused; });
+  const std::vector<Snapshot> window = store.copy_since(store.size() - 20);  // the app's What-if window
+  const LossScaleAdvice advice = recommend_loss_scale(tensor_series(window), formats::fp16);
+  REQUIRE(advice.kind == LossScaleAdvice::Kind::scale);
+  CHECK(advice.from_shadow);
+  const std::int64_t skipped_before = session.status().skipped_steps;
+  session.set_static_scale(std::ldexp(1.0, advice.scale_log2));
+  session.resume();
+  wait_for(session, [](const TrainingStatus& st) { return st.step >= 800; });
+  session.pause();
+  const TrainingStatus status = session.status();
+  CHECK(status.step >= 800);
+  CHECK(status.skipped_steps == skipped_before);
+  MESSAGE("advice 2^" << advice.scale_log2 << " (set by " << advice.decided_by << "): " << status.skipped_steps - skipped_before
+                      << " steps skipped in " << status.step - 300);
 }
