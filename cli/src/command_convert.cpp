@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "commands.hpp"
+#include "fpscope/core/e8m0.hpp"
 #include "fpscope/snapshot/memory_budget.hpp"
 #include "number_option.hpp"
 #include "fpscope/core/printable_text.hpp"
@@ -79,9 +80,15 @@ void append_value(fmt::memory_buffer& out, Format to, std::uint64_t bits) {
   }
 }
 
+// E8M0, the OCP MX block scale, is no Format (e8m0.hpp): its codes stand in for bits on either
+// side. A code's value is a power of two float32 holds exactly; a value rounds to a code exactly
+// (from its every digit, never through the nearest float32).
+const Format e8m0_carrier = formats::fp32;  // the values of E8M0 codes, exactly
+
 void run_convert(const ConvertOptions& options) {
-  const Format from = parse_format(options.from);
-  const Format to = parse_format(options.to);
+  const bool from_e8m0 = names_e8m0(options.from), to_e8m0 = names_e8m0(options.to);
+  const Format from = from_e8m0 ? e8m0_carrier : parse_format(options.from);
+  const Format to = to_e8m0 ? e8m0_carrier : parse_format(options.to);
   const OutputKind output = parse_output(options.output);
   Context ctx;
   ctx.rounding = parse_rounding_mode(options.round);
@@ -111,7 +118,7 @@ void run_convert(const ConvertOptions& options) {
   }
   fmt::memory_buffer out;
   out.reserve(input.size() + input.size() / 2);
-  const int hex_digits = (to.width() + 3) / 4;
+  const int hex_digits = to_e8m0 ? 2 : (to.width() + 3) / 4;
   std::size_t line_number = 0;
   std::size_t start = 0;
   while (start < input.size()) {
@@ -120,27 +127,35 @@ void run_convert(const ConvertOptions& options) {
     const std::string_view line = trim(std::string_view(input).substr(start, end - start));
     start = end + 1;
     ++line_number;
-    if (line.empty()) throw UsageError(fmt::format("stdin line {} is empty: expected a value or 0x bits of {}", line_number, format_name(from)), 1);
+    if (line.empty())
+      throw UsageError(fmt::format("stdin line {} is empty: expected a value or 0x bits of {}", line_number, from_e8m0 ? std::string("e8m0") : format_name(from)), 1);
 
     ctx.flags = 0;
     std::uint64_t source = 0;
     const bool bits_in = is_bit_pattern(line);
+    const std::string from_name = from_e8m0 ? std::string("e8m0") : format_name(from);
     if (bits_in) {
-      if (!parse_hex_bits(line, from, source))
+      const Format pattern = from_e8m0 ? Format{7, 0, Flavour::ieee} : from;  // E8M0 codes: any 8-bit width
+      if (!parse_hex_bits(line, pattern, source))
         throw UsageError(fmt::format("stdin line {}: '{}' is not a {}-bit pattern of {}", line_number,
-                                       line.size() <= 64 ? std::string(line) : std::string(line.substr(0, 40)) + "...", from.width(), format_name(from)), 1);
+                                       line.size() <= 64 ? std::string(line) : std::string(line.substr(0, 40)) + "...", pattern.width(), from_name), 1);
+      if (from_e8m0) source = float_bits(e8m0::to_float(static_cast<std::uint8_t>(source)));
     } else {
       try {
-        source = round_text(from, line, ctx);  // a value is first a value of `from`
+        // A value is first a value of `from`.
+        source = from_e8m0 ? float_bits(e8m0::to_float(round_number_e8m0(parse_number(line), ctx))) : round_text(from, line, ctx);
       } catch (const ParseError& e) {
         throw UsageError(fmt::format("stdin line {}: {}", line_number, e.what()), 1);
       }
     }
-    const std::uint64_t result = convert(from, to, source, ctx);
+    const std::uint64_t result = to_e8m0 ? round_number_e8m0(parse_number(exact_decimal(from, source)), ctx) : convert(from, to, source, ctx);
     const OutputKind kind = output != OutputKind::automatic ? output : bits_in ? OutputKind::bits : OutputKind::value;
     if (kind == OutputKind::bits || kind == OutputKind::both) fmt::format_to(std::back_inserter(out), "0x{:0{}X}", result, hex_digits);
     if (kind == OutputKind::both) out.push_back(' ');
-    if (kind == OutputKind::value || kind == OutputKind::both) append_value(out, to, result);
+    if (kind == OutputKind::value || kind == OutputKind::both) {
+      if (to_e8m0) append_value(out, e8m0_carrier, float_bits(e8m0::to_float(static_cast<std::uint8_t>(result))));
+      else append_value(out, to, result);
+    }
     if (options.flags) fmt::format_to(std::back_inserter(out), " {}", describe_flags(ctx.flags));
     out.push_back('\n');
   }
@@ -152,8 +167,8 @@ void run_convert(const ConvertOptions& options) {
 void add_convert(CLI::App& app) {
   auto options = std::make_shared<ConvertOptions>();
   CLI::App* cmd = app.add_subcommand("convert", "Convert values or bit patterns on stdin (one per line) from one format to another");
-  cmd->add_option("--from", options->from, "format of the input (0x bit patterns are read in it; values are first rounded into it)")->required();
-  cmd->add_option("--to", options->to, "format of the output")->required();
+  cmd->add_option("--from", options->from, "format of the input (0x bit patterns are read in it; values are first rounded into it); e8m0 too")->required();
+  cmd->add_option("--to", options->to, "format of the output; e8m0 (the MX block scale) too")->required();
   cmd->add_option("-r,--round", options->round, "rounding mode: rne rna rz ru rd odd stochastic")->capture_default_str();
   cmd->add_option("--output", options->output, "auto (bits for bit input, values for value input), bits, value or both")->capture_default_str();
   cmd->add_flag("--flags", options->flags, "append the flags each line raised");

@@ -4,10 +4,12 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "commands.hpp"
+#include "fpscope/core/e8m0.hpp"
 #include "fpscope/core/bits.hpp"
 #include "fpscope/core/convert.hpp"
 #include "fpscope/core/decimal.hpp"
@@ -121,9 +123,37 @@ std::string inspect_one(Format f, std::uint64_t bits, std::uint8_t flags, const 
   return out;
 }
 
+// E8M0, the OCP MX block scale (e8m0.hpp), which is no Format: its code, value, neighbours and
+// flags. `written`: the number it was rounded from, where there is one.
+std::string inspect_e8m0(std::uint8_t code, std::uint8_t flags, const Context& ctx, const Palette& palette) {
+  std::string out;
+  out += fmt::format("{}e8m0{} (8 bits: 8 exponent, no sign, no mantissa; bias {}; the OCP MX block scale; dtype float8_e8m0fnu; {})\n",
+                     palette.heading(), palette.reset(), e8m0::bias, rounding_mode_name(ctx.rounding));
+  out += fmt::format("  bits        {}{}{}\n", palette.exponent(), binary(code, 8), palette.reset());
+  out += fmt::format("  hex         0x{:02X}\n", code);
+  const auto value_text = [](std::uint8_t c) {
+    return fmt::format("2^{} = {}", e8m0::exponent_of(c), exact_decimal(formats::fp32, float_bits(e8m0::to_float(c))));
+  };
+  if (e8m0::is_nan(code)) {
+    out += "  class       NaN (0xFF: E8M0 has no zero, no negative numbers and no infinity)\n";
+  } else {
+    out += fmt::format("  exponent    biased {}, unbiased {} (bias {})\n", code, e8m0::exponent_of(code), e8m0::bias);
+    out += fmt::format("  stored      {}\n", value_text(code));
+    out += fmt::format("  next up     {}\n", e8m0::exponent_of(code) < e8m0::max_exponent ? value_text(static_cast<std::uint8_t>(code + 1)) + fmt::format("  (0x{:02X})", code + 1)
+                                                                                     : std::string("none (2^127 is the largest)"));
+    out += fmt::format("  next down   {}\n", code > 0 ? value_text(static_cast<std::uint8_t>(code - 1)) + fmt::format("  (0x{:02X})", code - 1)
+                                                    : std::string("none (2^-127 is the smallest: there is no zero)"));
+  }
+  out += fmt::format("  flags       {}\n", describe_flags(flags));
+  return out;
+}
+
 void run_inspect(const InspectOptions& options) {
-  std::vector<Format> formats;
-  for (const auto& name : options.format_names) formats.push_back(parse_format(name));
+  std::vector<std::optional<Format>> formats;  // nullopt: E8M0
+  for (const auto& name : options.format_names) {
+    if (names_e8m0(name)) formats.push_back(std::nullopt);
+    else formats.push_back(parse_format(name));
+  }
   if (formats.empty()) formats = {fpscope::formats::fp16, fpscope::formats::bf16, fpscope::formats::fp32};
   Context base;
   base.rounding = parse_rounding_mode(options.round);
@@ -134,14 +164,29 @@ void run_inspect(const InspectOptions& options) {
   std::string out;
   if (!options.bits.empty()) {
     if (!options.value.empty()) throw UsageError("give either VALUE or --bits, not both");
-    // The bits are read in the first format; the value they stand for is shown in the others.
-    const Format source = formats.front();
-    const std::uint64_t source_bits = parse_bits(options.bits, source);
-    out += fmt::format("bits {} of {} = {}\n\n", hex_bits(source, source_bits), format_name(source), exact_decimal(source, source_bits));
-    for (Format f : formats) {
+    // The bits are read in the first format; the value they stand for is shown in the others. An
+    // E8M0 code stands for a power of two that float32 holds exactly.
+    Format source = fpscope::formats::fp32;
+    std::uint64_t source_bits = 0;
+    if (formats.front()) {
+      source = *formats.front();
+      source_bits = parse_bits(options.bits, source);
+      out += fmt::format("bits {} of {} = {}\n\n", hex_bits(source, source_bits), format_name(source), exact_decimal(source, source_bits));
+    } else {
+      const std::uint64_t code = parse_bits(options.bits, Format{7, 0, Flavour::ieee});  // any 8-bit width
+      source_bits = float_bits(e8m0::to_float(static_cast<std::uint8_t>(code)));
+      out += fmt::format("bits 0x{:02X} of e8m0 = {}\n\n", code, e8m0::is_nan(static_cast<std::uint8_t>(code)) ? std::string("nan")
+                                                                                                              : exact_decimal(source, source_bits));
+    }
+    for (const std::optional<Format>& f : formats) {
       Context ctx = base;
-      const std::uint64_t bits = convert(source, f, source_bits, ctx);
-      out += inspect_one(f, bits, ctx.flags, nullptr, ctx, palette) + "\n";
+      if (!f) {
+        const std::uint8_t code = round_number_e8m0(parse_number(exact_decimal(source, source_bits)), ctx);
+        out += inspect_e8m0(code, ctx.flags, ctx, palette) + "\n";
+        continue;
+      }
+      const std::uint64_t bits = convert(source, *f, source_bits, ctx);
+      out += inspect_one(*f, bits, ctx.flags, nullptr, ctx, palette) + "\n";
     }
   } else {
     if (options.value.empty()) throw UsageError("inspect needs a VALUE (such as 0.1, 0x1.8p-3, inf, -0) or --bits");
@@ -149,10 +194,15 @@ void run_inspect(const InspectOptions& options) {
     const bool moderate = number.kind != ParsedNumber::Kind::finite || number.digits.empty() ||
                           std::abs(number.exponent) < 5000;
     out += fmt::format("value {}\n\n", options.value);
-    for (Format f : formats) {
+    for (const std::optional<Format>& f : formats) {
       Context ctx = base;
-      const std::uint64_t bits = round_number(f, number, ctx);
-      out += inspect_one(f, bits, ctx.flags, moderate ? &number : nullptr, ctx, palette) + "\n";
+      if (!f) {
+        const std::uint8_t code = round_number_e8m0(number, ctx);
+        out += inspect_e8m0(code, ctx.flags, ctx, palette) + "\n";
+        continue;
+      }
+      const std::uint64_t bits = round_number(*f, number, ctx);
+      out += inspect_one(*f, bits, ctx.flags, moderate ? &number : nullptr, ctx, palette) + "\n";
     }
   }
   out.pop_back();  // one blank line between formats, none at the end
@@ -166,7 +216,7 @@ void add_inspect(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("inspect", "Show how each format stores a number: bits, exponent, exact value, error, neighbours, flags");
   cmd->add_option("VALUE,--value", options->value, "a decimal of any length (0.1, 6.1e-5), a hex float (0x1.8p-3), inf, nan, snan, -0, -inf");
   cmd->add_option("--bits", options->bits, "raw bits of the first --format instead of VALUE (0x3C00 or 0b...)");
-  cmd->add_option("-f,--format", options->format_names, "format(s) to show (default fp16 bf16 fp32): fp16 bf16 fp32 fp64 tf32 e4m3 e5m2 e2m1 e2m3 e3m2 e4m3fnuz e5m2fnuz eXmY");
+  cmd->add_option("-f,--format", options->format_names, "format(s) to show (default fp16 bf16 fp32): fp16 bf16 fp32 fp64 tf32 e4m3 e5m2 e2m1 e2m3 e3m2 e4m3fnuz e5m2fnuz eXmY, or e8m0 (the MX block scale)");
   cmd->add_option("-r,--round", options->round, "rounding mode: rne rna rz ru rd odd stochastic")->capture_default_str();
   cmd->add_flag("--ftz", options->flush_to_zero, "flush tiny results to zero");
   cmd->add_flag("--saturate", options->saturate, "overflow gives ±max finite (OCP FP8 SAT)");

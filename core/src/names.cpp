@@ -69,6 +69,16 @@ const NamedFormat* alias_named(std::string_view key) {
 
 }  // namespace
 
+bool names_e8m0(std::string_view name) {
+  std::string key = lowercase(name);
+  for (const std::string_view prefix : dtype_prefixes)
+    if (key.starts_with(prefix)) {
+      key.erase(0, prefix.size());
+      break;
+    }
+  return key == "e8m0" || key == "e8m0fnu" || key == "float8_e8m0fnu";
+}
+
 Format parse_format(std::string_view name) {
   std::string key = lowercase(name);
   if (const NamedFormat* alias = alias_named(key)) return alias->format;
@@ -81,10 +91,11 @@ Format parse_format(std::string_view name) {
   for (const auto& dtype : dtype_names)
     if (key == dtype.name) return dtype.format;
   // E8M0 reads like a custom eXmY with no mantissa, which no Format is: say what it is instead.
-  if (key == "e8m0" || key == "e8m0fnu" || key == "float8_e8m0fnu")
+  if (names_e8m0(name))
     throw UnknownNameError("format '" + printable_text(name) +
                            "' is the OCP MX block scale (unsigned powers of two 2^-127 .. 2^127, 0xFF NaN), not an element format: "
-                           "fpscope table mxfp8 shows it beside its elements, and quantize and analyze -f mxfp8-e4m3 use it");
+                           "inspect and convert take it, fpscope table mxfp8 shows it beside its elements, and quantize and analyze -f "
+                           "mxfp8-e4m3 use it");
   // Custom eXmY, eXmYfn (OCP FN flavour), eXmYfnuz (FNUZ), eXmYfinite (no infinity, no NaN) or
   // eXmYieee (IEEE flavour said explicitly: e4m3 alone is OCP's E4M3, so the IEEE-style e4m3 with
   // infinities is e4m3ieee).

@@ -359,6 +359,14 @@ check train-gpt-export 0 '^exported 28 2 2$' -- bash -c "'$fpscope' train ${gpt[
 check train-shadow 0 '^advice for the gradients: 2\^[0-9]+ \(set by fc[0-9] \(fp32 shadow\) [a-z_]+, from the run.s fp32 shadow\)$' -- bash -c \
   "'$fpscope' train --model 16-32-10 --steps 6 --record-every 3 --shadow --out '$work/shadow.jsonl' >/dev/null && [[ \$(grep -c 'fp32 shadow' '$work/shadow.jsonl') == 2 ]] &&
    '$fpscope' analyze '$work/shadow.jsonl' | grep '^advice'"
+# E8M0, the MX block scale, in inspect and convert (ml_dtypes' float8_e8m0fnu): 3 rounds to 2^2
+# (1.5 x 2^k and up goes up: the kept significand is odd), 1.49999999999999999 to 2^0 from its
+# every digit (not through float32's nearest, the tie 1.5); -1 and 0 are NaN; codes read back.
+check inspect-e8m0 0 '^  hex         0x81$' -- "$fpscope" inspect 3 -f e8m0
+check inspect-e8m0-digits 0 '^  stored      2\^0 = 1$' -- "$fpscope" inspect 1.49999999999999999 -f float8_e8m0fnu
+check convert-to-e8m0 0 '^0x81 4 0x7F 1 0xFF nan 0xFF nan 0xFE 1.7014118e\+38 $' -- bash -c \
+  "printf '3\\n1\\n-1\\n0\\n0x1p127\\n' | '$fpscope' convert --from fp32 --to e8m0 --output both | tr '\\n' ' '"
+check convert-from-e8m0 0 '^2 nan 5.877472e-39 $' -- bash -c "printf '0x80\\n0xFF\\n0x00\\n' | '$fpscope' convert --from e8m0 --to fp32 --output value | tr '\\n' ' '"
 check_bad bad-train-record-blocks-rule "a scale rule chooses MX (E8M0) scales; nvfp4 has one" -- "$fpscope" train --record-blocks nvfp4:even --out "$work/never9.jsonl"
 # A recipe on the CUDA backend is refused only where no device answers (as any run there), never for being one.
 check_bad bad-train-recipe-cuda "--backend cuda: " -- "$fpscope" train --backend cuda --recipe mxfp4 --out "$work/never10.jsonl"

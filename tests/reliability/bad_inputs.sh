@@ -170,7 +170,7 @@ mkfifo fifo.csv
 bad inspect-word 2 "banana" -- "$fpscope" inspect banana
 bad inspect-empty 2 "needs a VALUE" -- "$fpscope" inspect ""
 bad inspect-two-points 2 "1.2.3" -- "$fpscope" inspect 1.2.3
-bad inspect-e8m0 2 "is the OCP MX block scale" -- "$fpscope" inspect 0.375 -f e8m0
+bad analyze-e8m0 2 "is the OCP MX block scale" -- "$fpscope" analyze shared.jsonl -f e8m0
 bad inspect-bad-hex 2 "0x1.gp3" -- "$fpscope" inspect 0x1.gp3
 bad inspect-huge-exponent-text 2 "1e" -- "$fpscope" inspect 1e
 bad inspect-format 2 "fp17" -- "$fpscope" inspect 1 --format fp17

@@ -26,6 +26,9 @@ class UnknownNameError : public std::runtime_error {
 // float8_e4m3fn, float8_e4m3 (IEEE-style, with infinities), float8_e3m4, float6_e2m3fn,
 // float4_e2m1fn, ...). Throws UnknownNameError naming the input otherwise.
 Format parse_format(std::string_view name);
+// Whether `name` names E8M0, the OCP MX block scale (e8m0, e8m0fnu, float8_e8m0fnu, with or without
+// a dtype's module): no Format (it has no sign and no mantissa), so parse_format refuses it, saying so.
+bool names_e8m0(std::string_view name);
 // The name PyTorch, NumPy or ml_dtypes give the format's dtype ("float16", "bfloat16", "float8_e4m3fn",
 // "float8_e4m3" for e4m3ieee, "float6_e2m3fn", ...), or "" where none has one (tf32, custom formats).
 std::string dtype_name(Format f);
