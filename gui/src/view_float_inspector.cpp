@@ -63,7 +63,8 @@ double value_of(Format f, std::uint64_t bits) {
 // Significant decimal digits that tell every value of the format apart (IEEE 754's Pmin + 1).
 int distinguishing_digits(Format f) { return static_cast<int>(std::ceil((f.mantissa_bits + 1) * std::log10(2.0))) + 1; }
 
-// The value in scientific form with enough digits for its format; "=" when that is every digit.
+// The value in scientific form with enough digits for its format, and all of its digits where
+// they are few (448 in e5m2 is "= 4.48e+02", not "~ 4.5e+02"); "=" when that is every digit.
 std::string scientific(Format f, std::uint64_t bits) {
   if (is_nan(f, bits)) return value_text(f, bits);
   if (!is_finite(f, bits)) return sign_of(f, bits) ? "-inf" : "inf";
@@ -74,8 +75,11 @@ std::string scientific(Format f, std::uint64_t bits) {
     if (c >= '1' && c <= '9') started = true;
     if (started && std::isdigit(static_cast<unsigned char>(c))) ++significant;
   }
-  std::string text = fmt::format("{:.{}e}", value_of(f, bits), std::max(0, distinguishing_digits(f) - 1));
-  const bool all = significant <= static_cast<std::size_t>(distinguishing_digits(f));
+  // A double prints up to 17 significant digits exactly when the value has no more.
+  constexpr std::size_t few_digits = 17;
+  const int digits = significant <= few_digits ? std::max(static_cast<int>(significant), distinguishing_digits(f)) : distinguishing_digits(f);
+  std::string text = fmt::format("{:.{}e}", value_of(f, bits), std::max(0, digits - 1));
+  const bool all = significant <= static_cast<std::size_t>(digits);
   return (all ? "= " : "~ ") + text;
 }
 
