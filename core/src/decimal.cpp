@@ -181,6 +181,13 @@ ParsedNumber parse_number(std::string_view text) {
       return number;
     }
   }
+  // A power of two as fpscope writes them: 2^-11, 2^10.
+  if (rest.size() > 2 && rest[0] == '2' && rest[1] == '^') {
+    number.hex = true;
+    number.digits = "1";
+    number.exponent = parse_exponent(text, rest.substr(2));
+    return number;
+  }
   const auto lower = [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); };
   number.hex = rest.size() > 2 && rest[0] == '0' && lower(rest[1]) == 'x';
   std::size_t p = number.hex ? 2 : 0;
@@ -199,7 +206,7 @@ ParsedNumber parse_number(std::string_view text) {
     // A run of digits at once: numbers of millions of digits are read in linear time.
     std::size_t end = p;
     while (end < rest.size() && is_digit(rest[end])) ++end;
-    if (end == p) fail(text, number.hex ? "expected a hex float such as 0x1.8p-3" : "expected a decimal such as 0.1 or 6.1e-5, a hex float, inf or nan");
+    if (end == p) fail(text, number.hex ? "expected a hex float such as 0x1.8p-3" : "expected a decimal such as 0.1 or 6.1e-5, a hex float, 2^k, inf or nan");
     seen_digit = true;
     if (seen_point) fraction_digits += static_cast<long long>(end - p);
     std::size_t first = p;

@@ -183,3 +183,20 @@ TEST_CASE("decimals of thousands of digits round like glibc in four modes (the d
   CHECK(long_inputs > 1600);  // of 2000 (the "below" variant of an integer midpoint is short)
   CHECK(mismatches == 0);
 }
+
+TEST_CASE("a power of two as fpscope writes it, 2^k, is read exactly") {
+  const ParsedNumber small = parse_number("2^-11");
+  CHECK(small.kind == ParsedNumber::Kind::finite);
+  CHECK(small.hex);
+  CHECK(small.digits == "1");
+  CHECK(small.exponent == -11);
+  CHECK(parse_number("-2^10").negative);
+  CHECK(parse_number("+2^3").exponent == 3);
+  Context ctx;
+  CHECK(round_number(formats::fp16, parse_number("2^-11"), ctx) == 0x1000u);  // fp16's 2^-11
+  CHECK(round_number(formats::fp16, parse_number("2^-25"), ctx) == 0x0000u);  // half the smallest subnormal: a tie, to even
+  CHECK(round_number(formats::fp16, parse_number("2^16"), ctx) == 0x7C00u);   // past 65504: infinity
+  CHECK_THROWS_AS(parse_number("2^"), ParseError);
+  CHECK_THROWS_AS(parse_number("2^x"), ParseError);
+  CHECK_THROWS_AS(parse_number("2^1.5"), ParseError);
+}

@@ -17,7 +17,8 @@ class ParseError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A number as written: a decimal (`-0.1`, `6.1e-5`, `65520`), a C hex float (`0x1.8p-3`), or a
+// A number as written: a decimal (`-0.1`, `6.1e-5`, `65520`), a C hex float (`0x1.8p-3`), a power
+// of two as fpscope writes them (`2^-11`, `-2^10`), or a
 // special (`inf`, `-infinity`, `nan`, `snan`). Finite values are kept exactly as
 // digits * base^exponent, so nothing is rounded before the target format is known.
 struct ParsedNumber {
