@@ -83,3 +83,37 @@ TEST_CASE("fp64's ties are found without a wider format; flush to zero and satur
   CHECK((big.flags & flag::overflow) != 0);
   CHECK(big.reason == RoundingReason::replaced);  // the mode alone gives infinity
 }
+
+TEST_CASE("at the top of the range the neighbours go on past the largest finite value: ties and overflows said as they are") {
+  const auto explain = [](Format f, const char* a, const char* b, RoundingMode m = RoundingMode::nearest_even) {
+    return explain_rounding(f, Operation::add, bits_of(f, a), bits_of(f, b), mode(m));
+  };
+  // fp16: 65504 + 16 = 65520, halfway between 65504 and 2^16; to even is 2^16, which overflows.
+  RoundingChoice c = explain(formats::fp16, "65504", "16");
+  CHECK(c.tie);
+  CHECK(c.reason == RoundingReason::tie_past_max);
+  CHECK(c.result == 0x7C00);
+  // ... while 65504 + 8 is nearer 65504, and 65504 + 24 nearer 2^16: an overflow, no tie.
+  CHECK(explain(formats::fp16, "65504", "8").reason == RoundingReason::nearer);
+  c = explain(formats::fp16, "65504", "24");
+  CHECK_FALSE(c.tie);
+  CHECK(c.reason == RoundingReason::past_max);
+  // Toward zero never leaves the range: the largest finite value, the mode's own neighbour.
+  c = explain(formats::fp16, "65504", "24", RoundingMode::toward_zero);
+  CHECK(c.reason == RoundingReason::toward_zero);
+  CHECK(c.result == 0x7BFF);
+  // e4m3: 448 + 16 = 464 is halfway between 448 and 480 (past the largest): to even stays at 448.
+  c = explain(formats::e4m3, "448", "16");
+  CHECK(c.tie);
+  CHECK(c.reason == RoundingReason::tie_to_even);
+  CHECK(c.result == 0x7E);
+  // e4m3: 448 + 32 = 480 exactly, past the largest: an overflow (NaN in e4m3), no tie, not "the nearer".
+  c = explain(formats::e4m3, "448", "32");
+  CHECK_FALSE(c.tie);
+  CHECK(c.reason == RoundingReason::past_max);
+  // e2m1: 6 + 1 = 7, halfway between 6 and 8; to even is 8, which overflows, and FP4 saturates to 6.
+  c = explain(formats::e2m1, "6", "1");
+  CHECK(c.tie);
+  CHECK(c.reason == RoundingReason::tie_past_max);
+  CHECK(c.result == 0x7);
+}

@@ -24,6 +24,8 @@ enum class RoundingReason : std::uint8_t {
   to_odd,           // the neighbour with an odd last bit
   stochastic,       // a random draw
   replaced,         // neither neighbour: flush to zero, saturation or a special value decided it
+  past_max,         // the neighbour the mode takes lies past the largest finite value: an overflow
+  tie_past_max,     // exactly halfway, and the neighbour the tie goes to lies past the largest finite value
 };
 std::string_view rounding_reason_text(RoundingReason reason);  // one sentence fragment
 
@@ -37,7 +39,11 @@ struct RoundingChoice {
 
 // a op b in f under ctx (its rounding mode, FTZ, DAZ, saturation; ctx's flags are not changed).
 // The tie is decided exactly: the result is halfway when it is exact in a format with one more
-// mantissa bit (for f with 52 mantissa bits: when ties-to-even and ties-away disagree).
+// mantissa bit (for f with 52 mantissa bits: when ties-to-even and ties-away disagree). At the top
+// of the range the neighbours are taken as if the exponent went on (65520 in fp16 lies halfway
+// between 65504 and 2^16): a result the mode rounds past the largest finite value is an overflow,
+// whatever the format then gives (infinity, NaN, or its largest finite value), and a tie is said
+// to be one there too.
 RoundingChoice explain_rounding(Format f, Operation op, std::uint64_t a, std::uint64_t b, const Context& ctx);
 
 std::uint64_t apply_operation(Format f, Operation op, std::uint64_t a, std::uint64_t b, Context& ctx);
