@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
+#include <deque>
 #include <optional>
 #include <string>
 #include <thread>
@@ -67,6 +68,34 @@ void on_key(GLFWwindow* window, int key, int, int action, int mods) {
   if (key == GLFW_KEY_MINUS || key == GLFW_KEY_KP_SUBTRACT) scale_steps_requested -= 1;
   if (key == GLFW_KEY_0 || key == GLFW_KEY_KP_0) scale_steps_requested = std::numeric_limits<float>::quiet_NaN();
 }
+// Keys reach ImGui one tap per frame. Dear ImGui 1.86 sees a key only as down or up when a frame
+// starts, so a key pressed and released between two frames (a quick tap, typed or sent by a
+// program) would be lost: 25 BackSpaces sent at once removed 6 characters. The window's key events
+// are queued as they come and handed to ImGui's backend (which calls on_key first) in order, each
+// frame up to a second event of a key that already changed in that frame, which waits for the
+// next: a frame sees every press down and every release up.
+struct KeyEvent {
+  int key, scancode, action, mods;
+};
+std::deque<KeyEvent> pending_keys;
+void queue_key(GLFWwindow*, int key, int scancode, int action, int mods) {
+  pending_keys.push_back({key, scancode, action, mods});
+  note_input();
+}
+// Before a frame: the queued key events this frame may see. True while some wait for later frames.
+bool deliver_keys(GLFWwindow* window) {
+  std::vector<int> changed_this_frame;
+  while (!pending_keys.empty()) {
+    const KeyEvent e = pending_keys.front();
+    const bool changes = e.action != GLFW_REPEAT;
+    if (changes && std::find(changed_this_frame.begin(), changed_this_frame.end(), e.key) != changed_this_frame.end()) break;
+    pending_keys.pop_front();
+    if (changes) changed_this_frame.push_back(e.key);
+    ImGui_ImplGlfw_KeyCallback(window, e.key, e.scancode, e.action, e.mods);
+  }
+  return !pending_keys.empty();
+}
+
 void install_input_callbacks(GLFWwindow* window) {
   glfwSetCursorPosCallback(window, on_pointer);
   glfwSetMouseButtonCallback(window, [](GLFWwindow*, int, int, int) { note_input(); });
@@ -147,6 +176,7 @@ int run(const Options& o) {
   ImGui::StyleColorsDark();
   install_input_callbacks(window);
   ImGui_ImplGlfw_InitForOpenGL(window, true);
+  glfwSetKeyCallback(window, queue_key);  // in place of the backend's: deliver_keys hands them on
   ImGui_ImplOpenGL3_Init("#version 330 core");
   float content_scale = 1, unused = 1;
   glfwGetWindowContentScale(window, &content_scale, &unused);
@@ -208,6 +238,7 @@ int run(const Options& o) {
       drawn_once = true;
       drawn_version = app.data_version;
       drawn_status = session_status;
+      if (deliver_keys(window)) input_arrived = true;  // more taps wait: another frame at once
       ImGui_ImplOpenGL3_NewFrame();
       ImGui_ImplGlfw_NewFrame();
       // Headless frames are pictures, not sessions: keep the pointer (wherever Xvfb put it) out.
