@@ -71,15 +71,21 @@ void on_key(GLFWwindow* window, int key, int, int action, int mods) {
 // Keys reach ImGui one tap per frame. Dear ImGui 1.86 sees a key only as down or up when a frame
 // starts, so a key pressed and released between two frames (a quick tap, typed or sent by a
 // program) would be lost: 25 BackSpaces sent at once removed 6 characters. The window's key events
-// are queued as they come and handed to ImGui's backend (which calls on_key first) in order, each
-// frame up to a second event of a key that already changed in that frame, which waits for the
-// next: a frame sees every press down and every release up.
+// and typed characters are queued as they come and handed to ImGui's backend (which calls on_key
+// first) in order, each frame up to a second event of a key that already changed in that frame,
+// which waits for the next: a frame sees every press down and every release up, and a character
+// typed after Ctrl+A reaches the field after the selection.
 struct KeyEvent {
   int key, scancode, action, mods;
+  unsigned character;  // a typed character (key is -1 then), in its place among the keys
 };
 std::deque<KeyEvent> pending_keys;
 void queue_key(GLFWwindow*, int key, int scancode, int action, int mods) {
-  pending_keys.push_back({key, scancode, action, mods});
+  pending_keys.push_back({key, scancode, action, mods, 0});
+  note_input();
+}
+void queue_character(GLFWwindow*, unsigned character) {
+  pending_keys.push_back({-1, 0, 0, 0, character});
   note_input();
 }
 // Before a frame: the queued key events this frame may see. True while some wait for later frames.
@@ -87,6 +93,11 @@ bool deliver_keys(GLFWwindow* window) {
   std::vector<int> changed_this_frame;
   while (!pending_keys.empty()) {
     const KeyEvent e = pending_keys.front();
+    if (e.key < 0) {
+      pending_keys.pop_front();
+      ImGui_ImplGlfw_CharCallback(window, e.character);
+      continue;
+    }
     const bool changes = e.action != GLFW_REPEAT;
     if (changes && std::find(changed_this_frame.begin(), changed_this_frame.end(), e.key) != changed_this_frame.end()) break;
     pending_keys.pop_front();
@@ -177,6 +188,7 @@ int run(const Options& o) {
   install_input_callbacks(window);
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   glfwSetKeyCallback(window, queue_key);  // in place of the backend's: deliver_keys hands them on
+  glfwSetCharCallback(window, queue_character);
   ImGui_ImplOpenGL3_Init("#version 330 core");
   float content_scale = 1, unused = 1;
   glfwGetWindowContentScale(window, &content_scale, &unused);

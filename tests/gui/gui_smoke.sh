@@ -251,6 +251,29 @@ if command -v xdotool >/dev/null; then
   else
     fail "Reset while training: $(ls "$work/reset")"; [[ -s "$work/reset/fpscope-histogram.png" ]] && "$check" "$work/reset/fpscope-histogram.png" swatch-idle
   fi
+
+  # Keys typed faster than frames are drawn all arrive: four BackSpaces 1 ms apart take 123456 to
+  # 12; then Ctrl+A selects the field and typing replaces it (the number field at x 497, y 40).
+  keys_run() {  # COMMAND...: typing into the number field, then Return and Ctrl+Q; prints the report's inspector line
+    (cd "$work/interactive" && exec "$gui_path" --idle --view inspector --inspect 123456 --report >"$work/keys.out" 2>&1) &
+    local kapp=$!
+    sleep 3
+    xdotool search --name "^fpscope$" windowfocus --sync
+    xdotool mousemove 497 40 sleep 0.3 click 1 sleep 0.5
+    "$@"
+    xdotool sleep 0.5 key Return sleep 0.3 key ctrl+q
+    for _ in $(seq 50); do kill -0 "$kapp" 2>/dev/null || break; sleep 0.1; done
+    kill "$kapp" 2>/dev/null; wait "$kapp" 2>/dev/null
+    grep "^inspector fp16" "$work/keys.out"
+  }
+  select_all_and_type() { xdotool key --delay 1 ctrl+a && xdotool type --delay 1 0.5; }
+  backspaced=$(keys_run xdotool key --delay 1 End BackSpace BackSpace BackSpace BackSpace)
+  replaced=$(keys_run select_all_and_type)
+  if [[ "$backspaced" == "inspector fp16 0x4A00 = 12" && "$replaced" == "inspector fp16 0x3800 = 0.5" ]]; then
+    ok
+  else
+    fail "typing: four quick BackSpaces gave '$backspaced' (wanted 12), Ctrl+A and 0.5 gave '$replaced'"
+  fi
 else
   echo "xdotool not found: skipping the interactive checks (scripts/install-deps installs it)"
 fi
