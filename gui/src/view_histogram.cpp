@@ -149,9 +149,12 @@ void draw_histogram(App& app) {
   const int special_width = std::max(1, (hi - lo + 1) / 20);
   const int zero_x = hi + 2, inf_x = zero_x + special_width, nan_x = inf_x + special_width;
   const std::uint64_t specials[] = {h.zero_count(), h.infinity_count(), h.nan_count()};
+  // The height is the binades' (the outline's too) and the infinities' and NaNs'. Exact zeros can
+  // outnumber everything else -- a gradient whose values later layers flushed is mostly zeros --
+  // so their bar is cut at the top with its count written on it, and the binades keep the height.
   std::uint64_t top = 1;
-  for (int b = min_binade; b <= max_binade; ++b) top = std::max(top, h.count(b));
-  for (const std::uint64_t c : specials) top = std::max(top, c);
+  for (int b = min_binade; b <= max_binade; ++b) top = std::max({top, h.count(b), draw_ghost ? ghost.count(b) : 0});
+  top = std::max({top, h.infinity_count(), h.nan_count()});
   auto height = [&](std::uint64_t c) { return log_counts ? std::log10(1.0 + static_cast<double>(c)) : static_cast<double>(c); };
   PlotFrame plot = PlotFrame::reserve(ImVec2(0, 0), lo, nan_x + special_width, 0, height(top) * 1.05, "##histogram");
   app.histogram.geometry = {plot.min.x, plot.max.x, lo, nan_x + special_width};
@@ -176,7 +179,13 @@ void draw_histogram(App& app) {
   const int special_x[] = {zero_x, inf_x, nan_x};
   const char* special_names[] = {"0", "inf", "NaN"};
   for (int i = 0; i < 3; ++i) {
-    if (specials[i] > 0) bar(special_x[i], specials[i], special_colours[i], special_width);
+    if (specials[i] > 0) bar(special_x[i], std::min(specials[i], top), special_colours[i], special_width);
+    if (specials[i] > top) {  // cut: the count on the bar
+      const std::string count = fmt::format("{}", specials[i]);
+      const ImVec2 count_size = ImGui::CalcTextSize(count.c_str());
+      draw->AddText(ImVec2((plot.sx(special_x[i]) + plot.sx(special_x[i] + special_width) - count_size.x) / 2, plot.min.y + px(18)),
+                    to_imgui(palette::label_text), count.c_str());
+    }
     const ImVec2 size = ImGui::CalcTextSize(special_names[i]);
     draw->AddText(ImVec2((plot.sx(special_x[i]) + plot.sx(special_x[i] + special_width) - size.x) / 2, plot.min.y + px(2)), to_imgui(palette::label_text),
                   special_names[i]);
