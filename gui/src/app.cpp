@@ -60,16 +60,17 @@ App::App(const AppOptions& options) : view(options.view), form(options.form) {
     form.steps = 150;
     form.batch = 1024;
     if (start_training(form)) demo_stage_ = 0;
-  } else if ((options.start || options.example) && session && !start_training(form)) {
+  } else if ((options.start || options.example) && session && !start_training(form, options.example && !options.start)) {
     std::fprintf(stderr, "fpscope-gui: cannot start training: %s\n", printable_text(training_message, 4096).c_str());
   }
 }
 
 App::~App() = default;
 
-bool App::start_training(const TrainingForm& f) {
+bool App::start_training(const TrainingForm& f, bool paused) {
   try {
-    const TrainingSettings settings = parse_training_options(training_options(f));
+    TrainingSettings settings = parse_training_options(training_options(f));
+    settings.start_paused = paused;
     save_baseline_if_fp32();
     session->start(settings);
     training_message.clear();
@@ -368,7 +369,10 @@ const TensorRecord* App::shown_record(const char* no_run, const Snapshot*& snaps
   selection_controls();
   snapshot = current_snapshot();
   if (snapshot == nullptr) {
-    ImGui::TextDisabled("%s", follower ? "Nothing recorded in the log yet: waiting for its first snapshot." : no_run);
+    const bool waiting = session && (training_status.state == TrainingStatus::State::paused || training_status.state == TrainingStatus::State::running);
+    ImGui::TextDisabled("%s", follower  ? "Nothing recorded in the log yet: waiting for its first snapshot."
+                              : waiting ? "Nothing recorded yet: the run waits at its first step (Resume or Step on the left)."
+                                        : no_run);
     return nullptr;
   }
   const TensorRecord* record = selected_record(*snapshot);

@@ -157,7 +157,8 @@ class App {
   const TensorRecord* selected_record(const Snapshot& snapshot) const;
   Format target_format() const { return target_formats[format_index]; }
   // Start a run from the form (errors go to training_message); used by the Training view and the demo.
-  bool start_training(const TrainingForm& form);
+  // `paused`: it waits at step 0 for Resume (the example, so a person sees it begin).
+  bool start_training(const TrainingForm& form, bool paused = false);
   void selection_controls();  // tensor, kind, format and step pickers, shared by several views
   // The selection controls, then the selected tensor of the shown step; nullptr after saying why
   // there is none (no run yet: `no_run`; waiting for a followed log; the step lacks the tensor).

@@ -407,7 +407,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   cli.add_option("--at-step", o.app.settle_at_step, "with --frames: take the frames once the run has done this many steps, while it trains on");
   bool idle = false;
-  cli.add_flag("--idle", idle, "open without training anything (by default a window opens on the example: fp16, no loss scaling)");
+  cli.add_flag("--idle", idle, "open without training anything (by default a window opens on the example, paused at step 0: fp16, no loss scaling)");
   cli.add_flag("--report", o.report, "print frame times and training speed on exit");
   cli.add_option("--ui-scale", o.ui_scale, "size of text and widgets, 0.5 .. 4 (default: the monitor's content scale; Ctrl +/-/0 change it)");
   try {
@@ -477,7 +477,7 @@ int main(int argc, char** argv) {
     if (o.width < 200 || o.height < 150 || o.width > 8192 || o.height > 8192) throw CLI::ValidationError("--width and --height must be 200..8192 and 150..8192");
     if (o.frames < 0) throw CLI::ValidationError("--frames must not be negative");
     if (o.app.settle_at_step < 0) throw CLI::ValidationError("--at-step must not be negative");
-    // A window opened with nothing to show starts the example; headless runs do only what they are told.
+    // A window opened with nothing to show opens the example, paused at step 0; headless runs do only what they are told.
     o.app.example = !idle && o.frames == 0 && o.app.follow.empty() && !o.app.demo && !o.app.start;
     if (cli.count("--ui-scale") > 0 && !(o.ui_scale >= fpscope::gui::min_ui_scale && o.ui_scale <= fpscope::gui::max_ui_scale))
       throw CLI::ValidationError("--ui-scale must be 0.5 .. 4");

@@ -176,6 +176,10 @@ void draw_run_status(App& app, const TrainingStatus& status) {
   if (status.state == TrainingStatus::State::idle)
     ImGui::TextWrapped("Press Start: fp16 without loss scaling. Most activation gradients fall below fp16's range (red in "
                        "Histogram); then drag the loss scale up and watch them move into the green.");
+  else if (status.state == TrainingStatus::State::paused && status.step == 0)
+    ImGui::TextWrapped("Ready at step 0: press Resume to train in fp16 without loss scaling (or Step, one step at a time). "
+                       "Most activation gradients will fall below fp16's range (red in Histogram); then drag the loss scale "
+                       "up and watch them move into the green.");
   else
     draw_next_step_hint(app, status);
   state_swatch(state_colour(status.state));
