@@ -239,19 +239,27 @@ Shares cast_shares(const Snapshot& snapshot, const std::string& name, TensorKind
 }
 }  // namespace
 
-TEST_CASE("the example: the preview at 2^10 after 300 unscaled steps is what Apply then gives, within 2 points on the next steps") {
-  // The app's first minute: the example trains in fp16 without loss scaling, most of fc1's
-  // gradients flushed by the time a person drags the slider; then Apply.
-  TrainingOptions options;  // the example's settings
+namespace {
+// The app's example (its settings, on the CPU), trained until it pauses itself at step 300.
+void start_example_paused_at_300(TrainingSession& session, bool shadow) {
+  TrainingOptions options;
   options.backend = "cpu";
   options.steps = "0";
   options.endless = true;
+  options.shadow = shadow;
   TrainingSettings settings = parse_training_options(options);
   settings.pause_at_step = 300;
-  RunStore store;
-  TrainingSession session(store);
   session.start(settings);
   wait_for(session, [](const TrainingStatus& st) { return st.step >= 300 && st.state == TrainingStatus::State::paused; });
+}
+}  // namespace
+
+TEST_CASE("the example: the preview at 2^10 after 300 unscaled steps is what Apply then gives, within 2 points on the next steps") {
+  // The app's first minute: the example trains in fp16 without loss scaling, most of fc1's
+  // gradients flushed by the time a person drags the slider; then Apply.
+  RunStore store;
+  TrainingSession session(store);
+  start_example_paused_at_300(session, false);
   session.request_counterfactual(0x1p10);
   const std::shared_ptr<const CounterfactualResult> preview = wait_for_answer(session, 1);
   REQUIRE(preview);
@@ -343,17 +351,9 @@ TEST_CASE("--shadow records each recorded step again in float32 without casts, b
 }
 
 TEST_CASE("the example: the advice from the fp32 shadow, applied at step 300, skips no step in the next 500") {
-  TrainingOptions options;  // the example's settings
-  options.backend = "cpu";
-  options.steps = "0";
-  options.endless = true;
-  options.shadow = true;
-  TrainingSettings settings = parse_training_options(options);
-  settings.pause_at_step = 300;
   RunStore store;
   TrainingSession session(store);
-  session.start(settings);
-  wait_for(session, [](const TrainingStatus& st) { return st.step >= 300 && st.state == TrainingStatus::State::paused; });
+  start_example_paused_at_300(session, true);
   const std::vector<Snapshot> window = store.copy_since(store.size() - 20);  // the app's What-if window
   const LossScaleAdvice advice = recommend_loss_scale(tensor_series(window), formats::fp16);
   REQUIRE(advice.kind == LossScaleAdvice::Kind::scale);
