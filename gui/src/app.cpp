@@ -188,10 +188,8 @@ void App::ask_for_counterfactual() {
 }
 
 LossScaleAdvice App::steady_advice(int format_index) {
-  std::vector<TensorSeries> gradients;
-  for (const TensorSeries& s : window_series())
-    if (is_gradient(s.kind)) gradients.push_back(s);
-  LossScaleAdvice advice = recommend_loss_scale(gradients, target_formats[format_index]);
+  window_series();  // brings window_gradients_ up to date
+  LossScaleAdvice advice = recommend_loss_scale(window_gradients_, target_formats[format_index]);
   std::optional<int>& held = held_advice_log2_[static_cast<std::size_t>(format_index)];
   if (advice.kind != LossScaleAdvice::Kind::scale) {
     held.reset();
@@ -258,6 +256,9 @@ const std::vector<TensorSeries>& App::window_series() {
       for (std::int64_t i = std::max<std::int64_t>(0, end - window + 1); i <= end; ++i) recent.push_back(&*snapshots[static_cast<std::size_t>(i)]);
       window_series_ = tensor_series(std::span<const Snapshot* const>(recent));
     }
+    window_gradients_.clear();
+    for (const TensorSeries& series : window_series_)
+      if (is_gradient(series.kind)) window_gradients_.push_back(series);
     window_series_key_ = key;
   }
   return window_series_;

@@ -189,6 +189,7 @@ class App {
   void save_baseline_if_fp32();
   std::uint64_t store_generation_seen_ = ~0ull;
   std::vector<TensorSeries> window_series_;
+  std::vector<TensorSeries> window_gradients_;  // the gradients among them, which the advice reads
   std::tuple<std::uint64_t, std::int64_t, int> window_series_key_{~0ull, -1, 0};
   std::uint64_t store_layout_seen_ = 0;
   bool requested_tab_ = true;  // select `view`'s tab on the first frame
