@@ -68,13 +68,13 @@ void on_key(GLFWwindow* window, int key, int, int action, int mods) {
   if (key == GLFW_KEY_MINUS || key == GLFW_KEY_KP_SUBTRACT) scale_steps_requested -= 1;
   if (key == GLFW_KEY_0 || key == GLFW_KEY_KP_0) scale_steps_requested = std::numeric_limits<float>::quiet_NaN();
 }
-// Keys reach ImGui one tap per frame. Dear ImGui 1.86 sees a key only as down or up when a frame
+// Keys reach ImGui a change per frame. Dear ImGui 1.86 sees a key only as down or up when a frame
 // starts, so a key pressed and released between two frames (a quick tap, typed or sent by a
 // program) would be lost: 25 BackSpaces sent at once removed 6 characters. The window's key events
 // and typed characters are queued as they come and handed to ImGui's backend (which calls on_key
-// first) in order, each frame up to a second event of a key that already changed in that frame,
-// which waits for the next: a frame sees every press down and every release up, and a character
-// typed after Ctrl+A reaches the field after the selection.
+// first) in order, each frame up to a second event of a key that already changed in that frame, or
+// a release after a press, which wait for the next: a frame sees every press down with the keys
+// held with it, and a character typed after Ctrl+A reaches the field after the selection.
 struct KeyEvent {
   int key, scancode, action, mods;
   unsigned character;  // a typed character (key is -1 then), in its place among the keys
@@ -91,6 +91,7 @@ void queue_character(GLFWwindow*, unsigned character) {
 // Before a frame: the queued key events this frame may see. True while some wait for later frames.
 bool deliver_keys(GLFWwindow* window) {
   std::vector<int> changed_this_frame;
+  bool pressed_this_frame = false;
   while (!pending_keys.empty()) {
     const KeyEvent e = pending_keys.front();
     if (e.key < 0) {
@@ -100,8 +101,12 @@ bool deliver_keys(GLFWwindow* window) {
     }
     const bool changes = e.action != GLFW_REPEAT;
     if (changes && std::find(changed_this_frame.begin(), changed_this_frame.end(), e.key) != changed_this_frame.end()) break;
+    // A release after a press waits too: Ctrl let go in the frame that sees A pressed would make
+    // Ctrl+A a plain A (ImGui reads the modifiers' state when the frame starts).
+    if (e.action == GLFW_RELEASE && pressed_this_frame) break;
     pending_keys.pop_front();
     if (changes) changed_this_frame.push_back(e.key);
+    if (e.action == GLFW_PRESS) pressed_this_frame = true;
     ImGui_ImplGlfw_KeyCallback(window, e.key, e.scancode, e.action, e.mods);
   }
   return !pending_keys.empty();
