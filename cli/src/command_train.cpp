@@ -58,8 +58,8 @@ void export_parameters(const std::filesystem::path& folder, const TrainingConfig
     return;
   }
   for (std::size_t l = 0; l < state.weights.size(); ++l) {
-    write("fc" + std::to_string(l + 1) + ".weight", state.weights[l], false);
-    write("fc" + std::to_string(l + 1) + ".bias", state.biases[l], true);
+    write(mlp_layer_name(l) + ".weight", state.weights[l], false);
+    write(mlp_layer_name(l) + ".bias", state.biases[l], true);
   }
 }
 

@@ -199,25 +199,10 @@ void DeviceGptTrainer::restore(const TrainerState& state) {
   stochastic_counter_ = state.stochastic_counter;
 }
 
-StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool read_loss) {
-  const std::vector<int> tokens = gpt_batch_tokens(shape_, inputs, labels);
-  Memory& m = *memory_;
-  DeviceOps& ops = *ops_;
-  const int B = static_cast<int>(inputs.rows()), T = shape_.context, D = shape_.width, H = shape_.heads, dh = D / H, L = shape_.layers,
-            V = shape_.vocab, N = B * T;
-  const std::size_t ND = static_cast<std::size_t>(N) * static_cast<std::size_t>(D), TT = static_cast<std::size_t>(T) * static_cast<std::size_t>(T);
-  const std::size_t packed = static_cast<std::size_t>(B) * static_cast<std::size_t>(H) * triangle_start(T);
-  const bool low = config_.precision != Precision::fp32, bf16 = config_.precision == Precision::bf16;
-  if (m.batch != B) m.size_for(ops, shape_, B, low, config_.record_blocks.has_value());
-  ops.upload(m.tokens.data(), tokens.data(), m.tokens.bytes());
-  ops.upload(m.targets.data(), labels.data(), m.targets.bytes());
-  std::vector<int> token_columns, token_starts;
-  group_columns_by_token(tokens, V, token_columns, token_starts);
-  ops.upload(m.token_columns.data(), token_columns.data(), m.token_columns.bytes());
-  ops.upload(m.token_starts.data(), token_starts.data(), m.token_starts.bytes());
-  unsigned long long* records = m.readback.data() + scalar_words;
-  if (record) ops.zero(records, (m.readback.size() - scalar_words) * sizeof(unsigned long long));
-
+// One step's phases on the device, in gpt_pass.hpp's order: the same tensors cast and recorded in
+// the same order, so the same random words. Its fields name the shape as gpt_pass.hpp does: B
+// sequences of T tokens (N in all), width D, H heads of dh, L blocks, vocabulary V.
+struct DeviceGptTrainer::Pass {
   // Where tensor `name` of `kind` records on a recorded step (nowhere otherwise), and how its
   // values block (--record-blocks): a stored tensor along its features (n / tokens of them), an
   // attention triangle along each query's keys, a weight as the CPU backend blocks it.
@@ -227,326 +212,456 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
     enum class Layout : std::uint8_t { none, stored, triangles, weight } layout = Layout::none;
     std::size_t rows = 0, cols = 0;
   };
-  const auto slots = [&](TensorKind kind, const std::string& name, Into::Layout layout) {
-    if (!record) return Into{};
-    const std::size_t r = m.record_of[static_cast<int>(kind)].at(name);
-    return Into{device_step::record_slots(records + r * record_stride), r, layout};
-  };
-  const auto stored = [&](TensorKind kind, int block, const char* name) {
-    const bool triangle = std::string_view(name) == "attn.scores" || std::string_view(name) == "attn.softmax";
-    return slots(kind, full_name(block, name), triangle ? Into::Layout::triangles : Into::Layout::stored);
-  };
-  const auto activation = [&](int block, const char* name) { return stored(TensorKind::activation, block, name); };
-  const auto gradient = [&](int block, const char* name) { return stored(TensorKind::activation_gradient, block, name); };
-  const auto weight_record = [&](TensorKind kind, std::size_t p) {
-    if (layout_[p].recorded.empty()) return Into{};
-    Into into = slots(kind, layout_[p].recorded, Into::Layout::weight);
-    into.rows = static_cast<std::size_t>(layout_[p].rows), into.cols = static_cast<std::size_t>(layout_[p].cols);
-    return into;
-  };
-  // Block statistics of the recorded tensors, made from the values before their cast, on the
-  // device (the packed attention triangles blocked along each query's keys: device_step.hpp).
-  std::vector<std::optional<BlockRecord>> blocks(record && config_.record_blocks ? m.records.size() : 0);
+
+  Pass(DeviceGptTrainer& trainer, int sequences, bool record);
+  // The batch's tokens, targets and columns grouped by token (for embed_backward).
+  void upload(const std::vector<int>& tokens, const std::vector<int>& labels);
+  // The step's copies of the parameters (the recorded ones recorded as weights).
+  void cast_parameters();
+  // The embeddings, block l, the final LayerNorm, the tied head and the loss (its gradient carries
+  // the loss scale, read on the device).
+  void embed();
+  void block_forward(int l);
+  void head_and_loss();
+  // The head's backward and the final LayerNorm's, block l's, the embeddings'.
+  void head_backward();
+  void block_backward(int l);
+  void embed_backward();
+  // The faults, the weight gradients' casts (recorded) and check, the scaler, the update unless
+  // skipped: all on the device; fp16-pure's re-rounding of the weights after an update.
+  void check_and_update();
+  // One read-back: the scalars, and the records of a recorded step into its snapshot.
+  void read_back(bool read_loss);
+
+  Into slots(TensorKind kind, const std::string& name, Into::Layout how) const;
+  Into stored(TensorKind kind, int block, const char* name) const;
+  Into activation(int block, const char* name) const { return stored(TensorKind::activation, block, name); }
+  Into gradient(int block, const char* name) const { return stored(TensorKind::activation_gradient, block, name); }
+  Into weight_record(TensorKind kind, std::size_t p) const;
   // The cast of n values into the run's format (float32 into `out`, 16-bit into `packed`, each
-  // where not null), taking n random words; the fp32 policy only records (and copies).
-  const auto cast = [&](const float* in, float* out, std::uint16_t* packed16, std::size_t n, const Into& into) {
-    if (!blocks.empty() && into.layout != Into::Layout::none) {
-      const BlockRecording& b = *config_.record_blocks;
-      if (into.layout == Into::Layout::triangles) {
-        blocks[into.record] = device_step::triangle_block_record(ops, m.block_recorder, b, in, T, n / triangle_start(T), m.padded_triangles.data());
-      } else if (into.layout == Into::Layout::weight) {
-        blocks[into.record] = m.block_recorder.record(ops, b, in, into.rows, into.cols, weight_features(into.cols));
-      } else {
-        blocks[into.record] = m.block_recorder.record(ops, b, in, n / static_cast<std::size_t>(N), static_cast<std::size_t>(N), FeatureAxis::first);
-      }
-    }
-    if (low) {
-      ops.cast(in, out, packed16, n, bf16, config_.rounding, into.slots, config_.seed, stochastic_counter_);
-      stochastic_counter_ += n;
-      return;
-    }
-    if (into.slots.histogram != nullptr) ops.record_histogram(in, n, into.slots.histogram);
-    if (out != nullptr && out != in) ops.copy(out, in, n * sizeof(float));
-  };
-  const auto operand = [](const Buffer<float>& f, const Buffer<std::uint16_t>& h, std::size_t offset, int ld, std::size_t stride = 0) {
+  // where not null), taking n random words; the fp32 policy only records (and copies). Block
+  // statistics are made from the values before their cast, on the device (the packed attention
+  // triangles blocked along each query's keys: device_step.hpp).
+  void cast(const float* in, float* out, std::uint16_t* packed16, std::size_t n, const Into& into);
+  static DeviceOperand operand(const Buffer<float>& f, const Buffer<std::uint16_t>& h, std::size_t offset, int ld, std::size_t stride = 0) {
     return DeviceOperand{f.data() + offset, h.data() == nullptr ? nullptr : h.data() + offset, ld, stride};
-  };
+  }
   // C = op(A) op(B): 16-bit operands in low precision unless `float32` (operands that are not the
   // format's values), `batch` products over the heads.
-  const auto product = [&](bool ta, bool tb, int rows, int cols, int k, DeviceOperand a, DeviceOperand b, float* c, int ldc,
-                           bool accumulate = false, int batch = 1, std::size_t stride_c = 0, bool float32 = false) {
-    ProductCall call;
-    call.transpose_a = ta, call.transpose_b = tb, call.m = rows, call.n = cols, call.k = k, call.a = a, call.b = b, call.c = c, call.ldc = ldc;
-    call.accumulate = accumulate, call.batch = batch, call.stride_c = stride_c, call.sixteen = low && !float32, call.bf16 = bf16;
-    ops.product(call);
-  };
+  void product(bool ta, bool tb, int rows, int cols, int k, DeviceOperand a, DeviceOperand b, float* c, int ldc, bool accumulate = false,
+               int batch = 1, std::size_t stride_c = 0, bool float32 = false);
   // Per sequence and head (B x H products, one call): A, B and C at their bases plus a sequence's
   // and a head's strides -- a head's rows of qkv or of the context (dh rows apart), its keys x
   // queries square. float32 operands where `float32`.
-  const auto heads_product = [&](bool ta, bool tb, int rows, int cols, int k, DeviceOperand a, std::size_t a_sequence, DeviceOperand b,
-                                 std::size_t b_sequence, float* c, int ldc, std::size_t c_head, std::size_t c_sequence, bool float32 = false) {
-    ProductCall call;
-    a.group_stride = a_sequence, b.group_stride = b_sequence;
-    call.transpose_a = ta, call.transpose_b = tb, call.m = rows, call.n = cols, call.k = k, call.a = a, call.b = b, call.c = c, call.ldc = ldc;
-    call.stride_c = c_head, call.group_stride_c = c_sequence, call.batch = H, call.groups = B, call.sixteen = low && !float32, call.bf16 = bf16;
-    ops.product(call);
-  };
-  const auto weight = [&](int p) { return operand(m.copy[static_cast<std::size_t>(p)], m.copy16[static_cast<std::size_t>(p)], 0, layout_[static_cast<std::size_t>(p)].rows); };
+  void heads_product(bool ta, bool tb, int rows, int cols, int k, DeviceOperand a, std::size_t a_sequence, DeviceOperand b, std::size_t b_sequence,
+                     float* c, int ldc, std::size_t c_head, std::size_t c_sequence, bool float32 = false);
+  DeviceOperand weight(int p) const {
+    return operand(m.copy[static_cast<std::size_t>(p)], m.copy16[static_cast<std::size_t>(p)], 0, layout[static_cast<std::size_t>(p)].rows);
+  }
   // Under a recipe, a block's linear layers (attn.qkv, attn.proj, mlp.fc, mlp.proj) multiply
   // the float32 operands it makes (DeviceRecipe) as GptTrainer's hooks make them, each just before
   // its product, as the CPU's pass draws their random words. Their inputs and weights are float32
   // values of the run's format already (cast in place, or the weights' copies).
-  StepResult result;
-  const GemmRecipe recipe = m.recipe.recipe();
-  if (recipe != GemmRecipe::none) m.recipe.begin_step(ops);
-  const auto recipe_product = [&](bool ta, bool tb, int rows, int cols, int k, const float* a, int lda, const float* b, int ldb, float* c, int ldc,
-                                  float alpha) { device_step::DeviceRecipe::product(ops, ta, tb, rows, cols, k, a, lda, b, ldb, c, ldc, alpha); };
-  const auto block_operand = [&](const std::string& name, GemmOperand operand, const float* x, int rows, int cols, bool along_first_axis,
-                                 float* device) {
-    m.recipe.block_operand(ops, operand, x, rows, cols, along_first_axis, block_operand_index(result.block_operands, name, operand), stochastic_counter_,
-                           device);
-  };
+  void recipe_product(bool ta, bool tb, int rows, int cols, int k, const float* a, int lda, const float* b, int ldb, float* c, int ldc, float alpha);
+  void block_operand(const std::string& name, GemmOperand operand, const float* x, int rows, int cols, bool along_first_axis, float* device);
   // An FP8 operand (rows x cols values at x) into its slot's buffer (kept for the backward), its factor returned.
-  const auto fp8_operand = [&](int block, const char* linear, GemmOperand operand, const float* x, int rows, int cols) -> std::pair<float*, float> {
-    const std::size_t slot = gpt_recipe_slot(block, linear, operand), n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
-    Buffer<float>& buffer = m.fp8_operands[slot];
-    if (buffer.size() != n) buffer = Buffer<float>(ops, n);
-    const float factor = m.recipe.fp8_operand(ops, operand, x, n, slot, new_operand_scaling(result.scaling, full_name(block, linear)), stochastic_counter_,
-                                              buffer.data());
-    m.fp8_dequantize[slot] = factor;
-    return {buffer.data(), factor};
-  };
-  const auto fp8_kept = [&](int block, const char* linear, GemmOperand operand) -> std::pair<const float*, float> {
-    const std::size_t slot = gpt_recipe_slot(block, linear, operand);
-    return {m.fp8_operands.at(slot).data(), m.fp8_dequantize.at(slot)};
-  };
+  std::pair<float*, float> fp8_operand(int block, const char* linear, GemmOperand operand, const float* x, int rows, int cols);
+  std::pair<const float*, float> fp8_kept(int block, const char* linear, GemmOperand operand) const;
   // y (out x N) = W x + b (block `block`'s layer `name` under a recipe).
-  const auto linear = [&](int p, DeviceOperand x, int in, int out, float* y, int block, const char* name) {
-    if (recipe == GemmRecipe::none) {
-      product(false, false, out, N, in, weight(p), x, y, out);
-    } else if (per_tensor_fp8(recipe)) {
-      const auto [input, input_factor] = fp8_operand(block, name, GemmOperand::input, x.f32, in, N);
-      const auto [w, weight_factor] = fp8_operand(block, name, GemmOperand::weight, m.copy[static_cast<std::size_t>(p)].data(), out, in);
-      recipe_product(false, false, out, N, in, w, out, input, in, y, out, fp8_product_factor(weight_factor, input_factor));
-    } else {  // W x reduces over W's columns and x's rows
-      const std::string full = full_name(block, name);
-      block_operand(full, GemmOperand::input, x.f32, in, N, true, m.operand_a.data());
-      block_operand(full, GemmOperand::weight, m.copy[static_cast<std::size_t>(p)].data(), out, in, false, m.operand_b.data());
-      recipe_product(false, false, out, N, in, m.operand_b.data(), out, m.operand_a.data(), in, y, out, 1.0f);
-    }
-    ops.add_row_bias(y, m.copy[static_cast<std::size_t>(p) + 1].data(), out, N);
-  };
+  void linear(int p, DeviceOperand x, int in, int out, float* y, int block, const char* name);
   // Its backward from dy (out x N): the bias's and W's gradients, and x's (in x N) into dx.
-  const auto linear_backward = [&](int p, DeviceOperand x, int in, int out, DeviceOperand dy, float* dx, int block, const char* name) {
-    ops.add_token_sums(dy.f32, nullptr, out, N, m.gradient[static_cast<std::size_t>(p) + 1].data());
-    float* const dw = m.gradient[static_cast<std::size_t>(p)].data();
-    if (recipe == GemmRecipe::none) {
-      product(false, true, out, in, N, dy, x, dw, out);
-      product(true, false, in, N, out, weight(p), dy, dx, in);
-    } else if (per_tensor_fp8(recipe)) {  // the forward's FP8 input and weight, the FP8 dy for both
-      const std::size_t n = static_cast<std::size_t>(out) * static_cast<std::size_t>(N);
-      const float dy_factor = m.recipe.fp8_operand(ops, GemmOperand::output_gradient, dy.f32, n, gpt_recipe_slot(block, name, GemmOperand::output_gradient),
-                                                   new_operand_scaling(result.scaling, full_name(block, name)), stochastic_counter_, m.operand_a.data());
-      const auto [input, input_factor] = fp8_kept(block, name, GemmOperand::input);
-      const auto [w, weight_factor] = fp8_kept(block, name, GemmOperand::weight);
-      recipe_product(false, true, out, in, N, m.operand_a.data(), out, input, in, dw, out, fp8_product_factor(dy_factor, input_factor));
-      recipe_product(true, false, in, N, out, w, out, m.operand_a.data(), out, dx, in, fp8_product_factor(weight_factor, dy_factor));
+  void linear_backward(int p, DeviceOperand x, int in, int out, DeviceOperand dy, float* dx, int block, const char* name);
+  // A LayerNorm's backward from dnorm: its gain's and bias's gradients, the input's into dx.
+  void norm_backward(int gain, const Buffer<float>& xhat, const Buffer<float>& rstd, bool add);
+  // The residual stream's gradient below block `below`: recorded as its residual2's and (the same
+  // values, rounded again) its mlp.proj's, the operand of that layer's backward; the embeddings' below the first.
+  void residual_gradient(int below);
+
+  DeviceGptTrainer& trainer;
+  const TrainingConfig& config;
+  const std::vector<GptParameter>& layout;
+  Memory& m;
+  DeviceOps& ops;
+  const bool record, low, bf16;
+  const int B, T, D, H, dh, L, V, N;
+  const std::size_t ND, TT, VN;
+  const std::size_t packed;        // the attention triangles' values, B x H of them
+  const int triangles;
+  const std::size_t qkv_sequence;  // one sequence's columns of qkv
+  const std::size_t head;
+  const float inverse_sqrt;
+  const GemmRecipe recipe;
+  unsigned long long* records;
+  std::vector<std::optional<BlockRecord>> blocks;
+  StepResult result;
+};
+
+DeviceGptTrainer::Pass::Pass(DeviceGptTrainer& trainer, int sequences, bool record)
+    : trainer(trainer),
+      config(trainer.config_),
+      layout(trainer.layout_),
+      m(*trainer.memory_),
+      ops(*trainer.ops_),
+      record(record),
+      low(trainer.config_.precision != Precision::fp32),
+      bf16(trainer.config_.precision == Precision::bf16),
+      B(sequences),
+      T(trainer.shape_.context),
+      D(trainer.shape_.width),
+      H(trainer.shape_.heads),
+      dh(D / H),
+      L(trainer.shape_.layers),
+      V(trainer.shape_.vocab),
+      N(B * T),
+      ND(static_cast<std::size_t>(N) * static_cast<std::size_t>(D)),
+      TT(static_cast<std::size_t>(T) * static_cast<std::size_t>(T)),
+      VN(static_cast<std::size_t>(V) * static_cast<std::size_t>(N)),
+      packed(static_cast<std::size_t>(B) * static_cast<std::size_t>(H) * triangle_start(T)),
+      triangles(B * H),
+      qkv_sequence(static_cast<std::size_t>(T) * 3 * static_cast<std::size_t>(D)),
+      head(static_cast<std::size_t>(dh)),
+      inverse_sqrt(1.0f / std::sqrt(static_cast<float>(dh))),
+      recipe(trainer.memory_->recipe.recipe()),
+      records(trainer.memory_->readback.data() + scalar_words),
+      blocks(record && trainer.config_.record_blocks ? trainer.memory_->records.size() : 0) {}
+
+void DeviceGptTrainer::Pass::upload(const std::vector<int>& tokens, const std::vector<int>& labels) {
+  if (m.batch != B) m.size_for(ops, trainer.shape_, B, low, config.record_blocks.has_value());
+  ops.upload(m.tokens.data(), tokens.data(), m.tokens.bytes());
+  ops.upload(m.targets.data(), labels.data(), m.targets.bytes());
+  std::vector<int> token_columns, token_starts;
+  group_columns_by_token(tokens, V, token_columns, token_starts);
+  ops.upload(m.token_columns.data(), token_columns.data(), m.token_columns.bytes());
+  ops.upload(m.token_starts.data(), token_starts.data(), m.token_starts.bytes());
+  if (record) ops.zero(records, (m.readback.size() - scalar_words) * sizeof(unsigned long long));
+}
+
+DeviceGptTrainer::Pass::Into DeviceGptTrainer::Pass::slots(TensorKind kind, const std::string& name, Into::Layout how) const {
+  if (!record) return Into{};
+  const std::size_t r = m.record_of[static_cast<int>(kind)].at(name);
+  return Into{device_step::record_slots(records + r * record_stride), r, how};
+}
+
+DeviceGptTrainer::Pass::Into DeviceGptTrainer::Pass::stored(TensorKind kind, int block, const char* name) const {
+  const bool triangle = std::string_view(name) == "attn.scores" || std::string_view(name) == "attn.softmax";
+  return slots(kind, full_name(block, name), triangle ? Into::Layout::triangles : Into::Layout::stored);
+}
+
+DeviceGptTrainer::Pass::Into DeviceGptTrainer::Pass::weight_record(TensorKind kind, std::size_t p) const {
+  if (layout[p].recorded.empty()) return Into{};
+  Into into = slots(kind, layout[p].recorded, Into::Layout::weight);
+  into.rows = static_cast<std::size_t>(layout[p].rows), into.cols = static_cast<std::size_t>(layout[p].cols);
+  return into;
+}
+
+void DeviceGptTrainer::Pass::cast(const float* in, float* out, std::uint16_t* packed16, std::size_t n, const Into& into) {
+  if (!blocks.empty() && into.layout != Into::Layout::none) {
+    const BlockRecording& b = *config.record_blocks;
+    if (into.layout == Into::Layout::triangles) {
+      blocks[into.record] = device_step::triangle_block_record(ops, m.block_recorder, b, in, T, n / triangle_start(T), m.padded_triangles.data());
+    } else if (into.layout == Into::Layout::weight) {
+      blocks[into.record] = m.block_recorder.record(ops, b, in, into.rows, into.cols, weight_features(into.cols));
     } else {
-      const std::string full = full_name(block, name);
-      // dy x^T reduces over the tokens: both along their second axis.
-      block_operand(full, GemmOperand::output_gradient, dy.f32, out, N, false, m.operand_a.data());
-      block_operand(full, GemmOperand::input, x.f32, in, N, false, m.operand_b.data());
-      recipe_product(false, true, out, in, N, m.operand_a.data(), out, m.operand_b.data(), in, dw, out, 1.0f);
-      // W^T dy reduces over W's rows and dy's: both along their first axis.
-      block_operand(full, GemmOperand::output_gradient, dy.f32, out, N, true, m.operand_a.data());
-      block_operand(full, GemmOperand::weight, m.copy[static_cast<std::size_t>(p)].data(), out, in, true, m.operand_b.data());
-      recipe_product(true, false, in, N, out, m.operand_b.data(), out, m.operand_a.data(), out, dx, in, 1.0f);
+      blocks[into.record] = m.block_recorder.record(ops, b, in, n / static_cast<std::size_t>(N), static_cast<std::size_t>(N), FeatureAxis::first);
     }
-  };
-  const float inverse_sqrt = 1.0f / std::sqrt(static_cast<float>(dh));
-  const int triangles = B * H;
-  const std::size_t qkv_sequence = static_cast<std::size_t>(T) * 3 * static_cast<std::size_t>(D);  // one sequence's columns of qkv
-  const std::size_t head = static_cast<std::size_t>(dh);
-
-  // The step's copies of the parameters (the recorded ones recorded as weights).
-  for (std::size_t p = 0; p < layout_.size(); ++p) {
-    cast(m.master[p].data(), m.copy[p].data(), low ? m.copy16[p].data() : nullptr, m.master[p].size(), weight_record(TensorKind::weight, p));
   }
+  if (low) {
+    ops.cast(in, out, packed16, n, bf16, config.rounding, into.slots, config.seed, trainer.stochastic_counter_);
+    trainer.stochastic_counter_ += n;
+    return;
+  }
+  if (into.slots.histogram != nullptr) ops.record_histogram(in, n, into.slots.histogram);
+  if (out != nullptr && out != in) ops.copy(out, in, n * sizeof(float));
+}
 
-  // ---- forward ----
+void DeviceGptTrainer::Pass::product(bool ta, bool tb, int rows, int cols, int k, DeviceOperand a, DeviceOperand b, float* c, int ldc, bool accumulate,
+                                     int batch, std::size_t stride_c, bool float32) {
+  ProductCall call;
+  call.transpose_a = ta, call.transpose_b = tb, call.m = rows, call.n = cols, call.k = k, call.a = a, call.b = b, call.c = c, call.ldc = ldc;
+  call.accumulate = accumulate, call.batch = batch, call.stride_c = stride_c, call.sixteen = low && !float32, call.bf16 = bf16;
+  ops.product(call);
+}
+
+void DeviceGptTrainer::Pass::heads_product(bool ta, bool tb, int rows, int cols, int k, DeviceOperand a, std::size_t a_sequence, DeviceOperand b,
+                                           std::size_t b_sequence, float* c, int ldc, std::size_t c_head, std::size_t c_sequence, bool float32) {
+  ProductCall call;
+  a.group_stride = a_sequence, b.group_stride = b_sequence;
+  call.transpose_a = ta, call.transpose_b = tb, call.m = rows, call.n = cols, call.k = k, call.a = a, call.b = b, call.c = c, call.ldc = ldc;
+  call.stride_c = c_head, call.group_stride_c = c_sequence, call.batch = H, call.groups = B, call.sixteen = low && !float32, call.bf16 = bf16;
+  ops.product(call);
+}
+
+void DeviceGptTrainer::Pass::recipe_product(bool ta, bool tb, int rows, int cols, int k, const float* a, int lda, const float* b, int ldb, float* c,
+                                            int ldc, float alpha) {
+  device_step::DeviceRecipe::product(ops, ta, tb, rows, cols, k, a, lda, b, ldb, c, ldc, alpha);
+}
+
+void DeviceGptTrainer::Pass::block_operand(const std::string& name, GemmOperand operand, const float* x, int rows, int cols, bool along_first_axis,
+                                           float* device) {
+  m.recipe.block_operand(ops, operand, x, rows, cols, along_first_axis, block_operand_index(result.block_operands, name, operand),
+                         trainer.stochastic_counter_, device);
+}
+
+std::pair<float*, float> DeviceGptTrainer::Pass::fp8_operand(int block, const char* linear, GemmOperand operand, const float* x, int rows, int cols) {
+  const std::size_t slot = gpt_recipe_slot(block, linear, operand), n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+  Buffer<float>& buffer = m.fp8_operands[slot];
+  if (buffer.size() != n) buffer = Buffer<float>(ops, n);
+  const float factor = m.recipe.fp8_operand(ops, operand, x, n, slot, new_operand_scaling(result.scaling, full_name(block, linear)),
+                                            trainer.stochastic_counter_, buffer.data());
+  m.fp8_dequantize[slot] = factor;
+  return {buffer.data(), factor};
+}
+
+std::pair<const float*, float> DeviceGptTrainer::Pass::fp8_kept(int block, const char* linear, GemmOperand operand) const {
+  const std::size_t slot = gpt_recipe_slot(block, linear, operand);
+  return {m.fp8_operands.at(slot).data(), m.fp8_dequantize.at(slot)};
+}
+
+void DeviceGptTrainer::Pass::linear(int p, DeviceOperand x, int in, int out, float* y, int block, const char* name) {
+  if (recipe == GemmRecipe::none) {
+    product(false, false, out, N, in, weight(p), x, y, out);
+  } else if (per_tensor_fp8(recipe)) {
+    const auto [input, input_factor] = fp8_operand(block, name, GemmOperand::input, x.f32, in, N);
+    const auto [w, weight_factor] = fp8_operand(block, name, GemmOperand::weight, m.copy[static_cast<std::size_t>(p)].data(), out, in);
+    recipe_product(false, false, out, N, in, w, out, input, in, y, out, fp8_product_factor(weight_factor, input_factor));
+  } else {  // W x reduces over W's columns and x's rows
+    const std::string full = full_name(block, name);
+    block_operand(full, GemmOperand::input, x.f32, in, N, true, m.operand_a.data());
+    block_operand(full, GemmOperand::weight, m.copy[static_cast<std::size_t>(p)].data(), out, in, false, m.operand_b.data());
+    recipe_product(false, false, out, N, in, m.operand_b.data(), out, m.operand_a.data(), in, y, out, 1.0f);
+  }
+  ops.add_row_bias(y, m.copy[static_cast<std::size_t>(p) + 1].data(), out, N);
+}
+
+void DeviceGptTrainer::Pass::linear_backward(int p, DeviceOperand x, int in, int out, DeviceOperand dy, float* dx, int block, const char* name) {
+  ops.add_token_sums(dy.f32, nullptr, out, N, m.gradient[static_cast<std::size_t>(p) + 1].data());
+  float* const dw = m.gradient[static_cast<std::size_t>(p)].data();
+  if (recipe == GemmRecipe::none) {
+    product(false, true, out, in, N, dy, x, dw, out);
+    product(true, false, in, N, out, weight(p), dy, dx, in);
+  } else if (per_tensor_fp8(recipe)) {  // the forward's FP8 input and weight, the FP8 dy for both
+    const std::size_t n = static_cast<std::size_t>(out) * static_cast<std::size_t>(N);
+    const float dy_factor = m.recipe.fp8_operand(ops, GemmOperand::output_gradient, dy.f32, n, gpt_recipe_slot(block, name, GemmOperand::output_gradient),
+                                                 new_operand_scaling(result.scaling, full_name(block, name)), trainer.stochastic_counter_,
+                                                 m.operand_a.data());
+    const auto [input, input_factor] = fp8_kept(block, name, GemmOperand::input);
+    const auto [w, weight_factor] = fp8_kept(block, name, GemmOperand::weight);
+    recipe_product(false, true, out, in, N, m.operand_a.data(), out, input, in, dw, out, fp8_product_factor(dy_factor, input_factor));
+    recipe_product(true, false, in, N, out, w, out, m.operand_a.data(), out, dx, in, fp8_product_factor(weight_factor, dy_factor));
+  } else {
+    const std::string full = full_name(block, name);
+    // dy x^T reduces over the tokens: both along their second axis.
+    block_operand(full, GemmOperand::output_gradient, dy.f32, out, N, false, m.operand_a.data());
+    block_operand(full, GemmOperand::input, x.f32, in, N, false, m.operand_b.data());
+    recipe_product(false, true, out, in, N, m.operand_a.data(), out, m.operand_b.data(), in, dw, out, 1.0f);
+    // W^T dy reduces over W's rows and dy's: both along their first axis.
+    block_operand(full, GemmOperand::output_gradient, dy.f32, out, N, true, m.operand_a.data());
+    block_operand(full, GemmOperand::weight, m.copy[static_cast<std::size_t>(p)].data(), out, in, true, m.operand_b.data());
+    recipe_product(true, false, in, N, out, m.operand_b.data(), out, m.operand_a.data(), out, dx, in, 1.0f);
+  }
+}
+
+void DeviceGptTrainer::Pass::norm_backward(int gain, const Buffer<float>& xhat, const Buffer<float>& rstd, bool add) {
+  ops.add_token_sums(m.dnorm.data(), xhat.data(), D, N, m.gradient[static_cast<std::size_t>(gain)].data());
+  ops.add_token_sums(m.dnorm.data(), nullptr, D, N, m.gradient[static_cast<std::size_t>(gain) + 1].data());
+  ops.layer_norm_backward(m.dnorm.data(), m.copy[static_cast<std::size_t>(gain)].data(), xhat.data(), rstd.data(), D, N, m.dx.data(), add);
+}
+
+void DeviceGptTrainer::Pass::residual_gradient(int below) {
+  if (below < 0) {
+    cast(m.dx.data(), m.dx.data(), nullptr, ND, gradient(-1, "embed"));
+    return;
+  }
+  cast(m.dx.data(), m.dx.data(), nullptr, ND, gradient(below, "residual2"));
+  cast(m.dx.data(), m.dx.data(), m.dx16.data(), ND, gradient(below, "mlp.proj"));
+}
+
+void DeviceGptTrainer::Pass::cast_parameters() {
+  if (recipe != GemmRecipe::none) m.recipe.begin_step(ops);
+  for (std::size_t p = 0; p < layout.size(); ++p)
+    cast(m.master[p].data(), m.copy[p].data(), low ? m.copy16[p].data() : nullptr, m.master[p].size(), weight_record(TensorKind::weight, p));
+}
+
+void DeviceGptTrainer::Pass::embed() {
   ops.embed(m.tokens.data(), m.copy[Index::tokens].data(), m.copy[Index::positions].data(), V, T, D, N, m.x.data());
   cast(m.x.data(), m.x.data(), nullptr, ND, activation(-1, "embed"));
-  for (int l = 0; l < L; ++l) {
-    Memory::Block& c = m.blocks[static_cast<std::size_t>(l)];
-    const auto p = [&](Index::Block which) { return Index::block(l, which); };
-    const auto param = [&](Index::Block which) { return m.copy[static_cast<std::size_t>(p(which))].data(); };
-    ops.layer_norm(m.x.data(), param(Index::ln1_gain), param(Index::ln1_bias), D, N, c.ln1.data(), c.xhat1.data(), c.rstd1.data());
-    cast(c.ln1.data(), c.ln1.data(), c.ln1_16.data(), ND, activation(l, "ln1"));
-    linear(p(Index::qkv_weight), operand(c.ln1, c.ln1_16, 0, D), D, 3 * D, c.qkv.data(), l, "attn.qkv");
-    cast(c.qkv.data(), c.qkv.data(), c.qkv16.data(), 3 * ND, activation(l, "attn.qkv"));
-    // Attention: each sequence's and head's keys x queries scores K^T Q (q, k, v at rows 0, D, 2D of qkv).
-    heads_product(true, false, T, T, dh, operand(c.qkv, c.qkv16, D, 3 * D, head), qkv_sequence, operand(c.qkv, c.qkv16, 0, 3 * D, head), qkv_sequence,
-                  m.full_a.data(), T, TT, H * TT);
-    ops.pack_triangles(m.full_a.data(), T, triangles, inverse_sqrt, m.scores.data());
-    cast(m.scores.data(), m.scores.data(), nullptr, packed, activation(l, "attn.scores"));
-    ops.causal_softmax(m.scores.data(), T, triangles, c.probabilities.data());
-    cast(c.probabilities.data(), c.probabilities.data(), nullptr, packed, activation(l, "attn.softmax"));
-    ops.unpack_triangles(c.probabilities.data(), T, triangles, 1.0f, low ? nullptr : m.full_a.data(), low ? m.full16.data() : nullptr, bf16);
-    // context (dh x T per head) = V P
-    heads_product(false, false, dh, T, T, operand(c.qkv, c.qkv16, 2 * D, 3 * D, head), qkv_sequence, operand(m.full_a, m.full16, 0, T, TT), H * TT,
-                  c.context.data(), D, head, T * D);
-    cast(c.context.data(), c.context.data(), c.context16.data(), ND, activation(l, "attn.context"));
-    linear(p(Index::proj_weight), operand(c.context, c.context16, 0, D), D, D, m.y.data(), l, "attn.proj");
-    cast(m.y.data(), m.y.data(), nullptr, ND, activation(l, "attn.proj"));
-    ops.add_into(m.x.data(), m.y.data(), ND);
-    cast(m.x.data(), m.x.data(), nullptr, ND, activation(l, "residual1"));
-    ops.layer_norm(m.x.data(), param(Index::ln2_gain), param(Index::ln2_bias), D, N, c.ln2.data(), c.xhat2.data(), c.rstd2.data());
-    cast(c.ln2.data(), c.ln2.data(), c.ln2_16.data(), ND, activation(l, "ln2"));
-    linear(p(Index::fc_weight), operand(c.ln2, c.ln2_16, 0, D), D, 4 * D, c.fc.data(), l, "mlp.fc");
-    cast(c.fc.data(), c.fc.data(), nullptr, 4 * ND, activation(l, "mlp.fc"));
-    ops.activation_forward(c.fc.data(), c.gelu.data(), 4 * ND, Activation::gelu);
-    cast(c.gelu.data(), c.gelu.data(), c.gelu16.data(), 4 * ND, activation(l, "mlp.gelu"));
-    linear(p(Index::mlp_proj_weight), operand(c.gelu, c.gelu16, 0, 4 * D), 4 * D, D, m.y.data(), l, "mlp.proj");
-    cast(m.y.data(), m.y.data(), nullptr, ND, activation(l, "mlp.proj"));
-    ops.add_into(m.x.data(), m.y.data(), ND);
-    cast(m.x.data(), m.x.data(), nullptr, ND, activation(l, "residual2"));
-  }
-  const int final_gain = Index::final_gain(L);
-  ops.layer_norm(m.x.data(), m.copy[static_cast<std::size_t>(final_gain)].data(), m.copy[static_cast<std::size_t>(final_gain) + 1].data(), D, N,
-                 m.final_ln.data(), m.xhat_f.data(), m.rstd_f.data());
+}
+
+void DeviceGptTrainer::Pass::block_forward(int l) {
+  Memory::Block& c = m.blocks[static_cast<std::size_t>(l)];
+  const auto p = [&](Index::Block which) { return Index::block(l, which); };
+  const auto param = [&](Index::Block which) { return m.copy[static_cast<std::size_t>(p(which))].data(); };
+  ops.layer_norm(m.x.data(), param(Index::ln1_gain), param(Index::ln1_bias), D, N, c.ln1.data(), c.xhat1.data(), c.rstd1.data());
+  cast(c.ln1.data(), c.ln1.data(), c.ln1_16.data(), ND, activation(l, "ln1"));
+  linear(p(Index::qkv_weight), operand(c.ln1, c.ln1_16, 0, D), D, 3 * D, c.qkv.data(), l, "attn.qkv");
+  cast(c.qkv.data(), c.qkv.data(), c.qkv16.data(), 3 * ND, activation(l, "attn.qkv"));
+  // Attention: each sequence's and head's keys x queries scores K^T Q (q, k, v at rows 0, D, 2D of qkv).
+  heads_product(true, false, T, T, dh, operand(c.qkv, c.qkv16, D, 3 * D, head), qkv_sequence, operand(c.qkv, c.qkv16, 0, 3 * D, head), qkv_sequence,
+                m.full_a.data(), T, TT, H * TT);
+  ops.pack_triangles(m.full_a.data(), T, triangles, inverse_sqrt, m.scores.data());
+  cast(m.scores.data(), m.scores.data(), nullptr, packed, activation(l, "attn.scores"));
+  ops.causal_softmax(m.scores.data(), T, triangles, c.probabilities.data());
+  cast(c.probabilities.data(), c.probabilities.data(), nullptr, packed, activation(l, "attn.softmax"));
+  ops.unpack_triangles(c.probabilities.data(), T, triangles, 1.0f, low ? nullptr : m.full_a.data(), low ? m.full16.data() : nullptr, bf16);
+  // context (dh x T per head) = V P
+  heads_product(false, false, dh, T, T, operand(c.qkv, c.qkv16, 2 * D, 3 * D, head), qkv_sequence, operand(m.full_a, m.full16, 0, T, TT), H * TT,
+                c.context.data(), D, head, T * D);
+  cast(c.context.data(), c.context.data(), c.context16.data(), ND, activation(l, "attn.context"));
+  linear(p(Index::proj_weight), operand(c.context, c.context16, 0, D), D, D, m.y.data(), l, "attn.proj");
+  cast(m.y.data(), m.y.data(), nullptr, ND, activation(l, "attn.proj"));
+  ops.add_into(m.x.data(), m.y.data(), ND);
+  cast(m.x.data(), m.x.data(), nullptr, ND, activation(l, "residual1"));
+  ops.layer_norm(m.x.data(), param(Index::ln2_gain), param(Index::ln2_bias), D, N, c.ln2.data(), c.xhat2.data(), c.rstd2.data());
+  cast(c.ln2.data(), c.ln2.data(), c.ln2_16.data(), ND, activation(l, "ln2"));
+  linear(p(Index::fc_weight), operand(c.ln2, c.ln2_16, 0, D), D, 4 * D, c.fc.data(), l, "mlp.fc");
+  cast(c.fc.data(), c.fc.data(), nullptr, 4 * ND, activation(l, "mlp.fc"));
+  ops.activation_forward(c.fc.data(), c.gelu.data(), 4 * ND, Activation::gelu);
+  cast(c.gelu.data(), c.gelu.data(), c.gelu16.data(), 4 * ND, activation(l, "mlp.gelu"));
+  linear(p(Index::mlp_proj_weight), operand(c.gelu, c.gelu16, 0, 4 * D), 4 * D, D, m.y.data(), l, "mlp.proj");
+  cast(m.y.data(), m.y.data(), nullptr, ND, activation(l, "mlp.proj"));
+  ops.add_into(m.x.data(), m.y.data(), ND);
+  cast(m.x.data(), m.x.data(), nullptr, ND, activation(l, "residual2"));
+}
+
+void DeviceGptTrainer::Pass::head_and_loss() {
+  const auto final_gain = static_cast<std::size_t>(Index::final_gain(L));
+  ops.layer_norm(m.x.data(), m.copy[final_gain].data(), m.copy[final_gain + 1].data(), D, N, m.final_ln.data(), m.xhat_f.data(), m.rstd_f.data());
   cast(m.final_ln.data(), m.final_ln.data(), m.final16.data(), ND, activation(-1, "ln_f"));
   // The tied head: logits (vocab x tokens) = the token table (vocab x width) times ln_f.
   product(false, false, V, N, D, weight(Index::tokens), operand(m.final_ln, m.final16, 0, D), m.logits.data(), V);
-  const std::size_t VN = static_cast<std::size_t>(V) * static_cast<std::size_t>(N);
   cast(m.logits.data(), m.logits.data(), nullptr, VN, activation(-1, "head"));
-  ops.cross_entropy_columns(m.logits.data(), m.targets.data(), V, N, m.scaler.data(), config_.loss_weight, m.dlogits.data(), m.losses.data());
+  ops.cross_entropy_columns(m.logits.data(), m.targets.data(), V, N, m.scaler.data(), config.loss_weight, m.dlogits.data(), m.losses.data());
   ops.loss_sum(m.losses.data(), N, reinterpret_cast<double*>(m.readback.data()));
+}
 
-  // ---- backward ----
-  for (std::size_t p = 0; p < layout_.size(); ++p) ops.zero(m.gradient[p].data(), m.gradient[p].bytes());
+void DeviceGptTrainer::Pass::head_backward() {
+  for (std::size_t p = 0; p < layout.size(); ++p) ops.zero(m.gradient[p].data(), m.gradient[p].bytes());
   cast(m.dlogits.data(), m.dlogits.data(), m.dlogits16.data(), VN, gradient(-1, "head"));
   const DeviceOperand dlogits = operand(m.dlogits, m.dlogits16, 0, V), final_ln = operand(m.final_ln, m.final16, 0, D);
   product(false, true, V, D, N, dlogits, final_ln, m.gradient[Index::tokens].data(), V, true);  // added to the zeros, as the CPU's +=
   product(true, false, D, N, V, weight(Index::tokens), dlogits, m.dnorm.data(), D);
   cast(m.dnorm.data(), m.dnorm.data(), nullptr, ND, gradient(-1, "ln_f"));
-  // A LayerNorm's backward from dnorm: its gain's and bias's gradients, the input's into dx.
-  const auto norm_backward = [&](int gain, const Buffer<float>& xhat, const Buffer<float>& rstd, bool add) {
-    ops.add_token_sums(m.dnorm.data(), xhat.data(), D, N, m.gradient[static_cast<std::size_t>(gain)].data());
-    ops.add_token_sums(m.dnorm.data(), nullptr, D, N, m.gradient[static_cast<std::size_t>(gain) + 1].data());
-    ops.layer_norm_backward(m.dnorm.data(), m.copy[static_cast<std::size_t>(gain)].data(), xhat.data(), rstd.data(), D, N, m.dx.data(), add);
-  };
-  // The residual stream's gradient below block `below`: recorded as its residual2's and (the same
-  // values, rounded again) its mlp.proj's, the operand of that layer's backward; the embeddings' below the first.
-  const auto residual_gradient = [&](int below) {
-    if (below < 0) {
-      cast(m.dx.data(), m.dx.data(), nullptr, ND, gradient(-1, "embed"));
-      return;
-    }
-    cast(m.dx.data(), m.dx.data(), nullptr, ND, gradient(below, "residual2"));
-    cast(m.dx.data(), m.dx.data(), m.dx16.data(), ND, gradient(below, "mlp.proj"));
-  };
-  norm_backward(final_gain, m.xhat_f, m.rstd_f, false);
+  norm_backward(Index::final_gain(L), m.xhat_f, m.rstd_f, false);
   residual_gradient(L - 1);
-  for (int l = L; l-- > 0;) {
-    Memory::Block& c = m.blocks[static_cast<std::size_t>(l)];
-    const auto p = [&](Index::Block which) { return Index::block(l, which); };
-    const DeviceOperand dx = operand(m.dx, m.dx16, 0, D);
-    linear_backward(p(Index::mlp_proj_weight), operand(c.gelu, c.gelu16, 0, 4 * D), 4 * D, D, dx, m.dwide.data(), l, "mlp.proj");
-    cast(m.dwide.data(), m.dwide.data(), nullptr, 4 * ND, gradient(l, "mlp.gelu"));
-    ops.activation_backward(c.fc.data(), m.dwide.data(), 4 * ND, Activation::gelu);
-    cast(m.dwide.data(), m.dwide.data(), m.dwide16.data(), 4 * ND, gradient(l, "mlp.fc"));
-    linear_backward(p(Index::fc_weight), operand(c.ln2, c.ln2_16, 0, D), D, 4 * D, operand(m.dwide, m.dwide16, 0, 4 * D), m.dnorm.data(), l, "mlp.fc");
-    cast(m.dnorm.data(), m.dnorm.data(), nullptr, ND, gradient(l, "ln2"));
-    norm_backward(p(Index::ln2_gain), c.xhat2, c.rstd2, true);
-    cast(m.dx.data(), m.dx.data(), nullptr, ND, gradient(l, "residual1"));
-    cast(m.dx.data(), m.dx.data(), m.dx16.data(), ND, gradient(l, "attn.proj"));
-    linear_backward(p(Index::proj_weight), operand(c.context, c.context16, 0, D), D, D, dx, m.dcontext.data(), l, "attn.proj");
-    cast(m.dcontext.data(), m.dcontext.data(), m.dcontext16.data(), ND, gradient(l, "attn.context"));
-    // Attention backward, per sequence over the heads: through the values (dV = dout P^T, dP = V^T dout) ...
-    ops.unpack_triangles(c.probabilities.data(), T, triangles, 1.0f, low ? nullptr : m.full_a.data(), low ? m.full16.data() : nullptr, bf16);
-    const DeviceOperand dout = operand(m.dcontext, m.dcontext16, 0, D, head), v = operand(c.qkv, c.qkv16, 2 * D, 3 * D, head);
-    heads_product(false, true, dh, T, T, dout, T * D, operand(m.full_a, m.full16, 0, T, TT), H * TT, m.dqkv.data() + 2 * D, 3 * D, head, qkv_sequence);
-    heads_product(true, false, T, T, dh, v, qkv_sequence, dout, T * D, m.full_b.data(), T, TT, H * TT);
-    ops.pack_triangles(m.full_b.data(), T, triangles, 1.0f, m.dprobabilities.data());
-    cast(m.dprobabilities.data(), m.dprobabilities.data(), nullptr, packed, gradient(l, "attn.softmax"));
-    // ... through the softmax ...
-    ops.softmax_backward(c.probabilities.data(), m.dprobabilities.data(), T, triangles, m.dscores.data());
-    cast(m.dscores.data(), m.dscores.data(), nullptr, packed, gradient(l, "attn.scores"));
-    // ... and through the scores (dQ = K dS, dK = Q dS^T; dS scaled by 1/sqrt(dh) is not a value of
-    // the format in general, so these products read float32 operands).
-    ops.unpack_triangles(m.dscores.data(), T, triangles, inverse_sqrt, m.full_b.data(), nullptr, bf16);
-    const DeviceOperand ds = operand(m.full_b, Buffer<std::uint16_t>{}, 0, T, TT);
-    heads_product(false, false, dh, T, T, operand(c.qkv, Buffer<std::uint16_t>{}, D, 3 * D, head), qkv_sequence, ds, H * TT, m.dqkv.data(), 3 * D, head,
-                  qkv_sequence, true);
-    heads_product(false, true, dh, T, T, operand(c.qkv, Buffer<std::uint16_t>{}, 0, 3 * D, head), qkv_sequence, ds, H * TT, m.dqkv.data() + D, 3 * D,
-                  head, qkv_sequence, true);
-    cast(m.dqkv.data(), m.dqkv.data(), m.dqkv16.data(), 3 * ND, gradient(l, "attn.qkv"));
-    linear_backward(p(Index::qkv_weight), operand(c.ln1, c.ln1_16, 0, D), D, 3 * D, operand(m.dqkv, m.dqkv16, 0, 3 * D), m.dnorm.data(), l,
-                    "attn.qkv");
-    cast(m.dnorm.data(), m.dnorm.data(), nullptr, ND, gradient(l, "ln1"));
-    norm_backward(p(Index::ln1_gain), c.xhat1, c.rstd1, true);
-    residual_gradient(l - 1);
-  }
+}
+
+void DeviceGptTrainer::Pass::block_backward(int l) {
+  Memory::Block& c = m.blocks[static_cast<std::size_t>(l)];
+  const auto p = [&](Index::Block which) { return Index::block(l, which); };
+  const DeviceOperand dx = operand(m.dx, m.dx16, 0, D);
+  linear_backward(p(Index::mlp_proj_weight), operand(c.gelu, c.gelu16, 0, 4 * D), 4 * D, D, dx, m.dwide.data(), l, "mlp.proj");
+  cast(m.dwide.data(), m.dwide.data(), nullptr, 4 * ND, gradient(l, "mlp.gelu"));
+  ops.activation_backward(c.fc.data(), m.dwide.data(), 4 * ND, Activation::gelu);
+  cast(m.dwide.data(), m.dwide.data(), m.dwide16.data(), 4 * ND, gradient(l, "mlp.fc"));
+  linear_backward(p(Index::fc_weight), operand(c.ln2, c.ln2_16, 0, D), D, 4 * D, operand(m.dwide, m.dwide16, 0, 4 * D), m.dnorm.data(), l, "mlp.fc");
+  cast(m.dnorm.data(), m.dnorm.data(), nullptr, ND, gradient(l, "ln2"));
+  norm_backward(p(Index::ln2_gain), c.xhat2, c.rstd2, true);
+  cast(m.dx.data(), m.dx.data(), nullptr, ND, gradient(l, "residual1"));
+  cast(m.dx.data(), m.dx.data(), m.dx16.data(), ND, gradient(l, "attn.proj"));
+  linear_backward(p(Index::proj_weight), operand(c.context, c.context16, 0, D), D, D, dx, m.dcontext.data(), l, "attn.proj");
+  cast(m.dcontext.data(), m.dcontext.data(), m.dcontext16.data(), ND, gradient(l, "attn.context"));
+  // Attention backward, per sequence over the heads: through the values (dV = dout P^T, dP = V^T dout) ...
+  ops.unpack_triangles(c.probabilities.data(), T, triangles, 1.0f, low ? nullptr : m.full_a.data(), low ? m.full16.data() : nullptr, bf16);
+  const DeviceOperand dout = operand(m.dcontext, m.dcontext16, 0, D, head), v = operand(c.qkv, c.qkv16, 2 * D, 3 * D, head);
+  heads_product(false, true, dh, T, T, dout, T * D, operand(m.full_a, m.full16, 0, T, TT), H * TT, m.dqkv.data() + 2 * D, 3 * D, head, qkv_sequence);
+  heads_product(true, false, T, T, dh, v, qkv_sequence, dout, T * D, m.full_b.data(), T, TT, H * TT);
+  ops.pack_triangles(m.full_b.data(), T, triangles, 1.0f, m.dprobabilities.data());
+  cast(m.dprobabilities.data(), m.dprobabilities.data(), nullptr, packed, gradient(l, "attn.softmax"));
+  // ... through the softmax ...
+  ops.softmax_backward(c.probabilities.data(), m.dprobabilities.data(), T, triangles, m.dscores.data());
+  cast(m.dscores.data(), m.dscores.data(), nullptr, packed, gradient(l, "attn.scores"));
+  // ... and through the scores (dQ = K dS, dK = Q dS^T; dS scaled by 1/sqrt(dh) is not a value of
+  // the format in general, so these products read float32 operands).
+  ops.unpack_triangles(m.dscores.data(), T, triangles, inverse_sqrt, m.full_b.data(), nullptr, bf16);
+  const DeviceOperand ds = operand(m.full_b, Buffer<std::uint16_t>{}, 0, T, TT);
+  heads_product(false, false, dh, T, T, operand(c.qkv, Buffer<std::uint16_t>{}, D, 3 * D, head), qkv_sequence, ds, H * TT, m.dqkv.data(), 3 * D, head,
+                qkv_sequence, true);
+  heads_product(false, true, dh, T, T, operand(c.qkv, Buffer<std::uint16_t>{}, 0, 3 * D, head), qkv_sequence, ds, H * TT, m.dqkv.data() + D, 3 * D,
+                head, qkv_sequence, true);
+  cast(m.dqkv.data(), m.dqkv.data(), m.dqkv16.data(), 3 * ND, gradient(l, "attn.qkv"));
+  linear_backward(p(Index::qkv_weight), operand(c.ln1, c.ln1_16, 0, D), D, 3 * D, operand(m.dqkv, m.dqkv16, 0, 3 * D), m.dnorm.data(), l, "attn.qkv");
+  cast(m.dnorm.data(), m.dnorm.data(), nullptr, ND, gradient(l, "ln1"));
+  norm_backward(p(Index::ln1_gain), c.xhat1, c.rstd1, true);
+  residual_gradient(l - 1);
+}
+
+void DeviceGptTrainer::Pass::embed_backward() {
   ops.embed_backward(m.token_columns.data(), m.token_starts.data(), m.dx.data(), V, T, D, N, m.gradient[Index::tokens].data(),
                      m.gradient[Index::positions].data());
   if (recipe != GemmRecipe::none) m.recipe.finish_step(ops, result.scaling, result.block_operands);
+}
 
-  // ---- the update ----
-  for (const FaultInjection& fault : faults_)
-    for (std::size_t p = 0; p < layout_.size(); ++p)
-      if (fault.step == steps_ && layout_[p].recorded == fault.tensor) {
+void DeviceGptTrainer::Pass::check_and_update() {
+  for (const FaultInjection& fault : trainer.faults_)
+    for (std::size_t p = 0; p < layout.size(); ++p)
+      if (fault.step == trainer.steps_ && layout[p].recorded == fault.tensor) {
         const float bad = fault.value == FaultInjection::Value::nan ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
         ops.upload(m.gradient[p].data(), &bad, sizeof bad);
       }
   ops.zero(m.found_non_finite.data(), sizeof(int));
-  for (std::size_t p = 0; p < layout_.size(); ++p) {
+  for (std::size_t p = 0; p < layout.size(); ++p) {
     cast(m.gradient[p].data(), m.gradient[p].data(), nullptr, m.gradient[p].size(), weight_record(TensorKind::weight_gradient, p));
     ops.find_non_finite(m.gradient[p].data(), m.gradient[p].size(), m.found_non_finite.data());
   }
   float* step_scale = reinterpret_cast<float*>(m.readback.data() + 1);
   int* skip = reinterpret_cast<int*>(m.readback.data() + 2);
-  ops.update_scaler(config_.scaler, m.scaler.data(), m.found_non_finite.data(), skip, step_scale);
+  ops.update_scaler(config.scaler, m.scaler.data(), m.found_non_finite.data(), skip, step_scale);
   std::vector<float*> parameters;
   std::vector<const float*> gradients;
-  for (std::size_t p = 0; p < layout_.size(); ++p) parameters.push_back(m.master[p].data()), gradients.push_back(m.gradient[p].data());
-  m.optimizer.update(ops, config_.learning_rate, parameters, gradients, m.sizes, step_scale, skip);
+  for (std::size_t p = 0; p < layout.size(); ++p) parameters.push_back(m.master[p].data()), gradients.push_back(m.gradient[p].data());
+  m.optimizer.update(ops, config.learning_rate, parameters, gradients, m.sizes, step_scale, skip);
   // fp16-pure rounds the updated weights again, as GptTrainer does after an update only: the
   // host learns whether this step was skipped before it queues the casts (and takes their words).
-  if (config_.precision == Precision::fp16_pure) {
+  if (config.precision == Precision::fp16_pure) {
     int skipped = 0;
     ops.download(&skipped, skip, sizeof skipped);
     if (skipped == 0)
-      for (std::size_t p = 0; p < layout_.size(); ++p) cast(m.master[p].data(), m.master[p].data(), nullptr, m.master[p].size(), Into{});
+      for (std::size_t p = 0; p < layout.size(); ++p) cast(m.master[p].data(), m.master[p].data(), nullptr, m.master[p].size(), Into{});
   }
+}
 
+void DeviceGptTrainer::Pass::read_back(bool read_loss) {
   result.loss = std::numeric_limits<double>::quiet_NaN();
   result.loss_scale = std::numeric_limits<double>::quiet_NaN();
-  if (record || read_loss) {
-    const std::size_t words = record ? m.readback.size() : scalar_words;
-    ops.download(m.host_readback.data(), m.readback.data(), words * sizeof(unsigned long long));
-    double loss_sum = 0;
-    float scale = 0;
-    int skipped = 0;
-    std::memcpy(&loss_sum, m.host_readback.data(), sizeof loss_sum);
-    std::memcpy(&scale, m.host_readback.data() + 1, sizeof scale);
-    std::memcpy(&skipped, m.host_readback.data() + 2, sizeof skipped);
-    result.loss = loss_sum / static_cast<double>(N);
-    result.loss_scale = scale;
-    result.skipped = skipped != 0;
-    if (record) {
-      Snapshot snapshot;
-      for (std::size_t r = 0; r < m.records.size(); ++r) {
-        snapshot.tensors.push_back(
-            device_step::counted_record(m.records[r].first, m.records[r].second, m.host_readback.data() + scalar_words + r * record_stride, low));
-        if (!blocks.empty()) snapshot.tensors.back().blocks = std::move(blocks[r]);
-      }
-      add_recipe_records(snapshot, config_.recipe, result.scaling, result.block_operands);
-      complete_snapshot(snapshot, steps_, result.loss, result.loss_scale, result.skipped);
-      result.snapshot = std::move(snapshot);
-    }
+  if (!record && !read_loss) return;
+  const std::size_t words = record ? m.readback.size() : scalar_words;
+  ops.download(m.host_readback.data(), m.readback.data(), words * sizeof(unsigned long long));
+  double loss_sum = 0;
+  float scale = 0;
+  int skipped = 0;
+  std::memcpy(&loss_sum, m.host_readback.data(), sizeof loss_sum);
+  std::memcpy(&scale, m.host_readback.data() + 1, sizeof scale);
+  std::memcpy(&skipped, m.host_readback.data() + 2, sizeof skipped);
+  result.loss = loss_sum / static_cast<double>(N);
+  result.loss_scale = scale;
+  result.skipped = skipped != 0;
+  if (!record) return;
+  Snapshot snapshot;
+  for (std::size_t r = 0; r < m.records.size(); ++r) {
+    snapshot.tensors.push_back(
+        device_step::counted_record(m.records[r].first, m.records[r].second, m.host_readback.data() + scalar_words + r * record_stride, low));
+    if (!blocks.empty()) snapshot.tensors.back().blocks = std::move(blocks[r]);
   }
+  add_recipe_records(snapshot, config.recipe, result.scaling, result.block_operands);
+  complete_snapshot(snapshot, trainer.steps_, result.loss, result.loss_scale, result.skipped);
+  result.snapshot = std::move(snapshot);
+}
+
+StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool read_loss) {
+  const std::vector<int> tokens = gpt_batch_tokens(shape_, inputs, labels);
+  Pass pass(*this, static_cast<int>(inputs.rows()), record);
+  pass.upload(tokens, labels);
+  pass.cast_parameters();
+  pass.embed();
+  for (int l = 0; l < shape_.layers; ++l) pass.block_forward(l);
+  pass.head_and_loss();
+  pass.head_backward();
+  for (int l = shape_.layers; l-- > 0;) pass.block_backward(l);
+  pass.embed_backward();
+  pass.check_and_update();
+  pass.read_back(read_loss);
   ++steps_;
-  return result;
+  return std::move(pass.result);
 }
 
 }  // namespace fpscope

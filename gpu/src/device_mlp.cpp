@@ -130,248 +130,327 @@ void DeviceMlpTrainer::reconfigure_scaler(const LossScalerConfig& config) {
 
 LossScalerState DeviceMlpTrainer::scaler_state() const { return device_step::scaler_state(*ops_, memory_->scaler.data()); }
 
-StepResult DeviceMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool read_loss) {
-  Memory& m = *memory_;
-  DeviceOps& ops = *ops_;
-  const std::size_t layers = config_.layer_sizes.size() - 1;
-  const int batch = static_cast<int>(inputs.rows());
-  if (inputs.cols() != config_.layer_sizes.front() || static_cast<std::size_t>(batch) != labels.size())
-    throw std::invalid_argument("step: the inputs do not fit the model");
-  const bool low = config_.precision != Precision::fp32;
-  const bool bf16 = config_.precision == Precision::bf16;
+// One step's phases on the device, in the CPU step's order (mlp_step.cpp): the same casts draw the
+// same random words.
+class DeviceMlpTrainer::Pass {
+ public:
+  Pass(DeviceMlpTrainer& trainer, int batch, bool record);
+  // Sizes the activation buffers for the batch (kept while batches keep their size).
+  void fit_batch();
+  // The batch and its labels uploaded as Eigen holds them (column-major batch x features).
+  void upload(const Eigen::MatrixXf& inputs, const std::vector<int>& labels);
+  // Low-precision copies of the weights (16-bit, for the products; recorded) and biases (float32,
+  // for the bias add), then of the inputs; the fp32 policy reads the master weights themselves.
+  // Under a recipe the products read the operands it makes from float32 values: the weights'
+  // copies and the activations cast in place, no 16-bit patterns.
+  void cast_parameters_and_inputs();
+  // z (batch x out) = a (batch x in) W^T (W: out x in), biased, cast (recorded), activated and cast
+  // for the next layer. In low precision the products read the 16-bit operands the casts wrote.
+  void forward(std::size_t l);
+  // Cross-entropy in float32; its gradient carries the loss scale (read on the device). Clears the
+  // non-finite flag for check_and_update.
+  void loss();
+  // Layer l's weight and bias gradients from dz (recorded), and dz passed down (above layer 0).
+  void backward(std::size_t l);
+  // Checks the gradients, advances the scaler, updates unless skipped: all on the device. The
+  // gradients keep their loss scale; the update divides it out, as the CPU does.
+  void check_and_update();
+  // One read-back: the scalars, and the records of a recorded step into its snapshot.
+  void read_back(bool read_loss);
 
-  if (m.batch != batch) {  // (re)size the activation buffers
-    m.a.clear(), m.z.clear(), m.a_16.clear(), m.dz_16.clear();
-    const auto rows = static_cast<std::size_t>(batch);
-    for (std::size_t l = 0; l < layers; ++l) {
-      m.a.emplace_back(ops, rows * static_cast<std::size_t>(config_.layer_sizes[l]));
-      m.a_16.emplace_back(ops, low ? rows * static_cast<std::size_t>(config_.layer_sizes[l]) : 0);
-      m.z.emplace_back(ops, rows * static_cast<std::size_t>(config_.layer_sizes[l + 1]));
-      m.dz_16.emplace_back(ops, low ? rows * static_cast<std::size_t>(config_.layer_sizes[l + 1]) : 0);
-    }
-    const auto widest = static_cast<std::size_t>(*std::max_element(config_.layer_sizes.begin(), config_.layer_sizes.end()));
-    m.dz = Buffer<float>(ops, rows * widest);
-    m.da = Buffer<float>(ops, rows * widest);
-    m.row_loss = Buffer<float>(ops, rows);
-    m.labels = Buffer<int>(ops, rows);
-    if (m.recipe.active()) {
-      std::size_t largest = 0;  // the largest operand: a layer's input, output gradient or weights
-      for (std::size_t l = 0; l < layers; ++l)
-        largest = std::max({largest, rows * static_cast<std::size_t>(config_.layer_sizes[l]), rows * static_cast<std::size_t>(config_.layer_sizes[l + 1]),
-                            m.sizes[2 * l]});
-      m.operand_a = Buffer<float>(ops, largest);
-      m.operand_b = Buffer<float>(ops, largest);
-      m.fp8_inputs.clear();
-      if (per_tensor_fp8(m.recipe.recipe()))
-        for (std::size_t l = 0; l < layers; ++l) m.fp8_inputs.emplace_back(ops, rows * static_cast<std::size_t>(config_.layer_sizes[l]));
-    }
-    m.batch = batch;
-  }
-  // The batch as Eigen holds it (column-major batch x features): no reordering on the host.
-  ops.upload(m.a[0].data(), inputs.data(), sizeof(float) * static_cast<std::size_t>(inputs.size()));
-  ops.upload(m.labels.data(), labels.data(), sizeof(int) * labels.size());
-  unsigned long long* records = m.readback.data() + scalar_words;
-  if (record) ops.zero(records, sizeof(unsigned long long) * (m.readback.size() - scalar_words));
+  StepResult result;
 
-  // Block statistics of the recorded tensors (--record-blocks), made on the device from the values
-  // before their cast, as the CPU backend makes them: per layer and kind.
-  std::vector<std::optional<BlockRecord>> blocks(4 * layers);
-  const auto record_blocks = [&](std::size_t l, int kind, const float* values, int rows, int cols) {
-    if (record && config_.record_blocks)
-      blocks[4 * l + static_cast<std::size_t>(kind)] =
-          m.block_recorder.record(ops, *config_.record_blocks, values, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols),
-                                  FeatureAxis::second);
-  };
+ private:
   // Where tensor (layer, kind) records, kinds in the snapshot's order; nowhere when unrecorded.
-  const auto slots = [&](std::size_t l, int kind, bool recorded) {
-    return recorded ? device_step::record_slots(records + (4 * l + static_cast<std::size_t>(kind)) * record_stride) : RecordSlots{};
-  };
+  RecordSlots slots(std::size_t l, int kind) const {
+    return record_ ? device_step::record_slots(records_ + (4 * l + static_cast<std::size_t>(kind)) * record_stride) : RecordSlots{};
+  }
+  // Block statistics of a recorded tensor (--record-blocks), made on the device from the values
+  // before their cast, as the CPU backend makes them: per layer and kind.
+  void record_blocks(std::size_t l, int kind, const float* values, int rows, int cols);
   // The cast of n values from `in` to `out` (float32; null where nothing reads them) and `packed`
   // (16-bit; null where no product reads them), taking n random words; the fp32 policy casts
   // nothing and records the histogram of `in` where asked.
-  const auto cast = [&](const float* in, float* out, std::uint16_t* packed, std::size_t n, RecordSlots into) {
-    if (low) {
-      ops.cast(in, out, packed, n, bf16, config_.rounding, into, config_.seed, stochastic_counter_);
-      stochastic_counter_ += n;
-    } else if (into.histogram != nullptr) {
-      ops.record_histogram(in, n, into.histogram);
-    }
-  };
+  void cast(const float* in, float* out, std::uint16_t* packed, std::size_t n, RecordSlots into);
   // C (rows x cols) = op(A) op(B), all column-major; 16-bit operands in low precision.
-  const auto product = [&](bool ta, bool tb, int rows, int cols, int k, const float* a32, const std::uint16_t* a16, int lda, const float* b32,
-                           const std::uint16_t* b16, int ldb, float* c, int ldc) {
-    ProductCall call;
-    call.transpose_a = ta, call.transpose_b = tb, call.m = rows, call.n = cols, call.k = k;
-    call.a = {a32, a16, lda, 0}, call.b = {b32, b16, ldb, 0}, call.c = c, call.ldc = ldc, call.sixteen = low, call.bf16 = bf16;
-    ops.product(call);
-  };
-
-  // Low-precision copies of the weights (16-bit, for the products) and biases (float32, for the
-  // bias add); the fp32 policy reads the master weights themselves.
-  // Under a recipe the products read the operands it makes from float32 values: the weights'
-  // copies and the activations cast in place, no 16-bit patterns.
-  const bool recipe_active = m.recipe.active();
-  for (std::size_t l = 0; l < layers; ++l) {
-    record_blocks(l, 2, m.weights[l].data(), config_.layer_sizes[l + 1], config_.layer_sizes[l]);
-    cast(m.weights[l].data(), recipe_active && low ? m.weights_low[l].data() : nullptr, recipe_active ? nullptr : m.weights_16[l].data(),
-         m.weights[l].size(), slots(l, 2, record));
-    cast(m.biases[l].data(), m.biases_low[l].data(), nullptr, m.biases[l].size(), {});
-  }
-  const auto bias = [&](std::size_t l) { return low ? m.biases_low[l].data() : m.biases[l].data(); };
-  // Forward: z (batch x out) = a (batch x in) W^T (W: out x in). In low precision the products read
-  // the 16-bit operands the casts wrote; the float32 activations a are not rounded.
-  StepResult result;
-  // Under a recipe, products of the float32 operands it makes (DeviceRecipe), each drawing its
+  void product(bool ta, bool tb, int rows, int cols, int k, const float* a32, const std::uint16_t* a16, int lda, const float* b32,
+               const std::uint16_t* b16, int ldb, float* c, int ldc);
+  // Under a recipe, a product of the float32 operands it makes (DeviceRecipe), each drawing its
   // random words where the CPU's step draws them: just before its product.
-  const GemmRecipe recipe = m.recipe.recipe();
-  const auto recipe_product = [&](bool ta, bool tb, int rows, int cols, int k, const float* a, int lda, const float* b, int ldb, float* c, int ldc,
-                                  float alpha) { device_step::DeviceRecipe::product(ops, ta, tb, rows, cols, k, a, lda, b, ldb, c, ldc, alpha); };
-  const auto layer_name = [](std::size_t l) { return "fc" + std::to_string(l + 1); };
-  const auto block_operand = [&](std::size_t l, GemmOperand operand, const float* x, int rows, int cols, bool along_rows, float* device) {
-    m.recipe.block_operand(ops, operand, x, rows, cols, along_rows, block_operand_index(result.block_operands, layer_name(l), operand), stochastic_counter_,
-                           device);
-  };
-  const auto fp8_operand = [&](std::size_t l, GemmOperand operand, const float* x, std::size_t n, float* device) {
-    return m.recipe.fp8_operand(ops, operand, x, n, 3 * l + static_cast<std::size_t>(operand), new_operand_scaling(result.scaling, layer_name(l)),
-                                stochastic_counter_, device);
-  };
-  const auto weight_operand = [&](std::size_t l) { return low ? m.weights_low[l].data() : m.weights[l].data(); };
-  if (recipe_active) m.recipe.begin_step(ops), m.input_dequantize.assign(layers, 1.0f), m.weight_dequantize.assign(layers, 1.0f);
-  cast(m.a[0].data(), recipe_active ? m.a[0].data() : nullptr, recipe_active ? nullptr : m.a_16[0].data(), m.a[0].size(), {});
-  for (std::size_t l = 0; l < layers; ++l) {
-    const int in = config_.layer_sizes[l], out = config_.layer_sizes[l + 1];
-    if (!recipe_active) {
-      product(false, true, batch, out, in, m.a[l].data(), m.a_16[l].data(), batch, m.weights[l].data(), m.weights_16[l].data(), out, m.z[l].data(), batch);
-    } else if (per_tensor_fp8(recipe)) {
-      m.input_dequantize[l] = fp8_operand(l, GemmOperand::input, m.a[l].data(), m.a[l].size(), m.fp8_inputs[l].data());
-      m.weight_dequantize[l] = fp8_operand(l, GemmOperand::weight, weight_operand(l), m.sizes[2 * l], m.fp8_weights[l].data());
-      recipe_product(false, true, batch, out, in, m.fp8_inputs[l].data(), batch, m.fp8_weights[l].data(), out, m.z[l].data(), batch,
-                     fp8_product_factor(m.input_dequantize[l], m.weight_dequantize[l]));
-    } else {  // both blocked along the layer's inputs, which the product reduces over
-      block_operand(l, GemmOperand::input, m.a[l].data(), batch, in, false, m.operand_a.data());
-      block_operand(l, GemmOperand::weight, weight_operand(l), out, in, false, m.operand_b.data());
-      recipe_product(false, true, batch, out, in, m.operand_a.data(), batch, m.operand_b.data(), out, m.z[l].data(), batch, 1.0f);
-    }
-    ops.add_column_bias(m.z[l].data(), bias(l), batch, out);
-    record_blocks(l, 0, m.z[l].data(), batch, out);
-    cast(m.z[l].data(), m.z[l].data(), nullptr, m.z[l].size(), slots(l, 0, record));
-    if (l + 1 < layers) {
-      ops.activation_forward(m.z[l].data(), m.a[l + 1].data(), m.z[l].size(), config_.activation);
-      cast(m.a[l + 1].data(), recipe_active ? m.a[l + 1].data() : nullptr, recipe_active ? nullptr : m.a_16[l + 1].data(), m.a[l + 1].size(), {});
-    }
+  void recipe_product(bool ta, bool tb, int rows, int cols, int k, const float* a, int lda, const float* b, int ldb, float* c, int ldc, float alpha);
+  void block_operand(std::size_t l, GemmOperand operand, const float* x, int rows, int cols, bool along_rows, float* device);
+  float fp8_operand(std::size_t l, GemmOperand operand, const float* x, std::size_t n, float* device);
+  const float* weight_operand(std::size_t l) const { return low_ ? m_.weights_low[l].data() : m_.weights[l].data(); }
+  const float* bias(std::size_t l) const { return low_ ? m_.biases_low[l].data() : m_.biases[l].data(); }
+
+  DeviceMlpTrainer& t_;
+  const TrainingConfig& config_;
+  Memory& m_;
+  DeviceOps& ops_;
+  const std::size_t layers_;
+  const int batch_;
+  const bool record_;
+  const bool low_;
+  const bool bf16_;
+  const bool recipe_active_;
+  const GemmRecipe recipe_;
+  unsigned long long* records_;
+  std::vector<std::optional<BlockRecord>> blocks_;
+  int* skip_;           // read-back word 1
+  float* step_scale_;   // read-back word 0's second float
+  float dz_dequantize_ = 1.0f;  // the FP8 dz's, from the weight gradient's product to the input gradient's
+};
+
+DeviceMlpTrainer::Pass::Pass(DeviceMlpTrainer& trainer, int batch, bool record)
+    : t_(trainer),
+      config_(trainer.config_),
+      m_(*trainer.memory_),
+      ops_(*trainer.ops_),
+      layers_(trainer.config_.layer_sizes.size() - 1),
+      batch_(batch),
+      record_(record),
+      low_(trainer.config_.precision != Precision::fp32),
+      bf16_(trainer.config_.precision == Precision::bf16),
+      recipe_active_(trainer.memory_->recipe.active()),
+      recipe_(trainer.memory_->recipe.recipe()),
+      records_(trainer.memory_->readback.data() + scalar_words),
+      blocks_(4 * layers_),
+      skip_(reinterpret_cast<int*>(trainer.memory_->readback.data() + 1)),
+      step_scale_(reinterpret_cast<float*>(trainer.memory_->readback.data()) + 1) {}
+
+void DeviceMlpTrainer::Pass::fit_batch() {
+  if (m_.batch == batch_) return;
+  m_.a.clear(), m_.z.clear(), m_.a_16.clear(), m_.dz_16.clear();
+  const auto rows = static_cast<std::size_t>(batch_);
+  const std::vector<int>& sizes = config_.layer_sizes;
+  for (std::size_t l = 0; l < layers_; ++l) {
+    m_.a.emplace_back(ops_, rows * static_cast<std::size_t>(sizes[l]));
+    m_.a_16.emplace_back(ops_, low_ ? rows * static_cast<std::size_t>(sizes[l]) : 0);
+    m_.z.emplace_back(ops_, rows * static_cast<std::size_t>(sizes[l + 1]));
+    m_.dz_16.emplace_back(ops_, low_ ? rows * static_cast<std::size_t>(sizes[l + 1]) : 0);
   }
-  // Loss in float32; its gradient carries the loss scale (read on the device).
-  const int classes = config_.layer_sizes.back();
-  float* loss_sum = reinterpret_cast<float*>(m.readback.data());
-  float* step_scale = loss_sum + 1;
-  int* skip = reinterpret_cast<int*>(m.readback.data() + 1);
-  ops.cross_entropy_rows(m.z[layers - 1].data(), m.labels.data(), batch, classes, m.scaler.data(), config_.loss_weight, m.dz.data(), m.row_loss.data());
-  ops.ordered_sum(m.row_loss.data(), batch, loss_sum);
-  // Backward.
-  ops.zero(m.found_non_finite.data(), sizeof(int));
-  for (std::size_t l = layers; l-- > 0;) {
-    const int in = config_.layer_sizes[l], out = config_.layer_sizes[l + 1];
-    const std::size_t n_dz = static_cast<std::size_t>(batch) * static_cast<std::size_t>(out);
-    record_blocks(l, 1, m.dz.data(), batch, out);
-    cast(m.dz.data(), m.dz.data(), m.dz_16[l].data(), n_dz, slots(l, 1, record));
-    // grad_W (out x in) = dz^T (dz: batch x out) a (batch x in)
-    float dz_dequantize = 1.0f;
-    if (!recipe_active) {
-      product(true, false, out, in, batch, m.dz.data(), m.dz_16[l].data(), batch, m.a[l].data(), m.a_16[l].data(), batch, m.grad_w[l].data(), out);
-    } else if (per_tensor_fp8(recipe)) {  // the FP8 dz serves both backward products
-      dz_dequantize = fp8_operand(l, GemmOperand::output_gradient, m.dz.data(), n_dz, m.operand_a.data());
-      recipe_product(true, false, out, in, batch, m.operand_a.data(), batch, m.fp8_inputs[l].data(), batch, m.grad_w[l].data(), out,
-                     fp8_product_factor(dz_dequantize, m.input_dequantize[l]));
-    } else {  // both blocked along the batch, which the product reduces over
-      block_operand(l, GemmOperand::output_gradient, m.dz.data(), batch, out, true, m.operand_a.data());
-      block_operand(l, GemmOperand::input, m.a[l].data(), batch, in, true, m.operand_b.data());
-      recipe_product(true, false, out, in, batch, m.operand_a.data(), batch, m.operand_b.data(), batch, m.grad_w[l].data(), out, 1.0f);
-    }
-    ops.column_sums(m.dz.data(), batch, out, m.grad_b[l].data());
-    for (const FaultInjection& fault : faults_)
-      if (fault.step == steps_ && static_cast<std::size_t>(fault.layer) == l + 1) {
-        const float bad = fault.value == FaultInjection::Value::nan ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
-        ops.upload(m.grad_w[l].data(), &bad, sizeof bad);
-      }
-    record_blocks(l, 3, m.grad_w[l].data(), out, in);
-    cast(m.grad_w[l].data(), m.grad_w[l].data(), nullptr, m.grad_w[l].size(), slots(l, 3, record));
-    cast(m.grad_b[l].data(), m.grad_b[l].data(), nullptr, m.grad_b[l].size(), {});
-    if (l > 0) {
-      // dA (batch x in) = dz (batch x out) W (out x in)
-      if (!recipe_active) {
-        product(false, false, batch, in, out, m.dz.data(), m.dz_16[l].data(), batch, m.weights[l].data(), m.weights_16[l].data(), out, m.da.data(),
-                batch);
-      } else if (per_tensor_fp8(recipe)) {
-        recipe_product(false, false, batch, in, out, m.operand_a.data(), batch, m.fp8_weights[l].data(), out, m.da.data(), batch,
-                       fp8_product_factor(dz_dequantize, m.weight_dequantize[l]));
-      } else {  // both blocked along the layer's outputs, which the product reduces over
-        block_operand(l, GemmOperand::output_gradient, m.dz.data(), batch, out, false, m.operand_a.data());
-        block_operand(l, GemmOperand::weight, weight_operand(l), out, in, true, m.operand_b.data());
-        recipe_product(false, false, batch, in, out, m.operand_a.data(), batch, m.operand_b.data(), out, m.da.data(), batch, 1.0f);
-      }
-      const std::size_t n_da = static_cast<std::size_t>(batch) * static_cast<std::size_t>(in);
-      cast(m.da.data(), m.da.data(), nullptr, n_da, {});
-      ops.activation_backward(m.z[l - 1].data(), m.da.data(), n_da, config_.activation);
-      std::swap(m.dz, m.da);
-    }
+  const auto widest = static_cast<std::size_t>(*std::max_element(sizes.begin(), sizes.end()));
+  m_.dz = Buffer<float>(ops_, rows * widest);
+  m_.da = Buffer<float>(ops_, rows * widest);
+  m_.row_loss = Buffer<float>(ops_, rows);
+  m_.labels = Buffer<int>(ops_, rows);
+  if (recipe_active_) {
+    std::size_t largest = 0;  // the largest operand: a layer's input, output gradient or weights
+    for (std::size_t l = 0; l < layers_; ++l)
+      largest = std::max({largest, rows * static_cast<std::size_t>(sizes[l]), rows * static_cast<std::size_t>(sizes[l + 1]), m_.sizes[2 * l]});
+    m_.operand_a = Buffer<float>(ops_, largest);
+    m_.operand_b = Buffer<float>(ops_, largest);
+    m_.fp8_inputs.clear();
+    if (per_tensor_fp8(recipe_))
+      for (std::size_t l = 0; l < layers_; ++l) m_.fp8_inputs.emplace_back(ops_, rows * static_cast<std::size_t>(sizes[l]));
   }
-  if (recipe_active) m.recipe.finish_step(ops, result.scaling, result.block_operands);
-  // Check the gradients, advance the scaler, update unless skipped: all on the device. The
-  // gradients keep their loss scale; the update divides it out, as the CPU does.
-  for (std::size_t l = 0; l < layers; ++l) {
-    ops.find_non_finite(m.grad_w[l].data(), m.grad_w[l].size(), m.found_non_finite.data());
-    ops.find_non_finite(m.grad_b[l].data(), m.grad_b[l].size(), m.found_non_finite.data());
+  m_.batch = batch_;
+}
+
+void DeviceMlpTrainer::Pass::upload(const Eigen::MatrixXf& inputs, const std::vector<int>& labels) {
+  ops_.upload(m_.a[0].data(), inputs.data(), sizeof(float) * static_cast<std::size_t>(inputs.size()));
+  ops_.upload(m_.labels.data(), labels.data(), sizeof(int) * labels.size());
+  if (record_) ops_.zero(records_, sizeof(unsigned long long) * (m_.readback.size() - scalar_words));
+}
+
+void DeviceMlpTrainer::Pass::record_blocks(std::size_t l, int kind, const float* values, int rows, int cols) {
+  if (record_ && config_.record_blocks)
+    blocks_[4 * l + static_cast<std::size_t>(kind)] = m_.block_recorder.record(
+        ops_, *config_.record_blocks, values, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols), FeatureAxis::second);
+}
+
+void DeviceMlpTrainer::Pass::cast(const float* in, float* out, std::uint16_t* packed, std::size_t n, RecordSlots into) {
+  if (low_) {
+    ops_.cast(in, out, packed, n, bf16_, config_.rounding, into, config_.seed, t_.stochastic_counter_);
+    t_.stochastic_counter_ += n;
+  } else if (into.histogram != nullptr) {
+    ops_.record_histogram(in, n, into.histogram);
   }
-  ops.update_scaler(config_.scaler, m.scaler.data(), m.found_non_finite.data(), skip, step_scale);
+}
+
+void DeviceMlpTrainer::Pass::product(bool ta, bool tb, int rows, int cols, int k, const float* a32, const std::uint16_t* a16, int lda,
+                                     const float* b32, const std::uint16_t* b16, int ldb, float* c, int ldc) {
+  ProductCall call;
+  call.transpose_a = ta, call.transpose_b = tb, call.m = rows, call.n = cols, call.k = k;
+  call.a = {a32, a16, lda, 0}, call.b = {b32, b16, ldb, 0}, call.c = c, call.ldc = ldc, call.sixteen = low_, call.bf16 = bf16_;
+  ops_.product(call);
+}
+
+void DeviceMlpTrainer::Pass::recipe_product(bool ta, bool tb, int rows, int cols, int k, const float* a, int lda, const float* b, int ldb, float* c,
+                                            int ldc, float alpha) {
+  device_step::DeviceRecipe::product(ops_, ta, tb, rows, cols, k, a, lda, b, ldb, c, ldc, alpha);
+}
+
+void DeviceMlpTrainer::Pass::block_operand(std::size_t l, GemmOperand operand, const float* x, int rows, int cols, bool along_rows, float* device) {
+  m_.recipe.block_operand(ops_, operand, x, rows, cols, along_rows, block_operand_index(result.block_operands, mlp_layer_name(l), operand),
+                          t_.stochastic_counter_, device);
+}
+
+float DeviceMlpTrainer::Pass::fp8_operand(std::size_t l, GemmOperand operand, const float* x, std::size_t n, float* device) {
+  return m_.recipe.fp8_operand(ops_, operand, x, n, 3 * l + static_cast<std::size_t>(operand), new_operand_scaling(result.scaling, mlp_layer_name(l)),
+                               t_.stochastic_counter_, device);
+}
+
+void DeviceMlpTrainer::Pass::cast_parameters_and_inputs() {
+  for (std::size_t l = 0; l < layers_; ++l) {
+    record_blocks(l, 2, m_.weights[l].data(), config_.layer_sizes[l + 1], config_.layer_sizes[l]);
+    cast(m_.weights[l].data(), recipe_active_ && low_ ? m_.weights_low[l].data() : nullptr, recipe_active_ ? nullptr : m_.weights_16[l].data(),
+         m_.weights[l].size(), slots(l, 2));
+    cast(m_.biases[l].data(), m_.biases_low[l].data(), nullptr, m_.biases[l].size(), {});
+  }
+  if (recipe_active_) m_.recipe.begin_step(ops_), m_.input_dequantize.assign(layers_, 1.0f), m_.weight_dequantize.assign(layers_, 1.0f);
+  cast(m_.a[0].data(), recipe_active_ ? m_.a[0].data() : nullptr, recipe_active_ ? nullptr : m_.a_16[0].data(), m_.a[0].size(), {});
+}
+
+void DeviceMlpTrainer::Pass::forward(std::size_t l) {
+  const int in = config_.layer_sizes[l], out = config_.layer_sizes[l + 1];
+  if (!recipe_active_) {
+    product(false, true, batch_, out, in, m_.a[l].data(), m_.a_16[l].data(), batch_, m_.weights[l].data(), m_.weights_16[l].data(), out,
+            m_.z[l].data(), batch_);
+  } else if (per_tensor_fp8(recipe_)) {
+    m_.input_dequantize[l] = fp8_operand(l, GemmOperand::input, m_.a[l].data(), m_.a[l].size(), m_.fp8_inputs[l].data());
+    m_.weight_dequantize[l] = fp8_operand(l, GemmOperand::weight, weight_operand(l), m_.sizes[2 * l], m_.fp8_weights[l].data());
+    recipe_product(false, true, batch_, out, in, m_.fp8_inputs[l].data(), batch_, m_.fp8_weights[l].data(), out, m_.z[l].data(), batch_,
+                   fp8_product_factor(m_.input_dequantize[l], m_.weight_dequantize[l]));
+  } else {  // both blocked along the layer's inputs, which the product reduces over
+    block_operand(l, GemmOperand::input, m_.a[l].data(), batch_, in, false, m_.operand_a.data());
+    block_operand(l, GemmOperand::weight, weight_operand(l), out, in, false, m_.operand_b.data());
+    recipe_product(false, true, batch_, out, in, m_.operand_a.data(), batch_, m_.operand_b.data(), out, m_.z[l].data(), batch_, 1.0f);
+  }
+  ops_.add_column_bias(m_.z[l].data(), bias(l), batch_, out);
+  record_blocks(l, 0, m_.z[l].data(), batch_, out);
+  cast(m_.z[l].data(), m_.z[l].data(), nullptr, m_.z[l].size(), slots(l, 0));
+  if (l + 1 < layers_) {
+    ops_.activation_forward(m_.z[l].data(), m_.a[l + 1].data(), m_.z[l].size(), config_.activation);
+    cast(m_.a[l + 1].data(), recipe_active_ ? m_.a[l + 1].data() : nullptr, recipe_active_ ? nullptr : m_.a_16[l + 1].data(), m_.a[l + 1].size(), {});
+  }
+}
+
+void DeviceMlpTrainer::Pass::loss() {
+  float* loss_sum = reinterpret_cast<float*>(m_.readback.data());
+  ops_.cross_entropy_rows(m_.z[layers_ - 1].data(), m_.labels.data(), batch_, config_.layer_sizes.back(), m_.scaler.data(), config_.loss_weight,
+                          m_.dz.data(), m_.row_loss.data());
+  ops_.ordered_sum(m_.row_loss.data(), batch_, loss_sum);
+  ops_.zero(m_.found_non_finite.data(), sizeof(int));  // the flag check_and_update raises
+}
+
+void DeviceMlpTrainer::Pass::backward(std::size_t l) {
+  const int in = config_.layer_sizes[l], out = config_.layer_sizes[l + 1];
+  const std::size_t n_dz = static_cast<std::size_t>(batch_) * static_cast<std::size_t>(out);
+  record_blocks(l, 1, m_.dz.data(), batch_, out);
+  cast(m_.dz.data(), m_.dz.data(), m_.dz_16[l].data(), n_dz, slots(l, 1));
+  // grad_W (out x in) = dz^T (dz: batch x out) a (batch x in)
+  dz_dequantize_ = 1.0f;
+  if (!recipe_active_) {
+    product(true, false, out, in, batch_, m_.dz.data(), m_.dz_16[l].data(), batch_, m_.a[l].data(), m_.a_16[l].data(), batch_, m_.grad_w[l].data(),
+            out);
+  } else if (per_tensor_fp8(recipe_)) {  // the FP8 dz serves both backward products
+    dz_dequantize_ = fp8_operand(l, GemmOperand::output_gradient, m_.dz.data(), n_dz, m_.operand_a.data());
+    recipe_product(true, false, out, in, batch_, m_.operand_a.data(), batch_, m_.fp8_inputs[l].data(), batch_, m_.grad_w[l].data(), out,
+                   fp8_product_factor(dz_dequantize_, m_.input_dequantize[l]));
+  } else {  // both blocked along the batch, which the product reduces over
+    block_operand(l, GemmOperand::output_gradient, m_.dz.data(), batch_, out, true, m_.operand_a.data());
+    block_operand(l, GemmOperand::input, m_.a[l].data(), batch_, in, true, m_.operand_b.data());
+    recipe_product(true, false, out, in, batch_, m_.operand_a.data(), batch_, m_.operand_b.data(), batch_, m_.grad_w[l].data(), out, 1.0f);
+  }
+  ops_.column_sums(m_.dz.data(), batch_, out, m_.grad_b[l].data());
+  for (const FaultInjection& fault : t_.faults_)
+    if (fault.step == t_.steps_ && static_cast<std::size_t>(fault.layer) == l + 1) {
+      const float bad = fault.value == FaultInjection::Value::nan ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+      ops_.upload(m_.grad_w[l].data(), &bad, sizeof bad);
+    }
+  record_blocks(l, 3, m_.grad_w[l].data(), out, in);
+  cast(m_.grad_w[l].data(), m_.grad_w[l].data(), nullptr, m_.grad_w[l].size(), slots(l, 3));
+  cast(m_.grad_b[l].data(), m_.grad_b[l].data(), nullptr, m_.grad_b[l].size(), {});
+  if (l == 0) return;
+  // dA (batch x in) = dz (batch x out) W (out x in)
+  if (!recipe_active_) {
+    product(false, false, batch_, in, out, m_.dz.data(), m_.dz_16[l].data(), batch_, m_.weights[l].data(), m_.weights_16[l].data(), out,
+            m_.da.data(), batch_);
+  } else if (per_tensor_fp8(recipe_)) {
+    recipe_product(false, false, batch_, in, out, m_.operand_a.data(), batch_, m_.fp8_weights[l].data(), out, m_.da.data(), batch_,
+                   fp8_product_factor(dz_dequantize_, m_.weight_dequantize[l]));
+  } else {  // both blocked along the layer's outputs, which the product reduces over
+    block_operand(l, GemmOperand::output_gradient, m_.dz.data(), batch_, out, false, m_.operand_a.data());
+    block_operand(l, GemmOperand::weight, weight_operand(l), out, in, true, m_.operand_b.data());
+    recipe_product(false, false, batch_, in, out, m_.operand_a.data(), batch_, m_.operand_b.data(), out, m_.da.data(), batch_, 1.0f);
+  }
+  const std::size_t n_da = static_cast<std::size_t>(batch_) * static_cast<std::size_t>(in);
+  cast(m_.da.data(), m_.da.data(), nullptr, n_da, {});
+  ops_.activation_backward(m_.z[l - 1].data(), m_.da.data(), n_da, config_.activation);
+  std::swap(m_.dz, m_.da);
+}
+
+void DeviceMlpTrainer::Pass::check_and_update() {
+  if (recipe_active_) m_.recipe.finish_step(ops_, result.scaling, result.block_operands);
+  for (std::size_t l = 0; l < layers_; ++l) {
+    ops_.find_non_finite(m_.grad_w[l].data(), m_.grad_w[l].size(), m_.found_non_finite.data());
+    ops_.find_non_finite(m_.grad_b[l].data(), m_.grad_b[l].size(), m_.found_non_finite.data());
+  }
+  ops_.update_scaler(config_.scaler, m_.scaler.data(), m_.found_non_finite.data(), skip_, step_scale_);
   std::vector<float*> parameters;
   std::vector<const float*> gradients;
-  for (std::size_t l = 0; l < layers; ++l) {
-    parameters.push_back(m.weights[l].data()), gradients.push_back(m.grad_w[l].data());
-    parameters.push_back(m.biases[l].data()), gradients.push_back(m.grad_b[l].data());
+  for (std::size_t l = 0; l < layers_; ++l) {
+    parameters.push_back(m_.weights[l].data()), gradients.push_back(m_.grad_w[l].data());
+    parameters.push_back(m_.biases[l].data()), gradients.push_back(m_.grad_b[l].data());
   }
-  m.optimizer.update(ops, config_.learning_rate, parameters, gradients, m.sizes, step_scale, skip);
+  m_.optimizer.update(ops_, config_.learning_rate, parameters, gradients, m_.sizes, step_scale_, skip_);
   // fp16-pure re-casts the weights after an update only, as the CPU backend does: a skipped step
   // leaves them, and the stochastic-rounding counter, as they were. The host must know whether
   // this step was skipped before it queues the casts: one read-back a step, in this mode only.
   if (config_.precision == Precision::fp16_pure) {
     int skipped = 0;
-    ops.download(&skipped, skip, sizeof skipped);
+    ops_.download(&skipped, skip_, sizeof skipped);
     if (skipped == 0)
-      for (std::size_t l = 0; l < layers; ++l) {
-        cast(m.weights[l].data(), m.weights[l].data(), nullptr, m.weights[l].size(), {});
-        cast(m.biases[l].data(), m.biases[l].data(), nullptr, m.biases[l].size(), {});
+      for (std::size_t l = 0; l < layers_; ++l) {
+        cast(m_.weights[l].data(), m_.weights[l].data(), nullptr, m_.weights[l].size(), {});
+        cast(m_.biases[l].data(), m_.biases[l].data(), nullptr, m_.biases[l].size(), {});
       }
   }
+}
 
+void DeviceMlpTrainer::Pass::read_back(bool read_loss) {
   result.loss = std::numeric_limits<double>::quiet_NaN();
   result.loss_scale = std::numeric_limits<double>::quiet_NaN();
-  if (record || read_loss) {
-    // One read-back: the scalars, and the records of a recorded step.
-    const std::size_t words = record ? m.readback.size() : scalar_words;
-    ops.download(m.host_readback.data(), m.readback.data(), sizeof(unsigned long long) * words);
-    float sum = 0, scale = 0;
-    int skipped = 0;
-    std::memcpy(&sum, m.host_readback.data(), sizeof sum);
-    std::memcpy(&scale, reinterpret_cast<const char*>(m.host_readback.data()) + sizeof(float), sizeof scale);
-    std::memcpy(&skipped, m.host_readback.data() + 1, sizeof skipped);
-    result.loss = static_cast<double>(sum) / batch;
-    result.loss_scale = scale;
-    result.skipped = skipped != 0;
-    if (record) {
-      Snapshot snapshot;
-      for (std::size_t l = 0; l < layers; ++l)
-        for (std::size_t k = 0; k < 4; ++k) {
-          snapshot.tensors.push_back(device_step::counted_record("fc" + std::to_string(l + 1), kinds[k],
-                                                                 m.host_readback.data() + scalar_words + (4 * l + k) * record_stride, low));
-          snapshot.tensors.back().blocks = std::move(blocks[4 * l + k]);
-        }
-      add_recipe_records(snapshot, config_.recipe, result.scaling, result.block_operands);
-      complete_snapshot(snapshot, steps_, result.loss, result.loss_scale, result.skipped);
-      result.snapshot = std::move(snapshot);
+  if (!record_ && !read_loss) return;
+  const std::size_t words = record_ ? m_.readback.size() : scalar_words;
+  ops_.download(m_.host_readback.data(), m_.readback.data(), sizeof(unsigned long long) * words);
+  float sum = 0, scale = 0;
+  int skipped = 0;
+  std::memcpy(&sum, m_.host_readback.data(), sizeof sum);
+  std::memcpy(&scale, reinterpret_cast<const char*>(m_.host_readback.data()) + sizeof(float), sizeof scale);
+  std::memcpy(&skipped, m_.host_readback.data() + 1, sizeof skipped);
+  result.loss = static_cast<double>(sum) / batch_;
+  result.loss_scale = scale;
+  result.skipped = skipped != 0;
+  if (!record_) return;
+  Snapshot snapshot;
+  for (std::size_t l = 0; l < layers_; ++l)
+    for (std::size_t k = 0; k < 4; ++k) {
+      snapshot.tensors.push_back(
+          device_step::counted_record(mlp_layer_name(l), kinds[k], m_.host_readback.data() + scalar_words + (4 * l + k) * record_stride, low_));
+      snapshot.tensors.back().blocks = std::move(blocks_[4 * l + k]);
     }
-  }
+  add_recipe_records(snapshot, config_.recipe, result.scaling, result.block_operands);
+  complete_snapshot(snapshot, t_.steps_, result.loss, result.loss_scale, result.skipped);
+  result.snapshot = std::move(snapshot);
+}
+
+StepResult DeviceMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool read_loss) {
+  const std::size_t layers = config_.layer_sizes.size() - 1;
+  if (inputs.cols() != config_.layer_sizes.front() || static_cast<std::size_t>(inputs.rows()) != labels.size())
+    throw std::invalid_argument("step: the inputs do not fit the model");
+  Pass pass(*this, static_cast<int>(inputs.rows()), record);
+  pass.fit_batch();
+  pass.upload(inputs, labels);
+  pass.cast_parameters_and_inputs();
+  for (std::size_t l = 0; l < layers; ++l) pass.forward(l);
+  pass.loss();
+  for (std::size_t l = layers; l-- > 0;) pass.backward(l);
+  pass.check_and_update();
+  pass.read_back(read_loss);
   ++steps_;
-  return result;
+  return std::move(pass.result);
 }
 
 }  // namespace fpscope

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "fpscope/core/printable_text.hpp"
+#include "fpscope/gpu/training_config.hpp"
 
 namespace fpscope {
 
@@ -62,7 +63,7 @@ FaultInjection parse_fault_injection(std::string_view text, std::span<const std:
 std::string fault_value_name(FaultInjection::Value value) { return value == FaultInjection::Value::nan ? "nan" : "inf"; }
 
 std::string describe(const FaultInjection& fault) {
-  const std::string where = fault.tensor.empty() ? "fc" + std::to_string(fault.layer) : fault.tensor;
+  const std::string where = fault.tensor.empty() ? mlp_layer_name(static_cast<std::size_t>(fault.layer) - 1) : fault.tensor;
   return fault_value_name(fault.value) + "@" + where + ":" + std::to_string(fault.step);
 }
 

@@ -221,7 +221,7 @@ void draw_inject(App& app, TrainingSession& session, bool active) {
     const int layers = std::max(1, static_cast<int>(session.settings().config.layer_sizes.size()) - 1);
     inject.layer = std::clamp(inject.layer, 1, layers);
     ImGui::SliderInt("##inject layer", &inject.layer, 1, layers, "fc%d");
-    target = "fc" + std::to_string(inject.layer);
+    target = mlp_layer_name(static_cast<std::size_t>(inject.layer) - 1);
   }
   ImGui::SameLine();
   ImGui::BeginDisabled(!active);

@@ -46,6 +46,7 @@ class DeviceGptTrainer final : public TrainerBackend {
 
  private:
   struct Memory;
+  struct Pass;  // one step's phases (device_gpt.cpp)
   GptShape shape_;
   TrainingConfig config_;
   std::unique_ptr<DeviceOps> ops_;

@@ -46,6 +46,7 @@ class DeviceMlpTrainer : public TrainerBackend {
 
  private:
   struct Memory;
+  class Pass;  // one step's phases (device_mlp.cpp)
   TrainingConfig config_;
   std::unique_ptr<DeviceOps> ops_;
   std::unique_ptr<Memory> memory_;

@@ -48,6 +48,7 @@ class MlpTrainer final : public TrainerBackend {
   void restore(const State& state) override;
 
  private:
+  class Pass;  // one step's tensors and phases (mlp_step.cpp)
   TrainingConfig config_;
   LossScaler scaler_;
   Context ctx_;

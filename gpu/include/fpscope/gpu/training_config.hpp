@@ -90,5 +90,7 @@ struct TrainingConfig {
 
 // The model as run-log headers name it: "784-512-10 relu", or the GPT's gpt_shape_name.
 std::string model_name(const TrainingConfig& config);
+// An MLP layer's name in records, faults and files: fc1 for the layer of index 0.
+std::string mlp_layer_name(std::size_t index);
 
 }  // namespace fpscope
