@@ -106,6 +106,7 @@ void TrainingSession::start(PreparedRun prepared, RunExtras extras) {
     quit_ = false;
     failure_ = nullptr;
     counterfactual_.reset();
+    shadow_sample_.reset();
     status_ = TrainingStatus{};
     status_.state = settings_.start_paused ? TrainingStatus::State::paused : TrainingStatus::State::running;
     status_.step = trainer.step_count();
@@ -156,6 +157,7 @@ void TrainingSession::reset() {
     std::lock_guard lock(mutex_);
     status_ = TrainingStatus{};
     counterfactual_.reset();
+    shadow_sample_.reset();
   }
   sink_.forget();
 }
@@ -163,8 +165,8 @@ void TrainingSession::reset() {
 void TrainingSession::post(Command command, double value, FaultInjection fault) {
   {
     std::lock_guard lock(mutex_);
-    if (command == Command::counterfactual)  // only the latest scale asked for is computed
-      std::erase_if(queue_, [](const QueuedCommand& c) { return c.command == Command::counterfactual; });
+    if (command == Command::counterfactual || command == Command::shadow_sample)  // only the latest request is answered
+      std::erase_if(queue_, [command](const QueuedCommand& c) { return c.command == command; });
     queue_.push_back({command, value, fault});
   }
   wake_.notify_all();
@@ -193,6 +195,13 @@ std::shared_ptr<const CounterfactualResult> TrainingSession::counterfactual() co
   return counterfactual_;
 }
 
+void TrainingSession::request_shadow_sample() { post(Command::shadow_sample); }
+
+std::shared_ptr<const ShadowSample> TrainingSession::shadow_sample() const {
+  std::lock_guard lock(mutex_);
+  return shadow_sample_;
+}
+
 TrainingStatus TrainingSession::status() const {
   std::lock_guard lock(mutex_);
   return status_;
@@ -216,17 +225,19 @@ void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, std::unique_p
   const LossScalerConfig dynamic_config =
       settings_.config.scaler.kind == LossScalerConfig::Kind::dynamic ? settings_.config.scaler : LossScalerConfig::pytorch();
   LossScalerConfig running_scaler = settings_.config.scaler;  // the rule the scaler follows now
+  std::unique_ptr<TrainerBackend> sampler;  // request_shadow_sample's float32 trainer where the run has no shadow
   bool synced_at_end = false;
   try {
     for (;;) {
       bool take_step = false;
       std::optional<double> counterfactual_scale;
+      bool sample_shadow = false;
       {
         std::unique_lock lock(mutex_);
         for (;;) {
           // One command at a time up to a single step or a counterfactual, so that "step, set scale,
           // step" keeps its order.
-          while (!queue_.empty() && !take_step && !counterfactual_scale) {
+          while (!queue_.empty() && !take_step && !counterfactual_scale && !sample_shadow) {
             const QueuedCommand c = queue_.front();
             queue_.pop_front();
             switch (c.command) {
@@ -270,6 +281,9 @@ void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, std::unique_p
               case Command::counterfactual:
                 counterfactual_scale = c.value;
                 break;
+              case Command::shadow_sample:
+                sample_shadow = true;
+                break;
             }
           }
           if (quit_) {
@@ -277,7 +291,7 @@ void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, std::unique_p
             if (!synced_at_end) sink_.sync();  // the records durable before the run says it ended
             return;
           }
-          if (counterfactual_scale) break;
+          if (counterfactual_scale || sample_shadow) break;
           if (limit > 0 && status_.step >= limit && status_.state != TrainingStatus::State::finished) {
             // Finished: the records made durable, then the thread stays to answer counterfactuals
             // until stopped. steps_per_second keeps the last rate.
@@ -293,11 +307,25 @@ void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, std::unique_p
           wake_.wait(lock, [this] { return quit_ || !queue_.empty(); });
         }
       }
-      if (counterfactual_scale) {
+      if (counterfactual_scale || sample_shadow) {
         // The batch the next step will take, and the data put back to give it to that step.
         const std::string data_state = data.save_state();
         data.next_batch(batch, inputs, labels);
         data.restore_state(data_state);
+      }
+      if (sample_shadow) {
+        // The run's own shadow where it records one; else one made for the samples alone, so
+        // that the run's records stay as its settings say.
+        if (!shadow && !sampler) sampler = make_trainer_backend(std::string(trainer.name()), shadow_config(settings_.config));
+        ShadowSample answer;
+        answer.step = trainer.step_count();
+        answer.records = shadow_records(shadow ? *shadow : *sampler, trainer, inputs, labels, trainer.scaler_state().scale);
+        std::lock_guard lock(mutex_);
+        answer.answer = shadow_sample_ ? shadow_sample_->answer + 1 : 1;
+        shadow_sample_ = std::make_shared<const ShadowSample>(std::move(answer));
+        continue;
+      }
+      if (counterfactual_scale) {
         CounterfactualResult answer;
         answer.loss_scale = *counterfactual_scale;
         answer.step = trainer.step_count();

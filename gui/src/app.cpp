@@ -159,6 +159,57 @@ void App::update(double now_seconds) {
     demo_stage_ = 2;
   }
   ask_for_counterfactual();
+  sample_shadows();
+}
+
+// Shadow samples steady_advice reads: the last this many, one asked for at most every
+// shadow_sample_seconds and every shadow_sample_steps steps while the run goes on (each costs a
+// float32 step: one in shadow_sample_steps at most).
+constexpr std::size_t shadow_samples_kept = 32;
+constexpr double shadow_sample_seconds = 0.25;
+constexpr double shadow_sample_steps = 20;
+
+bool App::advice_from_samples() const {
+  const TrainingStatus::State state = training_status.state;
+  const bool holds_trainer = session && (state == TrainingStatus::State::running || state == TrainingStatus::State::paused ||
+                                         state == TrainingStatus::State::finished);
+  return holds_trainer && !session->settings().shadow && session->settings().config.precision != Precision::fp32;
+}
+
+void App::sample_shadows() {
+  if (!advice_from_samples()) {
+    shadow_samples_.clear();
+    sampled_gradients_.clear();
+    shadow_answer_seen_ = 0;
+    shadow_asked_step_ = -1;
+    return;
+  }
+  if (const std::shared_ptr<const ShadowSample> sample = session->shadow_sample(); sample && sample->answer != shadow_answer_seen_) {
+    shadow_answer_seen_ = sample->answer;
+    auto snapshot = std::make_shared<Snapshot>();
+    snapshot->step = sample->step;
+    snapshot->tensors = sample->records;
+    shadow_samples_.push_back(std::move(snapshot));
+    if (shadow_samples_.size() > shadow_samples_kept) shadow_samples_.erase(shadow_samples_.begin());
+    std::vector<const Snapshot*> samples;
+    for (const auto& s : shadow_samples_) samples.push_back(s.get());
+    sampled_gradients_.clear();
+    for (TensorSeries& series : tensor_series(std::span<const Snapshot* const>(samples)))
+      if (is_gradient(series.kind)) sampled_gradients_.push_back(std::move(series));
+  }
+  const bool answered = shadow_answer_seen_ > 0 && shadow_asked_step_ >= 0 && shadow_samples_.back()->step >= shadow_asked_step_;
+  if (training_status.state == TrainingStatus::State::running) {
+    const double every = std::max(shadow_sample_seconds, training_status.steps_per_second > 0 ? shadow_sample_steps / training_status.steps_per_second : 0.0);
+    if (shadow_asked_step_ < 0 || (now - shadow_asked_at_ >= every && (answered || now - shadow_asked_at_ >= 4 * every))) {
+      session->request_shadow_sample();
+      shadow_asked_at_ = now;
+      shadow_asked_step_ = training_status.step;
+    }
+  } else if (shadow_asked_step_ != training_status.step) {  // paused or finished: the next step's, once
+    session->request_shadow_sample();
+    shadow_asked_at_ = now;
+    shadow_asked_step_ = training_status.step;
+  }
 }
 
 // A running session moves on while an answer is computed: its answer is a step or two behind when
@@ -189,7 +240,10 @@ void App::ask_for_counterfactual() {
 
 LossScaleAdvice App::steady_advice(int format_index) {
   window_series();  // brings window_gradients_ up to date
-  LossScaleAdvice advice = recommend_loss_scale(window_gradients_, target_formats[format_index]);
+  const bool sampled = advice_from_samples();
+  LossScaleAdvice advice = sampled && sampled_gradients_.empty() ? LossScaleAdvice{}
+                                                                 : recommend_loss_scale(sampled ? sampled_gradients_ : window_gradients_,
+                                                                                        target_formats[format_index]);
   std::optional<int>& held = held_advice_log2_[static_cast<std::size_t>(format_index)];
   if (advice.kind != LossScaleAdvice::Kind::scale) {
     held.reset();
@@ -222,6 +276,7 @@ bool App::settled() const {
   if (follower) return follower->polls() > 0 && follower->caught_up() && store.size() == snapshots.size();
   if (demo_stage_ >= 0 && demo_stage_ < 2) return false;
   if (counterfactual_pending()) return false;  // the preview the picture shows is the engine's
+  if (advice_from_samples() && shadow_samples_.empty()) return false;  // the advice waits for its first shadow
   if (session && training_status.state == TrainingStatus::State::running)  // settled only when told where: it grows on
     return settle_at_step_ > 0 && training_status.step >= settle_at_step_ && !snapshots.empty();
   return store.size() == snapshots.size();

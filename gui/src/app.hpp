@@ -179,11 +179,16 @@ class App {
   // What-if view and the Training panel's hint advise from it: a window keeps the advice from
   // jumping with one step's extremes). Built once per data version, step and window.
   const std::vector<TensorSeries>& window_series();
-  // The loss-scale advice for target_formats[format_index] from the window's gradients (their fp32
-  // shadows where the run has them), steadied: it goes down as soon as the data asks (a higher
-  // scale would overflow), up only when the data moves it by more than a binade, so it does not
-  // flicker from frame to frame with one step's extremes.
+  // The loss-scale advice for target_formats[format_index], steadied: it goes down as soon as the
+  // data asks (a higher scale would overflow), up only when the data moves it by more than a
+  // binade, so it does not flicker from frame to frame with one step's extremes. It reads values
+  // nothing flushed wherever there are any: the window's fp32 shadows where the run records them;
+  // where a trainer is here and the run records none, the shadows sampled of its latest steps
+  // (sample_shadows) -- none (no_gradients) until the first arrives, for advice from flushed
+  // gradients overshoots; a followed log without shadows, its window's recorded gradients.
   LossScaleAdvice steady_advice(int format_index);
+  // Whether steady_advice reads shadows sampled from the trainer (not the run's own records).
+  bool advice_from_samples() const;
 
  private:
   void save_baseline_if_fp32();
@@ -197,6 +202,14 @@ class App {
   std::int64_t settle_at_step_ = 0;
   std::string wanted_tensor_;  // selected as soon as it appears
   void ask_for_counterfactual();
+  // Asks the session for the fp32 shadow of its next step now and then (request_shadow_sample),
+  // keeping the last shadow_samples_kept answers and their gradients' series for steady_advice.
+  void sample_shadows();
+  std::vector<std::shared_ptr<const Snapshot>> shadow_samples_;
+  std::vector<TensorSeries> sampled_gradients_;
+  std::uint64_t shadow_answer_seen_ = 0;
+  double shadow_asked_at_ = -1;
+  std::int64_t shadow_asked_step_ = -1;
   std::array<std::optional<int>, target_format_count> held_advice_log2_{};  // steady_advice's, per format
   std::shared_ptr<const CounterfactualResult> counterfactual_;  // the latest answer
   std::optional<int> asked_scale_log2_;  // the last request's scale, its step and when it was made

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <functional>
 #include <chrono>
+#include <map>
 #include <cstdlib>
 #include <cstdio>
 #include <deque>
@@ -209,6 +210,7 @@ int run(const Options& o) {
     bool warned_settle = false;
     std::vector<double> frame_ms;
     int frames_for_input = 0;  // drawn at full rate because input arrived (--report)
+    std::map<std::string, int> advice_frames;  // the loss-scale advice each drawn frame showed (--report)
     // 60 frames a second; while a run trains in this process and nobody works the window, 10 at
     // most and fewer where a frame is dear, so that drawing takes at most a twentieth of one core
     // and training keeps the rest (software GL on a small machine spends tens of milliseconds a
@@ -262,6 +264,12 @@ int run(const Options& o) {
       if (headless) ImGui::GetIO().MousePos = ImVec2(-FLT_MAX, -FLT_MAX);
       ImGui::NewFrame();
       app.draw();
+      if (o.report) {
+        const fpscope::LossScaleAdvice advice = app.steady_advice(app.format_index);
+        ++advice_frames[advice.kind == fpscope::LossScaleAdvice::Kind::scale ? fmt::format("2^{}", advice.scale_log2)
+                        : advice.kind == fpscope::LossScaleAdvice::Kind::no_scaling_needed ? std::string("none needed")
+                                                                                         : std::string("no advice")];
+      }
       ImGui::Render();
       int width = 0, height = 0;
       glfwGetFramebufferSize(window, &width, &height);
@@ -330,16 +338,23 @@ int run(const Options& o) {
     if (o.report && !frame_ms.empty()) {
       std::sort(frame_ms.begin(), frame_ms.end());
       const auto session = app.session ? app.session->status() : fpscope::TrainingStatus{};
-      fmt::print("frames {}  median frame {:.2f} ms  p95 {:.2f} ms  snapshots {}  training steps {} in {:.2f} s ({:.1f} steps/s)\n",
+      fmt::print("frames {}  median frame {:.2f} ms  p95 {:.2f} ms  snapshots {}  training steps {} in {:.2f} s ({:.1f} steps/s), {} skipped\n",
                  frame_ms.size(), frame_ms[frame_ms.size() / 2], frame_ms[std::min(frame_ms.size() - 1, frame_ms.size() * 95 / 100)],
                  app.snapshots.size(), session.step, session.running_seconds,
-                 session.running_seconds > 0 ? static_cast<double>(session.step) / session.running_seconds : 0.0);
+                 session.running_seconds > 0 ? static_cast<double>(session.step) / session.running_seconds : 0.0, session.skipped_steps);
       fmt::print("memory: peak {:.0f} MiB; snapshots held {} ({:.0f} MiB by the store's estimate), {} thinned; step records {}\n",
                  peak_memory_mib(), app.snapshots.size(), static_cast<double>(app.store.snapshot_bytes()) / (1 << 20),
                  app.store.thinned_snapshots(), app.steps.size());
       fmt::print("ui scale {:.2f} (font {:.0f} px)\n", fpscope::gui::current_ui_scale(), ImGui::GetFontSize());
       fmt::print("frames at full rate after input {}\n", frames_for_input);
       fmt::print("target format {}\n", fpscope::gui::target_format_names[app.format_index]);
+      int advised_frames = 0;
+      for (const auto& [advice, count] : advice_frames) advised_frames += count;
+      std::string advice_line;
+      for (const auto& [advice, count] : advice_frames)
+        advice_line += fmt::format("{}{} in {} of {} frames ({:.1f}%)", advice_line.empty() ? "" : ", ", advice, count, advised_frames,
+                                   100.0 * count / std::max(1, advised_frames));
+      fmt::print("advice shown: {}\n", advice_line);
       if (app.view == fpscope::gui::View::inspector) fmt::print("{}", app.inspector.report);
       const auto& g = app.histogram.geometry;
       if (g.binade_end > g.binade_lo) {

@@ -137,7 +137,7 @@ void draw_next_step_hint(App& app, const TrainingStatus& status) {
     ImGui::SetTooltip("The advice keeps the largest gradient of the latest step one binade below %s's overflow\n"
                       "(set by %s%s). Histogram shows where the slider's scale puts them before you apply it.",
                       target_format_names[app.format_index], advice.decided_by.c_str(),
-                      advice.from_shadow ? ", from the run's fp32 shadow" : "");
+                      advice.from_shadow ? ", from fp32 shadows: values nothing flushed" : "");
 }
 
 // Start / Pause / Resume / Step / Stop / Reset.
@@ -321,7 +321,8 @@ void draw_settings_form(TrainingForm& f) {
   ImGui::Checkbox("fp32 shadow", &f.shadow);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("On recorded steps, also run the step in float32 without casts and record its tensors as\n"
-                      "'<name> (fp32 shadow)': the values nothing flushed. The advice then comes from them.");
+                      "'<name> (fp32 shadow)': the values nothing flushed, in the run log. Without it the advice\n"
+                      "comes from shadows of the latest steps, sampled now and then and kept out of the log.");
   ImGui::InputInt("seed", &f.seed);
   ImGui::PopItemWidth();
   f.batch = std::clamp(f.batch, 1, 1 << 16);

@@ -143,7 +143,7 @@ void draw_what_if(App& app) {
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(advice_text(advice).c_str());
       if (ImGui::IsItemHovered() && !advice.decided_by.empty())
-        ImGui::SetTooltip("set by %s%s", advice.decided_by.c_str(), advice.from_shadow ? ", from the run's fp32 shadow" : "");
+        ImGui::SetTooltip("set by %s%s", advice.decided_by.c_str(), advice.from_shadow ? ", from fp32 shadows: values nothing flushed" : "");
     }
     ImGui::EndTable();
   }
@@ -152,23 +152,30 @@ void draw_what_if(App& app) {
   if (not_numbers != 0)
     ImGui::TextColored(to_imgui_vec4(palette::non_finite_bar), "%llu infinite or NaN value%s in the window, in none of the shares (already overflowed, or NaN)",
                        static_cast<unsigned long long>(not_numbers), not_numbers == 1 ? "" : "s");
-  ImGui::TextDisabled("Predicted at binade granularity (the analyzer's rule) from the window's histograms; the advice keeps the\n"
-                      "largest gradient one binade below overflow (Micikevicius et al. 2018, section 3.2), from the fp32 shadows where\n"
-                      "the run has them. What the table cannot know: a value flushed in a later layer changes the gradients upstream,\n"
-                      "which the recorded histograms do not show; the re-run line above, where there is one, does.");
+  ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+  ImGui::TextWrapped("Predicted at binade granularity (the analyzer's rule) from the window's histograms; the advice keeps the "
+                     "largest gradient one binade below overflow (Micikevicius et al. 2018, section 3.2), from fp32 shadows: the run's, "
+                     "or where a trainer is here, shadows of its latest steps. What the table cannot know: a value flushed in a later "
+                     "layer changes the gradients upstream, which the recorded histograms do not show; the re-run line above, where "
+                     "there is one, does.");
+  ImGui::PopStyleColor();
 
   const LossScaleAdvice target_advice = selected_only ? recommend_loss_scale(series, app.target_format()) : app.steady_advice(app.format_index);
   const int recommended = target_advice.kind == LossScaleAdvice::Kind::scale ? target_advice.scale_log2 : 0;
   const bool can_apply = app.session != nullptr && (app.training_status.state == TrainingStatus::State::running ||
                                                     app.training_status.state == TrainingStatus::State::paused);
-  ImGui::BeginDisabled(!can_apply);
+  const bool advised = target_advice.kind != LossScaleAdvice::Kind::no_gradients;
+  ImGui::BeginDisabled(!can_apply || !advised);
   // The session's scale stays within the slider's range.
   const int applicable = std::clamp(recommended, slider_min_scale_log2, slider_max_scale_log2);
-  const std::string label = applicable == recommended
+  const std::string label = !advised ? std::string("No advice yet (it waits for gradients nothing flushed)")
+                            : applicable == recommended
                                 ? fmt::format("Apply the recommended {} scale, 2^{}", target_format_names[app.format_index], recommended)
                                 : fmt::format("Apply 2^{} (the recommended {} scale 2^{} is outside 2^{}..2^{})", applicable,
                                               target_format_names[app.format_index], recommended, slider_min_scale_log2, slider_max_scale_log2);
   if (ImGui::Button(label.c_str())) app.session->set_static_scale(std::ldexp(1.0, applicable));
+  ImGui::EndDisabled();
+  ImGui::BeginDisabled(!can_apply);
   ImGui::SameLine();
   const int slider_scale = std::clamp(hypothetical, slider_min_scale_log2, slider_max_scale_log2);
   if (ImGui::Button(fmt::format("Apply 2^{}", slider_scale).c_str())) app.session->set_static_scale(std::ldexp(1.0, slider_scale));

@@ -254,41 +254,106 @@ void start_example_paused_at_300(TrainingSession& session, bool shadow) {
 }
 }  // namespace
 
+namespace {
+// The app's example, or its GPT, started without --shadow and paused at `pause_at`.
+void start_unshadowed(TrainingSession& session, bool gpt, std::int64_t pause_at) {
+  TrainingOptions options;
+  options.backend = "cpu";
+  options.steps = "0";
+  options.endless = true;
+  if (gpt) options.model = "gpt";
+  TrainingSettings settings = parse_training_options(options);
+  settings.pause_at_step = pause_at;
+  session.start(settings);
+  wait_for(session, [pause_at](const TrainingStatus& st) { return st.step >= pause_at && st.state == TrainingStatus::State::paused; });
+}
+// `count` shadow samples of a paused session's next step, one step taken after each (the app asks
+// for one now and then as the run goes on), each as a snapshot of its records.
+std::vector<Snapshot> shadow_samples(TrainingSession& session, int count) {
+  std::vector<Snapshot> samples;
+  const std::uint64_t answers = session.shadow_sample() ? session.shadow_sample()->answer : 0;
+  for (int i = 0; i < count; ++i) {
+    const std::int64_t step = session.status().step;
+    session.request_shadow_sample();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    std::shared_ptr<const ShadowSample> sample;
+    while ((!(sample = session.shadow_sample()) || sample->answer < answers + static_cast<std::uint64_t>(i + 1)) &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    REQUIRE(sample);
+    CHECK(sample->step == step);  // the next step's shadow
+    for (const TensorRecord& t : sample->records) CHECK(is_shadow_tensor(t.name));
+    Snapshot snapshot;
+    snapshot.step = sample->step;
+    snapshot.tensors = sample->records;
+    samples.push_back(std::move(snapshot));
+    session.single_step();
+    wait_for(session, [step](const TrainingStatus& st) { return st.step > step; });
+  }
+  return samples;
+}
+}  // namespace
+
+namespace {
+// Previews `scale` for the paused session's next step (the re-run), applies it and trains five
+// steps: the previewed step as Apply made it is the preview bit for bit; the next within 2 points
+// of the preview's shares of `name`'s `kind`, the four after it (other batches, and weights that
+// move on differently once their gradients are no longer flushed) within 4.
+Shares preview_then_apply(TrainingSession& session, RunStore& store, double scale, const std::string& name, TensorKind kind) {
+  const std::int64_t step = session.status().step;
+  const std::uint64_t answers = session.counterfactual() ? session.counterfactual()->answer : 0;
+  session.request_counterfactual(scale);
+  const std::shared_ptr<const CounterfactualResult> preview = wait_for_answer(session, answers + 1);
+  REQUIRE(preview);
+  REQUIRE(preview->step == step);
+  const Shares predicted = cast_shares(*preview->result.snapshot, name, kind);
+  session.set_static_scale(scale);
+  session.resume();
+  wait_for(session, [step](const TrainingStatus& st) { return st.step >= step + 6; });
+  session.pause();
+  const std::vector<Snapshot> after = store.copy_since(static_cast<std::size_t>(step));
+  REQUIRE(after.size() >= 6);
+  CHECK(after[0] == *preview->result.snapshot);  // the step previewed, as Apply made it: bit for bit
+  for (std::size_t i = 1; i < 6; ++i) {
+    CAPTURE(after[i].step);
+    const double points = i == 1 ? 2.0 : 4.0;
+    const Shares realized = cast_shares(after[i], name, kind);
+    CHECK(std::abs(realized.flushed - predicted.flushed) <= points);
+    CHECK(std::abs(realized.subnormal - predicted.subnormal) <= points);
+    CHECK(std::abs(realized.normal - predicted.normal) <= points);
+    CHECK(std::abs(realized.overflow - predicted.overflow) <= points);
+  }
+  MESSAGE(name << " " << tensor_kind_name(kind) << " at 2^" << std::log2(scale) << ", previewed at step " << step << ": " << predicted.flushed
+               << "% flushed, " << predicted.subnormal << "% subnormal, " << predicted.normal << "% normal, " << predicted.overflow << "% overflowed");
+  return predicted;
+}
+}  // namespace
+
 TEST_CASE("the example: the preview at 2^10 after 300 unscaled steps is what Apply then gives, within 2 points on the next steps") {
   // The app's first minute: the example trains in fp16 without loss scaling, most of fc1's
   // gradients flushed by the time a person drags the slider; then Apply.
   RunStore store;
   TrainingSession session(store);
   start_example_paused_at_300(session, false);
-  session.request_counterfactual(0x1p10);
-  const std::shared_ptr<const CounterfactualResult> preview = wait_for_answer(session, 1);
-  REQUIRE(preview);
-  REQUIRE(preview->step == 300);
-  const Shares predicted = cast_shares(*preview->result.snapshot, "fc1", TensorKind::activation_gradient);
   // What the shift of the recorded step would have said: nothing flushed at 2^10 among the few
   // values left; the re-run sees the gradients that are no longer flushed downstream.
   const Shares recorded = cast_shares(store.copy_since(store.size() - 1).front(), "fc1", TensorKind::activation_gradient);
   CHECK(recorded.flushed > 40);
-  session.set_static_scale(0x1p10);
-  session.resume();
-  wait_for(session, [](const TrainingStatus& st) { return st.step >= 306; });
-  session.pause();
-  const std::vector<Snapshot> after = store.copy_since(300);
-  REQUIRE(after.size() >= 6);
-  CHECK(after[0] == *preview->result.snapshot);  // the step previewed, as Apply made it: bit for bit
-  // The next steps take other batches, and the weights move on differently once their gradients
-  // are no longer flushed: the next step within 2 points, the four after it within 4.
-  for (std::size_t i = 1; i < 6; ++i) {
-    CAPTURE(after[i].step);
-    const double points = i == 1 ? 2.0 : 4.0;
-    const Shares realized = cast_shares(after[i], "fc1", TensorKind::activation_gradient);
-    CHECK(std::abs(realized.flushed - predicted.flushed) <= points);
-    CHECK(std::abs(realized.subnormal - predicted.subnormal) <= points);
-    CHECK(std::abs(realized.normal - predicted.normal) <= points);
-    CHECK(std::abs(realized.overflow - predicted.overflow) <= points);
+  preview_then_apply(session, store, 0x1p10, "fc1", TensorKind::activation_gradient);
+}
+
+TEST_CASE("the preview at the advised scale is what Apply then gives: the example's fc1 and the GPT's h0.attn.scores gradients") {
+  for (const bool gpt : {false, true}) {
+    CAPTURE(gpt);
+    RunStore store;
+    TrainingSession session(store);
+    start_unshadowed(session, gpt, 292);
+    const LossScaleAdvice advice = recommend_loss_scale(tensor_series(shadow_samples(session, 8)), formats::fp16);
+    REQUIRE(advice.kind == LossScaleAdvice::Kind::scale);
+    const Shares predicted = preview_then_apply(session, store, std::ldexp(1.0, advice.scale_log2), gpt ? "h0.attn.scores" : "fc1",
+                                                TensorKind::activation_gradient);
+    CHECK(predicted.overflow == 0);  // the advice leaves headroom
   }
-  MESSAGE("fc1 activation gradients at 2^10, previewed at step 300: " << predicted.flushed << "% flushed, " << predicted.subnormal
-                                                                     << "% subnormal, " << predicted.normal << "% normal");
 }
 
 TEST_CASE("--shadow records each recorded step again in float32 without casts, beside the run's tensors, and changes nothing of the run") {
@@ -368,4 +433,35 @@ TEST_CASE("the example: the advice from the fp32 shadow, applied at step 300, sk
   CHECK(status.skipped_steps == skipped_before);
   MESSAGE("advice 2^" << advice.scale_log2 << " (set by " << advice.decided_by << "): " << status.skipped_steps - skipped_before
                       << " steps skipped in " << status.step - 300);
+}
+
+
+TEST_CASE("without --shadow, advice from shadow samples of the latest steps, applied, skips no step in the next 500; sampling changes nothing") {
+  // The app's advice where the run records no shadows: the fp32 shadow of the next step, asked
+  // for now and then while it trains (request_shadow_sample), the last 32 of them.
+  for (const bool gpt : {false, true}) {
+    CAPTURE(gpt);
+    RunStore store, plain_store;
+    TrainingSession session(store), plain(plain_store);
+    start_unshadowed(session, gpt, 268);
+    const std::vector<Snapshot> samples = shadow_samples(session, 32);
+    // Nothing of the samples reaches the run: its log is the log of a run never sampled.
+    start_unshadowed(plain, gpt, 300);
+    CHECK(store.copy_since(0) == plain_store.copy_since(0));
+    const LossScaleAdvice advice = recommend_loss_scale(tensor_series(samples), formats::fp16);
+    REQUIRE(advice.kind == LossScaleAdvice::Kind::scale);
+    CHECK(advice.from_shadow);
+    // What advice from the recorded (flushed) gradients would say: never lower than the shadows'.
+    const LossScaleAdvice flushed = recommend_loss_scale(tensor_series(store.copy_since(store.size() - 20)), formats::fp16);
+    const std::int64_t skipped_before = session.status().skipped_steps;
+    session.set_static_scale(std::ldexp(1.0, advice.scale_log2));
+    session.resume();
+    wait_for(session, [](const TrainingStatus& st) { return st.step >= 800; });
+    session.pause();
+    const TrainingStatus status = session.status();
+    CHECK(status.step >= 800);
+    CHECK(status.skipped_steps == skipped_before);
+    MESSAGE(std::string(gpt ? "GPT" : "example") << ": advice from 32 shadow samples 2^" << advice.scale_log2 << " (set by " << advice.decided_by << "; from the recorded gradients 2^"
+                                      << flushed.scale_log2 << "): " << status.skipped_steps - skipped_before << " steps skipped in " << status.step - 300);
+  }
 }

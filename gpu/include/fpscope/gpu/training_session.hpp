@@ -79,6 +79,14 @@ struct CounterfactualResult {
   StepResult result;          // loss, skip and the snapshot of every tensor at that scale
 };
 
+// The fp32 shadow of a run's next step, sampled on request (request_shadow_sample): the values its
+// gradients take where nothing flushes or overflows, which loss-scale advice reads.
+struct ShadowSample {
+  std::uint64_t answer = 0;           // counts the answers: 1, 2, ...
+  std::int64_t step = 0;              // the step it shadowed: the next one the run takes
+  std::vector<TensorRecord> records;  // "<name> (fp32 shadow)", at the run's loss scale then
+};
+
 // What the app shows about the session; copied out under the lock.
 struct TrainingStatus {
   enum class State : std::uint8_t { idle, running, paused, finished, failed };
@@ -134,12 +142,17 @@ class TrainingSession {
   // The latest answer, shared (a reader copies a pointer, not the snapshot); null before the
   // first, and after start() or reset().
   std::shared_ptr<const CounterfactualResult> counterfactual() const;
+  // The fp32 shadow of the next step (shadow_records), run between steps as a counterfactual is,
+  // applying nothing, whether or not the run records shadows of its own; its answer replaces the
+  // last (shadow_sample()), a request replaces one not yet taken up.
+  void request_shadow_sample();
+  std::shared_ptr<const ShadowSample> shadow_sample() const;
 
   TrainingStatus status() const;
   const TrainingSettings& settings() const { return settings_; }
 
  private:
-  enum class Command : std::uint8_t { pause, resume, single_step, set_static, set_dynamic, inject, counterfactual };
+  enum class Command : std::uint8_t { pause, resume, single_step, set_static, set_dynamic, inject, counterfactual, shadow_sample };
   struct QueuedCommand {
     Command command;
     double value = 0;
@@ -157,6 +170,7 @@ class TrainingSession {
   mutable std::condition_variable ended_;  // the run ended: finished or failed
   std::exception_ptr failure_;
   std::shared_ptr<const CounterfactualResult> counterfactual_;
+  std::shared_ptr<const ShadowSample> shadow_sample_;
   std::deque<QueuedCommand> queue_;
   TrainingStatus status_;
   bool quit_ = false;
