@@ -51,9 +51,10 @@ App::App(const AppOptions& options) : view(options.view), form(options.form) {
     follower = std::make_unique<FollowThread>(options.follow, store, follow_window_bytes);
   } else {
     session = std::make_unique<TrainingSession>(store);
+    baseline_session = std::make_unique<TrainingSession>(baseline_store);
   }
   if (options.demo && session) {
-    // The paper's effect, small: a tanh MLP whose loss is weighted by 2^-10 (lr raised to match),
+    // The paper's effect, small: a tanh MLP whose loss is weighted by 2^-14 (lr raised to match),
     // so activation gradients sit near fp16's subnormal range. fp32 first, as the baseline.
     form.precision = Precision::fp32;
     form.scaling = LossScalerConfig::Kind::none;
@@ -73,6 +74,7 @@ bool App::start_training(const TrainingForm& f, bool paused) {
     settings.start_paused = paused;
     save_baseline_if_fp32();
     session->start(settings);
+    if (demo_stage_ < 0) start_baseline(settings);  // the demo trains its own, first
     training_message.clear();
     step_index = -1;
     return true;
@@ -90,6 +92,54 @@ void App::save_baseline_if_fp32() {
     baseline_steps.push_back(static_cast<double>(s->step));
     baseline_loss.push_back(s->loss);
   }
+}
+
+// How far the baseline trains ahead of the run it is drawn beside.
+constexpr std::int64_t baseline_lead_steps = 500;
+
+void App::start_baseline(const TrainingSettings& settings) {
+  if (settings.config.precision == Precision::fp32) {  // the run is its own baseline
+    baseline_session->reset();
+    baseline_beside = false;
+    return;
+  }
+  baseline_steps.clear();
+  baseline_loss.clear();
+  baseline_beside = true;
+  TrainingSettings baseline = settings;
+  baseline.config = shadow_config(settings.config);
+  baseline.shadow = false;
+  baseline.faults.clear();
+  baseline.record_every = std::numeric_limits<std::int32_t>::max();  // the loss of every step; histograms of step 0 alone
+  baseline.start_paused = false;
+  baseline.pause_at_step = 0;
+  baseline_session->start(baseline);
+}
+
+void App::pace_baseline() {
+  if (!baseline_session) return;
+  const TrainingStatus baseline = baseline_session->status();
+  if (baseline.state == TrainingStatus::State::idle) return;
+  if (training_status.state == TrainingStatus::State::idle) {  // the run was reset: so is its baseline
+    baseline_session->reset();
+    baseline_steps.clear();
+    baseline_loss.clear();
+    baseline_beside = false;
+    return;
+  }
+  const RunStore::Update update = baseline_store.update_since(baseline_generation_, baseline_store.size(), baseline_steps.size());
+  if (update.generation != baseline_generation_) {
+    baseline_generation_ = update.generation;
+    baseline_steps.clear();
+    baseline_loss.clear();
+  }
+  for (const StepRecord& r : update.steps) {
+    baseline_steps.push_back(static_cast<double>(r.step));
+    baseline_loss.push_back(r.loss);
+  }
+  const std::int64_t lead_to = training_status.step + baseline_lead_steps;
+  if (baseline.state == TrainingStatus::State::running && baseline.step >= lead_to) baseline_session->pause();
+  else if (baseline.state == TrainingStatus::State::paused && baseline.step < lead_to) baseline_session->resume();
 }
 
 void App::update(double now_seconds) {
@@ -160,6 +210,7 @@ void App::update(double now_seconds) {
   }
   ask_for_counterfactual();
   sample_shadows();
+  pace_baseline();
 }
 
 // Shadow samples steady_advice reads: the last this many, one asked for at most every

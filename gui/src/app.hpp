@@ -122,7 +122,14 @@ class App {
   std::vector<StepRecord> steps;  // every step of the run, recorded or not
   std::uint64_t data_version = 0;  // changes whenever `snapshots` does
   std::vector<std::string> tensor_names;  // layer names in first-seen order
-  std::vector<double> baseline_steps, baseline_loss;  // the last finished fp32 run's curve
+  // Curves' fp32 baseline: the loss of the same settings in float32, every step. Beside a
+  // low-precision run trained here, baseline_session trains it (shadow_config: fp32, no recipe, no
+  // scaling; the same data and seed), at most baseline_lead_steps ahead of the run and paused
+  // there; otherwise (the demo) the last fp32 run shown before a new one started.
+  std::vector<double> baseline_steps, baseline_loss;
+  RunStore baseline_store;
+  std::unique_ptr<TrainingSession> baseline_session;
+  bool baseline_beside = false;  // baseline_* is baseline_session's (it runs ahead: Curves draws it up to the run's step)
   double now = 0;
   bool growing = false;  // new snapshots arrived this frame
   double last_growth_at = 0;  // when snapshots last arrived (a followed log goes quiet when its writer ends)
@@ -192,6 +199,9 @@ class App {
 
  private:
   void save_baseline_if_fp32();
+  void start_baseline(const TrainingSettings& settings);
+  void pace_baseline();  // once per frame: its new steps into baseline_*, paused or resumed to keep its lead
+  std::uint64_t baseline_generation_ = ~0ull;
   std::uint64_t store_generation_seen_ = ~0ull;
   std::vector<TensorSeries> window_series_;
   std::vector<TensorSeries> window_gradients_;  // the gradients among them, which the advice reads

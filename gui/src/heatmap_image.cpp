@@ -33,6 +33,8 @@ HeatmapImage build_heatmap(const std::vector<std::shared_ptr<const Snapshot>>& s
   if (heat.size() == 0) return image;
   image.columns = static_cast<int>(heat.size());
   const std::size_t columns = heat.size();
+  image.axis = heat.axis;
+  image.column_held = heat.held;
   image.column_first_step = heat.first_step;
   image.column_last_step = heat.last_step;
   image.column_recorded = heat.recorded;

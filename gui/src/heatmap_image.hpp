@@ -11,10 +11,13 @@
 
 namespace fpscope::gui {
 
-// Up to max_columns columns; when there are more steps, each column shows the mean or the largest
-// count per binade of its consecutive steps (HeatmapColumns::Aggregate).
+// Up to max_columns columns over the steps' range (heatmap_columns); a column of several steps
+// shows the mean or the largest count per binade of them (HeatmapColumns::Aggregate), one no
+// recorded step falls in the column before it (`column_held`).
 struct HeatmapImage {
   int columns = 0;
+  HeatmapAxis axis;
+  std::vector<std::uint8_t> column_held;
   std::vector<std::int64_t> column_first_step, column_last_step;
   std::vector<std::uint32_t> column_recorded;  // steps that recorded the tensor, per column
   std::vector<double> values;  // column-major: values[column * binade_count + (binade - min_binade)]

@@ -76,10 +76,18 @@ void draw_curves(App& app) {
   const std::vector<double> smooth = smoothed_curve(loss, app.curves.smoothing);
   std::vector<double> log_loss(loss.size()), log_smooth(loss.size()), log_baseline;
   for (std::size_t i = 0; i < loss.size(); ++i) log_loss[i] = log10_or_nan(loss[i]), log_smooth[i] = log10_or_nan(smooth[i]);
-  for (double l : app.baseline_loss) log_baseline.push_back(log10_or_nan(l));
+  // The baseline up to the run's last step (one trained beside it runs ahead), smoothed as the
+  // run's curve is, so the two compare step for step.
+  std::vector<double> baseline_steps;
+  for (std::size_t i = 0; i < app.baseline_steps.size() && (!app.baseline_beside || app.baseline_steps[i] <= steps.back()); ++i)
+    baseline_steps.push_back(app.baseline_steps[i]);
+  const std::vector<double> baseline_smooth =
+      smoothed_curve(std::vector<double>(app.baseline_loss.begin(), app.baseline_loss.begin() + static_cast<std::ptrdiff_t>(baseline_steps.size())),
+                     app.curves.smoothing);
+  for (double l : baseline_smooth) log_baseline.push_back(log10_or_nan(l));
 
   double x1 = steps.back() + 1;
-  if (!app.baseline_steps.empty()) x1 = std::max(x1, app.baseline_steps.back() + 1);
+  if (!baseline_steps.empty()) x1 = std::max(x1, baseline_steps.back() + 1);
   double y0 = std::numeric_limits<double>::infinity(), y1 = -y0;
   for (const auto* series : {&log_loss, &log_baseline})
     for (double v : *series)
@@ -91,9 +99,14 @@ void draw_curves(App& app) {
   const StepRecord& last = app.steps.back();
   ImGui::TextColored(to_imgui_vec4(palette::loss_line), "loss %.5g at step %lld (%s)", last.loss, static_cast<long long>(last.step),
                      app.header.precision.c_str());
-  if (!app.baseline_loss.empty()) {
+  if (!baseline_steps.empty()) {
     ImGui::SameLine();
-    ImGui::TextColored(to_imgui_vec4(palette::baseline_line), "  fp32 baseline %.5g", app.baseline_loss.back());
+    ImGui::TextColored(to_imgui_vec4(palette::baseline_line), "  fp32 baseline %.5g at step %.0f", app.baseline_loss[baseline_steps.size() - 1],
+                       baseline_steps.back());
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("The same settings in float32 (no casts, no loss scaling; the same data and seed), %s.\n"
+                        "Smoothed as the run's curve is.",
+                        app.baseline_beside ? "trained beside the run" : "the fp32 run shown before this one");
   }
   ImGui::SameLine();
   ImGui::TextColored(to_imgui_vec4(palette::skipped_mark), "  %zu skipped steps", skipped.size());
@@ -121,7 +134,7 @@ void draw_curves(App& app) {
   loss_plot.axes(x_step, step_label, 0, nullptr);
   for (const auto& [y, label] : y_ticks) loss_plot.y_tick(y, label);
   loss_plot.x_title("step");
-  if (!app.baseline_steps.empty()) polyline(loss_plot, app.baseline_steps, log_baseline, to_imgui(palette::baseline_line), px(2));
+  if (!baseline_steps.empty()) polyline(loss_plot, baseline_steps, log_baseline, to_imgui(palette::baseline_line), px(2));
   const bool smoothing = app.curves.smoothing > 0;
   polyline(loss_plot, steps, log_loss, to_imgui(palette::loss_line, smoothing ? 90 : 255), smoothing ? px(1) : px(2));
   if (smoothing) polyline(loss_plot, steps, log_smooth, to_imgui(palette::loss_line), px(2));

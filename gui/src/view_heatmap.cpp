@@ -36,6 +36,8 @@ void rebuild_if_stale(App& app, const std::string& key) {
   if (image.columns > 0)
     glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA8, image.columns, binade_count, 0, GL_RGBA, GL_UNSIGNED_BYTE, image.rgba.data());
   state.columns = image.columns;
+  state.axis = image.axis;
+  state.column_held = image.column_held;
   state.values = image.values;
   state.top = image.top;
   state.column_first_step = image.column_first_step;
@@ -116,6 +118,11 @@ void draw_heatmap(App& app) {
   }
   lo = std::max(lo, min_binade);
   hi = std::min(hi, max_binade);
+  HeatmapState& shown = app.heatmap;
+  const std::string shown_for = app.header.run_id + "/" + key + "/" + target_format_names[app.format_index];
+  if (shown.shown_for != shown_for) shown.shown_for = shown_for, shown.shown_lo = lo, shown.shown_hi = hi;
+  lo = shown.shown_lo = std::min(shown.shown_lo, lo);
+  hi = shown.shown_hi = std::max(shown.shown_hi, hi);
 
   const bool several = static_cast<std::size_t>(state.columns) < app.snapshots.size();
   ImGui::Text("%s over %zu recorded steps in %d columns%s", key.c_str(), app.snapshots.size(), state.columns,
@@ -136,8 +143,9 @@ void draw_heatmap(App& app) {
   ImGui::SameLine();
   ImGui::TextColored(to_imgui_vec4(palette::overflow_line), "overflow");
   const float avail = ImGui::GetContentRegionAvail().y;
-  const double first_step = static_cast<double>(state.column_first_step.front());
-  const double last_step = static_cast<double>(state.column_last_step.back()) + 1;
+  // The columns' step axis: a column sits where its steps are, however they were recorded or thinned.
+  const double first_step = static_cast<double>(state.axis.first);
+  const double last_step = first_step + static_cast<double>(state.axis.span);
   const float bar_width = px(90);
   PlotFrame plot = PlotFrame::reserve(ImVec2(ImGui::GetContentRegionAvail().x - bar_width, avail * 0.58f), first_step, last_step, lo,
                                       hi + 1, "##steps_binades");
@@ -151,7 +159,7 @@ void draw_heatmap(App& app) {
     draw->AddImage(reinterpret_cast<ImTextureID>(static_cast<std::intptr_t>(state.texture)), plot.min, plot.max, ImVec2(0, v0), ImVec2(1, v1));
   range_lines_horizontal(plot, f);
   const double step_span = last_step - first_step;
-  plot.axes(step_span > 5000 ? 1000 : step_span > 500 ? 100 : step_span > 50 ? 10 : 1, step_label, 0, nullptr);
+  plot.axes(std::max(1.0, nice_tick_step(step_span, std::max(2, static_cast<int>((plot.max.x - plot.min.x) / px(90))))), step_label, 0, nullptr);
   for (int b = lo; b <= hi + 1; b += (hi - lo > 60 ? 10 : 5)) {
     const std::string label = binade_label(b);
     const ImVec2 size = ImGui::CalcTextSize(label.c_str());
@@ -162,14 +170,19 @@ void draw_heatmap(App& app) {
     const int column = std::clamp(static_cast<int>((m.x - plot.min.x) / (plot.max.x - plot.min.x) * state.columns), 0, state.columns - 1);
     const int binade = static_cast<int>(std::floor(plot.data_y(m.y)));
     const double value = binade < min_binade || binade > max_binade ? 0 : state.values[static_cast<std::size_t>(column) * binade_count + static_cast<std::size_t>(binade - min_binade)];
-    const auto a = state.column_first_step[static_cast<std::size_t>(column)], z = state.column_last_step[static_cast<std::size_t>(column)];
-    const std::uint32_t recorded = state.column_recorded[static_cast<std::size_t>(column)];
+    const auto c = static_cast<std::size_t>(column);
+    const auto a = state.column_first_step[c], z = state.column_last_step[c];
+    const std::uint32_t recorded = state.column_recorded[c];
     const std::string what = recorded <= 1 ? fmt::format("{:.0f} values", value)
                              : state.aggregate == HeatmapColumns::Aggregate::mean
                                  ? fmt::format("{:.1f} values a step (mean of {} steps)", value, recorded)
                                  : fmt::format("{:.0f} values (the most in one of {} steps)", value, recorded);
-    ImGui::SetTooltip("%s\nbinade 2^%d\n%s", a == z ? fmt::format("step {}", a).c_str() : fmt::format("steps {}..{}", a, z).c_str(), binade,
-                      what.c_str());
+    const std::string steps = a == z ? fmt::format("step {}", a) : fmt::format("steps {}..{}", a, z);
+    const auto [begin, end] = state.axis.covered_steps(c);
+    const std::string where = state.column_held[c] != 0 ? fmt::format("steps {}..{}: none kept; showing {}", begin, end - 1, steps)
+                              : end - begin > 1           ? fmt::format("steps {}..{}: {} recorded", begin, end - 1, steps)
+                                                          : steps;
+    ImGui::SetTooltip("%s\nbinade 2^%d\n%s", where.c_str(), binade, what.c_str());
   }
 
   // Layers x binades at the current step: the paper's figure, one row per layer.

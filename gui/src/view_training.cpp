@@ -294,8 +294,8 @@ void draw_settings_form(TrainingForm& f) {
   }
   ImGui::InputFloat("learning rate", &f.learning_rate, 0, 0, "%g");
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip("SGD: a step is learning rate x the gradient of the weighted loss, so 1024 with a\n"
-                      "loss weight of 2^-10 moves the weights as a rate of 1 on the plain loss would.");
+    ImGui::SetTooltip("SGD: a step is learning rate x the gradient of the weighted loss, so 16384 with a\n"
+                      "loss weight of 2^-14 moves the weights as a rate of 1 on the plain loss would.");
   ImGui::SliderInt("loss weight", &f.loss_weight_log2, -16, 0, "2^%d");
   ImGui::InputInt("record every", &f.record_every);
   ImGui::InputInt("steps (0: run on)", &f.steps);

@@ -1,6 +1,8 @@
 // SVG plots: well-formed, the format's regions where they belong, one bar per nonzero binade.
 #include <doctest/doctest.h>
 
+#include <limits>
+
 #include <cmath>
 #include <string>
 
@@ -105,4 +107,49 @@ TEST_CASE("histogram SVGs given the same binades share their x-axis: a before/af
   // Without a common span each plot follows its data, and the band moves.
   PlotOptions free{formats::fp16, 0, "t"};
   CHECK(band(histogram_svg(before, free)) != band(histogram_svg(after, free)));
+}
+
+TEST_CASE("heatmap columns sit where their steps are: a run thinned at its start keeps its step axis, gaps hold the column before") {
+  // Steps 0, 8, 16, ..., 72 (thinned) then 73 ..= 99 (every step): 100 steps' range in 25 columns
+  // of 4 steps each. Index-wise, the 10 thinned steps would take a third of the columns.
+  std::vector<ExponentHistogram> made(100);
+  std::vector<StepHistogram> steps;
+  for (int s = 0; s < 100; ++s) {
+    if (s < 73 && s % 8 != 0) continue;
+    made[static_cast<std::size_t>(s)].set_count(s < 50 ? -30 : -5, 10);  // a scale applied at step 50 moves the values
+    steps.push_back({s, &made[static_cast<std::size_t>(s)]});
+  }
+  const HeatmapColumns heat = heatmap_columns(steps, 25);
+  REQUIRE(heat.size() == 25);
+  CHECK(heat.axis.first == 0);
+  CHECK(heat.axis.span == 100);
+  for (std::size_t c = 0; c < 25; ++c) {
+    CAPTURE(c);
+    const auto [begin, end] = heat.axis.covered_steps(c);
+    CHECK(begin == static_cast<std::int64_t>(4 * c));
+    CHECK(end == static_cast<std::int64_t>(4 * c + 4));
+    // Column c's values are those of its own steps, or where none was kept, of the step before.
+    const bool own = heat.held[c] == 0;
+    CHECK(own == (4 * c >= 73 - 1 || (4 * c) % 8 == 0));
+    CHECK(heat.first_step[c] <= static_cast<std::int64_t>(4 * c + 3));
+    if (own) CHECK(heat.first_step[c] >= static_cast<std::int64_t>(4 * c));
+    // The move at step 50 shows from the first column with a step kept after it: 14 (step 56).
+    const bool moved = heat.value(c, -5, HeatmapColumns::Aggregate::mean) > 0;
+    CHECK(moved == (heat.last_step[c] >= 50));
+  }
+  CHECK(heat.value(12, -30, HeatmapColumns::Aggregate::mean) == 10.0);  // step 48
+  CHECK(heat.value(18, -5, HeatmapColumns::Aggregate::mean) == 10.0);   // steps 72 ..= 75, all kept
+  CHECK(heat.held[13] == 1);
+  CHECK(heat.value(19, -5, HeatmapColumns::Aggregate::mean) == 10.0);   // 76..79, every one recorded
+  CHECK(heat.steps[19] == 4);
+  // A crafted log whose steps run backwards or span 2^64 still lands in the columns.
+  ExponentHistogram one;
+  one.set_count(0, 1);
+  const std::vector<StepHistogram> odd{{std::numeric_limits<std::int64_t>::max(), &one}, {std::numeric_limits<std::int64_t>::min(), &one}};
+  CHECK(heatmap_columns(odd, 10).size() == 1);
+  const std::vector<StepHistogram> wide{{std::numeric_limits<std::int64_t>::min(), &one}, {std::numeric_limits<std::int64_t>::max(), &one}};
+  const HeatmapColumns w = heatmap_columns(wide, 10);
+  CHECK(w.size() == 10);
+  CHECK(w.steps.front() == 1);
+  CHECK(w.steps.back() == 1);
 }

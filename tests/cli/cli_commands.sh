@@ -373,13 +373,14 @@ check_bad bad-train-recipe-cuda "--backend cuda: " -- "$fpscope" train --backend
 check analyze-says-blocks-recorded 0 '^the run log also holds block statistics of mxfp8-e4m3: -f mxfp8-e4m3 analyses them\.$' -- "$fpscope" analyze "$work/blocks.jsonl"
 check analyze-no-blocks-not-said 1 '^0$' -- bash -c "'$fpscope' analyze '$work/train.jsonl' | grep -c 'block statistics'"
 # A checkpoint and log written before run logs named their products (fpscope at 22363b8, 8-8-2,
-# 4 steps, a checkpoint every 2): resumed, the run goes on in its log, whose header keeps its
-# first form, and the checkpoints it writes resume too.
+# 4 steps, a checkpoint every 2, with that version's defaults lr 1024 and loss weight 2^-10, given
+# here as options): resumed, the run goes on in its log, whose header keeps its first form, and
+# the checkpoints it writes resume too.
 mkdir "$work/legacy" && cp "$(dirname "$0")/fixtures/legacy.jsonl" "$(dirname "$0")/fixtures/legacy.jsonl.ckpt" "$work/legacy/"
 fpscope_path=$(realpath "$fpscope")
 check resume-older-checkpoint 0 '^8 steps, .*; header unchanged$' -- bash -c "cd '$work/legacy' && head -1 legacy.jsonl >header.before &&
-  '$fpscope_path' train --model 8-8-2 --steps 6 --checkpoint-every 2 --backend cpu --out legacy.jsonl --resume >/dev/null &&
-  '$fpscope_path' train --model 8-8-2 --steps 8 --checkpoint-every 2 --backend cpu --out legacy.jsonl --resume | tail -1 | tr -d '\n' &&
+  '$fpscope_path' train --model 8-8-2 --lr 1024 --loss-weight 2^-10 --steps 6 --checkpoint-every 2 --backend cpu --out legacy.jsonl --resume >/dev/null &&
+  '$fpscope_path' train --model 8-8-2 --lr 1024 --loss-weight 2^-10 --steps 8 --checkpoint-every 2 --backend cpu --out legacy.jsonl --resume | tail -1 | tr -d '\n' &&
   [[ \$(grep -c '\"step\"' legacy.jsonl) == 8 ]] && head -1 legacy.jsonl | cmp -s - header.before && echo '; header unchanged'"
 check_bad bad-analyze-no-blocks "the run logs hold no block statistics" -- "$fpscope" analyze "$work/train.jsonl" -f mxfp8-e4m3
 check_bad bad-export-binades "--binades '18..-48' is not LO..HI" -- "$fpscope" export "$work/train.jsonl" --png "$work/never.png" --binades 18..-48

@@ -77,7 +77,7 @@ fi
 # stroke, +-2 px of rounding). With a trainer in the window it is the next step re-run at 2^6
 # (the report says which): another step's gradients, which nothing flushes downstream now, so its
 # right end lies 5 to 9 binades right of the recorded bars (up to 16 while the run trains on).
-state_run=(--model 16-32-10 --activation relu --precision fp16 --loss-scale none --batch 32 --seed 3)
+state_run=(--model 16-32-10 --activation relu --precision fp16 --loss-scale none --batch 32 --lr 1024 --loss-weight 2^-10 --seed 3)
 state_view=(--view histogram --preview-scale 2^6 --frames 3 --report)
 headless "${state_run[@]}" "${state_view[@]}" --start --steps 0 --at-step 20 --screenshot "$work/state-running.png" >"$work/state-running.out" 2>&1
 headless "${state_run[@]}" "${state_view[@]}" --start --steps 0 --pause-at-step 20 --screenshot "$work/state-paused.png" >"$work/state-paused.out" 2>&1

@@ -1,7 +1,8 @@
 // The training settings fpscope train and fpscope-gui both start from: the example, the paper's
-// effect small (Micikevicius et al. 2017). A tanh MLP whose loss is weighted by 2^-10, so its
-// activation gradients sit around fp16's subnormal range, with a learning rate of 1024 that undoes
-// the weight; fp16 without loss scaling, so the first run shows the flushing and the loss scale
+// effect small (Micikevicius et al. 2017). A tanh MLP whose loss is weighted by 2^-14, so its
+// activation gradients sit around fp16's subnormal range, with a learning rate of 2^14 that undoes
+// the weight (fp32 trains as with weight 1 and rate 1; without loss scaling fp16 ends with about
+// twice fp32's loss, a gap a log-scale loss plot shows); fp16 without loss scaling, so the first run shows the flushing and the loss scale
 // shows the rescue. Only the length differs: fpscope train stops, the app runs until stopped.
 // A GPT's batch, learning rate, loss weight and optimizer are its own (training_defaults::gpt).
 #pragma once
@@ -20,8 +21,8 @@ inline constexpr Precision precision = Precision::fp16;
 inline constexpr RoundingMode rounding = RoundingMode::nearest_even;
 inline constexpr const char* loss_scale = "none";
 inline constexpr int batch = 256;
-inline constexpr float learning_rate = 1024.0f;
-inline constexpr int loss_weight_log2 = -10;
+inline constexpr float learning_rate = 16384.0f;
+inline constexpr int loss_weight_log2 = -14;
 inline constexpr OptimizerKind optimizer = OptimizerKind::sgd;
 inline constexpr int record_every = 1;
 inline constexpr const char* data = "synthetic";
@@ -29,7 +30,7 @@ inline constexpr int seed = 1;
 inline constexpr std::int64_t cli_steps = 500;  // fpscope train; the app's form says 0, run until stopped
 
 // A GPT's, where they differ (the model names one, gpt_shape.hpp): AdamW at 1e-3 on batches of 16
-// sequences, the loss unweighted -- the MLP example's lr 1024 and loss weight 2^-10 would wreck it.
+// sequences, the loss unweighted -- the MLP example's lr 2^14 and loss weight 2^-14 would wreck it.
 namespace gpt {
 inline constexpr int batch = 16;
 inline constexpr float learning_rate = 1e-3f;
