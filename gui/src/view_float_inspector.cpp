@@ -276,18 +276,17 @@ constexpr Operation operations[] = {Operation::add, Operation::sub, Operation::m
 
 void arithmetic_panel(InspectorState& s, const InspectedFormat& shown) {
   const Format f = shown.format;
-  ImGui::SetNextItemWidth(px(180));
+  ImGui::SetNextItemWidth(px(140));
   ImGui::InputText("##a", &s.a);
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(px(70));
+  ImGui::SetNextItemWidth(px(60));
   ImGui::Combo("##op", &s.op, op_names, static_cast<int>(std::size(op_names)));
   if (s.op != 4) {
     ImGui::SameLine();
-    ImGui::SetNextItemWidth(px(180));
+    ImGui::SetNextItemWidth(px(140));
     ImGui::InputText("##b", &s.b);
   }
-  ImGui::SameLine();
-  ImGui::Text("in %s, rounding %s", shown.name.c_str(), rounding_mode_name(s.rounding).c_str());
+  ImGui::TextUnformatted(fmt::format("in {}, rounding {}", shown.name, rounding_mode_name(s.rounding)).c_str());
   std::uint64_t a = 0, b = 0;
   try {
     Context read = context_of(s, s.rounding);
@@ -328,10 +327,11 @@ void arithmetic_panel(InspectorState& s, const InspectedFormat& shown) {
   ImGui::PushStyleColor(ImGuiCol_Text, to_imgui(palette::hint_text));
   const char* which = choice.result == choice.upper && choice.lower != choice.upper ? "the upper neighbour, "
                       : choice.result == choice.lower && choice.lower != choice.upper ? "the lower neighbour, " : "";
-  ImGui::Text("%s gives %s (0x%llX): %s%s", rounding_mode_name(s.rounding).c_str(), scientific(f, choice.result).c_str(),
-              static_cast<unsigned long long>(choice.result), choice.reason == RoundingReason::replaced ? "" : which,
-              std::string(rounding_reason_text(choice.reason)).c_str());
+  ImGui::TextWrapped("%s gives %s (0x%llX): %s%s", rounding_mode_name(s.rounding).c_str(), scientific(f, choice.result).c_str(),
+                     static_cast<unsigned long long>(choice.result), choice.reason == RoundingReason::replaced ? "" : which,
+                     std::string(rounding_reason_text(choice.reason)).c_str());
   ImGui::PopStyleColor();
+  s.report += fmt::format("arithmetic result at y {:.0f} of {:.0f}\n", ImGui::GetItemRectMax().y, ImGui::GetMainViewport()->Size.y);
   ImGui::Text("flags          %s", choice.flags == 0 ? "none" : describe_flags(choice.flags).c_str());
   s.report += fmt::format("arithmetic {} {} {} in {}: 0x{:X}, lower 0x{:X}, upper 0x{:X}, {}; flags {}\n", s.a, op_names[s.op],
                           op == Operation::sqrt ? "" : s.b, shown.name, choice.result, choice.lower, choice.upper,
@@ -414,8 +414,14 @@ void draw_float_inspector(App& app) {
     ImGui::TextDisabled("Numbers: 0.1, -6.1e-5, 65520, hex floats such as 0x1.8p-3, inf, nan; bits: 0x3C00, 0b0011110000000000.");
     return;
   }
-  if (!custom_error.empty()) ImGui::TextColored(to_imgui_vec4(palette::error_text), "custom format: %s", custom_error.c_str());
-  if (typed_bits) ImGui::TextDisabled("read as %s's bits 0x%llX", shown.name.c_str(), static_cast<unsigned long long>(*typed_bits));
+  // One line, always there, says how the field was read: the rows under it stay where they are
+  // whether a number, bits or a bad custom format was typed, so the next click lands on its cell.
+  const std::string read_as = typed_bits ? fmt::format("read as {}'s bits 0x{:X}", shown.name, *typed_bits)
+                                         : std::string("read as a number, rounded into each format");
+  if (!custom_error.empty())
+    ImGui::TextColored(to_imgui_vec4(palette::error_text), "custom format: %s; %s", custom_error.c_str(), read_as.c_str());
+  else
+    ImGui::TextDisabled("%s", read_as.c_str());
 
   // Special values of the selected format, and one ulp either way.
   const Format sf = shown.format;
@@ -451,18 +457,26 @@ void draw_float_inspector(App& app) {
   const float avail = ImGui::GetContentRegionAvail().x - name_column - px(300);
   const float cell = std::clamp(avail / 66.0f - px(1), px(11), px(22));
   std::vector<float> shown_cells;
+  std::string row_tops;  // --report: where each row starts, which no value may move
   for (int i = 0; i < static_cast<int>(list.size()); ++i) {
     const Format f = list[static_cast<std::size_t>(i)].format;
     Context ctx = context_of(s, s.rounding);
     const std::uint64_t bits = i == s.detail ? shown_bits : round_number(f, number, ctx);
     ImGui::RadioButton(list[static_cast<std::size_t>(i)].name.c_str(), &s.detail, i);
+    row_tops += fmt::format(" {:.0f}", ImGui::GetItemRectMin().y);
     ImGui::SameLine(name_column);
     std::vector<float> cells;
     const std::uint64_t clicked = bit_cells(CellFields::of(f), bits, list[static_cast<std::size_t>(i)].name, cell, cells);
-    // The bits in hex and the value beside the cells, or under them when the row is too wide.
-    const std::string row_text = fmt::format(" 0x{:0{}X}  {}", bits, (f.width() + 3) / 4, scientific(f, bits));
+    // The bits in hex and the value beside the cells, or under them when the row is too wide for
+    // the longest this format writes (its largest negative value's), whatever the value now: a
+    // row does not move between one line and two as the number changes.
+    const auto row_text_of = [&](std::uint64_t v) { return fmt::format(" 0x{:0{}X}  {}", v, (f.width() + 3) / 4, scientific(f, v)); };
+    const std::string row_text = row_text_of(bits);
+    float widest = 0;
+    for (const std::uint64_t v : {f.sign_mask() | f.max_finite_bits(), f.sign_mask() | f.min_subnormal_bits(), f.sign_mask() | f.min_normal_bits()})
+      widest = std::max(widest, ImGui::CalcTextSize(row_text_of(v).c_str()).x);
     const float right_edge = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
-    if (right_edge - ImGui::GetItemRectMax().x >= ImGui::CalcTextSize(row_text.c_str()).x + ImGui::GetStyle().ItemSpacing.x) {
+    if (right_edge - ImGui::GetItemRectMax().x >= widest + ImGui::GetStyle().ItemSpacing.x) {
       ImGui::SameLine();
     } else {
       ImGui::SetCursorPosX(ImGui::GetCursorPosX() + name_column);
@@ -478,6 +492,11 @@ void draw_float_inspector(App& app) {
   e8m0_row(s, number, name_column, cell);
   ImGui::Separator();
   s.report = fmt::format("inspector {} 0x{:X} = {}\n", shown.name, shown_bits, value_text(sf, shown_bits));
+  s.report += fmt::format("inspector rows at y{}\n", row_tops);
+  // The selected format's details and number line beside the Arithmetic panel: both in view
+  // under the rows at the default window size, nothing to scroll to as the fields are edited.
+  if (!ImGui::BeginTable("##inspector_lower", 2, ImGuiTableFlags_SizingStretchSame | ImGuiTableFlags_BordersInnerV)) return;
+  ImGui::TableNextColumn();
   {
     // The selected format's name, its canonical name where it differs (custom), what its flavour
     // lacks, and its dtype's name in PyTorch / ml_dtypes where it has one.
@@ -489,10 +508,12 @@ void draw_float_inspector(App& app) {
   }
   details(sf, shown_bits, number, shown_ctx.flags);
   number_line(sf, shown_bits);
-  ImGui::Separator();
-  if (ImGui::CollapsingHeader("Arithmetic: a op b in the selected format, its neighbours and which one the rounding picks",
-                              ImGuiTreeNodeFlags_DefaultOpen))
+  ImGui::TableNextColumn();
+  if (ImGui::CollapsingHeader("Arithmetic: a op b in the selected format", ImGuiTreeNodeFlags_DefaultOpen)) {
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("its exact result, the neighbours in the format and which one the rounding picks");
     arithmetic_panel(s, shown);
+  }
+  ImGui::EndTable();
 }
 
 }  // namespace fpscope::gui

@@ -292,6 +292,23 @@ else
   inspect --inspect 0x3C00 --inspect-format fp16 | grep -E "^(inspector|arithmetic)"
 fi
 
+# The inspector's rows stay where they are whatever is typed: a number, bits, an infinity, a NaN,
+# a subnormal (the bit cells a person clicks next do not move), and the Arithmetic panel's result
+# is in view at the default window size.
+rows_seen=""
+rows_ok=1
+for typed in 0.1 0x7C00 inf nan -1e-40 65504; do
+  out=$(inspect --inspect "$typed" --inspect-format fp16)
+  rows=$(grep "^inspector rows at y" <<<"$out")
+  result_y=$(sed -n 's/^arithmetic result at y \([0-9]*\) of \([0-9]*\)$/\1 \2/p' <<<"$out")
+  if [[ -z "$rows" || ( -n "$rows_seen" && "$rows" != "$rows_seen" ) ]] || ! awk -v r="$result_y" 'BEGIN { split(r, a, " "); exit !(a[1] > 0 && a[1] < a[2]) }'; then
+    rows_ok=0
+    echo "typed $typed: '$rows' (first: '$rows_seen'); arithmetic result at '$result_y'"
+  fi
+  rows_seen="$rows"
+done
+if [[ "$rows_ok" == 1 ]]; then ok; else fail "inspector: rows moved with what was typed, or the arithmetic result out of view"; fi
+
 # --inspect-format selects the row it names: a custom format its own row (it once selected the
 # eighth named row, e5m2fnuz, since more rows came), a dtype name the named row of its format.
 if inspect --inspect 300 --inspect-format e3m4 | grep -qx "inspector e3m4 0x70 = inf" &&
