@@ -122,7 +122,16 @@ void draw_next_step_hint(App& app, const TrainingStatus& status) {
   const bool active = status.state == TrainingStatus::State::running || status.state == TrainingStatus::State::paused;
   // The red bars are the target format's flushes: the run's own only where it trains in that format.
   const bool run_format = app.header.format == target_format_names[app.format_index];
-  if (now_log2 < advice.scale_log2 - 1 && active)
+  // Red bars only where there are some: the shown step's own casts flushed a gradient (in the run's
+  // format; another format's flushes are the Histogram's prediction, not counted here).
+  std::uint64_t flushed = 0;
+  if (const Snapshot* shown = app.current_snapshot(); shown != nullptr && run_format)
+    for (const TensorRecord& t : shown->tensors)
+      if (is_gradient(t.kind) && !is_shadow_tensor(t.name) && t.cast) flushed += t.cast->flushed_to_zero;
+  if (run_format && flushed == 0 && now_log2 < advice.scale_log2 - 1)
+    ImGui::TextWrapped("At 2^%d no gradient flushes to zero in %s; 2^%d (advised) lifts the smallest further from the edge.", now_log2,
+                       target_format_names[app.format_index], advice.scale_log2);
+  else if (now_log2 < advice.scale_log2 - 1 && active)
     ImGui::TextWrapped("Red bars are gradients %s %s to zero. Drag the loss scale to 2^%d (advised) and press Apply.",
                        target_format_names[app.format_index], run_format ? "flushes" : "would flush", advice.scale_log2);
   else if (now_log2 < advice.scale_log2 - 1)
