@@ -469,6 +469,11 @@ std::uint32_t crc32_of(std::uint32_t crc, std::string_view bytes) {
 }  // namespace
 
 void write_run_log(const OutputTarget& target, const RunLog& log, const std::function<void(double)>& progress) {
+  write_output(target, run_log_text(log, progress));
+  if (progress) progress(1.0);
+}
+
+std::string run_log_text(const RunLog& log, const std::function<void(double)>& progress) {
   // Step records and snapshots in step order; a step with a snapshot is written once, as it.
   std::string text = run_header_line(log.header) + "\n";
   std::size_t next_snapshot = 0, done = 0;
@@ -481,8 +486,7 @@ void write_run_log(const OutputTarget& target, const RunLog& log, const std::fun
     else text += step_line(step) + "\n";
   }
   for (; next_snapshot < log.snapshots.size(); ++next_snapshot) text += snapshot_line(log.snapshots[next_snapshot]) + "\n";
-  write_output(target, text);
-  if (progress) progress(1.0);
+  return text;
 }
 
 void check_replaces_only_a_run_log(const OutputTarget& target) {
@@ -536,6 +540,11 @@ void RunLogAppender::append_step(const StepRecord& step) { add(step_line(step) +
 
 void RunLogAppender::sync() { out_.sync(); }
 
+void RunLogAppender::keep() {
+  out_.sync();
+  out_.keep();
+}
+
 RunLogSink::RunLogSink(OutputTarget target, std::optional<RunLogPosition> resume_from)
     : target_(std::move(target)), resume_from_(resume_from) {}
 
@@ -553,6 +562,10 @@ RunLogPosition RunLogSink::sync() {
   if (!log_) return {};
   log_->sync();
   return log_->position();
+}
+
+void RunLogSink::keep() {
+  if (log_) log_->keep();
 }
 
 }  // namespace fpscope

@@ -19,6 +19,7 @@ RunLogFollower::RunLogFollower(std::filesystem::path path, RunStore& store, std:
 
 void RunLogFollower::start_over() {
   offset_ = 0;
+  header_line_.clear();
   line_number_ = 0;
   have_header_ = false;
   stuck_ = false;
@@ -39,7 +40,7 @@ std::size_t RunLogFollower::poll() {
   }
   const auto size = static_cast<std::uint64_t>(info.st_size);
   const bool replaced = have_identity_ && (static_cast<std::uint64_t>(info.st_dev) != device_ || static_cast<std::uint64_t>(info.st_ino) != inode_);
-  if (replaced || size < offset_) {
+  if (replaced || size < offset_ || (size > 0 && offset_ > 0 && !still_what_was_read())) {
     start_over();
     ++restarts_;
   }
@@ -79,6 +80,7 @@ std::size_t RunLogFollower::poll() {
         header_ = parse_run_header(line, where);
         store_.set_header(header_);
         have_header_ = true;
+        header_line_ = std::string(line) + '\n';
       } else if (!line.empty()) {
         RunLogLine parsed = parse_run_log_line(line, where, header_);
         if (parsed.snapshot) {
@@ -108,6 +110,19 @@ std::size_t RunLogFollower::poll() {
   return added;
 }
 
+bool RunLogFollower::still_what_was_read() const {
+  // A log rewritten in place (the same file cut and written again by a new run) keeps neither
+  // its header line -- a new run has a new run id -- nor a line's end where the last read stopped.
+  std::ifstream in(path_, std::ios::binary);
+  if (!in) return true;  // unreadable now: the next read says so
+  std::string start(header_line_.size(), '\0');
+  in.read(start.data(), static_cast<std::streamsize>(start.size()));
+  if (static_cast<std::size_t>(in.gcount()) != start.size() || start != header_line_) return false;
+  char last = 0;
+  in.seekg(static_cast<std::streamoff>(offset_ - 1));
+  return in.get(last) && last == '\n';
+}
+
 std::string RunLogFollower::bytes_read() const {
   std::ifstream in(path_, std::ios::binary);
   struct stat info {};
@@ -118,6 +133,8 @@ std::string RunLogFollower::bytes_read() const {
   std::string bytes(offset_, '\0');
   in.read(bytes.data(), static_cast<std::streamsize>(offset_));
   if (static_cast<std::uint64_t>(in.gcount()) != offset_) throw std::runtime_error("cannot read " + path_.string() + " back");
+  if (bytes.rfind(header_line_, 0) != 0 || (!bytes.empty() && bytes.back() != '\n'))
+    throw std::runtime_error(path_.string() + " was rewritten since it was read: wait for the app to read it again");
   return bytes;
 }
 

@@ -92,10 +92,13 @@ void run_quantize(const QuantizeOptions& options) {
   const QuantizationError error = quantization_error(choice.format, layout, tensor.values, codes, scale_codes, tensor_scale);
 
   const std::vector<std::uint64_t> scale_shape = block_scale_shape(choice, tensor.info.shape);
-  std::size_t next = 0;
-  if (options.out) write_output(outputs[next++], npy_bytes("<f4", tensor.info.shape, as_bytes(dequantized)));
-  if (options.codes) write_output(outputs[next++], npy_bytes("|u1", tensor.info.shape, codes));
-  if (options.scales) write_output(outputs[next++], npy_bytes("|u1", scale_shape, scale_codes));
+  // The values, codes and scales are one result: all written, or (a full disk) none replaced.
+  std::vector<std::string> files;
+  if (options.out) files.push_back(npy_bytes("<f4", tensor.info.shape, as_bytes(dequantized)));
+  if (options.codes) files.push_back(npy_bytes("|u1", tensor.info.shape, codes));
+  if (options.scales) files.push_back(npy_bytes("|u1", scale_shape, scale_codes));
+  const std::vector<std::string_view> contents(files.begin(), files.end());
+  write_outputs(std::span<const OutputTarget>(outputs.data(), files.size()), contents);
   if (!summary_on_stdout) return;
 
   const auto share = [&](std::uint64_t part) {

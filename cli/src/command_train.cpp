@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <limits>
 #include <memory>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -139,6 +140,25 @@ void run_train(const TrainOptions& o) {
   const std::string options_part = checkpoint_settings_text(settings, run_header_line(options_header), trainer.name(), o.out.value_or(""));
   std::string checkpoint_settings = options_part + products_part;
   std::optional<RunLogPosition> resume_from;
+  const std::string our_log = o.out.value_or("");
+  // A checkpoint belongs to the run that wrote it, known by the log it covers: another run's is
+  // neither resumed nor replaced (two runs given one --checkpoint would take turns destroying
+  // each other's progress).
+  const auto owner_of = [&](const TrainingCheckpoint& checkpoint) {
+    const std::string theirs = split_checkpoint_settings(checkpoint.settings).log_path;
+    return fmt::format("run {} ({})", checkpoint.run_id, theirs.empty() ? std::string("without a run log") : "logging to " + printable_text(theirs, 200));
+  };
+  if (!o.resume && checkpoint_every > 0 && std::filesystem::exists(checkpoint_path)) {
+    try {
+      const TrainingCheckpoint existing = read_checkpoint(checkpoint_path);
+      if (!same_run_log(split_checkpoint_settings(existing.settings).log_path, our_log))
+        throw UsageError("--checkpoint " + printable_text(checkpoint_path, 200) + " holds the state of " + owner_of(existing) +
+                             ", which could still resume from it: name another --checkpoint, or remove it",
+                         2);
+    } catch (const CheckpointError&) {
+      // Not a readable checkpoint: check_replaces_only_a_checkpoint has judged what it is.
+    }
+  }
   if (o.resume) {
     TrainingCheckpoint checkpoint;
     try {
@@ -148,7 +168,13 @@ void run_train(const TrainOptions& o) {
     }
     const std::size_t their_products = checkpoint.settings.rfind("|products ");
     const std::string their_options = checkpoint.settings.substr(0, their_products);
-    if (their_options != options_part)
+    const CheckpointSettingsParts theirs = split_checkpoint_settings(their_options), ours = split_checkpoint_settings(options_part);
+    if (!same_run_log(theirs.log_path, ours.log_path))
+      throw UsageError("checkpoint " + printable_text(checkpoint_path, 200) + " is the state of " + owner_of(checkpoint) + ", not of this run" +
+                           (our_log.empty() ? std::string(" without a log") : " logging to " + printable_text(our_log, 200)) +
+                           ": resume that run, or give this one its own --checkpoint",
+                       1);
+    if (theirs.without_log != ours.without_log)
       throw UsageError("checkpoint " + printable_text(checkpoint_path, 200) + " was written by a run with other settings: resume with the same options", 1);
     if (their_products != std::string::npos && checkpoint.settings.substr(their_products) != products_part)
       throw UsageError("checkpoint " + printable_text(checkpoint_path, 200) + " was written where the products ran in other kernels (" +
@@ -217,6 +243,7 @@ void run_train(const TrainOptions& o) {
   }
   if (show_progress) fmt::print(stderr, "\n");
   session.rethrow_failure();
+  if (log_sink) log_sink->keep();  // a failed run's log is not kept: the file it replaced goes back
   const TrainingStatus status = session.status();
   if (interrupted)
     throw UsageError(fmt::format("interrupted after step {} of {}: the run log is whole up to it{}", status.step, settings.steps,

@@ -1,6 +1,8 @@
 // Reading and checking a training run's options: the one parser fpscope train and fpscope-gui share.
 #include "fpscope/gpu/training_settings.hpp"
 
+#include <filesystem>
+
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -263,6 +265,23 @@ std::string checkpoint_settings_text(const TrainingSettings& settings, std::stri
       config.record_blocks ? block_recording_name(*config.record_blocks) : "", optimizer_name(optimizer.kind), optimizer.momentum,
       optimizer.beta1, optimizer.beta2, optimizer.epsilon, optimizer.weight_decay, optimizer.clip_grad_norm, settings.data, config.seed,
       injected, log_path, settings.shadow ? "|shadow" : "");
+}
+
+CheckpointSettingsParts split_checkpoint_settings(std::string_view settings) {
+  // "|log PATH" comes after every other setting, then "|shadow" and "|products ..." where present.
+  const std::size_t at = settings.rfind("|log ");
+  if (at == std::string_view::npos) return {"", std::string(settings)};
+  std::size_t end = settings.size();
+  for (const std::string_view after : {std::string_view("|shadow"), std::string_view("|products ")})
+    if (const std::size_t found = settings.find(after, at + 5); found != std::string_view::npos) end = std::min(end, found);
+  return {std::string(settings.substr(at + 5, end - at - 5)), std::string(settings.substr(0, at)) + std::string(settings.substr(end))};
+}
+
+bool same_run_log(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty() || a == "-" || b == "-") return a == b;
+  std::error_code error;
+  if (std::filesystem::exists(a, error) && std::filesystem::exists(b, error)) return std::filesystem::equivalent(a, b, error) && !error;
+  return std::filesystem::weakly_canonical(a, error) == std::filesystem::weakly_canonical(b, error);
 }
 
 }  // namespace fpscope

@@ -296,14 +296,9 @@ int run(const Options& o) {
         }
         if (last_frame && !o.screenshot.empty()) fpscope::gui::save_framebuffer_png(width, height, fpscope::gui::export_target(app, o.screenshot));
         if (last_frame && !o.export_folder.empty()) {
-          const std::string saved[] = {fpscope::gui::export_run_log(app, o.export_folder),
-                                       fpscope::gui::export_histograms_csv(app, o.export_folder)};
-          for (const std::string& message : saved) {
-            std::fprintf(stderr, "fpscope-gui: %s\n", fpscope::printable_text(message, 4096).c_str());
-            if (message.rfind("saved ", 0) != 0) status = 1;
-          }
-          fpscope::gui::save_framebuffer_png(width, height,
-                                             fpscope::gui::export_target(app, std::filesystem::path(o.export_folder) / "fpscope-window.png"));
+          const std::string message =
+              fpscope::gui::export_folder_whole(app, o.export_folder, fpscope::gui::framebuffer_png(width, height, "fpscope-window.png"));
+          std::fprintf(stderr, "fpscope-gui: %s\n", fpscope::printable_text(message, 4096).c_str());
         }
       } catch (const std::exception& e) {
         if (last_frame) {

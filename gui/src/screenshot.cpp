@@ -13,8 +13,10 @@
 
 namespace fpscope::gui {
 
-void save_framebuffer_png(int width, int height, const OutputTarget& target) {
-  if (width <= 0 || height <= 0) throw std::runtime_error("cannot save " + target.given.string() + ": the window has no pixels");
+void save_framebuffer_png(int width, int height, const OutputTarget& target) { write_output(target, framebuffer_png(width, height, target.given.string())); }
+
+std::string framebuffer_png(int width, int height, const std::string& name) {
+  if (width <= 0 || height <= 0) throw std::runtime_error("cannot save " + name + ": the window has no pixels");
   std::vector<std::uint8_t> pixels(static_cast<std::size_t>(width) * height * 3);
   glPixelStorei(GL_PACK_ALIGNMENT, 1);
   glReadPixels(0, 0, width, height, GL_RGB, GL_UNSIGNED_BYTE, pixels.data());
@@ -25,8 +27,8 @@ void save_framebuffer_png(int width, int height, const OutputTarget& target) {
   std::string png;
   auto append = [](void* context, void* data, int size) { static_cast<std::string*>(context)->append(static_cast<const char*>(data), static_cast<std::size_t>(size)); };
   if (stbi_write_png_to_func(append, &png, width, height, 3, flipped.data(), static_cast<int>(row)) == 0)
-    throw std::runtime_error("cannot encode " + target.given.string() + " as PNG");
-  write_output(target, png);
+    throw std::runtime_error("cannot encode " + name + " as PNG");
+  return png;
 }
 
 }  // namespace fpscope::gui

@@ -48,6 +48,20 @@ std::optional<std::filesystem::path> followed_path(const App& app) {
 
 OutputTarget export_target(const App& app, const std::filesystem::path& path) { return checked_target(path, followed_path(app), of_kind(FileKind::png)); }
 
+std::string export_folder_whole(const App& app, const std::string& folder, const std::string& window_png) {
+  const std::filesystem::path base = folder.empty() ? "." : folder;
+  if (app.snapshots.empty()) throw OutputError("nothing to save into " + base.string() + " yet: no recorded steps");
+  const std::optional<std::filesystem::path> followed = followed_path(app);
+  const std::vector<OutputTarget> targets{checked_target(base / "run.jsonl", followed, check_replaces_only_a_run_log),
+                                          checked_target(base / "histograms.csv", followed, of_kind(FileKind::csv)),
+                                          checked_target(base / "fpscope-window.png", followed, of_kind(FileKind::png))};
+  const std::string log = app.follower ? app.follower->bytes_read() : run_log_text(RunLog{app.header, app.steps, copies(app.snapshots), {}});
+  const std::string csv = histograms_csv(copies(app.snapshots));
+  const std::vector<std::string_view> contents{log, csv, window_png};
+  write_outputs(targets, contents);
+  return fmt::format("saved run.jsonl ({} snapshots), histograms.csv and fpscope-window.png into {}", app.snapshots.size(), base.string());
+}
+
 ExportJob::Work run_log_saver(const App& app, const std::string& folder) {
   const std::filesystem::path path = std::filesystem::path(folder.empty() ? "." : folder) / "run.jsonl";
   if (app.snapshots.empty()) return [](const auto&) { return std::string("nothing to save yet: no recorded steps"); };
@@ -79,8 +93,6 @@ ExportJob::Work histograms_csv_saver(const App& app, const std::string& folder) 
   };
 }
 
-std::string export_run_log(const App& app, const std::string& folder) { return run_log_saver(app, folder)({}); }
-std::string export_histograms_csv(const App& app, const std::string& folder) { return histograms_csv_saver(app, folder)({}); }
 
 std::string view_png_path(const App& app) {
   const std::filesystem::path folder = app.export_folder.empty() ? std::filesystem::path(".") : std::filesystem::path(app.export_folder);

@@ -12,14 +12,15 @@ class App;
 
 void draw_export(App& app);
 
-// The Export view's actions, also run by `fpscope-gui --export DIR` once a headless run settles.
-// Each returns one sentence saying what it did or why it could not.
-std::string export_run_log(const App& app, const std::string& folder);
-std::string export_histograms_csv(const App& app, const std::string& folder);
-// The same as work for an ExportJob: what the save needs is copied now (shared snapshots, the
+// The Export view's saves, as work for an ExportJob (each says in one sentence what it did or why
+// it could not): what the save needs is copied now (shared snapshots, the
 // header, the step records), so the app may go on changing while it runs.
 ExportJob::Work run_log_saver(const App& app, const std::string& folder);
 ExportJob::Work histograms_csv_saver(const App& app, const std::string& folder);
+// `fpscope-gui --export DIR`: run.jsonl, histograms.csv and fpscope-window.png (`window_png`, the
+// frame's bytes) into `folder`, all three or none (write_outputs); the sentence saying so, or
+// throws naming what could not be written.
+std::string export_folder_whole(const App& app, const std::string& folder, const std::string& window_png);
 // The PNG a view saves into the export folder: fpscope-<view>.png.
 std::string view_png_path(const App& app);
 // A PNG of the window at `path`: resolved, checked against the files the app reads (the followed

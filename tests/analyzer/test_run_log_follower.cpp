@@ -117,6 +117,37 @@ TEST_CASE("a follower starts over when the log is truncated or replaced") {
   CHECK(store.copy_since(0) == second.snapshots);
 }
 
+TEST_CASE("a follower starts over when the log is rewritten in place, the same file growing past its old size; saving what it read refuses the mix") {
+  TempDir dir;
+  const auto path = dir.path / "run.jsonl";
+  RunHeader first;
+  first.run_id = std::string(32, 'a');
+  append_text(path, run_header_line(first) + "\n" + snapshot_line(snapshot_at(0)) + "\n" + snapshot_line(snapshot_at(1)) + "\n");
+  RunStore store;
+  RunLogFollower follower(path, store);
+  CHECK(follower.poll() == 2);
+  const auto inode = std::filesystem::hard_link_count(path);
+  // A new run cuts the same file and writes past the old size between two polls.
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::in | std::ios::out);
+    RunHeader second = first;
+    second.run_id = std::string(32, 'b');
+    std::string text = run_header_line(second) + "\n";
+    for (int i = 0; i < 6; ++i) text += snapshot_line(snapshot_at(20 + i)) + "\n";
+    out.seekp(0);
+    out << text;
+  }
+  CHECK(std::filesystem::hard_link_count(path) == inode);
+  // Before the follower reads again, what it read is no longer in the file: saving it refuses.
+  CHECK_THROWS_WITH_AS(follower.bytes_read(), doctest::Contains("was rewritten since it was read"), std::runtime_error);
+  CHECK(follower.poll() == 6);
+  CHECK(follower.restarts() == 1);
+  CHECK(follower.error().empty());
+  CHECK(store.header().run_id == std::string(32, 'b'));
+  CHECK(store.copy_since(0).front().step == 20);
+  CHECK(follower.bytes_read().size() == std::filesystem::file_size(path));
+}
+
 TEST_CASE("a follower reports a missing or malformed log and keeps going") {
   TempDir dir;
   const auto path = dir.path / "later.jsonl";

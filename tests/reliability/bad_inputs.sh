@@ -118,6 +118,11 @@ printf 'step,tensor,kind,binade,count\n0,fc1,\x1b[2Jactivation,-3,1\n' >esc.csv
 printf 'tensor,binade\nfc1,3\n' >columns.csv
 printf '\x93NUMPY\x01\x00\x10\x00{"descr": "<f4"}\n' >badheader.npy
 printf "\x93NUMPY\x01\x00\x36\x00{'descr': '<f4', 'fortran_order': False, 'shape': (1000,), }    \n" >short.npy
+# Whole arrays of zeros: 1,000 and 60,000 float32 values.
+for n in 1000 60000; do
+  header="{'descr': '<f4', 'fortran_order': False, 'shape': ($n,), }"
+  { printf '\x93NUMPY\x01\x00\x76\x00%s%*s\n' "$header" $((117 - ${#header})) ''; head -c $((4 * n)) /dev/zero; } >"zeros$n.npy"
+done
 printf "\x93NUMPY\x01\x00\x36\x00{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }      \n12345678" >complex.npy
 printf "\x93NUMPY\x01\x00\x36\x00{'descr': '<f4', 'fortran_order': False, 'shape': (-4,), }     \n" >negative.npy
 printf "\x93NUMPY\x01\x00\x46\x00{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999,99999999999), }\n" >overflowshape.npy
@@ -390,6 +395,28 @@ bad unknown-command-escape 2 '\x1b[5m' -- "$fpscope" $'\e[5mfrobnicate'
 bad unknown-flag 2 "--colour" -- "$fpscope" inspect 1 --colour always
 bad no-command 2 "subcommand" -- "$fpscope"
 
+# ---- a checkpoint belongs to the run whose log it covers ----
+"$fpscope" train --model 8-8-2 --steps 4 --checkpoint-every 2 --checkpoint shared.ckpt --out owner.jsonl >/dev/null 2>&1
+bad checkpoint-of-another-run 2 "--checkpoint shared.ckpt holds the state of run" -- "$fpscope" train --model 8-8-2 --steps 4 --checkpoint-every 2 --checkpoint shared.ckpt --out intruder.jsonl
+bad resume-another-runs-checkpoint 1 "not of this run logging to intruder.jsonl" -- "$fpscope" train --model 8-8-2 --steps 6 --checkpoint-every 2 --checkpoint shared.ckpt --out intruder.jsonl --resume
+may_change="owner.jsonl|shared.ckpt"
+good resume-log-spelled-otherwise "^6 steps" -- "$fpscope" train --model 8-8-2 --steps 6 --checkpoint-every 2 --checkpoint shared.ckpt --out ./owner.jsonl --resume
+# A run log being written is replaced by nothing: not the app's export, not another command.
+"$fpscope" train --model 8-8-2 --steps 100000000 --record-every 1000 --out busy.jsonl >/dev/null 2>&1 &
+busy_writer=$!
+for _ in $(seq 100); do [[ -s busy.jsonl ]] && break; sleep 0.05; done
+ignore='busy\.jsonl'
+bad train-over-a-log-being-written 1 "another fpscope process is writing it" -- "$fpscope" train --model 8-8-2 --steps 2 --out busy.jsonl
+if [[ -n "$gui" ]] && { [[ -n "${DISPLAY:-}" ]] || command -v xvfb-run >/dev/null; }; then
+  mkdir -p busy_folder && mv busy.jsonl busy_folder/run.jsonl 2>/dev/null
+  ignore='busy'
+  with_display=()
+  [[ -z "${DISPLAY:-}" ]] && with_display=(xvfb-run -a -s "-screen 0 1280x800x24")
+  bad gui-export-over-a-log-being-written 1 "run.jsonl: another fpscope process is writing it" -- "${with_display[@]}" "$gui" --follow good.jsonl --frames 1 --export busy_folder
+fi
+kill "$busy_writer" 2>/dev/null; wait "$busy_writer" 2>/dev/null
+ignore='^$'
+
 # ---- devices, in a private mount namespace: a tmpfs /dev with null, full, zero and stdout ----
 if unshare -m true 2>/dev/null; then
   in_namespace() {
@@ -401,6 +428,15 @@ if unshare -m true 2>/dev/null; then
   # A tmpfs of 64 KiB, full before fpscope writes: the write fails, the old file stays.
   bad full-disk 1 "cannot write" -- in_namespace bash -c "mkdir -p /tmp/small && mount -t tmpfs -o size=64k tmpfs /tmp/small && cp good.csv /tmp/small/h.csv &&
       head -c 1M /dev/zero >/tmp/small/filler 2>/dev/null; '$fpscope' export good.jsonl --csv /tmp/small/h.csv; s=\$?; cmp -s good.csv /tmp/small/h.csv || echo 'fpscope: the old file was lost' >&2; exit \$s"
+  # A run log replacing an earlier one on a disk that fills: the earlier one is back, byte for byte.
+  bad full-disk-train-keeps-the-old-log 1 "--out /tmp/small/run.jsonl: cannot write: No space left on device" -- in_namespace bash -c "mkdir -p /tmp/small && mount -t tmpfs -o size=256k tmpfs /tmp/small && cp good.jsonl /tmp/small/run.jsonl &&
+      '$fpscope' train --steps 100000 --out /tmp/small/run.jsonl >/dev/null; s=\$?; cmp -s good.jsonl /tmp/small/run.jsonl || echo 'fpscope: the old run log was lost' >&2;
+      test ! -e /tmp/small/run.jsonl.previous || echo 'fpscope: run.jsonl.previous left behind' >&2; exit \$s"
+  # Several outputs on a disk too small for them: none is replaced.
+  bad full-disk-quantize-all-or-none 1 "No space left on device" -- in_namespace bash -c "mkdir -p /tmp/small && mount -t tmpfs -o size=280k tmpfs /tmp/small &&
+      '$fpscope' quantize zeros1000.npy -f mxfp4 --out /tmp/small/v.npy --codes /tmp/small/c.npy --scales /tmp/small/s.npy >/dev/null && sha256sum /tmp/small/*.npy >/tmp/before &&
+      '$fpscope' quantize zeros60000.npy -f mxfp4 --out /tmp/small/v.npy --codes /tmp/small/c.npy --scales /tmp/small/s.npy >/dev/null; s=\$?;
+      sha256sum --quiet -c /tmp/before >/dev/null || echo 'fpscope: some outputs replaced, some not' >&2; exit \$s"
   stdout=/dev/full; bad full-disk-stdout 1 "cannot write to standard output" -- in_namespace bash -c "mkdir -p /tmp/small && mount -t tmpfs -o size=16k tmpfs /tmp/small &&
       printf '0.1\n%.0s' {1..20000} | '$fpscope' convert --from fp32 --to fp16 >/tmp/small/out.txt"
   # What must work with devices (good cases), and leave them devices.

@@ -100,6 +100,91 @@ if [[ -n "$gui" ]]; then
   "${xvfb[@]}" "$gui" --follow reference.jsonl --frames 2 --export app_out >/dev/null 2>&1 || { echo "FAIL: the app's export after the kills"; failed=1; }
 fi
 
+# A run replacing an earlier log on a disk that fills, killed at random moments: the earlier log
+# is never lost -- at its name, or (killed mid-run) beside it as NAME.previous -- and what is at
+# the name is it or the new run's log, never a mix.
+if unshare -m true 2>/dev/null; then
+  cp reference.jsonl earlier.jsonl
+  cat >fill.sh <<'SCRIPT'
+set -u
+fpscope="$1" kills="$2"
+mkdir -p small && mount -t tmpfs -o size=384k tmpfs small || exit 2
+lost=0 mixed=0 kept=0
+for ((i = 0; i < kills; ++i)); do
+  rm -f small/*
+  head -n 40 earlier.jsonl >small/run.jsonl
+  cp small/run.jsonl old.jsonl
+  "$fpscope" train --steps 100000 --out small/run.jsonl >/dev/null 2>&1 &
+  pid=$!
+  sleep "0.$(printf %02d $((RANDOM % 50)))"
+  kill -9 "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  if cmp -s small/run.jsonl old.jsonl; then kept=$((kept + 1))
+  elif ! cmp -s small/run.jsonl.previous old.jsonl; then lost=$((lost + 1))
+  elif cmp -s <(head -c "$(wc -c <old.jsonl)" small/run.jsonl) old.jsonl; then mixed=$((mixed + 1))
+  fi
+done
+echo "$lost $mixed $kept"
+SCRIPT
+  read -r lost mixed kept < <(RANDOM=11 unshare -m bash fill.sh "$fpscope" "$kills")
+  if [[ "${lost:-x}" == 0 && "${mixed:-x}" == 0 ]]; then
+    echo "ok: $kills kills of a run replacing a log on a disk that fills: the earlier log never lost ($kept times still in place)"
+  else echo "FAIL: $kills kills of a run replacing a log on a disk that fills: ${lost:-?} lost, ${mixed:-?} mixed"; failed=1; fi
+else
+  echo "unshare -m is not allowed here: the full-disk kills are skipped"
+fi
+
+# Two writers racing on one log and one checkpoint, killed at random: one of them owns both, the
+# other is refused; whatever the kills leave resumes (the log and its checkpoint agree) and the
+# run then ends as the uninterrupted one.
+race=(train --model 32-256-256-10 --activation tanh --batch 64 --round stochastic --steps 300 --checkpoint-every 1 --out race.jsonl)
+"$fpscope" "${race[@]::${#race[@]}-2}" --out race_reference.jsonl >/dev/null 2>&1
+bad_race=0
+for ((i = 0; i < kills; ++i)); do
+  rm -f race.jsonl race.jsonl.ckpt race.jsonl.previous
+  "$fpscope" "${race[@]}" >/dev/null 2>race1.err &
+  first=$!
+  "$fpscope" "${race[@]}" >/dev/null 2>race2.err &
+  second=$!
+  sleep "0.$(printf %02d $((RANDOM % 60)))"
+  kill -9 "$first" "$second" 2>/dev/null
+  wait "$first" "$second" 2>/dev/null
+  if [[ -e race.jsonl.ckpt ]]; then
+    "$fpscope" "${race[@]}" --resume >/dev/null 2>race3.err || { bad_race=$((bad_race + 1)); echo "race $i: $(cat race3.err)"; continue; }
+  else
+    "$fpscope" "${race[@]}" >/dev/null 2>race3.err || { bad_race=$((bad_race + 1)); echo "race $i: $(cat race3.err)"; continue; }
+  fi
+  cmp -s <(without_run_id race.jsonl) <(without_run_id race_reference.jsonl) || { bad_race=$((bad_race + 1)); echo "race $i: the log differs"; }
+done
+if ((bad_race == 0)); then echo "ok: $kills kills of two writers racing on one log and one checkpoint: each time one owned both, and the run went on to the uninterrupted log"
+else echo "FAIL: $bad_race of $kills races left a log and checkpoint that do not go on"; failed=1; fi
+
+# The app's export into the folder of a run being written, killed at random: refused while the
+# run writes; the run's log stays its own file, and is whole when the run is stopped.
+if [[ -n "$gui" ]]; then
+  mkdir -p busy
+  "$fpscope" train --model 32-256-256-10 --batch 64 --steps 100000000 --record-every 100 --out busy/run.jsonl >/dev/null 2>busy.err &
+  writer=$!
+  for _ in $(seq 100); do [[ -s busy/run.jsonl ]] && break; sleep 0.05; done
+  inode=$(stat -c %i busy/run.jsonl)
+  refused=0
+  for ((i = 0; i < kills; ++i)); do
+    "${xvfb[@]}" "$gui" --follow reference.jsonl --frames 2 --export busy >/dev/null 2>app.err &
+    pid=$!
+    sleep "0.$(printf %02d $((RANDOM % 90)))"
+    pkill -9 -f -- "^$gui --follow reference.jsonl --frames 2 --export busy" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    grep -q "another fpscope process is writing it" app.err && refused=$((refused + 1))
+  done
+  kill -INT "$writer"
+  wait "$writer"
+  status=$?
+  if [[ "$(stat -c %i busy/run.jsonl)" == "$inode" && ! -e busy/histograms.csv && ! -e busy/fpscope-window.png ]] &&
+     "$fpscope" analyze busy/run.jsonl >/dev/null 2>&1; then
+    echo "ok: $kills kills of the app exporting into the folder of a run being written: the run's log its own and whole (stopped with status $status; $refused exports refused before their kill)"
+  else echo "FAIL: the app's export into a run's folder replaced or broke the run's log"; failed=1; fi
+fi
+
 # What the kills left behind (.NAME.fpscope-tmp-XXXXXXXXXXXX, only if a kill fell between naming a
 # temporary and renaming it) goes with the next write of the same file.
 "$fpscope" export reference.jsonl --png out.png >/dev/null 2>&1 && "$fpscope" export reference.jsonl --csv out.csv >/dev/null 2>&1

@@ -101,6 +101,7 @@ class FileDescriptor {
   explicit FileDescriptor(int fd = -1) : fd_(fd) {}
   FileDescriptor(const FileDescriptor&) = delete;
   FileDescriptor& operator=(const FileDescriptor&) = delete;
+  FileDescriptor(FileDescriptor&& other) noexcept : fd_(other.release()) {}
   ~FileDescriptor() {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -215,6 +216,12 @@ void sync_folder(const std::filesystem::path& folder, const OutputTarget& target
   if (::fsync(fd.get()) != 0 && errno != EINVAL) fail_errno(target, "cannot make the write durable", errno);
 }
 
+// The same where nothing may be thrown (a destructor): best effort.
+void sync_folder_quietly(const std::filesystem::path& folder) {
+  const FileDescriptor fd(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() >= 0) ::fsync(fd.get());
+}
+
 // Writes `contents` to a locked temporary beside the target, with the target's mode (and owner,
 // where allowed), fsynced and named; returns it, not yet renamed.
 void prepare_replacement(const OutputTarget& target, std::string_view contents, Temporary& temporary) {
@@ -237,6 +244,24 @@ void prepare_replacement(const OutputTarget& target, std::string_view contents, 
     if (!temporary.path.empty()) ::unlink(temporary.path.c_str());
     throw;
   }
+}
+
+// The folder's lock, held while a file in it is checked and replaced: a run log's writer takes it
+// to check and create its log (AppendingOutput::create), so a replacement and a new writer never
+// interleave.
+FileDescriptor lock_folder(const OutputTarget& target) {
+  const std::filesystem::path folder = folder_of(target.resolved);
+  FileDescriptor folder_fd(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (folder_fd.get() < 0 || ::flock(folder_fd.get(), LOCK_EX) != 0) fail_errno(target, "cannot lock its folder", errno);
+  return folder_fd;
+}
+
+// Refuses to replace a file a run log's writer holds (its lock lives as long as the writer):
+// the writer would go on into a file nobody can see, and its log would be lost.
+void refuse_if_being_written(const OutputTarget& target) {
+  const FileDescriptor existing(::open(target.resolved.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (existing.get() >= 0 && ::flock(existing.get(), LOCK_EX | LOCK_NB) != 0)
+    fail(target, "another fpscope process is writing it: wait for it to finish, or name another file");
 }
 
 void rename_into_place(const OutputTarget& target, Temporary& temporary) {
@@ -384,9 +409,47 @@ void write_output(const OutputTarget& target, std::string_view contents) {
     case OutputTarget::Kind::new_file: {
       Temporary temporary;
       prepare_replacement(target, contents, temporary);
-      rename_into_place(target, temporary);
+      try {
+        const FileDescriptor folder = lock_folder(target);
+        refuse_if_being_written(target);
+        rename_into_place(target, temporary);
+      } catch (...) {
+        if (!temporary.path.empty()) ::unlink(temporary.path.c_str());
+        throw;
+      }
       return;
     }
+  }
+}
+
+void write_outputs(std::span<const OutputTarget> targets, std::span<const std::string_view> contents) {
+  if (targets.size() != contents.size()) throw std::invalid_argument("write_outputs: one contents per target");
+  // Every file written whole beside its target first; only then is any target replaced.
+  std::vector<Temporary> temporaries(targets.size());
+  const auto abandon = [&] {
+    for (Temporary& t : temporaries)
+      if (!t.path.empty()) ::unlink(t.path.c_str());
+  };
+  try {
+    for (std::size_t i = 0; i < targets.size(); ++i)
+      if (targets[i].is_file()) prepare_replacement(targets[i], contents[i], temporaries[i]);
+    for (std::size_t i = 0; i < targets.size(); ++i)
+      if (targets[i].is_file()) {
+        const FileDescriptor folder = lock_folder(targets[i]);
+        refuse_if_being_written(targets[i]);
+      }
+  } catch (...) {
+    abandon();
+    throw;
+  }
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    if (!targets[i].is_file()) {
+      write_output(targets[i], contents[i]);
+      continue;
+    }
+    const FileDescriptor folder = lock_folder(targets[i]);
+    rename_into_place(targets[i], temporaries[i]);
+    temporaries[i].path.clear();
   }
 }
 
@@ -411,9 +474,7 @@ AppendingOutput AppendingOutput::create(const OutputTarget& target, std::string_
   }
   // Two writers creating the same log must not both win: the folder's lock orders them, the
   // file's lock (held for the writer's life) tells the second that the first is there.
-  const std::filesystem::path folder = folder_of(target.resolved);
-  const FileDescriptor folder_fd(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (folder_fd.get() < 0 || ::flock(folder_fd.get(), LOCK_EX) != 0) fail_errno(target, "cannot lock its folder", errno);
+  const FileDescriptor folder_fd = lock_folder(target);
   {
     const FileDescriptor existing(::open(target.resolved.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     if (existing.get() >= 0 && ::flock(existing.get(), LOCK_EX | LOCK_NB) != 0)
@@ -421,7 +482,25 @@ AppendingOutput AppendingOutput::create(const OutputTarget& target, std::string_
   }
   Temporary temporary;
   prepare_replacement(target, first, temporary);
-  rename_into_place(target, temporary);
+  // A file replaced by a log being written stays, under NAME.previous, until the log is whole
+  // (keep()): a run that fails puts it back, byte for byte; one killed leaves it there.
+  if (target.kind == OutputTarget::Kind::regular_file) {
+    std::filesystem::path previous = target.resolved;
+    previous += ".previous";
+    if (::link(target.resolved.c_str(), previous.c_str()) == 0) {
+      out.previous_ = previous;
+    } else if (errno == EEXIST) {
+      ::unlink(temporary.path.c_str());
+      fail(target, "it would be replaced, and " + printable_text(previous.filename().string(), 200) +
+                       " (where an interrupted run kept the file it replaced) is in the way: move it away first");
+    }  // a file system without hard links: replaced as before, nothing kept
+  }
+  try {
+    rename_into_place(target, temporary);
+  } catch (...) {
+    if (!out.previous_.empty()) ::unlink(out.previous_.c_str()), out.previous_.clear();
+    throw;
+  }
   out.fd_ = temporary.fd.release();  // still locked: the lock lives as long as the descriptor
   out.owns_fd_ = true;
   out.bytes_ = first.size();
@@ -464,7 +543,11 @@ void AppendingOutput::cut_to(std::uint64_t bytes) {
 }
 
 AppendingOutput::AppendingOutput(AppendingOutput&& other) noexcept
-    : target_(std::move(other.target_)), fd_(std::exchange(other.fd_, -1)), owns_fd_(std::exchange(other.owns_fd_, false)), bytes_(other.bytes_) {}
+    : target_(std::move(other.target_)),
+      fd_(std::exchange(other.fd_, -1)),
+      owns_fd_(std::exchange(other.owns_fd_, false)),
+      bytes_(other.bytes_),
+      previous_(std::exchange(other.previous_, {})) {}
 
 AppendingOutput& AppendingOutput::operator=(AppendingOutput&& other) noexcept {
   if (this != &other) {
@@ -473,12 +556,21 @@ AppendingOutput& AppendingOutput::operator=(AppendingOutput&& other) noexcept {
     fd_ = std::exchange(other.fd_, -1);
     owns_fd_ = std::exchange(other.owns_fd_, false);
     bytes_ = other.bytes_;
+    previous_ = std::exchange(other.previous_, {});
   }
   return *this;
 }
 
 AppendingOutput::~AppendingOutput() {
+  // Not kept: the file this log replaced goes back (an atomic rename; the new log goes with it).
+  if (!previous_.empty() && ::rename(previous_.c_str(), target_.resolved.c_str()) == 0) sync_folder_quietly(folder_of(target_.resolved));
   if (owns_fd_ && fd_ >= 0) ::close(fd_);
+}
+
+void AppendingOutput::keep() {
+  if (previous_.empty()) return;
+  if (::unlink(previous_.c_str()) != 0 && errno != ENOENT) fail_errno(target_, "cannot remove the file it replaced", errno);
+  previous_.clear();
 }
 
 void AppendingOutput::append(std::string_view text) {

@@ -77,6 +77,8 @@ RunLog read_run_log(const std::filesystem::path& path);
 // Writes a whole run log through the output policy (output_file.hpp): atomically for a file.
 // `progress`, where given, hears the share of the log made so far (0 .. 1, rising; 1 once written).
 void write_run_log(const OutputTarget& target, const RunLog& log, const std::function<void(double)>& progress = {});
+// The text write_run_log writes (`progress` told the share done, short of 1).
+std::string run_log_text(const RunLog& log, const std::function<void(double)>& progress = {});
 
 // Throws OutputError when `target` is an existing, non-empty regular file whose first line is not
 // a run log's header: a new run log replaces only an earlier run log (a tensor, a text or a CSV a
@@ -99,6 +101,9 @@ class RunLogAppender {
   // What a checkpoint records; sync() first makes those bytes durable.
   RunLogPosition position() const { return position_; }
   void sync();
+  // The log is whole (the run ended, or was stopped): made durable, and the file it replaced,
+  // kept until now, goes (AppendingOutput::keep). A log never kept puts that file back.
+  void keep();
 
  private:
   void add(std::string_view text);
@@ -116,6 +121,8 @@ class RunLogSink final : public RunSink {
   void append(Snapshot snapshot) override;
   void append_step(const StepRecord& step) override;
   RunLogPosition sync() override;
+  // The run ended or was stopped, its log whole: RunLogAppender::keep. Not called when it failed.
+  void keep();
 
  private:
   OutputTarget target_;

@@ -11,8 +11,9 @@ namespace fpscope {
 
 // Each poll() reads the complete lines that arrived since the last one and appends their
 // Snapshots to the store. It never throws and never gives up: a missing file, a malformed line,
-// or a file that was truncated or replaced (a new run written over the old one) is reported by
-// error() / restarts() and the follower keeps polling.
+// or a file that was truncated, replaced or rewritten in place (a new run written over the old
+// one: another file, a shorter one, or one whose header line or last line's end moved) is
+// reported by error() / restarts() and the follower keeps polling.
 class RunLogFollower {
  public:
   // Each poll reads at most window_bytes; a line longer than that is an error (no run log line is).
@@ -34,6 +35,7 @@ class RunLogFollower {
 
  private:
   void start_over();
+  bool still_what_was_read() const;  // the header line and the last line's end where they were read
 
   std::filesystem::path path_;
   RunStore& store_;
@@ -43,6 +45,7 @@ class RunLogFollower {
   std::uint64_t line_number_ = 0;
   bool have_header_ = false;
   RunHeader header_;  // how to read the lines after it (version 1 or 2)
+  std::string header_line_;  // as read, with its newline
   bool have_identity_ = false;
   std::uint64_t device_ = 0, inode_ = 0;
   std::uint64_t stuck_size_ = 0;  // size when a malformed line stopped reading

@@ -109,5 +109,16 @@ RunHeader training_run_header(const TrainingSettings& settings, const TrainerBac
 // after it, so that a checkpoint from before runs named them can be told apart.
 std::string checkpoint_settings_text(const TrainingSettings& settings, std::string_view header_line, std::string_view backend,
                                      std::string_view log_path);
+// The parts of such a text: the run log it covers (its path as that run was given it; empty for a
+// run without one), and the rest, which a resume must match exactly (the log is matched by
+// identity, not spelling: same_run_log).
+struct CheckpointSettingsParts {
+  std::string log_path;
+  std::string without_log;
+};
+CheckpointSettingsParts split_checkpoint_settings(std::string_view settings);
+// Whether two runs' log paths name one log: the same file (device and inode) where both exist,
+// the same path once made absolute where not, or both none.
+bool same_run_log(const std::string& a, const std::string& b);
 
 }  // namespace fpscope

@@ -74,6 +74,11 @@ void check_replaces_only(const OutputTarget& target, FileKind kind);
 void write_output(const OutputTarget& target, std::string_view contents);
 // resolve_output + write_output.
 void write_output(const std::filesystem::path& path, std::string_view contents);
+// Several outputs of one command, all or none: every file is written whole beside its target
+// before any is replaced, so a failure (a full disk, a file another writer holds) leaves every
+// target as it was. (A descriptor or stream among them is written in place, after the files are
+// ready.) write_output and write_outputs refuse to replace a file a run log's writer holds.
+void write_outputs(std::span<const OutputTarget> targets, std::span<const std::string_view> contents);
 
 // A file written as it goes (the run log), with one writer at a time: a file target is locked
 // (flock) for the writer's lifetime, and a second writer is refused in one sentence.
@@ -81,7 +86,9 @@ class AppendingOutput {
  public:
   // A new file: `first` (the header line) is written to a temporary and renamed over the target
   // (a follower sees a new file, never a torn one); refused when another writer holds the
-  // target. A descriptor or stream gets `first` written in place.
+  // target. A file it replaces is kept as NAME.previous until keep(): the log's writer calls
+  // keep() once the log is whole, and an AppendingOutput destroyed without it (the run failed)
+  // puts the replaced file back. A descriptor or stream gets `first` written in place.
   static AppendingOutput create(const OutputTarget& target, std::string_view first);
   // Goes on with an existing file: locked, handed to `accept(prefix)` with its first
   // `keep_bytes` bytes (accept throws to refuse: another run's log), then cut back to them.
@@ -102,6 +109,7 @@ class AppendingOutput {
 
   void append(std::string_view text);  // every byte written, or OutputError
   void sync();                         // a file's bytes made durable (fsync); nothing for streams
+  void keep();                         // the log is whole: the file it replaced (NAME.previous) goes
   std::uint64_t bytes_written() const { return bytes_; }  // the file's length after the last append
   const OutputTarget& target() const { return target_; }
 
@@ -115,6 +123,7 @@ class AppendingOutput {
   int fd_ = -1;
   bool owns_fd_ = false;
   std::uint64_t bytes_ = 0;
+  std::filesystem::path previous_;  // the replaced file, kept until keep()
 };
 
 // Standard output as an output of the command: "-" is resolve_output("-").
