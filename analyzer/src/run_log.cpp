@@ -66,7 +66,31 @@ T required(const json& object, const char* key, const std::string& where) {
   }
 }
 
+// No run log line nests deeper than a few levels; a crafted one nested thousands deep would
+// parse into a tree whose depth every later step walks: refused before parsing.
+constexpr int max_json_depth = 32;
+
+void check_json_depth(std::string_view line, const std::string& where) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char c : line) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') {
+      if (++depth > max_json_depth) fail(where, "nests values deeper than " + std::to_string(max_json_depth) + " levels: not a run log line");
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+}
+
 json parse_object(std::string_view line, const std::string& where) {
+  check_json_depth(line, where);
   json value;
   try {
     value = json::parse(line);

@@ -434,10 +434,18 @@ void run_analyze(const AnalyzeOptions& options) {
   std::vector<SourcedSeries> tensors;
   std::vector<std::string> warnings;
   RunLogFacts facts;
+  std::size_t read = 0;
   for (const std::string& input : options.inputs)
-    for (SourcedSeries& s : load(input, elements, warnings, facts))
+    for (SourcedSeries& s : load(input, elements, warnings, facts)) {
+      ++read;
       if (selected(s.series, kinds, options.tensors)) tensors.push_back(std::move(s));
-  if (tensors.empty()) throw UsageError("no tensor matches --kind and --tensor in the inputs", 1);
+    }
+  if (tensors.empty() && read == 0)
+    throw UsageError(std::string(options.inputs.size() == 1 ? "the input holds" : "the inputs hold") + " no recorded tensor (a run log of its header alone, or with steps but no snapshots)", 1);
+  if (tensors.empty()) {
+    std::string what = !kinds.empty() && !options.tensors.empty() ? "--kind and --tensor" : !kinds.empty() ? "--kind" : "--tensor";
+    throw UsageError("no tensor matches " + what + " in the inputs", 1);
+  }
   if (!target) target = target_format("", facts.headers);
   const Format format = target->format;
   const std::string format_text =

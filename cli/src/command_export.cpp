@@ -78,9 +78,10 @@ std::pair<std::string, TensorKind> choose_tensor(const RunLog& log, const Export
     }
   }
   if (fallback != nullptr) return {fallback->name, fallback->kind};
-  throw UsageError("the run log " + options.run + " has no tensor" +
-                   (options.tensor.empty() ? std::string() : " named '" + printable_text(options.tensor) + "'") +
-                   (options.kind.empty() ? std::string() : " of kind " + options.kind));
+  throw UsageError("the run log " + printable_text(options.run, 200) + " has no recorded tensor" +
+                       (options.tensor.empty() ? std::string() : " named '" + printable_text(options.tensor) + "'") +
+                       (options.kind.empty() ? std::string() : " of kind " + options.kind),
+                   options.tensor.empty() && options.kind.empty() ? 1 : 2);  // the input's lack, or a name asked for
 }
 
 void run_export(const ExportOptions& options) {

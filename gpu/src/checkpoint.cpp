@@ -1,9 +1,12 @@
 // Checkpoint encoding: little-endian fields, length-prefixed strings and matrices, CRC-32 at the end.
 #include "fpscope/gpu/checkpoint.hpp"
 
+#include <fmt/core.h>
+
 #include <zlib.h>
 
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -206,7 +209,15 @@ TrainingCheckpoint decode_checkpoint(std::string_view bytes, const std::string& 
     }
   }
   if (!r.done()) r.fail("has bytes after its end");
-  if (c.trainer.steps < 0 || !(c.trainer.scaler.scale > 0)) r.fail("holds a training state that makes no sense");
+  // A checksum proves the bytes were written whole, not that what was written makes sense.
+  const LossScalerState& scaler = c.trainer.scaler;
+  if (c.trainer.steps < 0) r.fail("holds a training state that makes no sense: step " + std::to_string(c.trainer.steps));
+  if (!(scaler.scale > 0) || !(scaler.scale <= std::numeric_limits<float>::max()))
+    r.fail("holds a training state that makes no sense: a loss scale of " + fmt::format("{:g}", scaler.scale) + " (a finite positive float32 is needed)");
+  if (scaler.skipped_steps < 0 || scaler.skipped_steps > c.trainer.steps || scaler.finite_steps < 0 || scaler.finite_steps > c.trainer.steps ||
+      scaler.hysteresis_left < 0)
+    r.fail(fmt::format("holds a training state that makes no sense: {} skipped and {} finite steps after {} steps, hysteresis {}", scaler.skipped_steps,
+                       scaler.finite_steps, c.trainer.steps, scaler.hysteresis_left));
   return c;
 }
 

@@ -492,6 +492,10 @@ int main(int argc, char** argv) {
     if (o.width < 200 || o.height < 150 || o.width > 8192 || o.height > 8192) throw CLI::ValidationError("--width and --height must be 200..8192 and 150..8192");
     if (o.frames < 0) throw CLI::ValidationError("--frames must not be negative");
     if (o.app.settle_at_step < 0) throw CLI::ValidationError("--at-step must not be negative");
+    // Headless frames of a run trained here are taken when it ends, or at --at-step: a run told
+    // neither would never be pictured.
+    if (o.frames > 0 && o.app.start && o.app.form.steps == 0 && o.app.settle_at_step == 0 && o.app.form.pause_at_step == 0)
+      throw CLI::ValidationError("--frames with --start needs a step to take them at: --steps N, --at-step N or --pause-at-step N (the run trains until stopped)");
     // A window opened with nothing to show opens the example, paused at step 0; headless runs do only what they are told.
     o.app.example = !idle && o.frames == 0 && o.app.follow.empty() && !o.app.demo && !o.app.start;
     if (cli.count("--ui-scale") > 0 && !(o.ui_scale >= fpscope::gui::min_ui_scale && o.ui_scale <= fpscope::gui::max_ui_scale))

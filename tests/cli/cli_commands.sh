@@ -117,7 +117,7 @@ check export-svg 0 '^<svg xmlns' -- bash -c "'$fpscope' export '$work/run.jsonl'
 check export-heatmap 0 'smallest subnormal' -- bash -c "'$fpscope' export '$work/run.jsonl' --svg '$work/m.svg' --plot heatmap && cat '$work/m.svg'"
 check export-png 0 'PNG image data, 1920 x 940' -- bash -c "'$fpscope' export '$work/run.jsonl' --png '$work/h.png' && file '$work/h.png'"
 check_bad bad-plot "'pie'" -- "$fpscope" export "$work/run.jsonl" --svg "$work/p.svg" --plot pie
-check_bad bad-tensor "no tensor named 'fc9'" -- "$fpscope" export "$work/run.jsonl" --svg "$work/p.svg" --tensor fc9
+check_bad bad-tensor "no recorded tensor named 'fc9'" -- "$fpscope" export "$work/run.jsonl" --svg "$work/p.svg" --tensor fc9
 # A float32 .npy written byte by byte: 1.0, 0.25, 0 -> binades 0 and -2, one zero.
 { printf '\x93NUMPY\x01\x00\x76\x00'; printf "%-117s\n" "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }"; printf '\x00\x00\x80\x3f\x00\x00\x80\x3e\x00\x00\x00\x00'; } >"$work/t.npy"
 check analyze-npy 0 '^t other +3 +1 +2\^0 +2\^-2 +33\.33%' -- "$fpscope" analyze "$work/t.npy"

@@ -1,6 +1,10 @@
 // Fault injection skips the step and leaves master weights bit-identical; checkpoints restore the same bits.
 #include <doctest/doctest.h>
 
+#include <limits>
+
+#include <functional>
+
 #include <cstring>
 
 #include "fpscope/gpu/checkpoint.hpp"
@@ -126,4 +130,25 @@ TEST_CASE("a damaged checkpoint is refused with one sentence") {
   CHECK_THROWS_AS(wrong.restore(decode_checkpoint(bytes, "c.ckpt").trainer), std::invalid_argument);
   TrainingData data("synthetic", {8, 4}, 1);
   CHECK_THROWS_AS(data.restore_state("not a generator state"), std::invalid_argument);
+}
+
+TEST_CASE("a checkpoint whose checksum holds but whose state makes no sense is refused, saying what") {
+  // Written whole (the checksum is right), by a crafted writer: a state no run can be in.
+  MlpTrainer trainer(small_config(Precision::fp16));
+  const auto crafted = [&](const std::function<void(TrainerState&)>& change) {
+    TrainerState state = trainer.state();
+    state.steps = 10;
+    change(state);
+    return encode_checkpoint({"s", state, "state", "id", 0, 0});
+  };
+  CHECK_NOTHROW(decode_checkpoint(crafted([](TrainerState&) {}), "c.ckpt"));
+  CHECK_THROWS_WITH_AS(decode_checkpoint(crafted([](TrainerState& s) { s.scaler.scale = std::numeric_limits<double>::infinity(); }), "c.ckpt"),
+                       doctest::Contains("a loss scale of inf"), CheckpointError);
+  CHECK_THROWS_WITH_AS(decode_checkpoint(crafted([](TrainerState& s) { s.scaler.scale = 1e300; }), "c.ckpt"), doctest::Contains("a loss scale of 1e+300"),
+                       CheckpointError);
+  CHECK_THROWS_WITH_AS(decode_checkpoint(crafted([](TrainerState& s) { s.scaler.skipped_steps = -3; }), "c.ckpt"),
+                       doctest::Contains("-3 skipped"), CheckpointError);
+  CHECK_THROWS_WITH_AS(decode_checkpoint(crafted([](TrainerState& s) { s.scaler.skipped_steps = 11; }), "c.ckpt"),
+                       doctest::Contains("11 skipped and 0 finite steps after 10 steps"), CheckpointError);
+  CHECK_THROWS_WITH_AS(decode_checkpoint(crafted([](TrainerState& s) { s.steps = -1; }), "c.ckpt"), doctest::Contains("step -1"), CheckpointError);
 }

@@ -148,6 +148,9 @@ with open("mnist_ok/train-labels-idx1-ubyte", "wb") as f:
 EOF
 "$fpscope" train --model 8-16-4 --steps 4 --checkpoint-every 2 --out ck.jsonl >/dev/null 2>&1
 head -c 100 ck.jsonl.ckpt >torn.ckpt
+# A line nested 300,000 levels deep (600 KB), and a log of its header alone.
+python3 -c "print('{\"schema_version\": 1}'); print('{\"step\": 0, \"x\": ' + '[' * 300000 + ']' * 300000 + '}')" >deep.jsonl
+head -n 1 good.jsonl >headeronly.jsonl
 cp ck.jsonl.ckpt flipped.ckpt && printf 'X' | dd of=flipped.ckpt bs=1 seek=60 conv=notrunc 2>/dev/null
 mkdir -p folder npy_links npy_mixed && ln -s nowhere.npy npy_links/dangling.npy && ln -s loop.npy npy_links/loop.npy
 python3 - <<'EOF'
@@ -395,6 +398,12 @@ bad unknown-command-escape 2 '\x1b[5m' -- "$fpscope" $'\e[5mfrobnicate'
 bad unknown-flag 2 "--colour" -- "$fpscope" inspect 1 --colour always
 bad no-command 2 "subcommand" -- "$fpscope"
 
+# ---- crafted nesting, logs without tensors ----
+bad analyze-deep-nesting 1 "deep.jsonl:2: nests values deeper than 32 levels" -- "$fpscope" analyze deep.jsonl
+bad export-deep-nesting 1 "deep.jsonl:2: nests values deeper than 32 levels" -- "$fpscope" export deep.jsonl --csv never.csv
+bad analyze-header-only 1 "the input holds no recorded tensor" -- "$fpscope" analyze headeronly.jsonl
+bad export-svg-header-only 1 "the run log headeronly.jsonl has no recorded tensor" -- "$fpscope" export headeronly.jsonl --svg never.svg
+
 # ---- a checkpoint belongs to the run whose log it covers ----
 "$fpscope" train --model 8-8-2 --steps 4 --checkpoint-every 2 --checkpoint shared.ckpt --out owner.jsonl >/dev/null 2>&1
 bad checkpoint-of-another-run 2 "--checkpoint shared.ckpt holds the state of run" -- "$fpscope" train --model 8-8-2 --steps 4 --checkpoint-every 2 --checkpoint shared.ckpt --out intruder.jsonl
@@ -407,12 +416,19 @@ busy_writer=$!
 for _ in $(seq 100); do [[ -s busy.jsonl ]] && break; sleep 0.05; done
 ignore='busy\.jsonl'
 bad train-over-a-log-being-written 1 "another fpscope process is writing it" -- "$fpscope" train --model 8-8-2 --steps 2 --out busy.jsonl
-if [[ -n "$gui" ]] && { [[ -n "${DISPLAY:-}" ]] || command -v xvfb-run >/dev/null; }; then
+if [[ -n "$gui" ]] && { [[ -n "${DISPLAY:-}" ]] || command -v Xvfb >/dev/null; }; then
   mkdir -p busy_folder && mv busy.jsonl busy_folder/run.jsonl 2>/dev/null
   ignore='busy'
-  with_display=()
-  [[ -z "${DISPLAY:-}" ]] && with_display=(xvfb-run -a -s "-screen 0 1280x800x24")
+  with_display=() display_pid=""
+  if [[ -z "${DISPLAY:-}" ]]; then  # an X server of our own (xvfb-run's clean-up fails now and then, exiting 5)
+    for n in $(seq 91 140); do [[ -e "/tmp/.X$n-lock" ]] || break; done
+    Xvfb ":$n" -screen 0 1280x800x24 -nolisten tcp >/dev/null 2>&1 &
+    display_pid=$!
+    for _ in $(seq 50); do [[ -e "/tmp/.X11-unix/X$n" ]] && break; sleep 0.1; done
+    with_display=(env DISPLAY=":$n")
+  fi
   bad gui-export-over-a-log-being-written 1 "run.jsonl: another fpscope process is writing it" -- "${with_display[@]}" "$gui" --follow good.jsonl --frames 1 --export busy_folder
+  [[ -n "$display_pid" ]] && kill "$display_pid" 2>/dev/null
 fi
 kill "$busy_writer" 2>/dev/null; wait "$busy_writer" 2>/dev/null
 ignore='^$'
@@ -564,6 +580,7 @@ if [[ -n "$gui" ]]; then
   bad gui-precision 2 "fp12" -- "$gui" --precision fp12
   bad gui-screenshot-alone 2 "--frames" -- "$gui" --screenshot x.png
   bad gui-export-alone 2 "--frames" -- "$gui" --export folder
+  bad gui-frames-start-endless 2 "--frames with --start needs a step to take them at" -- "$gui" --frames 2 --start
   bad gui-export-not-a-folder 2 "is not a folder" -- "$gui" --follow run.jsonl --frames 1 --export good.csv
   bad gui-export-over-the-followed-log 2 "is the input run.jsonl" -- "$gui" --follow run.jsonl --frames 1 --export .
   bad gui-screenshot-over-the-followed-log 2 "is the input" -- "$gui" --follow run.jsonl --frames 1 --screenshot run.jsonl
