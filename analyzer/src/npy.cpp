@@ -18,6 +18,8 @@
 #include "fpscope/core/names.hpp"
 #include "fpscope/core/printable_text.hpp"
 
+#include "fpscope/snapshot/memory_budget.hpp"
+
 namespace fpscope {
 
 namespace {
@@ -33,6 +35,11 @@ class MappedFile {
       ::close(fd);
       throw NpyError(path.string() + ": cannot stat: " + std::strerror(errno));
     }
+    if (!S_ISREG(st.st_mode)) {  // a pipe, FIFO or device: read through (no size to map), within memory
+      read_stream(fd);
+      ::close(fd);
+      return;
+    }
     size_ = static_cast<std::size_t>(st.st_size);
     if (size_ > 0) {
       void* mapping = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -46,7 +53,7 @@ class MappedFile {
     ::close(fd);
   }
   ~MappedFile() {
-    if (data_ != nullptr) ::munmap(const_cast<unsigned char*>(data_), size_);
+    if (data_ != nullptr && owned_.empty()) ::munmap(const_cast<unsigned char*>(data_), size_);
   }
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -54,9 +61,40 @@ class MappedFile {
   std::size_t size() const { return size_; }
 
  private:
+  void read_stream(int fd) {
+    std::vector<unsigned char> bytes;
+    std::size_t next_check = 0;
+    unsigned char piece[1 << 16];
+    for (;;) {
+      const ssize_t got = ::read(fd, piece, sizeof piece);
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) {
+        const int error = errno;
+        ::close(fd);
+        throw NpyError(path_.string() + ": cannot read: " + std::strerror(error));
+      }
+      if (got == 0) break;
+      bytes.insert(bytes.end(), piece, piece + got);
+      if (bytes.size() >= next_check) {  // every 64 MiB
+        next_check = bytes.size() + (std::size_t{1} << 26);
+        try {
+          check_memory_budget(2 * bytes.size(), "reading " + path_.string());
+        } catch (const MemoryBudgetError& e) {
+          ::close(fd);
+          throw NpyError(e.what());
+        }
+      }
+    }
+    owned_ = std::move(bytes);
+    owned_.push_back(0);  // never empty, so data_ != nullptr marks "owned" too
+    data_ = owned_.data();
+    size_ = owned_.size() - 1;
+  }
+
   std::filesystem::path path_;
   const unsigned char* data_ = nullptr;
   std::size_t size_ = 0;
+  std::vector<unsigned char> owned_;  // a stream's bytes, read whole
 };
 
 [[noreturn]] void fail(const std::filesystem::path& path, const std::string& what) {
@@ -68,6 +106,8 @@ std::string dict_value(const std::string& header, const std::string& key, const 
   const std::string quoted_key = "'" + key + "'";
   auto at = header.find(quoted_key);
   if (at == std::string::npos) fail(path, "the header has no '" + key + "' entry");
+  // NumPy would take the last of two; a header naming one twice is refused rather than guessed.
+  if (header.find(quoted_key, at + quoted_key.size()) != std::string::npos) fail(path, "the header names '" + key + "' twice");
   at = header.find(':', at + quoted_key.size());
   if (at == std::string::npos) fail(path, "malformed header near '" + key + "'");
   ++at;

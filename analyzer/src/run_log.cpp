@@ -71,6 +71,10 @@ T required(const json& object, const char* key, const std::string& where) {
 constexpr int max_json_depth = 32;
 
 void check_json_depth(std::string_view line, const std::string& where) {
+  // A NUL byte is in no JSON text (a string holds one as \u0000): named, where a parser would say
+  // "unexpected end of input".
+  if (const std::size_t nul = line.find('\0'); nul != std::string_view::npos)
+    fail(where, "a NUL byte at column " + std::to_string(nul + 1) + ": not JSON text");
   int depth = 0;
   bool in_string = false, escaped = false;
   for (const char c : line) {
@@ -308,16 +312,23 @@ RunHeader parse_run_header(std::string_view line, const std::string& where) try 
   if (header.schema_version < 1 || header.schema_version > run_log_schema_version)
     fail(where, "unknown schema version " + std::to_string(header.schema_version) + " (this fpscope reads versions 1 to " +
                     std::to_string(run_log_schema_version) + ")");
-  header.source = value.value("source", "");
-  header.model = value.value("model", "");
-  header.precision = value.value("precision", "");
-  header.format = value.value("format", "");
-  header.rounding = value.value("rounding", "");
-  header.scaler = value.value("scaler", "");
-  header.optimizer = value.value("optimizer", "");
-  header.recipe = value.value("recipe", "");
-  header.products = value.value("products", "");
-  header.run_id = value.value("run_id", "");
+  // Each text field read by name, so that one of the wrong type is named.
+  const auto text = [&](const char* key) {
+    const auto it = value.find(key);
+    if (it == value.end()) return std::string();
+    if (!it->is_string()) fail(where, std::string("the header's '") + key + "' must be a string, not " + it->type_name());
+    return it->get<std::string>();
+  };
+  header.source = text("source");
+  header.model = text("model");
+  header.precision = text("precision");
+  header.format = text("format");
+  header.rounding = text("rounding");
+  header.scaler = text("scaler");
+  header.optimizer = text("optimizer");
+  header.recipe = text("recipe");
+  header.products = text("products");
+  header.run_id = text("run_id");
   return header;
 } catch (const json::exception& e) {
   fail(where, std::string("a header field has the wrong type (") + e.what() + ")");
@@ -446,6 +457,12 @@ void check_line_memory(std::size_t line_bytes, const std::string& where) {
   }
 }
 
+void check_step_order(std::optional<std::int64_t> previous, std::int64_t step, const std::string& where) {
+  if (previous && step <= *previous)
+    fail(where, "step " + std::to_string(step) + " after step " + std::to_string(*previous) +
+                    ": a run log's steps increase (a line repeated, or two runs in one file?)");
+}
+
 RunLog read_run_log(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw RunLogError(printable_text(path.string(), 200) + ": cannot open: " + std::strerror(errno));
@@ -466,6 +483,7 @@ RunLog read_run_log(const std::filesystem::path& path) {
         have_header = true;
       } else {
         RunLogLine parsed = parse_run_log_line(line, where, log.header);
+        check_step_order(log.steps.empty() ? std::nullopt : std::optional(log.steps.back().step), parsed.step.step, where);
         log.steps.push_back(parsed.step);
         if (parsed.snapshot) log.snapshots.push_back(std::move(*parsed.snapshot));
       }

@@ -20,6 +20,7 @@ RunLogFollower::RunLogFollower(std::filesystem::path path, RunStore& store, std:
 void RunLogFollower::start_over() {
   offset_ = 0;
   header_line_.clear();
+  last_step_.reset();
   line_number_ = 0;
   have_header_ = false;
   stuck_ = false;
@@ -83,6 +84,8 @@ std::size_t RunLogFollower::poll() {
         header_line_ = std::string(line) + '\n';
       } else if (!line.empty()) {
         RunLogLine parsed = parse_run_log_line(line, where, header_);
+        check_step_order(last_step_, parsed.step.step, where);
+        last_step_ = parsed.step.step;
         if (parsed.snapshot) {
           store_.append(std::move(*parsed.snapshot));
           ++added;

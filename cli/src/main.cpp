@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <filesystem>
 #include <algorithm>
 #include <cctype>
 #include <string_view>
@@ -141,6 +142,17 @@ static int run(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     std::fflush(stdout);
     fmt::print(stderr, "fpscope: out of memory\n");
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // The library's wording ("filesystem error: status: ...") made a sentence about the path.
+    std::fflush(stdout);
+    std::string message = e.code().message();
+    if (!message.empty()) message[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(message[0])));
+    print_error("cannot use " + fpscope::printable_text(e.path1().string(), 200) + ": " + message);
+    return 1;
+  } catch (const std::length_error&) {
+    std::fflush(stdout);
+    print_error("an input asks for more memory than can be addressed");
     return 1;
   } catch (const std::exception& e) {
     // A write to standard output that failed part way ({fmt} throws once its buffer cannot be

@@ -71,12 +71,20 @@ void SyntheticSequences::restore_state(const std::string& state) { rng_ = restor
 TextSequences::TextSequences(const std::filesystem::path& file, int context, int vocab, std::uint64_t seed)
     : file_(file), context_(context), rng_(seed) {
   const std::string name = printable_text(file.string(), 200);
+  std::error_code error;
+  if (std::filesystem::is_directory(file, error)) throw std::invalid_argument("text file " + name + " is a folder: name a file");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw std::invalid_argument("cannot read text file " + name + ": " + std::strerror(errno));
-  std::ostringstream contents;
-  contents << in.rdbuf();
+  // Read in pieces up to a bound: a device (/dev/zero) or a FIFO may never end.
+  constexpr std::size_t max_text_bytes = std::size_t{1} << 30;
+  std::string piece(std::size_t{1} << 20, '\0');
+  while (in) {
+    in.read(piece.data(), static_cast<std::streamsize>(piece.size()));
+    bytes_.append(piece.data(), static_cast<std::size_t>(in.gcount()));
+    if (bytes_.size() > max_text_bytes)
+      throw std::invalid_argument("text file " + name + " holds more than 1 GiB (or never ends, as a device may): give a smaller file");
+  }
   if (in.bad()) throw std::invalid_argument("cannot read text file " + name);
-  bytes_ = contents.str();
   if (bytes_.size() < static_cast<std::size_t>(context) + 1)
     throw std::invalid_argument("text file " + name + " has " + std::to_string(bytes_.size()) + " bytes; a sequence of context " +
                                 std::to_string(context) + " needs " + std::to_string(context + 1));

@@ -151,6 +151,13 @@ head -c 100 ck.jsonl.ckpt >torn.ckpt
 # A line nested 300,000 levels deep (600 KB), and a log of its header alone.
 python3 -c "print('{\"schema_version\": 1}'); print('{\"step\": 0, \"x\": ' + '[' * 300000 + ']' * 300000 + '}')" >deep.jsonl
 head -n 1 good.jsonl >headeronly.jsonl
+{ head -n 2 good.jsonl; sed -n 2p good.jsonl; } >repeated.jsonl
+printf '{"schema_version": 2, "fpscope_run_log": true, "source": 5}\n' >numbersource.jsonl
+printf '{"schema_version": 2, "fpscope_run_log": true}\n{"step": 0, "tensors": []\x00}\n' >nulbyte.jsonl
+mkdir -p afolder
+ln -sf loopb loopa && ln -sf loopa loopb
+header="{'descr': '<f4', 'descr': '<f8', 'fortran_order': False, 'shape': (4,), }"
+{ printf '\x93NUMPY\x01\x00\x76\x00%s%*s\n' "$header" $((117 - ${#header})) ''; head -c 16 /dev/zero; } >twodescr.npy
 cp ck.jsonl.ckpt flipped.ckpt && printf 'X' | dd of=flipped.ckpt bs=1 seek=60 conv=notrunc 2>/dev/null
 mkdir -p folder npy_links npy_mixed && ln -s nowhere.npy npy_links/dangling.npy && ln -s loop.npy npy_links/loop.npy
 python3 - <<'EOF'
@@ -404,6 +411,15 @@ bad export-deep-nesting 1 "deep.jsonl:2: nests values deeper than 32 levels" -- 
 bad analyze-header-only 1 "the input holds no recorded tensor" -- "$fpscope" analyze headeronly.jsonl
 bad export-svg-header-only 1 "the run log headeronly.jsonl has no recorded tensor" -- "$fpscope" export headeronly.jsonl --svg never.svg
 
+bad analyze-repeated-step 1 "repeated.jsonl:3: step 0 after step 0: a run log's steps increase" -- "$fpscope" analyze repeated.jsonl
+bad analyze-header-field-type 1 "the header's 'source' must be a string, not number" -- "$fpscope" analyze numbersource.jsonl
+bad analyze-nul-byte 1 "nulbyte.jsonl:2: a NUL byte at column 26" -- "$fpscope" analyze nulbyte.jsonl
+bad analyze-symlink-loop 1 "cannot use loopa: too many levels of symbolic links" -- "$fpscope" analyze loopa
+bad train-text-data-folder 2 "text file afolder is a folder" -- "$fpscope" train --model gpt --data text:afolder --steps 1
+bad train-layer-size-20-digits 2 "a layer of 99999999999999999999 is wider than the largest" -- "$fpscope" train --model 99999999999999999999-10 --steps 1
+bad quantize-npy-two-descr 1 "twodescr.npy: the header names 'descr' twice" -- "$fpscope" quantize twodescr.npy -f mxfp8
+good quantize-npy-through-a-pipe "^/dev/stdin: 1000 elements" -- bash -c "cat zeros1000.npy | '$fpscope' quantize /dev/stdin -f mxfp8"
+
 # ---- a checkpoint belongs to the run whose log it covers ----
 "$fpscope" train --model 8-8-2 --steps 4 --checkpoint-every 2 --checkpoint shared.ckpt --out owner.jsonl >/dev/null 2>&1
 bad checkpoint-of-another-run 2 "--checkpoint shared.ckpt holds the state of run" -- "$fpscope" train --model 8-8-2 --steps 4 --checkpoint-every 2 --checkpoint shared.ckpt --out intruder.jsonl
@@ -445,6 +461,7 @@ if unshare -m true 2>/dev/null; then
   bad full-disk 1 "cannot write" -- in_namespace bash -c "mkdir -p /tmp/small && mount -t tmpfs -o size=64k tmpfs /tmp/small && cp good.csv /tmp/small/h.csv &&
       head -c 1M /dev/zero >/tmp/small/filler 2>/dev/null; '$fpscope' export good.jsonl --csv /tmp/small/h.csv; s=\$?; cmp -s good.csv /tmp/small/h.csv || echo 'fpscope: the old file was lost' >&2; exit \$s"
   # A run log replacing an earlier one on a disk that fills: the earlier one is back, byte for byte.
+  bad device-text-data-endless 2 "text file /dev/zero holds more than 1 GiB (or never ends" -- in_namespace "$fpscope" train --model gpt --data text:/dev/zero --steps 1
   bad full-disk-train-keeps-the-old-log 1 "--out /tmp/small/run.jsonl: cannot write: No space left on device" -- in_namespace bash -c "mkdir -p /tmp/small && mount -t tmpfs -o size=256k tmpfs /tmp/small && cp good.jsonl /tmp/small/run.jsonl &&
       '$fpscope' train --steps 100000 --out /tmp/small/run.jsonl >/dev/null; s=\$?; cmp -s good.jsonl /tmp/small/run.jsonl || echo 'fpscope: the old run log was lost' >&2;
       test ! -e /tmp/small/run.jsonl.previous || echo 'fpscope: run.jsonl.previous left behind' >&2; exit \$s"

@@ -99,6 +99,10 @@ std::vector<int> parse_layer_sizes(std::string_view text) {
     int size = 0;
     const auto piece = text.substr(start, dash - start);
     const auto result = std::from_chars(piece.data(), piece.data() + piece.size(), size);
+    const bool digits = !piece.empty() && piece.find_first_not_of("0123456789") == std::string_view::npos;
+    if (digits && (result.ec == std::errc::result_out_of_range || size > max_layer_size))
+      throw std::invalid_argument("model '" + printable_text(text) + "': a layer of " + printable_text(piece) + " is wider than the largest, " +
+                                  std::to_string(max_layer_size));
     if (piece.empty() || result.ec != std::errc{} || result.ptr != piece.data() + piece.size() || size < 1 || size > max_layer_size)
       throw std::invalid_argument(message);
     sizes.push_back(size);

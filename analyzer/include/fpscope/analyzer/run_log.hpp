@@ -70,8 +70,12 @@ inline constexpr std::uint64_t json_bytes_per_line_byte = 32;
 // Throws RunLogError naming `where` when a line of line_bytes cannot be parsed in the memory left.
 void check_line_memory(std::size_t line_bytes, const std::string& where);
 
+// Each step once and in order (a repeated step would be summed into every series twice): throws
+// RunLogError at `where` when `step` does not come after `previous`.
+void check_step_order(std::optional<std::int64_t> previous, std::int64_t step, const std::string& where);
 // Reads a whole run log. A last line without its newline that does not parse is taken for a
-// write in progress or a crash: skipped with a warning. Anything else malformed is an error.
+// write in progress or a crash: skipped with a warning. Anything else malformed is an error,
+// steps out of order (check_step_order) among them.
 RunLog read_run_log(const std::filesystem::path& path);
 
 // Writes a whole run log through the output policy (output_file.hpp): atomically for a file.

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "fpscope/snapshot/run_store.hpp"
@@ -46,6 +47,7 @@ class RunLogFollower {
   bool have_header_ = false;
   RunHeader header_;  // how to read the lines after it (version 1 or 2)
   std::string header_line_;  // as read, with its newline
+  std::optional<std::int64_t> last_step_;  // the last line's step: the next must come after it
   bool have_identity_ = false;
   std::uint64_t device_ = 0, inode_ = 0;
   std::uint64_t stuck_size_ = 0;  // size when a malformed line stopped reading
