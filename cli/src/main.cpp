@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cctype>
 #include <string_view>
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -70,14 +71,20 @@ std::vector<std::string> translate_arguments(int argc, char** argv) {
 // descriptor 1), a full disk or a closed pipe would cut them short. Both are errors.
 // Every error is one line on stderr: whatever of the user's text is in it (a file's bytes, an
 // argument) is escaped, so no control character breaks the line or drives the terminal.
-static void print_error(std::string_view message) { fmt::print(stderr, "fpscope: {}\n", fpscope::printable_text(message, 4096)); }
+// Never throws: an error message that cannot be written (stderr on a full disk) is lost, and the
+// status still says what happened -- where {fmt}'s throwing print would abort.
+static void print_error(std::string_view message) {
+  const std::string line = "fpscope: " + fpscope::printable_text(message, 4096) + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+}
 
 static bool standard_output_open() { return ::fcntl(STDOUT_FILENO, F_GETFD) != -1 || errno != EBADF; }
 
 static int finish_standard_output(int status) {
   if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || std::fclose(stdout) != 0) {
     const int error = errno;
-    fmt::print(stderr, "fpscope: cannot write to standard output: {}\n", std::strerror(error != 0 ? error : EIO));
+    print_error(std::string("cannot write to standard output: ") + std::strerror(error != 0 ? error : EIO));
     return status == 0 ? 1 : status;
   }
   return status;
@@ -86,8 +93,11 @@ static int finish_standard_output(int status) {
 static int run(int argc, char** argv);
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) makes a write fail with EFBIG, said in one sentence, rather
+  // than killing the process silently mid-write.
+  std::signal(SIGXFSZ, SIG_IGN);
   if (!standard_output_open()) {
-    fmt::print(stderr, "fpscope: standard output is closed: fpscope writes its results there (redirect it to /dev/null to drop them)\n");
+    print_error("standard output is closed: fpscope writes its results there (redirect it to /dev/null to drop them)");
     return 1;
   }
   return finish_standard_output(run(argc, argv));
@@ -141,7 +151,7 @@ static int run(int argc, char** argv) {
     return 2;
   } catch (const std::bad_alloc&) {
     std::fflush(stdout);
-    fmt::print(stderr, "fpscope: out of memory\n");
+    print_error("out of memory");
     return 1;
   } catch (const std::filesystem::filesystem_error& e) {
     // The library's wording ("filesystem error: status: ...") made a sentence about the path.

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <functional>
 #include <chrono>
+#include <csignal>
 #include <map>
 #include <cstdlib>
 #include <cstdio>
@@ -376,6 +377,7 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit: a write that says EFBIG, not a silent kill
   Options o;
   CLI::App cli("fpscope-gui: watch mixed-precision training live, tune the loss scale by eye, explore float formats bit by bit");
   cli.add_option("--follow", o.app.follow, "show a run log that another process is writing (fpscope train, the PyTorch bridge)");

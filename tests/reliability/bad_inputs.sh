@@ -151,6 +151,7 @@ head -c 100 ck.jsonl.ckpt >torn.ckpt
 # A line nested 300,000 levels deep (600 KB), and a log of its header alone.
 python3 -c "print('{\"schema_version\": 1}'); print('{\"step\": 0, \"x\": ' + '[' * 300000 + ']' * 300000 + '}')" >deep.jsonl
 head -n 1 good.jsonl >headeronly.jsonl
+cp good.jsonl flimit.jsonl
 { head -n 2 good.jsonl; sed -n 2p good.jsonl; } >repeated.jsonl
 printf '{"schema_version": 2, "fpscope_run_log": true, "source": 5}\n' >numbersource.jsonl
 printf '{"schema_version": 2, "fpscope_run_log": true}\n{"step": 0, "tensors": []\x00}\n' >nulbyte.jsonl
@@ -419,6 +420,14 @@ bad train-text-data-folder 2 "text file afolder is a folder" -- "$fpscope" train
 bad train-layer-size-20-digits 2 "a layer of 99999999999999999999 is wider than the largest" -- "$fpscope" train --model 99999999999999999999-10 --steps 1
 bad quantize-npy-two-descr 1 "twodescr.npy: the header names 'descr' twice" -- "$fpscope" quantize twodescr.npy -f mxfp8
 good quantize-npy-through-a-pipe "^/dev/stdin: 1000 elements" -- bash -c "cat zeros1000.npy | '$fpscope' quantize /dev/stdin -f mxfp8"
+
+# ---- resource limits, long names, a full stderr ----
+bad ulimit-file-size 1 "--out flimit.jsonl: cannot write: File too large" -- bash -c "ulimit -f 8; exec '$fpscope' train --model 32-64-10 --steps 2000 --out flimit.jsonl"
+bad ulimit-open-files 1 "--out never.jsonl: cannot open its folder to make the write durable: Too many open files" -- bash -c "ulimit -n 5; exec '$fpscope' train --model 8-8-2 --steps 2 --out never.jsonl"
+long_name=$(printf 'n%.0s' {1..240}).jsonl
+may_change="$long_name"
+good train-name-of-246-bytes "^2 steps" -- bash -c "'$fpscope' train --model 8-8-2 --steps 2 --out $long_name >/dev/null && '$fpscope' train --model 8-8-2 --steps 2 --out $long_name && test \$(ls -A | grep -c fpscope-tmp) = 0"
+good error-with-stderr-full "" -- bash -c "'$fpscope' analyze nosuch.jsonl 2>/dev/full; test \$? = 1"
 
 # ---- a checkpoint belongs to the run whose log it covers ----
 "$fpscope" train --model 8-8-2 --steps 4 --checkpoint-every 2 --checkpoint shared.ckpt --out owner.jsonl >/dev/null 2>&1

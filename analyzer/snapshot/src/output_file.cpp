@@ -124,8 +124,18 @@ std::filesystem::path folder_of(const std::filesystem::path& path) {
 // by accident. Their writer holds an flock on them until the rename.
 // (Appended to a string that starts as ".": GCC 12's -Wrestrict misreads "." + std::string&&.)
 std::string temporary_prefix(const std::filesystem::path& target) {
+  // Within a file name's 255 bytes whatever the target's length: a long name is cut, and a hash
+  // of the whole name keeps two long names that share a beginning apart.
+  const std::string name = target.filename().string();
   std::string prefix = ".";
-  prefix += target.filename().string();
+  if (name.size() <= 200) {
+    prefix += name;
+  } else {
+    prefix += name.substr(0, 200);
+    char hash[24];
+    std::snprintf(hash, sizeof hash, "~%016llx", static_cast<unsigned long long>(std::hash<std::string>{}(name)));
+    prefix += hash;
+  }
   prefix += ".fpscope-tmp-";
   return prefix;
 }
@@ -265,12 +275,15 @@ void refuse_if_being_written(const OutputTarget& target) {
 }
 
 void rename_into_place(const OutputTarget& target, Temporary& temporary) {
-  if (::rename(temporary.path.c_str(), target.resolved.c_str()) != 0) {
+  // The folder is opened before the rename: a failure to open it (no descriptors left) changes
+  // nothing; after the rename only its fsync is left to do.
+  const FileDescriptor folder(::open(folder_of(target.resolved).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (folder.get() < 0 || ::rename(temporary.path.c_str(), target.resolved.c_str()) != 0) {
     const int error = errno;  // kept: the clean-up below must not overwrite it
     ::unlink(temporary.path.c_str());
-    fail_errno(target, "cannot replace it", error);
+    fail_errno(target, folder.get() < 0 ? "cannot open its folder to make the write durable" : "cannot replace it", error);
   }
-  sync_folder(folder_of(target.resolved), target);
+  if (::fsync(folder.get()) != 0 && errno != EINVAL) fail_errno(target, "cannot make the write durable", errno);
 }
 
 }  // namespace
