@@ -22,6 +22,7 @@
 #include "fpscope/core/decimal.hpp"
 #include "fpscope/core/names.hpp"
 #include "fpscope/core/printable_text.hpp"
+#include "fpscope/gpu/gemm.hpp"
 
 namespace {
 
@@ -93,6 +94,7 @@ static int finish_standard_output(int status) {
 static int run(int argc, char** argv);
 
 int main(int argc, char** argv) {
+  fpscope::start_without_blas_workers(argv);
   // A file-size limit (ulimit -f) makes a write fail with EFBIG, said in one sentence, rather
   // than killing the process silently mid-write.
   std::signal(SIGXFSZ, SIG_IGN);

@@ -3,6 +3,8 @@
 // oneDNN's bf16 kernels where the processor has them and the operands allow it (bf16_products.cpp
 // decides).
 #include "fpscope/gpu/gemm.hpp"
+
+#include <unistd.h>
 #include "fpscope/gpu/parallel.hpp"
 
 #include <cblas.h>
@@ -187,5 +189,12 @@ void set_gemm_threads(int threads) {
 int gemm_threads() { return parallel_threads(); }
 
 int gemm_cores() { return openblas_get_num_procs(); }
+
+void start_without_blas_workers(char** argv) {
+  if (std::getenv("OPENBLAS_NUM_THREADS") != nullptr) return;
+  if (::setenv("OPENBLAS_NUM_THREADS", "1", 1) != 0) return;
+  ::execv("/proc/self/exe", argv);
+  ::unsetenv("OPENBLAS_NUM_THREADS");  // the exec failed: go on as this process is
+}
 
 }  // namespace fpscope

@@ -146,6 +146,13 @@ std::string cpu_products_description();
 // The engine's threads for the products and the element-wise passes (0: all cores), and how many
 // it uses now. The count changes the speed, never a bit.
 void set_gemm_threads(int threads);
+// OpenBLAS starts its worker threads as the program loads, before main; fpscope runs it on one
+// thread (its products are sliced over fpscope's own pool), and under a memory limit (ulimit -v)
+// those idle workers retry their buffers forever, so that the process never exits. Called first
+// in a program's main: where OPENBLAS_NUM_THREADS is not set, the program is run again with it set
+// to 1 (execv of /proc/self/exe, the same arguments), so no worker is started; where it is set,
+// or the exec fails, it returns and nothing changes.
+void start_without_blas_workers(char** argv);
 int gemm_threads();
 // The cores OpenBLAS sees: what threads 0 means.
 int gemm_cores();
