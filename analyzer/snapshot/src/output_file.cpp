@@ -455,14 +455,19 @@ void write_outputs(std::span<const OutputTarget> targets, std::span<const std::s
     abandon();
     throw;
   }
-  for (std::size_t i = 0; i < targets.size(); ++i) {
-    if (!targets[i].is_file()) {
-      write_output(targets[i], contents[i]);
-      continue;
+  try {
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      if (!targets[i].is_file()) {
+        write_output(targets[i], contents[i]);
+        continue;
+      }
+      const FileDescriptor folder = lock_folder(targets[i]);
+      rename_into_place(targets[i], temporaries[i]);
+      temporaries[i].path.clear();
     }
-    const FileDescriptor folder = lock_folder(targets[i]);
-    rename_into_place(targets[i], temporaries[i]);
-    temporaries[i].path.clear();
+  } catch (...) {
+    abandon();  // the temporaries not yet renamed
+    throw;
   }
 }
 
@@ -564,6 +569,7 @@ AppendingOutput::AppendingOutput(AppendingOutput&& other) noexcept
 
 AppendingOutput& AppendingOutput::operator=(AppendingOutput&& other) noexcept {
   if (this != &other) {
+    if (!previous_.empty() && ::rename(previous_.c_str(), target_.resolved.c_str()) == 0) sync_folder_quietly(folder_of(target_.resolved));
     if (owns_fd_ && fd_ >= 0) ::close(fd_);
     target_ = std::move(other.target_);
     fd_ = std::exchange(other.fd_, -1);
