@@ -423,7 +423,10 @@ good quantize-npy-through-a-pipe "^/dev/stdin: 1000 elements" -- bash -c "cat ze
 
 # ---- resource limits, long names, a full stderr ----
 bad ulimit-file-size 1 "--out flimit.jsonl: cannot write: File too large" -- bash -c "ulimit -f 8; exec '$fpscope' train --model 32-64-10 --steps 2000 --out flimit.jsonl"
-bad ulimit-open-files 1 "Too many open files" -- bash -c "ulimit -n 5; exec '$fpscope' train --model 8-8-2 --steps 2 --out never.jsonl"
+# (Not under the sanitizers: their runtime needs descriptors of its own, and with 5 its checks
+# misfire -- UBSan's vptr check calls a std::ifstream "an invalid vptr".)
+if ((under_asan)); then echo "skipped under AddressSanitizer (its runtime needs descriptors of its own under ulimit -n): ulimit-open-files"; skipped=$((skipped + 1))
+else bad ulimit-open-files 1 "Too many open files" -- bash -c "ulimit -n 5; exec '$fpscope' train --model 8-8-2 --steps 2 --out never.jsonl"; fi
 long_name=$(printf 'n%.0s' {1..240}).jsonl
 may_change="$long_name"
 good train-name-of-246-bytes "^2 steps" -- bash -c "'$fpscope' train --model 8-8-2 --steps 2 --out $long_name >/dev/null && '$fpscope' train --model 8-8-2 --steps 2 --out $long_name && test \$(ls -A | grep -c fpscope-tmp) = 0"
@@ -456,7 +459,9 @@ if [[ -n "$gui" ]] && { [[ -n "${DISPLAY:-}" ]] || command -v Xvfb >/dev/null; }
     for _ in $(seq 50); do [[ -e "/tmp/.X11-unix/X$n" ]] && break; sleep 0.1; done
     with_display=(env DISPLAY=":$n")
   fi
-  bad gui-export-over-a-log-being-written 1 "run.jsonl: another fpscope process is writing it" -- "${with_display[@]}" "$gui" --follow good.jsonl --frames 1 --export busy_folder
+  # Under AddressSanitizer the app's leak check is off, as in gui_smoke.sh: Mesa's driver, unloaded
+  # at exit, leaves allocations LeakSanitizer cannot name.
+  bad gui-export-over-a-log-being-written 1 "run.jsonl: another fpscope process is writing it" -- env ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" "${with_display[@]}" "$gui" --follow good.jsonl --frames 1 --export busy_folder
   [[ -n "$display_pid" ]] && kill "$display_pid" 2>/dev/null
 fi
 kill "$busy_writer" 2>/dev/null; wait "$busy_writer" 2>/dev/null

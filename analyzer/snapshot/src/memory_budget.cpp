@@ -16,6 +16,7 @@ namespace {
 // "MemAvailable:   12345678 kB" in /proc/meminfo.
 std::optional<std::uint64_t> mem_available() {
   std::ifstream in("/proc/meminfo");
+  if (!in.is_open()) return std::nullopt;  // no descriptor left (ulimit -n): not known
   std::string key, unit;
   std::uint64_t value = 0;
   while (in >> key >> value >> unit)
@@ -26,7 +27,7 @@ std::optional<std::uint64_t> mem_available() {
 std::optional<std::uint64_t> read_number(const std::string& path) {
   std::ifstream in(path);
   std::string text;
-  if (!(in >> text) || text == "max") return std::nullopt;
+  if (!in.is_open() || !(in >> text) || text == "max") return std::nullopt;
   std::istringstream parse(text);
   std::uint64_t value = 0;
   if (!(parse >> value)) return std::nullopt;
@@ -36,6 +37,7 @@ std::optional<std::uint64_t> read_number(const std::string& path) {
 // The cgroup v2 this process is in ("0::/user.slice/..." in /proc/self/cgroup): limit - usage.
 std::optional<std::uint64_t> cgroup_headroom() {
   std::ifstream in("/proc/self/cgroup");
+  if (!in.is_open()) return std::nullopt;
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind("0::", 0) != 0) continue;
