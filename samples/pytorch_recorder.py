@@ -37,7 +37,7 @@ def main():
                                 torch.nn.Linear(256, 10))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     with fpscope_torch.Recorder(model, args.out, every=args.every, model_name="64-256-256-10 gelu",
-                                precision="bf16 autocast", fmt="bf16") as recorder:
+                                precision="bf16 autocast", fmt="bf16", overwrite=True) as recorder:
         for step in range(args.steps):
             labels = torch.randint(0, 10, (args.batch,))
             inputs = centers[labels] + 3 * torch.randn(args.batch, 64)

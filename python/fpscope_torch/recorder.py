@@ -1,5 +1,6 @@
 """Recorder: observes a PyTorch training and writes an fpscope run log (schema 2)."""
 
+import gc
 import json
 import math
 import os
@@ -8,11 +9,72 @@ import weakref
 
 import torch
 
+from . import log_file
 from .blocks import block_statistics, merge_block_statistics, parse_blocks
 from .histogram import COUNTS, assemble, captured_of, partial_histogram, tensor_record
 
 SCHEMA_VERSION = 2
 _SHARDED = ("activation", "activation_gradient")  # each rank computes its own; summed across ranks
+
+
+def _compiling():
+    """Whether torch.compile is tracing the caller: a hook then returns at once, so that nothing of
+    the recorder enters a graph or its guards."""
+    for module in (getattr(torch, "compiler", None), getattr(torch, "_dynamo", None)):
+        is_compiling = getattr(module, "is_compiling", None)
+        if is_compiling is not None:
+            return is_compiling()
+    return False
+
+
+def _in_backward():
+    """Whether the autograd engine is running a backward pass on this thread: a forward then is
+    activation checkpointing's recomputation. torch < 2 cannot tell (False)."""
+    task = getattr(torch._C, "_current_graph_task_id", None)
+    return task is not None and task() != -1
+
+
+def _dtensor_type():
+    for where in ("torch.distributed.tensor", "torch.distributed._tensor"):
+        try:
+            return __import__(where, fromlist=["DTensor"]).DTensor
+        except (ImportError, AttributeError):
+            continue
+    return None
+
+
+_DTENSOR = _dtensor_type() if torch.distributed.is_available() else None
+
+
+def _is_shard(tensor):
+    """A DTensor (FSDP2, tensor parallel): this rank holds a part; the whole tensor's histogram is
+    the sum of the ranks' (a replicated placement is summed too, so it is recorded from rank 0)."""
+    return _DTENSOR is not None and isinstance(tensor, _DTENSOR)
+
+
+def _local(tensor):
+    """What this rank holds of a tensor: a DTensor's local shard, a complex tensor's real and
+    imaginary parts side by side (each a float a cast would round), else the tensor."""
+    if _is_shard(tensor):
+        tensor = tensor.to_local()
+    if tensor.is_complex():
+        tensor = torch.view_as_real(tensor)
+    return tensor
+
+
+def _unwrapped(model):
+    """The module whose names the log uses: through torch.compile's OptimizedModule (`_orig_mod`)
+    and DistributedDataParallel (`module`), so that a compiled or wrapped model's records carry
+    the names of the model itself."""
+    while True:
+        inner = getattr(model, "_orig_mod", None)
+        if isinstance(inner, torch.nn.Module):
+            model = inner
+            continue
+        if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+            model = model.module
+            continue
+        return model
 
 
 def _tensors(value, path=""):
@@ -29,20 +91,53 @@ def _tensors(value, path=""):
             yield from _tensors(item, f"{path}.{key}")
 
 
+def _matches(label, prefixes):
+    return any(label == p or label.startswith(p + ".") for p in prefixes)
+
+
 def _recorded_modules(model, include, exclude):
-    """Leaf modules (their outputs are the layer activations), and attention and recurrent modules,
-    whose outputs are tuples their children do not show; filtered by name prefixes."""
+    """Leaf modules (their outputs are the layer activations), attention and recurrent modules,
+    whose outputs are tuples their children do not show, and any module `include` names exactly (a
+    transformer block: its output is the residual stream); filtered by name prefixes."""
     wanted = (torch.nn.MultiheadAttention, torch.nn.RNNBase)
     for name, module in model.named_modules():
-        leaf = not any(True for _ in module.children())
-        if not (leaf or isinstance(module, wanted)):
-            continue
         label = name or type(module).__name__
-        if include is not None and not any(label == p or label.startswith(p + ".") for p in include):
+        leaf = not any(True for _ in module.children())
+        named = include is not None and label in include
+        if not (leaf or isinstance(module, wanted) or named):
             continue
-        if exclude is not None and any(label == p or label.startswith(p + ".") for p in exclude):
+        if include is not None and not _matches(label, include):
+            continue
+        if exclude is not None and _matches(label, exclude):
             continue
         yield label, module
+
+
+def _recorded_parameters(model, include, exclude):
+    for name, parameter in model.named_parameters():
+        if not parameter.requires_grad:
+            continue
+        if include is not None and not _matches(name, include):
+            continue
+        if exclude is not None and _matches(name, exclude):
+            continue
+        yield name, parameter
+
+
+def _check_prefixes(model, include, exclude):
+    """include= and exclude= name modules or parameters by prefix: one that matches nothing is a
+    typo, not a wish to record nothing."""
+    names = [name for name, _ in model.named_modules() if name] + [name for name, _ in model.named_parameters()]
+    for argument, prefixes in (("include", include), ("exclude", exclude)):
+        if prefixes is None:
+            continue
+        if isinstance(prefixes, str):
+            raise TypeError(f"{argument}= takes a list of module names, not the string {prefixes!r}: write {argument}=[{prefixes!r}]")
+        unmatched = [p for p in prefixes if not any(_matches(name, [p]) for name in names)]
+        if unmatched:
+            close = sorted({name.split(".")[0] for name in names})[:8]
+            raise ValueError(f"{argument}= names {unmatched}, which match no module or parameter of the model "
+                             f"(its top-level names: {', '.join(close)})")
 
 
 def _read_back(steps):
@@ -74,23 +169,37 @@ def cast_format(precision):
 
 class Recorder:
     """Records exponent histograms of a model's activations, activation gradients, weights and
-    weight gradients every `every` steps, and a step record (loss, the loss scale its backward
-    used, skipped) for every step, into the run log at `path`.
+    weight gradients every `every` optimizer steps, and a step record (loss, the loss scale its
+    backward used, skipped) for every step, into the run log at `path`.
 
     Observe, never alter: forward hooks for activations, and hooks on the autograd nodes that made
     them for their gradients (an in-place op after a module rewrites its output tensor, never that
-    node), `register_post_accumulate_grad_hook` for weight gradients (torch >= 2.1; on
-    older torch, a hook on each parameter's gradient of the last backward call). Hooks are
-    installed only for the steps recorded: an unrecorded step runs exactly as without fpscope.
-    Gradients are read during the backward pass, before any unscaling, so they carry the scale
-    the backward used, and each record says so (`scale`); values already in fp16/bf16 are
-    `as_stored`, others `before_cast`.
+    node); weight gradients are read when the backward pass has finished, after every callback
+    queued in it (DistributedDataParallel's averaging, FSDP2's reduce-scatter): the gradient the
+    optimizer sees, before any unscaling, so they carry the scale the backward used, and each
+    record says so (`scale`); values already in fp16/bf16 are `as_stored`, others `before_cast`.
+    Hooks are installed only for the steps recorded: an unrecorded step runs exactly as without
+    fpscope.
+
+    One optimizer step is one record however many forwards and backwards make it: micro-batches of
+    gradient accumulation add into the same tensors' histograms (each forward of `model` starts a
+    pass; a module called twice within one pass is two layers, `name` and `name#2`), and the
+    forward that activation checkpointing recomputes during the backward is not recorded again.
+    Under torch.compile the hooks return at once while Dynamo traces, so nothing of the recorder
+    enters a graph: activations computed inside compiled code are not recorded; weights, weight
+    gradients, losses and scales are.
 
     `fmt` is the format the run casts to, the header's `format` that `fpscope analyze` and the app
     ask about by default: given, or read from `precision` ("bf16 autocast" -> bf16), else fp16.
+    `scaler`: the GradScaler whose scale the backward carries (a GradScaler in use but not given is
+    refused at the first step: its gradients would be logged as unscaled); `scaler=False` says
+    there is none. An existing log at `path` is replaced only with `overwrite=True`, and continued
+    with `append=True`; one writer at a time (the lock `fpscope train` and the app take).
 
-    Call step(loss) once per training step, after the optimizer step (and the scaler's update).
-    Under torch.distributed every rank must call it (recording steps are collective).
+    Call step(loss) once per optimizer step, after the optimizer step and the scaler's update.
+    Under torch.distributed every rank must call it (recording steps are collective): activations,
+    activation gradients and DTensor shards (FSDP2) are summed over the ranks, replicated weights
+    and weight gradients (DDP, after its averaging) are rank 0's.
 
     blocks="mxfp8-e4m3" (or "mxfp4:even", any OCP MX format with a scale rule, or "nvfp4") also
     records, for every recorded tensor, what that block-scaled format would do to it (blocks of
@@ -105,18 +214,24 @@ class Recorder:
 
     def __init__(self, model, path, every=1, scaler=None, model_name=None, precision=None, fmt=None,
                  kinds=("activation", "activation_gradient", "weight", "weight_gradient"),
-                 include=None, exclude=None, append=False, global_step=None, blocks=None, block_size=None):
+                 include=None, exclude=None, append=False, overwrite=False, global_step=None, blocks=None, block_size=None):
         if every < 1:
             raise ValueError(f"every must be at least 1, not {every}")
         unknown = set(kinds) - {"activation", "activation_gradient", "weight", "weight_gradient"}
         if unknown:
             raise ValueError(f"unknown kinds {sorted(unknown)}: expected activation, activation_gradient, weight, weight_gradient")
+        if append and overwrite:
+            raise ValueError("append=True goes on with an existing log and overwrite=True replaces it: pass one of them")
         self.model = model
+        self._root = _unwrapped(model)
         self.path = os.fspath(path)
         self.every = every
-        self.scaler = scaler
+        self._scaler_declared_none = scaler is False
+        self.scaler = None if scaler is False else scaler
         self.kinds = set(kinds)
-        self._modules = list(_recorded_modules(model, include, exclude))
+        _check_prefixes(self._root, include, exclude)
+        self._modules = list(_recorded_modules(self._root, include, exclude))
+        self._parameters = list(_recorded_parameters(self._root, include, exclude))
         self._distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
         self._rank = torch.distributed.get_rank() if self._distributed else 0
         self._blocks = parse_blocks(blocks) if blocks is not None else None
@@ -127,19 +242,26 @@ class Recorder:
         self._block_size = block_size
         self._pending_blocks = {}   # (name, kind) -> the step's block statistics
         self._hooks = []            # removed at the end of each recorded step
-        self._pending = {}          # (name, kind) -> [[Partial, ...], scale, captured], for the step recorded
+        self._pending = {}          # (name, kind) -> [[Partial, ...], scale, captured, summed over ranks]
         self._seen = {}             # id(tensor) -> (weakref, version, Partial): this step's histograms by tensor
-        self._calls = {}            # module label -> calls so far in this step
+        self._calls = {}            # module label -> calls so far in this forward pass
+        self._recomputed_calls = {} # the same for checkpointing's recomputation in the backward
+        self._pass_names = set()    # names recorded by this forward pass
+        self._gradient_hooks = 0    # gradient hooks installed this step, and whether any ran
+        self._backward_seen = False
+        self._reader_queued = False
         self._shadowing = False     # inside shadow(): records go to "<name> (fp32 shadow)"
         self._shadow_calls = {}
         self._steps = []            # step records not yet written: [step, loss, scale used, scale after, skipped]
         self._file = None
+        self._closed = False
+        self._scaler_looked_for = self.scaler is not None or self._scaler_declared_none
         self._scale_used = self._scale_now()  # the scale the next backward will use
         self.step_index = 0
         if self._rank == 0:
-            self._open(model_name, precision, fmt if fmt is not None else cast_format(precision), append)
+            self._open(model_name, precision, fmt if fmt is not None else cast_format(precision), append, overwrite)
         if append and global_step is None:
-            global_step = self._next_step_in_log() if self._rank == 0 else 0
+            global_step = log_file.last_step(self._file) + 1 if self._rank == 0 else 0
             if self._distributed:
                 shared = [global_step]
                 torch.distributed.broadcast_object_list(shared, src=0)
@@ -155,45 +277,23 @@ class Recorder:
     def _products(self):
         """Where the model's products run, for the header (as fpscope train names its libraries):
         "PyTorch 2.5.1 (cpu)", "PyTorch 2.5.1 (cuda: NVIDIA H100 80GB HBM3)"."""
-        device = next((p.device for p in self.model.parameters()), torch.device("cpu"))
+        device = next((p.device for p in self._root.parameters()), torch.device("cpu"))
         where = device.type
         if device.type == "cuda":
             where += ": " + torch.cuda.get_device_name(device)
         return f"PyTorch {torch.__version__} ({where})"
 
-    def _open(self, model_name, precision, fmt, append):
+    def _open(self, model_name, precision, fmt, append, overwrite):
         if append and os.path.exists(self.path):
-            with open(self.path) as f:
-                first = f.readline()
-            try:
-                header = json.loads(first)
-            except ValueError:
-                header = None
-            if not isinstance(header, dict) or "schema_version" not in header:
-                raise ValueError(f"{self.path} is not an fpscope run log: cannot append to it")
+            self._file, header = log_file.open_to_append(self.path)
             self._run_id = header.get("run_id", "")
-            self._file = open(self.path, "a")
             return
         self._run_id = uuid.uuid4().hex
         header = {"fpscope_run_log": True, "schema_version": SCHEMA_VERSION, "run_id": self._run_id,
-                  "source": "fpscope_torch", "model": model_name or type(self.model).__name__,
+                  "source": "fpscope_torch", "model": model_name or type(self._root).__name__,
                   "precision": precision or "", "format": fmt, "rounding": "rne",
                   "scaler": "dynamic" if self._scaler_enabled() else "none", "products": self._products()}
-        tmp = os.path.join(os.path.dirname(os.path.abspath(self.path)), f".{os.path.basename(self.path)}.fpscope-tmp-{os.getpid()}")
-        with open(tmp, "w") as f:
-            f.write(json.dumps(header) + "\n")
-        os.replace(tmp, self.path)  # atomically: a follower never sees a half-written header
-        self._file = open(self.path, "a")
-
-    def _next_step_in_log(self):
-        last = -1
-        with open(self.path) as f:
-            for line in f:
-                try:
-                    last = max(last, int(json.loads(line).get("step", -1)))
-                except (ValueError, AttributeError):
-                    pass  # the header, or a torn last line
-        return last + 1
+        self._file = log_file.create(self.path, header, overwrite)
 
     # ---- the scaler ----
 
@@ -210,6 +310,30 @@ class Recorder:
             return scale.detach().clone()
         return float(self.scaler.get_scale())
 
+    def _refuse_an_undeclared_scaler(self):
+        """Once, at the first step with no scaler given: a GradScaler that has scaled a loss makes
+        every gradient carry its scale, which the log would then call 1."""
+        self._scaler_looked_for = True
+        types = tuple(t for t in (getattr(getattr(torch, "amp", None), "GradScaler", None),
+                                  getattr(torch.cuda.amp, "GradScaler", None)) if isinstance(t, type))
+        if not types:
+            return
+        for thing in gc.get_objects():
+            # type(), not isinstance(): the latter asks objects for __class__, which some answer
+            # with a warning (or, for a weak proxy whose object is gone, an error).
+            if issubclass(type(thing), types) and thing.is_enabled() and getattr(thing, "_scale", None) is not None:
+                raise RuntimeError("a GradScaler is scaling this training's losses but was not given to Recorder: its "
+                                   "gradients would be logged as unscaled; pass Recorder(..., scaler=scaler), or "
+                                   "scaler=False if that scaler belongs to another model")
+
+    def _refuse_a_step_before_the_scalers_update(self):
+        states = getattr(self.scaler, "_per_optimizer_states", None)
+        if not isinstance(states, dict):
+            return
+        if any(getattr(state.get("stage"), "name", "") == "STEPPED" for state in states.values() if isinstance(state, dict)):
+            raise RuntimeError("Recorder.step() came after scaler.step() but before scaler.update(): call it after "
+                               "scaler.update(), or a skipped step is logged one step late")
+
     # ---- hooks, installed only for a recorded step ----
 
     def _recording(self):
@@ -218,19 +342,20 @@ class Recorder:
     def _arm_if_recording(self):
         if not self._recording():
             return
-        self._calls = {}
+        self._calls, self._recomputed_calls, self._pass_names = {}, {}, set()
+        self._gradient_hooks, self._backward_seen = 0, False
+        self._hooks.append(self._root.register_forward_pre_hook(self._new_pass))
         for label, module in self._modules:
             self._hooks.append(module.register_forward_hook(self._forward_hook(label)))
-        for name, parameter in self.model.named_parameters():
-            if not parameter.requires_grad:
-                continue
+        for name, parameter in self._parameters:
             if "weight" in self.kinds:
                 self._add(name, "weight", parameter, 1.0)  # the weights the coming forward uses
             if "weight_gradient" in self.kinds:
+                self._gradient_hooks += 1
                 if hasattr(parameter, "register_post_accumulate_grad_hook"):
-                    self._hooks.append(parameter.register_post_accumulate_grad_hook(self._accumulated_grad_hook(name)))
+                    self._hooks.append(parameter.register_post_accumulate_grad_hook(self._weight_gradient_arrived))
                 else:
-                    self._hooks.append(parameter.register_hook(self._grad_hook(name)))
+                    self._hooks.append(parameter.register_hook(self._weight_gradient_arrived))
 
     def _disarm(self):
         for hook in self._hooks:
@@ -240,6 +365,8 @@ class Recorder:
     def _add(self, name, kind, tensor, scale, replace=False):
         if kind not in self.kinds:
             return
+        summed = kind in _SHARDED or _is_shard(tensor)
+        tensor = _local(tensor)
         partial = self._histogram_of(tensor)
         key = (name, kind)
         if self._blocks is not None:
@@ -250,7 +377,7 @@ class Recorder:
         if key in self._pending and not replace:
             self._pending[key][0].append(partial)  # summed when the step is written
         else:
-            self._pending[key] = [[partial], scale, captured_of(tensor)]
+            self._pending[key] = [[partial], scale, captured_of(tensor), summed]
 
     def _histogram_of(self, tensor):
         """A tensor's partial histogram, computed once per step: a module that returns its input
@@ -269,41 +396,66 @@ class Recorder:
     def _shadow_name(self, name):
         return f"{name} (fp32 shadow)" if self._shadowing else name
 
+    def _new_pass(self, module, inputs):
+        """A forward of the model: the next micro-batch (its modules' calls counted afresh, so that
+        micro-batches add into the same names)."""
+        if _compiling() or self._shadowing or _in_backward():
+            return
+        self._calls, self._recomputed_calls, self._pass_names = {}, {}, set()
+
     def _forward_hook(self, label):
         def hook(module, inputs, output):
+            if _compiling():
+                return  # inside a graph being traced: nothing of the recorder may enter it
             # An evaluation forward (no_grad, eval()) on a recording step is not training.
             if not torch.is_grad_enabled() or not module.training:
                 return
-            calls = self._shadow_calls if self._shadowing else self._calls
+            recomputing = not self._shadowing and _in_backward()
+            calls = self._shadow_calls if self._shadowing else self._recomputed_calls if recomputing else self._calls
             call = calls.get(label, 0) + 1
             calls[label] = call
             name = self._shadow_name(label if call == 1 else f"{label}#{call}")  # a module called twice is two layers
+            if recomputing and name in self._pass_names:
+                return  # checkpointing recomputes what this pass's forward recorded (and hooked)
+            self._pass_names.add(name)
             for path, tensor in _tensors(output):
                 self._add(name + path, "activation", tensor, 1.0)
                 if "activation_gradient" in self.kinds and tensor.grad_fn is not None:
                     # On the node that made the output, not on the tensor: an in-place op after
                     # the module (ReLU(inplace=True)) rewrites the tensor, never that node.
+                    self._gradient_hooks += 1
                     tensor.grad_fn.register_hook(self._output_grad_hook(name + path, tensor.output_nr))
         return hook
 
     def _output_grad_hook(self, name, output_nr):
         def hook(grad_inputs, grad_outputs):
+            self._backward_seen = True
             grad = grad_outputs[output_nr] if output_nr < len(grad_outputs) else None
             if grad is not None:
                 self._add(name, "activation_gradient", grad, self._scale_used)
         return hook
 
-    def _accumulated_grad_hook(self, name):
-        def hook(parameter):
-            # After each accumulation: the last call leaves the whole step's gradient.
+    def _weight_gradient_arrived(self, *_):
+        """A parameter's gradient was accumulated: the weight gradients are read once this backward
+        has finished (_read_weight_gradients). Returns None: the gradient is not changed."""
+        self._backward_seen = True
+        if not self._reader_queued:
+            self._reader_queued = True
+            torch.autograd.Variable._execution_engine.queue_callback(self._read_weight_gradients_last)
+
+    def _read_weight_gradients_last(self):
+        # Callbacks queued during the backward after this one (DDP queues its averaging when the
+        # last gradient is ready) run before the reader that it queues now.
+        torch.autograd.Variable._execution_engine.queue_callback(self._read_weight_gradients)
+
+    def _read_weight_gradients(self):
+        """Every recorded parameter's gradient as the optimizer will see it: accumulated over the
+        micro-batches so far (the last backward's reading replaces the earlier ones), averaged or
+        reduced by the data-parallel wrapper, still carrying the loss scale."""
+        self._reader_queued = False
+        for name, parameter in self._parameters:
             if parameter.grad is not None:
                 self._add(self._shadow_name(name), "weight_gradient", parameter.grad, self._scale_used, replace=True)
-        return hook
-
-    def _grad_hook(self, name):
-        def hook(grad):
-            self._add(self._shadow_name(name), "weight_gradient", grad, self._scale_used, replace=True)
-        return hook
 
     # ---- fp32 shadow ----
 
@@ -316,9 +468,10 @@ class Recorder:
         round, flushes and overflows visible, as the paper's histograms were. The model's
         gradients are put back as they were and nothing else changes. On other steps it does
         nothing. Costs about one more forward and backward on each recording step."""
+        self._refuse_if_closed("shadow()")
         if not self._recording():
             return
-        parameters = [p for p in self.model.parameters() if p.requires_grad]
+        parameters = [p for p in self._root.parameters() if p.requires_grad]
         saved = [p.grad for p in parameters]
         for p in parameters:
             p.grad = None
@@ -336,12 +489,24 @@ class Recorder:
 
     # ---- steps ----
 
+    def _refuse_if_closed(self, what):
+        if self._closed:
+            raise RuntimeError(f"Recorder.{what} after close(): the run log {self.path} is closed; "
+                               "make a new Recorder(..., append=True) to go on with it")
+
     def step(self, loss=None, skipped=None):
-        """Ends a training step: call it after the optimizer step and the scaler's update. `loss`
+        """Ends an optimizer step: call it after the optimizer step and the scaler's update. `loss`
         (a tensor or number) goes into the step record; `skipped` says whether the optimizer
         step was skipped, for scalers other than GradScaler (whose skips are read from its scale:
         it backs off exactly when it skipped). Collective under torch.distributed on recorded
         steps."""
+        self._refuse_if_closed("step()")
+        if not self._scaler_looked_for:
+            self._refuse_an_undeclared_scaler()
+        self._refuse_a_step_before_the_scalers_update()
+        if self._recording() and self._pass_names and self._gradient_hooks and not self._backward_seen:
+            raise RuntimeError("Recorder.step() came after a forward pass whose backward has not run: call it once "
+                               "per optimizer step, after the backward, the optimizer step and the scaler's update")
         scale_after = self._scale_now()
         loss_value = loss.detach().float().reshape(()) if torch.is_tensor(loss) else loss
         self._steps.append([self.step_index, loss_value, self._scale_used, scale_after, skipped])
@@ -367,8 +532,8 @@ class Recorder:
         return line
 
     def _laid_out(self, pending):
-        """The step's partial histograms as (name, kind) -> [counts, scale, captured], counts a
-        COUNTS-long tensor: all of them laid out together, repeated calls summed."""
+        """The step's partial histograms as (name, kind) -> [counts, scale, captured, summed],
+        counts a COUNTS-long tensor: all of them laid out together, repeated calls summed."""
         keys = list(pending)
         partials = [p for key in keys for p in pending[key][0]]
         matrix = assemble(partials)
@@ -377,7 +542,7 @@ class Recorder:
             n = len(pending[key][0])
             counts = matrix[row] if n == 1 else matrix[row:row + n].sum(dim=0)
             row += n
-            laid_out[key] = [counts, pending[key][1], pending[key][2]]
+            laid_out[key] = [counts] + pending[key][1:]
         return laid_out
 
     def _write_recorded(self):
@@ -391,9 +556,9 @@ class Recorder:
             return
         lines = [self._step_line(r) for r in records]
         ordered = sorted(pending.items())
-        all_counts = torch.stack([counts for _, (counts, _, _) in ordered]).tolist() if ordered else []  # one read-back
+        all_counts = torch.stack([entry[0] for _, entry in ordered]).tolist() if ordered else []  # one read-back
         tensors = [tensor_record(name, kind, counts, scale if not torch.is_tensor(scale) else float(scale), captured)
-                   for ((name, kind), (_, scale, captured)), counts in zip(ordered, all_counts)]
+                   for ((name, kind), (_, scale, captured, _)), counts in zip(ordered, all_counts)]
         for ((name, kind), _), record in zip(ordered, tensors):
             if (name, kind) in blocks:
                 record["blocks"] = blocks[(name, kind)]
@@ -403,14 +568,18 @@ class Recorder:
 
     def _reduce(self, pending):
         """Under torch.distributed: the ranks agree on one key list (the union of what each saw;
-        zeros where a rank did not run a module), then sum the sharded kinds. Replicated kinds
-        (weights, weight gradients after DDP's averaging) are rank 0's."""
+        zeros where a rank did not run a module), then sum, in one all-reduce of the packed counts,
+        what each rank holds a part of (activations, their gradients, DTensor shards). Replicated
+        tensors (weights, weight gradients after DDP's averaging) are rank 0's."""
         if not self._distributed:
             return pending
         keys = [None] * torch.distributed.get_world_size()
-        torch.distributed.all_gather_object(keys, sorted(pending))
-        agreed = sorted({tuple(k) for rank_keys in keys for k in rank_keys})
-        sharded = [k for k in agreed if k[1] in _SHARDED]
+        torch.distributed.all_gather_object(keys, sorted((k, v[3]) for k, v in pending.items()))
+        agreed = {}
+        for rank_keys in keys:
+            for key, summed in rank_keys:
+                agreed[tuple(key)] = agreed.get(tuple(key), False) or summed
+        sharded = sorted(k for k, summed in agreed.items() if summed)
         if sharded:
             device = next((v[0].device for v in pending.values()), torch.device("cpu"))
             if torch.distributed.get_backend() == "nccl" and device.type != "cuda":
@@ -420,7 +589,7 @@ class Recorder:
             torch.distributed.all_reduce(stacked)
             for k, counts in zip(sharded, stacked):
                 scale, captured = (pending[k][1], pending[k][2]) if k in pending else (self._scale_used, "before_cast")
-                pending[k] = [counts, scale, captured]
+                pending[k] = [counts, scale, captured, True]
         return pending
 
     def _reduce_blocks(self, blocks):
@@ -438,7 +607,11 @@ class Recorder:
         return merged
 
     def close(self):
-        """Writes the step records not yet written and removes every hook."""
+        """Writes the step records not yet written, removes every hook and lets the log go (its
+        lock with it). Closing twice does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         self._disarm()
         _read_back(self._steps)
         if self._rank == 0 and self._file is not None:
@@ -452,4 +625,3 @@ class Recorder:
 
     def __exit__(self, *exc):
         self.close()
-

@@ -1,0 +1,113 @@
+"""The run log's file as the CLI keeps it: one writer at a time (an flock on the log, held for the
+writer's life, taken while its folder's flock orders writers that start together), a new log
+appears whole (its header is written to a locked temporary beside it and renamed into place), and
+an existing log is neither replaced nor appended to by accident."""
+
+import fcntl
+import json
+import os
+
+
+class RunLogError(ValueError):
+    """A run log that cannot be opened as asked, in one sentence naming the path as given."""
+
+
+def _held_by_another_writer(path):
+    """Whether a writer (fpscope train, the app, another Recorder) holds `path`'s lock."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def _folder_of(path, given):
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise RunLogError(f"{given}: its folder {os.path.dirname(given) or '.'} does not exist")
+    return folder
+
+
+def _busy(given):
+    return RunLogError(f"{given}: another writer (fpscope train, the app or another Recorder) is writing it: "
+                       "wait for it to finish, or name another run log")
+
+
+def create(path, header, overwrite):
+    """A new log holding `header`, open for appending and locked. An existing file is replaced only
+    with `overwrite`, and never while another writer holds it."""
+    given = path
+    folder = _folder_of(path, given)
+    folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fcntl.flock(folder_fd, fcntl.LOCK_EX)
+        if os.path.lexists(path):
+            if _held_by_another_writer(path):
+                raise _busy(given)
+            if not overwrite:
+                raise RunLogError(f"{given} exists: pass append=True to go on with it, or overwrite=True to replace it")
+            if os.path.isdir(path):
+                raise RunLogError(f"{given} is a folder: name a file for the run log")
+        temporary = os.path.join(folder, f".{os.path.basename(path)}.fpscope-tmp-{os.getpid()}")
+        try:
+            out = open(temporary, "x")
+        except OSError as error:
+            raise RunLogError(f"{given}: cannot write in its folder ({error.strerror})") from None
+        try:
+            fcntl.flock(out.fileno(), fcntl.LOCK_EX)
+            out.write(json.dumps(header) + "\n")
+            out.flush()
+            os.replace(temporary, path)  # a follower never sees a half-written header
+        except BaseException:
+            out.close()
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+            raise
+        return out  # still locked: the lock lives as long as the file stays open
+    finally:
+        os.close(folder_fd)
+
+
+def open_to_append(path):
+    """An existing log, open for appending and locked, with its header."""
+    given = path
+    _folder_of(path, given)
+    try:
+        out = open(path, "r+")
+    except FileNotFoundError:
+        raise RunLogError(f"{given} does not exist: there is no run log to append to") from None
+    except IsADirectoryError:
+        raise RunLogError(f"{given} is a folder: name a run log to append to") from None
+    try:
+        fcntl.flock(out.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        out.close()
+        raise _busy(given) from None
+    try:
+        header = json.loads(out.readline())
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or "schema_version" not in header:
+        out.close()
+        raise RunLogError(f"{given} is not an fpscope run log: cannot append to it")
+    out.seek(0, os.SEEK_END)
+    return out, header
+
+
+def last_step(log):
+    """The largest step number in an open log (-1 if none): where appending goes on."""
+    log.seek(0)
+    last = -1
+    for line in log:
+        try:
+            last = max(last, int(json.loads(line).get("step", -1)))
+        except (ValueError, AttributeError, TypeError):
+            pass  # the header, or a torn last line
+    log.seek(0, os.SEEK_END)
+    return last

@@ -1,0 +1,348 @@
+"""The bridge in the loops users run: gradient accumulation and activation checkpointing (one
+optimizer step is one record), torch.compile (nothing of the recorder in the graph), HuggingFace
+transformers models built from tiny configs (random init, nothing downloaded), and misuse, each
+case its one sentence. Parts that need torch 2.x or transformers say so when they skip."""
+
+import contextlib
+import io
+import logging
+import os
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import fpscope_torch  # noqa: E402
+from fpscope_torch.log_file import RunLogError  # noqa: E402
+from test_recorder import numpy_histogram, read_log, record_histogram, records_of, snapshots_of  # noqa: E402
+
+TORCH_2 = int(torch.__version__.split(".")[0]) >= 2
+try:
+    import transformers  # noqa: F401
+    HAVE_TRANSFORMERS = True
+except ImportError:
+    HAVE_TRANSFORMERS = False
+
+
+def add_histograms(a, b):
+    bins = dict(a[0])
+    for binade, count in b[0].items():
+        bins[binade] = bins.get(binade, 0) + count
+    return bins, a[1] + b[1], a[2] + b[2], a[3] + b[3]
+
+
+class Block(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.fc = torch.nn.Linear(width, width)
+        self.act = torch.nn.Tanh()
+
+    def forward(self, x):
+        return x + self.act(self.fc(x))
+
+
+class Net(torch.nn.Module):
+    """Two residual blocks, optionally under activation checkpointing, and a head."""
+
+    def __init__(self, checkpoint=None):
+        super().__init__()
+        torch.manual_seed(0)
+        self.inp = torch.nn.Linear(6, 8)
+        self.blocks = torch.nn.ModuleList([Block(8), Block(8)])
+        self.head = torch.nn.Linear(8, 3)
+        self.checkpoint = checkpoint  # None, "reentrant" or "non-reentrant"
+
+    def forward(self, x):
+        h = self.inp(x)
+        for block in self.blocks:
+            if self.checkpoint is None:
+                h = block(h)
+            else:
+                h = torch.utils.checkpoint.checkpoint(block, h, use_reentrant=self.checkpoint == "reentrant")
+        return self.head(h)
+
+
+def batch(seed, rows=8):
+    torch.manual_seed(seed)
+    return torch.randn(rows, 6), torch.randint(0, 3, (rows,))
+
+
+def train_step(path, model, micro_batches, **recorder_arguments):
+    """One optimizer step over `micro_batches` (x, y) pairs, the loss averaged as accumulation does."""
+    with fpscope_torch.Recorder(model, path, **recorder_arguments) as recorder:
+        for x, y in micro_batches:
+            loss = torch.nn.functional.cross_entropy(model(x), y) / len(micro_batches)
+            loss.backward()
+        recorder.step(loss)
+    return records_of(snapshots_of(read_log(path)[1])[0])
+
+
+class AccumulationTest(unittest.TestCase):
+    def test_four_micro_batches_are_one_record_summing_their_histograms(self):
+        micro = [batch(seed) for seed in range(4)]
+        with tempfile.TemporaryDirectory() as d:
+            accumulated = train_step(os.path.join(d, "four.jsonl"), Net(), micro)
+            plain = train_step(os.path.join(d, "one.jsonl"), Net(), micro[:1])
+        self.assertEqual(sorted(accumulated), sorted(plain))  # no "#2": the tensors of one plain step
+        # The reference: each micro-batch's activations and activation gradients by np.frexp, summed;
+        # the weight gradient the four backwards leave.
+        model = Net()
+        expected = {}
+        for x, y in micro:
+            outputs = {}
+
+            def keep(module, inputs, output, name):
+                output.retain_grad()
+                outputs[name] = output
+
+            hooks = [m.register_forward_hook(lambda m, i, o, n=n: keep(m, i, o, n))
+                     for n, m in model.named_modules() if n in ("inp", "blocks.0.fc", "blocks.1.act", "head")]
+            (torch.nn.functional.cross_entropy(model(x), y) / 4).backward()
+            for hook in hooks:
+                hook.remove()
+            for name, output in outputs.items():
+                for kind, values in (("activation", output), ("activation_gradient", output.grad)):
+                    h = numpy_histogram(values.detach().numpy())
+                    expected[(name, kind)] = add_histograms(expected[(name, kind)], h) if (name, kind) in expected else h
+        for key, h in expected.items():
+            self.assertEqual(record_histogram(accumulated[key]), h, key)
+        self.assertEqual(sum(c for _, c in accumulated[("inp", "activation")]["bins"]), 4 * 8 * 8)
+        for name, parameter in model.named_parameters():
+            self.assertEqual(record_histogram(accumulated[(name, "weight_gradient")]), numpy_histogram(parameter.grad.numpy()), name)
+
+    def test_a_module_called_twice_keeps_its_second_name_across_micro_batches(self):
+        class Twice(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                torch.manual_seed(0)
+                self.fc = torch.nn.Linear(6, 6)
+                self.out = torch.nn.Linear(6, 3)
+
+            def forward(self, x):
+                return self.out(self.fc(self.fc(x)))
+
+        with tempfile.TemporaryDirectory() as d:
+            records = train_step(os.path.join(d, "twice.jsonl"), Twice(), [batch(s) for s in range(3)])
+        names = sorted({name for name, kind in records if kind == "activation"})
+        self.assertEqual(names, ["fc", "fc#2", "out"])
+        self.assertEqual(sum(c for _, c in records[("fc#2", "activation")]["bins"]), 3 * 8 * 6)
+
+
+@unittest.skipUnless(TORCH_2, "activation checkpointing's recomputation is told from the forward by torch >= 2 only")
+class CheckpointingTest(unittest.TestCase):
+    def test_recomputed_forwards_are_not_recorded_twice(self):
+        micro = [batch(seed) for seed in range(2)]
+        with tempfile.TemporaryDirectory() as d:
+            plain = train_step(os.path.join(d, "plain.jsonl"), Net(), micro)
+            for how in ("non-reentrant", "reentrant"):
+                checkpointed = train_step(os.path.join(d, f"{how}.jsonl"), Net(checkpoint=how), micro)
+                self.assertEqual(sorted(checkpointed), sorted(plain), how)
+                for key in plain:
+                    self.assertEqual(record_histogram(checkpointed[key]), record_histogram(plain[key]), (how, key))
+
+
+@unittest.skipUnless(TORCH_2 and hasattr(torch, "compile"), "torch.compile needs torch >= 2")
+class CompileTest(unittest.TestCase):
+    def train(self, record, d, steps=20):
+        from torch._dynamo.utils import counters
+        torch._dynamo.reset()
+        counters.clear()
+        model = Net()
+        compiled = torch.compile(model)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        recorder = fpscope_torch.Recorder(compiled, os.path.join(d, "compiled.jsonl"), every=1) if record else None
+        messages = io.StringIO()
+        handler = logging.StreamHandler(messages)
+        logging.getLogger("torch._dynamo").addHandler(handler)
+        torch._logging.set_logs(recompiles=True)
+        try:
+            for step in range(steps):
+                x, y = batch(step)
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    loss = torch.nn.functional.cross_entropy(compiled(x), y)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                if recorder is not None:
+                    recorder.step(loss)
+        finally:
+            torch._logging.set_logs()
+            logging.getLogger("torch._dynamo").removeHandler(handler)
+            if recorder is not None:
+                recorder.close()
+        return [p.detach().clone() for p in model.parameters()], dict(counters["graph_break"]), dict(counters["stats"]), messages.getvalue()
+
+    def test_recorded_compiled_steps_are_the_unrecorded_ones(self):
+        with tempfile.TemporaryDirectory() as d:
+            plain, _, _, _ = self.train(False, d)
+            recorded, breaks, stats, messages = self.train(True, d)
+            self.assertEqual(breaks, {})
+            self.assertEqual(stats.get("unique_graphs"), 1, stats)
+            self.assertNotIn("ecompil", messages)  # no "Recompiling", no recompile_limit warning
+            for a, b in zip(plain, recorded):
+                self.assertTrue(torch.equal(a, b))
+            header, lines = read_log(os.path.join(d, "compiled.jsonl"))
+            self.assertEqual(header["model"], "Net")
+            self.assertEqual(len(snapshots_of(lines)), 20)
+            names = {name for name, _ in records_of(snapshots_of(lines)[0])}
+            self.assertIn("blocks.0.fc.weight", names)
+            self.assertFalse(any("_orig_mod" in name for name in names))
+
+
+@unittest.skipUnless(HAVE_TRANSFORMERS, "HuggingFace transformers is not installed (scripts/test-torch installs it)")
+class TransformersTest(unittest.TestCase):
+    def gpt2(self):
+        from transformers import GPT2Config, GPT2LMHeadModel
+        torch.manual_seed(0)
+        config = GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=2, n_head=2)
+        return GPT2LMHeadModel(config)
+
+    def step(self, path, micro_batches, checkpointing):
+        model = self.gpt2()
+        model.train()
+        if checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 8)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        with fpscope_torch.Recorder(model, path, scaler=scaler) as recorder:
+            for tokens in micro_batches:
+                with torch.autocast("cpu", dtype=torch.float16):
+                    loss = model(tokens, labels=tokens).loss / len(micro_batches)
+                scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            recorder.step(loss)
+        return records_of(snapshots_of(read_log(path)[1])[0])
+
+    def test_gpt2_accumulated_and_checkpointed_is_one_plain_step(self):
+        torch.manual_seed(3)
+        micro = [torch.randint(0, 64, (2, 16)) for _ in range(4)]
+        with tempfile.TemporaryDirectory() as d:
+            plain = self.step(os.path.join(d, "plain.jsonl"), micro[:1], False)
+            both = self.step(os.path.join(d, "both.jsonl"), micro, True)
+        self.assertFalse([key for key in both if "#" in key[0]])
+        self.assertEqual(sorted(both), sorted(plain))
+        self.assertEqual(sum(c for _, c in both[("transformer.h.0.mlp.c_fc", "activation")]["bins"]),
+                         4 * sum(c for _, c in plain[("transformer.h.0.mlp.c_fc", "activation")]["bins"]))
+
+
+class MisuseTest(unittest.TestCase):
+    def model(self):
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+
+    def test_a_step_between_forward_and_backward(self):
+        model = self.model()
+        with tempfile.TemporaryDirectory() as d:
+            recorder = fpscope_torch.Recorder(model, os.path.join(d, "run.jsonl"))
+            x, y = batch(0)
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            with self.assertRaisesRegex(RuntimeError, r"^Recorder.step\(\) came after a forward pass whose backward has not run"):
+                recorder.step(loss)
+            recorder.close()
+
+    def test_step_after_close(self):
+        with tempfile.TemporaryDirectory() as d:
+            recorder = fpscope_torch.Recorder(self.model(), os.path.join(d, "run.jsonl"))
+            recorder.close()
+            recorder.close()  # twice: nothing
+            with self.assertRaisesRegex(RuntimeError, r"^Recorder.step\(\) after close\(\): the run log .*run.jsonl is closed"):
+                recorder.step(1.0)
+
+    def test_an_existing_log_is_neither_truncated_nor_shared(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+            with open(path, "w") as f:
+                f.write("what the user had\n")
+            with self.assertRaisesRegex(RunLogError, r"run.jsonl exists: pass append=True to go on with it, or overwrite=True"):
+                fpscope_torch.Recorder(self.model(), path)
+            with open(path) as f:
+                self.assertEqual(f.read(), "what the user had\n")
+            first = fpscope_torch.Recorder(self.model(), path, overwrite=True)
+            for arguments in ({"overwrite": True}, {"append": True}):
+                with self.assertRaisesRegex(RunLogError, r"another writer .* is writing it"):
+                    fpscope_torch.Recorder(self.model(), path, **arguments)
+            first.close()
+            fpscope_torch.Recorder(self.model(), path, append=True).close()  # free again once closed
+
+    def test_a_missing_folder_is_named_as_given(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.chdir(d)
+            try:
+                with self.assertRaisesRegex(RunLogError, r"^nowhere/run.jsonl: its folder nowhere does not exist$"):
+                    fpscope_torch.Recorder(self.model(), "nowhere/run.jsonl")
+            finally:
+                os.chdir("/")
+
+    def test_include_and_exclude_that_match_nothing(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+            with self.assertRaisesRegex(ValueError, r"include= names \['nosuchlayer'\], which match no module or parameter"):
+                fpscope_torch.Recorder(self.model(), path, include=["nosuchlayer"])
+            with self.assertRaisesRegex(ValueError, r"exclude= names \['2.wieght'\]"):
+                fpscope_torch.Recorder(self.model(), path, exclude=["2.wieght"])
+            with self.assertRaisesRegex(TypeError, r"include= takes a list of module names, not the string '0'"):
+                fpscope_torch.Recorder(self.model(), path, include="0")
+            self.assertFalse(os.path.exists(path))
+
+    def test_a_non_leaf_module_named_in_include_is_recorded(self):
+        with tempfile.TemporaryDirectory() as d:
+            records = train_step(os.path.join(d, "run.jsonl"), Net(), [batch(0)], include=["blocks.0", "head"])
+        self.assertEqual(sorted({name for name, kind in records if kind == "activation"}),
+                         ["blocks.0", "blocks.0.act", "blocks.0.fc", "head"])
+        self.assertIn(("blocks.0", "activation_gradient"), records)  # the residual stream's gradient
+        self.assertNotIn(("inp.weight", "weight"), records)
+
+    def test_complex_parameters_count_both_parts(self):
+        class Complex(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.tensor([1 + 4j, 0.5 - 0j], dtype=torch.complex64))
+
+            def forward(self, x):
+                return (x * self.w).abs().sum()
+
+        model = Complex()
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+            with fpscope_torch.Recorder(model, path) as recorder:
+                loss = model(torch.ones(2, dtype=torch.complex64))
+                loss.backward()
+                recorder.step(loss)
+            records = records_of(snapshots_of(read_log(path)[1])[0])
+        self.assertEqual(record_histogram(records[("w", "weight")]), ({0: 1, 2: 1, -1: 1}, 1, 0, 0))
+
+    @unittest.skipUnless(TORCH_2, "GradScaler on the CPU needs torch >= 2")
+    def test_a_grad_scaler_used_but_not_given_and_a_step_before_its_update(self):
+        model = self.model()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        with tempfile.TemporaryDirectory() as d:
+            scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 12)
+            recorder = fpscope_torch.Recorder(model, os.path.join(d, "a.jsonl"))
+            x, y = batch(0)
+            scaler.scale(torch.nn.functional.cross_entropy(model(x), y)).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            with self.assertRaisesRegex(RuntimeError, r"^a GradScaler is scaling this training's losses but was not given to Recorder"):
+                recorder.step()
+            recorder.close()
+            # scaler=False: the user says that scaler is not this model's.
+            quiet = fpscope_torch.Recorder(model, os.path.join(d, "b.jsonl"), scaler=False)
+            scaler.scale(torch.nn.functional.cross_entropy(model(x), y)).backward()
+            quiet.step()
+            quiet.close()
+            recorder = fpscope_torch.Recorder(model, os.path.join(d, "c.jsonl"), scaler=scaler)
+            optimizer.zero_grad()
+            scaler.scale(torch.nn.functional.cross_entropy(model(x), y)).backward()
+            scaler.step(optimizer)
+            with self.assertRaisesRegex(RuntimeError, r"came after scaler.step\(\) but before scaler.update\(\)"):
+                recorder.step()
+            recorder.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
