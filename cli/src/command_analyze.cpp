@@ -23,6 +23,7 @@
 #include "fpscope/core/names.hpp"
 #include "fpscope/gpu/gemm_recipe.hpp"
 #include "fpscope/core/printable_text.hpp"
+#include "name_column.hpp"
 #include "number_option.hpp"
 #include "scale_option.hpp"
 #include "target_format_option.hpp"
@@ -259,11 +260,14 @@ void run_recorded_block_analysis(const AnalyzeOptions& options, const BlockChoic
   }
   const std::string rule_text = choice.format.scale == BlockFormat::Scale::e8m0 ? scale_rule_name(recorded_rule) + " rule" : "E4M3 scale";
   const auto rows = [&](const std::vector<Summed>& list, const char* first_column) {
-    std::string text = fmt::format("{:<36} {:>6} {:>12} {:>9} {:>10} {:>12} {:>11} {:>14}\n", first_column, "steps", "values", "NaN blk", "% flushed",
-                                   "% subnormal", "% saturated", "scales");
+    std::vector<std::string> names;
+    for (const Summed& t : list) names.push_back(t.name);
+    const std::size_t width = name_column_width(names, 36);
+    std::string text = fmt::format("{:<{}} {:>6} {:>12} {:>9} {:>10} {:>12} {:>11} {:>14}\n", first_column, width, "steps", "values", "NaN blk",
+                                   "% flushed", "% subnormal", "% saturated", "scales");
     for (const Summed& t : list) {
       const BlockStatistics& st = t.statistics;
-      text += fmt::format("{:<36} {:>6} {:>12} {:>9} {:>9.4f}% {:>11.4f}% {:>10.4f}% {:>14}\n", printable_text(t.name, 36), t.steps, st.elements,
+      text += fmt::format("{:<{}} {:>6} {:>12} {:>9} {:>9.4f}% {:>11.4f}% {:>10.4f}% {:>14}\n", name_cell(t.name, width), width, t.steps, st.elements,
                           st.nan_blocks, share(st.flushed_to_zero, st.elements), share(st.made_subnormal, st.elements),
                           share(st.saturated, st.elements), scale_range_text(scale_exponent_range(choice.format, st)));
     }
@@ -374,13 +378,16 @@ void run_block_analysis(const AnalyzeOptions& options) {
                                   : tensor_scale ? fmt::format(", E4M3 block scales under the tensor scale {} ({:a}) of the given amax {}", *tensor_scale,
                                                                *tensor_scale, *options.tensor_amax)
                                                                                      : ", E4M3 block scales under each tensor's float32 scale (2688 / the amax of its finite values)");
-  table += fmt::format("{:<28} {:<9} {:>10} {:>14} {:>9} {:>10} {:>12} {:>11} {:>12} {:>11} {:>10} {:>9}\n", "tensor", "rule", "values",
+  std::vector<std::string> names;
+  for (const auto& t : tensors) names.push_back(t.name);
+  const std::size_t width = name_column_width(names, 28);
+  table += fmt::format("{:<{}} {:<9} {:>10} {:>14} {:>9} {:>10} {:>12} {:>11} {:>12} {:>11} {:>10} {:>9}\n", "tensor", width, "rule", "values",
                        "other scale", "NaN blk", "% flushed", "% subnormal", "% saturated", "scales", "max error", "RMS error", "relative");
   for (const auto& t : tensors) {
     for (const BlockRuleReport& r : t.reports) {
       const BlockStatistics& st = r.statistics;
-      table += fmt::format("{:<28} {:<9} {:>10} {:>14} {:>9} {:>9.4f}% {:>11.4f}% {:>10.4f}% {:>12} {:>11.4g} {:>10.4g} {:>9}\n",
-                           printable_text(t.name, 28),
+      table += fmt::format("{:<{}} {:<9} {:>10} {:>14} {:>9} {:>9.4f}% {:>11.4f}% {:>10.4f}% {:>12} {:>11.4g} {:>10.4g} {:>9}\n",
+                           name_cell(t.name, width), width,
                            choice.format.scale == BlockFormat::Scale::e8m0 ? scale_rule_name(r.rule) : "e4m3",
                            st.elements, fmt::format("{} ({:.1f}%)", r.blocks_differing, share(r.blocks_differing, st.blocks)), st.nan_blocks,
                            share(st.flushed_to_zero, st.elements), share(st.made_subnormal, st.elements), share(st.saturated, st.elements),
@@ -532,7 +539,11 @@ void run_analyze(const AnalyzeOptions& options) {
                            ? " (set by " + printable_text(common.decided_by) + (common.from_shadow ? ", from the run's fp32 shadow)" : ")")
                        : common.kind == LossScaleAdvice::Kind::no_scaling_needed ? " (at 2^0 nothing flushes, turns subnormal or overflows)"
                                                                                   : " (no gradients among the tensors)");
-  table += fmt::format("{:<40} {:>12} {:>10} {:>7} {:>8} {:>9} {:>11} {:>10} {:>12}\n", "tensor", "values", "recorded", "max", "min>0",
+  std::vector<std::string> labels;  // name and kind, and " *" where captured as stored
+  for (const auto& [source, s] : tensors)
+    labels.push_back(s.name + " " + std::string(tensor_kind_name(s.kind)) + (s.captured == Capture::as_stored ? " *" : ""));
+  const std::size_t width = name_column_width(labels, 40);
+  table += fmt::format("{:<{}} {:>12} {:>10} {:>7} {:>8} {:>9} {:>11} {:>10} {:>12}\n", "tensor", width, "values", "recorded", "max", "min>0",
                        "% zero", "% subnormal", "% overflow", "advice");
   bool any_as_stored = false;
   std::string not_numbers;  // a line for each tensor holding infinities or NaNs
@@ -541,16 +552,16 @@ void run_analyze(const AnalyzeOptions& options) {
     const LossScaleAdvice own = recommend_loss_scale(s, format, margin);
     const bool as_stored = s.captured == Capture::as_stored;
     any_as_stored = any_as_stored || as_stored;
-    const std::string name = printable_text(s.name + " " + std::string(tensor_kind_name(s.kind)), 38) + (as_stored ? " *" : "");
+    const std::string name = name_cell(s.name + " " + std::string(tensor_kind_name(s.kind)), as_stored ? width - 2 : width) + (as_stored ? " *" : "");
     if (r.non_finite != 0) {
       // Counted among the values and in none of the shares: said, or a tensor that overflowed
       // before any cast would read as one that only flushes.
       const ExponentHistogram& h = shifted_histogram(s, std::nullopt).histogram;
       not_numbers += fmt::format("{}: {} of its values {} infinite or NaN ({} infinit{}, {} NaN): counted in values, in none of the shares\n",
-                                 printable_text(s.name + " " + std::string(tensor_kind_name(s.kind)), 60), r.non_finite,
+                                 name_cell(s.name + " " + std::string(tensor_kind_name(s.kind)), max_name_column), r.non_finite,
                                  r.non_finite == 1 ? "is" : "are", h.infinity_count(), h.infinity_count() == 1 ? "y" : "ies", h.nan_count());
     }
-    table += fmt::format("{:<40} {:>12} {:>10} {:>7} {:>8} {:>8.2f}% {:>10.2f}% {:>9.2f}% {:>12}\n", name, r.total, recorded_scales(s),
+    table += fmt::format("{:<{}} {:>12} {:>10} {:>7} {:>8} {:>8.2f}% {:>10.2f}% {:>9.2f}% {:>12}\n", name, width, r.total, recorded_scales(s),
                          binade_text(highest_binade_at_scale_one(s)), binade_text(lowest_binade_at_scale_one(s)),
                          percent(r.zero + r.flushed_to_zero, r.total), percent(r.subnormal, r.total), percent(r.overflow, r.total),
                          is_gradient(s.kind) || s.kind == TensorKind::other ? advice_text(own) : "-");
@@ -567,11 +578,14 @@ void run_analyze(const AnalyzeOptions& options) {
   if (!facts.fp8_operands.empty()) {
     // The FP8 recipe's own casts of its GEMM operands, exact, every step (not only recorded ones).
     table += "\nthe recipe's FP8 GEMM operands (per-tensor scaling), over every step the log holds: exact counts of their casts\n\n";
-    table += fmt::format("{:<36} {:>6} {:>6} {:>12} {:>10} {:>11} {:>21} {:>21} {:>10}\n", "operand", "format", "steps", "values", "% flushed",
-                         "% saturated", "amax", "scale", "last scale");
+    std::vector<std::string> operands;
+    for (const Fp8OperandSummary& f : facts.fp8_operands) operands.push_back(f.name + " " + f.operand);
+    const std::size_t operand_width = name_column_width(operands, 36);
+    table += fmt::format("{:<{}} {:>6} {:>6} {:>12} {:>10} {:>11} {:>21} {:>21} {:>10}\n", "operand", operand_width, "format", "steps", "values",
+                         "% flushed", "% saturated", "amax", "scale", "last scale");
     const auto range = [](double low, double high) { return low == high ? fmt::format("{:.4g}", low) : fmt::format("{:.4g}..{:.4g}", low, high); };
     for (const Fp8OperandSummary& f : facts.fp8_operands)
-      table += fmt::format("{:<36} {:>6} {:>6} {:>12} {:>9.4f}% {:>10.4f}% {:>21} {:>21} {:>10.4g}\n", printable_text(f.name + " " + f.operand, 36),
+      table += fmt::format("{:<{}} {:>6} {:>6} {:>12} {:>9.4f}% {:>10.4f}% {:>21} {:>21} {:>10.4g}\n", name_cell(f.name + " " + f.operand, operand_width), operand_width,
                            printable_text(f.format, 6), f.steps, f.elements, percent(f.flushed_to_zero, f.elements), percent(f.saturated, f.elements),
                            range(f.amax_low, f.amax_high), range(f.scale_low, f.scale_high), f.last_scale);
     table += "\nflushed: nonzero values the cast made zero; saturated: values beyond the format's largest after scaling, clamped. amax:\n"

@@ -95,6 +95,16 @@ def _matches(label, prefixes):
     return any(label == p or label.startswith(p + ".") for p in prefixes)
 
 
+def _model_name(model):
+    """The model's class name, through the class FSDP2's fully_shard makes (FSDP<name>)."""
+    cls = type(model)
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:
+        return cls.__name__
+    return next((c for c in cls.__mro__ if not issubclass(c, FSDPModule)), cls).__name__
+
+
 def _recorded_modules(model, include, exclude):
     """Leaf modules (their outputs are the layer activations), attention and recurrent modules,
     whose outputs are tuples their children do not show, and any module `include` names exactly (a
@@ -290,7 +300,7 @@ class Recorder:
             return
         self._run_id = uuid.uuid4().hex
         header = {"fpscope_run_log": True, "schema_version": SCHEMA_VERSION, "run_id": self._run_id,
-                  "source": "fpscope_torch", "model": model_name or type(self._root).__name__,
+                  "source": "fpscope_torch", "model": model_name or _model_name(self._root),
                   "precision": precision or "", "format": fmt, "rounding": "rne",
                   "scaler": "dynamic" if self._scaler_enabled() else "none", "products": self._products()}
         self._file = log_file.create(self.path, header, overwrite)
@@ -345,6 +355,8 @@ class Recorder:
         self._calls, self._recomputed_calls, self._pass_names = {}, {}, set()
         self._gradient_hooks, self._backward_seen = 0, False
         self._hooks.append(self._root.register_forward_pre_hook(self._new_pass))
+        if "weight_gradient" in self.kinds:
+            self._hooks.append(self._root.register_forward_hook(self._watch_for_backward))
         for label, module in self._modules:
             self._hooks.append(module.register_forward_hook(self._forward_hook(label)))
         for name, parameter in self._parameters:
@@ -402,6 +414,15 @@ class Recorder:
         if _compiling() or self._shadowing or _in_backward():
             return
         self._calls, self._recomputed_calls, self._pass_names = {}, {}, set()
+
+    def _watch_for_backward(self, module, inputs, output):
+        """The model's output: its backward starts the reading of the weight gradients, also where
+        none reaches a parameter through autograd (FSDP2 sets its sharded gradients itself)."""
+        if _compiling() or not torch.is_grad_enabled():
+            return
+        for _, tensor in _tensors(output):
+            if tensor.grad_fn is not None:
+                tensor.grad_fn.register_hook(lambda grad_inputs, grad_outputs: self._weight_gradient_arrived())
 
     def _forward_hook(self, label):
         def hook(module, inputs, output):

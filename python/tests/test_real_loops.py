@@ -230,6 +230,110 @@ class TransformersTest(unittest.TestCase):
                          4 * sum(c for _, c in plain[("transformer.h.0.mlp.c_fc", "activation")]["bins"]))
 
 
+def dyadic_model():
+    """Weights, inputs and loss weights with few significant bits: every sum the data-parallel
+    runs make is exact in any order, so two ranks and one process agree bit for bit."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 2))
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(torch.randint(-4, 5, parameter.shape) / 8)
+    return model
+
+
+def dyadic_batch():
+    torch.manual_seed(1)
+    return torch.randint(-4, 5, (8, 4)) / 4, torch.randint(-2, 3, (8, 2)) / 2
+
+
+def data_parallel_step(path, rank, world, wrap):
+    """One recorded step over rank `rank`'s half of the batch (all of it when world is 1); the loss
+    is a sum, so a rank's activation gradients are the whole batch's rows."""
+    model = dyadic_model()
+    if wrap == "ddp":
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    elif wrap == "fsdp2":
+        from torch.distributed.fsdp import fully_shard
+        for layer in model:
+            fully_shard(layer)
+        fully_shard(model)
+    x, weights = dyadic_batch()
+    rows = slice(0, 8) if world == 1 else slice(rank * 4, rank * 4 + 4)
+    with fpscope_torch.Recorder(model, path, overwrite=True) as recorder:
+        loss = (model(x[rows]) * weights[rows]).sum()
+        loss.backward()
+        recorder.step(loss)
+
+
+def data_parallel_worker(rank, world, path, port, wrap):
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        data_parallel_step(path, rank, world, wrap)
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def fsdp2_available():
+    try:
+        from torch.distributed.fsdp import fully_shard  # noqa: F401
+        return torch.distributed.is_available()
+    except ImportError:
+        return False
+
+
+@unittest.skipUnless(torch.distributed.is_available(), "torch.distributed is not here")
+class DataParallelTest(unittest.TestCase):
+    def compare(self, wrap, port_offset):
+        import torch.multiprocessing as mp
+        with tempfile.TemporaryDirectory() as d:
+            data_parallel_step(os.path.join(d, "one.jsonl"), 0, 1, None)
+            one = records_of(snapshots_of(read_log(os.path.join(d, "one.jsonl"))[1])[0])
+            port = 29900 + os.getpid() % 500 + port_offset
+            mp.spawn(data_parallel_worker, args=(2, os.path.join(d, "two.jsonl"), port, wrap), nprocs=2, join=True)
+            header, lines = read_log(os.path.join(d, "two.jsonl"))
+            two = records_of(snapshots_of(lines)[0])
+        self.assertEqual(header["model"], "Sequential")
+        self.assertEqual(sorted(two), sorted(one))
+        for key, record in one.items():
+            expected = record_histogram(record)
+            if key[1] == "weight_gradient":
+                # The averaged gradient the optimizer sees: the sum over both halves, halved.
+                expected = ({binade - 1: count for binade, count in expected[0].items()},) + expected[1:]
+            self.assertEqual(record_histogram(two[key]), expected, key)
+        return one
+
+    def test_ddp_weight_gradients_are_the_averaged_ones(self):
+        one = self.compare("ddp", 0)
+        self.assertIn(("0.weight", "weight_gradient"), one)
+
+    @unittest.skipUnless(fsdp2_available(), "FSDP2 (torch.distributed.fsdp.fully_shard) needs torch >= 2.6")
+    def test_fsdp2_shards_sum_to_the_whole_tensors(self):
+        self.compare("fsdp2", 11)
+
+
+@unittest.skipUnless(HAVE_TRANSFORMERS, "HuggingFace transformers is not installed (scripts/test-torch installs it)")
+class LongNamesTest(unittest.TestCase):
+    def test_analyze_shows_every_long_name_whole_with_its_kind(self):
+        import subprocess
+        from transformers import GPT2Config, GPT2LMHeadModel
+        torch.manual_seed(0)
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=12, n_head=2))
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+            with fpscope_torch.Recorder(model, path, include=["transformer.h.10", "transformer.h.11"]) as recorder:
+                tokens = torch.randint(0, 64, (2, 16))
+                loss = model(tokens, labels=tokens).loss
+                loss.backward()
+                recorder.step(loss)
+            names = {(t["name"], t["kind"]) for t in snapshots_of(read_log(path)[1])[0]["tensors"]}
+            shown = subprocess.run([os.environ.get("FPSCOPE_BIN", "fpscope"), "analyze", path], capture_output=True, text=True, check=True).stdout
+        self.assertIn(("transformer.h.11.attn.resid_dropout", "activation_gradient"), names)
+        for name, kind in names:
+            self.assertRegex(shown, f"\\n{name} {kind} +[0-9]", (name, kind))
+
+
 class MisuseTest(unittest.TestCase):
     def model(self):
         torch.manual_seed(0)
