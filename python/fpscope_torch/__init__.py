@@ -19,6 +19,12 @@ whether its values were already in fp16/bf16 (`captured`: as_stored) or float32 
 fpscope divides the recorded scale out before it analyses anything. See recorder.py.
 """
 
+try:
+    import torch  # noqa: F401
+except ImportError:
+    raise ImportError("fpscope_torch records from PyTorch trainings and needs torch (Debian's python3-torch, "
+                      "or pip install torch): it is not installed in this Python") from None
+
 from .histogram import MAX_BINADE, MIN_BINADE, exponent_histogram, tensor_record
 from .recorder import Recorder
 
