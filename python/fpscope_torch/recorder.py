@@ -38,7 +38,7 @@ def _dtensor_type():
     for where in ("torch.distributed.tensor", "torch.distributed._tensor"):
         try:
             return __import__(where, fromlist=["DTensor"]).DTensor
-        except (ImportError, AttributeError):
+        except Exception:  # absent, or (torch 1.13 without distributed) failing to import
             continue
     return None
 
@@ -100,7 +100,7 @@ def _model_name(model):
     cls = type(model)
     try:
         from torch.distributed.fsdp import FSDPModule
-    except ImportError:
+    except Exception:  # ImportError, or torch 1.13's fsdp package failing to import on a build without distributed
         return cls.__name__
     return next((c for c in cls.__mro__ if not issubclass(c, FSDPModule)), cls).__name__
 
@@ -205,6 +205,8 @@ class Recorder:
     refused at the first step: its gradients would be logged as unscaled); `scaler=False` says
     there is none. An existing log at `path` is replaced only with `overwrite=True`, and continued
     with `append=True`; one writer at a time (the lock `fpscope train` and the app take).
+    `tensorboard="runs/name"` also writes every line as TensorBoard events as it goes
+    (fpscope_torch.tensorboard: binade histograms, loss, scale, skips, flush shares).
 
     Call step(loss) once per optimizer step, after the optimizer step and the scaler's update.
     Under torch.distributed every rank must call it (recording steps are collective): activations,
@@ -224,7 +226,8 @@ class Recorder:
 
     def __init__(self, model, path, every=1, scaler=None, model_name=None, precision=None, fmt=None,
                  kinds=("activation", "activation_gradient", "weight", "weight_gradient"),
-                 include=None, exclude=None, append=False, overwrite=False, global_step=None, blocks=None, block_size=None):
+                 include=None, exclude=None, append=False, overwrite=False, global_step=None, blocks=None, block_size=None,
+                 tensorboard=None):
         if every < 1:
             raise ValueError(f"every must be at least 1, not {every}")
         unknown = set(kinds) - {"activation", "activation_gradient", "weight", "weight_gradient"}
@@ -264,12 +267,13 @@ class Recorder:
         self._shadow_calls = {}
         self._steps = []            # step records not yet written: [step, loss, scale used, scale after, skipped]
         self._file = None
+        self._events = None         # the live TensorBoard writer, on rank 0
         self._closed = False
         self._scaler_looked_for = self.scaler is not None or self._scaler_declared_none
         self._scale_used = self._scale_now()  # the scale the next backward will use
         self.step_index = 0
         if self._rank == 0:
-            self._open(model_name, precision, fmt if fmt is not None else cast_format(precision), append, overwrite)
+            self._open(model_name, precision, fmt if fmt is not None else cast_format(precision), append, overwrite, tensorboard)
         if append and global_step is None:
             global_step = log_file.last_step(self._file) + 1 if self._rank == 0 else 0
             if self._distributed:
@@ -293,17 +297,32 @@ class Recorder:
             where += ": " + torch.cuda.get_device_name(device)
         return f"PyTorch {torch.__version__} ({where})"
 
-    def _open(self, model_name, precision, fmt, append, overwrite):
+    def _open(self, model_name, precision, fmt, append, overwrite, tensorboard):
+        events = None
+        if tensorboard is not None:
+            from .tensorboard import EventWriter
+            events = EventWriter(tensorboard)  # before the log: a missing tensorboard package leaves no log behind
         if append and os.path.exists(self.path):
             self._file, header = log_file.open_to_append(self.path)
             self._run_id = header.get("run_id", "")
-            return
-        self._run_id = uuid.uuid4().hex
-        header = {"fpscope_run_log": True, "schema_version": SCHEMA_VERSION, "run_id": self._run_id,
-                  "source": "fpscope_torch", "model": model_name or _model_name(self._root),
-                  "precision": precision or "", "format": fmt, "rounding": "rne",
-                  "scaler": "dynamic" if self._scaler_enabled() else "none", "products": self._products()}
-        self._file = log_file.create(self.path, header, overwrite)
+        else:
+            self._run_id = uuid.uuid4().hex
+            header = {"fpscope_run_log": True, "schema_version": SCHEMA_VERSION, "run_id": self._run_id,
+                      "source": "fpscope_torch", "model": model_name or _model_name(self._root),
+                      "precision": precision or "", "format": fmt, "rounding": "rne",
+                      "scaler": "dynamic" if self._scaler_enabled() else "none", "products": self._products()}
+            self._file = log_file.create(self.path, header, overwrite)
+        if events is not None:
+            events.header(header)
+            self._events = events
+
+    def _write_lines(self, lines):
+        self._file.write("".join(json.dumps(line) + "\n" for line in lines))
+        self._file.flush()
+        if self._events is not None:
+            for line in lines:
+                self._events.line(line)
+            self._events.flush()
 
     # ---- the scaler ----
 
@@ -413,6 +432,12 @@ class Recorder:
         micro-batches add into the same names)."""
         if _compiling() or self._shadowing or _in_backward():
             return
+        self.micro_batch()
+
+    def micro_batch(self):
+        """Starts the next micro-batch's forward pass. Calling the model given to Recorder does
+        this; a loop that calls only its parts (a LightningModule's training_step) calls it before
+        each micro-batch, or the parts of the second count as called twice (`name#2`)."""
         self._calls, self._recomputed_calls, self._pass_names = {}, {}, set()
 
     def _watch_for_backward(self, module, inputs, output):
@@ -584,8 +609,7 @@ class Recorder:
             if (name, kind) in blocks:
                 record["blocks"] = blocks[(name, kind)]
         lines.append(self._step_line(current, tensors))
-        self._file.write("".join(json.dumps(line) + "\n" for line in lines))
-        self._file.flush()
+        self._write_lines(lines)
 
     def _reduce(self, pending):
         """Under torch.distributed: the ranks agree on one key list (the union of what each saw;
@@ -636,9 +660,12 @@ class Recorder:
         self._disarm()
         _read_back(self._steps)
         if self._rank == 0 and self._file is not None:
-            self._file.write("".join(json.dumps(self._step_line(r)) + "\n" for r in self._steps))
+            self._write_lines([self._step_line(r) for r in self._steps])
             self._file.close()
             self._file = None
+            if self._events is not None:
+                self._events.close()
+                self._events = None
         self._steps = []
 
     def __enter__(self):

@@ -271,15 +271,25 @@ def data_parallel_worker(rank, world, path, port, wrap):
     torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
     try:
         data_parallel_step(path, rank, world, wrap)
+        torch.distributed.barrier()  # both ranks done before either tears the group down
     finally:
         torch.distributed.destroy_process_group()
+
+
+def free_port():
+    """A TCP port nobody listens on now (the kernel's pick): a fixed or pid-derived one can still be
+    held by an earlier run's socket, and a rank that cannot rendezvous aborts."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def fsdp2_available():
     try:
         from torch.distributed.fsdp import fully_shard  # noqa: F401
         return torch.distributed.is_available()
-    except ImportError:
+    except Exception:  # ImportError, or torch 1.13's fsdp package failing to import
         return False
 
 
@@ -290,7 +300,7 @@ class DataParallelTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             data_parallel_step(os.path.join(d, "one.jsonl"), 0, 1, None)
             one = records_of(snapshots_of(read_log(os.path.join(d, "one.jsonl"))[1])[0])
-            port = 29900 + os.getpid() % 500 + port_offset
+            port = free_port()
             mp.spawn(data_parallel_worker, args=(2, os.path.join(d, "two.jsonl"), port, wrap), nprocs=2, join=True)
             header, lines = read_log(os.path.join(d, "two.jsonl"))
             two = records_of(snapshots_of(lines)[0])
