@@ -5,12 +5,16 @@ a GPT-style transformer without fpscope, recording every step, recording every 1
 measured between the others, so a slow minute on a shared machine touches all of them); prints the
 ratios and each configuration's spread.
 
-On the CPU (default): ~1M parameters, float32, one thread. With --cuda: a larger model (width 512,
-6 layers, batch 32 x 256 tokens, ~19M parameters) under fp16 autocast with torch.amp.GradScaler, as
-a GPU job trains, each timing closed by a device synchronisation.
+On the CPU (default): ~1M parameters, float32, one thread. With --gpt2: HuggingFace transformers'
+GPT2LMHeadModel from a config of about 3M parameters (width 192, 6 layers, vocabulary 2048, batch
+8 x 128 tokens) under bf16 CPU autocast, one thread, eager and again under torch.compile (compiled
+once before the timings). With --cuda: a larger model (width 512, 6 layers, batch 32 x 256 tokens,
+~19M parameters) under fp16 autocast with torch.amp.GradScaler, as a GPU job trains, each timing
+closed by a device synchronisation. The machine's load average is printed beside the numbers.
 
     /usr/bin/python3 bench/bench_bridge.py            # Debian's torch
     ~/.cache/fpscope/venv-torch/bin/python bench/bench_bridge.py   # torch 2.x (scripts/test-torch makes it)
+    ~/.cache/fpscope/venv-torch/bin/python bench/bench_bridge.py --gpt2
     python3 bench/bench_bridge.py --cuda              # on a machine with a CUDA device
 """
 
@@ -45,7 +49,62 @@ class TinyGPT(torch.nn.Module):
 REPETITIONS, STEPS = 9, 20
 
 
+def gpt2_bench():
+    """GPT2LMHeadModel (~3M parameters), bf16 CPU autocast, AdamW, one thread: the plain step,
+    recording every step and every 10 steps, eager and compiled, interleaved in one run."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    batch, context, vocab = 8, 128, 2048
+    config = GPT2Config(vocab_size=vocab, n_positions=context, n_embd=192, n_layer=6, n_head=6)
+    model = GPT2LMHeadModel(config)
+    model.train()
+    parameters = sum(p.numel() for p in model.parameters())
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    tokens = torch.randint(0, vocab, (batch, context))
+    compiled = torch.compile(model)
+
+    def train_step(module, recorder):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = module(tokens, labels=tokens).loss
+        loss.backward()
+        optimizer.step()
+        if recorder is not None:
+            recorder.step(loss)
+        optimizer.zero_grad(set_to_none=True)
+
+    start = time.perf_counter()
+    for _ in range(3):
+        train_step(compiled, None)  # compiles (forward and backward) before anything is timed
+    compile_seconds = time.perf_counter() - start
+    for _ in range(2):
+        train_step(model, None)
+    configurations = [(f"{how}{what}", module, every) for how, module in (("", model), ("compiled, ", compiled))
+                      for what, every in (("without fpscope", None), ("recording every step", 1), ("recording every 10 steps", 10))]
+    times = {name: [] for name, _, _ in configurations}
+    with tempfile.TemporaryDirectory() as d:
+        for repetition in range(REPETITIONS):
+            for name, module, every in configurations:
+                recorder = None if every is None else fpscope_torch.Recorder(
+                    module, os.path.join(d, f"r{repetition}.jsonl"), every=every, overwrite=True, precision="bf16 autocast")
+                start = time.perf_counter()
+                for _ in range(STEPS):
+                    train_step(module, recorder)
+                times[name].append((time.perf_counter() - start) / STEPS)
+                if recorder is not None:
+                    recorder.close()
+    print(f"torch {torch.__version__}, transformers GPT2LMHeadModel, {parameters} parameters, batch {batch} x {context} tokens, "
+          f"bf16 CPU autocast, AdamW, one thread; medians of {REPETITIONS} x {STEPS} steps, interleaved; load average "
+          f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; compiling took {compile_seconds:.0f} s")
+    for name, samples in times.items():
+        base = statistics.median(times["compiled, without fpscope" if name.startswith("compiled") else "without fpscope"])
+        m = statistics.median(samples)
+        print(f"{name:<36} {1000 * m:8.2f} ms/step   {m / base:5.3f}x   (repetitions {1000 * min(samples):.1f} .. {1000 * max(samples):.1f} ms)")
+
+
 def main():
+    if "--gpt2" in sys.argv[1:]:
+        return gpt2_bench()
     cuda = "--cuda" in sys.argv[1:]
     if cuda and not torch.cuda.is_available():
         sys.exit("bench_bridge: --cuda, but torch sees no CUDA device")
@@ -87,7 +146,7 @@ def main():
             torch.cuda.synchronize()
 
     with tempfile.TemporaryDirectory() as d:
-        every_step = fpscope_torch.Recorder(model, os.path.join(d, "every1.jsonl"), every=1, scaler=scaler)
+        every_step = fpscope_torch.Recorder(model, os.path.join(d, "every1.jsonl"), every=1, scaler=scaler, overwrite=True)
         every_step.close()  # made once to warm up, then reopened per measurement
         times = {"without fpscope": [], "recording every step": [], "recording every 10 steps": [],
                  "every 10, fp32 shadow": []}
@@ -97,7 +156,8 @@ def main():
             for name in times:
                 every = 1 if name == "recording every step" else 10
                 shadow = "shadow" in name
-                recorder = None if name == "without fpscope" else fpscope_torch.Recorder(model, os.path.join(d, f"r{repetition}.jsonl"), every=every, scaler=scaler)
+                recorder = None if name == "without fpscope" else fpscope_torch.Recorder(model, os.path.join(d, f"r{repetition}.jsonl"), every=every, scaler=scaler,
+                                                                                         overwrite=True)
                 steps = STEPS
                 synchronize()
                 start = time.perf_counter()
@@ -112,7 +172,8 @@ def main():
     if cuda:
         from fpscope_torch import histogram_triton
         where += ", histograms by " + ("the Triton kernel" if histogram_triton._working.get("cuda") else "PyTorch's ops")
-    print(f"torch {torch.__version__}, {parameters} parameters, batch {batch} x {context} tokens, {where}; medians of {REPETITIONS} x {STEPS} steps")
+    print(f"torch {torch.__version__}, {parameters} parameters, batch {batch} x {context} tokens, {where}; medians of {REPETITIONS} x {STEPS} steps; "
+          f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     for name, samples in times.items():
         m = statistics.median(samples)
         print(f"{name:<26} {1000 * m:8.2f} ms/step   {m / base:5.2f}x   (repetitions {1000 * min(samples):.1f} .. {1000 * max(samples):.1f} ms)")

@@ -6,6 +6,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -13,6 +14,7 @@
 #include "fpscope/analyzer/scale_semantics.hpp"
 #include "fpscope/core/names.hpp"
 #include "fpscope/core/printable_text.hpp"
+#include "long_name.hpp"
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/gpt_shape.hpp"
 
@@ -376,13 +378,22 @@ int App::recorded_scale_log2() const {
 }
 
 void App::selection_controls() {
-  ImGui::SetNextItemWidth(px(110));
-  const char* tensor_label = tensor_names.empty() ? "(none)" : tensor_names[static_cast<std::size_t>(tensor_index)].c_str();
-  if (ImGui::BeginCombo("layer", tensor_label)) {
+  // As wide as the longest name, within limits; a name still too long shows its end (the layer),
+  // whole in the list and in a tooltip.
+  float longest = 0;
+  for (const std::string& name : tensor_names) longest = std::max(longest, ImGui::CalcTextSize(name.c_str()).x);
+  const float padding = ImGui::GetStyle().FramePadding.x * 2 + ImGui::GetFrameHeight();
+  const float combo_width = std::clamp(longest + padding, px(110), px(330));
+  ImGui::SetNextItemWidth(combo_width);
+  const std::string tensor_label =
+      tensor_names.empty() ? "(none)" : left_abbreviated(tensor_names[static_cast<std::size_t>(tensor_index)], combo_width - padding);
+  ImGui::SetNextWindowSizeConstraints(ImVec2(longest + padding, 0), ImVec2(FLT_MAX, FLT_MAX));
+  if (ImGui::BeginCombo("layer", tensor_label.c_str())) {
     for (int i = 0; i < static_cast<int>(tensor_names.size()); ++i)
       if (ImGui::Selectable(tensor_names[static_cast<std::size_t>(i)].c_str(), i == tensor_index)) tensor_index = i;
     ImGui::EndCombo();
   }
+  if (!tensor_names.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tensor_names[static_cast<std::size_t>(tensor_index)].c_str());
   ImGui::SameLine();
   ImGui::SetNextItemWidth(px(170));
   static constexpr TensorKind kinds[] = {TensorKind::activation, TensorKind::activation_gradient, TensorKind::weight,

@@ -138,28 +138,58 @@ def _load_triton():
     _triton = histogram_triton
 
 
+def _count_bytes(field, pairs):
+    """Counts of each value 0..255 in the uint8 tensor `field`. torch.bincount costs about the same
+    per index whatever its range, so a long tensor is counted two bytes at a time: its bytes read
+    as 16-bit indices (into `pairs`, an int32 buffer of half its length) give a 256 x 256 joint
+    count whose row and column sums are the two bytes' counts, for half the indices."""
+    n = field.numel()
+    if n < _PAIRS_FROM:
+        return torch.bincount(field, minlength=256)
+    half = n // 2
+    pairs = pairs[:half]
+    pairs.copy_(field[:2 * half].view(torch.int16))  # sign-extended: masked back to 0..65535
+    pairs.bitwise_and_(0xFFFF)
+    joint = torch.bincount(pairs, minlength=65536).view(256, 256)
+    counts = joint.sum(dim=0) + joint.sum(dim=1)
+    if n % 2:
+        counts[int(field[-1])] += 1
+    return counts
+
+
+_PAIRS_FROM = 1 << 18  # below this, the 65536 joint counts cost more than the indices they save
+
+
 def partial_histogram(tensor):
     """The work on the data for one tensor (see exponent_histogram); lay it out with assemble."""
     if tensor.device.type != "cpu":
         return _accelerator_partial(tensor)
     x = tensor.detach().reshape(-1)
-    if x.dtype != torch.float32:
-        x = x.float()
-    bits = x.view(torch.int32)
-    magnitudes = None
-    if x.device.type == "cpu":
-        shifted, field, magnitudes = _scratch.take(x.numel())
-        torch.bitwise_right_shift(bits, 23, out=shifted)
-        field.copy_(shifted)  # the low 8 bits: the sign falls off
+    n = x.numel()
+    shifted, field, magnitudes = _scratch.take(n)
+    if x.dtype == torch.bfloat16:
+        # bfloat16 is float32's upper half: its exponent field is float32's, read from 16 bits
+        # without a conversion; float32 is made only if the rare values below need it.
+        shifted16 = shifted.view(torch.int16)[:n]
+        torch.bitwise_right_shift(x.view(torch.int16), 7, out=shifted16)
+        field.copy_(shifted16)  # the low 8 bits: the sign falls off
     else:
-        field = (bits >> 23).to(torch.uint8)
-    by_field = torch.bincount(field, minlength=256)
+        if x.dtype != torch.float32:
+            x = x.float()
+        torch.bitwise_right_shift(x.view(torch.int32), 23, out=shifted)
+        field.copy_(shifted)  # the low 8 bits: the sign falls off
+    by_field = _count_bytes(field, shifted)
     # Field 0 holds the zeros and the subnormals, field 255 the infinities and NaNs: each is looked
     # at only when there is something in it (weights and most gradients have neither).
     in_field_0, in_field_255 = by_field[::255].tolist()
+    if in_field_0 == 0 and in_field_255 == 0:
+        return Partial(by_field, 0, None)
+    if x.dtype != torch.float32:
+        x = x.float()
+    bits = x.view(torch.int32)  # `field` still holds the fields (the counting used `shifted`)
     zeros = 0
     if in_field_0 > 0:
-        zeros = x.numel() - (_nonzero_count(x, magnitudes) if in_field_255 == 0 else int(torch.count_nonzero(x)))  # -0.0 is zero; NaN is not
+        zeros = n - (_nonzero_count(x, magnitudes) if in_field_255 == 0 else int(torch.count_nonzero(x)))  # -0.0 is zero; NaN is not
     rare = None
     if in_field_0 - zeros + in_field_255 > 0:
         magnitude = bits & 0x7FFFFFFF

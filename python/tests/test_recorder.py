@@ -117,6 +117,23 @@ class HistogramTest(unittest.TestCase):
             record = fpscope_torch.tensor_record("t", "other", fpscope_torch.exponent_histogram(values))
             self.assertEqual(record_histogram(record), numpy_histogram(values.float().numpy()), str(dtype))
 
+    def test_long_tensors_counted_two_bytes_at_a_time(self):
+        """From 2^18 elements the exponent fields are counted in pairs: even and odd lengths, every
+        dtype, zeros, subnormals, infinities and NaNs among them, against NumPy."""
+        from fpscope_torch import histogram
+        rng = np.random.default_rng(4)
+        for n in (histogram._PAIRS_FROM - 1, histogram._PAIRS_FROM, histogram._PAIRS_FROM + 1, 3 * histogram._PAIRS_FROM + 7):
+            for dtype in (torch.float32, torch.bfloat16, torch.float16):
+                values = torch.from_numpy(rng.normal(0, 1, n) * 2.0 ** rng.integers(-140, 20, n)).to(torch.float32)
+                values[rng.integers(0, n, 50)] = 0.0
+                values[rng.integers(0, n, 5)] = float("inf")
+                values[rng.integers(0, n, 5)] = float("nan")
+                values[-2] = 2.0 ** -135  # a float32 subnormal
+                values[-1] = 3.0  # the odd element, counted apart
+                values = values.to(dtype)
+                record = fpscope_torch.tensor_record("t", "other", fpscope_torch.exponent_histogram(values))
+                self.assertEqual(record_histogram(record), numpy_histogram(values.float().numpy()), (n, str(dtype)))
+
 
     def test_the_accelerator_path_run_here(self):
         """The path CUDA tensors take (float64 exponent field, histc, nothing read back), run on the
