@@ -10,6 +10,8 @@ from itertools import compress
 
 import torch
 
+from . import exponent_counts
+
 MIN_BINADE = -149  # smallest float32 subnormal, 2^-149
 MAX_BINADE = 127
 SLOTS = MAX_BINADE - MIN_BINADE + 1  # 277 binades, then zero, inf, nan
@@ -138,33 +140,24 @@ def _load_triton():
     _triton = histogram_triton
 
 
-def _count_bytes(field, pairs):
-    """Counts of each value 0..255 in the uint8 tensor `field`. torch.bincount costs about the same
-    per index whatever its range, so a long tensor is counted two bytes at a time: its bytes read
-    as 16-bit indices (into `pairs`, an int32 buffer of half its length) give a 256 x 256 joint
-    count whose row and column sums are the two bytes' counts, for half the indices."""
-    n = field.numel()
-    if n < _PAIRS_FROM:
-        return torch.bincount(field, minlength=256)
-    half = n // 2
-    pairs = pairs[:half]
-    pairs.copy_(field[:2 * half].view(torch.int16))  # sign-extended: masked back to 0..65535
-    pairs.bitwise_and_(0xFFFF)
-    joint = torch.bincount(pairs, minlength=65536).view(256, 256)
-    counts = joint.sum(dim=0) + joint.sum(dim=1)
-    if n % 2:
-        counts[int(field[-1])] += 1
-    return counts
-
-
-_PAIRS_FROM = 1 << 18  # below this, the 65536 joint counts cost more than the indices they save
-
-
 def partial_histogram(tensor):
     """The work on the data for one tensor (see exponent_histogram); lay it out with assemble."""
     if tensor.device.type != "cpu":
         return _accelerator_partial(tensor)
     x = tensor.detach().reshape(-1)
+    if x.dtype not in _HOST_DTYPES:
+        x = x.float()
+    counts = exponent_counts.counts_of(x.contiguous(), COUNTS)  # one pass in C, where it was compiled
+    if counts is not None:
+        return CountsPartial(counts)
+    return torch_partial(x)
+
+
+_HOST_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def torch_partial(x):
+    """PyTorch's ops over a flat CPU tensor: the path without a C compiler (exponent_counts.py)."""
     n = x.numel()
     shifted, field, magnitudes = _scratch.take(n)
     if x.dtype == torch.bfloat16:
@@ -178,7 +171,7 @@ def partial_histogram(tensor):
             x = x.float()
         torch.bitwise_right_shift(x.view(torch.int32), 23, out=shifted)
         field.copy_(shifted)  # the low 8 bits: the sign falls off
-    by_field = _count_bytes(field, shifted)
+    by_field = torch.bincount(field, minlength=256)
     # Field 0 holds the zeros and the subnormals, field 255 the infinities and NaNs: each is looked
     # at only when there is something in it (weights and most gradients have neither).
     in_field_0, in_field_255 = by_field[::255].tolist()
@@ -186,7 +179,7 @@ def partial_histogram(tensor):
         return Partial(by_field, 0, None)
     if x.dtype != torch.float32:
         x = x.float()
-    bits = x.view(torch.int32)  # `field` still holds the fields (the counting used `shifted`)
+    bits = x.view(torch.int32)
     zeros = 0
     if in_field_0 > 0:
         zeros = n - (_nonzero_count(x, magnitudes) if in_field_255 == 0 else int(torch.count_nonzero(x)))  # -0.0 is zero; NaN is not

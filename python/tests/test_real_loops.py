@@ -266,6 +266,8 @@ def data_parallel_step(path, rank, world, wrap):
 
 
 def data_parallel_worker(rank, world, path, port, wrap):
+    import faulthandler
+    faulthandler.enable()  # a rank that aborts says where
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     torch.distributed.init_process_group("gloo", rank=rank, world_size=world)

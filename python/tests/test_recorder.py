@@ -117,23 +117,36 @@ class HistogramTest(unittest.TestCase):
             record = fpscope_torch.tensor_record("t", "other", fpscope_torch.exponent_histogram(values))
             self.assertEqual(record_histogram(record), numpy_histogram(values.float().numpy()), str(dtype))
 
-    def test_long_tensors_counted_two_bytes_at_a_time(self):
-        """From 2^18 elements the exponent fields are counted in pairs: even and odd lengths, every
-        dtype, zeros, subnormals, infinities and NaNs among them, against NumPy."""
-        from fpscope_torch import histogram
+    def test_both_cpu_paths_on_every_dtype(self):
+        """The one-pass C histogram and PyTorch's ops (the path without a C compiler): tensors of
+        every dtype and several lengths, with zeros of both signs, subnormals of each format,
+        infinities and NaNs among them, against NumPy, bin for bin."""
+        from fpscope_torch import exponent_counts, histogram
+        self.assertIn("the one-pass C histogram", exponent_counts.why_not())  # a C compiler is here
         rng = np.random.default_rng(4)
-        for n in (histogram._PAIRS_FROM - 1, histogram._PAIRS_FROM, histogram._PAIRS_FROM + 1, 3 * histogram._PAIRS_FROM + 7):
+        for n in (1, 3, 4, 7, 100003):
             for dtype in (torch.float32, torch.bfloat16, torch.float16):
-                values = torch.from_numpy(rng.normal(0, 1, n) * 2.0 ** rng.integers(-140, 20, n)).to(torch.float32)
-                values[rng.integers(0, n, 50)] = 0.0
-                values[rng.integers(0, n, 5)] = float("inf")
-                values[rng.integers(0, n, 5)] = float("nan")
-                values[-2] = 2.0 ** -135  # a float32 subnormal
-                values[-1] = 3.0  # the odd element, counted apart
+                values = torch.from_numpy(rng.normal(0, 1, n) * 2.0 ** rng.integers(-150, 20, n)).to(torch.float32)
+                for value in (0.0, -0.0, float("inf"), -float("inf"), float("nan"), 2.0 ** -135, 2.0 ** -20, -3.0, 1e38):
+                    values[rng.integers(0, n, 3)] = value
                 values = values.to(dtype)
-                record = fpscope_torch.tensor_record("t", "other", fpscope_torch.exponent_histogram(values))
-                self.assertEqual(record_histogram(record), numpy_histogram(values.float().numpy()), (n, str(dtype)))
+                expected = numpy_histogram(values.float().numpy())
+                by_c = histogram.CountsPartial(exponent_counts.counts_of(values, histogram.COUNTS))
+                by_torch = histogram.torch_partial(values)
+                for path, partial in (("C", by_c), ("torch", by_torch)):
+                    record = fpscope_torch.tensor_record("t", "other", histogram.assemble([partial])[0])
+                    self.assertEqual(record_histogram(record), expected, (path, n, str(dtype)))
 
+    def test_without_a_compiler_the_torch_path_runs(self):
+        code = ("import torch, fpscope_torch; from fpscope_torch import exponent_counts as e; "
+                "print(e.why_not()); print(fpscope_torch.exponent_histogram(torch.tensor([0.0, 1.0, 3.0]))[149:151].tolist())")
+        for environment, says in (({"FPSCOPE_TORCH_PURE": "1"}, "FPSCOPE_TORCH_PURE is set"),
+                                  ({"CC": "/nonexistent/cc", "XDG_CACHE_HOME": tempfile.mkdtemp()}, "no C compiler")):
+            result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                    env=dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."), **environment))
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn(says, result.stdout)
+            self.assertIn("[1, 1]", result.stdout)  # binades 0 and 1: one value each
 
     def test_the_accelerator_path_run_here(self):
         """The path CUDA tensors take (float64 exponent field, histc, nothing read back), run on the
