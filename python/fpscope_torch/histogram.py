@@ -1,8 +1,8 @@
-"""Exponent histograms of tensors on their own device: one bincount over the float32 exponent field.
+"""Exponent histograms of tensors on their own device: on the CPU one pass in C (exponent_counts.c,
+or PyTorch's ops without a C compiler), on an accelerator one Triton kernel (or PyTorch's ops).
 
 A recorded step histograms every activation and gradient of the model, a few hundred tensors, so
-the work per tensor is kept to what must touch the data (one shift, one bincount, a zero count only
-where field 0 holds values) and everything small -- laying out the 280 slots, summing repeated
+the work per tensor is kept to what must touch the data and everything small -- laying out the 280 slots, summing repeated
 calls, reading counts back -- is done once per step for all tensors together (`assemble`)."""
 
 import threading
@@ -157,7 +157,9 @@ _HOST_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def torch_partial(x):
-    """PyTorch's ops over a flat CPU tensor: the path without a C compiler (exponent_counts.py)."""
+    """PyTorch's ops over a flat CPU tensor, the path without a C compiler (exponent_counts.py): one
+    shift, one bincount over the 8-bit field, a zero count only where field 0 holds values, and
+    the rare values taken apart from a masked copy of just them."""
     n = x.numel()
     shifted, field, magnitudes = _scratch.take(n)
     if x.dtype == torch.bfloat16:
@@ -237,10 +239,9 @@ def exponent_histogram(tensor):
     length-280 int64 tensor on the tensor's device. Other dtypes are rounded to float32 first, the
     histogram's range: float64 values beyond it count as infinities or zeros, as float32 holds them.
 
-    One bincount over the 8-bit exponent field does the normal numbers (a normal binade is the
-    field - 127); only where field 0 holds values are the zeros counted, and only where
-    subnormals, infinities or NaNs are there (rare) are they taken apart, from a masked copy of
-    just them."""
+    The exponent field does the normal numbers (a normal binade is the field - 127); only where
+    field 0 holds values are the zeros counted, and only where subnormals, infinities or NaNs are
+    there (rare) are they taken apart."""
     return assemble([partial_histogram(tensor)])[0]
 
 
