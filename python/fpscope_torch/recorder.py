@@ -46,20 +46,25 @@ def _dtensor_type():
 _DTENSOR = _dtensor_type() if torch.distributed.is_available() else None
 
 
-def _is_shard(tensor):
-    """A DTensor (FSDP2, tensor parallel): this rank holds a part; the whole tensor's histogram is
-    the sum of the ranks' (a replicated placement is summed too, so it is recorded from rank 0)."""
-    return _DTENSOR is not None and isinstance(tensor, _DTENSOR)
-
-
 def _local(tensor):
-    """What this rank holds of a tensor: a DTensor's local shard, a complex tensor's real and
-    imaginary parts side by side (each a float a cast would round), else the tensor."""
-    if _is_shard(tensor):
-        tensor = tensor.to_local()
+    """What this rank histograms of a tensor, and whether the ranks' histograms are then summed.
+    A DTensor (FSDP2, tensor parallel) sharded on every mesh dimension: its local shard, summed
+    (a sharded tensor's histogram is the sum of its shards'); replicated on every one: its local
+    copy, rank 0's; any other placement (a 2-D mesh mixing them, a pending reduction): the whole
+    tensor (full_tensor, collective; every rank reaches it in the same order), rank 0's. Complex
+    tensors give their real and imaginary parts side by side, each a float a cast would round."""
+    summed = False
+    if _DTENSOR is not None and isinstance(tensor, _DTENSOR):
+        placements = tuple(tensor.placements)
+        if all(p.is_shard() for p in placements):
+            tensor, summed = tensor.to_local(), True
+        elif all(p.is_replicate() for p in placements):
+            tensor = tensor.to_local()
+        else:
+            tensor = tensor.full_tensor()
     if tensor.is_complex():
         tensor = torch.view_as_real(tensor)
-    return tensor
+    return tensor, summed
 
 
 def _unwrapped(model):
@@ -396,8 +401,8 @@ class Recorder:
     def _add(self, name, kind, tensor, scale, replace=False):
         if kind not in self.kinds:
             return
-        summed = kind in _SHARDED or _is_shard(tensor)
-        tensor = _local(tensor)
+        tensor, shard = _local(tensor)
+        summed = kind in _SHARDED or shard
         partial = self._histogram_of(tensor)
         key = (name, kind)
         if self._blocks is not None:

@@ -5,6 +5,7 @@ case its one sentence. Parts that need torch 2.x or transformers say so when the
 
 import contextlib
 import io
+import json
 import logging
 import os
 import sys
@@ -265,6 +266,31 @@ def data_parallel_step(path, rank, world, wrap):
         recorder.step(loss)
 
 
+def placements_worker(rank, world, path, port):
+    """_local's rule on a 2-rank mesh: a sharded DTensor gives its shard (summed), a replicated one
+    its copy (rank 0's); written to `path` by rank 0."""
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+        from fpscope_torch.recorder import _local
+        mesh = init_device_mesh("cpu", (world,))
+        whole = torch.arange(8, dtype=torch.float32).reshape(4, 2)
+        shard, shard_summed = _local(distribute_tensor(whole, mesh, [Shard(0)]))
+        copy, copy_summed = _local(distribute_tensor(whole, mesh, [Replicate()]))
+        if rank == 0:
+            with open(path, "w") as f:
+                json.dump({"shard": shard.tolist(), "shard_summed": shard_summed, "copy": copy.tolist(), "copy_summed": copy_summed}, f)
+        torch.distributed.barrier()
+    finally:
+        torch.distributed.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def data_parallel_worker(rank, world, path, port, wrap):
     import faulthandler
     faulthandler.enable()  # a rank that aborts says where
@@ -325,6 +351,17 @@ class DataParallelTest(unittest.TestCase):
     def test_ddp_weight_gradients_are_the_averaged_ones(self):
         one = self.compare("ddp", 0)
         self.assertIn(("0.weight", "weight_gradient"), one)
+
+    @unittest.skipUnless(fsdp2_available(), "DTensor placements need torch >= 2.6")
+    def test_a_shard_is_summed_and_a_replica_is_not(self):
+        import torch.multiprocessing as mp
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "placements.json")
+            mp.spawn(placements_worker, args=(2, path, free_port()), nprocs=2, join=True)
+            with open(path) as f:
+                seen = json.load(f)
+        self.assertEqual((seen["shard"], seen["shard_summed"]), ([[0.0, 1.0], [2.0, 3.0]], True))  # rank 0's rows
+        self.assertEqual((seen["copy"], seen["copy_summed"]), ([[0.0, 1.0], [2.0, 3.0], [4.0, 5.0], [6.0, 7.0]], False))
 
     @unittest.skipUnless(fsdp2_available(), "FSDP2 (torch.distributed.fsdp.fully_shard) needs torch >= 2.6")
     def test_fsdp2_shards_sum_to_the_whole_tensors(self):
