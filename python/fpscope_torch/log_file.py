@@ -48,12 +48,12 @@ def create(path, header, overwrite):
     try:
         fcntl.flock(folder_fd, fcntl.LOCK_EX)
         if os.path.lexists(path):
+            if os.path.isdir(path):
+                raise RunLogError(f"{given} is a folder: name a file for the run log")
             if _held_by_another_writer(path):
                 raise _busy(given)
             if not overwrite:
                 raise RunLogError(f"{given} exists: pass append=True to go on with it, or overwrite=True to replace it")
-            if os.path.isdir(path):
-                raise RunLogError(f"{given} is a folder: name a file for the run log")
         temporary = os.path.join(folder, f".{os.path.basename(path)}.fpscope-tmp-{os.getpid()}")
         try:
             out = open(temporary, "x")

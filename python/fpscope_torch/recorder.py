@@ -303,10 +303,9 @@ class Recorder:
         return f"PyTorch {torch.__version__} ({where})"
 
     def _open(self, model_name, precision, fmt, append, overwrite, tensorboard):
-        events = None
         if tensorboard is not None:
-            from .tensorboard import EventWriter
-            events = EventWriter(tensorboard)  # before the log: a missing tensorboard package leaves no log behind
+            from .tensorboard import summary_writer_type
+            summary_writer_type()  # before the log: without the tensorboard package, no log is left behind
         if append and os.path.exists(self.path):
             self._file, header = log_file.open_to_append(self.path)
             self._run_id = header.get("run_id", "")
@@ -317,9 +316,10 @@ class Recorder:
                       "precision": precision or "", "format": fmt, "rounding": "rne",
                       "scaler": "dynamic" if self._scaler_enabled() else "none", "products": self._products()}
             self._file = log_file.create(self.path, header, overwrite)
-        if events is not None:
-            events.header(header)
-            self._events = events
+        if tensorboard is not None:
+            from .tensorboard import EventWriter
+            self._events = EventWriter(tensorboard)
+            self._events.header(header)
 
     def _write_lines(self, lines):
         self._file.write("".join(json.dumps(line) + "\n" for line in lines))

@@ -72,15 +72,21 @@ def _log2_of(scale):
     return None
 
 
+def summary_writer_type():
+    """torch's SummaryWriter, or an ImportError in one sentence where the tensorboard package is not
+    installed."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as error:
+        raise ImportError(f"writing TensorBoard events needs the tensorboard package (pip install tensorboard): {error}") from None
+    return SummaryWriter
+
+
 class EventWriter:
     """Writes a run log's lines as TensorBoard events into `logdir` (made if missing)."""
 
     def __init__(self, logdir):
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError as error:
-            raise ImportError(f"writing TensorBoard events needs the tensorboard package (pip install tensorboard): {error}") from None
-        self._writer = SummaryWriter(log_dir=os.fspath(logdir))
+        self._writer = summary_writer_type()(log_dir=os.fspath(logdir))
         self._limits = None
         self.warnings = []
 
