@@ -142,6 +142,31 @@ class EventWriter:
         self._writer.close()
 
 
+def _problem_in(line):
+    """What makes a step record unwritable, in words, or None: checked for every line before the
+    first event is written, so that a bad log leaves no event file behind."""
+    number = (int, float)
+    if line.get("loss") is not None and not isinstance(line["loss"], number):
+        return "\"loss\" is not a number"
+    if not isinstance(line.get("loss_scale", 1.0), number) or isinstance(line.get("loss_scale"), bool):
+        return "\"loss_scale\" is not a number"
+    tensors = line.get("tensors", [])
+    if not isinstance(tensors, list):
+        return "\"tensors\" is not a list"
+    for record in tensors:
+        if not isinstance(record, dict) or not isinstance(record.get("name"), str) or not isinstance(record.get("kind"), str):
+            return "a tensor record without a \"name\" and a \"kind\""
+        bins = record.get("bins")
+        if not isinstance(bins, list) or not all(isinstance(b, list) and len(b) == 2 and all(isinstance(v, int) for v in b) for b in bins):
+            return f"tensor {record['name']!r}: \"bins\" is not a list of [binade, count] integer pairs"
+        if any(not isinstance(record.get(k, 0), int) or record.get(k, 0) < 0 for k in ("zero", "inf", "nan")):
+            return f"tensor {record['name']!r}: \"zero\", \"inf\" and \"nan\" must be counts"
+        scale = record.get("scale", 1.0)
+        if not isinstance(scale, number) or isinstance(scale, bool) or not scale > 0 or not math.isfinite(scale):
+            return f"tensor {record['name']!r}: \"scale\" is not a positive number"
+    return None
+
+
 def convert(path, logdir):
     """Writes the run log at `path` as TensorBoard events into `logdir`; returns (steps, snapshots,
     warnings). A torn last line (a run still writing) is skipped, as fpscope's readers skip it."""
@@ -176,6 +201,9 @@ def convert(path, logdir):
             raise ValueError(f"{path}:{number}: not a JSON object") from None
         if not isinstance(line, dict) or not isinstance(line.get("step"), int):
             raise ValueError(f"{path}:{number}: not a step record (no integer \"step\")")
+        problem = _problem_in(line)
+        if problem:
+            raise ValueError(f"{path}:{number}: {problem}")
         parsed.append(line)
     writer = EventWriter(logdir)
     try:

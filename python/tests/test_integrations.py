@@ -229,7 +229,12 @@ class TensorBoardTest(unittest.TestCase):
             bad = os.path.join(d, "bad.jsonl")
             with open(bad, "w") as f:
                 f.write('{"not": "a header"}\n')
+            torn = os.path.join(d, "torn.jsonl")
+            with open(torn, "w") as f:
+                f.write('{"fpscope_run_log": true, "schema_version": 2, "format": "fp16"}\n{"step": 0, "loss": 1.0, "loss_scale": 1}\n'
+                        '{"step": 1, "loss": 1.0, "loss_scale": 1, "tensors": [{"name": "x", "kind": "activation", "bins": [[0, "many"]]}]}\n')
             for path, message in ((bad, "bad.jsonl: its first line is not an fpscope run log header"),
+                                  (torn, "torn.jsonl:3: tensor 'x': \"bins\" is not a list of [binade, count] integer pairs"),
                                   (os.path.join(d, "missing.jsonl"), "missing.jsonl does not exist")):
                 result = subprocess.run([sys.executable, "-m", "fpscope_torch.tensorboard", path, os.path.join(d, "tb")], capture_output=True,
                                         text=True, env=dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), "..")))
