@@ -329,7 +329,7 @@ def fsdp2_available():
 
 @unittest.skipUnless(torch.distributed.is_available(), "torch.distributed is not here")
 class DataParallelTest(unittest.TestCase):
-    def compare(self, wrap, port_offset):
+    def compare(self, wrap):
         import torch.multiprocessing as mp
         with tempfile.TemporaryDirectory() as d:
             data_parallel_step(os.path.join(d, "one.jsonl"), 0, 1, None)
@@ -349,7 +349,7 @@ class DataParallelTest(unittest.TestCase):
         return one
 
     def test_ddp_weight_gradients_are_the_averaged_ones(self):
-        one = self.compare("ddp", 0)
+        one = self.compare("ddp")
         self.assertIn(("0.weight", "weight_gradient"), one)
 
     @unittest.skipUnless(fsdp2_available(), "DTensor placements need torch >= 2.6")
@@ -365,7 +365,7 @@ class DataParallelTest(unittest.TestCase):
 
     @unittest.skipUnless(fsdp2_available(), "FSDP2 (torch.distributed.fsdp.fully_shard) needs torch >= 2.6")
     def test_fsdp2_shards_sum_to_the_whole_tensors(self):
-        self.compare("fsdp2", 11)
+        self.compare("fsdp2")
 
 
 @unittest.skipUnless(HAVE_TRANSFORMERS, "HuggingFace transformers is not installed (scripts/test-torch installs it)")
