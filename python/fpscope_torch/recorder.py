@@ -100,6 +100,11 @@ def _matches(label, prefixes):
     return any(label == p or label.startswith(p + ".") for p in prefixes)
 
 
+def _kept(label, include, exclude):
+    """Whether include= and exclude= (name prefixes) keep a module or parameter name."""
+    return (include is None or _matches(label, include)) and (exclude is None or not _matches(label, exclude))
+
+
 def _model_name(model):
     """The model's class name, through the class FSDP2's fully_shard makes (FSDP<name>)."""
     cls = type(model)
@@ -119,24 +124,14 @@ def _recorded_modules(model, include, exclude):
         label = name or type(module).__name__
         leaf = not any(True for _ in module.children())
         named = include is not None and label in include
-        if not (leaf or isinstance(module, wanted) or named):
-            continue
-        if include is not None and not _matches(label, include):
-            continue
-        if exclude is not None and _matches(label, exclude):
-            continue
-        yield label, module
+        if (leaf or isinstance(module, wanted) or named) and _kept(label, include, exclude):
+            yield label, module
 
 
 def _recorded_parameters(model, include, exclude):
     for name, parameter in model.named_parameters():
-        if not parameter.requires_grad:
-            continue
-        if include is not None and not _matches(name, include):
-            continue
-        if exclude is not None and _matches(name, exclude):
-            continue
-        yield name, parameter
+        if parameter.requires_grad and _kept(name, include, exclude):
+            yield name, parameter
 
 
 def _check_prefixes(model, include, exclude):
