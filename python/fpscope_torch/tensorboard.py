@@ -64,14 +64,6 @@ def shares(bins, zero, total, limits):
     return {"%zero": percent(zero + flushed), "%subnormal": percent(subnormal), "%overflow": percent(overflow)}
 
 
-def _log2_of(scale):
-    if scale > 0:
-        m, e = math.frexp(scale)
-        if m == 0.5:
-            return e - 1
-    return None
-
-
 def summary_writer_type():
     """torch's SummaryWriter, or an ImportError in one sentence where the tensorboard package is not
     installed."""
@@ -111,24 +103,21 @@ class EventWriter:
         bins = sorted((int(b), int(c)) for b, c in record["bins"] if int(c) > 0)
         zero, inf, nan = int(record.get("zero", 0)), int(record.get("inf", 0)), int(record.get("nan", 0))
         scale = float(record.get("scale", 1.0))
-        shift = _log2_of(scale)
         total = sum(c for _, c in bins) + zero + inf + nan
         if bins or zero:
-            # Magnitudes at scale 1: the scale divided out exactly (a power of two moves every
-            # binade; any other scale divides the bucket edges).
-            at_one = [(b - shift, c) for b, c in bins] if shift is not None else bins
-            edge = (lambda b: math.ldexp(1.0, b + 1)) if shift is not None else (lambda b: math.ldexp(1.0, b + 1) / scale)
-            limits = ([0.0] if zero else []) + [edge(b) for b, _ in at_one]
-            counts = ([float(zero)] if zero else []) + [float(c) for _, c in at_one]
-            low = 0.0 if zero else (math.ldexp(1.0, at_one[0][0]) if shift is not None else math.ldexp(1.0, at_one[0][0]) / scale)
+            # Magnitudes at scale 1: the recorded scale divided out of the edges (exactly, for the
+            # powers of two loss scales are), binade b's bucket ending at 2^(b+1) / scale.
+            limits = ([0.0] if zero else []) + [math.ldexp(1.0, b + 1) / scale for b, _ in bins]
+            counts = ([float(zero)] if zero else []) + [float(c) for _, c in bins]
+            low = 0.0 if zero else math.ldexp(1.0, bins[0][0]) / scale
             self._writer.add_histogram_raw(tag, min=low, max=limits[-1], num=float(sum(counts)), sum=0.0, sum_squares=0.0,
                                            bucket_limits=limits, bucket_counts=counts, global_step=step)
-            if bins:
-                log2_low = at_one[0][0] if shift is not None else at_one[0][0] - math.log2(scale)
-                log2_limits = [float(b + 1) if shift is not None else b + 1 - math.log2(scale) for b, _ in at_one]
-                self._writer.add_histogram_raw(tag + " log2", min=float(log2_low), max=log2_limits[-1], num=float(sum(c for _, c in at_one)),
-                                               sum=0.0, sum_squares=0.0, bucket_limits=log2_limits,
-                                               bucket_counts=[float(c) for _, c in at_one], global_step=step)
+        if bins:
+            offset = math.log2(scale)
+            self._writer.add_histogram_raw(tag + " log2", min=bins[0][0] - offset, max=bins[-1][0] + 1 - offset,
+                                           num=float(sum(c for _, c in bins)), sum=0.0, sum_squares=0.0,
+                                           bucket_limits=[b + 1 - offset for b, _ in bins], bucket_counts=[float(c) for _, c in bins],
+                                           global_step=step)
         if self._limits is not None:
             for name, value in shares(bins, zero, total, self._limits).items():
                 self._writer.add_scalar(f"{tag} {name}", value, step)
