@@ -11,16 +11,17 @@ instruction set after their shared headers: kernel_unit_baseline.hpp).
 
 Reads the archives with nm and objdump; prints each offending function and the unit it is in,
 and exits 1 if there is one. Checks that it saw the kernels (some vector code in instruction-set
-namespaces), so an unreadable archive does not pass. (Other libraries -- the CPU training
-backend -- keep their vector code in functions of one unit, with a target attribute.)
+namespaces), so an unreadable archive does not pass. The CPU training backend's element-wise
+passes (gpu/src/cpu/elementwise_avx2.cpp, elementwise_avx512.cpp) are such units too.
 """
 import re
 import subprocess
 import sys
 
 # Namespaces only a unit compiled for that instruction set defines names in (bulk_kernels.inl's
-# BULK_ISA, the MX kernels, the AVX-512 helpers, the F16C and AVX512-BF16 units).
-ISA_NAMESPACE = re.compile(r"\b(bulk_avx2|bulk_avx512|mx_avx2|mx_avx512|avx512|bulk_f16c|bulk_bf16_avx512)::")
+# BULK_ISA, the MX kernels, the AVX-512 helpers, the F16C and AVX512-BF16 units, the training
+# backend's element-wise lanes).
+ISA_NAMESPACE = re.compile(r"\b(bulk_avx2|bulk_avx512|elementwise_avx2|elementwise_avx512|mx_avx2|mx_avx512|avx512|bulk_f16c|bulk_bf16_avx512)::")
 
 # Mnemonics beyond x86-64's baseline (SSE2): every VEX/EVEX instruction (v...), AVX-512's mask
 # registers (k...), BMI1/BMI2/LZCNT/POPCNT, and the SSE3/SSSE3/SSE4 instructions a compiler emits.

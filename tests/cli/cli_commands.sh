@@ -286,6 +286,18 @@ check train-gpt-analyze 0 'h1\.attn\.scores +activation +576 ' -- "$fpscope" ana
 check train-gpt-resume 0 '^same$' -- bash -c "'$fpscope' train ${gpt[*]} --steps 3 --record-every 3 --checkpoint-every 3 --threads 1 --out '$work/gpt-cut.jsonl' >/dev/null 2>&1 &&
   '$fpscope' train ${gpt[*]} --steps 6 --record-every 3 --checkpoint-every 3 --threads 3 --out '$work/gpt-cut.jsonl' --resume >/dev/null 2>&1 &&
   cmp -s <(sed -E 's/\"run_id\":\"[0-9a-f]{32}\",?//' '$work/gpt.jsonl') <(sed -E 's/\"run_id\":\"[0-9a-f]{32}\",?//' '$work/gpt-cut.jsonl') && echo same"
+# One, two and seven threads give a whole run's bits (the element-wise passes, the synthetic
+# batches and the products are all sliced without regard to the thread count): the MLP at the
+# defaults (tanh, fp16) and in bf16 with GELU, and the GPT (GELU, softmax, AdamW); every step recorded.
+check train-threads-same-bits 0 '^same same same$' -- bash -c "
+  runs=('--model 64-1024-10 --batch 64' '--model 64-1024-10 --batch 64 --precision bf16 --activation gelu' '${gpt[*]}')
+  for r in 0 1 2; do
+    for t in 1 2 7; do '$fpscope' train \${runs[r]} --steps 4 --threads \$t --out '$work/threads-'\$r-\$t.jsonl >/dev/null 2>&1 || exit 1; done
+    strip() { sed -E 's/\"run_id\":\"[0-9a-f]{32}\",?//' \"\$1\"; }
+    cmp -s <(strip '$work/threads-'\$r-1.jsonl) <(strip '$work/threads-'\$r-2.jsonl) &&
+      cmp -s <(strip '$work/threads-'\$r-1.jsonl) <(strip '$work/threads-'\$r-7.jsonl) && printf same || printf differ
+    [[ \$r == 2 ]] || printf ' '
+  done"
 check train-gpt-recipe 0 '^24 h1\.mlp\.proj output_gradient e5m2$' -- bash -c "'$fpscope' train ${gpt[*]} --recipe fp8-delayed --steps 3 --out '$work/gpt-fp8.jsonl' >/dev/null 2>&1 &&
   python3 -c 'import json,sys; s=[json.loads(l) for l in open(sys.argv[1])][-1][\"scaling\"]; o=[x for x in s if x[\"operand\"]==\"output_gradient\"][0]; print(len(s), o[\"name\"], o[\"operand\"], o[\"format\"])' '$work/gpt-fp8.jsonl'"
 # Its steps and its FP8 scaling as tidy CSV, each row the log's own numbers read back exactly.

@@ -6,8 +6,8 @@
 // What is exact and what is not. The element-wise math is the same FPSCOPE_HD code on both sides,
 // compiled without FMA contraction, and both hold matrices column-major, so the same element draws
 // the same stochastic-rounding word. What differs: cuBLAS sums the GEMMs (and the bias gradients)
-// in another order than Eigen, and CUDA's expf / tanhf / erff / logf may differ from glibc's in the
-// last bits. So:
+// in another order than Eigen, and the loss's logf is CUDA's on the device, glibc's on the host
+// (the activations and exponentials are elementwise_math.hpp's on both). So:
 //   exact   -- step 0's weight histograms and cast counts (the same weights, the same casts), the
 //              stochastic-rounding counters, the loss scales and skips, a restored state read back;
 //   stated  -- every other histogram: per-bin differences of at most `moved_allowed` elements

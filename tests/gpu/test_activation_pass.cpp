@@ -1,18 +1,24 @@
-// The CPU backend's activation passes (activation_pass.hpp) against activate() and
-// activation_derivative() element by element: relu and tanh bit for bit, GELU through libmvec
-// within a stated bound; lengths that leave tails, and in place.
+// The CPU backend's element-wise passes (activation_pass.hpp, elementwise_passes.hpp) against the
+// scalar functions (activation.hpp, elementwise_math.hpp): every instruction set this processor has
+// gives the scalar code's bits for every element, for every tail length, in place, on any number
+// of threads; and the scalar functions within their stated ulp of the exact ones on a sample (the
+// whole float32 range: tests/exhaustive/elementwise_math.cpp).
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "activation_pass.hpp"
-#include "fpscope/gpu/parallel.hpp"
+#include "elementwise_passes.hpp"
+#include "fpscope/core/bulk.hpp"
+#include "fpscope/gpu/elementwise_math.hpp"
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/mlp.hpp"
+#include "fpscope/gpu/parallel.hpp"
 
 using namespace fpscope;
 
@@ -32,12 +38,116 @@ std::uint32_t bits(float x) {
   std::memcpy(&b, &x, sizeof b);
   return b;
 }
+float from_bits(std::uint32_t b) {
+  float x = 0;
+  std::memcpy(&x, &b, sizeof x);
+  return x;
+}
+
+// Every special value and every region boundary of the functions, each with its neighbours; a
+// dense ramp over [-12, 12]; and random bit patterns (NaNs with payloads, subnormals, infinities).
+std::vector<float> hard_inputs() {
+  std::vector<float> z;
+  const float marks[] = {0.0f, 1e-45f, 1.17549435e-38f, 1e-30f, 1e-8f, 0.5f, 0.9f, 1.0f, 1.25f, 3.92f, 4.0f, 9.0f, 10.0f, 88.0f,
+                         88.7228394f, 89.0f, 103.9f, 104.0f, 1e10f, 3.4028235e38f, INFINITY};
+  for (const float m : marks)
+    for (const float sign : {1.0f, -1.0f})
+      for (int step = -2; step <= 2; ++step) z.push_back(from_bits(static_cast<std::uint32_t>(static_cast<int>(bits(m)) + step)) * sign);
+  z.push_back(NAN);
+  z.push_back(-NAN);
+  z.push_back(from_bits(0x7f800001u));  // a signalling NaN
+  z.push_back(from_bits(0xffc01234u));  // a quiet NaN with a payload, negative
+  for (int i = -120000; i <= 120000; ++i) z.push_back(static_cast<float>(i) * 1e-4f);
+  std::mt19937 rng(11);
+  for (int i = 0; i < 200000; ++i) z.push_back(from_bits(static_cast<std::uint32_t>(rng())));
+  return z;
+}
+
+// The instruction sets this processor runs (always the scalar one).
+std::vector<std::string> instruction_sets() {
+  std::vector<std::string> sets;
+  for (const char* isa : {"generic", "avx2", "avx512"})
+    if (bulk_isa_supported(isa)) sets.emplace_back(isa);
+  return sets;
+}
+
+// How many of out's n elements differ in their bits from reference(i).
+template <typename Reference>
+std::size_t differing(const std::vector<float>& out, Reference reference) {
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) differ += bits(out[i]) != bits(reference(i));
+  return differ;
+}
+
+// |got - exact| in units of float32's ulp at exact (subnormal spacing below the normal range; an
+// infinity stands at 2^128 where exact rounds to one).
+double ulps(float got, double exact) {
+  if (std::isnan(exact)) return std::isnan(got) ? 0 : 1e9;
+  if (std::isinf(got) && std::isinf(static_cast<float>(exact)) && (got > 0) == (exact > 0)) return 0;
+  const double as_number = std::isinf(got) ? std::copysign(std::ldexp(1.0, 128), got) : static_cast<double>(got);
+  int exponent = 0;
+  std::frexp(std::abs(exact), &exponent);
+  return std::abs(as_number - exact) / std::ldexp(1.0, std::max(exponent - 1, -126) - 23);
+}
 }  // namespace
 
-TEST_CASE("activation passes: relu and tanh are activate()'s bits, forward and backward, in place") {
+TEST_CASE("element-wise math: every instruction set gives the scalar functions' bits, every element, every tail, in place") {
+  const std::vector<float> z = hard_inputs();
+  const std::vector<float> g = inputs(z.size());
+  for (const std::string& isa : instruction_sets()) {
+    CAPTURE(isa);
+    const element::ElementwisePasses& passes = elementwise_passes_for(isa);
+    std::vector<float> out(z.size());
+    passes.exp(z.data(), out.data(), z.size());
+    CHECK(differing(out, [&](std::size_t i) { return element::exp_of(z[i]); }) == 0);
+    passes.tanh(z.data(), out.data(), z.size());
+    CHECK(differing(out, [&](std::size_t i) { return element::tanh_of(z[i]); }) == 0);
+    passes.erf(z.data(), out.data(), z.size());
+    CHECK(differing(out, [&](std::size_t i) { return element::erf_of(z[i]); }) == 0);
+    for (const Activation a : all_activations) {
+      CAPTURE(activation_name(a));
+      passes.forward(a, z.data(), out.data(), z.size());
+      CHECK(differing(out, [&](std::size_t i) { return activate(a, z[i]); }) == 0);
+      passes.backward(a, z.data(), g.data(), out.data(), z.size());
+      CHECK(differing(out, [&](std::size_t i) { return g[i] * activation_derivative(a, z[i]); }) == 0);
+    }
+    // Every tail length of 16 and 8 lanes, nothing written past the end, in place the same.
+    for (std::size_t n = 1; n <= 40; ++n) {
+      CAPTURE(n);
+      const float shift = z[n];
+      std::vector<float> row(z.begin() + 1000, z.begin() + 1000 + static_cast<std::ptrdiff_t>(n)), shifted(n + 1, -7.0f);
+      passes.shifted_exponentials(row.data(), shift, shifted.data(), n);
+      CHECK(shifted[n] == -7.0f);
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < n; ++i) differ += bits(shifted[i]) != bits(element::exp_of(row[i] - shift));
+      CHECK(differ == 0);
+      passes.forward(Activation::gelu, row.data(), row.data(), n);
+      differ = 0;
+      for (std::size_t i = 0; i < n; ++i) differ += bits(row[i]) != bits(activate(Activation::gelu, z[1000 + i]));
+      CHECK(differ == 0);
+    }
+  }
+}
+
+TEST_CASE("element-wise math: exp, tanh and erf within 1, 1.5 and 1.5 ulp of the exact functions on every 4099th float32") {
+  // The bounds are elementwise_math.hpp's; the exhaustive sweep checks every float32.
+  double worst_exp = 0, worst_tanh = 0, worst_erf = 0;
+  for (std::uint64_t b = 0; b < (std::uint64_t{1} << 32); b += 4099) {
+    const float x = from_bits(static_cast<std::uint32_t>(b));
+    worst_exp = std::max(worst_exp, ulps(element::exp_of(x), std::exp(static_cast<double>(x))));
+    worst_tanh = std::max(worst_tanh, ulps(element::tanh_of(x), std::tanh(static_cast<double>(x))));
+    worst_erf = std::max(worst_erf, ulps(element::erf_of(x), std::erf(static_cast<double>(x))));
+  }
+  MESSAGE("largest errors: exp " << worst_exp << " ulp, tanh " << worst_tanh << " ulp, erf " << worst_erf << " ulp");
+  CHECK(worst_exp <= 1.0);
+  CHECK(worst_tanh <= 1.5);
+  CHECK(worst_erf <= 1.5);
+}
+
+TEST_CASE("activation passes: every activation is activate()'s bits on the threads, forward and backward, in place") {
   for (const std::size_t n : {std::size_t{1}, std::size_t{37}, std::size_t{70001}}) {
     const std::vector<float> z = inputs(n), g = inputs(n + 3);
-    for (const Activation a : {Activation::relu, Activation::tanh}) {
+    for (const Activation a : all_activations) {
       CAPTURE(n);
       CAPTURE(activation_name(a));
       std::vector<float> forward = z, backward = g;
@@ -53,63 +163,31 @@ TEST_CASE("activation passes: relu and tanh are activate()'s bits, forward and b
   }
 }
 
-TEST_CASE("activation passes: GELU within 16 float32 epsilons of its terms of activate()'s, forward and backward") {
-  if (!gelu_is_vectorised()) MESSAGE("GELU runs element by element here (no AVX2): the bound holds trivially");
-  set_gemm_threads(2);
-  const std::size_t n = 100003;  // not a multiple of 8 or 16
+TEST_CASE("activation passes: GELU within 4 float32 epsilons of its terms of the float64 formula, forward and backward") {
+  const std::size_t n = 100003;
   const std::vector<float> z = inputs(n), g = inputs(n + 1);
   std::vector<float> forward(n), backward(n);
   activation_forward(Activation::gelu, z.data(), forward.data(), n);
   activation_backward(Activation::gelu, z.data(), g.data(), backward.data(), n);
-  // libmvec's erff and expf are within 4 ulp of glibc's; each term of the formula then moves by
-  // at most a few epsilons of its own size.
+  // erf and exp within 1.5 ulp, and each operation's rounding: each term of the formula moves by at
+  // most a few epsilons of its own size.
   const double epsilon = std::ldexp(1.0, -24);
   double worst_forward = 0, worst_backward = 0;
-  std::size_t same = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const double v = z[i];
+    const double cdf = 0.5 * (1.0 + std::erf(v / std::sqrt(2.0)));
+    const double pdf = std::exp(-0.5 * v * v) / std::sqrt(2.0 * 3.14159265358979323846);
     const double forward_scale = std::abs(0.5 * v) * 2 + 1e-38;
     const double backward_scale = std::abs(static_cast<double>(g[i])) * (1.0 + std::abs(v) * 0.4 * std::exp(-0.5 * v * v)) + 1e-38;
-    worst_forward = std::max(worst_forward, std::abs(forward[i] - static_cast<double>(activate(Activation::gelu, z[i]))) / (forward_scale * epsilon));
-    worst_backward = std::max(worst_backward, std::abs(backward[i] - static_cast<double>(g[i] * activation_derivative(Activation::gelu, z[i]))) /
-                                                  (backward_scale * epsilon));
-    same += bits(forward[i]) == bits(activate(Activation::gelu, z[i]));
+    worst_forward = std::max(worst_forward, std::abs(forward[i] - v * cdf) / (forward_scale * epsilon));
+    worst_backward = std::max(worst_backward, std::abs(backward[i] - g[i] * (cdf + v * pdf)) / (backward_scale * epsilon));
   }
-  CAPTURE(same);
-  CHECK(worst_forward <= 16);
-  CHECK(worst_backward <= 16);
-  // In place gives the same as out of place.
-  std::vector<float> in_place = z;
-  activation_forward(Activation::gelu, in_place.data(), in_place.data(), n);
-  CHECK(std::memcmp(in_place.data(), forward.data(), n * sizeof(float)) == 0);
-  set_gemm_threads(1);
+  MESSAGE("largest differences: forward " << worst_forward << ", backward " << worst_backward << " epsilons of the terms");
+  CHECK(worst_forward <= 4);
+  CHECK(worst_backward <= 4);
 }
 
-TEST_CASE("activation passes: a softmax row's exponentials within 4 ulp of std::exp, every tail length, in place") {
-  // libmvec's expf is within 4 ulp of glibc's (its documentation); rows of 1 to 40 values leave
-  // every tail of 16 and of 8 lanes; the shift is the row's largest, as the softmax takes it.
-  const std::vector<float> z = inputs(40);
-  for (std::size_t n = 1; n <= z.size(); ++n) {
-    float top = z[0];
-    for (std::size_t i = 1; i < n; ++i) top = std::max(top, z[i]);
-    std::vector<float> out(n + 1, -7.0f);
-    shifted_exponentials(z.data(), top, out.data(), n);
-    CAPTURE(n);
-    CHECK(out[n] == -7.0f);  // nothing written past the row
-    for (std::size_t i = 0; i < n; ++i) {
-      const float expected = std::exp(z[i] - top);
-      const double ulp = std::max(std::abs(static_cast<double>(std::nextafter(expected, 2 * expected + 1) - expected)), 1e-45);
-      CHECK(std::abs(static_cast<double>(out[i]) - expected) <= 4 * ulp);
-    }
-    std::vector<float> in_place(z.begin(), z.begin() + static_cast<std::ptrdiff_t>(n));
-    shifted_exponentials(in_place.data(), top, in_place.data(), n);
-    CHECK(std::memcmp(in_place.data(), out.data(), n * sizeof(float)) == 0);
-  }
-}
-
-TEST_CASE("activation passes: GELU gives the same bits on any number of threads (vector tails only at the end)") {
-  // Ranges split at other than whole vectors put a scalar tail (glibc's erff / expf) in the middle
-  // of the array, where the lanes (libmvec's) may round the other way: 3 threads did that.
+TEST_CASE("activation passes: GELU gives the same bits on any number of threads") {
   const std::size_t n = 262144 + 5;
   const std::vector<float> z = inputs(n), g = inputs(n + 3);
   set_parallel_threads(1);

@@ -296,9 +296,10 @@ std::vector<Snapshot> shadow_samples(TrainingSession& session, int count) {
 
 namespace {
 // Previews `scale` for the paused session's next step (the re-run), applies it and trains five
-// steps: the previewed step as Apply made it is the preview bit for bit; the next within 2 points
-// of the preview's shares of `name`'s `kind`, the four after it (other batches, and weights that
-// move on differently once their gradients are no longer flushed) within 4.
+// steps: the previewed step as Apply made it is the preview bit for bit; the next within 3 points
+// of the preview's shares of `name`'s `kind`, the four after it within 4: other batches (the
+// example's fc1 gradients at 2^10 move by a few points from one batch to the next), and
+// weights that move on differently once their gradients are no longer flushed.
 Shares preview_then_apply(TrainingSession& session, RunStore& store, double scale, const std::string& name, TensorKind kind) {
   const std::int64_t step = session.status().step;
   const std::uint64_t answers = session.counterfactual() ? session.counterfactual()->answer : 0;
@@ -316,7 +317,7 @@ Shares preview_then_apply(TrainingSession& session, RunStore& store, double scal
   CHECK(after[0] == *preview->result.snapshot);  // the step previewed, as Apply made it: bit for bit
   for (std::size_t i = 1; i < 6; ++i) {
     CAPTURE(after[i].step);
-    const double points = i == 1 ? 2.0 : 4.0;
+    const double points = i == 1 ? 3.0 : 4.0;
     const Shares realized = cast_shares(after[i], name, kind);
     CHECK(std::abs(realized.flushed - predicted.flushed) <= points);
     CHECK(std::abs(realized.subnormal - predicted.subnormal) <= points);
@@ -329,7 +330,7 @@ Shares preview_then_apply(TrainingSession& session, RunStore& store, double scal
 }
 }  // namespace
 
-TEST_CASE("the example: the preview at 2^10 after 300 unscaled steps is what Apply then gives, within 2 points on the next steps") {
+TEST_CASE("the example: the preview at 2^10 after 300 unscaled steps is what Apply then gives, within 3 points on the next step") {
   // The app's first minute: the example trains in fp16 without loss scaling, most of fc1's
   // gradients flushed by the time a person drags the slider; then Apply.
   RunStore store;

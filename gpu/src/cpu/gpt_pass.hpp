@@ -610,7 +610,7 @@ Matrix<S> attention(const GptShape& shape, int batch, int block, const Matrix<S>
       const std::size_t start = offset(b, h) + triangle_start(j);
       S top = scores[start];
       for (int i = 1; i <= j; ++i) top = std::max(top, scores[start + i]);
-      // Each exponential once (float32: libmvec's, activation_pass.hpp), kept where the
+      // Each exponential once (float32: elementwise_math.hpp's, activation_pass.hpp), kept where the
       // probability goes, then divided by their sum.
       S* row = probabilities.data() + start;
       if constexpr (std::is_same_v<S, float>) {

@@ -17,6 +17,7 @@
 
 #include "fpscope/core/cast.hpp"
 #include "fpscope/core/hd.hpp"
+#include "fpscope/gpu/elementwise_math.hpp"
 
 namespace fpscope {
 
@@ -151,7 +152,7 @@ FPSCOPE_HD inline void add_run_sums(const float* run_sums, std::size_t runs, std
 template <typename Warp>
 FPSCOPE_HD inline void causal_softmax_row(const Warp& warp, const float* scores, int count, float* p) {
   const float top = warp.max(count, [&](int i) { return scores[i]; });
-  warp.for_each(count, [&](int i) { p[i] = expf(scores[i] - top); });
+  warp.for_each(count, [&](int i) { p[i] = element::exp_of(scores[i] - top); });
   const float sum = warp.sum(count, [&](int i) { return p[i]; });
   warp.for_each(count, [&](int i) { p[i] /= sum; });
 }
@@ -175,10 +176,10 @@ inline constexpr int loss_sum_threads = 256;
 template <typename Warp>
 FPSCOPE_HD inline float cross_entropy_column(const Warp& warp, const float* logits, int classes, int label, float factor, float* gradient) {
   const float top = warp.max(classes, [&](int c) { return logits[c]; });
-  warp.for_each(classes, [&](int c) { gradient[c] = expf(logits[c] - top); });
+  warp.for_each(classes, [&](int c) { gradient[c] = element::exp_of(logits[c] - top); });
   const float sum = warp.sum(classes, [&](int c) { return gradient[c]; });
   warp.for_each(classes, [&](int c) { gradient[c] = (gradient[c] / sum - (c == label ? 1.0f : 0.0f)) * factor; });
-  return -logf(expf(logits[label] - top) / sum);
+  return -logf(element::exp_of(logits[label] - top) / sum);
 }
 
 }  // namespace fpscope

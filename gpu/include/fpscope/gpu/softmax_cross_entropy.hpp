@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "fpscope/core/hd.hpp"
+#include "fpscope/gpu/elementwise_math.hpp"
 
 namespace fpscope {
 
@@ -26,7 +27,7 @@ FPSCOPE_HD inline float softmax_cross_entropy_row(const float* logits, int cols,
   // Each exponential once, kept where its gradient goes, then summed in order.
   float sum = 0;
   for (int c = 0; c < cols; ++c) {
-    gradient[c * stride] = expf(logits[c * stride] - top);
+    gradient[c * stride] = element::exp_of(logits[c * stride] - top);
     sum += gradient[c * stride];
   }
   const float loss = -logf(gradient[label * stride] / sum);
