@@ -51,9 +51,9 @@ inline constexpr int target_format_count = static_cast<int>(std::size(target_for
 
 // The snapshots the app keeps in memory: past this, old ones are thinned (RunStore). The app's
 // peak is about 1.5x this (snapshots thinned while the follower reads are freed at the next
-// frame) plus what one poll reads plus ~100 MB of window, fonts and GL: under 500 MB however long
+// frame) plus what one poll reads plus ~100 MB of window, fonts and GL: under 400 MB however long
 // a run goes (bench/gui_responsiveness.sh measures it at 100,000 steps).
-inline constexpr std::size_t snapshot_memory_budget = std::size_t{192} << 20;
+inline constexpr std::size_t snapshot_memory_budget = std::size_t{128} << 20;
 // A followed log that has not grown for this long is said to be quiet (its writer finished or paused).
 inline constexpr double follow_quiet_seconds = 5;
 // A followed log is read at most this much per frame (and no line may be longer).

@@ -276,7 +276,12 @@ int run(const Options& o) {
       int width = 0, height = 0;
       glfwGetFramebufferSize(window, &width, &height);
       glViewport(0, 0, width, height);
-      glClearColor(0.08f, 0.08f, 0.10f, 1.0f);
+      // The app's window draws no background of its own (App::draw): the clear colour is the colour
+      // its background quad made over this clear, without a blended pass over every pixel, which
+      // is most of a frame's work under software GL.
+      const ImVec4 window_bg = ImGui::GetStyle().Colors[ImGuiCol_WindowBg];
+      const auto over = [&](float bg, float clear) { return bg * window_bg.w + clear * (1.0f - window_bg.w); };
+      glClearColor(over(window_bg.x, 0.08f), over(window_bg.y, 0.08f), over(window_bg.z, 0.10f), 1.0f);
       glClear(GL_COLOR_BUFFER_BIT);
       ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
 

@@ -57,6 +57,47 @@ void log2_ticks(PlotFrame& plot, double lo, double hi, float spacing) {
   for (double y = std::ceil(lo / step) * step; y <= hi; y += step) plot.y_tick(y, fmt::format("2^{:.0f}", y));
 }
 
+// app.curves.series, made again where the run's steps, the baseline or the smoothing changed.
+const CurveSeries& curve_series(App& app) {
+  CurveSeries& c = app.curves.series;
+  const bool same = c.run_id == app.header.run_id && c.step_count == app.steps.size() && c.first_step == app.steps.front().step &&
+                    c.last_step == app.steps.back().step && c.baseline_count == app.baseline_steps.size() &&
+                    (app.baseline_steps.empty() || c.last_baseline_step == app.baseline_steps.back()) &&
+                    c.baseline_beside == app.baseline_beside && c.smoothing == app.curves.smoothing;
+  if (same) return c;
+  c.run_id = app.header.run_id;
+  c.step_count = app.steps.size();
+  c.first_step = app.steps.front().step;
+  c.last_step = app.steps.back().step;
+  c.baseline_count = app.baseline_steps.size();
+  c.last_baseline_step = app.baseline_steps.empty() ? 0 : app.baseline_steps.back();
+  c.baseline_beside = app.baseline_beside;
+  c.smoothing = app.curves.smoothing;
+  // Every step's record (a run log has one for each step; snapshots only every N).
+  c.steps.clear(), c.loss.clear(), c.scale.clear(), c.skipped.clear();
+  for (const StepRecord& r : app.steps) {
+    c.steps.push_back(static_cast<double>(r.step));
+    c.loss.push_back(r.loss);
+    c.scale.push_back(std::log2(r.loss_scale));
+    if (r.skipped) c.skipped.push_back(static_cast<double>(r.step));
+  }
+  c.smooth = smoothed_curve(c.loss, app.curves.smoothing);
+  c.log_loss.resize(c.loss.size());
+  c.log_smooth.resize(c.loss.size());
+  for (std::size_t i = 0; i < c.loss.size(); ++i) c.log_loss[i] = log10_or_nan(c.loss[i]), c.log_smooth[i] = log10_or_nan(c.smooth[i]);
+  // The baseline up to the run's last step (one trained beside it runs ahead), smoothed as the
+  // run's curve is, so the two compare step for step.
+  c.baseline_steps.clear();
+  for (std::size_t i = 0; i < app.baseline_steps.size() && (!app.baseline_beside || app.baseline_steps[i] <= c.steps.back()); ++i)
+    c.baseline_steps.push_back(app.baseline_steps[i]);
+  const std::vector<double> baseline_smooth = smoothed_curve(
+      std::vector<double>(app.baseline_loss.begin(), app.baseline_loss.begin() + static_cast<std::ptrdiff_t>(c.baseline_steps.size())),
+      app.curves.smoothing);
+  c.log_baseline.clear();
+  for (double l : baseline_smooth) c.log_baseline.push_back(log10_or_nan(l));
+  return c;
+}
+
 }  // namespace
 
 void draw_curves(App& app) {
@@ -64,27 +105,10 @@ void draw_curves(App& app) {
     ImGui::TextDisabled("No run yet: the loss and the loss scale appear here as steps are taken.");
     return;
   }
-  // Every step's record (a run log has one for each step; snapshots only every N).
-  std::vector<double> steps, loss, scale, skipped;
-  steps.reserve(app.steps.size());
-  for (const StepRecord& r : app.steps) {
-    steps.push_back(static_cast<double>(r.step));
-    loss.push_back(r.loss);
-    scale.push_back(std::log2(r.loss_scale));
-    if (r.skipped) skipped.push_back(static_cast<double>(r.step));
-  }
-  const std::vector<double> smooth = smoothed_curve(loss, app.curves.smoothing);
-  std::vector<double> log_loss(loss.size()), log_smooth(loss.size()), log_baseline;
-  for (std::size_t i = 0; i < loss.size(); ++i) log_loss[i] = log10_or_nan(loss[i]), log_smooth[i] = log10_or_nan(smooth[i]);
-  // The baseline up to the run's last step (one trained beside it runs ahead), smoothed as the
-  // run's curve is, so the two compare step for step.
-  std::vector<double> baseline_steps;
-  for (std::size_t i = 0; i < app.baseline_steps.size() && (!app.baseline_beside || app.baseline_steps[i] <= steps.back()); ++i)
-    baseline_steps.push_back(app.baseline_steps[i]);
-  const std::vector<double> baseline_smooth =
-      smoothed_curve(std::vector<double>(app.baseline_loss.begin(), app.baseline_loss.begin() + static_cast<std::ptrdiff_t>(baseline_steps.size())),
-                     app.curves.smoothing);
-  for (double l : baseline_smooth) log_baseline.push_back(log10_or_nan(l));
+  const CurveSeries& series = curve_series(app);
+  const std::vector<double>&steps = series.steps, &loss = series.loss, &scale = series.scale, &skipped = series.skipped,
+                      &smooth = series.smooth, &log_loss = series.log_loss, &log_smooth = series.log_smooth,
+                      &baseline_steps = series.baseline_steps, &log_baseline = series.log_baseline;
 
   double x1 = steps.back() + 1;
   if (!baseline_steps.empty()) x1 = std::max(x1, baseline_steps.back() + 1);

@@ -1,16 +1,37 @@
 // The Curves view: loss, baseline and loss scale over the steps, with its state.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace fpscope::gui {
 
 class App;
 
+// The series the Curves view draws, derived from the run's step records and the baseline's: made
+// again only when those or the smoothing change, not every frame (100,000 steps of logarithms
+// and smoothing were a few milliseconds of each frame).
+struct CurveSeries {
+  // What they were made from.
+  std::string run_id;
+  std::size_t step_count = 0, baseline_count = 0;
+  std::int64_t first_step = 0, last_step = -1;
+  double last_baseline_step = 0;
+  bool baseline_beside = false;
+  float smoothing = -1;
+  // Every step's: the step, loss, log10 loss, smoothed loss and its log10, log2 loss scale.
+  std::vector<double> steps, loss, log_loss, smooth, log_smooth, scale;
+  std::vector<double> skipped;  // the skipped steps
+  // The baseline's steps up to the run's last, and its smoothed loss's log10.
+  std::vector<double> baseline_steps, log_baseline;
+};
+
 // Curves state: TensorBoard's smoothing (an exponential moving average, debiased at the start).
 struct CurvesState {
   float smoothing = 0.6f;  // 0: the raw values
   std::string scaling_operand;  // "fc2 output_gradient": whose FP8 amax and scale are drawn (runs with --recipe fp8-*)
+  CurveSeries series;
 };
 
 void draw_curves(App& app);

@@ -17,7 +17,9 @@ namespace fpscope::gui {
 
 namespace {
 
-constexpr int max_columns = 4096;  // under every GL's texture size limit; more steps share columns
+// About one column per pixel of a wide screen's plot, under every GL's texture size limit;
+// more steps share columns. Each column holds two histograms while the picture is built.
+constexpr int max_columns = 2048;
 
 void rebuild_if_stale(App& app, const std::string& key) {
   HeatmapState& state = app.heatmap;
