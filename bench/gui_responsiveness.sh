@@ -29,13 +29,15 @@ fpscope="$build/cli/fpscope"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 headless() { xvfb-run -a -s "-screen 0 1600x1000x24" "$gui" "$@"; }
+load() { awk '{ printf "load average %s (1 min), %s (5 min)", $1, $2 }' /proc/loadavg; }
+echo "$(nproc) cores; $(load) before"
 
 throughput_only=false
 [[ "${2:-}" == --throughput-only ]] && throughput_only=true
 $throughput_only || for steps in 10000 100000; do
   "$fpscope" train --model 64-64-10 --steps "$steps" --batch 32 --out "$work/big.jsonl" >/dev/null 2>&1
-  echo "following $steps steps x 8 tensors (64-64-10: 2 layers x 4 kinds), 300 frames each:"
-  for view in histogram heatmap curves what-if inspector export; do
+  echo "following $steps steps x 8 tensors (64-64-10: 2 layers x 4 kinds), 300 frames each ($(load)):"
+  for view in histogram heatmap curves what-if blocks inspector export; do
     printf '  %-10s ' "$view"
     headless --follow "$work/big.jsonl" --frames 300 --view "$view" --report 2>/dev/null |
       awk '/^frames [0-9]/ { sub(/ +snapshots.*/, ""); frames = $0 } /^memory/ { sub(/^memory: /, ""); memory = $0 } END { print frames "; " memory }'
@@ -74,3 +76,4 @@ done
 printf '%s\n' "${ratios[@]}" | sort -n -k1,1 | awk 'NR == 3 { printf "  median of the rounds: %.2fx of fpscope train without a log, ", $1 }'
 printf '%s\n' "${ratios[@]}" | sort -n -k2,2 | awk 'NR == 3 { printf "%.2fx of it writing the log\n", $2 }'
 done
+echo "$(load) after"
