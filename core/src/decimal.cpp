@@ -184,7 +184,7 @@ ParsedNumber parse_number(std::string_view text) {
   // A power of two as fpscope writes them: 2^-11, 2^10.
   if (rest.size() > 2 && rest[0] == '2' && rest[1] == '^') {
     number.hex = true;
-    number.digits = "1";
+    number.digits.assign(1, '1');  // (not = "1": GCC 12 warns of a memcpy it cannot bound, -Wrestrict)
     number.exponent = parse_exponent(text, rest.substr(2));
     return number;
   }

@@ -256,7 +256,7 @@ std::string checkpoint_settings_text(const TrainingSettings& settings, std::stri
                                      std::string_view log_path) {
   const TrainingConfig& config = settings.config;
   std::string injected;
-  for (const FaultInjection& fault : settings.faults) injected += " " + describe(fault);
+  for (const FaultInjection& fault : settings.faults) injected.append(" ").append(describe(fault));  // (not " " + ...: GCC 12's -Wrestrict false alarm)
   const OptimizerConfig& optimizer = config.optimizer;
   return fmt::format(
       "{}|backend {}|batch {}|lr {}|loss weight {}|record-every {}|record-blocks {}|optimizer {} momentum {} betas {},{} eps {} decay {} "

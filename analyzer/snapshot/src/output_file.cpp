@@ -220,13 +220,8 @@ void name_temporary(const OutputTarget& target, Temporary& temporary) {
   fail(target, "cannot name a temporary file beside it: every name tried exists");
 }
 
-void sync_folder(const std::filesystem::path& folder, const OutputTarget& target) {
-  const FileDescriptor fd(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0) fail_errno(target, "cannot open its folder to make the write durable", errno);
-  if (::fsync(fd.get()) != 0 && errno != EINVAL) fail_errno(target, "cannot make the write durable", errno);
-}
-
-// The same where nothing may be thrown (a destructor): best effort.
+// The folder's entries made durable where nothing may be thrown (a destructor): best effort.
+// (rename_into_place fsyncs the folder it opened before its rename.)
 void sync_folder_quietly(const std::filesystem::path& folder) {
   const FileDescriptor fd(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (fd.get() >= 0) ::fsync(fd.get());
