@@ -14,6 +14,7 @@
 #include "activation_pass.hpp"
 #include "elementwise_passes.hpp"
 #include "fpscope/core/bulk.hpp"
+#include "float32_ulps.hpp"
 #include "fpscope/gpu/elementwise_math.hpp"
 #include "sweep.hpp"
 
@@ -27,15 +28,7 @@ std::uint32_t bits(float x) {
   return b;
 }
 
-// As tests/gpu/test_activation_pass.cpp measures it.
-double ulps(float got, double exact) {
-  if (std::isnan(exact)) return std::isnan(got) ? 0 : 1e9;
-  if (std::isinf(got) && std::isinf(static_cast<float>(exact)) && (got > 0) == (exact > 0)) return 0;
-  const double as_number = std::isinf(got) ? std::copysign(std::ldexp(1.0, 128), got) : static_cast<double>(got);
-  int exponent = 0;
-  std::frexp(std::abs(exact), &exponent);
-  return std::abs(as_number - exact) / std::ldexp(1.0, std::max(exponent - 1, -126) - 23);
-}
+using test::float32_ulps;
 
 
 }  // namespace
@@ -73,7 +66,7 @@ int main() {
       float local_at = 0;
       for (std::size_t i = 0; i < in.size(); ++i) {
         reference[i] = f.scalar(in[i]);
-        const double error = ulps(reference[i], f.exact(in[i]));
+        const double error = float32_ulps(reference[i], f.exact(in[i]));
         if (error > local_worst) local_worst = error, local_at = in[i];
       }
       std::uint64_t mismatches = 0;

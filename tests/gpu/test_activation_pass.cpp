@@ -15,6 +15,7 @@
 #include "activation_pass.hpp"
 #include "elementwise_passes.hpp"
 #include "fpscope/core/bulk.hpp"
+#include "float32_ulps.hpp"
 #include "fpscope/gpu/elementwise_math.hpp"
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/mlp.hpp"
@@ -79,16 +80,7 @@ std::size_t differing(const std::vector<float>& out, Reference reference) {
   return differ;
 }
 
-// |got - exact| in units of float32's ulp at exact (subnormal spacing below the normal range; an
-// infinity stands at 2^128 where exact rounds to one).
-double ulps(float got, double exact) {
-  if (std::isnan(exact)) return std::isnan(got) ? 0 : 1e9;
-  if (std::isinf(got) && std::isinf(static_cast<float>(exact)) && (got > 0) == (exact > 0)) return 0;
-  const double as_number = std::isinf(got) ? std::copysign(std::ldexp(1.0, 128), got) : static_cast<double>(got);
-  int exponent = 0;
-  std::frexp(std::abs(exact), &exponent);
-  return std::abs(as_number - exact) / std::ldexp(1.0, std::max(exponent - 1, -126) - 23);
-}
+using test::float32_ulps;
 }  // namespace
 
 TEST_CASE("element-wise math: every instruction set gives the scalar functions' bits, every element, every tail, in place") {
@@ -134,9 +126,9 @@ TEST_CASE("element-wise math: exp, tanh and erf within 1, 1.5 and 1.5 ulp of the
   double worst_exp = 0, worst_tanh = 0, worst_erf = 0;
   for (std::uint64_t b = 0; b < (std::uint64_t{1} << 32); b += 4099) {
     const float x = from_bits(static_cast<std::uint32_t>(b));
-    worst_exp = std::max(worst_exp, ulps(element::exp_of(x), std::exp(static_cast<double>(x))));
-    worst_tanh = std::max(worst_tanh, ulps(element::tanh_of(x), std::tanh(static_cast<double>(x))));
-    worst_erf = std::max(worst_erf, ulps(element::erf_of(x), std::erf(static_cast<double>(x))));
+    worst_exp = std::max(worst_exp, float32_ulps(element::exp_of(x), std::exp(static_cast<double>(x))));
+    worst_tanh = std::max(worst_tanh, float32_ulps(element::tanh_of(x), std::tanh(static_cast<double>(x))));
+    worst_erf = std::max(worst_erf, float32_ulps(element::erf_of(x), std::erf(static_cast<double>(x))));
   }
   MESSAGE("largest errors: exp " << worst_exp << " ulp, tanh " << worst_tanh << " ulp, erf " << worst_erf << " ulp");
   CHECK(worst_exp <= 1.0);

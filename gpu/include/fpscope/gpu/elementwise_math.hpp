@@ -31,21 +31,12 @@ FPSCOPE_HD inline float select(bool where, float yes, float no) { return where ?
 FPSCOPE_HD inline float magnitude(float x) { return fabsf(x); }
 FPSCOPE_HD inline float with_sign_of(float value, float sign) { return copysignf(value, sign); }
 FPSCOPE_HD inline bool is_nan(float x) { return x != x; }
-FPSCOPE_HD inline float from_bits(std::uint32_t bits) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(bits);
-#else
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-#endif
-}
 // p * 2^k for an integral k in [-150, 128], rounded once: p * 2^(k - k/2) is exact for the p's
 // here (in [0.5, 2)), and the second power of two rounds it once (to a subnormal, zero or infinity).
 FPSCOPE_HD inline float times_two_to_the(float p, float k) {
   const int whole = static_cast<int>(k);
   const int half = whole / 2;
-  return p * from_bits(static_cast<std::uint32_t>(whole - half + 127) << 23) * from_bits(static_cast<std::uint32_t>(half + 127) << 23);
+  return p * bits_float(static_cast<std::uint32_t>(whole - half + 127) << 23) * bits_float(static_cast<std::uint32_t>(half + 127) << 23);
 }
 
 // c0 + x (c1 + x (c2 + ...)), each step a fused multiply-add.
