@@ -87,7 +87,9 @@ inline void gelu_gradient_values(const double* z, const double* gradient, double
 }
 
 inline float cross_entropy(const float* logits, int classes, int label, float factor, float* gradient) {
-  return softmax_cross_entropy_row(logits, classes, 1, label, factor, gradient);
+  return softmax_cross_entropy_row(logits, classes, 1, label, factor, gradient, [&](float top) {
+    shifted_exponentials(logits, top, gradient, static_cast<std::size_t>(classes));
+  });
 }
 inline double cross_entropy(const double* logits, int classes, int label, double factor, double* gradient) {
   double top = logits[0];

@@ -18,7 +18,6 @@
 #include <math.h>
 
 #include <cstdint>
-#include <cstring>
 
 #include "fpscope/core/hd.hpp"
 
