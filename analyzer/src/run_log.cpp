@@ -209,8 +209,75 @@ std::vector<OperandScaling> parse_scaling(const json& list, const std::string& w
   return out;
 }
 
+// A number where it is finite, null where not (JSON has no NaN or infinity).
+json finite_or_null(double value) { return std::isfinite(value) ? json(value) : json(nullptr); }
+
+json culprit_json(const Culprit& c) {
+  json o{{"name", c.name},
+         {"kind", tensor_kind_name(c.kind)},
+         {"fault", culprit_fault_name(c.fault)},
+         {"format", c.format},
+         {"format_largest", c.format_largest},
+         {"largest", c.largest ? finite_or_null(*c.largest) : json(nullptr)},
+         {"position", c.position}};
+  if (!c.upstream.empty()) o["upstream"] = {{"name", c.upstream}, {"kind", tensor_kind_name(c.upstream_kind)}, {"largest", c.upstream_largest}};
+  if (c.nan_count) o["nan"] = *c.nan_count;
+  if (c.infinity_count) o["inf"] = *c.infinity_count;
+  if (c.overflow_count) o["overflow"] = *c.overflow_count;
+  if (c.rank) o["rank"] = *c.rank;
+  if (c.micro_batch) o["micro_batch"] = *c.micro_batch;
+  return o;
+}
+
+// A step's "culprit" (culprit_json), checked. Its 'largest' is null where it held a NaN or an
+// infinity (its fault says which).
+Culprit parse_culprit(const json& o, const std::string& where) {
+  if (!o.is_object()) fail(where, "'culprit' must be an object");
+  Culprit c;
+  c.name = required<std::string>(o, "name", where);
+  try {
+    c.kind = parse_tensor_kind(required<std::string>(o, "kind", where));
+    c.fault = parse_culprit_fault(required<std::string>(o, "fault", where));
+  } catch (const std::invalid_argument& e) {
+    fail(where, std::string("'culprit': ") + e.what());
+  }
+  c.format = o.value("format", std::string());
+  const auto number = [&](const json& v, const char* what, bool null_allowed) {
+    if (null_allowed && v.is_null()) return std::numeric_limits<double>::quiet_NaN();
+    if (!v.is_number() || !(v.get<double>() >= 0) || !std::isfinite(v.get<double>()))
+      fail(where, std::string("'culprit': '") + what + "' must be a number >= 0" + (null_allowed ? " or null" : ""));
+    return v.get<double>();
+  };
+  if (const auto v = o.find("format_largest"); v != o.end()) c.format_largest = number(*v, "format_largest", false);
+  if (const auto v = o.find("largest"); v != o.end() && !v->is_null()) c.largest = number(*v, "largest", false);
+  if (c.fault == CulpritFault::infinity) c.largest = std::numeric_limits<double>::infinity();
+  if (c.fault == CulpritFault::overflow && !c.largest) fail(where, "'culprit': an overflow needs its 'largest'");
+  c.position = o.contains("position") ? integer_value<std::int64_t>(o["position"], "'culprit': 'position'", where) : 0;
+  if (c.position < 0) fail(where, "'culprit': 'position' must be >= 0");
+  if (const auto up = o.find("upstream"); up != o.end()) {
+    if (!up->is_object()) fail(where, "'culprit': 'upstream' must be an object");
+    c.upstream = required<std::string>(*up, "name", where);
+    try {
+      c.upstream_kind = parse_tensor_kind(up->value("kind", std::string("other")));
+    } catch (const std::invalid_argument& e) {
+      fail(where, std::string("'culprit': upstream: ") + e.what());
+    }
+    if (const auto v = up->find("largest"); v != up->end()) c.upstream_largest = number(*v, "upstream's largest", false);
+  }
+  const auto count = [&](const char* key, std::optional<std::uint64_t>& into) {
+    if (o.contains(key)) into = integer_value<std::uint64_t>(o[key], std::string("'culprit': '") + key + "'", where);
+  };
+  count("nan", c.nan_count);
+  count("inf", c.infinity_count);
+  count("overflow", c.overflow_count);
+  if (o.contains("rank")) c.rank = integer_value<std::int64_t>(o["rank"], "'culprit': 'rank'", where);
+  if (o.contains("micro_batch")) c.micro_batch = integer_value<std::int64_t>(o["micro_batch"], "'culprit': 'micro_batch'", where);
+  return c;
+}
+
 json step_json(const StepRecord& step) {
   json line{{"step", step.step}, {"loss", step.loss}, {"loss_scale", step.loss_scale}, {"skipped", step.skipped}};
+  if (step.culprit) line["culprit"] = culprit_json(*step.culprit);
   if (!step.scaling.empty()) {
     json scaling = json::array();
     for (const OperandScaling& o : step.scaling)
@@ -354,6 +421,7 @@ RunLogLine parse_run_log_line(std::string_view line, const std::string& where, c
   }
   step.skipped = value.value("skipped", false);
   if (const auto scaling = value.find("scaling"); scaling != value.end()) step.scaling = parse_scaling(*scaling, where);
+  if (const auto culprit = value.find("culprit"); culprit != value.end() && !culprit->is_null()) step.culprit = parse_culprit(*culprit, where);
   const bool version1 = header.schema_version == 1;
   const auto tensors_it = value.find("tensors");
   if (!version1 && tensors_it == value.end()) return out;  // a step line
@@ -363,6 +431,7 @@ RunLogLine parse_run_log_line(std::string_view line, const std::string& where, c
   snapshot.loss_scale = step.loss_scale;
   snapshot.skipped = step.skipped;
   snapshot.scaling = step.scaling;
+  snapshot.culprit = step.culprit;
   if (const auto operands = value.find("block_operands"); operands != value.end()) {
     if (!operands->is_array()) fail(where, "'block_operands' must be an array");
     for (const json& o : *operands) {

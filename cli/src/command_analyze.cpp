@@ -22,6 +22,7 @@
 #include "fpscope/analyzer/scale_semantics.hpp"
 #include "fpscope/core/names.hpp"
 #include "fpscope/gpu/gemm_recipe.hpp"
+#include "fpscope/analyzer/culprit_diagnosis.hpp"
 #include "fpscope/core/printable_text.hpp"
 #include "name_column.hpp"
 #include "number_option.hpp"
@@ -66,6 +67,8 @@ struct RunLogFacts {
   std::vector<RunHeader> headers;
   std::vector<std::string> block_formats;  // block statistics recorded: "mxfp8-e4m3", each once
   std::vector<Fp8OperandSummary> fp8_operands;  // in the order the logs first name them
+  // The steps that skipped their update or lost their loss, with their culprits where recorded.
+  std::vector<std::pair<std::string, StepRecord>> bad_steps;
 };
 
 // The FP8 operands of one run log's steps, added to `into`.
@@ -116,6 +119,8 @@ std::vector<SourcedSeries> load(const std::string& input, NpyElements elements, 
           if (std::find(facts.block_formats.begin(), facts.block_formats.end(), name) == facts.block_formats.end()) facts.block_formats.push_back(name);
         }
     add_fp8_operands(input, log.steps, facts.fp8_operands);
+    for (StepRecord& step : log.steps)
+      if (step.skipped || !std::isfinite(step.loss)) facts.bad_steps.emplace_back(input, std::move(step));
     warnings.insert(warnings.end(), log.warnings.begin(), log.warnings.end());
     snapshots = std::move(log.snapshots);
   }
@@ -521,6 +526,21 @@ void run_analyze(const AnalyzeOptions& options) {
                                        {"scale_max", f.scale_high},
                                        {"scale_last", f.last_scale}});
     }
+    out["skipped_steps"] = nlohmann::json::array();
+    for (const auto& [source, step] : facts.bad_steps) {
+      nlohmann::json entry{{"source", source},
+                           {"step", step.step},
+                           {"skipped", step.skipped},
+                           {"loss", std::isfinite(step.loss) ? nlohmann::json(step.loss) : nlohmann::json(nullptr)},
+                           {"loss_scale", step.loss_scale},
+                           {"diagnosis", culprit_diagnosis(step)}};
+      if (step.culprit) {
+        const Culprit& c = *step.culprit;
+        entry["culprit"] = {{"tensor", c.name}, {"kind", tensor_kind_name(c.kind)}, {"fault", culprit_fault_name(c.fault)}, {"position", c.position},
+                            {"binades_too_high", binades_too_high(c)}};
+      }
+      out["skipped_steps"].push_back(std::move(entry));
+    }
     fmt::print("{}\n", out.dump(2));
     return;
   }
@@ -590,6 +610,20 @@ void run_analyze(const AnalyzeOptions& options) {
                            range(f.amax_low, f.amax_high), range(f.scale_low, f.scale_high), f.last_scale);
     table += "\nflushed: nonzero values the cast made zero; saturated: values beyond the format's largest after scaling, clamped. amax:\n"
              "the largest |value| of a step (what goes into the history); scale: what the values were multiplied by before the cast.\n";
+  }
+  if (!facts.bad_steps.empty()) {
+    // Every step the logs hold, recorded or not: the culprit is read on each.
+    const std::size_t shown = std::min<std::size_t>(facts.bad_steps.size(), 20);
+    table += fmt::format("\n{} step{} skipped {} or lost {} loss; the culprit is the first tensor in execution order that held a NaN, an infinity\n"
+                         "or a value past its format's largest:\n\n",
+                         facts.bad_steps.size(), facts.bad_steps.size() == 1 ? "" : "s", facts.bad_steps.size() == 1 ? "its update" : "their update",
+                         facts.bad_steps.size() == 1 ? "its" : "their");
+    for (std::size_t i = 0; i < shown; ++i) {
+      const auto& [source, step] = facts.bad_steps[i];
+      table += fmt::format("step {:>7}{}: {}\n", step.step, facts.headers.size() > 1 ? " (" + printable_text(source, 80) + ")" : std::string(),
+                           culprit_diagnosis(step));
+    }
+    if (shown < facts.bad_steps.size()) table += fmt::format("... and {} more (--json lists them all)\n", facts.bad_steps.size() - shown);
   }
   for (const std::string& name : facts.block_formats)
     table += fmt::format("the run log{} also hold{} block statistics of {}: -f {} analyses them.\n", facts.headers.size() == 1 ? "" : "s",

@@ -58,6 +58,9 @@ struct DeviceGptTrainer::Memory {
   // weight, then its gradient), and each one's place in it by kind and name.
   std::vector<std::pair<std::string, TensorKind>> records;
   std::unordered_map<std::string, std::size_t> record_of[4];
+  // The step sentinel's readings, one per recorded tensor's cast in execution order (a stored
+  // tensor of the residual stream is cast twice: room for every cast is made when sizing).
+  Buffer<std::uint32_t> sentinel;
 
   // Sized for one batch.
   int batch = 0;
@@ -153,6 +156,7 @@ DeviceGptTrainer::DeviceGptTrainer(const GptShape& shape, const TrainingConfig& 
     }
   m.readback = Buffer<unsigned long long>(device, scalar_words + m.records.size() * record_stride);
   m.host_readback.resize(m.readback.size());
+  m.sentinel = Buffer<std::uint32_t>(device, 2 * m.records.size());
   // GptTrainer's initial state (fp16-pure's weights rounded, and the random words that took).
   const GptTrainer reference(shape, config);
   restore(reference.state());
@@ -169,6 +173,15 @@ LossScalerState DeviceGptTrainer::scaler_state() const { return device_step::sca
 
 void DeviceGptTrainer::reconfigure_scaler(const LossScalerConfig& config) {
   device_step::reconfigure_scaler(*ops_, memory_->scaler.data(), config_.scaler, config);
+}
+
+TrainerState DeviceGptTrainer::position() const {
+  TrainerState s;
+  s.steps = steps_;
+  s.scaler = scaler_state();
+  s.stochastic_counter = stochastic_counter_;
+  s.fp8 = memory_->recipe.fp8();
+  return s;
 }
 
 TrainerState DeviceGptTrainer::state() const {
@@ -206,11 +219,15 @@ struct DeviceGptTrainer::Pass {
   // Where tensor `name` of `kind` records on a recorded step (nowhere otherwise), and how its
   // values block (--record-blocks): a stored tensor along its features (n / tokens of them), an
   // attention triangle along each query's keys, a weight as the CPU backend blocks it.
+  // The sentinel reads it, recorded step or not, under `name` and `kind` where `watched`.
   struct Into {
     RecordSlots slots;
     std::size_t record = 0;
     enum class Layout : std::uint8_t { none, stored, triangles, weight } layout = Layout::none;
     std::size_t rows = 0, cols = 0;
+    bool watched = false;
+    std::string name;
+    TensorKind kind = TensorKind::other;
   };
 
   Pass(DeviceGptTrainer& trainer, int sequences, bool record);
@@ -289,6 +306,7 @@ struct DeviceGptTrainer::Pass {
   const int triangles;
   const std::size_t qkv_sequence;  // one sequence's columns of qkv
   const std::size_t head;
+  std::vector<SentinelReading> watched;  // the sentinel's tensors in execution order, read back when wanted
   const float inverse_sqrt;
   const GemmRecipe recipe;
   unsigned long long* records;
@@ -337,9 +355,13 @@ void DeviceGptTrainer::Pass::upload(const std::vector<int>& tokens, const std::v
 }
 
 DeviceGptTrainer::Pass::Into DeviceGptTrainer::Pass::slots(TensorKind kind, const std::string& name, Into::Layout how) const {
-  if (!record) return Into{};
-  const std::size_t r = m.record_of[static_cast<int>(kind)].at(name);
-  return Into{device_step::record_slots(records + r * record_stride), r, how};
+  Into into;
+  into.watched = true, into.name = name, into.kind = kind;
+  if (!record) return into;
+  into.record = m.record_of[static_cast<int>(kind)].at(name);
+  into.slots = device_step::record_slots(records + into.record * record_stride);
+  into.layout = how;
+  return into;
 }
 
 DeviceGptTrainer::Pass::Into DeviceGptTrainer::Pass::stored(TensorKind kind, int block, const char* name) const {
@@ -355,6 +377,10 @@ DeviceGptTrainer::Pass::Into DeviceGptTrainer::Pass::weight_record(TensorKind ki
 }
 
 void DeviceGptTrainer::Pass::cast(const float* in, float* out, std::uint16_t* packed16, std::size_t n, const Into& into) {
+  if (into.watched && config.sentinel && watched.size() < m.sentinel.size()) {
+    ops.amax_bits(in, n, m.sentinel.data() + watched.size());
+    watched.push_back({into.name, into.kind, 0});
+  }
   if (!blocks.empty() && into.layout != Into::Layout::none) {
     const BlockRecording& b = *config.record_blocks;
     if (into.layout == Into::Layout::triangles) {
@@ -599,8 +625,22 @@ void DeviceGptTrainer::Pass::check_and_update() {
         ops.upload(m.gradient[p].data(), &bad, sizeof bad);
       }
   ops.zero(m.found_non_finite.data(), sizeof(int));
+  // The sentinel reads the weight gradients in the order the backward makes them, the last layer's
+  // first (GptTrainer's order), though they are cast in the parameters' order.
+  std::vector<std::size_t> reading_of(layout.size(), 0);
+  if (config.sentinel)
+    for (std::size_t p = layout.size(); p-- > 0;)
+      if (!layout[p].recorded.empty() && watched.size() < m.sentinel.size()) {
+        reading_of[p] = watched.size();
+        watched.push_back({layout[p].recorded, TensorKind::weight_gradient, 0});
+      }
   for (std::size_t p = 0; p < layout.size(); ++p) {
-    cast(m.gradient[p].data(), m.gradient[p].data(), nullptr, m.gradient[p].size(), weight_record(TensorKind::weight_gradient, p));
+    Into into = weight_record(TensorKind::weight_gradient, p);
+    if (into.watched && config.sentinel) {
+      ops.amax_bits(m.gradient[p].data(), m.gradient[p].size(), m.sentinel.data() + reading_of[p]);
+      into.watched = false;  // read above, in its place
+    }
+    cast(m.gradient[p].data(), m.gradient[p].data(), nullptr, m.gradient[p].size(), into);
     ops.find_non_finite(m.gradient[p].data(), m.gradient[p].size(), m.found_non_finite.data());
   }
   float* step_scale = reinterpret_cast<float*>(m.readback.data() + 1);
@@ -635,6 +675,12 @@ void DeviceGptTrainer::Pass::read_back(bool read_loss) {
   result.loss = loss_sum / static_cast<double>(N);
   result.loss_scale = scale;
   result.skipped = skipped != 0;
+  if (result.skipped || !std::isfinite(result.loss)) {  // the sentinel's readings, for the culprit
+    std::vector<std::uint32_t> largest(watched.size());
+    ops.download(largest.data(), m.sentinel.data(), largest.size() * sizeof(std::uint32_t));
+    for (std::size_t i = 0; i < watched.size(); ++i) watched[i].largest_bits = largest[i];
+    result.sentinel = std::move(watched);
+  }
   if (!record) return;
   Snapshot snapshot;
   for (std::size_t r = 0; r < m.records.size(); ++r) {

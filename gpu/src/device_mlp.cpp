@@ -3,6 +3,7 @@
 #include "fpscope/gpu/device_mlp.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -36,6 +37,7 @@ struct DeviceMlpTrainer::Memory {
   Buffer<int> found_non_finite;
   Buffer<unsigned long long> readback;
   std::vector<unsigned long long> host_readback;
+  Buffer<std::uint32_t> sentinel;  // the step sentinel's readings, 4 per layer, in execution order
   // Sized for one batch: per layer its input activations and pre-activations, the 16-bit
   // operands; the gradients passed down; the labels and each row's loss.
   int batch = 0;
@@ -86,10 +88,20 @@ DeviceMlpTrainer::DeviceMlpTrainer(const TrainingConfig& config, std::unique_ptr
   m.scaler = Buffer<LossScalerState>(device, 1);
   m.readback = Buffer<unsigned long long>(device, scalar_words + 4 * layers * record_stride);
   m.host_readback.resize(m.readback.size());
+  m.sentinel = Buffer<std::uint32_t>(device, 4 * layers);
   restore(initial);
 }
 
 DeviceMlpTrainer::~DeviceMlpTrainer() = default;
+
+TrainerState DeviceMlpTrainer::position() const {
+  TrainerState s;
+  s.steps = steps_;
+  s.scaler = scaler_state();
+  s.stochastic_counter = stochastic_counter_;
+  s.fp8 = memory_->recipe.fp8();
+  return s;
+}
 
 TrainerState DeviceMlpTrainer::state() const {
   const Memory& m = *memory_;
@@ -172,6 +184,13 @@ class DeviceMlpTrainer::Pass {
   // (16-bit; null where no product reads them), taking n random words; the fp32 policy casts
   // nothing and records the histogram of `in` where asked.
   void cast(const float* in, float* out, std::uint16_t* packed, std::size_t n, RecordSlots into);
+  // The step sentinel's reading of n values at `in` (before their cast), the next in execution
+  // order: its largest magnitude bits (amax_bits), kept on the device until read_back wants it.
+  void watch(std::size_t l, TensorKind kind, const float* in, std::size_t n) {
+    if (!config_.sentinel) return;
+    ops_.amax_bits(in, n, m_.sentinel.data() + watched_.size());
+    watched_.push_back({mlp_layer_name(l), kind, 0});
+  }
   // C (rows x cols) = op(A) op(B), all column-major; 16-bit operands in low precision.
   void product(bool ta, bool tb, int rows, int cols, int k, const float* a32, const std::uint16_t* a16, int lda, const float* b32,
                const std::uint16_t* b16, int ldb, float* c, int ldc);
@@ -199,6 +218,7 @@ class DeviceMlpTrainer::Pass {
   int* skip_;           // read-back word 1
   float* step_scale_;   // read-back word 0's second float
   float dz_dequantize_ = 1.0f;  // the FP8 dz's, from the weight gradient's product to the input gradient's
+  std::vector<SentinelReading> watched_;  // the sentinel's tensors in execution order, read back when wanted
 };
 
 DeviceMlpTrainer::Pass::Pass(DeviceMlpTrainer& trainer, int batch, bool record)
@@ -294,6 +314,7 @@ float DeviceMlpTrainer::Pass::fp8_operand(std::size_t l, GemmOperand operand, co
 void DeviceMlpTrainer::Pass::cast_parameters_and_inputs() {
   for (std::size_t l = 0; l < layers_; ++l) {
     record_blocks(l, 2, m_.weights[l].data(), config_.layer_sizes[l + 1], config_.layer_sizes[l]);
+    watch(l, TensorKind::weight, m_.weights[l].data(), m_.weights[l].size());
     cast(m_.weights[l].data(), recipe_active_ && low_ ? m_.weights_low[l].data() : nullptr, recipe_active_ ? nullptr : m_.weights_16[l].data(),
          m_.weights[l].size(), slots(l, 2));
     cast(m_.biases[l].data(), m_.biases_low[l].data(), nullptr, m_.biases[l].size(), {});
@@ -319,6 +340,7 @@ void DeviceMlpTrainer::Pass::forward(std::size_t l) {
   }
   ops_.add_column_bias(m_.z[l].data(), bias(l), batch_, out);
   record_blocks(l, 0, m_.z[l].data(), batch_, out);
+  watch(l, TensorKind::activation, m_.z[l].data(), m_.z[l].size());
   cast(m_.z[l].data(), m_.z[l].data(), nullptr, m_.z[l].size(), slots(l, 0));
   if (l + 1 < layers_) {
     ops_.activation_forward(m_.z[l].data(), m_.a[l + 1].data(), m_.z[l].size(), config_.activation);
@@ -338,6 +360,7 @@ void DeviceMlpTrainer::Pass::backward(std::size_t l) {
   const int in = config_.layer_sizes[l], out = config_.layer_sizes[l + 1];
   const std::size_t n_dz = static_cast<std::size_t>(batch_) * static_cast<std::size_t>(out);
   record_blocks(l, 1, m_.dz.data(), batch_, out);
+  watch(l, TensorKind::activation_gradient, m_.dz.data(), n_dz);
   cast(m_.dz.data(), m_.dz.data(), m_.dz_16[l].data(), n_dz, slots(l, 1));
   // grad_W (out x in) = dz^T (dz: batch x out) a (batch x in)
   dz_dequantize_ = 1.0f;
@@ -360,6 +383,7 @@ void DeviceMlpTrainer::Pass::backward(std::size_t l) {
       ops_.upload(m_.grad_w[l].data(), &bad, sizeof bad);
     }
   record_blocks(l, 3, m_.grad_w[l].data(), out, in);
+  watch(l, TensorKind::weight_gradient, m_.grad_w[l].data(), m_.grad_w[l].size());
   cast(m_.grad_w[l].data(), m_.grad_w[l].data(), nullptr, m_.grad_w[l].size(), slots(l, 3));
   cast(m_.grad_b[l].data(), m_.grad_b[l].data(), nullptr, m_.grad_b[l].size(), {});
   if (l == 0) return;
@@ -423,6 +447,12 @@ void DeviceMlpTrainer::Pass::read_back(bool read_loss) {
   result.loss = static_cast<double>(sum) / batch_;
   result.loss_scale = scale;
   result.skipped = skipped != 0;
+  if (result.skipped || !std::isfinite(result.loss)) {  // the sentinel's readings, for the culprit
+    std::vector<std::uint32_t> largest(watched_.size());
+    ops_.download(largest.data(), m_.sentinel.data(), largest.size() * sizeof(std::uint32_t));
+    for (std::size_t i = 0; i < watched_.size(); ++i) watched_[i].largest_bits = largest[i];
+    result.sentinel = std::move(watched_);
+  }
   if (!record_) return;
   Snapshot snapshot;
   for (std::size_t l = 0; l < layers_; ++l)

@@ -6,9 +6,12 @@
 #include "fpscope/gpu/gemm.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 
+#include "fpscope/core/bits.hpp"
+#include "fpscope/core/convert.hpp"
 #include "fpscope/core/names.hpp"
 #include "fpscope/gpu/gpt.hpp"
 
@@ -60,6 +63,34 @@ StepResult counterfactual_step(TrainerBackend& trainer, const LossScalerConfig& 
   trainer.reconfigure_scaler(running_scaler);
   trainer.restore(before);
   return result;
+}
+
+StepResult replay_skipped_step(TrainerBackend& trainer, const LossScalerConfig& running_scaler, const TrainerState& before, const Eigen::MatrixXf& inputs,
+                               const std::vector<int>& labels) {
+  const TrainerState now = trainer.state();
+  TrainerState start = now;
+  start.steps = before.steps;
+  start.scaler = before.scaler;
+  start.stochastic_counter = before.stochastic_counter;
+  start.fp8 = before.fp8;
+  trainer.restore(start);
+  StepResult result;
+  try {
+    result = counterfactual_step(trainer, running_scaler, inputs, labels, before.scaler.scale);
+  } catch (...) {
+    trainer.restore(now);
+    throw;
+  }
+  trainer.restore(now);
+  return result;
+}
+
+std::optional<Culprit> step_culprit(const StepResult& result, Format format, const Snapshot* snapshot) {
+  Context exact;
+  const double largest = to_double(format, max_finite(format, false), exact);
+  std::optional<Culprit> culprit = find_culprit(result.sentinel, format_name(format), largest);
+  if (culprit && snapshot != nullptr) count_culprit(*culprit, *snapshot);
+  return culprit;
 }
 
 TrainingConfig shadow_config(const TrainingConfig& config) {
@@ -343,11 +374,27 @@ void TrainingSession::run(std::unique_ptr<TrainerBackend> backend, std::unique_p
       const bool record = keeps_steps && step % record_every == 0;
       std::vector<TensorRecord> shadowed;
       if (record && shadow) shadowed = shadow_records(*shadow, trainer, inputs, labels, trainer.scaler_state().scale);
+      // Where the sink keeps steps, a step that skips or loses its loss gets its culprit and, where
+      // it was not due to be recorded, its histograms (replay_skipped_step).
+      TrainerState before;
+      BoxedOptional<Culprit> culprit;
+      if (keeps_steps) before = trainer.position();
       StepResult result = trainer.step(inputs, labels, record, read_loss);
       if (result.snapshot)
         for (TensorRecord& t : shadowed) result.snapshot->tensors.push_back(std::move(t));
+      if (keeps_steps && (result.skipped || !std::isfinite(result.loss))) {
+        if (!result.snapshot && result.skipped) {
+          StepResult replayed = replay_skipped_step(trainer, running_scaler, before, inputs, labels);
+          // Taken only where it is the step itself, as it must be: the same loss, skip and readings.
+          if (replayed.snapshot && replayed.sentinel == result.sentinel && replayed.skipped &&
+              std::bit_cast<std::uint64_t>(replayed.loss) == std::bit_cast<std::uint64_t>(result.loss))
+            result.snapshot = std::move(replayed.snapshot);
+        }
+        culprit = step_culprit(result, trainer.format(), result.snapshot ? &*result.snapshot : nullptr);
+        if (result.snapshot) result.snapshot->culprit = culprit;
+      }
       if (result.snapshot) sink_.append(std::move(*result.snapshot));
-      else if (keeps_steps) sink_.append_step({step, result.loss, result.loss_scale, result.skipped, result.scaling});
+      else if (keeps_steps) sink_.append_step({step, result.loss, result.loss_scale, result.skipped, result.scaling, std::move(culprit)});
       if (extras.checkpoints && (step + 1) % extras.checkpoints->every == 0) {
         const RunLogPosition position = sink_.sync();
         write_checkpoint(extras.checkpoints->target,

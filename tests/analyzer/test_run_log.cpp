@@ -152,6 +152,55 @@ TEST_CASE("FP8 scaling records in step lines and snapshots: read back whole, and
                        doctest::Contains("'scale' must be a positive number"), RunLogError);
 }
 
+TEST_CASE("culprit records in step lines and snapshots: read back whole, every fault, and damage named") {
+  Culprit overflow;
+  overflow.name = "h1.attn.scores";
+  overflow.kind = TensorKind::activation_gradient;
+  overflow.fault = CulpritFault::overflow;
+  overflow.format = "fp16";
+  overflow.format_largest = 65504;
+  overflow.largest = 5.25e5;
+  overflow.position = 31;
+  overflow.upstream = "h1.mlp.proj";
+  overflow.upstream_kind = TensorKind::activation_gradient;
+  overflow.upstream_largest = 3120.5;
+  overflow.nan_count = 0, overflow.infinity_count = 0, overflow.overflow_count = 17;
+  overflow.rank = 3, overflow.micro_batch = 1;
+  Culprit nan = overflow;
+  nan.fault = CulpritFault::nan;
+  nan.largest.reset();
+  nan.rank.reset(), nan.micro_batch.reset(), nan.nan_count.reset(), nan.infinity_count.reset(), nan.overflow_count.reset();
+  Culprit inf = nan;
+  inf.fault = CulpritFault::infinity;
+  inf.largest = std::numeric_limits<double>::infinity();
+  inf.upstream.clear();
+  inf.upstream_kind = TensorKind::other;
+  inf.upstream_largest = 0;
+  inf.position = 0;
+  RunHeader header;
+  for (const Culprit& c : {overflow, nan, inf}) {
+    CAPTURE(std::string(culprit_fault_name(c.fault)));
+    StepRecord step{12, std::numeric_limits<double>::quiet_NaN(), 131072, true, {}, c};
+    const RunLogLine back = parse_run_log_line(step_line(step), "log:13", header);
+    REQUIRE(back.step.culprit);
+    CHECK(*back.step.culprit == c);
+    std::mt19937 rng(4);
+    Snapshot snapshot = sample_snapshot(12, rng);
+    snapshot.culprit = c;
+    CHECK(parse_snapshot(snapshot_line(snapshot), "log:13") == snapshot);
+  }
+  const std::string line = step_line(StepRecord{12, 0.5, 131072, true, {}, overflow});
+  const auto damaged = [&](const std::string& from, const std::string& to) { return replaced(line, from, to); };
+  CHECK_THROWS_WITH_AS(parse_run_log_line(damaged("\"overflow\",\"format\"", "\"underflow\",\"format\""), "log:13", header),
+                       doctest::Contains("log:13: 'culprit': 'underflow' is not a culprit's fault"), RunLogError);
+  CHECK_THROWS_WITH_AS(parse_run_log_line(damaged("\"largest\":525000.0", "\"largest\":null"), "log:13", header),
+                       doctest::Contains("an overflow needs its 'largest'"), RunLogError);
+  CHECK_THROWS_WITH_AS(parse_run_log_line(damaged("\"position\":31", "\"position\":-1"), "log:13", header),
+                       doctest::Contains("'position' must be >= 0"), RunLogError);
+  CHECK_THROWS_WITH_AS(parse_run_log_line(damaged("\"kind\":\"activation_gradient\",\"largest\"", "\"kind\":\"bias\",\"largest\""), "log:13", header),
+                       doctest::Contains("log:13: 'culprit': unknown tensor kind 'bias'"), RunLogError);
+}
+
 TEST_CASE("a truncated last line is skipped with a warning; other damage is an error naming file and line") {
   std::mt19937 rng(5);
   const std::string header = run_header_line(RunHeader{}) + "\n";

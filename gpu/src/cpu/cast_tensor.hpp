@@ -21,6 +21,14 @@
 
 namespace fpscope {
 
+// The largest magnitude bits of `values` (hd.hpp's magnitude_bits; 0 for none): the step sentinel's
+// one reduction, a loop the compiler vectorises.
+inline std::uint32_t largest_magnitude_bits(std::span<const float> values) {
+  std::uint32_t top = 0;
+  for (const float v : values) top = std::max(top, magnitude_bits(v));
+  return top;
+}
+
 // One tensor's cast -- rounded into f (none for fp32), the values before the cast added to the
 // record's histogram and counts where there is a record -- made piece by piece as the pieces are
 // computed (a product's slices, each as its thread finishes it), in any order on any threads. A
@@ -56,8 +64,17 @@ class PiecewiseCast {
     }
   }
 
+  // The step sentinel's reading of this tensor (step_sentinel.hpp): each piece's largest magnitude
+  // bits taken into *largest (before the values are rounded), recorded step or not.
+  void watch(std::uint32_t* largest) { largest_ = largest; }
+
   // The values at `offset` in the tensor: `in` rounded into `out` (the same span, or one beside it).
   void piece(std::span<const float> in, std::span<float> out, std::size_t offset) {
+    if (largest_ != nullptr) {
+      const std::uint32_t top = largest_magnitude_bits(in);
+      const std::lock_guard lock(mutex_);
+      *largest_ = std::max(*largest_, top);
+    }
     if (!low_) {  // float32: copied, and recorded where there is a record
       if (in.data() != out.data()) std::copy(in.begin(), in.end(), out.begin());
       if (record_ == nullptr) return;
@@ -105,6 +122,7 @@ class PiecewiseCast {
   Context& ctx_;
   Context start_;
   TensorRecord* record_;
+  std::uint32_t* largest_ = nullptr;
   ProductOperand* operand_ = nullptr;
   const float* bits_of_ = nullptr;  // the output, where only its bits are made (make_for_products_only)
   std::mutex mutex_;
@@ -120,10 +138,12 @@ enum class OutputReaders : std::uint8_t { anyone, products_only };
 // Rounds `in` into f (none for fp32: copied) as `out` (the same span, or one beside it), recording
 // where there is a record: a PiecewiseCast in slices of 64K values on the element threads
 // (parallel.hpp); `out` packed for the products as it goes where it is `operand`'s values.
+// `largest`, where given, takes the step sentinel's reading (PiecewiseCast::watch).
 inline void cast_values(Format f, bool low_precision, std::span<const float> in, std::span<float> out, Context& ctx, TensorRecord* record,
-                        ProductOperand* operand = nullptr, OutputReaders readers = OutputReaders::anyone) {
+                        ProductOperand* operand = nullptr, OutputReaders readers = OutputReaders::anyone, std::uint32_t* largest = nullptr) {
   constexpr std::size_t slice = 65536;
   PiecewiseCast cast(f, low_precision, ctx, record, in.size());
+  cast.watch(largest);
   if (readers == OutputReaders::products_only) cast.make_for_products_only(operand, out);
   else cast.pack_for_products(operand);
   parallel_for((in.size() + slice - 1) / slice, 1, [&](std::size_t first, std::size_t last) {
@@ -137,15 +157,16 @@ inline void cast_values(Format f, bool low_precision, std::span<const float> in,
 
 // Rounds a matrix in place into f (nothing for fp32), recording the values before the cast (and
 // what a block format would do to them, where the run asks). Where `operand` is given it refers to
-// `m`, which is packed for the products as it is rounded.
+// `m`, which is packed for the products as it is rounded; where `largest` is, it takes the step
+// sentinel's reading.
 template <typename Matrix>
 inline void cast(Format f, bool low_precision, Matrix& m, Context& ctx, TensorRecord* record,
                  const std::optional<BlockRecording>& blocks = std::nullopt, FeatureAxis features = FeatureAxis::second,
-                 ProductOperand* operand = nullptr) {
+                 ProductOperand* operand = nullptr, std::uint32_t* largest = nullptr) {
   if (record != nullptr && blocks) record->blocks = block_record(*blocks, m, features);
-  if (!low_precision && record == nullptr) return;
+  if (!low_precision && record == nullptr && largest == nullptr) return;
   const std::span<float> values(m.data(), static_cast<std::size_t>(m.size()));
-  cast_values(f, low_precision, values, values, ctx, record, operand);
+  cast_values(f, low_precision, values, values, ctx, record, operand, OutputReaders::anyone, largest);
 }
 
 // The same cast of `from` made into `copy` (resized to it), `from` left as it was: one pass over
@@ -155,11 +176,11 @@ inline void cast(Format f, bool low_precision, Matrix& m, Context& ctx, TensorRe
 template <typename Matrix>
 inline void cast_copy(Format f, bool low_precision, const Matrix& from, Matrix& copy, Context& ctx, TensorRecord* record,
                       const std::optional<BlockRecording>& blocks = std::nullopt, FeatureAxis features = FeatureAxis::second,
-                      ProductOperand* operand = nullptr, OutputReaders readers = OutputReaders::anyone) {
+                      ProductOperand* operand = nullptr, OutputReaders readers = OutputReaders::anyone, std::uint32_t* largest = nullptr) {
   if (record != nullptr && blocks) record->blocks = block_record(*blocks, from, features);
   copy.resize(from.rows(), from.cols());
   const auto n = static_cast<std::size_t>(from.size());
-  cast_values(f, low_precision, std::span<const float>(from.data(), n), std::span<float>(copy.data(), n), ctx, record, operand, readers);
+  cast_values(f, low_precision, std::span<const float>(from.data(), n), std::span<float>(copy.data(), n), ctx, record, operand, readers, largest);
 }
 
 // Whether any gradient in `values` is infinite or NaN (sgd_update.hpp's gradient_non_finite, the

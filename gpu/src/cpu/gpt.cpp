@@ -1,5 +1,6 @@
 // The CPU backend's GPT: its shape, parameters, and the trainer around gpt_pass.hpp.
 #include "fpscope/gpu/gpt.hpp"
+#include "fpscope/gpu/step_sentinel.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -213,21 +214,27 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
 
   static std::string full_name(int block, const char* name) { return gpt_tensor_name(block, name); }
 
-  void cast_span(float* values, std::size_t count, std::size_t features, TensorRecord* into) {
+  StepSentinel* sentinel = nullptr;  // every stored tensor's reading, recorded step or not; null where the run's sentinel is off
+
+  void cast_span(float* values, std::size_t count, std::size_t features, TensorRecord* into, std::uint32_t* largest) {
     if (features == 0) {  // packed attention triangles: blocks along each query's keys
       if (into != nullptr && *blocks) into->blocks = triangle_block_record(**blocks, std::span<const float>(values, count), context);
       Eigen::Map<Eigen::MatrixXf> m(values, static_cast<Eigen::Index>(count), 1);
-      return cast(format, low, m, *ctx, into);
+      return cast(format, low, m, *ctx, into, std::nullopt, FeatureAxis::second, nullptr, largest);
     }
     // A features x (count / features) column-major matrix over the values: blocks along features.
     Eigen::Map<Eigen::MatrixXf> m(values, static_cast<Eigen::Index>(features), static_cast<Eigen::Index>(count / features));
-    cast(format, low, m, *ctx, into, *blocks, FeatureAxis::first);
+    cast(format, low, m, *ctx, into, *blocks, FeatureAxis::first, nullptr, largest);
+  }
+  std::uint32_t* watch(bool gradient, int block, const char* name) {
+    if (sentinel == nullptr) return nullptr;
+    return sentinel->watch(full_name(block, name), gradient ? TensorKind::activation_gradient : TensorKind::activation);
   }
   void activation(int block, const char* name, float* values, std::size_t count, std::size_t features) override {
-    cast_span(values, count, features, new_activation_record(block, name));
+    cast_span(values, count, features, new_activation_record(block, name), watch(false, block, name));
   }
   void gradient(int block, const char* name, float* values, std::size_t count, std::size_t features) override {
-    cast_span(values, count, features, new_gradient_record(block, name));
+    cast_span(values, count, features, new_gradient_record(block, name), watch(true, block, name));
   }
   TensorRecord* new_activation_record(int block, const char* name) {
     if (!record) return nullptr;
@@ -255,7 +262,9 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
   std::unique_ptr<gpt_pass::StoredPieces<float>> begin_stored(bool gradient, int block, const char* name, std::size_t count,
                                                               std::size_t /*features*/) override {
     TensorRecord* into = gradient ? new_gradient_record(block, name) : new_activation_record(block, name);
-    return std::make_unique<Pieces>(format, low, *ctx, into, count);
+    auto pieces = std::make_unique<Pieces>(format, low, *ctx, into, count);
+    pieces->cast.watch(watch(gradient, block, name));
+    return pieces;
   }
 
   // The linear layers' products under the run's recipe (gemm_recipe.hpp), as the MLP makes them:
@@ -409,11 +418,15 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   // Low-precision copies of the parameters (the master weights themselves for fp32 and fp16-pure).
   std::vector<TensorRecord> weights, weight_gradients;
   std::vector<Eigen::MatrixXf> copies(parameters_.size());
+  StepSentinel sentinel;
+  const auto watch = [&](std::size_t p, TensorKind kind) {
+    return !config_.sentinel || layout_[p].recorded.empty() ? nullptr : sentinel.watch(layout_[p].recorded, kind);
+  };
   for (std::size_t p = 0; p < copies.size(); ++p) {
     const bool recorded = record && !layout_[p].recorded.empty();
     if (recorded) weights.push_back(new_record(layout_[p].recorded, TensorKind::weight));
     cast_copy(f, low, parameters_[p], copies[p], ctx_, recorded ? &weights.back() : nullptr, config_.record_blocks,
-              weight_features(parameters_[p]));
+              weight_features(parameters_[p]), nullptr, OutputReaders::anyone, watch(p, TensorKind::weight));
   }
   RecordingHooks hooks;
   hooks.format = f;
@@ -424,6 +437,7 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   hooks.context = shape_.context;
   hooks.recipe = &config_.recipe;
   hooks.fp8 = &fp8_;
+  hooks.sentinel = config_.sentinel ? &sentinel : nullptr;
   const float factor = scale * config_.loss_weight / static_cast<float>(labels.size());
   std::vector<Eigen::MatrixXf> gradients;
   result.loss = gpt_pass::run<float>(shape_, copies, tokens.data(), labels.data(), batch, factor, hooks, &gradients);
@@ -433,11 +447,17 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
       if (fault.step == steps_ && layout_[p].recorded == fault.tensor)
         gradients[p](0, 0) = fault.value == FaultInjection::Value::nan ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
   bool non_finite = false;
+  // The sentinel reads the weight gradients in the order the backward makes them, the last layer's
+  // first, though they are cast (and draw their random words) in the parameters' order.
+  std::vector<std::uint32_t*> gradient_readings(gradients.size());
+  for (std::size_t p = gradients.size(); p-- > 0;) gradient_readings[p] = watch(p, TensorKind::weight_gradient);
   for (std::size_t p = 0; p < gradients.size(); ++p) {
     const bool recorded = record && !layout_[p].recorded.empty();
     if (recorded) weight_gradients.push_back(new_record(layout_[p].recorded, TensorKind::weight_gradient));
-    cast(f, low, gradients[p], ctx_, recorded ? &weight_gradients.back() : nullptr, config_.record_blocks, weight_features(gradients[p]));
-    non_finite = non_finite || any_non_finite(gradients[p]);
+    std::uint32_t* largest = gradient_readings[p];
+    cast(f, low, gradients[p], ctx_, recorded ? &weight_gradients.back() : nullptr, config_.record_blocks, weight_features(gradients[p]), nullptr,
+         largest);
+    non_finite = non_finite || any_non_finite(gradients[p]);  // after the cast: an overflow of the format skips the step
   }
   result.skipped = scaler_.update(non_finite);
   if (!result.skipped) {
@@ -451,6 +471,7 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
     if (config_.precision == Precision::fp16_pure)
       for (auto& w : parameters_) cast(formats::fp16, true, w, ctx_, nullptr);
   }
+  result.sentinel = sentinel.take();
   result.scaling = std::move(hooks.scaling);
   result.block_operands = std::move(hooks.block_operands);
   if (record) {
@@ -470,6 +491,15 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   }
   ++steps_;
   return result;
+}
+
+TrainerState GptTrainer::position() const {
+  TrainerState state;
+  state.steps = steps_;
+  state.scaler = scaler_.state();
+  state.stochastic_counter = ctx_.stochastic_counter;
+  state.fp8 = fp8_;
+  return state;
 }
 
 TrainerState GptTrainer::state() const {

@@ -149,6 +149,8 @@ MlpTrainer::MlpTrainer(const TrainingConfig& config) : config_(config), scaler_(
   if (per_tensor_fp8(config.recipe.recipe)) fp8_.resize(3 * weights_.size());
 }
 
+MlpTrainer::State MlpTrainer::position() const { return {steps_, {}, {}, scaler_.state(), ctx_.stochastic_counter, {}, fp8_}; }
+
 MlpTrainer::State MlpTrainer::state() const {
   return {steps_, weights_, biases_, scaler_.state(), ctx_.stochastic_counter, optimizer_, fp8_};
 }

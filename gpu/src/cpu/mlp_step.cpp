@@ -17,6 +17,7 @@
 #include "recording.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
 #include "fpscope/gpu/softmax_cross_entropy.hpp"
+#include "fpscope/gpu/step_sentinel.hpp"
 
 namespace fpscope {
 
@@ -55,11 +56,15 @@ class MlpTrainer::Pass {
   void update();
   // The step's snapshot into `result`.
   void record_snapshot();
+  // The step sentinel's readings into `result`.
+  void take_sentinel() { result.sentinel = sentinel_.take(); }
 
   StepResult result;
 
  private:
   TensorRecord* recorded(std::vector<TensorRecord>& records, std::size_t l) { return record_ ? &records[l] : nullptr; }
+  // The sentinel's reading of layer l's tensor of `kind`, the next in execution order; none where it is off.
+  std::uint32_t* watch(std::size_t l, TensorKind kind) { return config_.sentinel ? sentinel_.watch(mlp_layer_name(l), kind) : nullptr; }
   // Where no recipe makes the products' operands, the casts pack them for the bf16 kernels.
   ProductOperand* for_products(ProductOperand& operand) const { return recipe_ == GemmRecipe::none ? &operand : nullptr; }
   Fp8TensorState& fp8_slot(std::size_t l, GemmOperand operand) { return t_.fp8_[3 * l + static_cast<std::size_t>(operand)]; }
@@ -82,6 +87,7 @@ class MlpTrainer::Pass {
   const Eigen::Index batch_;
   const GemmRecipe recipe_;
   float scale_ = 1;
+  StepSentinel sentinel_;
   std::vector<TensorRecord> activation_, activation_gradient_, weight_, weight_gradient_;
   // Each layer's weights and inputs serve its forward product and one backward product: packed
   // for the bf16 kernels once (gemm.hpp), as their casts make them where no recipe makes the
@@ -149,7 +155,7 @@ void MlpTrainer::Pass::cast_parameters_and_inputs(const Eigen::MatrixXf& inputs)
   // Low-precision copies of the weights (the weights themselves for fp32 and fp16-pure).
   for (std::size_t l = 0; l < layers_; ++l) {
     cast_copy(f_, low_, t_.weights_[l], w_[l], ctx_, recorded(weight_, l), config_.record_blocks, FeatureAxis::second,
-              for_products(weight_operands_[l]), OutputReaders::products_only);
+              for_products(weight_operands_[l]), OutputReaders::products_only, watch(l, TensorKind::weight));
     cast_copy(f_, low_, t_.biases_[l], b_[l], ctx_, nullptr);
   }
   cast_copy(f_, low_, inputs, a_[0], ctx_, nullptr, std::nullopt, FeatureAxis::second, for_products(input_operands_[0]), OutputReaders::products_only);
@@ -165,8 +171,10 @@ void MlpTrainer::Pass::forward(std::size_t l) {
   // z's cast, the activation and its cast, in that order in the stochastic stream; started once
   // whatever the product draws (a recipe's operands) has been drawn.
   std::optional<PiecewiseCast> z_cast, a_cast;
+  std::uint32_t* z_largest = watch(l, TensorKind::activation);
   const auto start_casts = [&] {
     z_cast.emplace(f_, low_, ctx_, z_record, size);
+    z_cast->watch(z_largest);
     if (next) {
       a_cast.emplace(f_, low_, ctx_, nullptr, size);
       a_cast->pack_for_products(for_products(input_operands_[l + 1]));
@@ -232,13 +240,17 @@ void MlpTrainer::Pass::inject_faults(std::size_t l, float* values, Eigen::Index 
 
 bool MlpTrainer::Pass::backward(std::size_t l) {
   ProductOperand gradient_operand(dz_);  // both backward products; dz changes only after them
-  cast(f_, low_, dz_, ctx_, recorded(activation_gradient_, l), config_.record_blocks, FeatureAxis::second, for_products(gradient_operand));
+  cast(f_, low_, dz_, ctx_, recorded(activation_gradient_, l), config_.record_blocks, FeatureAxis::second, for_products(gradient_operand),
+       watch(l, TensorKind::activation_gradient));
   Fp8Operand fp8_dz;
   // The weight gradient's faults, then its cast (recorded) and check for infinities and NaNs, on
   // each slice as the product makes it where nothing comes between: the cast is started before
   // the product where the product draws nothing, blocks are recorded from the whole tensor.
   TensorRecord* gw_record = recorded(weight_gradient_, l);
+  std::uint32_t* gw_largest = watch(l, TensorKind::weight_gradient);
   std::optional<PiecewiseCast> grad_w_cast;
+  // The check reads the values after their cast (an overflow of the format skips the step); the
+  // sentinel's reading is of the values before it.
   std::atomic<bool> grad_w_non_finite{false};
   const auto cast_and_check = [&](float* values, Eigen::Index first, Eigen::Index columns) {
     const Eigen::Index rows = w_[l].rows();
@@ -247,7 +259,10 @@ bool MlpTrainer::Pass::backward(std::size_t l) {
     if (has_non_finite(slice)) grad_w_non_finite = true;
   };
   const bool fuse_weight_gradient = recipe_ == GemmRecipe::none && !(gw_record != nullptr && config_.record_blocks);
-  if (fuse_weight_gradient) grad_w_cast.emplace(f_, low_, ctx_, gw_record, static_cast<std::size_t>(w_[l].size()));
+  if (fuse_weight_gradient) {
+    grad_w_cast.emplace(f_, low_, ctx_, gw_record, static_cast<std::size_t>(w_[l].size()));
+    grad_w_cast->watch(gw_largest);
+  }
   if (per_tensor_fp8(recipe_)) {
     fp8_dz = quantize_fp8_operand(config_.recipe, GemmOperand::output_gradient, dz_, fp8_slot(l, GemmOperand::output_gradient), ctx_, fp8_record(l));
     grad_w_[l] = fp8_product(fp8_dz.values, true, fp8_dz.dequantize, fp8_input_[l].values, false, fp8_input_[l].dequantize);
@@ -268,6 +283,7 @@ bool MlpTrainer::Pass::backward(std::size_t l) {
     inject_faults(l, grad_w_[l].data(), 0);
     if (gw_record != nullptr && config_.record_blocks) gw_record->blocks = block_record(*config_.record_blocks, grad_w_[l]);
     grad_w_cast.emplace(f_, low_, ctx_, gw_record, static_cast<std::size_t>(grad_w_[l].size()));
+    grad_w_cast->watch(gw_largest);
     run_epilogue(grad_w_[l], cast_and_check);
   }
   grad_w_cast->finish();
@@ -348,6 +364,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   pass.result.skipped = scaler_.update(non_finite);
   if (!pass.result.skipped) pass.update();
   if (record) pass.record_snapshot();
+  pass.take_sentinel();
   ++steps_;
   return std::move(pass.result);
 }

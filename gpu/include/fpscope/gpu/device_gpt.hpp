@@ -36,6 +36,7 @@ class DeviceGptTrainer final : public TrainerBackend {
   // As GptTrainer::step. The host waits for the device only where `record` or `read_loss` (and,
   // under fp16-pure, for the step's skip flag); otherwise the loss and scale are NaN.
   StepResult step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool read_loss) override;
+  TrainerState position() const override;
   TrainerState state() const override;
   void restore(const TrainerState& state) override;
   void inject(const FaultInjection& fault) override;

@@ -36,6 +36,7 @@ class DeviceMlpTrainer : public TrainerBackend {
   // fp16-pure for the step's skip flag. Otherwise the result's loss is NaN.
   StepResult step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool read_loss = true) override;
   void inject(const FaultInjection& fault) override { faults_.push_back(fault); }
+  TrainerState position() const override;
   TrainerState state() const override;  // copies the device state back
   void restore(const TrainerState& state) override;
   LossScalerState scaler_state() const override;

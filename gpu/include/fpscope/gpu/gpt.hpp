@@ -92,6 +92,7 @@ class GptTrainer final : public TrainerBackend {
   StepResult step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool read_loss) override;
   StepResult step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record) { return step(inputs, labels, record, true); }
   TrainerState state() const override;
+  TrainerState position() const override;
   void restore(const TrainerState& state) override;
   // A NaN or infinity into element (0, 0) of a recorded weight's gradient (fault.tensor, such as
   // "h0.attn.qkv") at fault.step, before its cast and check. Throws std::invalid_argument for a

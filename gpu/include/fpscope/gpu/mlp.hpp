@@ -45,6 +45,7 @@ class MlpTrainer final : public TrainerBackend {
 
   using State = TrainerState;
   State state() const override;
+  State position() const override;
   void restore(const State& state) override;
 
  private:

@@ -15,6 +15,7 @@
 #include "fpscope/gpu/loss_scaler.hpp"
 #include "fpscope/gpu/optimizer.hpp"
 #include "fpscope/gpu/training_config.hpp"
+#include "fpscope/snapshot/culprit.hpp"
 #include "fpscope/snapshot/snapshot.hpp"
 
 namespace fpscope {
@@ -26,6 +27,9 @@ struct StepResult {
   std::optional<Snapshot> snapshot;  // when the step was recorded
   std::vector<OperandScaling> scaling;  // per-tensor FP8 recipes: every operand's amax and scale
   std::vector<BlockOperandStatistics> block_operands;  // block-scaled recipes: what each operand's blocks did
+  // The step sentinel's readings (step_sentinel.hpp), in execution order: always on the CPU; on a
+  // device where the step was read back (read_loss) and skipped or lost its loss, else empty.
+  std::vector<SentinelReading> sentinel;
 };
 
 // The whole training state, for checkpoints: restoring it and stepping on gives the same bits.
@@ -51,6 +55,10 @@ class TrainerBackend {
   // backend may return NaN for them and keep running ahead (the CPU always knows them).
   virtual StepResult step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool read_loss) = 0;
   virtual TrainerState state() const = 0;
+  // What a step moves even where it skips -- the step count, the scaler, the stochastic counter and
+  // the FP8 histories -- as state() has them, without the weights, biases and optimizer buffers
+  // (empty): cheap enough to take before every step (replay_skipped_step).
+  virtual TrainerState position() const = 0;
   // Throws std::invalid_argument when the state's shapes are not this model's.
   virtual void restore(const TrainerState& state) = 0;
   // Puts a non-finite value into element (0, 0) of the layer's weight gradient at that step,

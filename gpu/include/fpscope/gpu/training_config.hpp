@@ -86,6 +86,9 @@ struct TrainingConfig {
   std::optional<BlockRecording> record_blocks;
   OptimizerConfig optimizer;  // plain SGD by default (both backends); the others on the CPU backend
   RecipeConfig recipe;        // FP8 or block-scaled GEMM operands (gemm_recipe.hpp; CPU backend)
+  // The step sentinel (step_sentinel.hpp) reads every tensor a step would record, on every step.
+  // Off only to measure what it costs and to hold a run to one without it.
+  bool sentinel = true;
 };
 
 // The model as run-log headers name it: "784-512-10 relu", or the GPT's gpt_shape_name.

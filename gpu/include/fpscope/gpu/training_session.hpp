@@ -62,6 +62,19 @@ struct RunExtras {
 StepResult counterfactual_step(TrainerBackend& trainer, const LossScalerConfig& running_scaler, const Eigen::MatrixXf& inputs,
                                const std::vector<int>& labels, double loss_scale);
 
+// A step that skipped, run again recording every tensor: `before` is the trainer's position() taken
+// before it, (inputs, labels) its batch. A skipped step leaves the weights and optimizer buffers
+// as it found them, so `before` with them is the state it began from; the step is re-run from
+// there as counterfactual_step runs one (at its own loss scale), and the trainer is then put back
+// as it is now. Bit for bit the step as a recorded step (held by a test).
+StepResult replay_skipped_step(TrainerBackend& trainer, const LossScalerConfig& running_scaler, const TrainerState& before, const Eigen::MatrixXf& inputs,
+                               const std::vector<int>& labels);
+
+// Of a step that skipped or lost its loss: its culprit (culprit.hpp) from the step's sentinel
+// readings in the trainer's format, counted in `snapshot` where the step has one; none where no
+// tensor the sentinel reads held a fault.
+std::optional<Culprit> step_culprit(const StepResult& result, Format format, const Snapshot* snapshot);
+
 // The fp32 shadow of `trainer`'s next step (TrainingSettings::shadow): `shadow`, a float32 trainer
 // of the same model, takes `trainer`'s weights and steps once on (inputs, labels) at `loss_scale`,
 // recording; its tensors come back named "<name> (fp32 shadow)". `trainer` is not touched.

@@ -104,15 +104,45 @@ struct OperandBlocks {
   friend bool operator==(const OperandBlocks&, const OperandBlocks&) = default;
 };
 
+enum class CulpritFault : std::uint8_t { nan, infinity, overflow };
+std::string_view culprit_fault_name(CulpritFault fault);  // "nan", "inf", "overflow"
+// Throws std::invalid_argument naming the text when it is none of the names above.
+CulpritFault parse_culprit_fault(std::string_view name);
+
+// The culprit of a step that skipped its update or whose loss was not finite (culprit.hpp: the rule
+// that finds it). The step record carries it.
+struct Culprit {
+  std::string name;  // as the step's records name it
+  TensorKind kind = TensorKind::other;
+  CulpritFault fault = CulpritFault::nan;
+  std::string format;          // the format its values were about to be cast to ("fp16")
+  double format_largest = 0;   // that format's largest finite value
+  std::optional<double> largest;  // its largest magnitude (infinity where it holds one); none where it holds a NaN
+  std::int64_t position = 0;   // its place in the step's execution order, from 0
+  // Of the tensors before it in execution order (all finite and within the format), the one with
+  // the largest magnitude and that magnitude; empty and 0 where it came first.
+  std::string upstream;
+  TensorKind upstream_kind = TensorKind::other;
+  double upstream_largest = 0;
+  // Its counts in the step's histograms, where the step was recorded (its snapshot): NaNs,
+  // infinities, finite values the cast overflowed.
+  std::optional<std::uint64_t> nan_count, infinity_count, overflow_count;
+  // Where the writer knows them (the PyTorch bridge under torch.distributed, with gradient
+  // accumulation): the rank and the micro-batch (from 0) whose tensor it was.
+  std::optional<std::int64_t> rank, micro_batch;
+  friend bool operator==(const Culprit&, const Culprit&) = default;
+};
+
 // One training step, recorded or not: its loss (NaN where not known), the loss scale its backward
-// pass used, whether the optimizer step was skipped, and its GEMM operands' FP8 scaling where the
-// run uses a per-tensor FP8 recipe.
+// pass used, whether the optimizer step was skipped, its GEMM operands' FP8 scaling where the run
+// uses a per-tensor FP8 recipe, and the culprit of a bad step.
 struct StepRecord {
   std::int64_t step = 0;
   double loss = 0;
   double loss_scale = 1;
   bool skipped = false;
   std::vector<OperandScaling> scaling;
+  BoxedOptional<Culprit> culprit;  // a step that skipped or lost its loss (on the heap: usually absent)
   friend bool operator==(const StepRecord&, const StepRecord&) = default;
 };
 
@@ -125,8 +155,9 @@ struct Snapshot {
   std::vector<OperandScaling> scaling;  // as StepRecord::scaling
   // Runs with a block-scaled recipe: what each GEMM operand's block quantizations did this step.
   std::vector<OperandBlocks> block_operands;
+  BoxedOptional<Culprit> culprit;  // as StepRecord::culprit
   friend bool operator==(const Snapshot&, const Snapshot&) = default;
-  StepRecord step_record() const { return {step, loss, loss_scale, skipped, scaling}; }
+  StepRecord step_record() const { return {step, loss, loss_scale, skipped, scaling, culprit}; }
 };
 
 }  // namespace fpscope

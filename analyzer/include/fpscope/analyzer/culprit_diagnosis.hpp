@@ -1,0 +1,21 @@
+// What a bad step's culprit says, in one line: whether the loss scale is to blame (a gradient
+// past the format's largest: by how many binades) or not (an activation or weight past it, or a
+// NaN or infinity that appeared with finite inputs). fpscope analyze prints it; the app shows it.
+#pragma once
+
+#include <string>
+
+#include "fpscope/snapshot/snapshot.hpp"
+
+namespace fpscope {
+
+// The binades a gradient's scale is too high by: the least k with largest / 2^k within the
+// format's largest (at least 1 for a gradient that overflowed). 0 for anything else.
+int binades_too_high(const Culprit& culprit);
+
+// "h1.attn.scores activation_gradient overflowed fp16 at loss scale 2^17: the scale is 3 binades
+// too high for this tensor (2^14 keeps it within 65504)"; for a step without a culprit, what is
+// known. `step` carries the loss scale.
+std::string culprit_diagnosis(const StepRecord& step);
+
+}  // namespace fpscope

@@ -1,0 +1,67 @@
+// The culprit's one-line diagnosis.
+#include "fpscope/analyzer/culprit_diagnosis.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "fpscope/core/printable_text.hpp"
+
+namespace fpscope {
+
+namespace {
+
+// 2^k where the scale is a power of two, else the number.
+std::string scale_text(double scale) {
+  int exponent = 0;
+  if (scale > 0 && std::frexp(scale, &exponent) == 0.5) return fmt::format("2^{}", exponent - 1);
+  return fmt::format("{:.6g}", scale);
+}
+
+std::string tensor_text(const std::string& name, TensorKind kind) { return printable_text(name, 200) + " " + std::string(tensor_kind_name(kind)); }
+
+}  // namespace
+
+int binades_too_high(const Culprit& c) {
+  if (c.fault != CulpritFault::overflow || !is_gradient(c.kind) || !(c.format_largest > 0) || !c.largest || !std::isfinite(*c.largest)) return 0;
+  int k = 1;
+  while (k < 1100 && std::ldexp(*c.largest, -k) > c.format_largest) ++k;
+  return k;
+}
+
+std::string culprit_diagnosis(const StepRecord& step) {
+  if (!step.culprit) {
+    return step.skipped ? "no culprit recorded: no tensor the sentinel reads held a NaN, an infinity or a value past its format's largest "
+                          "(or the log was written without a sentinel)"
+                        : "no culprit recorded";
+  }
+  const Culprit& c = *step.culprit;
+  const std::string format = c.format.empty() ? std::string("its format") : printable_text(c.format, 40);
+  const std::string where = tensor_text(c.name, c.kind);
+  const std::string upstream =
+      c.upstream.empty() ? std::string("as the step's first tensor")
+                         : fmt::format("with finite inputs (the largest |x| before it {:.4g}, in {})", c.upstream_largest, tensor_text(c.upstream, c.upstream_kind));
+  switch (c.fault) {
+    case CulpritFault::overflow: {
+      if (const int k = binades_too_high(c); k > 0) {
+        const double fitting = step.loss_scale / std::ldexp(1.0, k);
+        return fmt::format("{} overflowed {} at loss scale {}: the scale is {} binade{} too high for this tensor ({} keeps its largest, {:.4g}, "
+                           "within {:.6g})",
+                           where, format, scale_text(step.loss_scale), k, k == 1 ? "" : "s", scale_text(fitting), *c.largest, c.format_largest);
+      }
+      return fmt::format("{} reached {:.4g}, past {}'s largest {:.6g}: a loss scale does not multiply {}s, so not a scaling problem "
+                         "(keep this tensor in a wider format, or bound its values)",
+                         where, c.largest.value_or(0), format, c.format_largest, tensor_kind_name(c.kind));
+    }
+    case CulpritFault::nan:
+      return fmt::format("a NaN appeared in {} {}: not a scaling problem", where, upstream);
+    case CulpritFault::infinity:
+      if (is_gradient(c.kind) && !c.upstream.empty() && c.upstream_largest > std::ldexp(1.0, 100))
+        return fmt::format("an infinity appeared in {} {}: float32 itself overflowed; the loss scale {} is far too high", where, upstream,
+                           scale_text(step.loss_scale));
+      return fmt::format("an infinity appeared in {} {}: not a scaling problem", where, upstream);
+  }
+  return "?";
+}
+
+}  // namespace fpscope
