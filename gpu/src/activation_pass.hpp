@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 #include "fpscope/gpu/activation.hpp"
@@ -23,6 +24,10 @@ void activation_backward(Activation a, const float* z, const float* gradient, fl
 
 // out[i] = exp(in[i] - shift) (a softmax row's exponentials; out may be in), on the calling thread.
 void shifted_exponentials(const float* in, float shift, float* out, std::size_t n);
+
+// The largest magnitude bits of n values (hd.hpp's magnitude_bits: a NaN's above an infinity's
+// above every number's; 0 for none), on the calling thread: the step sentinel's one reduction.
+std::uint32_t largest_magnitude_bits(const float* in, std::size_t n);
 
 // One instruction set's passes ("avx512", "avx2", else the scalar ones), for the tests that hold
 // each to the scalar reference. Call only those bulk_isa_supported() allows.

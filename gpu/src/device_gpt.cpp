@@ -307,6 +307,7 @@ struct DeviceGptTrainer::Pass {
   const std::size_t qkv_sequence;  // one sequence's columns of qkv
   const std::size_t head;
   std::vector<SentinelReading> watched;  // the sentinel's tensors in execution order, read back when wanted
+  std::vector<std::pair<std::size_t, std::size_t>> weight_readings;  // (parameter, its place in `watched`)
   const float inverse_sqrt;
   const GemmRecipe recipe;
   unsigned long long* records;
@@ -504,8 +505,16 @@ void DeviceGptTrainer::Pass::residual_gradient(int below) {
 
 void DeviceGptTrainer::Pass::cast_parameters() {
   if (recipe != GemmRecipe::none) m.recipe.begin_step(ops);
-  for (std::size_t p = 0; p < layout.size(); ++p)
-    cast(m.master[p].data(), m.copy[p].data(), low ? m.copy16[p].data() : nullptr, m.master[p].size(), weight_record(TensorKind::weight, p));
+  for (std::size_t p = 0; p < layout.size(); ++p) {
+    Into into = weight_record(TensorKind::weight, p);
+    // A skipped step leaves the weights as it cast them: read_back reads them, where it skipped.
+    if (into.watched && config.sentinel && watched.size() < m.sentinel.size()) {
+      weight_readings.emplace_back(p, watched.size());
+      watched.push_back({into.name, into.kind, 0});
+    }
+    into.watched = false;
+    cast(m.master[p].data(), m.copy[p].data(), low ? m.copy16[p].data() : nullptr, m.master[p].size(), into);
+  }
 }
 
 void DeviceGptTrainer::Pass::embed() {
@@ -676,6 +685,8 @@ void DeviceGptTrainer::Pass::read_back(bool read_loss) {
   result.loss_scale = scale;
   result.skipped = skipped != 0;
   if (result.skipped || !std::isfinite(result.loss)) {  // the sentinel's readings, for the culprit
+    if (result.skipped)
+      for (const auto& [p, place] : weight_readings) ops.amax_bits(m.master[p].data(), m.master[p].size(), m.sentinel.data() + place);
     std::vector<std::uint32_t> largest(watched.size());
     ops.download(largest.data(), m.sentinel.data(), largest.size() * sizeof(std::uint32_t));
     for (std::size_t i = 0; i < watched.size(); ++i) watched[i].largest_bits = largest[i];

@@ -219,6 +219,7 @@ class DeviceMlpTrainer::Pass {
   float* step_scale_;   // read-back word 0's second float
   float dz_dequantize_ = 1.0f;  // the FP8 dz's, from the weight gradient's product to the input gradient's
   std::vector<SentinelReading> watched_;  // the sentinel's tensors in execution order, read back when wanted
+  std::vector<std::size_t> weight_readings_;  // layer l's weights' place in watched_
 };
 
 DeviceMlpTrainer::Pass::Pass(DeviceMlpTrainer& trainer, int batch, bool record)
@@ -314,7 +315,10 @@ float DeviceMlpTrainer::Pass::fp8_operand(std::size_t l, GemmOperand operand, co
 void DeviceMlpTrainer::Pass::cast_parameters_and_inputs() {
   for (std::size_t l = 0; l < layers_; ++l) {
     record_blocks(l, 2, m_.weights[l].data(), config_.layer_sizes[l + 1], config_.layer_sizes[l]);
-    watch(l, TensorKind::weight, m_.weights[l].data(), m_.weights[l].size());
+    if (config_.sentinel) {  // a skipped step leaves the weights as it cast them: read_back reads them, where it skipped
+      weight_readings_.push_back(watched_.size());
+      watched_.push_back({mlp_layer_name(l), TensorKind::weight, 0});
+    }
     cast(m_.weights[l].data(), recipe_active_ && low_ ? m_.weights_low[l].data() : nullptr, recipe_active_ ? nullptr : m_.weights_16[l].data(),
          m_.weights[l].size(), slots(l, 2));
     cast(m_.biases[l].data(), m_.biases_low[l].data(), nullptr, m_.biases[l].size(), {});
@@ -448,6 +452,9 @@ void DeviceMlpTrainer::Pass::read_back(bool read_loss) {
   result.loss_scale = scale;
   result.skipped = skipped != 0;
   if (result.skipped || !std::isfinite(result.loss)) {  // the sentinel's readings, for the culprit
+    if (result.skipped)
+      for (std::size_t l = 0; l < weight_readings_.size(); ++l)
+        ops_.amax_bits(m_.weights[l].data(), m_.weights[l].size(), m_.sentinel.data() + weight_readings_[l]);
     std::vector<std::uint32_t> largest(watched_.size());
     ops_.download(largest.data(), m_.sentinel.data(), largest.size() * sizeof(std::uint32_t));
     for (std::size_t i = 0; i < watched_.size(); ++i) watched_[i].largest_bits = largest[i];

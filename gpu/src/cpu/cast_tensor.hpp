@@ -11,23 +11,18 @@
 #include <span>
 #include <vector>
 
+#include "fpscope/core/bits.hpp"
 #include "fpscope/core/bulk.hpp"
+#include "fpscope/core/convert.hpp"
 #include "fpscope/gpu/cast_record.hpp"
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/mlp.hpp"
 #include "fpscope/gpu/parallel.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
+#include "activation_pass.hpp"
 #include "recorded_blocks.hpp"
 
 namespace fpscope {
-
-// The largest magnitude bits of `values` (hd.hpp's magnitude_bits; 0 for none): the step sentinel's
-// one reduction, a loop the compiler vectorises.
-inline std::uint32_t largest_magnitude_bits(std::span<const float> values) {
-  std::uint32_t top = 0;
-  for (const float v : values) top = std::max(top, magnitude_bits(v));
-  return top;
-}
 
 // One tensor's cast -- rounded into f (none for fp32), the values before the cast added to the
 // record's histogram and counts where there is a record -- made piece by piece as the pieces are
@@ -69,15 +64,17 @@ class PiecewiseCast {
   void watch(std::uint32_t* largest) { largest_ = largest; }
 
   // The values at `offset` in the tensor: `in` rounded into `out` (the same span, or one beside it).
-  void piece(std::span<const float> in, std::span<float> out, std::size_t offset) {
+  // Returns the piece's largest magnitude bits where the cast is watched (0 where not).
+  std::uint32_t piece(std::span<const float> in, std::span<float> out, std::size_t offset) {
+    std::uint32_t top = 0;
     if (largest_ != nullptr) {
-      const std::uint32_t top = largest_magnitude_bits(in);
+      top = largest_magnitude_bits(in.data(), in.size());  // activation_pass.hpp
       const std::lock_guard lock(mutex_);
       *largest_ = std::max(*largest_, top);
     }
     if (!low_) {  // float32: copied, and recorded where there is a record
       if (in.data() != out.data()) std::copy(in.begin(), in.end(), out.begin());
-      if (record_ == nullptr) return;
+      if (record_ == nullptr) return top;
     }
     Context context = start_;
     context.stochastic_counter = start_.stochastic_counter + offset;
@@ -98,13 +95,14 @@ class PiecewiseCast {
     if (operand_ != nullptr && bits_of_ == nullptr) operand_->pack_piece(static_cast<std::size_t>(out.data() - operand_->values().data()), out.size());
     const std::lock_guard lock(mutex_);
     flags_ |= context.flags;
-    if (record_ == nullptr) return;
+    if (record_ == nullptr) return top;
     record_->histogram.merge(histogram);
     total_.flushed_to_zero += counts.flushed_to_zero;
     total_.made_subnormal += counts.made_subnormal;
     total_.overflowed += counts.overflowed;
+    return top;
   }
-  void piece(std::span<float> values, std::size_t offset) { piece(values, values, offset); }
+  std::uint32_t piece(std::span<float> values, std::size_t offset) { return piece(values, values, offset); }
 
   // After the last piece, on the thread that made it.
   void finish() {
@@ -181,6 +179,14 @@ inline void cast_copy(Format f, bool low_precision, const Matrix& from, Matrix& 
   copy.resize(from.rows(), from.cols());
   const auto n = static_cast<std::size_t>(from.size());
   cast_values(f, low_precision, std::span<const float>(from.data(), n), std::span<float>(copy.data(), n), ctx, record, operand, readers, largest);
+}
+
+// The magnitude bits of f's largest finite value as a float32: no value at or below it rounds to an
+// infinity in any mode, so a cast whose input's reading (largest_magnitude_bits) is at most this
+// made no infinity or NaN; a reading above it asks the output (has_non_finite).
+inline std::uint32_t largest_finite_magnitude_bits(Format f) {
+  Context exact;
+  return magnitude_bits(static_cast<float>(to_double(f, max_finite(f, false), exact)));
 }
 
 // Whether any gradient in `values` is infinite or NaN (sgd_update.hpp's gradient_non_finite, the

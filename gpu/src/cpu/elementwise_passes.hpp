@@ -5,7 +5,10 @@
 // scalar function's bits, wherever a thread's range begins.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 
 #include "fpscope/gpu/activation.hpp"
 
@@ -23,6 +26,9 @@ struct ElementwisePasses {
   void (*exp)(const float* in, float* out, std::size_t n);
   void (*tanh)(const float* in, float* out, std::size_t n);
   void (*erf)(const float* in, float* out, std::size_t n);
+  // The largest magnitude bits of n values (hd.hpp's magnitude_bits; 0 for none): the step
+  // sentinel's reduction.
+  std::uint32_t (*largest_magnitude_bits)(const float* in, std::size_t n);
 };
 
 extern const ElementwisePasses scalar_passes;
@@ -82,6 +88,15 @@ constexpr ElementwisePasses passes_for() {
       [](const float* in, float* out, std::size_t n) { map_lanes<M>(in, out, n, [](L x) { return exp_of(x); }); },
       [](const float* in, float* out, std::size_t n) { map_lanes<M>(in, out, n, [](L x) { return tanh_of(x); }); },
       [](const float* in, float* out, std::size_t n) { map_lanes<M>(in, out, n, [](L x) { return erf_of(x); }); },
+      [](const float* in, std::size_t n) {  // a plain loop: the unit's instruction set vectorises it
+        std::uint32_t top = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+          std::uint32_t bits;
+          std::memcpy(&bits, in + i, sizeof bits);
+          top = std::max(top, bits & 0x7FFFFFFFu);
+        }
+        return top;
+      },
   };
 }
 

@@ -419,6 +419,9 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   std::vector<TensorRecord> weights, weight_gradients;
   std::vector<Eigen::MatrixXf> copies(parameters_.size());
   StepSentinel sentinel;
+  // A skipped step leaves the weights as it cast them: their readings are taken from them after
+  // the step, where it skipped (the only steps whose readings anyone reads).
+  std::vector<std::uint32_t*> weight_readings(parameters_.size(), nullptr);
   const auto watch = [&](std::size_t p, TensorKind kind) {
     return !config_.sentinel || layout_[p].recorded.empty() ? nullptr : sentinel.watch(layout_[p].recorded, kind);
   };
@@ -426,7 +429,8 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
     const bool recorded = record && !layout_[p].recorded.empty();
     if (recorded) weights.push_back(new_record(layout_[p].recorded, TensorKind::weight));
     cast_copy(f, low, parameters_[p], copies[p], ctx_, recorded ? &weights.back() : nullptr, config_.record_blocks,
-              weight_features(parameters_[p]), nullptr, OutputReaders::anyone, watch(p, TensorKind::weight));
+              weight_features(parameters_[p]));
+    weight_readings[p] = watch(p, TensorKind::weight);  // taken after the step, where it skipped
   }
   RecordingHooks hooks;
   hooks.format = f;
@@ -447,6 +451,7 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
       if (fault.step == steps_ && layout_[p].recorded == fault.tensor)
         gradients[p](0, 0) = fault.value == FaultInjection::Value::nan ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
   bool non_finite = false;
+  const std::uint32_t finite_bits = largest_finite_magnitude_bits(f);
   // The sentinel reads the weight gradients in the order the backward makes them, the last layer's
   // first, though they are cast (and draw their random words) in the parameters' order.
   std::vector<std::uint32_t*> gradient_readings(gradients.size());
@@ -457,9 +462,15 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
     std::uint32_t* largest = gradient_readings[p];
     cast(f, low, gradients[p], ctx_, recorded ? &weight_gradients.back() : nullptr, config_.record_blocks, weight_features(gradients[p]), nullptr,
          largest);
-    non_finite = non_finite || any_non_finite(gradients[p]);  // after the cast: an overflow of the format skips the step
+    // After the cast: an overflow of the format skips the step. A reading within the format's
+    // largest says the cast made nothing non-finite (largest_finite_magnitude_bits).
+    if (!non_finite && (largest == nullptr || *largest > finite_bits)) non_finite = any_non_finite(gradients[p]);
   }
   result.skipped = scaler_.update(non_finite);
+  if (result.skipped)
+    for (std::size_t p = 0; p < parameters_.size(); ++p)
+      if (weight_readings[p] != nullptr)
+        *weight_readings[p] = largest_magnitude_bits(parameters_[p].data(), static_cast<std::size_t>(parameters_[p].size()));
   if (!result.skipped) {
     std::vector<std::span<float>> parameters;
     std::vector<std::span<const float>> scaled_gradients;

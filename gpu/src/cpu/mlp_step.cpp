@@ -56,8 +56,16 @@ class MlpTrainer::Pass {
   void update();
   // The step's snapshot into `result`.
   void record_snapshot();
-  // The step sentinel's readings into `result`.
-  void take_sentinel() { result.sentinel = sentinel_.take(); }
+  // The step sentinel's readings into `result`. A skipped step leaves the weights as it cast them:
+  // their readings are taken from them after the step, and only where it skipped (the only steps
+  // whose readings anyone reads), not on every step.
+  void take_sentinel() {
+    if (result.skipped)
+      for (std::size_t l = 0; l < layers_; ++l)
+        if (weight_readings_[l] != nullptr)
+          *weight_readings_[l] = largest_magnitude_bits(t_.weights_[l].data(), static_cast<std::size_t>(t_.weights_[l].size()));
+    result.sentinel = sentinel_.take();
+  }
 
   StepResult result;
 
@@ -88,6 +96,8 @@ class MlpTrainer::Pass {
   const GemmRecipe recipe_;
   float scale_ = 1;
   StepSentinel sentinel_;
+  std::vector<std::uint32_t*> weight_readings_;  // each layer's weights' reading, taken by take_sentinel
+  const std::uint32_t finite_bits_;               // largest_finite_magnitude_bits of the run's format
   std::vector<TensorRecord> activation_, activation_gradient_, weight_, weight_gradient_;
   // Each layer's weights and inputs serve its forward product and one backward product: packed
   // for the bf16 kernels once (gemm.hpp), as their casts make them where no recipe makes the
@@ -114,6 +124,8 @@ MlpTrainer::Pass::Pass(MlpTrainer& trainer, const Eigen::MatrixXf& inputs, bool 
       f_(trainer.format()),
       batch_(inputs.rows()),
       recipe_(trainer.config_.recipe.recipe),
+      weight_readings_(layers_, nullptr),
+      finite_bits_(largest_finite_magnitude_bits(trainer.format())),
       activation_(layers_),
       activation_gradient_(layers_),
       weight_(layers_),
@@ -155,7 +167,8 @@ void MlpTrainer::Pass::cast_parameters_and_inputs(const Eigen::MatrixXf& inputs)
   // Low-precision copies of the weights (the weights themselves for fp32 and fp16-pure).
   for (std::size_t l = 0; l < layers_; ++l) {
     cast_copy(f_, low_, t_.weights_[l], w_[l], ctx_, recorded(weight_, l), config_.record_blocks, FeatureAxis::second,
-              for_products(weight_operands_[l]), OutputReaders::products_only, watch(l, TensorKind::weight));
+              for_products(weight_operands_[l]), OutputReaders::products_only);
+    weight_readings_[l] = watch(l, TensorKind::weight);  // read_weights takes it, where the step skips
     cast_copy(f_, low_, t_.biases_[l], b_[l], ctx_, nullptr);
   }
   cast_copy(f_, low_, inputs, a_[0], ctx_, nullptr, std::nullopt, FeatureAxis::second, for_products(input_operands_[0]), OutputReaders::products_only);
@@ -249,14 +262,15 @@ bool MlpTrainer::Pass::backward(std::size_t l) {
   TensorRecord* gw_record = recorded(weight_gradient_, l);
   std::uint32_t* gw_largest = watch(l, TensorKind::weight_gradient);
   std::optional<PiecewiseCast> grad_w_cast;
-  // The check reads the values after their cast (an overflow of the format skips the step); the
-  // sentinel's reading is of the values before it.
+  // The check is of the values after their cast (an overflow of the format skips the step). Where
+  // the sentinel reads the piece before it, a reading within the format's largest says the cast
+  // made nothing non-finite, and only a piece above it is looked at again.
   std::atomic<bool> grad_w_non_finite{false};
   const auto cast_and_check = [&](float* values, Eigen::Index first, Eigen::Index columns) {
     const Eigen::Index rows = w_[l].rows();
     const std::span<float> slice(values, static_cast<std::size_t>(rows * columns));
-    grad_w_cast->piece(slice, static_cast<std::size_t>(first * rows));
-    if (has_non_finite(slice)) grad_w_non_finite = true;
+    const std::uint32_t top = grad_w_cast->piece(slice, static_cast<std::size_t>(first * rows));
+    if ((gw_largest == nullptr || top > finite_bits_) && has_non_finite(slice)) grad_w_non_finite = true;
   };
   const bool fuse_weight_gradient = recipe_ == GemmRecipe::none && !(gw_record != nullptr && config_.record_blocks);
   if (fuse_weight_gradient) {
@@ -364,7 +378,7 @@ StepResult MlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   pass.result.skipped = scaler_.update(non_finite);
   if (!pass.result.skipped) pass.update();
   if (record) pass.record_snapshot();
-  pass.take_sentinel();
+  pass.take_sentinel();  // before ++steps_; the weights as the step found them where it skipped
   ++steps_;
   return std::move(pass.result);
 }
