@@ -18,6 +18,10 @@ std::string scale_text(double scale) {
   return fmt::format("{:.6g}", scale);
 }
 
+// How far under the format's largest a gradient's inputs may be and still overflow it inside the
+// operation that makes the gradient: a product sums up to thousands of terms (2^10).
+constexpr double overflow_reach = 1024;
+
 std::string tensor_text(const std::string& name, TensorKind kind) { return printable_text(name, 200) + " " + std::string(tensor_kind_name(kind)); }
 
 }  // namespace
@@ -39,7 +43,7 @@ std::string culprit_diagnosis(const StepRecord& step) {
   const std::string format = c.format.empty() ? std::string("its format") : printable_text(c.format, 40);
   const std::string where = tensor_text(c.name, c.kind);
   const std::string upstream =
-      c.upstream.empty() ? std::string("as the step's first tensor")
+      c.upstream.empty() ? std::string(is_gradient(c.kind) ? "as the step's first gradient" : "as the step's first tensor")
                          : fmt::format("with finite inputs (the largest |x| before it {:.4g}, in {})", c.upstream_largest, tensor_text(c.upstream, c.upstream_kind));
   switch (c.fault) {
     case CulpritFault::overflow: {
@@ -54,12 +58,23 @@ std::string culprit_diagnosis(const StepRecord& step) {
                          where, c.largest.value_or(0), format, c.format_largest, tensor_kind_name(c.kind));
     }
     case CulpritFault::nan:
-      return fmt::format("a NaN appeared in {} {}: not a scaling problem", where, upstream);
-    case CulpritFault::infinity:
-      if (is_gradient(c.kind) && !c.upstream.empty() && c.upstream_largest > std::ldexp(1.0, 100))
-        return fmt::format("an infinity appeared in {} {}: float32 itself overflowed; the loss scale {} is far too high", where, upstream,
-                           scale_text(step.loss_scale));
-      return fmt::format("an infinity appeared in {} {}: not a scaling problem", where, upstream);
+    case CulpritFault::infinity: {
+      const char* what = c.fault == CulpritFault::nan ? "a NaN" : "an infinity";
+      // A gradient computed in the format (as_stored) from gradients within a few binades of its
+      // largest -- or, the first gradient, from a loss scale that close -- : a product or sum inside
+      // the operation that made it overflowed (an fp16 output holds no value past 65504: its
+      // overflow is an infinity, and infinity - infinity a NaN). The scale, then. In float32 (the
+      // engine reads before every cast) a NaN or infinity is not the format's doing.
+      const double reference = c.upstream.empty() ? step.loss_scale : c.upstream_largest;
+      if (is_gradient(c.kind) && c.captured == Capture::as_stored && c.format_largest > 0 && reference * overflow_reach >= c.format_largest) {
+        const std::string near = c.upstream.empty() ? fmt::format("as the step's first gradient, at loss scale {}", scale_text(step.loss_scale))
+                                                    : fmt::format("{}, at loss scale {}", upstream, scale_text(step.loss_scale));
+        return fmt::format("{} appeared in {} {}, within {} binades of {}'s largest: most likely an operation making it overflowed {}; "
+                           "the scale is too high",
+                           what, where, near, static_cast<int>(std::log2(overflow_reach)), format, format);
+      }
+      return fmt::format("{} appeared in {} {}: not a scaling problem", what, where, upstream);
+    }
   }
   return "?";
 }

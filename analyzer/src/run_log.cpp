@@ -219,7 +219,8 @@ json culprit_json(const Culprit& c) {
          {"format", c.format},
          {"format_largest", c.format_largest},
          {"largest", c.largest ? finite_or_null(*c.largest) : json(nullptr)},
-         {"position", c.position}};
+         {"position", c.position},
+         {"captured", capture_name(c.captured)}};
   if (!c.upstream.empty()) o["upstream"] = {{"name", c.upstream}, {"kind", tensor_kind_name(c.upstream_kind)}, {"largest", c.upstream_largest}};
   if (c.nan_count) o["nan"] = *c.nan_count;
   if (c.infinity_count) o["inf"] = *c.infinity_count;
@@ -252,6 +253,14 @@ Culprit parse_culprit(const json& o, const std::string& where) {
   if (const auto v = o.find("largest"); v != o.end() && !v->is_null()) c.largest = number(*v, "largest", false);
   if (c.fault == CulpritFault::infinity) c.largest = std::numeric_limits<double>::infinity();
   if (c.fault == CulpritFault::overflow && !c.largest) fail(where, "'culprit': an overflow needs its 'largest'");
+  if (const auto v = o.find("captured"); v != o.end()) {
+    if (!v->is_string()) fail(where, "'culprit': 'captured' must be before_cast or as_stored");
+    try {
+      c.captured = parse_capture(v->get<std::string>());
+    } catch (const std::invalid_argument& e) {
+      fail(where, std::string("'culprit': ") + e.what());
+    }
+  }
   c.position = o.contains("position") ? integer_value<std::int64_t>(o["position"], "'culprit': 'position'", where) : 0;
   if (c.position < 0) fail(where, "'culprit': 'position' must be >= 0");
   if (const auto up = o.find("upstream"); up != o.end()) {

@@ -165,6 +165,42 @@ def _read_back(steps):
             record[j] = value
 
 
+# The largest finite value of the formats a header's `format` names: values past it are what a cast
+# into the format overflows (a culprit's "overflow"). Other formats: only NaN and infinity count.
+FORMAT_LARGEST = {"fp16": 65504.0, "bf16": 3.3895313892515355e38, "fp32": 3.4028234663852886e38, "tf32": 3.4028234663852886e38,
+                  "e4m3": 448.0, "e5m2": 57344.0}
+
+
+def _gradient(kind):
+    return kind in ("activation_gradient", "weight_gradient")
+
+
+def find_culprit(readings, fmt, captured="as_stored"):
+    """The culprit rule of the run log (fpscope's culprit.hpp, the one the engine applies): of a
+    step's sentinel readings [(name, kind, micro_batch, largest magnitude)] in execution order, the
+    first that held a NaN, an infinity or a value past the format's largest, with the largest
+    magnitude of what leads to it (the gradients before a gradient, the rest before anything
+    else); None where every reading is clean. `captured`: as_stored where the run's operations
+    round into the format (autocast), before_cast where they run in float32."""
+    format_largest = FORMAT_LARGEST.get(fmt, math.inf)
+    for position, (name, kind, micro_batch, largest) in enumerate(readings):
+        fault = "nan" if math.isnan(largest) else "inf" if math.isinf(largest) else "overflow" if largest > format_largest else None
+        if fault is None:
+            continue
+        culprit = {"name": name, "kind": kind, "fault": fault, "format": fmt, "format_largest": FORMAT_LARGEST.get(fmt, 0.0),
+                   "largest": largest if math.isfinite(largest) else None, "position": position, "captured": captured}
+        upstream = None
+        for before in readings[:position]:
+            if _gradient(before[1]) == _gradient(kind) and (upstream is None or before[3] > upstream[3]):
+                upstream = before
+        if upstream is not None:
+            culprit["upstream"] = {"name": upstream[0], "kind": upstream[1], "largest": upstream[3]}
+        if micro_batch is not None and micro_batch >= 0:  # the weights are read before the first
+            culprit["micro_batch"] = micro_batch
+        return culprit
+    return None
+
+
 def cast_format(precision):
     """The header's `format` -- what `fpscope analyze` and the app ask about by default -- when
     Recorder is not given `fmt`: read from `precision` ("bf16 autocast" -> "bf16", "fp32" -> "fp32"),
@@ -227,7 +263,7 @@ class Recorder:
     def __init__(self, model, path, every=1, scaler=None, model_name=None, precision=None, fmt=None,
                  kinds=("activation", "activation_gradient", "weight", "weight_gradient"),
                  include=None, exclude=None, append=False, overwrite=False, global_step=None, blocks=None, block_size=None,
-                 tensorboard=None):
+                 tensorboard=None, sentinel=True):
         if every < 1:
             raise ValueError(f"every must be at least 1, not {every}")
         unknown = set(kinds) - {"activation", "activation_gradient", "weight", "weight_gradient"}
@@ -265,7 +301,14 @@ class Recorder:
         self._reader_queued = False
         self._shadowing = False     # inside shadow(): records go to "<name> (fp32 shadow)"
         self._shadow_calls = {}
-        self._steps = []            # step records not yet written: [step, loss, scale used, scale after, skipped]
+        self._steps = []            # step records not yet written: [step, loss, scale used, scale after, skipped, readings]
+        # The step sentinel: on every step, each tensor's largest magnitude (one reduction kernel
+        # each, kept on the device), read back only for a step that skipped or lost its loss.
+        self._sentinel = sentinel
+        self._labels = []           # this step's readings: (name, kind, micro-batch) in execution order
+        self._values = []           # and their largest magnitudes, 0-dim float32 tensors
+        self._micro_batch = 0       # forward passes of the model so far in this step, less one
+        self._format = fmt if fmt is not None else cast_format(precision)
         self._file = None
         self._events = None         # the live TensorBoard writer, on rank 0
         self._closed = False
@@ -273,7 +316,7 @@ class Recorder:
         self._scale_used = self._scale_now()  # the scale the next backward will use
         self.step_index = 0
         if self._rank == 0:
-            self._open(model_name, precision, fmt if fmt is not None else cast_format(precision), append, overwrite, tensorboard)
+            self._open(model_name, precision, self._format, append, overwrite, tensorboard)
         if append and global_step is None:
             global_step = log_file.last_step(self._file) + 1 if self._rank == 0 else 0
             if self._distributed:
@@ -369,19 +412,25 @@ class Recorder:
         return self.step_index % self.every == 0
 
     def _arm_if_recording(self):
-        if not self._recording():
+        """Hooks for the coming step: on a recorded step, and on every step where the sentinel reads
+        (its hooks only read each tensor's largest magnitude)."""
+        self._labels, self._values, self._micro_batch = [], [], -1
+        if not self._recording() and not self._sentinel:
             return
+        histograms = self._recording()
         self._calls, self._recomputed_calls, self._pass_names = {}, {}, set()
         self._gradient_hooks, self._backward_seen = 0, False
         self._hooks.append(self._root.register_forward_pre_hook(self._new_pass))
-        if "weight_gradient" in self.kinds:
+        if "weight_gradient" in self.kinds or self._sentinel:
             self._hooks.append(self._root.register_forward_hook(self._watch_for_backward))
         for label, module in self._modules:
             self._hooks.append(module.register_forward_hook(self._forward_hook(label)))
+        if self._sentinel:  # the weights the coming forward uses, in one multi-tensor reduction
+            self._read_all("weight", self._parameters, lambda p: p)
         for name, parameter in self._parameters:
-            if "weight" in self.kinds:
+            if histograms and "weight" in self.kinds:
                 self._add(name, "weight", parameter, 1.0)  # the weights the coming forward uses
-            if "weight_gradient" in self.kinds:
+            if "weight_gradient" in self.kinds or self._sentinel:
                 self._gradient_hooks += 1
                 if hasattr(parameter, "register_post_accumulate_grad_hook"):
                     self._hooks.append(parameter.register_post_accumulate_grad_hook(self._weight_gradient_arrived))
@@ -393,8 +442,34 @@ class Recorder:
             hook.remove()
         self._hooks = []
 
+    def _read(self, name, kind, tensor):
+        """The sentinel's reading of one tensor: its largest magnitude (NaN where it holds a NaN),
+        one reduction kernel, left on the device."""
+        tensor, _ = _local(tensor)
+        if tensor.numel() == 0:
+            return
+        self._labels.append((name, kind, self._micro_batch))
+        self._values.append(torch.linalg.vector_norm(tensor.detach(), float("inf"), dtype=torch.float32))
+
+    def _read_all(self, kind, named, tensor_of):
+        """The sentinel's readings of many tensors (weights, weight gradients) in one multi-tensor
+        reduction per device and dtype (torch._foreach_norm)."""
+        groups = {}
+        for name, parameter in named:
+            tensor = tensor_of(parameter)
+            if tensor is None:
+                continue
+            tensor, _ = _local(tensor)
+            if tensor.numel() != 0:
+                groups.setdefault((tensor.device, tensor.dtype), []).append((name, tensor.detach()))
+        for members in groups.values():
+            norms = torch._foreach_norm([t for _, t in members], float("inf"))
+            for (name, _), norm in zip(members, norms):
+                self._labels.append((name, kind, self._micro_batch))
+                self._values.append(norm.float())
+
     def _add(self, name, kind, tensor, scale, replace=False):
-        if kind not in self.kinds:
+        if kind not in self.kinds or not self._recording():
             return
         tensor, shard = _local(tensor)
         summed = kind in _SHARDED or shard
@@ -433,6 +508,7 @@ class Recorder:
         if _compiling() or self._shadowing or _in_backward():
             return
         self.micro_batch()
+        self._micro_batch += 1
 
     def micro_batch(self):
         """Starts the next micro-batch's forward pass. Calling the model given to Recorder does
@@ -466,7 +542,9 @@ class Recorder:
             self._pass_names.add(name)
             for path, tensor in _tensors(output):
                 self._add(name + path, "activation", tensor, 1.0)
-                if "activation_gradient" in self.kinds and tensor.grad_fn is not None:
+                if self._sentinel and not self._shadowing:
+                    self._read(name + path, "activation", tensor)
+                if ("activation_gradient" in self.kinds or self._sentinel) and tensor.grad_fn is not None:
                     # On the node that made the output, not on the tensor: an in-place op after
                     # the module (ReLU(inplace=True)) rewrites the tensor, never that node.
                     self._gradient_hooks += 1
@@ -479,6 +557,8 @@ class Recorder:
             grad = grad_outputs[output_nr] if output_nr < len(grad_outputs) else None
             if grad is not None:
                 self._add(name, "activation_gradient", grad, self._scale_used)
+                if self._sentinel and not self._shadowing:
+                    self._read(name, "activation_gradient", grad)
         return hook
 
     def _weight_gradient_arrived(self, *_):
@@ -499,6 +579,8 @@ class Recorder:
         micro-batches so far (the last backward's reading replaces the earlier ones), averaged or
         reduced by the data-parallel wrapper, still carrying the loss scale."""
         self._reader_queued = False
+        if self._sentinel and not self._shadowing:
+            self._read_all("weight_gradient", self._parameters, lambda p: p.grad)
         for name, parameter in self._parameters:
             if parameter.grad is not None:
                 self._add(self._shadow_name(name), "weight_gradient", parameter.grad, self._scale_used, replace=True)
@@ -555,16 +637,20 @@ class Recorder:
                                "per optimizer step, after the backward, the optimizer step and the scaler's update")
         scale_after = self._scale_now()
         loss_value = loss.detach().float().reshape(()) if torch.is_tensor(loss) else loss
-        self._steps.append([self.step_index, loss_value, self._scale_used, scale_after, skipped])
+        readings = None
+        if self._values:  # stacked on the device: nothing waits for it until the step is written
+            device = self._values[0].device
+            readings = (self._labels, torch.stack([v.to(device) for v in self._values]))
+        self._steps.append([self.step_index, loss_value, self._scale_used, scale_after, skipped, readings])
+        self._disarm()
         if self._recording():
-            self._disarm()
             self._write_recorded()
         self._scale_used = scale_after
         self.step_index += 1
         self._arm_if_recording()
 
     def _step_line(self, record, tensors=None):
-        step, loss, used, after, skipped = record
+        step, loss, used, after, skipped, readings = record
         used, after = float(used), float(after)  # waits for the device here, once per recorded step
         if skipped is None:
             skipped = self._scaler_enabled() and after < used
@@ -573,6 +659,19 @@ class Recorder:
             value = float(loss)
             value = value if math.isfinite(value) else None  # JSON has no NaN: null is a loss not known
         line = {"step": step, "loss": value, "loss_scale": used, "skipped": bool(skipped)}
+        if (skipped or (loss is not None and value is None)) and readings is not None:
+            labels, largest = readings  # read back only now, for a step that went wrong
+            # Operations that round into the format (autocast) unless the run is float32 throughout.
+            captured = "before_cast" if self._format in ("fp32", "tf32") else "as_stored"
+            culprit = find_culprit([label + (v,) for label, v in zip(labels, largest.tolist())], self._format, captured)
+            if culprit is not None:
+                if self._distributed:
+                    culprit["rank"] = self._rank
+                for t in tensors or []:  # its counts, where the step was recorded
+                    if t["name"] == culprit["name"] and t["kind"] == culprit["kind"]:
+                        culprit["nan"], culprit["inf"] = t["nan"], t["inf"]
+                        culprit["overflow"] = t.get("cast", {}).get("overflow", 0)
+                line["culprit"] = culprit
         if tensors is not None:
             line["tensors"] = tensors
         return line

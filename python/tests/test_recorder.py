@@ -424,6 +424,20 @@ class RecorderTest(unittest.TestCase):
         optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
         tokens = torch.randint(0, 10, (4, 5))
         with tempfile.TemporaryDirectory() as d:
+            # Without the sentinel, hooks only on the steps recorded; with it (the default), its
+            # hooks on every step.
+            path = os.path.join(d, "plain.jsonl")
+            hooked = []
+            with fpscope_torch.Recorder(net, path, every=2, sentinel=False) as recorder:
+                for step in range(4):
+                    hooked.append(len(net.block.fc._forward_hooks))
+                    loss = torch.nn.functional.cross_entropy(net(tokens).reshape(-1, 10), tokens.reshape(-1))
+                    loss.backward()
+                    optimizer.step()
+                    recorder.step(loss)
+                    optimizer.zero_grad(set_to_none=True)
+            self.assertEqual(hooked, [1, 0, 1, 0])
+            self.assertEqual(len(net.block.fc._forward_hooks), 0)
             path = os.path.join(d, "run.jsonl")
             hooked = []
             with fpscope_torch.Recorder(net, path, every=2) as recorder:
@@ -439,7 +453,8 @@ class RecorderTest(unittest.TestCase):
                     optimizer.step()
                     recorder.step(loss)
                     optimizer.zero_grad(set_to_none=True)
-            self.assertEqual(hooked, [1, 0, 1, 0])  # hooks only on the steps recorded
+            self.assertEqual(hooked, [1, 1, 1, 1])  # the sentinel's on the unrecorded steps
+            self.assertEqual(len(net.block.fc._forward_hooks), 0)  # and none left after close()
             _, lines = read_log(path)
             records = records_of(snapshots_of(lines)[0])
             names = {name for name, _ in records}

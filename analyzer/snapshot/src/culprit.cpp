@@ -37,11 +37,14 @@ std::optional<CulpritFault> reading_fault(std::uint32_t largest_bits, double for
 }
 
 std::optional<Culprit> find_culprit(std::span<const SentinelReading> readings, const std::string& format, double format_largest) {
-  std::uint32_t upstream_bits = 0;
-  const SentinelReading* upstream = nullptr;
   for (std::size_t i = 0; i < readings.size(); ++i) {
     const SentinelReading& r = readings[i];
     if (const std::optional<CulpritFault> fault = reading_fault(r.largest_bits, format_largest)) {
+      // What leads to it: the gradients before a gradient, the rest before anything else.
+      const SentinelReading* upstream = nullptr;
+      for (std::size_t j = 0; j < i; ++j)
+        if (is_gradient(readings[j].kind) == is_gradient(r.kind) && (upstream == nullptr || readings[j].largest_bits > upstream->largest_bits))
+          upstream = &readings[j];
       Culprit c;
       c.name = r.name;
       c.kind = r.kind;
@@ -53,13 +56,9 @@ std::optional<Culprit> find_culprit(std::span<const SentinelReading> readings, c
       if (upstream != nullptr) {
         c.upstream = upstream->name;
         c.upstream_kind = upstream->kind;
-        c.upstream_largest = static_cast<double>(bits_float(upstream_bits));
+        c.upstream_largest = static_cast<double>(bits_float(upstream->largest_bits));
       }
       return c;
-    }
-    if (upstream == nullptr || r.largest_bits > upstream_bits) {
-      upstream = &r;
-      upstream_bits = r.largest_bits;
     }
   }
   return std::nullopt;

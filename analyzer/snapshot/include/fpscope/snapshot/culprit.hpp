@@ -28,7 +28,8 @@ struct SentinelReading {
 // The fault a reading shows in a format whose largest finite magnitude is `format_largest`, if any.
 std::optional<CulpritFault> reading_fault(std::uint32_t largest_bits, double format_largest);
 
-// The first reading with a fault, with what came before it; none when every reading is clean.
+// The first reading with a fault, with what came before it that leads to it (Culprit::upstream);
+// none when every reading is clean. Its capture is before_cast (the engine's readings).
 // `format` names the format the values were about to be cast to (format_largest its largest).
 std::optional<Culprit> find_culprit(std::span<const SentinelReading> readings, const std::string& format, double format_largest);
 

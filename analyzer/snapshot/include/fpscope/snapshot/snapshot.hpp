@@ -119,8 +119,14 @@ struct Culprit {
   double format_largest = 0;   // that format's largest finite value
   std::optional<double> largest;  // its largest magnitude (infinity where it holds one); none where it holds a NaN
   std::int64_t position = 0;   // its place in the step's execution order, from 0
-  // Of the tensors before it in execution order (all finite and within the format), the one with
-  // the largest magnitude and that magnitude; empty and 0 where it came first.
+  // How its values were made: before_cast, in float32 and read before their cast (the engine: a
+  // NaN or infinity there is not the format's overflow); as_stored, by operations that round
+  // into the format (the bridge under autocast: an overflow inside one is an infinity).
+  Capture captured = Capture::before_cast;
+  // Of the tensors before it in execution order that lead to it -- the gradients before a
+  // gradient, the weights and activations before a weight or an activation -- (all finite and
+  // within the format) the one with the largest magnitude and that magnitude; empty and 0 where
+  // there is none.
   std::string upstream;
   TensorKind upstream_kind = TensorKind::other;
   double upstream_largest = 0;

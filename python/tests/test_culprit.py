@@ -1,0 +1,204 @@
+"""The bridge's culprit report: the sentinel reads every tensor on every step, recorded or not,
+and a step that skipped or lost its loss gets a culprit in its step record -- the first tensor in
+execution order (the weights, the forward's activations, the backward's gradients) that held a
+NaN, an infinity or a value past the run's format's largest. Injected NaNs (through a forward
+hook), a GradScaler's skip at step 0 and a skip between recorded steps of a HuggingFace GPT-2 under
+fp16 autocast, the micro-batch of gradient accumulation; fpscope analyze reads what was written;
+the sentinel changes nothing a training computes."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import fpscope_torch  # noqa: E402
+from fpscope_torch.recorder import find_culprit  # noqa: E402
+
+FPSCOPE = os.environ.get("FPSCOPE_BIN", "fpscope")
+TORCH_2 = int(torch.__version__.split(".")[0]) >= 2
+
+
+def read_steps(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f][1:]
+
+
+def poison(module, value, when):
+    """A forward hook that puts `value` into element 0 of the module's output while when() says so."""
+    def hook(mod, inputs, output):
+        if when():
+            output = output.clone()
+            output.view(-1)[0] = value
+            return output
+    return module.register_forward_hook(hook)
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.act, self.fc2, self.fc3 = torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 16), torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc3(self.act(self.fc2(self.act(self.fc1(x)))))
+
+
+class CulpritRuleTest(unittest.TestCase):
+    def test_the_first_fault_in_order_and_what_came_before(self):
+        nan, inf = float("nan"), float("inf")
+        readings = [("fc1.weight", "weight", None, 0.5), ("fc1", "activation", 0, 900.0), ("fc2", "activation_gradient", 0, 65504.0)]
+        # What leads to a gradient is the gradients before it; to an activation, what came before that is not one.
+        self.assertEqual(find_culprit(readings + [("fc2", "activation", 0, nan)], "fp16")["upstream"]["name"], "fc1")
+        self.assertIsNone(find_culprit(readings, "fp16"))
+        readings += [("fc2.weight", "weight_gradient", 0, 70000.0), ("fc1", "activation_gradient", 1, nan)]
+        culprit = find_culprit(readings, "fp16")
+        self.assertEqual((culprit["name"], culprit["kind"], culprit["fault"], culprit["position"]), ("fc2.weight", "weight_gradient", "overflow", 3))
+        self.assertEqual(culprit["upstream"], {"name": "fc2", "kind": "activation_gradient", "largest": 65504.0})
+        self.assertEqual(culprit["micro_batch"], 0)
+        culprit = find_culprit(readings, "bf16")
+        self.assertEqual((culprit["fault"], culprit["largest"], culprit["micro_batch"]), ("nan", None, 1))
+        culprit = find_culprit([("w", "weight", None, inf)] + readings, "bf16")
+        self.assertEqual((culprit["fault"], culprit["position"]), ("inf", 0))
+        self.assertNotIn("upstream", culprit)
+        self.assertNotIn("micro_batch", culprit)
+
+
+class BridgeCulpritTest(unittest.TestCase):
+    def test_an_injected_nan_is_named_recorded_step_or_not(self):
+        torch.manual_seed(0)
+        model = Mlp()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        x, y = torch.randn(16, 8), torch.randint(0, 4, (16,))
+        step = [0]
+        handle = poison(model.fc2, float("nan"), lambda: step[0] in (2, 4))
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+            with fpscope_torch.Recorder(model, path, every=4, scaler=False) as recorder:
+                for step[0] in range(6):
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    loss.backward()
+                    finite = bool(torch.isfinite(loss))
+                    if finite:  # as a scaler would: no update from a NaN
+                        optimizer.step()
+                    optimizer.zero_grad()
+                    recorder.step(loss, skipped=not finite)
+            handle.remove()
+            steps = read_steps(path)
+            culprits = {s["step"]: s.get("culprit") for s in steps}
+            self.assertEqual([k for k, c in culprits.items() if c is not None], [2, 4])
+            for k in (2, 4):  # 2: between recorded steps; 4: recorded
+                c = culprits[k]
+                self.assertEqual((c["name"], c["kind"], c["fault"], c["format"]), ("fc2", "activation", "nan", "fp16"))
+                self.assertEqual(c["upstream"]["name"], "fc1")  # the largest before it: fc1's output (weights are under 1)
+                self.assertEqual(c["micro_batch"], 0)
+            self.assertNotIn("nan", culprits[2])  # no histograms that step: no counts
+            self.assertEqual(culprits[4]["nan"], 1)  # the recorded step's own count
+            self.assertIn("tensors", steps[4])
+            # fpscope analyze reads them and says what they are.
+            out = subprocess.run([FPSCOPE, "analyze", path, "--json"], capture_output=True, text=True, check=True).stdout
+            skipped = json.loads(out)["skipped_steps"]
+            self.assertEqual([s["step"] for s in skipped], [2, 4])
+            self.assertIn("a NaN appeared in fc2 activation with finite inputs", skipped[0]["diagnosis"])
+            self.assertIn("not a scaling problem", skipped[0]["diagnosis"])
+
+    def test_the_micro_batch_of_gradient_accumulation(self):
+        torch.manual_seed(0)
+        model = Mlp()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        micro = [0]
+        handle = poison(model.fc3, float("inf"), lambda: micro[0] == 2)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+            with fpscope_torch.Recorder(model, path, every=10, scaler=False) as recorder:
+                for micro[0] in range(3):
+                    loss = torch.nn.functional.cross_entropy(model(torch.randn(4, 8)), torch.randint(0, 4, (4,))) / 3
+                    loss.backward()
+                optimizer.step()
+                recorder.step(loss, skipped=True)
+            handle.remove()
+            culprit = read_steps(path)[0]["culprit"]
+        self.assertEqual((culprit["name"], culprit["kind"], culprit["fault"], culprit["micro_batch"]), ("fc3", "activation", "inf", 2))
+
+    def test_the_sentinel_changes_nothing_a_training_computes(self):
+        results = []
+        for sentinel in (False, True):
+            torch.manual_seed(1)
+            model = Mlp()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            torch.manual_seed(2)
+            with tempfile.TemporaryDirectory() as d:
+                with fpscope_torch.Recorder(model, os.path.join(d, "run.jsonl"), every=3, scaler=False, sentinel=sentinel) as recorder:
+                    losses = []
+                    for _ in range(5):
+                        loss = torch.nn.functional.cross_entropy(model(torch.randn(16, 8)), torch.randint(0, 4, (16,)))
+                        loss.backward()
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        recorder.step(loss)
+                        losses.append(loss.item())
+            results.append((losses, [p.detach().clone() for p in model.parameters()]))
+        self.assertEqual(results[0][0], results[1][0])
+        for a, b in zip(results[0][1], results[1][1]):
+            self.assertTrue(torch.equal(a, b))
+
+
+@unittest.skipUnless(TORCH_2, "fp16 autocast and GradScaler on the CPU need torch >= 2")
+class TransformersCulpritTest(unittest.TestCase):
+    def test_gpt2_fp16_gradscaler_skip_at_step_0_and_a_nan_between_recorded_steps(self):
+        try:
+            from transformers import GPT2Config, GPT2LMHeadModel
+        except ImportError:
+            self.skipTest("transformers is not installed")
+        torch.manual_seed(0)
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=2, n_head=2))
+        model.train()
+        # 2^40: the first backward overflows fp16 at once, and GradScaler backs off until it fits.
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 40)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        step = [0]
+        target = "transformer.h.1.mlp.c_fc"
+        handle = poison(model.get_submodule(target), float("nan"), lambda: step[0] == 33)
+        tokens = torch.randint(0, 64, (2, 16))
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "gpt2.jsonl")
+            with fpscope_torch.Recorder(model, path, every=8, scaler=scaler, precision="fp16 autocast") as recorder:
+                for step[0] in range(34):
+                    with torch.autocast("cpu", dtype=torch.float16):
+                        loss = model(tokens, labels=tokens).loss
+                    scaler.scale(loss).backward()
+                    scaler.step(optimizer)
+                    scaler.update()
+                    optimizer.zero_grad()
+                    recorder.step(loss)
+            handle.remove()
+            steps = read_steps(path)
+            out = subprocess.run([FPSCOPE, "analyze", path, "--json"], capture_output=True, text=True, check=True).stdout
+        skipped = [s for s in steps if s["skipped"]]
+        self.assertEqual(skipped[0]["step"], 0)
+        first = skipped[0]["culprit"]
+        # At 2^40 the loss's gradient is the first tensor the backward makes, and it is past fp16's
+        # largest already: the logits' gradient, the output of lm_head.
+        self.assertEqual((first["name"], first["kind"]), ("lm_head", "activation_gradient"))
+        self.assertIn(first["fault"], ("overflow", "inf"))
+        self.assertIn("tensors", skipped[0])  # step 0 is recorded: its counts are there
+        # Every backed-off step before the scale fits names a gradient, and says the scale is to blame.
+        diagnoses = {s["step"]: s["diagnosis"] for s in json.loads(out)["skipped_steps"]}
+        for s in skipped:
+            if s["step"] < 33:
+                self.assertIn(s["culprit"]["kind"], ("activation_gradient", "weight_gradient"), s)
+                self.assertIn("scale is", diagnoses[s["step"]])
+                self.assertNotIn("not a scaling problem", diagnoses[s["step"]])
+        last = steps[33]
+        self.assertTrue(last["skipped"])
+        self.assertNotIn("tensors", last)  # 33 is between recorded steps (32, 40)
+        self.assertEqual((last["culprit"]["name"], last["culprit"]["kind"], last["culprit"]["fault"]), (target, "activation", "nan"))
+        self.assertIn("lm_head activation_gradient", diagnoses[0])
+        self.assertIn(f"a NaN appeared in {target} activation with finite inputs", diagnoses[33])
+
+
+if __name__ == "__main__":
+    unittest.main()
