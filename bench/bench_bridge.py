@@ -10,7 +10,9 @@ GPT2LMHeadModel from a config of about 3M parameters (width 192, 6 layers, vocab
 8 x 128 tokens) under bf16 CPU autocast, one thread, eager and again under torch.compile (compiled
 once before the timings). With --cuda: a larger model (width 512, 6 layers, batch 32 x 256 tokens,
 ~19M parameters) under fp16 autocast with torch.amp.GradScaler, as a GPU job trains, each timing
-closed by a device synchronisation. The machine's load average is printed beside the numbers.
+closed by a device synchronisation. Beside them, unrecorded steps with the step sentinel on and off
+(a Recorder that records none of the timed steps): what the culprit report costs every step. The
+machine's load average is printed beside the numbers.
 
     /usr/bin/python3 bench/bench_bridge.py            # Debian's torch
     ~/.cache/fpscope/venv-torch/bin/python bench/bench_bridge.py   # torch 2.x (scripts/test-torch makes it)
@@ -47,6 +49,7 @@ class TinyGPT(torch.nn.Module):
 
 
 REPETITIONS, STEPS = 9, 20
+NEVER = 10 ** 9  # `every` of a Recorder that starts at step 1: it records none of the timed steps
 
 
 def gpt2_bench():
@@ -79,14 +82,18 @@ def gpt2_bench():
     compile_seconds = time.perf_counter() - start
     for _ in range(2):
         train_step(model, None)
+    # NEVER: a Recorder that records no step of the timed ones (its first step is 1): what its
+    # sentinel costs, with the sentinel on and off.
     configurations = [(f"{how}{what}", module, every) for how, module in (("", model), ("compiled, ", compiled))
-                      for what, every in (("without fpscope", None), ("recording every step", 1), ("recording every 10 steps", 10))]
+                      for what, every in (("without fpscope", None), ("recording every step", 1), ("recording every 10 steps", 10),
+                                          ("unrecorded, sentinel on", NEVER), ("unrecorded, sentinel off", NEVER))]
     times = {name: [] for name, _, _ in configurations}
     with tempfile.TemporaryDirectory() as d:
         for repetition in range(REPETITIONS):
             for name, module, every in configurations:
                 recorder = None if every is None else fpscope_torch.Recorder(
-                    module, os.path.join(d, f"r{repetition}.jsonl"), every=every, overwrite=True, precision="bf16 autocast")
+                    module, os.path.join(d, f"r{repetition}.jsonl"), every=every, overwrite=True, precision="bf16 autocast",
+                    global_step=1 if every == NEVER else None, sentinel="sentinel off" not in name)
                 start = time.perf_counter()
                 for _ in range(STEPS):
                     train_step(module, recorder)
@@ -149,15 +156,16 @@ def main():
         every_step = fpscope_torch.Recorder(model, os.path.join(d, "every1.jsonl"), every=1, scaler=scaler, overwrite=True)
         every_step.close()  # made once to warm up, then reopened per measurement
         times = {"without fpscope": [], "recording every step": [], "recording every 10 steps": [],
-                 "every 10, fp32 shadow": []}
+                 "every 10, fp32 shadow": [], "unrecorded, sentinel on": [], "unrecorded, sentinel off": []}
         for _ in range(3):
             train_step(None)  # warm-up
         for repetition in range(REPETITIONS):
             for name in times:
-                every = 1 if name == "recording every step" else 10
+                every = 1 if name == "recording every step" else NEVER if name.startswith("unrecorded") else 10
                 shadow = "shadow" in name
-                recorder = None if name == "without fpscope" else fpscope_torch.Recorder(model, os.path.join(d, f"r{repetition}.jsonl"), every=every, scaler=scaler,
-                                                                                         overwrite=True)
+                recorder = None if name == "without fpscope" else fpscope_torch.Recorder(
+                    model, os.path.join(d, f"r{repetition}.jsonl"), every=every, scaler=scaler, overwrite=True,
+                    global_step=1 if every == NEVER else None, sentinel="sentinel off" not in name)
                 steps = STEPS
                 synchronize()
                 start = time.perf_counter()

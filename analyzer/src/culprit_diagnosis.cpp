@@ -42,9 +42,13 @@ std::string culprit_diagnosis(const StepRecord& step) {
   const Culprit& c = *step.culprit;
   const std::string format = c.format.empty() ? std::string("its format") : printable_text(c.format, 40);
   const std::string where = tensor_text(c.name, c.kind);
+  // Gradients carry the step's loss scale, and so do the magnitudes said of them.
   const std::string upstream =
       c.upstream.empty() ? std::string(is_gradient(c.kind) ? "as the step's first gradient" : "as the step's first tensor")
-                         : fmt::format("with finite inputs (the largest |x| before it {:.4g}, in {})", c.upstream_largest, tensor_text(c.upstream, c.upstream_kind));
+      : is_gradient(c.kind)
+          ? fmt::format("with finite inputs (the largest gradient before it {:.4g} at loss scale {}, in {})", c.upstream_largest,
+                        scale_text(step.loss_scale), tensor_text(c.upstream, c.upstream_kind))
+          : fmt::format("with finite inputs (the largest |x| before it {:.4g}, in {})", c.upstream_largest, tensor_text(c.upstream, c.upstream_kind));
   switch (c.fault) {
     case CulpritFault::overflow: {
       if (const int k = binades_too_high(c); k > 0) {
@@ -68,7 +72,7 @@ std::string culprit_diagnosis(const StepRecord& step) {
       const double reference = c.upstream.empty() ? step.loss_scale : c.upstream_largest;
       if (is_gradient(c.kind) && c.captured == Capture::as_stored && c.format_largest > 0 && reference * overflow_reach >= c.format_largest) {
         const std::string near = c.upstream.empty() ? fmt::format("as the step's first gradient, at loss scale {}", scale_text(step.loss_scale))
-                                                    : fmt::format("{}, at loss scale {}", upstream, scale_text(step.loss_scale));
+                                                    : upstream;
         return fmt::format("{} appeared in {} {}, within {} binades of {}'s largest: most likely an operation making it overflowed {}; "
                            "the scale is too high",
                            what, where, near, static_cast<int>(std::log2(overflow_reach)), format, format);

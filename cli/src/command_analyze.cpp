@@ -612,18 +612,31 @@ void run_analyze(const AnalyzeOptions& options) {
              "the largest |value| of a step (what goes into the history); scale: what the values were multiplied by before the cast.\n";
   }
   if (!facts.bad_steps.empty()) {
-    // Every step the logs hold, recorded or not: the culprit is read on each.
-    const std::size_t shown = std::min<std::size_t>(facts.bad_steps.size(), 20);
+    // Every step the logs hold, recorded or not: the culprit is read on each. A run of consecutive
+    // steps with the same culprit (a scale too high for many steps) is one line, said for its first.
     table += fmt::format("\n{} step{} skipped {} or lost {} loss; the culprit is the first tensor in execution order that held a NaN, an infinity\n"
                          "or a value past its format's largest:\n\n",
                          facts.bad_steps.size(), facts.bad_steps.size() == 1 ? "" : "s", facts.bad_steps.size() == 1 ? "its update" : "their update",
                          facts.bad_steps.size() == 1 ? "its" : "their");
-    for (std::size_t i = 0; i < shown; ++i) {
+    const auto same_culprit = [](const StepRecord& a, const StepRecord& b) {
+      if (!a.culprit || !b.culprit) return !a.culprit && !b.culprit;
+      return a.culprit->name == b.culprit->name && a.culprit->kind == b.culprit->kind && a.culprit->fault == b.culprit->fault &&
+             a.loss_scale == b.loss_scale;
+    };
+    std::size_t lines = 0, i = 0;
+    for (; i < facts.bad_steps.size() && lines < 20; ++lines) {
       const auto& [source, step] = facts.bad_steps[i];
-      table += fmt::format("step {:>7}{}: {}\n", step.step, facts.headers.size() > 1 ? " (" + printable_text(source, 80) + ")" : std::string(),
+      std::size_t j = i + 1;
+      while (j < facts.bad_steps.size() && facts.bad_steps[j].first == source && facts.bad_steps[j].second.step == facts.bad_steps[j - 1].second.step + 1 &&
+             same_culprit(facts.bad_steps[j].second, step))
+        ++j;
+      const std::string steps = j - i == 1 ? fmt::format("step {:>7}", step.step)
+                                           : fmt::format("steps {}..{} ({}, the first:)", step.step, facts.bad_steps[j - 1].second.step, j - i);
+      table += fmt::format("{}{}: {}\n", steps, facts.headers.size() > 1 ? " (" + printable_text(source, 80) + ")" : std::string(),
                            culprit_diagnosis(step));
+      i = j;
     }
-    if (shown < facts.bad_steps.size()) table += fmt::format("... and {} more (--json lists them all)\n", facts.bad_steps.size() - shown);
+    if (i < facts.bad_steps.size()) table += fmt::format("... and {} more steps (--json lists them all)\n", facts.bad_steps.size() - i);
   }
   for (const std::string& name : facts.block_formats)
     table += fmt::format("the run log{} also hold{} block statistics of {}: -f {} analyses them.\n", facts.headers.size() == 1 ? "" : "s",

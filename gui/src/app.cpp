@@ -340,6 +340,26 @@ const Snapshot* App::current_snapshot() const {
   return snapshots[static_cast<std::size_t>(current_index())].get();
 }
 
+std::string App::open_culprit(const StepRecord& step) {
+  if (!step.culprit || snapshots.empty()) return "no culprit recorded for this step";
+  const Culprit& c = *step.culprit;
+  const auto at = std::lower_bound(snapshots.begin(), snapshots.end(), step.step,
+                                   [](const std::shared_ptr<const Snapshot>& s, std::int64_t k) { return s->step < k; });
+  std::string missing;
+  std::size_t index = static_cast<std::size_t>(at - snapshots.begin());
+  if (at == snapshots.end() || (*at)->step != step.step) {
+    missing = fmt::format("step {} has no histograms in this log (recorded between its snapshots); the nearest recorded step is shown", step.step);
+    if (index == snapshots.size() || (index > 0 && step.step - snapshots[index - 1]->step < snapshots[index]->step - step.step)) --index;
+  }
+  const auto name = std::find(tensor_names.begin(), tensor_names.end(), c.name);
+  if (name != tensor_names.end()) tensor_index = static_cast<int>(name - tensor_names.begin());
+  else missing = fmt::format("no recorded tensor is named {}", c.name);
+  kind = c.kind;
+  step_index = static_cast<int>(index);
+  show_view(View::histogram);
+  return missing;
+}
+
 std::int64_t App::current_index() const {
   if (snapshots.empty()) return -1;
   return step_index < 0 ? static_cast<std::int64_t>(snapshots.size()) - 1 : step_index;
@@ -459,15 +479,18 @@ void App::draw() {
                                    {View::export_files, "Export", draw_export}};
     // The Training view is the panel on the left; `--view training` shows it beside the histogram.
     const View shown = view == View::training ? View::histogram : view;
+    // Taken before the tabs draw: a view may ask for another tab (show_view) while it draws, for
+    // the next frame.
+    const bool requested = requested_tab_;
+    requested_tab_ = false;
     for (const Tab& tab : tabs) {
-      const bool select_now = requested_tab_ && tab.view == shown;
+      const bool select_now = requested && tab.view == shown;
       if (ImGui::BeginTabItem(tab.label, nullptr, select_now ? ImGuiTabItemFlags_SetSelected : 0)) {
-        if (!requested_tab_ && view != View::training) view = tab.view;
+        if (!requested && !requested_tab_ && view != View::training) view = tab.view;
         tab.draw(*this);
         ImGui::EndTabItem();
       }
     }
-    requested_tab_ = false;
     if (ImGui::TabItemButton("PNG", ImGuiTabItemFlags_Trailing | ImGuiTabItemFlags_NoTooltip)) pending_window_png = view_png_path(*this);
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("Save the window as it shows this view: %s", view_png_path(*this).c_str());
     ImGui::EndTabBar();

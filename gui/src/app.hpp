@@ -160,6 +160,15 @@ class App {
 
   // --- helpers for the views ---
   const Snapshot* current_snapshot() const;
+  // A skipped step's culprit opened in the Histogram: its step (the snapshot of it, or where the
+  // log holds none, the nearest recorded one), its tensor and kind. Returns what it could not do
+  // (empty when all was done), for the caller to say.
+  std::string open_culprit(const StepRecord& step);
+  // Brings `v`'s tab to the front at the next frame, as a click on it would.
+  void show_view(View v) {
+    view = v;
+    requested_tab_ = true;
+  }
   std::int64_t current_index() const;
   const TensorRecord* selected_record(const Snapshot& snapshot) const;
   Format target_format() const { return target_formats[format_index]; }

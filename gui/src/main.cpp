@@ -358,6 +358,12 @@ int run(const Options& o) {
                                    100.0 * count / std::max(1, advised_frames));
       fmt::print("advice shown: {}\n", advice_line);
       if (app.view == fpscope::gui::View::inspector) fmt::print("{}", app.inspector.report);
+      if (const fpscope::Snapshot* shown = app.current_snapshot(); shown != nullptr && !app.tensor_names.empty())
+        fmt::print("shown: {} at step {}, {} {}\n", fpscope::gui::view_name(app.view), shown->step,
+                   app.tensor_names[static_cast<std::size_t>(app.tensor_index)], fpscope::tensor_kind_name(app.kind));
+      if (app.curves.plot_right > app.curves.plot_left)
+        fmt::print("curves scale plot x {:.1f} .. {:.1f} over steps 0 .. {:.0f}, y {:.1f} .. {:.1f}\n", app.curves.plot_left, app.curves.plot_right,
+                   app.curves.plot_steps, app.curves.plot_top, app.curves.plot_bottom);
       const auto& g = app.histogram.geometry;
       if (g.binade_end > g.binade_lo) {
         const fpscope::Snapshot* shown = app.current_snapshot();

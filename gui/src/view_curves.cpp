@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "app.hpp"
+#include "fpscope/analyzer/culprit_diagnosis.hpp"
 #include "fpscope/analyzer/smoothing.hpp"
 #include "plot_frame.hpp"
 #include "ui_scale.hpp"
@@ -134,6 +135,9 @@ void draw_curves(App& app) {
   }
   ImGui::SameLine();
   ImGui::TextColored(to_imgui_vec4(palette::skipped_mark), "  %zu skipped steps", skipped.size());
+  if (ImGui::IsItemHovered() && !skipped.empty())
+    ImGui::SetTooltip("Red ticks mark them. Point at one for its culprit -- the first tensor that held a NaN, an infinity\n"
+                      "or a value past the format's largest -- and click it to open that tensor at that step in Histogram.");
   ImGui::SameLine();
   ImGui::SetNextItemWidth(px(160));
   ImGui::SliderFloat("smoothing", &app.curves.smoothing, 0.0f, 0.999f, "%.3f");
@@ -174,7 +178,7 @@ void draw_curves(App& app) {
     app.curves.scaling_operand = operands.back();
   const bool fp8 = !operands.empty();
 
-  ImGui::TextUnformatted("loss scale (log2); red ticks: skipped steps");
+  ImGui::TextUnformatted("loss scale (log2); red ticks: skipped steps (click one for its culprit)");
   const double s0 = *std::min_element(scale.begin(), scale.end()), s1 = *std::max_element(scale.begin(), scale.end());
   const double scale_lo = std::floor(s0) - 1, scale_hi = std::ceil(s1) + 1;
   const float rest = ImGui::GetContentRegionAvail().y;
@@ -184,6 +188,8 @@ void draw_curves(App& app) {
   log2_ticks(scale_plot, scale_lo, scale_hi, px(28));
   scale_plot.x_title("step");
   polyline(scale_plot, steps, scale, to_imgui(palette::scale_line), px(2));
+  app.curves.plot_left = scale_plot.min.x, app.curves.plot_right = scale_plot.max.x;
+  app.curves.plot_top = scale_plot.min.y, app.curves.plot_bottom = scale_plot.max.y, app.curves.plot_steps = x1;
   for (double s : skipped)
     draw->AddLine(ImVec2(std::floor(scale_plot.sx(s)), scale_plot.min.y), ImVec2(std::floor(scale_plot.sx(s)), scale_plot.max.y),
                   to_imgui(palette::skipped_mark), px(1));
@@ -230,15 +236,28 @@ void draw_curves(App& app) {
     polyline(*fp8_plot, steps, fp8_scale, to_imgui(palette::fp8_scale_line), px(2));
   }
 
-  // Under the pointer, in any plot: a cursor line through all and the step's values.
+  // Under the pointer, in any plot: a cursor line through all and the step's values. A skipped
+  // step within a few pixels of the pointer is the one pointed at: its tick is two pixels wide.
   std::vector<const PlotFrame*> plots{&loss_plot, &scale_plot};
   if (fp8_plot) plots.push_back(&*fp8_plot);
   for (const PlotFrame* plot : plots) {
     if (!plot->hovered()) continue;
-    const double x = plot->data_x(ImGui::GetIO().MousePos.x);
-    const auto it = std::lower_bound(steps.begin(), steps.end(), std::floor(x));
+    const float mouse_x = ImGui::GetIO().MousePos.x;
+    const double x = plot->data_x(mouse_x);
+    auto it = std::lower_bound(steps.begin(), steps.end(), std::floor(x));
     if (it == steps.end()) break;
+    const auto near_skip = std::lower_bound(skipped.begin(), skipped.end(), plot->data_x(mouse_x - px(4)));
+    if (near_skip != skipped.end() && std::abs(plot->sx(*near_skip) - mouse_x) <= px(4))
+      it = std::lower_bound(steps.begin(), steps.end(), *near_skip);
     const std::size_t i = static_cast<std::size_t>(it - steps.begin());
+    const StepRecord& record = app.steps[i];
+    if (record.skipped && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
+      const std::string missing = app.open_culprit(record);
+      if (!missing.empty()) {
+        app.export_message = missing;
+        app.export_message_until = app.now + 5;
+      }
+    }
     for (const PlotFrame* p : plots)
       draw->AddLine(ImVec2(std::floor(p->sx(steps[i])), p->min.y), ImVec2(std::floor(p->sx(steps[i])), p->max.y), to_imgui(palette::axis_line, 160));
     std::string text = fmt::format("step {:.0f}\nloss {:.6g}", steps[i], loss[i]);
@@ -246,7 +265,9 @@ void draw_curves(App& app) {
     const auto b = std::lower_bound(app.baseline_steps.begin(), app.baseline_steps.end(), steps[i]);
     if (b != app.baseline_steps.end() && *b == steps[i])
       text += fmt::format("\nfp32 baseline {:.6g}", app.baseline_loss[static_cast<std::size_t>(b - app.baseline_steps.begin())]);
-    text += fmt::format("\nloss scale 2^{:g}{}", scale[i], app.steps[i].skipped ? "\nskipped: the optimizer step was not taken" : "");
+    text += fmt::format("\nloss scale 2^{:g}{}", scale[i], record.skipped ? "\nskipped: the optimizer step was not taken" : "");
+    if (record.skipped || !std::isfinite(record.loss))
+      text += fmt::format("\nculprit: {}{}", culprit_diagnosis(record), record.culprit ? "\n(click: open it in Histogram)" : "");
     if (const OperandScaling* o = chosen[i])
       text += fmt::format("\n{} ({}): amax {:.6g}, scale {:.6g}\n{} of {} elements flushed to zero, {} saturated", app.curves.scaling_operand,
                           o->format, o->amax, o->scale, o->flushed_to_zero, o->elements, o->saturated);

@@ -32,6 +32,10 @@ struct CurvesState {
   float smoothing = 0.6f;  // 0: the raw values
   std::string scaling_operand;  // "fc2 output_gradient": whose FP8 amax and scale are drawn (runs with --recipe fp8-*)
   CurveSeries series;
+  // Where the last frame drew the scale plot: its pixels' x from `plot_left` to `plot_right` for
+  // steps 0 to `plot_steps`, y from `plot_top` to `plot_bottom` (--report tells, for tests that click).
+  float plot_left = 0, plot_right = 0, plot_top = 0, plot_bottom = 0;
+  double plot_steps = 0;
 };
 
 void draw_curves(App& app);

@@ -11,6 +11,7 @@
 #include "fpscope/core/names.hpp"
 #include "ui_scale.hpp"
 #include "format_regions.hpp"
+#include "fpscope/analyzer/culprit_diagnosis.hpp"
 #include "fpscope/analyzer/range_analysis.hpp"
 #include "fpscope/analyzer/scale_semantics.hpp"
 #include "plot_frame.hpp"
@@ -74,6 +75,13 @@ void draw_histogram(App& app) {
   ImGui::Text("%s %s at step %lld: %llu values, carrying a scale of 2^%d%s", record->name.c_str(),
               std::string(tensor_kind_name(record->kind)).c_str(), static_cast<long long>(snapshot->step),
               static_cast<unsigned long long>(h.total_count()), carried.log2, carried.exact ? "" : " (about)");
+  if (snapshot->culprit) {  // a skipped step: what broke it, and whether this is it
+    const bool this_one = snapshot->culprit->name == record->name && snapshot->culprit->kind == record->kind;
+    ImGui::PushStyleColor(ImGuiCol_Text, to_imgui_vec4(palette::skipped_mark));
+    ImGui::TextWrapped("Step %lld skipped. %s%s", static_cast<long long>(snapshot->step), this_one ? "This tensor is its culprit: " : "Its culprit: ",
+                       culprit_diagnosis(snapshot->step_record()).c_str());
+    ImGui::PopStyleColor();
+  }
   if (moves && app.preview.scale_log2) {
     const double zero_share = h.total_count() == 0 ? 0.0 : 100.0 * static_cast<double>(h.zero_count()) / static_cast<double>(h.total_count());
     if (rerun != nullptr) {

@@ -236,6 +236,30 @@ if command -v xdotool >/dev/null; then
     fail "histogram zoom: binades ${plain_lo:-?}..${plain_end:-?} unzoomed, ${zoom_lo:-?}..${zoom_end:-?} after three wheel clicks, ${back_lo:-?}..${back_end:-?} after a double-click"
   fi
 
+  # A skipped step's red tick in Curves, pointed at and clicked, opens its culprit in Histogram:
+  # the step (recorded by the replay though not due), the tensor and its kind. Where the tick is
+  # comes from --report of a headless run of the same window.
+  "$fpscope" train --model 16-32-32-10 --steps 12 --batch 32 --record-every 5 --inject nan@fc2:7 --out "$work/culprit.jsonl" >/dev/null 2>&1
+  read -r c_left c_right c_steps c_top c_bottom < <(headless --follow "$work/culprit.jsonl" --view curves --frames 3 --report 2>/dev/null |
+    sed -n 's/^curves scale plot x \([0-9.]*\) \.\. \([0-9.]*\) over steps 0 \.\. \([0-9]*\), y \([0-9.]*\) \.\. \([0-9.]*\)$/\1 \2 \3 \4 \5/p')
+  if [[ -n "${c_steps:-}" ]]; then
+    c_x=$(awk -v l="$c_left" -v r="$c_right" -v n="$c_steps" 'BEGIN { printf "%d", l + (r - l) * 7 / n }')
+    c_y=$(awk -v t="$c_top" -v b="$c_bottom" 'BEGIN { printf "%d", (t + b) / 2 }')
+    (cd "$work/interactive" && exec "$gui_path" --follow "$work/culprit.jsonl" --view curves --report >"$work/culprit.out" 2>&1) &
+    app=$!
+    sleep 3
+    xdotool mousemove "$c_x" "$c_y" sleep 0.5 click 1 sleep 0.5 mousemove 900 40 sleep 0.3 mousemove 910 45 sleep 0.5
+    xdotool search --name "^fpscope$" windowfocus --sync
+    xdotool key ctrl+q
+    for _ in $(seq 50); do kill -0 "$app" 2>/dev/null || break; sleep 0.1; done
+    kill "$app" 2>/dev/null; wait "$app" 2>/dev/null
+  fi
+  if grep -q "^shown: histogram at step 7, fc2 weight_gradient$" "$work/culprit.out" 2>/dev/null; then
+    ok
+  else
+    fail "a click on the skipped step's tick (at ${c_x:-?}, ${c_y:-?}) did not open its culprit: $(grep '^shown' "$work/culprit.out" 2>/dev/null)"
+  fi
+
   # Reset while a run trains: the state goes back to idle (the swatch), nothing recorded is shown.
   mkdir -p "$work/reset"
   (cd "$work/reset" && exec "$gui_path" --start --steps 0 >/dev/null 2>&1) &
