@@ -631,7 +631,7 @@ void run_analyze(const AnalyzeOptions& options) {
              same_culprit(facts.bad_steps[j].second, step))
         ++j;
       const std::string steps = j - i == 1 ? fmt::format("step {:>7}", step.step)
-                                           : fmt::format("steps {}..{} ({}, the first:)", step.step, facts.bad_steps[j - 1].second.step, j - i);
+                                           : fmt::format("steps {}..{} ({} steps; the first)", step.step, facts.bad_steps[j - 1].second.step, j - i);
       table += fmt::format("{}{}: {}\n", steps, facts.headers.size() > 1 ? " (" + printable_text(source, 80) + ")" : std::string(),
                            culprit_diagnosis(step));
       i = j;
