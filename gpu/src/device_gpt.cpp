@@ -176,12 +176,7 @@ void DeviceGptTrainer::reconfigure_scaler(const LossScalerConfig& config) {
 }
 
 TrainerState DeviceGptTrainer::position() const {
-  TrainerState s;
-  s.steps = steps_;
-  s.scaler = scaler_state();
-  s.stochastic_counter = stochastic_counter_;
-  s.fp8 = memory_->recipe.fp8();
-  return s;
+  return device_step::position_of(steps_, scaler_state(), stochastic_counter_, memory_->recipe.fp8());
 }
 
 TrainerState DeviceGptTrainer::state() const {

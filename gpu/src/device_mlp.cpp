@@ -95,12 +95,7 @@ DeviceMlpTrainer::DeviceMlpTrainer(const TrainingConfig& config, std::unique_ptr
 DeviceMlpTrainer::~DeviceMlpTrainer() = default;
 
 TrainerState DeviceMlpTrainer::position() const {
-  TrainerState s;
-  s.steps = steps_;
-  s.scaler = scaler_state();
-  s.stochastic_counter = stochastic_counter_;
-  s.fp8 = memory_->recipe.fp8();
-  return s;
+  return device_step::position_of(steps_, scaler_state(), stochastic_counter_, memory_->recipe.fp8());
 }
 
 TrainerState DeviceMlpTrainer::state() const {

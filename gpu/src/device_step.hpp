@@ -21,6 +21,7 @@
 #include "fpscope/gpu/gpt_element.hpp"
 #include "fpscope/gpu/loss_scaler.hpp"
 #include "fpscope/gpu/optimizer.hpp"
+#include "fpscope/gpu/trainer_backend.hpp"
 #include "recording.hpp"
 
 namespace fpscope::device_step {
@@ -64,6 +65,18 @@ inline TensorRecord counted_record(std::string name, TensorKind kind, const unsi
   t.histogram.set_specials(counters[bin_zero], counters[bin_infinity], counters[bin_nan]);
   if (cast) t.cast = CastCounts{counters[bin_slot_count], counters[bin_slot_count + 1], counters[bin_slot_count + 2]};
   return t;
+}
+
+// A device trainer's position() (trainer_backend.hpp): its step count, the scaler read back, the
+// stochastic counter and the FP8 histories (kept on the host), no parameters.
+inline TrainerState position_of(std::int64_t steps, const LossScalerState& scaler, std::uint64_t stochastic_counter,
+                                const std::vector<Fp8TensorState>& fp8) {
+  TrainerState s;
+  s.steps = steps;
+  s.scaler = scaler;
+  s.stochastic_counter = stochastic_counter;
+  s.fp8 = fp8;
+  return s;
 }
 
 // The scaler's state on the device, read back.

@@ -22,21 +22,16 @@
 #include "fpscope/gpu/training_session.hpp"
 #include "fpscope/snapshot/culprit.hpp"
 #include "fpscope/snapshot/run_store.hpp"
+#include "trainers.hpp"
 
 using namespace fpscope;
 
 namespace {
 
-using MakeTrainer = std::function<std::unique_ptr<TrainerBackend>(const TrainingConfig&)>;
-
-const MakeTrainer cpu = [](const TrainingConfig& c) -> std::unique_ptr<TrainerBackend> {
-  if (c.gpt) return std::make_unique<GptTrainer>(*c.gpt, c);
-  return std::make_unique<MlpTrainer>(c);
-};
-const MakeTrainer device_twin = [](const TrainingConfig& c) -> std::unique_ptr<TrainerBackend> {
-  if (c.gpt) return std::make_unique<DeviceGptTrainer>(*c.gpt, c, make_host_device_ops());
-  return std::make_unique<DeviceMlpTrainer>(c, make_host_device_ops());
-};
+using testing::MakeTrainer;
+using testing::cpu;
+using testing::device_twin;
+using testing::same_state;
 
 TrainingConfig mlp_config() {
   TrainingConfig c;
@@ -71,20 +66,6 @@ std::uint32_t bits_of(float f) {
   return b;
 }
 
-bool same_state(const TrainerState& a, const TrainerState& b) {
-  if (a.steps != b.steps || a.stochastic_counter != b.stochastic_counter || !(a.scaler == b.scaler) || a.weights.size() != b.weights.size() ||
-      !(a.optimizer == b.optimizer) || !(a.fp8 == b.fp8))
-    return false;
-  for (std::size_t i = 0; i < a.weights.size(); ++i)
-    if (a.weights[i].size() != b.weights[i].size() ||
-        std::memcmp(a.weights[i].data(), b.weights[i].data(), sizeof(float) * static_cast<std::size_t>(a.weights[i].size())) != 0)
-      return false;
-  for (std::size_t i = 0; i < a.biases.size(); ++i)
-    if (a.biases[i].size() != b.biases[i].size() ||
-        std::memcmp(a.biases[i].data(), b.biases[i].data(), sizeof(float) * static_cast<std::size_t>(a.biases[i].size())) != 0)
-      return false;
-  return true;
-}
 
 // Steps `trainer` through `steps` unrecorded steps of its synthetic data; the last step's result.
 StepResult run_steps(TrainerBackend& trainer, const TrainingConfig& config, int batch, int steps) {
