@@ -8,6 +8,7 @@ NumPy's). `why_not()` says which path runs and why."""
 import ctypes
 import hashlib
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -65,12 +66,16 @@ def _load():
             _state["why"] = f"no C compiler to build the one-pass histogram ({error}): PyTorch's ops"
             return None
     try:
-        function = ctypes.CDLL(library).fpscope_exponent_counts
+        loaded = ctypes.CDLL(library)
+        function, largest = loaded.fpscope_exponent_counts, loaded.fpscope_largest_magnitude
     except (OSError, AttributeError) as error:
         _state["why"] = f"{library} cannot be loaded ({error}): PyTorch's ops"
         return None
     function.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_void_p]
     function.restype = None
+    largest.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
+    largest.restype = ctypes.c_uint32
+    _state["largest"] = largest
     _state["why"] = f"the one-pass C histogram ({library})"
     return function
 
@@ -86,6 +91,25 @@ def counts_of(x, slots):
     counts = torch.empty(slots, dtype=torch.int64)
     function(x.data_ptr(), x.numel(), _DTYPES[x.dtype], counts.data_ptr())
     return counts
+
+
+_WIDENED = {0: lambda bits: bits, 1: lambda bits: bits << 16}
+
+
+def largest_magnitude(x):
+    """x: a CPU tensor, contiguous, float32 / bfloat16 / float16. Its largest magnitude as a float
+    (NaN where it holds a NaN), in one vectorised pass; None where the compiled function is not
+    there."""
+    if not _state["tried"]:
+        _state["function"] = _load()
+    largest = _state.get("largest")
+    if largest is None:
+        return None
+    dtype = _DTYPES[x.dtype]
+    bits = largest(x.data_ptr(), x.numel(), dtype)
+    if dtype == 2:
+        return struct.unpack("<e", struct.pack("<H", bits))[0]
+    return struct.unpack("<f", struct.pack("<I", _WIDENED[dtype](bits)))[0]
 
 
 def why_not():

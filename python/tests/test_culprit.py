@@ -7,6 +7,7 @@ fp16 autocast, the micro-batch of gradient accumulation; fpscope analyze reads w
 the sentinel changes nothing a training computes."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -67,7 +68,53 @@ class CulpritRuleTest(unittest.TestCase):
         self.assertNotIn("micro_batch", culprit)
 
 
+class SentinelReadingTest(unittest.TestCase):
+    def test_the_c_reading_is_the_largest_magnitude_in_every_dtype(self):
+        from fpscope_torch import exponent_counts
+        torch.manual_seed(0)
+        for dtype in (torch.float32, torch.bfloat16, torch.float16):
+            for special in (None, float("inf"), float("-inf"), float("nan"), 0.0):
+                for n in (1, 7, 1000, 4099):
+                    x = (torch.randn(n) * 100).to(dtype)
+                    if special is not None:
+                        x[n // 2] = special
+                    got = exponent_counts.largest_magnitude(x)
+                    if got is None:  # only where no C compiler answers: a compile error is a failure
+                        self.assertIn("no C compiler", exponent_counts.why_not())
+                        self.skipTest(exponent_counts.why_not())
+                    want = x.float().abs().max().item()
+                    self.assertTrue(got == want or (math.isnan(got) and math.isnan(want)), (dtype, special, n, got, want))
+        tiny = torch.tensor([0.0, -2.0 ** -149, 2.0 ** -140])
+        self.assertEqual(exponent_counts.largest_magnitude(tiny), 2.0 ** -140)
+        self.assertEqual(exponent_counts.largest_magnitude(torch.tensor([-6.0e-8], dtype=torch.float16)), float(torch.tensor(6.0e-8, dtype=torch.float16)))
+
+
 class BridgeCulpritTest(unittest.TestCase):
+    def test_the_device_path_names_the_same_culprits(self):
+        """aminmax (what a GPU's tensors take) and the C pass give the same culprits."""
+        from fpscope_torch import exponent_counts
+        exponent_counts.largest_magnitude(torch.zeros(1))  # loads it, where it can
+        saved = exponent_counts._state.get("largest")
+        logs = []
+        try:
+            for use_c in (True, False):
+                exponent_counts._state["largest"] = saved if use_c else None
+                torch.manual_seed(0)
+                model = Mlp()
+                handle = poison(model.fc2, float("nan"), lambda: True)
+                with tempfile.TemporaryDirectory() as d:
+                    path = os.path.join(d, "run.jsonl")
+                    with fpscope_torch.Recorder(model, path, every=5, scaler=False, global_step=1) as recorder:
+                        loss = torch.nn.functional.cross_entropy(model(torch.randn(4, 8)), torch.randint(0, 4, (4,)))
+                        loss.backward()
+                        recorder.step(loss, skipped=True)
+                    logs.append(read_steps(path)[0]["culprit"])
+                handle.remove()
+        finally:
+            exponent_counts._state["largest"] = saved
+        self.assertEqual(logs[0], logs[1])
+        self.assertEqual((logs[0]["name"], logs[0]["fault"]), ("fc2", "nan"))
+
     def test_an_injected_nan_is_named_recorded_step_or_not(self):
         torch.manual_seed(0)
         model = Mlp()
