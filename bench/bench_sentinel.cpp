@@ -2,9 +2,11 @@
 // sentinel on and off, alternating in one process on the same threads, per model: fpscope train's
 // default MLP (32-64-64-64-10 tanh, fp16, batch 128), a 784-1024-1024-10 tanh MLP (fp16 and bf16,
 // batch 256) and a 4 x 256 GPT (context 128, batch 8, fp16, bf16). Prints each median step
-// time, the ratio on/off and the machine's load average before and after.
+// time, the median of the rounds' ratios on/off (each round times the two back to back, so the
+// machine's drift between rounds cancels) with their spread, and the machine's load average
+// before and after.
 //
-//   build/bench/bench_sentinel [ROUNDS]   (default 7 rounds of 20 steps each way)
+//   build/bench/bench_sentinel [ROUNDS]   (default 15 rounds of 10 steps each way)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -41,8 +43,8 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 7;
-  constexpr int steps_per_round = 20;
+  const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 15;
+  constexpr int steps_per_round = 10;
   struct Case {
     const char* model;
     const char* precision;
@@ -54,7 +56,7 @@ int main(int argc, char** argv) {
                         {"gpt:layers=4,width=256,heads=4,context=128", "fp16", "8"},
                         {"gpt:layers=4,width=256,heads=4,context=128", "bf16", "8"}};
   std::printf("load average before: %.2f\n", load_average());
-  std::printf("%-44s %-5s %12s %12s %8s\n", "model", "prec", "on (ms)", "off (ms)", "on/off");
+  std::printf("%-44s %-5s %12s %12s %8s  %s\n", "model", "prec", "on (ms)", "off (ms)", "on/off", "(rounds' ratios)");
   for (const Case& c : cases) {
     fpscope::PreparedRun on = prepared(c.model, c.precision, c.batch, true), off = prepared(c.model, c.precision, c.batch, false);
     Eigen::MatrixXf inputs;
@@ -72,8 +74,11 @@ int main(int argc, char** argv) {
       if (r % 2 == 0) time_round(*on.trainer, on_times), time_round(*off.trainer, off_times);
       else time_round(*off.trainer, off_times), time_round(*on.trainer, on_times);
     }
-    const double a = median(on_times), b = median(off_times);
-    std::printf("%-44s %-5s %12.3f %12.3f %8.3f\n", c.model, c.precision, a, b, a / b);
+    std::vector<double> ratios;
+    for (std::size_t r = 0; r < on_times.size(); ++r) ratios.push_back(on_times[r] / off_times[r]);
+    std::sort(ratios.begin(), ratios.end());
+    std::printf("%-44s %-5s %12.3f %12.3f %8.3f  (%.3f .. %.3f)\n", c.model, c.precision, median(on_times), median(off_times), median(ratios),
+                ratios.front(), ratios.back());
   }
   std::printf("load average after: %.2f\n", load_average());
 }
