@@ -1,7 +1,7 @@
 """The bridge on a CUDA device, as GPU jobs run it: histograms computed on the device against NumPy,
 torch.amp.GradScaler("cuda") under fp16 CUDA autocast (the scale each backward used, skips from
 step 0 and between recorded steps, gradients read with their scale, activations as stored in
-fp16), the fp32 shadow, and block statistics of CUDA tensors against `fpscope quantize`. Every test
+fp16, each skip's culprit), the fp32 shadow, and block statistics of CUDA tensors against `fpscope quantize`. Every test
 skips, saying so, where torch sees no CUDA device."""
 
 import os
@@ -110,6 +110,15 @@ class CudaRecorderTest(unittest.TestCase):
             self.assertEqual([line["skipped"] for line in lines], skipped)
             self.assertEqual([line["step"] for line in lines if line["skipped"]], [0, 4])
             self.assertEqual([s["step"] for s in snapshots_of(lines)], [0, 3, 6, 9])
+            # Each skip's culprit, from the sentinel's readings on the device (torch.aminmax): the
+            # first layer's fp16 output, which the scaled-up inputs overflowed; counted where recorded.
+            for line in lines:
+                culprit = line.get("culprit")
+                self.assertEqual(culprit is not None, line["skipped"], line["step"])
+                if culprit is not None:
+                    self.assertEqual((culprit["name"], culprit["kind"], culprit["fault"], culprit["captured"]),
+                                     ("0", "activation", "inf", "as_stored"), line["step"])
+                    self.assertEqual("inf" in culprit, "tensors" in line)
             for snapshot in snapshots_of(lines):
                 step, records = snapshot["step"], records_of(snapshot)
                 self.assertEqual(records[("0", "activation")]["captured"], "as_stored")
