@@ -649,35 +649,67 @@ class Recorder:
         self.step_index += 1
         self._arm_if_recording()
 
-    def _step_line(self, record, tensors=None):
+    def _skipped(self, record):
+        """Whether a read-back step record's step skipped its update, and its loss (None where not
+        known or not finite)."""
         step, loss, used, after, skipped, readings = record
-        used, after = float(used), float(after)  # waits for the device here, once per recorded step
         if skipped is None:
-            skipped = self._scaler_enabled() and after < used
+            skipped = self._scaler_enabled() and float(after) < float(used)
         value = None
         if loss is not None:
             value = float(loss)
             value = value if math.isfinite(value) else None  # JSON has no NaN: null is a loss not known
-        line = {"step": step, "loss": value, "loss_scale": used, "skipped": bool(skipped)}
-        if (skipped or (loss is not None and value is None)) and readings is not None:
-            labels, largest, stacked = readings  # the device's read back only now, for a step that went wrong
-            pairs = iter(stacked.tolist() if stacked is not None else [])
-            largest = list(largest)
-            for i, value in enumerate(largest):
-                if value is None:  # (min, max) from the device
-                    low, high = next(pairs), next(pairs)
-                    largest[i] = math.nan if math.isnan(low) or math.isnan(high) else max(-low, high)
-            # Operations that round into the format (autocast) unless the run is float32 throughout.
-            captured = "before_cast" if self._format in ("fp32", "tf32") else "as_stored"
-            culprit = find_culprit([label + (v,) for label, v in zip(labels, largest)], self._format, captured)
-            if culprit is not None:
-                if self._distributed:
-                    culprit["rank"] = self._rank
-                for t in tensors or []:  # its counts, where the step was recorded
-                    if t["name"] == culprit["name"] and t["kind"] == culprit["kind"]:
-                        culprit["nan"], culprit["inf"] = t["nan"], t["inf"]
-                        culprit["overflow"] = t.get("cast", {}).get("overflow", 0)
-                line["culprit"] = culprit
+        return bool(skipped), value
+
+    def _local_culprit(self, record):
+        """This rank's culprit of a read-back step record whose step skipped or lost its loss, from
+        its own sentinel readings (the device's read back only now); None for a good step."""
+        readings = record[5]
+        skipped, value = self._skipped(record)
+        if readings is None or not (skipped or (record[1] is not None and value is None)):
+            return None
+        labels, largest, stacked = readings
+        pairs = iter(stacked.tolist() if stacked is not None else [])
+        largest = list(largest)
+        for i, reading in enumerate(largest):
+            if reading is None:  # (min, max) from the device
+                low, high = next(pairs), next(pairs)
+                largest[i] = math.nan if math.isnan(low) or math.isnan(high) else max(-low, high)
+        # Operations that round into the format (autocast) unless the run is float32 throughout.
+        captured = "before_cast" if self._format in ("fp32", "tf32") else "as_stored"
+        return find_culprit([label + (v,) for label, v in zip(labels, largest)], self._format, captured)
+
+    def _culprits(self, records, collective):
+        """Each step's culprit among `records` ({step: culprit}). Under torch.distributed and where
+        `collective` (a recorded step, which every rank reaches), the ranks' own culprits are
+        gathered and the one earliest in execution order is the step's (the lowest rank on a tie),
+        with its rank: a NaN one rank's batch made is named there, not in the gradients the ranks
+        then share. Otherwise this rank's own."""
+        local = {record[0]: self._local_culprit(record) for record in records}
+        if not self._distributed:
+            return local
+        if not collective:
+            return {step: dict(culprit, rank=self._rank) if culprit else None for step, culprit in local.items()}
+        gathered = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(gathered, local)
+        chosen = {}
+        for rank, culprits in enumerate(gathered):
+            for step, culprit in culprits.items():
+                if culprit is not None and (chosen.get(step) is None or culprit["position"] < chosen[step]["position"]):
+                    chosen[step] = dict(culprit, rank=rank)
+        return {step: chosen.get(step) for step in local}
+
+    def _step_line(self, record, tensors=None, culprit=None):
+        step, used = record[0], float(record[2])  # waits for the device here, once per recorded step
+        skipped, value = self._skipped(record)
+        line = {"step": step, "loss": value, "loss_scale": used, "skipped": skipped}
+        if culprit is not None:
+            culprit = dict(culprit)
+            for t in tensors or []:  # its counts, where the step was recorded
+                if t["name"] == culprit["name"] and t["kind"] == culprit["kind"]:
+                    culprit["nan"], culprit["inf"] = t["nan"], t["inf"]
+                    culprit["overflow"] = t.get("cast", {}).get("overflow", 0)
+            line["culprit"] = culprit
         if tensors is not None:
             line["tensors"] = tensors
         return line
@@ -701,11 +733,12 @@ class Recorder:
         blocks = self._reduce_blocks(self._pending_blocks)
         self._pending, self._seen, self._pending_blocks = {}, {}, {}
         _read_back(self._steps)
+        culprits = self._culprits(self._steps, collective=True)
         records, current = self._steps[:-1], self._steps[-1]
         self._steps = []
         if self._rank != 0:
             return
-        lines = [self._step_line(r) for r in records]
+        lines = [self._step_line(r, culprit=culprits[r[0]]) for r in records]
         ordered = sorted(pending.items())
         all_counts = torch.stack([entry[0] for _, entry in ordered]).tolist() if ordered else []  # one read-back
         tensors = [tensor_record(name, kind, counts, scale if not torch.is_tensor(scale) else float(scale), captured)
@@ -713,7 +746,7 @@ class Recorder:
         for ((name, kind), _), record in zip(ordered, tensors):
             if (name, kind) in blocks:
                 record["blocks"] = blocks[(name, kind)]
-        lines.append(self._step_line(current, tensors))
+        lines.append(self._step_line(current, tensors, culprits[current[0]]))
         self._write_lines(lines)
 
     def _reduce(self, pending):
@@ -765,7 +798,10 @@ class Recorder:
         self._disarm()
         _read_back(self._steps)
         if self._rank == 0 and self._file is not None:
-            self._write_lines([self._step_line(r) for r in self._steps])
+            # Not collective (a rank may close alone): the steps since the last recorded one carry
+            # rank 0's own culprits.
+            culprits = self._culprits(self._steps, collective=False)
+            self._write_lines([self._step_line(r, culprit=culprits[r[0]]) for r in self._steps])
             self._file.close()
             self._file = None
             if self._events is not None:

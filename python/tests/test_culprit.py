@@ -193,6 +193,62 @@ class BridgeCulpritTest(unittest.TestCase):
             self.assertTrue(torch.equal(a, b))
 
 
+def data_parallel_worker(rank, world, path, port):
+    """Two gloo ranks train a DDP-wrapped Mlp; a forward hook puts a NaN into fc2's output on rank 1
+    alone at steps 1 (not recorded, every=2) and 2 (recorded). The NaN reaches both ranks' gradients
+    through DDP's averaging, so both skip; only rank 1's activations held it."""
+    import faulthandler
+    faulthandler.dump_traceback_later(120, exit=True)  # a rank that hangs says where, and ends
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        torch.manual_seed(0)
+        model = torch.nn.parallel.DistributedDataParallel(Mlp())
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        step = [0]
+        handle = poison(model.module.fc2, float("nan"), lambda: rank == 1 and step[0] in (1, 2))
+        torch.manual_seed(10 + rank)
+        with fpscope_torch.Recorder(model, path, every=2, scaler=False) as recorder:
+            for step[0] in range(4):
+                loss = torch.nn.functional.cross_entropy(model(torch.randn(8, 8)), torch.randint(0, 4, (8,)))
+                loss.backward()
+                skipped = not all(bool(torch.isfinite(p.grad).all()) for p in model.parameters())
+                if not skipped:
+                    optimizer.step()
+                optimizer.zero_grad()
+                recorder.step(loss, skipped=skipped)
+        handle.remove()
+        torch.distributed.barrier()
+    finally:
+        torch.distributed.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+@unittest.skipUnless(torch.distributed.is_available(), "torch.distributed is not here")
+class DataParallelCulpritTest(unittest.TestCase):
+    def test_the_rank_whose_batch_made_the_nan_is_named(self):
+        import socket
+        import torch.multiprocessing as mp
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "ddp.jsonl")
+            mp.spawn(data_parallel_worker, args=(2, path, port), nprocs=2, join=True)
+            steps = read_steps(path)
+        self.assertEqual([s["skipped"] for s in steps], [False, True, True, False])
+        for s in steps[1:3]:  # 1 between recorded steps, 2 recorded
+            culprit = s["culprit"]
+            self.assertEqual((culprit["name"], culprit["kind"], culprit["fault"], culprit["rank"]), ("fc2", "activation", "nan", 1), s["step"])
+        self.assertNotIn("nan", steps[1]["culprit"])
+        self.assertEqual(steps[2]["culprit"]["nan"], 1)  # the activations' counts are summed over the ranks
+        self.assertNotIn("culprit", steps[0])
+        self.assertNotIn("culprit", steps[3])
+
+
 @unittest.skipUnless(TORCH_2, "fp16 autocast and GradScaler on the CPU need torch >= 2")
 class TransformersCulpritTest(unittest.TestCase):
     def test_gpt2_fp16_gradscaler_skip_at_step_0_and_a_nan_between_recorded_steps(self):
