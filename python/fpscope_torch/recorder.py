@@ -303,8 +303,8 @@ class Recorder:
         self._shadowing = False     # inside shadow(): records go to "<name> (fp32 shadow)"
         self._shadow_calls = {}
         self._steps = []            # step records not yet written: [step, loss, scale used, scale after, skipped, readings]
-        # The step sentinel: on every step, each tensor's largest magnitude (one reduction kernel
-        # each, kept on the device), read back only for a step that skipped or lost its loss.
+        # The step sentinel: on every step, each tensor's largest magnitude (_read: at once on the
+        # CPU; a device's kept there and read back only for a step that skipped or lost its loss).
         self._sentinel = sentinel
         self._labels = []           # this step's readings: (name, kind, micro-batch) in execution order
         self._values = []           # and their largest magnitudes (floats), or (min, max) 0-dim tensors on a device
@@ -426,7 +426,7 @@ class Recorder:
             self._hooks.append(self._root.register_forward_hook(self._watch_for_backward))
         for label, module in self._modules:
             self._hooks.append(module.register_forward_hook(self._forward_hook(label)))
-        if self._sentinel:  # the weights the coming forward uses, in one multi-tensor reduction
+        if self._sentinel:  # the weights the coming forward uses
             self._read_all("weight", self._parameters, lambda p: p)
         for name, parameter in self._parameters:
             if histograms and "weight" in self.kinds:
