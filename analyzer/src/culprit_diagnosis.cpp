@@ -53,9 +53,10 @@ std::string culprit_diagnosis(const StepRecord& step) {
     case CulpritFault::overflow: {
       if (const int k = binades_too_high(c); k > 0) {
         const double fitting = step.loss_scale / std::ldexp(1.0, k);
-        return fmt::format("{} overflowed {} at loss scale {}: the scale is {} binade{} too high for this tensor ({} keeps its largest, {:.4g}, "
-                           "within {:.6g})",
-                           where, format, scale_text(step.loss_scale), k, k == 1 ? "" : "s", scale_text(fitting), *c.largest, c.format_largest);
+        return fmt::format("{} overflowed {} at loss scale {}: its largest, {:.4g}, is past {:.6g}; the scale is {} binade{} too high for this "
+                           "tensor (at {} its largest would be {:.4g})",
+                           where, format, scale_text(step.loss_scale), *c.largest, c.format_largest, k, k == 1 ? "" : "s", scale_text(fitting),
+                           std::ldexp(*c.largest, -k));
       }
       return fmt::format("{} reached {:.4g}, past {}'s largest {:.6g}: a loss scale does not multiply {}s, so not a scaling problem "
                          "(keep this tensor in a wider format, or bound its values)",

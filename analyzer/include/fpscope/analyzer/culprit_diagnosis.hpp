@@ -13,9 +13,9 @@ namespace fpscope {
 // format's largest (at least 1 for a gradient that overflowed). 0 for anything else.
 int binades_too_high(const Culprit& culprit);
 
-// "h1.attn.scores activation_gradient overflowed fp16 at loss scale 2^17: the scale is 3 binades
-// too high for this tensor (2^14 keeps it within 65504)"; for a step without a culprit, what is
-// known. `step` carries the loss scale.
+// "h1.attn.scores activation_gradient overflowed fp16 at loss scale 2^17: its largest, 4.1e+05, is
+// past 65504; the scale is 3 binades too high for this tensor (at 2^14 its largest would be
+// 5.1e+04)"; for a step without a culprit, what is known. `step` carries the loss scale.
 std::string culprit_diagnosis(const StepRecord& step);
 
 }  // namespace fpscope
