@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "fpscope/analyzer/csv.hpp"
+#include "fpscope/analyzer/culprit_diagnosis.hpp"
 #include "fpscope/analyzer/plot.hpp"
 #include "fpscope/analyzer/run_log.hpp"
 #include "fpscope/snapshot/run_store.hpp"
@@ -456,4 +457,53 @@ TEST_CASE("RunStore: a record's block statistics, held on the heap, count toward
   a.append(plain);
   b.append(with_blocks);
   CHECK(b.snapshot_bytes() >= a.snapshot_bytes() + 4 * sizeof(BlockRecord));
+}
+
+TEST_CASE("a culprit's diagnosis: the scale blamed for a gradient past the format or one computed in it that overflowed, not otherwise") {
+  Culprit c;
+  c.name = "fc3";
+  c.kind = TensorKind::activation_gradient;
+  c.fault = CulpritFault::overflow;
+  c.format = "fp16";
+  c.format_largest = 65504;
+  c.largest = 4.0e6;  // 2^5.93 past 65504: 6 binades
+  c.upstream = "fc4";
+  c.upstream_kind = TensorKind::activation_gradient;
+  c.upstream_largest = 3000;
+  StepRecord step{9, 2.3, 0x1p40, true, {}, c};
+  CHECK(binades_too_high(c) == 6);
+  CHECK(culprit_diagnosis(step) ==
+        "fc3 activation_gradient overflowed fp16 at loss scale 2^40: its largest, 4e+06, is past 65504; the scale is 6 binades too high for this "
+        "tensor (at 2^34 its largest would be 6.25e+04)");
+  // An activation past the format: a loss scale does not multiply it.
+  c.kind = TensorKind::activation;
+  step.culprit = c;
+  CHECK(binades_too_high(c) == 0);
+  CHECK(culprit_diagnosis(step).find("a loss scale does not multiply activations, so not a scaling problem") != std::string::npos);
+  // A NaN with finite inputs, in float32 (the engine): not the scale, whatever its inputs.
+  c.kind = TensorKind::weight_gradient;
+  c.fault = CulpritFault::nan;
+  c.largest.reset();
+  c.upstream_largest = 60000;
+  step.culprit = c;
+  CHECK(culprit_diagnosis(step) ==
+        "a NaN appeared in fc3 weight_gradient with finite inputs (the largest gradient before it 6e+04 at loss scale 2^40, in fc4 "
+        "activation_gradient): not a scaling problem");
+  // The same computed in the format (the bridge under autocast), from gradients within 2^10 of its
+  // largest: an overflow inside the operation, the scale's doing; from gradients far below it, not.
+  c.captured = Capture::as_stored;
+  step.culprit = c;
+  CHECK(culprit_diagnosis(step).find("most likely an operation making it overflowed fp16; the scale is too high") != std::string::npos);
+  c.upstream_largest = 30;
+  step.culprit = c;
+  CHECK(culprit_diagnosis(step).find("not a scaling problem") != std::string::npos);
+  // The first gradient, at a loss scale within 2^10 of the format's largest.
+  c.upstream.clear();
+  c.fault = CulpritFault::infinity;
+  step.culprit = c;
+  CHECK(culprit_diagnosis(step).find("an infinity appeared in fc3 weight_gradient as the step's first gradient, at loss scale 2^40") != std::string::npos);
+  step.loss_scale = 1;
+  CHECK(culprit_diagnosis(step).find("not a scaling problem") != std::string::npos);
+  step.culprit.reset();
+  CHECK(culprit_diagnosis(step).rfind("no culprit recorded", 0) == 0);
 }
