@@ -168,7 +168,7 @@ void MlpTrainer::Pass::cast_parameters_and_inputs(const Eigen::MatrixXf& inputs)
   for (std::size_t l = 0; l < layers_; ++l) {
     cast_copy(f_, low_, t_.weights_[l], w_[l], ctx_, recorded(weight_, l), config_.record_blocks, FeatureAxis::second,
               for_products(weight_operands_[l]), OutputReaders::products_only);
-    weight_readings_[l] = watch(l, TensorKind::weight);  // read_weights takes it, where the step skips
+    weight_readings_[l] = watch(l, TensorKind::weight);  // take_sentinel reads it, where the step skips
     cast_copy(f_, low_, t_.biases_[l], b_[l], ctx_, nullptr);
   }
   cast_copy(f_, low_, inputs, a_[0], ctx_, nullptr, std::nullopt, FeatureAxis::second, for_products(input_operands_[0]), OutputReaders::products_only);
