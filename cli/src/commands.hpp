@@ -3,6 +3,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "usage_error.hpp"
+
 namespace fpscope::cli {
 
 // Each add_* registers a subcommand whose callback does the work; errors are thrown as
@@ -15,15 +17,5 @@ void add_analyze(CLI::App& app);
 void add_export(CLI::App& app);
 void add_train(CLI::App& app);
 void add_quantize(CLI::App& app);  // quantize and dequantize
-
-// A user's mistake or bad input: main prints "fpscope: <what>" and exits with `status`.
-class UsageError : public std::runtime_error {
- public:
-  explicit UsageError(const std::string& what, int status = 2) : std::runtime_error(what), status_(status) {}
-  int status() const { return status_; }
-
- private:
-  int status_;
-};
 
 }  // namespace fpscope::cli

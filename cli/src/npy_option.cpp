@@ -1,6 +1,6 @@
 #include "npy_option.hpp"
 
-#include "commands.hpp"
+#include "usage_error.hpp"
 #include "fpscope/core/names.hpp"
 #include "fpscope/core/printable_text.hpp"
 

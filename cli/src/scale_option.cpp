@@ -9,7 +9,7 @@
 #include "fpscope/analyzer/range_analysis.hpp"
 #include "fpscope/core/printable_text.hpp"
 
-#include "commands.hpp"
+#include "usage_error.hpp"
 
 namespace fpscope::cli {
 

@@ -1,7 +1,7 @@
 // Colour decisions for the CLI: on for a terminal, off when piped, overridable.
 #include "terminal.hpp"
 
-#include "commands.hpp"
+#include "usage_error.hpp"
 #include "fpscope/core/printable_text.hpp"
 
 #include <unistd.h>

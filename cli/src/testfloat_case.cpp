@@ -6,7 +6,7 @@
 
 #include <sstream>
 
-#include "commands.hpp"
+#include "usage_error.hpp"
 #include "fpscope/core/arithmetic.hpp"
 #include "fpscope/core/compare.hpp"
 #include "fpscope/core/convert.hpp"
