@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cmath>
 
-#include "fpscope/core/bits.hpp"
 #include "fpscope/core/convert.hpp"
 #include "fpscope/core/names.hpp"
 #include "fpscope/gpu/gpt.hpp"
@@ -86,9 +85,7 @@ StepResult replay_skipped_step(TrainerBackend& trainer, const LossScalerConfig& 
 }
 
 std::optional<Culprit> step_culprit(const StepResult& result, Format format, const Snapshot* snapshot) {
-  Context exact;
-  const double largest = to_double(format, max_finite(format, false), exact);
-  std::optional<Culprit> culprit = find_culprit(result.sentinel, format_name(format), largest);
+  std::optional<Culprit> culprit = find_culprit(result.sentinel, format_name(format), largest_finite_value(format));
   if (culprit && snapshot != nullptr) count_culprit(*culprit, *snapshot);
   return culprit;
 }

@@ -16,6 +16,7 @@ import unittest
 
 import torch
 
+sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import fpscope_torch  # noqa: E402
 from fpscope_torch.recorder import find_culprit  # noqa: E402
@@ -230,11 +231,9 @@ def data_parallel_worker(rank, world, path, port):
 @unittest.skipUnless(torch.distributed.is_available(), "torch.distributed is not here")
 class DataParallelCulpritTest(unittest.TestCase):
     def test_the_rank_whose_batch_made_the_nan_is_named(self):
-        import socket
         import torch.multiprocessing as mp
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        from test_real_loops import free_port
+        port = free_port()
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "ddp.jsonl")
             mp.spawn(data_parallel_worker, args=(2, path, port), nprocs=2, join=True)

@@ -184,10 +184,7 @@ inline void cast_copy(Format f, bool low_precision, const Matrix& from, Matrix& 
 // The magnitude bits of f's largest finite value as a float32: no value at or below it rounds to an
 // infinity in any mode, so a cast whose input's reading (largest_magnitude_bits) is at most this
 // made no infinity or NaN; a reading above it asks the output (has_non_finite).
-inline std::uint32_t largest_finite_magnitude_bits(Format f) {
-  Context exact;
-  return magnitude_bits(static_cast<float>(to_double(f, max_finite(f, false), exact)));
-}
+inline std::uint32_t largest_finite_magnitude_bits(Format f) { return magnitude_bits(static_cast<float>(largest_finite_value(f))); }
 
 // Whether any gradient in `values` is infinite or NaN (sgd_update.hpp's gradient_non_finite, the
 // rule; here as a branch-free loop the compiler vectorises).

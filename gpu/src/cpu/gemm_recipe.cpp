@@ -97,10 +97,7 @@ float tensor_amax(const Eigen::MatrixXf& x) {
 
 namespace {
 
-float largest_finite(Format f) {
-  Context exact;
-  return static_cast<float>(to_double(f, f.max_finite_bits(), exact));
-}
+float largest_finite(Format f) { return static_cast<float>(largest_finite_value(f)); }
 
 }  // namespace
 

@@ -45,4 +45,10 @@ FPSCOPE_HD inline double to_double(Format f, std::uint64_t bits, Context& ctx) {
   return bits_double(convert(f, formats::fp64, bits, ctx));
 }
 
+// f's largest finite value (exact: every format's fits a double).
+FPSCOPE_HD inline double largest_finite_value(Format f) {
+  Context exact;
+  return to_double(f, max_finite(f, false), exact);
+}
+
 }  // namespace fpscope
