@@ -23,6 +23,7 @@
 #include "fpscope/core/names.hpp"
 #include "fpscope/core/printable_text.hpp"
 #include "fpscope/gpu/gemm.hpp"
+#include "fpscope/gpu/training_session.hpp"
 
 namespace {
 
@@ -95,6 +96,7 @@ static int run(int argc, char** argv);
 
 int main(int argc, char** argv) {
   fpscope::start_without_blas_workers(argv);
+  fpscope::keep_step_memory_mapped();
   // A file-size limit (ulimit -f) makes a write fail with EFBIG, said in one sentence, rather
   // than killing the process silently mid-write.
   std::signal(SIGXFSZ, SIG_IGN);

@@ -6,6 +6,9 @@
 #include "fpscope/gpu/gemm.hpp"
 
 #include <algorithm>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -25,6 +28,12 @@ std::string_view training_state_name(TrainingStatus::State state) {
     case TrainingStatus::State::failed: return "failed";
   }
   return "?";
+}
+
+void keep_step_memory_mapped() {
+#ifdef __GLIBC__
+  ::mallopt(M_ARENA_MAX, 1);
+#endif
 }
 
 PreparedRun prepare_training(const TrainingSettings& settings) {

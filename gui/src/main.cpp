@@ -30,6 +30,7 @@
 #include "fpscope/core/names.hpp"
 #include "fpscope/core/printable_text.hpp"
 #include "fpscope/gpu/gemm.hpp"
+#include "fpscope/gpu/training_session.hpp"
 #include "fpscope/analyzer/run_log.hpp"
 #include "fpscope/snapshot/output_file.hpp"
 #include "screenshot.hpp"
@@ -390,6 +391,7 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   fpscope::start_without_blas_workers(argv);
+  fpscope::keep_step_memory_mapped();
   std::signal(SIGXFSZ, SIG_IGN);  // a file-size limit: a write that says EFBIG, not a silent kill
   Options o;
   CLI::App cli("fpscope-gui: watch mixed-precision training live, tune the loss scale by eye, explore float formats bit by bit");

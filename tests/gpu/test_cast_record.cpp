@@ -83,18 +83,28 @@ TEST_CASE("cast_and_record equals element-by-element casts, counts included") {
 }
 
 // Blocks of 64K with no infinity, NaN or value in max's binade are counted from the output alone
-// (zero outputs less zero inputs, nonzero outputs below min_normal); the others in pairs. Both,
-// in every mode, against the scalar cast one element at a time.
+// (zero outputs less zero inputs, nonzero outputs below min_normal), or not at all where every
+// nonzero value is at least min_normal; the others in pairs. All three, in every mode, against
+// the scalar cast one element at a time.
 TEST_CASE("cast_and_record's counts, from the output alone or in pairs, equal the scalar casts' in every mode") {
   std::mt19937 rng(21);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> values(3 * 65536 + 1000);
+  std::vector<float> values(5 * 65536 + 1000);
   for (std::size_t i = 0; i < values.size(); ++i)
     values[i] = i % 8 == 1 ? (i % 16 == 1 ? -0.0f : 0.0f) : normal(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 40) - 30);
   values[65536 + 5] = 70000.0f;                                   // block 1: overflows fp16 and e4m3
   values[2 * 65536 + 9] = std::numeric_limits<float>::quiet_NaN();  // block 2: a NaN
   for (std::size_t i = 0; i < 65536; i += 7) values[i] = 32000.0f;  // block 0: just below fp16's max binade (2^15)
-  for (std::size_t i = 3 * 65536; i < values.size(); i += 7) values[i] = 65520.0f;  // the tail: in it, rounding to max or beyond
+  // Block 3: every nonzero value at least 2^-6, e4m3's min_normal (2^-6 itself among them):
+  // rounded with no count pass. Block 4: its lowest binade one below fp16's and e5m2's min_normal
+  // (2^-14), some values made subnormal, some rounding up to min_normal: counted.
+  const auto spread = [&](int lowest, int binades) {
+    const float sign = rng() % 2 ? -1.0f : 1.0f;
+    return sign * std::ldexp(1.0f + static_cast<float>(rng() % 4096) / 4096.0f, lowest + static_cast<int>(rng() % static_cast<unsigned>(binades)));
+  };
+  for (std::size_t i = 3 * 65536; i < 4 * 65536; ++i) values[i] = i % 8 == 1 ? 0.0f : i % 8 == 2 ? std::ldexp(1.0f, -6) : spread(-6, 12);
+  for (std::size_t i = 4 * 65536; i < 5 * 65536; ++i) values[i] = i % 8 == 1 ? 0.0f : spread(-15, 3);
+  for (std::size_t i = 5 * 65536; i < values.size(); i += 7) values[i] = 65520.0f;  // the tail: in it, rounding to max or beyond
   for (const Format f : {formats::fp16, formats::bf16, formats::e4m3, formats::e5m2}) {
     for (int mode = 0; mode < rounding_mode_count; ++mode) {
       for (const bool saturate : {false, true}) {

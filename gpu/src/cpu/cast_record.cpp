@@ -125,7 +125,15 @@ void cast_and_record(Format f, std::span<const float> in, std::span<float> out, 
     // A block with no infinity or NaN and nothing in max's binade or above cannot overflow (the
     // rounding is monotonic, max is a value of f): its counts come from the output alone.
     const bool below_max_binade = block_histogram.highest_binade() < binade_of_f32(max32);
-    if (block_histogram.infinity_count() == 0 && block_histogram.nan_count() == 0 && below_max_binade)
+    // Nor can a block whose nonzero values are all at least min_normal (a float32 normal too) be
+    // flushed or made subnormal: min_normal is a value of f, so it rounds to min_normal or above.
+    // Every bf16 cast of a trained tensor is such a block: it is rounded without a count pass.
+    const bool from_min_normal_up = block_histogram.lowest_binade() >= std::max(binade_of_f32(min_normal), binade_of_f32(0x00800000u)) ||
+                                    block_histogram.finite_nonzero_count() == 0;
+    const bool finite = block_histogram.infinity_count() == 0 && block_histogram.nan_count() == 0;
+    if (finite && below_max_binade && from_min_normal_up)
+      round_f32(f, in.subspan(start, n), out.subspan(start, n), ctx);
+    else if (finite && below_max_binade)
       cast_block_counted_from_output(f, in.subspan(start, n), out.subspan(start, n), ctx, block_histogram.zero_count(), min_normal, counts);
     else
       cast_block_counted_pairwise(f, in.subspan(start, n), out.subspan(start, n), ctx, min_normal, max32, counts);

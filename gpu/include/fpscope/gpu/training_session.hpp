@@ -38,6 +38,14 @@ struct PreparedRun {
 // Sets the engine's threads (settings.threads).
 PreparedRun prepare_training(const TrainingSettings& settings);
 
+// Called first in the main of a program that trains through a TrainingSession, before any thread
+// allocates: every thread then allocates from glibc's main arena. A step allocates its buffers
+// (tens of MB for a GPT) and frees them as it ends; in a thread's own arena a heap that empties is
+// unmapped at once, so each step on the training thread would fault all of them in again (6,300
+// fresh pages a step for the 4 x 256 GPT at batch 16), work a step on the main thread never does.
+// The main arena keeps freed memory mapped up to its trim threshold. Does nothing off glibc.
+void keep_step_memory_mapped();
+
 // Checkpoints the session writes as it trains: after every `every` steps, once the sink has made
 // what it holds durable (a checkpoint never covers bytes a power cut could take back).
 struct CheckpointPlan {
