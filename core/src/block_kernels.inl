@@ -341,6 +341,17 @@ void walk_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& l
 
 namespace fpscope::BULK_ISA {
 
+// The baseline build walks every case; an instruction set's build only what its whole-block
+// kernels take (nearest even through the lean cast, and stochastic rounding, without per-block
+// outcomes), and returns false, having touched nothing, for the rest -- the directed modes, FNUZ
+// elements, flush-to-zero, per-block outcomes -- which bulk_mx_blocks then gives the baseline
+// build. Compiling each of those cases three times took a minute of every fresh build.
+#if defined(FPSCOPE_KERNEL_AVX2)
+constexpr bool walks_every_case = false;
+#else
+constexpr bool walks_every_case = true;
+#endif
+
 bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, const std::uint32_t* values, std::uint8_t* codes,
                std::uint8_t* scales, float tensor_scale, Context& ctx, BlockStatistics* statistics, BlockOutcome* outcomes) {
   const bool nvfp4 = format.scale == BlockFormat::Scale::e4m3_nvfp4;
@@ -380,17 +391,20 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
       return true;
     }
 #endif
+    if constexpr (!walks_every_case) return false;
     walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, stochastic, statistics, outcomes, elements);
     ctx.raise(flags.flags());
     ctx.stochastic_counter = first_random + layout.element_count();
     return true;
   }
-  const bool done = with_format_and_mode(format.element, ctx.rounding, [&]<Format F, RoundingMode Mode>() {
-    if constexpr (F.width() <= 8) {
+  bool handled = false;
+  with_format_and_mode(format.element, ctx.rounding, [&]<Format F, RoundingMode Mode>() {
+    // The lean cast wants what it was proven on: nearest even, no flush-to-zero, and (for NVFP4's
+    // products, which may be float32 subnormals) no denormals-are-zero.
+    constexpr bool lean_mode = Mode == RoundingMode::nearest_even && F.flavour != Flavour::fnuz;
+    constexpr bool stochastic_mode = Mode == RoundingMode::stochastic && F.flavour != Flavour::fnuz;
+    if constexpr (F.width() <= 8 && (walks_every_case || lean_mode || stochastic_mode)) {
       CastFlags flags;
-      // The lean cast wants what it was proven on: nearest even, no flush-to-zero, and (for NVFP4's
-      // products, which may be float32 subnormals) no denormals-are-zero.
-      constexpr bool lean_mode = Mode == RoundingMode::nearest_even && F.flavour != Flavour::fnuz;
       const bool lean = lean_mode && !options.flush_to_zero && (!nvfp4 || !options.denormals_are_zero);
       const auto elements = [&](const std::uint32_t* in, std::uint8_t* out, std::uint32_t* bins, std::size_t count, const RunParameters& run,
                                 std::uint64_t random_base, std::size_t stride) {
@@ -411,6 +425,7 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
           mx_wide::Blocks<F> wide_blocks(format, rule, options.tininess == Tininess::before_rounding, tensor_scale);
           walk_with_kernel(wide_blocks, mx_wide::WholeBlocks<F>{&wide_blocks, statistics}, elements, flags);
           ctx.raise(flags.flags());
+          handled = true;
           return;
         }
       }
@@ -418,22 +433,26 @@ bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& lay
 #if defined(FPSCOPE_KERNEL_AVX2)
       // MX and NVFP4 blocks rounded stochastically, without per-block outcomes: whole blocks
       // through the widest kernel, drawing each element's word as mx_run does.
-      if constexpr (Mode == RoundingMode::stochastic && F.flavour != Flavour::fnuz) {
+      if constexpr (stochastic_mode) {
         if (!options.flush_to_zero && mx_wide::takes(format) && outcomes == nullptr && mx_wide::float_arithmetic_is_default()) {
           mx_wide::Blocks<F> wide_blocks(format, rule, options.tininess == Tininess::before_rounding, tensor_scale);
           wide_blocks.round_stochastically(seed, options.tininess == Tininess::before_rounding);
           walk_with_kernel(wide_blocks, mx_wide::WholeBlocks<F>{&wide_blocks, statistics}, elements, flags);
           ctx.raise(flags.flags());
+          handled = true;
           return;
         }
       }
 #endif
-      walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, stochastic, statistics, outcomes, elements);
-      ctx.raise(flags.flags());
+      if constexpr (walks_every_case) {
+        walk_blocks(format, rule, layout, values, codes, scales, tensor_scale, first_random, stochastic, statistics, outcomes, elements);
+        ctx.raise(flags.flags());
+        handled = true;
+      }
     }
   });
-  if (done) ctx.stochastic_counter = first_random + layout.element_count();
-  return done;
+  if (handled) ctx.stochastic_counter = first_random + layout.element_count();
+  return handled;
 }
 
 }  // namespace fpscope::BULK_ISA

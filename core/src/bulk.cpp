@@ -91,7 +91,10 @@ void scalar_narrow(Format f, std::span<const float> in, Out* out, Context& ctx) 
 
 bool bulk_mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, const std::uint32_t* values, std::uint8_t* codes,
                     std::uint8_t* scales, float tensor_scale, Context& ctx, BlockStatistics* statistics, BlockOutcome* outcomes) {
-  return FPSCOPE_BULK_DISPATCH(mx_blocks, format, rule, layout, values, codes, scales, tensor_scale, ctx, statistics, outcomes);
+  // An instruction set's build takes what its whole-block kernels take; the baseline build the rest.
+  return FPSCOPE_BULK_DISPATCH(mx_blocks, format, rule, layout, values, codes, scales, tensor_scale, ctx, statistics, outcomes) ||
+         (best_isa() != Isa::generic &&
+          bulk_generic::mx_blocks(format, rule, layout, values, codes, scales, tensor_scale, ctx, statistics, outcomes));
 }
 
 void f32_to_bits(Format f, std::span<const float> in, std::span<std::uint16_t> out, Context& ctx) {

@@ -25,9 +25,9 @@ FPSCOPE_DECLARE_BULK_ISA(bulk_avx2)
 FPSCOPE_DECLARE_BULK_ISA(bulk_avx512)
 
 namespace fpscope {
-// MX and NVFP4 blocks of float elements through the best instruction set's kernel (bulk.cpp), NVFP4
-// under the given tensor scale; false when the element format has no branch-free cast
-// (block_scaling.cpp then runs the scalar path).
+// MX and NVFP4 blocks of float elements through the best instruction set's kernel where it takes
+// them, else the baseline build's (bulk.cpp), NVFP4 under the given tensor scale; false when the
+// element format has no branch-free cast (block_scaling.cpp then runs the scalar path).
 bool bulk_mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, const std::uint32_t* values, std::uint8_t* codes,
                     std::uint8_t* scales, float tensor_scale, Context& ctx, BlockStatistics* statistics, BlockOutcome* outcomes);
 }  // namespace fpscope
