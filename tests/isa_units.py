@@ -52,7 +52,8 @@ def weak_functions(archive):
 
 
 def functions_beyond_baseline(archive):
-    """{member: {mangled name: first instruction beyond the baseline}}."""
+    """{member: {mangled name: first instruction beyond the baseline}}, a function whose only such
+    instructions are tzcnt left out."""
     found, member, function = {}, None, None
     for line in run("objdump", "-d", "--no-show-raw-insn", "--no-addresses", archive).splitlines():
         header = re.match(r"^(\S+\.o):\s+file format", line)
@@ -70,9 +71,12 @@ def functions_beyond_baseline(archive):
         mnemonic = fields[0]
         if mnemonic in ("lock", "rep", "repz", "repnz", "notrack", "bnd", "data16") and len(fields) > 1:
             mnemonic = fields[1]
-        if BEYOND_BASELINE.match(mnemonic) and function not in found[member]:
-            found[member][function] = line.strip()
-    return found
+        if BEYOND_BASELINE.match(mnemonic):
+            found[member].setdefault(function, []).append((mnemonic, line.strip()))
+    # tzcnt's encoding is also `rep bsf`, which GCC emits at the baseline for the trailing zeros of
+    # a value it knows is nonzero (where the two agree): alone in a function, it is that.
+    return {member: {function: seen[0][1] for function, seen in functions.items() if any(m != "tzcnt" for m, _ in seen)}
+            for member, functions in found.items()}
 
 
 def demangle(names):

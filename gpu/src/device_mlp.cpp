@@ -21,7 +21,7 @@ namespace {
 
 // The read-back's scalars: the batch's loss sum and the step's scale (float32 each) in word 0,
 // the skip flag in word 1; then, for a recorded step, each layer's four tensors' records.
-constexpr std::size_t scalar_words = 2;
+constexpr std::size_t mlp_scalar_words = 2;
 constexpr TensorKind kinds[] = {TensorKind::activation, TensorKind::activation_gradient, TensorKind::weight, TensorKind::weight_gradient};
 
 }  // namespace
@@ -86,7 +86,7 @@ DeviceMlpTrainer::DeviceMlpTrainer(const TrainingConfig& config, std::unique_ptr
   if (config.record_blocks) m.block_recorder = device_step::BlockRecorder(device);
   m.found_non_finite = Buffer<int>(device, 1);
   m.scaler = Buffer<LossScalerState>(device, 1);
-  m.readback = Buffer<unsigned long long>(device, scalar_words + 4 * layers * record_stride);
+  m.readback = Buffer<unsigned long long>(device, mlp_scalar_words + 4 * layers * record_stride);
   m.host_readback.resize(m.readback.size());
   m.sentinel = Buffer<std::uint32_t>(device, 4 * layers);
   restore(initial);
@@ -229,7 +229,7 @@ DeviceMlpTrainer::Pass::Pass(DeviceMlpTrainer& trainer, int batch, bool record)
       bf16_(trainer.config_.precision == Precision::bf16),
       recipe_active_(trainer.memory_->recipe.active()),
       recipe_(trainer.memory_->recipe.recipe()),
-      records_(trainer.memory_->readback.data() + scalar_words),
+      records_(trainer.memory_->readback.data() + mlp_scalar_words),
       blocks_(4 * layers_),
       skip_(reinterpret_cast<int*>(trainer.memory_->readback.data() + 1)),
       step_scale_(reinterpret_cast<float*>(trainer.memory_->readback.data()) + 1) {}
@@ -266,7 +266,7 @@ void DeviceMlpTrainer::Pass::fit_batch() {
 void DeviceMlpTrainer::Pass::upload(const Eigen::MatrixXf& inputs, const std::vector<int>& labels) {
   ops_.upload(m_.a[0].data(), inputs.data(), sizeof(float) * static_cast<std::size_t>(inputs.size()));
   ops_.upload(m_.labels.data(), labels.data(), sizeof(int) * labels.size());
-  if (record_) ops_.zero(records_, sizeof(unsigned long long) * (m_.readback.size() - scalar_words));
+  if (record_) ops_.zero(records_, sizeof(unsigned long long) * (m_.readback.size() - mlp_scalar_words));
 }
 
 void DeviceMlpTrainer::Pass::record_blocks(std::size_t l, int kind, const float* values, int rows, int cols) {
@@ -436,7 +436,7 @@ void DeviceMlpTrainer::Pass::read_back(bool read_loss) {
   result.loss = std::numeric_limits<double>::quiet_NaN();
   result.loss_scale = std::numeric_limits<double>::quiet_NaN();
   if (!record_ && !read_loss) return;
-  const std::size_t words = record_ ? m_.readback.size() : scalar_words;
+  const std::size_t words = record_ ? m_.readback.size() : mlp_scalar_words;
   ops_.download(m_.host_readback.data(), m_.readback.data(), sizeof(unsigned long long) * words);
   float sum = 0, scale = 0;
   int skipped = 0;
@@ -460,7 +460,7 @@ void DeviceMlpTrainer::Pass::read_back(bool read_loss) {
   for (std::size_t l = 0; l < layers_; ++l)
     for (std::size_t k = 0; k < 4; ++k) {
       snapshot.tensors.push_back(
-          device_step::counted_record(mlp_layer_name(l), kinds[k], m_.host_readback.data() + scalar_words + (4 * l + k) * record_stride, low_));
+          device_step::counted_record(mlp_layer_name(l), kinds[k], m_.host_readback.data() + mlp_scalar_words + (4 * l + k) * record_stride, low_));
       snapshot.tensors.back().blocks = std::move(blocks_[4 * l + k]);
     }
   add_recipe_records(snapshot, config_.recipe, result.scaling, result.block_operands);

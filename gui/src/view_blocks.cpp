@@ -13,15 +13,12 @@
 #include "fpscope/analyzer/block_analysis.hpp"
 #include "fpscope/core/names.hpp"
 #include "plot_frame.hpp"
+#include "share_text.hpp"
 #include "ui_scale.hpp"
 
 namespace fpscope::gui {
 
 namespace {
-
-std::string share(std::uint64_t part, std::uint64_t whole) {
-  return whole == 0 ? std::string("-") : fmt::format("{:.4f}%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
-}
 
 std::string relative_label(double r) { return r == 0 ? std::string("0") : fmt::format("{}", static_cast<int>(r)); }
 
@@ -61,7 +58,7 @@ void draw_recipe_operands(const Snapshot& snapshot, const RunHeader& header) {
     ImGui::Text("%llu", static_cast<unsigned long long>(st.elements));
     for (const std::uint64_t count : {st.flushed_to_zero, st.made_subnormal, st.saturated}) {
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(share(count, st.elements).c_str());
+      ImGui::TextUnformatted(share_text(count, st.elements, 4).c_str());
     }
   }
   ImGui::EndTable();
@@ -104,7 +101,7 @@ void draw_blocks(App& app) {
       ImGui::TableNextColumn();
       ImGui::Text("%llu", static_cast<unsigned long long>(count));
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(share(count, st.elements).c_str());
+      ImGui::TextUnformatted(share_text(count, st.elements, 4).c_str());
     };
     row("flushed to zero", palette::flushed_bar, st.flushed_to_zero, "Nonzero values whose element is zero: too small for their block's scale.");
     row("made subnormal", palette::subnormal_bar, st.made_subnormal, "Values whose element is a subnormal of the element format.");

@@ -15,6 +15,7 @@
 #include "fpscope/analyzer/range_analysis.hpp"
 #include "fpscope/analyzer/scale_semantics.hpp"
 #include "plot_frame.hpp"
+#include "share_text.hpp"
 
 namespace fpscope::gui {
 
@@ -24,10 +25,6 @@ namespace {
 // change moves the bars across fixed bands.
 constexpr int window_below_flush = 12;
 constexpr int window_above_overflow = 8;
-
-std::string share(std::uint64_t part, std::uint64_t whole) {
-  return whole == 0 ? std::string("-") : fmt::format("{:.2f}%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
-}
 
 // One row of the table: a region, the recorded values in it (of all values and of the nonzero
 // finite ones), the same at the preview scale, and what the run's cast did (exact counts).
@@ -39,12 +36,12 @@ void region_row(const char* name, Rgb colour, const char* tip, std::uint64_t rec
   ImGui::TableNextColumn();
   ImGui::Text("%llu", static_cast<unsigned long long>(recorded));
   ImGui::TableNextColumn();
-  ImGui::TextUnformatted(share(recorded, r.total).c_str());
+  ImGui::TextUnformatted(share_text(recorded, r.total, 2).c_str());
   ImGui::TableNextColumn();
-  ImGui::TextUnformatted(nonzero_share ? share(recorded, r.nonzero_finite()).c_str() : "");
+  ImGui::TextUnformatted(nonzero_share ? share_text(recorded, r.nonzero_finite(), 2).c_str() : "");
   ImGui::TableNextColumn();
-  ImGui::TextUnformatted(nonzero_share ? fmt::format("{} ({} of nonzero)", share(previewed, p.total), share(previewed, p.nonzero_finite())).c_str()
-                                       : share(previewed, p.total).c_str());
+  ImGui::TextUnformatted(nonzero_share ? fmt::format("{} ({} of nonzero)", share_text(previewed, p.total, 2), share_text(previewed, p.nonzero_finite(), 2)).c_str()
+                                       : share_text(previewed, p.total, 2).c_str());
   ImGui::TableNextColumn();
   ImGui::TextUnformatted(exact.c_str());
 }

@@ -39,9 +39,9 @@ std::atomic<bool> allowed{[] {
 
 void set_gemm_bf16_products(bool allow) { allowed.store(allow, std::memory_order_relaxed); }
 
-namespace {
 // A buffer of bf16 bit patterns that grows and is never cleared (a vector's resize would fill
-// what it adds with zeros, on one thread, before the pack overwrites it).
+// what it adds with zeros, on one thread, before the pack overwrites it). Outside the anonymous
+// namespace: ProductOperand::Packing, declared in gemm.hpp, holds one.
 class PackBuffer {
  public:
   std::uint16_t* room_for(std::size_t n) {
@@ -58,8 +58,6 @@ class PackBuffer {
   std::unique_ptr<std::uint16_t[]> bits_;
   std::size_t capacity_ = 0;
 };
-
-}  // namespace
 
 // What the products that took an operand found: not looked at yet, its bf16 bit patterns and scan,
 // or that it is not all bf16 values.
