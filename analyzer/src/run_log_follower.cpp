@@ -14,8 +14,8 @@
 
 namespace fpscope {
 
-RunLogFollower::RunLogFollower(std::filesystem::path path, RunStore& store, std::uint64_t window)
-    : path_(std::move(path)), store_(store), window_bytes_(window) {}
+RunLogFollower::RunLogFollower(std::filesystem::path path, RunStore& store, std::uint64_t window, std::uint64_t poll_bytes)
+    : path_(std::move(path)), store_(store), window_bytes_(window), poll_bytes_(poll_bytes) {}
 
 void RunLogFollower::start_over() {
   offset_ = 0;
@@ -60,12 +60,20 @@ std::size_t RunLogFollower::poll() {
     return 0;
   }
   in.seekg(static_cast<std::streamoff>(offset_));
-  // At most one window per poll, so that a huge log loads over several frames.
-  const std::uint64_t want = std::min<std::uint64_t>(size - offset_, window_bytes_);
-  caught_up_ = want == size - offset_;
+  // At most one window per poll, so that a huge log loads over several frames; of it, poll_bytes
+  // first, and the rest only where no line ends in those.
+  const std::uint64_t window = std::min<std::uint64_t>(size - offset_, window_bytes_);
+  std::uint64_t want = std::min(window, poll_bytes_);
   std::vector<char> buffer(want);
   in.read(buffer.data(), static_cast<std::streamsize>(want));
-  const auto got = static_cast<std::size_t>(in.gcount());
+  auto got = static_cast<std::size_t>(in.gcount());
+  if (got == want && want < window && std::memchr(buffer.data(), '\n', got) == nullptr) {
+    buffer.resize(window);
+    in.read(buffer.data() + got, static_cast<std::streamsize>(window - want));
+    got += static_cast<std::size_t>(in.gcount());
+    want = window;
+  }
+  caught_up_ = want == size - offset_;
 
   std::size_t added = 0;
   std::size_t line_start = 0;
@@ -102,6 +110,10 @@ std::size_t RunLogFollower::poll() {
     ++line_number_;
     line_start = i + 1;
     offset_ += line.size() + 1;
+    if (line_start >= poll_bytes_) {  // enough for one poll: a whole line left means more to read at once
+      if (std::memchr(buffer.data() + line_start, '\n', got - line_start) != nullptr) caught_up_ = false;
+      break;
+    }
   }
   // A whole window without a newline is no run log line (it would be read again every poll).
   if (line_start == 0 && !stuck_ && got == window_bytes_) {

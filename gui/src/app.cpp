@@ -50,7 +50,7 @@ App::App(const AppOptions& options) : view(options.view), form(options.form) {
   format_chosen = options.format_index.has_value();
   store.set_memory_budget(snapshot_memory_budget);
   if (!options.follow.empty()) {
-    follower = std::make_unique<FollowThread>(options.follow, store, follow_window_bytes);
+    follower = std::make_unique<FollowThread>(options.follow, store, follow_window_bytes, follow_poll_bytes);
   } else {
     session = std::make_unique<TrainingSession>(store);
     baseline_session = std::make_unique<TrainingSession>(baseline_store);
@@ -186,6 +186,7 @@ void App::update(double now_seconds) {
     snapshots.insert(snapshots.end(), update.snapshots.begin(), update.snapshots.end());
     ++data_version;
   }
+  if (follower) follower->taken();  // it holds no snapshot the store has let go: read on
   if (selected_step >= 0) {  // the step shown, or the nearest kept one before it
     const auto at = std::upper_bound(snapshots.begin(), snapshots.end(), selected_step,
                                      [](std::int64_t step, const auto& s) { return step < s->step; });

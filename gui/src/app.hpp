@@ -50,14 +50,18 @@ inline constexpr const char* target_format_names[] = {"fp16", "bf16", "e4m3", "e
 inline constexpr int target_format_count = static_cast<int>(std::size(target_formats));
 
 // The snapshots the app keeps in memory: past this, old ones are thinned (RunStore). The app's
-// peak is about 1.5x this (snapshots thinned while the follower reads are freed at the next
-// frame) plus what one poll reads plus ~100 MB of window, fonts and GL: under 400 MB however long
-// a run goes (bench/gui_responsiveness.sh measures it at 100,000 steps).
+// peak is about this, plus the snapshots of one poll of a followed log (the follower reads on
+// only once a frame has taken them), plus the heap's fragments, plus ~110 MB of window, fonts
+// and GL: under 400 MB however long a run goes (bench/gui_responsiveness.sh measures it at
+// 100,000 steps).
 inline constexpr std::size_t snapshot_memory_budget = std::size_t{128} << 20;
 // A followed log that has not grown for this long is said to be quiet (its writer finished or paused).
 inline constexpr double follow_quiet_seconds = 5;
-// A followed log is read at most this much per frame (and no line may be longer).
+// A followed log is read a window at a time (no line may be longer), taking about poll_bytes of
+// it per frame: a poll's snapshots are what the app holds beyond the store's budget until the
+// frame takes them (FollowThread::taken).
 inline constexpr std::uint64_t follow_window_bytes = std::uint64_t{8} << 20;
+inline constexpr std::uint64_t follow_poll_bytes = std::uint64_t{2} << 20;
 
 
 

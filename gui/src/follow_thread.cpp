@@ -1,12 +1,13 @@
-// FollowThread: poll at once again while a log has lines left, every 100 ms once caught up.
+// FollowThread: poll again once the app has taken what a poll read while a log has lines left,
+// every 100 ms once caught up.
 #include "follow_thread.hpp"
 
 #include <chrono>
 
 namespace fpscope::gui {
 
-FollowThread::FollowThread(std::filesystem::path path, RunStore& store, std::uint64_t window_bytes)
-    : path_(path), follower_(std::move(path), store, window_bytes), thread_([this] { run(); }) {}
+FollowThread::FollowThread(std::filesystem::path path, RunStore& store, std::uint64_t window_bytes, std::uint64_t poll_bytes)
+    : path_(path), follower_(std::move(path), store, window_bytes, poll_bytes), thread_([this] { run(); }) {}
 
 FollowThread::~FollowThread() {
   {
@@ -36,8 +37,22 @@ void FollowThread::run() {
     ++polls_;
     if (quit_) return;
     if (caught_up) wake_.wait_for(lock, std::chrono::milliseconds(100), [this] { return quit_; });
+    else wake_.wait(lock, [this] { return quit_ || polls_taken_ == polls_; });
     if (quit_) return;
   }
+}
+
+void FollowThread::taken() {
+  {
+    const std::lock_guard lock(status_mutex_);
+    polls_taken_ = polls_;
+  }
+  wake_.notify_all();
+}
+
+bool FollowThread::window_ready() const {
+  const std::lock_guard lock(status_mutex_);
+  return polls_taken_ != polls_;
 }
 
 std::string FollowThread::error() const {

@@ -1,6 +1,9 @@
 // FollowThread: a RunLogFollower polled on its own thread, so that reading a long log (250 MB at
 // about 20 MB/s) never holds up a frame. The follower appends to the thread-safe RunStore; the
-// app copies from the store once per frame as it does for a run trained here.
+// app copies from the store once per frame as it does for a run trained here, and says so
+// (taken()): the thread reads the next window only after that. Otherwise it runs ahead of a slow
+// frame, the store thins snapshots the app still holds, and memory grows past the store's budget
+// by whatever was read meanwhile.
 #pragma once
 
 #include <condition_variable>
@@ -16,7 +19,7 @@ namespace fpscope::gui {
 
 class FollowThread {
  public:
-  FollowThread(std::filesystem::path path, RunStore& store, std::uint64_t window_bytes);
+  FollowThread(std::filesystem::path path, RunStore& store, std::uint64_t window_bytes, std::uint64_t poll_bytes);
   ~FollowThread();  // stops polling
   FollowThread(const FollowThread&) = delete;
   FollowThread& operator=(const FollowThread&) = delete;
@@ -31,6 +34,10 @@ class FollowThread {
   const std::filesystem::path& path() const { return path_; }
   // The log as read so far, byte for byte (RunLogFollower::bytes_read); waits for a poll under way.
   std::string bytes_read() const;
+  // The app has copied what the store holds: the thread may read on.
+  void taken();
+  // A poll has finished since the last taken(): the store has something the app has not copied.
+  bool window_ready() const;
 
  private:
   void run();
@@ -44,6 +51,7 @@ class FollowThread {
   std::string error_;
   bool caught_up_ = false;
   std::uint64_t polls_ = 0;
+  std::uint64_t polls_taken_ = 0;  // polls_ as of the app's last taken()
   std::uint64_t restarts_ = 0;
   std::thread thread_;  // last: starts once everything above exists
 };

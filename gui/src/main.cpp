@@ -137,6 +137,8 @@ constexpr double active_after_input_seconds = 0.75;
 // takes that core from the training's threads, which wait on each other: a twentieth, not a
 // tenth (a GPU draws a frame in far less, and then the 10-a-second cap is what binds).
 constexpr double training_drawing_share = 0.05;
+// While a followed log's backlog is read: how often the loop looks whether the next window is in.
+constexpr double follow_ready_check_seconds = 0.002;
 
 struct Options {
   fpscope::gui::AppOptions app;
@@ -327,8 +329,17 @@ int run(const Options& o) {
       if (frames_after_settling > 0 || !headless) frame_ms.push_back(work * 1000.0);  // interactive: every frame drawn
       if (last_frame) break;
       const bool working = seconds_since(start) < active_until;  // input in the last moments
-      const double frame_budget = live && !working ? std::max(1.0 / 10.0, std::max(work, drawing_cpu_per_frame) / training_drawing_share) : 1.0 / 60.0;
-      if (live && !working) {
+      const bool backlog = app.follower && !app.follower->caught_up();
+      const double frame_budget = backlog            ? 1.0 / 10.0
+                                  : live && !working ? std::max(1.0 / 10.0, std::max(work, drawing_cpu_per_frame) / training_drawing_share)
+                                                     : 1.0 / 60.0;
+      if (backlog) {
+        // A followed log's backlog: the follower reads its next window once a frame has taken the
+        // last (FollowThread::taken), so the next frame comes as soon as that window is read.
+        for (double left = frame_budget - work; left > 0 && !input_arrived && !redraw_requested && !app.follower->window_ready();
+             left = frame_budget - seconds_since(frame_start))
+          glfwWaitEventsTimeout(std::min(left, follow_ready_check_seconds));
+      } else if (live && !working) {
         // Paced for training: wait out the budget, but answer input (or the window system asking
         // for a frame) at once rather than up to half a second later.
         for (double left = frame_budget - work; left > 0 && !input_arrived && !redraw_requested;

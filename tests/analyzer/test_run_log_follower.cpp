@@ -85,6 +85,38 @@ TEST_CASE("a follower with a small window reads a long log over several polls an
   CHECK(follower.caught_up());
 }
 
+TEST_CASE("a follower with a poll size takes about that much a poll, its window still taking long lines") {
+  TempDir dir;
+  const auto path = dir.path / "run.jsonl";
+  std::string text = run_header_line(RunHeader{}) + "\n";
+  std::vector<Snapshot> written;
+  for (int i = 0; i < 100; ++i) {
+    written.push_back(snapshot_at(i));
+    text += snapshot_line(written.back()) + "\n";
+  }
+  const std::size_t line_bytes = snapshot_line(written.back()).size() + 1;
+  written.push_back(snapshot_at(100));  // a line of about 20 polls' worth, within the window
+  written.back().tensors[0].name = std::string(100 * line_bytes, 'w');
+  text += snapshot_line(written.back()) + "\n";
+  written.push_back(snapshot_at(101));
+  text += snapshot_line(written.back()) + "\n";
+  append_text(path, text);
+  RunStore store;
+  RunLogFollower follower(path, store, 128 * line_bytes, 5 * line_bytes);  // the window holds 128 lines, a poll about 5
+  std::vector<std::size_t> sizes;
+  do {
+    follower.poll();
+    sizes.push_back(store.size());
+  } while (!follower.caught_up() && sizes.size() < 1000);
+  CHECK(follower.error().empty());
+  CHECK(store.copy_since(0) == written);
+  REQUIRE(sizes.size() >= 2);
+  CHECK(sizes.size() >= 100 / 5);
+  CHECK(sizes.size() <= 100 / 4 + 3);
+  CHECK(sizes[0] <= 5);
+  for (std::size_t i = 1; i < sizes.size(); ++i) CHECK(sizes[i] - sizes[i - 1] <= 5);
+}
+
 TEST_CASE("a follower starts over when the log is truncated or replaced") {
   TempDir dir;
   const auto path = dir.path / "run.jsonl";

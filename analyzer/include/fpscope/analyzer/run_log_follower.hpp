@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -18,13 +19,16 @@ namespace fpscope {
 class RunLogFollower {
  public:
   // Each poll reads at most window_bytes; a line longer than that is an error (no run log line is).
-  RunLogFollower(std::filesystem::path path, RunStore& store, std::uint64_t window_bytes = std::uint64_t{64} << 20);
+  // It stops after the line that brings what it took to poll_bytes (the rest is read again next
+  // time): a reader that wants few snapshots at a time keeps its window for long lines.
+  RunLogFollower(std::filesystem::path path, RunStore& store, std::uint64_t window_bytes = std::uint64_t{64} << 20,
+                 std::uint64_t poll_bytes = std::numeric_limits<std::uint64_t>::max());
   // Returns how many snapshots were added.
   std::size_t poll();
   // Empty while all is well; otherwise one sentence naming the file (and line).
   const std::string& error() const { return error_; }
-  // Whether the last poll left no whole line unread: false only when it stopped at its window
-  // with more of the file to come (then poll again at once).
+  // Whether the last poll left no whole line unread: false only when it stopped at its window or
+  // at poll_bytes with more of the file to come (then poll again at once).
   bool caught_up() const { return caught_up_; }
   // How many times the file was found truncated or replaced, and reading started over.
   std::uint64_t restarts() const { return restarts_; }
@@ -41,6 +45,7 @@ class RunLogFollower {
   std::filesystem::path path_;
   RunStore& store_;
   std::uint64_t window_bytes_;
+  std::uint64_t poll_bytes_;
   std::uint64_t offset_ = 0;      // bytes consumed: whole lines only
   bool caught_up_ = true;
   std::uint64_t line_number_ = 0;
