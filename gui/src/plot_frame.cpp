@@ -2,6 +2,7 @@
 #include "plot_frame.hpp"
 #include "ui_scale.hpp"
 
+#include <GL/gl.h>
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -25,6 +26,14 @@ PlotFrame PlotFrame::reserve(ImVec2 size, double x0, double x1, double y0, doubl
   frame.y0 = y0;
   frame.y1 = y1 == y0 ? y0 + 1 : y1;
   return frame;
+}
+
+void begin_opaque_fills(ImDrawList* draw) {
+  draw->AddCallback([](const ImDrawList*, const ImDrawCmd*) { glDisable(GL_BLEND); }, nullptr);
+}
+
+void end_opaque_fills(ImDrawList* draw) {
+  draw->AddCallback([](const ImDrawList*, const ImDrawCmd*) { glEnable(GL_BLEND); }, nullptr);
 }
 
 bool PlotFrame::hovered() const {

@@ -157,8 +157,11 @@ void draw_heatmap(App& app) {
   // Texture rows: row 0 is max_binade. Binade b occupies row (max_binade - b).
   const float v0 = static_cast<float>(max_binade - hi) / binade_count;
   const float v1 = static_cast<float>(max_binade - lo + 1) / binade_count;
-  if (state.columns > 0)
+  if (state.columns > 0) {  // every texel is opaque (heatmap_image.cpp)
+    begin_opaque_fills(draw);
     draw->AddImage(reinterpret_cast<ImTextureID>(static_cast<std::intptr_t>(state.texture)), plot.min, plot.max, ImVec2(0, v0), ImVec2(1, v1));
+    end_opaque_fills(draw);
+  }
   range_lines_horizontal(plot, f);
   const double step_span = last_step - first_step;
   plot.axes(std::max(1.0, nice_tick_step(step_span, std::max(2, static_cast<int>((plot.max.x - plot.min.x) / px(90))))), step_label, 0, nullptr);
@@ -199,19 +202,24 @@ void draw_heatmap(App& app) {
     return;
   }
   PlotFrame layers = PlotFrame::reserve(ImVec2(0, 0), lo, hi + 1, 0, static_cast<double>(rows.size()), "##layers_binades");
+  begin_opaque_fills(draw);
   draw->AddRectFilled(layers.min, layers.max, to_imgui(palette::heat_empty));
   std::uint64_t top = 1;
   for (const TensorRecord* t : rows) top = std::max(top, *std::max_element(t->histogram.bins().begin(), t->histogram.bins().end()));
+  const auto row_top = [&](std::size_t r) { return std::floor(layers.sy(static_cast<double>(rows.size() - r))); };
+  const auto row_bottom = [&](std::size_t r) { return std::floor(layers.sy(static_cast<double>(rows.size() - r - 1))); };
   for (std::size_t r = 0; r < rows.size(); ++r) {
-    const float y0 = std::floor(layers.sy(static_cast<double>(rows.size() - r))), y1 = std::floor(layers.sy(static_cast<double>(rows.size() - r - 1)));
     for (int b = lo; b <= hi; ++b) {
       const std::uint64_t c = rows[r]->histogram.count(b);
       if (c == 0) continue;
       const double t = heat_position(static_cast<double>(c), static_cast<double>(top));
-      draw->AddRectFilled(ImVec2(std::floor(layers.sx(b)), y0), ImVec2(std::floor(layers.sx(b + 1)), y1), to_imgui(palette::heat(t)));
+      draw->AddRectFilled(ImVec2(std::floor(layers.sx(b)), row_top(r)), ImVec2(std::floor(layers.sx(b + 1)), row_bottom(r)), to_imgui(palette::heat(t)));
     }
-    draw->AddText(ImVec2(layers.min.x - px(52), (y0 + y1) / 2 - ImGui::GetFontSize() / 2), to_imgui(palette::label_text), rows[r]->name.c_str());
   }
+  end_opaque_fills(draw);
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    draw->AddText(ImVec2(layers.min.x - px(52), (row_top(r) + row_bottom(r)) / 2 - ImGui::GetFontSize() / 2), to_imgui(palette::label_text),
+                  rows[r]->name.c_str());
   auto line = [&](int binade, Rgb colour) {
     if (binade < lo || binade > hi + 1) return;
     const float x = std::floor(layers.sx(binade));
