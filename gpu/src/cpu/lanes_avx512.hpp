@@ -32,6 +32,7 @@ inline Lanes fused_multiply_add(Lanes a, Lanes b, Lanes c) { return Lanes(_mm512
 inline __mmask16 less(Lanes a, Lanes b) { return _mm512_cmp_ps_mask(a.v, b.v, _CMP_LT_OQ); }
 inline __mmask16 is_nan(Lanes x) { return _mm512_cmp_ps_mask(x.v, x.v, _CMP_UNORD_Q); }
 inline Lanes select(__mmask16 where, Lanes yes, Lanes no) { return Lanes(_mm512_mask_blend_ps(where, no.v, yes.v)); }
+inline bool every_less(Lanes a, Lanes b) { return less(a, b) == 0xFFFF; }
 inline Lanes magnitude(Lanes x) {
   return Lanes(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x.v), _mm512_set1_epi32(0x7fffffff))));
 }

@@ -11,8 +11,12 @@
 // minimax polynomial) to the functions computed in 40-digit arithmetic, rounded to float32.
 //
 // A lane type V provides: V(float) (every lane that value), + - * / between Vs, and the free
-// functions fused_multiply_add, less, select, magnitude, with_sign_of, is_nan and
+// functions fused_multiply_add, less, every_less, select, magnitude, with_sign_of, is_nan and
 // times_two_to_the (below for float).
+//
+// Where a function has two branches and every lane takes the first, the second is not computed:
+// the select would have taken none of it, so the bits are the same, and a vector of small inputs
+// (GELU's, early in training) costs one polynomial.
 #pragma once
 
 #include <math.h>
@@ -27,6 +31,9 @@ namespace fpscope::element {
 FPSCOPE_HD inline float fused_multiply_add(float a, float b, float c) { return fmaf(a, b, c); }
 FPSCOPE_HD inline bool less(float a, float b) { return a < b; }
 FPSCOPE_HD inline float select(bool where, float yes, float no) { return where ? yes : no; }
+// Whether every lane of a is less than b's (a bool, never a mask: with lane arguments the call
+// finds each lane type's own by argument-dependent lookup, as the other functions here do).
+FPSCOPE_HD inline bool every_less(float a, float b) { return a < b; }
 FPSCOPE_HD inline float magnitude(float x) { return fabsf(x); }
 FPSCOPE_HD inline float with_sign_of(float value, float sign) { return copysignf(value, sign); }
 FPSCOPE_HD inline bool is_nan(float x) { return x != x; }
@@ -76,6 +83,7 @@ FPSCOPE_HD_KERNEL V tanh_of(V x) {
                                                 -0.00877426378428936f, 0.0033404561690986156f, -0.0010391949908807874f,
                                                 0.00018209162226412445f),
                                          x);
+  if (every_less(a, V(0.9f))) return near_zero;
   const V far = V(1.0f) - V(2.0f) / (exp_of(a + a) + V(1.0f));
   return select(less(a, V(0.9f)), near_zero, select(is_nan(x), x, with_sign_of(far, x)));
 }
@@ -90,6 +98,7 @@ FPSCOPE_HD_KERNEL V erf_of(V x) {
       horner(x * x, 0.12837916612625122f, -0.37612637877464294f, 0.11283782124519348f, -0.0268654003739357f,
              0.005220945458859205f, -0.0008482828852720559f, 0.0001125694761867635f, -9.64151604421204e-06f),
       x);
+  if (every_less(a, V(1.0f))) return near_zero;
   const V t = select(less(V(3.92f), a), V(3.92f), a);
   const V log_erfc = horner(t, 0.00024000041594263166f, -1.1297991275787354f, -0.6328573822975159f, -0.10866843163967133f,
                             0.025188641622662544f, -0.0040425267070531845f, 0.0003151896526105702f, 2.7708805646398105e-05f,
