@@ -11,6 +11,7 @@ namespace fpscope {
 struct FieldCounts {
   std::array<std::uint64_t, 256> by_field{};  // field 0 counts zeros and subnormals
   std::uint64_t zeros = 0;
+  std::uint32_t largest_magnitude = 0;  // the largest of the values' magnitude bits (bits & 0x7FFFFFFF)
 };
 
 // The AVX-512 kernel (exponent_fields_avx512.cpp); only where the processor has AVX-512 BW.

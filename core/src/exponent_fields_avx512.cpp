@@ -72,6 +72,7 @@ void count_piece(const std::uint32_t* bits, std::size_t n, FieldCounts& counts) 
   if (i < n) take(magnitudes(bits, i, n), static_cast<__mmask16>((1u << (n - i)) - 1));
   counts.zeros += zeros;
   counts.by_field[0] += zeros;
+  counts.largest_magnitude = std::max(counts.largest_magnitude, static_cast<std::uint32_t>(_mm512_reduce_max_epu32(largest)));
   const std::uint32_t least_less_one = _mm512_reduce_min_epu32(least);
   if (least_less_one == 0xFFFFFFFFu) return;  // all zero (not wrapped around to 0: UBSan's integer checks)
   const std::uint32_t smallest = least_less_one + 1u;

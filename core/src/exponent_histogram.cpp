@@ -34,12 +34,14 @@ FieldCounts count_exponent_fields(const std::uint32_t* bits, std::size_t n) {
   for (std::size_t start = 0; start < n; start += chunk) {
     const std::size_t length = std::min(chunk, n - start);
     const std::uint32_t* values = bits + start;
-    std::uint32_t zeros = 0;
+    std::uint32_t zeros = 0, largest = 0;
     for (std::size_t i = 0; i < length; ++i) {
       fields[i] = static_cast<std::uint8_t>(values[i] >> 23);  // the cast drops the sign bit
       zeros += (values[i] << 1) == 0 ? 1u : 0u;
+      largest = std::max(largest, values[i] & 0x7FFFFFFFu);
     }
     result.zeros += zeros;
+    result.largest_magnitude = std::max(result.largest_magnitude, largest);
     const bool prefetch = start + 3 * chunk <= n;
     const std::uint32_t* after_next = values + 2 * chunk;
     std::size_t i = 0;
@@ -65,10 +67,11 @@ FieldCounts count_exponent_fields(const std::uint32_t* bits, std::size_t n) {
 
 }  // namespace
 
-void ExponentHistogram::add_bits(std::span<const std::uint32_t> bits) {
+void ExponentHistogram::add_bits(std::span<const std::uint32_t> bits, std::uint32_t* largest_magnitude) {
   // The AVX-512 counting where the bulk kernels run their AVX-512 build (FPSCOPE_BULK_ISA follows).
   const FieldCounts counts = bulk_kernel_isa() == "avx512" ? count_exponent_fields_avx512(bits.data(), bits.size())
                                                            : count_exponent_fields(bits.data(), bits.size());
+  if (largest_magnitude != nullptr) *largest_magnitude = std::max(*largest_magnitude, counts.largest_magnitude);
   for (int field = 1; field <= 254; ++field) bins_[static_cast<std::size_t>(field - 127 - min_binade)] += counts.by_field[field];
   zeros_ += counts.zeros;
   // Subnormals share field 0 with zeros, and NaNs share 255 with infinities: both are rare in
@@ -86,9 +89,9 @@ void ExponentHistogram::add_bits(std::span<const std::uint32_t> bits) {
   }
 }
 
-void ExponentHistogram::add(std::span<const float> values) {
+void ExponentHistogram::add(std::span<const float> values, std::uint32_t* largest_magnitude) {
   static_assert(sizeof(float) == sizeof(std::uint32_t));
-  add_bits({reinterpret_cast<const std::uint32_t*>(values.data()), values.size()});
+  add_bits({reinterpret_cast<const std::uint32_t*>(values.data()), values.size()}, largest_magnitude);
 }
 
 void ExponentHistogram::add_value(float value) {

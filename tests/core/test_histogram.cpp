@@ -123,6 +123,17 @@ TEST_CASE("bulk exponent histogram equals counting one value at a time") {
     for (const float v : values) one_by_one.add_value(v);
     CHECK(bulk == one_by_one);
     CHECK(bulk.total_count() == values.size());
+    // The sentinel's reading from the same pass: the largest magnitude bits, one value at a time.
+    std::uint32_t largest = 0;
+    for (const float v : values) largest = std::max(largest, float_bits(v) & 0x7FFFFFFFu);
+    ExponentHistogram reading_too;
+    std::uint32_t read = 0;
+    reading_too.add(values, &read);
+    CHECK(reading_too == bulk);
+    CHECK(read == largest);
+    std::uint32_t above = largest + 1;  // a reading already larger stays
+    reading_too.add(values, &above);
+    CHECK(above == largest + 1);
   }
 }
 

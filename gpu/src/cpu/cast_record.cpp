@@ -106,7 +106,7 @@ void cast_block_counted_pairwise(Format f, std::span<const float> in, std::span<
 }  // namespace
 
 void cast_and_record(Format f, std::span<const float> in, std::span<float> out, Context& ctx, ExponentHistogram& histogram,
-                     CastCounts& counts) {
+                     CastCounts& counts, std::uint32_t* largest_magnitude) {
   if (in.size() != out.size()) throw std::invalid_argument("cast_and_record: input and output lengths differ");
   const auto in_begin = reinterpret_cast<std::uintptr_t>(in.data());  // addresses of possibly unrelated arrays
   const auto out_begin = reinterpret_cast<std::uintptr_t>(out.data());
@@ -120,7 +120,7 @@ void cast_and_record(Format f, std::span<const float> in, std::span<float> out, 
   for (std::size_t start = 0; start < in.size(); start += block) {
     const std::size_t n = std::min(block, in.size() - start);
     ExponentHistogram block_histogram;  // before the cast overwrites it
-    block_histogram.add(in.subspan(start, n));
+    block_histogram.add(in.subspan(start, n), largest_magnitude);
     histogram.merge(block_histogram);
     // A block with no infinity or NaN and nothing in max's binade or above cannot overflow (the
     // rounding is monotonic, max is a value of f): its counts come from the output alone.

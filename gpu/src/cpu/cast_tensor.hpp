@@ -67,14 +67,19 @@ class PiecewiseCast {
   // Returns the piece's largest magnitude bits where the cast is watched (0 where not).
   std::uint32_t piece(std::span<const float> in, std::span<float> out, std::size_t offset) {
     std::uint32_t top = 0;
-    if (largest_ != nullptr) {
-      top = largest_magnitude_bits(in.data(), in.size());  // activation_pass.hpp
-      const std::lock_guard lock(mutex_);
-      *largest_ = std::max(*largest_, top);
-    }
+    // A recorded piece's reading comes from its histogram's pass (a recorded cast never makes
+    // only the bits); any other piece reads its values once more.
+    if (largest_ != nullptr && record_ == nullptr) top = largest_magnitude_bits(in.data(), in.size());  // activation_pass.hpp
+    std::uint32_t* const reading = largest_ != nullptr && record_ != nullptr ? &top : nullptr;
     if (!low_) {  // float32: copied, and recorded where there is a record
       if (in.data() != out.data()) std::copy(in.begin(), in.end(), out.begin());
-      if (record_ == nullptr) return top;
+      if (record_ == nullptr) {
+        if (largest_ != nullptr) {
+          const std::lock_guard lock(mutex_);
+          *largest_ = std::max(*largest_, top);
+        }
+        return top;
+      }
     }
     Context context = start_;
     context.stochastic_counter = start_.stochastic_counter + offset;
@@ -82,7 +87,7 @@ class PiecewiseCast {
     ExponentHistogram histogram;
     CastCounts counts;
     if (!low_) {
-      histogram.add(in);
+      histogram.add(in, reading);
     } else if (bits_of_ != nullptr) {
       const auto at = static_cast<std::size_t>(out.data() - bits_of_);
       f32_to_bits(f_, in, operand_->piece_bits(at, out.size()), context);
@@ -90,11 +95,12 @@ class PiecewiseCast {
     } else if (record_ == nullptr) {
       round_f32(f_, in, out, context);
     } else {
-      cast_and_record(f_, in, out, context, histogram, counts);
+      cast_and_record(f_, in, out, context, histogram, counts, reading);
     }
     if (operand_ != nullptr && bits_of_ == nullptr) operand_->pack_piece(static_cast<std::size_t>(out.data() - operand_->values().data()), out.size());
     const std::lock_guard lock(mutex_);
     flags_ |= context.flags;
+    if (largest_ != nullptr) *largest_ = std::max(*largest_, top);
     if (record_ == nullptr) return top;
     record_->histogram.merge(histogram);
     total_.flushed_to_zero += counts.flushed_to_zero;

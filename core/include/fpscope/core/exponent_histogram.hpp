@@ -37,9 +37,12 @@ FPSCOPE_HD inline int histogram_slot_of_f32(std::uint32_t bits) {
 
 class ExponentHistogram {
  public:
-  // Adds every element of the array. Fast: runs on every tensor of every training step.
-  void add(std::span<const float> values);
-  void add_bits(std::span<const std::uint32_t> bits);
+  // Adds every element of the array. Fast: runs on every tensor of every training step. Where
+  // largest_magnitude is given, it takes the largest of the values' magnitude bits too (bits &
+  // 0x7FFFFFFF, NaNs above infinity; kept where it was larger): the step sentinel's reading, from
+  // the same pass.
+  void add(std::span<const float> values, std::uint32_t* largest_magnitude = nullptr);
+  void add_bits(std::span<const std::uint32_t> bits, std::uint32_t* largest_magnitude = nullptr);
   void add_value(float value);
   // Adds other's counts. Throws std::overflow_error (and changes nothing) when the total count
   // would pass 2^64 - 1: a histogram counted from data never gets there, one read from a file may.

@@ -18,10 +18,12 @@ namespace fpscope {
 
 // Rounds `in` into f under ctx (as float32 values, in `out`: in place, or not overlapping
 // `in`), adds the values before the cast to `histogram`, and counts the outcomes into `counts`.
-// The CPU backend's cast; its CUDA twin fuses the same three steps in one pass.
+// The CPU backend's cast; its CUDA twin fuses the same three steps in one pass. Where
+// largest_magnitude is given, it takes the largest magnitude bits of `in` from the histogram's
+// pass (ExponentHistogram::add): the step sentinel's reading.
 // Preconditions: f is narrower than float32. Throws std::invalid_argument for spans of different
 // lengths or partly overlapping.
 void cast_and_record(Format f, std::span<const float> in, std::span<float> out, Context& ctx,
-                     ExponentHistogram& histogram, CastCounts& counts);
+                     ExponentHistogram& histogram, CastCounts& counts, std::uint32_t* largest_magnitude = nullptr);
 
 }  // namespace fpscope
