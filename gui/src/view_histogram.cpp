@@ -218,8 +218,14 @@ void draw_histogram(App& app) {
       draw->AddRect(ImVec2(x0, std::floor(plot.sy(height(c)))), ImVec2(x1, plot.max.y), to_imgui(palette::ghost_outline), 0.0f, 0, 2.0f);
     }
   const int span = hi - lo + 1;
-  plot.axes(span > 120 ? 20 : span > 60 ? 10 : 5, binade_label, 4,
-            log_counts ? +[](double y) { return fmt::format("{:.0f}", std::pow(10.0, y) - 1); } : plain_label, hi + 1);
+  plot.axes(span > 120 ? 20 : span > 60 ? 10 : 5, binade_label, log_counts ? 0 : 4, plain_label, hi + 1);
+  if (log_counts) {  // ticks at whole counts, 0 and powers of ten (evenly spaced heights would label 0.4 of a value "0")
+    plot.y_tick(0, "0");
+    const int decades = static_cast<int>(std::floor(std::log10(static_cast<double>(top))));
+    const int stride = std::max(1, (decades + 6) / 6);  // at most about six labelled powers
+    for (int k = 0; k <= decades; k += stride)
+      plot.y_tick(height(static_cast<std::uint64_t>(std::llround(std::pow(10.0, k)))), k <= 6 ? fmt::format("{}", std::llround(std::pow(10.0, k))) : fmt::format("1e{}", k));
+  }
   // Zoom and pan, over the binades only (the zero / inf / NaN columns stay at the right).
   const ImGuiIO& io = ImGui::GetIO();
   const float per_binade = (plot.sx(hi + 1) - plot.sx(lo)) / static_cast<float>(hi + 1 - lo);
