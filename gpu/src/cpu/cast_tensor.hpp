@@ -67,10 +67,11 @@ class PiecewiseCast {
   // Returns the piece's largest magnitude bits where the cast is watched (0 where not).
   std::uint32_t piece(std::span<const float> in, std::span<float> out, std::size_t offset) {
     std::uint32_t top = 0;
-    // A recorded piece's reading comes from its histogram's pass (a recorded cast never makes
-    // only the bits); any other piece reads its values once more.
-    if (largest_ != nullptr && record_ == nullptr) top = largest_magnitude_bits(in.data(), in.size());  // activation_pass.hpp
-    std::uint32_t* const reading = largest_ != nullptr && record_ != nullptr ? &top : nullptr;
+    // A recorded piece's reading comes from its histogram's pass; any other piece reads its
+    // values once more.
+    const bool histogram_reads = record_ != nullptr && bits_of_ == nullptr;
+    if (largest_ != nullptr && !histogram_reads) top = largest_magnitude_bits(in.data(), in.size());  // activation_pass.hpp
+    std::uint32_t* const reading = largest_ != nullptr && histogram_reads ? &top : nullptr;
     if (!low_) {  // float32: copied, and recorded where there is a record
       if (in.data() != out.data()) std::copy(in.begin(), in.end(), out.begin());
       if (record_ == nullptr) {
