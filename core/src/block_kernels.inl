@@ -345,7 +345,8 @@ namespace fpscope::BULK_ISA {
 // kernels take (nearest even through the lean cast, and stochastic rounding, without per-block
 // outcomes), and returns false, having touched nothing, for the rest -- the directed modes, FNUZ
 // elements, flush-to-zero, per-block outcomes -- which bulk_mx_blocks then gives the baseline
-// build. Compiling each of those cases three times took a minute of every fresh build.
+// build. Those cases are rare and not in the engine's path; compiled in every build they would
+// cost each fresh build their compile time once per instruction set.
 #if defined(FPSCOPE_KERNEL_AVX2)
 constexpr bool walks_every_case = false;
 #else

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "../temp_dir.hpp"
 #include "fpscope/snapshot/output_file.hpp"
 
 using namespace fpscope;
@@ -19,15 +20,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("fpscope_output_" + std::to_string(::getpid()));
-  TempDir() {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  fs::path operator/(const std::string& name) const { return path / name; }
-};
+using test::TempDir;
 
 std::string read(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../temp_dir.hpp"
 #include "fpscope/analyzer/run_log.hpp"
 #include "fpscope/analyzer/run_log_follower.hpp"
 
@@ -27,11 +28,7 @@ void append_text(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::app | std::ios::binary);
   out << text;
 }
-struct TempDir {
-  std::filesystem::path path = std::filesystem::temp_directory_path() / ("fpscope_follow_" + std::to_string(::getpid()));
-  TempDir() { std::filesystem::create_directories(path); }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
+using test::TempDir;
 }  // namespace
 
 TEST_CASE("a follower reads whole lines as they arrive, and only whole lines") {

@@ -2,13 +2,12 @@
 // after one poll, so the snapshots the store thins are never held by the app and the store both.
 #include <doctest/doctest.h>
 
-#include <unistd.h>
-
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
+#include "../temp_dir.hpp"
 #include "follow_thread.hpp"
 #include "fpscope/analyzer/run_log.hpp"
 
@@ -16,11 +15,7 @@ using namespace fpscope;
 
 namespace {
 
-struct TempDir {
-  std::filesystem::path path = std::filesystem::temp_directory_path() / ("fpscope_follow_thread_" + std::to_string(::getpid()));
-  TempDir() { std::filesystem::create_directories(path); }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
+using test::TempDir;
 
 Snapshot snapshot_at(std::int64_t step) {
   Snapshot s;
