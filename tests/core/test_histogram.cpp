@@ -6,6 +6,7 @@
 #include <map>
 #include <stdexcept>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "fpscope/core/exponent_histogram.hpp"
@@ -115,8 +116,20 @@ TEST_CASE("bulk exponent histogram equals counting one value at a time") {
   with_specials[140000] = std::numeric_limits<float>::quiet_NaN();
   with_specials[140001] = -std::numeric_limits<float>::infinity();
   shapes.emplace_back("a subnormal, a NaN and an infinity in later pieces", with_specials);
+  // Pieces whose first values do not show their range (the AVX-512 kernel places its first window
+  // from a sample of them): larger values after, smaller values after, zeros first.
+  auto larger_after = gaussian(70000, -60);
+  for (std::size_t i = 300; i < larger_after.size(); i += 3) larger_after[i] = gaussian(1, 40 + static_cast<int>(i % 50))[0];
+  shapes.emplace_back("larger values after the first 256", larger_after);
+  auto smaller_after = gaussian(70000, 100);
+  for (std::size_t i = 256; i < smaller_after.size(); i += 2) smaller_after[i] = gaussian(1, -100 + static_cast<int>(i % 90))[0];
+  shapes.emplace_back("smaller values after the first 256", smaller_after);
+  auto zeros_first = gaussian(5000, 3);
+  std::fill_n(zeros_first.begin(), 1000, 0.0f);
+  shapes.emplace_back("zeros first", zeros_first);
   for (const auto& [name, values] : shapes) {
-    CAPTURE(name);
+    const std::string shape = name;
+    CAPTURE(shape);
     CAPTURE(values.size());
     ExponentHistogram bulk, one_by_one;
     bulk.add(values);
