@@ -12,7 +12,8 @@ leaves out start-up and the first steps' warm-up; PyTorch's is the median of ste
 its loop (its start-up and import outside). ROUNDS rounds alternate the two sides, each
 configuration's ratio the median of the rounds' ratios. The bare steps (a fixed batch, relu, no
 recording: bench/bench_train_torch.py's comparison, bench_train_step against torch_times) are
-timed beside them in the same rounds. The machine's load average is printed before and after.
+timed beside them, once a round, their ratio the median of the rounds' ratios. The machine's
+load average is printed before and after.
 
 Usage: bench_train_command.py [BUILD_DIR (default build)] [ROUNDS (default 3)]
 Run it with the torch users run (scripts/test-torch's venv): Debian's torch 1.13 has no fast bf16
@@ -114,7 +115,7 @@ def main():
     print(f"{'configuration':44} {'fpscope train':>14} {'torch loop':>11} {'ratio':>6}   {'bare step':>9} {'torch':>8} {'ratio':>6}   rounds")
     for threads in sorted({1, cores}):
         for kind, (model, batch) in (("mlp", MLP), ("gpt", GPT)):
-            bare_rounds = [bare_ratios(build, kind, threads) for _ in range(1)]
+            bare_rounds = [bare_ratios(build, kind, threads) for _ in range(rounds)]
             for precision in ("fp32", "bf16"):
                 ours, theirs, ratios = [], [], []
                 for r in range(rounds):
@@ -126,11 +127,13 @@ def main():
                     ours.append(ours_ms)
                     theirs.append(theirs_ms)
                     ratios.append(ours_ms / theirs_ms)
-                bare_ours, bare_theirs = bare_rounds[0][precision]
+                bare_ours = statistics.median(r[precision][0] for r in bare_rounds)
+                bare_theirs = statistics.median(r[precision][1] for r in bare_rounds)
+                bare = [r[precision][0] / r[precision][1] for r in bare_rounds]
                 name = f"{kind.upper()} {precision}, {threads} thread{'s' if threads > 1 else ''}, batch {batch}"
                 print(f"{name:44} {statistics.median(ours):11.2f} ms {statistics.median(theirs):8.2f} ms {statistics.median(ratios):5.2f}x   "
-                      f"{bare_ours:6.2f} ms {bare_theirs:5.2f} ms {bare_ours / bare_theirs:5.2f}x   "
-                      + " ".join(f"{x:.2f}x" for x in ratios), flush=True)
+                      f"{bare_ours:6.2f} ms {bare_theirs:5.2f} ms {statistics.median(bare):5.2f}x   "
+                      + " ".join(f"{x:.2f}x" for x in ratios) + "   bare " + " ".join(f"{x:.2f}x" for x in bare), flush=True)
     print(f"{load()} after")
 
 
