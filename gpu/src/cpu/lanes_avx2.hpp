@@ -39,6 +39,9 @@ inline Mask less(Lanes a, Lanes b) { return Mask{_mm256_cmp_ps(a.v, b.v, _CMP_LT
 inline Mask is_nan(Lanes x) { return Mask{_mm256_cmp_ps(x.v, x.v, _CMP_UNORD_Q)}; }
 inline Lanes select(Mask where, Lanes yes, Lanes no) { return Lanes(_mm256_blendv_ps(no.v, yes.v, where.bits)); }
 inline bool every_less(Lanes a, Lanes b) { return _mm256_movemask_ps(less(a, b).bits) == 0xFF; }
+// The scalar rule's clamp (elementwise_math.hpp) as min then max: min returns its second operand
+// where the first is a NaN, so a NaN comes out as high there too.
+inline Lanes clamped(Lanes x, Lanes low, Lanes high) { return Lanes(_mm256_max_ps(_mm256_min_ps(x.v, high.v), low.v)); }
 inline Lanes magnitude(Lanes x) { return Lanes(_mm256_and_ps(x.v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)))); }
 inline Lanes with_sign_of(Lanes value, Lanes sign) {
   const __m256 sign_bit = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0x80000000u)));

@@ -33,6 +33,9 @@ inline __mmask16 less(Lanes a, Lanes b) { return _mm512_cmp_ps_mask(a.v, b.v, _C
 inline __mmask16 is_nan(Lanes x) { return _mm512_cmp_ps_mask(x.v, x.v, _CMP_UNORD_Q); }
 inline Lanes select(__mmask16 where, Lanes yes, Lanes no) { return Lanes(_mm512_mask_blend_ps(where, no.v, yes.v)); }
 inline bool every_less(Lanes a, Lanes b) { return less(a, b) == 0xFFFF; }
+// The scalar rule's clamp (elementwise_math.hpp) as min then max: min returns its second operand
+// where the first is a NaN, so a NaN comes out as high there too.
+inline Lanes clamped(Lanes x, Lanes low, Lanes high) { return Lanes(_mm512_max_ps(_mm512_min_ps(x.v, high.v), low.v)); }
 inline Lanes magnitude(Lanes x) {
   return Lanes(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x.v), _mm512_set1_epi32(0x7fffffff))));
 }
@@ -41,14 +44,10 @@ inline Lanes with_sign_of(Lanes value, Lanes sign) {
   return Lanes(_mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_set1_epi32(0x7fffffff), _mm512_castps_si512(value.v),
                                                              _mm512_castps_si512(sign.v), 0xca)));
 }
-// The scalar rule (elementwise_math.hpp): k truncated to an integer (exact), halved toward zero.
-inline Lanes times_two_to_the(Lanes p, Lanes k) {
-  const __m512i whole = _mm512_cvttps_epi32(k.v);
-  const __m512i half = _mm512_srai_epi32(_mm512_add_epi32(whole, _mm512_srli_epi32(whole, 31)), 1);
-  const __m512i bias = _mm512_set1_epi32(127);
-  const __m512 first = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_sub_epi32(whole, half), bias), 23));
-  const __m512 second = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(half, bias), 23));
-  return Lanes(_mm512_mul_ps(_mm512_mul_ps(p.v, first), second));
-}
+// p * 2^k for an integral k, rounded once (the scalar rule, elementwise_math.hpp): VSCALEFPS is
+// that product, p * 2^floor(k) rounded once to nearest even, subnormal results included (the
+// engine never sets MXCSR's flush-to-zero or denormals-are-zero). One instruction where the
+// scalar rule's two exact-then-rounding multiplies by built powers of two take eleven.
+inline Lanes times_two_to_the(Lanes p, Lanes k) { return Lanes(_mm512_scalef_ps(p.v, k.v)); }
 
 }  // namespace fpscope::element::elementwise_avx512

@@ -11,8 +11,8 @@
 // minimax polynomial) to the functions computed in 40-digit arithmetic, rounded to float32.
 //
 // A lane type V provides: V(float) (every lane that value), + - * / between Vs, and the free
-// functions fused_multiply_add, less, every_less, select, magnitude, with_sign_of, is_nan and
-// times_two_to_the (below for float).
+// functions fused_multiply_add, less, every_less, select, magnitude, with_sign_of, is_nan,
+// clamped and times_two_to_the (below for float).
 //
 // Where a function has two branches and every lane takes the first, the second is not computed:
 // the select would have taken none of it, so the bits are the same, and a vector of small inputs
@@ -37,6 +37,9 @@ FPSCOPE_HD inline bool every_less(float a, float b) { return a < b; }
 FPSCOPE_HD inline float magnitude(float x) { return fabsf(x); }
 FPSCOPE_HD inline float with_sign_of(float value, float sign) { return copysignf(value, sign); }
 FPSCOPE_HD inline bool is_nan(float x) { return x != x; }
+// x clamped to [low, high]; a NaN comes out as high (exp_of returns the NaN itself, and computes
+// nothing undefined on the way). A vector lane type may clamp with min then max instructions.
+FPSCOPE_HD inline float clamped(float x, float low, float high) { return select(less(x, low), low, select(less(x, high), x, high)); }
 // p * 2^k for an integral k in [-150, 128], rounded once: p * 2^(k - k/2) is exact for the p's
 // here (in [0.5, 2)), and the second power of two rounds it once (to a subnormal, zero or infinity).
 FPSCOPE_HD inline float times_two_to_the(float p, float k) {
@@ -60,11 +63,10 @@ FPSCOPE_HD_KERNEL V horner(V x, float c0, Rest... rest) {
 // overflows, e^-104 is below half the smallest subnormal), and a NaN is returned as it came.
 template <typename V>
 FPSCOPE_HD_KERNEL V exp_of(V x) {
-  const V nan_free = select(is_nan(x), V(0.0f), x);
-  const V clamped = select(less(nan_free, V(-104.0f)), V(-104.0f), select(less(V(89.0f), nan_free), V(89.0f), nan_free));
+  const V within = clamped(x, V(-104.0f), V(89.0f));
   const V shifter(12582912.0f);  // 1.5 * 2^23
-  const V k = fused_multiply_add(clamped, V(1.44269502f), shifter) - shifter;
-  V r = fused_multiply_add(k, V(-0.693147182f), clamped);  // ln 2 rounded to float32
+  const V k = fused_multiply_add(within, V(1.44269502f), shifter) - shifter;
+  V r = fused_multiply_add(k, V(-0.693147182f), within);  // ln 2 rounded to float32
   r = fused_multiply_add(k, V(1.90465421e-9f), r);         // ln 2 less that
   const V q = horner(r, 0.5f, 0.1666666716337204f, 0.04166646674275398f, 0.008333360776305199f, 0.0013933597365394235f,
                      0.00019857795268762857f);
