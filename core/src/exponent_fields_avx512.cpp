@@ -1,10 +1,10 @@
 // Exponent fields counted with AVX-512: each value's field one-hot in its own lane (1 << (field -
 // base)) and the positions counted by bit-sliced carry-save adders (positional_counts_avx512.hpp),
 // whose cost does not grow with the number of fields a tensor spans. In pieces of 64K values:
-// one pass counts a window of 32 fields placed from a sample and finds the piece's largest and
-// smallest nonzero magnitudes, then one pass per window of the fields outside it between them
-// reads the piece back from L2 (count_piece). A piece with a subnormal or an infinity or NaN is
-// counted one value at a time (rare).
+// one pass counts a window of 32 fields placed from a sample and learns whether any value lies
+// above or below it, then one pass per window of the fields outside it reads the piece back from
+// L2 (count_piece). A piece with a subnormal or an infinity or NaN is counted one value at a time
+// (rare).
 #include "exponent_fields.hpp"
 #include "kernel_unit_baseline.hpp"
 
@@ -13,6 +13,8 @@
 // (kernel_unit_baseline.hpp says why).
 FPSCOPE_BEGIN_AVX512_UNIT
 #include "positional_counts_avx512.hpp"
+
+#include <limits>
 
 // GCC 12 warns that the unmasked AVX-512 intrinsics read an uninitialized register (their
 // _mm512_undefined_epi32() source; GCC bug 105593, fixed in GCC 13): not a read of ours.
@@ -34,29 +36,33 @@ constexpr int window = 32;
   return _mm512_maskz_and_epi32(lanes, _mm512_maskz_loadu_epi32(lanes, bits + i), magnitude_mask);
 }
 
-// The largest and the smallest nonzero magnitude of the values a window pass read (the smallest
-// kept less one, so that a zero's wraps around to the largest: min_epu32 then passes it over).
+// A pass over a piece sees each magnitude as t = magnitude - (base << 23), a 32-bit difference
+// that cannot overflow: t >> 23 (unsigned) is field - base inside the window, and 257 or more for
+// a magnitude below base's binade, zero included (the 1 shifts out). Two running maxima of t say
+// what the window missed: the signed one is the largest magnitude less base << 23 (so also
+// whether any value lies above the window); the unsigned one exceeds a zero's t, 2^32 - (base <<
+// 23), only where a nonzero magnitude lies below the window (those t are the largest unsigned).
 // Set by the pass (no initialisers: GCC would compile them for the baseline, where the
 // intrinsics do not inline).
 struct Range {
-  __m512i largest, least_less_one;
+  __m512i signed_largest, unsigned_largest;
 };
 
 // The fields in [base, min(base + 32, limit)) of the n values at bits, added into counts; returns
-// how many values it counted. Where `range` is given, it also takes their magnitudes' range.
+// how many values it counted. Where `range` is given, it also takes the maxima above.
 template <bool track_range>
 std::uint64_t count_window(const std::uint32_t* bits, std::size_t n, int base, int limit, FieldCounts& counts, Range* range) {
   avx512::PositionalCounts positions;
-  const __m512i one = _mm512_set1_epi32(1), base_field = _mm512_set1_epi32(base);
-  __m512i largest = _mm512_setzero_si512(), least = _mm512_set1_epi32(-1);
-  // 256 values (16 words) at a time; a field outside the window shifts the 1 out (a negative
-  // distance is a large unsigned one), and so does a zero's field 0 (base is at least 1).
+  const __m512i one = _mm512_set1_epi32(1), offset = _mm512_set1_epi32(static_cast<int>(static_cast<unsigned>(base) << 23));
+  __m512i signed_largest = _mm512_set1_epi32(std::numeric_limits<std::int32_t>::min()), unsigned_largest = _mm512_setzero_si512();
+  // 256 values (16 words) at a time.
   const auto one_hot = [&](const __m512i magnitude) {
+    const __m512i t = _mm512_sub_epi32(magnitude, offset);
     if constexpr (track_range) {
-      largest = _mm512_max_epu32(largest, magnitude);
-      least = _mm512_min_epu32(least, _mm512_sub_epi32(magnitude, one));
+      signed_largest = _mm512_max_epi32(signed_largest, t);
+      unsigned_largest = _mm512_max_epu32(unsigned_largest, t);
     }
-    return _mm512_sllv_epi32(one, _mm512_sub_epi32(_mm512_srli_epi32(magnitude, 23), base_field));
+    return _mm512_sllv_epi32(one, _mm512_srli_epi32(t, 23));
   };
   __m512i words[16];
   std::size_t i = 0;
@@ -71,7 +77,7 @@ std::uint64_t count_window(const std::uint32_t* bits, std::size_t n, int base, i
     }
     positions.add16(words);
   }
-  if constexpr (track_range) range->largest = largest, range->least_less_one = least;
+  if constexpr (track_range) range->signed_largest = signed_largest, range->unsigned_largest = unsigned_largest;
   std::uint64_t in_window[window] = {};
   positions.drain_into(in_window);
   std::uint64_t counted = 0;
@@ -82,33 +88,59 @@ std::uint64_t count_window(const std::uint32_t* bits, std::size_t n, int base, i
   return counted;
 }
 
-// The largest exponent field among the first (at most 256) values.
+// The largest exponent field among 256 values spread over the piece (16 runs of 16, one at the
+// start of each sixteenth): a tensor's magnitudes drift along it (rows, tokens, heads), so runs
+// from all over place the window better than its first 256 values do.
 int sampled_top_field(const std::uint32_t* bits, std::size_t n) {
   __m512i largest = _mm512_setzero_si512();
-  for (std::size_t i = 0; i < std::min<std::size_t>(n, 256); i += 16) largest = _mm512_max_epu32(largest, magnitudes(bits, i, std::min<std::size_t>(n, 256)));
+  const std::size_t stride = std::max<std::size_t>(16, n / 16 / 16 * 16);
+  for (std::size_t i = 0, runs = 0; i < n && runs < 16; i += stride, ++runs) largest = _mm512_max_epu32(largest, magnitudes(bits, i, n));
   return static_cast<int>(_mm512_reduce_max_epu32(largest) >> 23);
 }
 
+// The window's maxima (Range) read out: the largest magnitude, and whether a nonzero one lies
+// below base's binade.
+struct Seen {
+  std::uint32_t largest_magnitude;
+  bool below;
+};
+Seen seen(const Range& range, int base) {
+  const std::uint32_t offset = static_cast<std::uint32_t>(base) << 23;
+  const auto largest_t = static_cast<std::uint32_t>(_mm512_reduce_max_epi32(range.signed_largest));
+  return {largest_t + offset, _mm512_reduce_max_epu32(range.unsigned_largest) > 0u - offset};
+}
+
 // One piece in one pass where it can: the window is placed from a sample (its top three fields
-// above the first 256 values' largest), the pass takes the piece's range as it counts, and only
-// the fields the range shows outside the window take passes of their own (a tensor spans one or
-// two windows; its largest values are seldom more than a binade above a sample's). Every nonzero
-// value is then counted once, so the zeros are the rest.
+// above the sample's largest), the pass learns what lies outside it as it counts, and only the
+// fields outside take passes of their own: above it up to the largest field, and below it window
+// by window while a pass still sees something below (down to field 1; below that, a subnormal).
+// Every nonzero value is then counted once, so the zeros are the rest.
 void count_piece(const std::uint32_t* bits, std::size_t n, FieldCounts& counts) {
   const int base = std::max(1, sampled_top_field(bits, n) + 3 - (window - 1));
-  FieldCounts in_window;
+  FieldCounts piece_counts;  // merged into counts unless the piece goes one value at a time
   Range range;
-  std::uint64_t counted = count_window<true>(bits, n, base, 256, in_window, &range);
-  const std::uint32_t largest = _mm512_reduce_max_epu32(range.largest);
-  const std::uint32_t least_less_one = _mm512_reduce_min_epu32(range.least_less_one);
-  counts.largest_magnitude = std::max(counts.largest_magnitude, largest);
-  if (least_less_one == 0xFFFFFFFFu) {  // all zero (not wrapped around to 0: UBSan's integer checks)
+  std::uint64_t counted = count_window<true>(bits, n, base, 256, piece_counts, &range);
+  const Seen first = seen(range, base);
+  counts.largest_magnitude = std::max(counts.largest_magnitude, first.largest_magnitude);
+  if (first.largest_magnitude == 0) {  // all zero
     counts.zeros += n;
     counts.by_field[0] += n;
     return;
   }
-  const int lowest = static_cast<int>((least_less_one + 1u) >> 23), highest = static_cast<int>(largest >> 23);
-  if (lowest == 0 || highest == 255) {  // a subnormal, an infinity or a NaN: one value at a time
+  const int highest = static_cast<int>(first.largest_magnitude >> 23);
+  bool subnormal = false;
+  int lowest_base = base;
+  for (bool below = first.below; below && !subnormal;) {
+    if (lowest_base == 1) {
+      subnormal = true;
+      break;
+    }
+    const int limit = lowest_base;
+    lowest_base = std::max(1, lowest_base - window);
+    counted += count_window<true>(bits, n, lowest_base, limit, piece_counts, &range);
+    below = seen(range, lowest_base).below;
+  }
+  if (subnormal || highest == 255) {  // a subnormal, an infinity or a NaN: one value at a time
     std::uint64_t zeros = 0;
     for (std::size_t j = 0; j < n; ++j) {
       if ((bits[j] & 0x7FFFFFFFu) != 0) ++counts.by_field[(bits[j] >> 23) & 0xFF];
@@ -118,9 +150,8 @@ void count_piece(const std::uint32_t* bits, std::size_t n, FieldCounts& counts) 
     counts.by_field[0] += zeros;
     return;
   }
-  for (int field = base; field < std::min(base + window, 256); ++field) counts.by_field[static_cast<std::size_t>(field)] += in_window.by_field[static_cast<std::size_t>(field)];
-  for (int below = lowest; below < base; below += window) counted += count_window<false>(bits, n, below, base, counts, nullptr);
-  for (int above = base + window; above <= highest; above += window) counted += count_window<false>(bits, n, above, 256, counts, nullptr);
+  for (int above = base + window; above <= highest; above += window) counted += count_window<false>(bits, n, above, 256, piece_counts, nullptr);
+  for (int field = lowest_base; field <= highest; ++field) counts.by_field[static_cast<std::size_t>(field)] += piece_counts.by_field[static_cast<std::size_t>(field)];
   counts.zeros += n - counted;
   counts.by_field[0] += n - counted;
 }

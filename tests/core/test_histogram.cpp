@@ -124,6 +124,11 @@ TEST_CASE("bulk exponent histogram equals counting one value at a time") {
   auto smaller_after = gaussian(70000, 100);
   for (std::size_t i = 256; i < smaller_after.size(); i += 2) smaller_after[i] = gaussian(1, -100 + static_cast<int>(i % 90))[0];
   shapes.emplace_back("smaller values after the first 256", smaller_after);
+  // Two whole pieces whose largest values sit where the kernel's sample (16 runs of 16 values, one
+  // at the start of each sixteenth of a piece) does not look: every 256th value from the 100th.
+  auto larger_hidden = gaussian(2 * 65536, -20);
+  for (std::size_t i = 100; i < larger_hidden.size(); i += 256) larger_hidden[i] = gaussian(1, 30 + static_cast<int>(i % 40))[0];
+  shapes.emplace_back("larger values where the sample does not look", larger_hidden);
   auto zeros_first = gaussian(5000, 3);
   std::fill_n(zeros_first.begin(), 1000, 0.0f);
   shapes.emplace_back("zeros first", zeros_first);
