@@ -141,8 +141,16 @@ dnnl::memory::desc destination_desc(Eigen::Index rows, Eigen::Index m) { return 
 // transpose stored row-major), with the scratchpad ours so that threads can run it at once.
 struct Matmul {
   dnnl::matmul primitive;
-  dnnl::memory::desc scratchpad;
+  dnnl::memory::desc source, weights, destination, scratchpad;
 };
+
+// A thread's memory objects for one matmul's arguments, made once and pointed at each call's
+// data (set_data_handle): a head's product is one call, about a thousand a step at 4 x 256, and
+// making four memory objects for each cost about as much as its packing's scan.
+struct BoundArguments {
+  dnnl::memory source, weights, destination, scratch;
+};
+BoundArguments& bound_arguments(const Matmul& mm);
 
 // `source_stride`: 0 for a row-major S, else S is column-major with that leading dimension (op(b)^T
 // when b is transposed: b's storage as it is, rows of S `source_stride` apart).
@@ -162,11 +170,22 @@ const Matmul* matmul_for(Eigen::Index rows, Eigen::Index k, Eigen::Index m, bool
     // Only a kernel on the bf16 instructions: oneDNN's reference code would take seconds.
     if (std::string_view(pd.impl_info_str()).rfind("ref", 0) == 0) return nullptr;
     entry.primitive = dnnl::matmul(pd);
+    entry.source = pd.src_desc();
+    entry.weights = pd.weights_desc();
+    entry.destination = pd.dst_desc();
     entry.scratchpad = pd.scratchpad_desc();
   } catch (const dnnl::error&) {
     return nullptr;  // float32 then
   }
   return &entry;
+}
+
+BoundArguments& bound_arguments(const Matmul& mm) {
+  thread_local std::map<const Matmul*, BoundArguments> bound;  // the entries of matmul_for's map: never removed
+  const auto found = bound.find(&mm);
+  if (found != bound.end()) return found->second;
+  return bound[&mm] = BoundArguments{dnnl::memory(mm.source, cpu_engine(), nullptr), dnnl::memory(mm.weights, cpu_engine(), nullptr),
+                                     dnnl::memory(mm.destination, cpu_engine(), nullptr), dnnl::memory(mm.scratchpad, cpu_engine(), nullptr)};
 }
 
 // Packs `columns` runs of `rows` float32 bit patterns, the runs `stride` apart, to bf16 (their high
@@ -374,22 +393,26 @@ namespace {
 // The product's calls on the calling thread, for slices [first, last) of c's columns: S's rows
 // (op(b)^T, packed as stored: row-major, or column-major with rows `stride` apart) times W
 // (op(a)^T, packed as stored), each slice `columns_per_call` rows of D = c^T.
-void run_slices(const std::uint16_t* s_data, Eigen::Index stride, const std::uint16_t* w_data, bool transpose_a, Eigen::Index m, Eigen::Index k,
+void run_slices(const std::uint16_t* s_data, Eigen::Index stride, const std::uint16_t* w_data, Eigen::Index m, Eigen::Index k,
                 Eigen::Index n, Eigen::Index columns_per_call, const Matmul& full, const Matmul& tail, const GemmEpilogue& epilogue, float* c,
                 std::size_t first, std::size_t last) {
   onednn_on_calling_thread();
   thread_local dnnl::stream stream(cpu_engine());
   thread_local std::vector<unsigned char> scratchpad;
-  const dnnl::memory weights(weights_desc(k, m, transpose_a), cpu_engine(), const_cast<std::uint16_t*>(w_data));
   for (auto slice = static_cast<Eigen::Index>(first); slice < static_cast<Eigen::Index>(last); ++slice) {
     const Eigen::Index column = slice * columns_per_call, columns = std::min(columns_per_call, n - column);
     const Matmul& mm = columns == std::min(n, columns_per_call) ? full : tail;
     if (scratchpad.size() < mm.scratchpad.get_size()) scratchpad.resize(mm.scratchpad.get_size());
+    BoundArguments& arguments = bound_arguments(mm);
     // S's rows from `column` on: rows k apart (row-major), or consecutive (column-major).
-    const dnnl::memory source(source_desc(columns, k, stride), cpu_engine(), const_cast<std::uint16_t*>(s_data + (stride == 0 ? column * k : column)));
-    const dnnl::memory destination(destination_desc(columns, m), cpu_engine(), c + column * m);
-    const dnnl::memory scratch(mm.scratchpad, cpu_engine(), scratchpad.data());
-    mm.primitive.execute(stream, {{DNNL_ARG_SRC, source}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, destination}, {DNNL_ARG_SCRATCHPAD, scratch}});
+    arguments.source.set_data_handle(const_cast<std::uint16_t*>(s_data + (stride == 0 ? column * k : column)));
+    arguments.weights.set_data_handle(const_cast<std::uint16_t*>(w_data));
+    arguments.destination.set_data_handle(c + column * m);
+    arguments.scratch.set_data_handle(scratchpad.data());
+    mm.primitive.execute(stream, {{DNNL_ARG_SRC, arguments.source},
+                                  {DNNL_ARG_WEIGHTS, arguments.weights},
+                                  {DNNL_ARG_DST, arguments.destination},
+                                  {DNNL_ARG_SCRATCHPAD, arguments.scratch}});
     if (epilogue) {
       stream.wait();
       epilogue(c + column * m, column, columns);
@@ -430,7 +453,7 @@ bool bf16_product(const ProductOperand& a_operand, bool transpose_a, const Produ
   const std::uint16_t* s_data = b_operand.packing().bits.bits();
   const std::uint16_t* w_data = a_operand.packing().bits.bits();
   parallel_for(static_cast<std::size_t>(slices), 1, [&](std::size_t first, std::size_t last) {
-    run_slices(s_data, stride, w_data, transpose_a, m, k, n, columns_per_call, *full, *tail, epilogue, c.data(), first, last);
+    run_slices(s_data, stride, w_data, m, k, n, columns_per_call, *full, *tail, epilogue, c.data(), first, last);
   });
   return true;
 }
@@ -452,7 +475,7 @@ bool bf16_block_product(const MatrixBlock& a, bool transpose_a, const MatrixBloc
   const Eigen::Index slices = (n + columns_per_call - 1) / columns_per_call, stride = transpose_b ? n : 0;
   const auto [full, tail] = matmuls_for(m, k, n, transpose_a, stride, columns_per_call);
   if (full == nullptr) return false;
-  run_slices(b_bits.bits(), stride, a_bits.bits(), transpose_a, m, k, n, columns_per_call, *full, *tail, {}, c, 0, static_cast<std::size_t>(slices));
+  run_slices(b_bits.bits(), stride, a_bits.bits(), m, k, n, columns_per_call, *full, *tail, {}, c, 0, static_cast<std::size_t>(slices));
   return true;
 }
 
