@@ -515,12 +515,10 @@ template <typename S>
 HeadBlock<S> whole(const S* data, Eigen::Index rows, Eigen::Index cols) {
   return {data, rows, cols, rows};
 }
-// rows x cols contiguous values written into m's rows from `row`, columns from `col`: Eigen's
-// inline vector copy (a head's column is a few hundred bytes, where a library call per column
-// costs as much as the copy).
+// rows x cols contiguous values written into m's rows from `row`, columns from `col`.
 template <typename S>
 void set_head_rows(Matrix<S>& m, Eigen::Index row, Eigen::Index col, const S* values, Eigen::Index rows, Eigen::Index cols) {
-  m.block(row, col, rows, cols) = Eigen::Map<const Matrix<S>>(values, rows, cols);
+  for (Eigen::Index j = 0; j < cols; ++j) std::copy_n(values + j * rows, rows, m.data() + (col + j) * m.rows() + row);
 }
 
 
