@@ -121,6 +121,13 @@ void f32_to_bits(Format f, std::span<const float> in, std::span<std::uint8_t> ou
   else scalar_narrow(f, in, out.data(), ctx);
 }
 
+void round_f32_in_normal_range(Format f, std::span<const float> in, std::span<float> out, Context& ctx) {
+  if (!use_avx512_bf16(f, ctx)) return round_f32(f, in, out, ctx);
+  check(f, in.size(), out.size(), 32);
+  ctx.raise(bulk_bf16_avx512::round_f32_bf16_in_normal_range(in.data(), out.data(), in.size()));
+  ctx.stochastic_counter += in.size();
+}
+
 void round_f32(Format f, std::span<const float> in, std::span<float> out, Context& ctx) {
   check(f, in.size(), out.size(), 32);
   if (use_f16c(f, ctx)) {

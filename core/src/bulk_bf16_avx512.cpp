@@ -90,6 +90,27 @@ FPSCOPE_AVX512_BF16 std::uint8_t convert_all(const float* in, Out* out, std::siz
   return raised.flags();
 }
 
+// 16 inputs in round_f32_bf16_in_normal_range's range rounded (as float32), their low halves or-ed
+// into `dropped` (inexact if nonzero).
+FPSCOPE_AVX512_BF16 inline __m512i round_in_normal_range(__m512i bits, __m512i& dropped) {
+  dropped = _mm512_ternarylogic_epi32(dropped, bits, _mm512_set1_epi32(0xFFFF), 0xF8);  // dropped | (bits & 0xFFFF)
+  return _mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(bits))), 16);
+}
+
+// round_f32_bf16_in_normal_range's loop: the inputs' promise leaves only the inexact flag to find.
+FPSCOPE_AVX512_BF16 std::uint8_t round_all_in_normal_range(const float* in, float* out, std::size_t n) {
+  __m512i dropped = _mm512_setzero_si512();
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_si512(out + i, round_in_normal_range(_mm512_loadu_si512(in + i), dropped));
+  if (i < n) {  // lanes past the end read 0: exact
+    const auto lanes = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_epi32(out + i, lanes, round_in_normal_range(_mm512_maskz_loadu_epi32(lanes, in + i), dropped));
+  }
+  CastFlags raised;
+  raised.inexact = _mm512_test_epi32_mask(dropped, dropped) != 0;
+  return raised.flags();
+}
+
 }  // namespace
 
 bool applies(Format f, const Context& ctx) {
@@ -105,6 +126,8 @@ std::uint8_t round_f32_bf16(const float* in, float* out, std::size_t n, const Co
   return convert_all(in, out, n, CastOptions::from(ctx));
 }
 
+std::uint8_t round_f32_bf16_in_normal_range(const float* in, float* out, std::size_t n) { return round_all_in_normal_range(in, out, n); }
+
 }  // namespace fpscope::bulk_bf16_avx512
 
 #else
@@ -113,6 +136,7 @@ namespace fpscope::bulk_bf16_avx512 {
 bool applies(Format, const Context&) { return false; }
 std::uint8_t f32_to_bf16(const float*, std::uint16_t*, std::size_t, const Context&) { return 0; }
 std::uint8_t round_f32_bf16(const float*, float*, std::size_t, const Context&) { return 0; }
+std::uint8_t round_f32_bf16_in_normal_range(const float*, float*, std::size_t) { return 0; }
 }  // namespace fpscope::bulk_bf16_avx512
 
 #endif

@@ -209,6 +209,37 @@ TEST_CASE("round_f32 equals scalar convert there and back, tf32 included") {
   }
 }
 
+TEST_CASE("round_f32_in_normal_range equals round_f32 on zeros and normals below the format's largest binade") {
+  std::mt19937 rng(23);
+  for (const Format& f : {formats::bf16, formats::fp16, formats::tf32}) {
+    const int top = f == formats::fp16 ? 15 : 127;  // the format's largest binade: values stay below it
+    for (const std::size_t n : {std::size_t{1}, std::size_t{15}, std::size_t{16}, std::size_t{17}, std::size_t{4099}}) {
+      std::vector<float> in(n);
+      for (float& v : in) {  // exact zeros of both signs, and normals of every binade from -126 to top - 1 with random low bits
+        const std::uint32_t sign = (rng() & 1u) << 31;
+        const int binade = -126 + static_cast<int>(rng() % static_cast<unsigned>(top + 126));
+        v = rng() % 7 == 0 ? bits_float(sign) : bits_float(sign | (static_cast<std::uint32_t>(binade + 127) << 23) | (rng() & 0x7FFFFFu));
+      }
+      for (int mode = 0; mode < rounding_mode_count; ++mode) {
+        const std::string format = format_name(f);
+        CAPTURE(format);
+        CAPTURE(n);
+        CAPTURE(mode);
+        Context plain, in_range;
+        plain.rounding = in_range.rounding = static_cast<RoundingMode>(mode);
+        std::vector<float> expected(n), out(n);
+        round_f32(f, in, expected, plain);
+        round_f32_in_normal_range(f, in, out, in_range);
+        std::size_t differ = 0;
+        for (std::size_t i = 0; i < n; ++i) differ += float_bits(out[i]) != float_bits(expected[i]);
+        CHECK(differ == 0);
+        CHECK(in_range.flags == plain.flags);
+        CHECK(in_range.stochastic_counter == plain.stochastic_counter);
+      }
+    }
+  }
+}
+
 TEST_CASE("round_f32 is narrow then widen; 8-bit outputs; length mismatches throw") {
   const std::vector<float> in = edgy_floats(5000);
   std::vector<float> rounded(in.size());

@@ -1,6 +1,6 @@
 // Exhaustive: the bulk float32 -> bf16 paths as shipped (AVX-512 BF16 where the processor has it,
-// else the vector kernel), to bits and rounded in float32 (round_f32), for all 2^32 inputs in
-// round to nearest even. Each input fills a
+// else the vector kernel), to bits and rounded in float32 (round_f32, and round_f32_in_normal_range
+// for the inputs it takes), for all 2^32 inputs in round to nearest even. Each input fills a
 // block of 16 so that it goes through the block path; the bits of all 16 and the call's flags
 // must equal the reference's for that one input.
 #include <cstdio>
@@ -30,6 +30,14 @@ int main() {
       round_f32(formats::bf16, block, rounded, round_ctx);
       same = same && round_ctx.flags == expected.flags;
       for (const float r : rounded) same = same && float_bits(r) == static_cast<std::uint32_t>(expected.bits) << 16;
+      // The inputs round_f32_in_normal_range takes (zeros and normals below 2^127): its path too.
+      const std::uint32_t magnitude = x & 0x7FFFFFFFu;
+      if (magnitude == 0 || (magnitude >= 0x00800000u && magnitude < 0x7F000000u)) {
+        Context range_ctx;
+        round_f32_in_normal_range(formats::bf16, block, rounded, range_ctx);
+        same = same && range_ctx.flags == expected.flags;
+        for (const float r : rounded) same = same && float_bits(r) == static_cast<std::uint32_t>(expected.bits) << 16;
+      }
       if (!same && ++mismatches <= 3) {
         std::lock_guard lock(sweep::print_lock());
         std::printf("MISMATCH input %08X: bulk %04X/%02X reference %04X/%02X\n", x, out[0], ctx.flags, expected.bits, expected.flags);

@@ -132,7 +132,7 @@ void cast_and_record(Format f, std::span<const float> in, std::span<float> out, 
                                     block_histogram.finite_nonzero_count() == 0;
     const bool finite = block_histogram.infinity_count() == 0 && block_histogram.nan_count() == 0;
     if (finite && below_max_binade && from_min_normal_up)
-      round_f32(f, in.subspan(start, n), out.subspan(start, n), ctx);
+      round_f32_in_normal_range(f, in.subspan(start, n), out.subspan(start, n), ctx);
     else if (finite && below_max_binade)
       cast_block_counted_from_output(f, in.subspan(start, n), out.subspan(start, n), ctx, block_histogram.zero_count(), min_normal, counts);
     else

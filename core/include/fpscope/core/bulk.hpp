@@ -27,6 +27,10 @@ void bits_to_f32(Format f, std::span<const std::uint16_t> in, std::span<float> o
 void bits_to_f32(Format f, std::span<const std::uint8_t> in, std::span<float> out, Context& ctx);
 // float32 -> the value of f it rounds to, as float32 ("fake quantisation"). In place is fine.
 void round_f32(Format f, std::span<const float> in, std::span<float> out, Context& ctx);
+// round_f32 of values the caller has found (from their histogram) all zeros or float32 normals,
+// finite, and below f's largest binade: the same bits, flags and random words; a kernel may skip
+// its checks for subnormals, infinities, NaNs and overflow (bf16 in round to nearest even does).
+void round_f32_in_normal_range(Format f, std::span<const float> in, std::span<float> out, Context& ctx);
 
 // The instruction set whose kernels run: "avx512", "avx2" or "generic". The environment
 // variable FPSCOPE_BULK_ISA=generic|avx2|avx512 forces one (and turns the hardware casts off);
