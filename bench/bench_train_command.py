@@ -7,9 +7,10 @@ faster) on one thread and on all cores, fp32 and bf16 mixed (torch.autocast("cpu
 for the MLP 784-1024-1024-10 at batch 256 and the GPT of 4 layers x 256 wide x context 128 at
 its default batch of 16.
 
-A step's time: fpscope's is (the wall time of a 60-step run - that of a 10-step run) / 50, which
-leaves out start-up and the first steps' warm-up; PyTorch's is the median of steps 10 to 60 of
-its loop (its start-up and import outside). ROUNDS rounds alternate the two sides, each
+A step's time, on both sides the mean of steps 11 to 60 (the time the loop spends on them, over
+50), which leaves out start-up and the first steps' warm-up: fpscope's is (the wall time of a
+60-step run - that of a 10-step run) / 50; PyTorch's is the sum of its loop's steps 11 to 60
+over 50 (its start-up and import outside). ROUNDS rounds alternate the two sides, each
 configuration's ratio the median of the rounds' ratios. The bare steps (a fixed batch, relu, no
 recording: bench/bench_train_torch.py's comparison, bench_train_step against torch_times) are
 timed beside them, once a round, their ratio the median of the rounds' ratios. The machine's
@@ -68,7 +69,7 @@ for step in range({LONG}):
     loss.item()
     if step >= {SHORT}:
         times.append(time.perf_counter() - start)
-print(statistics.median(times) * 1000)
+print(statistics.mean(times) * 1000)
 """
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
     return float(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env).stdout)
