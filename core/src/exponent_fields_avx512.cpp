@@ -104,10 +104,12 @@ struct Seen {
   std::uint32_t largest_magnitude;
   bool below;
 };
+// (In 64 bits: no wrap-around for the integer sanitizer of scripts/fuzz to report.)
 Seen seen(const Range& range, int base) {
-  const std::uint32_t offset = static_cast<std::uint32_t>(base) << 23;
-  const auto largest_t = static_cast<std::uint32_t>(_mm512_reduce_max_epi32(range.signed_largest));
-  return {largest_t + offset, _mm512_reduce_max_epu32(range.unsigned_largest) > 0u - offset};
+  const std::int64_t offset = std::int64_t{base} << 23;
+  const std::int64_t largest = std::int64_t{_mm512_reduce_max_epi32(range.signed_largest)} + offset;
+  const std::int64_t below_top = std::int64_t{_mm512_reduce_max_epu32(range.unsigned_largest)} + offset;  // 2^32 for a zero
+  return {static_cast<std::uint32_t>(largest), below_top > (std::int64_t{1} << 32)};
 }
 
 // One piece in one pass where it can: the window is placed from a sample (its top three fields
