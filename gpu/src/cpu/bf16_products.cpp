@@ -146,7 +146,7 @@ struct Matmul {
 
 // A thread's memory objects for one matmul's arguments, made once and pointed at each call's
 // data (set_data_handle): a head's product is one call, about a thousand a step at 4 x 256, and
-// making four memory objects for each cost about as much as its packing's scan.
+// four memory objects made for each call are four aligned allocations and frees each time.
 struct BoundArguments {
   dnnl::memory source, weights, destination, scratch;
 };
