@@ -6,6 +6,8 @@
 // tests/exhaustive/f32_to_bf16_bulk.cpp checks every float32 input, bits and flags.
 #include "bulk_bf16_avx512.hpp"
 
+#include <algorithm>
+
 #include "fpscope/core/cast.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -37,6 +39,14 @@ FPSCOPE_AVX512_BF16 inline void store(float* out, __m256i bf16) {
 inline void store_one(std::uint16_t* out, std::uint64_t bf16) { *out = static_cast<std::uint16_t>(bf16); }
 inline void store_one(float* out, std::uint64_t bf16) { *out = bits_float(static_cast<std::uint32_t>(bf16) << 16); }
 
+// 16 inputs with no float32 subnormal, overflow, infinity or NaN: rounded into `out`, their low
+// halves or-ed into `dropped` (inexact if nonzero).
+template <typename Out>
+FPSCOPE_AVX512_BF16 inline void round_plain_block(__m512i bits, Out* out, __m512i& dropped) {
+  store(out, (__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(bits)));
+  dropped = _mm512_ternarylogic_epi32(dropped, bits, _mm512_set1_epi32(0xFFFF), 0xF8);  // dropped | (bits & 0xFFFF)
+}
+
 // One block of 16 inputs; false when it holds a float32 subnormal (the caller takes the kernel).
 // `out` may be `in` (float32 out): the block is read before it is written. A block of values
 // below float32's largest binade's top (0x7F7F8000, which rounds to infinity) -- all but a
@@ -50,8 +60,7 @@ FPSCOPE_AVX512_BF16 inline bool convert_block(const float* in, Out* out, BlockFl
   const __mmask16 subnormal = _mm512_cmplt_epu32_mask(_mm512_sub_epi32(magnitude, _mm512_set1_epi32(1)), _mm512_set1_epi32(0x7FFFFF));
   const __mmask16 large = _mm512_cmpge_epu32_mask(magnitude, _mm512_set1_epi32(0x7F7F8000));  // overflows, or infinite, or NaN
   if ((subnormal | large) == 0) [[likely]] {
-    store(out, (__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(bits)));
-    flags.dropped = _mm512_ternarylogic_epi32(flags.dropped, bits, _mm512_set1_epi32(0xFFFF), 0xF8);  // dropped | (bits & 0xFFFF)
+    round_plain_block(bits, out, flags.dropped);
     return true;
   }
   if (subnormal != 0) return false;
@@ -90,21 +99,15 @@ FPSCOPE_AVX512_BF16 std::uint8_t convert_all(const float* in, Out* out, std::siz
   return raised.flags();
 }
 
-// 16 inputs in round_f32_bf16_in_normal_range's range rounded (as float32), their low halves or-ed
-// into `dropped` (inexact if nonzero).
-FPSCOPE_AVX512_BF16 inline __m512i round_in_normal_range(__m512i bits, __m512i& dropped) {
-  dropped = _mm512_ternarylogic_epi32(dropped, bits, _mm512_set1_epi32(0xFFFF), 0xF8);  // dropped | (bits & 0xFFFF)
-  return _mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(bits))), 16);
-}
-
 // round_f32_bf16_in_normal_range's loop: the inputs' promise leaves only the inexact flag to find.
 FPSCOPE_AVX512_BF16 std::uint8_t round_all_in_normal_range(const float* in, float* out, std::size_t n) {
   __m512i dropped = _mm512_setzero_si512();
   std::size_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_si512(out + i, round_in_normal_range(_mm512_loadu_si512(in + i), dropped));
-  if (i < n) {  // lanes past the end read 0: exact
-    const auto lanes = static_cast<__mmask16>((1u << (n - i)) - 1);
-    _mm512_mask_storeu_epi32(out + i, lanes, round_in_normal_range(_mm512_maskz_loadu_epi32(lanes, in + i), dropped));
+  for (; i + 16 <= n; i += 16) round_plain_block(_mm512_loadu_si512(in + i), out + i, dropped);
+  if (i < n) {  // lanes past the end read 0 (exact), rounded into a block of our own
+    float last[16];
+    round_plain_block(_mm512_maskz_loadu_epi32(static_cast<__mmask16>((1u << (n - i)) - 1), in + i), last, dropped);
+    std::copy_n(last, n - i, out + i);
   }
   CastFlags raised;
   raised.inexact = _mm512_test_epi32_mask(dropped, dropped) != 0;

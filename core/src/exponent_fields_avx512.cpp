@@ -132,7 +132,7 @@ void count_piece(const std::uint32_t* bits, std::size_t n, FieldCounts& counts) 
   const int highest = static_cast<int>(first.largest_magnitude >> 23);
   bool subnormal = false;
   int lowest_base = base;
-  for (bool below = first.below; below && !subnormal;) {
+  for (bool below = first.below; below;) {
     if (lowest_base == 1) {
       subnormal = true;
       break;
