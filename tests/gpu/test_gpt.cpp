@@ -5,6 +5,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -366,6 +367,84 @@ TEST_CASE("a GPT's stored tensors rounded in pieces as products and LayerNorms m
       CHECK(whole.state().stochastic_counter == quiet.state().stochastic_counter);
     }
   }
+}
+
+namespace {
+// Hooks that say they round in pieces but store nothing: an AfterSteps' other steps in slices.
+struct SlicesOnly final : gpt_pass::Hooks<float> {
+  void activation(int, const char*, float*, std::size_t, std::size_t) override {}
+  void gradient(int, const char*, float*, std::size_t, std::size_t) override {}
+  bool rounds_in_pieces() const override { return true; }
+};
+bool same_bits(const Eigen::MatrixXf& a, const Eigen::MatrixXf& b) {
+  return a.rows() == b.rows() && a.cols() == b.cols() && std::memcmp(a.data(), b.data(), sizeof(float) * static_cast<std::size_t>(a.size())) == 0;
+}
+}  // namespace
+
+TEST_CASE("a bias gradient summed over the tokens slice by slice: add_column_sum's bits, however the slices fall") {
+  // 200 tokens: runs [0, 64), [64, 128), [128, 192), [192, 200). Magnitudes over 2^20 make the
+  // sum's order show in its bits.
+  const Eigen::Index features = 37, tokens = 200;
+  std::mt19937 random(7);
+  std::normal_distribution<float> normal;
+  Eigen::MatrixXf values(features, tokens);
+  for (Eigen::Index i = 0; i < values.size(); ++i) values.data()[i] = std::ldexp(normal(random), static_cast<int>(random() % 21));
+  // The rule itself: each run token by token from zero, then the runs in order.
+  Eigen::MatrixXf expected = Eigen::MatrixXf::Constant(features, 1, 0.5f);
+  for (Eigen::Index first = 0; first < tokens; first += 64) {
+    Eigen::ArrayXf run = Eigen::ArrayXf::Zero(features);
+    for (Eigen::Index n = first; n < std::min(tokens, first + 64); ++n) run += values.col(n).array();
+    expected.col(0).array() += run;
+  }
+  Eigen::MatrixXf whole = Eigen::MatrixXf::Constant(features, 1, 0.5f);
+  gpt_pass::add_column_sum(values, whole);
+  CHECK(same_bits(whole, expected));
+
+  // Slices that split runs (which finish() then sums from the whole tensor), hold several, or one.
+  const std::vector<std::vector<Eigen::Index>> partitions = {{0, 50, 130, 200}, {0, 64, 128, 192, 200}, {0, 200}, {0, 1, 199, 200}};
+  for (const std::vector<Eigen::Index>& cuts : partitions) {
+    CAPTURE(cuts.size());
+    const auto term = [&](Eigen::Index n) { return values.col(n).array(); };
+    gpt_pass::TokenSums<float> sums(features, tokens);
+    for (std::size_t s = cuts.size() - 1; s-- > 0;) sums.sum_runs_within(cuts[s], cuts[s + 1] - cuts[s], term);  // last slice first
+    Eigen::MatrixXf into = Eigen::MatrixXf::Constant(features, 1, 0.5f);
+    sums.finish(into, term);
+    CHECK(same_bits(into, expected));
+
+    // The same as an AfterSteps' last step, after a map, slices handed in that order.
+    SlicesOnly hooks;
+    gpt_pass::AfterSteps<float> after(hooks, 0);
+    Eigen::MatrixXf doubled, bias_gradient = Eigen::MatrixXf::Constant(features, 1, 0.5f);
+    after.map(doubled, [](const float* in, float* out, std::size_t n, std::size_t) {
+      for (std::size_t i = 0; i < n; ++i) out[i] = 2 * in[i];
+    });
+    after.sum_columns(bias_gradient);
+    Eigen::MatrixXf made = values;
+    after.begin(features, tokens);
+    for (std::size_t s = cuts.size() - 1; s-- > 0;) after.slice(made.data() + cuts[s] * features, cuts[s], cuts[s + 1] - cuts[s]);
+    after.end(made);
+    Eigen::MatrixXf twice = 2 * values, expected_twice = Eigen::MatrixXf::Constant(features, 1, 0.5f);
+    gpt_pass::add_column_sum(twice, expected_twice);
+    CHECK(same_bits(doubled, twice));
+    CHECK(same_bits(bias_gradient, expected_twice));
+  }
+
+  // begin_run: a run's tokens added by the caller, in order.
+  gpt_pass::TokenSums<float> by_hand(features, tokens);
+  for (Eigen::Index run = 0; run < by_hand.runs(); ++run) {
+    auto sum = by_hand.begin_run(run);
+    for (Eigen::Index n = by_hand.run_start(run); n < by_hand.run_end(run); ++n) sum += values.col(n).array();
+  }
+  Eigen::MatrixXf into = Eigen::MatrixXf::Constant(features, 1, 0.5f);
+  by_hand.finish(into, [](Eigen::Index) -> Eigen::ArrayXf { throw std::logic_error("every run was summed"); });
+  CHECK(same_bits(into, expected));
+
+  // Nothing may follow the sum: it would change what was summed.
+  SlicesOnly hooks;
+  gpt_pass::AfterSteps<float> after(hooks, 0);
+  Eigen::MatrixXf bias_gradient(features, 1);
+  after.sum_columns(bias_gradient);
+  CHECK_THROWS_AS(after.store("x"), std::logic_error);
 }
 
 TEST_CASE("a GPT and an MLP train the same bits on one thread and on several") {

@@ -202,23 +202,78 @@ using ConstColumn = Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>>;
 template <typename S>
 using Column = Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>>;
 
-// Sums over the tokens, on the threads, in an order fixed by the token count alone (so the bits
-// never depend on the threads): each run of 64 tokens summed token by token (a run's columns lie
-// together in memory), then the runs' sums in order. `term(n)` is column n of what is summed, as
-// an Eigen array expression over the features.
-template <typename S, typename Term>
-void add_token_sums(Eigen::Index features, Eigen::Index tokens, Matrix<S>& into, Term term) {
-  constexpr Eigen::Index tokens_per_run = 64;
-  const Eigen::Index runs = (tokens + tokens_per_run - 1) / tokens_per_run;
-  Matrix<S> run_sums(features, runs);
+// Sums over the tokens in an order fixed by the token count alone (so the bits never depend on the
+// threads, nor on how the tokens were handed out to them): each run of 64 tokens summed token by
+// token (a run's columns lie together in memory), then the runs' sums in order. A run is summed
+// where its tokens are made (begin_run, or sum_runs_within on a slice of columns; each run at most
+// once, on any thread), and every run not summed so by finish(), from the whole tensor.
+template <typename S>
+class TokenSums {
+ public:
+  static constexpr Eigen::Index tokens_per_run = 64;
+  static Eigen::Index runs_of(Eigen::Index tokens) { return (tokens + tokens_per_run - 1) / tokens_per_run; }
+
+  TokenSums(Eigen::Index features, Eigen::Index tokens)
+      : tokens_(tokens), run_sums_(features, runs_of(tokens)), summed_(static_cast<std::size_t>(runs_of(tokens)), 0) {}
+
+  Eigen::Index runs() const { return run_sums_.cols(); }
+  Eigen::Index run_start(Eigen::Index run) const { return run * tokens_per_run; }
+  Eigen::Index run_end(Eigen::Index run) const { return std::min(tokens_, (run + 1) * tokens_per_run); }
+
+  // The run's sum, zeroed: its tokens' terms are added to it in order, from run_start to run_end.
+  auto begin_run(Eigen::Index run) {
+    summed_[static_cast<std::size_t>(run)] = 1;
+    auto sum = run_sums_.col(run).array();
+    sum.setZero();
+    return sum;
+  }
+  // Every run whose tokens all lie in [first, first + count), summed from term(n) (column n of what
+  // is summed, an Eigen array expression over the features).
+  template <typename Term>
+  void sum_runs_within(Eigen::Index first, Eigen::Index count, Term term) {
+    for (Eigen::Index run = runs_of(first); run < runs() && run_end(run) <= first + count; ++run) sum_run(run, term);
+  }
+  // The runs not summed yet, on the threads, then into += every run's sum in order.
+  template <typename Term>
+  void finish(Matrix<S>& into, Term term) {
+    const std::size_t grain = grain_of(static_cast<std::size_t>(run_sums_.rows() * tokens_per_run));
+    parallel_for(static_cast<std::size_t>(runs()), grain, [&](std::size_t first, std::size_t last) {
+      for (auto run = static_cast<Eigen::Index>(first); run < static_cast<Eigen::Index>(last); ++run)
+        if (summed_[static_cast<std::size_t>(run)] == 0) sum_run(run, term);
+    });
+    for (Eigen::Index run = 0; run < runs(); ++run) into.col(0).array() += run_sums_.col(run).array();
+  }
+
+ private:
+  template <typename Term>
+  void sum_run(Eigen::Index run, Term term) {
+    auto sum = begin_run(run);
+    for (Eigen::Index n = run_start(run); n < run_end(run); ++n) sum += term(n);
+  }
+  Eigen::Index tokens_;
+  Matrix<S> run_sums_;
+  std::vector<char> summed_;  // one byte per run: each written by the one thread that sums the run
+};
+// body(first_run, last_run, first, last) on the threads for every run of tokens (TokenSums') of a
+// features x tokens tensor, a few runs of about 64K values at a time: runs [first_run, last_run),
+// columns [first, last). The steps that follow on a slice's columns find them in cache.
+template <typename Body>
+void for_run_slices(Eigen::Index features, Eigen::Index tokens, Body body) {
+  constexpr Eigen::Index tokens_per_run = TokenSums<float>::tokens_per_run;
+  const Eigen::Index runs = TokenSums<float>::runs_of(tokens);
+  const Eigen::Index runs_per_slice = std::max<Eigen::Index>(1, Eigen::Index{65536} / std::max<Eigen::Index>(1, features * tokens_per_run));
   parallel_for(static_cast<std::size_t>(runs), grain_of(static_cast<std::size_t>(features * tokens_per_run)), [&](std::size_t first, std::size_t last) {
-    for (auto run = static_cast<Eigen::Index>(first); run < static_cast<Eigen::Index>(last); ++run) {
-      auto sum = run_sums.col(run).array();
-      sum.setZero();
-      for (Eigen::Index n = run * tokens_per_run; n < std::min(tokens, (run + 1) * tokens_per_run); ++n) sum += term(n);
+    for (auto run = static_cast<Eigen::Index>(first); run < static_cast<Eigen::Index>(last); run += runs_per_slice)
+    {
+      const Eigen::Index end = std::min(static_cast<Eigen::Index>(last), run + runs_per_slice);
+      body(run, end, run * tokens_per_run, std::min(tokens, end * tokens_per_run));
     }
   });
-  for (Eigen::Index run = 0; run < runs; ++run) into.col(0).array() += run_sums.col(run).array();
+}
+// into (features x 1) += the sum over the tokens of term(n) (TokenSums' order).
+template <typename S, typename Term>
+void add_token_sums(Eigen::Index features, Eigen::Index tokens, Matrix<S>& into, Term term) {
+  TokenSums<S>(features, tokens).finish(into, term);
 }
 // into (features x 1) += the sum of m's columns.
 template <typename S>
@@ -251,8 +306,9 @@ void add_to_each_column(Matrix<S>& y, const Matrix<S>& bias) {
 // What the pass does to a tensor it has just made (a linear layer's product, LayerNorm's output
 // or input gradient) before it goes on, in order: the layer's bias added, stores (the tensor
 // rounded and recorded through the hooks), element-wise maps into another tensor of the same
-// shape, and additions into the residual stream. Each step acts on what the step before it left:
-// after map(into, ...) or add_into(x), on `into` or `x`. Where the hooks round in pieces, every
+// shape, additions into the residual stream, and a bias gradient's sum over the tokens (always
+// last). Each step acts on what the step before it left: after map(into, ...) or add_into(x), on
+// `into` or `x`. Where the hooks round in pieces, every
 // step runs on each slice of columns as it is made, while the slice is in cache; otherwise each
 // step runs over the whole tensor in turn. The same bits, records and random words either way:
 // each step computes an element from the same element of its inputs, and the stores take their
@@ -267,13 +323,17 @@ class AfterSteps {
   AfterSteps(const AfterSteps&) = delete;
   AfterSteps& operator=(const AfterSteps&) = delete;
 
-  AfterSteps& bias(const Matrix<S>& b) { return add({Kind::bias, &b, nullptr, nullptr, {}, own_block, nullptr}); }
-  AfterSteps& store(const char* name) { return add({Kind::store, nullptr, name, nullptr, {}, own_block, nullptr}); }
-  AfterSteps& store_gradient(const char* name) { return add({Kind::store_gradient, nullptr, name, nullptr, {}, own_block, nullptr}); }
+  AfterSteps& bias(const Matrix<S>& b) { return add({Kind::bias, &b, nullptr, nullptr, {}, own_block, nullptr, nullptr}); }
+  AfterSteps& store(const char* name) { return add({Kind::store, nullptr, name, nullptr, {}, own_block, nullptr, nullptr}); }
+  AfterSteps& store_gradient(const char* name) { return add({Kind::store_gradient, nullptr, name, nullptr, {}, own_block, nullptr, nullptr}); }
   // Of the block given, where the tensor is stored under another block's name.
-  AfterSteps& store_gradient_of(int block, const char* name) { return add({Kind::store_gradient, nullptr, name, nullptr, {}, block, nullptr}); }
-  AfterSteps& map(Matrix<S>& into, Map f) { return add({Kind::map, nullptr, nullptr, &into, std::move(f), own_block, nullptr}); }
-  AfterSteps& add_into(Matrix<S>& x) { return add({Kind::add_into, nullptr, nullptr, &x, {}, own_block, nullptr}); }
+  AfterSteps& store_gradient_of(int block, const char* name) { return add({Kind::store_gradient, nullptr, name, nullptr, {}, block, nullptr, nullptr}); }
+  AfterSteps& map(Matrix<S>& into, Map f) { return add({Kind::map, nullptr, nullptr, &into, std::move(f), own_block, nullptr, nullptr}); }
+  AfterSteps& add_into(Matrix<S>& x) { return add({Kind::add_into, nullptr, nullptr, &x, {}, own_block, nullptr, nullptr}); }
+  // into (features x 1) += the sum of the tensor's columns, as add_column_sum would add it after
+  // the steps before: in pieces, each run of tokens (TokenSums) summed from the slice that holds
+  // it, while it is in cache. The last step: nothing may change the values it sums after it.
+  AfterSteps& sum_columns(Matrix<S>& into) { return add({Kind::sum_columns, nullptr, nullptr, &into, {}, own_block, nullptr, nullptr}); }
 
   bool in_pieces() const { return hooks_.rounds_in_pieces(); }
 
@@ -287,6 +347,7 @@ class AfterSteps {
         throw std::logic_error("GPT pass: an addition of tensors of two shapes");
       if (step.kind == Kind::store || step.kind == Kind::store_gradient)
         step.pieces = hooks_.begin_stored(step.kind == Kind::store_gradient, step.block, step.name, count, static_cast<std::size_t>(rows));
+      if (step.kind == Kind::sum_columns) step.sums = std::make_unique<TokenSums<S>>(rows, cols);
     }
   }
   void slice(S* values, Eigen::Index first_column, Eigen::Index columns) const {
@@ -309,15 +370,26 @@ class AfterSteps {
           current = x;
           break;
         }
+        case Kind::sum_columns:
+          step.sums->sum_runs_within(first_column, columns, [&](Eigen::Index n) { return ConstColumn<S>(current + (n - first_column) * rows_, rows_); });
+          break;
       }
     }
   }
   Slices<S> slices() const {
     return [this](S* values, Eigen::Index first_column, Eigen::Index columns) { slice(values, first_column, columns); };
   }
-  void end() {
-    for (Step& step : steps_)
+  // `made`: the tensor the slices were of.
+  void end(const Matrix<S>& made) {
+    const Matrix<S>* current = &made;
+    for (Step& step : steps_) {
       if (step.pieces) step.pieces->finish(), step.pieces.reset();
+      if (step.kind == Kind::map || step.kind == Kind::add_into) current = step.target;
+      if (step.kind == Kind::sum_columns) {
+        step.sums->finish(*step.target, [current](Eigen::Index n) { return current->col(n).array(); });
+        step.sums.reset();
+      }
+    }
   }
 
   // Whole: each step over the whole tensor in turn.
@@ -337,23 +409,26 @@ class AfterSteps {
           add_in_place(*step.target, *current);
           current = step.target;
           break;
+        case Kind::sum_columns: add_column_sum(*current, *step.target); break;
       }
     }
   }
 
  private:
-  enum class Kind { bias, store, store_gradient, map, add_into };
+  enum class Kind { bias, store, store_gradient, map, add_into, sum_columns };
   struct Step {
     Kind kind;
     const Matrix<S>* bias;
     const char* name;
-    Matrix<S>* target;
+    Matrix<S>* target;  // what map and add_into write, what sum_columns adds into
     Map map;
     int block;  // whose name a store records under (own_block: the AfterSteps')
     std::unique_ptr<StoredPieces<S>> pieces;
+    std::unique_ptr<TokenSums<S>> sums;  // sum_columns' in pieces
   };
   static constexpr int own_block = -2;  // -1 names the tensors outside the blocks
   AfterSteps& add(Step step) {
+    if (!steps_.empty() && steps_.back().kind == Kind::sum_columns) throw std::logic_error("GPT pass: a step after a sum of columns");
     if (step.block == own_block) step.block = block_;
     steps_.push_back(std::move(step));
     return *this;
@@ -380,8 +455,8 @@ Matrix<S> layer_norm(const Matrix<S>& x, const Matrix<S>& gain, const Matrix<S>&
   Matrix<S> y(features, columns);
   const bool in_pieces = after.in_pieces();
   if (in_pieces) after.begin(features, columns);
-  parallel_for(static_cast<std::size_t>(columns), grain_of(static_cast<std::size_t>(features)), [&](std::size_t first, std::size_t last) {
-    for (Eigen::Index n = static_cast<Eigen::Index>(first); n < static_cast<Eigen::Index>(last); ++n) {
+  for_run_slices(features, columns, [&](Eigen::Index, Eigen::Index, Eigen::Index first, Eigen::Index last) {
+    for (Eigen::Index n = first; n < last; ++n) {
       const S* in = x.data() + n * features;
       const ConstColumn<S> column(in, features);
       const S mean = column.sum() / static_cast<S>(features);
@@ -395,41 +470,51 @@ Matrix<S> layer_norm(const Matrix<S>& x, const Matrix<S>& gain, const Matrix<S>&
         out[i] = gain(i, 0) * xhat[i] + bias(i, 0);
       }
     }
-    if (in_pieces) after.slice(y.data() + static_cast<Eigen::Index>(first) * features, static_cast<Eigen::Index>(first), static_cast<Eigen::Index>(last - first));
+    if (in_pieces) after.slice(y.data() + first * features, first, last - first);
   });
-  if (in_pieces) after.end();
+  if (in_pieces) after.end(y);
   else after.whole(y);
   return y;
 }
 
 // The input's gradient, added to `dx` (the residual stream's: `add`) or made as `dx`, `after` run
-// on dx; the gain's and bias's added to `gain_gradient` and `bias_gradient`.
+// on dx; the gain's and bias's added to `gain_gradient` and `bias_gradient`: the sums over the
+// tokens of dy times xhat and of dy (add_column_sum_of_products and add_column_sum's bits), each
+// run of tokens summed in the pass that reads its columns for dx.
 template <typename S>
 void layer_norm_backward(const Matrix<S>& dy, const Matrix<S>& gain, const Normalized<S>& norm, Matrix<S>& gain_gradient,
                          Matrix<S>& bias_gradient, Matrix<S>& dx, bool add, AfterSteps<S>& after) {
   const Eigen::Index features = dy.rows(), columns = dy.cols();
-  add_column_sum_of_products(dy, norm.xhat, gain_gradient);
-  add_column_sum(dy, bias_gradient);
+  TokenSums<S> gain_sums(features, columns), bias_sums(features, columns);
   if (!add) dx.resize(features, columns);
   const bool in_pieces = after.in_pieces();
   if (in_pieces) after.begin(features, columns);
-  parallel_for(static_cast<std::size_t>(columns), grain_of(static_cast<std::size_t>(features)), [&](std::size_t first, std::size_t last) {
-    for (Eigen::Index n = static_cast<Eigen::Index>(first); n < static_cast<Eigen::Index>(last); ++n) {
-      const S* g = dy.data() + n * features;
-      const S* xhat = norm.xhat.data() + n * features;
-      const auto dxhat = ConstColumn<S>(g, features) * gain.array();
-      const S mean_g = dxhat.sum() / static_cast<S>(features);
-      const S mean_gx = (dxhat * ConstColumn<S>(xhat, features)).sum() / static_cast<S>(features);
-      const S rstd = norm.rstd[static_cast<std::size_t>(n)];
-      S* out = dx.data() + n * features;
-      for (Eigen::Index i = 0; i < features; ++i) {
-        const S gradient = rstd * (g[i] * gain(i, 0) - mean_g - xhat[i] * mean_gx);
-        out[i] = add ? out[i] + gradient : gradient;  // added: as dx + (the gradient made alone)
+  for_run_slices(features, columns, [&](Eigen::Index first_run, Eigen::Index last_run, Eigen::Index first, Eigen::Index last) {
+    for (Eigen::Index run = first_run; run < last_run; ++run) {
+      auto gain_sum = gain_sums.begin_run(run);
+      auto bias_sum = bias_sums.begin_run(run);
+      for (Eigen::Index n = gain_sums.run_start(run); n < gain_sums.run_end(run); ++n) {
+        const S* g = dy.data() + n * features;
+        const S* xhat = norm.xhat.data() + n * features;
+        gain_sum += ConstColumn<S>(g, features) * ConstColumn<S>(xhat, features);
+        bias_sum += ConstColumn<S>(g, features);
+        const auto dxhat = ConstColumn<S>(g, features) * gain.array();
+        const S mean_g = dxhat.sum() / static_cast<S>(features);
+        const S mean_gx = (dxhat * ConstColumn<S>(xhat, features)).sum() / static_cast<S>(features);
+        const S rstd = norm.rstd[static_cast<std::size_t>(n)];
+        S* out = dx.data() + n * features;
+        for (Eigen::Index i = 0; i < features; ++i) {
+          const S gradient = rstd * (g[i] * gain(i, 0) - mean_g - xhat[i] * mean_gx);
+          out[i] = add ? out[i] + gradient : gradient;  // added: as dx + (the gradient made alone)
+        }
       }
     }
-    if (in_pieces) after.slice(dx.data() + static_cast<Eigen::Index>(first) * features, static_cast<Eigen::Index>(first), static_cast<Eigen::Index>(last - first));
+    if (in_pieces) after.slice(dx.data() + first * features, first, last - first);
   });
-  if (in_pieces) after.end();
+  // Every run was summed above: finish() only adds the runs' sums.
+  gain_sums.finish(gain_gradient, [&](Eigen::Index n) { return dy.col(n).array() * norm.xhat.col(n).array(); });
+  bias_sums.finish(bias_gradient, [&](Eigen::Index n) { return dy.col(n).array(); });
+  if (in_pieces) after.end(dx);
   else after.whole(dx);
 }
 
@@ -444,15 +529,16 @@ Matrix<S> linear(Hooks<S>& hooks, int block, const char* name, const Matrix<S>& 
   }
   after.begin(weight.rows(), x.cols());
   Matrix<S> y = hooks.linear_forward_in_slices(block, name, weight, x, after.slices());
-  after.end();
+  after.end(y);
   return y;
 }
 
-// y = W x + b backward: W's and b's gradients added to theirs; returns x's, `after` run on it.
+// y = W x + b backward: W's gradient made; returns x's, `after` run on it. b's gradient, the sum
+// of dy's columns, is added by whoever made dy: the steps after it (AfterSteps::sum_columns, while
+// its columns are in cache) or the caller (add_column_sum).
 template <typename S>
 Matrix<S> linear_backward(Hooks<S>& hooks, int block, const char* name, const Matrix<S>& weight, const Matrix<S>& x, const Matrix<S>& dy,
-                          Matrix<S>& weight_gradient, Matrix<S>& bias_gradient, AfterSteps<S>& after) {
-  add_column_sum(dy, bias_gradient);
+                          Matrix<S>& weight_gradient, AfterSteps<S>& after) {
   if (!after.in_pieces()) {
     Matrix<S> dx = hooks.linear_backward(block, name, weight, x, dy, weight_gradient);
     after.whole(dx);
@@ -460,7 +546,7 @@ Matrix<S> linear_backward(Hooks<S>& hooks, int block, const char* name, const Ma
   }
   after.begin(weight.cols(), dy.cols());
   Matrix<S> dx = hooks.linear_backward_in_slices(block, name, weight, x, dy, weight_gradient, after.slices());
-  after.end();
+  after.end(dx);
   return dx;
 }
 
@@ -746,10 +832,13 @@ double run(const GptShape& shape, const std::vector<Matrix<S>>& p, const int* to
   // The residual stream's gradient, as each LayerNorm's backward makes it, is the gradient of the
   // branch output below it: rounded as residual2 (or residual1), it is already a value of the
   // format, and rounds to itself as mlp.proj's (or attn.proj's) -- recorded under that name from the
-  // same values, no copy made. Below the first block it is the embeddings'.
-  const auto residual_gradient = [](AfterSteps<S>& after, int below) -> AfterSteps<S>& {
+  // same values, no copy made -- and its columns sum to that projection's bias gradient. Below the
+  // first block it is the embeddings'.
+  const auto residual_gradient = [&g](AfterSteps<S>& after, int below) -> AfterSteps<S>& {
     if (below < 0) return after.store_gradient_of(-1, "embed");
-    return after.store_gradient_of(below, "residual2").store_gradient_of(below, "mlp.proj");
+    return after.store_gradient_of(below, "residual2")
+        .store_gradient_of(below, "mlp.proj")
+        .sum_columns(g[static_cast<std::size_t>(Index::block(below, Index::mlp_proj_bias))]);
   };
   Matrix<S> dx;
   AfterSteps<S> dfinal_steps(hooks, -1);
@@ -764,21 +853,20 @@ double run(const GptShape& shape, const std::vector<Matrix<S>>& p, const int* to
     dgelu.store_gradient("mlp.gelu").map(dfc, [&c](const S* gradient, S* out, std::size_t n, std::size_t offset) {
       gelu_gradient_values(c.fc.data() + offset, gradient, out, n);
     });
-    linear_backward(hooks, l, "mlp.proj", w(Index::mlp_proj_weight), c.gelu, dx, dw(Index::mlp_proj_weight), dw(Index::mlp_proj_bias),
-                    dgelu.store_gradient("mlp.fc"));
+    linear_backward(hooks, l, "mlp.proj", w(Index::mlp_proj_weight), c.gelu, dx, dw(Index::mlp_proj_weight),
+                    dgelu.store_gradient("mlp.fc").sum_columns(dw(Index::fc_bias)));
     AfterSteps<S> dln2_steps(hooks, l);
-    Matrix<S> dln2 = linear_backward(hooks, l, "mlp.fc", w(Index::fc_weight), c.ln2, dfc, dw(Index::fc_weight), dw(Index::fc_bias),
-                                     dln2_steps.store_gradient("ln2"));
+    Matrix<S> dln2 = linear_backward(hooks, l, "mlp.fc", w(Index::fc_weight), c.ln2, dfc, dw(Index::fc_weight), dln2_steps.store_gradient("ln2"));
     AfterSteps<S> residual1(hooks, l);
     layer_norm_backward(dln2, w(Index::ln2_gain), c.norm2, dw(Index::ln2_gain), dw(Index::ln2_bias), dx, true,
-                        residual1.store_gradient("residual1").store_gradient("attn.proj"));
+                        residual1.store_gradient("residual1").store_gradient("attn.proj").sum_columns(dw(Index::proj_bias)));
     AfterSteps<S> dcontext_steps(hooks, l);
-    Matrix<S> dcontext = linear_backward(hooks, l, "attn.proj", w(Index::proj_weight), c.context, dx, dw(Index::proj_weight), dw(Index::proj_bias),
+    Matrix<S> dcontext = linear_backward(hooks, l, "attn.proj", w(Index::proj_weight), c.context, dx, dw(Index::proj_weight),
                                          dcontext_steps.store_gradient("attn.context"));
     const Matrix<S> dqkv = attention_backward(shape, batch, l, c.qkv, c.probabilities, dcontext, hooks);
+    add_column_sum(dqkv, dw(Index::qkv_bias));
     AfterSteps<S> dln1_steps(hooks, l);
-    Matrix<S> dln1 = linear_backward(hooks, l, "attn.qkv", w(Index::qkv_weight), c.ln1, dqkv, dw(Index::qkv_weight), dw(Index::qkv_bias),
-                                     dln1_steps.store_gradient("ln1"));
+    Matrix<S> dln1 = linear_backward(hooks, l, "attn.qkv", w(Index::qkv_weight), c.ln1, dqkv, dw(Index::qkv_weight), dln1_steps.store_gradient("ln1"));
     AfterSteps<S> below(hooks, -1);
     layer_norm_backward(dln1, w(Index::ln1_gain), c.norm1, dw(Index::ln1_gain), dw(Index::ln1_bias), dx, true, residual_gradient(below, l - 1));
   }
