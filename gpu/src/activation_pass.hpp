@@ -29,6 +29,20 @@ void shifted_exponentials(const float* in, float shift, float* out, std::size_t 
 // above every number's; 0 for none), on the calling thread: the step sentinel's one reduction.
 std::uint32_t largest_magnitude_bits(const float* in, std::size_t n);
 
+// The GPT's element-wise arithmetic on the calling thread (elementwise_passes.hpp says each):
+// out[i] = a[i] + b[i] (out may be a or b); out[i] = in[i] * factor (out may be in).
+void add_values(const float* a, const float* b, float* out, std::size_t n);
+void scale_values(const float* in, float factor, float* out, std::size_t n);
+// sum[f] = the sum over n < columns of values[n * rows + f] (or of a[.] * b[.]), from zero in the
+// columns' order: a run of tokens' sum (gpt_pass.hpp's TokenSums).
+void sum_columns(const float* values, std::size_t rows, std::size_t columns, float* sum);
+void sum_column_products(const float* a, const float* b, std::size_t rows, std::size_t columns, float* sum);
+// LayerNorm's column (xhat and out from in) and its input gradient (into out, or added to it):
+// gpt_element.hpp's formulas.
+void normalize_values(const float* in, float mean, float rstd, const float* gain, const float* bias, float* xhat, float* out, std::size_t n);
+void normalize_gradient_values(const float* g, const float* gain, const float* xhat, float mean_g, float mean_gx, float rstd, float* out,
+                               bool add, std::size_t n);
+
 // One instruction set's passes ("avx512", "avx2", else the scalar ones), for the tests that hold
 // each to the scalar reference. Call only those bulk_isa_supported() allows.
 const element::ElementwisePasses& elementwise_passes_for(std::string_view isa);

@@ -18,6 +18,7 @@
 #include "float32_ulps.hpp"
 #include "fpscope/gpu/elementwise_math.hpp"
 #include "fpscope/gpu/gemm.hpp"
+#include "fpscope/gpu/gpt_element.hpp"
 #include "fpscope/gpu/mlp.hpp"
 #include "fpscope/gpu/parallel.hpp"
 
@@ -117,6 +118,69 @@ TEST_CASE("element-wise math: every instruction set gives the scalar functions' 
       differ = 0;
       for (std::size_t i = 0; i < n; ++i) differ += bits(row[i]) != bits(activate(Activation::gelu, z[1000 + i]));
       CHECK(differ == 0);
+    }
+  }
+}
+
+TEST_CASE("the GPT's element-wise arithmetic: every instruction set gives the scalar code's bits, every tail, nothing written past the end") {
+  // Sums whose order shows in their bits (magnitudes over 2^20), LayerNorm's formulas
+  // (gpt_element.hpp) against one float at a time, in place where the pass allows it.
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  const auto random_values = [&](std::size_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = std::ldexp(normal(rng), static_cast<int>(rng() % 21) - 10);
+    return v;
+  };
+  for (const std::size_t rows : {std::size_t{1}, std::size_t{5}, std::size_t{16}, std::size_t{37}, std::size_t{64}, std::size_t{100}, std::size_t{256}}) {
+    CAPTURE(rows);
+    const std::size_t columns = 70;
+    const std::vector<float> a = random_values(rows * columns), b = random_values(rows * columns), gain = random_values(rows),
+                             bias = random_values(rows);
+    // The references, one float at a time.
+    std::vector<float> sum(rows, 0.0f), products(rows, 0.0f);
+    for (std::size_t n = 0; n < columns; ++n)
+      for (std::size_t f = 0; f < rows; ++f) {
+        sum[f] += a[n * rows + f];
+        const float product = a[n * rows + f] * b[n * rows + f];
+        products[f] += product;
+      }
+    const float mean = 0.25f, rstd = 1.75f, mean_g = -0.125f, mean_gx = 0.375f, factor = 0.0883883476f;
+    std::vector<float> xhat(rows), out(rows), gradient(rows), added(rows), sums(rows), scaled(rows);
+    for (std::size_t i = 0; i < rows; ++i) {
+      xhat[i] = normalized_of(a[i], mean, rstd);
+      out[i] = layer_norm_output_of(gain[i], xhat[i], bias[i]);
+      gradient[i] = layer_norm_gradient_of(a[i], gain[i], b[i], mean_g, mean_gx, rstd);
+      added[i] = b[rows + i] + gradient[i];
+      sums[i] = a[i] + b[i];
+      scaled[i] = a[i] * factor;
+    }
+    const auto same = [](const std::vector<float>& got, const std::vector<float>& want) {
+      for (std::size_t i = 0; i < want.size(); ++i)
+        if (bits(got[i]) != bits(want[i])) return false;
+      return got.size() == want.size() || got[want.size()] == -3.0f;  // the guard past the end untouched
+    };
+    for (const std::string& isa : instruction_sets()) {
+      CAPTURE(isa);
+      const element::ElementwisePasses& passes = elementwise_passes_for(isa);
+      std::vector<float> got(rows + 1, -3.0f), got_xhat(rows + 1, -3.0f);
+      passes.sum_columns(a.data(), rows, columns, got.data());
+      CHECK(same(got, sum));
+      passes.sum_column_products(a.data(), b.data(), rows, columns, got.data());
+      CHECK(same(got, products));
+      passes.normalize(a.data(), mean, rstd, gain.data(), bias.data(), got_xhat.data(), got.data(), rows);
+      CHECK(same(got_xhat, xhat));
+      CHECK(same(got, out));
+      passes.normalize_gradient(a.data(), gain.data(), b.data(), mean_g, mean_gx, rstd, got.data(), false, rows);
+      CHECK(same(got, gradient));
+      std::copy(b.begin() + static_cast<std::ptrdiff_t>(rows), b.begin() + static_cast<std::ptrdiff_t>(2 * rows), got.begin());
+      passes.normalize_gradient(a.data(), gain.data(), b.data(), mean_g, mean_gx, rstd, got.data(), true, rows);
+      CHECK(same(got, added));
+      passes.add(a.data(), b.data(), got.data(), rows);
+      CHECK(same(got, sums));
+      std::copy(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(rows), got.begin());
+      passes.scale(got.data(), factor, got.data(), rows);  // in place
+      CHECK(same(got, scaled));
     }
   }
 }

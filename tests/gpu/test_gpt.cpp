@@ -389,27 +389,41 @@ TEST_CASE("a bias gradient summed over the tokens slice by slice: add_column_sum
   std::normal_distribution<float> normal;
   Eigen::MatrixXf values(features, tokens);
   for (Eigen::Index i = 0; i < values.size(); ++i) values.data()[i] = std::ldexp(normal(random), static_cast<int>(random() % 21));
-  // The rule itself: each run token by token from zero, then the runs in order.
-  Eigen::MatrixXf expected = Eigen::MatrixXf::Constant(features, 1, 0.5f);
-  for (Eigen::Index first = 0; first < tokens; first += 64) {
-    Eigen::ArrayXf run = Eigen::ArrayXf::Zero(features);
-    for (Eigen::Index n = first; n < std::min(tokens, first + 64); ++n) run += values.col(n).array();
-    expected.col(0).array() += run;
-  }
-  Eigen::MatrixXf whole = Eigen::MatrixXf::Constant(features, 1, 0.5f);
+  Eigen::MatrixXf others(features, tokens);
+  for (Eigen::Index i = 0; i < others.size(); ++i) others.data()[i] = normal(random);
+  // The rule itself, one float at a time: each run token by token from zero, then the runs in order.
+  Eigen::MatrixXf expected = Eigen::MatrixXf::Constant(features, 1, 0.5f), expected_products = expected;
+  for (Eigen::Index first = 0; first < tokens; first += 64)
+    for (Eigen::Index f = 0; f < features; ++f) {
+      float run = 0, products = 0;
+      for (Eigen::Index n = first; n < std::min(tokens, first + 64); ++n) {
+        run += values(f, n);
+        const float product = values(f, n) * others(f, n);
+        products += product;
+      }
+      expected(f, 0) += run;
+      expected_products(f, 0) += products;
+    }
+  Eigen::MatrixXf whole = Eigen::MatrixXf::Constant(features, 1, 0.5f), whole_products = whole;
   gpt_pass::add_column_sum(values, whole);
+  gpt_pass::add_column_sum_of_products(values, others, whole_products);
   CHECK(same_bits(whole, expected));
+  CHECK(same_bits(whole_products, expected_products));
 
   // Slices that split runs (which finish() then sums from the whole tensor), hold several, or one.
   const std::vector<std::vector<Eigen::Index>> partitions = {{0, 50, 130, 200}, {0, 64, 128, 192, 200}, {0, 200}, {0, 1, 199, 200}};
   for (const std::vector<Eigen::Index>& cuts : partitions) {
     CAPTURE(cuts.size());
-    const auto term = [&](Eigen::Index n) { return values.col(n).array(); };
-    gpt_pass::TokenSums<float> sums(features, tokens);
-    for (std::size_t s = cuts.size() - 1; s-- > 0;) sums.sum_runs_within(cuts[s], cuts[s + 1] - cuts[s], term);  // last slice first
-    Eigen::MatrixXf into = Eigen::MatrixXf::Constant(features, 1, 0.5f);
-    sums.finish(into, term);
+    gpt_pass::TokenSums<float> sums(features, tokens), products(features, tokens);
+    for (std::size_t s = cuts.size() - 1; s-- > 0;) {  // the last slice first
+      sums.sum_runs_within(cuts[s], cuts[s + 1] - cuts[s], values.data() + cuts[s] * features);
+      products.sum_runs_within(cuts[s], cuts[s + 1] - cuts[s], values.data() + cuts[s] * features, others.data() + cuts[s] * features);
+    }
+    Eigen::MatrixXf into = Eigen::MatrixXf::Constant(features, 1, 0.5f), into_products = into;
+    sums.finish(into, values.data());
+    products.finish(into_products, values.data(), others.data());
     CHECK(same_bits(into, expected));
+    CHECK(same_bits(into_products, expected_products));
 
     // The same as an AfterSteps' last step, after a map, slices handed in that order.
     SlicesOnly hooks;
@@ -428,16 +442,6 @@ TEST_CASE("a bias gradient summed over the tokens slice by slice: add_column_sum
     CHECK(same_bits(doubled, twice));
     CHECK(same_bits(bias_gradient, expected_twice));
   }
-
-  // begin_run: a run's tokens added by the caller, in order.
-  gpt_pass::TokenSums<float> by_hand(features, tokens);
-  for (Eigen::Index run = 0; run < by_hand.runs(); ++run) {
-    auto sum = by_hand.begin_run(run);
-    for (Eigen::Index n = by_hand.run_start(run); n < by_hand.run_end(run); ++n) sum += values.col(n).array();
-  }
-  Eigen::MatrixXf into = Eigen::MatrixXf::Constant(features, 1, 0.5f);
-  by_hand.finish(into, [](Eigen::Index) -> Eigen::ArrayXf { throw std::logic_error("every run was summed"); });
-  CHECK(same_bits(into, expected));
 
   // Nothing may follow the sum: it would change what was summed.
   SlicesOnly hooks;

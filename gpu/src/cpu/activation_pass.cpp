@@ -51,4 +51,23 @@ void shifted_exponentials(const float* in, float shift, float* out, std::size_t 
 
 std::uint32_t largest_magnitude_bits(const float* in, std::size_t n) { return passes().largest_magnitude_bits(in, n); }
 
+void add_values(const float* a, const float* b, float* out, std::size_t n) { passes().add(a, b, out, n); }
+
+void scale_values(const float* in, float factor, float* out, std::size_t n) { passes().scale(in, factor, out, n); }
+
+void sum_columns(const float* values, std::size_t rows, std::size_t columns, float* sum) { passes().sum_columns(values, rows, columns, sum); }
+
+void sum_column_products(const float* a, const float* b, std::size_t rows, std::size_t columns, float* sum) {
+  passes().sum_column_products(a, b, rows, columns, sum);
+}
+
+void normalize_values(const float* in, float mean, float rstd, const float* gain, const float* bias, float* xhat, float* out, std::size_t n) {
+  passes().normalize(in, mean, rstd, gain, bias, xhat, out, n);
+}
+
+void normalize_gradient_values(const float* g, const float* gain, const float* xhat, float mean_g, float mean_gx, float rstd, float* out,
+                               bool add, std::size_t n) {
+  passes().normalize_gradient(g, gain, xhat, mean_g, mean_gx, rstd, out, add, n);
+}
+
 }  // namespace fpscope

@@ -4,6 +4,7 @@
 #include "fpscope/core/instruction_set_unit.hpp"
 #include "fpscope/gpu/activation.hpp"
 #include "fpscope/gpu/elementwise_math.hpp"
+#include "fpscope/gpu/gpt_element.hpp"
 
 FPSCOPE_BEGIN_AVX2_UNIT
 #include "elementwise_passes.hpp"

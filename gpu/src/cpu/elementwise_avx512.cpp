@@ -4,6 +4,7 @@
 #include "fpscope/core/instruction_set_unit.hpp"
 #include "fpscope/gpu/activation.hpp"
 #include "fpscope/gpu/elementwise_math.hpp"
+#include "fpscope/gpu/gpt_element.hpp"
 
 // GCC 12 warns of uninitialised lanes inside the shift and conversion intrinsics (their
 // _mm512_undefined_epi32() source; GCC bug 105593, fixed in GCC 13): not a read of ours.

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "fpscope/gpu/activation.hpp"
+#include "fpscope/gpu/gpt_element.hpp"
 
 namespace fpscope::element {
 
@@ -29,6 +30,24 @@ struct ElementwisePasses {
   // The largest magnitude bits of n values (hd.hpp's magnitude_bits; 0 for none): the step
   // sentinel's reduction.
   std::uint32_t (*largest_magnitude_bits)(const float* in, std::size_t n);
+
+  // The GPT's element-wise arithmetic (gpt_pass.hpp), each operation rounded as written, in the
+  // order written: any width gives the same bits.
+  // out[i] = a[i] + b[i]
+  void (*add)(const float* a, const float* b, float* out, std::size_t n);
+  // out[i] = in[i] * factor
+  void (*scale)(const float* in, float factor, float* out, std::size_t n);
+  // sum[f] = the sum over n < columns of values[n * rows + f], from zero, column after column (each
+  // feature's additions in the columns' order, whatever the lanes).
+  void (*sum_columns)(const float* values, std::size_t rows, std::size_t columns, float* sum);
+  // The same of a[n * rows + f] * b[n * rows + f], each product rounded before it is added.
+  void (*sum_column_products)(const float* a, const float* b, std::size_t rows, std::size_t columns, float* sum);
+  // LayerNorm's column: xhat[i] = (in[i] - mean) * rstd, out[i] = gain[i] * xhat[i] + bias[i].
+  void (*normalize)(const float* in, float mean, float rstd, const float* gain, const float* bias, float* xhat, float* out, std::size_t n);
+  // LayerNorm's input gradient: rstd * (g[i] * gain[i] - mean_g - xhat[i] * mean_gx), written to
+  // out[i], or added to it (out[i] + that) where `add`.
+  void (*normalize_gradient)(const float* g, const float* gain, const float* xhat, float mean_g, float mean_gx, float rstd, float* out,
+                             bool add, std::size_t n);
 };
 
 extern const ElementwisePasses scalar_passes;
@@ -59,6 +78,37 @@ inline void map_lanes(const float* a, const float* b, float* out, std::size_t n,
   std::size_t i = 0;
   for (; i + M::width <= n; i += M::width) M::store(out + i, function(M::load(a + i), M::load(b + i)));
   if (i < n) M::store_first(out + i, function(M::load_first(a + i, n - i), M::load_first(b + i, n - i)), n - i);
+}
+
+// sum[f] = the sum over columns of term(n, f) (a lane of features f...), from zero in the columns'
+// order: four vectors of features at a time held in registers across the columns, then one, then
+// the last few features as a partial vector.
+template <typename M, typename Term>
+inline void sum_over_columns(std::size_t rows, std::size_t columns, float* sum, Term term) {
+  using L = typename M::Lane;
+  constexpr std::size_t w = M::width;
+  std::size_t f = 0;
+  for (; f + 4 * w <= rows; f += 4 * w) {
+    L s0(0.0f), s1(0.0f), s2(0.0f), s3(0.0f);
+    for (std::size_t n = 0; n < columns; ++n) {
+      s0 = s0 + term(n, f, [](const float* p) { return M::load(p); });
+      s1 = s1 + term(n, f + w, [](const float* p) { return M::load(p); });
+      s2 = s2 + term(n, f + 2 * w, [](const float* p) { return M::load(p); });
+      s3 = s3 + term(n, f + 3 * w, [](const float* p) { return M::load(p); });
+    }
+    M::store(sum + f, s0), M::store(sum + f + w, s1), M::store(sum + f + 2 * w, s2), M::store(sum + f + 3 * w, s3);
+  }
+  for (; f + w <= rows; f += w) {
+    L s(0.0f);
+    for (std::size_t n = 0; n < columns; ++n) s = s + term(n, f, [](const float* p) { return M::load(p); });
+    M::store(sum + f, s);
+  }
+  if (f < rows) {
+    const std::size_t left = rows - f;
+    L s(0.0f);
+    for (std::size_t n = 0; n < columns; ++n) s = s + term(n, f, [left](const float* p) { return M::load_first(p, left); });
+    M::store_first(sum + f, s, left);
+  }
 }
 
 // The table for lanes M; a unit defines its instruction set's with it, including this header after
@@ -96,6 +146,41 @@ constexpr ElementwisePasses passes_for() {
           top = std::max(top, bits & 0x7FFFFFFFu);
         }
         return top;
+      },
+      [](const float* a, const float* b, float* out, std::size_t n) { map_lanes<M>(a, b, out, n, [](L x, L y) { return x + y; }); },
+      [](const float* in, float factor, float* out, std::size_t n) { map_lanes<M>(in, out, n, [factor](L x) { return x * L(factor); }); },
+      [](const float* values, std::size_t rows, std::size_t columns, float* sum) {
+        sum_over_columns<M>(rows, columns, sum, [&](std::size_t n, std::size_t f, auto load) { return load(values + n * rows + f); });
+      },
+      [](const float* a, const float* b, std::size_t rows, std::size_t columns, float* sum) {
+        sum_over_columns<M>(rows, columns, sum, [&](std::size_t n, std::size_t f, auto load) {
+          return load(a + n * rows + f) * load(b + n * rows + f);
+        });
+      },
+      [](const float* in, float mean, float rstd, const float* gain, const float* bias, float* xhat, float* out, std::size_t n) {
+        const auto one = [&](std::size_t i, auto load, auto store) {
+          const L x = normalized_of(load(in + i), L(mean), L(rstd));
+          store(xhat + i, x);
+          store(out + i, layer_norm_output_of(load(gain + i), x, load(bias + i)));
+        };
+        std::size_t i = 0;
+        for (; i + M::width <= n; i += M::width) one(i, [](const float* p) { return M::load(p); }, [](float* p, L x) { M::store(p, x); });
+        if (i < n) {
+          const std::size_t left = n - i;
+          one(i, [left](const float* p) { return M::load_first(p, left); }, [left](float* p, L x) { M::store_first(p, x, left); });
+        }
+      },
+      [](const float* g, const float* gain, const float* xhat, float mean_g, float mean_gx, float rstd, float* out, bool add, std::size_t n) {
+        const auto one = [&](std::size_t i, auto load, auto store) {
+          const L gradient = layer_norm_gradient_of(load(g + i), load(gain + i), load(xhat + i), L(mean_g), L(mean_gx), L(rstd));
+          store(out + i, add ? load(out + i) + gradient : gradient);
+        };
+        std::size_t i = 0;
+        for (; i + M::width <= n; i += M::width) one(i, [](const float* p) { return M::load(p); }, [](float* p, L x) { M::store(p, x); });
+        if (i < n) {
+          const std::size_t left = n - i;
+          one(i, [left](const float* p) { return M::load_first(p, left); }, [left](float* p, L x) { M::store_first(p, x, left); });
+        }
       },
   };
 }

@@ -202,11 +202,27 @@ using ConstColumn = Eigen::Map<const Eigen::Array<S, Eigen::Dynamic, 1>>;
 template <typename S>
 using Column = Eigen::Map<Eigen::Array<S, Eigen::Dynamic, 1>>;
 
+// The pass's element-wise arithmetic: float32 through the vectorised passes (activation_pass.hpp,
+// the same bits on every instruction set), float64 in Eigen.
+// out[i] = a[i] + b[i] (out may be a or b).
+template <typename S>
+void add_arrays(const S* a, const S* b, S* out, Eigen::Index n) {
+  if constexpr (std::is_same_v<S, float>) add_values(a, b, out, static_cast<std::size_t>(n));
+  else Column<S>(out, n) = ConstColumn<S>(a, n) + ConstColumn<S>(b, n);
+}
+// out[i] = in[i] * factor (out may be in).
+template <typename S>
+void scale_array(const S* in, S factor, S* out, Eigen::Index n) {
+  if constexpr (std::is_same_v<S, float>) scale_values(in, factor, out, static_cast<std::size_t>(n));
+  else Column<S>(out, n) = ConstColumn<S>(in, n) * factor;
+}
+
 // Sums over the tokens in an order fixed by the token count alone (so the bits never depend on the
 // threads, nor on how the tokens were handed out to them): each run of 64 tokens summed token by
-// token (a run's columns lie together in memory), then the runs' sums in order. A run is summed
-// where its tokens are made (begin_run, or sum_runs_within on a slice of columns; each run at most
-// once, on any thread), and every run not summed so by finish(), from the whole tensor.
+// token, then the runs' sums in order. What is summed is a features x tokens tensor's columns, or
+// their products with another's, element by element. A run is summed where its tokens are made
+// (sum_runs_within on a slice of columns; each run at most once, on any thread), and every run not
+// summed so by finish(), from the whole tensors.
 template <typename S>
 class TokenSums {
  public:
@@ -220,35 +236,46 @@ class TokenSums {
   Eigen::Index run_start(Eigen::Index run) const { return run * tokens_per_run; }
   Eigen::Index run_end(Eigen::Index run) const { return std::min(tokens_, (run + 1) * tokens_per_run); }
 
-  // The run's sum, zeroed: its tokens' terms are added to it in order, from run_start to run_end.
-  auto begin_run(Eigen::Index run) {
-    summed_[static_cast<std::size_t>(run)] = 1;
-    auto sum = run_sums_.col(run).array();
-    sum.setZero();
-    return sum;
+  // Every run whose tokens all lie in [first, first + count): `a` (and `b`, where given) hold those
+  // columns, column `first` first.
+  void sum_runs_within(Eigen::Index first, Eigen::Index count, const S* a, const S* b = nullptr) {
+    const Eigen::Index features = run_sums_.rows();
+    for (Eigen::Index run = runs_of(first); run < runs() && run_end(run) <= first + count; ++run) {
+      const Eigen::Index at = (run_start(run) - first) * features;
+      sum_run(run, a + at, b == nullptr ? nullptr : b + at);
+    }
   }
-  // Every run whose tokens all lie in [first, first + count), summed from term(n) (column n of what
-  // is summed, an Eigen array expression over the features).
-  template <typename Term>
-  void sum_runs_within(Eigen::Index first, Eigen::Index count, Term term) {
-    for (Eigen::Index run = runs_of(first); run < runs() && run_end(run) <= first + count; ++run) sum_run(run, term);
-  }
-  // The runs not summed yet, on the threads, then into += every run's sum in order.
-  template <typename Term>
-  void finish(Matrix<S>& into, Term term) {
-    const std::size_t grain = grain_of(static_cast<std::size_t>(run_sums_.rows() * tokens_per_run));
-    parallel_for(static_cast<std::size_t>(runs()), grain, [&](std::size_t first, std::size_t last) {
-      for (auto run = static_cast<Eigen::Index>(first); run < static_cast<Eigen::Index>(last); ++run)
-        if (summed_[static_cast<std::size_t>(run)] == 0) sum_run(run, term);
+  // The runs not summed yet, from the whole tensors `a` (and `b`) on the threads, then into +=
+  // every run's sum in order.
+  void finish(Matrix<S>& into, const S* a, const S* b = nullptr) {
+    const Eigen::Index features = run_sums_.rows();
+    parallel_for(static_cast<std::size_t>(runs()), grain_of(static_cast<std::size_t>(features * tokens_per_run)), [&](std::size_t first, std::size_t last) {
+      for (auto run = static_cast<Eigen::Index>(first); run < static_cast<Eigen::Index>(last); ++run) {
+        const Eigen::Index at = run_start(run) * features;
+        if (summed_[static_cast<std::size_t>(run)] == 0) sum_run(run, a + at, b == nullptr ? nullptr : b + at);
+      }
     });
     for (Eigen::Index run = 0; run < runs(); ++run) into.col(0).array() += run_sums_.col(run).array();
   }
 
  private:
-  template <typename Term>
-  void sum_run(Eigen::Index run, Term term) {
-    auto sum = begin_run(run);
-    for (Eigen::Index n = run_start(run); n < run_end(run); ++n) sum += term(n);
+  // The run's sum from its columns at a (and b).
+  void sum_run(Eigen::Index run, const S* a, const S* b) {
+    summed_[static_cast<std::size_t>(run)] = 1;
+    const Eigen::Index features = run_sums_.rows(), columns = run_end(run) - run_start(run);
+    S* sum = run_sums_.col(run).data();
+    if constexpr (std::is_same_v<S, float>) {
+      const auto rows = static_cast<std::size_t>(features), count = static_cast<std::size_t>(columns);
+      if (b == nullptr) sum_columns(a, rows, count, sum);
+      else sum_column_products(a, b, rows, count, sum);
+    } else {
+      Column<S> total(sum, features);
+      total.setZero();
+      for (Eigen::Index n = 0; n < columns; ++n) {
+        if (b == nullptr) total += ConstColumn<S>(a + n * features, features);
+        else total += ConstColumn<S>(a + n * features, features) * ConstColumn<S>(b + n * features, features);
+      }
+    }
   }
   Eigen::Index tokens_;
   Matrix<S> run_sums_;
@@ -263,35 +290,29 @@ void for_run_slices(Eigen::Index features, Eigen::Index tokens, Body body) {
   const Eigen::Index runs = TokenSums<float>::runs_of(tokens);
   const Eigen::Index runs_per_slice = std::max<Eigen::Index>(1, Eigen::Index{65536} / std::max<Eigen::Index>(1, features * tokens_per_run));
   parallel_for(static_cast<std::size_t>(runs), grain_of(static_cast<std::size_t>(features * tokens_per_run)), [&](std::size_t first, std::size_t last) {
-    for (auto run = static_cast<Eigen::Index>(first); run < static_cast<Eigen::Index>(last); run += runs_per_slice)
-    {
+    for (auto run = static_cast<Eigen::Index>(first); run < static_cast<Eigen::Index>(last); run += runs_per_slice) {
       const Eigen::Index end = std::min(static_cast<Eigen::Index>(last), run + runs_per_slice);
       body(run, end, run * tokens_per_run, std::min(tokens, end * tokens_per_run));
     }
   });
 }
-// into (features x 1) += the sum over the tokens of term(n) (TokenSums' order).
-template <typename S, typename Term>
-void add_token_sums(Eigen::Index features, Eigen::Index tokens, Matrix<S>& into, Term term) {
-  TokenSums<S>(features, tokens).finish(into, term);
-}
-// into (features x 1) += the sum of m's columns.
+// into (features x 1) += the sum of m's columns (TokenSums' order).
 template <typename S>
 void add_column_sum(const Matrix<S>& m, Matrix<S>& into) {
-  add_token_sums<S>(m.rows(), m.cols(), into, [&](Eigen::Index n) { return m.col(n).array(); });
+  TokenSums<S>(m.rows(), m.cols()).finish(into, m.data());
 }
 // into += the sum of a's columns times b's, element by element.
 template <typename S>
 void add_column_sum_of_products(const Matrix<S>& a, const Matrix<S>& b, Matrix<S>& into) {
-  add_token_sums<S>(a.rows(), a.cols(), into, [&](Eigen::Index n) { return a.col(n).array() * b.col(n).array(); });
+  TokenSums<S>(a.rows(), a.cols()).finish(into, a.data(), b.data());
 }
 // x += y, on the threads.
 template <typename S>
 void add_in_place(Matrix<S>& x, const Matrix<S>& y) {
   const Eigen::Index features = x.rows();
   parallel_for(static_cast<std::size_t>(x.cols()), grain_of(static_cast<std::size_t>(features)), [&](std::size_t first, std::size_t last) {
-    const auto begin = static_cast<Eigen::Index>(first), count = static_cast<Eigen::Index>(last - first);
-    x.middleCols(begin, count) += y.middleCols(begin, count);
+    const auto begin = static_cast<Eigen::Index>(first) * features, count = static_cast<Eigen::Index>(last - first) * features;
+    add_arrays(x.data() + begin, y.data() + begin, x.data() + begin, count);
   });
 }
 // Each column of y plus the column `bias`, on the threads.
@@ -299,7 +320,8 @@ template <typename S>
 void add_to_each_column(Matrix<S>& y, const Matrix<S>& bias) {
   const Eigen::Index features = y.rows();
   parallel_for(static_cast<std::size_t>(y.cols()), grain_of(static_cast<std::size_t>(features)), [&](std::size_t first, std::size_t last) {
-    y.middleCols(static_cast<Eigen::Index>(first), static_cast<Eigen::Index>(last - first)).colwise() += bias.col(0);
+    for (auto n = static_cast<Eigen::Index>(first); n < static_cast<Eigen::Index>(last); ++n)
+      add_arrays(y.data() + n * features, bias.data(), y.data() + n * features, features);
   });
 }
 
@@ -356,7 +378,7 @@ class AfterSteps {
     for (const Step& step : steps_) {
       switch (step.kind) {
         case Kind::bias:
-          for (Eigen::Index j = 0; j < columns; ++j) Column<S>(current + j * rows_, rows_) += step.bias->col(0).array();
+          for (Eigen::Index j = 0; j < columns; ++j) add_arrays(current + j * rows_, step.bias->data(), current + j * rows_, rows_);
           break;
         case Kind::store:
         case Kind::store_gradient: step.pieces->piece(current, n, offset); break;
@@ -366,12 +388,12 @@ class AfterSteps {
           break;
         case Kind::add_into: {
           S* x = step.target->data() + offset;
-          Column<S>(x, static_cast<Eigen::Index>(n)) += ConstColumn<S>(current, static_cast<Eigen::Index>(n));
+          add_arrays(x, current, x, static_cast<Eigen::Index>(n));
           current = x;
           break;
         }
         case Kind::sum_columns:
-          step.sums->sum_runs_within(first_column, columns, [&](Eigen::Index n) { return ConstColumn<S>(current + (n - first_column) * rows_, rows_); });
+          step.sums->sum_runs_within(first_column, columns, current);
           break;
       }
     }
@@ -386,7 +408,7 @@ class AfterSteps {
       if (step.pieces) step.pieces->finish(), step.pieces.reset();
       if (step.kind == Kind::map || step.kind == Kind::add_into) current = step.target;
       if (step.kind == Kind::sum_columns) {
-        step.sums->finish(*step.target, [current](Eigen::Index n) { return current->col(n).array(); });
+        step.sums->finish(*step.target, current->data());
         step.sums.reset();
       }
     }
@@ -465,9 +487,13 @@ Matrix<S> layer_norm(const Matrix<S>& x, const Matrix<S>& gain, const Matrix<S>&
       norm.rstd[static_cast<std::size_t>(n)] = rstd;
       S* xhat = norm.xhat.data() + n * features;
       S* out = y.data() + n * features;
-      for (Eigen::Index i = 0; i < features; ++i) {
-        xhat[i] = (in[i] - mean) * rstd;
-        out[i] = gain(i, 0) * xhat[i] + bias(i, 0);
+      if constexpr (std::is_same_v<S, float>) {
+        normalize_values(in, mean, rstd, gain.data(), bias.data(), xhat, out, static_cast<std::size_t>(features));
+      } else {
+        for (Eigen::Index i = 0; i < features; ++i) {
+          xhat[i] = normalized_of(in[i], mean, rstd);
+          out[i] = layer_norm_output_of(gain(i, 0), xhat[i], bias(i, 0));
+        }
       }
     }
     if (in_pieces) after.slice(y.data() + first * features, first, last - first);
@@ -489,31 +515,31 @@ void layer_norm_backward(const Matrix<S>& dy, const Matrix<S>& gain, const Norma
   if (!add) dx.resize(features, columns);
   const bool in_pieces = after.in_pieces();
   if (in_pieces) after.begin(features, columns);
-  for_run_slices(features, columns, [&](Eigen::Index first_run, Eigen::Index last_run, Eigen::Index first, Eigen::Index last) {
-    for (Eigen::Index run = first_run; run < last_run; ++run) {
-      auto gain_sum = gain_sums.begin_run(run);
-      auto bias_sum = bias_sums.begin_run(run);
-      for (Eigen::Index n = gain_sums.run_start(run); n < gain_sums.run_end(run); ++n) {
-        const S* g = dy.data() + n * features;
-        const S* xhat = norm.xhat.data() + n * features;
-        gain_sum += ConstColumn<S>(g, features) * ConstColumn<S>(xhat, features);
-        bias_sum += ConstColumn<S>(g, features);
-        const auto dxhat = ConstColumn<S>(g, features) * gain.array();
-        const S mean_g = dxhat.sum() / static_cast<S>(features);
-        const S mean_gx = (dxhat * ConstColumn<S>(xhat, features)).sum() / static_cast<S>(features);
-        const S rstd = norm.rstd[static_cast<std::size_t>(n)];
-        S* out = dx.data() + n * features;
+  for_run_slices(features, columns, [&](Eigen::Index, Eigen::Index, Eigen::Index first, Eigen::Index last) {
+    for (Eigen::Index n = first; n < last; ++n) {
+      const S* g = dy.data() + n * features;
+      const S* xhat = norm.xhat.data() + n * features;
+      const auto dxhat = ConstColumn<S>(g, features) * gain.array();
+      const S mean_g = dxhat.sum() / static_cast<S>(features);
+      const S mean_gx = (dxhat * ConstColumn<S>(xhat, features)).sum() / static_cast<S>(features);
+      const S rstd = norm.rstd[static_cast<std::size_t>(n)];
+      S* out = dx.data() + n * features;
+      if constexpr (std::is_same_v<S, float>) {
+        normalize_gradient_values(g, gain.data(), xhat, mean_g, mean_gx, rstd, out, add, static_cast<std::size_t>(features));
+      } else {
         for (Eigen::Index i = 0; i < features; ++i) {
-          const S gradient = rstd * (g[i] * gain(i, 0) - mean_g - xhat[i] * mean_gx);
+          const S gradient = layer_norm_gradient_of(g[i], gain(i, 0), xhat[i], mean_g, mean_gx, rstd);
           out[i] = add ? out[i] + gradient : gradient;  // added: as dx + (the gradient made alone)
         }
       }
     }
+    // The slice's runs of dy (times xhat) summed while they are in cache.
+    gain_sums.sum_runs_within(first, last - first, dy.data() + first * features, norm.xhat.data() + first * features);
+    bias_sums.sum_runs_within(first, last - first, dy.data() + first * features);
     if (in_pieces) after.slice(dx.data() + first * features, first, last - first);
   });
-  // Every run was summed above: finish() only adds the runs' sums.
-  gain_sums.finish(gain_gradient, [&](Eigen::Index n) { return dy.col(n).array() * norm.xhat.col(n).array(); });
-  bias_sums.finish(bias_gradient, [&](Eigen::Index n) { return dy.col(n).array(); });
+  gain_sums.finish(gain_gradient, dy.data(), norm.xhat.data());  // every run was summed above: only their sums added
+  bias_sums.finish(bias_gradient, dy.data());
   if (in_pieces) after.end(dx);
   else after.whole(dx);
 }
@@ -613,17 +639,16 @@ void set_head_rows(Matrix<S>& m, Eigen::Index row, Eigen::Index col, const S* va
 template <typename S>
 void unpack_triangle(const S* packed, int context, S factor, S* full) {
   for (int j = 0; j < context; ++j) {
-    Column<S> column(full + static_cast<std::size_t>(j) * context, context);
-    column.head(j + 1) = ConstColumn<S>(packed + triangle_start(j), j + 1) * factor;
-    column.tail(context - j - 1).setZero();
+    S* column = full + static_cast<std::size_t>(j) * context;
+    scale_array(packed + triangle_start(j), factor, column, j + 1);
+    std::fill(column + j + 1, column + context, S(0));
   }
 }
 // The causal part of a keys x queries matrix (key i <= query j; column-major, context x context)
 // times `factor`, packed.
 template <typename S>
 void pack_triangle(const S* full, int context, S factor, S* packed) {
-  for (int j = 0; j < context; ++j)
-    Column<S>(packed + triangle_start(j), j + 1) = ConstColumn<S>(full + static_cast<std::size_t>(j) * context, j + 1) * factor;
+  for (int j = 0; j < context; ++j) scale_array(full + static_cast<std::size_t>(j) * context, factor, packed + triangle_start(j), j + 1);
 }
 
 // A thread's working space for one head at a time (a few context x context matrices), kept

@@ -93,6 +93,23 @@ struct HostWarp {
   }
 };
 
+// LayerNorm's element formulas over any lane type (a float, a double, a vector of floats), each
+// operation rounded as written: the device's column functions below, the CPU pass's float passes
+// (elementwise_passes.hpp) and its float64 reference (gpt_pass.hpp) all compute them through these.
+// xhat = (x - mean) * rstd; y = gain * xhat + bias; the input's gradient from the output's, dy.
+template <typename L>
+FPSCOPE_HD inline L normalized_of(L x, L mean, L rstd) {
+  return (x - mean) * rstd;
+}
+template <typename L>
+FPSCOPE_HD inline L layer_norm_output_of(L gain, L xhat, L bias) {
+  return gain * xhat + bias;
+}
+template <typename L>
+FPSCOPE_HD inline L layer_norm_gradient_of(L dy, L gain, L xhat, L mean_g, L mean_gx, L rstd) {
+  return rstd * (dy * gain - mean_g - xhat * mean_gx);
+}
+
 // LayerNorm of one column of `features` values (PyTorch's: biased variance, epsilon 1e-5 inside
 // the square root): y = gain * xhat + bias, xhat = (x - mean) * rstd kept for the backward, rstd
 // returned.
@@ -106,8 +123,8 @@ FPSCOPE_HD inline float layer_norm_column(const Warp& warp, const float* x, cons
   });
   const float rstd = 1.0f / sqrtf(squares / static_cast<float>(features) + 1e-5f);
   warp.for_each(features, [&](int i) {
-    xhat[i] = (x[i] - mean) * rstd;
-    y[i] = gain[i] * xhat[i] + bias[i];
+    xhat[i] = normalized_of(x[i], mean, rstd);
+    y[i] = layer_norm_output_of(gain[i], xhat[i], bias[i]);
   });
   return rstd;
 }
@@ -120,7 +137,7 @@ FPSCOPE_HD inline void layer_norm_backward_column(const Warp& warp, const float*
   const float mean_g = warp.sum(features, [&](int i) { return dy[i] * gain[i]; }) / static_cast<float>(features);
   const float mean_gx = warp.sum(features, [&](int i) { return dy[i] * gain[i] * xhat[i]; }) / static_cast<float>(features);
   warp.for_each(features, [&](int i) {
-    const float gradient = rstd * (dy[i] * gain[i] - mean_g - xhat[i] * mean_gx);
+    const float gradient = layer_norm_gradient_of(dy[i], gain[i], xhat[i], mean_g, mean_gx, rstd);
     dx[i] = add ? dx[i] + gradient : gradient;
   });
 }
