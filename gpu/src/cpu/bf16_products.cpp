@@ -70,6 +70,7 @@ struct ProductOperand::Packing {
   std::mutex merge_mutex;
   bool from_bits = false;
   std::span<float> unwritten;
+  std::size_t count = 0;  // the values packed (start_pieces)
 };
 
 ProductOperand::ProductOperand(const Eigen::MatrixXf& values) : values_(&values), packing_(std::make_unique<Packing>()) {}
@@ -94,7 +95,9 @@ const Eigen::MatrixXf& ProductOperand::values() const {
 
 bool bf16_products_available() { return false; }
 bool ProductOperand::start_pieces() { return false; }
+bool ProductOperand::start_pieces(std::size_t) { return false; }
 void ProductOperand::pack_piece(std::size_t, std::size_t) const {}
+void ProductOperand::pack_piece(const float*, std::size_t, std::size_t) const {}
 bool ProductOperand::start_bits(std::span<float>) { return false; }
 std::span<std::uint16_t> ProductOperand::piece_bits(std::size_t, std::size_t) { throw std::logic_error("piece_bits: no bits are made here"); }
 void ProductOperand::scan_bits(std::size_t, std::size_t) const {}
@@ -299,10 +302,15 @@ const Bf16Scan* packed(const ProductOperand& operand) {
   using State = ProductOperand::Packing::State;
   ProductOperand::Packing& packing = operand.packing();
   if (packing.state == State::in_pieces) throw std::logic_error("a product took an operand whose packing in pieces was not finished");
+  // (rows and cols, not values(): that would make values left unwritten)
+  const auto holds = static_cast<std::size_t>(operand.rows() * operand.cols());
+  if (packing.state == State::bf16 && packing.count != holds)
+    throw std::logic_error("a product took an operand packed for " + std::to_string(packing.count) + " values that holds " + std::to_string(holds));
   if (packing.state == State::not_looked_at) {
     const Eigen::MatrixXf& values = operand.values();
     const bool bf16 = starts_bf16(values.data(), values.size(), 1);
     if (bf16) packing.scan = pack(values, packing.bits);
+    packing.count = static_cast<std::size_t>(values.size());
     packing.state = bf16 && packing.scan.bf16() ? State::bf16 : State::not_bf16;
   }
   return packing.state == State::bf16 ? &packing.scan : nullptr;
@@ -312,19 +320,24 @@ const Bf16Scan* packed(const ProductOperand& operand) {
 
 bool bf16_products_available() { return allowed.load(std::memory_order_relaxed) && hardware_bf16(); }
 
-bool ProductOperand::start_pieces() {
+bool ProductOperand::start_pieces() { return start_pieces(static_cast<std::size_t>(values_->size())); }
+
+bool ProductOperand::start_pieces(std::size_t count) {
   if (!bf16_products_available() || packing_->state != Packing::State::not_looked_at) return false;
   packing_->state = Packing::State::in_pieces;
   packing_->scan = Bf16Scan{};
-  packing_->bits.room_for(static_cast<std::size_t>(values_->size()));
+  packing_->count = count;
+  packing_->bits.room_for(count);
   return true;
 }
 
-void ProductOperand::pack_piece(std::size_t offset, std::size_t n) const {
+void ProductOperand::pack_piece(std::size_t offset, std::size_t n) const { pack_piece(values_->data() + offset, offset, n); }
+
+void ProductOperand::pack_piece(const float* piece, std::size_t offset, std::size_t n) const {
   if (packing_->state != Packing::State::in_pieces || packing_->from_bits)
     throw std::logic_error("pack_piece: the operand's packing in pieces was not started (or its values are made from its bits)");
-  if (offset + n > static_cast<std::size_t>(values_->size())) throw std::logic_error("pack_piece: the piece runs past the operand");
-  const auto* bits = reinterpret_cast<const std::uint32_t*>(values_->data()) + offset;
+  if (offset + n > packing_->count) throw std::logic_error("pack_piece: the piece runs past the operand");
+  const auto* bits = reinterpret_cast<const std::uint32_t*>(piece);
   const Bf16Scan scan = pack_runs(bits, n, 1, 0, packing_->bits.bits() + offset);  // sized by start_pieces
   const std::lock_guard lock(packing_->merge_mutex);
   packing_->scan.merge(scan);

@@ -47,6 +47,11 @@ class PiecewiseCast {
   void pack_for_products(ProductOperand* operand) {
     if (packs(operand) && operand->start_pieces()) operand_ = operand;
   }
+  // The same where the operand's matrix does not hold the output yet (it is moved there before
+  // the operand's first product): `count` values (ProductOperand::start_pieces(count)).
+  void pack_for_products(ProductOperand* operand, std::size_t count) {
+    if (packs(operand) && operand->start_pieces(count)) operand_ = operand;
+  }
   // The same where `operand`'s products are all that will read the cast's output, `output` (the
   // operand's values): where nothing is recorded, each piece is cast straight into their bf16
   // bits, its float32 values left unwritten (ProductOperand::start_bits makes them from the bits
@@ -98,7 +103,7 @@ class PiecewiseCast {
     } else {
       cast_and_record(f_, in, out, context, histogram, counts, reading);
     }
-    if (operand_ != nullptr && bits_of_ == nullptr) operand_->pack_piece(static_cast<std::size_t>(out.data() - operand_->values().data()), out.size());
+    if (operand_ != nullptr && bits_of_ == nullptr) operand_->pack_piece(out.data(), offset, out.size());
     const std::lock_guard lock(mutex_);
     flags_ |= context.flags;
     if (largest_ != nullptr) *largest_ = std::max(*largest_, top);

@@ -260,11 +260,31 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
     void finish() override { cast.finish(); }
   };
   std::unique_ptr<gpt_pass::StoredPieces<float>> begin_stored(bool gradient, int block, const char* name, std::size_t count,
-                                                              std::size_t /*features*/) override {
+                                                              std::size_t /*features*/, const gpt_pass::ProductUse<float>* use) override {
     TensorRecord* into = gradient ? new_gradient_record(block, name) : new_activation_record(block, name);
     auto pieces = std::make_unique<Pieces>(format, low, *ctx, into, count);
     pieces->cast.watch(watch(gradient, block, name));
+    // Packed for the product as each piece is rounded, while it is in cache (only casts into bf16 pack).
+    if (use != nullptr) pieces->cast.pack_for_products(&prepared_operand(*use), count);
     return pieces;
+  }
+
+  // Operands packed as their stores rounded them (begin_stored), until their product takes them:
+  // by linear layer and role.
+  std::unordered_map<std::string, ProductOperand> prepared;
+  static std::string operand_key(const std::string& full, bool gradient) { return full + (gradient ? " dy" : " x"); }
+  ProductOperand& prepared_operand(const gpt_pass::ProductUse<float>& use) {
+    const std::string key = operand_key(full_name(use.block, use.linear), use.gradient);
+    return prepared.insert_or_assign(key, ProductOperand(*use.matrix)).first->second;
+  }
+  // The operand prepared for `values` as that product's x (dy), else a new one.
+  ProductOperand operand_of(const std::string& full, bool gradient, const Eigen::MatrixXf& values) {
+    const auto found = prepared.find(operand_key(full, gradient));
+    if (found == prepared.end()) return ProductOperand(values);
+    ProductOperand operand = std::move(found->second);
+    prepared.erase(found);
+    if (&operand.values() != &values) throw std::logic_error("GPT pass: " + full + "'s product takes another tensor than the one packed for it");
+    return operand;
   }
 
   // The linear layers' products under the run's recipe (gemm_recipe.hpp), as the MLP makes them:
@@ -307,7 +327,7 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
   std::unordered_map<std::string, LinearOperands> linear_operands;
 
   Eigen::MatrixXf plain_forward(const std::string& full, const Eigen::MatrixXf& weight, const Eigen::MatrixXf& x, const GemmEpilogue& slices) {
-    const auto made = linear_operands.insert_or_assign(full, LinearOperands{ProductOperand(weight), ProductOperand(x)});
+    const auto made = linear_operands.insert_or_assign(full, LinearOperands{ProductOperand(weight), operand_of(full, false, x)});
     return gemm(made.first->second.weight, false, made.first->second.input, false, slices);
   }
   Eigen::MatrixXf plain_backward(const std::string& full, const Eigen::MatrixXf& weight, const Eigen::MatrixXf& x, const Eigen::MatrixXf& dy,
@@ -315,7 +335,7 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
     const auto it = linear_operands.find(full);
     if (it == linear_operands.end() || &it->second.weight.values() != &weight || &it->second.input.values() != &x)
       throw std::logic_error("GPT pass: " + full + "'s backward products without its forward operands");
-    const ProductOperand gradient(dy);
+    const ProductOperand gradient = operand_of(full, true, dy);
     weight_gradient = gemm(gradient, false, it->second.input, true);
     return gemm(it->second.weight, true, gradient, false, slices);
   }

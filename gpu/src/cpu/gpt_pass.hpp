@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
@@ -117,6 +118,17 @@ struct StoredPieces {
   virtual void finish() = 0;
 };
 
+// A linear layer's product that takes a stored tensor next, as its input (x) or its output's
+// gradient (dy): hooks whose products pack their operands may pack the tensor as they round it.
+// `matrix` holds the tensor by the time the product runs, and nothing changes it before.
+template <typename S>
+struct ProductUse {
+  int block;
+  const char* linear;
+  bool gradient;
+  const Matrix<S>* matrix;
+};
+
 // Where the pass rounds (and the trainer records) what it stores: `block` is the block's index,
 // -1 for embed, ln_f and head; `features` the length of the tensor's contiguous feature runs (0
 // for the packed attention tensors, which have none).
@@ -144,8 +156,9 @@ struct Hooks {
   // it (the two below). Others get each stored tensor whole, after it is made.
   virtual bool rounds_in_pieces() const { return false; }
   // `gradient`: the tensor is an activation's gradient (else an activation).
+  // `use`, where given: the product that takes the tensor next (ProductUse).
   virtual std::unique_ptr<StoredPieces<S>> begin_stored(bool /*gradient*/, int /*block*/, const char* /*name*/, std::size_t /*count*/,
-                                                        std::size_t /*features*/) {
+                                                        std::size_t /*features*/, const ProductUse<S>* /*use*/ = nullptr) {
     throw std::logic_error("GPT pass: stored tensors in pieces from hooks that do not round in pieces");
   }
   // linear_forward and linear_backward with `slices` run on each slice of W x (W^T dy) as it is made.
@@ -356,6 +369,14 @@ class AfterSteps {
   // the steps before: in pieces, each run of tokens (TokenSums) summed from the slice that holds
   // it, while it is in cache. The last step: nothing may change the values it sums after it.
   AfterSteps& sum_columns(Matrix<S>& into) { return add({Kind::sum_columns, nullptr, nullptr, &into, {}, own_block, nullptr, nullptr}); }
+  // The store just added is what `linear`'s product in `block` takes next (ProductUse): `matrix`
+  // holds it by then.
+  AfterSteps& for_product(int block, const char* linear, bool gradient, const Matrix<S>& matrix) {
+    if (steps_.empty() || (steps_.back().kind != Kind::store && steps_.back().kind != Kind::store_gradient))
+      throw std::logic_error("GPT pass: a product's use of a tensor that was not stored");
+    steps_.back().use = ProductUse<S>{block, linear, gradient, &matrix};
+    return *this;
+  }
 
   bool in_pieces() const { return hooks_.rounds_in_pieces(); }
 
@@ -368,7 +389,8 @@ class AfterSteps {
       if (step.kind == Kind::add_into && (step.target->rows() != rows || step.target->cols() != cols))
         throw std::logic_error("GPT pass: an addition of tensors of two shapes");
       if (step.kind == Kind::store || step.kind == Kind::store_gradient)
-        step.pieces = hooks_.begin_stored(step.kind == Kind::store_gradient, step.block, step.name, count, static_cast<std::size_t>(rows));
+        step.pieces = hooks_.begin_stored(step.kind == Kind::store_gradient, step.block, step.name, count, static_cast<std::size_t>(rows),
+                                          step.use ? &*step.use : nullptr);
       if (step.kind == Kind::sum_columns) step.sums = std::make_unique<TokenSums<S>>(rows, cols);
     }
   }
@@ -447,6 +469,7 @@ class AfterSteps {
     int block;  // whose name a store records under (own_block: the AfterSteps')
     std::unique_ptr<StoredPieces<S>> pieces;
     std::unique_ptr<TokenSums<S>> sums;  // sum_columns' in pieces
+    std::optional<ProductUse<S>> use = std::nullopt;  // a store's (for_product)
   };
   static constexpr int own_block = -2;  // -1 names the tensors outside the blocks
   AfterSteps& add(Step step) {
@@ -810,17 +833,17 @@ double run(const GptShape& shape, const std::vector<Matrix<S>>& p, const int* to
     BlockCache<S>& c = caches[static_cast<std::size_t>(l)];
     const auto w = [&](Index::Block which) -> const Matrix<S>& { return p[static_cast<std::size_t>(Index::block(l, which))]; };
     AfterSteps<S> ln1(hooks, l);
-    c.ln1 = layer_norm(x, w(Index::ln1_gain), w(Index::ln1_bias), c.norm1, ln1.store("ln1"));
+    c.ln1 = layer_norm(x, w(Index::ln1_gain), w(Index::ln1_bias), c.norm1, ln1.store("ln1").for_product(l, "attn.qkv", false, c.ln1));
     AfterSteps<S> qkv(hooks, l);
     c.qkv = linear(hooks, l, "attn.qkv", w(Index::qkv_weight), c.ln1, qkv.bias(w(Index::qkv_bias)).store("attn.qkv"));
     c.context = attention(shape, batch, l, c.qkv, c.probabilities, hooks);
     AfterSteps<S> proj(hooks, l);
     linear(hooks, l, "attn.proj", w(Index::proj_weight), c.context, proj.bias(w(Index::proj_bias)).store("attn.proj").add_into(x).store("residual1"));
     AfterSteps<S> ln2(hooks, l);
-    c.ln2 = layer_norm(x, w(Index::ln2_gain), w(Index::ln2_bias), c.norm2, ln2.store("ln2"));
+    c.ln2 = layer_norm(x, w(Index::ln2_gain), w(Index::ln2_bias), c.norm2, ln2.store("ln2").for_product(l, "mlp.fc", false, c.ln2));
     AfterSteps<S> fc(hooks, l);
     fc.bias(w(Index::fc_bias)).store("mlp.fc").map(c.gelu, [](const S* z, S* out, std::size_t n, std::size_t) { gelu_values(z, out, n); });
-    c.fc = linear(hooks, l, "mlp.fc", w(Index::fc_weight), c.ln2, fc.store("mlp.gelu"));
+    c.fc = linear(hooks, l, "mlp.fc", w(Index::fc_weight), c.ln2, fc.store("mlp.gelu").for_product(l, "mlp.proj", false, c.gelu));
     AfterSteps<S> out(hooks, l);
     linear(hooks, l, "mlp.proj", w(Index::mlp_proj_weight), c.gelu, out.bias(w(Index::mlp_proj_bias)).store("mlp.proj").add_into(x).store("residual2"));
   }
@@ -859,13 +882,14 @@ double run(const GptShape& shape, const std::vector<Matrix<S>>& p, const int* to
   // format, and rounds to itself as mlp.proj's (or attn.proj's) -- recorded under that name from the
   // same values, no copy made -- and its columns sum to that projection's bias gradient. Below the
   // first block it is the embeddings'.
-  const auto residual_gradient = [&g](AfterSteps<S>& after, int below) -> AfterSteps<S>& {
+  Matrix<S> dx;
+  const auto residual_gradient = [&g, &dx](AfterSteps<S>& after, int below) -> AfterSteps<S>& {
     if (below < 0) return after.store_gradient_of(-1, "embed");
     return after.store_gradient_of(below, "residual2")
         .store_gradient_of(below, "mlp.proj")
+        .for_product(below, "mlp.proj", true, dx)
         .sum_columns(g[static_cast<std::size_t>(Index::block(below, Index::mlp_proj_bias))]);
   };
-  Matrix<S> dx;
   AfterSteps<S> dfinal_steps(hooks, -1);
   layer_norm_backward(dfinal, p[static_cast<std::size_t>(Index::final_gain(L))], final_norm, g[static_cast<std::size_t>(Index::final_gain(L))],
                       g[static_cast<std::size_t>(Index::final_bias(L))], dx, false, residual_gradient(dfinal_steps, L - 1));
@@ -879,12 +903,12 @@ double run(const GptShape& shape, const std::vector<Matrix<S>>& p, const int* to
       gelu_gradient_values(c.fc.data() + offset, gradient, out, n);
     });
     linear_backward(hooks, l, "mlp.proj", w(Index::mlp_proj_weight), c.gelu, dx, dw(Index::mlp_proj_weight),
-                    dgelu.store_gradient("mlp.fc").sum_columns(dw(Index::fc_bias)));
+                    dgelu.store_gradient("mlp.fc").for_product(l, "mlp.fc", true, dfc).sum_columns(dw(Index::fc_bias)));
     AfterSteps<S> dln2_steps(hooks, l);
     Matrix<S> dln2 = linear_backward(hooks, l, "mlp.fc", w(Index::fc_weight), c.ln2, dfc, dw(Index::fc_weight), dln2_steps.store_gradient("ln2"));
     AfterSteps<S> residual1(hooks, l);
     layer_norm_backward(dln2, w(Index::ln2_gain), c.norm2, dw(Index::ln2_gain), dw(Index::ln2_bias), dx, true,
-                        residual1.store_gradient("residual1").store_gradient("attn.proj").sum_columns(dw(Index::proj_bias)));
+                        residual1.store_gradient("residual1").store_gradient("attn.proj").for_product(l, "attn.proj", true, dx).sum_columns(dw(Index::proj_bias)));
     AfterSteps<S> dcontext_steps(hooks, l);
     Matrix<S> dcontext = linear_backward(hooks, l, "attn.proj", w(Index::proj_weight), c.context, dx, dw(Index::proj_weight),
                                          dcontext_steps.store_gradient("attn.context"));

@@ -70,8 +70,13 @@ class ProductOperand {
   // False (and nothing to do) where products never go to the bf16 kernels here, or the operand
   // has been looked at already.
   bool start_pieces();
+  // The same for values not made yet: `count` of them, made (or moved) into the matrix the
+  // operand refers to before a product takes it (a product finding another count throws).
+  bool start_pieces(std::size_t count);
   // values().data()[offset, offset + n), as they are now (final).
   void pack_piece(std::size_t offset, std::size_t n) const;
+  // The same where those values are at `piece` now (the matrix does not hold them yet).
+  void pack_piece(const float* piece, std::size_t offset, std::size_t n) const;
   // start_pieces() with the values to be left unwritten: `values` is the storage values() refers
   // to, writable, where they are made if they are asked for.
   bool start_bits(std::span<float> values);
