@@ -321,6 +321,47 @@ TEST_CASE("gemm: an operand packed in pieces as its values are made has the prod
   }
 }
 
+TEST_CASE("gemm: an operand packed from pieces made elsewhere, before its matrix holds them, has the products' bits") {
+  // The GPT's stores pack a product's operand as they round it, in a tensor the pass moves into
+  // the operand's matrix afterwards (start_pieces(count), pack_piece(piece, offset, n)).
+  std::mt19937 rng(41);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const Eigen::Index out = 70, in = 300, tokens = 200;
+  Eigen::MatrixXf w(out, in), made(in, tokens);
+  for (Eigen::Index i = 0; i < w.size(); ++i) w.data()[i] = bf16_value(normal(rng));
+  for (Eigen::Index i = 0; i < made.size(); ++i) made.data()[i] = bf16_value(normal(rng));
+  const Eigen::MatrixXf y = gemm(w, false, made, false);
+  const bool kernels = gemm_has_bf16_products();
+  const auto bits_of = [](const Eigen::MatrixXf& m) {
+    std::vector<std::uint32_t> b(static_cast<std::size_t>(m.size()));
+    std::memcpy(b.data(), m.data(), b.size() * 4);
+    return b;
+  };
+  Eigen::MatrixXf x;  // empty until the pieces are done
+  ProductOperand weight(w), input(x);
+  CHECK(input.start_pieces(static_cast<std::size_t>(made.size())) == kernels);
+  if (kernels) {
+    const auto size = static_cast<std::size_t>(made.size());
+    for (std::size_t offset = 0, piece = 7; offset < size; offset += piece, piece = piece * 2 + 3)
+      input.pack_piece(made.data() + offset, offset, std::min(piece, size - offset));
+    CHECK_THROWS_AS(input.pack_piece(made.data(), size - 1, 2), std::logic_error);  // past the end
+    input.finish_pieces();
+  }
+  x = std::move(made);
+  const GemmCounts counts = counted([&] { CHECK(bits_of(gemm(weight, false, input, false)) == bits_of(y)); });
+  CHECK(counts.bf16_packs == (kernels ? 1u : 0u));  // the weights only: the input was packed in pieces
+  // A matrix that does not hold the count packed is refused, not multiplied.
+  Eigen::MatrixXf shorter;
+  ProductOperand wrong(shorter);
+  if (kernels) {
+    REQUIRE(wrong.start_pieces(static_cast<std::size_t>(x.size())));
+    wrong.pack_piece(x.data(), 0, static_cast<std::size_t>(x.size()));
+    wrong.finish_pieces();
+    shorter = x.leftCols(tokens - 1);
+    CHECK_THROWS_AS(gemm(weight, false, wrong, false), std::logic_error);
+  }
+}
+
 TEST_CASE("gemm_block: blocks of a larger matrix multiplied in place have gemm's bits on copies of them, both ways") {
   // Attention's head products: a head's rows of a features x tokens matrix, without copying them
   // out. Values that round (normal, not integers), so a different summation order would show;
