@@ -24,6 +24,7 @@
 
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/parallel.hpp"
+#include "bf16_products.hpp"
 
 using namespace fpscope;
 
@@ -359,6 +360,39 @@ TEST_CASE("gemm: an operand packed from pieces made elsewhere, before its matrix
     wrong.finish_pieces();
     shorter = x.leftCols(tokens - 1);
     CHECK_THROWS_AS(gemm(weight, false, wrong, false), std::logic_error);
+  }
+}
+
+TEST_CASE("a causal triangle packed for the bf16 kernels: the bits and scan of its block made in float32 and packed") {
+  // PackedBlock::pack_triangle multiplies and packs in one pass what unpack_triangle (gpt_pass.hpp)
+  // makes and PackedBlock::pack packs: every context length's tails, factors that keep bf16
+  // values or do not, zeros and subnormal products.
+  if (!gemm_has_bf16_products()) {
+    MESSAGE("skipped: no bf16 products here (no oneDNN, or no AVX512-BF16 / AMX)");
+    return;
+  }
+  std::mt19937 rng(43);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const int context : {1, 5, 16, 31, 32, 33, 64, 100, 128}) {
+    for (const float factor : {1.0f, 0.125f, 0.17677669f, 0x1p-120f}) {
+      CAPTURE(context);
+      CAPTURE(factor);
+      const auto t = static_cast<std::size_t>(context);
+      std::vector<float> triangle(t * (t + 1) / 2);
+      for (std::size_t i = 0; i < triangle.size(); ++i) triangle[i] = i % 7 == 3 ? 0.0f : bf16_value(normal(rng));
+      std::vector<float> block(t * t, 0.0f);  // keys x queries, column j query j's
+      for (std::size_t j = 0; j < t; ++j)
+        for (std::size_t i = 0; i <= j; ++i) block[j * t + i] = triangle[j * (j + 1) / 2 + i] * factor;
+      PackedBlock from_triangle, from_block;
+      from_triangle.pack_triangle(triangle.data(), context, factor);
+      from_block.pack({block.data(), context, context, context});
+      CHECK(std::memcmp(from_triangle.bits(), from_block.bits(), t * t * sizeof(std::uint16_t)) == 0);
+      CHECK(from_triangle.scan().low_bits == from_block.scan().low_bits);
+      CHECK(from_triangle.scan().smallest_field == from_block.scan().smallest_field);
+      CHECK(from_triangle.scan().largest_field == from_block.scan().largest_field);
+      CHECK(from_triangle.rows() == context);
+      CHECK(from_triangle.cols() == context);
+    }
   }
 }
 

@@ -451,6 +451,38 @@ TEST_CASE("a bias gradient summed over the tokens slice by slice: add_column_sum
   CHECK_THROWS_AS(after.store("x"), std::logic_error);
 }
 
+TEST_CASE("a head's operands, packed once for all their products or made in float32: gemm_block's bits on the blocks") {
+  // Attention's products take a head's blocks of qkv and its causal triangles (gpt_pass.hpp's
+  // HeadOperand): packed straight from the triangle where the bf16 kernels take them, unpacked
+  // into float32 where they do not. A factor of 1/8 keeps bf16 values; 1/sqrt(32) does not, and
+  // values that are not bf16 at all (a float32 block) go to float32 too.
+  std::mt19937 rng(47);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int context = 40, head = 24, features = 3 * head;
+  const auto bf16 = [](float v) { return std::bit_cast<float>(std::bit_cast<std::uint32_t>(v) & 0xFFFF0000u); };
+  for (const bool bf16_values : {true, false}) {
+    for (const float factor : {0.125f, 0.17677669f}) {
+      CAPTURE(bf16_values);
+      CAPTURE(factor);
+      Eigen::MatrixXf qkv(features, context);
+      for (Eigen::Index i = 0; i < qkv.size(); ++i) qkv.data()[i] = bf16_values ? bf16(normal(rng)) : normal(rng);
+      std::vector<float> triangle(gpt_pass::triangle(context));
+      for (float& v : triangle) v = bf16(normal(rng));
+      std::vector<float> unpacked(context * context), made(context * context), scratch(context * context);
+      gpt_pass::unpack_triangle(triangle.data(), context, factor, unpacked.data());
+      const gpt_pass::HeadBlock<float> keys = gpt_pass::head_rows(qkv, head, 0, head, context);
+      std::vector<float> expected(head * context), got(head * context), expected_t(head * context), got_t(head * context);
+      gemm_block({keys.data, keys.rows, keys.cols, keys.stride}, false, {unpacked.data(), context, context, context}, false, expected.data());
+      gemm_block({keys.data, keys.rows, keys.cols, keys.stride}, false, {unpacked.data(), context, context, context}, true, expected_t.data());
+      gpt_pass::HeadOperand<float> k(keys, gpt_pass::head_room(0)), ds(triangle.data(), context, factor, scratch.data(), gpt_pass::head_room(1));
+      gpt_pass::head_product(k, false, ds, false, got.data());
+      gpt_pass::head_product(k, false, ds, true, got_t.data());  // the same operands again
+      CHECK(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)) == 0);
+      CHECK(std::memcmp(got_t.data(), expected_t.data(), got.size() * sizeof(float)) == 0);
+    }
+  }
+}
+
 TEST_CASE("a GPT and an MLP train the same bits on one thread and on several") {
   // bf16: products in the bf16 kernels where the processor has them, whose slices are wider on
   // fewer threads (gemm.cpp); fp16: in the float32 library, in slices of 128 columns.

@@ -91,9 +91,33 @@ const Eigen::MatrixXf& ProductOperand::values() const {
   return *values_;
 }
 
+bool starts_bf16(const float* values, Eigen::Index rows, Eigen::Index cols) {
+  const auto* bits = reinterpret_cast<const std::uint32_t*>(values);
+  for (Eigen::Index i = 0; i < std::min<Eigen::Index>(cols == 0 ? 0 : rows, 64); ++i)
+    if ((bits[i] & 0xFFFFu) != 0) return false;
+  return true;
+}
+
+PackedBlock::PackedBlock() = default;
+PackedBlock::~PackedBlock() = default;
+const std::uint16_t* PackedBlock::bits() const { return bits_.get(); }
+
+std::uint16_t* PackedBlock::room_for(Eigen::Index rows, Eigen::Index cols) {
+  const auto n = static_cast<std::size_t>(rows * cols);
+  if (n > capacity_) {
+    bits_ = std::make_unique_for_overwrite<std::uint16_t[]>(n);
+    capacity_ = n;
+  }
+  rows_ = rows, cols_ = cols;
+  return bits_.get();
+}
+
 #if !FPSCOPE_HAVE_ONEDNN
 
 bool bf16_products_available() { return false; }
+void PackedBlock::pack(const MatrixBlock&) { throw std::logic_error("PackedBlock: no bf16 kernels in this build"); }
+void PackedBlock::pack_triangle(const float*, Eigen::Index, float) { throw std::logic_error("PackedBlock: no bf16 kernels in this build"); }
+bool bf16_packed_block_product(const PackedBlock&, bool, const PackedBlock&, bool, Eigen::Index, float*) { return false; }
 bool ProductOperand::start_pieces() { return false; }
 bool ProductOperand::start_pieces(std::size_t) { return false; }
 void ProductOperand::pack_piece(std::size_t, std::size_t) const {}
@@ -251,6 +275,33 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) Bf16Scan pack_runs(const st
   }
   return reduced(low, smallest, largest);
 }
+// pack_runs of the context x context block PackedBlock::pack_triangle describes, made on the way:
+// 32 rows of a column at a time, each value the triangle's times the factor (VMULPS: one multiply
+// rounded to nearest even, as the scalar one), rows past the query's zero.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) Bf16Scan pack_triangle_runs(const float* triangle, std::size_t context, float factor,
+                                                                                 std::uint16_t* out) {
+  const __m512i high_halves = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25, 23, 21, 19, 17, 15, 13,
+                                               11, 9, 7, 5, 3, 1);
+  const __m512 times = _mm512_set1_ps(factor);
+  __m512i low = _mm512_setzero_si512(), smallest = _mm512_set1_epi16(255), largest = _mm512_setzero_si512();
+  // The first n of 16 lanes (all for n >= 16).
+  const auto lanes = [](std::size_t n) { return static_cast<__mmask16>(n >= 16 ? 0xFFFFu : (1u << n) - 1); };
+  for (std::size_t j = 0; j < context; ++j, out += context) {
+    const float* in = triangle + j * (j + 1) / 2;
+    const std::size_t values = j + 1;
+    for (std::size_t i = 0; i < context; i += 32) {
+      const __mmask16 first = lanes(values > i ? values - i : 0), second = lanes(values > i + 16 ? values - i - 16 : 0);
+      const __m512i x0 = _mm512_castps_si512(_mm512_maskz_mul_ps(first, _mm512_maskz_loadu_ps(first, in + i), times));
+      const __m512i x1 = _mm512_castps_si512(_mm512_maskz_mul_ps(second, _mm512_maskz_loadu_ps(second, in + i + 16), times));
+      low = _mm512_ternarylogic_epi32(low, x0, x1, 0xFE);
+      const __m512i words = _mm512_permutex2var_epi16(x0, high_halves, x1);
+      scan_words(words, smallest, largest);
+      if (i + 32 <= context) _mm512_storeu_si512(out + i, words);
+      else _mm512_mask_storeu_epi16(out + i, static_cast<__mmask32>((std::uint64_t{1} << (context - i)) - 1), words);
+    }
+  }
+  return reduced(low, smallest, largest);
+}
 // n bf16 bit patterns scanned as the float32 values they are: no low bits.
 __attribute__((target("avx512f,avx512bw,avx512vl"))) Bf16Scan scan_bf16_bits(const std::uint16_t* in, std::size_t n) {
   __m512i smallest = _mm512_set1_epi16(255), largest = _mm512_setzero_si512();
@@ -286,15 +337,6 @@ Bf16Scan pack(const Eigen::MatrixXf& m, PackBuffer& out) {
   });
   if (not_bf16.load()) scan.low_bits |= 1;
   return scan;
-}
-
-// Whether the first few values of a block (its first column's, at most 64) are all bf16 values:
-// float32 and fp16 operands seldom are, and the look spares their pack.
-bool starts_bf16(const float* values, Eigen::Index rows, Eigen::Index cols) {
-  const auto* bits = reinterpret_cast<const std::uint32_t*>(values);
-  for (Eigen::Index i = 0; i < std::min<Eigen::Index>(cols == 0 ? 0 : rows, 64); ++i)
-    if ((bits[i] & 0xFFFFu) != 0) return false;
-  return true;
 }
 
 // The operand's scan, packing it on its first product: null when it is not all bf16 values.
@@ -471,25 +513,36 @@ bool bf16_product(const ProductOperand& a_operand, bool transpose_a, const Produ
   return true;
 }
 
-bool bf16_block_product(const MatrixBlock& a, bool transpose_a, const MatrixBlock& b, bool transpose_b, Eigen::Index columns_per_call, float* c) {
-  if (!bf16_products_available() || !starts_bf16(b.data, b.rows, b.cols) || !starts_bf16(a.data, a.rows, a.cols)) return false;
-  const Eigen::Index m = transpose_a ? a.cols : a.rows, k = transpose_a ? a.rows : a.cols, n = transpose_b ? b.rows : b.cols;
-  // Each block packed as a copy of it would be stored (its columns one after another), so the
-  // calls are those bf16_product makes for such copies.
-  thread_local PackBuffer a_bits, b_bits;
-  const auto pack_block = [](const MatrixBlock& block, PackBuffer& into) {
-    return pack_runs(reinterpret_cast<const std::uint32_t*>(block.data), static_cast<std::size_t>(block.rows), static_cast<std::size_t>(block.cols),
-                     static_cast<std::size_t>(block.stride), into.room_for(static_cast<std::size_t>(block.rows * block.cols)));
-  };
-  const Bf16Scan b_scan = pack_block(b, b_bits);
-  if (!b_scan.bf16()) return false;
-  const Bf16Scan a_scan = pack_block(a, a_bits);
-  if (!bf16_kernels_exact(a_scan, b_scan)) return false;
+void PackedBlock::pack(const MatrixBlock& block) {
+  std::uint16_t* out = room_for(block.rows, block.cols);
+  scan_ = pack_runs(reinterpret_cast<const std::uint32_t*>(block.data), static_cast<std::size_t>(block.rows), static_cast<std::size_t>(block.cols),
+                    static_cast<std::size_t>(block.stride), out);
+}
+
+void PackedBlock::pack_triangle(const float* triangle, Eigen::Index context, float factor) {
+  scan_ = pack_triangle_runs(triangle, static_cast<std::size_t>(context), factor, room_for(context, context));
+}
+
+bool bf16_packed_block_product(const PackedBlock& a, bool transpose_a, const PackedBlock& b, bool transpose_b, Eigen::Index columns_per_call,
+                               float* c) {
+  if (!bf16_kernels_exact(a.scan(), b.scan())) return false;
+  const Eigen::Index m = transpose_a ? a.cols() : a.rows(), k = transpose_a ? a.rows() : a.cols(), n = transpose_b ? b.rows() : b.cols();
   const Eigen::Index slices = (n + columns_per_call - 1) / columns_per_call, stride = transpose_b ? n : 0;
   const auto [full, tail] = matmuls_for(m, k, n, transpose_a, stride, columns_per_call);
   if (full == nullptr) return false;
-  run_slices(b_bits.bits(), stride, a_bits.bits(), m, k, n, columns_per_call, *full, *tail, {}, c, 0, static_cast<std::size_t>(slices));
+  run_slices(b.bits(), stride, a.bits(), m, k, n, columns_per_call, *full, *tail, {}, c, 0, static_cast<std::size_t>(slices));
   return true;
+}
+
+bool bf16_block_product(const MatrixBlock& a, bool transpose_a, const MatrixBlock& b, bool transpose_b, Eigen::Index columns_per_call, float* c) {
+  if (!bf16_products_available() || !starts_bf16(b.data, b.rows, b.cols) || !starts_bf16(a.data, a.rows, a.cols)) return false;
+  // Each block packed as a copy of it would be stored (its columns one after another), so the
+  // calls are those bf16_product makes for such copies.
+  thread_local PackedBlock a_bits, b_bits;
+  b_bits.pack(b);
+  if (!b_bits.scan().bf16()) return false;
+  a_bits.pack(a);
+  return bf16_packed_block_product(a_bits, transpose_a, b_bits, transpose_b, columns_per_call, c);
 }
 
 #endif

@@ -4,8 +4,9 @@
 
 #include <Eigen/Core>
 #include <algorithm>
-#include <string>
 #include <cstdint>
+#include <memory>
+#include <string>
 
 #include "fpscope/gpu/gemm.hpp"
 
@@ -74,5 +75,48 @@ bool onednn_runs_avx512();
 // bf16_products_available() and the blocks pass bf16_kernels_exact: the calls bf16_product makes
 // for copies of the blocks, so the same bits. False (c untouched) otherwise.
 bool bf16_block_product(const MatrixBlock& a, bool transpose_a, const MatrixBlock& b, bool transpose_b, Eigen::Index columns_per_call, float* c);
+
+// Whether the first few values of a block (its first column's, at most 64) are all bf16 values:
+// float32 and fp16 operands seldom are, and the look spares their pack.
+bool starts_bf16(const float* values, Eigen::Index rows, Eigen::Index cols);
+
+// A block's bf16 bit patterns, packed column by column as a copy of the block would be stored, and
+// their scan: an operand packed once for every product that takes it (a head's operands; the
+// blocks bf16_block_product packs). Its storage is kept from one block to the next. Only where
+// bf16_products_available().
+class PackedBlock {
+ public:
+  PackedBlock();
+  ~PackedBlock();
+  PackedBlock(const PackedBlock&) = delete;
+  PackedBlock& operator=(const PackedBlock&) = delete;
+  void pack(const MatrixBlock& block);
+  // The context x context block of a packed causal triangle (query j's values over keys 0..j at
+  // j(j+1)/2, gpt_element.hpp's triangle_start) times `factor`, zero where a key comes after its
+  // query: keys x queries, column j query j's, each value `triangle value * factor` rounded to
+  // float32 as one multiply rounds it. The block gpt_pass.hpp's unpack_triangle makes, packed
+  // without being made in float32.
+  void pack_triangle(const float* triangle, Eigen::Index context, float factor);
+  Eigen::Index rows() const { return rows_; }
+  Eigen::Index cols() const { return cols_; }
+  const Bf16Scan& scan() const { return scan_; }
+  const std::uint16_t* bits() const;
+
+ private:
+  std::uint16_t* room_for(Eigen::Index rows, Eigen::Index cols);
+  std::unique_ptr<std::uint16_t[]> bits_;
+  std::size_t capacity_ = 0;
+  Eigen::Index rows_ = 0, cols_ = 0;
+  Bf16Scan scan_;
+};
+
+// c = op(a) op(b) of packed blocks through the bf16 kernels, the calls bf16_block_product makes for
+// such blocks (so the same bits): false (c untouched) where either is not all bf16 values or they
+// fail bf16_kernels_exact.
+bool bf16_packed_block_product(const PackedBlock& a, bool transpose_a, const PackedBlock& b, bool transpose_b, Eigen::Index columns_per_call,
+                               float* c);
+// The same as one of gemm's products (gemm_counts counts it), in its slices: the packed twin of
+// gemm_block (gemm.cpp).
+bool gemm_packed_blocks(const PackedBlock& a, bool transpose_a, const PackedBlock& b, bool transpose_b, float* c);
 
 }  // namespace fpscope

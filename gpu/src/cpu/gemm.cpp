@@ -155,6 +155,12 @@ void gemm_block(const MatrixBlock& a, bool transpose_a, const MatrixBlock& b, bo
   for (Eigen::Index column = 0; column < n; column += columns_per_call) float32_slice(a, transpose_a, b, transpose_b, m, k, n, column, c);
 }
 
+bool gemm_packed_blocks(const PackedBlock& a, bool transpose_a, const PackedBlock& b, bool transpose_b, float* c) {
+  if (!bf16_packed_block_product(a, transpose_a, b, transpose_b, columns_per_call, c)) return false;
+  bf16_products_made.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 void run_epilogue(Eigen::MatrixXf& c, const GemmEpilogue& epilogue) {
   const Eigen::Index m = c.rows(), n = c.cols(), slices = (n + columns_per_call - 1) / columns_per_call;
   parallel_for(static_cast<std::size_t>(slices), 1, [&](std::size_t first, std::size_t last) {

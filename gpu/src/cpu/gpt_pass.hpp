@@ -19,6 +19,7 @@
 
 #include "fpscope/gpu/activation.hpp"
 #include "activation_pass.hpp"
+#include "bf16_products.hpp"
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/gpt.hpp"
 #include "fpscope/gpu/gpt_element.hpp"
@@ -684,6 +685,74 @@ S* head_scratch(std::size_t which, std::size_t count) {
   return buffers[which].data();
 }
 
+// A thread's room for a head's packed operands (HeadOperand), kept between heads and steps.
+inline PackedBlock& head_room(std::size_t which) {
+  thread_local PackedBlock rooms[3];
+  return rooms[which];
+}
+
+// One of a head's product operands: a block of a matrix, or a packed causal triangle as its keys x
+// queries block (unpack_triangle's, times `factor`). In float32 it is packed for the bf16 kernels
+// at most once however many of the head's products take it (in `room`, PackedBlock), and a
+// triangle is unpacked (into `unpacked`, context x context) only for a product that runs in
+// float32; float64 products take the values.
+template <typename S>
+class HeadOperand {
+ public:
+  HeadOperand(const HeadBlock<S>& block, PackedBlock& room) : block_(block), room_(room) {}
+  HeadOperand(const S* triangle, int context, S factor, S* unpacked, PackedBlock& room)
+      : block_(whole(unpacked, context, context)), room_(room), triangle_(triangle), unpacked_(unpacked), context_(context), factor_(factor) {}
+
+  // The packed block; null where products of it run in float32 (bf16_block_product's rule: the
+  // first values look like bf16 values, and all are).
+  const PackedBlock* packed() {
+    if constexpr (std::is_same_v<S, float>) {
+      if (!looked_) {
+        looked_ = true;
+        bf16_ = bf16_products_available() && starts_bf16_values();
+        if (bf16_ && triangle_ != nullptr) room_.pack_triangle(triangle_, context_, factor_);
+        else if (bf16_) room_.pack({block_.data, block_.rows, block_.cols, block_.stride});
+        bf16_ = bf16_ && room_.scan().bf16();
+      }
+      return bf16_ ? &room_ : nullptr;
+    } else {
+      return nullptr;
+    }
+  }
+  const HeadBlock<S>& values() {
+    if (triangle_ != nullptr && !made_) unpack_triangle(triangle_, context_, factor_, unpacked_);
+    made_ = true;
+    return block_;
+  }
+
+ private:
+  // starts_bf16 of the block: a triangle's first column is its first value times the factor, then zeros.
+  bool starts_bf16_values() const {
+    if (triangle_ == nullptr) return starts_bf16(block_.data, block_.rows, block_.cols);
+    const S first = triangle_[0] * factor_;
+    return starts_bf16(&first, 1, 1);
+  }
+  HeadBlock<S> block_;
+  PackedBlock& room_;
+  const S* triangle_ = nullptr;
+  S* unpacked_ = nullptr;  // where a triangle's block is made (block_'s data)
+  int context_ = 0;
+  S factor_ = 1;
+  bool looked_ = false, bf16_ = false, made_ = false;
+};
+// c = op(a) op(b) of a head's operands: packed through the bf16 kernels where both are and the
+// product is exact (gemm_packed_blocks), else head_product on their values -- the decision and the
+// bits of gemm_block on the values.
+template <typename S>
+void head_product(HeadOperand<S>& a, bool transpose_a, HeadOperand<S>& b, bool transpose_b, S* c) {
+  if constexpr (std::is_same_v<S, float>) {
+    const PackedBlock* packed_b = b.packed();
+    const PackedBlock* packed_a = packed_b != nullptr ? a.packed() : nullptr;
+    if (packed_a != nullptr && gemm_packed_blocks(*packed_a, transpose_a, *packed_b, transpose_b, c)) return;
+  }
+  head_product(a.values(), transpose_a, b.values(), transpose_b, c);
+}
+
 // The attention triangles' casts: in pieces, a head's part of each as that head makes it (hooks
 // that round in pieces), or each whole between the passes over the heads. Each stage runs on
 // every head before the next, or each head through every stage, in the same order of casts.
@@ -738,7 +807,8 @@ Matrix<S> attention(const GptShape& shape, int batch, int block, const Matrix<S>
   const auto offset = [&](int b, int h) { return (static_cast<std::size_t>(b) * H + h) * P; };
   const auto make_scores = [&](int b, int h) {
     S* s = head_scratch<S>(0, TT);  // keys x queries
-    head_product(head_rows(qkv, D + h * dh, b * T, dh, T), true, head_rows(qkv, h * dh, b * T, dh, T), false, s);
+    HeadOperand<S> keys(head_rows(qkv, D + h * dh, b * T, dh, T), head_room(0)), queries(head_rows(qkv, h * dh, b * T, dh, T), head_room(1));
+    head_product(keys, true, queries, false, s);
     pack_triangle(s, T, inverse_sqrt, scores.data() + offset(b, h));
   };
   const auto make_probabilities = [&](int b, int h) {
@@ -759,10 +829,10 @@ Matrix<S> attention(const GptShape& shape, int batch, int block, const Matrix<S>
     }
   };
   const auto make_context = [&](int b, int h) {
-    S* p = head_scratch<S>(0, TT);
     S* out = head_scratch<S>(1, static_cast<std::size_t>(dh) * T);
-    unpack_triangle(probabilities.data() + offset(b, h), T, S(1), p);
-    head_product(head_rows(qkv, 2 * D + h * dh, b * T, dh, T), false, whole(p, T, T), false, out);
+    HeadOperand<S> values(head_rows(qkv, 2 * D + h * dh, b * T, dh, T), head_room(0)),
+        p(probabilities.data() + offset(b, h), T, S(1), head_scratch<S>(0, TT), head_room(1));
+    head_product(values, false, p, false, out);
     set_head_rows(context, h * dh, b * T, out, dh, T);
   };
   TriangleCasts<S>{hooks, false, block, P, {"attn.scores", "attn.softmax"}, {scores.data(), probabilities.data()}, scores.size()}.run(
@@ -782,11 +852,10 @@ Matrix<S> attention_backward(const GptShape& shape, int batch, int block, const 
   Values<S> dprobabilities(probabilities.size()), dscores(probabilities.size());
   const auto offset = [&](int b, int h) { return (static_cast<std::size_t>(b) * H + h) * P; };
   const auto through_values = [&](int b, int h) {
-    S* p = head_scratch<S>(0, TT);
     S* out = head_scratch<S>(1, std::max(TT, static_cast<std::size_t>(dh) * T));
-    const HeadBlock<S> v = head_rows(qkv, 2 * D + h * dh, b * T, dh, T), dout = head_rows(dcontext, h * dh, b * T, dh, T);
-    unpack_triangle(probabilities.data() + offset(b, h), T, S(1), p);
-    head_product(dout, false, whole(p, T, T), true, out);
+    HeadOperand<S> v(head_rows(qkv, 2 * D + h * dh, b * T, dh, T), head_room(0)), dout(head_rows(dcontext, h * dh, b * T, dh, T), head_room(1)),
+        p(probabilities.data() + offset(b, h), T, S(1), head_scratch<S>(0, TT), head_room(2));
+    head_product(dout, false, p, true, out);
     set_head_rows(dqkv, 2 * D + h * dh, b * T, out, dh, T);
     head_product(v, true, dout, false, out);  // keys x queries
     pack_triangle(out, T, S(1), dprobabilities.data() + offset(b, h));
@@ -800,12 +869,12 @@ Matrix<S> attention_backward(const GptShape& shape, int batch, int block, const 
     }
   };
   const auto through_scores = [&](int b, int h) {
-    S* ds = head_scratch<S>(0, TT);
     S* out = head_scratch<S>(1, static_cast<std::size_t>(dh) * T);
-    unpack_triangle(dscores.data() + offset(b, h), T, inverse_sqrt, ds);
-    head_product(head_rows(qkv, D + h * dh, b * T, dh, T), false, whole(ds, T, T), false, out);
+    HeadOperand<S> ds(dscores.data() + offset(b, h), T, inverse_sqrt, head_scratch<S>(0, TT), head_room(0)),
+        keys(head_rows(qkv, D + h * dh, b * T, dh, T), head_room(1)), queries(head_rows(qkv, h * dh, b * T, dh, T), head_room(2));
+    head_product(keys, false, ds, false, out);
     set_head_rows(dqkv, h * dh, b * T, out, dh, T);
-    head_product(head_rows(qkv, h * dh, b * T, dh, T), false, whole(ds, T, T), true, out);
+    head_product(queries, false, ds, true, out);
     set_head_rows(dqkv, D + h * dh, b * T, out, dh, T);
   };
   TriangleCasts<S>{hooks, true, block, P, {"attn.softmax", "attn.scores"}, {dprobabilities.data(), dscores.data()}, dscores.size()}.run(
