@@ -33,6 +33,9 @@ std::uint32_t largest_magnitude_bits(const float* in, std::size_t n);
 // out[i] = a[i] + b[i] (out may be a or b); out[i] = in[i] * factor (out may be in).
 void add_values(const float* a, const float* b, float* out, std::size_t n);
 void scale_values(const float* in, float factor, float* out, std::size_t n);
+// out[i] = in[i] / divisor (out may be in); out[i] = p[i] * (dp[i] - dot), a softmax row's gradient.
+void divide_values(const float* in, float divisor, float* out, std::size_t n);
+void softmax_gradient_values(const float* p, const float* dp, float dot, float* out, std::size_t n);
 // sum[f] = the sum over n < columns of values[n * rows + f] (or of a[.] * b[.]), from zero in the
 // columns' order: a run of tokens' sum (gpt_pass.hpp's TokenSums).
 void sum_columns(const float* values, std::size_t rows, std::size_t columns, float* sum);

@@ -146,7 +146,7 @@ TEST_CASE("the GPT's element-wise arithmetic: every instruction set gives the sc
         products[f] += product;
       }
     const float mean = 0.25f, rstd = 1.75f, mean_g = -0.125f, mean_gx = 0.375f, factor = 0.0883883476f;
-    std::vector<float> xhat(rows), out(rows), gradient(rows), added(rows), sums(rows), scaled(rows);
+    std::vector<float> xhat(rows), out(rows), gradient(rows), added(rows), sums(rows), scaled(rows), divided(rows), softmax(rows);
     for (std::size_t i = 0; i < rows; ++i) {
       xhat[i] = normalized_of(a[i], mean, rstd);
       out[i] = layer_norm_output_of(gain[i], xhat[i], bias[i]);
@@ -154,6 +154,8 @@ TEST_CASE("the GPT's element-wise arithmetic: every instruction set gives the sc
       added[i] = b[rows + i] + gradient[i];
       sums[i] = a[i] + b[i];
       scaled[i] = a[i] * factor;
+      divided[i] = a[i] / factor;
+      softmax[i] = a[i] * (b[i] - mean_gx);
     }
     const auto same = [](const std::vector<float>& got, const std::vector<float>& want) {
       for (std::size_t i = 0; i < want.size(); ++i)
@@ -181,6 +183,11 @@ TEST_CASE("the GPT's element-wise arithmetic: every instruction set gives the sc
       std::copy(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(rows), got.begin());
       passes.scale(got.data(), factor, got.data(), rows);  // in place
       CHECK(same(got, scaled));
+      std::copy(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(rows), got.begin());
+      passes.divide(got.data(), factor, got.data(), rows);  // in place
+      CHECK(same(got, divided));
+      passes.softmax_gradient(a.data(), b.data(), mean_gx, got.data(), rows);
+      CHECK(same(got, softmax));
     }
   }
 }

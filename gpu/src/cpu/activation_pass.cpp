@@ -55,6 +55,12 @@ void add_values(const float* a, const float* b, float* out, std::size_t n) { pas
 
 void scale_values(const float* in, float factor, float* out, std::size_t n) { passes().scale(in, factor, out, n); }
 
+void divide_values(const float* in, float divisor, float* out, std::size_t n) { passes().divide(in, divisor, out, n); }
+
+void softmax_gradient_values(const float* p, const float* dp, float dot, float* out, std::size_t n) {
+  passes().softmax_gradient(p, dp, dot, out, n);
+}
+
 void sum_columns(const float* values, std::size_t rows, std::size_t columns, float* sum) { passes().sum_columns(values, rows, columns, sum); }
 
 void sum_column_products(const float* a, const float* b, std::size_t rows, std::size_t columns, float* sum) {

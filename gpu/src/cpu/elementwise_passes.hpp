@@ -37,6 +37,10 @@ struct ElementwisePasses {
   void (*add)(const float* a, const float* b, float* out, std::size_t n);
   // out[i] = in[i] * factor
   void (*scale)(const float* in, float factor, float* out, std::size_t n);
+  // out[i] = in[i] / divisor
+  void (*divide)(const float* in, float divisor, float* out, std::size_t n);
+  // out[i] = p[i] * (dp[i] - dot): a softmax row's gradient from its output's
+  void (*softmax_gradient)(const float* p, const float* dp, float dot, float* out, std::size_t n);
   // sum[f] = the sum over n < columns of values[n * rows + f], from zero, column after column (each
   // feature's additions in the columns' order, whatever the lanes).
   void (*sum_columns)(const float* values, std::size_t rows, std::size_t columns, float* sum);
@@ -149,6 +153,10 @@ constexpr ElementwisePasses passes_for() {
       },
       [](const float* a, const float* b, float* out, std::size_t n) { map_lanes<M>(a, b, out, n, [](L x, L y) { return x + y; }); },
       [](const float* in, float factor, float* out, std::size_t n) { map_lanes<M>(in, out, n, [factor](L x) { return x * L(factor); }); },
+      [](const float* in, float divisor, float* out, std::size_t n) { map_lanes<M>(in, out, n, [divisor](L x) { return x / L(divisor); }); },
+      [](const float* p, const float* dp, float dot, float* out, std::size_t n) {
+        map_lanes<M>(p, dp, out, n, [dot](L x, L g) { return x * (g - L(dot)); });
+      },
       [](const float* values, std::size_t rows, std::size_t columns, float* sum) {
         sum_over_columns<M>(rows, columns, sum, [&](std::size_t n, std::size_t f, auto load) { return load(values + n * rows + f); });
       },

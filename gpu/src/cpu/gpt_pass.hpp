@@ -231,6 +231,19 @@ void scale_array(const S* in, S factor, S* out, Eigen::Index n) {
   else Column<S>(out, n) = ConstColumn<S>(in, n) * factor;
 }
 
+// out[i] = in[i] / divisor (out may be in).
+template <typename S>
+void divide_array(const S* in, S divisor, S* out, Eigen::Index n) {
+  if constexpr (std::is_same_v<S, float>) divide_values(in, divisor, out, static_cast<std::size_t>(n));
+  else Column<S>(out, n) = ConstColumn<S>(in, n) / divisor;
+}
+// out[i] = p[i] * (dp[i] - dot): a softmax row's gradient from its output's.
+template <typename S>
+void softmax_gradient_array(const S* p, const S* dp, S dot, S* out, Eigen::Index n) {
+  if constexpr (std::is_same_v<S, float>) softmax_gradient_values(p, dp, dot, out, static_cast<std::size_t>(n));
+  else Column<S>(out, n) = ConstColumn<S>(p, n) * (ConstColumn<S>(dp, n) - dot);
+}
+
 // Sums over the tokens in an order fixed by the token count alone (so the bits never depend on the
 // threads, nor on how the tokens were handed out to them): each run of 64 tokens summed token by
 // token, then the runs' sums in order. What is summed is a features x tokens tensor's columns, or
@@ -825,7 +838,7 @@ Matrix<S> attention(const GptShape& shape, int batch, int block, const Matrix<S>
         for (int i = 0; i <= j; ++i) row[i] = std::exp(scores[start + i] - top);
       }
       const S sum = ConstColumn<S>(row, j + 1).sum();
-      for (int i = 0; i <= j; ++i) row[i] /= sum;
+      divide_array(row, sum, row, j + 1);
     }
   };
   const auto make_context = [&](int b, int h) {
@@ -865,7 +878,7 @@ Matrix<S> attention_backward(const GptShape& shape, int batch, int block, const 
       const std::size_t start = offset(b, h) + triangle_start(j);
       const ConstColumn<S> p(probabilities.data() + start, j + 1), dp(dprobabilities.data() + start, j + 1);
       const S dot = (p * dp).sum();
-      Column<S>(dscores.data() + start, j + 1) = p * (dp - dot);
+      softmax_gradient_array(p.data(), dp.data(), dot, dscores.data() + start, j + 1);
     }
   };
   const auto through_scores = [&](int b, int h) {
