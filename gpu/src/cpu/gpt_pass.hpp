@@ -357,9 +357,8 @@ void add_to_each_column(Matrix<S>& y, const Matrix<S>& bias) {
 // rounded and recorded through the hooks), element-wise maps into another tensor of the same
 // shape, additions into the residual stream, and a bias gradient's sum over the tokens (always
 // last). Each step acts on what the step before it left: after map(into, ...) or add_into(x), on
-// `into` or `x`. Where the hooks round in pieces, every
-// step runs on each slice of columns as it is made, while the slice is in cache; otherwise each
-// step runs over the whole tensor in turn. The same bits, records and random words either way:
+// `into` or `x`. Where the hooks round in pieces, every step runs on each slice of columns as it
+// is made, while the slice is in cache; otherwise each step runs over the whole tensor in turn. The same bits, records and random words either way:
 // each step computes an element from the same element of its inputs, and the stores take their
 // random words in order before the first slice, as whole casts in turn would.
 template <typename S>
