@@ -39,26 +39,6 @@ std::atomic<bool> allowed{[] {
 
 void set_gemm_bf16_products(bool allow) { allowed.store(allow, std::memory_order_relaxed); }
 
-// A buffer of bf16 bit patterns that grows and is never cleared (a vector's resize would fill
-// what it adds with zeros, on one thread, before the pack overwrites it). Outside the anonymous
-// namespace: ProductOperand::Packing, declared in gemm.hpp, holds one.
-class PackBuffer {
- public:
-  std::uint16_t* room_for(std::size_t n) {
-    if (n > capacity_) {
-      bits_ = std::make_unique_for_overwrite<std::uint16_t[]>(n);
-      capacity_ = n;
-    }
-    return bits_.get();
-  }
-  const std::uint16_t* bits() const { return bits_.get(); }
-  std::uint16_t* bits() { return bits_.get(); }
-
- private:
-  std::unique_ptr<std::uint16_t[]> bits_;
-  std::size_t capacity_ = 0;
-};
-
 // What the products that took an operand found: not looked at yet, its bf16 bit patterns and scan,
 // or that it is not all bf16 values.
 // `in_pieces`: between start_pieces and finish_pieces, the scan merged under the mutex.
@@ -98,18 +78,9 @@ bool starts_bf16(const float* values, Eigen::Index rows, Eigen::Index cols) {
   return true;
 }
 
-PackedBlock::PackedBlock() = default;
-PackedBlock::~PackedBlock() = default;
-const std::uint16_t* PackedBlock::bits() const { return bits_.get(); }
-
 std::uint16_t* PackedBlock::room_for(Eigen::Index rows, Eigen::Index cols) {
-  const auto n = static_cast<std::size_t>(rows * cols);
-  if (n > capacity_) {
-    bits_ = std::make_unique_for_overwrite<std::uint16_t[]>(n);
-    capacity_ = n;
-  }
   rows_ = rows, cols_ = cols;
-  return bits_.get();
+  return bits_.room_for(static_cast<std::size_t>(rows * cols));
 }
 
 #if !FPSCOPE_HAVE_ONEDNN
@@ -248,29 +219,30 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) Bf16Scan reduced(__m512i lo
   scan.largest_field = static_cast<unsigned>(_mm512_reduce_max_epu32(_mm512_max_epu32(largest_low, largest_high)));
   return scan;
 }
-__attribute__((target("avx512f,avx512bw,avx512vl"))) Bf16Scan pack_runs(const std::uint32_t* in, std::size_t rows, std::size_t columns,
-                                                                        std::size_t stride, std::uint16_t* out) {
+// 32 float32 bit patterns (x0's 16, then x1's) as the 32 bf16 words of their high halves, their
+// low halves or-ed into `low` and the words scanned.
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512i packed_words(__m512i x0, __m512i x1, __m512i& low,
+                                                                                                __m512i& smallest, __m512i& largest) {
   // Word i of the result is word 2i + 1 (the high half of value i) of the pair (x0, x1).
   const __m512i high_halves = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25, 23, 21, 19, 17, 15, 13,
                                                11, 9, 7, 5, 3, 1);
+  low = _mm512_ternarylogic_epi32(low, x0, x1, 0xFE);  // low | x0 | x1
+  const __m512i words = _mm512_permutex2var_epi16(x0, high_halves, x1);
+  scan_words(words, smallest, largest);
+  return words;
+}
+__attribute__((target("avx512f,avx512bw,avx512vl"))) Bf16Scan pack_runs(const std::uint32_t* in, std::size_t rows, std::size_t columns,
+                                                                        std::size_t stride, std::uint16_t* out) {
   __m512i low = _mm512_setzero_si512(), smallest = _mm512_set1_epi16(255), largest = _mm512_setzero_si512();
   const std::size_t whole = rows - rows % 32;
   const auto tail = static_cast<__mmask32>((std::uint64_t{1} << (rows % 32)) - 1);
   for (std::size_t column = 0; column < columns; ++column, in += stride, out += rows) {
-    for (std::size_t i = 0; i < whole; i += 32) {
-      const __m512i x0 = _mm512_loadu_si512(in + i), x1 = _mm512_loadu_si512(in + i + 16);
-      low = _mm512_ternarylogic_epi32(low, x0, x1, 0xFE);  // low | x0 | x1
-      const __m512i words = _mm512_permutex2var_epi16(x0, high_halves, x1);
-      scan_words(words, smallest, largest);
-      _mm512_storeu_si512(out + i, words);
-    }
+    for (std::size_t i = 0; i < whole; i += 32)
+      _mm512_storeu_si512(out + i, packed_words(_mm512_loadu_si512(in + i), _mm512_loadu_si512(in + i + 16), low, smallest, largest));
     if (tail != 0) {
       const __m512i x0 = _mm512_maskz_loadu_epi32(static_cast<__mmask16>(tail), in + whole);
       const __m512i x1 = _mm512_maskz_loadu_epi32(static_cast<__mmask16>(tail >> 16), in + whole + 16);
-      low = _mm512_ternarylogic_epi32(low, x0, x1, 0xFE);
-      const __m512i words = _mm512_permutex2var_epi16(x0, high_halves, x1);
-      scan_words(words, smallest, largest);
-      _mm512_mask_storeu_epi16(out + whole, tail, words);
+      _mm512_mask_storeu_epi16(out + whole, tail, packed_words(x0, x1, low, smallest, largest));
     }
   }
   return reduced(low, smallest, largest);
@@ -280,8 +252,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) Bf16Scan pack_runs(const st
 // rounded to nearest even, as the scalar one), rows past the query's zero.
 __attribute__((target("avx512f,avx512bw,avx512vl"))) Bf16Scan pack_triangle_runs(const float* triangle, std::size_t context, float factor,
                                                                                  std::uint16_t* out) {
-  const __m512i high_halves = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27, 25, 23, 21, 19, 17, 15, 13,
-                                               11, 9, 7, 5, 3, 1);
   const __m512 times = _mm512_set1_ps(factor);
   __m512i low = _mm512_setzero_si512(), smallest = _mm512_set1_epi16(255), largest = _mm512_setzero_si512();
   // The first n of 16 lanes (all for n >= 16).
@@ -293,9 +263,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) Bf16Scan pack_triangle_runs
       const __mmask16 first = lanes(values > i ? values - i : 0), second = lanes(values > i + 16 ? values - i - 16 : 0);
       const __m512i x0 = _mm512_castps_si512(_mm512_maskz_mul_ps(first, _mm512_maskz_loadu_ps(first, in + i), times));
       const __m512i x1 = _mm512_castps_si512(_mm512_maskz_mul_ps(second, _mm512_maskz_loadu_ps(second, in + i + 16), times));
-      low = _mm512_ternarylogic_epi32(low, x0, x1, 0xFE);
-      const __m512i words = _mm512_permutex2var_epi16(x0, high_halves, x1);
-      scan_words(words, smallest, largest);
+      const __m512i words = packed_words(x0, x1, low, smallest, largest);
       if (i + 32 <= context) _mm512_storeu_si512(out + i, words);
       else _mm512_mask_storeu_epi16(out + i, static_cast<__mmask32>((std::uint64_t{1} << (context - i)) - 1), words);
     }

@@ -80,16 +80,32 @@ bool bf16_block_product(const MatrixBlock& a, bool transpose_a, const MatrixBloc
 // float32 and fp16 operands seldom are, and the look spares their pack.
 bool starts_bf16(const float* values, Eigen::Index rows, Eigen::Index cols);
 
+// A buffer of bf16 bit patterns that grows and is never cleared (a vector's resize would fill
+// what it adds with zeros, on one thread, before the pack overwrites it): a ProductOperand's
+// (ProductOperand::Packing) and a PackedBlock's.
+class PackBuffer {
+ public:
+  std::uint16_t* room_for(std::size_t n) {
+    if (n > capacity_) {
+      bits_ = std::make_unique_for_overwrite<std::uint16_t[]>(n);
+      capacity_ = n;
+    }
+    return bits_.get();
+  }
+  const std::uint16_t* bits() const { return bits_.get(); }
+  std::uint16_t* bits() { return bits_.get(); }
+
+ private:
+  std::unique_ptr<std::uint16_t[]> bits_;
+  std::size_t capacity_ = 0;
+};
+
 // A block's bf16 bit patterns, packed column by column as a copy of the block would be stored, and
 // their scan: an operand packed once for every product that takes it (a head's operands; the
 // blocks bf16_block_product packs). Its storage is kept from one block to the next. Only where
 // bf16_products_available().
 class PackedBlock {
  public:
-  PackedBlock();
-  ~PackedBlock();
-  PackedBlock(const PackedBlock&) = delete;
-  PackedBlock& operator=(const PackedBlock&) = delete;
   void pack(const MatrixBlock& block);
   // The context x context block of a packed causal triangle (query j's values over keys 0..j at
   // j(j+1)/2, gpt_element.hpp's triangle_start) times `factor`, zero where a key comes after its
@@ -100,12 +116,11 @@ class PackedBlock {
   Eigen::Index rows() const { return rows_; }
   Eigen::Index cols() const { return cols_; }
   const Bf16Scan& scan() const { return scan_; }
-  const std::uint16_t* bits() const;
+  const std::uint16_t* bits() const { return bits_.bits(); }
 
  private:
   std::uint16_t* room_for(Eigen::Index rows, Eigen::Index cols);
-  std::unique_ptr<std::uint16_t[]> bits_;
-  std::size_t capacity_ = 0;
+  PackBuffer bits_;
   Eigen::Index rows_ = 0, cols_ = 0;
   Bf16Scan scan_;
 };

@@ -84,6 +84,18 @@ inline void map_lanes(const float* a, const float* b, float* out, std::size_t n,
   if (i < n) M::store_first(out + i, function(M::load_first(a + i, n - i), M::load_first(b + i, n - i)), n - i);
 }
 
+// one(i, load, store) for the elements from i on: whole vectors, then the last few elements as one
+// partial vector (load and store then touch only those), for passes of several inputs or outputs.
+template <typename M, typename One>
+inline void for_lanes(std::size_t n, One one) {
+  std::size_t i = 0;
+  for (; i + M::width <= n; i += M::width) one(i, [](const float* p) { return M::load(p); }, [](float* p, typename M::Lane x) { M::store(p, x); });
+  if (i < n) {
+    const std::size_t left = n - i;
+    one(i, [left](const float* p) { return M::load_first(p, left); }, [left](float* p, typename M::Lane x) { M::store_first(p, x, left); });
+  }
+}
+
 // sum[f] = the sum over columns of term(n, f) (a lane of features f...), from zero in the columns'
 // order: four vectors of features at a time held in registers across the columns, then one, then
 // the last few features as a partial vector.
@@ -166,29 +178,17 @@ constexpr ElementwisePasses passes_for() {
         });
       },
       [](const float* in, float mean, float rstd, const float* gain, const float* bias, float* xhat, float* out, std::size_t n) {
-        const auto one = [&](std::size_t i, auto load, auto store) {
+        for_lanes<M>(n, [&](std::size_t i, auto load, auto store) {
           const L x = normalized_of(load(in + i), L(mean), L(rstd));
           store(xhat + i, x);
           store(out + i, layer_norm_output_of(load(gain + i), x, load(bias + i)));
-        };
-        std::size_t i = 0;
-        for (; i + M::width <= n; i += M::width) one(i, [](const float* p) { return M::load(p); }, [](float* p, L x) { M::store(p, x); });
-        if (i < n) {
-          const std::size_t left = n - i;
-          one(i, [left](const float* p) { return M::load_first(p, left); }, [left](float* p, L x) { M::store_first(p, x, left); });
-        }
+        });
       },
       [](const float* g, const float* gain, const float* xhat, float mean_g, float mean_gx, float rstd, float* out, bool add, std::size_t n) {
-        const auto one = [&](std::size_t i, auto load, auto store) {
+        for_lanes<M>(n, [&](std::size_t i, auto load, auto store) {
           const L gradient = layer_norm_gradient_of(load(g + i), load(gain + i), load(xhat + i), L(mean_g), L(mean_gx), L(rstd));
           store(out + i, add ? load(out + i) + gradient : gradient);
-        };
-        std::size_t i = 0;
-        for (; i + M::width <= n; i += M::width) one(i, [](const float* p) { return M::load(p); }, [](float* p, L x) { M::store(p, x); });
-        if (i < n) {
-          const std::size_t left = n - i;
-          one(i, [left](const float* p) { return M::load_first(p, left); }, [left](float* p, L x) { M::store_first(p, x, left); });
-        }
+        });
       },
   };
 }
