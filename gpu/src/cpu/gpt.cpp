@@ -435,9 +435,10 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   result.loss_scale = scaler_.scale();
   const float scale = static_cast<float>(result.loss_scale);
 
-  // Low-precision copies of the parameters (the master weights themselves for fp32 and fp16-pure).
+  // Low-precision copies of the parameters (of fp16 values for fp16-pure); in fp32 the pass takes
+  // the master weights themselves (the update comes after it), recorded where they are.
   std::vector<TensorRecord> weights, weight_gradients;
-  std::vector<Eigen::MatrixXf> copies(parameters_.size());
+  std::vector<Eigen::MatrixXf> copies(low ? parameters_.size() : 0);
   StepSentinel sentinel;
   // A skipped step leaves the weights as it cast them: their readings are taken from them after
   // the step, where it skipped (the only steps whose readings anyone reads).
@@ -445,11 +446,12 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   const auto watch = [&](std::size_t p, TensorKind kind) {
     return !config_.sentinel || layout_[p].recorded.empty() ? nullptr : sentinel.watch(layout_[p].recorded, kind);
   };
-  for (std::size_t p = 0; p < copies.size(); ++p) {
+  for (std::size_t p = 0; p < parameters_.size(); ++p) {
     const bool recorded = record && !layout_[p].recorded.empty();
     if (recorded) weights.push_back(new_record(layout_[p].recorded, TensorKind::weight));
-    cast_copy(f, low, parameters_[p], copies[p], ctx_, recorded ? &weights.back() : nullptr, config_.record_blocks,
-              weight_features(parameters_[p]));
+    TensorRecord* weight_record = recorded ? &weights.back() : nullptr;
+    if (low) cast_copy(f, low, parameters_[p], copies[p], ctx_, weight_record, config_.record_blocks, weight_features(parameters_[p]));
+    else cast(f, low, parameters_[p], ctx_, weight_record, config_.record_blocks, weight_features(parameters_[p]));
     weight_readings[p] = watch(p, TensorKind::weight);  // taken after the step, where it skipped
   }
   RecordingHooks hooks;
@@ -464,7 +466,7 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   hooks.sentinel = config_.sentinel ? &sentinel : nullptr;
   const float factor = scale * config_.loss_weight / static_cast<float>(labels.size());
   std::vector<Eigen::MatrixXf> gradients;
-  result.loss = gpt_pass::run<float>(shape_, copies, tokens.data(), labels.data(), batch, factor, hooks, &gradients);
+  result.loss = gpt_pass::run<float>(shape_, low ? copies : parameters_, tokens.data(), labels.data(), batch, factor, hooks, &gradients);
 
   for (const FaultInjection& fault : faults_)
     for (std::size_t p = 0; p < gradients.size(); ++p)

@@ -71,6 +71,11 @@ class MlpTrainer::Pass {
 
  private:
   TensorRecord* recorded(std::vector<TensorRecord>& records, std::size_t l) { return record_ ? &records[l] : nullptr; }
+  // Layer l's weights as the products take them: their low-precision copy, or in fp32 the master
+  // weights themselves (the update comes after the step's last product).
+  const Eigen::MatrixXf& weights_of(std::size_t l) const { return low_ ? w_[l] : t_.weights_[l]; }
+  // Layer l's inputs as its products take them: the first layer's in fp32 are the batch itself.
+  const Eigen::MatrixXf& inputs_of(std::size_t l) const { return l == 0 && !low_ ? batch_inputs_ : a_[l]; }
   // The sentinel's reading of layer l's tensor of `kind`, the next in execution order; none where it is off.
   std::uint32_t* watch(std::size_t l, TensorKind kind) { return config_.sentinel ? sentinel_.watch(mlp_layer_name(l), kind) : nullptr; }
   // Where no recipe makes the products' operands, the casts pack them for the bf16 kernels.
@@ -93,6 +98,7 @@ class MlpTrainer::Pass {
   const bool low_;
   const Format f_;
   const Eigen::Index batch_;
+  const Eigen::MatrixXf& batch_inputs_;
   const GemmRecipe recipe_;
   float scale_ = 1;
   StepSentinel sentinel_;
@@ -102,7 +108,8 @@ class MlpTrainer::Pass {
   // Each layer's weights and inputs serve its forward product and one backward product: packed
   // for the bf16 kernels once (gemm.hpp), as their casts make them where no recipe makes the
   // products' operands. The weights' and the first inputs' low-precision copies are read by
-  // nothing else then: their casts may make only the bf16 bits (OutputReaders).
+  // nothing else then: their casts may make only the bf16 bits (OutputReaders). In fp32 there are
+  // no copies: w_ and a_[0] stay empty (weights_of(), inputs_of()).
   std::vector<Eigen::MatrixXf> w_, a_, z_;
   std::vector<Eigen::VectorXf> b_;
   std::vector<ProductOperand> weight_operands_, input_operands_;
@@ -123,6 +130,7 @@ MlpTrainer::Pass::Pass(MlpTrainer& trainer, const Eigen::MatrixXf& inputs, bool 
       low_(trainer.config_.precision != Precision::fp32),
       f_(trainer.format()),
       batch_(inputs.rows()),
+      batch_inputs_(inputs),
       recipe_(trainer.config_.recipe.recipe),
       weight_readings_(layers_, nullptr),
       finite_bits_(largest_finite_magnitude_bits(trainer.format())),
@@ -146,8 +154,8 @@ MlpTrainer::Pass::Pass(MlpTrainer& trainer, const Eigen::MatrixXf& inputs, bool 
     activation_gradient_[l] = new_record(mlp_layer_name(l), TensorKind::activation_gradient);
     weight_[l] = new_record(mlp_layer_name(l), TensorKind::weight);
     weight_gradient_[l] = new_record(mlp_layer_name(l), TensorKind::weight_gradient);
-    weight_operands_.emplace_back(w_[l]);
-    input_operands_.emplace_back(a_[l]);
+    weight_operands_.emplace_back(weights_of(l));
+    input_operands_.emplace_back(inputs_of(l));
   }
 }
 
@@ -158,20 +166,25 @@ Eigen::MatrixXf MlpTrainer::Pass::block_operand(std::size_t l, GemmOperand opera
 }
 
 Eigen::MatrixXf MlpTrainer::Pass::block_weight(std::size_t l, bool along_rows) {
-  if (!config_.recipe.square_weight_tiles) return block_operand(l, GemmOperand::weight, w_[l], along_rows);
-  if (tiled_weights_[l].size() == 0) tiled_weights_[l] = block_operand(l, GemmOperand::weight, w_[l], along_rows);
+  if (!config_.recipe.square_weight_tiles) return block_operand(l, GemmOperand::weight, weights_of(l), along_rows);
+  if (tiled_weights_[l].size() == 0) tiled_weights_[l] = block_operand(l, GemmOperand::weight, weights_of(l), along_rows);
   return tiled_weights_[l];
 }
 
 void MlpTrainer::Pass::cast_parameters_and_inputs(const Eigen::MatrixXf& inputs) {
-  // Low-precision copies of the weights (the weights themselves for fp32 and fp16-pure).
+  // Low-precision copies of the weights (of fp16 values for fp16-pure); in fp32 the master
+  // weights themselves, recorded where they are.
   for (std::size_t l = 0; l < layers_; ++l) {
-    cast_copy(f_, low_, t_.weights_[l], w_[l], ctx_, recorded(weight_, l), config_.record_blocks, FeatureAxis::second,
-              for_products(weight_operands_[l]), OutputReaders::products_only);
+    if (low_)
+      cast_copy(f_, low_, t_.weights_[l], w_[l], ctx_, recorded(weight_, l), config_.record_blocks, FeatureAxis::second,
+                for_products(weight_operands_[l]), OutputReaders::products_only);
+    else
+      cast(f_, low_, t_.weights_[l], ctx_, recorded(weight_, l), config_.record_blocks, FeatureAxis::second);
     weight_readings_[l] = watch(l, TensorKind::weight);  // take_sentinel reads it, where the step skips
     cast_copy(f_, low_, t_.biases_[l], b_[l], ctx_, nullptr);
   }
-  cast_copy(f_, low_, inputs, a_[0], ctx_, nullptr, std::nullopt, FeatureAxis::second, for_products(input_operands_[0]), OutputReaders::products_only);
+  if (low_)
+    cast_copy(f_, low_, inputs, a_[0], ctx_, nullptr, std::nullopt, FeatureAxis::second, for_products(input_operands_[0]), OutputReaders::products_only);
 }
 
 void MlpTrainer::Pass::forward(std::size_t l) {
@@ -179,8 +192,8 @@ void MlpTrainer::Pass::forward(std::size_t l) {
   // products see the operands it makes (gemm_recipe.hpp).
   const bool next = l + 1 < layers_;
   TensorRecord* z_record = recorded(activation_, l);
-  const std::size_t size = static_cast<std::size_t>(batch_ * w_[l].rows());
-  if (next) a_[l + 1].resize(batch_, w_[l].rows());
+  const std::size_t size = static_cast<std::size_t>(batch_ * weights_of(l).rows());
+  if (next) a_[l + 1].resize(batch_, weights_of(l).rows());
   // z's cast, the activation and its cast, in that order in the stochastic stream; started once
   // whatever the product draws (a recipe's operands) has been drawn.
   std::optional<PiecewiseCast> z_cast, a_cast;
@@ -213,12 +226,12 @@ void MlpTrainer::Pass::forward(std::size_t l) {
     });
   } else {
     if (per_tensor_fp8(recipe_)) {
-      fp8_input_[l] = quantize_fp8_operand(config_.recipe, GemmOperand::input, a_[l], fp8_slot(l, GemmOperand::input), ctx_, fp8_record(l));
-      fp8_weight_[l] = quantize_fp8_operand(config_.recipe, GemmOperand::weight, w_[l], fp8_slot(l, GemmOperand::weight), ctx_, fp8_record(l));
+      fp8_input_[l] = quantize_fp8_operand(config_.recipe, GemmOperand::input, inputs_of(l), fp8_slot(l, GemmOperand::input), ctx_, fp8_record(l));
+      fp8_weight_[l] = quantize_fp8_operand(config_.recipe, GemmOperand::weight, weights_of(l), fp8_slot(l, GemmOperand::weight), ctx_, fp8_record(l));
       z_[l] = fp8_product(fp8_input_[l].values, false, fp8_input_[l].dequantize, fp8_weight_[l].values, true, fp8_weight_[l].dequantize);
     } else if (block_scaled(recipe_)) {
       // Named in turn: the stochastic stream's order must not be left to the compiler.
-      const Eigen::MatrixXf input = block_operand(l, GemmOperand::input, a_[l], false);
+      const Eigen::MatrixXf input = block_operand(l, GemmOperand::input, inputs_of(l), false);
       const Eigen::MatrixXf weight_operand = block_weight(l, false);
       z_[l] = gemm(input, false, weight_operand, true);
     } else {
@@ -267,14 +280,14 @@ bool MlpTrainer::Pass::backward(std::size_t l) {
   // made nothing non-finite, and only a piece above it is looked at again.
   std::atomic<bool> grad_w_non_finite{false};
   const auto cast_and_check = [&](float* values, Eigen::Index first, Eigen::Index columns) {
-    const Eigen::Index rows = w_[l].rows();
+    const Eigen::Index rows = weights_of(l).rows();
     const std::span<float> slice(values, static_cast<std::size_t>(rows * columns));
     const std::uint32_t top = grad_w_cast->piece(slice, static_cast<std::size_t>(first * rows));
     if ((gw_largest == nullptr || top > finite_bits_) && has_non_finite(slice)) grad_w_non_finite = true;
   };
   const bool fuse_weight_gradient = recipe_ == GemmRecipe::none && !(gw_record != nullptr && config_.record_blocks);
   if (fuse_weight_gradient) {
-    grad_w_cast.emplace(f_, low_, ctx_, gw_record, static_cast<std::size_t>(w_[l].size()));
+    grad_w_cast.emplace(f_, low_, ctx_, gw_record, static_cast<std::size_t>(weights_of(l).size()));
     grad_w_cast->watch(gw_largest);
   }
   if (per_tensor_fp8(recipe_)) {
@@ -283,7 +296,7 @@ bool MlpTrainer::Pass::backward(std::size_t l) {
   } else if (block_scaled(recipe_)) {
     // The weight gradient's product reduces over the batch: both operands blocked along it.
     const Eigen::MatrixXf gradient = block_operand(l, GemmOperand::output_gradient, dz_, true, true);
-    const Eigen::MatrixXf input = block_operand(l, GemmOperand::input, a_[l], true, true);
+    const Eigen::MatrixXf input = block_operand(l, GemmOperand::input, inputs_of(l), true, true);
     grad_w_[l] = gemm(gradient, true, input, false);
   } else {
     grad_w_[l] = gemm(gradient_operand, true, input_operands_[l], false,
@@ -306,7 +319,7 @@ bool MlpTrainer::Pass::backward(std::size_t l) {
   const bool non_finite = grad_w_non_finite || any_non_finite(grad_b_[l]);
   if (l == 0) return non_finite;
   // The previous layer's output gradient, from da = dz W: cast, then through the activation.
-  Eigen::MatrixXf next_dz(batch_, w_[l].cols());
+  Eigen::MatrixXf next_dz(batch_, weights_of(l).cols());
   std::optional<PiecewiseCast> da_cast;
   const auto cast_and_differentiate = [&](float* values, Eigen::Index first, Eigen::Index columns) {
     const auto offset = static_cast<std::size_t>(first * batch_), n = static_cast<std::size_t>(columns * batch_);
