@@ -6,6 +6,7 @@
 // ProductOperand however many products take it.
 #include "bf16_products.hpp"
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -127,9 +128,6 @@ dnnl::engine& cpu_engine() {
 
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
-dnnl::memory::desc source_desc(Eigen::Index rows, Eigen::Index k, Eigen::Index stride) {
-  return stride == 0 ? dnnl::memory::desc({rows, k}, dt::bf16, tag::ab) : dnnl::memory::desc({rows, k}, dt::bf16, dnnl::memory::dims{1, stride});
-}
 dnnl::memory::desc weights_desc(Eigen::Index k, Eigen::Index m, bool transposed) {
   return dnnl::memory::desc({k, m}, dt::bf16, transposed ? tag::ba : tag::ab);
 }
@@ -150,19 +148,22 @@ struct BoundArguments {
 };
 BoundArguments& bound_arguments(const Matmul& mm);
 
-// `source_stride`: 0 for a row-major S, else S is column-major with that leading dimension (op(b)^T
-// when b is transposed: b's storage as it is, rows of S `source_stride` apart).
-const Matmul* matmul_for(Eigen::Index rows, Eigen::Index k, Eigen::Index m, bool weights_transposed, Eigen::Index source_stride) {
+// S is always row-major (run_slices transposes a slice of a column-major one): oneDNN runs a slice
+// of a column-major S in another kernel than the whole of it (a strided slice in gemm:jit, a dense
+// one in brg), and the two sum the same products in different orders (their bits differed at
+// k = 784), so a product's bits would follow its slices, and the slices follow the threads.
+// Row-major, every slice runs in the one kernel, the fastest of the three.
+const Matmul* matmul_for(Eigen::Index rows, Eigen::Index k, Eigen::Index m, bool weights_transposed) {
   static std::mutex mutex;
-  static std::map<std::tuple<Eigen::Index, Eigen::Index, Eigen::Index, bool, Eigen::Index>, Matmul> made;
+  static std::map<std::tuple<Eigen::Index, Eigen::Index, Eigen::Index, bool>, Matmul> made;
   const std::lock_guard lock(mutex);
-  const auto key = std::make_tuple(rows, k, m, weights_transposed, source_stride);
+  const auto key = std::make_tuple(rows, k, m, weights_transposed);
   if (auto it = made.find(key); it != made.end()) return it->second.primitive ? &it->second : nullptr;
   Matmul& entry = made[key];
   try {
     dnnl::primitive_attr attributes;
     attributes.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(source_desc(rows, k, source_stride), weights_desc(k, m, weights_transposed),
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(dnnl::memory::desc({rows, k}, dt::bf16, tag::ab), weights_desc(k, m, weights_transposed),
                                                              destination_desc(rows, m)),
                                           attributes, cpu_engine());
     // Only a kernel on the bf16 instructions: oneDNN's reference code would take seconds.
@@ -194,7 +195,8 @@ BoundArguments& bound_arguments(const Matmul& mm) {
 // half is no bf16 value: the low halves say so, and the scan's fields then matter to nothing). The
 // accumulators are the loop's own variables: held in a struct passed by reference, GCC kept them
 // on the stack, a store and a load every 16 values (perf annotate put half the pack's samples there).
-// (GCC 12 warns inside its own _mm512_reduce_* headers about a deliberately undefined vector.)
+// (GCC 12 warns inside its own headers, _mm512_reduce_* and _mm512_extracti64x4_epi64, about a
+// deliberately undefined vector.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -277,6 +279,75 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) Bf16Scan scan_bf16_bits(con
   for (; i + 32 <= n; i += 32) scan_words(_mm512_loadu_si512(in + i), smallest, largest);
   if (i < n) scan_words(_mm512_maskz_loadu_epi16(static_cast<__mmask32>((std::uint64_t{1} << (n - i)) - 1), in + i), smallest, largest);
   return reduced(_mm512_setzero_si512(), smallest, largest);
+}
+
+// The index of VPERMT2W that interleaves two vectors of 32 words in units of `unit` words (1, 2,
+// 4 or 8): unit 2t + s of the result is unit (half * units / 2 + t) of source s, where each
+// vector holds `units` = 32 / unit of them.
+template <int unit, int half>
+constexpr std::array<std::uint16_t, 32> interleave_index() {
+  std::array<std::uint16_t, 32> index{};
+  constexpr int units = 32 / unit;
+  for (int t = 0; t < units / 2; ++t)
+    for (int s = 0; s < 2; ++s)
+      for (int w = 0; w < unit; ++w) index[static_cast<std::size_t>((2 * t + s) * unit + w)] = static_cast<std::uint16_t>(32 * s + (half * units / 2 + t) * unit + w);
+  return index;
+}
+template <int unit, int half>
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512i interleaved(__m512i a, __m512i b) {
+  alignas(64) static constexpr std::array<std::uint16_t, 32> index = interleave_index<unit, half>();
+  return _mm512_permutex2var_epi16(a, _mm512_load_si512(index.data()), b);
+}
+template <int unit>
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512i interleaved(__m512i a, __m512i b, int half) {
+  return half == 0 ? interleaved<unit, 0>(a, b) : interleaved<unit, 1>(a, b);
+}
+
+// A column-major block of bf16 words (`rows` x k, element (i, j) at in[j * stride + i]) written
+// row-major at `out` (element (i, j) at out[i * k + j]): the form of S whose slices oneDNN runs
+// all in one kernel (matmul_for). 16 of S's columns by 32 of its rows at a time, transposed in
+// registers in four rounds of interleaving (words, pairs, fours, eights of the 16 columns); the
+// rows past the last 32 and the columns past the last 16 one word at a time.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void transpose_words(const std::uint16_t* in, std::size_t rows, std::size_t k,
+                                                                          std::size_t stride, std::uint16_t* out) {
+  const std::size_t whole_rows = rows - rows % 32, whole_columns = k - k % 16;
+  // 32 rows at a time across all the columns: each line of `in` read whole once, each row of
+  // `out` written front to back.
+  for (std::size_t i0 = 0; i0 < whole_rows; i0 += 32) {
+    for (std::size_t j0 = 0; j0 < whole_columns; j0 += 16) {
+      __m512i v[16];
+      for (int r = 0; r < 16; ++r) v[r] = _mm512_loadu_si512(in + (j0 + static_cast<std::size_t>(r)) * stride + i0);
+      // A[p][h]: dword t = (column 2p, column 2p + 1) of row 16h + t.
+      __m512i a[8][2];
+      for (int p = 0; p < 8; ++p)
+        for (int h = 0; h < 2; ++h) a[p][h] = interleaved<1>(v[2 * p], v[2 * p + 1], h);
+      // B[q][h][g]: qword t = columns 4q .. 4q + 3 of row 16h + 8g + t.
+      __m512i b[4][2][2];
+      for (int q = 0; q < 4; ++q)
+        for (int h = 0; h < 2; ++h)
+          for (int g = 0; g < 2; ++g) b[q][h][g] = interleaved<2>(a[2 * q][h], a[2 * q + 1][h], g);
+      // C[o][h][g][e]: 128-bit unit t = columns 8o .. 8o + 7 of row 16h + 8g + 4e + t.
+      __m512i c[2][2][2][2];
+      for (int o = 0; o < 2; ++o)
+        for (int h = 0; h < 2; ++h)
+          for (int g = 0; g < 2; ++g)
+            for (int e = 0; e < 2; ++e) c[o][h][g][e] = interleaved<4>(b[2 * o][h][g], b[2 * o + 1][h][g], e);
+      // D: 256-bit half t = all 16 columns of row 16h + 8g + 4e + 2f + t.
+      for (int h = 0; h < 2; ++h)
+        for (int g = 0; g < 2; ++g)
+          for (int e = 0; e < 2; ++e)
+            for (int f = 0; f < 2; ++f) {
+              const __m512i d = interleaved<8>(c[0][h][g][e], c[1][h][g][e], f);
+              const std::size_t row = i0 + static_cast<std::size_t>(16 * h + 8 * g + 4 * e + 2 * f);
+              _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + row * k + j0), _mm512_castsi512_si256(d));
+              _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (row + 1) * k + j0), _mm512_extracti64x4_epi64(d, 1));
+            }
+    }
+    for (std::size_t i = i0; i < i0 + 32; ++i)
+      for (std::size_t j = whole_columns; j < k; ++j) out[i * k + j] = in[j * stride + i];
+  }
+  for (std::size_t i = whole_rows; i < rows; ++i)
+    for (std::size_t j = 0; j < k; ++j) out[i * k + j] = in[j * stride + i];
 }
 #pragma GCC diagnostic pop
 
@@ -415,20 +486,30 @@ namespace {
 
 // The product's calls on the calling thread, for slices [first, last) of c's columns: S's rows
 // (op(b)^T, packed as stored: row-major, or column-major with rows `stride` apart) times W
-// (op(a)^T, packed as stored), each slice `columns_per_call` rows of D = c^T.
+// (op(a)^T, packed as stored), each slice `columns_per_call` rows of D = c^T. A slice of a
+// column-major S is transposed first into a row-major block of its own (matmul_for says why):
+// `columns` x k words, about 1/m of the call's work.
 void run_slices(const std::uint16_t* s_data, Eigen::Index stride, const std::uint16_t* w_data, Eigen::Index m, Eigen::Index k,
                 Eigen::Index n, Eigen::Index columns_per_call, const Matmul& full, const Matmul& tail, const GemmEpilogue& epilogue, float* c,
                 std::size_t first, std::size_t last) {
   onednn_on_calling_thread();
   thread_local dnnl::stream stream(cpu_engine());
   thread_local std::vector<unsigned char> scratchpad;
+  thread_local PackBuffer row_major_slice;
   for (auto slice = static_cast<Eigen::Index>(first); slice < static_cast<Eigen::Index>(last); ++slice) {
     const Eigen::Index column = slice * columns_per_call, columns = std::min(columns_per_call, n - column);
     const Matmul& mm = columns == std::min(n, columns_per_call) ? full : tail;
     if (scratchpad.size() < mm.scratchpad.get_size()) scratchpad.resize(mm.scratchpad.get_size());
     BoundArguments& arguments = bound_arguments(mm);
-    // S's rows from `column` on: rows k apart (row-major), or consecutive (column-major).
-    arguments.source.set_data_handle(const_cast<std::uint16_t*>(s_data + (stride == 0 ? column * k : column)));
+    // S's rows from `column` on: rows k apart (row-major), or the slice's part of each of S's k
+    // columns (column-major), transposed.
+    const std::uint16_t* source = s_data + (stride == 0 ? column * k : column);
+    if (stride != 0) {
+      std::uint16_t* transposed = row_major_slice.room_for(static_cast<std::size_t>(columns * k));
+      transpose_words(source, static_cast<std::size_t>(columns), static_cast<std::size_t>(k), static_cast<std::size_t>(stride), transposed);
+      source = transposed;
+    }
+    arguments.source.set_data_handle(const_cast<std::uint16_t*>(source));
     arguments.weights.set_data_handle(const_cast<std::uint16_t*>(w_data));
     arguments.destination.set_data_handle(c + column * m);
     arguments.scratch.set_data_handle(scratchpad.data());
@@ -445,10 +526,9 @@ void run_slices(const std::uint16_t* s_data, Eigen::Index stride, const std::uin
 }
 
 // The matmuls for c's full slices and its last one: null where oneDNN has no bf16 kernel for them.
-std::pair<const Matmul*, const Matmul*> matmuls_for(Eigen::Index m, Eigen::Index k, Eigen::Index n, bool transpose_a, Eigen::Index stride,
-                                                    Eigen::Index columns_per_call) {
-  const Matmul* full = matmul_for(std::min(n, columns_per_call), k, m, transpose_a, stride);
-  const Matmul* tail = n % columns_per_call == 0 ? full : matmul_for(n % columns_per_call, k, m, transpose_a, stride);
+std::pair<const Matmul*, const Matmul*> matmuls_for(Eigen::Index m, Eigen::Index k, Eigen::Index n, bool transpose_a, Eigen::Index columns_per_call) {
+  const Matmul* full = matmul_for(std::min(n, columns_per_call), k, m, transpose_a);
+  const Matmul* tail = n % columns_per_call == 0 ? full : matmul_for(n % columns_per_call, k, m, transpose_a);
   if (full == nullptr || tail == nullptr) return {nullptr, nullptr};
   return {full, tail};
 }
@@ -469,7 +549,7 @@ bool bf16_product(const ProductOperand& a_operand, bool transpose_a, const Produ
   if (a_scan == nullptr || !bf16_kernels_exact(*a_scan, *b_scan)) return false;
   const Eigen::Index slices = (n + columns_per_call - 1) / columns_per_call, stride = transpose_b ? n : 0;
   // Not a structured binding: Clang 14 refuses one captured by the lambda below.
-  const std::pair<const Matmul*, const Matmul*> matmuls = matmuls_for(m, k, n, transpose_a, stride, columns_per_call);
+  const std::pair<const Matmul*, const Matmul*> matmuls = matmuls_for(m, k, n, transpose_a, columns_per_call);
   const Matmul* full = matmuls.first;
   const Matmul* tail = matmuls.second;
   if (full == nullptr) return false;
@@ -496,7 +576,7 @@ bool bf16_packed_block_product(const PackedBlock& a, bool transpose_a, const Pac
   if (!bf16_kernels_exact(a.scan(), b.scan())) return false;
   const Eigen::Index m = transpose_a ? a.cols() : a.rows(), k = transpose_a ? a.rows() : a.cols(), n = transpose_b ? b.rows() : b.cols();
   const Eigen::Index slices = (n + columns_per_call - 1) / columns_per_call, stride = transpose_b ? n : 0;
-  const auto [full, tail] = matmuls_for(m, k, n, transpose_a, stride, columns_per_call);
+  const auto [full, tail] = matmuls_for(m, k, n, transpose_a, columns_per_call);
   if (full == nullptr) return false;
   run_slices(b.bits(), stride, a.bits(), m, k, n, columns_per_call, *full, *tail, {}, c, 0, static_cast<std::size_t>(slices));
   return true;
