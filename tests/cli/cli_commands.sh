@@ -288,15 +288,17 @@ check train-gpt-resume 0 '^same$' -- bash -c "'$fpscope' train ${gpt[*]} --steps
   cmp -s <(sed -E 's/\"run_id\":\"[0-9a-f]{32}\",?//' '$work/gpt.jsonl') <(sed -E 's/\"run_id\":\"[0-9a-f]{32}\",?//' '$work/gpt-cut.jsonl') && echo same"
 # One, two and seven threads give a whole run's bits (the element-wise passes, the synthetic
 # batches and the products are all sliced without regard to the thread count): the MLP at the
-# defaults (tanh, fp16) and in bf16 with GELU, and the GPT (GELU, softmax, AdamW); every step recorded.
-check train-threads-same-bits 0 '^same same same$' -- bash -c "
-  runs=('--model 64-1024-10 --batch 64' '--model 64-1024-10 --batch 64 --precision bf16 --activation gelu' '${gpt[*]}')
-  for r in 0 1 2; do
+# defaults (tanh, fp16) and in bf16 with GELU, the GPT (GELU, softmax, AdamW), and a bf16 MLP whose
+# first product one thread makes in one call and more threads in slices; every step recorded.
+check train-threads-same-bits 0 '^same same same same$' -- bash -c "
+  runs=('--model 64-1024-10 --batch 64' '--model 64-1024-10 --batch 64 --precision bf16 --activation gelu' '${gpt[*]}'
+        '--model 784-512-10 --batch 64 --precision bf16')
+  for r in 0 1 2 3; do
     for t in 1 2 7; do '$fpscope' train \${runs[r]} --steps 4 --threads \$t --out '$work/threads-'\$r-\$t.jsonl >/dev/null 2>&1 || exit 1; done
     strip() { sed -E 's/\"run_id\":\"[0-9a-f]{32}\",?//' \"\$1\"; }
     cmp -s <(strip '$work/threads-'\$r-1.jsonl) <(strip '$work/threads-'\$r-2.jsonl) &&
       cmp -s <(strip '$work/threads-'\$r-1.jsonl) <(strip '$work/threads-'\$r-7.jsonl) && printf same || printf differ
-    [[ \$r == 2 ]] || printf ' '
+    [[ \$r == 3 ]] || printf ' '
   done"
 check train-gpt-recipe 0 '^24 h1\.mlp\.proj output_gradient e5m2$' -- bash -c "'$fpscope' train ${gpt[*]} --recipe fp8-delayed --steps 3 --out '$work/gpt-fp8.jsonl' >/dev/null 2>&1 &&
   python3 -c 'import json,sys; s=[json.loads(l) for l in open(sys.argv[1])][-1][\"scaling\"]; o=[x for x in s if x[\"operand\"]==\"output_gradient\"][0]; print(len(s), o[\"name\"], o[\"operand\"], o[\"format\"])' '$work/gpt-fp8.jsonl'"
