@@ -69,15 +69,15 @@ def _local(tensor):
 
 
 def _unwrapped(model):
-    """The module whose names the log uses: through torch.compile's OptimizedModule (`_orig_mod`)
-    and DistributedDataParallel (`module`), so that a compiled or wrapped model's records carry
-    the names of the model itself."""
+    """The module whose names the log uses: through torch.compile's OptimizedModule (`_orig_mod`),
+    DistributedDataParallel and DataParallel (`module`), so that a compiled or wrapped model's
+    records carry the names of the model itself."""
     while True:
         inner = getattr(model, "_orig_mod", None)
         if isinstance(inner, torch.nn.Module):
             model = inner
             continue
-        if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        if isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)):
             model = model.module
             continue
         return model

@@ -146,6 +146,20 @@ class CheckpointingTest(unittest.TestCase):
                     self.assertEqual(record_histogram(checkpointed[key]), record_histogram(plain[key]), (how, key))
 
 
+class DataParallelWrapperTest(unittest.TestCase):
+    def test_a_wrapped_model_is_recorded_under_its_own_names(self):
+        # Without GPUs, DataParallel runs its module as it is: the same step, the same records.
+        micro = [batch(0)]
+        with tempfile.TemporaryDirectory() as d:
+            plain = train_step(os.path.join(d, "plain.jsonl"), Net(), micro)
+            wrapped = train_step(os.path.join(d, "wrapped.jsonl"), torch.nn.DataParallel(Net(), device_ids=[]), micro)
+            self.assertEqual(read_log(os.path.join(d, "wrapped.jsonl"))[0]["model"], "Net")
+        self.assertIn(("blocks.0.fc.weight", "weight_gradient"), plain)
+        self.assertEqual(sorted(wrapped), sorted(plain))
+        for key in plain:
+            self.assertEqual(record_histogram(wrapped[key]), record_histogram(plain[key]), key)
+
+
 @unittest.skipUnless(TORCH_2 and hasattr(torch, "compile"), "torch.compile needs torch >= 2")
 class CompileTest(unittest.TestCase):
     def train(self, record, d, steps=20):
