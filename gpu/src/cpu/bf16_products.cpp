@@ -6,7 +6,6 @@
 // ProductOperand however many products take it.
 #include "bf16_products.hpp"
 
-#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -281,67 +280,63 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) Bf16Scan scan_bf16_bits(con
   return reduced(_mm512_setzero_si512(), smallest, largest);
 }
 
-// The index of VPERMT2W that interleaves two vectors of 32 words in units of `unit` words (1, 2,
-// 4 or 8): unit 2t + s of the result is unit (half * units / 2 + t) of source s, where each
-// vector holds `units` = 32 / unit of them.
-template <int unit, int half>
-constexpr std::array<std::uint16_t, 32> interleave_index() {
-  std::array<std::uint16_t, 32> index{};
-  constexpr int units = 32 / unit;
-  for (int t = 0; t < units / 2; ++t)
-    for (int s = 0; s < 2; ++s)
-      for (int w = 0; w < unit; ++w) index[static_cast<std::size_t>((2 * t + s) * unit + w)] = static_cast<std::uint16_t>(32 * s + (half * units / 2 + t) * unit + w);
-  return index;
-}
-template <int unit, int half>
-__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512i interleaved(__m512i a, __m512i b) {
-  alignas(64) static constexpr std::array<std::uint16_t, 32> index = interleave_index<unit, half>();
-  return _mm512_permutex2var_epi16(a, _mm512_load_si512(index.data()), b);
-}
-template <int unit>
-__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline __m512i interleaved(__m512i a, __m512i b, int half) {
-  return half == 0 ? interleaved<unit, 0>(a, b) : interleaved<unit, 1>(a, b);
+// Eight columns of a column-major block of bf16 words, rows i .. i + 31 of each (`in` at row i of
+// the first column, columns `stride` apart), as c[x] whose 128-bit lane L is the eight columns of
+// row 8L + x: three rounds of in-lane unpacking, of words, dwords and qwords (the columns' pairs,
+// fours and eights). After round one, lane L's dword u of a[2p + s1] is row 8L + 4 s1 + u; after
+// round two, its qword u of b[4q + 2 s1 + s2] is row 8L + 4 s1 + 2 s2 + u.
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void eight_columns(const std::uint16_t* in, std::size_t stride,
+                                                                                              __m512i c[8]) {
+  __m512i v[8], a[8], b[8];
+#pragma GCC unroll 8
+  for (int r = 0; r < 8; ++r) v[r] = _mm512_loadu_si512(in + static_cast<std::size_t>(r) * stride);
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; ++p) {
+    a[2 * p] = _mm512_unpacklo_epi16(v[2 * p], v[2 * p + 1]);
+    a[2 * p + 1] = _mm512_unpackhi_epi16(v[2 * p], v[2 * p + 1]);
+  }
+#pragma GCC unroll 4
+  for (int qs = 0; qs < 4; ++qs) {  // q = qs / 2, s1 = qs % 2
+    const int q = qs / 2, s1 = qs % 2;
+    b[4 * q + 2 * s1] = _mm512_unpacklo_epi32(a[4 * q + s1], a[4 * q + 2 + s1]);
+    b[4 * q + 2 * s1 + 1] = _mm512_unpackhi_epi32(a[4 * q + s1], a[4 * q + 2 + s1]);
+  }
+#pragma GCC unroll 4
+  for (int x = 0; x < 8; x += 2) {
+    c[x] = _mm512_unpacklo_epi64(b[x / 2], b[4 + x / 2]);
+    c[x + 1] = _mm512_unpackhi_epi64(b[x / 2], b[4 + x / 2]);
+  }
 }
 
 // A column-major block of bf16 words (`rows` x k, element (i, j) at in[j * stride + i]) written
 // row-major at `out` (element (i, j) at out[i * k + j]): the form of S whose slices oneDNN runs
 // all in one kernel (matmul_for). 16 of S's columns by 32 of its rows at a time, transposed in
-// registers in four rounds of interleaving (words, pairs, fours, eights of the 16 columns); the
-// rows past the last 32 and the columns past the last 16 one word at a time.
+// registers: each eight columns unpacked (eight_columns), then one round of qword permutes joining
+// a row's two halves (VPERMT2W, which would need no such bookkeeping, is several times slower on
+// AMD's Zen 4). The rows past the last 32 and the columns past the last 16 one word at a time.
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void transpose_words(const std::uint16_t* in, std::size_t rows, std::size_t k,
                                                                           std::size_t stride, std::uint16_t* out) {
   const std::size_t whole_rows = rows - rows % 32, whole_columns = k - k % 16;
+  // Qwords of two vectors: lanes 0 and 1 of each, a row's halves side by side; then lanes 2 and 3.
+  const __m512i first_lanes = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0), last_lanes = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
   // 32 rows at a time across all the columns: each line of `in` read whole once, each row of
   // `out` written front to back.
   for (std::size_t i0 = 0; i0 < whole_rows; i0 += 32) {
     for (std::size_t j0 = 0; j0 < whole_columns; j0 += 16) {
-      __m512i v[16];
-      for (int r = 0; r < 16; ++r) v[r] = _mm512_loadu_si512(in + (j0 + static_cast<std::size_t>(r)) * stride + i0);
-      // A[p][h]: dword t = (column 2p, column 2p + 1) of row 16h + t.
-      __m512i a[8][2];
-      for (int p = 0; p < 8; ++p)
-        for (int h = 0; h < 2; ++h) a[p][h] = interleaved<1>(v[2 * p], v[2 * p + 1], h);
-      // B[q][h][g]: qword t = columns 4q .. 4q + 3 of row 16h + 8g + t.
-      __m512i b[4][2][2];
-      for (int q = 0; q < 4; ++q)
-        for (int h = 0; h < 2; ++h)
-          for (int g = 0; g < 2; ++g) b[q][h][g] = interleaved<2>(a[2 * q][h], a[2 * q + 1][h], g);
-      // C[o][h][g][e]: 128-bit unit t = columns 8o .. 8o + 7 of row 16h + 8g + 4e + t.
-      __m512i c[2][2][2][2];
-      for (int o = 0; o < 2; ++o)
-        for (int h = 0; h < 2; ++h)
-          for (int g = 0; g < 2; ++g)
-            for (int e = 0; e < 2; ++e) c[o][h][g][e] = interleaved<4>(b[2 * o][h][g], b[2 * o + 1][h][g], e);
-      // D: 256-bit half t = all 16 columns of row 16h + 8g + 4e + 2f + t.
-      for (int h = 0; h < 2; ++h)
-        for (int g = 0; g < 2; ++g)
-          for (int e = 0; e < 2; ++e)
-            for (int f = 0; f < 2; ++f) {
-              const __m512i d = interleaved<8>(c[0][h][g][e], c[1][h][g][e], f);
-              const std::size_t row = i0 + static_cast<std::size_t>(16 * h + 8 * g + 4 * e + 2 * f);
-              _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + row * k + j0), _mm512_castsi512_si256(d));
-              _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (row + 1) * k + j0), _mm512_extracti64x4_epi64(d, 1));
-            }
+      __m512i low[8], high[8];  // columns j0 .. j0 + 7 and j0 + 8 .. j0 + 15
+      eight_columns(in + j0 * stride + i0, stride, low);
+      eight_columns(in + (j0 + 8) * stride + i0, stride, high);
+      // Row 8L + x whole (16 columns, 256 bits): lane L of low[x], then of high[x].
+#pragma GCC unroll 8
+      for (int x = 0; x < 8; ++x) {
+        const __m512i rows_0_8 = _mm512_permutex2var_epi64(low[x], first_lanes, high[x]);
+        const __m512i rows_16_24 = _mm512_permutex2var_epi64(low[x], last_lanes, high[x]);
+        std::uint16_t* row = out + (i0 + static_cast<std::size_t>(x)) * k + j0;
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row), _mm512_castsi512_si256(rows_0_8));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 8 * k), _mm512_extracti64x4_epi64(rows_0_8, 1));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 16 * k), _mm512_castsi512_si256(rows_16_24));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 24 * k), _mm512_extracti64x4_epi64(rows_16_24, 1));
+      }
     }
     for (std::size_t i = i0; i < i0 + 32; ++i)
       for (std::size_t j = whole_columns; j < k; ++j) out[i * k + j] = in[j * stride + i];
