@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -68,6 +69,7 @@ Eigen::Index float32_slice(const MatrixBlock& a, bool transpose_a, const MatrixB
     onednn_on_calling_thread();
     const dnnl_status_t status = dnnl_sgemm(transpose_b ? 'T' : 'N', transpose_a ? 'T' : 'N', columns, m, k, 1.0f, b_slice, b.stride, a.data, a.stride,
                                             0.0f, c + column * m, m);
+    if (status == dnnl_out_of_memory) throw std::bad_alloc();  // its packing buffers: the one sentence of running out of memory
     if (status != dnnl_success)
       throw std::runtime_error("gemm: oneDNN's sgemm refused a " + std::to_string(m) + "x" + std::to_string(k) + " by " + std::to_string(k) +
                                "x" + std::to_string(columns) + " product (status " + std::to_string(static_cast<int>(status)) + ")");
