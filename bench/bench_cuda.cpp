@@ -97,7 +97,7 @@ void BM_cast_record_fp16_256MiB(benchmark::State& state) {
 
 void BM_histogram_256MiB(benchmark::State& state) {  // reads only: half the copy's bytes
   Buffers& b = buffers();
-  time_with_events(state, [&] { fpscope::cuda::record_histogram(b.in, tensor_elements, b.records); });
+  time_with_events(state, [&] { fpscope::cuda::record_histogram(b.in, tensor_elements, {b.records}); });
 }
 
 // Steps per timed iteration. An iteration's manual time is one step's (the iteration's over this),

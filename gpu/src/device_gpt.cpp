@@ -373,8 +373,10 @@ DeviceGptTrainer::Pass::Into DeviceGptTrainer::Pass::weight_record(TensorKind ki
 }
 
 void DeviceGptTrainer::Pass::cast(const float* in, float* out, std::uint16_t* packed16, std::size_t n, const Into& into) {
+  // The sentinel's reading of a watched tensor, made by its cast (or its histogram's pass).
+  RecordSlots slots = into.slots;
   if (into.watched && config.sentinel && watched.size() < m.sentinel.size()) {
-    ops.amax_bits(in, n, m.sentinel.data() + watched.size());
+    slots.largest = m.sentinel.data() + watched.size();
     watched.push_back({into.name, into.kind, 0});
   }
   if (!blocks.empty() && into.layout != Into::Layout::none) {
@@ -388,11 +390,11 @@ void DeviceGptTrainer::Pass::cast(const float* in, float* out, std::uint16_t* pa
     }
   }
   if (low) {
-    ops.cast(in, out, packed16, n, bf16, config.rounding, into.slots, config.seed, trainer.stochastic_counter_);
+    ops.cast(in, out, packed16, n, bf16, config.rounding, slots, config.seed, trainer.stochastic_counter_);
     trainer.stochastic_counter_ += n;
     return;
   }
-  if (into.slots.histogram != nullptr) ops.record_histogram(in, n, into.slots.histogram);
+  if (slots.histogram != nullptr || slots.largest != nullptr) ops.record_histogram(in, n, slots);
   if (out != nullptr && out != in) ops.copy(out, in, n * sizeof(float));
 }
 

@@ -177,14 +177,21 @@ class DeviceMlpTrainer::Pass {
   void record_blocks(std::size_t l, int kind, const float* values, int rows, int cols);
   // The cast of n values from `in` to `out` (float32; null where nothing reads them) and `packed`
   // (16-bit; null where no product reads them), taking n random words; the fp32 policy casts
-  // nothing and records the histogram of `in` where asked.
+  // nothing and records the histogram of `in` where asked. into.largest, where given (watched),
+  // takes the sentinel's reading of `in` in the same pass (amax_bits where there is none).
   void cast(const float* in, float* out, std::uint16_t* packed, std::size_t n, RecordSlots into);
-  // The step sentinel's reading of n values at `in` (before their cast), the next in execution
-  // order: its largest magnitude bits (amax_bits), kept on the device until read_back wants it.
-  void watch(std::size_t l, TensorKind kind, const float* in, std::size_t n) {
-    if (!config_.sentinel) return;
-    ops_.amax_bits(in, n, m_.sentinel.data() + watched_.size());
+  // Where the step sentinel's reading of layer l's tensor of `kind` goes, the next in execution
+  // order (its largest magnitude bits, kept on the device until read_back wants it): the cast of
+  // the tensor takes it. Null where the sentinel is off.
+  std::uint32_t* watch(std::size_t l, TensorKind kind) {
+    if (!config_.sentinel) return nullptr;
     watched_.push_back({mlp_layer_name(l), kind, 0});
+    return m_.sentinel.data() + (watched_.size() - 1);
+  }
+  // `into` with the sentinel's reading of layer l's tensor of `kind` (watch).
+  RecordSlots watched(RecordSlots into, std::size_t l, TensorKind kind) {
+    into.largest = watch(l, kind);
+    return into;
   }
   // C (rows x cols) = op(A) op(B), all column-major; 16-bit operands in low precision.
   void product(bool ta, bool tb, int rows, int cols, int k, const float* a32, const std::uint16_t* a16, int lda, const float* b32,
@@ -279,8 +286,8 @@ void DeviceMlpTrainer::Pass::cast(const float* in, float* out, std::uint16_t* pa
   if (low_) {
     ops_.cast(in, out, packed, n, bf16_, config_.rounding, into, config_.seed, t_.stochastic_counter_);
     t_.stochastic_counter_ += n;
-  } else if (into.histogram != nullptr) {
-    ops_.record_histogram(in, n, into.histogram);
+  } else if (into.histogram != nullptr || into.largest != nullptr) {
+    ops_.record_histogram(in, n, into);
   }
 }
 
@@ -339,8 +346,7 @@ void DeviceMlpTrainer::Pass::forward(std::size_t l) {
   }
   ops_.add_column_bias(m_.z[l].data(), bias(l), batch_, out);
   record_blocks(l, 0, m_.z[l].data(), batch_, out);
-  watch(l, TensorKind::activation, m_.z[l].data(), m_.z[l].size());
-  cast(m_.z[l].data(), m_.z[l].data(), nullptr, m_.z[l].size(), slots(l, 0));
+  cast(m_.z[l].data(), m_.z[l].data(), nullptr, m_.z[l].size(), watched(slots(l, 0), l, TensorKind::activation));
   if (l + 1 < layers_) {
     ops_.activation_forward(m_.z[l].data(), m_.a[l + 1].data(), m_.z[l].size(), config_.activation);
     cast(m_.a[l + 1].data(), recipe_active_ ? m_.a[l + 1].data() : nullptr, recipe_active_ ? nullptr : m_.a_16[l + 1].data(), m_.a[l + 1].size(), {});
@@ -359,8 +365,7 @@ void DeviceMlpTrainer::Pass::backward(std::size_t l) {
   const int in = config_.layer_sizes[l], out = config_.layer_sizes[l + 1];
   const std::size_t n_dz = static_cast<std::size_t>(batch_) * static_cast<std::size_t>(out);
   record_blocks(l, 1, m_.dz.data(), batch_, out);
-  watch(l, TensorKind::activation_gradient, m_.dz.data(), n_dz);
-  cast(m_.dz.data(), m_.dz.data(), m_.dz_16[l].data(), n_dz, slots(l, 1));
+  cast(m_.dz.data(), m_.dz.data(), m_.dz_16[l].data(), n_dz, watched(slots(l, 1), l, TensorKind::activation_gradient));
   // grad_W (out x in) = dz^T (dz: batch x out) a (batch x in)
   dz_dequantize_ = 1.0f;
   if (!recipe_active_) {
@@ -382,8 +387,7 @@ void DeviceMlpTrainer::Pass::backward(std::size_t l) {
       ops_.upload(m_.grad_w[l].data(), &bad, sizeof bad);
     }
   record_blocks(l, 3, m_.grad_w[l].data(), out, in);
-  watch(l, TensorKind::weight_gradient, m_.grad_w[l].data(), m_.grad_w[l].size());
-  cast(m_.grad_w[l].data(), m_.grad_w[l].data(), nullptr, m_.grad_w[l].size(), slots(l, 3));
+  cast(m_.grad_w[l].data(), m_.grad_w[l].data(), nullptr, m_.grad_w[l].size(), watched(slots(l, 3), l, TensorKind::weight_gradient));
   cast(m_.grad_b[l].data(), m_.grad_b[l].data(), nullptr, m_.grad_b[l].size(), {});
   if (l == 0) return;
   // dA (batch x in) = dz (batch x out) W (out x in)

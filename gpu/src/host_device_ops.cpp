@@ -25,7 +25,9 @@ namespace {
 
 template <Format F, RoundingMode Mode>
 void cast_in(const float* in, float* out, std::uint16_t* packed, std::size_t n, RecordSlots slots, std::uint64_t seed, std::uint64_t first) {
+  std::uint32_t largest = 0;
   for (std::size_t i = 0; i < n; ++i) {
+    largest = std::max(largest, magnitude_bits(in[i]));  // before out[i] is written: `out` may be `in`
     const CastRecordElement e = cast_record_element<F, Mode>(float_bits(in[i]), seed, first, i);
     if (out != nullptr) out[i] = bits_float(e.rounded);
     if (packed != nullptr) packed[i] = static_cast<std::uint16_t>(e.narrow);
@@ -36,6 +38,7 @@ void cast_in(const float* in, float* out, std::uint16_t* packed, std::size_t n, 
       slots.counts[2] += e.overflowed ? 1 : 0;
     }
   }
+  if (slots.largest != nullptr) *slots.largest = largest;
 }
 
 template <Format F>
@@ -78,8 +81,13 @@ class HostDeviceOps final : public DeviceOps {
     if (bf16) cast_as<formats::bf16>(in, out, packed, n, mode, slots, seed, first);
     else cast_as<formats::fp16>(in, out, packed, n, mode, slots, seed, first);
   }
-  void record_histogram(const float* in, std::size_t n, unsigned long long* histogram) override {
-    for (std::size_t i = 0; i < n; ++i) ++histogram[histogram_slot_of_f32(float_bits(in[i]))];
+  void record_histogram(const float* in, std::size_t n, RecordSlots slots) override {
+    std::uint32_t largest = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      largest = std::max(largest, magnitude_bits(in[i]));
+      if (slots.histogram != nullptr) ++slots.histogram[histogram_slot_of_f32(float_bits(in[i]))];
+    }
+    if (slots.largest != nullptr) *slots.largest = largest;
   }
 
   void product(const ProductCall& call) override {

@@ -179,17 +179,27 @@ void check_operations(DeviceOps& gpu, DeviceOps& twin) {
       Pair<float> in(gpu, twin, values), out(gpu, twin, values.size());
       Pair<std::uint16_t> packed(gpu, twin, values.size());
       Pair<unsigned long long> slots(gpu, twin, bin_slot_count + 3);
-      gpu.cast(in.g, out.g, packed.g, values.size(), bf16, mode, {slots.g, slots.g + bin_slot_count}, 9, 1234);
-      twin.cast(in.t, out.t, packed.t, values.size(), bf16, mode, {slots.t, slots.t + bin_slot_count}, 9, 1234);
-      verdict(out.same_bits() && packed.same_bits() && slots.same_bits(),
-              std::string("cast to ") + (bf16 ? "bf16 " : "fp16 ") + rounding_mode_name(mode) + ": values, patterns, histogram and counts exact");
+      Pair<std::uint32_t> largest(gpu, twin, 1);
+      gpu.cast(in.g, out.g, packed.g, values.size(), bf16, mode, {slots.g, slots.g + bin_slot_count, largest.g}, 9, 1234);
+      twin.cast(in.t, out.t, packed.t, values.size(), bf16, mode, {slots.t, slots.t + bin_slot_count, largest.t}, 9, 1234);
+      verdict(out.same_bits() && packed.same_bits() && slots.same_bits() && largest.same_bits(),
+              std::string("cast to ") + (bf16 ? "bf16 " : "fp16 ") + rounding_mode_name(mode) + ": values, patterns, histogram, counts and reading exact");
+      // Unrecorded, in place, the reading still the input's (taken before each value is rounded).
+      Pair<float> again(gpu, twin, values);
+      gpu.cast(again.g, again.g, nullptr, values.size(), bf16, mode, {nullptr, nullptr, largest.g}, 9, 1234);
+      twin.cast(again.t, again.t, nullptr, values.size(), bf16, mode, {nullptr, nullptr, largest.t}, 9, 1234);
+      verdict(again.same_bits() && largest.same_bits(), std::string("cast in place, unrecorded, watched: values and reading exact, ") + rounding_mode_name(mode));
     }
   {
     Pair<float> in(gpu, twin, normal(3000, 8));
     Pair<unsigned long long> histogram(gpu, twin, bin_slot_count);
-    gpu.record_histogram(in.g, in.n, histogram.g);
-    twin.record_histogram(in.t, in.n, histogram.t);
-    verdict(histogram.same_bits(), "record_histogram exact");
+    Pair<std::uint32_t> largest(gpu, twin, 1);
+    gpu.record_histogram(in.g, in.n, {histogram.g, nullptr, largest.g});
+    twin.record_histogram(in.t, in.n, {histogram.t, nullptr, largest.t});
+    verdict(histogram.same_bits() && largest.same_bits(), "record_histogram exact, with its reading");
+    gpu.record_histogram(in.g, in.n, {nullptr, nullptr, largest.g});
+    twin.record_histogram(in.t, in.n, {nullptr, nullptr, largest.t});
+    verdict(largest.same_bits(), "record_histogram's reading alone exact");
   }
   // Products: every transpose, 16-bit and float32, batched with strides (cublasGemmStridedBatchedEx)
   // and grouped over two levels of strides (cublasGemmBatchedEx), accumulating.

@@ -194,7 +194,7 @@ int main() {
       Device<float> in(values);
       Device<unsigned long long> bins(bin_slot_count);
       bins.zero();
-      cuda::record_histogram(in.data, n, bins.data);
+      cuda::record_histogram(in.data, n, {bins.data});
       const std::vector<unsigned long long> got = bins.read();
       bool same = got[bin_zero] == histogram.zero_count() && got[bin_infinity] == histogram.infinity_count() && got[bin_nan] == histogram.nan_count();
       for (int b = min_binade; b <= max_binade; ++b) same = same && got[b - min_binade] == histogram.count(b);

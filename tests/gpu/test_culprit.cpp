@@ -9,10 +9,14 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
+#include <random>
 #include <thread>
+#include <vector>
 
 #include "fpscope/analyzer/culprit_diagnosis.hpp"
+#include "fpscope/core/names.hpp"
 #include "fpscope/gpu/device_gpt.hpp"
 #include "fpscope/gpu/device_mlp.hpp"
 #include "fpscope/gpu/gpt.hpp"
@@ -290,6 +294,59 @@ TEST_CASE("culprit: the sentinel changes no bit of a run, recorded steps or not"
       }
       CHECK(same_state(a->state(), b->state()));
     }
+  }
+}
+
+TEST_CASE("culprit: a device cast takes the sentinel's reading in its own pass: amax_bits's, in place or not, recorded or not") {
+  // The host twin, whose memory is the host's: the CUDA kernels are held to it (tests/cuda).
+  const std::unique_ptr<DeviceOps> ops = make_host_device_ops();
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 300.0f);
+  std::vector<float> values(777);
+  for (float& v : values) v = normal(rng);
+  values[3] = -0.0f, values[10] = 1e-41f, values[400] = -7e4f;
+  for (const bool with_nan : {false, true}) {
+    CAPTURE(with_nan);
+    if (with_nan) values[776] = -std::numeric_limits<float>::quiet_NaN();
+    const std::size_t n = values.size();
+    std::uint32_t expected = 0;
+    ops->amax_bits(values.data(), n, &expected);
+    CHECK(expected == (with_nan ? bits_of(std::numeric_limits<float>::quiet_NaN()) : bits_of(7e4f)));
+    for (const bool bf16 : {false, true})
+      for (const RoundingMode mode : {RoundingMode::nearest_even, RoundingMode::stochastic})
+        for (const bool in_place : {false, true})
+          for (const bool recorded : {false, true}) {
+            CAPTURE(bf16);
+            CAPTURE(rounding_mode_name(mode));
+            CAPTURE(in_place);
+            CAPTURE(recorded);
+            // The cast alone, then with the reading: the reading is the input's, and changes no bit.
+            std::vector<float> plain_in = values, plain_out(n), watched_in = values, watched_out(n);
+            std::vector<std::uint16_t> plain_packed(n), watched_packed(n);
+            std::vector<unsigned long long> plain_slots(bin_slot_count + 3), watched_slots(bin_slot_count + 3);
+            const auto slots = [&](std::vector<unsigned long long>& at, std::uint32_t* largest) {
+              return recorded ? RecordSlots{at.data(), at.data() + bin_slot_count, largest} : RecordSlots{nullptr, nullptr, largest};
+            };
+            std::uint32_t largest = 0xDEADBEEFu;  // written, not raised
+            ops->cast(plain_in.data(), in_place ? plain_in.data() : plain_out.data(), plain_packed.data(), n, bf16, mode, slots(plain_slots, nullptr), 9, 100);
+            ops->cast(watched_in.data(), in_place ? watched_in.data() : watched_out.data(), watched_packed.data(), n, bf16, mode,
+                      slots(watched_slots, &largest), 9, 100);
+            CHECK(largest == expected);
+            CHECK(std::memcmp(plain_in.data(), watched_in.data(), n * sizeof(float)) == 0);
+            CHECK(std::memcmp(plain_out.data(), watched_out.data(), n * sizeof(float)) == 0);
+            CHECK(plain_packed == watched_packed);
+            CHECK(plain_slots == watched_slots);
+          }
+    // The fp32 policy's pass: the histogram where recorded, the reading either way.
+    std::vector<unsigned long long> plain(bin_slot_count), watched(bin_slot_count);
+    ops->record_histogram(values.data(), values.size(), RecordSlots{plain.data()});
+    std::uint32_t largest = 0xDEADBEEFu;
+    ops->record_histogram(values.data(), values.size(), RecordSlots{watched.data(), nullptr, &largest});
+    CHECK(largest == expected);
+    CHECK(plain == watched);
+    largest = 0xDEADBEEFu;
+    ops->record_histogram(values.data(), values.size(), RecordSlots{nullptr, nullptr, &largest});
+    CHECK(largest == expected);
   }
 }
 

@@ -100,8 +100,8 @@ class CudaDeviceOps final : public DeviceOps {
             std::uint64_t seed, std::uint64_t first) override {
     cuda::cast_and_record(in, out, n, bf16, mode, slots, stream_, seed, first, packed);
   }
-  void record_histogram(const float* in, std::size_t n, unsigned long long* histogram) override {
-    cuda::record_histogram(in, n, histogram, stream_);
+  void record_histogram(const float* in, std::size_t n, RecordSlots slots) override {
+    cuda::record_histogram(in, n, slots, stream_);
   }
 
   void product(const ProductCall& c) override {

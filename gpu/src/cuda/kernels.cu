@@ -104,9 +104,24 @@ __device__ __forceinline__ void cast_one(std::uint32_t u, std::size_t i, BlockRe
   }
 }
 
+// The block's largest of its threads' `top` into *largest (zeroed before the launch), the step
+// sentinel's reading made in the pass that casts or records: one shared atomic a thread, one
+// global atomic a block (amax_bits_kernel's reduction). Nothing where `largest` is null, which is
+// the same for every thread of the grid.
+__device__ __forceinline__ void merge_largest(unsigned int top, unsigned int* largest) {
+  __shared__ unsigned int block_largest;
+  if (largest == nullptr) return;
+  if (threadIdx.x == 0) block_largest = 0;
+  __syncthreads();
+  atomicMax(&block_largest, top);
+  __syncthreads();
+  if (threadIdx.x == 0) atomicMax(largest, block_largest);
+}
+
+// `top` takes the largest magnitude_bits of the thread's elements, read before their cast.
 template <Format F, RoundingMode Mode, bool Record>
 __device__ __forceinline__ void cast_loop(const float* in, float* out, std::uint16_t* packed, std::size_t n, bool vectors,
-                                          BlockRecorder* recorder, std::uint64_t stochastic_seed, std::uint64_t first_random) {
+                                          BlockRecorder* recorder, std::uint64_t stochastic_seed, std::uint64_t first_random, unsigned int& top) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   const std::size_t first = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   std::size_t scalar_from = 0;
@@ -115,6 +130,7 @@ __device__ __forceinline__ void cast_loop(const float* in, float* out, std::uint
     for (std::size_t q = first; q < quads; q += stride) {
       const float4 v = reinterpret_cast<const float4*>(in)[q];
       const std::uint32_t u[4] = {float_bits(v.x), float_bits(v.y), float_bits(v.z), float_bits(v.w)};
+      top = max(top, max(max(magnitude_bits(v.x), magnitude_bits(v.y)), max(magnitude_bits(v.z), magnitude_bits(v.w))));
       float r[4];
       std::uint16_t p[4];
 #pragma unroll
@@ -128,6 +144,7 @@ __device__ __forceinline__ void cast_loop(const float* in, float* out, std::uint
   for (std::size_t i = scalar_from + first; i < n; i += stride) {
     float r;
     std::uint16_t p;
+    top = max(top, magnitude_bits(in[i]));
     cast_one<F, Mode, Record>(float_bits(in[i]), i, recorder, stochastic_seed, first_random, r, p);
     if (out != nullptr) out[i] = r;
     if (packed != nullptr) packed[i] = p;
@@ -136,24 +153,30 @@ __device__ __forceinline__ void cast_loop(const float* in, float* out, std::uint
 
 template <int ExponentBits, int MantissaBits, RoundingMode Mode, bool Record>
 __global__ void __launch_bounds__(threads) cast_record_kernel(const float* in, float* out, std::uint16_t* packed, std::size_t n, bool vectors,
-                                                              unsigned long long* histogram, unsigned long long* counts,
+                                                              unsigned long long* histogram, unsigned long long* counts, unsigned int* largest,
                                                               std::uint64_t stochastic_seed, std::uint64_t first_random) {
   constexpr Format F{ExponentBits, MantissaBits, Flavour::ieee};
+  unsigned int top = 0;
   if constexpr (Record) {
     __shared__ unsigned int block_bins[block_bins_size];
     BlockRecorder recorder(block_bins);
-    cast_loop<F, Mode, true>(in, out, packed, n, vectors, &recorder, stochastic_seed, first_random);
+    cast_loop<F, Mode, true>(in, out, packed, n, vectors, &recorder, stochastic_seed, first_random, top);
     recorder.merge(block_bins, histogram, counts);
   } else {
-    cast_loop<F, Mode, false>(in, out, packed, n, vectors, nullptr, stochastic_seed, first_random);
+    cast_loop<F, Mode, false>(in, out, packed, n, vectors, nullptr, stochastic_seed, first_random, top);
   }
+  merge_largest(top, largest);
 }
 
-// The histogram of float32 values without a cast (the fp32 policy): four elements per thread
-// where the pointer allows.
-__global__ void __launch_bounds__(threads) histogram_kernel(const float* in, std::size_t n, bool vectors, unsigned long long* histogram) {
+// The histogram of float32 values without a cast (the fp32 policy), where `histogram` is not
+// null, and their reading into `largest` (merge_largest), where it is not: four elements per
+// thread where the pointer allows.
+__global__ void __launch_bounds__(threads) histogram_kernel(const float* in, std::size_t n, bool vectors, unsigned long long* histogram,
+                                                            unsigned int* largest) {
   __shared__ unsigned int block_bins[block_bins_size];
   BlockRecorder recorder(block_bins);
+  const bool record = histogram != nullptr;
+  unsigned int top = 0;
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   const std::size_t first = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   std::size_t scalar_from = 0;
@@ -161,6 +184,8 @@ __global__ void __launch_bounds__(threads) histogram_kernel(const float* in, std
     const std::size_t quads = n / 4;
     for (std::size_t q = first; q < quads; q += stride) {
       const float4 v = reinterpret_cast<const float4*>(in)[q];
+      top = max(top, max(max(magnitude_bits(v.x), magnitude_bits(v.y)), max(magnitude_bits(v.z), magnitude_bits(v.w))));
+      if (!record) continue;
       recorder.add(histogram_slot_of_f32(float_bits(v.x)));
       recorder.add(histogram_slot_of_f32(float_bits(v.y)));
       recorder.add(histogram_slot_of_f32(float_bits(v.z)));
@@ -168,8 +193,12 @@ __global__ void __launch_bounds__(threads) histogram_kernel(const float* in, std
     }
     scalar_from = quads * 4;
   }
-  for (std::size_t i = scalar_from + first; i < n; i += stride) recorder.add(histogram_slot_of_f32(float_bits(in[i])));
-  recorder.merge(block_bins, histogram, nullptr);
+  for (std::size_t i = scalar_from + first; i < n; i += stride) {
+    top = max(top, magnitude_bits(in[i]));
+    if (record) recorder.add(histogram_slot_of_f32(float_bits(in[i])));
+  }
+  if (record) recorder.merge(block_bins, histogram, nullptr);
+  merge_largest(top, largest);
 }
 
 // Column-major z (rows x cols): element i is in column i / rows.
@@ -295,17 +324,25 @@ int blocks_for(std::size_t n) {
 // Threads for the cast: each takes four elements per iteration where it can.
 int cast_blocks_for(std::size_t n, bool vectors) { return blocks_for(vectors ? (n + 3) / 4 : n); }
 
+// The sentinel's reading, where asked, zeroed before the kernel that takes it.
+void zero_largest(std::uint32_t* largest, cudaStream_t s) {
+  if (largest != nullptr && cudaMemsetAsync(largest, 0, sizeof(std::uint32_t), s) != cudaSuccess)
+    throw std::runtime_error("CUDA error: cudaMemsetAsync for the sentinel's reading");
+}
+
 template <Format F, RoundingMode Mode>
 void launch_cast_record_in(const float* in, float* out, std::uint16_t* packed, std::size_t n, CastRecordBuffers b, cudaStream_t s,
                            std::uint64_t seed, std::uint64_t first) {
   const auto aligned = [](const void* p, std::uintptr_t bytes) { return p == nullptr || reinterpret_cast<std::uintptr_t>(p) % bytes == 0; };
   const bool vectors = aligned(in, 16) && aligned(out, 16) && aligned(packed, 8);
+  zero_largest(b.largest, s);
+  auto* largest = reinterpret_cast<unsigned int*>(b.largest);
   if (b.histogram != nullptr)
     cast_record_kernel<F.exponent_bits, F.mantissa_bits, Mode, true>
-        <<<record_blocks_for(vectors ? (n + 3) / 4 : n), threads, 0, s>>>(in, out, packed, n, vectors, b.histogram, b.counts, seed, first);
+        <<<record_blocks_for(vectors ? (n + 3) / 4 : n), threads, 0, s>>>(in, out, packed, n, vectors, b.histogram, b.counts, largest, seed, first);
   else
     cast_record_kernel<F.exponent_bits, F.mantissa_bits, Mode, false>
-        <<<cast_blocks_for(n, vectors), threads, 0, s>>>(in, out, packed, n, vectors, nullptr, nullptr, seed, first);
+        <<<cast_blocks_for(n, vectors), threads, 0, s>>>(in, out, packed, n, vectors, nullptr, nullptr, largest, seed, first);
 }
 
 template <Format F>
@@ -355,9 +392,12 @@ void update_scaler(const LossScalerConfig& config, LossScalerState* state, const
   cudaCheckLaunch("scaler_kernel");
 }
 
-void record_histogram(const float* in, std::size_t n, unsigned long long* histogram, void* stream) {
+void record_histogram(const float* in, std::size_t n, CastRecordBuffers buffers, void* stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
   const bool vectors = reinterpret_cast<std::uintptr_t>(in) % 16 == 0;
-  histogram_kernel<<<record_blocks_for(vectors ? (n + 3) / 4 : n), threads, 0, static_cast<cudaStream_t>(stream)>>>(in, n, vectors, histogram);
+  zero_largest(buffers.largest, s);
+  histogram_kernel<<<record_blocks_for(vectors ? (n + 3) / 4 : n), threads, 0, s>>>(in, n, vectors, buffers.histogram,
+                                                                                 reinterpret_cast<unsigned int*>(buffers.largest));
   cudaCheckLaunch("histogram_kernel");
 }
 

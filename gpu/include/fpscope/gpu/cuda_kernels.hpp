@@ -29,6 +29,8 @@ using CastRecordBuffers = RecordSlots;
 // format's 16-bit patterns into `packed` (null: not written; the cuBLAS operands), and, where
 // `buffers` are given, accumulates the histogram of the values before the cast and the outcome
 // counts; with CastRecordBuffers{} nothing is counted (an unrecorded cast does no histogram work).
+// buffers.largest, where given, takes the step sentinel's reading of the values before the cast
+// in the same pass (zeroed first, then one atomic maximum a block).
 // One pass over the data (four elements a thread through 16-byte accesses where aligned);
 // per-warp shared-memory histograms, zeros and outcome counts in registers, merged with one
 // global atomic per nonzero bin per block. fp16 / bf16 in round-to-nearest-even use the GPU's
@@ -52,8 +54,9 @@ int device_count(std::string* why = nullptr);
 
 // --- the MLP step's other kernels (column-major matrices, as the CPU backend holds them) ---
 
-// Histogram of n float32 values without a cast (the fp32 policy records this only).
-void record_histogram(const float* in, std::size_t n, unsigned long long* histogram, void* stream = nullptr);
+// Histogram of n float32 values without a cast (the fp32 policy records this only) into
+// buffers.histogram, and the sentinel's reading into buffers.largest, each where not null.
+void record_histogram(const float* in, std::size_t n, CastRecordBuffers buffers, void* stream = nullptr);
 // z (rows x cols, column-major) += bias (cols) on every row: column c's bias (the MLP's layout).
 void add_bias(float* z, const float* bias, int rows, int cols, void* stream = nullptr);
 // out = activate(z), element-wise (out may equal z).

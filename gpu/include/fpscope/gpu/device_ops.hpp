@@ -27,9 +27,12 @@ namespace fpscope {
 
 // Where a recorded cast accumulates: 280 histogram slots (binades -149..127, then zero, inf, nan)
 // and 3 outcome counts (flushed to zero, made subnormal, overflowed). Null: nothing is counted.
+// `largest`, where not null, takes the step sentinel's reading of the values before the cast:
+// their largest magnitude_bits (0 for none), as amax_bits would write it, in the cast's own pass.
 struct RecordSlots {
   unsigned long long* histogram = nullptr;
   unsigned long long* counts = nullptr;
+  std::uint32_t* largest = nullptr;
 };
 
 // One operand of a product: float32 values, or the format's 16-bit patterns of the same values
@@ -118,8 +121,9 @@ class DeviceOps {
   // into `slots` where given.
   virtual void cast(const float* in, float* out, std::uint16_t* packed, std::size_t n, bool bf16, RoundingMode mode, RecordSlots slots,
                     std::uint64_t stochastic_seed, std::uint64_t first_random) = 0;
-  // The histogram of n values, no cast (the fp32 policy).
-  virtual void record_histogram(const float* in, std::size_t n, unsigned long long* histogram) = 0;
+  // The histogram of n values into slots.histogram (null: none), and their reading into
+  // slots.largest (null: none), no cast (the fp32 policy).
+  virtual void record_histogram(const float* in, std::size_t n, RecordSlots slots) = 0;
 
   // --- products ---
   virtual void product(const ProductCall& call) = 0;
