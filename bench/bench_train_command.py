@@ -14,7 +14,10 @@ over 50 (its start-up and import outside). ROUNDS rounds alternate the two sides
 configuration's ratio the median of the rounds' ratios. The bare steps (a fixed batch, relu, no
 recording: bench/bench_train_torch.py's comparison, bench_train_step against torch_times) are
 timed beside them, once a round, their ratio the median of the rounds' ratios. The machine's
-load average is printed before and after.
+load average is printed before and after. Beside the bare ratio, its floor: the bare step's
+products (their multiply-adds, counted) at the cores' peak rate for the instruction they run on
+(measured by bench_train_step), over torch's bare step -- no step doing those products can go
+below it.
 
 Usage: bench_train_command.py [BUILD_DIR (default build)] [ROUNDS (default 3)]
 Run it with the torch users run (scripts/test-torch's venv): Debian's torch 1.13 has no fast bf16
@@ -98,7 +101,11 @@ def bare_ratios(build, kind, threads):
             "print(t['fp32'], t['bf16'])")
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
     fp32, bf16 = map(float, subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, env=env).stdout.split())
-    return {"fp32": (ours["fp32"], fp32), "bf16": (ours["bf16"], bf16)}
+    # The floor under any bare step: its products' multiply-adds at the cores' measured peak for the
+    # instruction they run on (bench_train_step), every core busy, nothing else done.
+    floor = {name: 2 * ours["multiply_adds_per_step"] / (ours[f"{name}_peak_gflops"] * 1e9 * threads) * 1e3 if ours[f"{name}_peak_gflops"] else 0.0
+             for name in ("fp32", "bf16")}
+    return {"fp32": (ours["fp32"], fp32, floor["fp32"]), "bf16": (ours["bf16"], bf16, floor["bf16"])}
 
 
 def load():
@@ -113,7 +120,8 @@ def main():
     cores = os.cpu_count()
     print(f"{platform.processor() or platform.machine()}, {cores} cores, torch {torch.__version__}; {rounds} alternating rounds; "
           f"{load()} before")
-    print(f"{'configuration':44} {'fpscope train':>14} {'torch loop':>11} {'ratio':>6}   {'bare step':>9} {'torch':>8} {'ratio':>6}   rounds")
+    print(f"{'configuration':44} {'fpscope train':>14} {'torch loop':>11} {'ratio':>6}   {'bare step':>9} {'torch':>8} {'ratio':>6} "
+          f"{'floor':>6}   rounds   (floor: the bare step's products at the cores' peak, over torch's bare step)")
     for threads in sorted({1, cores}):
         for kind, (model, batch) in (("mlp", MLP), ("gpt", GPT)):
             bare_rounds = [bare_ratios(build, kind, threads) for _ in range(rounds)]
@@ -131,9 +139,10 @@ def main():
                 bare_ours = statistics.median(r[precision][0] for r in bare_rounds)
                 bare_theirs = statistics.median(r[precision][1] for r in bare_rounds)
                 bare = [r[precision][0] / r[precision][1] for r in bare_rounds]
+                floor = statistics.median(r[precision][2] / r[precision][1] for r in bare_rounds)
                 name = f"{kind.upper()} {precision}, {threads} thread{'s' if threads > 1 else ''}, batch {batch}"
                 print(f"{name:44} {statistics.median(ours):11.2f} ms {statistics.median(theirs):8.2f} ms {statistics.median(ratios):5.2f}x   "
-                      f"{bare_ours:6.2f} ms {bare_theirs:5.2f} ms {statistics.median(bare):5.2f}x   "
+                      f"{bare_ours:6.2f} ms {bare_theirs:5.2f} ms {statistics.median(bare):5.2f}x {floor:5.2f}x   "
                       + " ".join(f"{x:.2f}x" for x in ratios) + "   bare " + " ".join(f"{x:.2f}x" for x in bare), flush=True)
     print(f"{load()} after")
 

@@ -4,10 +4,15 @@
 // the share of its products that ran in bf16 kernels); then
 // mixed fp16 recording every tensor every step (STEPS steps), and every 10th step (STEPS windows
 // of 10 steps), each as the mean step beside the mean step of the same trainer unrecorded, the two
-// stepping in turns, and the median over the windows of their ratio. Prints one line per measure:
-// "NAME MILLISECONDS" (or "NAME RATIO").
+// stepping in turns, and the median over the windows of their ratio. Beside them, what bounds any
+// step from below: the multiply-adds of one step's products (gemm_counts), and one core's peak
+// rate for the instructions the products run on (AVX-512 FMA for float32, VDPBF16PS for bf16),
+// measured on chains of register-only accumulations. Prints one line per measure:
+// "NAME MILLISECONDS" (or "NAME RATIO", "NAME COUNT", "NAME GFLOPS").
 //
 // Usage: bench_train_step MODEL BATCH THREADS STEPS   (MODEL: layer sizes or gpt:...)
+#include <immintrin.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -75,6 +80,57 @@ double median_step_ms(const std::string& model, int batch, int steps, Precision 
   }
   std::sort(times.begin(), times.end());
   return times[times.size() / 2];
+}
+
+// The multiply-adds of one step's products, counted over the step after a first.
+std::uint64_t multiply_adds_per_step(const std::string& model, int batch) {
+  const std::unique_ptr<TrainerBackend> trainer = make_trainer(model, Precision::bf16);
+  const Batch b = batch_for(model, batch);
+  timed_step_ms(*trainer, b, false);
+  const std::uint64_t before = gemm_counts().multiply_adds;
+  timed_step_ms(*trainer, b, false);
+  return gemm_counts().multiply_adds - before;
+}
+
+// One core's rate of an accumulating instruction: 24 independent chains (enough to cover the
+// instruction's latency) of `peak_rounds` accumulations each, nothing read from memory; both the
+// multiplies and the adds of an instruction counted. Each chain's end is summed, so that none of
+// them can be left out.
+constexpr long peak_rounds = 20'000'000;
+double gflops(double flops, std::chrono::steady_clock::time_point begin) {
+  return static_cast<double>(peak_rounds) * 24 * flops / std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() / 1e9;
+}
+__attribute__((target("avx512f"))) double fma_peak_gflops() {
+  const __m512 x = _mm512_set1_ps(1.0f), y = _mm512_set1_ps(1e-9f);
+  __m512 acc[24];
+  for (__m512& a : acc) a = _mm512_setzero_ps();
+  const auto begin = std::chrono::steady_clock::now();
+  for (long i = 0; i < peak_rounds; ++i) {
+#pragma GCC unroll 24
+    for (__m512& a : acc) a = _mm512_fmadd_ps(x, y, a);
+  }
+  const double rate = gflops(32, begin);
+  __m512 sum = acc[0];
+  for (int c = 1; c < 24; ++c) sum = _mm512_add_ps(sum, acc[c]);
+  volatile float sink = _mm512_reduce_add_ps(sum);
+  (void)sink;
+  return rate;
+}
+__attribute__((target("avx512f,avx512bf16"))) double bf16_dot_peak_gflops() {
+  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3F80), y = (__m512bh)_mm512_set1_epi16(0x3080);  // 1 and 2^-30
+  __m512 acc[24];
+  for (__m512& a : acc) a = _mm512_setzero_ps();
+  const auto begin = std::chrono::steady_clock::now();
+  for (long i = 0; i < peak_rounds; ++i) {
+#pragma GCC unroll 24
+    for (__m512& a : acc) a = _mm512_dpbf16_ps(a, x, y);
+  }
+  const double rate = gflops(64, begin);
+  __m512 sum = acc[0];
+  for (int c = 1; c < 24; ++c) sum = _mm512_add_ps(sum, acc[c]);
+  volatile float sink = _mm512_reduce_add_ps(sum);
+  (void)sink;
+  return rate;
 }
 
 // Mixed fp16 recording every `record_every`-th step beside the same trainer not recording, the
@@ -153,5 +209,8 @@ int main(int argc, char** argv) {
   const RecordingCost tenth = recording_and_unrecorded_ms(model, batch, steps, 10);
   std::printf("fp16_recording_every_10 %.3f\nfp16_beside_every_10 %.3f\nfp16_recording_every_10_ratio %.5f\n", tenth.recording_ms,
               tenth.unrecorded_ms, tenth.median_ratio);
+  std::printf("multiply_adds_per_step %llu\n", static_cast<unsigned long long>(multiply_adds_per_step(model, batch)));
+  std::printf("fp32_peak_gflops %.1f\n", __builtin_cpu_supports("avx512f") ? fma_peak_gflops() : 0.0);
+  std::printf("bf16_peak_gflops %.1f\n", __builtin_cpu_supports("avx512bf16") ? bf16_dot_peak_gflops() : 0.0);
   return 0;
 }

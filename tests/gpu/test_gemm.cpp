@@ -226,7 +226,7 @@ GemmCounts counted(F product) {
   const GemmCounts before = gemm_counts();
   product();
   const GemmCounts after = gemm_counts();
-  return {after.float32 - before.float32, after.bf16 - before.bf16, after.bf16_packs - before.bf16_packs};
+  return {after.float32 - before.float32, after.bf16 - before.bf16, after.bf16_packs - before.bf16_packs, after.multiply_adds - before.multiply_adds};
 }
 }  // namespace
 
@@ -244,6 +244,7 @@ TEST_CASE("gemm: bf16 operands go to the bf16 kernels where the processor has th
       const GemmCounts made = counted([&] { c = gemm(a, ta, b, tb); });
       CHECK(made.bf16 == (gemm_has_bf16_products() ? 1u : 0u));
       CHECK(made.float32 + made.bf16 == 1u);
+      CHECK(made.multiply_adds == static_cast<std::uint64_t>(m * n * k));
       CHECK(c == expected);
     }
 }
@@ -435,6 +436,7 @@ TEST_CASE("gemm_block: blocks of a larger matrix multiplied in place have gemm's
         const GemmCounts made = counted([&] { gemm_block(block_of(big_a, a), ta, block_of(big_b, b), tb, c.data()); });
         CHECK(made.bf16 == (gemm_has_bf16_products() && bf16 ? 1u : 0u));
         CHECK(made.float32 + made.bf16 == 1u);
+        CHECK(made.multiply_adds == static_cast<std::uint64_t>(m * n * k));
         std::vector<std::uint32_t> got(static_cast<std::size_t>(c.size())), want(got.size());
         std::memcpy(got.data(), c.data(), got.size() * 4);
         std::memcpy(want.data(), expected.data(), want.size() * 4);
@@ -554,7 +556,9 @@ TEST_CASE("gemm: bf16 operands whose products could meet a subnormal stay in flo
 TEST_CASE("gemm: set_gemm_bf16_products(false) sends every product to float32") {
   set_gemm_bf16_products(false);
   CHECK_FALSE(gemm_has_bf16_products());
-  CHECK(counted([] { (void)gemm(integers(8, 8, 5), false, integers(8, 8, 6), false); }).bf16 == 0u);
+  const GemmCounts made = counted([] { (void)gemm(integers(8, 9, 5), false, integers(9, 7, 6), false); });
+  CHECK(made.bf16 == 0u);
+  CHECK(made.multiply_adds == 8u * 7u * 9u);  // m n k, counted in float32 as in bf16
   set_gemm_bf16_products(true);
 }
 

@@ -43,7 +43,12 @@ const bool single_threaded_openblas = [] {
   openblas_set_num_threads(1);
   return true;
 }();
-std::atomic<std::uint64_t> float32_products{0}, bf16_products_made{0};
+std::atomic<std::uint64_t> float32_products{0}, bf16_products_made{0}, multiply_adds{0};
+// A product of m x k by k x n made in `kind`'s library, counted.
+void count_product(std::atomic<std::uint64_t>& kind, Eigen::Index m, Eigen::Index n, Eigen::Index k) {
+  kind.fetch_add(1, std::memory_order_relaxed);
+  multiply_adds.fetch_add(static_cast<std::uint64_t>(m) * static_cast<std::uint64_t>(n) * static_cast<std::uint64_t>(k), std::memory_order_relaxed);
+}
 
 // Whether float32 products run in oneDNN's sgemm: built with oneDNN, on a processor where oneDNN
 // runs AVX-512, and not sent to OpenBLAS (set_gemm_float32_library, FPSCOPE_FLOAT32_PRODUCTS=openblas).
@@ -116,10 +121,10 @@ Eigen::MatrixXf gemm(const ProductOperand& a_operand, bool transpose_a, const Pr
     return c;
   }
   if (bf16_product(a_operand, transpose_a, b_operand, transpose_b, bf16_columns_per_call(n), epilogue, c)) {
-    bf16_products_made.fetch_add(1, std::memory_order_relaxed);
+    count_product(bf16_products_made, m, n, k);
     return c;
   }
-  float32_products.fetch_add(1, std::memory_order_relaxed);
+  count_product(float32_products, m, n, k);
   const Eigen::MatrixXf& a = a_operand.values();  // made here where only their bits were
   const Eigen::MatrixXf& b = b_operand.values();
   // C is made in fixed slices of columns, one single-threaded OpenBLAS call each, on the element
@@ -148,10 +153,10 @@ void gemm_block(const MatrixBlock& a, bool transpose_a, const MatrixBlock& b, bo
     return;
   }
   if (bf16_block_product(a, transpose_a, b, transpose_b, columns_per_call, c)) {
-    bf16_products_made.fetch_add(1, std::memory_order_relaxed);
+    count_product(bf16_products_made, m, n, k);
     return;
   }
-  float32_products.fetch_add(1, std::memory_order_relaxed);
+  count_product(float32_products, m, n, k);
   // gemm's calls for copies of the blocks: OpenBLAS reads each operand through its leading
   // dimension, so the block's stride in place of the copy's row count changes no bit.
   for (Eigen::Index column = 0; column < n; column += columns_per_call) float32_slice(a, transpose_a, b, transpose_b, m, k, n, column, c);
@@ -159,7 +164,7 @@ void gemm_block(const MatrixBlock& a, bool transpose_a, const MatrixBlock& b, bo
 
 bool gemm_packed_blocks(const PackedBlock& a, bool transpose_a, const PackedBlock& b, bool transpose_b, float* c) {
   if (!bf16_packed_block_product(a, transpose_a, b, transpose_b, columns_per_call, c)) return false;
-  bf16_products_made.fetch_add(1, std::memory_order_relaxed);
+  count_product(bf16_products_made, transpose_a ? a.cols() : a.rows(), transpose_b ? b.rows() : b.cols(), transpose_a ? a.rows() : a.cols());
   return true;
 }
 
@@ -174,7 +179,8 @@ void run_epilogue(Eigen::MatrixXf& c, const GemmEpilogue& epilogue) {
 }
 
 GemmCounts gemm_counts() {
-  return {float32_products.load(std::memory_order_relaxed), bf16_products_made.load(std::memory_order_relaxed), bf16_operands_packed()};
+  return {float32_products.load(std::memory_order_relaxed), bf16_products_made.load(std::memory_order_relaxed), bf16_operands_packed(),
+          multiply_adds.load(std::memory_order_relaxed)};
 }
 
 bool gemm_has_bf16_products() { return bf16_products_available(); }

@@ -125,6 +125,7 @@ struct GemmCounts {
   std::uint64_t float32 = 0;  // the float32 library (gemm_float32_library)
   std::uint64_t bf16 = 0;     // oneDNN's bf16 kernels
   std::uint64_t bf16_packs = 0;  // operands packed for them (once per ProductOperand)
+  std::uint64_t multiply_adds = 0;  // m n k summed over the products made, in either kind
 };
 GemmCounts gemm_counts();
 // Whether this build and processor multiply bf16 in hardware through oneDNN (and it is not turned off).
