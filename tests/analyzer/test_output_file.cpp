@@ -172,6 +172,24 @@ TEST_CASE("abandoned temporaries are removed; a living writer's and the user's o
   ::close(held);
 }
 
+TEST_CASE("a write over a file a run's writer holds is refused before anything in its folder changes") {
+  // No temporary is made for it, so a kill at that moment leaves nothing; and the folder's
+  // abandoned temporaries, which a write would clear, stay as they were.
+  TempDir dir;
+  AppendingOutput writer = AppendingOutput::create(resolve_output(dir / "run.jsonl", "--out"), "header\n");
+  write(dir / ".run.jsonl.fpscope-tmp-abandoned123", "left by a kill");
+  CHECK_THROWS_WITH_AS(write_output(dir / "run.jsonl", "other\n"), doctest::Contains("another fpscope process is writing it"), OutputError);
+  const std::vector<OutputTarget> both{resolve_output(dir / "a.csv"), resolve_output(dir / "run.jsonl")};
+  const std::vector<std::string_view> contents{"a\n", "other\n"};
+  CHECK_THROWS_WITH_AS(write_outputs(both, contents), doctest::Contains("another fpscope process is writing it"), OutputError);
+  CHECK(read(dir / ".run.jsonl.fpscope-tmp-abandoned123") == "left by a kill");
+  CHECK(read(dir / "run.jsonl") == "header\n");
+  CHECK_FALSE(fs::exists(dir / "a.csv"));  // all or none
+  std::size_t files = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(dir.path)) ++files;
+  CHECK(files == 2);
+}
+
 TEST_CASE("an appended log has one writer; resuming checks the prefix, then cuts back to it") {
   TempDir dir;
   const OutputTarget target = resolve_output(dir / "run.jsonl", "--out");

@@ -415,6 +415,7 @@ void write_output(const OutputTarget& target, std::string_view contents) {
     }
     case OutputTarget::Kind::regular_file:
     case OutputTarget::Kind::new_file: {
+      refuse_if_being_written(target);  // at once, before any temporary: checked again under the folder's lock
       Temporary temporary;
       prepare_replacement(target, contents, temporary);
       try {
@@ -439,6 +440,10 @@ void write_outputs(std::span<const OutputTarget> targets, std::span<const std::s
       if (!t.path.empty()) ::unlink(t.path.c_str());
   };
   try {
+    // A target a run's writer holds now is refused before any temporary is made (a kill while
+    // one is named can leave it behind); each is checked again under its folder's lock below.
+    for (std::size_t i = 0; i < targets.size(); ++i)
+      if (targets[i].is_file()) refuse_if_being_written(targets[i]);
     for (std::size_t i = 0; i < targets.size(); ++i)
       if (targets[i].is_file()) prepare_replacement(targets[i], contents[i], temporaries[i]);
     for (std::size_t i = 0; i < targets.size(); ++i)
