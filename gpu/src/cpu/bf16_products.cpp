@@ -312,8 +312,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void 
 // row-major at `out` (element (i, j) at out[i * k + j]): the form of S whose slices oneDNN runs
 // all in one kernel (matmul_for). 16 of S's columns by 32 of its rows at a time, transposed in
 // registers: each eight columns unpacked (eight_columns), then one round of qword permutes joining
-// a row's two halves (VPERMT2W, which would need no such bookkeeping, is several times slower on
-// AMD's Zen 4). The rows past the last 32 and the columns past the last 16 one word at a time.
+// a row's two halves. The rows past the last 32 and the columns past the last 16 one word at a time.
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void transpose_words(const std::uint16_t* in, std::size_t rows, std::size_t k,
                                                                           std::size_t stride, std::uint16_t* out) {
   const std::size_t whole_rows = rows - rows % 32, whole_columns = k - k % 16;
