@@ -92,45 +92,42 @@ std::uint64_t multiply_adds_per_step(const std::string& model, int batch) {
   return gemm_counts().multiply_adds - before;
 }
 
-// One core's rate of an accumulating instruction: 24 independent chains (enough to cover the
-// instruction's latency) of `peak_rounds` accumulations each, nothing read from memory; both the
-// multiplies and the adds of an instruction counted. Each chain's end is summed, so that none of
-// them can be left out.
-constexpr long peak_rounds = 20'000'000;
-double gflops(double flops, std::chrono::steady_clock::time_point begin) {
-  return static_cast<double>(peak_rounds) * 24 * flops / std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() / 1e9;
-}
-__attribute__((target("avx512f"))) double fma_peak_gflops() {
-  const __m512 x = _mm512_set1_ps(1.0f), y = _mm512_set1_ps(1e-9f);
+// One core's rate of an accumulating instruction (`accumulate`, whose `flops` count both the
+// multiplies and the adds of one instruction): 24 independent chains, enough to cover its
+// latency, of 20M accumulations each, nothing read from memory. Each chain's end is summed, so
+// that none of them can be left out. Compiled for AVX512-BF16 so that either instruction inlines;
+// the FMA loop holds no bf16 instruction, and runs wherever AVX-512F does.
+template <typename Accumulate>
+__attribute__((target("avx512f,avx512bf16"))) double peak_gflops(Accumulate accumulate, double flops) {
+  constexpr long rounds = 20'000'000;
   __m512 acc[24];
   for (__m512& a : acc) a = _mm512_setzero_ps();
   const auto begin = std::chrono::steady_clock::now();
-  for (long i = 0; i < peak_rounds; ++i) {
+  for (long i = 0; i < rounds; ++i) {
 #pragma GCC unroll 24
-    for (__m512& a : acc) a = _mm512_fmadd_ps(x, y, a);
+    for (__m512& a : acc) a = accumulate(a);
   }
-  const double rate = gflops(32, begin);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   __m512 sum = acc[0];
   for (int c = 1; c < 24; ++c) sum = _mm512_add_ps(sum, acc[c]);
   volatile float sink = _mm512_reduce_add_ps(sum);
   (void)sink;
-  return rate;
+  return static_cast<double>(rounds) * 24 * flops / seconds / 1e9;
+}
+struct FusedMultiplyAdd {  // AVX-512 VFMADD: 16 multiply-adds
+  __m512 x, y;
+  __attribute__((target("avx512f"))) __m512 operator()(__m512 a) const { return _mm512_fmadd_ps(x, y, a); }
+};
+struct Bf16DotProduct {  // VDPBF16PS: 32 multiply-adds of bf16 pairs into 16 float32 sums
+  __m512bh x, y;
+  __attribute__((target("avx512f,avx512bf16"))) __m512 operator()(__m512 a) const { return _mm512_dpbf16_ps(a, x, y); }
+};
+__attribute__((target("avx512f,avx512bf16"))) double fma_peak_gflops() {
+  return peak_gflops(FusedMultiplyAdd{_mm512_set1_ps(1.0f), _mm512_set1_ps(1e-9f)}, 32);
 }
 __attribute__((target("avx512f,avx512bf16"))) double bf16_dot_peak_gflops() {
-  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3F80), y = (__m512bh)_mm512_set1_epi16(0x3080);  // 1 and 2^-30
-  __m512 acc[24];
-  for (__m512& a : acc) a = _mm512_setzero_ps();
-  const auto begin = std::chrono::steady_clock::now();
-  for (long i = 0; i < peak_rounds; ++i) {
-#pragma GCC unroll 24
-    for (__m512& a : acc) a = _mm512_dpbf16_ps(a, x, y);
-  }
-  const double rate = gflops(64, begin);
-  __m512 sum = acc[0];
-  for (int c = 1; c < 24; ++c) sum = _mm512_add_ps(sum, acc[c]);
-  volatile float sink = _mm512_reduce_add_ps(sum);
-  (void)sink;
-  return rate;
+  // 1 and 2^-30: the sums stay finite.
+  return peak_gflops(Bf16DotProduct{(__m512bh)_mm512_set1_epi16(0x3F80), (__m512bh)_mm512_set1_epi16(0x3080)}, 64);
 }
 
 // Mixed fp16 recording every `record_every`-th step beside the same trainer not recording, the
