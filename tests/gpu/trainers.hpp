@@ -30,14 +30,14 @@ inline bool same_state(const TrainerState& a, const TrainerState& b) {
   if (a.steps != b.steps || a.stochastic_counter != b.stochastic_counter || !(a.scaler == b.scaler) || a.weights.size() != b.weights.size() ||
       a.biases.size() != b.biases.size())
     return false;
+  // (An empty matrix's data() is null, which memcmp may not be given even for no bytes.)
+  const auto same_bits = [](const auto& x, const auto& y) {
+    return x.size() == y.size() && (x.size() == 0 || std::memcmp(x.data(), y.data(), sizeof(float) * static_cast<std::size_t>(x.size())) == 0);
+  };
   for (std::size_t i = 0; i < a.weights.size(); ++i)
-    if (a.weights[i].size() != b.weights[i].size() ||
-        std::memcmp(a.weights[i].data(), b.weights[i].data(), sizeof(float) * static_cast<std::size_t>(a.weights[i].size())) != 0)
-      return false;
+    if (!same_bits(a.weights[i], b.weights[i])) return false;
   for (std::size_t i = 0; i < a.biases.size(); ++i)
-    if (a.biases[i].size() != b.biases[i].size() ||
-        std::memcmp(a.biases[i].data(), b.biases[i].data(), sizeof(float) * static_cast<std::size_t>(a.biases[i].size())) != 0)
-      return false;
+    if (!same_bits(a.biases[i], b.biases[i])) return false;
   return a.optimizer == b.optimizer && a.fp8 == b.fp8;
 }
 
