@@ -178,7 +178,8 @@ class DeviceMlpTrainer::Pass {
   // The cast of n values from `in` to `out` (float32; null where nothing reads them) and `packed`
   // (16-bit; null where no product reads them), taking n random words; the fp32 policy casts
   // nothing and records the histogram of `in` where asked. into.largest, where given (watched),
-  // takes the sentinel's reading of `in` in the same pass (amax_bits where there is none).
+  // takes the sentinel's reading of `in` in the same pass (the fp32 policy's histogram pass,
+  // recording or not).
   void cast(const float* in, float* out, std::uint16_t* packed, std::size_t n, RecordSlots into);
   // Where the step sentinel's reading of layer l's tensor of `kind` goes, the next in execution
   // order (its largest magnitude bits, kept on the device until read_back wants it): the cast of
