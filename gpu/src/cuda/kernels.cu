@@ -15,6 +15,7 @@
 #include "fpscope/gpu/optimizer_element.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
 
+#include "block_largest.cuh"
 #include "launch.hpp"
 
 namespace fpscope::cuda {
@@ -102,20 +103,6 @@ __device__ __forceinline__ void cast_one(std::uint32_t u, std::size_t i, BlockRe
     recorder->add(e.slot);
     recorder->add_outcome(e.flushed_to_zero, e.made_subnormal, e.overflowed);
   }
-}
-
-// The block's largest of its threads' `top` into *largest (zeroed before the launch), the step
-// sentinel's reading made in the pass that casts or records: one shared atomic a thread, one
-// global atomic a block (amax_bits_kernel's reduction). Nothing where `largest` is null, which is
-// the same for every thread of the grid.
-__device__ __forceinline__ void merge_largest(unsigned int top, unsigned int* largest) {
-  __shared__ unsigned int block_largest;
-  if (largest == nullptr) return;
-  if (threadIdx.x == 0) block_largest = 0;
-  __syncthreads();
-  atomicMax(&block_largest, top);
-  __syncthreads();
-  if (threadIdx.x == 0) atomicMax(largest, block_largest);
 }
 
 // `top` takes the largest magnitude_bits of the thread's elements, read before their cast.
@@ -323,12 +310,6 @@ int blocks_for(std::size_t n) {
 
 // Threads for the cast: each takes four elements per iteration where it can.
 int cast_blocks_for(std::size_t n, bool vectors) { return blocks_for(vectors ? (n + 3) / 4 : n); }
-
-// The sentinel's reading, where asked, zeroed before the kernel that takes it.
-void zero_largest(std::uint32_t* largest, cudaStream_t s) {
-  if (largest != nullptr && cudaMemsetAsync(largest, 0, sizeof(std::uint32_t), s) != cudaSuccess)
-    throw std::runtime_error("CUDA error: cudaMemsetAsync for the sentinel's reading");
-}
 
 template <Format F, RoundingMode Mode>
 void launch_cast_record_in(const float* in, float* out, std::uint16_t* packed, std::size_t n, CastRecordBuffers b, cudaStream_t s,

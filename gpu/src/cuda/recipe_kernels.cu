@@ -11,6 +11,7 @@
 #include "fpscope/gpu/cuda_kernels.hpp"
 #include "fpscope/gpu/fp8_element.hpp"
 #include "fpscope/gpu/rounding_dispatch.hpp"
+#include "block_largest.cuh"
 #include "launch.hpp"
 
 namespace fpscope::cuda {
@@ -24,21 +25,16 @@ int blocks_for(std::size_t n) { return grid_for(n, threads, 4096); }
 // every value's (a NaN's bits above every number's).
 template <bool Nvfp4>
 __global__ void amax_bits_kernel(const float* in, std::size_t n, unsigned int* largest) {
-  __shared__ unsigned int block_largest;
-  if (threadIdx.x == 0) block_largest = 0;
-  __syncthreads();
   unsigned int top = 0;
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
     top = max(top, static_cast<unsigned int>(Nvfp4 ? nvfp4_amax_contribution(float_bits(in[i])) : magnitude_bits(in[i])));
-  atomicMax(&block_largest, top);
-  __syncthreads();
-  if (threadIdx.x == 0) atomicMax(largest, block_largest);
+  merge_largest(top, largest);
 }
 
 // The amax into `largest` (zeroed first), on stream s.
 template <bool Nvfp4>
 void launch_amax_bits(const float* in, std::size_t n, std::uint32_t* largest, cudaStream_t s) {
-  if (cudaMemsetAsync(largest, 0, sizeof(std::uint32_t), s) != cudaSuccess) throw std::runtime_error("CUDA error: cudaMemsetAsync for the amax");
+  zero_largest(largest, s);
   amax_bits_kernel<Nvfp4><<<blocks_for(n), threads, 0, s>>>(in, n, reinterpret_cast<unsigned int*>(largest));
   cudaCheckLaunch("amax_bits_kernel");
 }
