@@ -313,14 +313,25 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void 
 // all in one kernel (matmul_for). 16 of S's columns by 32 of its rows at a time, transposed in
 // registers: each eight columns unpacked (eight_columns), then one round of qword permutes joining
 // a row's two halves. The rows past the last 32 and the columns past the last 16 one word at a time.
+// Where k is a multiple of 512, out's rows are a multiple of 1 KiB apart and fall into a few of
+// the L1 cache's sets: 32 rows of half-line stores evicted each other before the next 16 columns
+// completed their lines (at k = 2048 two to four times slower). There each 32 rows are made in a
+// block of the thread's whose rows are a line further apart, then copied out whole.
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void transpose_words(const std::uint16_t* in, std::size_t rows, std::size_t k,
                                                                           std::size_t stride, std::uint16_t* out) {
   const std::size_t whole_rows = rows - rows % 32, whole_columns = k - k % 16;
+  const bool staged = k % 512 == 0;
+  const std::size_t staged_stride = k + 32;
+  thread_local PackBuffer stage;
+  std::uint16_t* const block = staged ? stage.room_for(32 * staged_stride) : nullptr;
   // Qwords of two vectors: lanes 0 and 1 of each, a row's halves side by side; then lanes 2 and 3.
   const __m512i first_lanes = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0), last_lanes = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
   // 32 rows at a time across all the columns: each line of `in` read whole once, each row of
   // `out` written front to back.
   for (std::size_t i0 = 0; i0 < whole_rows; i0 += 32) {
+    // Row i0 + r of the output at first_row + r * row_stride (copied out after, where staged).
+    std::uint16_t* const first_row = staged ? block : out + i0 * k;
+    const std::size_t row_stride = staged ? staged_stride : k;
     for (std::size_t j0 = 0; j0 < whole_columns; j0 += 16) {
       __m512i low[8], high[8];  // columns j0 .. j0 + 7 and j0 + 8 .. j0 + 15
       eight_columns(in + j0 * stride + i0, stride, low);
@@ -330,13 +341,15 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void transpose_words(const 
       for (int x = 0; x < 8; ++x) {
         const __m512i rows_0_8 = _mm512_permutex2var_epi64(low[x], first_lanes, high[x]);
         const __m512i rows_16_24 = _mm512_permutex2var_epi64(low[x], last_lanes, high[x]);
-        std::uint16_t* row = out + (i0 + static_cast<std::size_t>(x)) * k + j0;
+        std::uint16_t* row = first_row + static_cast<std::size_t>(x) * row_stride + j0;
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(row), _mm512_castsi512_si256(rows_0_8));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 8 * k), _mm512_extracti64x4_epi64(rows_0_8, 1));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 16 * k), _mm512_castsi512_si256(rows_16_24));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 24 * k), _mm512_extracti64x4_epi64(rows_16_24, 1));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 8 * row_stride), _mm512_extracti64x4_epi64(rows_0_8, 1));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 16 * row_stride), _mm512_castsi512_si256(rows_16_24));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 24 * row_stride), _mm512_extracti64x4_epi64(rows_16_24, 1));
       }
     }
+    if (staged)  // k is a multiple of 16: the block holds the rows whole
+      for (std::size_t r = 0; r < 32; ++r) std::memcpy(out + (i0 + r) * k, block + r * staged_stride, k * sizeof(std::uint16_t));
     for (std::size_t i = i0; i < i0 + 32; ++i)
       for (std::size_t j = whole_columns; j < k; ++j) out[i * k + j] = in[j * stride + i];
   }
