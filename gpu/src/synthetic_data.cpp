@@ -7,7 +7,13 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "fpscope/core/bulk.hpp"
 #include "fpscope/gpu/parallel.hpp"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define FPSCOPE_SYNTHETIC_AVX512 1
+#endif
 
 namespace fpscope {
 
@@ -56,15 +62,83 @@ float normal_from(std::uint32_t bits, const std::array<float, quantile_cells + 1
 // number, mixed. Batch ~0 is the centres'.
 std::uint64_t row_key(std::uint64_t seed, std::uint64_t batch, std::uint64_t row) { return mixed(mixed(seed ^ mixed(batch)) + row); }
 
-// values[j * stride] = centre[j] + noise * N(0, 1) for j < n, from the row's key (two values per
-// word, words 1, 2, ...).
+// Values j and j + 1 (j even) of a row, centre + noise * N(0, 1), their normals from the halves
+// of the row's word j / 2 + 1 (word 0 is the label's): the low half value j's, the high half value
+// j + 1's. `pair` takes one where j + 1 is past the row.
+void noisy_pair(std::uint64_t key, const float* centre, float noise, int j, bool both, const std::array<float, quantile_cells + 1>& q,
+                float pair[2]) {
+  const std::uint64_t word = mixed(key + static_cast<std::uint64_t>(j / 2 + 1));
+  pair[0] = centre[j] + noise * normal_from(static_cast<std::uint32_t>(word), q);
+  if (both) pair[1] = centre[j + 1] + noise * normal_from(static_cast<std::uint32_t>(word >> 32), q);
+}
+
+// values[j * stride] = value j of the row, for j < n.
 void noisy_row(std::uint64_t key, const float* centre, float noise, float* values, std::size_t stride, int n) {
   const auto& q = normal_quantiles();
   for (int j = 0; j < n; j += 2) {
-    const std::uint64_t word = mixed(key + static_cast<std::uint64_t>(j / 2 + 1));
-    values[static_cast<std::size_t>(j) * stride] = centre[j] + noise * normal_from(static_cast<std::uint32_t>(word), q);
-    if (j + 1 < n) values[static_cast<std::size_t>(j + 1) * stride] = centre[j + 1] + noise * normal_from(static_cast<std::uint32_t>(word >> 32), q);
+    float pair[2];
+    noisy_pair(key, centre, noise, j, j + 1 < n, q, pair);
+    values[static_cast<std::size_t>(j) * stride] = pair[0];
+    if (j + 1 < n) values[static_cast<std::size_t>(j + 1) * stride] = pair[1];
   }
+}
+
+#if defined(FPSCOPE_SYNTHETIC_AVX512)
+// (GCC 12 warns inside its own headers about a deliberately undefined vector, and about the ABI of
+// vector returns between functions that all have AVX-512.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wpsabi"
+// mixed() of eight words at once. (This file is built with -ffp-contract=off: the lanes' multiplies
+// and adds below stay the scalar code's, with no fused multiply-add.)
+__attribute__((target("avx512f,avx512dq"))) inline __m512i mixed_lanes(__m512i x) {
+  x = _mm512_add_epi64(x, _mm512_set1_epi64(static_cast<long long>(0x9e3779b97f4a7c15ull)));
+  x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 30)), _mm512_set1_epi64(static_cast<long long>(0xbf58476d1ce4e5b9ull)));
+  x = _mm512_mullo_epi64(_mm512_xor_si512(x, _mm512_srli_epi64(x, 27)), _mm512_set1_epi64(static_cast<long long>(0x94d049bb133111ebull)));
+  return _mm512_xor_si512(x, _mm512_srli_epi64(x, 31));
+}
+
+// normal_from() of 16 lanes of bits, the same operations in the same order.
+__attribute__((target("avx512f,avx512dq"))) inline __m512 normals_from(__m512i bits, const float* q) {
+  const __m512i cell = _mm512_srli_epi32(bits, 20);
+  const __m512 place = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(bits, _mm512_set1_epi32(0xfffff))), _mm512_set1_ps(1.0f / 1048576.0f));
+  const __m512 below = _mm512_i32gather_ps(cell, q, 4), above = _mm512_i32gather_ps(cell, q + 1, 4);
+  return _mm512_add_ps(below, _mm512_mul_ps(place, _mm512_sub_ps(above, below)));
+}
+
+// 16 lanes of 32 bits from two vectors of eight words: each word's low half.
+__attribute__((target("avx512f,avx512dq"))) inline __m512i low_halves(__m512i first, __m512i last) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(first)), _mm512_cvtepi64_epi32(last), 1);
+}
+
+// noisy_pair() for 16 rows at once, every feature: row i's key keys[i], its centre at
+// centres + centre_offsets[i]; feature j's 16 values stored at out + j * stride.
+__attribute__((target("avx512f,avx512dq"))) void noisy_rows16(const std::uint64_t* keys, const std::int32_t* centre_offsets, const float* centres,
+                                                              float noise, int features, const float* q, float* out, std::size_t stride) {
+  const __m512i first_keys = _mm512_loadu_si512(keys), last_keys = _mm512_loadu_si512(keys + 8);
+  const __m512i offsets = _mm512_loadu_si512(centre_offsets);
+  const __m512 times = _mm512_set1_ps(noise);
+  for (int j = 0; j < features; j += 2) {
+    const __m512i number = _mm512_set1_epi64(j / 2 + 1);
+    const __m512i first = mixed_lanes(_mm512_add_epi64(first_keys, number)), last = mixed_lanes(_mm512_add_epi64(last_keys, number));
+    const __m512 centre = _mm512_i32gather_ps(_mm512_add_epi32(offsets, _mm512_set1_epi32(j)), centres, 4);
+    _mm512_storeu_ps(out + static_cast<std::size_t>(j) * stride, _mm512_add_ps(centre, _mm512_mul_ps(times, normals_from(low_halves(first, last), q))));
+    if (j + 1 < features) {
+      const __m512 next = _mm512_i32gather_ps(_mm512_add_epi32(offsets, _mm512_set1_epi32(j + 1)), centres, 4);
+      const __m512i high = low_halves(_mm512_srli_epi64(first, 32), _mm512_srli_epi64(last, 32));
+      _mm512_storeu_ps(out + static_cast<std::size_t>(j + 1) * stride, _mm512_add_ps(next, _mm512_mul_ps(times, normals_from(high, q))));
+    }
+  }
+}
+#pragma GCC diagnostic pop
+#endif
+
+// The label of the row whose key this is: from the key's own word (word 0), in [0, classes) by a
+// 32 x 32-bit product.
+int label_of(std::uint64_t key, int classes) {
+  const auto top = static_cast<std::uint64_t>(static_cast<std::uint32_t>(mixed(key) >> 32));
+  return static_cast<int>((top * static_cast<std::uint64_t>(classes)) >> 32);
 }
 
 }  // namespace
@@ -88,15 +162,44 @@ void SyntheticClassification::next_batch(int rows, Eigen::MatrixXf& inputs, std:
     return;
   }
   const std::uint64_t batch = batch_++;
-  // Row r into column r of the column-major inputs (stride `rows`), rows shared among the threads.
-  parallel_for(static_cast<std::size_t>(rows), 16, [&](std::size_t first, std::size_t last) {
-    for (std::size_t r = first; r < last; ++r) {
-      const std::uint64_t key = row_key(seed_, batch, r);
-      // The label from the key's own word (word 0), in [0, classes) by a 32 x 32-bit product.
-      const auto top = static_cast<std::uint64_t>(static_cast<std::uint32_t>(mixed(key) >> 32));
-      const int label = static_cast<int>((top * static_cast<std::uint64_t>(classes())) >> 32);
-      labels[r] = label;
-      noisy_row(key, &centres_(label, 0), noise_, inputs.data() + r, static_cast<std::size_t>(rows), features());
+  // Row r into row r of the column-major inputs, 16 rows at a time shared among the threads, each
+  // feature's 16 values side by side: in AVX-512 lanes where the engine's kernels run AVX-512
+  // (bulk_kernel_isa), else one by one. Every value is its own function of (seed, batch, row,
+  // feature), made by the same operations on either path: the same bits.
+  constexpr std::size_t group = 16;
+  const auto& q = normal_quantiles();
+#if defined(FPSCOPE_SYNTHETIC_AVX512)
+  // The lanes gather the centres at 32-bit offsets.
+  const bool lanes = bulk_kernel_isa() == "avx512" && centres_.size() <= 0x7fffffff;
+#endif
+  parallel_for((static_cast<std::size_t>(rows) + group - 1) / group, 1, [&](std::size_t first, std::size_t last) {
+    for (std::size_t g = first; g < last; ++g) {
+      const std::size_t r0 = g * group, n = std::min(group, static_cast<std::size_t>(rows) - r0);
+      std::array<std::uint64_t, group> keys{};
+      std::array<const float*, group> centres{};
+      std::array<std::int32_t, group> centre_offsets{};
+      for (std::size_t i = 0; i < n; ++i) {
+        keys[i] = row_key(seed_, batch, r0 + i);
+        labels[r0 + i] = label_of(keys[i], classes());
+        centres[i] = &centres_(labels[r0 + i], 0);
+        centre_offsets[i] = static_cast<std::int32_t>(centres[i] - centres_.data());
+      }
+#if defined(FPSCOPE_SYNTHETIC_AVX512)
+      if (lanes && n == group) {
+        noisy_rows16(keys.data(), centre_offsets.data(), centres_.data(), noise_, features(), q.data(), inputs.data() + r0, static_cast<std::size_t>(rows));
+        continue;
+      }
+#endif
+      for (int j = 0; j < features(); j += 2) {
+        const bool both = j + 1 < features();
+        float* column = inputs.data() + static_cast<std::size_t>(j) * static_cast<std::size_t>(rows) + r0;
+        for (std::size_t i = 0; i < n; ++i) {
+          float pair[2];
+          noisy_pair(keys[i], centres[i], noise_, j, both, q, pair);
+          column[i] = pair[0];
+          if (both) column[i + static_cast<std::size_t>(rows)] = pair[1];
+        }
+      }
     }
   });
 }

@@ -1,6 +1,6 @@
 // The embedded classification data (synthetic_data.hpp): its noise is a standard normal cut at
 // +-3.67 (the moments of its table), its labels uniform, every batch the same bits
-// on any number of threads and after a checkpoint's save and restore, and an earlier fpscope's
+// on any number of threads, in vector lanes or not, and after a checkpoint's save and restore, and an earlier fpscope's
 // checkpoint state (a std::mt19937_64's) going on with that generator's own stream.
 #include <doctest/doctest.h>
 
@@ -83,6 +83,26 @@ TEST_CASE("synthetic data: the same batches on 1, 2 and 7 threads, and after a c
   CHECK(same_bits(second, again));
   CHECK(labels == labels_again);
   CHECK_THROWS_WITH(resumed.restore_state("batch x"), "the saved state of the synthetic data does not parse");
+}
+
+TEST_CASE("synthetic data: a row's values do not depend on the batch's size, in 16-row lanes or one by one") {
+  // A batch's full groups of 16 rows are drawn in AVX-512 lanes where the engine's kernels run
+  // AVX-512, a short last group one value at a time: rows 0 .. 14 of a 15-row batch (one by one)
+  // against the same rows of a 37-row batch (lanes, where there are lanes), for an odd number of
+  // features (the last one from a word's low half alone), the first batch and the second.
+  for (const int features : {33, 784}) {
+    CAPTURE(features);
+    SyntheticClassification short_batches(features, 7, 5, 0.75f), long_batches(features, 7, 5, 0.75f);
+    for (int batch = 0; batch < 2; ++batch) {
+      CAPTURE(batch);
+      Eigen::MatrixXf few, many;
+      std::vector<int> few_labels, many_labels;
+      short_batches.next_batch(15, few, few_labels);
+      long_batches.next_batch(37, many, many_labels);
+      CHECK(same_bits(few, many.topRows(15)));
+      CHECK(few_labels == std::vector<int>(many_labels.begin(), many_labels.begin() + 15));
+    }
+  }
 }
 
 TEST_CASE("synthetic data: an earlier fpscope's checkpoint state goes on with its own generator") {
