@@ -128,6 +128,23 @@ void round_f32_in_normal_range(Format f, std::span<const float> in, std::span<fl
   ctx.stochastic_counter += in.size();
 }
 
+void round_f32_with_bits(Format f, std::span<const float> in, std::span<float> out, std::span<std::uint16_t> bits, Context& ctx,
+                         bool in_normal_range) {
+  check(f, in.size(), out.size(), 16);
+  check(f, in.size(), bits.size(), 16);
+  if (use_avx512_bf16(f, ctx)) {
+    ctx.raise(in_normal_range ? bulk_bf16_avx512::round_f32_bf16_in_normal_range_with_bits(in.data(), out.data(), bits.data(), in.size())
+                              : bulk_bf16_avx512::round_f32_bf16_with_bits(in.data(), out.data(), bits.data(), in.size(), ctx));
+    ctx.stochastic_counter += in.size();
+    return;
+  }
+  if (in_normal_range) round_f32_in_normal_range(f, in, out, ctx);
+  else round_f32(f, in, out, ctx);
+  // The results are values of f: their patterns are exact, and raise nothing the rounding did not.
+  Context exact = ctx;
+  f32_to_bits(f, out, bits, exact);
+}
+
 void round_f32(Format f, std::span<const float> in, std::span<float> out, Context& ctx) {
   check(f, in.size(), out.size(), 32);
   if (use_f16c(f, ctx)) {

@@ -38,11 +38,25 @@ FPSCOPE_AVX512_BF16 inline void store(float* out, __m256i bf16) {
 }
 inline void store_one(std::uint16_t* out, std::uint64_t bf16) { *out = static_cast<std::uint16_t>(bf16); }
 inline void store_one(float* out, std::uint64_t bf16) { *out = bits_float(static_cast<std::uint32_t>(bf16) << 16); }
+// Both at once: the results widened to float32 and their 16-bit patterns (round_f32_bf16_with_bits).
+struct Both {
+  float* values;
+  std::uint16_t* bits;
+  Both operator+(std::size_t i) const { return {values + i, bits + i}; }
+};
+FPSCOPE_AVX512_BF16 inline void store(Both out, __m256i bf16) {
+  store(out.values, bf16);
+  store(out.bits, bf16);
+}
+inline void store_one(Both out, std::uint64_t bf16) {
+  store_one(out.values, bf16);
+  store_one(out.bits, bf16);
+}
 
 // 16 inputs with no float32 subnormal, overflow, infinity or NaN: rounded into `out`, their low
 // halves or-ed into `dropped` (inexact if nonzero).
 template <typename Out>
-FPSCOPE_AVX512_BF16 inline void round_plain_block(__m512i bits, Out* out, __m512i& dropped) {
+FPSCOPE_AVX512_BF16 inline void round_plain_block(__m512i bits, Out out, __m512i& dropped) {
   store(out, (__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(bits)));
   dropped = _mm512_ternarylogic_epi32(dropped, bits, _mm512_set1_epi32(0xFFFF), 0xF8);  // dropped | (bits & 0xFFFF)
 }
@@ -53,7 +67,7 @@ FPSCOPE_AVX512_BF16 inline void round_plain_block(__m512i bits, Out* out, __m512
 // handful of training tensors' blocks -- has no infinity, NaN or overflow to look for: only its
 // dropped low halves are kept (inexact). The others are looked at lane by lane in vector masks.
 template <typename Out>
-FPSCOPE_AVX512_BF16 inline bool convert_block(const float* in, Out* out, BlockFlags& flags) {
+FPSCOPE_AVX512_BF16 inline bool convert_block(const float* in, Out out, BlockFlags& flags) {
   const __m512i bits = _mm512_loadu_si512(in);
   const __m512i magnitude = _mm512_and_si512(bits, _mm512_set1_epi32(0x7FFFFFFF));
   // 1 <= magnitude <= 0x7FFFFF, in one unsigned comparison.
@@ -80,8 +94,9 @@ bool has_avx512_bf16() {
 }
 
 // The whole loop under the AVX-512 target, so that convert_block inlines into it.
+// `Out`: float* (widened), std::uint16_t* (patterns) or Both.
 template <typename Out>
-FPSCOPE_AVX512_BF16 std::uint8_t convert_all(const float* in, Out* out, std::size_t n, const CastOptions& options) {
+FPSCOPE_AVX512_BF16 std::uint8_t convert_all(const float* in, Out out, std::size_t n, const CastOptions& options) {
   CastFlags raised;
   BlockFlags blocks{_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
   std::size_t i = 0;
@@ -100,14 +115,16 @@ FPSCOPE_AVX512_BF16 std::uint8_t convert_all(const float* in, Out* out, std::siz
 }
 
 // round_f32_bf16_in_normal_range's loop: the inputs' promise leaves only the inexact flag to find.
-FPSCOPE_AVX512_BF16 std::uint8_t round_all_in_normal_range(const float* in, float* out, std::size_t n) {
+// `Out`: float* or Both.
+template <typename Out>
+FPSCOPE_AVX512_BF16 std::uint8_t round_all_in_normal_range(const float* in, Out out, std::size_t n) {
   __m512i dropped = _mm512_setzero_si512();
   std::size_t i = 0;
   for (; i + 16 <= n; i += 16) round_plain_block(_mm512_loadu_si512(in + i), out + i, dropped);
   if (i < n) {  // lanes past the end read 0 (exact), rounded into a block of our own
     float last[16];
     round_plain_block(_mm512_maskz_loadu_epi32(static_cast<__mmask16>((1u << (n - i)) - 1), in + i), last, dropped);
-    std::copy_n(last, n - i, out + i);
+    for (std::size_t j = i; j < n; ++j) store_one(out + j, float_bits(last[j - i]) >> 16);
   }
   CastFlags raised;
   raised.inexact = _mm512_test_epi32_mask(dropped, dropped) != 0;
@@ -131,6 +148,14 @@ std::uint8_t round_f32_bf16(const float* in, float* out, std::size_t n, const Co
 
 std::uint8_t round_f32_bf16_in_normal_range(const float* in, float* out, std::size_t n) { return round_all_in_normal_range(in, out, n); }
 
+std::uint8_t round_f32_bf16_with_bits(const float* in, float* out, std::uint16_t* bits, std::size_t n, const Context& ctx) {
+  return convert_all(in, Both{out, bits}, n, CastOptions::from(ctx));
+}
+
+std::uint8_t round_f32_bf16_in_normal_range_with_bits(const float* in, float* out, std::uint16_t* bits, std::size_t n) {
+  return round_all_in_normal_range(in, Both{out, bits}, n);
+}
+
 }  // namespace fpscope::bulk_bf16_avx512
 
 #else
@@ -140,6 +165,8 @@ bool applies(Format, const Context&) { return false; }
 std::uint8_t f32_to_bf16(const float*, std::uint16_t*, std::size_t, const Context&) { return 0; }
 std::uint8_t round_f32_bf16(const float*, float*, std::size_t, const Context&) { return 0; }
 std::uint8_t round_f32_bf16_in_normal_range(const float*, float*, std::size_t) { return 0; }
+std::uint8_t round_f32_bf16_with_bits(const float*, float*, std::uint16_t*, std::size_t, const Context&) { return 0; }
+std::uint8_t round_f32_bf16_in_normal_range_with_bits(const float*, float*, std::uint16_t*, std::size_t) { return 0; }
 }  // namespace fpscope::bulk_bf16_avx512
 
 #endif

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <cstdlib>
 #include <random>
+#include <span>
 #include <string>
 #include <string_view>
 #include <stdexcept>
@@ -238,6 +239,57 @@ TEST_CASE("round_f32_in_normal_range equals round_f32 on zeros and normals below
       }
     }
   }
+}
+
+TEST_CASE("round_f32_with_bits: round_f32's values, flags and random words, and f32_to_bits' patterns beside them") {
+  // Every class of input (edgy_floats) in every mode, in place and not, at lengths around a whole
+  // block of 16; then the in-normal-range variant on inputs that keep its promise.
+  const std::vector<float> edgy = edgy_floats(4099);
+  std::mt19937 rng(29);
+  std::vector<float> normal(4099);
+  for (float& v : normal)
+    v = rng() % 7 == 0 ? 0.0f : bits_float(((rng() & 1u) << 31) | (static_cast<std::uint32_t>(1 + rng() % 253) << 23) | (rng() & 0x7FFFFFu));
+  for (const Format& f : {formats::bf16, formats::fp16, formats::e4m3, formats::e5m2}) {
+    for (const bool in_normal_range : {false, true}) {
+      if (in_normal_range && f != formats::bf16) continue;  // the promise is below the format's largest binade: bf16's is float32's
+      const std::vector<float>& source = in_normal_range ? normal : edgy;
+      for (const std::size_t n : {std::size_t{1}, std::size_t{15}, std::size_t{16}, std::size_t{17}, source.size()}) {
+        for (int mode = 0; mode < rounding_mode_count; ++mode) {
+          for (const bool in_place : {false, true}) {
+            const std::string format = format_name(f);
+            CAPTURE(format);
+            CAPTURE(in_normal_range);
+            CAPTURE(n);
+            CAPTURE(mode);
+            CAPTURE(in_place);
+            const std::span<const float> in(source.data(), n);
+            Context plain, patterns, both;
+            plain.rounding = patterns.rounding = both.rounding = static_cast<RoundingMode>(mode);
+            plain.stochastic_counter = patterns.stochastic_counter = both.stochastic_counter = 1000;
+            std::vector<float> expected(n), out(in.begin(), in.end());
+            std::vector<std::uint16_t> expected_bits(n), bits(n, 0xDEAD);
+            round_f32(f, in, expected, plain);
+            f32_to_bits(f, in, expected_bits, patterns);
+            if (in_place) round_f32_with_bits(f, out, out, bits, both, in_normal_range);
+            else round_f32_with_bits(f, in, out, bits, both, in_normal_range);
+            std::size_t differ = 0, differ_bits = 0;
+            for (std::size_t i = 0; i < n; ++i) {
+              differ += float_bits(out[i]) != float_bits(expected[i]);
+              differ_bits += bits[i] != expected_bits[i];
+            }
+            CHECK(differ == 0);
+            CHECK(differ_bits == 0);
+            CHECK(both.flags == plain.flags);
+            CHECK(both.stochastic_counter == plain.stochastic_counter);
+          }
+        }
+      }
+    }
+  }
+  Context ctx;
+  std::vector<float> in(4), out(4);
+  std::vector<std::uint16_t> short_bits(3);
+  CHECK_THROWS_AS(round_f32_with_bits(formats::bf16, in, out, short_bits, ctx), std::invalid_argument);
 }
 
 TEST_CASE("round_f32 is narrow then widen; 8-bit outputs; length mismatches throw") {

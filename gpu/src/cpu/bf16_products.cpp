@@ -441,13 +441,14 @@ bool ProductOperand::start_bits(std::span<float> values) {
 }
 
 std::span<std::uint16_t> ProductOperand::piece_bits(std::size_t offset, std::size_t n) {
-  if (packing_->state != Packing::State::in_pieces || !packing_->from_bits) throw std::logic_error("piece_bits: the operand's bits were not started");
-  if (offset + n > static_cast<std::size_t>(values_->size())) throw std::logic_error("piece_bits: the piece runs past the operand");
+  if (packing_->state != Packing::State::in_pieces) throw std::logic_error("piece_bits: the operand's packing in pieces was not started");
+  if (offset + n > packing_->count) throw std::logic_error("piece_bits: the piece runs past the operand");
   return {packing_->bits.bits() + offset, n};
 }
 
 void ProductOperand::scan_bits(std::size_t offset, std::size_t n) const {
-  if (packing_->state != Packing::State::in_pieces || !packing_->from_bits) throw std::logic_error("scan_bits: the operand's bits were not started");
+  if (packing_->state != Packing::State::in_pieces) throw std::logic_error("scan_bits: the operand's packing in pieces was not started");
+  if (offset + n > packing_->count) throw std::logic_error("scan_bits: the piece runs past the operand");
   const Bf16Scan scan = scan_bf16_bits(packing_->bits.bits() + offset, n);
   const std::lock_guard lock(packing_->merge_mutex);
   packing_->scan.merge(scan);

@@ -106,8 +106,9 @@ void cast_block_counted_pairwise(Format f, std::span<const float> in, std::span<
 }  // namespace
 
 void cast_and_record(Format f, std::span<const float> in, std::span<float> out, Context& ctx, ExponentHistogram& histogram,
-                     CastCounts& counts, std::uint32_t* largest_magnitude) {
+                     CastCounts& counts, std::uint32_t* largest_magnitude, std::span<std::uint16_t> bits) {
   if (in.size() != out.size()) throw std::invalid_argument("cast_and_record: input and output lengths differ");
+  if (!bits.empty() && bits.size() != in.size()) throw std::invalid_argument("cast_and_record: input and patterns lengths differ");
   const auto in_begin = reinterpret_cast<std::uintptr_t>(in.data());  // addresses of possibly unrelated arrays
   const auto out_begin = reinterpret_cast<std::uintptr_t>(out.data());
   if (in_begin != out_begin && in_begin < out_begin + out.size_bytes() && out_begin < in_begin + in.size_bytes())
@@ -131,12 +132,19 @@ void cast_and_record(Format f, std::span<const float> in, std::span<float> out, 
     const bool from_min_normal_up = block_histogram.lowest_binade() >= std::max(binade_of_f32(min_normal), binade_of_f32(0x00800000u)) ||
                                     block_histogram.finite_nonzero_count() == 0;
     const bool finite = block_histogram.infinity_count() == 0 && block_histogram.nan_count() == 0;
-    if (finite && below_max_binade && from_min_normal_up)
-      round_f32_in_normal_range(f, in.subspan(start, n), out.subspan(start, n), ctx);
-    else if (finite && below_max_binade)
+    if (finite && below_max_binade && from_min_normal_up) {
+      if (bits.empty()) round_f32_in_normal_range(f, in.subspan(start, n), out.subspan(start, n), ctx);
+      else round_f32_with_bits(f, in.subspan(start, n), out.subspan(start, n), bits.subspan(start, n), ctx, true);
+      continue;
+    }
+    if (finite && below_max_binade)
       cast_block_counted_from_output(f, in.subspan(start, n), out.subspan(start, n), ctx, block_histogram.zero_count(), min_normal, counts);
     else
       cast_block_counted_pairwise(f, in.subspan(start, n), out.subspan(start, n), ctx, min_normal, max32, counts);
+    if (!bits.empty()) {  // the results are values of f: their patterns exact, raising nothing
+      Context exact = ctx;
+      f32_to_bits(f, out.subspan(start, n), bits.subspan(start, n), exact);
+    }
   }
 }
 

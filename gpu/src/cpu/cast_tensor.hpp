@@ -98,12 +98,16 @@ class PiecewiseCast {
       const auto at = static_cast<std::size_t>(out.data() - bits_of_);
       f32_to_bits(f_, in, operand_->piece_bits(at, out.size()), context);
       operand_->scan_bits(at, out.size());
+    } else if (operand_ != nullptr) {  // packed as it is rounded: the values and their bf16 bits in one pass
+      const std::span<std::uint16_t> bits = operand_->piece_bits(offset, out.size());
+      if (record_ == nullptr) round_f32_with_bits(f_, in, out, bits, context);
+      else cast_and_record(f_, in, out, context, histogram, counts, reading, bits);
+      operand_->scan_bits(offset, out.size());
     } else if (record_ == nullptr) {
       round_f32(f_, in, out, context);
     } else {
       cast_and_record(f_, in, out, context, histogram, counts, reading);
     }
-    if (operand_ != nullptr && bits_of_ == nullptr) operand_->pack_piece(out.data(), offset, out.size());
     const std::lock_guard lock(mutex_);
     flags_ |= context.flags;
     if (largest_ != nullptr) *largest_ = std::max(*largest_, top);

@@ -31,6 +31,13 @@ void round_f32(Format f, std::span<const float> in, std::span<float> out, Contex
 // finite, and below f's largest binade: the same bits, flags and random words; a kernel may skip
 // its checks for subnormals, infinities, NaNs and overflow (bf16 in round to nearest even does).
 void round_f32_in_normal_range(Format f, std::span<const float> in, std::span<float> out, Context& ctx);
+// round_f32 (or, where `in_normal_range`, round_f32_in_normal_range under its promise) with each
+// result's bit pattern in f beside it: bits[i] is what f32_to_bits gives for in[i]. The same
+// values, flags and random words as round_f32; one pass where a kernel makes both (bf16 in round
+// to nearest even with AVX-512 BF16), elsewhere the rounding and then its results' patterns (each
+// result a value of f: exact). For formats of at most 16 bits.
+void round_f32_with_bits(Format f, std::span<const float> in, std::span<float> out, std::span<std::uint16_t> bits, Context& ctx,
+                         bool in_normal_range = false);
 
 // The instruction set whose kernels run: "avx512", "avx2" or "generic". The environment
 // variable FPSCOPE_BULK_ISA=generic|avx2|avx512 forces one (and turns the hardware casts off);

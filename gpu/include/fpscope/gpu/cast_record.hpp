@@ -23,7 +23,10 @@ namespace fpscope {
 // pass (ExponentHistogram::add): the step sentinel's reading.
 // Preconditions: f is narrower than float32. Throws std::invalid_argument for spans of different
 // lengths or partly overlapping.
+// Where `bits` is given (as long as `in`), each result's bit pattern in f goes there too
+// (round_f32_with_bits): f of at most 16 bits.
 void cast_and_record(Format f, std::span<const float> in, std::span<float> out, Context& ctx,
-                     ExponentHistogram& histogram, CastCounts& counts, std::uint32_t* largest_magnitude = nullptr);
+                     ExponentHistogram& histogram, CastCounts& counts, std::uint32_t* largest_magnitude = nullptr,
+                     std::span<std::uint16_t> bits = {});
 
 }  // namespace fpscope

@@ -80,7 +80,9 @@ class ProductOperand {
   // start_pieces() with the values to be left unwritten: `values` is the storage values() refers
   // to, writable, where they are made if they are asked for.
   bool start_bits(std::span<float> values);
-  // Where the bits of values [offset, offset + n) go, for the cast to write; then scan_bits.
+  // Where the bits of values [offset, offset + n) go, for the cast to write; then scan_bits. Also
+  // in place of pack_piece (after start_pieces), where the cast writes the values and their bits
+  // in one pass.
   std::span<std::uint16_t> piece_bits(std::size_t offset, std::size_t n);
   void scan_bits(std::size_t offset, std::size_t n) const;
   void finish_pieces();
