@@ -1,6 +1,7 @@
 // Bulk conversions: checks, instruction-set dispatch, and the general scalar path for other formats.
 #include "fpscope/core/bulk.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -129,15 +130,17 @@ void round_f32_in_normal_range(Format f, std::span<const float> in, std::span<fl
 }
 
 void round_f32_with_bits(Format f, std::span<const float> in, std::span<float> out, std::span<std::uint16_t> bits, Context& ctx,
-                         bool in_normal_range) {
+                         bool in_normal_range, std::uint32_t* largest) {
   check(f, in.size(), out.size(), 16);
   check(f, in.size(), bits.size(), 16);
   if (use_avx512_bf16(f, ctx)) {
-    ctx.raise(in_normal_range ? bulk_bf16_avx512::round_f32_bf16_in_normal_range_with_bits(in.data(), out.data(), bits.data(), in.size())
-                              : bulk_bf16_avx512::round_f32_bf16_with_bits(in.data(), out.data(), bits.data(), in.size(), ctx));
+    ctx.raise(in_normal_range ? bulk_bf16_avx512::round_f32_bf16_in_normal_range_with_bits(in.data(), out.data(), bits.data(), in.size(), largest)
+                              : bulk_bf16_avx512::round_f32_bf16_with_bits(in.data(), out.data(), bits.data(), in.size(), ctx, largest));
     ctx.stochastic_counter += in.size();
     return;
   }
+  if (largest != nullptr)  // before the rounding: `out` may be `in`
+    for (const float value : in) *largest = std::max(*largest, float_bits(value) & 0x7FFFFFFFu);
   if (in_normal_range) round_f32_in_normal_range(f, in, out, ctx);
   else round_f32(f, in, out, ctx);
   // The results are values of f: their patterns are exact, and raise nothing the rounding did not.

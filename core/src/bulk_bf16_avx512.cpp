@@ -93,19 +93,43 @@ bool has_avx512_bf16() {
   return supported;
 }
 
+// The largest magnitude bits of the inputs, kept where larger (`largest`, where given): the
+// lanes' running maximum, and its reduction with the scalar tail's.
+struct Watch {
+  std::uint32_t* largest;
+  __m512i lanes;
+  std::uint32_t tail = 0;
+  FPSCOPE_AVX512_BF16 void see(const float* in) {
+    if (largest != nullptr) lanes = _mm512_max_epu32(lanes, _mm512_and_si512(_mm512_loadu_si512(in), _mm512_set1_epi32(0x7FFFFFFF)));
+  }
+  void see_one(float value) {
+    if (largest != nullptr) tail = std::max(tail, float_bits(value) & 0x7FFFFFFFu);
+  }
+  FPSCOPE_AVX512_BF16 void finish() {
+    if (largest != nullptr) *largest = std::max({*largest, tail, static_cast<std::uint32_t>(_mm512_reduce_max_epu32(lanes))});
+  }
+};
+
 // The whole loop under the AVX-512 target, so that convert_block inlines into it.
 // `Out`: float* (widened), std::uint16_t* (patterns) or Both.
 template <typename Out>
-FPSCOPE_AVX512_BF16 std::uint8_t convert_all(const float* in, Out out, std::size_t n, const CastOptions& options) {
+FPSCOPE_AVX512_BF16 std::uint8_t convert_all(const float* in, Out out, std::size_t n, const CastOptions& options,
+                                             std::uint32_t* largest = nullptr) {
   CastFlags raised;
   BlockFlags blocks{_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+  Watch watch{largest, _mm512_setzero_si512()};
   std::size_t i = 0;
   for (; i + 16 <= n; i += 16) {
+    watch.see(in + i);  // before the block is written: `out` may be `in`
     if (convert_block(in + i, out + i, blocks)) continue;
     for (std::size_t j = i; j < i + 16; ++j)
       store_one(out + j, cast_from_f32<formats::bf16, RoundingMode::nearest_even>(float_bits(in[j]), options, 0, raised));
   }
-  for (; i < n; ++i) store_one(out + i, cast_from_f32<formats::bf16, RoundingMode::nearest_even>(float_bits(in[i]), options, 0, raised));
+  for (; i < n; ++i) {
+    watch.see_one(in[i]);
+    store_one(out + i, cast_from_f32<formats::bf16, RoundingMode::nearest_even>(float_bits(in[i]), options, 0, raised));
+  }
+  watch.finish();
   raised.inexact |= _mm512_test_epi32_mask(blocks.dropped, blocks.dropped);
   const __mmask16 overflow = _mm512_cmpge_epu32_mask(blocks.max_finite, _mm512_set1_epi32(0x7F7F8000));
   raised.overflow |= overflow;
@@ -117,10 +141,16 @@ FPSCOPE_AVX512_BF16 std::uint8_t convert_all(const float* in, Out out, std::size
 // round_f32_bf16_in_normal_range's loop: the inputs' promise leaves only the inexact flag to find.
 // `Out`: float* or Both.
 template <typename Out>
-FPSCOPE_AVX512_BF16 std::uint8_t round_all_in_normal_range(const float* in, Out out, std::size_t n) {
+FPSCOPE_AVX512_BF16 std::uint8_t round_all_in_normal_range(const float* in, Out out, std::size_t n, std::uint32_t* largest = nullptr) {
   __m512i dropped = _mm512_setzero_si512();
+  Watch watch{largest, _mm512_setzero_si512()};
   std::size_t i = 0;
-  for (; i + 16 <= n; i += 16) round_plain_block(_mm512_loadu_si512(in + i), out + i, dropped);
+  for (; i + 16 <= n; i += 16) {
+    watch.see(in + i);
+    round_plain_block(_mm512_loadu_si512(in + i), out + i, dropped);
+  }
+  for (std::size_t j = i; j < n; ++j) watch.see_one(in[j]);
+  watch.finish();
   if (i < n) {  // lanes past the end read 0 (exact), rounded into a block of our own
     float last[16];
     round_plain_block(_mm512_maskz_loadu_epi32(static_cast<__mmask16>((1u << (n - i)) - 1), in + i), last, dropped);
@@ -148,12 +178,13 @@ std::uint8_t round_f32_bf16(const float* in, float* out, std::size_t n, const Co
 
 std::uint8_t round_f32_bf16_in_normal_range(const float* in, float* out, std::size_t n) { return round_all_in_normal_range(in, out, n); }
 
-std::uint8_t round_f32_bf16_with_bits(const float* in, float* out, std::uint16_t* bits, std::size_t n, const Context& ctx) {
-  return convert_all(in, Both{out, bits}, n, CastOptions::from(ctx));
+std::uint8_t round_f32_bf16_with_bits(const float* in, float* out, std::uint16_t* bits, std::size_t n, const Context& ctx,
+                                      std::uint32_t* largest) {
+  return convert_all(in, Both{out, bits}, n, CastOptions::from(ctx), largest);
 }
 
-std::uint8_t round_f32_bf16_in_normal_range_with_bits(const float* in, float* out, std::uint16_t* bits, std::size_t n) {
-  return round_all_in_normal_range(in, Both{out, bits}, n);
+std::uint8_t round_f32_bf16_in_normal_range_with_bits(const float* in, float* out, std::uint16_t* bits, std::size_t n, std::uint32_t* largest) {
+  return round_all_in_normal_range(in, Both{out, bits}, n, largest);
 }
 
 }  // namespace fpscope::bulk_bf16_avx512
@@ -165,8 +196,8 @@ bool applies(Format, const Context&) { return false; }
 std::uint8_t f32_to_bf16(const float*, std::uint16_t*, std::size_t, const Context&) { return 0; }
 std::uint8_t round_f32_bf16(const float*, float*, std::size_t, const Context&) { return 0; }
 std::uint8_t round_f32_bf16_in_normal_range(const float*, float*, std::size_t) { return 0; }
-std::uint8_t round_f32_bf16_with_bits(const float*, float*, std::uint16_t*, std::size_t, const Context&) { return 0; }
-std::uint8_t round_f32_bf16_in_normal_range_with_bits(const float*, float*, std::uint16_t*, std::size_t) { return 0; }
+std::uint8_t round_f32_bf16_with_bits(const float*, float*, std::uint16_t*, std::size_t, const Context&, std::uint32_t*) { return 0; }
+std::uint8_t round_f32_bf16_in_normal_range_with_bits(const float*, float*, std::uint16_t*, std::size_t, std::uint32_t*) { return 0; }
 }  // namespace fpscope::bulk_bf16_avx512
 
 #endif

@@ -1,6 +1,7 @@
 // Bulk kernels and the branch-free casts against the general scalar conversion, bit for bit.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <initializer_list>
 #include <iostream>
 #include <cstdlib>
@@ -241,7 +242,7 @@ TEST_CASE("round_f32_in_normal_range equals round_f32 on zeros and normals below
   }
 }
 
-TEST_CASE("round_f32_with_bits: round_f32's values, flags and random words, and f32_to_bits' patterns beside them") {
+TEST_CASE("round_f32_with_bits: round_f32's values, flags and random words, f32_to_bits' patterns beside them, the largest magnitude") {
   // Every class of input (edgy_floats) in every mode, in place and not, at lengths around a whole
   // block of 16; then the in-normal-range variant on inputs that keep its promise.
   const std::vector<float> edgy = edgy_floats(4099);
@@ -270,8 +271,13 @@ TEST_CASE("round_f32_with_bits: round_f32's values, flags and random words, and 
             std::vector<std::uint16_t> expected_bits(n), bits(n, 0xDEAD);
             round_f32(f, in, expected, plain);
             f32_to_bits(f, in, expected_bits, patterns);
-            if (in_place) round_f32_with_bits(f, out, out, bits, both, in_normal_range);
-            else round_f32_with_bits(f, in, out, bits, both, in_normal_range);
+            // The reading starts above some inputs' magnitudes (kept where larger) and below the largest.
+            std::uint32_t expected_largest = 0x00000100u;
+            for (const float v : in) expected_largest = std::max(expected_largest, float_bits(v) & 0x7FFFFFFFu);
+            std::uint32_t largest = 0x00000100u;
+            if (in_place) round_f32_with_bits(f, out, out, bits, both, in_normal_range, &largest);
+            else round_f32_with_bits(f, in, out, bits, both, in_normal_range, &largest);
+            CHECK(largest == expected_largest);
             std::size_t differ = 0, differ_bits = 0;
             for (std::size_t i = 0; i < n; ++i) {
               differ += float_bits(out[i]) != float_bits(expected[i]);

@@ -297,6 +297,39 @@ TEST_CASE("culprit: the sentinel changes no bit of a run, recorded steps or not"
   }
 }
 
+TEST_CASE("culprit: an unrecorded step's readings are a recorded step's, wherever each pass takes them") {
+  // A recorded cast's reading comes from its histogram's pass, an unrecorded bf16 cast packed for
+  // the products from its rounding's pass (round_f32_with_bits; in round to nearest even the
+  // AVX-512 BF16 kernel's own lanes), any other from a pass of its own: the same state and batch
+  // stepped recorded and unrecorded must read the same bits of every tensor, in the same order.
+  // The CPU's trainers (a device step reads its readings back only for a step that skipped); the
+  // weights are read only where a step skips (take_sentinel), every other tensor every step.
+  for (const bool gpt : {false, true})
+    for (const RoundingMode rounding : {RoundingMode::nearest_even, RoundingMode::stochastic}) {
+      CAPTURE(gpt);
+      CAPTURE(static_cast<int>(rounding));
+      TrainingConfig config = gpt ? gpt_config() : mlp_config();
+      config.precision = Precision::bf16;
+      config.rounding = rounding;
+      const int batch = gpt ? 3 : 24;
+      std::unique_ptr<TrainerBackend> recorded = cpu(config), unrecorded = cpu(config);
+      TrainingData data("synthetic", config);
+      Eigen::MatrixXf inputs;
+      std::vector<int> labels;
+      for (int t = 0; t < 3; ++t) {
+        data.next_batch(batch, inputs, labels);
+        const StepResult r = recorded->step(inputs, labels, true, true), u = unrecorded->step(inputs, labels, false, true);
+        REQUIRE(!r.sentinel.empty());
+        CHECK(u.sentinel == r.sentinel);
+        std::size_t read = 0, nonzero = 0;
+        for (const SentinelReading& reading : u.sentinel)
+          if (reading.kind != TensorKind::weight) ++read, nonzero += reading.largest_bits != 0;
+        CHECK(read > 0);
+        CHECK(nonzero == read);
+      }
+    }
+}
+
 TEST_CASE("culprit: a device cast takes the sentinel's reading in its own pass: amax_bits's, in place or not, recorded or not") {
   // The host twin, whose memory is the host's: the CUDA kernels are held to it (tests/cuda).
   const std::unique_ptr<DeviceOps> ops = make_host_device_ops();

@@ -72,11 +72,12 @@ class PiecewiseCast {
   // Returns the piece's largest magnitude bits where the cast is watched (0 where not).
   std::uint32_t piece(std::span<const float> in, std::span<float> out, std::size_t offset) {
     std::uint32_t top = 0;
-    // A recorded piece's reading comes from its histogram's pass; any other piece reads its
-    // values once more.
+    // A recorded piece's reading comes from its histogram's pass, an unrecorded one packed for the
+    // products from its rounding's pass; any other piece reads its values once more.
     const bool histogram_reads = record_ != nullptr && bits_of_ == nullptr;
-    if (largest_ != nullptr && !histogram_reads) top = largest_magnitude_bits(in.data(), in.size());  // activation_pass.hpp
-    std::uint32_t* const reading = largest_ != nullptr && histogram_reads ? &top : nullptr;
+    const bool rounding_reads = record_ == nullptr && low_ && operand_ != nullptr && bits_of_ == nullptr;
+    if (largest_ != nullptr && !histogram_reads && !rounding_reads) top = largest_magnitude_bits(in.data(), in.size());  // activation_pass.hpp
+    std::uint32_t* const reading = largest_ != nullptr && (histogram_reads || rounding_reads) ? &top : nullptr;
     if (!low_) {  // float32: copied, and recorded where there is a record
       if (in.data() != out.data()) std::copy(in.begin(), in.end(), out.begin());
       if (record_ == nullptr) {
@@ -100,7 +101,7 @@ class PiecewiseCast {
       operand_->scan_bits(at, out.size());
     } else if (operand_ != nullptr) {  // packed as it is rounded: the values and their bf16 bits in one pass
       const std::span<std::uint16_t> bits = operand_->piece_bits(offset, out.size());
-      if (record_ == nullptr) round_f32_with_bits(f_, in, out, bits, context);
+      if (record_ == nullptr) round_f32_with_bits(f_, in, out, bits, context, false, reading);
       else cast_and_record(f_, in, out, context, histogram, counts, reading, bits);
       operand_->scan_bits(offset, out.size());
     } else if (record_ == nullptr) {

@@ -35,9 +35,11 @@ void round_f32_in_normal_range(Format f, std::span<const float> in, std::span<fl
 // result's bit pattern in f beside it: bits[i] is what f32_to_bits gives for in[i]. The same
 // values, flags and random words as round_f32; one pass where a kernel makes both (bf16 in round
 // to nearest even with AVX-512 BF16), elsewhere the rounding and then its results' patterns (each
-// result a value of f: exact). For formats of at most 16 bits.
+// result a value of f: exact). For formats of at most 16 bits. Where `largest` is given it takes the
+// largest of the inputs' magnitude bits (bits & 0x7FFFFFFF, NaNs above infinity; kept where it was
+// larger), from the same pass where there is one: the step sentinel's reading.
 void round_f32_with_bits(Format f, std::span<const float> in, std::span<float> out, std::span<std::uint16_t> bits, Context& ctx,
-                         bool in_normal_range = false);
+                         bool in_normal_range = false, std::uint32_t* largest = nullptr);
 
 // The instruction set whose kernels run: "avx512", "avx2" or "generic". The environment
 // variable FPSCOPE_BULK_ISA=generic|avx2|avx512 forces one (and turns the hardware casts off);
