@@ -88,6 +88,16 @@ void scalar_narrow(Format f, std::span<const float> in, Out* out, Context& ctx) 
   ctx.stochastic_counter = first + in.size();
 }
 
+// The largest of the values' magnitude bits into *largest, kept where it was larger (none where
+// `largest` is null): round_f32's reading where no kernel takes it in its own pass. Before the
+// rounding, whose output may be its input.
+void keep_largest_magnitude(std::span<const float> in, std::uint32_t* largest) {
+  if (largest == nullptr) return;
+  std::uint32_t top = *largest;
+  for (const float value : in) top = std::max(top, float_bits(value) & 0x7FFFFFFFu);
+  *largest = top;
+}
+
 }  // namespace
 
 bool bulk_mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, const std::uint32_t* values, std::uint8_t* codes,
@@ -139,8 +149,7 @@ void round_f32_with_bits(Format f, std::span<const float> in, std::span<float> o
     ctx.stochastic_counter += in.size();
     return;
   }
-  if (largest != nullptr)  // before the rounding: `out` may be `in`
-    for (const float value : in) *largest = std::max(*largest, float_bits(value) & 0x7FFFFFFFu);
+  keep_largest_magnitude(in, largest);
   if (in_normal_range) round_f32_in_normal_range(f, in, out, ctx);
   else round_f32(f, in, out, ctx);
   // The results are values of f: their patterns are exact, and raise nothing the rounding did not.
@@ -148,15 +157,16 @@ void round_f32_with_bits(Format f, std::span<const float> in, std::span<float> o
   f32_to_bits(f, out, bits, exact);
 }
 
-void round_f32(Format f, std::span<const float> in, std::span<float> out, Context& ctx) {
+void round_f32(Format f, std::span<const float> in, std::span<float> out, Context& ctx, std::uint32_t* largest) {
   check(f, in.size(), out.size(), 32);
-  if (use_f16c(f, ctx)) {
-    ctx.raise(bulk_f16c::round_f32_fp16(in.data(), out.data(), in.size(), ctx.rounding));
+  if (use_avx512_bf16(f, ctx)) {
+    ctx.raise(bulk_bf16_avx512::round_f32_bf16(in.data(), out.data(), in.size(), ctx, largest));
     ctx.stochastic_counter += in.size();
     return;
   }
-  if (use_avx512_bf16(f, ctx)) {
-    ctx.raise(bulk_bf16_avx512::round_f32_bf16(in.data(), out.data(), in.size(), ctx));
+  keep_largest_magnitude(in, largest);
+  if (use_f16c(f, ctx)) {
+    ctx.raise(bulk_f16c::round_f32_fp16(in.data(), out.data(), in.size(), ctx.rounding));
     ctx.stochastic_counter += in.size();
     return;
   }

@@ -172,8 +172,8 @@ std::uint8_t f32_to_bf16(const float* in, std::uint16_t* out, std::size_t n, con
   return convert_all(in, out, n, CastOptions::from(ctx));
 }
 
-std::uint8_t round_f32_bf16(const float* in, float* out, std::size_t n, const Context& ctx) {
-  return convert_all(in, out, n, CastOptions::from(ctx));
+std::uint8_t round_f32_bf16(const float* in, float* out, std::size_t n, const Context& ctx, std::uint32_t* largest) {
+  return convert_all(in, out, n, CastOptions::from(ctx), largest);
 }
 
 std::uint8_t round_f32_bf16_in_normal_range(const float* in, float* out, std::size_t n) { return round_all_in_normal_range(in, out, n); }
@@ -194,7 +194,7 @@ std::uint8_t round_f32_bf16_in_normal_range_with_bits(const float* in, float* ou
 namespace fpscope::bulk_bf16_avx512 {
 bool applies(Format, const Context&) { return false; }
 std::uint8_t f32_to_bf16(const float*, std::uint16_t*, std::size_t, const Context&) { return 0; }
-std::uint8_t round_f32_bf16(const float*, float*, std::size_t, const Context&) { return 0; }
+std::uint8_t round_f32_bf16(const float*, float*, std::size_t, const Context&, std::uint32_t*) { return 0; }
 std::uint8_t round_f32_bf16_in_normal_range(const float*, float*, std::size_t) { return 0; }
 std::uint8_t round_f32_bf16_with_bits(const float*, float*, std::uint16_t*, std::size_t, const Context&, std::uint32_t*) { return 0; }
 std::uint8_t round_f32_bf16_in_normal_range_with_bits(const float*, float*, std::uint16_t*, std::size_t, std::uint32_t*) { return 0; }

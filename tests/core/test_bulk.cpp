@@ -242,7 +242,7 @@ TEST_CASE("round_f32_in_normal_range equals round_f32 on zeros and normals below
   }
 }
 
-TEST_CASE("round_f32_with_bits: round_f32's values, flags and random words, f32_to_bits' patterns beside them, the largest magnitude") {
+TEST_CASE("round_f32_with_bits: round_f32's values, flags and random words, f32_to_bits' patterns beside them; both read the largest magnitude") {
   // Every class of input (edgy_floats) in every mode, in place and not, at lengths around a whole
   // block of 16; then the in-normal-range variant on inputs that keep its promise.
   const std::vector<float> edgy = edgy_floats(4099);
@@ -269,11 +269,13 @@ TEST_CASE("round_f32_with_bits: round_f32's values, flags and random words, f32_
             plain.stochastic_counter = patterns.stochastic_counter = both.stochastic_counter = 1000;
             std::vector<float> expected(n), out(in.begin(), in.end());
             std::vector<std::uint16_t> expected_bits(n), bits(n, 0xDEAD);
-            round_f32(f, in, expected, plain);
-            f32_to_bits(f, in, expected_bits, patterns);
             // The reading starts above some inputs' magnitudes (kept where larger) and below the largest.
             std::uint32_t expected_largest = 0x00000100u;
             for (const float v : in) expected_largest = std::max(expected_largest, float_bits(v) & 0x7FFFFFFFu);
+            std::uint32_t plain_largest = 0x00000100u;
+            round_f32(f, in, expected, plain, &plain_largest);
+            CHECK(plain_largest == expected_largest);
+            f32_to_bits(f, in, expected_bits, patterns);
             std::uint32_t largest = 0x00000100u;
             if (in_place) round_f32_with_bits(f, out, out, bits, both, in_normal_range, &largest);
             else round_f32_with_bits(f, in, out, bits, both, in_normal_range, &largest);

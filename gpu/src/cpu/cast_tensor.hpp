@@ -72,10 +72,11 @@ class PiecewiseCast {
   // Returns the piece's largest magnitude bits where the cast is watched (0 where not).
   std::uint32_t piece(std::span<const float> in, std::span<float> out, std::size_t offset) {
     std::uint32_t top = 0;
-    // A recorded piece's reading comes from its histogram's pass, an unrecorded one packed for the
-    // products from its rounding's pass; any other piece reads its values once more.
+    // A recorded piece's reading comes from its histogram's pass, an unrecorded one rounded in
+    // float32 from its rounding's pass (round_f32, round_f32_with_bits); any other piece reads its
+    // values once more.
     const bool histogram_reads = record_ != nullptr && bits_of_ == nullptr;
-    const bool rounding_reads = record_ == nullptr && low_ && operand_ != nullptr && bits_of_ == nullptr;
+    const bool rounding_reads = record_ == nullptr && low_ && bits_of_ == nullptr;
     if (largest_ != nullptr && !histogram_reads && !rounding_reads) top = largest_magnitude_bits(in.data(), in.size());  // activation_pass.hpp
     std::uint32_t* const reading = largest_ != nullptr && (histogram_reads || rounding_reads) ? &top : nullptr;
     if (!low_) {  // float32: copied, and recorded where there is a record
@@ -105,7 +106,7 @@ class PiecewiseCast {
       else cast_and_record(f_, in, out, context, histogram, counts, reading, bits);
       operand_->scan_bits(offset, out.size());
     } else if (record_ == nullptr) {
-      round_f32(f_, in, out, context);
+      round_f32(f_, in, out, context, reading);
     } else {
       cast_and_record(f_, in, out, context, histogram, counts, reading);
     }

@@ -26,7 +26,11 @@ void f32_to_bits(Format f, std::span<const float> in, std::span<std::uint8_t> ou
 void bits_to_f32(Format f, std::span<const std::uint16_t> in, std::span<float> out, Context& ctx);
 void bits_to_f32(Format f, std::span<const std::uint8_t> in, std::span<float> out, Context& ctx);
 // float32 -> the value of f it rounds to, as float32 ("fake quantisation"). In place is fine.
-void round_f32(Format f, std::span<const float> in, std::span<float> out, Context& ctx);
+// Where `largest` is given it takes the largest of the inputs' magnitude bits (bits & 0x7FFFFFFF,
+// NaNs above infinity; kept where it was larger), from the same pass where there is one (bf16 in
+// round to nearest even with AVX-512 BF16), else from a pass before the rounding: the step
+// sentinel's reading.
+void round_f32(Format f, std::span<const float> in, std::span<float> out, Context& ctx, std::uint32_t* largest = nullptr);
 // round_f32 of values the caller has found (from their histogram) all zeros or float32 normals,
 // finite, and below f's largest binade: the same bits, flags and random words; a kernel may skip
 // its checks for subnormals, infinities, NaNs and overflow (bf16 in round to nearest even does).
@@ -35,9 +39,7 @@ void round_f32_in_normal_range(Format f, std::span<const float> in, std::span<fl
 // result's bit pattern in f beside it: bits[i] is what f32_to_bits gives for in[i]. The same
 // values, flags and random words as round_f32; one pass where a kernel makes both (bf16 in round
 // to nearest even with AVX-512 BF16), elsewhere the rounding and then its results' patterns (each
-// result a value of f: exact). For formats of at most 16 bits. Where `largest` is given it takes the
-// largest of the inputs' magnitude bits (bits & 0x7FFFFFFF, NaNs above infinity; kept where it was
-// larger), from the same pass where there is one: the step sentinel's reading.
+// result a value of f: exact). For formats of at most 16 bits. `largest`: as round_f32's.
 void round_f32_with_bits(Format f, std::span<const float> in, std::span<float> out, std::span<std::uint16_t> bits, Context& ctx,
                          bool in_normal_range = false, std::uint32_t* largest = nullptr);
 
