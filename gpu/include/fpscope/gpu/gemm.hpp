@@ -44,11 +44,12 @@ Eigen::MatrixXf gemm(const Eigen::MatrixXf& a, bool transpose_a, const Eigen::Ma
 // start_pieces on).
 //
 // Or packed as its values are made: a cast that writes them piece by piece (the trainers' casts
-// into bf16) packs each piece as soon as it is rounded, while it is still in the core's cache,
-// instead of the first product reading the whole operand again. start_pieces() once, with the
-// values at their final size; pack_piece() for each piece, on any threads, pieces not
-// overlapping and together all the values; finish_pieces() after the last. The products then
-// take exactly what they would have packed themselves.
+// into bf16) packs each piece as it rounds it, instead of the first product reading the whole
+// operand again. start_pieces() once, with the values at their final size; for each piece, on
+// any threads, pieces not overlapping and together all the values, either pack_piece() of its
+// rounded values or, where the rounding writes their bf16 bits itself in the same pass (the
+// trainers' casts: round_f32_with_bits), piece_bits() then scan_bits(); finish_pieces() after the
+// last. The products then take exactly what they would have packed themselves.
 //
 // Or made from bf16 bit patterns alone, where the products are all that read the values: a cast
 // into bf16 writes each piece's bits straight into the pack (piece_bits, then scan_bits) and
