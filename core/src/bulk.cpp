@@ -152,9 +152,12 @@ void round_f32_with_bits(Format f, std::span<const float> in, std::span<float> o
   keep_largest_magnitude(in, largest);
   if (in_normal_range) round_f32_in_normal_range(f, in, out, ctx);
   else round_f32(f, in, out, ctx);
-  // The results are values of f: their patterns are exact, and raise nothing the rounding did not.
-  Context exact = ctx;
-  f32_to_bits(f, out, bits, exact);
+  patterns_of_values(f, out, bits, ctx);
+}
+
+void patterns_of_values(Format f, std::span<const float> values, std::span<std::uint16_t> bits, const Context& ctx) {
+  Context exact = ctx;  // a copy: what the conversion raises or draws stays in it
+  f32_to_bits(f, values, bits, exact);
 }
 
 void round_f32(Format f, std::span<const float> in, std::span<float> out, Context& ctx, std::uint32_t* largest) {

@@ -141,10 +141,7 @@ void cast_and_record(Format f, std::span<const float> in, std::span<float> out, 
       cast_block_counted_from_output(f, in.subspan(start, n), out.subspan(start, n), ctx, block_histogram.zero_count(), min_normal, counts);
     else
       cast_block_counted_pairwise(f, in.subspan(start, n), out.subspan(start, n), ctx, min_normal, max32, counts);
-    if (!bits.empty()) {  // the results are values of f: their patterns exact, raising nothing
-      Context exact = ctx;
-      f32_to_bits(f, out.subspan(start, n), bits.subspan(start, n), exact);
-    }
+    if (!bits.empty()) patterns_of_values(f, out.subspan(start, n), bits.subspan(start, n), ctx);
   }
 }
 

@@ -42,6 +42,10 @@ void round_f32_in_normal_range(Format f, std::span<const float> in, std::span<fl
 // result a value of f: exact). For formats of at most 16 bits. `largest`: as round_f32's.
 void round_f32_with_bits(Format f, std::span<const float> in, std::span<float> out, std::span<std::uint16_t> bits, Context& ctx,
                          bool in_normal_range = false, std::uint32_t* largest = nullptr);
+// The bit patterns in f of float32 values that are values of f already (the results of a rounding
+// under `ctx`, whose options, NaN encodings among them, it takes): exact, raising no flag in ctx
+// and drawing none of its random words. For formats of at most 16 bits.
+void patterns_of_values(Format f, std::span<const float> values, std::span<std::uint16_t> bits, const Context& ctx);
 
 // The instruction set whose kernels run: "avx512", "avx2" or "generic". The environment
 // variable FPSCOPE_BULK_ISA=generic|avx2|avx512 forces one (and turns the hardware casts off);
