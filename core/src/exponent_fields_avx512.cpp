@@ -64,18 +64,18 @@ std::uint64_t count_window(const std::uint32_t* bits, std::size_t n, int base, i
     }
     return _mm512_sllv_epi32(one, _mm512_srli_epi32(t, 23));
   };
-  __m512i words[16];
   std::size_t i = 0;
   for (; i + 256 <= n; i += 256) {
-    for (int k = 0; k < 16; ++k) words[k] = one_hot(magnitudes(bits, i + 16 * static_cast<std::size_t>(k), n));
-    positions.add16(words);
+    const std::uint32_t* at = bits + i;
+    positions.add16_made([&](int k) {
+      return one_hot(_mm512_and_si512(_mm512_loadu_si512(at + 16 * k), _mm512_set1_epi32(0x7FFFFFFF)));
+    });
   }
   if (i < n) {
-    for (int k = 0; k < 16; ++k) {
+    positions.add16_made([&](int k) {
       const std::size_t at = i + 16 * static_cast<std::size_t>(k);
-      words[k] = at < n ? one_hot(magnitudes(bits, at, n)) : _mm512_setzero_si512();  // lanes past the end: zero magnitudes
-    }
-    positions.add16(words);
+      return at < n ? one_hot(magnitudes(bits, at, n)) : _mm512_setzero_si512();  // lanes past the end: zero magnitudes
+    });
   }
   if constexpr (track_range) range->signed_largest = signed_largest, range->unsigned_largest = unsigned_largest;
   std::uint64_t in_window[window] = {};

@@ -28,8 +28,14 @@ class PositionalCounts {
   }
   // Adds the 16 words at `words` (each bit counts once at its position).
   [[gnu::always_inline]] void add16(const __m512i* words) {
+    add16_made([words](int k) { return words[k]; });
+  }
+  // The same for the 16 words word(0) .. word(15), each made as the adders take it (in that
+  // order): a few registers live instead of sixteen words held (and spilled) at once.
+  template <typename Word>
+  [[gnu::always_inline]] void add16_made(Word&& word) {
     Stage s = first_;
-    push_sixteens(reduce16(s, words));
+    push_sixteens(reduce16(s, word));
     first_ = s;
   }
 
@@ -63,24 +69,30 @@ class PositionalCounts {
     a = _mm512_ternarylogic_epi32(a, b, c, 0x96);                    // a ^ b ^ c
     return carry;
   }
-  // Eight words into s, the carries of weight 8 back.
-  [[gnu::always_inline]] static __m512i reduce8(Stage& s, const __m512i* w) {
-    __m512i twos_a = carry_save(s.ones, w[0], w[1]), twos_b = carry_save(s.ones, w[2], w[3]);
+  // Words w(first) .. w(first + 7) into s, in order, the carries of weight 8 back.
+  template <typename Word>
+  [[gnu::always_inline]] static __m512i reduce8(Stage& s, Word& w, int first) {
+    __m512i twos_a = carry_save(s.ones, w(first), w(first + 1));
+    __m512i twos_b = carry_save(s.ones, w(first + 2), w(first + 3));
     const __m512i fours_a = carry_save(s.twos, twos_a, twos_b);
-    twos_a = carry_save(s.ones, w[4], w[5]), twos_b = carry_save(s.ones, w[6], w[7]);
+    twos_a = carry_save(s.ones, w(first + 4), w(first + 5));
+    twos_b = carry_save(s.ones, w(first + 6), w(first + 7));
     const __m512i fours_b = carry_save(s.twos, twos_a, twos_b);
     return carry_save(s.fours, fours_a, fours_b);
   }
-  // Sixteen words into s, the carries of weight 16 back.
-  [[gnu::always_inline]] static __m512i reduce16(Stage& s, const __m512i* w) {
-    const __m512i eights_a = reduce8(s, w), eights_b = reduce8(s, w + 8);
+  // Words w(0) .. w(15) into s, in order, the carries of weight 16 back.
+  template <typename Word>
+  [[gnu::always_inline]] static __m512i reduce16(Stage& s, Word& w) {
+    const __m512i eights_a = reduce8(s, w, 0);
+    const __m512i eights_b = reduce8(s, w, 8);
     return carry_save(s.eights, eights_a, eights_b);
   }
   void push_sixteens(__m512i sixteens) {
     sixteens_[pending_] = sixteens;
     if (++pending_ < 16) return;
     pending_ = 0;
-    __m512i carry = reduce16(second_, sixteens_);
+    auto pending = [this](int k) { return sixteens_[k]; };
+    __m512i carry = reduce16(second_, pending);
     for (int k = 0; k < levels && _mm512_test_epi32_mask(carry, carry) != 0; ++k) {
       const __m512i sum = _mm512_xor_si512(high_[k], carry);
       carry = _mm512_and_si512(high_[k], carry);
