@@ -46,6 +46,12 @@ void normalize_values(const float* in, float mean, float rstd, const float* gain
 void normalize_gradient_values(const float* g, const float* gain, const float* xhat, float mean_g, float mean_gx, float rstd, float* out,
                                bool add, std::size_t n);
 
+// softmax_cross_entropy_row (stride 1) of `rows` rows of `classes` logits, row r at logits + r *
+// classes with label labels[r]: its gradient to gradient + r * classes, its loss to losses[r]; on
+// the calling thread.
+void cross_entropy_rows(const float* logits, std::size_t classes, std::size_t rows, const int* labels, float factor, float* gradient,
+                        float* losses);
+
 // One instruction set's passes ("avx512", "avx2", else the scalar ones), for the tests that hold
 // each to the scalar reference. Call only those bulk_isa_supported() allows.
 const element::ElementwisePasses& elementwise_passes_for(std::string_view isa);

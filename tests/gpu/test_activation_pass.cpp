@@ -21,6 +21,7 @@
 #include "fpscope/gpu/gpt_element.hpp"
 #include "fpscope/gpu/mlp.hpp"
 #include "fpscope/gpu/parallel.hpp"
+#include "fpscope/gpu/softmax_cross_entropy.hpp"
 
 using namespace fpscope;
 
@@ -78,6 +79,15 @@ template <typename Reference>
 std::size_t differing(const std::vector<float>& out, Reference reference) {
   std::size_t differ = 0;
   for (std::size_t i = 0; i < out.size(); ++i) differ += bits(out[i]) != bits(reference(i));
+  return differ;
+}
+
+// The same where both are NaN, whatever their payloads: where a sum meets two NaNs, which one it
+// keeps is the compiler's choice of operand order (IEEE 754 leaves it open), and the vector units'
+// loops are compiled apart from the reference.
+std::size_t differing_numbers(const std::vector<float>& got, const std::vector<float>& want) {
+  std::size_t differ = got.size() != want.size();
+  for (std::size_t i = 0; i < got.size() && i < want.size(); ++i) differ += bits(got[i]) != bits(want[i]) && !(got[i] != got[i] && want[i] != want[i]);
   return differ;
 }
 
@@ -188,6 +198,56 @@ TEST_CASE("the GPT's element-wise arithmetic: every instruction set gives the sc
       CHECK(same(got, divided));
       passes.softmax_gradient(a.data(), b.data(), mean_gx, got.data(), rows);
       CHECK(same(got, softmax));
+    }
+  }
+}
+
+TEST_CASE("cross-entropy rows: every instruction set gives softmax_cross_entropy_row's loss and gradient bits, any rows and classes") {
+  // Rows of logits spread over many binades, and rows whose largest logit is a zero (either sign
+  // first), a tie, an infinity, a NaN somewhere or everywhere, -infinity everywhere, the first or
+  // the last.
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal;
+  for (const std::size_t classes : {std::size_t{1}, std::size_t{3}, std::size_t{10}, std::size_t{16}, std::size_t{17}, std::size_t{50}, std::size_t{256}, std::size_t{259}}) {
+    for (const std::size_t rows : {std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{9}, std::size_t{23}}) {
+      CAPTURE(classes);
+      CAPTURE(rows);
+      std::vector<float> logits(rows * classes);
+      for (float& x : logits) x = std::ldexp(normal(rng), static_cast<int>(rng() % 9) - 2);
+      std::vector<int> labels(rows);
+      for (int& label : labels) label = static_cast<int>(rng() % classes);
+      const auto row = [&](std::size_t r) { return logits.data() + r * classes; };
+      const auto at = [&](std::size_t r, std::size_t c) -> float& { return row(r)[c % classes]; };
+      if (rows > 1) {  // zeros on top: -0 first, then +0 first
+        for (std::size_t c = 0; c < classes; ++c) at(1, c) = -std::fabs(at(1, c)) - 1.0f;
+        at(1, classes / 2) = -0.0f, at(1, classes - 1) = 0.0f;
+      }
+      if (rows > 2) {
+        for (std::size_t c = 0; c < classes; ++c) at(2, c) = -std::fabs(at(2, c)) - 1.0f;
+        at(2, 0) = 0.0f, at(2, classes / 3) = -0.0f;
+      }
+      if (rows > 3) at(3, 2) = NAN, at(3, classes / 2) = INFINITY;
+      if (rows > 4) at(4, 0) = NAN;
+      if (rows > 5) std::fill(row(5), row(5) + classes, NAN);
+      if (rows > 6) std::fill(row(6), row(6) + classes, -INFINITY), at(6, 1) = NAN;
+      if (rows > 7) at(7, 0) = at(7, classes - 1) = 40.0f;
+      if (rows > 8) at(8, classes - 1) = -INFINITY, at(8, 0) = from_bits(0x7fc01234u);
+      if (rows > 9) at(9, classes - 1) = 50.0f;  // the largest last: in the vectors' tail
+      if (rows > 10) at(10, 0) = 50.0f;
+      // The reference: the row function itself, one row at a time.
+      std::vector<float> gradient(rows * classes), losses(rows);
+      const float factor = 0.0883883476f;
+      for (std::size_t r = 0; r < rows; ++r)
+        losses[r] = softmax_cross_entropy_row(row(r), static_cast<int>(classes), 1, labels[r], factor, gradient.data() + r * classes);
+      for (const std::string& isa : instruction_sets()) {
+        CAPTURE(isa);
+        std::vector<float> got(rows * classes + 1, -3.0f), got_losses(rows, -3.0f);
+        elementwise_passes_for(isa).cross_entropy_rows(logits.data(), classes, rows, labels.data(), factor, got.data(), got_losses.data());
+        CHECK(differing_numbers(got_losses, losses) == 0);
+        CHECK(got.back() == -3.0f);  // nothing written past the end
+        got.pop_back();
+        CHECK(differing_numbers(got, gradient) == 0);
+      }
     }
   }
 }

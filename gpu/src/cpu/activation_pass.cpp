@@ -76,4 +76,9 @@ void normalize_gradient_values(const float* g, const float* gain, const float* x
   passes().normalize_gradient(g, gain, xhat, mean_g, mean_gx, rstd, out, add, n);
 }
 
+void cross_entropy_rows(const float* logits, std::size_t classes, std::size_t rows, const int* labels, float factor, float* gradient,
+                        float* losses) {
+  passes().cross_entropy_rows(logits, classes, rows, labels, factor, gradient, losses);
+}
+
 }  // namespace fpscope

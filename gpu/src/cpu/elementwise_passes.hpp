@@ -52,6 +52,12 @@ struct ElementwisePasses {
   // out[i], or added to it (out[i] + that) where `add`.
   void (*normalize_gradient)(const float* g, const float* gain, const float* xhat, float mean_g, float mean_gx, float rstd, float* out,
                              bool add, std::size_t n);
+  // softmax_cross_entropy_row (softmax_cross_entropy.hpp, stride 1) of `rows` rows of `classes`
+  // logits, row r at logits + r * classes with label labels[r]: its gradient to gradient + r *
+  // classes (not overlapping the logits), its loss to losses[r]; the same bits (a NaN's payload
+  // aside, where a sum meets two NaNs: which it keeps is the compiler's operand order).
+  void (*cross_entropy_rows)(const float* logits, std::size_t classes, std::size_t rows, const int* labels, float factor, float* gradient,
+                             float* losses);
 };
 
 extern const ElementwisePasses scalar_passes;
@@ -127,6 +133,71 @@ inline void sum_over_columns(std::size_t rows, std::size_t columns, float* sum, 
   }
 }
 
+// The largest of n > 0 values by softmax_cross_entropy_row's rule (a NaN passed over; the first
+// of equal values kept), the same bits as its loop: across lanes for the largest number, that
+// loop itself where the answer is a zero (whose sign is the first one's) or there is no number
+// above -infinity (the loop's NaN, or -infinity).
+template <typename M>
+inline float largest_logit(const float* in, std::size_t n) {
+  using L = typename M::Lane;
+  const auto in_order = [&] {
+    float top = in[0];
+    for (std::size_t c = 1; c < n; ++c) top = in[c] > top || top != top ? in[c] : top;
+    return top;
+  };
+  L lanes(-INFINITY);
+  std::size_t i = 0;
+  for (; i + M::width <= n; i += M::width) {
+    const L x = M::load(in + i);
+    lanes = select(less(lanes, x), x, lanes);  // a NaN compares false
+  }
+  float each[M::width];
+  M::store(each, lanes);
+  float top = -INFINITY;
+  for (const float x : each) top = x > top ? x : top;
+  for (; i < n; ++i) top = in[i] > top ? in[i] : top;
+  return top == 0.0f || !(top > -INFINITY) ? in_order() : top;
+}
+
+// ElementwisePasses::cross_entropy_rows over lanes M: each row's largest logit (largest_logit),
+// exponentials (exp_of), sum from zero in the classes' order, loss and gradient as
+// softmax_cross_entropy_row makes them; the sums of eight rows made side by side, each still in
+// its own order (one addition's latency then covers eight).
+template <typename M>
+inline void cross_entropy_rows(const float* logits, std::size_t classes, std::size_t rows, const int* labels, float factor, float* gradient,
+                               float* losses) {
+  using L = typename M::Lane;
+  constexpr std::size_t group = 8;
+  for (std::size_t first = 0; first < rows; first += group) {
+    const std::size_t count = std::min(group, rows - first);
+    float sums[group] = {};
+    for (std::size_t r = 0; r < count; ++r) {
+      const float* row = logits + (first + r) * classes;
+      const float top = largest_logit<M>(row, classes);
+      map_lanes<M>(row, gradient + (first + r) * classes, classes, [top](L x) { return exp_of(x - L(top)); });
+    }
+    const float* exponentials = gradient + first * classes;
+    if (count == group) {
+      for (std::size_t c = 0; c < classes; ++c)
+        for (std::size_t r = 0; r < group; ++r) sums[r] += exponentials[r * classes + c];
+    } else {
+      for (std::size_t r = 0; r < count; ++r)
+        for (std::size_t c = 0; c < classes; ++c) sums[r] += exponentials[r * classes + c];
+    }
+    for (std::size_t r = 0; r < count; ++r) {
+      float* row = gradient + (first + r) * classes;
+      const float sum = sums[r];
+      const auto label = static_cast<std::size_t>(labels[first + r]);
+      const float at_label = row[label];
+      losses[first + r] = -logf(at_label / sum);
+      // x / sum - 0 is x / sum for every quotient (a -0 stays -0, a NaN itself): only the
+      // label's element subtracts.
+      map_lanes<M>(row, row, classes, [sum, factor](L x) { return (x / L(sum)) * L(factor); });
+      row[label] = (at_label / sum - 1.0f) * factor;
+    }
+  }
+}
+
 // The table for lanes M; a unit defines its instruction set's with it, including this header after
 // it switched its instruction set (the loops are compiled for that set).
 template <typename M>
@@ -189,6 +260,9 @@ constexpr ElementwisePasses passes_for() {
           const L gradient = layer_norm_gradient_of(load(g + i), load(gain + i), load(xhat + i), L(mean_g), L(mean_gx), L(rstd));
           store(out + i, add ? load(out + i) + gradient : gradient);
         });
+      },
+      [](const float* logits, std::size_t classes, std::size_t rows, const int* labels, float factor, float* gradient, float* losses) {
+        cross_entropy_rows<M>(logits, classes, rows, labels, factor, gradient, losses);
       },
   };
 }

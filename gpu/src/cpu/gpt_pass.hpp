@@ -24,7 +24,6 @@
 #include "fpscope/gpu/gpt.hpp"
 #include "fpscope/gpu/gpt_element.hpp"
 #include "fpscope/gpu/parallel.hpp"
-#include "fpscope/gpu/softmax_cross_entropy.hpp"
 
 namespace fpscope::gpt_pass {
 
@@ -88,11 +87,6 @@ inline void gelu_gradient_values(const double* z, const double* gradient, double
   });
 }
 
-inline float cross_entropy(const float* logits, int classes, int label, float factor, float* gradient) {
-  return softmax_cross_entropy_row(logits, classes, 1, label, factor, gradient, [&](float top) {
-    shifted_exponentials(logits, top, gradient, static_cast<std::size_t>(classes));
-  });
-}
 inline double cross_entropy(const double* logits, int classes, int label, double factor, double* gradient) {
   double top = logits[0];
   for (int c = 1; c < classes; ++c) top = std::max(top, logits[c]);
@@ -937,8 +931,13 @@ double run(const GptShape& shape, const std::vector<Matrix<S>>& p, const int* to
   Matrix<S> dlogits(V, N);
   std::vector<S> token_losses(static_cast<std::size_t>(N));
   parallel_for(static_cast<std::size_t>(N), grain_of(static_cast<std::size_t>(V)), [&](std::size_t first, std::size_t last) {
-    for (std::size_t n = first; n < last; ++n)
-      token_losses[n] = cross_entropy(logits.data() + n * V, V, targets[n], gradient_factor, dlogits.data() + n * V);
+    if constexpr (std::is_same_v<S, float>) {
+      cross_entropy_rows(logits.data() + first * V, static_cast<std::size_t>(V), last - first, targets + first, gradient_factor,
+                         dlogits.data() + first * V, token_losses.data() + first);
+    } else {
+      for (std::size_t n = first; n < last; ++n)
+        token_losses[n] = cross_entropy(logits.data() + n * V, V, targets[n], gradient_factor, dlogits.data() + n * V);
+    }
   });
   double loss = 0;  // summed in order, whatever the threads
   for (const S token_loss : token_losses) loss += static_cast<double>(token_loss);
