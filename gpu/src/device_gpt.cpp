@@ -255,6 +255,9 @@ struct DeviceGptTrainer::Pass {
   // statistics are made from the values before their cast, on the device (the packed attention
   // triangles blocked along each query's keys: device_step.hpp).
   void cast(const float* in, float* out, std::uint16_t* packed16, std::size_t n, const Into& into);
+  // The slots a cast of `into` records into, the sentinel's reading among them where it watches
+  // the tensor (in the order the casts are made).
+  RecordSlots cast_slots(const Into& into);
   static DeviceOperand operand(const Buffer<float>& f, const Buffer<std::uint16_t>& h, std::size_t offset, int ld, std::size_t stride = 0) {
     return DeviceOperand{f.data() + offset, h.data() == nullptr ? nullptr : h.data() + offset, ld, stride};
   }
@@ -279,8 +282,9 @@ struct DeviceGptTrainer::Pass {
   // An FP8 operand (rows x cols values at x) into its slot's buffer (kept for the backward), its factor returned.
   std::pair<float*, float> fp8_operand(int block, const char* linear, GemmOperand operand, const float* x, int rows, int cols);
   std::pair<const float*, float> fp8_kept(int block, const char* linear, GemmOperand operand) const;
-  // y (out x N) = W x + b (block `block`'s layer `name` under a recipe).
-  void linear(int p, DeviceOperand x, int in, int out, float* y, int block, const char* name);
+  // y (out x N) = W x + b (block `block`'s layer `name` under a recipe); W x alone where not
+  // `add_bias` (the caller's epilogue adds it).
+  void linear(int p, DeviceOperand x, int in, int out, float* y, int block, const char* name, bool add_bias = true);
   // Its backward from dy (out x N): the bias's and W's gradients, and x's (in x N) into dx.
   void linear_backward(int p, DeviceOperand x, int in, int out, DeviceOperand dy, float* dx, int block, const char* name);
   // A LayerNorm's backward from dnorm: its gain's and bias's gradients, the input's into dx.
@@ -372,13 +376,18 @@ DeviceGptTrainer::Pass::Into DeviceGptTrainer::Pass::weight_record(TensorKind ki
   return into;
 }
 
-void DeviceGptTrainer::Pass::cast(const float* in, float* out, std::uint16_t* packed16, std::size_t n, const Into& into) {
+RecordSlots DeviceGptTrainer::Pass::cast_slots(const Into& into) {
   // The sentinel's reading of a watched tensor, made by its cast (or its histogram's pass).
   RecordSlots slots = into.slots;
   if (into.watched && config.sentinel && watched.size() < m.sentinel.size()) {
     slots.largest = m.sentinel.data() + watched.size();
     watched.push_back({into.name, into.kind, 0});
   }
+  return slots;
+}
+
+void DeviceGptTrainer::Pass::cast(const float* in, float* out, std::uint16_t* packed16, std::size_t n, const Into& into) {
+  const RecordSlots slots = cast_slots(into);
   if (!blocks.empty() && into.layout != Into::Layout::none) {
     const BlockRecording& b = *config.record_blocks;
     if (into.layout == Into::Layout::triangles) {
@@ -441,7 +450,7 @@ std::pair<const float*, float> DeviceGptTrainer::Pass::fp8_kept(int block, const
   return {m.fp8_operands.at(slot).data(), m.fp8_dequantize.at(slot)};
 }
 
-void DeviceGptTrainer::Pass::linear(int p, DeviceOperand x, int in, int out, float* y, int block, const char* name) {
+void DeviceGptTrainer::Pass::linear(int p, DeviceOperand x, int in, int out, float* y, int block, const char* name, bool add_bias) {
   if (recipe == GemmRecipe::none) {
     product(false, false, out, N, in, weight(p), x, y, out);
   } else if (per_tensor_fp8(recipe)) {
@@ -454,7 +463,7 @@ void DeviceGptTrainer::Pass::linear(int p, DeviceOperand x, int in, int out, flo
     block_operand(full, GemmOperand::weight, m.copy[static_cast<std::size_t>(p)].data(), out, in, false, m.operand_b.data());
     recipe_product(false, false, out, N, in, m.operand_b.data(), out, m.operand_a.data(), in, y, out, 1.0f);
   }
-  ops.add_row_bias(y, m.copy[static_cast<std::size_t>(p) + 1].data(), out, N);
+  if (add_bias) ops.add_row_bias(y, m.copy[static_cast<std::size_t>(p) + 1].data(), out, N);
 }
 
 void DeviceGptTrainer::Pass::linear_backward(int p, DeviceOperand x, int in, int out, DeviceOperand dy, float* dx, int block, const char* name) {
@@ -545,10 +554,25 @@ void DeviceGptTrainer::Pass::block_forward(int l) {
   cast(m.x.data(), m.x.data(), nullptr, ND, activation(l, "residual1"));
   ops.layer_norm(m.x.data(), param(Index::ln2_gain), param(Index::ln2_bias), D, N, c.ln2.data(), c.xhat2.data(), c.rstd2.data());
   cast(c.ln2.data(), c.ln2.data(), c.ln2_16.data(), ND, activation(l, "ln2"));
-  linear(p(Index::fc_weight), operand(c.ln2, c.ln2_16, 0, D), D, 4 * D, c.fc.data(), l, "mlp.fc");
-  cast(c.fc.data(), c.fc.data(), nullptr, 4 * ND, activation(l, "mlp.fc"));
-  ops.activation_forward(c.fc.data(), c.gelu.data(), 4 * ND, Activation::gelu);
-  cast(c.gelu.data(), c.gelu.data(), c.gelu16.data(), 4 * ND, activation(l, "mlp.gelu"));
+  if (low && recipe == GemmRecipe::none && blocks.empty()) {  // nothing reads fc between the steps: one epilogue
+    linear(p(Index::fc_weight), operand(c.ln2, c.ln2_16, 0, D), D, 4 * D, c.fc.data(), l, "mlp.fc", false);
+    ForwardEpilogue e;
+    e.z = c.fc.data(), e.bias = m.copy[static_cast<std::size_t>(p(Index::fc_weight)) + 1].data(), e.rows = 4 * D, e.cols = N;
+    e.bias_per_column = false, e.bf16 = bf16, e.mode = config.rounding, e.stochastic_seed = config.seed;
+    e.z_slots = cast_slots(activation(l, "mlp.fc"));
+    e.z_first_random = trainer.stochastic_counter_;
+    trainer.stochastic_counter_ += e.count();
+    e.activate = true, e.activation = Activation::gelu, e.a_rounded = c.gelu.data(), e.a16 = c.gelu16.data();
+    e.a_slots = cast_slots(activation(l, "mlp.gelu"));
+    e.a_first_random = trainer.stochastic_counter_;
+    trainer.stochastic_counter_ += e.count();
+    ops.forward_epilogue(e);
+  } else {
+    linear(p(Index::fc_weight), operand(c.ln2, c.ln2_16, 0, D), D, 4 * D, c.fc.data(), l, "mlp.fc");
+    cast(c.fc.data(), c.fc.data(), nullptr, 4 * ND, activation(l, "mlp.fc"));
+    ops.activation_forward(c.fc.data(), c.gelu.data(), 4 * ND, Activation::gelu);
+    cast(c.gelu.data(), c.gelu.data(), c.gelu16.data(), 4 * ND, activation(l, "mlp.gelu"));
+  }
   linear(p(Index::mlp_proj_weight), operand(c.gelu, c.gelu16, 0, 4 * D), 4 * D, D, m.y.data(), l, "mlp.proj");
   cast(m.y.data(), m.y.data(), nullptr, ND, activation(l, "mlp.proj"));
   ops.add_into(m.x.data(), m.y.data(), ND);

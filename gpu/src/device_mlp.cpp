@@ -345,6 +345,21 @@ void DeviceMlpTrainer::Pass::forward(std::size_t l) {
     block_operand(l, GemmOperand::weight, weight_operand(l), out, in, false, m_.operand_b.data());
     recipe_product(false, true, batch_, out, in, m_.operand_a.data(), batch_, m_.operand_b.data(), out, m_.z[l].data(), batch_, 1.0f);
   }
+  if (low_ && !recipe_active_ && !(record_ && config_.record_blocks)) {  // nothing reads z between the steps: one epilogue
+    ForwardEpilogue e;
+    e.z = m_.z[l].data(), e.bias = bias(l), e.rows = batch_, e.cols = out, e.bias_per_column = true;
+    e.bf16 = bf16_, e.mode = config_.rounding, e.stochastic_seed = config_.seed;
+    e.z_slots = watched(slots(l, 0), l, TensorKind::activation);
+    e.z_first_random = t_.stochastic_counter_;
+    t_.stochastic_counter_ += e.count();
+    if (l + 1 < layers_) {
+      e.activate = true, e.activation = config_.activation, e.a = m_.a[l + 1].data(), e.a16 = m_.a_16[l + 1].data();
+      e.a_first_random = t_.stochastic_counter_;
+      t_.stochastic_counter_ += e.count();
+    }
+    ops_.forward_epilogue(e);
+    return;
+  }
   ops_.add_column_bias(m_.z[l].data(), bias(l), batch_, out);
   record_blocks(l, 0, m_.z[l].data(), batch_, out);
   cast(m_.z[l].data(), m_.z[l].data(), nullptr, m_.z[l].size(), watched(slots(l, 0), l, TensorKind::activation));

@@ -1,6 +1,7 @@
 // The training engine's kernels against their CPU twins, on the device. Bit for bit where the math
 // is the same operations (the recorded cast: values, histogram, outcome counts, every mode; the
-// non-finite check; the master-weight update; the bias add; ReLU; the scaler update). Stated where
+// non-finite check; the master-weight update; the bias add; ReLU; the scaler update; the fused
+// forward epilogue against the composition of its launches). Stated where
 // CUDA's float functions are not glibc's: tanh / GELU and their derivatives, and the softmax
 // cross-entropy (expf, logf) -- the largest difference in units in the last place is printed and
 // held to at most 4 ulp; GELU and the derivatives, where nearly equal terms cancel, in float32
@@ -12,6 +13,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <numeric>
 #include <random>
 #include <span>
 #include <stdexcept>
@@ -24,7 +27,9 @@
 #include "fpscope/gpu/activation.hpp"
 #include "fpscope/gpu/cast_record.hpp"
 #include "fpscope/gpu/cast_record_element_device.cuh"
+#include "fpscope/gpu/cuda_device_ops.hpp"
 #include "fpscope/gpu/cuda_kernels.hpp"
+#include "fpscope/gpu/device_ops.hpp"
 #include "fpscope/gpu/loss_scaler.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
 #include "fpscope/gpu/softmax_cross_entropy.hpp"
@@ -255,6 +260,76 @@ int main() {
       Device<float> device_z(z), device_bias(bias);
       cuda::add_bias(device_z.data, device_bias.data, rows, cols);
       verdict(same_bits(device_z.read(), twin), "bias add, column-major 37 x 53: every element's bits");
+    }
+
+    // A layer's forward epilogue in one kernel against DeviceOps' composition of its four
+    // launches on the same device: every output's bits (z, its patterns, the activation's float32,
+    // its rounded values and patterns), both casts' bins and outcome counts and both readings. The
+    // MLP's layout (bias per column; relu, tanh, GELU, and its last layer without an activation)
+    // and the GPT's (bias per row, GELU rounded in place, both casts recorded); fp16 and bf16;
+    // nearest even and stochastic; values from 2^-30 to 2^20 (flushes and fp16 overflows among them).
+    {
+      const std::unique_ptr<DeviceOps> ops = make_cuda_device_ops();
+      const int rows = 97, cols = 131;
+      const std::size_t count = static_cast<std::size_t>(rows) * cols;
+      std::vector<float> z(count), bias(static_cast<std::size_t>(std::max(rows, cols)));
+      for (float& v : z) v = std::ldexp(static_cast<float>(static_cast<int>(rng() % 2001) - 1000) / 1000.0f, static_cast<int>(rng() % 51) - 30);
+      for (float& v : bias) v = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) / 3000.0f;
+      struct Case {
+        const char* name;
+        bool bias_per_column, activate;
+        Activation activation;
+        bool keep_activation, record_activation;
+      };
+      const Case cases[] = {{"MLP relu", true, true, Activation::relu, true, false},
+                            {"MLP tanh", true, true, Activation::tanh, true, false},
+                            {"MLP GELU", true, true, Activation::gelu, true, false},
+                            {"MLP last layer", true, false, Activation::relu, false, false},
+                            {"GPT mlp.fc", false, true, Activation::gelu, false, true}};
+      for (const Case& c : cases)
+        for (const bool bf16 : {false, true})
+          for (const RoundingMode mode : {RoundingMode::nearest_even, RoundingMode::stochastic}) {
+            // Everything the epilogue writes, twice: [0] the fused kernel's, [1] the composition's.
+            struct Outputs {
+              Device<float> z, a, a_rounded;
+              Device<std::uint16_t> z16, a16;
+              Device<unsigned long long> z_bins, z_counts, a_bins, a_counts;
+              Device<std::uint32_t> z_largest, a_largest;
+              explicit Outputs(const std::vector<float>& values, std::size_t n)
+                  : z(values), a(n), a_rounded(n), z16(n), a16(n), z_bins(bin_slot_count), z_counts(3), a_bins(bin_slot_count), a_counts(3),
+                    z_largest(1), a_largest(1) {
+                a.zero(), a_rounded.zero(), z16.zero(), a16.zero(), z_bins.zero(), z_counts.zero(), a_bins.zero(), a_counts.zero();
+                z_largest.zero(), a_largest.zero();
+              }
+            };
+            Outputs fused(z, count), composed(z, count);
+            Device<float> device_bias(bias);
+            const auto epilogue = [&](Outputs& o) {
+              ForwardEpilogue e;
+              e.z = o.z.data, e.bias = device_bias.data, e.rows = rows, e.cols = cols, e.bias_per_column = c.bias_per_column;
+              e.bf16 = bf16, e.mode = mode, e.stochastic_seed = 7;
+              e.z_slots = {o.z_bins.data, o.z_counts.data, o.z_largest.data}, e.z_first_random = 1000, e.z16 = o.z16.data;
+              e.activate = c.activate, e.activation = c.activation, e.a_first_random = 1000 + count;
+              if (c.keep_activation) e.a = o.a.data;
+              e.a_rounded = c.keep_activation ? nullptr : o.a_rounded.data;
+              e.a16 = o.a16.data;
+              if (c.record_activation) e.a_slots = {o.a_bins.data, o.a_counts.data, o.a_largest.data};
+              return e;
+            };
+            ops->forward_epilogue(epilogue(fused));
+            ops->compose_forward_epilogue(epilogue(composed));
+            const bool same = same_bits(fused.z.read(), composed.z.read()) && fused.z16.read() == composed.z16.read() &&
+                              same_bits(fused.a.read(), composed.a.read()) && same_bits(fused.a_rounded.read(), composed.a_rounded.read()) &&
+                              fused.a16.read() == composed.a16.read() && fused.z_bins.read() == composed.z_bins.read() &&
+                              fused.z_counts.read() == composed.z_counts.read() && fused.a_bins.read() == composed.a_bins.read() &&
+                              fused.a_counts.read() == composed.a_counts.read() && fused.z_largest.read() == composed.z_largest.read() &&
+                              fused.a_largest.read() == composed.a_largest.read();
+            std::vector<unsigned long long> recorded = fused.z_bins.read();
+            const unsigned long long counted = std::accumulate(recorded.begin(), recorded.end(), 0ull);
+            verdict(same && counted == count, std::string("forward epilogue, ") + c.name + (bf16 ? ", bf16, " : ", fp16, ") +
+                                                  (mode == RoundingMode::stochastic ? "stochastic" : "nearest even") +
+                                                  ": one kernel is the composition's outputs, bins, counts and readings");
+          }
     }
 
     // Activations and their derivatives: the same functions over a float on both sides

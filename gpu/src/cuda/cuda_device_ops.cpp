@@ -207,6 +207,7 @@ class CudaDeviceOps final : public DeviceOps {
     cuda::softmax_cross_entropy(logits, labels, rows, cols, scaler, loss_weight, gradient, row_loss, stream_);
   }
   void ordered_sum(const float* values, int n, float* out) override { cuda::ordered_sum(values, n, out, stream_); }
+  void forward_epilogue(const ForwardEpilogue& e) override { cuda::forward_epilogue(e, stream_); }
 
   void find_non_finite(const float* values, std::size_t n, int* found) override { cuda::find_non_finite(values, n, found, stream_); }
   void update_scaler(const LossScalerConfig& config, LossScalerState* state, const int* found, int* skip, float* step_scale) override {

@@ -155,6 +155,62 @@ __global__ void __launch_bounds__(threads) cast_record_kernel(const float* in, f
   merge_largest(top, largest);
 }
 
+// A BlockRecorder where Record (every thread of the block constructs it), nothing where not: an
+// unrecorded instantiation keeps no bins and merges nothing.
+template <bool Record>
+struct OptionalRecorder {
+  __device__ explicit OptionalRecorder(unsigned int*) {}
+  __device__ BlockRecorder* get() { return nullptr; }
+  __device__ void merge(const unsigned int*, unsigned long long*, unsigned long long*) {}
+};
+template <>
+struct OptionalRecorder<true> {
+  BlockRecorder recorder;
+  __device__ explicit OptionalRecorder(unsigned int* bins) : recorder(bins) {}
+  __device__ BlockRecorder* get() { return &recorder; }
+  __device__ void merge(const unsigned int* bins, unsigned long long* histogram, unsigned long long* counts) { recorder.merge(bins, histogram, counts); }
+};
+
+// A linear layer's forward epilogue (device_ops.hpp's ForwardEpilogue) in one pass: per element
+// the bias added, z's cast (recorded where RecordZ, its reading in z_top), then where e.activate
+// the activation and its cast (recorded where RecordA, its reading in a_top) -- the operations of
+// DeviceOps::compose_forward_epilogue in its order, so its bits, bins, counts and readings; z is
+// read once and each output written once, where the composition makes four launches and reads z
+// four times. Each recorded cast counts into its own per-warp bins.
+template <int ExponentBits, int MantissaBits, RoundingMode Mode, bool RecordZ, bool RecordA>
+__global__ void __launch_bounds__(threads) forward_epilogue_kernel(ForwardEpilogue e) {
+  constexpr Format F{ExponentBits, MantissaBits, Flavour::ieee};
+  __shared__ unsigned int z_bins[RecordZ ? block_bins_size : 1];
+  __shared__ unsigned int a_bins[RecordA ? block_bins_size : 1];
+  OptionalRecorder<RecordZ> z_recorder(z_bins);
+  OptionalRecorder<RecordA> a_recorder(a_bins);
+  const std::size_t n = e.count(), rows = static_cast<std::size_t>(e.rows);
+  unsigned int z_top = 0, a_top = 0;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    const float biased = e.z[i] + e.bias[e.bias_per_column ? i / rows : i % rows];
+    z_top = max(z_top, magnitude_bits(biased));
+    float z;
+    std::uint16_t z16;
+    cast_one<F, Mode, RecordZ>(float_bits(biased), i, z_recorder.get(), e.stochastic_seed, e.z_first_random, z, z16);
+    e.z[i] = z;
+    if (e.z16 != nullptr) e.z16[i] = z16;
+    if (!e.activate) continue;
+    const float a = activate(e.activation, z);
+    if (e.a != nullptr) e.a[i] = a;
+    a_top = max(a_top, magnitude_bits(a));
+    float rounded;
+    std::uint16_t a16;
+    cast_one<F, Mode, RecordA>(float_bits(a), i, a_recorder.get(), e.stochastic_seed, e.a_first_random, rounded, a16);
+    if (e.a_rounded != nullptr) e.a_rounded[i] = rounded;
+    if (e.a16 != nullptr) e.a16[i] = a16;
+  }
+  z_recorder.merge(z_bins, e.z_slots.histogram, e.z_slots.counts);
+  a_recorder.merge(a_bins, e.a_slots.histogram, e.a_slots.counts);
+  merge_largest(z_top, e.z_slots.largest);
+  merge_largest(a_top, e.activate ? e.a_slots.largest : nullptr);
+}
+
 // The histogram of float32 values without a cast (the fp32 policy), where `histogram` is not
 // null, and their reading into `largest` (merge_largest), where it is not: four elements per
 // thread where the pointer allows.
@@ -326,6 +382,30 @@ void launch_cast_record_in(const float* in, float* out, std::uint16_t* packed, s
         <<<cast_blocks_for(n, vectors), threads, 0, s>>>(in, out, packed, n, vectors, nullptr, nullptr, largest, seed, first);
 }
 
+template <Format F, RoundingMode Mode>
+void launch_forward_epilogue_in(const ForwardEpilogue& e, cudaStream_t s) {
+  const bool record_z = e.z_slots.histogram != nullptr, record_a = e.activate && e.a_slots.histogram != nullptr;
+  const int blocks = record_z || record_a ? record_blocks_for(e.count()) : blocks_for(e.count());
+  if (record_z && record_a) forward_epilogue_kernel<F.exponent_bits, F.mantissa_bits, Mode, true, true><<<blocks, threads, 0, s>>>(e);
+  else if (record_z) forward_epilogue_kernel<F.exponent_bits, F.mantissa_bits, Mode, true, false><<<blocks, threads, 0, s>>>(e);
+  else if (record_a) forward_epilogue_kernel<F.exponent_bits, F.mantissa_bits, Mode, false, true><<<blocks, threads, 0, s>>>(e);
+  else forward_epilogue_kernel<F.exponent_bits, F.mantissa_bits, Mode, false, false><<<blocks, threads, 0, s>>>(e);
+}
+
+template <Format F>
+void launch_forward_epilogue(const ForwardEpilogue& e, cudaStream_t s) {
+  switch (e.mode) {
+    case RoundingMode::nearest_even: launch_forward_epilogue_in<F, RoundingMode::nearest_even>(e, s); break;
+    case RoundingMode::nearest_away: launch_forward_epilogue_in<F, RoundingMode::nearest_away>(e, s); break;
+    case RoundingMode::toward_zero: launch_forward_epilogue_in<F, RoundingMode::toward_zero>(e, s); break;
+    case RoundingMode::toward_positive: launch_forward_epilogue_in<F, RoundingMode::toward_positive>(e, s); break;
+    case RoundingMode::toward_negative: launch_forward_epilogue_in<F, RoundingMode::toward_negative>(e, s); break;
+    case RoundingMode::odd: launch_forward_epilogue_in<F, RoundingMode::odd>(e, s); break;
+    case RoundingMode::stochastic: launch_forward_epilogue_in<F, RoundingMode::stochastic>(e, s); break;
+  }
+  cudaCheckLaunch("forward_epilogue");
+}
+
 template <Format F>
 void launch_cast_record(const float* in, float* out, std::uint16_t* packed, std::size_t n, RoundingMode mode, CastRecordBuffers b,
                         cudaStream_t s, std::uint64_t seed, std::uint64_t first) {
@@ -348,6 +428,15 @@ void cast_and_record(const float* in, float* out, std::size_t n, bool bf16, Roun
   const auto s = static_cast<cudaStream_t>(stream);
   if (bf16) launch_cast_record<formats::bf16>(in, out, packed, n, mode, buffers, s, stochastic_seed, first_random);
   else launch_cast_record<formats::fp16>(in, out, packed, n, mode, buffers, s, stochastic_seed, first_random);
+}
+
+void forward_epilogue(const ForwardEpilogue& e, void* stream) {
+  if (e.activate && e.a == nullptr && e.a_rounded == nullptr) throw std::logic_error("forward_epilogue: an activation with neither a nor a_rounded to hold it");
+  const auto s = static_cast<cudaStream_t>(stream);
+  zero_largest(e.z_slots.largest, s);
+  if (e.activate) zero_largest(e.a_slots.largest, s);
+  if (e.bf16) launch_forward_epilogue<formats::bf16>(e, s);
+  else launch_forward_epilogue<formats::fp16>(e, s);
 }
 
 void sum_of_squares(const float* g, std::size_t n, const float* step_scale, double* partials, void* stream) {

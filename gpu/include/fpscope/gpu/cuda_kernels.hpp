@@ -42,6 +42,11 @@ void cast_and_record(const float* in, float* out, std::size_t n, bool bf16, Roun
                      void* stream = nullptr, std::uint64_t stochastic_seed = 0, std::uint64_t first_random = 0,
                      std::uint16_t* packed = nullptr);
 
+// A linear layer's forward epilogue (device_ops.hpp's ForwardEpilogue) in one kernel: the same
+// bits, bins, outcome counts and readings as DeviceOps::compose_forward_epilogue's four launches
+// (tests/cuda/gpu_kernels.cu holds it to them), z read once.
+void forward_epilogue(const ForwardEpilogue& e, void* stream = nullptr);
+
 // Advances the scaler state (device memory) by one step from *found_non_finite, on the device,
 // so that a training step needs no host synchronisation: *skip says whether the step is skipped,
 // *step_scale (float32) the scale the step ran with, read before the state moved on.

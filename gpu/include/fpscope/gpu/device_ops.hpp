@@ -13,12 +13,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string_view>
 #include <vector>
 
 #include "fpscope/core/block_scaling.hpp"
 #include "fpscope/core/cast.hpp"
 #include "fpscope/core/context.hpp"
+#include "fpscope/core/hd.hpp"
 #include "fpscope/gpu/activation.hpp"
 #include "fpscope/gpu/loss_scaler.hpp"
 #include "fpscope/gpu/optimizer_element.hpp"
@@ -65,6 +67,38 @@ struct ProductCall {
   bool accumulate = false;
   bool sixteen = false;
   bool bf16 = false;
+};
+
+// A linear layer's forward epilogue on its product z (rows x cols, column-major), in this order:
+// z += the bias (bias[c] per column where `bias_per_column`, the MLP's batch x features; else
+// bias[r] per row, the GPT's features x tokens); z cast in place into fp16 (bf16 where `bf16`) in
+// `mode` (element i draws word z_first_random + i), recorded into z_slots, its 16-bit patterns into
+// z16 where not null; then, where `activate`, a = activation(z) (the cast z) as float32 into `a`
+// where not null, cast (element i draws word a_first_random + i) and recorded into a_slots, its
+// rounded values into a_rounded and its 16-bit patterns into a16 where not null (a_rounded may be
+// `a`). DeviceOps::forward_epilogue's composition is the rule: the MLP's hidden layers (bias per
+// column, the activation's float32 kept, its patterns for the next product, unrecorded), its
+// last layer (no activation), the GPT's mlp.fc (bias per row, GELU, mlp.gelu recorded and rounded
+// in place).
+struct ForwardEpilogue {
+  float* z = nullptr;
+  const float* bias = nullptr;
+  int rows = 0, cols = 0;
+  bool bias_per_column = true;
+  bool bf16 = false;
+  RoundingMode mode = RoundingMode::nearest_even;
+  std::uint64_t stochastic_seed = 0;
+  RecordSlots z_slots;
+  std::uint64_t z_first_random = 0;
+  std::uint16_t* z16 = nullptr;
+  bool activate = false;
+  Activation activation = Activation::relu;
+  float* a = nullptr;
+  RecordSlots a_slots;
+  std::uint64_t a_first_random = 0;
+  float* a_rounded = nullptr;
+  std::uint16_t* a16 = nullptr;
+  FPSCOPE_HD std::size_t count() const { return static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols); }
 };
 
 // The settings a run gives its optimizer (OptimizerConfig's, and the learning rate).
@@ -199,6 +233,23 @@ class DeviceOps {
                                   float* gradient, float* row_loss) = 0;
   // *out = the n values summed in order in float64, then rounded to float32.
   virtual void ordered_sum(const float* values, int n, float* out) = 0;
+
+  // --- a linear layer's forward epilogue (ForwardEpilogue) ---
+  // The composition below: the bias add, the cast, the activation and its cast, one call each.
+  // The CUDA backend makes it in one kernel, held to this composition on the device
+  // (tests/cuda/gpu_kernels.cu); the host twin runs the composition itself.
+  virtual void forward_epilogue(const ForwardEpilogue& e) { compose_forward_epilogue(e); }
+  void compose_forward_epilogue(const ForwardEpilogue& e) {
+    if (e.bias_per_column) add_column_bias(e.z, e.bias, e.rows, e.cols);
+    else add_row_bias(e.z, e.bias, e.rows, e.cols);
+    cast(e.z, e.z, e.z16, e.count(), e.bf16, e.mode, e.z_slots, e.stochastic_seed, e.z_first_random);
+    if (!e.activate) return;
+    // The activation's float32 goes to `a`, or straight to a_rounded where `a` is not kept.
+    float* const activated = e.a != nullptr ? e.a : e.a_rounded;
+    if (activated == nullptr) throw std::logic_error("forward_epilogue: an activation with neither a nor a_rounded to hold it");
+    activation_forward(e.z, activated, e.count(), e.activation);
+    cast(activated, e.a_rounded, e.a16, e.count(), e.bf16, e.mode, e.a_slots, e.stochastic_seed, e.a_first_random);
+  }
 
   // --- the step's end (cuda_kernels.hpp's) ---
   virtual void find_non_finite(const float* values, std::size_t n, int* found) = 0;
