@@ -285,6 +285,12 @@ struct DeviceGptTrainer::Pass {
   // y (out x N) = W x + b (block `block`'s layer `name` under a recipe); W x alone where not
   // `add_bias` (the caller's epilogue adds it).
   void linear(int p, DeviceOperand x, int in, int out, float* y, int block, const char* name, bool add_bias = true);
+  // linear, then y's cast (recorded as block's activation `name`, its patterns into y16 where not
+  // null), and where `gelu` is given GELU of the cast y rounded into `gelu` (recorded as
+  // `gelu_name`, its patterns into gelu16): in one epilogue (ForwardEpilogue) where nothing reads y
+  // between the steps -- in low precision, without a recipe or block records.
+  void linear_cast(int p, DeviceOperand x, int in, int out, float* y, std::uint16_t* y16, int block, const char* name, float* gelu = nullptr,
+                   std::uint16_t* gelu16 = nullptr, const char* gelu_name = nullptr);
   // Its backward from dy (out x N): the bias's and W's gradients, and x's (in x N) into dx.
   void linear_backward(int p, DeviceOperand x, int in, int out, DeviceOperand dy, float* dx, int block, const char* name);
   // A LayerNorm's backward from dnorm: its gain's and bias's gradients, the input's into dx.
@@ -466,6 +472,33 @@ void DeviceGptTrainer::Pass::linear(int p, DeviceOperand x, int in, int out, flo
   if (add_bias) ops.add_row_bias(y, m.copy[static_cast<std::size_t>(p) + 1].data(), out, N);
 }
 
+void DeviceGptTrainer::Pass::linear_cast(int p, DeviceOperand x, int in, int out, float* y, std::uint16_t* y16, int block, const char* name,
+                                         float* gelu, std::uint16_t* gelu16, const char* gelu_name) {
+  const std::size_t n = static_cast<std::size_t>(out) * static_cast<std::size_t>(N);
+  if (!low || recipe != GemmRecipe::none || !blocks.empty()) {  // y is read between the steps (the fp32 policy, a recipe, block records)
+    linear(p, x, in, out, y, block, name);
+    cast(y, y, y16, n, activation(block, name));
+    if (gelu == nullptr) return;
+    ops.activation_forward(y, gelu, n, Activation::gelu);
+    cast(gelu, gelu, gelu16, n, activation(block, gelu_name));
+    return;
+  }
+  linear(p, x, in, out, y, block, name, false);
+  ForwardEpilogue e;
+  e.z = y, e.bias = m.copy[static_cast<std::size_t>(p) + 1].data(), e.rows = out, e.cols = N, e.bias_per_column = false;
+  e.bf16 = bf16, e.mode = config.rounding, e.stochastic_seed = config.seed;
+  e.z_slots = cast_slots(activation(block, name)), e.z16 = y16;
+  e.z_first_random = trainer.stochastic_counter_;
+  trainer.stochastic_counter_ += n;
+  if (gelu != nullptr) {
+    e.activate = true, e.activation = Activation::gelu, e.a_rounded = gelu, e.a16 = gelu16;
+    e.a_slots = cast_slots(activation(block, gelu_name));
+    e.a_first_random = trainer.stochastic_counter_;
+    trainer.stochastic_counter_ += n;
+  }
+  ops.forward_epilogue(e);
+}
+
 void DeviceGptTrainer::Pass::linear_backward(int p, DeviceOperand x, int in, int out, DeviceOperand dy, float* dx, int block, const char* name) {
   ops.add_token_sums(dy.f32, nullptr, out, N, m.gradient[static_cast<std::size_t>(p) + 1].data());
   float* const dw = m.gradient[static_cast<std::size_t>(p)].data();
@@ -534,8 +567,7 @@ void DeviceGptTrainer::Pass::block_forward(int l) {
   const auto param = [&](Index::Block which) { return m.copy[static_cast<std::size_t>(p(which))].data(); };
   ops.layer_norm(m.x.data(), param(Index::ln1_gain), param(Index::ln1_bias), D, N, c.ln1.data(), c.xhat1.data(), c.rstd1.data());
   cast(c.ln1.data(), c.ln1.data(), c.ln1_16.data(), ND, activation(l, "ln1"));
-  linear(p(Index::qkv_weight), operand(c.ln1, c.ln1_16, 0, D), D, 3 * D, c.qkv.data(), l, "attn.qkv");
-  cast(c.qkv.data(), c.qkv.data(), c.qkv16.data(), 3 * ND, activation(l, "attn.qkv"));
+  linear_cast(p(Index::qkv_weight), operand(c.ln1, c.ln1_16, 0, D), D, 3 * D, c.qkv.data(), c.qkv16.data(), l, "attn.qkv");
   // Attention: each sequence's and head's keys x queries scores K^T Q (q, k, v at rows 0, D, 2D of qkv).
   heads_product(true, false, T, T, dh, operand(c.qkv, c.qkv16, D, 3 * D, head), qkv_sequence, operand(c.qkv, c.qkv16, 0, 3 * D, head), qkv_sequence,
                 m.full_a.data(), T, TT, H * TT);
@@ -554,25 +586,8 @@ void DeviceGptTrainer::Pass::block_forward(int l) {
   cast(m.x.data(), m.x.data(), nullptr, ND, activation(l, "residual1"));
   ops.layer_norm(m.x.data(), param(Index::ln2_gain), param(Index::ln2_bias), D, N, c.ln2.data(), c.xhat2.data(), c.rstd2.data());
   cast(c.ln2.data(), c.ln2.data(), c.ln2_16.data(), ND, activation(l, "ln2"));
-  if (low && recipe == GemmRecipe::none && blocks.empty()) {  // nothing reads fc between the steps: one epilogue
-    linear(p(Index::fc_weight), operand(c.ln2, c.ln2_16, 0, D), D, 4 * D, c.fc.data(), l, "mlp.fc", false);
-    ForwardEpilogue e;
-    e.z = c.fc.data(), e.bias = m.copy[static_cast<std::size_t>(p(Index::fc_weight)) + 1].data(), e.rows = 4 * D, e.cols = N;
-    e.bias_per_column = false, e.bf16 = bf16, e.mode = config.rounding, e.stochastic_seed = config.seed;
-    e.z_slots = cast_slots(activation(l, "mlp.fc"));
-    e.z_first_random = trainer.stochastic_counter_;
-    trainer.stochastic_counter_ += e.count();
-    e.activate = true, e.activation = Activation::gelu, e.a_rounded = c.gelu.data(), e.a16 = c.gelu16.data();
-    e.a_slots = cast_slots(activation(l, "mlp.gelu"));
-    e.a_first_random = trainer.stochastic_counter_;
-    trainer.stochastic_counter_ += e.count();
-    ops.forward_epilogue(e);
-  } else {
-    linear(p(Index::fc_weight), operand(c.ln2, c.ln2_16, 0, D), D, 4 * D, c.fc.data(), l, "mlp.fc");
-    cast(c.fc.data(), c.fc.data(), nullptr, 4 * ND, activation(l, "mlp.fc"));
-    ops.activation_forward(c.fc.data(), c.gelu.data(), 4 * ND, Activation::gelu);
-    cast(c.gelu.data(), c.gelu.data(), c.gelu16.data(), 4 * ND, activation(l, "mlp.gelu"));
-  }
+  linear_cast(p(Index::fc_weight), operand(c.ln2, c.ln2_16, 0, D), D, 4 * D, c.fc.data(), nullptr, l, "mlp.fc", c.gelu.data(), c.gelu16.data(),
+              "mlp.gelu");
   linear(p(Index::mlp_proj_weight), operand(c.gelu, c.gelu16, 0, 4 * D), 4 * D, D, m.y.data(), l, "mlp.proj");
   cast(m.y.data(), m.y.data(), nullptr, ND, activation(l, "mlp.proj"));
   ops.add_into(m.x.data(), m.y.data(), ND);
