@@ -431,7 +431,7 @@ void cast_and_record(const float* in, float* out, std::size_t n, bool bf16, Roun
 }
 
 void forward_epilogue(const ForwardEpilogue& e, void* stream) {
-  if (e.activate && e.a == nullptr && e.a_rounded == nullptr) throw std::logic_error("forward_epilogue: an activation with neither a nor a_rounded to hold it");
+  e.check();
   const auto s = static_cast<cudaStream_t>(stream);
   zero_largest(e.z_slots.largest, s);
   if (e.activate) zero_largest(e.a_slots.largest, s);

@@ -99,6 +99,10 @@ struct ForwardEpilogue {
   float* a_rounded = nullptr;
   std::uint16_t* a16 = nullptr;
   FPSCOPE_HD std::size_t count() const { return static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols); }
+  // An activation needs somewhere to go: `a` or a_rounded.
+  void check() const {
+    if (activate && a == nullptr && a_rounded == nullptr) throw std::logic_error("forward_epilogue: an activation with neither a nor a_rounded to hold it");
+  }
 };
 
 // The settings a run gives its optimizer (OptimizerConfig's, and the learning rate).
@@ -240,13 +244,13 @@ class DeviceOps {
   // (tests/cuda/gpu_kernels.cu); the host twin runs the composition itself.
   virtual void forward_epilogue(const ForwardEpilogue& e) { compose_forward_epilogue(e); }
   void compose_forward_epilogue(const ForwardEpilogue& e) {
+    e.check();
     if (e.bias_per_column) add_column_bias(e.z, e.bias, e.rows, e.cols);
     else add_row_bias(e.z, e.bias, e.rows, e.cols);
     cast(e.z, e.z, e.z16, e.count(), e.bf16, e.mode, e.z_slots, e.stochastic_seed, e.z_first_random);
     if (!e.activate) return;
     // The activation's float32 goes to `a`, or straight to a_rounded where `a` is not kept.
     float* const activated = e.a != nullptr ? e.a : e.a_rounded;
-    if (activated == nullptr) throw std::logic_error("forward_epilogue: an activation with neither a nor a_rounded to hold it");
     activation_forward(e.z, activated, e.count(), e.activation);
     cast(activated, e.a_rounded, e.a16, e.count(), e.bf16, e.mode, e.a_slots, e.stochastic_seed, e.a_first_random);
   }
