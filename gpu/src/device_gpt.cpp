@@ -61,6 +61,7 @@ struct DeviceGptTrainer::Memory {
   // The step sentinel's readings, one per recorded tensor's cast in execution order (a stored
   // tensor of the residual stream is cast twice: room for every cast is made when sizing).
   Buffer<std::uint32_t> sentinel;
+  device_step::StochasticCounter counter;  // the next random word's index, as GptTrainer's ctx
 
   // Sized for one batch.
   int batch = 0;
@@ -157,6 +158,7 @@ DeviceGptTrainer::DeviceGptTrainer(const GptShape& shape, const TrainingConfig& 
   m.readback = Buffer<unsigned long long>(device, scalar_words + m.records.size() * record_stride);
   m.host_readback.resize(m.readback.size());
   m.sentinel = Buffer<std::uint32_t>(device, 2 * m.records.size());
+  m.counter = device_step::StochasticCounter(device, config.seed);
   // GptTrainer's initial state (fp16-pure's weights rounded, and the random words that took).
   const GptTrainer reference(shape, config);
   restore(reference.state());
@@ -176,7 +178,7 @@ void DeviceGptTrainer::reconfigure_scaler(const LossScalerConfig& config) {
 }
 
 TrainerState DeviceGptTrainer::position() const {
-  return device_step::position_of(steps_, scaler_state(), stochastic_counter_, memory_->recipe.fp8());
+  return device_step::position_of(steps_, scaler_state(), memory_->counter.value(*ops_), memory_->recipe.fp8());
 }
 
 TrainerState DeviceGptTrainer::state() const {
@@ -190,7 +192,7 @@ TrainerState DeviceGptTrainer::state() const {
   }
   s.biases.assign(layout_.size(), Eigen::VectorXf());  // every parameter is in `weights`, as GptTrainer's
   s.scaler = scaler_state();
-  s.stochastic_counter = stochastic_counter_;
+  s.stochastic_counter = m.counter.value(*ops_);
   s.optimizer = m.optimizer.state(*ops_);
   s.fp8 = m.recipe.fp8();
   return s;
@@ -204,7 +206,7 @@ void DeviceGptTrainer::restore(const TrainerState& state) {
   m.optimizer.restore(*ops_, state.optimizer);
   ops_->upload(m.scaler.data(), &state.scaler, sizeof(LossScalerState));
   steps_ = state.steps;
-  stochastic_counter_ = state.stochastic_counter;
+  m.counter.restore(*ops_, state.stochastic_counter);
 }
 
 // One step's phases on the device, in gpt_pass.hpp's order: the same tensors cast and recorded in
@@ -405,8 +407,7 @@ void DeviceGptTrainer::Pass::cast(const float* in, float* out, std::uint16_t* pa
     }
   }
   if (low) {
-    ops.cast(in, out, packed16, n, bf16, config.rounding, slots, config.seed, trainer.stochastic_counter_);
-    trainer.stochastic_counter_ += n;
+    ops.cast(in, out, packed16, n, bf16, config.rounding, slots, m.counter.draw(n));
     return;
   }
   if (slots.histogram != nullptr || slots.largest != nullptr) ops.record_histogram(in, n, slots);
@@ -438,7 +439,7 @@ void DeviceGptTrainer::Pass::recipe_product(bool ta, bool tb, int rows, int cols
 void DeviceGptTrainer::Pass::block_operand(const std::string& name, GemmOperand operand, const float* x, int rows, int cols, bool along_first_axis,
                                            float* device) {
   m.recipe.block_operand(ops, operand, x, rows, cols, along_first_axis, block_operand_index(result.block_operands, name, operand),
-                         trainer.stochastic_counter_, device);
+                         m.counter, device);
 }
 
 std::pair<float*, float> DeviceGptTrainer::Pass::fp8_operand(int block, const char* linear, GemmOperand operand, const float* x, int rows, int cols) {
@@ -446,7 +447,7 @@ std::pair<float*, float> DeviceGptTrainer::Pass::fp8_operand(int block, const ch
   Buffer<float>& buffer = m.fp8_operands[slot];
   if (buffer.size() != n) buffer = Buffer<float>(ops, n);
   const float factor = m.recipe.fp8_operand(ops, operand, x, n, slot, new_operand_scaling(result.scaling, full_name(block, linear)),
-                                            trainer.stochastic_counter_, buffer.data());
+                                            m.counter, buffer.data());
   m.fp8_dequantize[slot] = factor;
   return {buffer.data(), factor};
 }
@@ -486,15 +487,13 @@ void DeviceGptTrainer::Pass::linear_cast(int p, DeviceOperand x, int in, int out
   linear(p, x, in, out, y, block, name, false);
   ForwardEpilogue e;
   e.z = y, e.bias = m.copy[static_cast<std::size_t>(p) + 1].data(), e.rows = out, e.cols = N, e.bias_per_column = false;
-  e.bf16 = bf16, e.mode = config.rounding, e.stochastic_seed = config.seed;
+  e.bf16 = bf16, e.mode = config.rounding;
   e.z_slots = cast_slots(activation(block, name)), e.z16 = y16;
-  e.z_first_random = trainer.stochastic_counter_;
-  trainer.stochastic_counter_ += n;
+  e.z_random = m.counter.draw(n);
   if (gelu != nullptr) {
     e.activate = true, e.activation = Activation::gelu, e.a_rounded = gelu, e.a16 = gelu16;
     e.a_slots = cast_slots(activation(block, gelu_name));
-    e.a_first_random = trainer.stochastic_counter_;
-    trainer.stochastic_counter_ += n;
+    e.a_random = m.counter.draw(n);
   }
   ops.forward_epilogue(e);
 }
@@ -508,7 +507,7 @@ void DeviceGptTrainer::Pass::linear_backward(int p, DeviceOperand x, int in, int
   } else if (per_tensor_fp8(recipe)) {  // the forward's FP8 input and weight, the FP8 dy for both
     const std::size_t n = static_cast<std::size_t>(out) * static_cast<std::size_t>(N);
     const float dy_factor = m.recipe.fp8_operand(ops, GemmOperand::output_gradient, dy.f32, n, gpt_recipe_slot(block, name, GemmOperand::output_gradient),
-                                                 new_operand_scaling(result.scaling, full_name(block, name)), trainer.stochastic_counter_,
+                                                 new_operand_scaling(result.scaling, full_name(block, name)), m.counter,
                                                  m.operand_a.data());
     const auto [input, input_factor] = fp8_kept(block, name, GemmOperand::input);
     const auto [w, weight_factor] = fp8_kept(block, name, GemmOperand::weight);
@@ -695,14 +694,13 @@ void DeviceGptTrainer::Pass::check_and_update() {
   std::vector<const float*> gradients;
   for (std::size_t p = 0; p < layout.size(); ++p) parameters.push_back(m.master[p].data()), gradients.push_back(m.gradient[p].data());
   m.optimizer.update(ops, config.learning_rate, parameters, gradients, m.sizes, step_scale, skip);
-  // fp16-pure rounds the updated weights again, as GptTrainer does after an update only: the
-  // host learns whether this step was skipped before it queues the casts (and takes their words).
-  if (config.precision == Precision::fp16_pure) {
-    int skipped = 0;
-    ops.download(&skipped, skip, sizeof skipped);
-    if (skipped == 0)
-      for (std::size_t p = 0; p < layout.size(); ++p) cast(m.master[p].data(), m.master[p].data(), nullptr, m.master[p].size(), Into{});
-  }
+  // fp16-pure rounds the updated weights again, as GptTrainer does after an update only: the casts
+  // are queued either way and read the skip flag on the device (so do the words they take).
+  if (config.precision == Precision::fp16_pure)
+    for (std::size_t p = 0; p < layout.size(); ++p)
+      ops.cast_unless_skipped(m.master[p].data(), m.master[p].data(), m.master[p].size(), bf16, config.rounding,
+                              m.counter.draw_unless_skipped(m.master[p].size()), skip);
+  m.counter.finish_step(ops, skip);
 }
 
 void DeviceGptTrainer::Pass::read_back(bool read_loss) {
@@ -743,6 +741,7 @@ void DeviceGptTrainer::Pass::read_back(bool read_loss) {
 StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool read_loss) {
   const std::vector<int> tokens = gpt_batch_tokens(shape_, inputs, labels);
   Pass pass(*this, static_cast<int>(inputs.rows()), record);
+  memory_->counter.begin_step();
   pass.upload(tokens, labels);
   pass.cast_parameters();
   pass.embed();

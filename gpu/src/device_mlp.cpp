@@ -38,6 +38,7 @@ struct DeviceMlpTrainer::Memory {
   Buffer<unsigned long long> readback;
   std::vector<unsigned long long> host_readback;
   Buffer<std::uint32_t> sentinel;  // the step sentinel's readings, 4 per layer, in execution order
+  device_step::StochasticCounter counter;  // the next random word's index, as MlpTrainer's ctx
   // Sized for one batch: per layer its input activations and pre-activations, the 16-bit
   // operands; the gradients passed down; the labels and each row's loss.
   int batch = 0;
@@ -89,13 +90,14 @@ DeviceMlpTrainer::DeviceMlpTrainer(const TrainingConfig& config, std::unique_ptr
   m.readback = Buffer<unsigned long long>(device, mlp_scalar_words + 4 * layers * record_stride);
   m.host_readback.resize(m.readback.size());
   m.sentinel = Buffer<std::uint32_t>(device, 4 * layers);
+  m.counter = device_step::StochasticCounter(device, config.seed);
   restore(initial);
 }
 
 DeviceMlpTrainer::~DeviceMlpTrainer() = default;
 
 TrainerState DeviceMlpTrainer::position() const {
-  return device_step::position_of(steps_, scaler_state(), stochastic_counter_, memory_->recipe.fp8());
+  return device_step::position_of(steps_, scaler_state(), memory_->counter.value(*ops_), memory_->recipe.fp8());
 }
 
 TrainerState DeviceMlpTrainer::state() const {
@@ -111,7 +113,7 @@ TrainerState DeviceMlpTrainer::state() const {
     s.biases.push_back(std::move(b));
   }
   s.scaler = scaler_state();
-  s.stochastic_counter = stochastic_counter_;
+  s.stochastic_counter = m.counter.value(*ops_);
   s.optimizer = m.optimizer.state(*ops_);
   s.fp8 = m.recipe.fp8();
   return s;
@@ -128,7 +130,7 @@ void DeviceMlpTrainer::restore(const TrainerState& state) {
   }
   ops_->upload(m.scaler.data(), &state.scaler, sizeof(LossScalerState));
   steps_ = state.steps;
-  stochastic_counter_ = state.stochastic_counter;
+  m.counter.restore(*ops_, state.stochastic_counter);
 }
 
 void DeviceMlpTrainer::reconfigure_scaler(const LossScalerConfig& config) {
@@ -285,8 +287,7 @@ void DeviceMlpTrainer::Pass::record_blocks(std::size_t l, int kind, const float*
 
 void DeviceMlpTrainer::Pass::cast(const float* in, float* out, std::uint16_t* packed, std::size_t n, RecordSlots into) {
   if (low_) {
-    ops_.cast(in, out, packed, n, bf16_, config_.rounding, into, config_.seed, t_.stochastic_counter_);
-    t_.stochastic_counter_ += n;
+    ops_.cast(in, out, packed, n, bf16_, config_.rounding, into, m_.counter.draw(n));
   } else if (into.histogram != nullptr || into.largest != nullptr) {
     ops_.record_histogram(in, n, into);
   }
@@ -307,12 +308,12 @@ void DeviceMlpTrainer::Pass::recipe_product(bool ta, bool tb, int rows, int cols
 
 void DeviceMlpTrainer::Pass::block_operand(std::size_t l, GemmOperand operand, const float* x, int rows, int cols, bool along_rows, float* device) {
   m_.recipe.block_operand(ops_, operand, x, rows, cols, along_rows, block_operand_index(result.block_operands, mlp_layer_name(l), operand),
-                          t_.stochastic_counter_, device);
+                          m_.counter, device);
 }
 
 float DeviceMlpTrainer::Pass::fp8_operand(std::size_t l, GemmOperand operand, const float* x, std::size_t n, float* device) {
   return m_.recipe.fp8_operand(ops_, operand, x, n, 3 * l + static_cast<std::size_t>(operand), new_operand_scaling(result.scaling, mlp_layer_name(l)),
-                               t_.stochastic_counter_, device);
+                               m_.counter, device);
 }
 
 void DeviceMlpTrainer::Pass::cast_parameters_and_inputs() {
@@ -348,14 +349,12 @@ void DeviceMlpTrainer::Pass::forward(std::size_t l) {
   if (low_ && !recipe_active_ && !(record_ && config_.record_blocks)) {  // nothing reads z between the steps: one epilogue
     ForwardEpilogue e;
     e.z = m_.z[l].data(), e.bias = bias(l), e.rows = batch_, e.cols = out, e.bias_per_column = true;
-    e.bf16 = bf16_, e.mode = config_.rounding, e.stochastic_seed = config_.seed;
+    e.bf16 = bf16_, e.mode = config_.rounding;
     e.z_slots = watched(slots(l, 0), l, TensorKind::activation);
-    e.z_first_random = t_.stochastic_counter_;
-    t_.stochastic_counter_ += e.count();
+    e.z_random = m_.counter.draw(e.count());
     if (l + 1 < layers_) {
       e.activate = true, e.activation = config_.activation, e.a = m_.a[l + 1].data(), e.a16 = m_.a_16[l + 1].data();
-      e.a_first_random = t_.stochastic_counter_;
-      t_.stochastic_counter_ += e.count();
+      e.a_random = m_.counter.draw(e.count());
     }
     ops_.forward_epilogue(e);
     return;
@@ -438,18 +437,14 @@ void DeviceMlpTrainer::Pass::check_and_update() {
     parameters.push_back(m_.biases[l].data()), gradients.push_back(m_.grad_b[l].data());
   }
   m_.optimizer.update(ops_, config_.learning_rate, parameters, gradients, m_.sizes, step_scale_, skip_);
-  // fp16-pure re-casts the weights after an update only, as the CPU backend does: a skipped step
-  // leaves them, and the stochastic-rounding counter, as they were. The host must know whether
-  // this step was skipped before it queues the casts: one read-back a step, in this mode only.
-  if (config_.precision == Precision::fp16_pure) {
-    int skipped = 0;
-    ops_.download(&skipped, skip_, sizeof skipped);
-    if (skipped == 0)
-      for (std::size_t l = 0; l < layers_; ++l) {
-        cast(m_.weights[l].data(), m_.weights[l].data(), nullptr, m_.weights[l].size(), {});
-        cast(m_.biases[l].data(), m_.biases[l].data(), nullptr, m_.biases[l].size(), {});
-      }
-  }
+  // fp16-pure re-casts the parameters after an update only, as the CPU backend does: a skipped step
+  // leaves them, and the stochastic-rounding counter, as they were. The casts are queued either
+  // way and read the skip flag on the device: the host never waits for the step.
+  if (config_.precision == Precision::fp16_pure)
+    for (std::size_t l = 0; l < layers_; ++l)
+      for (const Buffer<float>* p : {&m_.weights[l], &m_.biases[l]})
+        ops_.cast_unless_skipped(p->data(), p->data(), p->size(), bf16_, config_.rounding, m_.counter.draw_unless_skipped(p->size()), skip_);
+  m_.counter.finish_step(ops_, skip_);
 }
 
 void DeviceMlpTrainer::Pass::read_back(bool read_loss) {
@@ -493,6 +488,7 @@ StepResult DeviceMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
   if (inputs.cols() != config_.layer_sizes.front() || static_cast<std::size_t>(inputs.rows()) != labels.size())
     throw std::invalid_argument("step: the inputs do not fit the model");
   Pass pass(*this, static_cast<int>(inputs.rows()), record);
+  memory_->counter.begin_step();
   pass.fit_batch();
   pass.upload(inputs, labels);
   pass.cast_parameters_and_inputs();

@@ -55,6 +55,49 @@ class Buffer {
   T* data_ = nullptr;
 };
 
+// The run's stochastic-rounding counter, kept on the device (one word), and a step's draws from it.
+// Each launch that draws takes draw(n): the counter's device word and the words the step drew
+// before it (RandomWords), so that a step queues the same arguments every step and the host never
+// waits to learn what the counter is. finish_step queues the step's last launch, which moves the
+// counter past the step's words -- and past the words of draw_unless_skipped (fp16-pure's re-casts
+// after an update, drawn after every other) only where the step did not skip.
+class StochasticCounter {
+ public:
+  StochasticCounter() = default;
+  StochasticCounter(DeviceOps& ops, std::uint64_t seed) : word_(ops, 1), seed_(seed) {}
+
+  RandomWords draw(std::uint64_t n) {
+    if (unless_skipped_ != 0) throw std::logic_error("a step drew words after those drawn only unless it skips");
+    const RandomWords words{seed_, word_.data(), drawn_};
+    drawn_ += n;
+    return words;
+  }
+  RandomWords draw_unless_skipped(std::uint64_t n) {
+    const RandomWords words{seed_, word_.data(), drawn_ + unless_skipped_};
+    unless_skipped_ += n;
+    return words;
+  }
+  // *skip: the step's flag, set on the device by then.
+  void finish_step(DeviceOps& ops, const int* skip) {
+    ops.advance_counter(word_.data(), drawn_, unless_skipped_, skip);
+    drawn_ = unless_skipped_ = 0;
+  }
+  // A step's first draw is at the counter's value: what a step that threw before finish_step drew is forgotten.
+  void begin_step() { drawn_ = unless_skipped_ = 0; }
+
+  std::uint64_t value(DeviceOps& ops) const {
+    std::uint64_t v = 0;
+    ops.download(&v, word_.data(), sizeof v);
+    return v;
+  }
+  void restore(DeviceOps& ops, std::uint64_t value) { ops.upload(word_.data(), &value, sizeof value); }
+
+ private:
+  Buffer<std::uint64_t> word_;
+  std::uint64_t seed_ = 0;
+  std::uint64_t drawn_ = 0, unless_skipped_ = 0;
+};
+
 // A recorded tensor's place in the read-back: its histogram's slots, then 3 outcome counts.
 inline constexpr std::size_t record_stride = bin_slot_count + 3;
 inline RecordSlots record_slots(unsigned long long* base) { return {base, base + bin_slot_count}; }
@@ -111,7 +154,7 @@ class BlockRecorder {
   BlockRecord record(DeviceOps& ops, const BlockRecording& blocks, const float* values, const BlockLayout& layout) {
     ops.zero(counters_.data(), counters_.bytes());
     const Context nearest_even;  // recording never moves the run's stochastic stream
-    ops.block_quantize(values, nullptr, layout, blocks.format, blocks.rule, nearest_even, counters_.data(), amax_.data());
+    ops.block_quantize(values, nullptr, layout, blocks.format, blocks.rule, nearest_even, {}, counters_.data(), amax_.data());
     std::vector<unsigned long long> host(block_counter_count);
     ops.download(host.data(), counters_.data(), counters_.bytes());
     BlockRecord record{blocks.format, blocks.rule, {}};
@@ -159,7 +202,6 @@ class DeviceRecipe {
     if (const std::string lacks = device_backend_lacks(config.recipe); !lacks.empty())
       throw std::invalid_argument(lacks + ": train it with --backend cpu (or auto)");
     ctx_.rounding = config.rounding;
-    ctx_.stochastic_seed = config.seed;
     if (fp8_slots != 0) counts_ = Buffer<unsigned long long>(ops, 3 * fp8_slots);
     if (config.recipe.recipe != GemmRecipe::none) amax_ = Buffer<std::uint32_t>(ops, 1);
   }
@@ -187,10 +229,10 @@ class DeviceRecipe {
   }
   // x (a device tensor's rows x cols values, column-major) quantized and dequantized along its
   // rows or columns into `device` (x's size; may be x) as block_scaled_operand makes it, drawing
-  // from the run's stream at `counter` (moved on by what it drew), counted into the step's block
-  // statistics at `entry` (block_operand_index's place), read back by finish_step.
-  void block_operand(DeviceOps& ops, GemmOperand operand, const float* x, int rows, int cols, bool along_rows, std::size_t entry, std::uint64_t& counter,
-                     float* device) {
+  // its words from the run's `counter`, counted into the step's block statistics at `entry`
+  // (block_operand_index's place), read back by finish_step.
+  void block_operand(DeviceOps& ops, GemmOperand operand, const float* x, int rows, int cols, bool along_rows, std::size_t entry,
+                     StochasticCounter& counter, float* device) {
     const BlockFormat format = block_format_of(config_.recipe);
     const BlockLayout layout = recipe_block_layout(format, static_cast<std::size_t>(rows), static_cast<std::size_t>(cols), along_rows);
     while (block_counters_.size() <= entry) {
@@ -200,25 +242,22 @@ class DeviceRecipe {
     block_entries_ = std::max(block_entries_, entry + 1);
     Context ctx = ctx_;
     ctx.rounding = operand_rounding(config_, operand, ctx_.rounding);
-    ctx.stochastic_counter = counter;
-    ops.block_quantize(x, device, layout, format, recipe_scale_rule, ctx, block_counters_[entry].data(), amax_.data());
-    counter += layout.element_count();
+    ops.block_quantize(x, device, layout, format, recipe_scale_rule, ctx, counter.draw(layout.element_count()), block_counters_[entry].data(),
+                       amax_.data());
   }
   // The n values at x (device) cast for a per-tensor FP8 product into `device` (may be x) as
   // quantize_fp8_operand casts them, with FP8 state `slot` (quantized once a step), drawing n
-  // words at `counter`; `record` described now, its counts filled in by finish_step. Returns the
+  // words from `counter`; `record` described now, its counts filled in by finish_step. Returns the
   // dequantization factor.
   float fp8_operand(DeviceOps& ops, GemmOperand operand, const float* x, std::size_t n, std::size_t slot, OperandScaling& record,
-                    std::uint64_t& counter, float* device) {
+                    StochasticCounter& counter, float* device) {
     ops.amax_bits(x, n, amax_.data());
     std::uint32_t largest = 0;
     ops.download(&largest, amax_.data(), sizeof largest);
     const float amax = amax_of_magnitude_bits(largest);
     const float scale = fp8_step_scale(config_, operand, amax, fp8_.at(slot));
     ops.fp8_quantize(x, device, n, scale, fp8_format_of(config_, operand) == formats::e5m2, operand_rounding(config_, operand, ctx_.rounding),
-                     fp8_cast_options(ctx_),
-                     ctx_.stochastic_seed, counter, counts_.data() + 3 * slot);
-    counter += n;
+                     fp8_cast_options(ctx_), counter.draw(n), counts_.data() + 3 * slot);
     describe_fp8_operand(record, config_, operand, amax, scale, n);
     recorded_slots_.push_back(slot);
     return fp8_dequantize_factor(scale);
@@ -245,7 +284,7 @@ class DeviceRecipe {
  private:
   RecipeConfig config_;
   std::vector<Fp8TensorState> fp8_;
-  Context ctx_;  // the run's rounding mode, seed and options
+  Context ctx_;  // the run's rounding mode and options (its words come from the StochasticCounter)
   Buffer<unsigned long long> counts_;  // per FP8 slot: zeros, flushed, saturated
   Buffer<std::uint32_t> amax_;
   std::vector<std::size_t> recorded_slots_;  // the step's FP8 records' slots, in order

@@ -77,9 +77,16 @@ class HostDeviceOps final : public DeviceOps {
   void copy(void* to, const void* from, std::size_t bytes) override { std::memmove(to, from, bytes); }
 
   void cast(const float* in, float* out, std::uint16_t* packed, std::size_t n, bool bf16, RoundingMode mode, RecordSlots slots,
-            std::uint64_t seed, std::uint64_t first) override {
-    if (bf16) cast_as<formats::bf16>(in, out, packed, n, mode, slots, seed, first);
-    else cast_as<formats::fp16>(in, out, packed, n, mode, slots, seed, first);
+            RandomWords random) override {
+    const std::uint64_t first = random.first_word();
+    if (bf16) cast_as<formats::bf16>(in, out, packed, n, mode, slots, random.seed, first);
+    else cast_as<formats::fp16>(in, out, packed, n, mode, slots, random.seed, first);
+  }
+  void cast_unless_skipped(const float* in, float* out, std::size_t n, bool bf16, RoundingMode mode, RandomWords random, const int* skip) override {
+    if (*skip == 0) cast(in, out, nullptr, n, bf16, mode, {}, random);
+  }
+  void advance_counter(std::uint64_t* counter, std::uint64_t words, std::uint64_t words_unless_skipped, const int* skip) override {
+    *counter += words + (skip == nullptr || *skip == 0 ? words_unless_skipped : 0);
   }
   void record_histogram(const float* in, std::size_t n, RecordSlots slots) override {
     std::uint32_t largest = 0;
@@ -124,7 +131,8 @@ class HostDeviceOps final : public DeviceOps {
     *largest = top;
   }
   void fp8_quantize(const float* in, float* out, std::size_t n, float scale, bool e5m2, RoundingMode mode, const CastOptions& saturating,
-                    std::uint64_t seed, std::uint64_t first, unsigned long long* counts) override {
+                    RandomWords random, unsigned long long* counts) override {
+    const std::uint64_t seed = random.seed, first = random.first_word();
     const auto quantize = [&]<Format F>() {
       with_rounding_mode(mode, [&]<RoundingMode Mode>() {
         for (std::size_t i = 0; i < n; ++i) {
@@ -140,8 +148,8 @@ class HostDeviceOps final : public DeviceOps {
     else quantize.template operator()<formats::e4m3>();
   }
 
-  void block_quantize(const float* in, float* out, const BlockLayout& layout, const BlockFormat& format, ScaleRule rule, const Context& ctx,
-                      unsigned long long* counters, std::uint32_t* amax) override {
+  void block_quantize(const float* in, float* out, const BlockLayout& layout, const BlockFormat& format, ScaleRule rule, const Context& options,
+                      RandomWords random, unsigned long long* counters, std::uint32_t* amax) override {
     if (format.block_size > device_block_size_limit) throw std::invalid_argument("block_quantize on the device: blocks of at most 32 elements");
     float tensor_scale = 1.0f;
     if (format.scale == BlockFormat::Scale::e4m3_nvfp4) {  // the finite values' amax (the kernel's Nvfp4 reduction)
@@ -150,6 +158,7 @@ class HostDeviceOps final : public DeviceOps {
       *amax = top;
       tensor_scale = nvfp4_tensor_scale(top);
     }
+    const Context ctx = drawing(options, random);
     const auto add = [&](std::size_t counter, std::uint64_t amount) { counters[counter] += amount; };
     for (std::size_t b = 0; b < layout.block_count(); ++b) quantize_dequantize_block(format, rule, layout, tensor_scale, ctx, in, out, b, add);
   }

@@ -140,13 +140,14 @@ void check_operations(DeviceOps& gpu, DeviceOps& twin) {
     twin.amax_bits(with_nan.t, values.size(), largest.t);
     verdict(largest.same_bits(), "amax_bits exact with a NaN");
     Context ctx;
+    Pair<std::uint64_t> counter(gpu, twin, std::vector<std::uint64_t>{4000});  // the run's counter word: 4000 + 321 = word 4321
     for (const bool e5m2 : {false, true})
       for (const RoundingMode mode : {RoundingMode::nearest_even, RoundingMode::toward_positive, RoundingMode::stochastic}) {
         ctx.rounding = mode;
         Pair<float> out(gpu, twin, values.size());
         Pair<unsigned long long> counts(gpu, twin, 3);
-        gpu.fp8_quantize(with_nan.g, out.g, values.size(), 13.5f, e5m2, mode, fp8_cast_options(ctx), 9, 4321, counts.g);
-        twin.fp8_quantize(with_nan.t, out.t, values.size(), 13.5f, e5m2, mode, fp8_cast_options(ctx), 9, 4321, counts.t);
+        gpu.fp8_quantize(with_nan.g, out.g, values.size(), 13.5f, e5m2, mode, fp8_cast_options(ctx), {9, counter.g, 321}, counts.g);
+        twin.fp8_quantize(with_nan.t, out.t, values.size(), 13.5f, e5m2, mode, fp8_cast_options(ctx), {9, counter.t, 321}, counts.t);
         verdict(out.same_bits() && counts.same_bits(), std::string("fp8_quantize exact, values and counts, ") + (e5m2 ? "e5m2 " : "e4m3 ") + rounding_mode_name(mode));
       }
   }
@@ -160,13 +161,12 @@ void check_operations(DeviceOps& gpu, DeviceOps& twin) {
       const BlockLayout layout{45, 70, axis, format.block_size};
       Context ctx;
       ctx.rounding = format.elements == BlockFormat::Elements::int8 ? RoundingMode::nearest_even : RoundingMode::stochastic;
-      ctx.stochastic_seed = 4;
-      ctx.stochastic_counter = 77;
       Pair<float> in(gpu, twin, values), out(gpu, twin, values.size());
       Pair<unsigned long long> counters(gpu, twin, block_counter_count);
       Pair<std::uint32_t> amax(gpu, twin, 1);
-      gpu.block_quantize(in.g, out.g, layout, format, ScaleRule::floor, ctx, counters.g, amax.g);
-      twin.block_quantize(in.t, out.t, layout, format, ScaleRule::floor, ctx, counters.t, amax.t);
+      Pair<std::uint64_t> counter(gpu, twin, std::vector<std::uint64_t>{70});  // words 77 on
+      gpu.block_quantize(in.g, out.g, layout, format, ScaleRule::floor, ctx, {4, counter.g, 7}, counters.g, amax.g);
+      twin.block_quantize(in.t, out.t, layout, format, ScaleRule::floor, ctx, {4, counter.t, 7}, counters.t, amax.t);
       verdict(out.same_bits() && counters.same_bits(),
               "block_quantize exact, values and statistics, " + block_format_name(format) + (axis == BlockAxis::rows ? " along rows" : " down columns"));
     }
@@ -180,15 +180,34 @@ void check_operations(DeviceOps& gpu, DeviceOps& twin) {
       Pair<std::uint16_t> packed(gpu, twin, values.size());
       Pair<unsigned long long> slots(gpu, twin, bin_slot_count + 3);
       Pair<std::uint32_t> largest(gpu, twin, 1);
-      gpu.cast(in.g, out.g, packed.g, values.size(), bf16, mode, {slots.g, slots.g + bin_slot_count, largest.g}, 9, 1234);
-      twin.cast(in.t, out.t, packed.t, values.size(), bf16, mode, {slots.t, slots.t + bin_slot_count, largest.t}, 9, 1234);
+      gpu.cast(in.g, out.g, packed.g, values.size(), bf16, mode, {slots.g, slots.g + bin_slot_count, largest.g}, {9, nullptr, 1234});
+      twin.cast(in.t, out.t, packed.t, values.size(), bf16, mode, {slots.t, slots.t + bin_slot_count, largest.t}, {9, nullptr, 1234});
       verdict(out.same_bits() && packed.same_bits() && slots.same_bits() && largest.same_bits(),
               std::string("cast to ") + (bf16 ? "bf16 " : "fp16 ") + rounding_mode_name(mode) + ": values, patterns, histogram, counts and reading exact");
       // Unrecorded, in place, the reading still the input's (taken before each value is rounded).
       Pair<float> again(gpu, twin, values);
-      gpu.cast(again.g, again.g, nullptr, values.size(), bf16, mode, {nullptr, nullptr, largest.g}, 9, 1234);
-      twin.cast(again.t, again.t, nullptr, values.size(), bf16, mode, {nullptr, nullptr, largest.t}, 9, 1234);
+      gpu.cast(again.g, again.g, nullptr, values.size(), bf16, mode, {nullptr, nullptr, largest.g}, {9, nullptr, 1234});
+      twin.cast(again.t, again.t, nullptr, values.size(), bf16, mode, {nullptr, nullptr, largest.t}, {9, nullptr, 1234});
       verdict(again.same_bits() && largest.same_bits(), std::string("cast in place, unrecorded, watched: values and reading exact, ") + rounding_mode_name(mode));
+      // fp16-pure's re-cast: its words from the counter's device word, done only where the flag is 0;
+      // then the counter moved on by the words a step drew, and those drawn unless it skipped.
+      for (const int skipped : {0, 1}) {
+        Pair<float> recast(gpu, twin, values);
+        Pair<int> skip(gpu, twin, std::vector<int>{skipped});
+        Pair<std::uint64_t> counter(gpu, twin, std::vector<std::uint64_t>{1000});
+        gpu.cast_unless_skipped(recast.g, recast.g, values.size(), bf16, mode, {9, counter.g, 234}, skip.g);
+        twin.cast_unless_skipped(recast.t, recast.t, values.size(), bf16, mode, {9, counter.t, 234}, skip.t);
+        gpu.advance_counter(counter.g, 5000, 300, skip.g);
+        twin.advance_counter(counter.t, 5000, 300, skip.t);
+        const auto bits_of = [](const std::vector<float>& v) {  // NaNs compared as bits
+          std::vector<std::uint32_t> bits(v.size());
+          std::memcpy(bits.data(), v.data(), v.size() * sizeof(float));
+          return bits;
+        };
+        const bool as_cast = bits_of(recast.from_gpu()) == bits_of(again.from_gpu()), untouched = bits_of(recast.from_gpu()) == bits_of(values);
+        verdict(recast.same_bits() && counter.same_bits() && counter.from_gpu()[0] == (skipped ? 6000u : 6300u) && (skipped ? untouched : as_cast),
+                std::string("re-cast unless skipped (flag ") + std::to_string(skipped) + ") and the counter's advance, " + rounding_mode_name(mode));
+      }
     }
   {
     Pair<float> in(gpu, twin, normal(3000, 8));

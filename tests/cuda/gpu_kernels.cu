@@ -146,7 +146,7 @@ int main() {
         Device<unsigned long long> bins(bin_slot_count), outcome(3);
         bins.zero();
         outcome.zero();
-        cuda::cast_and_record(in.data, out.data, n, bf16, mode, {bins.data, outcome.data}, nullptr, 7, 1000);
+        cuda::cast_and_record(in.data, out.data, n, bf16, mode, {bins.data, outcome.data}, nullptr, {7, nullptr, 1000});
         cudaCheck(cudaGetLastError());
         const std::vector<unsigned long long> got_bins = bins.read(), got_counts = outcome.read();
         bool same_histogram = got_bins[bin_zero] == histogram.zero_count() && got_bins[bin_infinity] == histogram.infinity_count() &&
@@ -159,7 +159,7 @@ int main() {
         // Unrecorded, with the 16-bit patterns the GEMMs read: each pattern is the expected value.
         Device<float> out2(n);
         Device<std::uint16_t> packed(n);
-        cuda::cast_and_record(in.data, out2.data, n, bf16, mode, {}, nullptr, 7, 1000, packed.data);
+        cuda::cast_and_record(in.data, out2.data, n, bf16, mode, {}, nullptr, {7, nullptr, 1000}, packed.data);
         const std::vector<std::uint16_t> patterns = packed.read();
         bool patterns_right = true;
         for (std::size_t i = 0; i < n && patterns_right; ++i) {
@@ -181,7 +181,7 @@ int main() {
                         histogram_shifted, counts_shifted);
         bins.zero();
         outcome.zero();
-        cuda::cast_and_record(in.data + 1, out2.data + 1, n - 1, bf16, mode, {bins.data, outcome.data}, nullptr, 7, 1000);
+        cuda::cast_and_record(in.data + 1, out2.data + 1, n - 1, bf16, mode, {bins.data, outcome.data}, nullptr, {7, nullptr, 1000});
         const std::vector<float> shifted_all = out2.read();
         const std::vector<float> shifted(shifted_all.begin() + 1, shifted_all.end());
         const std::vector<unsigned long long> shifted_bins = bins.read(), shifted_counts = outcome.read();
@@ -304,12 +304,13 @@ int main() {
             };
             Outputs fused(z, count), composed(z, count);
             Device<float> device_bias(bias);
+            Device<std::uint64_t> counter(std::vector<std::uint64_t>{1000});  // the run's counter word: z draws words 1000 on
             const auto epilogue = [&](Outputs& o) {
               ForwardEpilogue e;
               e.z = o.z.data, e.bias = device_bias.data, e.rows = rows, e.cols = cols, e.bias_per_column = c.bias_per_column;
-              e.bf16 = bf16, e.mode = mode, e.stochastic_seed = 7;
-              e.z_slots = {o.z_bins.data, o.z_counts.data, o.z_largest.data}, e.z_first_random = 1000, e.z16 = o.z16.data;
-              e.activate = c.activate, e.activation = c.activation, e.a_first_random = 1000 + count;
+              e.bf16 = bf16, e.mode = mode;
+              e.z_slots = {o.z_bins.data, o.z_counts.data, o.z_largest.data}, e.z_random = {7, counter.data, 0}, e.z16 = o.z16.data;
+              e.activate = c.activate, e.activation = c.activation, e.a_random = {7, counter.data, count};
               if (c.keep_activation) e.a = o.a.data;
               e.a_rounded = c.keep_activation ? nullptr : o.a_rounded.data;
               e.a16 = o.a16.data;

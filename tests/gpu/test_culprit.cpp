@@ -361,9 +361,9 @@ TEST_CASE("culprit: a device cast takes the sentinel's reading in its own pass: 
               return recorded ? RecordSlots{at.data(), at.data() + bin_slot_count, largest} : RecordSlots{nullptr, nullptr, largest};
             };
             std::uint32_t largest = 0xDEADBEEFu;  // written, not raised
-            ops->cast(plain_in.data(), in_place ? plain_in.data() : plain_out.data(), plain_packed.data(), n, bf16, mode, slots(plain_slots, nullptr), 9, 100);
+            ops->cast(plain_in.data(), in_place ? plain_in.data() : plain_out.data(), plain_packed.data(), n, bf16, mode, slots(plain_slots, nullptr), {9, nullptr, 100});
             ops->cast(watched_in.data(), in_place ? watched_in.data() : watched_out.data(), watched_packed.data(), n, bf16, mode,
-                      slots(watched_slots, &largest), 9, 100);
+                      slots(watched_slots, &largest), {9, nullptr, 100});
             CHECK(largest == expected);
             CHECK(std::memcmp(plain_in.data(), watched_in.data(), n * sizeof(float)) == 0);
             CHECK(std::memcmp(plain_out.data(), watched_out.data(), n * sizeof(float)) == 0);

@@ -285,7 +285,7 @@ TEST_CASE("the device's FP8 operand (amax_bits, fp8_quantize on the host twin) i
           run.rounding = mode;
           std::vector<float> out(n);
           unsigned long long counts[3] = {0, 0, 0};
-          twin->fp8_quantize(values->data(), out.data(), n, scale, fp8_format_of(config, operand) == formats::e5m2, mode, fp8_cast_options(run), 77, 1000,
+          twin->fp8_quantize(values->data(), out.data(), n, scale, fp8_format_of(config, operand) == formats::e5m2, mode, fp8_cast_options(run), {77, nullptr, 1000},
                              counts);
           std::size_t different = 0;
           for (std::size_t i = 0; i < n; ++i) different += std::bit_cast<std::uint32_t>(out[i]) != std::bit_cast<std::uint32_t>(q.values.data()[i]);
@@ -337,7 +337,9 @@ TEST_CASE("the device's block-scaled operand (block_quantize on the host twin) i
           std::vector<float> got(values.size());
           std::vector<unsigned long long> counters(block_counter_count, 0);
           std::uint32_t amax = 0;
-          twin->block_quantize(values.data(), got.data(), layout, format, ScaleRule::floor, ctx, counters.data(), &amax);
+          const std::uint64_t counter = 400;  // the run's counter word (the twin's memory is the host's): words 500 on
+          const RandomWords words{ctx.stochastic_seed, &counter, 100};
+          twin->block_quantize(values.data(), got.data(), layout, format, ScaleRule::floor, ctx, words, counters.data(), &amax);
           std::size_t different = 0;
           for (std::size_t i = 0; i < values.size(); ++i) different += std::bit_cast<std::uint32_t>(got[i]) != std::bit_cast<std::uint32_t>(want[i]);
           CHECK(different == 0);
@@ -349,7 +351,7 @@ TEST_CASE("the device's block-scaled operand (block_quantize on the host twin) i
           // In place, as the recipes' products read a copy.
           std::vector<float> in_place = values;
           std::fill(counters.begin(), counters.end(), 0);
-          twin->block_quantize(in_place.data(), in_place.data(), layout, format, ScaleRule::floor, ctx, counters.data(), &amax);
+          twin->block_quantize(in_place.data(), in_place.data(), layout, format, ScaleRule::floor, ctx, words, counters.data(), &amax);
           CHECK(std::memcmp(in_place.data(), got.data(), got.size() * sizeof(float)) == 0);
         }
 }

@@ -97,8 +97,14 @@ class CudaDeviceOps final : public DeviceOps {
   }
 
   void cast(const float* in, float* out, std::uint16_t* packed, std::size_t n, bool bf16, RoundingMode mode, RecordSlots slots,
-            std::uint64_t seed, std::uint64_t first) override {
-    cuda::cast_and_record(in, out, n, bf16, mode, slots, stream_, seed, first, packed);
+            RandomWords random) override {
+    cuda::cast_and_record(in, out, n, bf16, mode, slots, stream_, random, packed);
+  }
+  void cast_unless_skipped(const float* in, float* out, std::size_t n, bool bf16, RoundingMode mode, RandomWords random, const int* skip) override {
+    cuda::cast_and_record(in, out, n, bf16, mode, {}, stream_, random, nullptr, skip);
+  }
+  void advance_counter(std::uint64_t* counter, std::uint64_t words, std::uint64_t words_unless_skipped, const int* skip) override {
+    cuda::advance_counter(counter, words, words_unless_skipped, skip, stream_);
   }
   void record_histogram(const float* in, std::size_t n, RecordSlots slots) override {
     cuda::record_histogram(in, n, slots, stream_);
@@ -148,12 +154,12 @@ class CudaDeviceOps final : public DeviceOps {
 
   void amax_bits(const float* in, std::size_t n, std::uint32_t* largest) override { cuda::amax_bits(in, n, largest, stream_); }
   void fp8_quantize(const float* in, float* out, std::size_t n, float scale, bool e5m2, RoundingMode mode, const CastOptions& saturating,
-                    std::uint64_t seed, std::uint64_t first, unsigned long long* counts) override {
-    cuda::fp8_quantize(in, out, n, scale, e5m2, mode, saturating, seed, first, counts, stream_);
+                    RandomWords random, unsigned long long* counts) override {
+    cuda::fp8_quantize(in, out, n, scale, e5m2, mode, saturating, random, counts, stream_);
   }
   void block_quantize(const float* in, float* out, const BlockLayout& layout, const BlockFormat& format, ScaleRule rule, const Context& ctx,
-                      unsigned long long* counters, std::uint32_t* amax) override {
-    cuda::block_quantize(in, out, layout, format, rule, ctx, counters, amax, stream_);
+                      RandomWords random, unsigned long long* counters, std::uint32_t* amax) override {
+    cuda::block_quantize(in, out, layout, format, rule, ctx, random, counters, amax, stream_);
   }
 
   void embed(const int* tokens, const float* token_table, const float* position_table, int vocab, int context, int width, int columns,

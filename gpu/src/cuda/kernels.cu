@@ -90,7 +90,8 @@ int record_blocks_for(std::size_t items) {
 // 16-bit patterns, for cuBLAS) are written where not null. Unrecorded casts (Record false) build no
 // histogram at all. Where the pointers allow, a thread takes four neighbouring elements per
 // iteration through 16-byte loads and stores (four independent casts in flight); element i still
-// draws stochastic word first_random + i.
+// draws stochastic word first_random + i (RandomWords::first_word(), read once a thread, and only
+// in stochastic rounding).
 template <Format F, RoundingMode Mode, bool Record>
 __device__ __forceinline__ void cast_one(std::uint32_t u, std::size_t i, BlockRecorder* recorder, std::uint64_t stochastic_seed,
                                          std::uint64_t first_random, float& rounded, std::uint16_t& narrow) {
@@ -141,8 +142,10 @@ __device__ __forceinline__ void cast_loop(const float* in, float* out, std::uint
 template <int ExponentBits, int MantissaBits, RoundingMode Mode, bool Record>
 __global__ void __launch_bounds__(threads) cast_record_kernel(const float* in, float* out, std::uint16_t* packed, std::size_t n, bool vectors,
                                                               unsigned long long* histogram, unsigned long long* counts, unsigned int* largest,
-                                                              std::uint64_t stochastic_seed, std::uint64_t first_random) {
+                                                              RandomWords random, const int* skip) {
   constexpr Format F{ExponentBits, MantissaBits, Flavour::ieee};
+  if (skip != nullptr && *skip != 0) return;  // the whole grid reads the same word
+  const std::uint64_t stochastic_seed = random.seed, first_random = Mode == RoundingMode::stochastic ? random.first_word() : 0;
   unsigned int top = 0;
   if constexpr (Record) {
     __shared__ unsigned int block_bins[block_bins_size];
@@ -185,6 +188,9 @@ __global__ void __launch_bounds__(threads) forward_epilogue_kernel(ForwardEpilog
   OptionalRecorder<RecordZ> z_recorder(z_bins);
   OptionalRecorder<RecordA> a_recorder(a_bins);
   const std::size_t n = e.count(), rows = static_cast<std::size_t>(e.rows);
+  constexpr bool stochastic = Mode == RoundingMode::stochastic;
+  const std::uint64_t z_first_random = stochastic ? e.z_random.first_word() : 0;
+  const std::uint64_t a_first_random = stochastic && e.activate ? e.a_random.first_word() : 0;
   unsigned int z_top = 0, a_top = 0;
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
@@ -192,7 +198,7 @@ __global__ void __launch_bounds__(threads) forward_epilogue_kernel(ForwardEpilog
     z_top = max(z_top, magnitude_bits(biased));
     float z;
     std::uint16_t z16;
-    cast_one<F, Mode, RecordZ>(float_bits(biased), i, z_recorder.get(), e.stochastic_seed, e.z_first_random, z, z16);
+    cast_one<F, Mode, RecordZ>(float_bits(biased), i, z_recorder.get(), e.z_random.seed, z_first_random, z, z16);
     e.z[i] = z;
     if (e.z16 != nullptr) e.z16[i] = z16;
     if (!e.activate) continue;
@@ -201,7 +207,7 @@ __global__ void __launch_bounds__(threads) forward_epilogue_kernel(ForwardEpilog
     a_top = max(a_top, magnitude_bits(a));
     float rounded;
     std::uint16_t a16;
-    cast_one<F, Mode, RecordA>(float_bits(a), i, a_recorder.get(), e.stochastic_seed, e.a_first_random, rounded, a16);
+    cast_one<F, Mode, RecordA>(float_bits(a), i, a_recorder.get(), e.a_random.seed, a_first_random, rounded, a16);
     if (e.a_rounded != nullptr) e.a_rounded[i] = rounded;
     if (e.a16 != nullptr) e.a16[i] = a16;
   }
@@ -351,6 +357,10 @@ __global__ void ordered_sum_kernel(const float* values, int n, float* out) {
   *out = static_cast<float>(sum);
 }
 
+__global__ void advance_counter_kernel(std::uint64_t* counter, std::uint64_t words, std::uint64_t words_unless_skipped, const int* skip) {
+  *counter += words + (skip == nullptr || *skip == 0 ? words_unless_skipped : 0);
+}
+
 __global__ void scaler_kernel(LossScalerConfig config, LossScalerState* state, const int* found_non_finite, int* skip, float* step_scale) {
   *step_scale = static_cast<float>(state->scale);  // the scale this step's gradients carry
   *skip = apply_scaler_rule(config, *state, *found_non_finite != 0) ? 1 : 0;
@@ -369,17 +379,17 @@ int cast_blocks_for(std::size_t n, bool vectors) { return blocks_for(vectors ? (
 
 template <Format F, RoundingMode Mode>
 void launch_cast_record_in(const float* in, float* out, std::uint16_t* packed, std::size_t n, CastRecordBuffers b, cudaStream_t s,
-                           std::uint64_t seed, std::uint64_t first) {
+                           RandomWords random, const int* skip) {
   const auto aligned = [](const void* p, std::uintptr_t bytes) { return p == nullptr || reinterpret_cast<std::uintptr_t>(p) % bytes == 0; };
   const bool vectors = aligned(in, 16) && aligned(out, 16) && aligned(packed, 8);
   zero_largest(b.largest, s);
   auto* largest = reinterpret_cast<unsigned int*>(b.largest);
   if (b.histogram != nullptr)
     cast_record_kernel<F.exponent_bits, F.mantissa_bits, Mode, true>
-        <<<record_blocks_for(vectors ? (n + 3) / 4 : n), threads, 0, s>>>(in, out, packed, n, vectors, b.histogram, b.counts, largest, seed, first);
+        <<<record_blocks_for(vectors ? (n + 3) / 4 : n), threads, 0, s>>>(in, out, packed, n, vectors, b.histogram, b.counts, largest, random, skip);
   else
     cast_record_kernel<F.exponent_bits, F.mantissa_bits, Mode, false>
-        <<<cast_blocks_for(n, vectors), threads, 0, s>>>(in, out, packed, n, vectors, nullptr, nullptr, largest, seed, first);
+        <<<cast_blocks_for(n, vectors), threads, 0, s>>>(in, out, packed, n, vectors, nullptr, nullptr, largest, random, skip);
 }
 
 template <Format F, RoundingMode Mode>
@@ -408,15 +418,15 @@ void launch_forward_epilogue(const ForwardEpilogue& e, cudaStream_t s) {
 
 template <Format F>
 void launch_cast_record(const float* in, float* out, std::uint16_t* packed, std::size_t n, RoundingMode mode, CastRecordBuffers b,
-                        cudaStream_t s, std::uint64_t seed, std::uint64_t first) {
+                        cudaStream_t s, RandomWords random, const int* skip) {
   switch (mode) {
-    case RoundingMode::nearest_even: launch_cast_record_in<F, RoundingMode::nearest_even>(in, out, packed, n, b, s, seed, first); break;
-    case RoundingMode::nearest_away: launch_cast_record_in<F, RoundingMode::nearest_away>(in, out, packed, n, b, s, seed, first); break;
-    case RoundingMode::toward_zero: launch_cast_record_in<F, RoundingMode::toward_zero>(in, out, packed, n, b, s, seed, first); break;
-    case RoundingMode::toward_positive: launch_cast_record_in<F, RoundingMode::toward_positive>(in, out, packed, n, b, s, seed, first); break;
-    case RoundingMode::toward_negative: launch_cast_record_in<F, RoundingMode::toward_negative>(in, out, packed, n, b, s, seed, first); break;
-    case RoundingMode::odd: launch_cast_record_in<F, RoundingMode::odd>(in, out, packed, n, b, s, seed, first); break;
-    case RoundingMode::stochastic: launch_cast_record_in<F, RoundingMode::stochastic>(in, out, packed, n, b, s, seed, first); break;
+    case RoundingMode::nearest_even: launch_cast_record_in<F, RoundingMode::nearest_even>(in, out, packed, n, b, s, random, skip); break;
+    case RoundingMode::nearest_away: launch_cast_record_in<F, RoundingMode::nearest_away>(in, out, packed, n, b, s, random, skip); break;
+    case RoundingMode::toward_zero: launch_cast_record_in<F, RoundingMode::toward_zero>(in, out, packed, n, b, s, random, skip); break;
+    case RoundingMode::toward_positive: launch_cast_record_in<F, RoundingMode::toward_positive>(in, out, packed, n, b, s, random, skip); break;
+    case RoundingMode::toward_negative: launch_cast_record_in<F, RoundingMode::toward_negative>(in, out, packed, n, b, s, random, skip); break;
+    case RoundingMode::odd: launch_cast_record_in<F, RoundingMode::odd>(in, out, packed, n, b, s, random, skip); break;
+    case RoundingMode::stochastic: launch_cast_record_in<F, RoundingMode::stochastic>(in, out, packed, n, b, s, random, skip); break;
   }
   cudaCheckLaunch("cast_record");
 }
@@ -424,10 +434,15 @@ void launch_cast_record(const float* in, float* out, std::uint16_t* packed, std:
 }  // namespace
 
 void cast_and_record(const float* in, float* out, std::size_t n, bool bf16, RoundingMode mode, CastRecordBuffers buffers,
-                     void* stream, std::uint64_t stochastic_seed, std::uint64_t first_random, std::uint16_t* packed) {
+                     void* stream, RandomWords random, std::uint16_t* packed, const int* skip) {
   const auto s = static_cast<cudaStream_t>(stream);
-  if (bf16) launch_cast_record<formats::bf16>(in, out, packed, n, mode, buffers, s, stochastic_seed, first_random);
-  else launch_cast_record<formats::fp16>(in, out, packed, n, mode, buffers, s, stochastic_seed, first_random);
+  if (bf16) launch_cast_record<formats::bf16>(in, out, packed, n, mode, buffers, s, random, skip);
+  else launch_cast_record<formats::fp16>(in, out, packed, n, mode, buffers, s, random, skip);
+}
+
+void advance_counter(std::uint64_t* counter, std::uint64_t words, std::uint64_t words_unless_skipped, const int* skip, void* stream) {
+  advance_counter_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(counter, words, words_unless_skipped, skip);
+  cudaCheckLaunch("advance_counter_kernel");
 }
 
 void forward_epilogue(const ForwardEpilogue& e, void* stream) {

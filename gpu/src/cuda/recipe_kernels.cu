@@ -41,9 +41,10 @@ void launch_amax_bits(const float* in, std::size_t n, std::uint32_t* largest, cu
 
 // Counts in registers, then per block in shared memory, then one atomic add each per block.
 template <bool E5m2, RoundingMode Mode>
-__global__ void fp8_quantize_kernel(const float* in, float* out, std::size_t n, float scale, CastOptions saturating, std::uint64_t seed,
-                                    std::uint64_t first, unsigned long long* counts) {
+__global__ void fp8_quantize_kernel(const float* in, float* out, std::size_t n, float scale, CastOptions saturating, RandomWords random,
+                                    unsigned long long* counts) {
   constexpr Format F = E5m2 ? formats::e5m2 : formats::e4m3;
+  const std::uint64_t seed = random.seed, first = Mode == RoundingMode::stochastic ? random.first_word() : 0;
   __shared__ unsigned long long block_counts[3];
   if (threadIdx.x < 3) block_counts[threadIdx.x] = 0;
   __syncthreads();
@@ -63,8 +64,9 @@ __global__ void fp8_quantize_kernel(const float* in, float* out, std::size_t n, 
 }
 
 // A thread per block; NVFP4's tensor scale from the amax found before (null: 1).
-__global__ void block_quantize_kernel(const float* in, float* out, BlockLayout layout, BlockFormat format, ScaleRule rule, Context ctx,
-                                      unsigned long long* counters, const unsigned int* amax) {
+__global__ void block_quantize_kernel(const float* in, float* out, BlockLayout layout, BlockFormat format, ScaleRule rule, Context options,
+                                      RandomWords random, unsigned long long* counters, const unsigned int* amax) {
+  const Context ctx = drawing(options, random);
   const float tensor_scale = amax != nullptr ? nvfp4_tensor_scale(*amax) : 1.0f;
   const auto add = [counters](std::size_t counter, std::uint64_t amount) { atomicAdd(&counters[counter], static_cast<unsigned long long>(amount)); };
   const std::size_t blocks = layout.block_count();
@@ -75,12 +77,12 @@ __global__ void block_quantize_kernel(const float* in, float* out, BlockLayout l
 }  // namespace
 
 void block_quantize(const float* in, float* out, const BlockLayout& layout, const BlockFormat& format, ScaleRule rule, const Context& ctx,
-                    unsigned long long* counters, std::uint32_t* amax, void* stream) {
+                    RandomWords random, unsigned long long* counters, std::uint32_t* amax, void* stream) {
   if (format.block_size > device_block_size_limit) throw std::invalid_argument("block_quantize on the device: blocks of at most 32 elements");
   const auto s = static_cast<cudaStream_t>(stream);
   const bool nvfp4 = format.scale == BlockFormat::Scale::e4m3_nvfp4;
   if (nvfp4) launch_amax_bits<true>(in, layout.element_count(), amax, s);
-  block_quantize_kernel<<<blocks_for(layout.block_count()), threads, 0, s>>>(in, out, layout, format, rule, ctx, counters,
+  block_quantize_kernel<<<blocks_for(layout.block_count()), threads, 0, s>>>(in, out, layout, format, rule, ctx, random, counters,
                                                                              nvfp4 ? reinterpret_cast<const unsigned int*>(amax) : nullptr);
   cudaCheckLaunch("block_quantize_kernel");
 }
@@ -90,11 +92,11 @@ void amax_bits(const float* in, std::size_t n, std::uint32_t* largest, void* str
 }
 
 void fp8_quantize(const float* in, float* out, std::size_t n, float scale, bool e5m2, RoundingMode mode, const CastOptions& saturating,
-                  std::uint64_t stochastic_seed, std::uint64_t first_random, unsigned long long* counts, void* stream) {
+                  RandomWords random, unsigned long long* counts, void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);
   with_rounding_mode(mode, [&]<RoundingMode Mode>() {
-    if (e5m2) fp8_quantize_kernel<true, Mode><<<blocks_for(n), threads, 0, s>>>(in, out, n, scale, saturating, stochastic_seed, first_random, counts);
-    else fp8_quantize_kernel<false, Mode><<<blocks_for(n), threads, 0, s>>>(in, out, n, scale, saturating, stochastic_seed, first_random, counts);
+    if (e5m2) fp8_quantize_kernel<true, Mode><<<blocks_for(n), threads, 0, s>>>(in, out, n, scale, saturating, random, counts);
+    else fp8_quantize_kernel<false, Mode><<<blocks_for(n), threads, 0, s>>>(in, out, n, scale, saturating, random, counts);
   });
   cudaCheckLaunch("fp8_quantize_kernel");
 }

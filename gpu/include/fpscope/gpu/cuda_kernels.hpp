@@ -36,11 +36,13 @@ using CastRecordBuffers = RecordSlots;
 // global atomic per nonzero bin per block. fp16 / bf16 in round-to-nearest-even use the GPU's
 // conversion instruction (cast_record_element_device.cuh, held to the emulator over every
 // float32 input). Stochastic
-// rounding draws element i's word as stochastic_random(stochastic_seed, first_random + i), as the
-// CPU's round_f32 does with ctx.stochastic_counter == first_random: the same bits on both.
+// rounding draws element i's word as stochastic_random(random.seed, random.first_word() + i), as
+// the CPU's round_f32 does with ctx.stochastic_counter == random.first_word(): the same bits on
+// both. Where `skip` (device) is given and *skip is not 0, nothing is done (DeviceOps::cast_unless_skipped).
 void cast_and_record(const float* in, float* out, std::size_t n, bool bf16, RoundingMode mode, CastRecordBuffers buffers,
-                     void* stream = nullptr, std::uint64_t stochastic_seed = 0, std::uint64_t first_random = 0,
-                     std::uint16_t* packed = nullptr);
+                     void* stream = nullptr, RandomWords random = {}, std::uint16_t* packed = nullptr, const int* skip = nullptr);
+// DeviceOps::advance_counter: one thread.
+void advance_counter(std::uint64_t* counter, std::uint64_t words, std::uint64_t words_unless_skipped, const int* skip, void* stream = nullptr);
 
 // A linear layer's forward epilogue (device_ops.hpp's ForwardEpilogue) in one kernel: the same
 // bits, bins, outcome counts and readings as DeviceOps::compose_forward_epilogue's four launches
@@ -132,9 +134,9 @@ void loss_sum(const float* losses, int n, double* sum, void* stream = nullptr);
 // thread per element running fp8_element.hpp's functions ---
 void amax_bits(const float* in, std::size_t n, std::uint32_t* largest, void* stream = nullptr);
 void fp8_quantize(const float* in, float* out, std::size_t n, float scale, bool e5m2, RoundingMode mode, const CastOptions& saturating,
-                  std::uint64_t stochastic_seed, std::uint64_t first_random, unsigned long long* counts, void* stream = nullptr);
+                  RandomWords random, unsigned long long* counts, void* stream = nullptr);
 // DeviceOps' block_quantize: a thread per block running block_element.hpp's function.
 void block_quantize(const float* in, float* out, const BlockLayout& layout, const BlockFormat& format, ScaleRule rule, const Context& ctx,
-                    unsigned long long* counters, std::uint32_t* amax, void* stream = nullptr);
+                    RandomWords random, unsigned long long* counters, std::uint32_t* amax, void* stream = nullptr);
 
 }  // namespace fpscope::cuda

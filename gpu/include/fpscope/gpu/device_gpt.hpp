@@ -54,7 +54,6 @@ class DeviceGptTrainer final : public TrainerBackend {
   std::unique_ptr<Memory> memory_;
   std::vector<GptParameter> layout_;
   std::int64_t steps_ = 0;
-  std::uint64_t stochastic_counter_ = 0;
   std::vector<FaultInjection> faults_;
 };
 

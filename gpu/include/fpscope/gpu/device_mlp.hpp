@@ -52,7 +52,6 @@ class DeviceMlpTrainer : public TrainerBackend {
   std::unique_ptr<DeviceOps> ops_;
   std::unique_ptr<Memory> memory_;
   std::int64_t steps_ = 0;
-  std::uint64_t stochastic_counter_ = 0;  // the next random word's index, as MlpTrainer's ctx
   std::vector<FaultInjection> faults_;
 };
 

@@ -37,6 +37,24 @@ struct RecordSlots {
   std::uint32_t* largest = nullptr;
 };
 
+// Where a kernel's stochastic-rounding words come from: element i draws word first_word() + i,
+// first_word() = *counter + first -- `counter` a device word, the run's count of the words drawn
+// before the step (null reads as 0), `first` the words the step drew before this launch -- so that
+// a step queues the same launches with the same arguments every step (nothing the host must know
+// of the counter's value), and the counter moves on on the device (DeviceOps::advance_counter).
+struct RandomWords {
+  std::uint64_t seed = 0;
+  const std::uint64_t* counter = nullptr;
+  std::uint64_t first = 0;
+  FPSCOPE_HD std::uint64_t first_word() const { return (counter != nullptr ? *counter : 0) + first; }
+};
+// ctx's rounding and options, drawing random's words: the context block_quantize runs in.
+FPSCOPE_HD inline Context drawing(Context ctx, const RandomWords& random) {
+  ctx.stochastic_seed = random.seed;
+  ctx.stochastic_counter = random.first_word();
+  return ctx;
+}
+
 // One operand of a product: float32 values, or the format's 16-bit patterns of the same values
 // (read where the product is a 16-bit one), `ld` apart per column, `stride` apart per batch entry,
 // `group_stride` apart per group.
@@ -72,9 +90,9 @@ struct ProductCall {
 // A linear layer's forward epilogue on its product z (rows x cols, column-major), in this order:
 // z += the bias (bias[c] per column where `bias_per_column`, the MLP's batch x features; else
 // bias[r] per row, the GPT's features x tokens); z cast in place into fp16 (bf16 where `bf16`) in
-// `mode` (element i draws word z_first_random + i), recorded into z_slots, its 16-bit patterns into
+// `mode` (drawing z_random's words), recorded into z_slots, its 16-bit patterns into
 // z16 where not null; then, where `activate`, a = activation(z) (the cast z) as float32 into `a`
-// where not null, cast (element i draws word a_first_random + i) and recorded into a_slots, its
+// where not null, cast (drawing a_random's words) and recorded into a_slots, its
 // rounded values into a_rounded and its 16-bit patterns into a16 where not null (a_rounded may be
 // `a`). DeviceOps::forward_epilogue's composition is the rule: the MLP's hidden layers (bias per
 // column, the activation's float32 kept, its patterns for the next product, unrecorded), its
@@ -87,15 +105,14 @@ struct ForwardEpilogue {
   bool bias_per_column = true;
   bool bf16 = false;
   RoundingMode mode = RoundingMode::nearest_even;
-  std::uint64_t stochastic_seed = 0;
   RecordSlots z_slots;
-  std::uint64_t z_first_random = 0;
+  RandomWords z_random;
   std::uint16_t* z16 = nullptr;
   bool activate = false;
   Activation activation = Activation::relu;
   float* a = nullptr;
   RecordSlots a_slots;
-  std::uint64_t a_first_random = 0;
+  RandomWords a_random;
   float* a_rounded = nullptr;
   std::uint16_t* a16 = nullptr;
   FPSCOPE_HD std::size_t count() const { return static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols); }
@@ -153,12 +170,18 @@ class DeviceOps {
   virtual void zero(void* device, std::size_t bytes) = 0;
   virtual void copy(void* to, const void* from, std::size_t bytes) = 0;
 
-  // --- casts (cuda_kernels.hpp's cast_and_record: element i draws word first_random + i) ---
-  // n float32 values rounded to fp16 (bf16 where `bf16`) in `mode`, as float32 into `out` (may be
-  // `in`; null: not written) and as 16-bit patterns into `packed` (null: not written), recorded
-  // into `slots` where given.
+  // --- casts (cuda_kernels.hpp's cast_and_record) ---
+  // n float32 values rounded to fp16 (bf16 where `bf16`) in `mode` (element i drawing word
+  // random.first_word() + i), as float32 into `out` (may be `in`; null: not written) and as 16-bit
+  // patterns into `packed` (null: not written), recorded into `slots` where given.
   virtual void cast(const float* in, float* out, std::uint16_t* packed, std::size_t n, bool bf16, RoundingMode mode, RecordSlots slots,
-                    std::uint64_t stochastic_seed, std::uint64_t first_random) = 0;
+                    RandomWords random) = 0;
+  // As cast into `out`, nothing packed or recorded, done only where *skip (device) is 0: fp16-pure's
+  // re-cast of the parameters its update changed, queued whether or not the step skips.
+  virtual void cast_unless_skipped(const float* in, float* out, std::size_t n, bool bf16, RoundingMode mode, RandomWords random, const int* skip) = 0;
+  // *counter += words, plus words_unless_skipped where *skip is 0 (all device words): the step's
+  // last launch, moving the run's stochastic counter past what the step drew.
+  virtual void advance_counter(std::uint64_t* counter, std::uint64_t words, std::uint64_t words_unless_skipped, const int* skip) = 0;
   // The histogram of n values into slots.histogram (null: none), and their reading into
   // slots.largest (null: none), no cast (the fp32 policy).
   virtual void record_histogram(const float* in, std::size_t n, RecordSlots slots) = 0;
@@ -171,20 +194,20 @@ class DeviceOps {
   virtual void amax_bits(const float* in, std::size_t n, std::uint32_t* largest) = 0;
   // n values cast(fl32(x * scale)) into E4M3 (E5M2 where `e5m2`) with saturation in `mode`
   // (`saturating`: the run's options, saturation on), as float32 into `out` (may be `in`); element
-  // i draws word first_random + i. counts[0] += the zeros of `in`, counts[1] += those flushed to
-  // zero, counts[2] += those saturated.
+  // i draws word random.first_word() + i. counts[0] += the zeros of `in`, counts[1] += those flushed
+  // to zero, counts[2] += those saturated.
   virtual void fp8_quantize(const float* in, float* out, std::size_t n, float scale, bool e5m2, RoundingMode mode, const CastOptions& saturating,
-                            std::uint64_t stochastic_seed, std::uint64_t first_random, unsigned long long* counts) = 0;
+                            RandomWords random, unsigned long long* counts) = 0;
 
   // --- block-scaled operands (block_element.hpp) ---
   // The layout's row-major values at `in` quantized in `format` by `rule` in ctx's mode and options
-  // (element i draws word ctx.stochastic_counter + i) and dequantized into `out` (may be `in`; null:
-  // only the statistics),
+  // (ctx's seed and counter are random's: element i draws word random.first_word() + i) and
+  // dequantized into `out` (may be `in`; null: only the statistics),
   // block_quantize's and block_dequantize's bits; the statistics added to `counters`
   // (block_counter_count words). NVFP4's tensor scale comes from the whole tensor's amax, found in
   // `amax` (one word). Precondition: format.block_size <= device_block_size_limit.
   virtual void block_quantize(const float* in, float* out, const BlockLayout& layout, const BlockFormat& format, ScaleRule rule, const Context& ctx,
-                              unsigned long long* counters, std::uint32_t* amax) = 0;
+                              RandomWords random, unsigned long long* counters, std::uint32_t* amax) = 0;
 
   // --- the GPT's layers (gpt_element.hpp; features x tokens, column-major) ---
   // x[:, n] = token_table[tokens[n], :] + position_table[n % context, :] (tables vocab x width and
@@ -247,12 +270,12 @@ class DeviceOps {
     e.check();
     if (e.bias_per_column) add_column_bias(e.z, e.bias, e.rows, e.cols);
     else add_row_bias(e.z, e.bias, e.rows, e.cols);
-    cast(e.z, e.z, e.z16, e.count(), e.bf16, e.mode, e.z_slots, e.stochastic_seed, e.z_first_random);
+    cast(e.z, e.z, e.z16, e.count(), e.bf16, e.mode, e.z_slots, e.z_random);
     if (!e.activate) return;
     // The activation's float32 goes to `a`, or straight to a_rounded where `a` is not kept.
     float* const activated = e.a != nullptr ? e.a : e.a_rounded;
     activation_forward(e.z, activated, e.count(), e.activation);
-    cast(activated, e.a_rounded, e.a16, e.count(), e.bf16, e.mode, e.a_slots, e.stochastic_seed, e.a_first_random);
+    cast(activated, e.a_rounded, e.a16, e.count(), e.bf16, e.mode, e.a_slots, e.a_random);
   }
 
   // --- the step's end (cuda_kernels.hpp's) ---
