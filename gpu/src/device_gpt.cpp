@@ -5,6 +5,7 @@
 // keys x queries squares for the products).
 #include "fpscope/gpu/device_gpt.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -16,6 +17,7 @@
 
 #include "recorded_blocks.hpp"
 #include "device_step.hpp"
+#include "step_graphs.hpp"
 #include "fpscope/gpu/gpt_element.hpp"
 
 namespace fpscope {
@@ -117,7 +119,12 @@ struct DeviceGptTrainer::Memory {
 };
 
 DeviceGptTrainer::DeviceGptTrainer(const GptShape& shape, const TrainingConfig& config, std::unique_ptr<DeviceOps> ops)
-    : shape_(shape), config_(config), ops_(std::move(ops)), memory_(std::make_unique<Memory>()), layout_(gpt_parameters(shape)) {
+    : shape_(shape),
+      config_(config),
+      ops_(with_step_graphs(std::move(ops), config.step_graphs)),
+      graphs_(static_cast<StepGraphOps*>(ops_.get())),
+      memory_(std::make_unique<Memory>()),
+      layout_(gpt_parameters(shape)) {
   if (!ops_) throw std::invalid_argument("a device GPT needs its device's operations");
   if (shape.width % shape.heads != 0) throw std::invalid_argument("a GPT's width must be a multiple of its heads");
   Memory& m = *memory_;
@@ -175,7 +182,10 @@ LossScalerState DeviceGptTrainer::scaler_state() const { return device_step::sca
 
 void DeviceGptTrainer::reconfigure_scaler(const LossScalerConfig& config) {
   device_step::reconfigure_scaler(*ops_, memory_->scaler.data(), config_.scaler, config);
+  graphs_->forget();  // the scaler's launch takes its rule by value
 }
+
+StepGraphStatistics DeviceGptTrainer::graph_statistics() const { return graphs_->statistics(); }
 
 TrainerState DeviceGptTrainer::position() const {
   return device_step::position_of(steps_, scaler_state(), memory_->counter.value(*ops_), memory_->recipe.fp8());
@@ -743,14 +753,19 @@ StepResult DeviceGptTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
   Pass pass(*this, static_cast<int>(inputs.rows()), record);
   memory_->counter.begin_step();
   pass.upload(tokens, labels);
-  pass.cast_parameters();
-  pass.embed();
-  for (int l = 0; l < shape_.layers; ++l) pass.block_forward(l);
-  pass.head_and_loss();
-  pass.head_backward();
-  for (int l = shape_.layers; l-- > 0;) pass.block_backward(l);
-  pass.embed_backward();
-  pass.check_and_update();
+  // A recipe and block records read back among the launches, a fault is uploaded among them.
+  const bool eligible = !memory_->recipe.active() && !config_.record_blocks &&
+                        std::none_of(faults_.begin(), faults_.end(), [&](const FaultInjection& f) { return f.step == steps_; });
+  graphs_->run(device_step::graph_key(inputs.rows(), record), eligible, [&] {
+    pass.cast_parameters();
+    pass.embed();
+    for (int l = 0; l < shape_.layers; ++l) pass.block_forward(l);
+    pass.head_and_loss();
+    pass.head_backward();
+    for (int l = shape_.layers; l-- > 0;) pass.block_backward(l);
+    pass.embed_backward();
+    pass.check_and_update();
+  });
   pass.read_back(read_loss);
   ++steps_;
   return std::move(pass.result);

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "device_step.hpp"
+#include "step_graphs.hpp"
 
 namespace fpscope {
 
@@ -58,7 +59,10 @@ struct DeviceMlpTrainer::Memory {
 };
 
 DeviceMlpTrainer::DeviceMlpTrainer(const TrainingConfig& config, std::unique_ptr<DeviceOps> ops)
-    : config_(config), ops_(std::move(ops)), memory_(std::make_unique<Memory>()) {
+    : config_(config),
+      ops_(with_step_graphs(std::move(ops), config.step_graphs)),
+      graphs_(static_cast<StepGraphOps*>(ops_.get())),
+      memory_(std::make_unique<Memory>()) {
   if (!ops_) throw std::invalid_argument("a device MLP needs its device's operations");
   Memory& m = *memory_;
   DeviceOps& device = *ops_;
@@ -135,7 +139,10 @@ void DeviceMlpTrainer::restore(const TrainerState& state) {
 
 void DeviceMlpTrainer::reconfigure_scaler(const LossScalerConfig& config) {
   device_step::reconfigure_scaler(*ops_, memory_->scaler.data(), config_.scaler, config);
+  graphs_->forget();  // the scaler's launch takes its rule by value
 }
+
+StepGraphStatistics DeviceMlpTrainer::graph_statistics() const { return graphs_->statistics(); }
 
 LossScalerState DeviceMlpTrainer::scaler_state() const { return device_step::scaler_state(*ops_, memory_->scaler.data()); }
 
@@ -491,11 +498,16 @@ StepResult DeviceMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
   memory_->counter.begin_step();
   pass.fit_batch();
   pass.upload(inputs, labels);
-  pass.cast_parameters_and_inputs();
-  for (std::size_t l = 0; l < layers; ++l) pass.forward(l);
-  pass.loss();
-  for (std::size_t l = layers; l-- > 0;) pass.backward(l);
-  pass.check_and_update();
+  // A recipe and block records read back among the launches, a fault is uploaded among them.
+  const bool eligible = !memory_->recipe.active() && !config_.record_blocks &&
+                        std::none_of(faults_.begin(), faults_.end(), [&](const FaultInjection& f) { return f.step == steps_; });
+  graphs_->run(device_step::graph_key(inputs.rows(), record), eligible, [&] {
+    pass.cast_parameters_and_inputs();
+    for (std::size_t l = 0; l < layers; ++l) pass.forward(l);
+    pass.loss();
+    for (std::size_t l = layers; l-- > 0;) pass.backward(l);
+    pass.check_and_update();
+  });
   pass.read_back(read_loss);
   ++steps_;
   return std::move(pass.result);

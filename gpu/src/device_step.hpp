@@ -55,6 +55,10 @@ class Buffer {
   T* data_ = nullptr;
 };
 
+// What a step's launches depend on beyond device memory and the run's settings (StepGraphOps's
+// key): the batch's size, and whether the step records.
+inline std::uint64_t graph_key(long long batch, bool record) { return (static_cast<std::uint64_t>(batch) << 1) | (record ? 1u : 0u); }
+
 // The run's stochastic-rounding counter, kept on the device (one word), and a step's draws from it.
 // Each launch that draws takes draw(n): the counter's device word and the words the step drew
 // before it (RandomWords), so that a step queues the same arguments every step and the host never

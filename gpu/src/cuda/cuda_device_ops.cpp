@@ -28,6 +28,10 @@ class CudaDeviceOps final : public DeviceOps {
     cudaCheck(cudaStreamCreate(&stream_));
     cublasCheck(cublasCreate(&cublas_));
     cublasCheck(cublasSetStream(cublas_, stream_));
+    // cuBLAS's workspace made here, once: without one it makes its own, which a captured step may
+    // not do (and which grows with each graph captured).
+    cudaCheck(cudaMalloc(&workspace_, workspace_bytes));
+    cublasCheck(cublasSetWorkspace(cublas_, workspace_, workspace_bytes));
   }
   ~CudaDeviceOps() override {
     if (stream_ != nullptr) cudaStreamSynchronize(stream_);
@@ -38,7 +42,9 @@ class CudaDeviceOps final : public DeviceOps {
     if (pinned_ != nullptr) cudaFreeHost(pinned_);
     if (scratch_ != nullptr) cudaFree(scratch_);
     for (auto& [key, array] : pointer_arrays_) cudaFree(array);
+    forget_graphs();
     if (cublas_ != nullptr) cublasDestroy(cublas_);
+    if (workspace_ != nullptr) cudaFree(workspace_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
   CudaDeviceOps(const CudaDeviceOps&) = delete;
@@ -138,7 +144,10 @@ class CudaDeviceOps final : public DeviceOps {
       }
     auto found = pointer_arrays_.find(pointers);
     if (found == pointer_arrays_.end()) {
-      if (pointer_arrays_.size() >= 1024) {  // buffers of earlier batch sizes: forget their arrays
+      // A captured step's products are those of its key's first step, which made their arrays.
+      if (capturing_) throw std::logic_error("a captured step's grouped product has no operand addresses made for it");
+      if (pointer_arrays_.size() >= 1024) {  // buffers of earlier batch sizes: forget their arrays (and any graph reading them)
+        forget_graphs();
         for (auto& [key, array] : pointer_arrays_) release(array);
         pointer_arrays_.clear();
       }
@@ -234,9 +243,57 @@ class CudaDeviceOps final : public DeviceOps {
     cuda::optimizer_update(w, first, second, g, n, step, skip, stream_);
   }
 
+  // The stream's own capture (thread-local: this thread may do nothing else that would wait).
+  bool begin_capture() override {
+    cudaCheck(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    capturing_ = true;
+    return true;
+  }
+  void end_capture(std::uint64_t key) override {
+    capturing_ = false;
+    cudaGraph_t graph = nullptr;
+    cudaCheck(cudaStreamEndCapture(stream_, &graph));
+    drop_graph(key);
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    cudaCheck(made);
+    graphs_[key] = exec;
+    cudaCheck(cudaGraphLaunch(exec, stream_));
+  }
+  void abandon_capture() override {
+    capturing_ = false;
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);
+    (void)cudaGetLastError();  // the capture's error, reported by the call that failed
+  }
+  void replay(std::uint64_t key) override {
+    const auto found = graphs_.find(key);
+    if (found == graphs_.end()) throw std::logic_error("a step replayed a graph that was never made");
+    cudaCheck(cudaGraphLaunch(found->second, stream_));
+  }
+  void forget_graphs() override {
+    if (graphs_.empty()) return;
+    cudaStreamSynchronize(stream_);  // none still runs
+    for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+    graphs_.clear();
+  }
+
  private:
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  // cuBLAS's workspace: 32 MiB, what the cuBLAS documentation recommends on Hopper.
+  static constexpr std::size_t workspace_bytes = std::size_t{32} << 20;
+  void* workspace_ = nullptr;
+  std::map<std::uint64_t, cudaGraphExec_t> graphs_;  // the steps' graphs, by StepGraphOps's key
+  bool capturing_ = false;
+  void drop_graph(std::uint64_t key) {
+    const auto found = graphs_.find(key);
+    if (found == graphs_.end()) return;
+    cudaStreamSynchronize(stream_);
+    cudaGraphExecDestroy(found->second);
+    graphs_.erase(found);
+  }
   // Device scratch of at least n floats (the token sums' runs), grown as needed.
   float* scratch(std::size_t n) {
     if (n > scratch_floats_) {

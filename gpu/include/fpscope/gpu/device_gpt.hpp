@@ -23,6 +23,8 @@
 
 namespace fpscope {
 
+class StepGraphOps;
+
 class DeviceGptTrainer final : public TrainerBackend {
  public:
   // Throws std::invalid_argument for settings the device step does not run.
@@ -33,8 +35,8 @@ class DeviceGptTrainer final : public TrainerBackend {
 
   // "cuda" on the CUDA module's ops; the twin's name otherwise.
   std::string_view name() const override { return ops_->name(); }
-  // As GptTrainer::step. The host waits for the device only where `record` or `read_loss` (and,
-  // under fp16-pure, for the step's skip flag); otherwise the loss and scale are NaN.
+  // As GptTrainer::step. The host waits for the device only where `record` or `read_loss`, at the
+  // step's end; otherwise the loss and scale are NaN.
   StepResult step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool read_loss) override;
   TrainerState position() const override;
   TrainerState state() const override;
@@ -44,13 +46,16 @@ class DeviceGptTrainer final : public TrainerBackend {
   void reconfigure_scaler(const LossScalerConfig& config) override;
   std::int64_t step_count() const override { return steps_; }
   Format format() const override { return precision_format(config_.precision); }
+  // The steps that ran as a graph so far (TrainingConfig::step_graphs).
+  StepGraphStatistics graph_statistics() const;
 
  private:
   struct Memory;
   struct Pass;  // one step's phases (device_gpt.cpp)
   GptShape shape_;
   TrainingConfig config_;
-  std::unique_ptr<DeviceOps> ops_;
+  std::unique_ptr<DeviceOps> ops_;  // a StepGraphOps around the backend's
+  StepGraphOps* graphs_;            // the same object
   std::unique_ptr<Memory> memory_;
   std::vector<GptParameter> layout_;
   std::int64_t steps_ = 0;

@@ -22,6 +22,8 @@
 
 namespace fpscope {
 
+class StepGraphOps;
+
 class DeviceMlpTrainer : public TrainerBackend {
  public:
   // Throws std::invalid_argument for settings the device step does not run.
@@ -32,8 +34,8 @@ class DeviceMlpTrainer : public TrainerBackend {
 
   std::string_view name() const override { return ops_->name(); }
   // One step. The device runs it without waiting for the host; the host waits only when `record`
-  // (the snapshot is read back) or `read_loss` (loss, scale and skip are read back), and under
-  // fp16-pure for the step's skip flag. Otherwise the result's loss is NaN.
+  // (the snapshot is read back) or `read_loss` (loss, scale and skip are read back), at the step's
+  // end. Otherwise the result's loss is NaN.
   StepResult step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, bool record, bool read_loss = true) override;
   void inject(const FaultInjection& fault) override { faults_.push_back(fault); }
   TrainerState position() const override;
@@ -43,13 +45,16 @@ class DeviceMlpTrainer : public TrainerBackend {
   void reconfigure_scaler(const LossScalerConfig& config) override;
   std::int64_t step_count() const override { return steps_; }
   Format format() const override { return precision_format(config_.precision); }
+  // The steps that ran as a graph so far (TrainingConfig::step_graphs).
+  StepGraphStatistics graph_statistics() const;
   const TrainingConfig& config() const { return config_; }
 
  private:
   struct Memory;
   class Pass;  // one step's phases (device_mlp.cpp)
   TrainingConfig config_;
-  std::unique_ptr<DeviceOps> ops_;
+  std::unique_ptr<DeviceOps> ops_;  // a StepGraphOps around the backend's
+  StepGraphOps* graphs_;            // the same object
   std::unique_ptr<Memory> memory_;
   std::int64_t steps_ = 0;
   std::vector<FaultInjection> faults_;

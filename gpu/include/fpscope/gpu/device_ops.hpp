@@ -122,6 +122,12 @@ struct ForwardEpilogue {
   }
 };
 
+// How many of a device trainer's steps ran as a graph (step_graphs.hpp): captured, then replayed.
+struct StepGraphStatistics {
+  std::int64_t captured = 0;
+  std::int64_t replayed = 0;
+};
+
 // The settings a run gives its optimizer (OptimizerConfig's, and the learning rate).
 struct OptimizerSettings {
   OptimizerKind kind = OptimizerKind::sgd;
@@ -277,6 +283,19 @@ class DeviceOps {
     activation_forward(e.z, activated, e.count(), e.activation);
     cast(activated, e.a_rounded, e.a16, e.count(), e.bf16, e.mode, e.a_slots, e.a_random);
   }
+
+  // --- a step's launches as one graph (CUDA Graphs) ---
+  // Where begin_capture() returns true, the launches queued until end_capture(key) are kept, not
+  // run: end_capture makes a graph of them, kept under `key` (in place of any kept there), and runs
+  // it once; replay(key) runs it again -- the same launches with the same arguments, reading device
+  // memory as it is then. Nothing may be uploaded, downloaded, made or given back in between.
+  // abandon_capture() ends a capture that failed, keeping nothing. A backend without graphs
+  // returns false and the caller keeps the launches itself (StepGraphOps).
+  virtual bool begin_capture() { return false; }
+  virtual void end_capture(std::uint64_t /*key*/) {}
+  virtual void abandon_capture() {}
+  virtual void replay(std::uint64_t /*key*/) {}
+  virtual void forget_graphs() {}
 
   // --- the step's end (cuda_kernels.hpp's) ---
   virtual void find_non_finite(const float* values, std::size_t n, int* found) = 0;

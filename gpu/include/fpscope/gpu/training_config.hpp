@@ -69,6 +69,9 @@ BlockRecording parse_block_recording(std::string_view text);
 // The text parse_block_recording reads back: "mxfp4:even", "mxfp8-e4m3" for the floor rule.
 std::string block_recording_name(const BlockRecording& blocks);
 
+// False where the environment sets FPSCOPE_STEP_GRAPHS to 0 or "off"; true otherwise.
+bool step_graphs_by_default();
+
 // The training settings of either model: an MLP of `layer_sizes` and `activation`, or where `gpt`
 // is set that decoder (gpt.hpp; layer_sizes and activation unused).
 struct TrainingConfig {
@@ -89,6 +92,10 @@ struct TrainingConfig {
   // The step sentinel (step_sentinel.hpp) reads every tensor a step would record, on every step.
   // Off only to measure what it costs and to hold a run to one without it.
   bool sentinel = true;
+  // The device backends replay a step's launches as one graph (step_graphs.hpp) from the third step
+  // of a shape on; the CPU backend has none. On unless the environment says FPSCOPE_STEP_GRAPHS=0,
+  // which is how the CUDA tests run both ways.
+  bool step_graphs = step_graphs_by_default();
 };
 
 // The model as run-log headers name it: "784-512-10 relu", or the GPT's gpt_shape_name.
