@@ -111,9 +111,11 @@ constexpr double stepping_seconds = 0.2;
 void BM_mlp_step(benchmark::State& state) {
   const int input = 784, width = static_cast<int>(state.range(0)), batch = static_cast<int>(state.range(1));
   // 0: unrecorded, the host running ahead; 1: recording every tensor; 2: unrecorded but reading
-  // the loss back every step, as `fpscope train` does when it writes a run log.
+  // the loss back every step, as `fpscope train` does when it writes a run log; 3: as 0, each step
+  // launched as it comes rather than replayed as a graph (TrainingConfig::step_graphs).
   const bool record = state.range(2) == 1, read_loss = state.range(2) == 2;
   fpscope::TrainingConfig config;
+  if (state.range(2) == 3) config.step_graphs = false;
   config.layer_sizes = {input, width, width, 10};
   config.activation = fpscope::Activation::relu;
   config.precision = fpscope::Precision::fp16;
@@ -134,17 +136,18 @@ void BM_mlp_step(benchmark::State& state) {
     (void)trainer.scaler_state();  // waits for the device
     state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / steps_per_iteration);
   }
-  state.SetLabel(std::string(record ? "recording every tensor" : read_loss ? "unrecorded, loss read back" : "unrecorded") + ", 784-" + std::to_string(width) + "-" +
+  state.SetLabel(std::string(record ? "recording every tensor" : read_loss ? "unrecorded, loss read back" : config.step_graphs ? "unrecorded" : "unrecorded, no graphs") + ", 784-" + std::to_string(width) + "-" +
                  std::to_string(width) + "-10, batch " + std::to_string(batch));
 }
 
-// The same three ways for a GPT of 4 layers x 256 wide (4 heads, context 128, vocab 256) at batch
+// The same four ways for a GPT of 4 layers x 256 wide (4 heads, context 128, vocab 256) at batch
 // `batch` sequences: the model bench_train_torch.py times on the CPU.
 void BM_gpt_step(benchmark::State& state) {
   const int batch = static_cast<int>(state.range(0));
   const bool record = state.range(1) == 1, read_loss = state.range(1) == 2;
   const fpscope::GptShape shape{4, 256, 4, 128, 256};
   fpscope::TrainingConfig config;
+  if (state.range(1) == 3) config.step_graphs = false;
   config.gpt = shape;
   config.precision = fpscope::Precision::fp16;
   config.scaler = fpscope::LossScalerConfig::pytorch();
@@ -169,7 +172,7 @@ void BM_gpt_step(benchmark::State& state) {
     (void)trainer.scaler_state();  // waits for the device
     state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / steps_per_iteration);
   }
-  state.SetLabel(std::string(record ? "recording every tensor" : read_loss ? "unrecorded, loss read back" : "unrecorded") +
+  state.SetLabel(std::string(record ? "recording every tensor" : read_loss ? "unrecorded, loss read back" : config.step_graphs ? "unrecorded" : "unrecorded, no graphs") +
                  ", gpt 4x256, context 128, batch " + std::to_string(batch));
 }
 
@@ -184,14 +187,14 @@ BENCHMARK(BM_cast_record_fp16_256MiB)
     ->MinTime(0.2);
 BENCHMARK(BM_histogram_256MiB)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.2);
 BENCHMARK(BM_mlp_step)
-    ->ArgsProduct({{1024}, {256}, {0, 1, 2}})
-    ->ArgsProduct({{4096}, {1024}, {0, 1, 2}})
-    ->ArgsProduct({{8192}, {4096}, {0, 1, 2}})
+    ->ArgsProduct({{1024}, {256}, {0, 1, 2, 3}})
+    ->ArgsProduct({{4096}, {1024}, {0, 1, 2, 3}})
+    ->ArgsProduct({{8192}, {4096}, {0, 1, 2, 3}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(stepping_seconds / mlp_steps_per_iteration);
 BENCHMARK(BM_gpt_step)
-    ->ArgsProduct({{8, 32}, {0, 1, 2}})
+    ->ArgsProduct({{8, 32}, {0, 1, 2, 3}})
     ->UseManualTime()
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(stepping_seconds / gpt_steps_per_iteration);

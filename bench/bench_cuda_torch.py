@@ -5,7 +5,8 @@ PyTorch: torch.autocast(float16) + GradScaler + SGD, the batch copied from host 
 as fpscope's step does, relu, cross-entropy in float32; and the same GPT step (the model of
 tests/gpu/gpt_vs_torch.py, AdamW). Prints every row's median, and the ratios
 the CUDA issue asks for: the recorded cast over a device-to-device copy's bandwidth, fpscope's
-step over PyTorch's, and what recording every tensor every step adds.
+step over PyTorch's, what recording every tensor every step adds, and the unrecorded step launched
+as it comes beside the same step replayed as a CUDA Graph (fpscope's default).
 
 Usage: python3 bench/bench_cuda_torch.py [path/to/bench_cuda] [--repetitions N] [--filter REGEX]
 (--filter: only bench_cuda's benchmarks whose names match, as --benchmark_filter; the tables
@@ -143,30 +144,35 @@ def main():
         print(f"{label:44} {t * 1e3:8.3f} {bytes_moved / t / 1e9:18.0f} {share:13.0%}")
 
     print(f"\n{'MLP step, fp16 mixed, dynamic scaling':38} {'fpscope us':>10} {'+loss read':>10} {'recording':>10} {'PyTorch us':>10} "
-          f"{'fpscope/torch':>13} {'recording adds':>15}")
+          f"{'fpscope/torch':>13} {'recording adds':>15} {'no graphs us':>12} {'graphs':>7}")
     for width, batch in [(1024, 256), (4096, 1024), (8192, 4096)]:
         if f"BM_mlp_step/{width}/{batch}/0/manual_time" not in rows:
             continue
         plain = seconds(f"BM_mlp_step/{width}/{batch}/0/manual_time")
         recorded = seconds(f"BM_mlp_step/{width}/{batch}/1/manual_time")
         read_back = seconds(f"BM_mlp_step/{width}/{batch}/2/manual_time")
+        no_graphs = seconds(f"BM_mlp_step/{width}/{batch}/3/manual_time")
         torch_time = torch_step_time(width, batch, args.repetitions)
         # Recording's cost over the unrecorded step that runs ahead, and over the one that reads
-        # its loss back every step (what `fpscope train` does when it writes a run log).
+        # its loss back every step (what `fpscope train` does when it writes a run log); the graph's
+        # step over the one launched as it comes.
         print(f"{f'784-{width}-{width}-10, batch {batch}':38} {plain * 1e6:10.1f} {read_back * 1e6:10.1f} {recorded * 1e6:10.1f} "
-              f"{torch_time * 1e6:10.1f} {plain / torch_time:12.2f}x {recorded / plain - 1:7.1%} / {recorded / read_back - 1:5.1%}")
+              f"{torch_time * 1e6:10.1f} {plain / torch_time:12.2f}x {recorded / plain - 1:7.1%} / {recorded / read_back - 1:5.1%} "
+              f"{no_graphs * 1e6:12.1f} {plain / no_graphs:6.2f}x")
 
     print(f"\n{'GPT step, fp16 mixed, dynamic scaling, AdamW':46} {'fpscope us':>10} {'+loss read':>10} {'recording':>10} {'PyTorch us':>10} "
-          f"{'fpscope/torch':>13} {'recording adds':>15}")
+          f"{'fpscope/torch':>13} {'recording adds':>15} {'no graphs us':>12} {'graphs':>7}")
     for batch in (8, 32):
         if f"BM_gpt_step/{batch}/0/manual_time" not in rows:
             continue
         plain = seconds(f"BM_gpt_step/{batch}/0/manual_time")
         recorded = seconds(f"BM_gpt_step/{batch}/1/manual_time")
         read_back = seconds(f"BM_gpt_step/{batch}/2/manual_time")
+        no_graphs = seconds(f"BM_gpt_step/{batch}/3/manual_time")
         torch_time = torch_gpt_step_time(batch, args.repetitions)
         print(f"{f'4 layers x 256, context 128, batch {batch}':46} {plain * 1e6:10.1f} {read_back * 1e6:10.1f} {recorded * 1e6:10.1f} "
-              f"{torch_time * 1e6:10.1f} {plain / torch_time:12.2f}x {recorded / plain - 1:7.1%} / {recorded / read_back - 1:5.1%}")
+              f"{torch_time * 1e6:10.1f} {plain / torch_time:12.2f}x {recorded / plain - 1:7.1%} / {recorded / read_back - 1:5.1%} "
+              f"{no_graphs * 1e6:12.1f} {plain / no_graphs:6.2f}x")
     return 0
 
 
