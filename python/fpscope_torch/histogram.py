@@ -156,6 +156,39 @@ def partial_histogram(tensor):
 _HOST_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
+def _batched_on(device):
+    """Whether tensors on `device` are histogrammed many to a launch (partial_histograms): on an
+    accelerator where the Triton kernel runs."""
+    if device.type == "cpu":
+        return False
+    if _triton is None:
+        _load_triton()
+    return _triton.available(device)
+
+
+def partial_histograms(tensors):
+    """partial_histogram of each tensor, in its order: on an accelerator those of one device and
+    dtype in one Triton launch (histogram_triton.device_counts_many), where one launch each would
+    cost each tensor a launch's Python; elsewhere one at a time."""
+    partials = [None] * len(tensors)
+    groups = {}
+    for i, tensor in enumerate(tensors):
+        if _batched_on(tensor.device):
+            x = tensor.detach()
+            if x.dtype not in _TRITON_DTYPES:
+                x = x.float()
+            groups.setdefault((x.device, x.dtype), []).append((i, x.contiguous()))
+        else:
+            partials[i] = partial_histogram(tensor)
+    if groups and _triton is None:
+        _load_triton()
+    for members in groups.values():
+        rows = _triton.device_counts_many([x for _, x in members])
+        for k, (i, x) in enumerate(members):
+            partials[i] = CountsPartial(rows[k]) if rows is not None else partial_histogram(x)
+    return partials
+
+
 def torch_partial(x):
     """PyTorch's ops over a flat CPU tensor, the path without a C compiler (exponent_counts.py): one
     shift, one bincount over the 8-bit field, a zero count only where field 0 holds values, and

@@ -11,11 +11,18 @@ import torch
 
 from . import exponent_counts, log_file
 from .blocks import block_statistics, merge_block_statistics, parse_blocks
-from .histogram import COUNTS, assemble, captured_of, partial_histogram, tensor_record
+from .histogram import COUNTS, assemble, captured_of, partial_histograms, tensor_record
 
 SCHEMA_VERSION = 2
 _C_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # what exponent_counts.c reads
 _SHARDED = ("activation", "activation_gradient")  # each rank computes its own; summed across ranks
+
+
+def _reads_batched(device):
+    """Whether the sentinel reads a model's parameters on `device` many to a launch
+    (torch._foreach_norm of order inf, one multi-tensor kernel per dtype): on an accelerator, where
+    one reduction each would cost each parameter a launch every step."""
+    return device.type != "cpu" and hasattr(torch, "_foreach_norm")
 
 
 def _compiling():
@@ -428,9 +435,9 @@ class Recorder:
             self._hooks.append(module.register_forward_hook(self._forward_hook(label)))
         if self._sentinel:  # the weights the coming forward uses
             self._read_all("weight", self._parameters, lambda p: p)
+        if histograms:
+            self._add_many("weight", self._parameters, 1.0)  # the weights the coming forward uses
         for name, parameter in self._parameters:
-            if histograms and "weight" in self.kinds:
-                self._add(name, "weight", parameter, 1.0)  # the weights the coming forward uses
             if "weight_gradient" in self.kinds or self._sentinel:
                 self._gradient_hooks += 1
                 if hasattr(parameter, "register_post_accumulate_grad_hook"):
@@ -461,18 +468,46 @@ class Recorder:
         self._values.append(torch.aminmax(tensor))
 
     def _read_all(self, kind, named, tensor_of):
-        """The sentinel's readings of the parameters' tensors (weights, weight gradients)."""
+        """The sentinel's readings of the parameters' tensors (weights, weight gradients), in their
+        order: where _reads_batched, those of one device and dtype in one launch, each tensor's
+        largest magnitude (NaN where it holds one) kept as the pair (largest, largest), whose
+        max(-low, high) is the largest again; elsewhere one at a time (_read)."""
+        batched = {}
         for name, parameter in named:
             tensor = tensor_of(parameter)
-            if tensor is not None:
+            if tensor is None:
+                continue
+            local, _ = _local(tensor)
+            if local.numel() == 0 or not local.is_floating_point() or local.layout != torch.strided or not _reads_batched(local.device):
                 self._read(name, kind, tensor)
+                continue
+            self._labels.append((name, kind, self._micro_batch))
+            self._values.append(None)  # filled below
+            batched.setdefault((local.device, local.dtype), []).append((len(self._values) - 1, local.detach()))
+        for members in batched.values():
+            largest = torch.stack(torch._foreach_norm([t for _, t in members], math.inf)).float()
+            for k, (i, _) in enumerate(members):
+                self._values[i] = (largest[k], largest[k])
 
-    def _add(self, name, kind, tensor, scale, replace=False):
+    def _add_many(self, kind, named, scale, replace=False):
+        """_add for each (name, tensor) of `named`, their histograms made together
+        (partial_histograms: one launch per device and dtype on an accelerator)."""
+        if kind not in self.kinds or not self._recording():
+            return
+        named = list(named)
+        partials = self._histograms_of([_local(tensor)[0] for _, tensor in named])
+        for (name, tensor), partial in zip(named, partials):
+            self._add(name, kind, tensor, scale, replace, partial)
+
+    def _add(self, name, kind, tensor, scale, replace=False, partial=None):
+        """The histogram of `tensor` (`partial`, where _add_many made it) into the step's record of
+        (name, kind): added to what the step recorded there already, or in its place."""
         if kind not in self.kinds or not self._recording():
             return
         tensor, shard = _local(tensor)
         summed = kind in _SHARDED or shard
-        partial = self._histogram_of(tensor)
+        if partial is None:
+            partial = self._histograms_of([tensor])[0]
         key = (name, kind)
         if self._blocks is not None:
             stats = block_statistics(tensor, self._blocks[0], self._blocks[1], self._block_size)
@@ -484,19 +519,23 @@ class Recorder:
         else:
             self._pending[key] = [[partial], scale, captured_of(tensor), summed]
 
-    def _histogram_of(self, tensor):
-        """A tensor's partial histogram, computed once per step: a module that returns its input
-        unchanged (dropout with p = 0, an identity) hands the same tensor to two records, and its
-        gradient node the same gradient. Same object, same version counter: same values."""
-        seen = self._seen.get(id(tensor))
-        if seen is not None and seen[0]() is tensor and seen[1] == tensor._version:
-            return seen[2]
-        partial = partial_histogram(tensor)
-        try:
-            self._seen[id(tensor)] = (weakref.ref(tensor), tensor._version, partial)
-        except TypeError:
-            pass  # a tensor subclass without weak references is simply not remembered
-        return partial
+    def _histograms_of(self, tensors):
+        """The tensors' partial histograms, each computed once per step: a module that returns its
+        input unchanged (dropout with p = 0, an identity) hands the same tensor to two records,
+        and its gradient node the same gradient. Same object, same version counter: same values.
+        Those not seen yet are made together (partial_histograms)."""
+        partials = []
+        for tensor in tensors:
+            seen = self._seen.get(id(tensor))
+            partials.append(seen[2] if seen is not None and seen[0]() is tensor and seen[1] == tensor._version else None)
+        missing = [i for i, p in enumerate(partials) if p is None]
+        for i, partial in zip(missing, partial_histograms([tensors[i] for i in missing])):
+            partials[i] = partial
+            try:
+                self._seen[id(tensors[i])] = (weakref.ref(tensors[i]), tensors[i]._version, partial)
+            except TypeError:
+                pass  # a tensor subclass without weak references is simply not remembered
+        return partials
 
     def _shadow_name(self, name):
         return f"{name} (fp32 shadow)" if self._shadowing else name
@@ -580,9 +619,8 @@ class Recorder:
         self._reader_queued = False
         if self._sentinel and not self._shadowing:
             self._read_all("weight_gradient", self._parameters, lambda p: p.grad)
-        for name, parameter in self._parameters:
-            if parameter.grad is not None:
-                self._add(self._shadow_name(name), "weight_gradient", parameter.grad, self._scale_used, replace=True)
+        self._add_many("weight_gradient", [(self._shadow_name(name), parameter.grad) for name, parameter in self._parameters if parameter.grad is not None],
+                       self._scale_used, replace=True)
 
     # ---- fp32 shadow ----
 

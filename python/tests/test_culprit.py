@@ -116,6 +116,39 @@ class BridgeCulpritTest(unittest.TestCase):
         self.assertEqual(logs[0], logs[1])
         self.assertEqual((logs[0]["name"], logs[0]["fault"]), ("fc2", "nan"))
 
+    @unittest.skipUnless(hasattr(torch, "_foreach_norm"), "this torch has no _foreach_norm")
+    def test_parameters_read_many_to_a_launch_name_the_same_culprits(self):
+        """The parameters' readings an accelerator takes (torch._foreach_norm of order inf, one
+        launch per dtype; forced here on the CPU) and the C pass give the same culprits and the
+        same largest values before them: a NaN in a weight, an infinity in a weight gradient."""
+        from fpscope_torch import recorder as recorder_module
+
+        def culprit(batched, fault):
+            saved = recorder_module._reads_batched
+            recorder_module._reads_batched = (lambda device: True) if batched else saved
+            try:
+                torch.manual_seed(0)
+                model = Mlp()
+                if fault == "weight":
+                    with torch.no_grad():
+                        model.fc2.weight[3, 5] = float("nan")
+                else:
+                    model.fc1.weight.register_hook(lambda g: g.index_fill(0, torch.tensor([2]), float("inf")))
+                with tempfile.TemporaryDirectory() as d:
+                    path = os.path.join(d, "run.jsonl")
+                    with fpscope_torch.Recorder(model, path, every=5, scaler=False, global_step=1) as recorder:
+                        loss = torch.nn.functional.cross_entropy(model(torch.randn(4, 8)), torch.randint(0, 4, (4,)))
+                        loss.backward()
+                        recorder.step(loss, skipped=True)
+                    return read_steps(path)[0]["culprit"]
+            finally:
+                recorder_module._reads_batched = saved
+
+        for fault, named in (("weight", ("fc2.weight", "weight", "nan")), ("gradient", ("fc1.weight", "weight_gradient", "inf"))):
+            batched, one_at_a_time = culprit(True, fault), culprit(False, fault)
+            self.assertEqual(batched, one_at_a_time, fault)
+            self.assertEqual((batched["name"], batched["kind"], batched["fault"]), named, fault)
+
     def test_an_injected_nan_is_named_recorded_step_or_not(self):
         torch.manual_seed(0)
         model = Mlp()

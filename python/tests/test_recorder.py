@@ -203,6 +203,44 @@ print(json.dumps(out))
             self.assertEqual(record_histogram(record), numpy_histogram(np.array(values, dtype=np.float32)), dtype)
 
 
+    @unittest.skipUnless(importlib.util.find_spec("triton") is not None, "Triton is not installed with this torch")
+    @unittest.skipIf(torch.cuda.is_available(), "a CUDA device is here: test_cuda runs the kernels themselves")
+    def test_many_tensors_in_one_triton_launch_in_triton_s_interpreter(self):
+        """partial_histograms as on an accelerator (its grouping forced on the CPU, the kernel run by
+        TRITON_INTERPRET=1): tensors of one dtype go to one launch of the many-tensor kernel, each
+        cut into runs of tiles (several runs for the larger ones, a partial last tile, an empty
+        tensor, a float64 one converted), and each gets NumPy's counts."""
+        script = """
+import json, sys, numpy as np, torch
+sys.path.insert(0, sys.argv[1])
+from fpscope_torch import histogram, histogram_triton, tensor_record
+histogram_triton._working["cpu"] = True  # an error in the interpreter is raised, not taken as "cannot run here"
+histogram._batched_on = lambda device: True  # the accelerator's path, on the CPU
+launches = []
+many = histogram_triton.device_counts_many
+histogram_triton.device_counts_many = lambda tensors: launches.append([str(t.dtype) for t in tensors]) or many(tensors)
+rng = np.random.default_rng(7)
+tiny = np.array([1, 2, 3, 2 ** 22, 2 ** 23 - 1], dtype=np.uint32).view(np.float32)
+special = np.array([0.0, -0.0, 1.0, 3e38, np.inf, -np.inf, np.nan, 2.0 ** -126], dtype=np.float32)
+wide = lambda n: (rng.normal(0, 1, n) * 2.0 ** rng.integers(-150, 127, n)).astype(np.float32)
+values = [np.concatenate([special, tiny, -tiny, wide(9001)]), wide(5000), np.zeros(0, np.float32), wide(3000), wide(2049), wide(100)]
+tensors = [torch.from_numpy(values[0]), torch.from_numpy(values[1]).half(), torch.from_numpy(values[2]), torch.from_numpy(values[3]).bfloat16(),
+           torch.from_numpy(values[4]), torch.from_numpy(values[5]).double()]
+rows = histogram.assemble(histogram.partial_histograms(tensors))
+out = [[str(t.dtype), t.float().numpy().tolist(), tensor_record("t", "other", row)] for t, row in zip(tensors, rows)]
+print(json.dumps({"launches": launches, "cases": out}))
+"""
+        env = dict(os.environ, TRITON_INTERPRET="1")
+        result = subprocess.run([sys.executable, "-c", script, os.path.join(os.path.dirname(__file__), "..")], capture_output=True, text=True, env=env)
+        self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+        answer = json.loads(result.stdout)
+        self.assertEqual(sorted(map(tuple, answer["launches"])),
+                         sorted([("torch.float32",) * 4, ("torch.float16",), ("torch.bfloat16",)]))
+        self.assertEqual(len(answer["cases"]), 6)
+        for dtype, values, record in answer["cases"]:
+            self.assertEqual(record_histogram(record), numpy_histogram(np.array(values, dtype=np.float32)), dtype)
+
+
 class RecorderTest(unittest.TestCase):
     def test_a_record_for_every_step_and_histograms_every_n_read_by_fpscope(self):
         with tempfile.TemporaryDirectory() as d:
