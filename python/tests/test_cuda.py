@@ -72,6 +72,26 @@ class CudaHistogramTest(unittest.TestCase):
                 self.assertEqual(record_histogram(fpscope_torch.tensor_record("t", "other", by_kernel)), expected, n)
 
 
+    def test_many_tensors_in_one_launch_on_the_device(self):
+        """partial_histograms on the device: tensors of one dtype in one launch of the many-tensor
+        kernel (several runs for the large ones, an empty one), each with NumPy's counts."""
+        from fpscope_torch import histogram, histogram_triton
+        if histogram_triton.triton is None:
+            self.skipTest("Triton is not installed with this torch")
+        rng = np.random.default_rng(8)
+        tensors = []
+        for n, dtype in ((5, torch.float32), (1 << 21, torch.float32), (0, torch.float32), (70001, torch.float16), (3000, torch.bfloat16),
+                         (1 << 20, torch.bfloat16), (999, torch.float64)):
+            values = torch.from_numpy(rng.normal(0, 1, n) * 2.0 ** rng.integers(-140, 120, n)).to(dtype)
+            if n > 3:
+                values[:3] = torch.tensor([float("nan"), float("-inf"), -0.0]).to(dtype)
+            tensors.append(values.cuda())
+        rows = histogram.assemble(histogram.partial_histograms(tensors))
+        for t, row in zip(tensors, rows):
+            record = fpscope_torch.tensor_record("t", "other", row)
+            self.assertEqual(record_histogram(record), numpy_histogram(t.float().cpu().numpy()), f"{t.dtype} n={t.numel()}")
+
+
 @unittest.skipUnless(CUDA, NO_CUDA)
 class CudaRecorderTest(unittest.TestCase):
     def test_grad_scaler_under_fp16_cuda_autocast(self):
