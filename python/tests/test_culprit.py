@@ -49,6 +49,18 @@ class Mlp(torch.nn.Module):
         return self.fc3(self.act(self.fc2(self.act(self.fc1(x)))))
 
 
+def culprit_of_a_skipped_step(model):
+    """The culprit the recorder names for one step of `model` (8 inputs, 4 classes) on a random
+    batch, the step marked skipped."""
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "run.jsonl")
+        with fpscope_torch.Recorder(model, path, every=5, scaler=False, global_step=1) as recorder:
+            loss = torch.nn.functional.cross_entropy(model(torch.randn(4, 8)), torch.randint(0, 4, (4,)))
+            loss.backward()
+            recorder.step(loss, skipped=True)
+        return read_steps(path)[0]["culprit"]
+
+
 class CulpritRuleTest(unittest.TestCase):
     def test_the_first_fault_in_order_and_what_came_before(self):
         nan, inf = float("nan"), float("inf")
@@ -103,13 +115,7 @@ class BridgeCulpritTest(unittest.TestCase):
                 torch.manual_seed(0)
                 model = Mlp()
                 handle = poison(model.fc2, float("nan"), lambda: True)
-                with tempfile.TemporaryDirectory() as d:
-                    path = os.path.join(d, "run.jsonl")
-                    with fpscope_torch.Recorder(model, path, every=5, scaler=False, global_step=1) as recorder:
-                        loss = torch.nn.functional.cross_entropy(model(torch.randn(4, 8)), torch.randint(0, 4, (4,)))
-                        loss.backward()
-                        recorder.step(loss, skipped=True)
-                    logs.append(read_steps(path)[0]["culprit"])
+                logs.append(culprit_of_a_skipped_step(model))
                 handle.remove()
         finally:
             exponent_counts._state["largest"] = saved
@@ -134,13 +140,7 @@ class BridgeCulpritTest(unittest.TestCase):
                         model.fc2.weight[3, 5] = float("nan")
                 else:
                     model.fc1.weight.register_hook(lambda g: g.index_fill(0, torch.tensor([2]), float("inf")))
-                with tempfile.TemporaryDirectory() as d:
-                    path = os.path.join(d, "run.jsonl")
-                    with fpscope_torch.Recorder(model, path, every=5, scaler=False, global_step=1) as recorder:
-                        loss = torch.nn.functional.cross_entropy(model(torch.randn(4, 8)), torch.randint(0, 4, (4,)))
-                        loss.backward()
-                        recorder.step(loss, skipped=True)
-                    return read_steps(path)[0]["culprit"]
+                return culprit_of_a_skipped_step(model)
             finally:
                 recorder_module._reads_batched = saved
 

@@ -388,15 +388,21 @@ double moved_elements(const ExponentHistogram& a, const ExponentHistogram& b) {
   return 0.5 * static_cast<double>(moved);
 }
 
-void check_trainer(Precision precision, RoundingMode rounding) {
-  const GptShape shape{2, 64, 4, 32, 96};
+// The trainers' GPT: 2 blocks of 64, AdamW.
+TrainingConfig small_gpt_config(const GptShape& shape, Precision precision, RoundingMode rounding) {
   TrainingConfig config;
   config.gpt = shape;
   config.precision = precision;
   config.rounding = rounding;
-  config.scaler = precision == Precision::fp32 ? LossScalerConfig::none() : LossScalerConfig::pytorch();
   config.learning_rate = 3e-3f;
   config.optimizer.kind = OptimizerKind::adamw;
+  return config;
+}
+
+void check_trainer(Precision precision, RoundingMode rounding) {
+  const GptShape shape{2, 64, 4, 32, 96};
+  TrainingConfig config = small_gpt_config(shape, precision, rounding);
+  config.scaler = precision == Precision::fp32 ? LossScalerConfig::none() : LossScalerConfig::pytorch();
   config.optimizer.clip_grad_norm = 1.0f;
   config.seed = 3;
   const std::string label = "GPT " + precision_name(precision) + " " + rounding_mode_name(rounding);
@@ -456,12 +462,7 @@ void check_trainer(Precision precision, RoundingMode rounding) {
 // the scaler's rule changed after a replayed step. Replayed: steps 2, 7 and 10.
 void check_graphs(Precision precision, RoundingMode rounding) {
   const GptShape shape{2, 64, 4, 32, 96};
-  TrainingConfig config;
-  config.gpt = shape;
-  config.precision = precision;
-  config.rounding = rounding;
-  config.optimizer.kind = OptimizerKind::adamw;
-  config.learning_rate = 3e-3f;
+  TrainingConfig config = small_gpt_config(shape, precision, rounding);
   config.seed = 5;
   const std::string label = "graphs, GPT " + precision_name(precision) + " " + rounding_mode_name(rounding);
   config.step_graphs = true;
