@@ -498,9 +498,7 @@ StepResult DeviceMlpTrainer::step(const Eigen::MatrixXf& inputs, const std::vect
   memory_->counter.begin_step();
   pass.fit_batch();
   pass.upload(inputs, labels);
-  // A recipe and block records read back among the launches, a fault is uploaded among them.
-  const bool eligible = !memory_->recipe.active() && !config_.record_blocks &&
-                        std::none_of(faults_.begin(), faults_.end(), [&](const FaultInjection& f) { return f.step == steps_; });
+  const bool eligible = device_step::graphable(config_, memory_->recipe, faults_, steps_);
   graphs_->run(device_step::graph_key(inputs.rows(), record), eligible, [&] {
     pass.cast_parameters_and_inputs();
     for (std::size_t l = 0; l < layers; ++l) pass.forward(l);

@@ -3,6 +3,7 @@
 // optimizer_element.hpp), and the read-back's layout of recorded tensors.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -295,6 +296,13 @@ class DeviceRecipe {
   std::vector<Buffer<unsigned long long>> block_counters_;  // per block_operands entry (block_counter_count words)
   std::size_t block_entries_ = 0;  // entries counted this step
 };
+
+// Whether step `step` may run as a graph (StepGraphOps::run's `eligible`): a recipe and block
+// records read back among its launches, and a fault due at it is uploaded among them.
+inline bool graphable(const TrainingConfig& config, const DeviceRecipe& recipe, const std::vector<FaultInjection>& faults, std::int64_t step) {
+  return !recipe.active() && !config.record_blocks &&
+         std::none_of(faults.begin(), faults.end(), [&](const FaultInjection& f) { return f.step == step; });
+}
 
 // The optimizer on the device: per parameter, in the model's order, its buffers (the momentum or
 // AdamW's first moment, AdamW's second; empty where the kind keeps none), the partials of the

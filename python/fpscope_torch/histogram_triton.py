@@ -146,15 +146,24 @@ def device_counts(x):
         return counts
     tiles = (n + _BLOCK - 1) // _BLOCK
     tiles_per_program = -(-tiles // _programs_for(x.device, tiles))
+    launched = _launched(x.device, lambda: _histogram_kernel[(-(-tiles // tiles_per_program),)](x, counts, n, tiles_per_program,
+                                                                                             LOAD=_LOAD[x.dtype], **_CONSTANTS))
+    return counts if launched else None
+
+
+def _launched(device, launch):
+    """Runs launch(); False (and the device type remembered as one Triton cannot run on) where it
+    fails there for the first time: no driver for the device, a Triton too old for tl.histogram, ...
+    A failure where a launch worked before is a real error, raised."""
     try:
-        _histogram_kernel[(-(-tiles // tiles_per_program),)](x, counts, n, tiles_per_program, LOAD=_LOAD[x.dtype], **_CONSTANTS)
-    except Exception:  # no driver for this device, a Triton too old for tl.histogram, ...
-        if _working.get(x.device.type) is True:
-            raise  # it worked here before: a real error
-        _working[x.device.type] = False
-        return None
-    _working[x.device.type] = True
-    return counts
+        launch()
+    except Exception:
+        if _working.get(device.type) is True:
+            raise
+        _working[device.type] = False
+        return False
+    _working[device.type] = True
+    return True
 
 
 def device_counts_many(tensors):
@@ -178,12 +187,6 @@ def device_counts_many(tensors):
     runs = torch.tensor(table, dtype=torch.int64)
     if device.type != "cpu":
         runs = runs.pin_memory().to(device, non_blocking=True)
-    try:
-        _many_histogram_kernel[(len(table) // 3,)](runs, counts, tiles_per_run, LOAD=_LOAD[tensors[0].dtype], **_CONSTANTS)
-    except Exception:  # as device_counts
-        if _working.get(device.type) is True:
-            raise
-        _working[device.type] = False
-        return None
-    _working[device.type] = True
-    return list(counts)
+    launched = _launched(device, lambda: _many_histogram_kernel[(len(table) // 3,)](runs, counts, tiles_per_run, LOAD=_LOAD[tensors[0].dtype],
+                                                                                  **_CONSTANTS))
+    return list(counts) if launched else None
