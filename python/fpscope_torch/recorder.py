@@ -5,23 +5,27 @@ import json
 import math
 import os
 import uuid
+import warnings
 import weakref
 
 import torch
 
 from . import exponent_counts, log_file
 from .blocks import block_statistics, merge_block_statistics, parse_blocks
+from .held import Held
 from .histogram import COUNTS, assemble, captured_of, partial_histograms, tensor_record
 
 SCHEMA_VERSION = 2
 _C_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # what exponent_counts.c reads
 _SHARDED = ("activation", "activation_gradient")  # each rank computes its own; summed across ranks
+UNREAD = -1.0  # a sentinel reading left out: its tensor changed in place before it was read (held.py)
 
 
 def _reads_batched(device):
-    """Whether the sentinel reads a model's parameters on `device` many to a launch
-    (torch._foreach_norm of order inf, one multi-tensor kernel per dtype): on an accelerator, where
-    one reduction each would cost each parameter a launch every step."""
+    """Whether the sentinel reads tensors on `device` many to a launch (torch._foreach_norm of order
+    inf, one multi-tensor kernel per dtype), and module outputs and gradients there are held for it
+    and for their histograms (held.py): on an accelerator, where one reduction each would cost each
+    tensor a launch every step."""
     return device.type != "cpu" and hasattr(torch, "_foreach_norm")
 
 
@@ -232,8 +236,10 @@ class Recorder:
     queued in it (DistributedDataParallel's averaging, FSDP2's reduce-scatter): the gradient the
     optimizer sees, before any unscaling, so they carry the scale the backward used, and each
     record says so (`scale`); values already in fp16/bf16 are `as_stored`, others `before_cast`.
-    Hooks are installed only for the steps recorded: an unrecorded step runs exactly as without
-    fpscope.
+    Hooks are installed for the steps recorded and, for the step sentinel (each tensor's largest
+    magnitude, on every step), on the others; with sentinel=False an unrecorded step runs exactly as
+    without fpscope. On an accelerator the hooks hold module outputs and gradients by reference,
+    read together later (held.py).
 
     One optimizer step is one record however many forwards and backwards make it: micro-batches of
     gradient accumulation add into the same tensors' histograms (each forward of `model` starts a
@@ -301,6 +307,7 @@ class Recorder:
         self._hooks = []            # removed at the end of each recorded step
         self._pending = {}          # (name, kind) -> [[Partial, ...], scale, captured, summed over ranks]
         self._seen = {}             # id(tensor) -> (weakref, version, Partial): this step's histograms by tensor
+        self._held = Held()         # module outputs and gradients held for one look (where _reads_batched)
         self._calls = {}            # module label -> calls so far in this forward pass
         self._recomputed_calls = {} # the same for checkpointing's recomputation in the backward
         self._pass_names = set()    # names recorded by this forward pass
@@ -429,6 +436,7 @@ class Recorder:
         self._calls, self._recomputed_calls, self._pass_names = {}, {}, set()
         self._gradient_hooks, self._backward_seen = 0, False
         self._hooks.append(self._root.register_forward_pre_hook(self._new_pass))
+        self._hooks.append(self._root.register_forward_hook(self._forward_ended))
         if "weight_gradient" in self.kinds or self._sentinel:
             self._hooks.append(self._root.register_forward_hook(self._watch_for_backward))
         for label, module in self._modules:
@@ -469,10 +477,9 @@ class Recorder:
 
     def _read_all(self, kind, named, tensor_of):
         """The sentinel's readings of the parameters' tensors (weights, weight gradients), in their
-        order: where _reads_batched, those of one device and dtype in one launch, each tensor's
-        largest magnitude (NaN where it holds one) kept as the pair (largest, largest), whose
-        max(-low, high) is the largest again; elsewhere one at a time (_read)."""
-        batched = {}
+        order: where _reads_batched, many to a launch (_fill_readings); elsewhere one at a time
+        (_read)."""
+        batched = []
         for name, parameter in named:
             tensor = tensor_of(parameter)
             if tensor is None:
@@ -483,10 +490,19 @@ class Recorder:
                 continue
             self._labels.append((name, kind, self._micro_batch))
             self._values.append(None)  # filled below
-            batched.setdefault((local.device, local.dtype), []).append((len(self._values) - 1, local.detach()))
-        for members in batched.values():
-            largest = torch.stack(torch._foreach_norm([t for _, t in members], math.inf)).float()
-            for k, (i, _) in enumerate(members):
+            batched.append((len(self._values) - 1, local.detach()))
+        self._fill_readings(batched)
+
+    def _fill_readings(self, members):
+        """The readings of [(index into _values, tensor)]: those of one device and dtype in one
+        torch._foreach_norm of order inf, each tensor's largest magnitude (NaN where it holds one)
+        kept as the pair (largest, largest), whose max(-low, high) is the largest again."""
+        groups = {}
+        for i, tensor in members:
+            groups.setdefault((tensor.device, tensor.dtype), []).append((i, tensor))
+        for group in groups.values():
+            largest = torch.stack(torch._foreach_norm([t for _, t in group], math.inf)).float()
+            for k, (i, _) in enumerate(group):
                 self._values[i] = (largest[k], largest[k])
 
     def _add_many(self, kind, named, scale, replace=False):
@@ -537,6 +553,60 @@ class Recorder:
                 pass  # a tensor subclass without weak references is simply not remembered
         return partials
 
+    def _take(self, name, kind, tensor, scale):
+        """A module output's or gradient's histogram (on a recorded step) and sentinel reading: where
+        _reads_batched and its key is known to stay as its hook saw it, held for the next look
+        (held.py); else made at once, and the tensor watched to learn whether it stays."""
+        histogram = kind in self.kinds and self._recording()
+        reading = self._sentinel and not self._shadowing
+        if not histogram and not reading:
+            return
+        local, _ = _local(tensor)  # at the hook: a DTensor gathered whole is collective, in every rank's order
+        key = (name, kind)
+        holding = self._blocks is None and local.layout == torch.strided and _reads_batched(local.device)
+        if holding and self._held.holds(key):
+            payload = [histogram, None, scale]  # and the reading's index into _values
+            if self._held.hold(key, local.detach(), payload):
+                if reading and local.numel() > 0:
+                    self._labels.append((name, kind, self._micro_batch))
+                    self._values.append(None)  # filled at the look
+                    payload[1] = len(self._values) - 1
+                if self._held.full:
+                    self._look()
+                return
+        if histogram:
+            self._add(name, kind, local, scale)
+        if reading:
+            self._read(name, kind, local)
+        if holding:
+            self._held.watch(key, local.detach())
+            if self._held.full:
+                self._look()
+
+    def _look(self):
+        """Reads what the hooks held (held.py): their histograms made together (partial_histograms),
+        their readings many to a launch (_fill_readings). A tensor changed in place since its hook
+        is not read for this step, and a warning says so, once for its name."""
+        if self._held.empty:
+            return
+        unchanged, changed = self._held.look()
+        for (name, kind), (_, index, _) in changed:
+            if index is not None:
+                self._values[index] = UNREAD
+            warnings.warn(f"fpscope_torch: {name} ({kind}) was changed in place after its hook in step {self.step_index}: "
+                          "that step's histogram and reading of it are left out, and it is read at its hook from now on",
+                          RuntimeWarning, stacklevel=2)
+        histograms = [(key, tensor, payload[2]) for key, tensor, payload in unchanged if payload[0]]
+        partials = self._histograms_of([tensor for _, tensor, _ in histograms]) if histograms else []
+        for ((name, kind), tensor, scale), partial in zip(histograms, partials):
+            self._add(name, kind, tensor, scale, partial=partial)
+        self._fill_readings([(payload[1], tensor) for _, tensor, payload in unchanged if payload[1] is not None])
+
+    def _forward_ended(self, module, inputs, output):
+        """The model's forward returned: what its hooks held is read now, before the backward."""
+        if not _compiling():
+            self._look()
+
     def _shadow_name(self, name):
         return f"{name} (fp32 shadow)" if self._shadowing else name
 
@@ -579,9 +649,7 @@ class Recorder:
                 return  # checkpointing recomputes what this pass's forward recorded (and hooked)
             self._pass_names.add(name)
             for path, tensor in _tensors(output):
-                self._add(name + path, "activation", tensor, 1.0)
-                if self._sentinel and not self._shadowing:
-                    self._read(name + path, "activation", tensor)
+                self._take(name + path, "activation", tensor, 1.0)
                 if ("activation_gradient" in self.kinds or self._sentinel) and tensor.grad_fn is not None:
                     # On the node that made the output, not on the tensor: an in-place op after
                     # the module (ReLU(inplace=True)) rewrites the tensor, never that node.
@@ -594,9 +662,7 @@ class Recorder:
             self._backward_seen = True
             grad = grad_outputs[output_nr] if output_nr < len(grad_outputs) else None
             if grad is not None:
-                self._add(name, "activation_gradient", grad, self._scale_used)
-                if self._sentinel and not self._shadowing:
-                    self._read(name, "activation_gradient", grad)
+                self._take(name, "activation_gradient", grad, self._scale_used)
         return hook
 
     def _weight_gradient_arrived(self, *_):
@@ -617,6 +683,7 @@ class Recorder:
         micro-batches so far (the last backward's reading replaces the earlier ones), averaged or
         reduced by the data-parallel wrapper, still carrying the loss scale."""
         self._reader_queued = False
+        self._look()
         if self._sentinel and not self._shadowing:
             self._read_all("weight_gradient", self._parameters, lambda p: p.grad)
         self._add_many("weight_gradient", [(self._shadow_name(name), parameter.grad) for name, parameter in self._parameters if parameter.grad is not None],
@@ -672,6 +739,7 @@ class Recorder:
         if self._recording() and self._pass_names and self._gradient_hooks and not self._backward_seen:
             raise RuntimeError("Recorder.step() came after a forward pass whose backward has not run: call it once "
                                "per optimizer step, after the backward, the optimizer step and the scaler's update")
+        self._look()
         scale_after = self._scale_now()
         loss_value = loss.detach().float().reshape(()) if torch.is_tensor(loss) else loss
         readings = None
@@ -715,7 +783,7 @@ class Recorder:
                 largest[i] = math.nan if math.isnan(low) or math.isnan(high) else max(-low, high)
         # Operations that round into the format (autocast) unless the run is float32 throughout.
         captured = "before_cast" if self._format in ("fp32", "tf32") else "as_stored"
-        return find_culprit([label + (v,) for label, v in zip(labels, largest)], self._format, captured)
+        return find_culprit([label + (v,) for label, v in zip(labels, largest) if v != UNREAD], self._format, captured)
 
     def _culprits(self, records, collective):
         """Each step's culprit among `records` ({step: culprit}). Under torch.distributed and where
@@ -834,6 +902,7 @@ class Recorder:
             return
         self._closed = True
         self._disarm()
+        self._held.drop()
         _read_back(self._steps)
         if self._rank == 0 and self._file is not None:
             # Not collective (a rank may close alone): the steps since the last recorded one carry

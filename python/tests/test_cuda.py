@@ -1,7 +1,7 @@
 """The bridge on a CUDA device, as GPU jobs run it: histograms computed on the device against NumPy,
 torch.amp.GradScaler("cuda") under fp16 CUDA autocast (the scale each backward used, skips from
 step 0 and between recorded steps, gradients read with their scale, activations as stored in
-fp16, each skip's culprit), the fp32 shadow, and block statistics of CUDA tensors against `fpscope quantize`. Every test
+fp16, each skip's culprit), module outputs and gradients held and read together, the fp32 shadow, and block statistics of CUDA tensors against `fpscope quantize`. Every test
 skips, saying so, where torch sees no CUDA device."""
 
 import os
@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import fpscope_torch  # noqa: E402
 from test_blocks import assert_like_fpscope_quantize, check_every_format_and_rule, fpscope_quantize  # noqa: E402
+from test_held import check_held_against_hooks, check_rewritten_from_step_2  # noqa: E402
 from test_recorder import numpy_histogram, read_log, record_histogram, records_of, snapshots_of  # noqa: E402
 
 CUDA = torch.cuda.is_available()
@@ -94,6 +95,13 @@ class CudaHistogramTest(unittest.TestCase):
 
 @unittest.skipUnless(CUDA, NO_CUDA)
 class CudaRecorderTest(unittest.TestCase):
+    def test_held_module_outputs_and_gradients_on_the_device(self):
+        """A CUDA model's module outputs and gradients held and read together (the device's own
+        path) give the log of reading each at its hook, and one rewritten in place from step 2 on is
+        left out of that step and said (test_held.py's checks, on the device)."""
+        check_held_against_hooks(self, "cuda")
+        check_rewritten_from_step_2(self, 1, "cuda")
+
     def test_grad_scaler_under_fp16_cuda_autocast(self):
         """Skips at step 0 (recorded) and step 4 (not recorded, every=3); the logged scale is the one
         each backward used through growths and back-offs; weight gradients carry that scale and
