@@ -29,6 +29,17 @@ def _reads_batched(device):
     return device.type != "cpu" and hasattr(torch, "_foreach_norm")
 
 
+def _hold_setting():
+    """FPSCOPE_TORCH_HOLD: unset, module outputs and gradients are held where _reads_batched (an
+    accelerator); 0 reads each at its hook everywhere; 1 holds them on the CPU too (the bridge's
+    tests run both ways). Anything else is refused, naming it."""
+    setting = os.environ.get("FPSCOPE_TORCH_HOLD", "")
+    if setting not in ("", "0", "1"):
+        raise ValueError(f"FPSCOPE_TORCH_HOLD is {setting!r}: 0 reads every module output and gradient at its hook, "
+                         "1 holds them on every device, unset holds them on an accelerator")
+    return setting
+
+
 def _compiling():
     """Whether torch.compile is tracing the caller: a hook then returns at once, so that nothing of
     the recorder enters a graph or its guards."""
@@ -307,7 +318,8 @@ class Recorder:
         self._hooks = []            # removed at the end of each recorded step
         self._pending = {}          # (name, kind) -> [[Partial, ...], scale, captured, summed over ranks]
         self._seen = {}             # id(tensor) -> (weakref, version, Partial): this step's histograms by tensor
-        self._held = Held()         # module outputs and gradients held for one look (where _reads_batched)
+        self._held = Held()         # module outputs and gradients held for one look (_holds)
+        self._hold_setting = _hold_setting()
         self._calls = {}            # module label -> calls so far in this forward pass
         self._recomputed_calls = {} # the same for checkpointing's recomputation in the backward
         self._pass_names = set()    # names recorded by this forward pass
@@ -563,7 +575,7 @@ class Recorder:
             return
         local, _ = _local(tensor)  # at the hook: a DTensor gathered whole is collective, in every rank's order
         key = (name, kind)
-        holding = self._blocks is None and local.layout == torch.strided and _reads_batched(local.device)
+        holding = self._blocks is None and local.layout == torch.strided and self._holds(local.device)
         if holding and self._held.holds(key):
             payload = [histogram, None, scale]  # and the reading's index into _values
             if self._held.hold(key, local.detach(), payload):
@@ -582,6 +594,12 @@ class Recorder:
             self._held.watch(key, local.detach())
             if self._held.full:
                 self._look()
+
+    def _holds(self, device):
+        """Whether module outputs and gradients on `device` are held (_hold_setting)."""
+        if self._hold_setting == "":
+            return _reads_batched(device)
+        return self._hold_setting == "1" and hasattr(torch, "_foreach_norm")
 
     def _look(self):
         """Reads what the hooks held (held.py): their histograms made together (partial_histograms),

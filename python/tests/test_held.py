@@ -1,5 +1,5 @@
 """Module outputs and gradients held by reference and read together (held.py), the accelerator's
-path forced here on the CPU: the log and the culprits are those of reading each tensor at its
+path forced here on the CPU (FPSCOPE_TORCH_HOLD=1, against =0): the log and the culprits are those of reading each tensor at its
 hook, with the tensors a later in-place op rewrites (ReLU(inplace=True) after a BatchNorm) read at
 their hook; a tensor rewritten only from some step on is left out of that step, said in a warning,
 never read as the values it became; and after the first step the forward's and the backward's
@@ -42,9 +42,9 @@ def train(held, steps=4, budget=None, every=1, device="cpu", **model_arguments):
     skipped (so that each gets its culprit; its update made only where the loss is finite), module
     outputs and gradients held where `held`, on `device`; and the sizes of the histogram calls each step made
     (a step's own from its forward on, and the next step's weights, read when it ends)."""
-    saved_batched, saved_histograms = recorder_module._reads_batched, recorder_module.partial_histograms
+    saved_setting, saved_histograms = os.environ.get("FPSCOPE_TORCH_HOLD"), recorder_module.partial_histograms
     calls = []
-    recorder_module._reads_batched = (lambda device: True) if held else saved_batched
+    os.environ["FPSCOPE_TORCH_HOLD"] = "1" if held else "0"
     recorder_module.partial_histograms = lambda tensors: calls[-1].append(len(tensors)) or saved_histograms(tensors)
     try:
         torch.manual_seed(0)
@@ -68,7 +68,11 @@ def train(held, steps=4, budget=None, every=1, device="cpu", **model_arguments):
             with open(path) as f:
                 return [json.loads(line) for line in f][1:], calls[:-1]
     finally:
-        recorder_module._reads_batched, recorder_module.partial_histograms = saved_batched, saved_histograms
+        recorder_module.partial_histograms = saved_histograms
+        if saved_setting is None:
+            del os.environ["FPSCOPE_TORCH_HOLD"]
+        else:
+            os.environ["FPSCOPE_TORCH_HOLD"] = saved_setting
 
 
 def by_name(line):
@@ -79,6 +83,20 @@ def by_name(line):
 class HeldTensorsTest(unittest.TestCase):
     def test_held_tensors_give_the_log_of_reading_each_at_its_hook(self):
         check_held_against_hooks(self, "cpu")
+
+    def test_a_hold_setting_that_is_neither_0_nor_1_is_refused_naming_it(self):
+        saved = os.environ.get("FPSCOPE_TORCH_HOLD")
+        os.environ["FPSCOPE_TORCH_HOLD"] = "yes"
+        try:
+            with tempfile.TemporaryDirectory() as d:
+                with self.assertRaisesRegex(ValueError, "FPSCOPE_TORCH_HOLD is 'yes': 0 reads"):
+                    fpscope_torch.Recorder(Rewriting(), os.path.join(d, "run.jsonl"), scaler=False)
+                self.assertEqual(os.listdir(d), [])  # no log left behind
+        finally:
+            if saved is None:
+                del os.environ["FPSCOPE_TORCH_HOLD"]
+            else:
+                os.environ["FPSCOPE_TORCH_HOLD"] = saved
 
     def test_a_tensor_rewritten_from_some_step_on_is_left_out_of_that_step_and_said(self):
         for every in (1, 3):  # step 2 recorded, or only read by the sentinel
