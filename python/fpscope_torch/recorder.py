@@ -249,8 +249,10 @@ class Recorder:
     record says so (`scale`); values already in fp16/bf16 are `as_stored`, others `before_cast`.
     Hooks are installed for the steps recorded and, for the step sentinel (each tensor's largest
     magnitude, on every step), on the others; with sentinel=False an unrecorded step runs exactly as
-    without fpscope. On an accelerator the hooks hold module outputs and gradients by reference,
-    read together later (held.py).
+    without fpscope. The hooks stay installed from one such step to the next (with the sentinel,
+    from the first step to close()), so forward hooks the model gets after the Recorder was made
+    run after the recorder's. On an accelerator the hooks hold module outputs and gradients by
+    reference, read together later (held.py).
 
     One optimizer step is one record however many forwards and backwards make it: micro-batches of
     gradient accumulation add into the same tensors' histograms (each forward of `model` starts a
@@ -438,32 +440,37 @@ class Recorder:
     def _recording(self):
         return self.step_index % self.every == 0
 
-    def _arm_if_recording(self):
-        """Hooks for the coming step: on a recorded step, and on every step where the sentinel reads
+    def _armed(self):
+        """Whether the coming step has hooks: a recorded step, and every step where the sentinel reads
         (its hooks only read each tensor's largest magnitude)."""
+        return self._recording() or self._sentinel
+
+    def _arm_if_recording(self):
+        """The coming step's hooks (_armed), installed where the step before had none, and its
+        readings of the weights."""
         self._labels, self._values, self._micro_batch = [], [], -1
-        if not self._recording() and not self._sentinel:
+        if not self._armed():
             return
-        histograms = self._recording()
         self._calls, self._recomputed_calls, self._pass_names = {}, {}, set()
-        self._gradient_hooks, self._backward_seen = 0, False
-        self._hooks.append(self._root.register_forward_pre_hook(self._new_pass))
-        self._hooks.append(self._root.register_forward_hook(self._forward_ended))
-        if "weight_gradient" in self.kinds or self._sentinel:
-            self._hooks.append(self._root.register_forward_hook(self._watch_for_backward))
-        for label, module in self._modules:
-            self._hooks.append(module.register_forward_hook(self._forward_hook(label)))
-        if self._sentinel:  # the weights the coming forward uses
-            self._read_all("weight", self._parameters, lambda p: p)
-        if histograms:
-            self._add_many("weight", self._parameters, 1.0)  # the weights the coming forward uses
-        for name, parameter in self._parameters:
-            if "weight_gradient" in self.kinds or self._sentinel:
-                self._gradient_hooks += 1
+        self._backward_seen = False
+        reads_gradients = "weight_gradient" in self.kinds or self._sentinel
+        self._gradient_hooks = len(self._parameters) if reads_gradients else 0
+        if not self._hooks:
+            self._hooks.append(self._root.register_forward_pre_hook(self._new_pass))
+            self._hooks.append(self._root.register_forward_hook(self._forward_ended))
+            if reads_gradients:
+                self._hooks.append(self._root.register_forward_hook(self._watch_for_backward))
+            for label, module in self._modules:
+                self._hooks.append(module.register_forward_hook(self._forward_hook(label)))
+            for name, parameter in self._parameters if reads_gradients else ():
                 if hasattr(parameter, "register_post_accumulate_grad_hook"):
                     self._hooks.append(parameter.register_post_accumulate_grad_hook(self._weight_gradient_arrived))
                 else:
                     self._hooks.append(parameter.register_hook(self._weight_gradient_arrived))
+        if self._sentinel:  # the weights the coming forward uses
+            self._read_all("weight", self._parameters, lambda p: p)
+        if self._recording():
+            self._add_many("weight", self._parameters, 1.0)  # the weights the coming forward uses
 
     def _disarm(self):
         for hook in self._hooks:
@@ -766,11 +773,12 @@ class Recorder:
             stacked = torch.stack([v.to(on_device[0].device, torch.float32) for v in on_device]) if on_device else None
             readings = (self._labels, [v if isinstance(v, float) else None for v in self._values], stacked)
         self._steps.append([self.step_index, loss_value, self._scale_used, scale_after, skipped, readings])
-        self._disarm()
         if self._recording():
             self._write_recorded()
         self._scale_used = scale_after
         self.step_index += 1
+        if not self._armed():  # the hooks stay from one armed step to the next
+            self._disarm()
         self._arm_if_recording()
 
     def _skipped(self, record):
@@ -844,13 +852,11 @@ class Recorder:
         keys = list(pending)
         partials = [p for key in keys for p in pending[key][0]]
         matrix = assemble(partials)
-        laid_out, row = {}, 0
-        for key in keys:
-            n = len(pending[key][0])
-            counts = matrix[row] if n == 1 else matrix[row:row + n].sum(dim=0)
-            row += n
-            laid_out[key] = [counts] + pending[key][1:]
-        return laid_out
+        if len(partials) != len(keys):  # a key's rows summed, all keys in one index_add_
+            owner = torch.tensor([k for k, key in enumerate(keys) for _ in pending[key][0]], device=matrix.device)
+            matrix = torch.zeros((len(keys), COUNTS), dtype=matrix.dtype, device=matrix.device).index_add_(0, owner, matrix)
+        # unbind: every row's view in one call, where indexing row by row costs microseconds a key
+        return {key: [counts] + pending[key][1:] for key, counts in zip(keys, matrix.unbind(0))}
 
     def _write_recorded(self):
         pending = self._reduce(self._laid_out(self._pending))
