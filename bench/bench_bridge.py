@@ -11,12 +11,17 @@ GPT2LMHeadModel from a config of about 3M parameters (width 192, 6 layers, vocab
 once before the timings). With --cuda: a larger model (width 512, 6 layers, batch 32 x 256 tokens,
 ~19M parameters) under fp16 autocast with torch.amp.GradScaler, as a GPU job trains, each timing
 closed by a device synchronisation. Beside them, unrecorded steps with the step sentinel on and off
-(a Recorder that records none of the timed steps): what the culprit report costs every step. The
-machine's load average is printed beside the numbers.
+(a Recorder that records none of the timed steps): what the culprit report costs every step. With
+--host: a stack of 100 Linear(8, 8) at batch 4 on one CPU thread, whose step computes next to
+nothing, so that what recording adds is the bridge's own work per tensor on the host -- what a GPU
+job's host pays per module -- each configuration also with the tensors held and read together
+(FPSCOPE_TORCH_HOLD=1, an accelerator's path), and the cost per tensor read. The machine's load
+average is printed beside the numbers.
 
     /usr/bin/python3 bench/bench_bridge.py            # Debian's torch
     ~/.cache/fpscope/venv-torch/bin/python bench/bench_bridge.py   # torch 2.x (scripts/test-torch makes it)
     ~/.cache/fpscope/venv-torch/bin/python bench/bench_bridge.py --gpt2
+    ~/.cache/fpscope/venv-torch/bin/python bench/bench_bridge.py --host
     python3 bench/bench_bridge.py --cuda              # on a machine with a CUDA device
 """
 
@@ -112,11 +117,15 @@ def gpt2_bench():
 def main():
     if "--gpt2" in sys.argv[1:]:
         return gpt2_bench()
-    cuda = "--cuda" in sys.argv[1:]
+    cuda, host = "--cuda" in sys.argv[1:], "--host" in sys.argv[1:]
     if cuda and not torch.cuda.is_available():
         sys.exit("bench_bridge: --cuda, but torch sees no CUDA device")
     torch.manual_seed(0)
-    if cuda:
+    if host:
+        torch.set_num_threads(1)
+        device, batch, context = torch.device("cpu"), 4, 8
+        model, scaler = torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(100)]), None
+    elif cuda:
         device, batch, context = torch.device("cuda"), 32, 256
         model = TinyGPT(width=512, layers=6, heads=8, context=context).to(device)
         scaler = torch.amp.GradScaler("cuda")
@@ -125,10 +134,13 @@ def main():
         device, batch, context = torch.device("cpu"), 16, 64
         model, scaler = TinyGPT(), None
     parameters = sum(p.numel() for p in model.parameters())
+    parameters_count = len(list(model.parameters()))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     tokens = torch.randint(0, 256, (batch, context + 1), device=device)
 
     def compute_loss():
+        if host:
+            return torch.nn.functional.mse_loss(model(tokens[:, :-1].float()), tokens[:, 1:].float())
         if not cuda:
             return torch.nn.functional.cross_entropy(model(tokens[:, :-1]).reshape(-1, 256), tokens[:, 1:].reshape(-1))
         with torch.autocast("cuda", dtype=torch.float16):
@@ -155,17 +167,23 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         every_step = fpscope_torch.Recorder(model, os.path.join(d, "every1.jsonl"), every=1, scaler=scaler, overwrite=True)
         every_step.close()  # made once to warm up, then reopened per measurement
-        times = {"without fpscope": [], "recording every step": [], "recording every 10 steps": [],
-                 "every 10, fp32 shadow": [], "unrecorded, sentinel on": [], "unrecorded, sentinel off": []}
+        names = ["recording every step", "recording every 10 steps", "every 10, fp32 shadow", "unrecorded, sentinel on", "unrecorded, sentinel off"]
+        if host:  # and held, as on an accelerator; the shadow is the same work again
+            names = [n for n in names if "shadow" not in n]
+            names += [n + ", held" for n in names if "sentinel off" not in n]
+        times = {name: [] for name in ["without fpscope"] + names}
         for _ in range(3):
             train_step(None)  # warm-up
         for repetition in range(REPETITIONS):
             for name in times:
-                every = 1 if name == "recording every step" else NEVER if name.startswith("unrecorded") else 10
+                every = 1 if name.startswith("recording every step") else NEVER if name.startswith("unrecorded") else 10
                 shadow = "shadow" in name
+                os.environ["FPSCOPE_TORCH_HOLD"] = "1" if name.endswith(", held") else "0" if host else ""
                 recorder = None if name == "without fpscope" else fpscope_torch.Recorder(
-                    model, os.path.join(d, f"r{repetition}.jsonl"), every=every, scaler=scaler, overwrite=True,
+                    model, os.path.join(d, f"r{repetition}.jsonl"), every=every, scaler=scaler if scaler else False, overwrite=True,
                     global_step=1 if every == NEVER else None, sentinel="sentinel off" not in name)
+                # (scaler=False without one: the search for an undeclared GradScaler, once a Recorder,
+                # is not what a step costs)
                 steps = STEPS
                 synchronize()
                 start = time.perf_counter()
@@ -177,6 +195,8 @@ def main():
                     recorder.close()
     base = statistics.median(times["without fpscope"])
     where = f"{torch.cuda.get_device_name()}, fp16 autocast + GradScaler" if cuda else "one CPU thread, float32"
+    if host:
+        where = "100 x Linear(8, 8), one CPU thread, float32"
     if cuda:
         from fpscope_torch import histogram_triton
         where += ", histograms by " + ("the Triton kernel" if histogram_triton._working.get("cuda") else "PyTorch's ops")
@@ -184,7 +204,10 @@ def main():
           f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     for name, samples in times.items():
         m = statistics.median(samples)
-        print(f"{name:<26} {1000 * m:8.2f} ms/step   {m / base:5.2f}x   (repetitions {1000 * min(samples):.1f} .. {1000 * max(samples):.1f} ms)")
+        # Each step reads every module output and gradient and every parameter and gradient (the
+        # sentinel); a recorded one histograms them all.
+        per_tensor = f"   {1e6 * (m - base) / (2 * (len(list(model.modules())) - 1) + 2 * parameters_count):5.1f} us a tensor" if host else ""
+        print(f"{name:<32} {1000 * m:8.2f} ms/step   {m / base:5.2f}x   (repetitions {1000 * min(samples):.1f} .. {1000 * max(samples):.1f} ms){per_tensor}")
 
 
 if __name__ == "__main__":

@@ -279,9 +279,14 @@ def exponent_histogram(tensor):
 
 
 def tensor_record(name, kind, counts, scale=1.0, captured="before_cast"):
-    """A run-log tensor record (schema 2) from a histogram's counts."""
-    counts = counts.tolist() if torch.is_tensor(counts) else list(counts)
-    bins = [[MIN_BINADE + i, counts[i]] for i in compress(range(SLOTS), counts[:SLOTS])]  # the nonzero slots
+    """A run-log tensor record (schema 2) from a histogram's counts (a tensor or a sequence of
+    COUNTS numbers); its bins are (binade, count) tuples."""
+    counts = counts.tolist() if torch.is_tensor(counts) else counts if isinstance(counts, list) else list(counts)
+    # The nonzero slots as (binade, count) pairs, written as JSON arrays. Tuples of numbers, which
+    # Python's collector stops tracking the first time it looks at them: a recorded step makes tens
+    # of thousands, and as lists they would be carried into the oldest generation and bring on its
+    # full collections (a few hundred milliseconds in a process holding torch).
+    bins = [(MIN_BINADE + i, counts[i]) for i in compress(range(SLOTS), counts[:SLOTS])]
     return {"name": name, "kind": kind, "bins": bins, "zero": counts[ZERO], "inf": counts[INF], "nan": counts[NAN],
             "scale": float(scale), "captured": captured}
 

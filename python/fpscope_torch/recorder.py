@@ -870,9 +870,11 @@ class Recorder:
             return
         lines = [self._step_line(r, culprit=culprits[r[0]]) for r in records]
         ordered = sorted(pending.items())
-        all_counts = torch.stack([entry[0] for _, entry in ordered]).tolist() if ordered else []  # one read-back
-        tensors = [tensor_record(name, kind, counts, scale if not torch.is_tensor(scale) else float(scale), captured)
-                   for ((name, kind), (_, scale, captured, _)), counts in zip(ordered, all_counts)]
+        # One read-back, into one flat list (where a list per tensor would be hundreds of objects
+        # for Python's collector to carry), each tensor's counts sliced from it as its record is made.
+        flat = torch.stack([entry[0] for _, entry in ordered]).reshape(-1).tolist() if ordered else []
+        tensors = [tensor_record(name, kind, flat[k * COUNTS:(k + 1) * COUNTS], scale if not torch.is_tensor(scale) else float(scale), captured)
+                   for k, ((name, kind), (_, scale, captured, _)) in enumerate(ordered)]
         for ((name, kind), _), record in zip(ordered, tensors):
             if (name, kind) in blocks:
                 record["blocks"] = blocks[(name, kind)]
