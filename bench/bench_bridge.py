@@ -178,7 +178,8 @@ def main():
             for name in times:
                 every = 1 if name.startswith("recording every step") else NEVER if name.startswith("unrecorded") else 10
                 shadow = "shadow" in name
-                os.environ["FPSCOPE_TORCH_HOLD"] = "1" if name.endswith(", held") else "0" if host else ""
+                if host:  # elsewhere the environment's setting, as a user's run has it
+                    os.environ["FPSCOPE_TORCH_HOLD"] = "1" if name.endswith(", held") else "0"
                 recorder = None if name == "without fpscope" else fpscope_torch.Recorder(
                     model, os.path.join(d, f"r{repetition}.jsonl"), every=every, scaler=scaler if scaler else False, overwrite=True,
                     global_step=1 if every == NEVER else None, sentinel="sentinel off" not in name)
@@ -195,6 +196,8 @@ def main():
                     recorder.close()
     base = statistics.median(times["without fpscope"])
     where = f"{torch.cuda.get_device_name()}, fp16 autocast + GradScaler" if cuda else "one CPU thread, float32"
+    if cuda:
+        where += ", module outputs read at their hooks" if os.environ.get("FPSCOPE_TORCH_HOLD") == "0" else ", module outputs held"
     if host:
         where = "100 x Linear(8, 8), one CPU thread, float32"
     if cuda:
