@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "counterfactual_check.hpp"
 #include "verdict.hpp"
 #include "fpscope/core/names.hpp"
 #include "fpscope/gpu/block_element.hpp"
@@ -491,6 +492,23 @@ void check_graphs(Precision precision, RoundingMode rounding) {
           static_cast<double>(graphed.graph_statistics().replayed));
 }
 
+// The counterfactual step (the loss-scale preview) on the device (counterfactual_check.hpp), after
+// three steps of AdamW, in stochastic rounding: at each scale Apply's step there, bit for bit.
+void check_counterfactual(Precision precision) {
+  const GptShape shape{2, 64, 4, 32, 96};
+  TrainingConfig config = small_gpt_config(shape, precision, RoundingMode::stochastic);
+  config.scaler = LossScalerConfig::pytorch();
+  config.seed = 7;
+  DeviceGptTrainer run(shape, config, device_ops());
+  for (int step = 0; step < 3; ++step) {
+    const Batch b = random_batch(shape, 4, 90 + static_cast<unsigned>(step));
+    run.step(b.inputs, b.targets, false, true);
+  }
+  const Batch b = random_batch(shape, 4, 93);
+  fpscope::test::check_counterfactual_on_device("counterfactual, GPT " + precision_name(precision), run, config.scaler,
+                                                [&] { return std::make_unique<DeviceGptTrainer>(shape, config, device_ops()); }, b.inputs, b.targets);
+}
+
 // A recipe's GPT (its linear layers' operands quantized and multiplied as float32 on the
 // device), each step from the reference's state: the same quantizations in the same order, the
 // same random words, the loss within the tolerance above.
@@ -545,6 +563,7 @@ int main() {
   for (const GemmRecipe recipe : {GemmRecipe::fp8_delayed, GemmRecipe::mxfp8, GemmRecipe::mxfp4, GemmRecipe::nvfp4}) check_recipe_trainer(recipe);
   check_graphs(Precision::fp16, RoundingMode::nearest_even);
   check_graphs(Precision::bf16, RoundingMode::stochastic);
+  for (const Precision precision : {Precision::fp16, Precision::bf16, Precision::fp16_pure}) check_counterfactual(precision);
   std::printf("%d failed\n", failures);
   return failures == 0 ? 0 : 1;
 }

@@ -20,8 +20,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 
+#include "counterfactual_check.hpp"
 #include "verdict.hpp"
 #include "fpscope/core/names.hpp"
 #ifdef FPSCOPE_DEVICE_TEST_ON_HOST_TWIN
@@ -145,6 +147,14 @@ TrainingConfig small_config(Precision precision, Activation activation, Rounding
   return config;
 }
 
+// `steps` unrecorded steps of `trainer` on batches of 32 from `data`, the last batch left in (x, y).
+void take_steps(TrainerBackend& trainer, TrainingData& data, int steps, Eigen::MatrixXf& x, std::vector<int>& y) {
+  for (int step = 0; step < steps; ++step) {
+    data.next_batch(32, x, y);
+    trainer.step(x, y, false, true);
+  }
+}
+
 // The step plan of one run: batch sizes, which steps record and which read their loss.
 struct Planned {
   int batch;
@@ -237,10 +247,7 @@ int main() {
     TrainingData data("synthetic", config.layer_sizes, 3);
     Eigen::MatrixXf x;
     std::vector<int> y;
-    for (int step = 0; step < 5; ++step) {
-      data.next_batch(32, x, y);
-      cpu.step(x, y, false);
-    }
+    take_steps(cpu, data, 5, x, y);
     DeviceTrainer gpu(config);
     gpu.restore(cpu.state());
     verdict(same_bits(cpu.state(), gpu.state()), "resume: a CPU checkpoint restored on the device reads back bit for bit");
@@ -422,6 +429,19 @@ int main() {
             label + ": replayed steps are the steps launched as they come, bit for bit");
     verdict(graphed.graph_statistics().replayed >= 4 && plain.graph_statistics().replayed == 0, label + ": steps replayed (of 14)",
             static_cast<double>(graphed.graph_statistics().replayed));
+  }
+  // 9. The counterfactual step (the loss-scale preview) at four scales on the device, each against
+  //    Apply's step there, in stochastic rounding (the counter must come back exactly where it was).
+  for (const Precision precision : {Precision::fp16, Precision::bf16, Precision::fp16_pure}) {
+    TrainingConfig config = small_config(precision, Activation::tanh, RoundingMode::stochastic);
+    DeviceTrainer run(config);
+    TrainingData data("synthetic", config.layer_sizes, 5);
+    Eigen::MatrixXf x;
+    std::vector<int> y;
+    take_steps(run, data, 3, x, y);
+    data.next_batch(32, x, y);
+    fpscope::test::check_counterfactual_on_device("counterfactual, " + precision_name(precision), run, config.scaler,
+                                                  [&] { return std::make_unique<DeviceTrainer>(config); }, x, y);
   }
   std::printf("%s\n", failures == 0 ? "all OK" : "FAILURES");
   return failures == 0 ? 0 : 1;
