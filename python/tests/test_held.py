@@ -5,6 +5,7 @@ their hook; a tensor rewritten only from some step on is left out of that step, 
 never read as the values it became; and after the first step the forward's and the backward's
 tensors go to one histogram call each."""
 
+import importlib.util
 import json
 import os
 import sys
@@ -37,14 +38,36 @@ class Rewriting(torch.nn.Module):
         return self.fc3(h)
 
 
+class HoldSetting:
+    """FPSCOPE_TORCH_HOLD set to `value` (None: unset) while in the block, then as it was."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __enter__(self):
+        self.saved = os.environ.get("FPSCOPE_TORCH_HOLD")
+        self._set(self.value)
+
+    def __exit__(self, *exc):
+        self._set(self.saved)
+
+    @staticmethod
+    def _set(value):
+        if value is None:
+            os.environ.pop("FPSCOPE_TORCH_HOLD", None)
+        else:
+            os.environ["FPSCOPE_TORCH_HOLD"] = value
+
+
 def train(held, steps=4, budget=None, every=1, device="cpu", **model_arguments):
     """The run log's step lines of `steps` steps of Rewriting, recorded every `every`, each marked
     skipped (so that each gets its culprit; its update made only where the loss is finite), module
     outputs and gradients held where `held`, on `device`; and the sizes of the histogram calls each step made
     (a step's own from its forward on, and the next step's weights, read when it ends)."""
-    saved_setting, saved_histograms = os.environ.get("FPSCOPE_TORCH_HOLD"), recorder_module.partial_histograms
+    saved_histograms = recorder_module.partial_histograms
     calls = []
-    os.environ["FPSCOPE_TORCH_HOLD"] = "1" if held else "0"
+    setting = HoldSetting("1" if held else "0")
+    setting.__enter__()
     recorder_module.partial_histograms = lambda tensors: calls[-1].append(len(tensors)) or saved_histograms(tensors)
     try:
         torch.manual_seed(0)
@@ -69,10 +92,7 @@ def train(held, steps=4, budget=None, every=1, device="cpu", **model_arguments):
                 return [json.loads(line) for line in f][1:], calls[:-1]
     finally:
         recorder_module.partial_histograms = saved_histograms
-        if saved_setting is None:
-            del os.environ["FPSCOPE_TORCH_HOLD"]
-        else:
-            os.environ["FPSCOPE_TORCH_HOLD"] = saved_setting
+        setting.__exit__()
 
 
 def by_name(line):
@@ -85,18 +105,46 @@ class HeldTensorsTest(unittest.TestCase):
         check_held_against_hooks(self, "cpu")
 
     def test_a_hold_setting_that_is_neither_0_nor_1_is_refused_naming_it(self):
-        saved = os.environ.get("FPSCOPE_TORCH_HOLD")
-        os.environ["FPSCOPE_TORCH_HOLD"] = "yes"
-        try:
-            with tempfile.TemporaryDirectory() as d:
-                with self.assertRaisesRegex(ValueError, "FPSCOPE_TORCH_HOLD is 'yes': 0 reads"):
-                    fpscope_torch.Recorder(Rewriting(), os.path.join(d, "run.jsonl"), scaler=False)
-                self.assertEqual(os.listdir(d), [])  # no log left behind
-        finally:
-            if saved is None:
-                del os.environ["FPSCOPE_TORCH_HOLD"]
-            else:
-                os.environ["FPSCOPE_TORCH_HOLD"] = saved
+        with HoldSetting("yes"), tempfile.TemporaryDirectory() as d:
+            with self.assertRaisesRegex(ValueError, "FPSCOPE_TORCH_HOLD is 'yes': 0 reads"):
+                fpscope_torch.Recorder(Rewriting(), os.path.join(d, "run.jsonl"), scaler=False)
+            self.assertEqual(os.listdir(d), [])  # no log left behind
+
+    @unittest.skipUnless(importlib.util.find_spec("transformers") is not None, "transformers is not installed")
+    def test_a_huggingface_gpt2_held_logs_what_its_hooks_see(self):
+        """HF GPT-2 under bf16 autocast, two micro-batches a step, with and without activation
+        checkpointing: held, the same log as reading at the hooks, and nothing left out."""
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        def log(hold, checkpointing):
+            torch.manual_seed(0)
+            model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=2, n_head=2))
+            if checkpointing:
+                model.gradient_checkpointing_enable()
+            model.train()
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            torch.manual_seed(1)
+            with HoldSetting(hold), tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "run.jsonl")
+                with fpscope_torch.Recorder(model, path, every=1, scaler=False) as recorder:
+                    for _ in range(4):
+                        for _ in range(2):
+                            tokens = torch.randint(0, 64, (2, 16))
+                            with torch.autocast("cpu", dtype=torch.bfloat16):
+                                loss = model(tokens, labels=tokens).loss / 2
+                            loss.backward()
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        recorder.step(loss)
+                with open(path) as f:
+                    return [json.loads(line) for line in f][1:]
+
+        for checkpointing in (False, True):
+            with warnings.catch_warnings():
+                warnings.filterwarnings("error", message="fpscope_torch")
+                held, at_hooks = log("1", checkpointing), log("0", checkpointing)
+            self.assertEqual(held, at_hooks, checkpointing)
+            self.assertGreater(len(held[3]["tensors"]), 90)
 
     def test_a_tensor_rewritten_from_some_step_on_is_left_out_of_that_step_and_said(self):
         for every in (1, 3):  # step 2 recorded, or only read by the sentinel
