@@ -317,7 +317,7 @@ class Recorder:
             raise ValueError(f"nvfp4's blocks are 16 elements, not {block_size}")
         self._block_size = block_size
         self._pending_blocks = {}   # (name, kind) -> the step's block statistics
-        self._hooks = []            # removed at the end of each recorded step
+        self._hooks = []            # installed while steps are armed (_armed); removed before one that is not, and at close()
         self._pending = {}          # (name, kind) -> [[Partial, ...], scale, captured, summed over ranks]
         self._seen = {}             # id(tensor) -> (weakref, version, Partial): this step's histograms by tensor
         self._held = Held()         # module outputs and gradients held for one look (_holds)
