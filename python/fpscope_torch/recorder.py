@@ -40,21 +40,31 @@ def _hold_setting():
     return setting
 
 
+_is_compiling = None  # torch's own test, once found: every hook asks it
+
+
 def _compiling():
     """Whether torch.compile is tracing the caller: a hook then returns at once, so that nothing of
-    the recorder enters a graph or its guards."""
-    for module in (getattr(torch, "compiler", None), getattr(torch, "_dynamo", None)):
-        is_compiling = getattr(module, "is_compiling", None)
-        if is_compiling is not None:
-            return is_compiling()
-    return False
+    the recorder enters a graph or its guards. torch._dynamo may be imported only when something
+    compiles: until a test is found, it is looked for again."""
+    global _is_compiling
+    if _is_compiling is None:
+        for module in (getattr(torch, "compiler", None), getattr(torch, "_dynamo", None)):
+            _is_compiling = getattr(module, "is_compiling", None)
+            if _is_compiling is not None:
+                break
+        else:
+            return False
+    return _is_compiling()
+
+
+_graph_task_id = getattr(torch._C, "_current_graph_task_id", None)  # absent before torch 2
 
 
 def _in_backward():
     """Whether the autograd engine is running a backward pass on this thread: a forward then is
     activation checkpointing's recomputation. torch < 2 cannot tell (False)."""
-    task = getattr(torch._C, "_current_graph_task_id", None)
-    return task is not None and task() != -1
+    return _graph_task_id is not None and _graph_task_id() != -1
 
 
 def _dtensor_type():
