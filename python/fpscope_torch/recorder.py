@@ -345,7 +345,8 @@ class Recorder:
         # CPU; a device's kept there and read back only for a step that skipped or lost its loss).
         self._sentinel = sentinel
         self._labels = []           # this step's readings: (name, kind, micro-batch) in execution order
-        self._values = []           # and their largest magnitudes (floats), or (min, max) 0-dim tensors on a device
+        self._values = []           # and their largest magnitudes: floats; on a device (min, max) 0-dim tensors, or
+                                    # (a launch's largest magnitudes, this one's index) (_fill_readings)
         self._micro_batch = 0       # forward passes of the model so far in this step, less one
         self._format = fmt if fmt is not None else cast_format(precision)
         self._file = None
@@ -524,15 +525,39 @@ class Recorder:
 
     def _fill_readings(self, members):
         """The readings of [(index into _values, tensor)]: those of one device and dtype in one
-        torch._foreach_norm of order inf, each tensor's largest magnitude (NaN where it holds one)
-        kept as the pair (largest, largest), whose max(-low, high) is the largest again."""
+        torch._foreach_norm of order inf, each tensor's largest magnitude (NaN where it holds one),
+        kept as (the launch's largest magnitudes, its index): one tensor a launch, where a view
+        each would be an object a reading, made and stacked again every step."""
         groups = {}
         for i, tensor in members:
             groups.setdefault((tensor.device, tensor.dtype), []).append((i, tensor))
         for group in groups.values():
             largest = torch.stack(torch._foreach_norm([t for _, t in group], math.inf)).float()
             for k, (i, _) in enumerate(group):
-                self._values[i] = (largest[k], largest[k])
+                self._values[i] = (largest, k)
+
+    def _device_readings(self):
+        """The step's readings as (one entry per reading, the device's values in one tensor): an
+        entry is a float (read on the CPU), an index into the tensor (a largest magnitude), or a
+        pair of indexes (min, max). Nothing waits for the device: the tensor is read back only for
+        a step that needs its culprit."""
+        entries, parts, at, size = [], [], {}, 0
+        for v in self._values:
+            if isinstance(v, float):
+                entries.append(v)
+                continue
+            if isinstance(v[1], int):  # a launch's largest magnitudes, shared by its readings
+                if id(v[0]) not in at:
+                    at[id(v[0])] = size
+                    parts.append(v[0])
+                    size += v[0].numel()
+                entries.append(at[id(v[0])] + v[1])
+            else:  # (min, max) of one tensor
+                parts.append(torch.stack([v[0].float(), v[1].float()]))
+                entries.append((size, size + 1))
+                size += 2
+        device = parts[0].device if parts else None
+        return entries, torch.cat([p.to(device) for p in parts]) if parts else None
 
     def _add_many(self, kind, named, scale, replace=False):
         """_add for each (name, tensor) of `named`, their histograms made together
@@ -778,10 +803,8 @@ class Recorder:
         scale_after = self._scale_now()
         loss_value = loss.detach().float().reshape(()) if torch.is_tensor(loss) else loss
         readings = None
-        if self._values:  # the device's stacked there: nothing waits for them until the step is written
-            on_device = [pair for v in self._values if not isinstance(v, float) for pair in v]
-            stacked = torch.stack([v.to(on_device[0].device, torch.float32) for v in on_device]) if on_device else None
-            readings = (self._labels, [v if isinstance(v, float) else None for v in self._values], stacked)
+        if self._values:
+            readings = (self._labels,) + self._device_readings()
         self._steps.append([self.step_index, loss_value, self._scale_used, scale_after, skipped, readings])
         if self._recording():
             self._write_recorded()
@@ -810,13 +833,17 @@ class Recorder:
         skipped, value = self._skipped(record)
         if readings is None or not (skipped or (record[1] is not None and value is None)):
             return None
-        labels, largest, stacked = readings
-        pairs = iter(stacked.tolist() if stacked is not None else [])
-        largest = list(largest)
-        for i, reading in enumerate(largest):
-            if reading is None:  # (min, max) from the device
-                low, high = next(pairs), next(pairs)
-                largest[i] = math.nan if math.isnan(low) or math.isnan(high) else max(-low, high)
+        labels, entries, on_device = readings  # _device_readings
+        values = on_device.tolist() if on_device is not None else []
+        largest = []
+        for entry in entries:
+            if isinstance(entry, float):
+                largest.append(entry)
+            elif isinstance(entry, int):  # a largest magnitude
+                largest.append(values[entry])
+            else:  # (min, max)
+                low, high = values[entry[0]], values[entry[1]]
+                largest.append(math.nan if math.isnan(low) or math.isnan(high) else max(-low, high))
         # Operations that round into the format (autocast) unless the run is float32 throughout.
         captured = "before_cast" if self._format in ("fp32", "tf32") else "as_stored"
         return find_culprit([label + (v,) for label, v in zip(labels, largest) if v != UNREAD], self._format, captured)

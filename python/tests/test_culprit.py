@@ -114,13 +114,16 @@ class BridgeCulpritTest(unittest.TestCase):
                 exponent_counts._state["largest"] = saved if use_c else None
                 torch.manual_seed(0)
                 model = Mlp()
-                handle = poison(model.fc2, float("nan"), lambda: True)
+                # fc1's largest magnitude a negative value: the device's (min, max) must give |min|.
+                handles = [poison(model.fc1, -1000.0, lambda: True), poison(model.fc2, float("nan"), lambda: True)]
                 logs.append(culprit_of_a_skipped_step(model))
-                handle.remove()
+                for handle in handles:
+                    handle.remove()
         finally:
             exponent_counts._state["largest"] = saved
         self.assertEqual(logs[0], logs[1])
         self.assertEqual((logs[0]["name"], logs[0]["fault"]), ("fc2", "nan"))
+        self.assertEqual(logs[0]["upstream"], {"name": "fc1", "kind": "activation", "largest": 1000.0})
 
     @unittest.skipUnless(hasattr(torch, "_foreach_norm"), "this torch has no _foreach_norm")
     def test_parameters_read_many_to_a_launch_name_the_same_culprits(self):
