@@ -40,17 +40,15 @@ class Held:
         """Whether `key`'s tensors are held (else read at their hook)."""
         return key in self._safe
 
+    @staticmethod
+    def can_hold(tensor):
+        """Whether `tensor` has a version counter to hold it by (not an inference tensor)."""
+        return _version(tensor) is not None
+
     def hold(self, key, tensor, payload):
-        """Holds `tensor` for `key` with `payload` (what the look needs of it). False, and nothing
-        held, where the tensor has no version counter: the caller reads it at once."""
-        version = _version(tensor)
-        if version is None:
-            self._safe.discard(key)
-            self._changing.add(key)
-            return False
-        self._held.append((key, tensor, version, payload))
+        """Holds `tensor` (can_hold) for `key` with `payload` (what the look needs of it)."""
+        self._held.append((key, tensor, tensor._version, payload))
         self._bytes += tensor.numel() * tensor.element_size()
-        return True
 
     def watch(self, key, tensor):
         """A tensor of a key not yet known, read at its hook: watched until the next look."""

@@ -618,16 +618,16 @@ class Recorder:
         local, _ = _local(tensor)  # at the hook: a DTensor gathered whole is collective, in every rank's order
         key = (name, kind)
         holding = self._blocks is None and local.layout == torch.strided and self._holds(local.device)
-        if holding and self._held.holds(key):
-            payload = [histogram, None, scale]  # and the reading's index into _values
-            if self._held.hold(key, local.detach(), payload):
-                if reading and local.numel() > 0:
-                    self._labels.append((name, kind, self._micro_batch))
-                    self._values.append(None)  # filled at the look
-                    payload[1] = len(self._values) - 1
-                if self._held.full:
-                    self._look()
-                return
+        if holding and self._held.holds(key) and Held.can_hold(local):
+            index = None  # the reading's place in _values, filled at the look
+            if reading and local.numel() > 0:
+                self._labels.append((name, kind, self._micro_batch))
+                self._values.append(None)
+                index = len(self._values) - 1
+            self._held.hold(key, local.detach(), (histogram, index, scale))
+            if self._held.full:
+                self._look()
+            return
         if histogram:
             self._add(name, kind, local, scale)
         if reading:
