@@ -400,7 +400,9 @@ class Recorder:
             self._events.header(header)
 
     def _write_lines(self, lines):
-        self._file.write("".join(json.dumps(line) + "\n" for line in lines))
+        """Writes step lines (dicts, or a line's JSON text already made) to the log, and with a
+        TensorBoard writer as events (which then gets dicts)."""
+        self._file.write("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
         self._file.flush()
         if self._events is not None:
             for line in lines:
@@ -868,16 +870,19 @@ class Recorder:
                     chosen[step] = dict(culprit, rank=rank)
         return {step: chosen.get(step) for step in local}
 
-    def _step_line(self, record, tensors=None, culprit=None):
+    def _step_line(self, record, tensors=None, culprit=None, culprit_record=None):
+        """A step's line: `tensors` its records where it was recorded; the culprit's counts from its
+        record there (`culprit_record`, or found among `tensors`)."""
         step, used = record[0], float(record[2])  # waits for the device here, once per recorded step
         skipped, value = self._skipped(record)
         line = {"step": step, "loss": value, "loss_scale": used, "skipped": skipped}
         if culprit is not None:
             culprit = dict(culprit)
-            for t in tensors or []:  # its counts, where the step was recorded
-                if t["name"] == culprit["name"] and t["kind"] == culprit["kind"]:
-                    culprit["nan"], culprit["inf"] = t["nan"], t["inf"]
-                    culprit["overflow"] = t.get("cast", {}).get("overflow", 0)
+            if culprit_record is None:
+                culprit_record = next((t for t in tensors or [] if t["name"] == culprit["name"] and t["kind"] == culprit["kind"]), None)
+            if culprit_record is not None:  # its counts, where the step was recorded
+                culprit["nan"], culprit["inf"] = culprit_record["nan"], culprit_record["inf"]
+                culprit["overflow"] = culprit_record.get("cast", {}).get("overflow", 0)
             line["culprit"] = culprit
         if tensors is not None:
             line["tensors"] = tensors
@@ -910,12 +915,25 @@ class Recorder:
         # One read-back, into one flat list (where a list per tensor would be hundreds of objects
         # for Python's collector to carry), each tensor's counts sliced from it as its record is made.
         flat = torch.stack([entry[0] for _, entry in ordered]).reshape(-1).tolist() if ordered else []
-        tensors = [tensor_record(name, kind, flat[k * COUNTS:(k + 1) * COUNTS], scale if not torch.is_tensor(scale) else float(scale), captured)
-                   for k, ((name, kind), (_, scale, captured, _)) in enumerate(ordered)]
-        for ((name, kind), _), record in zip(ordered, tensors):
+
+        def record_of(k):
+            (name, kind), (_, scale, captured, _) = ordered[k]
+            record = tensor_record(name, kind, flat[k * COUNTS:(k + 1) * COUNTS], scale if not torch.is_tensor(scale) else float(scale), captured)
             if (name, kind) in blocks:
                 record["blocks"] = blocks[(name, kind)]
-        lines.append(self._step_line(current, tensors, culprits[current[0]]))
+            return record
+
+        culprit = culprits[current[0]]
+        if self._events is not None:  # the TensorBoard writer reads the records: all of them made
+            lines.append(self._step_line(current, [record_of(k) for k in range(len(ordered))], culprit))
+        else:
+            # Each record encoded as it is made and let go: made all at once, their thousands of
+            # small objects would be carried by Python's collector into its oldest generation,
+            # whose full collections then cost every later step. The text is json.dumps's.
+            at = {key: k for k, (key, _) in enumerate(ordered)}
+            culprit_record = record_of(at[(culprit["name"], culprit["kind"])]) if culprit and (culprit["name"], culprit["kind"]) in at else None
+            head = json.dumps(self._step_line(current, None, culprit, culprit_record))
+            lines.append(head[:-1] + ', "tensors": [' + ", ".join(json.dumps(record_of(k)) for k in range(len(ordered))) + "]}")
         self._write_lines(lines)
 
     def _reduce(self, pending):

@@ -241,7 +241,56 @@ print(json.dumps({"launches": launches, "cases": out}))
             self.assertEqual(record_histogram(record), numpy_histogram(np.array(values, dtype=np.float32)), dtype)
 
 
+class CollectingEvents:
+    """Stands in for the TensorBoard writer: takes the step lines as dicts, as it does."""
+
+    def __init__(self):
+        self.lines = []
+
+    def line(self, line):
+        self.lines.append(json.loads(json.dumps(line)))
+
+    def flush(self):
+        pass
+
+    def close(self):
+        pass
+
+
 class RecorderTest(unittest.TestCase):
+    def test_a_recorded_line_written_record_by_record_is_the_line_json_writes(self):
+        """With no TensorBoard writer, a recorded step's records are encoded one at a time into its
+        line; with one, made all and the line encoded whole (the writer reads them): the same bytes
+        in the log, every step, with a culprit's counts and block statistics; and the writer got
+        those lines."""
+        logs = []
+        for events in (None, CollectingEvents()):
+            torch.manual_seed(0)
+            model = tiny_model()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "run.jsonl")
+                with fpscope_torch.Recorder(model, path, every=2, scaler=False, blocks="mxfp8-e4m3") as recorder:
+                    recorder._events = events
+                    for step in range(5):
+                        torch.manual_seed(step)
+                        x = torch.randn(16, model[0].in_features)
+                        if step == 2:
+                            x[0, 0] = float("nan")  # a culprit, with its counts, on a recorded step
+                        loss = model(x).square().mean()
+                        loss.backward()
+                        if torch.isfinite(loss):
+                            optimizer.step()
+                        optimizer.zero_grad()
+                        recorder.step(loss, skipped=not bool(torch.isfinite(loss)))
+                with open(path, "rb") as f:
+                    logs.append(f.read().split(b"\n", 1)[1])  # past the header and its run id
+        self.assertEqual(logs[0], logs[1])
+        lines = [json.loads(line) for line in logs[0].decode().splitlines()]
+        self.assertEqual(events.lines, lines)
+        self.assertIn("nan", lines[2]["culprit"])
+        self.assertIn("blocks", lines[2]["tensors"][0])
+
     def test_a_record_for_every_step_and_histograms_every_n_read_by_fpscope(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "run.jsonl")
