@@ -889,19 +889,20 @@ class Recorder:
         return line
 
     def _laid_out(self, pending):
-        """The step's partial histograms as (name, kind) -> [counts, scale, captured, summed],
-        counts a COUNTS-long tensor: all of them laid out together, repeated calls summed."""
+        """The step's partial histograms laid out together: (its keys, a (keys, COUNTS) tensor
+        whose row k holds keys[k]'s counts, repeated calls summed in one index_add_). No object a
+        key: a recorded step has hundreds."""
         keys = list(pending)
         partials = [p for key in keys for p in pending[key][0]]
         matrix = assemble(partials)
-        if len(partials) != len(keys):  # a key's rows summed, all keys in one index_add_
+        if len(partials) != len(keys):
             owner = torch.tensor([k for k, key in enumerate(keys) for _ in pending[key][0]], device=matrix.device)
             matrix = torch.zeros((len(keys), COUNTS), dtype=matrix.dtype, device=matrix.device).index_add_(0, owner, matrix)
-        # unbind: every row's view in one call, where indexing row by row costs microseconds a key
-        return {key: [counts] + pending[key][1:] for key, counts in zip(keys, matrix.unbind(0))}
+        return keys, matrix
 
     def _write_recorded(self):
-        pending = self._reduce(self._laid_out(self._pending))
+        pending = self._pending  # (name, kind) -> [partials, scale, captured, summed over ranks]
+        keys, matrix = self._reduce(*self._laid_out(pending), pending)
         blocks = self._reduce_blocks(self._pending_blocks)
         self._pending, self._seen, self._pending_blocks = {}, {}, {}
         _read_back(self._steps)
@@ -911,13 +912,16 @@ class Recorder:
         if self._rank != 0:
             return
         lines = [self._step_line(r, culprit=culprits[r[0]]) for r in records]
-        ordered = sorted(pending.items())
-        # One read-back, into one flat list (where a list per tensor would be hundreds of objects
-        # for Python's collector to carry), each tensor's counts sliced from it as its record is made.
-        flat = torch.stack([entry[0] for _, entry in ordered]).reshape(-1).tolist() if ordered else []
+        ordered = sorted(keys)
+        # One read-back, in the records' order, into one flat list (where a list per tensor would be
+        # hundreds of objects for Python's collector to carry), each tensor's counts sliced from it
+        # as its record is made.
+        row = {key: k for k, key in enumerate(keys)}
+        flat = matrix[torch.tensor([row[key] for key in ordered], device=matrix.device)].reshape(-1).tolist() if ordered else []
 
         def record_of(k):
-            (name, kind), (_, scale, captured, _) = ordered[k]
+            name, kind = ordered[k]
+            _, scale, captured, _ = pending[ordered[k]]
             record = tensor_record(name, kind, flat[k * COUNTS:(k + 1) * COUNTS], scale if not torch.is_tensor(scale) else float(scale), captured)
             if (name, kind) in blocks:
                 record["blocks"] = blocks[(name, kind)]
@@ -930,37 +934,46 @@ class Recorder:
             # Each record encoded as it is made and let go: made all at once, their thousands of
             # small objects would be carried by Python's collector into its oldest generation,
             # whose full collections then cost every later step. The text is json.dumps's.
-            at = {key: k for k, (key, _) in enumerate(ordered)}
+            at = {key: k for k, key in enumerate(ordered)}
             culprit_record = record_of(at[(culprit["name"], culprit["kind"])]) if culprit and (culprit["name"], culprit["kind"]) in at else None
             head = json.dumps(self._step_line(current, None, culprit, culprit_record))
             lines.append(head[:-1] + ', "tensors": [' + ", ".join(json.dumps(record_of(k)) for k in range(len(ordered))) + "]}")
         self._write_lines(lines)
 
-    def _reduce(self, pending):
+    def _reduce(self, keys, matrix, pending):
         """Under torch.distributed: the ranks agree on one key list (the union of what each saw;
         zeros where a rank did not run a module), then sum, in one all-reduce of the packed counts,
         what each rank holds a part of (activations, their gradients, DTensor shards). Replicated
-        tensors (weights, weight gradients after DDP's averaging) are rank 0's."""
+        tensors (weights, weight gradients after DDP's averaging) are rank 0's. Returns the keys
+        and their counts (_laid_out's), with the keys only other ranks saw added to them and to
+        `pending`."""
         if not self._distributed:
-            return pending
-        keys = [None] * torch.distributed.get_world_size()
-        torch.distributed.all_gather_object(keys, sorted((k, v[3]) for k, v in pending.items()))
+            return keys, matrix
+        gathered = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(gathered, sorted((k, v[3]) for k, v in pending.items()))
         agreed = {}
-        for rank_keys in keys:
+        for rank_keys in gathered:
             for key, summed in rank_keys:
                 agreed[tuple(key)] = agreed.get(tuple(key), False) or summed
         sharded = sorted(k for k, summed in agreed.items() if summed)
         if sharded:
-            device = next((v[0].device for v in pending.values()), torch.device("cpu"))
+            device = matrix.device
             if torch.distributed.get_backend() == "nccl" and device.type != "cuda":
                 device = torch.device("cuda", torch.cuda.current_device())
-            zeros = torch.zeros(COUNTS, dtype=torch.int64, device=device)
-            stacked = torch.stack([pending[k][0].to(device) if k in pending else zeros for k in sharded])
+            row = {key: k for k, key in enumerate(keys)}
+            missing = [k for k in sharded if k not in row]
+            for k in missing:
+                row[k] = len(row)
+                pending[k] = [[], self._scale_used, "before_cast", True]
+            keys = keys + missing
+            matrix = torch.cat([matrix.to(device), torch.zeros((len(missing), COUNTS), dtype=matrix.dtype, device=device)])
+            index = torch.tensor([row[k] for k in sharded], device=device)
+            stacked = matrix.index_select(0, index)
             torch.distributed.all_reduce(stacked)
-            for k, counts in zip(sharded, stacked):
-                scale, captured = (pending[k][1], pending[k][2]) if k in pending else (self._scale_used, "before_cast")
-                pending[k] = [counts, scale, captured, True]
-        return pending
+            matrix = matrix.index_copy(0, index, stacked)
+            for k in sharded:
+                pending[k][3] = True
+        return keys, matrix
 
     def _reduce_blocks(self, blocks):
         """Under torch.distributed: the block statistics of the sharded kinds summed over the
