@@ -18,7 +18,8 @@ where it is known not to change:
 HELD_BYTES = 256 << 20  # held and watched tensors past this size are looked at at once: bounds the memory held
 
 
-def _version(tensor):
+def version_of(tensor):
+    """The tensor's version counter (in-place ops advance it), or None where it has none."""
     try:
         return tensor._version
     except (RuntimeError, AttributeError):  # an inference tensor, or a subclass without one
@@ -43,7 +44,7 @@ class Held:
     @staticmethod
     def can_hold(tensor):
         """Whether `tensor` has a version counter to hold it by (not an inference tensor)."""
-        return _version(tensor) is not None
+        return version_of(tensor) is not None
 
     def hold(self, key, tensor, payload):
         """Holds `tensor` (can_hold) for `key` with `payload` (what the look needs of it)."""
@@ -54,7 +55,7 @@ class Held:
         """A tensor of a key not yet known, read at its hook: watched until the next look."""
         if key in self._safe or key in self._changing:
             return
-        version = _version(tensor)
+        version = version_of(tensor)
         if version is None:
             self._changing.add(key)
             return

@@ -6,13 +6,12 @@ import math
 import os
 import uuid
 import warnings
-import weakref
 
 import torch
 
 from . import exponent_counts, log_file
 from .blocks import block_statistics, merge_block_statistics, parse_blocks
-from .held import Held
+from .held import Held, version_of
 from .histogram import COUNTS, assemble, captured_of, partial_histograms, tensor_record
 
 SCHEMA_VERSION = 2
@@ -329,7 +328,6 @@ class Recorder:
         self._pending_blocks = {}   # (name, kind) -> the step's block statistics
         self._hooks = []            # installed while steps are armed (_armed); removed before one that is not, and at close()
         self._pending = {}          # (name, kind) -> [[Partial, ...], scale, captured, summed over ranks]
-        self._seen = {}             # id(tensor) -> (weakref, version, Partial): this step's histograms by tensor
         self._held = Held()         # module outputs and gradients held for one look (_holds)
         self._hold_setting = _hold_setting()
         self._calls = {}            # module label -> calls so far in this forward pass
@@ -592,22 +590,20 @@ class Recorder:
             self._pending[key] = [[partial], scale, captured_of(tensor), summed]
 
     def _histograms_of(self, tensors):
-        """The tensors' partial histograms, each computed once per step: a module that returns its
-        input unchanged (dropout with p = 0, an identity) hands the same tensor to two records,
-        and its gradient node the same gradient. Same object, same version counter: same values.
-        Those not seen yet are made together (partial_histograms)."""
-        partials = []
+        """The tensors' partial histograms, made together (partial_histograms), a tensor given
+        twice made once: a module that returns its input unchanged (dropout with p = 0, an
+        identity) hands the same tensor to two records, and its gradient node the same gradient,
+        which a look (held.py) reads together. Same object, same version counter: same values."""
+        first = {}  # (id, version) -> the tensor's place among those made; all alive in `tensors`
+        made, places = [], []
         for tensor in tensors:
-            seen = self._seen.get(id(tensor))
-            partials.append(seen[2] if seen is not None and seen[0]() is tensor and seen[1] == tensor._version else None)
-        missing = [i for i, p in enumerate(partials) if p is None]
-        for i, partial in zip(missing, partial_histograms([tensors[i] for i in missing])):
-            partials[i] = partial
-            try:
-                self._seen[id(tensors[i])] = (weakref.ref(tensors[i]), tensors[i]._version, partial)
-            except TypeError:
-                pass  # a tensor subclass without weak references is simply not remembered
-        return partials
+            key = (id(tensor), version_of(tensor))
+            if key not in first:
+                first[key] = len(made)
+                made.append(tensor)
+            places.append(first[key])
+        partials = partial_histograms(made)
+        return [partials[k] for k in places]
 
     def _take(self, name, kind, tensor, scale):
         """A module output's or gradient's histogram (on a recorded step) and sentinel reading: where
@@ -904,7 +900,7 @@ class Recorder:
         pending = self._pending  # (name, kind) -> [partials, scale, captured, summed over ranks]
         keys, matrix = self._reduce(*self._laid_out(pending), pending)
         blocks = self._reduce_blocks(self._pending_blocks)
-        self._pending, self._seen, self._pending_blocks = {}, {}, {}
+        self._pending, self._pending_blocks = {}, {}
         _read_back(self._steps)
         culprits = self._culprits(self._steps, collective=True)
         records, current = self._steps[:-1], self._steps[-1]
