@@ -15,8 +15,9 @@ closed by a device synchronisation. Beside them, unrecorded steps with the step 
 --host: a stack of 100 Linear(8, 8) at batch 4 on one CPU thread, whose step computes next to
 nothing, so that what recording adds is the bridge's own work per tensor on the host -- what a GPU
 job's host pays per module -- each configuration also with the tensors held and read together
-(FPSCOPE_TORCH_HOLD=1, an accelerator's path), and the cost per tensor read. The machine's load
-average is printed beside the numbers.
+(FPSCOPE_TORCH_HOLD=1, an accelerator's path), and the cost per tensor read. Beside each
+configuration, Python's full garbage collections a hundred steps (each costs a few hundred
+milliseconds in a process holding torch). The machine's load average is printed beside the numbers.
 
     /usr/bin/python3 bench/bench_bridge.py            # Debian's torch
     ~/.cache/fpscope/venv-torch/bin/python bench/bench_bridge.py   # torch 2.x (scripts/test-torch makes it)
@@ -26,6 +27,7 @@ average is printed beside the numbers.
 """
 
 import os
+import gc
 import statistics
 import sys
 import tempfile
@@ -172,6 +174,11 @@ def main():
             names = [n for n in names if "shadow" not in n]
             names += [n + ", held" for n in names if "sentinel off" not in n]
         times = {name: [] for name in ["without fpscope"] + names}
+        # Python's full (oldest-generation) collections in each configuration's steps: what the
+        # objects a step keeps bring on, a few hundred milliseconds each in a process holding torch.
+        full_collections, timing = {name: 0 for name in times}, [None]
+        gc.callbacks.append(lambda phase, info: full_collections.__setitem__(timing[0], full_collections[timing[0]] + 1)
+                            if phase == "stop" and info["generation"] == 2 and timing[0] is not None else None)
         for _ in range(3):
             train_step(None)  # warm-up
         for repetition in range(REPETITIONS):
@@ -188,9 +195,11 @@ def main():
                 steps = STEPS
                 synchronize()
                 start = time.perf_counter()
+                timing[0] = name
                 for _ in range(steps):
                     train_step(recorder, shadow)
                 synchronize()
+                timing[0] = None
                 times[name].append((time.perf_counter() - start) / steps)
                 if recorder is not None:
                     recorder.close()
@@ -210,6 +219,7 @@ def main():
         # Each step reads every module output and gradient and every parameter and gradient (the
         # sentinel); a recorded one histograms them all.
         per_tensor = f"   {1e6 * (m - base) / (2 * (len(list(model.modules())) - 1) + 2 * parameters_count):5.1f} us a tensor" if host else ""
+        per_tensor += f"   {full_collections[name] * 100 / (REPETITIONS * STEPS):.1f} full collections a 100 steps"
         print(f"{name:<32} {1000 * m:8.2f} ms/step   {m / base:5.2f}x   (repetitions {1000 * min(samples):.1f} .. {1000 * max(samples):.1f} ms){per_tensor}")
 
 
