@@ -607,8 +607,8 @@ class Recorder:
 
     def _take(self, name, kind, tensor, scale):
         """A module output's or gradient's histogram (on a recorded step) and sentinel reading: where
-        _reads_batched and its key is known to stay as its hook saw it, held for the next look
-        (held.py); else made at once, and the tensor watched to learn whether it stays."""
+        _holds and its key is known to stay as its hook saw it, held for the next look (held.py);
+        else made at once, and the tensor watched to learn whether it stays."""
         histogram = kind in self.kinds and self._recording()
         reading = self._sentinel and not self._shadowing
         if not histogram and not reading:
@@ -652,7 +652,8 @@ class Recorder:
             if index is not None:
                 self._values[index] = UNREAD
             warnings.warn(f"fpscope_torch: {name} ({kind}) was changed in place after its hook in step {self.step_index}: "
-                          "that step's histogram and reading of it are left out, and it is read at its hook from now on",
+                          "it is left out of that step's readings (and histograms, where the step is recorded), and read at its "
+                          "hook from now on",
                           RuntimeWarning, stacklevel=2)
         histograms = [(key, tensor, payload[2]) for key, tensor, payload in unchanged if payload[0]]
         partials = self._histograms_of([tensor for _, tensor, _ in histograms]) if histograms else []
