@@ -102,14 +102,9 @@ def _device_partial(x):
     return DevicePartial(by_slot, nans)
 
 
-class CountsPartial:
-    """A histogram already laid out: an int64 tensor on the tensor's device whose first COUNTS
-    entries are the counts (the Triton kernel's row, histogram_triton)."""
-
-    __slots__ = ("counts",)
-
-    def __init__(self, counts):
-        self.counts = counts
+# A histogram already laid out is its counts themselves: an int64 tensor on the tensor's device
+# whose first COUNTS entries are the counts (the C pass's, the Triton kernel's row). No wrapper: a
+# recorded step holds hundreds, each an object more for Python's collector to carry.
 
 
 def _accelerator_partial(tensor):
@@ -126,7 +121,7 @@ def _accelerator_partial(tensor):
     if _triton.available(x.device):
         counts = _triton.device_counts(x)
         if counts is not None:
-            return CountsPartial(counts)
+            return counts
     return _device_partial(x.reshape(-1).float())
 
 
@@ -149,7 +144,7 @@ def partial_histogram(tensor):
         x = x.float()
     counts = exponent_counts.counts_of(x.contiguous(), COUNTS)  # one pass in C, where it was compiled
     if counts is not None:
-        return CountsPartial(counts)
+        return counts
     return torch_partial(x)
 
 
@@ -185,7 +180,7 @@ def partial_histograms(tensors):
     for members in groups.values():
         rows = _triton.device_counts_many([x for _, x in members])
         for k, (i, x) in enumerate(members):
-            partials[i] = CountsPartial(rows[k]) if rows is not None else partial_histogram(x)
+            partials[i] = rows[k] if rows is not None else partial_histogram(x)
     return partials
 
 
@@ -239,9 +234,9 @@ def assemble(partials):
         return torch.zeros((0, COUNTS), dtype=torch.int64)
     on_host = [i for i, p in enumerate(partials) if isinstance(p, Partial)]
     on_device = [i for i, p in enumerate(partials) if isinstance(p, DevicePartial)]
-    laid_out = [i for i, p in enumerate(partials) if isinstance(p, CountsPartial)]
+    laid_out = [i for i, p in enumerate(partials) if torch.is_tensor(p)]
     first = partials[0]
-    device = {Partial: lambda p: p.by_field, DevicePartial: lambda p: p.by_slot, CountsPartial: lambda p: p.counts}[type(first)](first).device
+    device = first.device if torch.is_tensor(first) else {Partial: lambda p: p.by_field, DevicePartial: lambda p: p.by_slot}[type(first)](first).device
     counts = torch.zeros((len(partials), COUNTS), dtype=torch.int64, device=device)
     if on_host:
         host = [partials[i] for i in on_host]
@@ -263,7 +258,7 @@ def assemble(partials):
         rows[:, NAN] = nans
         counts[on_device] = rows
     if laid_out:
-        counts[laid_out] = torch.stack([partials[i].counts.to(device) for i in laid_out])[:, :COUNTS]
+        counts[laid_out] = torch.stack([partials[i].to(device) for i in laid_out])[:, :COUNTS]
     return counts
 
 

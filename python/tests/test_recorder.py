@@ -131,7 +131,7 @@ class HistogramTest(unittest.TestCase):
                     values[rng.integers(0, n, 3)] = value
                 values = values.to(dtype)
                 expected = numpy_histogram(values.float().numpy())
-                by_c = histogram.CountsPartial(exponent_counts.counts_of(values, histogram.COUNTS))
+                by_c = exponent_counts.counts_of(values, histogram.COUNTS)
                 by_torch = histogram.torch_partial(values)
                 for path, partial in (("C", by_c), ("torch", by_torch)):
                     record = fpscope_torch.tensor_record("t", "other", histogram.assemble([partial])[0])
