@@ -203,6 +203,12 @@ FORMAT_LARGEST = {"fp16": 65504.0, "bf16": 3.3895313892515355e38, "fp32": 3.4028
                   "e4m3": 448.0, "e5m2": 57344.0}
 
 
+def _listed(partials):
+    """A pending key's partial histograms as a list: its one partial, or the list a repeated key
+    made (micro-batches, a module called again in a pass)."""
+    return partials if isinstance(partials, list) else [partials]
+
+
 def _gradient(kind):
     return kind in ("activation_gradient", "weight_gradient")
 
@@ -327,7 +333,7 @@ class Recorder:
         self._block_size = block_size
         self._pending_blocks = {}   # (name, kind) -> the step's block statistics
         self._hooks = []            # installed while steps are armed (_armed); removed before one that is not, and at close()
-        self._pending = {}          # (name, kind) -> [[Partial, ...], scale, captured, summed over ranks]
+        self._pending = {}          # (name, kind) -> [its partial (a list once the key repeats), scale, captured, summed over ranks]
         self._held = Held()         # module outputs and gradients held for one look (_holds)
         self._hold_setting = _hold_setting()
         self._calls = {}            # module label -> calls so far in this forward pass
@@ -585,9 +591,10 @@ class Recorder:
                 stats = merge_block_statistics(self._pending_blocks[key], stats)
             self._pending_blocks[key] = stats
         if key in self._pending and not replace:
-            self._pending[key][0].append(partial)  # summed when the step is written
+            entry = self._pending[key]  # summed when the step is written
+            entry[0] = entry[0] + [partial] if isinstance(entry[0], list) else [entry[0], partial]
         else:
-            self._pending[key] = [[partial], scale, captured_of(tensor), summed]
+            self._pending[key] = [partial, scale, captured_of(tensor), summed]
 
     def _histograms_of(self, tensors):
         """The tensors' partial histograms, made together (partial_histograms), a tensor given
@@ -890,10 +897,10 @@ class Recorder:
         whose row k holds keys[k]'s counts, repeated calls summed in one index_add_). No object a
         key: a recorded step has hundreds."""
         keys = list(pending)
-        partials = [p for key in keys for p in pending[key][0]]
+        partials = [p for key in keys for p in _listed(pending[key][0])]
         matrix = assemble(partials)
         if len(partials) != len(keys):
-            owner = torch.tensor([k for k, key in enumerate(keys) for _ in pending[key][0]], device=matrix.device)
+            owner = torch.tensor([k for k, key in enumerate(keys) for _ in _listed(pending[key][0])], device=matrix.device)
             matrix = torch.zeros((len(keys), COUNTS), dtype=matrix.dtype, device=matrix.device).index_add_(0, owner, matrix)
         return keys, matrix
 
