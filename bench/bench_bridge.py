@@ -176,9 +176,13 @@ def main():
         times = {name: [] for name in ["without fpscope"] + names}
         # Python's full (oldest-generation) collections in each configuration's steps: what the
         # objects a step keeps bring on, a few hundred milliseconds each in a process holding torch.
-        full_collections, timing = {name: 0 for name in times}, [None]
-        gc.callbacks.append(lambda phase, info: full_collections.__setitem__(timing[0], full_collections[timing[0]] + 1)
-                            if phase == "stop" and info["generation"] == 2 and timing[0] is not None else None)
+        full_collections, timing = {name: 0 for name in times}, [None]  # timing: the configuration in its steps
+
+        def count_full_collection(phase, info):
+            if phase == "stop" and info["generation"] == 2 and timing[0] is not None:
+                full_collections[timing[0]] += 1
+
+        gc.callbacks.append(count_full_collection)
         for _ in range(3):
             train_step(None)  # warm-up
         for repetition in range(REPETITIONS):

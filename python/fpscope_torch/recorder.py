@@ -524,10 +524,15 @@ class Recorder:
             if local.numel() == 0 or not local.is_floating_point() or local.layout != torch.strided or not _reads_batched(local.device):
                 self._read(name, kind, tensor)
                 continue
-            self._labels.append((name, kind, self._micro_batch))
-            self._values.append(None)  # filled below
-            batched.append((len(self._values) - 1, local.detach()))
+            batched.append((self._reading_to_fill(name, kind), local.detach()))
         self._fill_readings(batched)
+
+    def _reading_to_fill(self, name, kind):
+        """A reading's place in execution order, its value filled later (_fill_readings): its index
+        into _values."""
+        self._labels.append((name, kind, self._micro_batch))
+        self._values.append(None)
+        return len(self._values) - 1
 
     def _fill_readings(self, members):
         """The readings of [(index into _values, tensor)]: those of one device and dtype in one
@@ -626,9 +631,7 @@ class Recorder:
         if holding and self._held.holds(key) and Held.can_hold(local):
             index = None  # the reading's place in _values, filled at the look
             if reading and local.numel() > 0:
-                self._labels.append((name, kind, self._micro_batch))
-                self._values.append(None)
-                index = len(self._values) - 1
+                index = self._reading_to_fill(name, kind)
             self._held.hold(key, local.detach(), (histogram, index, scale))
             if self._held.full:
                 self._look()

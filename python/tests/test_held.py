@@ -65,17 +65,14 @@ def train(held, steps=4, budget=None, every=1, device="cpu", **model_arguments):
     outputs and gradients held where `held`, on `device`; and the sizes of the histogram calls each step made
     (a step's own from its forward on, and the next step's weights, read when it ends)."""
     saved_histograms = recorder_module.partial_histograms
-    calls = []
-    setting = HoldSetting("1" if held else "0")
-    setting.__enter__()
+    calls = [[]]
     recorder_module.partial_histograms = lambda tensors: calls[-1].append(len(tensors)) or saved_histograms(tensors)
     try:
         torch.manual_seed(0)
         model = Rewriting(**model_arguments).to(device)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-        with tempfile.TemporaryDirectory() as d:
+        with HoldSetting("1" if held else "0"), tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "run.jsonl")
-            calls.append([])
             with fpscope_torch.Recorder(model, path, every=every, scaler=False) as recorder:
                 if budget is not None:
                     recorder._held.budget = budget
@@ -92,7 +89,6 @@ def train(held, steps=4, budget=None, every=1, device="cpu", **model_arguments):
                 return [json.loads(line) for line in f][1:], calls[:-1]
     finally:
         recorder_module.partial_histograms = saved_histograms
-        setting.__exit__()
 
 
 def by_name(line):
