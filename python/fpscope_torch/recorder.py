@@ -17,6 +17,12 @@ from .histogram import COUNTS, assemble, captured_of, partial_histograms, tensor
 SCHEMA_VERSION = 2
 _C_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # what exponent_counts.c reads
 _SHARDED = ("activation", "activation_gradient")  # each rank computes its own; summed across ranks
+
+
+def _scale_of(kind, loss_scale):
+    """The scale a record of `kind` carries: gradients the loss scale their backward used, values
+    (activations, weights) none."""
+    return loss_scale if kind.endswith("_gradient") else 1.0
 UNREAD = -1.0  # a sentinel reading left out: its tensor changed in place before it was read (held.py)
 
 
@@ -333,7 +339,7 @@ class Recorder:
         self._block_size = block_size
         self._pending_blocks = {}   # (name, kind) -> the step's block statistics
         self._hooks = []            # installed while steps are armed (_armed); removed before one that is not, and at close()
-        self._pending = {}          # (name, kind) -> [its partial (a list once the key repeats), scale, captured, summed over ranks]
+        self._pending = {}          # (name, kind) -> [its partial (a list once the key repeats), captured, summed over ranks]
         self._held = Held()         # module outputs and gradients held for one look (_holds)
         self._hold_setting = _hold_setting()
         self._calls = {}            # module label -> calls so far in this forward pass
@@ -487,7 +493,7 @@ class Recorder:
         if self._sentinel:  # the weights the coming forward uses
             self._read_all("weight", self._parameters, lambda p: p)
         if self._recording():
-            self._add_many("weight", self._parameters, 1.0)  # the weights the coming forward uses
+            self._add_many("weight", self._parameters)  # the weights the coming forward uses
 
     def _disarm(self):
         for hook in self._hooks:
@@ -570,7 +576,7 @@ class Recorder:
         device = parts[0].device if parts else None
         return entries, torch.cat([p.to(device) for p in parts]) if parts else None
 
-    def _add_many(self, kind, named, scale, replace=False):
+    def _add_many(self, kind, named, replace=False):
         """_add for each (name, tensor) of `named`, their histograms made together
         (partial_histograms: one launch per device and dtype on an accelerator)."""
         if kind not in self.kinds or not self._recording():
@@ -578,9 +584,9 @@ class Recorder:
         named = list(named)
         partials = self._histograms_of([_local(tensor)[0] for _, tensor in named])
         for (name, tensor), partial in zip(named, partials):
-            self._add(name, kind, tensor, scale, replace, partial)
+            self._add(name, kind, tensor, replace, partial)
 
-    def _add(self, name, kind, tensor, scale, replace=False, partial=None):
+    def _add(self, name, kind, tensor, replace=False, partial=None):
         """The histogram of `tensor` (`partial`, where _add_many made it) into the step's record of
         (name, kind): added to what the step recorded there already, or in its place."""
         if kind not in self.kinds or not self._recording():
@@ -599,7 +605,7 @@ class Recorder:
             entry = self._pending[key]  # summed when the step is written
             entry[0] = entry[0] + [partial] if isinstance(entry[0], list) else [entry[0], partial]
         else:
-            self._pending[key] = [partial, scale, captured_of(tensor), summed]
+            self._pending[key] = [partial, captured_of(tensor), summed]
 
     def _histograms_of(self, tensors):
         """The tensors' partial histograms, made together (partial_histograms), a tensor given
@@ -617,7 +623,7 @@ class Recorder:
         partials = partial_histograms(made)
         return [partials[k] for k in places]
 
-    def _take(self, name, kind, tensor, scale):
+    def _take(self, name, kind, tensor):
         """A module output's or gradient's histogram (on a recorded step) and sentinel reading: where
         _holds and its key is known to stay as its hook saw it, held for the next look (held.py);
         else made at once, and the tensor watched to learn whether it stays."""
@@ -632,12 +638,12 @@ class Recorder:
             index = None  # the reading's place in _values, filled at the look
             if reading and local.numel() > 0:
                 index = self._reading_to_fill(name, kind)
-            self._held.hold(key, local.detach(), (histogram, index, scale))
+            self._held.hold(key, local.detach(), (histogram, index))
             if self._held.full:
                 self._look()
             return
         if histogram:
-            self._add(name, kind, local, scale)
+            self._add(name, kind, local)
         if reading:
             self._read(name, kind, local)
         if holding:
@@ -658,17 +664,17 @@ class Recorder:
         if self._held.empty:
             return
         unchanged, changed = self._held.look()
-        for (name, kind), (_, index, _) in changed:
+        for (name, kind), (_, index) in changed:
             if index is not None:
                 self._values[index] = UNREAD
             warnings.warn(f"fpscope_torch: {name} ({kind}) was changed in place after its hook in step {self.step_index}: "
                           "it is left out of that step's readings (and histograms, where the step is recorded), and read at its "
                           "hook from now on",
                           RuntimeWarning, stacklevel=2)
-        histograms = [(key, tensor, payload[2]) for key, tensor, payload in unchanged if payload[0]]
-        partials = self._histograms_of([tensor for _, tensor, _ in histograms]) if histograms else []
-        for ((name, kind), tensor, scale), partial in zip(histograms, partials):
-            self._add(name, kind, tensor, scale, partial=partial)
+        histograms = [(key, tensor) for key, tensor, payload in unchanged if payload[0]]
+        partials = self._histograms_of([tensor for _, tensor in histograms]) if histograms else []
+        for ((name, kind), tensor), partial in zip(histograms, partials):
+            self._add(name, kind, tensor, partial=partial)
         self._fill_readings([(payload[1], tensor) for _, tensor, payload in unchanged if payload[1] is not None])
 
     def _forward_ended(self, module, inputs, output):
@@ -718,7 +724,7 @@ class Recorder:
                 return  # checkpointing recomputes what this pass's forward recorded (and hooked)
             self._pass_names.add(name)
             for path, tensor in _tensors(output):
-                self._take(name + path, "activation", tensor, 1.0)
+                self._take(name + path, "activation", tensor)
                 if ("activation_gradient" in self.kinds or self._sentinel) and tensor.grad_fn is not None:
                     # On the node that made the output, not on the tensor: an in-place op after
                     # the module (ReLU(inplace=True)) rewrites the tensor, never that node.
@@ -731,7 +737,7 @@ class Recorder:
             self._backward_seen = True
             grad = grad_outputs[output_nr] if output_nr < len(grad_outputs) else None
             if grad is not None:
-                self._take(name, "activation_gradient", grad, self._scale_used)
+                self._take(name, "activation_gradient", grad)
         return hook
 
     def _weight_gradient_arrived(self, *_):
@@ -756,7 +762,7 @@ class Recorder:
         if self._sentinel and not self._shadowing:
             self._read_all("weight_gradient", self._parameters, lambda p: p.grad)
         self._add_many("weight_gradient", [(self._shadow_name(name), parameter.grad) for name, parameter in self._parameters if parameter.grad is not None],
-                       self._scale_used, replace=True)
+                       replace=True)
 
     # ---- fp32 shadow ----
 
@@ -908,13 +914,14 @@ class Recorder:
         return keys, matrix
 
     def _write_recorded(self):
-        pending = self._pending  # (name, kind) -> [partials, scale, captured, summed over ranks]
+        pending = self._pending  # (name, kind) -> [partials, captured, summed over ranks]
         keys, matrix = self._reduce(*self._laid_out(pending), pending)
         blocks = self._reduce_blocks(self._pending_blocks)
         self._pending, self._pending_blocks = {}, {}
         _read_back(self._steps)
         culprits = self._culprits(self._steps, collective=True)
         records, current = self._steps[:-1], self._steps[-1]
+        loss_scale = current[2]  # the scale this step's backward used, read back
         self._steps = []
         if self._rank != 0:
             return
@@ -928,8 +935,7 @@ class Recorder:
 
         def record_of(k):
             name, kind = ordered[k]
-            _, scale, captured, _ = pending[ordered[k]]
-            record = tensor_record(name, kind, flat[k * COUNTS:(k + 1) * COUNTS], scale if not torch.is_tensor(scale) else float(scale), captured)
+            record = tensor_record(name, kind, flat[k * COUNTS:(k + 1) * COUNTS], _scale_of(kind, loss_scale), pending[ordered[k]][1])
             if (name, kind) in blocks:
                 record["blocks"] = blocks[(name, kind)]
             return record
@@ -953,16 +959,17 @@ class Recorder:
         what each rank holds a part of (activations, their gradients, DTensor shards). Replicated
         tensors (weights, weight gradients after DDP's averaging) are rank 0's. Returns the keys
         and their counts (_laid_out's), with the keys only other ranks saw added to them and to
-        `pending`."""
+        `pending`, each with what the lowest rank that saw it captured (as_stored or before_cast)."""
         if not self._distributed:
             return keys, matrix
         gathered = [None] * torch.distributed.get_world_size()
-        torch.distributed.all_gather_object(gathered, sorted((k, v[3]) for k, v in pending.items()))
-        agreed = {}
+        torch.distributed.all_gather_object(gathered, sorted((k, v[1], v[2]) for k, v in pending.items()))
+        agreed = {}  # key -> [captured, summed]
         for rank_keys in gathered:
-            for key, summed in rank_keys:
-                agreed[tuple(key)] = agreed.get(tuple(key), False) or summed
-        sharded = sorted(k for k, summed in agreed.items() if summed)
+            for key, captured, summed in rank_keys:
+                entry = agreed.setdefault(tuple(key), [captured, False])
+                entry[1] = entry[1] or summed
+        sharded = sorted(k for k, (_, summed) in agreed.items() if summed)
         if sharded:
             device = matrix.device
             if torch.distributed.get_backend() == "nccl" and device.type != "cuda":
@@ -971,7 +978,7 @@ class Recorder:
             missing = [k for k in sharded if k not in row]
             for k in missing:
                 row[k] = len(row)
-                pending[k] = [[], self._scale_used, "before_cast", True]
+                pending[k] = [[], agreed[k][0], True]
             keys = keys + missing
             matrix = torch.cat([matrix.to(device), torch.zeros((len(missing), COUNTS), dtype=matrix.dtype, device=device)])
             index = torch.tensor([row[k] for k in sharded], device=device)
@@ -979,7 +986,7 @@ class Recorder:
             torch.distributed.all_reduce(stacked)
             matrix = matrix.index_copy(0, index, stacked)
             for k in sharded:
-                pending[k][3] = True
+                pending[k][2] = True
         return keys, matrix
 
     def _reduce_blocks(self, blocks):

@@ -609,17 +609,21 @@ def shards_batch():
 
 
 def run_shards(path, rank, world, uneven=False, blocks=None):
-    """One step on shard `rank` of a fixed batch; summed losses make the sharded activation
-    gradients equal to the single-process ones."""
+    """One step on shard `rank` of a fixed batch, its loss scaled by 2^10; summed losses make the
+    sharded activation gradients equal to the single-process ones. `uneven`: under bf16 autocast,
+    so that a record only rank 1 makes is as_stored and its activation unscaled, neither of
+    which the other ranks could guess."""
     model = Experts()
     x, y = shards_batch()
-    with fpscope_torch.Recorder(model, path, blocks=blocks) as recorder:
+    scaler = ScriptedScaler()
+    with fpscope_torch.Recorder(model, path, blocks=blocks, scaler=scaler) as recorder, \
+            torch.autocast("cpu", dtype=torch.bfloat16, enabled=uneven):
         losses = []
         for r in range(world) if world == 1 else [rank]:
             shard = slice(r * 32 // 2, (r + 1) * 32 // 2) if (world == 2 or uneven) else slice(0, 32)
-            losses.append(torch.nn.functional.cross_entropy(model(x[shard], uneven and r == 1), y[shard], reduction="sum"))
+            losses.append(torch.nn.functional.cross_entropy(model(x[shard], uneven and r == 1).float(), y[shard], reduction="sum"))
         loss = sum(losses)
-        loss.backward()
+        scaler.scale(loss).backward()
         recorder.step(loss)
 
 
@@ -641,7 +645,8 @@ class DistributedTest(unittest.TestCase):
                 run_shards(single, 0, 1, blocks=blocks)
             _, one = read_log(single)
             two = self.sharded_log(d, uneven, blocks, port_offset)
-            keep = lambda s: {(t["name"], t["kind"]): record_histogram(t) for t in s["tensors"] if t["kind"] in ("activation", "activation_gradient")}
+            keep = lambda s: {(t["name"], t["kind"]): (record_histogram(t), t["scale"], t["captured"])
+                              for t in s["tensors"] if t["kind"] in ("activation", "activation_gradient")}
             self.assertEqual(keep(snapshots_of(two)[0]), keep(snapshots_of(one)[0]))
             if blocks is not None:
                 # Block statistics: sharded kinds summed, weights rank 0's (the same here; the
@@ -656,7 +661,9 @@ class DistributedTest(unittest.TestCase):
 
     def test_ranks_that_run_different_modules_agree_on_keys(self):
         kept = self.compare(uneven=True)
-        self.assertIn(("b", "activation"), kept)  # only rank 1 ran it: recorded, not aborted, not mislabelled
+        # Only rank 1 ran b: recorded, not aborted, and labelled as rank 1 saw it (rank 0 writes it).
+        self.assertEqual(kept[("b", "activation")][1:], (1.0, "as_stored"))
+        self.assertEqual(kept[("b", "activation_gradient")][1:], (2.0 ** 10, "as_stored"))
 
     def test_mx_block_statistics_sum_to_one_process(self):
         # A block lies within one rank's rows: the summed counts are the whole batch's, exactly.
@@ -680,11 +687,12 @@ class DistributedTest(unittest.TestCase):
 def run_shards_single_uneven(path, blocks=None):
     model = Experts()
     x, y = shards_batch()
-    with fpscope_torch.Recorder(model, path, blocks=blocks) as recorder:
+    scaler = ScriptedScaler()
+    with fpscope_torch.Recorder(model, path, blocks=blocks, scaler=scaler) as recorder, torch.autocast("cpu", dtype=torch.bfloat16):
         # Each expert called once, on the rows the ranks give it: a on all 32, b on the last 16.
-        out = model.a(x) + torch.cat([torch.zeros(16, 3), model.b(x[16:])])
-        loss = torch.nn.functional.cross_entropy(out, y, reduction="sum")
-        loss.backward()
+        out = model.a(x) + torch.cat([torch.zeros(16, 3, dtype=torch.bfloat16), model.b(x[16:])])
+        loss = torch.nn.functional.cross_entropy(out.float(), y, reduction="sum")
+        scaler.scale(loss).backward()
         recorder.step(loss)
 
 
