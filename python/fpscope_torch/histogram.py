@@ -107,6 +107,24 @@ def _device_partial(x):
 # recorded step holds hundreds, each an object more for Python's collector to carry.
 
 
+def dense_view(x):
+    """A contiguous tensor over x's own storage holding just x's elements, in the order the storage
+    holds them: x itself where contiguous, the permutation of its dimensions that is contiguous
+    where its layout is only permuted (a transposed or batch-second output), None where x
+    overlaps or has gaps. What ignores the order (a histogram, a largest magnitude) reads x in
+    place through it."""
+    if x.is_contiguous():
+        return x
+    permuted = x.permute(sorted(range(x.dim()), key=x.stride, reverse=True))
+    return permuted if permuted.is_contiguous() else None
+
+
+def contiguous_values(x):
+    """x's elements in a contiguous tensor: dense_view's, else a contiguous copy."""
+    view = dense_view(x)
+    return view if view is not None else x.contiguous()
+
+
 def _accelerator_partial(tensor):
     """A tensor on an accelerator: the Triton kernel where it runs (one pass over the tensor in its
     own dtype, a few microseconds of Python around one launch), else PyTorch's ops
@@ -114,8 +132,7 @@ def _accelerator_partial(tensor):
     x = tensor.detach()
     if x.dtype not in _TRITON_DTYPES:
         x = x.float()
-    if not x.is_contiguous():
-        x = x.contiguous()
+    x = contiguous_values(x)
     if _triton is None:
         _load_triton()
     if _triton.available(x.device):
@@ -139,13 +156,13 @@ def partial_histogram(tensor):
     """The work on the data for one tensor (see exponent_histogram); lay it out with assemble."""
     if tensor.device.type != "cpu":
         return _accelerator_partial(tensor)
-    x = tensor.detach().reshape(-1)
+    x = contiguous_values(tensor.detach())
     if x.dtype not in _HOST_DTYPES:
         x = x.float()
-    counts = exponent_counts.counts_of(x.contiguous(), COUNTS)  # one pass in C, where it was compiled
+    counts = exponent_counts.counts_of(x, COUNTS)  # one pass in C, where it was compiled
     if counts is not None:
         return counts
-    return torch_partial(x)
+    return torch_partial(x.reshape(-1))
 
 
 _HOST_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -172,7 +189,7 @@ def partial_histograms(tensors):
             x = tensor.detach()
             if x.dtype not in _TRITON_DTYPES:
                 x = x.float()
-            groups.setdefault((x.device, x.dtype), []).append((i, x.contiguous()))
+            groups.setdefault((x.device, x.dtype), []).append((i, contiguous_values(x)))
         else:
             partials[i] = partial_histogram(tensor)
     if groups and _triton is None:

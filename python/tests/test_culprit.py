@@ -152,6 +152,101 @@ class BridgeCulpritTest(unittest.TestCase):
             self.assertEqual(batched, one_at_a_time, fault)
             self.assertEqual((batched["name"], batched["kind"], batched["fault"]), named, fault)
 
+    def test_a_permuted_output_is_read_in_place(self):
+        """A batch-second output (what MultiheadAttention hands a batch_first model) is read by the
+        C pass over its storage, without a copy or torch.aminmax, and named where it overflows;
+        its histogram on a recorded step is its contiguous copy's."""
+        from fpscope_torch import exponent_counts
+        from fpscope_torch.histogram import dense_view, exponent_histogram
+        if exponent_counts.largest_magnitude(torch.zeros(1)) is None:
+            self.skipTest(exponent_counts.why_not())
+        x = torch.randn(4, 6, 5)
+        for permuted in (x.transpose(0, 1), x.permute(2, 0, 1), x.t() if x.dim() == 2 else x.transpose(1, 2)):
+            view = dense_view(permuted)
+            self.assertTrue(view.is_contiguous())
+            self.assertEqual(view.data_ptr(), x.data_ptr())  # a view of the same storage
+            self.assertTrue(torch.equal(view.reshape(-1).sort().values, permuted.reshape(-1).sort().values))
+        for gaps in (x[:, ::2], x[..., 1:], x[:1].expand(3, 6, 5)):
+            self.assertIsNone(dense_view(gaps))
+        turned = x.transpose(0, 1) * 1e30
+        self.assertTrue(torch.equal(exponent_histogram(turned), exponent_histogram(turned.contiguous())))
+
+        class BatchSecond(torch.nn.Module):
+            def forward(self, x):
+                return (x * 1e4).transpose(0, 1)  # (8 inputs) -> batch second
+
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc1, self.turn, self.fc2 = torch.nn.Linear(8, 8), BatchSecond(), torch.nn.Linear(8, 4)
+
+            def forward(self, x):
+                return self.fc2(self.turn(self.fc1(x)).transpose(0, 1))[:, 0]  # (a sum's gradient would be expanded: not dense)
+
+        torch.manual_seed(0)
+        model = Model()
+        handle = poison(model.fc1, 10.0, lambda: True)  # x 1e4 in turn: 1e5, past fp16's largest
+        saved, calls = torch.aminmax, []
+        torch.aminmax = lambda *a, **k: calls.append(a) or saved(*a, **k)
+        try:
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "run.jsonl")
+                with fpscope_torch.Recorder(model, path, every=5, scaler=False, precision="fp16-mixed", global_step=1) as recorder:
+                    loss = torch.nn.functional.cross_entropy(model(torch.randn(3, 2, 8)), torch.randint(0, 4, (3,)))
+                    loss.backward()
+                    recorder.step(loss, skipped=True)
+                culprit = read_steps(path)[0]["culprit"]
+        finally:
+            torch.aminmax = saved
+            handle.remove()
+        self.assertEqual(calls, [])
+        self.assertEqual((culprit["name"], culprit["kind"], culprit["fault"]), ("turn", "activation", "overflow"))
+        self.assertEqual(culprit["largest"], float(torch.tensor(10.0) * 1e4))
+
+    def test_a_tensor_handed_on_unchanged_is_read_once_and_one_changed_in_place_again(self):
+        """Dropout with p = 0 returns its input, and its gradient node is its input's: that output
+        and its gradient take the readings just made. A module that doubles its input in place
+        and returns it hands on the same object at a new version: read again, and named."""
+        from fpscope_torch import exponent_counts
+
+        class Doubler(torch.nn.Module):
+            def forward(self, x):
+                return x.mul_(2)
+
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc1, self.drop, self.twice, self.fc2 = torch.nn.Linear(8, 8), torch.nn.Dropout(0.0), Doubler(), torch.nn.Linear(8, 4)
+
+            def forward(self, x):
+                return self.fc2(self.twice(self.drop(self.fc1(x))))
+
+        if exponent_counts.largest_magnitude(torch.zeros(1)) is None:
+            self.skipTest(exponent_counts.why_not())
+        torch.manual_seed(0)
+        model = Model()
+        handle = poison(model.fc1, 2.0e38, lambda: True)  # doubled: an infinity in float32
+        saved, read = exponent_counts.largest_magnitude, []
+        exponent_counts.largest_magnitude = lambda x: read.append(x.numel()) or saved(x)
+        try:
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "run.jsonl")
+                with fpscope_torch.Recorder(model, path, every=5, scaler=False, precision="fp32", global_step=1) as recorder:
+                    loss = torch.nn.functional.cross_entropy(model(torch.randn(4, 8)), torch.randint(0, 4, (4,)))
+                    loss.backward()
+                    readings, passes = len(recorder._labels), len(read)  # before step() reads the next step's weights
+                    recorder.step(loss, skipped=True)
+                culprit = read_steps(path)[0]["culprit"]
+        finally:
+            exponent_counts.largest_magnitude = saved
+            handle.remove()
+        # 4 weights, 4 outputs, 4 output gradients, 4 weight gradients; drop's output and gradient
+        # are fc1's (its gradient node's one gradient given to both hooks), twice's are not.
+        self.assertEqual((readings, passes), (16, 14))
+        self.assertEqual((culprit["name"], culprit["kind"], culprit["fault"]), ("twice", "activation", "inf"))
+        # The largest before it is fc1's (drop's the same, later): what twice doubled.
+        self.assertEqual(culprit["upstream"], {"name": "fc1", "kind": "activation", "largest": float(torch.tensor(2.0e38))})
+
     def test_an_injected_nan_is_named_recorded_step_or_not(self):
         torch.manual_seed(0)
         model = Mlp()
