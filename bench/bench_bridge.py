@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """The PyTorch bridge's cost beside the training it observes, in the same run: one training step of
 a GPT-style transformer without fpscope, recording every step, recording every 10 steps, and every
-10 with the fp32 shadow. Medians over 9 interleaved repetitions of 20 steps (each configuration
-measured between the others, so a slow minute on a shared machine touches all of them); prints the
-ratios and each configuration's spread.
+10 with the fp32 shadow. Medians over 9 interleaved repetitions of 20 steps, each after 2 untimed
+ones (each configuration measured between the others, so a slow minute on a shared machine touches
+all of them, and each repetition in an order rotated one further, so that none always follows the
+same one); prints the ratios and each configuration's spread. A Recorder is made with scaler=False:
+its search for a GradScaler it was not given, once a Recorder, is not what a step costs.
 
 On the CPU (default): ~1M parameters, float32, one thread. With --gpt2: HuggingFace transformers'
 GPT2LMHeadModel from a config of about 3M parameters (width 192, 6 layers, vocabulary 2048, batch
@@ -56,7 +58,17 @@ class TinyGPT(torch.nn.Module):
 
 
 REPETITIONS, STEPS = 9, 20
+WARM_UP = 2  # untimed steps of each configuration before its timed ones (a Recorder records step 0)
 NEVER = 10 ** 9  # `every` of a Recorder that starts at step 1: it records none of the timed steps
+
+
+def rotated(names, repetition):
+    """The configurations in the order repetition `repetition` runs them: each repetition starts one
+    further on, so that no configuration always follows the same one (a configuration run right
+    after a compiled one, or after a recorded one, pays for what its predecessor left in the
+    caches and the allocator)."""
+    k = repetition % len(names)
+    return names[k:] + names[:k]
 
 
 def gpt2_bench():
@@ -97,10 +109,15 @@ def gpt2_bench():
     times = {name: [] for name, _, _ in configurations}
     with tempfile.TemporaryDirectory() as d:
         for repetition in range(REPETITIONS):
-            for name, module, every in configurations:
+            for name, module, every in rotated(configurations, repetition):
+                # scaler=False (there is none): the search for an undeclared GradScaler, once a
+                # Recorder (a pass over Python's objects, about 100 ms with transformers loaded),
+                # is not what a step costs.
                 recorder = None if every is None else fpscope_torch.Recorder(
-                    module, os.path.join(d, f"r{repetition}.jsonl"), every=every, overwrite=True, precision="bf16 autocast",
-                    global_step=1 if every == NEVER else None, sentinel="sentinel off" not in name)
+                    module, os.path.join(d, f"r{repetition}.jsonl"), every=every, scaler=False, overwrite=True,
+                    precision="bf16 autocast", global_step=1 if every == NEVER else None, sentinel="sentinel off" not in name)
+                for _ in range(WARM_UP):  # every 10: steps 0 and 1; the timed 2..21 record 10 and 20
+                    train_step(module, recorder)
                 start = time.perf_counter()
                 for _ in range(STEPS):
                     train_step(module, recorder)
@@ -186,7 +203,7 @@ def main():
         for _ in range(3):
             train_step(None)  # warm-up
         for repetition in range(REPETITIONS):
-            for name in times:
+            for name in rotated(list(times), repetition):
                 every = 1 if name.startswith("recording every step") else NEVER if name.startswith("unrecorded") else 10
                 shadow = "shadow" in name
                 if host:  # elsewhere the environment's setting, as a user's run has it
@@ -197,6 +214,8 @@ def main():
                 # (scaler=False without one: the search for an undeclared GradScaler, once a Recorder,
                 # is not what a step costs)
                 steps = STEPS
+                for _ in range(WARM_UP):  # every 10: steps 0 and 1; the timed 2..21 record 10 and 20
+                    train_step(recorder, shadow)
                 synchronize()
                 start = time.perf_counter()
                 timing[0] = name

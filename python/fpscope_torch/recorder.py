@@ -443,10 +443,18 @@ class Recorder:
                                   getattr(torch.cuda.amp, "GradScaler", None)) if isinstance(t, type))
         if not types:
             return
+        # Every GradScaler class there is now (FSDP's ShardedGradScaler, Lightning's), so that each
+        # of the hundreds of thousands of objects a process holding torch has costs one set lookup.
+        # type(), not isinstance(): the latter asks objects for __class__, which some answer with a
+        # warning (or, for a weak proxy whose object is gone, an error).
+        scalers, unseen = set(), list(types)
+        while unseen:
+            kind = unseen.pop()
+            if kind not in scalers:
+                scalers.add(kind)
+                unseen.extend(kind.__subclasses__())
         for thing in gc.get_objects():
-            # type(), not isinstance(): the latter asks objects for __class__, which some answer
-            # with a warning (or, for a weak proxy whose object is gone, an error).
-            if issubclass(type(thing), types) and thing.is_enabled() and getattr(thing, "_scale", None) is not None:
+            if type(thing) in scalers and thing.is_enabled() and getattr(thing, "_scale", None) is not None:
                 raise RuntimeError("a GradScaler is scaling this training's losses but was not given to Recorder: its "
                                    "gradients would be logged as unscaled; pass Recorder(..., scaler=scaler), or "
                                    "scaler=False if that scaler belongs to another model")

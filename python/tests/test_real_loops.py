@@ -4,6 +4,7 @@ transformers models built from tiny configs (random init, nothing downloaded), a
 case its one sentence. Parts that need torch 2.x or transformers say so when they skip."""
 
 import contextlib
+import gc
 import io
 import json
 import logging
@@ -515,6 +516,21 @@ class MisuseTest(unittest.TestCase):
             with self.assertRaisesRegex(RuntimeError, r"came after scaler.step\(\) but before scaler.update\(\)"):
                 recorder.step()
             recorder.close()
+            # A subclass of a subclass (FSDP's ShardedGradScaler and Lightning's are subclasses), the
+            # only scaler left.
+            del scaler
+            gc.collect()
+            scaled_twice = type("ScaledTwice", (type("Scaled", (torch.amp.GradScaler,), {}),), {})("cpu", init_scale=2.0 ** 12)
+            for used in (False, True):
+                recorder = fpscope_torch.Recorder(model, os.path.join(d, f"d{used}.jsonl"))
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                (scaled_twice.scale(loss) if used else loss).backward()
+                if used:
+                    with self.assertRaisesRegex(RuntimeError, r"^a GradScaler is scaling this training's losses but was not given to Recorder"):
+                        recorder.step()
+                else:
+                    recorder.step()  # made, not yet used: no scale there to find
+                recorder.close()
 
 
 if __name__ == "__main__":
