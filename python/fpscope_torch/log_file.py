@@ -1,7 +1,8 @@
 """The run log's file as the CLI keeps it: one writer at a time (an flock on the log, held for the
 writer's life, taken while its folder's flock orders writers that start together), a new log
 appears whole (its header is written to a locked temporary beside it and renamed into place), and
-an existing log is neither replaced nor appended to by accident."""
+an existing log is neither replaced nor appended to by accident, and a write that fails (a full
+disk) leaves the log as it was, its lines whole."""
 
 import fcntl
 import json
@@ -61,8 +62,7 @@ def create(path, header, overwrite):
             raise RunLogError(f"{given}: cannot write in its folder ({error.strerror})") from None
         try:
             fcntl.flock(out.fileno(), fcntl.LOCK_EX)
-            out.write(json.dumps(header) + "\n")
-            out.flush()
+            append(out, (json.dumps(header) + "\n").encode(), given)
             os.replace(temporary, path)  # a follower never sees a half-written header
         except BaseException:
             out.close()
@@ -98,6 +98,25 @@ def open_to_append(path):
         raise RunLogError(f"{given} is not an fpscope run log: cannot append to it")
     out.seek(0, os.SEEK_END)
     return out, header
+
+
+def append(out, data, given):
+    """Appends `data` (whole lines, bytes) to the open log `out` through its descriptor, unbuffered:
+    all of it, or -- where the disk fills, a file size limit is reached or the device fails -- none
+    of it, the log cut back to where it ended (a torn line in the middle would make every line after
+    it unreadable), and a RunLogError naming the log and why."""
+    fd = out.fileno()
+    end = os.lseek(fd, 0, os.SEEK_END)
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError as error:
+        try:
+            os.ftruncate(fd, end)
+        except OSError:
+            pass
+        raise RunLogError(f"{given}: cannot write to it ({error.strerror}); it is left as it was, its lines whole") from None
 
 
 def last_step(log):

@@ -413,8 +413,9 @@ class Recorder:
     def _write_lines(self, lines):
         """Writes step lines (dicts, or a line's JSON text already made) to the log, and with a
         TensorBoard writer as events (which then gets dicts)."""
-        self._file.write("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
-        self._file.flush()
+        if lines:
+            log_file.append(self._file, "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines).encode(),
+                            self.path)
         if self._events is not None:
             for line in lines:
                 self._events.line(line)
@@ -843,13 +844,15 @@ class Recorder:
         if self._values:
             readings = (self._labels,) + self._device_readings()
         self._steps.append([self.step_index, loss_value, self._scale_used, scale_after, skipped, readings])
-        if self._recording():
-            self._write_recorded()
-        self._scale_used = scale_after
-        self.step_index += 1
-        if not self._armed():  # the hooks stay from one armed step to the next
-            self._disarm()
-        self._arm_if_recording()
+        try:
+            if self._recording():
+                self._write_recorded()
+        finally:  # a log that could not be written (log_file.append) misses these lines; the next step goes on
+            self._scale_used = scale_after
+            self.step_index += 1
+            if not self._armed():  # the hooks stay from one armed step to the next
+                self._disarm()
+            self._arm_if_recording()
 
     def _skipped(self, record):
         """Whether a read-back step record's step skipped its update, and its loss (None where not
@@ -1037,13 +1040,16 @@ class Recorder:
         if self._rank == 0 and self._file is not None:
             # Not collective (a rank may close alone): the steps since the last recorded one carry
             # rank 0's own culprits.
-            culprits = self._culprits(self._steps, collective=False)
-            self._write_lines([self._step_line(r, culprit=culprits[r[0]]) for r in self._steps])
-            self._file.close()
-            self._file = None
-            if self._events is not None:
-                self._events.close()
-                self._events = None
+            try:
+                culprits = self._culprits(self._steps, collective=False)
+                self._write_lines([self._step_line(r, culprit=culprits[r[0]]) for r in self._steps])
+            finally:  # the log and its lock let go even where the last lines could not be written
+                self._steps = []
+                self._file.close()
+                self._file = None
+                if self._events is not None:
+                    self._events.close()
+                    self._events = None
         self._steps = []
 
     def __enter__(self):

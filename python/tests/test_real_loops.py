@@ -9,6 +9,9 @@ import io
 import json
 import logging
 import os
+import re
+import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -21,6 +24,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import fpscope_torch  # noqa: E402
 from fpscope_torch.log_file import RunLogError  # noqa: E402
 from test_recorder import numpy_histogram, read_log, record_histogram, records_of, snapshots_of  # noqa: E402
+
+FPSCOPE = os.environ.get("FPSCOPE_BIN", "fpscope")
 
 TORCH_2 = int(torch.__version__.split(".")[0]) >= 2
 try:
@@ -398,10 +403,57 @@ class LongNamesTest(unittest.TestCase):
                 loss.backward()
                 recorder.step(loss)
             names = {(t["name"], t["kind"]) for t in snapshots_of(read_log(path)[1])[0]["tensors"]}
-            shown = subprocess.run([os.environ.get("FPSCOPE_BIN", "fpscope"), "analyze", path], capture_output=True, text=True, check=True).stdout
+            shown = subprocess.run([FPSCOPE, "analyze", path], capture_output=True, text=True, check=True).stdout
         self.assertIn(("transformer.h.11.attn.resid_dropout", "activation_gradient"), names)
         for name, kind in names:
             self.assertRegex(shown, f"\\n{name} {kind} +[0-9]", (name, kind))
+
+
+# A training of 8 steps whose log fills its disk at step 2 or 3: under RLIMIT_FSIZE ("limit"), room
+# made again by lifting the limit; on a 256 KiB tmpfs ("tmpfs"), filled with ballast but for 8 KiB,
+# room made by deleting the ballast. Prints what was refused and the log as it ended.
+FULL_DISK_CHILD = r"""
+import json, os, resource, signal, sys
+import torch, fpscope_torch
+from fpscope_torch.log_file import RunLogError
+path, mode = sys.argv[1], sys.argv[2]
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG), not the process
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(6, 64), torch.nn.ReLU(), torch.nn.Linear(64, 3))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+recorder = fpscope_torch.Recorder(model, path, scaler=False)
+ballast = os.path.join(os.path.dirname(path), "ballast")
+refused = []
+for step in range(8):
+    if step == 1:  # the log's lines are a few KiB: step 1 fits, a later one does not
+        if mode == "limit":
+            resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(path) + 2 * (os.path.getsize(path)), resource.RLIM_INFINITY))
+        else:
+            fd = os.open(ballast, os.O_WRONLY | os.O_CREAT)
+            try:
+                while True:
+                    os.write(fd, b"0" * 4096)
+            except OSError:
+                os.close(fd)
+            os.truncate(ballast, max(0, os.path.getsize(ballast) - 8192 - 4096))
+    x, y = torch.randn(16, 6), torch.randint(0, 3, (16,))
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    before = os.path.getsize(path)
+    try:
+        recorder.step(loss)
+    except RunLogError as error:
+        refused.append({"step": step, "error": str(error), "size_before": before, "size_after": os.path.getsize(path)})
+        if mode == "limit":
+            resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        else:
+            os.unlink(ballast)
+recorder.close()
+with open(path) as f:
+    print(json.dumps({"refused": refused, "log": f.read()}))
+"""
 
 
 class MisuseTest(unittest.TestCase):
@@ -442,6 +494,44 @@ class MisuseTest(unittest.TestCase):
                     fpscope_torch.Recorder(self.model(), path, **arguments)
             first.close()
             fpscope_torch.Recorder(self.model(), path, append=True).close()  # free again once closed
+
+    def test_a_full_disk_leaves_the_log_whole_and_the_run_goes_on(self):
+        """A step whose lines do not fit is refused in one sentence naming the log, the log cut back
+        to its last whole line (a torn line would make every later line unreadable); once there is
+        room the next steps are written. Twice: under a file size limit (RLIMIT_FSIZE, anywhere),
+        and on a tmpfs that fills, in a private mount namespace where this user may make one."""
+        with tempfile.TemporaryDirectory() as d:
+            runs = [("limit", d)]
+            if shutil.which("unshare") and subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0:
+                runs.append(("tmpfs", d))
+            else:
+                print("test_a_full_disk: no private mount namespace here (unshare -m): the tmpfs half is not run", file=sys.stderr)
+            for mode, folder in runs:
+                path = os.path.join(folder, f"{mode}.jsonl")
+                command = [sys.executable, "-c", FULL_DISK_CHILD, path, mode]
+                if mode == "tmpfs":
+                    room = os.path.join(folder, "room")
+                    os.mkdir(room)
+                    path = os.path.join(room, "run.jsonl")
+                    command = ["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o size=256k tmpfs "$0" && exec "$@"', room,
+                               sys.executable, "-c", FULL_DISK_CHILD, path, mode]
+                    # The log lives in the namespace's tmpfs: the child copies it out for reading.
+                env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
+                done = subprocess.run(command, capture_output=True, text=True, env=env)
+                self.assertEqual(done.returncode, 0, done.stderr)
+                report = json.loads(done.stdout.splitlines()[-1])
+                (refused,) = report["refused"]
+                self.assertRegex(refused["error"], r"^" + re.escape(path) + r": cannot write to it \((File too large|No space left on device)\); "
+                                 r"it is left as it was, its lines whole$", mode)
+                self.assertEqual(refused["size_after"], refused["size_before"], mode)
+                lines = [json.loads(line) for line in report["log"].splitlines()]  # every line whole
+                self.assertEqual([line["step"] for line in lines[1:]], [k for k in range(8) if k != refused["step"]], mode)
+                copy = os.path.join(d, f"{mode}-copy.jsonl")
+                with open(copy, "w") as f:
+                    f.write(report["log"])
+                analyzed = subprocess.run([FPSCOPE, "analyze", copy, "--json"], capture_output=True, text=True)
+                self.assertEqual(analyzed.returncode, 0, analyzed.stderr)
+                self.assertNotIn("incomplete", analyzed.stdout + analyzed.stderr)
 
     def test_a_missing_folder_is_named_as_given(self):
         with tempfile.TemporaryDirectory() as d:
