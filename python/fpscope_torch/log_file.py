@@ -119,14 +119,44 @@ def append(out, data, given):
         raise RunLogError(f"{given}: cannot write to it ({error.strerror}); it is left as it was, its lines whole") from None
 
 
-def last_step(log):
-    """The largest step number in an open log (-1 if none): where appending goes on."""
-    log.seek(0)
-    last = -1
-    for line in log:
-        try:
-            last = max(last, int(json.loads(line).get("step", -1)))
-        except (ValueError, AttributeError, TypeError):
-            pass  # the header, or a torn last line
-    log.seek(0, os.SEEK_END)
-    return last
+def _step_of(line):
+    """The step number of a log line (bytes), or None for the header or a line without one."""
+    try:
+        step = json.loads(line).get("step")
+    except (ValueError, AttributeError):
+        return None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
+def cut_back(log, given, from_step=None):
+    """Readies an open log for appending: cuts a torn last line (a run stopped while writing it),
+    which the next line would otherwise join into one that no reader can parse, and -- for a run
+    resumed at `from_step` -- the lines of the steps from there on, which the resumed run writes
+    again (a log's steps increase: left there, the resumed steps would make it unreadable).
+    Returns the largest step kept (-1 if none) and what was cut, in one sentence naming the log
+    (None where nothing was)."""
+    fd = log.fileno()
+    kept, last, cut_steps, torn = 0, -1, [], 0
+    with open(os.dup(fd), "rb") as raw:  # the same open file (its lock), read as bytes
+        raw.seek(0)
+        for line in raw:
+            if not line.endswith(b"\n"):
+                torn = len(line)
+                break
+            step = _step_of(line)
+            if cut_steps or (step is not None and from_step is not None and step >= from_step):
+                if step is not None:
+                    cut_steps.append(step)
+                continue
+            last = last if step is None else max(last, step)
+            kept += len(line)
+    if kept < os.fstat(fd).st_size:
+        os.ftruncate(fd, kept)
+    os.lseek(fd, 0, os.SEEK_END)
+    said = []
+    if cut_steps:
+        said.append(f"the lines of steps {cut_steps[0]}..{cut_steps[-1]} ({len(cut_steps)}), which the run resumed at step "
+                    f"{from_step} writes again")
+    if torn:
+        said.append(f"a torn last line ({torn} bytes, from a run stopped while writing it)")
+    return last, (f"{given}: cut before appending: " + "; and ".join(said)) if said else None

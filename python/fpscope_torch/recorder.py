@@ -320,6 +320,8 @@ class Recorder:
             raise ValueError(f"unknown kinds {sorted(unknown)}: expected activation, activation_gradient, weight, weight_gradient")
         if append and overwrite:
             raise ValueError("append=True goes on with an existing log and overwrite=True replaces it: pass one of them")
+        if global_step is not None and global_step < 0:  # before the log is touched
+            raise ValueError(f"global_step must not be negative, not {global_step}")
         self.model = model
         self._root = _unwrapped(model)
         self.path = os.fspath(path)
@@ -368,15 +370,21 @@ class Recorder:
         self.step_index = 0
         if self._rank == 0:
             self._open(model_name, precision, self._format, append, overwrite, tensorboard)
-        if append and global_step is None:
-            global_step = log_file.last_step(self._file) + 1 if self._rank == 0 else 0
-            if self._distributed:
+        if append:
+            # The log made ready to go on (log_file.cut_back): at global_step where given (a run
+            # resumed from a checkpoint), else after its last step.
+            given = global_step
+            if self._rank == 0:
+                last, cut = log_file.cut_back(self._file, self.path, global_step)
+                if cut:
+                    warnings.warn(cut, RuntimeWarning, stacklevel=2)
+                if global_step is None:
+                    global_step = last + 1
+            if given is None and self._distributed:
                 shared = [global_step]
                 torch.distributed.broadcast_object_list(shared, src=0)
                 global_step = shared[0]
         if global_step is not None:
-            if global_step < 0:
-                raise ValueError(f"global_step must not be negative, not {global_step}")
             self.step_index = global_step
         self._arm_if_recording()
 

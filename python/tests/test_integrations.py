@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import warnings
 
 import torch
 
@@ -64,6 +65,34 @@ class HuggingFaceTest(unittest.TestCase):
         names = [t["name"] for t in snapshots[0]["tensors"]]
         self.assertFalse([n for n in names if "#" in n])  # accumulation and checkpointing: one step's tensors
         self.assertEqual(len(snapshots[0]["tensors"]), len(snapshots[1]["tensors"]))
+
+    def test_a_training_resumed_from_a_checkpoint_writes_its_steps_again(self):
+        """Trained to step 6 with checkpoints every 2 steps, then resumed from checkpoint-4 as after
+        a crash: the log goes on at the Trainer's step, the old lines of steps 4 and 5 cut (said in a
+        warning), and reads as one run of steps 0..5 whose last two are the resumed run's."""
+        from transformers import Trainer, TrainingArguments
+        from fpscope_torch.huggingface import FpscopeCallback
+        torch.manual_seed(1)
+        data = [{"input_ids": t, "labels": t} for t in torch.randint(0, 64, (24, 16))]
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+            arguments = TrainingArguments(output_dir=d, max_steps=6, per_device_train_batch_size=2, use_cpu=True, report_to=[],
+                                          logging_steps=1, save_strategy="steps", save_steps=2, disable_tqdm=True)
+            Trainer(model=tiny_gpt2(), args=arguments, train_dataset=data, callbacks=[FpscopeCallback(path, every=2)]).train()
+            first = read_log(path)[1]
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                trainer = Trainer(model=tiny_gpt2(), args=arguments, train_dataset=data, callbacks=[FpscopeCallback(path, every=2)])
+                trainer.train(resume_from_checkpoint=os.path.join(d, "checkpoint-4"))
+            header, lines = read_log(path)
+            result = subprocess.run([FPSCOPE, "analyze", path], capture_output=True, text=True)
+        self.assertEqual([str(w.message) for w in said if "cut before appending" in str(w.message)],
+                         [f"{path}: cut before appending: the lines of steps 4..5 (2), which the run resumed at step 4 writes again"])
+        self.assertEqual([line["step"] for line in lines], list(range(6)))
+        self.assertEqual(lines[:4], first[:4])
+        logged = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+        self.assertAlmostEqual(lines[5]["loss"], float(logged[-1]), delta=1e-6 * abs(float(logged[-1])))
+        self.assertEqual(result.returncode, 0, result.stderr)
 
     def test_the_scaler_behind_accelerates_optimizer_is_found(self):
         from transformers import TrainerControl, TrainerState, TrainingArguments

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import warnings
 
 import numpy as np
 import torch
@@ -580,6 +581,48 @@ class RecorderTest(unittest.TestCase):
             self.assertEqual([line["step"] for line in lines], [0, 1, 2, 3, 4, 5])
             result = subprocess.run([FPSCOPE, "analyze", path], capture_output=True, text=True)
             self.assertEqual(result.returncode, 0, result.stderr)
+
+
+    def test_append_after_a_crash_and_from_a_checkpoint(self):
+        """A run killed while writing a line leaves it torn: appending cuts it (joined to the next
+        line, no reader could parse either). A run resumed from its checkpoint at step 4 after the
+        log reached step 6 writes steps 4.. again: their old lines are cut (a log's steps
+        increase). Each cut is said in a warning naming the log; the log stays readable."""
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+            model = tiny_model()
+            x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+
+            def train(steps, **arguments):
+                with warnings.catch_warnings(record=True) as said:
+                    warnings.simplefilter("always")
+                    with fpscope_torch.Recorder(model, path, **arguments) as recorder:
+                        for _ in range(steps):
+                            loss = torch.nn.functional.cross_entropy(model(x), y)
+                            loss.backward()
+                            recorder.step(loss)
+                            model.zero_grad()
+                return [str(w.message) for w in said if issubclass(w.category, RuntimeWarning)]
+
+            self.assertEqual(train(5), [])
+            with open(path, "rb") as f:
+                whole = f.read()
+            with open(path, "ab") as f:
+                f.write(b'{"step": 5, "loss": 1.2, "loss_sc')  # killed mid-line
+            self.assertEqual(train(2, append=True), [f"{path}: cut before appending: a torn last line (33 bytes, from a run stopped while writing it)"])
+            with open(path, "rb") as f:
+                self.assertTrue(f.read().startswith(whole))  # what was whole is kept, byte for byte
+            self.assertEqual([line["step"] for line in read_log(path)[1]], [0, 1, 2, 3, 4, 5, 6])
+            self.assertEqual(train(3, append=True, global_step=4),
+                             [f"{path}: cut before appending: the lines of steps 4..6 (3), which the run resumed at step 4 writes again"])
+            self.assertEqual([line["step"] for line in read_log(path)[1]], [0, 1, 2, 3, 4, 5, 6])
+            self.assertEqual(train(1, append=True, global_step=7), [])  # nothing to cut: nothing said
+            result = subprocess.run([FPSCOPE, "analyze", path], capture_output=True, text=True)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertNotIn("incomplete", result.stderr)
+            with self.assertRaisesRegex(ValueError, r"^global_step must not be negative, not -1$"):
+                fpscope_torch.Recorder(model, path, append=True, global_step=-1)
+            self.assertEqual([line["step"] for line in read_log(path)[1]], [0, 1, 2, 3, 4, 5, 6, 7])
 
 
 def distributed_worker(rank, world, path, port, uneven, blocks=None):
