@@ -210,7 +210,8 @@ print(json.dumps(out))
         """partial_histograms as on an accelerator (its grouping forced on the CPU, the kernel run by
         TRITON_INTERPRET=1): tensors of one dtype go to one launch of the many-tensor kernel, each
         cut into runs of tiles (several runs for the larger ones, a partial last tile, an empty
-        tensor, a float64 one converted), and each gets NumPy's counts."""
+        tensor, a float64 one converted, a transposed one read in place, one with gaps copied), and
+        each gets NumPy's counts."""
         script = """
 import json, sys, numpy as np, torch
 sys.path.insert(0, sys.argv[1])
@@ -226,7 +227,8 @@ special = np.array([0.0, -0.0, 1.0, 3e38, np.inf, -np.inf, np.nan, 2.0 ** -126],
 wide = lambda n: (rng.normal(0, 1, n) * 2.0 ** rng.integers(-150, 127, n)).astype(np.float32)
 values = [np.concatenate([special, tiny, -tiny, wide(9001)]), wide(5000), np.zeros(0, np.float32), wide(3000), wide(2049), wide(100)]
 tensors = [torch.from_numpy(values[0]), torch.from_numpy(values[1]).half(), torch.from_numpy(values[2]), torch.from_numpy(values[3]).bfloat16(),
-           torch.from_numpy(values[4]), torch.from_numpy(values[5]).double()]
+           torch.from_numpy(values[4]), torch.from_numpy(values[5]).double(), torch.from_numpy(wide(3000)).reshape(60, 50).t(),
+           torch.from_numpy(wide(4000)).reshape(40, 100)[:, ::2]]
 rows = histogram.assemble(histogram.partial_histograms(tensors))
 out = [[str(t.dtype), t.float().numpy().tolist(), tensor_record("t", "other", row)] for t, row in zip(tensors, rows)]
 print(json.dumps({"launches": launches, "cases": out}))
@@ -236,8 +238,8 @@ print(json.dumps({"launches": launches, "cases": out}))
         self.assertEqual(result.returncode, 0, result.stderr[-2000:])
         answer = json.loads(result.stdout)
         self.assertEqual(sorted(map(tuple, answer["launches"])),
-                         sorted([("torch.float32",) * 4, ("torch.float16",), ("torch.bfloat16",)]))
-        self.assertEqual(len(answer["cases"]), 6)
+                         sorted([("torch.float32",) * 6, ("torch.float16",), ("torch.bfloat16",)]))
+        self.assertEqual(len(answer["cases"]), 8)
         for dtype, values, record in answer["cases"]:
             self.assertEqual(record_histogram(record), numpy_histogram(np.array(values, dtype=np.float32)), dtype)
 
