@@ -1,5 +1,6 @@
 """Recorder: observes a PyTorch training and writes an fpscope run log (schema 2)."""
 
+import atexit
 import gc
 import json
 import math
@@ -24,6 +25,22 @@ def _scale_of(kind, loss_scale):
     """The scale a record of `kind` carries: gradients the loss scale their backward used, values
     (activations, weights) none."""
     return loss_scale if kind.endswith("_gradient") else 1.0
+_OPEN = weakref.WeakSet()  # Recorders not yet closed: closed at exit (_close_at_exit)
+
+
+def _close_at_exit():
+    """At the interpreter's exit -- the loop ended, raised, or was interrupted without close() --
+    each open Recorder writes the step records it still holds (the steps since the last recorded
+    one, with the culprits of those that skipped), where they would have been lost with it."""
+    for recorder in list(_OPEN):
+        try:
+            recorder.close()
+        except Exception as error:  # one Recorder's failure does not keep the others' records back
+            warnings.warn(f"fpscope_torch: closing {recorder.path} at exit: {error}", RuntimeWarning)
+
+
+atexit.register(_close_at_exit)
+
 UNREAD = -1.0  # a sentinel reading left out: its tensor changed in place before it was read (held.py)
 
 
@@ -293,7 +310,10 @@ class Recorder:
     `tensorboard="runs/name"` also writes every line as TensorBoard events as it goes
     (fpscope_torch.tensorboard: binade histograms, loss, scale, skips, flush shares).
 
-    Call step(loss) once per optimizer step, after the optimizer step and the scaler's update.
+    Call step(loss) once per optimizer step, after the optimizer step and the scaler's update, and
+    close() at the end (or use `with`): it writes the records of the steps since the last recorded
+    one. A Recorder still open when the interpreter exits (a loop that raised, or was interrupted)
+    is closed then.
     Under torch.distributed every rank must call it (recording steps are collective): activations,
     activation gradients and DTensor shards (FSDP2) are summed over the ranks, replicated weights
     and weight gradients (DDP, after its averaging) are rank 0's.
@@ -387,6 +407,7 @@ class Recorder:
         if global_step is not None:
             self.step_index = global_step
         self._arm_if_recording()
+        _OPEN.add(self)
 
     # ---- the log ----
 
@@ -1042,6 +1063,7 @@ class Recorder:
         if self._closed:
             return
         self._closed = True
+        _OPEN.discard(self)
         self._disarm()
         self._held.drop()
         _read_back(self._steps)

@@ -533,6 +533,34 @@ class MisuseTest(unittest.TestCase):
                 self.assertEqual(analyzed.returncode, 0, analyzed.stderr)
                 self.assertNotIn("incomplete", analyzed.stdout + analyzed.stderr)
 
+    def test_a_loop_that_raises_without_close_loses_no_step(self):
+        """Recording every 10th step, a loop raises at step 7 and never calls close(): at the
+        interpreter's exit the Recorder writes steps 1..6 (the culprit of the skip at step 5, a NaN
+        put into the first layer's output, with them), which it held for the next recorded step."""
+        child = """
+import sys, torch, fpscope_torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+model[0].register_forward_hook(lambda m, i, out: out.index_fill(1, torch.tensor([2]), float("nan")) if step == 5 else None)
+recorder = fpscope_torch.Recorder(model, sys.argv[1], every=10, scaler=False)
+for step in range(7):
+    loss = torch.nn.functional.cross_entropy(model(torch.randn(4, 6)), torch.randint(0, 3, (4,)))
+    loss.backward()
+    recorder.step(loss, skipped=step == 5)
+    model.zero_grad()
+raise RuntimeError("the loop stops here")
+"""
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+            env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
+            done = subprocess.run([sys.executable, "-c", child, path], capture_output=True, text=True, env=env)
+            self.assertEqual(done.returncode, 1)
+            self.assertIn("RuntimeError: the loop stops here", done.stderr)
+            lines = read_log(path)[1]
+        self.assertEqual([line["step"] for line in lines], list(range(7)))
+        self.assertEqual([line["step"] for line in lines if line.get("culprit")], [5])
+        self.assertEqual((lines[5]["culprit"]["name"], lines[5]["culprit"]["fault"]), ("0", "nan"))
+
     def test_a_missing_folder_is_named_as_given(self):
         with tempfile.TemporaryDirectory() as d:
             os.chdir(d)
