@@ -7,6 +7,7 @@ disk) leaves the log as it was, its lines whole."""
 import fcntl
 import json
 import os
+import re
 
 
 class RunLogError(ValueError):
@@ -119,8 +120,15 @@ def append(out, data, given):
         raise RunLogError(f"{given}: cannot write to it ({error.strerror}); it is left as it was, its lines whole") from None
 
 
+_STEP_FIRST = re.compile(rb'\{"step": (\d+)[,}]')  # how this package writes a step line: its number first
+
+
 def _step_of(line):
-    """The step number of a log line (bytes), or None for the header or a line without one."""
+    """The step number of a log line (bytes), or None for the header or a line without one. A line
+    this package wrote is not parsed whole (a recorded step's line is tens of kilobytes)."""
+    first = _STEP_FIRST.match(line)
+    if first:
+        return int(first.group(1))
     try:
         step = json.loads(line).get("step")
     except (ValueError, AttributeError):

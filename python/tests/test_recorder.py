@@ -624,6 +624,12 @@ class RecorderTest(unittest.TestCase):
             self.assertNotIn("incomplete", result.stderr)
             with self.assertRaisesRegex(ValueError, r"^global_step must not be negative, not -1$"):
                 fpscope_torch.Recorder(model, path, append=True, global_step=-1)
+            # A step line is found by its number first, and parsed whole where another writer put
+            # its keys in another order.
+            from fpscope_torch.log_file import _step_of
+            self.assertEqual([_step_of(line) for line in (b'{"step": 7, "loss": 1.0}\n', b'{"step": 12}\n', b'{"loss": 1.0, "step": 9}\n',
+                                                          b'{"fpscope_run_log": true, "schema_version": 2}\n', b'{"step": true}\n')],
+                             [7, 12, 9, None, None])
             self.assertEqual([line["step"] for line in read_log(path)[1]], [0, 1, 2, 3, 4, 5, 6, 7])
 
 
