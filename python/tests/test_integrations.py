@@ -114,9 +114,9 @@ class HuggingFaceTest(unittest.TestCase):
 
 @unittest.skipUnless(installed("lightning"), "lightning is not installed")
 class LightningTest(unittest.TestCase):
-    def test_callback_records_optimizer_steps_with_their_losses(self):
+    @staticmethod
+    def module_type():
         import lightning
-        from fpscope_torch.lightning import FpscopeCallback
 
         class Module(lightning.LightningModule):
             def __init__(self):
@@ -131,6 +131,40 @@ class LightningTest(unittest.TestCase):
             def configure_optimizers(self):
                 return torch.optim.SGD(self.parameters(), lr=0.1)
 
+        return Module
+
+    def test_a_training_resumed_from_a_checkpoint_writes_its_steps_again(self):
+        """As the HuggingFace test: 6 steps with a checkpoint every 2, then resumed from step 4."""
+        import lightning
+        from fpscope_torch.lightning import FpscopeCallback
+        Module = self.module_type()
+        torch.manual_seed(1)
+        data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(64, 6), torch.randint(0, 3, (64,))), batch_size=8)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+
+            def trainer():
+                every_2 = lightning.pytorch.callbacks.ModelCheckpoint(dirpath=d, filename="{step}", every_n_train_steps=2, save_top_k=-1)
+                return lightning.Trainer(max_steps=6, accelerator="cpu", callbacks=[FpscopeCallback(path, every=2), every_2], logger=False,
+                                         enable_progress_bar=False, enable_model_summary=False)
+            trainer().fit(Module(), data)
+            first = read_log(path)[1]
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                trainer().fit(Module(), data, ckpt_path=os.path.join(d, "step=4.ckpt"))
+            lines = read_log(path)[1]
+            result = subprocess.run([FPSCOPE, "analyze", path], capture_output=True, text=True)
+        self.assertEqual([str(w.message) for w in said if "cut before appending" in str(w.message)],
+                         [f"{path}: cut before appending: the lines of steps 4..5 (2), which the run resumed at step 4 writes again"])
+        self.assertEqual([line["step"] for line in first], list(range(6)))
+        self.assertEqual([line["step"] for line in lines], list(range(6)))
+        self.assertEqual(lines[:4], first[:4])
+        self.assertEqual(result.returncode, 0, result.stderr)
+
+    def test_callback_records_optimizer_steps_with_their_losses(self):
+        import lightning
+        from fpscope_torch.lightning import FpscopeCallback
+        Module = self.module_type()
         torch.manual_seed(1)
         data = torch.utils.data.TensorDataset(torch.randn(64, 6), torch.randint(0, 3, (64,)))
         with tempfile.TemporaryDirectory() as d:
