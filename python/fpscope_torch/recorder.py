@@ -902,7 +902,12 @@ class Recorder:
         skipped, value = self._skipped(record)
         if readings is None or not (skipped or (record[1] is not None and value is None)):
             return None
-        labels, entries, on_device = readings  # _device_readings
+        return self._culprit_of(readings)
+
+    def _culprit_of(self, readings):
+        """The culprit rule (find_culprit) over a step's sentinel readings, as _device_readings
+        keeps them; None where every reading is clean."""
+        labels, entries, on_device = readings
         values = on_device.tolist() if on_device is not None else []
         largest = []
         for entry in entries:
@@ -1064,6 +1069,10 @@ class Recorder:
             return
         self._closed = True
         _OPEN.discard(self)
+        try:  # before the held tensors are let go; never at the cost of the records below
+            unfinished = self._unfinished_step_culprit()
+        except Exception as error:
+            unfinished = f"fpscope_torch: the readings of step {self.step_index}, which did not reach Recorder.step(), could not be read: {error}"
         self._disarm()
         self._held.drop()
         _read_back(self._steps)
@@ -1081,6 +1090,29 @@ class Recorder:
                     self._events.close()
                     self._events = None
         self._steps = []
+        if unfinished is not None:
+            warnings.warn(unfinished, RuntimeWarning, stacklevel=2)
+
+    def _unfinished_step_culprit(self):
+        """Where the Recorder closes (or the interpreter exits) within a step that ran a forward but
+        never reached step() -- a loop that raised on a NaN loss, a backward that raised under
+        detect_anomaly -- that step has no record: what its sentinel readings so far name (this
+        rank's, in execution order), in one sentence; None where none broke."""
+        if not self._sentinel or self._micro_batch < 0 or not self._labels:
+            return None
+        self._look()
+        culprit = self._culprit_of((self._labels,) + self._device_readings())
+        if culprit is None:
+            return None
+        if culprit["fault"] == "overflow":
+            what = f"{culprit['largest']:.6g}, past {culprit['format']}'s largest"
+        else:
+            what = "a NaN" if culprit["fault"] == "nan" else "an infinity"
+        where = f" in micro-batch {culprit['micro_batch']}" if culprit.get("micro_batch") is not None else ""
+        upstream = culprit.get("upstream")
+        before = f"; the largest magnitude before it {upstream['largest']:.6g}, in {upstream['name']} ({upstream['kind']})" if upstream else ""
+        return (f"fpscope_torch: step {self.step_index} did not reach Recorder.step(), so {self.path} has no record of it: "
+                f"the first of its tensors to break was {culprit['name']} ({culprit['kind']}){where}, holding {what}{before}")
 
     def __enter__(self):
         return self

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import warnings
 
 import torch
 
@@ -283,6 +284,45 @@ class BridgeCulpritTest(unittest.TestCase):
             self.assertEqual([s["step"] for s in skipped], [2, 4])
             self.assertIn("a NaN appeared in fc2 activation with finite inputs", skipped[0]["diagnosis"])
             self.assertIn("not a scaling problem", skipped[0]["diagnosis"])
+
+    def test_a_step_that_never_reaches_step_is_named_in_a_warning(self):
+        """A loop that raises on a NaN loss, or a model that raises inside its forward (what it had
+        made still held there, on an accelerator's path), its Recorder closed by a `with` or at
+        exit, leaves that step without a record: closing says what its readings name. A step
+        stopped clean (a forward, then close()) says nothing."""
+        def refuse_nan(module, inputs):
+            if not torch.isfinite(inputs[0]).all():
+                raise FloatingPointError("fc3 was given a NaN")
+
+        for poisoned, inside in ((True, False), (True, True), (False, False)):
+            torch.manual_seed(0)
+            model = Mlp()
+            step = [0]
+            handle = poison(model.fc2, float("nan"), lambda: poisoned and step[0] == 2)
+            refusing = model.fc3.register_forward_pre_hook(refuse_nan) if inside else None
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "run.jsonl")
+                with warnings.catch_warnings(record=True) as said:
+                    warnings.simplefilter("always")
+                    with self.assertRaises(FloatingPointError), fpscope_torch.Recorder(model, path, every=10, scaler=False) as recorder:
+                        for step[0] in range(4):
+                            loss = torch.nn.functional.cross_entropy(model(torch.randn(4, 8)), torch.randint(0, 4, (4,)))
+                            if not torch.isfinite(loss) or step[0] == 3:
+                                raise FloatingPointError("the loop stops")
+                            loss.backward()
+                            recorder.step(loss)
+                self.assertEqual([line["step"] for line in read_steps(path)], [0, 1] if poisoned else [0, 1, 2])
+            handle.remove()
+            if refusing is not None:
+                refusing.remove()
+            messages = [str(w.message) for w in said if "did not reach" in str(w.message)]
+            if poisoned:
+                self.assertEqual(len(messages), 1)
+                self.assertRegex(messages[0], r"^fpscope_torch: step 2 did not reach Recorder.step\(\), so .*run.jsonl has no record of "
+                                 r"it: the first of its tensors to break was fc2 \(activation\) in micro-batch 0, holding a NaN; "
+                                 r"the largest magnitude before it [0-9.e+-]+, in fc1 \(activation\)$")
+            else:
+                self.assertEqual(messages, [])
 
     def test_the_micro_batch_of_gradient_accumulation(self):
         torch.manual_seed(0)
