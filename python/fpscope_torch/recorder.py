@@ -25,6 +25,8 @@ def _scale_of(kind, loss_scale):
     """The scale a record of `kind` carries: gradients the loss scale their backward used, values
     (activations, weights) none."""
     return loss_scale if kind.endswith("_gradient") else 1.0
+
+
 _OPEN = weakref.WeakSet()  # Recorders not yet closed: closed at exit (_close_at_exit)
 
 
