@@ -428,6 +428,18 @@ class Recorder:
             summary_writer_type()  # before the log: without the tensorboard package, no log is left behind
         if append and os.path.exists(self.path):
             self._file, header = log_file.open_to_append(self.path)
+            refusal = None
+            if header.get("source") != "fpscope_torch":
+                refusal = (f"{self.path} was written by {header.get('source') or 'another writer'}, not by a Recorder: its steps "
+                           "are that run's; name a new log")
+            elif header.get("format") != fmt:
+                refusal = (f"{self.path} holds a run in {header.get('format')} and this Recorder's format is {fmt}: its steps "
+                           f"would be read as {header.get('format')}; pass fmt={header.get('format')!r} (or the precision the log "
+                           "was written with), or name a new log")
+            if refusal is not None:
+                self._file.close()
+                self._file = None
+                raise log_file.RunLogError(refusal)
             self._run_id = header.get("run_id", "")
         else:
             self._run_id = uuid.uuid4().hex

@@ -19,6 +19,7 @@ import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import fpscope_torch  # noqa: E402
+from fpscope_torch.log_file import RunLogError  # noqa: E402
 
 FPSCOPE = os.environ.get("FPSCOPE_BIN", "fpscope")
 
@@ -631,6 +632,24 @@ class RecorderTest(unittest.TestCase):
                                                           b'{"fpscope_run_log": true, "schema_version": 2}\n', b'{"step": true}\n')],
                              [7, 12, 9, None, None])
             self.assertEqual([line["step"] for line in read_log(path)[1]], [0, 1, 2, 3, 4, 5, 6, 7])
+            # A log of another format, or another writer's, is not appended to: its header would
+            # have the new steps read as what they are not. Nothing changes, and the lock is let go.
+            with open(path, "rb") as f:
+                before = f.read()
+            with self.assertRaisesRegex(RunLogError, r"run.jsonl holds a run in fp16 and this Recorder's format is bf16: its steps "
+                                        r"would be read as fp16; pass fmt='fp16' \(or the precision the log was written with\), or name a new log$"):
+                fpscope_torch.Recorder(model, path, append=True, precision="bf16 autocast")
+            engine = os.path.join(d, "engine.jsonl")
+            subprocess.run([FPSCOPE, "train", "--steps", "1", "--out", engine], capture_output=True, check=True)
+            with open(engine, "rb") as f:
+                engine_before = f.read()
+            with self.assertRaisesRegex(RunLogError, r"engine.jsonl was written by fpscope train, not by a Recorder: its steps are that "
+                                        r"run's; name a new log$"):
+                fpscope_torch.Recorder(model, engine, append=True)
+            for name, was in ((path, before), (engine, engine_before)):
+                with open(name, "rb") as f:
+                    self.assertEqual(f.read(), was)
+            self.assertEqual(train(1, append=True), [])  # free again: the refusals let the lock go
 
 
 def distributed_worker(rank, world, path, port, uneven, blocks=None):
