@@ -391,7 +391,8 @@ class Recorder:
         self._scale_used = self._scale_now()  # the scale the next backward will use
         self.step_index = 0
         if self._rank == 0:
-            self._open(model_name, precision, self._format, append, overwrite, tensorboard)
+            self._open(model_name, precision, self._format, append, overwrite, tensorboard,
+                       global_step if append else None)
         if append:
             # The log made ready to go on (log_file.cut_back): at global_step where given (a run
             # resumed from a checkpoint), else after its last step.
@@ -422,7 +423,7 @@ class Recorder:
             where += ": " + torch.cuda.get_device_name(device)
         return f"PyTorch {torch.__version__} ({where})"
 
-    def _open(self, model_name, precision, fmt, append, overwrite, tensorboard):
+    def _open(self, model_name, precision, fmt, append, overwrite, tensorboard, resumed_at):
         if tensorboard is not None:
             from .tensorboard import summary_writer_type
             summary_writer_type()  # before the log: without the tensorboard package, no log is left behind
@@ -450,7 +451,7 @@ class Recorder:
             self._file = log_file.create(self.path, header, overwrite)
         if tensorboard is not None:
             from .tensorboard import EventWriter
-            self._events = EventWriter(tensorboard)
+            self._events = EventWriter(tensorboard, purge_step=resumed_at)
             self._events.header(header)
 
     def _write_lines(self, lines):

@@ -75,10 +75,12 @@ def summary_writer_type():
 
 
 class EventWriter:
-    """Writes a run log's lines as TensorBoard events into `logdir` (made if missing)."""
+    """Writes a run log's lines as TensorBoard events into `logdir` (made if missing). `purge_step`:
+    a run resumed at that step, whose earlier run's events from there on TensorBoard then hides
+    (SummaryWriter's purge_step), as the run log's lines from there on are cut."""
 
-    def __init__(self, logdir):
-        self._writer = summary_writer_type()(log_dir=os.fspath(logdir))
+    def __init__(self, logdir, purge_step=None):
+        self._writer = summary_writer_type()(log_dir=os.fspath(logdir), purge_step=purge_step)
         self._limits = None
         self.warnings = []
 

@@ -287,6 +287,40 @@ class TensorBoardTest(unittest.TestCase):
                                  [(e.step, list(e.histogram_value.bucket_limit), list(e.histogram_value.bucket)) for e in converted.Histograms(tag)])
             self.check_against_the_log(path, live)
 
+    def test_a_resumed_run_s_events_replace_the_crashed_run_s_from_its_step(self):
+        """Six steps recorded every 2nd with the live writer, then a run resumed at step 3 for two
+        steps: TensorBoard's own reader shows each step once, the resumed run's from step 3 on -- a
+        histogram at step 4 too, which the resumed run records again (without the purge both
+        runs' step-4 histograms are there) -- as the run log's lines are cut."""
+        with tempfile.TemporaryDirectory() as d:
+            path, logdir = os.path.join(d, "run.jsonl"), os.path.join(d, "tb")
+            model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+
+            def train(steps, seed, **arguments):
+                torch.manual_seed(seed)
+                with fpscope_torch.Recorder(model, path, every=2, scaler=False, tensorboard=logdir, **arguments) as recorder:
+                    for _ in range(steps):
+                        loss = torch.nn.functional.cross_entropy(model(torch.randn(32, 6) * (1 + seed)), torch.randint(0, 3, (32,)))
+                        loss.backward()
+                        recorder.step(loss)
+                        model.zero_grad()
+
+            train(6, 0)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the cut's warning (test_recorder holds its text)
+                train(2, 1, append=True, global_step=3)
+            lines = read_log(path)[1]
+            events = read_events(logdir)
+        losses = [(e.step, e.value) for e in events.Scalars("fpscope/loss")]
+        self.assertEqual([step for step, _ in losses], [0, 1, 2, 3, 4])
+        for (step, value), line in zip(losses, lines):
+            self.assertAlmostEqual(value, line["loss"], places=5)
+        tag = "activation/0"
+        self.assertEqual([e.step for e in events.Histograms(tag)], [0, 2, 4])
+        at_4 = next(t for t in snapshots_of(lines)[-1]["tensors"] if t["kind"] == "activation" and t["name"] == "0")
+        self.assertEqual(int(events.Histograms(tag)[-1].histogram_value.num), sum(c for _, c in at_4["bins"]) + at_4["zero"])
+        self.assertEqual(list(events.Histograms(tag)[-1].histogram_value.bucket)[-1], float(at_4["bins"][-1][1]))
+
     def test_bad_input_is_one_sentence_and_writes_nothing(self):
         with tempfile.TemporaryDirectory() as d:
             bad = os.path.join(d, "bad.jsonl")
