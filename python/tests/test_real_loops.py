@@ -502,10 +502,12 @@ class MisuseTest(unittest.TestCase):
         and on a tmpfs that fills, in a private mount namespace where this user may make one."""
         with tempfile.TemporaryDirectory() as d:
             runs = [("limit", d)]
-            if shutil.which("unshare") and subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0:
+            probe = ["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o size=64k tmpfs "$0"', d]
+            if shutil.which("unshare") and subprocess.run(probe, capture_output=True).returncode == 0:
                 runs.append(("tmpfs", d))
             else:
-                print("test_a_full_disk: no private mount namespace here (unshare -m): the tmpfs half is not run", file=sys.stderr)
+                print("test_a_full_disk: no private mount namespace with a tmpfs here (unshare -m, mount): the tmpfs half is not run",
+                      file=sys.stderr)
             for mode, folder in runs:
                 path = os.path.join(folder, f"{mode}.jsonl")
                 command = [sys.executable, "-c", FULL_DISK_CHILD, path, mode]
