@@ -1098,7 +1098,6 @@ class Recorder:
                 culprits = self._culprits(self._steps, collective=False)
                 self._write_lines([self._step_line(r, culprit=culprits[r[0]]) for r in self._steps])
             finally:  # the log and its lock let go even where the last lines could not be written
-                self._steps = []
                 self._file.close()
                 self._file = None
                 if self._events is not None:
