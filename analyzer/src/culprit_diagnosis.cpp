@@ -33,7 +33,11 @@ int binades_too_high(const Culprit& c) {
   return k;
 }
 
-std::string culprit_diagnosis(const StepRecord& step) {
+namespace {
+
+// What broke the step, from its culprit (culprit_diagnosis's text without what it says of an
+// unfinished step).
+std::string what_broke(const StepRecord& step) {
   if (!step.culprit) {
     return step.skipped ? "no culprit recorded: no tensor the sentinel reads held a NaN, an infinity or a value past its format's largest "
                           "(or the log was written without a sentinel)"
@@ -82,6 +86,13 @@ std::string culprit_diagnosis(const StepRecord& step) {
     }
   }
   return "?";
+}
+
+}  // namespace
+
+std::string culprit_diagnosis(const StepRecord& step) {
+  if (step.finished) return what_broke(step);
+  return "did not finish (its loop stopped inside it: no loss, no update); " + what_broke(step);
 }
 
 }  // namespace fpscope

@@ -286,6 +286,7 @@ Culprit parse_culprit(const json& o, const std::string& where) {
 
 json step_json(const StepRecord& step) {
   json line{{"step", step.step}, {"loss", step.loss}, {"loss_scale", step.loss_scale}, {"skipped", step.skipped}};
+  if (!step.finished) line["finished"] = false;  // written only where false: every engine step finishes
   if (step.culprit) line["culprit"] = culprit_json(*step.culprit);
   if (!step.scaling.empty()) {
     json scaling = json::array();
@@ -429,6 +430,10 @@ RunLogLine parse_run_log_line(std::string_view line, const std::string& where, c
     step.loss_scale = scale->get<double>();
   }
   step.skipped = value.value("skipped", false);
+  if (const auto finished = value.find("finished"); finished != value.end()) {
+    if (!finished->is_boolean()) fail(where, "'finished' must be true or false");
+    step.finished = finished->get<bool>();
+  }
   if (const auto scaling = value.find("scaling"); scaling != value.end()) step.scaling = parse_scaling(*scaling, where);
   if (const auto culprit = value.find("culprit"); culprit != value.end() && !culprit->is_null()) step.culprit = parse_culprit(*culprit, where);
   const bool version1 = header.schema_version == 1;
@@ -441,6 +446,7 @@ RunLogLine parse_run_log_line(std::string_view line, const std::string& where, c
   snapshot.skipped = step.skipped;
   snapshot.scaling = step.scaling;
   snapshot.culprit = step.culprit;
+  snapshot.finished = step.finished;
   if (const auto operands = value.find("block_operands"); operands != value.end()) {
     if (!operands->is_array()) fail(where, "'block_operands' must be an array");
     for (const json& o : *operands) {

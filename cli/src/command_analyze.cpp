@@ -67,7 +67,8 @@ struct RunLogFacts {
   std::vector<RunHeader> headers;
   std::vector<std::string> block_formats;  // block statistics recorded: "mxfp8-e4m3", each once
   std::vector<Fp8OperandSummary> fp8_operands;  // in the order the logs first name them
-  // The steps that skipped their update or lost their loss, with their culprits where recorded.
+  // The steps that skipped their update, lost their loss or did not finish, with their culprits
+  // where recorded.
   std::vector<std::pair<std::string, StepRecord>> bad_steps;
 };
 
@@ -120,7 +121,7 @@ std::vector<SourcedSeries> load(const std::string& input, NpyElements elements, 
         }
     add_fp8_operands(input, log.steps, facts.fp8_operands);
     for (StepRecord& step : log.steps)
-      if (step.skipped || !std::isfinite(step.loss)) facts.bad_steps.emplace_back(input, std::move(step));
+      if (step.skipped || !std::isfinite(step.loss) || !step.finished) facts.bad_steps.emplace_back(input, std::move(step));
     warnings.insert(warnings.end(), log.warnings.begin(), log.warnings.end());
     snapshots = std::move(log.snapshots);
   }
@@ -531,6 +532,7 @@ void run_analyze(const AnalyzeOptions& options) {
       nlohmann::json entry{{"source", source},
                            {"step", step.step},
                            {"skipped", step.skipped},
+                           {"finished", step.finished},
                            {"loss", std::isfinite(step.loss) ? nlohmann::json(step.loss) : nlohmann::json(nullptr)},
                            {"loss_scale", step.loss_scale},
                            {"diagnosis", culprit_diagnosis(step)}};
@@ -614,11 +616,12 @@ void run_analyze(const AnalyzeOptions& options) {
   if (!facts.bad_steps.empty()) {
     // Every step the logs hold, recorded or not: the culprit is read on each. A run of consecutive
     // steps with the same culprit (a scale too high for many steps) is one line, said for its first.
-    table += fmt::format("\n{} step{} skipped {} or lost {} loss; the culprit is the first tensor in execution order that held a NaN, an infinity\n"
-                         "or a value past its format's largest:\n\n",
-                         facts.bad_steps.size(), facts.bad_steps.size() == 1 ? "" : "s", facts.bad_steps.size() == 1 ? "its update" : "their update",
-                         facts.bad_steps.size() == 1 ? "its" : "their");
+    const bool one = facts.bad_steps.size() == 1;
+    table += fmt::format("\n{} step{} skipped {} update, lost {} loss or did not finish; the culprit is the first tensor in execution order\n"
+                         "that held a NaN, an infinity or a value past its format's largest:\n\n",
+                         facts.bad_steps.size(), one ? "" : "s", one ? "its" : "their", one ? "its" : "their");
     const auto same_culprit = [](const StepRecord& a, const StepRecord& b) {
+      if (a.finished != b.finished) return false;
       if (!a.culprit || !b.culprit) return !a.culprit && !b.culprit;
       return a.culprit->name == b.culprit->name && a.culprit->kind == b.culprit->kind && a.culprit->fault == b.culprit->fault &&
              a.loss_scale == b.loss_scale;

@@ -376,6 +376,8 @@ int run(const Options& o) {
       if (app.curves.plot_right > app.curves.plot_left)
         fmt::print("curves scale plot x {:.1f} .. {:.1f} over steps 0 .. {:.0f}, y {:.1f} .. {:.1f}\n", app.curves.plot_left, app.curves.plot_right,
                    app.curves.plot_steps, app.curves.plot_top, app.curves.plot_bottom);
+      if (const auto& series = app.curves.series; !series.marked.empty())
+        fmt::print("curves red ticks: {} skipped, {} unfinished\n", series.marked.size() - series.unfinished, series.unfinished);
       const auto& g = app.histogram.geometry;
       if (g.binade_end > g.binade_lo) {
         const fpscope::Snapshot* shown = app.current_snapshot();

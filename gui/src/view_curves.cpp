@@ -15,6 +15,7 @@
 #include "app.hpp"
 #include "fpscope/analyzer/culprit_diagnosis.hpp"
 #include "fpscope/analyzer/smoothing.hpp"
+#include "fpscope/core/printable_text.hpp"
 #include "plot_frame.hpp"
 #include "ui_scale.hpp"
 
@@ -75,12 +76,14 @@ const CurveSeries& curve_series(App& app) {
   c.baseline_beside = app.baseline_beside;
   c.smoothing = app.curves.smoothing;
   // Every step's record (a run log has one for each step; snapshots only every N).
-  c.steps.clear(), c.loss.clear(), c.scale.clear(), c.skipped.clear();
+  c.steps.clear(), c.loss.clear(), c.scale.clear(), c.marked.clear();
+  c.unfinished = 0;
   for (const StepRecord& r : app.steps) {
     c.steps.push_back(static_cast<double>(r.step));
     c.loss.push_back(r.loss);
     c.scale.push_back(std::log2(r.loss_scale));
-    if (r.skipped) c.skipped.push_back(static_cast<double>(r.step));
+    if (r.skipped || !r.finished) c.marked.push_back(static_cast<double>(r.step));
+    if (!r.finished) ++c.unfinished;
   }
   c.smooth = smoothed_curve(c.loss, app.curves.smoothing);
   c.log_loss.resize(c.loss.size());
@@ -107,7 +110,7 @@ void draw_curves(App& app) {
     return;
   }
   const CurveSeries& series = curve_series(app);
-  const std::vector<double>&steps = series.steps, &loss = series.loss, &scale = series.scale, &skipped = series.skipped,
+  const std::vector<double>&steps = series.steps, &loss = series.loss, &scale = series.scale, &marked = series.marked,
                       &smooth = series.smooth, &log_loss = series.log_loss, &log_smooth = series.log_smooth,
                       &baseline_steps = series.baseline_steps, &log_baseline = series.log_baseline;
 
@@ -121,9 +124,13 @@ void draw_curves(App& app) {
   y0 = std::floor(y0 * 4) / 4 - 0.05;
   y1 = std::ceil(y1 * 4) / 4 + 0.05;
 
+  // The latest finished step's loss (a bridge run's last step may not have finished: its loop raised).
   const StepRecord& last = app.steps.back();
-  ImGui::TextColored(to_imgui_vec4(palette::loss_line), "loss %.5g at step %lld (%s)", last.loss, static_cast<long long>(last.step),
-                     app.header.precision.c_str());
+  const StepRecord& latest = !last.finished && app.steps.size() > 1 ? app.steps[app.steps.size() - 2] : last;
+  std::string headline = fmt::format("loss {:.5g} at step {}", latest.loss, latest.step);
+  if (!app.header.precision.empty()) headline += " (" + printable_text(app.header.precision, 40) + ")";
+  if (!last.finished) headline += fmt::format("; step {} did not finish", last.step);
+  ImGui::TextColored(to_imgui_vec4(palette::loss_line), "%s", headline.c_str());
   if (!baseline_steps.empty()) {
     ImGui::SameLine();
     ImGui::TextColored(to_imgui_vec4(palette::baseline_line), "  fp32 baseline %.5g at step %.0f", app.baseline_loss[baseline_steps.size() - 1],
@@ -134,10 +141,14 @@ void draw_curves(App& app) {
                         app.baseline_beside ? "trained beside the run" : "the fp32 run shown before this one");
   }
   ImGui::SameLine();
-  ImGui::TextColored(to_imgui_vec4(palette::skipped_mark), "  %zu skipped steps", skipped.size());
-  if (ImGui::IsItemHovered() && !skipped.empty())
-    ImGui::SetTooltip("Red ticks mark them. Point at one for its culprit -- the first tensor that held a NaN, an infinity\n"
-                      "or a value past the format's largest -- and click it to open that tensor at that step in Histogram.");
+  if (series.unfinished == 0)
+    ImGui::TextColored(to_imgui_vec4(palette::skipped_mark), "  %zu skipped steps", marked.size());
+  else
+    ImGui::TextColored(to_imgui_vec4(palette::skipped_mark), "  %zu skipped steps, %zu unfinished", marked.size() - series.unfinished, series.unfinished);
+  if (ImGui::IsItemHovered() && !marked.empty())
+    ImGui::SetTooltip("Red ticks mark them (an unfinished step: its loop stopped inside it). Point at one for its culprit -- the first\n"
+                      "tensor that held a NaN, an infinity or a value past the format's largest -- and click it to open that tensor\n"
+                      "at that step in Histogram.");
   ImGui::SameLine();
   ImGui::SetNextItemWidth(px(160));
   ImGui::SliderFloat("smoothing", &app.curves.smoothing, 0.0f, 0.999f, "%.3f");
@@ -167,7 +178,7 @@ void draw_curves(App& app) {
   polyline(loss_plot, steps, log_loss, to_imgui(palette::loss_line, smoothing ? 90 : 255), smoothing ? px(1) : px(2));
   if (smoothing) polyline(loss_plot, steps, log_smooth, to_imgui(palette::loss_line), px(2));
   ImDrawList* draw = ImGui::GetWindowDrawList();
-  for (double s : skipped)
+  for (double s : marked)
     draw->AddLine(ImVec2(std::floor(loss_plot.sx(s)), loss_plot.max.y - px(10)), ImVec2(std::floor(loss_plot.sx(s)), loss_plot.max.y),
                   to_imgui(palette::skipped_mark), px(2));
 
@@ -178,7 +189,8 @@ void draw_curves(App& app) {
     app.curves.scaling_operand = operands.back();
   const bool fp8 = !operands.empty();
 
-  ImGui::TextUnformatted("loss scale (log2); red ticks: skipped steps (click one for its culprit)");
+  ImGui::TextUnformatted(series.unfinished == 0 ? "loss scale (log2); red ticks: skipped steps (click one for its culprit)"
+                                                 : "loss scale (log2); red ticks: skipped and unfinished steps (click one for its culprit)");
   const double s0 = *std::min_element(scale.begin(), scale.end()), s1 = *std::max_element(scale.begin(), scale.end());
   const double scale_lo = std::floor(s0) - 1, scale_hi = std::ceil(s1) + 1;
   const float rest = ImGui::GetContentRegionAvail().y;
@@ -190,7 +202,7 @@ void draw_curves(App& app) {
   polyline(scale_plot, steps, scale, to_imgui(palette::scale_line), px(2));
   app.curves.plot_left = scale_plot.min.x, app.curves.plot_right = scale_plot.max.x;
   app.curves.plot_top = scale_plot.min.y, app.curves.plot_bottom = scale_plot.max.y, app.curves.plot_steps = x1;
-  for (double s : skipped)
+  for (double s : marked)
     draw->AddLine(ImVec2(std::floor(scale_plot.sx(s)), scale_plot.min.y), ImVec2(std::floor(scale_plot.sx(s)), scale_plot.max.y),
                   to_imgui(palette::skipped_mark), px(1));
 
@@ -246,12 +258,12 @@ void draw_curves(App& app) {
     const double x = plot->data_x(mouse_x);
     auto it = std::lower_bound(steps.begin(), steps.end(), std::floor(x));
     if (it == steps.end()) break;
-    const auto near_skip = std::lower_bound(skipped.begin(), skipped.end(), plot->data_x(mouse_x - px(4)));
-    if (near_skip != skipped.end() && std::abs(plot->sx(*near_skip) - mouse_x) <= px(4))
-      it = std::lower_bound(steps.begin(), steps.end(), *near_skip);
+    const auto near_mark = std::lower_bound(marked.begin(), marked.end(), plot->data_x(mouse_x - px(4)));
+    if (near_mark != marked.end() && std::abs(plot->sx(*near_mark) - mouse_x) <= px(4))
+      it = std::lower_bound(steps.begin(), steps.end(), *near_mark);
     const std::size_t i = static_cast<std::size_t>(it - steps.begin());
     const StepRecord& record = app.steps[i];
-    if (record.skipped && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
+    if ((record.skipped || !record.finished) && ImGui::IsMouseClicked(ImGuiMouseButton_Left)) {
       const std::string missing = app.open_culprit(record);
       if (!missing.empty()) {
         app.export_message = missing;
@@ -266,7 +278,7 @@ void draw_curves(App& app) {
     if (b != app.baseline_steps.end() && *b == steps[i])
       text += fmt::format("\nfp32 baseline {:.6g}", app.baseline_loss[static_cast<std::size_t>(b - app.baseline_steps.begin())]);
     text += fmt::format("\nloss scale 2^{:g}{}", scale[i], record.skipped ? "\nskipped: the optimizer step was not taken" : "");
-    if (record.skipped || !std::isfinite(record.loss))
+    if (record.skipped || !std::isfinite(record.loss) || !record.finished)
       text += fmt::format("\nculprit: {}{}", culprit_diagnosis(record), record.culprit ? "\n(click: open it in Histogram)" : "");
     if (const OperandScaling* o = chosen[i])
       text += fmt::format("\n{} ({}): amax {:.6g}, scale {:.6g}\n{} of {} elements flushed to zero, {} saturated", app.curves.scaling_operand,

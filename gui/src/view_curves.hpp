@@ -22,7 +22,9 @@ struct CurveSeries {
   float smoothing = -1;
   // Every step's: the step, loss, log10 loss, smoothed loss and its log10, log2 loss scale.
   std::vector<double> steps, loss, log_loss, smooth, log_smooth, scale;
-  std::vector<double> skipped;  // the skipped steps
+  // The steps a red tick marks: those that skipped their update or did not finish; how many did not.
+  std::vector<double> marked;
+  std::size_t unfinished = 0;
   // The baseline's steps up to the run's last, and its smoothed loss's log10.
   std::vector<double> baseline_steps, log_baseline;
 };

@@ -957,12 +957,15 @@ class Recorder:
                     chosen[step] = dict(culprit, rank=rank)
         return {step: chosen.get(step) for step in local}
 
-    def _step_line(self, record, tensors=None, culprit=None, culprit_record=None):
+    def _step_line(self, record, tensors=None, culprit=None, culprit_record=None, finished=True):
         """A step's line: `tensors` its records where it was recorded; the culprit's counts from its
-        record there (`culprit_record`, or found among `tensors`)."""
+        record there (`culprit_record`, or found among `tensors`); `finished` False for a step the
+        Recorder closed inside (close())."""
         step, used = record[0], float(record[2])  # waits for the device here, once per recorded step
         skipped, value = self._skipped(record)
         line = {"step": step, "loss": value, "loss_scale": used, "skipped": skipped}
+        if not finished:
+            line["finished"] = False
         if culprit is not None:
             culprit = dict(culprit)
             if culprit_record is None:
@@ -1084,40 +1087,56 @@ class Recorder:
             return
         self._closed = True
         _OPEN.discard(self)
+        unreadable = unfinished = None
         try:  # before the held tensors are let go; never at the cost of the records below
             unfinished = self._unfinished_step_culprit()
         except Exception as error:
-            unfinished = f"fpscope_torch: the readings of step {self.step_index}, which did not reach Recorder.step(), could not be read: {error}"
+            unreadable = f"fpscope_torch: the readings of step {self.step_index}, which did not reach Recorder.step(), could not be read: {error}"
         self._disarm()
         self._held.drop()
         _read_back(self._steps)
-        if self._rank == 0 and self._file is not None:
-            # Not collective (a rank may close alone): the steps since the last recorded one carry
-            # rank 0's own culprits.
-            try:
-                culprits = self._culprits(self._steps, collective=False)
-                self._write_lines([self._step_line(r, culprit=culprits[r[0]]) for r in self._steps])
-            finally:  # the log and its lock let go even where the last lines could not be written
-                self._file.close()
-                self._file = None
-                if self._events is not None:
-                    self._events.close()
-                    self._events = None
-        self._steps = []
-        if unfinished is not None:
-            warnings.warn(unfinished, RuntimeWarning, stacklevel=2)
+        written = False
+        try:
+            if self._rank == 0 and self._file is not None:
+                # Not collective (a rank may close alone): the steps since the last recorded one,
+                # and one that did not finish, carry rank 0's own culprits.
+                try:
+                    culprits = self._culprits(self._steps, collective=False)
+                    lines = [self._step_line(r, culprit=culprits[r[0]]) for r in self._steps]
+                    if unfinished is not None:  # no loss, no update: the scale its backward would have used
+                        unfinished_step = [self.step_index, None, self._scale_used, self._scale_used, False, None]
+                        lines.append(self._step_line(unfinished_step, culprit=unfinished, finished=False))
+                    self._write_lines(lines)
+                    written = unfinished is not None
+                finally:  # the log and its lock let go even where the last lines could not be written
+                    self._file.close()
+                    self._file = None
+                    if self._events is not None:
+                        self._events.close()
+                        self._events = None
+        finally:  # said also where the log could not take it
+            self._steps = []
+            if unreadable is not None:
+                warnings.warn(unreadable, RuntimeWarning, stacklevel=2)
+            elif unfinished is not None:
+                warnings.warn(self._unfinished_text(unfinished, written), RuntimeWarning, stacklevel=2)
 
     def _unfinished_step_culprit(self):
         """Where the Recorder closes (or the interpreter exits) within a step that ran a forward but
         never reached step() -- a loop that raised on a NaN loss, a backward that raised under
-        detect_anomaly -- that step has no record: what its sentinel readings so far name (this
-        rank's, in execution order), in one sentence; None where none broke."""
+        detect_anomaly -- the culprit its sentinel readings so far name (this rank's, in execution
+        order; with the rank under torch.distributed); None where none broke, so that a loop
+        stopping cleanly (or an evaluation forward after the last step) leaves nothing."""
         if not self._sentinel or self._micro_batch < 0 or not self._labels:
             return None
         self._look()
         culprit = self._culprit_of((self._labels,) + self._device_readings())
-        if culprit is None:
-            return None
+        if culprit is not None and self._distributed:
+            culprit["rank"] = self._rank
+        return culprit
+
+    def _unfinished_text(self, culprit, written):
+        """The warning of a step that did not finish: what broke it, and whether the log holds it."""
         if culprit["fault"] == "overflow":
             what = f"{culprit['largest']:.6g}, past {culprit['format']}'s largest"
         else:
@@ -1125,7 +1144,9 @@ class Recorder:
         where = f" in micro-batch {culprit['micro_batch']}" if culprit.get("micro_batch") is not None else ""
         upstream = culprit.get("upstream")
         before = f"; the largest magnitude before it {upstream['largest']:.6g}, in {upstream['name']} ({upstream['kind']})" if upstream else ""
-        return (f"fpscope_torch: step {self.step_index} did not reach Recorder.step(), so {self.path} has no record of it: "
+        logged = (f"{self.path} records it as unfinished" if written else
+                  f"{self.path} has no record of it" + (f" (rank {self._rank}'s culprit; rank 0 writes the log)" if self._rank != 0 else ""))
+        return (f"fpscope_torch: step {self.step_index} did not reach Recorder.step(), so {logged}: "
                 f"the first of its tensors to break was {culprit['name']} ({culprit['kind']}){where}, holding {what}{before}")
 
     def __enter__(self):

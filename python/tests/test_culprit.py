@@ -285,11 +285,12 @@ class BridgeCulpritTest(unittest.TestCase):
             self.assertIn("a NaN appeared in fc2 activation with finite inputs", skipped[0]["diagnosis"])
             self.assertIn("not a scaling problem", skipped[0]["diagnosis"])
 
-    def test_a_step_that_never_reaches_step_is_named_in_a_warning(self):
+    def test_a_step_that_never_reaches_step_is_logged_unfinished_with_its_culprit(self):
         """A loop that raises on a NaN loss, or a model that raises inside its forward (what it had
         made still held there, on an accelerator's path), its Recorder closed by a `with` or at
-        exit, leaves that step without a record: closing says what its readings name. A step
-        stopped clean (a forward, then close()) says nothing."""
+        exit: closing writes that step as unfinished (no loss, no update) with the culprit its
+        readings name, says so in a warning, and fpscope analyze reads it. A step stopped clean (a
+        forward, then close()) writes and says nothing."""
         def refuse_nan(module, inputs):
             if not torch.isfinite(inputs[0]).all():
                 raise FloatingPointError("fc3 was given a NaN")
@@ -311,18 +312,31 @@ class BridgeCulpritTest(unittest.TestCase):
                                 raise FloatingPointError("the loop stops")
                             loss.backward()
                             recorder.step(loss)
-                self.assertEqual([line["step"] for line in read_steps(path)], [0, 1] if poisoned else [0, 1, 2])
+                steps = read_steps(path)
+                self.assertEqual([line["step"] for line in steps], [0, 1, 2])
+                self.assertEqual([line.get("finished", True) for line in steps], [True, True, not poisoned])
+                analyzed = json.loads(subprocess.run([FPSCOPE, "analyze", path, "--json"], capture_output=True, text=True, check=True).stdout)
             handle.remove()
             if refusing is not None:
                 refusing.remove()
             messages = [str(w.message) for w in said if "did not reach" in str(w.message)]
             if poisoned:
+                unfinished = steps[2]
+                self.assertEqual((unfinished["loss"], unfinished["skipped"], unfinished["loss_scale"]), (None, False, 1.0))
+                self.assertNotIn("tensors", unfinished)
+                c = unfinished["culprit"]
+                self.assertEqual((c["name"], c["kind"], c["fault"], c["micro_batch"], c["upstream"]["name"]), ("fc2", "activation", "nan", 0, "fc1"))
                 self.assertEqual(len(messages), 1)
-                self.assertRegex(messages[0], r"^fpscope_torch: step 2 did not reach Recorder.step\(\), so .*run.jsonl has no record of "
-                                 r"it: the first of its tensors to break was fc2 \(activation\) in micro-batch 0, holding a NaN; "
+                self.assertRegex(messages[0], r"^fpscope_torch: step 2 did not reach Recorder.step\(\), so .*run.jsonl records it as "
+                                 r"unfinished: the first of its tensors to break was fc2 \(activation\) in micro-batch 0, holding a NaN; "
                                  r"the largest magnitude before it [0-9.e+-]+, in fc1 \(activation\)$")
+                [bad] = analyzed["skipped_steps"]
+                self.assertEqual((bad["step"], bad["finished"], bad["skipped"]), (2, False, False))
+                self.assertRegex(bad["diagnosis"], r"^did not finish \(its loop stopped inside it: no loss, no update\); "
+                                                   r"a NaN appeared in fc2 activation with finite inputs")
             else:
                 self.assertEqual(messages, [])
+                self.assertEqual(analyzed["skipped_steps"], [])
 
     def test_the_micro_batch_of_gradient_accumulation(self):
         torch.manual_seed(0)

@@ -507,3 +507,33 @@ TEST_CASE("a culprit's diagnosis: the scale blamed for a gradient past the forma
   step.culprit.reset();
   CHECK(culprit_diagnosis(step).rfind("no culprit recorded", 0) == 0);
 }
+
+TEST_CASE("a step that did not finish: its line says so, reads back, and its diagnosis says it first") {
+  Culprit c;
+  c.name = "fc2";
+  c.kind = TensorKind::activation;
+  c.fault = CulpritFault::nan;
+  c.format = "bf16";
+  c.format_largest = 3.3895313892515355e38;
+  c.position = 3;
+  c.captured = Capture::as_stored;
+  StepRecord step{7, std::numeric_limits<double>::quiet_NaN(), 1, false, {}, c};
+  step.finished = false;
+  const std::string line = step_line(step);
+  CHECK(line.find("\"finished\":false") != std::string::npos);
+  const RunHeader header;
+  const RunLogLine back = parse_run_log_line(line, "log:9", header);
+  CHECK(!back.step.finished);
+  CHECK(std::isnan(back.step.loss));
+  REQUIRE(back.step.culprit);
+  CHECK(*back.step.culprit == c);
+  // Every engine step finishes: the field is written only where false, and absent reads as true.
+  StepRecord done = step;
+  done.finished = true;
+  CHECK(step_line(done).find("finished") == std::string::npos);
+  CHECK(parse_run_log_line(step_line(done), "log:9", header).step.finished);
+  CHECK_THROWS_WITH_AS(parse_run_log_line(replaced(line, "\"finished\":false", "\"finished\":0"), "log:9", header),
+                       doctest::Contains("log:9: 'finished' must be true or false"), RunLogError);
+  CHECK(culprit_diagnosis(step) == "did not finish (its loop stopped inside it: no loss, no update); " + culprit_diagnosis(done));
+  CHECK(culprit_diagnosis(done).rfind("a NaN appeared in fc2 activation", 0) == 0);
+}

@@ -236,28 +236,48 @@ if command -v xdotool >/dev/null; then
     fail "histogram zoom: binades ${plain_lo:-?}..${plain_end:-?} unzoomed, ${zoom_lo:-?}..${zoom_end:-?} after three wheel clicks, ${back_lo:-?}..${back_end:-?} after a double-click"
   fi
 
-  # A skipped step's red tick in Curves, pointed at and clicked, opens its culprit in Histogram:
-  # the step (recorded by the replay though not due), the tensor and its kind. Where the tick is
-  # comes from --report of a headless run of the same window.
-  "$fpscope" train --model 16-32-32-10 --steps 12 --batch 32 --record-every 5 --inject nan@fc2:7 --out "$work/culprit.jsonl" >/dev/null 2>&1
-  read -r c_left c_right c_steps c_top c_bottom < <(headless --follow "$work/culprit.jsonl" --view curves --frames 3 --report 2>/dev/null |
-    sed -n 's/^curves scale plot x \([0-9.]*\) \.\. \([0-9.]*\) over steps 0 \.\. \([0-9]*\), y \([0-9.]*\) \.\. \([0-9.]*\)$/\1 \2 \3 \4 \5/p')
-  if [[ -n "${c_steps:-}" ]]; then
-    c_x=$(awk -v l="$c_left" -v r="$c_right" -v n="$c_steps" 'BEGIN { printf "%d", l + (r - l) * 7 / n }')
-    c_y=$(awk -v t="$c_top" -v b="$c_bottom" 'BEGIN { printf "%d", (t + b) / 2 }')
-    (cd "$work/interactive" && exec "$gui_path" --follow "$work/culprit.jsonl" --view curves --report >"$work/culprit.out" 2>&1) &
-    app=$!
+  # A red tick in Curves, pointed at and clicked, opens its step's culprit in Histogram. Where the
+  # tick is comes from --report of a headless run of the same window (kept as NAME-headless.out);
+  # the window's own --report goes to NAME.out. click_tick LOG STEP NAME.
+  click_tick() {
+    local log=$1 step=$2 name=$3 left right steps top bottom x y
+    read -r left right steps top bottom < <(headless --follow "$log" --view curves --frames 3 --report 2>/dev/null |
+      tee "$work/$name-headless.out" |
+      sed -n 's/^curves scale plot x \([0-9.]*\) \.\. \([0-9.]*\) over steps 0 \.\. \([0-9]*\), y \([0-9.]*\) \.\. \([0-9.]*\)$/\1 \2 \3 \4 \5/p')
+    [[ -n "${steps:-}" ]] || return 0
+    x=$(awk -v l="$left" -v r="$right" -v n="$steps" -v s="$step" 'BEGIN { printf "%d", l + (r - l) * s / n }')
+    y=$(awk -v t="$top" -v b="$bottom" 'BEGIN { printf "%d", (t + b) / 2 }')
+    (cd "$work/interactive" && exec "$gui_path" --follow "$log" --view curves --report >"$work/$name.out" 2>&1) &
+    local app=$!
     sleep 3
-    xdotool mousemove "$c_x" "$c_y" sleep 0.5 click 1 sleep 0.5 mousemove 900 40 sleep 0.3 mousemove 910 45 sleep 0.5
+    xdotool mousemove "$x" "$y" sleep 0.5 click 1 sleep 0.5 mousemove 900 40 sleep 0.3 mousemove 910 45 sleep 0.5
     xdotool search --name "^fpscope$" windowfocus --sync
     xdotool key ctrl+q
     for _ in $(seq 50); do kill -0 "$app" 2>/dev/null || break; sleep 0.1; done
     kill "$app" 2>/dev/null; wait "$app" 2>/dev/null
-  fi
+    echo "$x $y" >"$work/$name.at"
+  }
+
+  # A skipped step's: the step (recorded by the replay though not due), the tensor and its kind.
+  "$fpscope" train --model 16-32-32-10 --steps 12 --batch 32 --record-every 5 --inject nan@fc2:7 --out "$work/culprit.jsonl" >/dev/null 2>&1
+  click_tick "$work/culprit.jsonl" 7 culprit
   if grep -q "^shown: histogram at step 7, fc2 weight_gradient$" "$work/culprit.out" 2>/dev/null; then
     ok
   else
-    fail "a click on the skipped step's tick (at ${c_x:-?}, ${c_y:-?}) did not open its culprit: $(grep '^shown' "$work/culprit.out" 2>/dev/null)"
+    fail "a click on the skipped step's tick (at $(cat "$work/culprit.at" 2>/dev/null)) did not open its culprit: $(grep '^shown' "$work/culprit.out" 2>/dev/null)"
+  fi
+
+  # A step that did not finish (the bridge's line for a loop that raised inside it): a red tick of
+  # its own, counted apart from the skipped, whose click opens its culprit at the nearest recorded step.
+  { cat "$work/culprit.jsonl"
+    echo '{"step": 12, "loss": null, "loss_scale": 65536.0, "skipped": false, "finished": false, "culprit": {"name": "fc1", "kind": "activation", "fault": "inf", "format": "fp16", "format_largest": 65504.0, "largest": null, "position": 3, "captured": "as_stored"}}'
+  } >"$work/unfinished.jsonl"
+  click_tick "$work/unfinished.jsonl" 12 unfinished
+  if grep -q "^curves red ticks: 1 skipped, 1 unfinished$" "$work/unfinished-headless.out" 2>/dev/null &&
+     grep -q "^shown: histogram at step 10, fc1 activation$" "$work/unfinished.out" 2>/dev/null; then
+    ok
+  else
+    fail "an unfinished step: $(grep '^curves red ticks' "$work/unfinished-headless.out" 2>/dev/null || echo 'no red ticks reported'); a click at $(cat "$work/unfinished.at" 2>/dev/null): $(grep '^shown' "$work/unfinished.out" 2>/dev/null)"
   fi
 
   # Reset while a run trains: the state goes back to idle (the swatch), nothing recorded is shown.

@@ -149,6 +149,10 @@ struct StepRecord {
   bool skipped = false;
   std::vector<OperandScaling> scaling;
   BoxedOptional<Culprit> culprit;  // a step that skipped or lost its loss (on the heap: usually absent)
+  // False for a step its writer stopped inside: the PyTorch bridge closing (or the interpreter
+  // exiting) within a step that never reached Recorder.step(), a loop that raised. It has no loss
+  // and no update, and carries the culprit its readings so far named.
+  bool finished = true;
   friend bool operator==(const StepRecord&, const StepRecord&) = default;
 };
 
@@ -162,8 +166,9 @@ struct Snapshot {
   // Runs with a block-scaled recipe: what each GEMM operand's block quantizations did this step.
   std::vector<OperandBlocks> block_operands;
   BoxedOptional<Culprit> culprit;  // as StepRecord::culprit
+  bool finished = true;            // as StepRecord::finished
   friend bool operator==(const Snapshot&, const Snapshot&) = default;
-  StepRecord step_record() const { return {step, loss, loss_scale, skipped, scaling, culprit}; }
+  StepRecord step_record() const { return {step, loss, loss_scale, skipped, scaling, culprit, finished}; }
 };
 
 }  // namespace fpscope
