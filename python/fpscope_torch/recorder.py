@@ -383,6 +383,7 @@ class Recorder:
         self._values = []           # and their largest magnitudes: floats; on a device (min, max) 0-dim tensors, or
                                     # (a launch's largest magnitudes, this one's index) (_fill_readings)
         self._micro_batch = 0       # forward passes of the model so far in this step, less one
+        self._labels_at_pass = 0    # len(_labels) when the micro-batch under way began (micro_batch())
         self._format = fmt if fmt is not None else cast_format(precision)
         self._file = None
         self._events = None         # the live TensorBoard writer, on rank 0
@@ -526,6 +527,7 @@ class Recorder:
         """The coming step's hooks (_armed), installed where the step before had none, and its
         readings of the weights."""
         self._labels, self._values, self._micro_batch = [], [], -1
+        self._labels_at_pass = 0    # len(_labels) when the micro-batch under way began
         self._last_read = None
         if not self._armed():
             return
@@ -758,13 +760,17 @@ class Recorder:
         if _compiling() or self._shadowing or _in_backward():
             return
         self.micro_batch()
-        self._micro_batch += 1
 
     def micro_batch(self):
         """Starts the next micro-batch's forward pass. Calling the model given to Recorder does
         this; a loop that calls only its parts (a LightningModule's training_step) calls it before
-        each micro-batch, or the parts of the second count as called twice (`name#2`)."""
+        each micro-batch, or the parts of the second count as called twice (`name#2`) and its
+        readings name no micro-batch. A call that follows one with nothing read since (the loop
+        calls it, then the model) starts no further micro-batch."""
         self._calls, self._recomputed_calls, self._pass_names = {}, {}, set()
+        if self._micro_batch < 0 or len(self._labels) > self._labels_at_pass:
+            self._micro_batch += 1
+        self._labels_at_pass = len(self._labels)
 
     def _watch_for_backward(self, module, inputs, output):
         """The model's output: its backward starts the reading of the weight gradients, also where

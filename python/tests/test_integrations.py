@@ -161,6 +161,62 @@ class LightningTest(unittest.TestCase):
         self.assertEqual(lines[:4], first[:4])
         self.assertEqual(result.returncode, 0, result.stderr)
 
+    def test_a_training_that_raises_under_detect_anomaly_logs_its_unfinished_step(self):
+        """Lightning's Trainer(detect_anomaly=True) raises in the backward of the step whose forward
+        made a NaN; its on_exception closes the Recorder, which writes that step as unfinished with
+        the culprit: the module output that first held the NaN."""
+        import lightning
+        from fpscope_torch.lightning import FpscopeCallback
+        Module = self.module_type()
+        module = Module()
+        calls = [0]
+
+        def poison(_, __, output):
+            calls[0] += 1
+            return output * float("nan") if calls[0] == 3 else None  # the third batch: optimizer step 2
+        module.net[1].register_forward_hook(poison)
+        torch.manual_seed(1)
+        data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(64, 6), torch.randint(0, 3, (64,))), batch_size=8)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+            trainer = lightning.Trainer(max_steps=6, accelerator="cpu", detect_anomaly=True, callbacks=[FpscopeCallback(path, every=4)],
+                                        logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+            with warnings.catch_warnings(record=True) as said, self.assertRaisesRegex(RuntimeError, "nan"):
+                warnings.simplefilter("always")
+                trainer.fit(module, data)
+            lines = read_log(path)[1]
+            analyzed = json.loads(subprocess.run([FPSCOPE, "analyze", path, "--json"], capture_output=True, text=True, check=True).stdout)
+        self.assertEqual([line["step"] for line in lines], [0, 1, 2])
+        self.assertEqual([line.get("finished", True) for line in lines], [True, True, False])
+        culprit = lines[2]["culprit"]
+        self.assertEqual((culprit["name"], culprit["kind"], culprit["fault"], culprit["micro_batch"]), ("net.1", "activation", "nan", 0))
+        self.assertEqual(len([w for w in said if "records it as unfinished" in str(w.message)]), 1)
+        self.assertTrue(analyzed["skipped_steps"][0]["diagnosis"].startswith("did not finish"))
+
+    def test_a_culprit_names_its_micro_batch_of_accumulation(self):
+        """training_step calls the module's parts, not the module: the callback's micro_batch()
+        starts each micro-batch, and a NaN made in the second of step 1's two is named there."""
+        import lightning
+        from fpscope_torch.lightning import FpscopeCallback
+        module = self.module_type()()
+        calls = [0]
+
+        def poison(_, __, output):
+            calls[0] += 1
+            return output * float("nan") if calls[0] == 4 else None  # batch 3: step 1, micro-batch 1
+        module.net[1].register_forward_hook(poison)
+        torch.manual_seed(1)
+        data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(64, 6), torch.randint(0, 3, (64,))), batch_size=8)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+            trainer = lightning.Trainer(max_steps=2, accelerator="cpu", accumulate_grad_batches=2, callbacks=[FpscopeCallback(path, every=4)],
+                                        logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+            trainer.fit(module, data)
+            lines = read_log(path)[1]
+        self.assertNotIn("culprit", lines[0])
+        culprit = lines[1]["culprit"]
+        self.assertEqual((culprit["name"], culprit["kind"], culprit["fault"], culprit["micro_batch"]), ("net.1", "activation", "nan", 1))
+
     def test_callback_records_optimizer_steps_with_their_losses(self):
         import lightning
         from fpscope_torch.lightning import FpscopeCallback
