@@ -72,11 +72,16 @@ void draw_histogram(App& app) {
   ImGui::Text("%s %s at step %lld: %llu values, carrying a scale of 2^%d%s", record->name.c_str(),
               std::string(tensor_kind_name(record->kind)).c_str(), static_cast<long long>(snapshot->step),
               static_cast<unsigned long long>(h.total_count()), carried.log2, carried.exact ? "" : " (about)");
-  if (snapshot->culprit) {  // a skipped step: what broke it, and whether this is it
+  if (snapshot->culprit) {  // a bad step: what broke it, and whether this is it
     const bool this_one = snapshot->culprit->name == record->name && snapshot->culprit->kind == record->kind;
+    StepRecord step = snapshot->step_record();
+    const char* what = step.skipped ? "skipped."
+                       : !step.finished ? "did not finish (its loop stopped inside it): these are the tensors it read before."
+                                        : "lost its loss.";
+    step.finished = true;  // said above, not again in the diagnosis
     ImGui::PushStyleColor(ImGuiCol_Text, to_imgui_vec4(palette::skipped_mark));
-    ImGui::TextWrapped("Step %lld skipped. %s%s", static_cast<long long>(snapshot->step), this_one ? "This tensor is its culprit: " : "Its culprit: ",
-                       culprit_diagnosis(snapshot->step_record()).c_str());
+    ImGui::TextWrapped("Step %lld %s %s%s", static_cast<long long>(snapshot->step), what, this_one ? "This tensor is its culprit: " : "Its culprit: ",
+                       culprit_diagnosis(step).c_str());
     ImGui::PopStyleColor();
   }
   if (moves && app.preview.scale_log2) {

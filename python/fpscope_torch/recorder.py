@@ -1009,20 +1009,7 @@ class Recorder:
         if self._rank != 0:
             return
         lines = [self._step_line(r, culprit=culprits[r[0]]) for r in records]
-        ordered = sorted(keys)
-        # One read-back, in the records' order, into one flat list (where a list per tensor would be
-        # hundreds of objects for Python's collector to carry), each tensor's counts sliced from it
-        # as its record is made.
-        row = {key: k for k, key in enumerate(keys)}
-        flat = matrix[torch.tensor([row[key] for key in ordered], device=matrix.device)].reshape(-1).tolist() if ordered else []
-
-        def record_of(k):
-            name, kind = ordered[k]
-            record = tensor_record(name, kind, flat[k * COUNTS:(k + 1) * COUNTS], _scale_of(kind, loss_scale), pending[ordered[k]][1])
-            if (name, kind) in blocks:
-                record["blocks"] = blocks[(name, kind)]
-            return record
-
+        ordered, record_of = self._records_of(keys, matrix, pending, blocks, loss_scale)
         culprit = culprits[current[0]]
         if self._events is not None:  # the TensorBoard writer reads the records: all of them made
             lines.append(self._step_line(current, [record_of(k) for k in range(len(ordered))], culprit))
@@ -1035,6 +1022,38 @@ class Recorder:
             head = json.dumps(self._step_line(current, None, culprit, culprit_record))
             lines.append(head[:-1] + ', "tensors": [' + ", ".join(json.dumps(record_of(k)) for k in range(len(ordered))) + "]}")
         self._write_lines(lines)
+
+    @staticmethod
+    def _records_of(keys, matrix, pending, blocks, loss_scale):
+        """A step's tensor records from its histograms laid out (_laid_out, _reduce): their keys in
+        the log's order, and the record of the k-th made when asked. One read-back, in that order,
+        into one flat list (where a list per tensor would be hundreds of objects for Python's
+        collector to carry), each tensor's counts sliced from it as its record is made."""
+        ordered = sorted(keys)
+        row = {key: k for k, key in enumerate(keys)}
+        flat = matrix[torch.tensor([row[key] for key in ordered], device=matrix.device)].reshape(-1).tolist() if ordered else []
+
+        def record_of(k):
+            name, kind = ordered[k]
+            record = tensor_record(name, kind, flat[k * COUNTS:(k + 1) * COUNTS], _scale_of(kind, loss_scale), pending[ordered[k]][1])
+            if (name, kind) in blocks:
+                record["blocks"] = blocks[(name, kind)]
+            return record
+        return ordered, record_of
+
+    def _unfinished_line(self, culprit):
+        """The line of the step the Recorder closes inside (close()): no loss, the scale its backward
+        would have used, its culprit, and where the step was being recorded the histograms of the
+        tensors it read before it stopped (summed over the micro-batches that ran). Not under
+        torch.distributed, whose reduction of them close() (not collective) cannot make."""
+        scale = float(self._scale_used)
+        record = [self.step_index, None, scale, scale, False, None]
+        tensors = None
+        if self._recording() and self._pending and not self._distributed:
+            ordered, record_of = self._records_of(*self._laid_out(self._pending), self._pending, self._pending_blocks, scale)
+            tensors = [record_of(k) for k in range(len(ordered))]
+        self._pending, self._pending_blocks = {}, {}
+        return self._step_line(record, tensors, culprit, finished=False)
 
     def _reduce(self, keys, matrix, pending):
         """Under torch.distributed: the ranks agree on one key list (the union of what each saw;
@@ -1109,9 +1128,8 @@ class Recorder:
                 try:
                     culprits = self._culprits(self._steps, collective=False)
                     lines = [self._step_line(r, culprit=culprits[r[0]]) for r in self._steps]
-                    if unfinished is not None:  # no loss, no update: the scale its backward would have used
-                        unfinished_step = [self.step_index, None, self._scale_used, self._scale_used, False, None]
-                        lines.append(self._step_line(unfinished_step, culprit=unfinished, finished=False))
+                    if unfinished is not None:
+                        lines.append(self._unfinished_line(unfinished))
                     self._write_lines(lines)
                     written = unfinished is not None
                 finally:  # the log and its lock let go even where the last lines could not be written

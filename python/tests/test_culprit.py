@@ -305,7 +305,8 @@ class BridgeCulpritTest(unittest.TestCase):
                 path = os.path.join(d, "run.jsonl")
                 with warnings.catch_warnings(record=True) as said:
                     warnings.simplefilter("always")
-                    with self.assertRaises(FloatingPointError), fpscope_torch.Recorder(model, path, every=10, scaler=False) as recorder:
+                    every = 2 if inside else 10  # refused inside the forward: a recorded step (0, 2, ...)
+                    with self.assertRaises(FloatingPointError), fpscope_torch.Recorder(model, path, every=every, scaler=False) as recorder:
                         for step[0] in range(4):
                             loss = torch.nn.functional.cross_entropy(model(torch.randn(4, 8)), torch.randint(0, 4, (4,)))
                             if not torch.isfinite(loss) or step[0] == 3:
@@ -323,8 +324,17 @@ class BridgeCulpritTest(unittest.TestCase):
             if poisoned:
                 unfinished = steps[2]
                 self.assertEqual((unfinished["loss"], unfinished["skipped"], unfinished["loss_scale"]), (None, False, 1.0))
-                self.assertNotIn("tensors", unfinished)
                 c = unfinished["culprit"]
+                if inside:  # a recorded step: the histograms of what it read before fc3 refused its input
+                    records = {(t["name"], t["kind"]): t for t in unfinished["tensors"]}
+                    self.assertEqual(sorted({kind for _, kind in records}), ["activation", "weight"])
+                    self.assertNotIn(("fc3", "activation"), records)
+                    self.assertEqual(records[("fc2", "activation")]["nan"], 1)
+                    self.assertEqual(sum(n for _, n in records[("fc2", "activation")]["bins"]), 4 * 16 - 1)
+                    self.assertEqual(c["nan"], 1)
+                else:
+                    self.assertNotIn("tensors", unfinished)
+                    self.assertNotIn("nan", c)
                 self.assertEqual((c["name"], c["kind"], c["fault"], c["micro_batch"], c["upstream"]["name"]), ("fc2", "activation", "nan", 0, "fc1"))
                 self.assertEqual(len(messages), 1)
                 self.assertRegex(messages[0], r"^fpscope_torch: step 2 did not reach Recorder.step\(\), so .*run.jsonl records it as "
