@@ -5,6 +5,8 @@ import gc
 import json
 import math
 import os
+import signal
+import threading
 import uuid
 import warnings
 import weakref
@@ -33,8 +35,12 @@ _OPEN = weakref.WeakSet()  # Recorders not yet closed: closed at exit (_close_at
 def _close_at_exit():
     """At the interpreter's exit -- the loop ended, raised, or was interrupted without close() --
     each open Recorder writes the step records it still holds (the steps since the last recorded
-    one, with the culprits of those that skipped), where they would have been lost with it."""
+    one, with the culprits of those that skipped), where they would have been lost with it. Only
+    this process's own: a forked child (a DataLoader worker) holds copies of its parent's, whose
+    records are the parent's to write."""
     for recorder in list(_OPEN):
+        if recorder._pid != os.getpid():
+            continue
         try:
             recorder.close()
         except Exception as error:  # one Recorder's failure does not keep the others' records back
@@ -42,6 +48,35 @@ def _close_at_exit():
 
 
 atexit.register(_close_at_exit)
+
+_TERMINATE_PID = None  # the process that installed _close_on_terminate
+
+
+def _close_on_terminate(signum, frame):
+    """SIGTERM -- a scheduler preempting the job, torchrun ending the other ranks where one failed
+    -- ends the process without running atexit: the open Recorders are closed first, as at exit,
+    and then the signal takes its default course, so the process ends by it as it would have. A
+    second SIGTERM meanwhile is ignored (it would end the process halfway through a line)."""
+    if os.getpid() == _TERMINATE_PID:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _close_at_exit()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _close_on_terminate_installed():
+    """_close_on_terminate as SIGTERM's handler, where SIGTERM has its default action and this is
+    the main thread (the only one that may set a handler); a handler the program set is its own,
+    and is left alone."""
+    global _TERMINATE_PID
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _close_on_terminate)
+            _TERMINATE_PID = os.getpid()
+    except (ValueError, OSError):  # an embedding interpreter without signals
+        pass
 
 UNREAD = -1.0  # a sentinel reading left out: its tensor changed in place before it was read (held.py)
 
@@ -411,7 +446,9 @@ class Recorder:
         if global_step is not None:
             self.step_index = global_step
         self._arm_if_recording()
+        self._pid = os.getpid()
         _OPEN.add(self)
+        _close_on_terminate_installed()
 
     # ---- the log ----
 

@@ -11,6 +11,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -562,6 +563,52 @@ raise RuntimeError("the loop stops here")
         self.assertEqual([line["step"] for line in lines], list(range(7)))
         self.assertEqual([line["step"] for line in lines if line.get("culprit")], [5])
         self.assertEqual((lines[5]["culprit"]["name"], lines[5]["culprit"]["fault"]), ("0", "nan"))
+
+    def test_a_terminated_loop_loses_no_step(self):
+        """SIGTERM (a scheduler preempting the job, torchrun ending the other ranks) ends a process
+        without running atexit. Recording every 10th step, a loop terminated after step 5 still
+        writes steps 0..5, and the process ends by the signal as it would have. A DataLoader
+        worker forked from it and terminated writes nothing of its parent's; a handler the program
+        set is left in place."""
+        child = """
+import os, signal, sys, time, torch, fpscope_torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+recorder = fpscope_torch.Recorder(model, sys.argv[1], every=10, scaler=False)
+for step in range(6):
+    loss = torch.nn.functional.cross_entropy(model(torch.randn(4, 6)), torch.randint(0, 3, (4,)))
+    loss.backward()
+    recorder.step(loss)
+    model.zero_grad()
+    if step == 3:  # a worker forked with the Recorder open, terminated
+        worker = os.fork()
+        if worker == 0:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(10)
+            os._exit(3)
+        print("worker", os.waitpid(worker, 0)[1], flush=True)
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(10)
+print("not terminated", flush=True)
+"""
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+            env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
+            done = subprocess.run([sys.executable, "-c", child, path], capture_output=True, text=True, env=env, timeout=60)
+            self.assertEqual(done.returncode, -signal.SIGTERM, done.stderr)
+            self.assertEqual(done.stdout.split(), ["worker", str(signal.SIGTERM)])  # the worker ended by the signal too
+            lines = read_log(path)[1]
+        self.assertEqual([line["step"] for line in lines], list(range(6)))
+
+        def own(signum, frame):
+            pass
+        previous = signal.signal(signal.SIGTERM, own)
+        try:
+            with tempfile.TemporaryDirectory() as d:
+                with fpscope_torch.Recorder(self.model(), os.path.join(d, "run.jsonl")):
+                    self.assertIs(signal.getsignal(signal.SIGTERM), own)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
 
     def test_a_missing_folder_is_named_as_given(self):
         with tempfile.TemporaryDirectory() as d:
