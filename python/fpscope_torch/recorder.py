@@ -2,6 +2,7 @@
 
 import atexit
 import gc
+import inspect
 import json
 import math
 import os
@@ -21,6 +22,7 @@ from .histogram import COUNTS, assemble, captured_of, dense_view, partial_histog
 SCHEMA_VERSION = 2
 _C_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # what exponent_counts.c reads
 _SHARDED = ("activation", "activation_gradient")  # each rank computes its own; summed across ranks
+_PRE_HOOKS_TAKE_KWARGS = "with_kwargs" in inspect.signature(torch.nn.Module.register_forward_pre_hook).parameters  # torch >= 2.0
 
 
 def _scale_of(kind, loss_scale):
@@ -274,23 +276,32 @@ def _gradient(kind):
     return kind in ("activation_gradient", "weight_gradient")
 
 
+# The sentinel's name for the model's own floating-point inputs (a batch of features, pixel
+# values, embeddings given as inputs_embeds): no module's name, which holds no parentheses. Only a
+# NaN there is a culprit -- data that reached the model broken -- and it is no tensor's upstream:
+# an input may be an additive attention mask, whose -inf (or float32's lowest) is no fault, and a
+# reading is a magnitude, without its sign.
+MODEL_INPUT = "(model input)"
+
+
 def find_culprit(readings, fmt, captured="as_stored"):
     """The culprit rule of the run log (fpscope's culprit.hpp, the one the engine applies): of a
     step's sentinel readings [(name, kind, micro_batch, largest magnitude)] in execution order, the
-    first that held a NaN, an infinity or a value past the format's largest, with the largest
-    magnitude of what leads to it (the gradients before a gradient, the rest before anything
-    else); None where every reading is clean. `captured`: as_stored where the run's operations
+    first that held a NaN, an infinity or a value past the format's largest (the model's input,
+    MODEL_INPUT: a NaN only), with the largest magnitude of what leads to it (the gradients before
+    a gradient, the rest but the model's input before anything else); None where every reading is
+    clean. `captured`: as_stored where the run's operations
     round into the format (autocast), before_cast where they run in float32."""
     format_largest = FORMAT_LARGEST.get(fmt, math.inf)
     for position, (name, kind, micro_batch, largest) in enumerate(readings):
         fault = "nan" if math.isnan(largest) else "inf" if math.isinf(largest) else "overflow" if largest > format_largest else None
-        if fault is None:
+        if fault is None or (name == MODEL_INPUT and fault != "nan"):
             continue
         culprit = {"name": name, "kind": kind, "fault": fault, "format": fmt, "format_largest": FORMAT_LARGEST.get(fmt, 0.0),
                    "largest": largest if math.isfinite(largest) else None, "position": position, "captured": captured}
         upstream = None
-        for before in readings[:position]:
-            if _gradient(before[1]) == _gradient(kind) and (upstream is None or before[3] > upstream[3]):
+        for before in readings[:position] if name != MODEL_INPUT else ():  # the data comes from no tensor before it
+            if before[0] != MODEL_INPUT and _gradient(before[1]) == _gradient(kind) and (upstream is None or before[3] > upstream[3]):
                 upstream = before
         if upstream is not None:
             culprit["upstream"] = {"name": upstream[0], "kind": upstream[1], "largest": upstream[3]}
@@ -573,7 +584,10 @@ class Recorder:
         reads_gradients = "weight_gradient" in self.kinds or self._sentinel
         self._gradient_hooks = len(self._parameters) if reads_gradients else 0
         if not self._hooks:
-            self._hooks.append(self._root.register_forward_pre_hook(self._new_pass))
+            if _PRE_HOOKS_TAKE_KWARGS:  # the inputs given by keyword too (HF: pixel_values=, inputs_embeds=)
+                self._hooks.append(self._root.register_forward_pre_hook(self._new_pass, with_kwargs=True))
+            else:
+                self._hooks.append(self._root.register_forward_pre_hook(lambda module, inputs: self._new_pass(module, inputs, {})))
             self._hooks.append(self._root.register_forward_hook(self._forward_ended))
             if reads_gradients:
                 self._hooks.append(self._root.register_forward_hook(self._watch_for_backward))
@@ -791,12 +805,16 @@ class Recorder:
     def _shadow_name(self, name):
         return f"{name} (fp32 shadow)" if self._shadowing else name
 
-    def _new_pass(self, module, inputs):
+    def _new_pass(self, module, inputs, kwargs):
         """A forward of the model: the next micro-batch (its modules' calls counted afresh, so that
-        micro-batches add into the same names)."""
+        micro-batches add into the same names), and the sentinel's reading of the model's
+        floating-point inputs (MODEL_INPUT) where it reads a training forward."""
         if _compiling() or self._shadowing or _in_backward():
             return
         self.micro_batch()
+        if self._sentinel and torch.is_grad_enabled() and module.training:
+            for _, tensor in _tensors((inputs, kwargs)):
+                self._read(MODEL_INPUT, "activation", tensor)
 
     def micro_batch(self):
         """Starts the next micro-batch's forward pass. Calling the model given to Recorder does

@@ -241,9 +241,10 @@ class BridgeCulpritTest(unittest.TestCase):
         finally:
             exponent_counts.largest_magnitude = saved
             handle.remove()
-        # 4 weights, 4 outputs, 4 output gradients, 4 weight gradients; drop's output and gradient
-        # are fc1's (its gradient node's one gradient given to both hooks), twice's are not.
-        self.assertEqual((readings, passes), (16, 14))
+        # 4 weights, the model's input, 4 outputs, 4 output gradients, 4 weight gradients; drop's
+        # output and gradient are fc1's (its gradient node's one gradient given to both hooks),
+        # twice's are not.
+        self.assertEqual((readings, passes), (17, 15))
         self.assertEqual((culprit["name"], culprit["kind"], culprit["fault"]), ("twice", "activation", "inf"))
         # The largest before it is fc1's (drop's the same, later): what twice doubled.
         self.assertEqual(culprit["upstream"], {"name": "fc1", "kind": "activation", "largest": float(torch.tensor(2.0e38))})
@@ -284,6 +285,42 @@ class BridgeCulpritTest(unittest.TestCase):
             self.assertEqual([s["step"] for s in skipped], [2, 4])
             self.assertIn("a NaN appeared in fc2 activation with finite inputs", skipped[0]["diagnosis"])
             self.assertIn("not a scaling problem", skipped[0]["diagnosis"])
+
+    def test_a_nan_in_the_batch_is_named_as_the_models_input_and_an_attention_mask_is_no_culprit(self):
+        """A NaN in the data is the model's input's (MODEL_INPUT), where the first layer was said to
+        have made it "with finite inputs". An additive mask given to the model, -inf where a key
+        is hidden, is no culprit and no tensor's upstream."""
+        class Masked(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc1, self.fc2 = torch.nn.Linear(8, 16), torch.nn.Linear(16, 4)
+
+            def forward(self, x, mask):
+                return self.fc2(torch.softmax(self.fc1(x) + mask, dim=-1))
+
+        torch.manual_seed(0)
+        model = Masked()
+        mask = torch.zeros(16)
+        mask[::2] = float("-inf")
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+            with fpscope_torch.Recorder(model, path, every=10, scaler=False) as recorder:
+                for step in range(3):
+                    x = torch.randn(4, 8)
+                    if step == 1:
+                        x[2, 3] = float("nan")
+                    loss = torch.nn.functional.cross_entropy(model(x, mask), torch.randint(0, 4, (4,)))
+                    loss.backward()
+                    recorder.step(loss, skipped=step == 2)  # step 2: clean, marked skipped all the same
+                    model.zero_grad()
+            steps = read_steps(path)
+            analyzed = json.loads(subprocess.run([FPSCOPE, "analyze", path, "--json"], capture_output=True, text=True, check=True).stdout)
+        culprit = steps[1]["culprit"]
+        self.assertEqual((culprit["name"], culprit["kind"], culprit["fault"], culprit["micro_batch"]), (fpscope_torch.recorder.MODEL_INPUT, "activation", "nan", 0))
+        self.assertNotIn("upstream", culprit)  # the weights before it are not what made it
+        self.assertNotIn("culprit", steps[2])  # the mask's -inf, read on every step, is no fault
+        self.assertEqual([s["step"] for s in analyzed["skipped_steps"]], [1, 2])
+        self.assertIn("a NaN appeared in (model input) activation as the step's first tensor", analyzed["skipped_steps"][0]["diagnosis"])
 
     def test_a_step_that_never_reaches_step_is_logged_unfinished_with_its_culprit(self):
         """A loop that raises on a NaN loss, or a model that raises inside its forward (what it had

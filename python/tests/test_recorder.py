@@ -274,13 +274,13 @@ class RecorderTest(unittest.TestCase):
             optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
             with tempfile.TemporaryDirectory() as d:
                 path = os.path.join(d, "run.jsonl")
+                step = 0  # a NaN put into the first layer's output at step 2: a culprit, with its counts, on a recorded step
+                model[0].register_forward_hook(lambda m, i, out: out.index_fill(1, torch.tensor([0]), float("nan")) if step == 2 else None)
                 with fpscope_torch.Recorder(model, path, every=2, scaler=False, blocks="mxfp8-e4m3") as recorder:
                     recorder._events = events
                     for step in range(5):
                         torch.manual_seed(step)
                         x = torch.randn(16, model[0].in_features)
-                        if step == 2:
-                            x[0, 0] = float("nan")  # a culprit, with its counts, on a recorded step
                         loss = model(x).square().mean()
                         loss.backward()
                         if torch.isfinite(loss):
