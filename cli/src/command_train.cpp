@@ -86,14 +86,15 @@ void export_batch(const std::filesystem::path& folder, std::int64_t step, const 
                npy_bytes("<i4", target_shape, {reinterpret_cast<const unsigned char*>(targets.data()), targets.size() * sizeof(std::int32_t)}));
 }
 
-// After a SIGINT the step in progress finishes, the log is left whole, and train exits with this.
-constexpr int interrupted_status = 130;
+// After a SIGINT or a SIGTERM the step in progress finishes, the log is left whole, and train exits
+// with the shell's status for that signal: 128 + its number (130, 143).
+int interrupted_status(int signal_number) { return 128 + signal_number; }
 
 // How often the waiting front end looks at the run: for a Ctrl-C, and for the progress line.
 constexpr std::chrono::milliseconds poll_interval{100};
 
 void run_train(const TrainOptions& o) {
-  // Ctrl-C is watched for from here, before the run starts any thread (interrupt_watch.hpp).
+  // Ctrl-C and SIGTERM are watched for from here, before the run starts any thread (interrupt_watch.hpp).
   InterruptWatch interrupts;
   // Every option is read and checked before any file is touched.
   TrainingSettings settings;
@@ -224,14 +225,12 @@ void run_train(const TrainOptions& o) {
 
   // Progress is for a person watching: shown on a terminal, never in a log of stderr.
   const bool show_progress = ::isatty(STDERR_FILENO) != 0;
-  bool interrupted = false;
+  int interrupted = 0;  // the signal that stopped the run
   std::int64_t shown_step = -1;
   for (;;) {
     const bool ended = session.wait_for_end(poll_interval);
-    if (!ended && !interrupted && interrupts.interrupted()) {
-      interrupted = true;
+    if (!ended && interrupted == 0 && (interrupted = interrupts.interrupted()) != 0)
       session.stop();  // the step in progress finishes; the log is made durable
-    }
     const TrainingStatus status = session.status();
     if (show_progress && status.step != shown_step) {
       shown_step = status.step;
@@ -239,16 +238,16 @@ void run_train(const TrainOptions& o) {
                  status.loss, status.loss_scale, status.skipped_steps,
                  static_cast<double>(status.step - first_step) / std::max(status.running_seconds, 1e-9));
     }
-    if (ended || interrupted) break;
+    if (ended || interrupted != 0) break;
   }
   if (show_progress) fmt::print(stderr, "\n");
   session.rethrow_failure();
   if (log_sink) log_sink->keep();  // a failed run's log is not kept: the file it replaced goes back
   const TrainingStatus status = session.status();
-  if (interrupted)
-    throw UsageError(fmt::format("interrupted after step {} of {}: the run log is whole up to it{}", status.step, settings.steps,
-                                 checkpoint_every > 0 ? "; --resume goes on from the last checkpoint" : ""),
-                     interrupted_status);
+  if (interrupted != 0)
+    throw UsageError(fmt::format("{} after step {} of {}: the run log is whole up to it{}", interrupted == SIGTERM ? "terminated (SIGTERM)" : "interrupted",
+                                 status.step, settings.steps, checkpoint_every > 0 ? "; --resume goes on from the last checkpoint" : ""),
+                     interrupted_status(interrupted));
   fmt::print(summary, "{} steps, final loss {:.6f}, loss scale {:g}, skipped steps {}\n", status.step, status.loss, status.loss_scale,
              status.skipped_steps);
 }
