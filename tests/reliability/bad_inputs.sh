@@ -589,28 +589,22 @@ wait 2>/dev/null
 cd "$work" || exit 1
 rm -rf busy
 
-# ---- SIGINT: exit 130 after a whole log ----
-"$fpscope" train --model 64-256-256-10 --steps 1000000 --out interrupted.jsonl >/dev/null 2>interrupted.err &
-pid=$!
-# Until a step is in the log (the header and a snapshot: two lines), however loaded the machine is.
-for _ in $(seq 600); do (($(wc -l 2>/dev/null <interrupted.jsonl || echo 0) >= 2)) && break; sleep 0.1; done
-kill -INT "$pid"
-wait "$pid"
-status=$?
-if ((status == 130)) && grep -q "interrupted after step" interrupted.err && [[ $(tail -c 1 interrupted.jsonl | od -An -c | tr -d ' ') == '\n' ]] &&
-   "$fpscope" analyze interrupted.jsonl >/dev/null 2>analyze.err && ! grep -q warning analyze.err; then passed=$((passed + 1))
-else fail "sigint: status $status, $(tail -c 200 interrupted.err)"; fi
-
-# ---- SIGTERM (a scheduler's preemption, timeout, docker stop): the same, exit 143 ----
-"$fpscope" train --model 64-256-256-10 --steps 1000000 --out terminated.jsonl >/dev/null 2>terminated.err &
-pid=$!
-for _ in $(seq 600); do (($(wc -l 2>/dev/null <terminated.jsonl || echo 0) >= 2)) && break; sleep 0.1; done
-kill -TERM "$pid"
-wait "$pid"
-status=$?
-if ((status == 143)) && grep -q "terminated (SIGTERM) after step" terminated.err && [[ $(tail -c 1 terminated.jsonl | od -An -c | tr -d ' ') == '\n' ]] &&
-   "$fpscope" analyze terminated.jsonl >/dev/null 2>analyze.err && ! grep -q warning analyze.err; then passed=$((passed + 1))
-else fail "sigterm: status $status, $(tail -c 200 terminated.err)"; fi
+# ---- SIGINT (Ctrl-C) and SIGTERM (a scheduler's preemption, timeout, docker stop): the step in
+# progress finishes, the log is whole, and train exits 128 + the signal's number, saying so ----
+stopped_by() {  # SIGNAL STATUS SENTENCE NAME
+  "$fpscope" train --model 64-256-256-10 --steps 1000000 --out "$4.jsonl" >/dev/null 2>"$4.err" &
+  local pid=$! status
+  # Until a step is in the log (the header and a snapshot: two lines), however loaded the machine is.
+  for _ in $(seq 600); do (($(wc -l 2>/dev/null <"$4.jsonl" || echo 0) >= 2)) && break; sleep 0.1; done
+  kill -"$1" "$pid"
+  wait "$pid"
+  status=$?
+  if ((status == $2)) && grep -q "$3 after step" "$4.err" && [[ $(tail -c 1 "$4.jsonl" | od -An -c | tr -d ' ') == '\n' ]] &&
+     "$fpscope" analyze "$4.jsonl" >/dev/null 2>analyze.err && ! grep -q warning analyze.err; then passed=$((passed + 1))
+  else fail "$4: status $status, $(tail -c 200 "$4.err")"; fi
+}
+stopped_by INT 130 "interrupted" interrupted
+stopped_by TERM 143 "terminated (SIGTERM)" terminated
 
 # ... and no thread that computes runs a handler for either (interrupt_watch.hpp): while a run
 # trains, the main thread and the engine's pool block SIGINT and SIGTERM. (Handled on whichever thread it landed, the
