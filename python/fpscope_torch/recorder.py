@@ -277,25 +277,37 @@ def _gradient(kind):
 
 
 # The sentinel's name for the model's own floating-point inputs (a batch of features, pixel
-# values, embeddings given as inputs_embeds): no module's name, which holds no parentheses. Only a
-# NaN there is a culprit -- data that reached the model broken -- and it is no tensor's upstream:
-# an input may be an additive attention mask, whose -inf (or float32's lowest) is no fault, and a
-# reading is a magnitude, without its sign.
+# values, embeddings given as inputs_embeds): no module's name, which holds no parentheses. An
+# input is no format's until an operation casts it, so only a NaN or an infinity there can be a
+# fault, and only where it broke what the model made of it (_broke_the_forward): an additive
+# attention mask's -inf, or a NaN the model replaces (nan_to_num over missing values), is none.
+# It is no tensor's upstream either.
 MODEL_INPUT = "(model input)"
+
+
+def _broke_the_forward(readings, position):
+    """Whether the model's input read at `position` (a NaN or an infinity) broke the forward: the
+    first module output read after it in its micro-batch holds a NaN or an infinity too, or none
+    was read (the step stopped there)."""
+    micro_batch = readings[position][2]
+    for name, kind, later_micro_batch, largest in readings[position + 1:]:
+        if name != MODEL_INPUT and kind == "activation" and later_micro_batch == micro_batch:
+            return not math.isfinite(largest)
+    return True
 
 
 def find_culprit(readings, fmt, captured="as_stored"):
     """The culprit rule of the run log (fpscope's culprit.hpp, the one the engine applies): of a
     step's sentinel readings [(name, kind, micro_batch, largest magnitude)] in execution order, the
     first that held a NaN, an infinity or a value past the format's largest (the model's input,
-    MODEL_INPUT: a NaN only), with the largest magnitude of what leads to it (the gradients before
-    a gradient, the rest but the model's input before anything else); None where every reading is
-    clean. `captured`: as_stored where the run's operations
+    MODEL_INPUT: a NaN or an infinity that broke the forward), with the largest magnitude of what
+    leads to it (the gradients before a gradient, the rest but the model's input before anything
+    else); None where every reading is clean. `captured`: as_stored where the run's operations
     round into the format (autocast), before_cast where they run in float32."""
     format_largest = FORMAT_LARGEST.get(fmt, math.inf)
     for position, (name, kind, micro_batch, largest) in enumerate(readings):
         fault = "nan" if math.isnan(largest) else "inf" if math.isinf(largest) else "overflow" if largest > format_largest else None
-        if fault is None or (name == MODEL_INPUT and fault != "nan"):
+        if fault is None or (name == MODEL_INPUT and (fault == "overflow" or not _broke_the_forward(readings, position))):
             continue
         culprit = {"name": name, "kind": kind, "fault": fault, "format": fmt, "format_largest": FORMAT_LARGEST.get(fmt, 0.0),
                    "largest": largest if math.isfinite(largest) else None, "position": position, "captured": captured}

@@ -286,41 +286,57 @@ class BridgeCulpritTest(unittest.TestCase):
             self.assertIn("a NaN appeared in fc2 activation with finite inputs", skipped[0]["diagnosis"])
             self.assertIn("not a scaling problem", skipped[0]["diagnosis"])
 
-    def test_a_nan_in_the_batch_is_named_as_the_models_input_and_an_attention_mask_is_no_culprit(self):
-        """A NaN in the data is the model's input's (MODEL_INPUT), where the first layer was said to
-        have made it "with finite inputs". An additive mask given to the model, -inf where a key
-        is hidden, is no culprit and no tensor's upstream."""
+    def test_a_broken_batch_is_named_as_the_models_input_and_a_mask_or_an_imputed_nan_is_not(self):
+        """A NaN or an infinity in the data that breaks the forward is the model's input's
+        (MODEL_INPUT), where the first layer was said to have made it "with finite inputs". An
+        additive mask given to the model, -inf where a key is hidden, and a NaN the model replaces
+        itself (nan_to_num over missing values) break nothing: neither is named, nor anyone's
+        upstream."""
         class Masked(torch.nn.Module):
-            def __init__(self):
+            def __init__(self, imputes=False):
                 super().__init__()
-                self.fc1, self.fc2 = torch.nn.Linear(8, 16), torch.nn.Linear(16, 4)
+                self.fc1, self.fc2, self.imputes = torch.nn.Linear(8, 16), torch.nn.Linear(16, 4), imputes
 
             def forward(self, x, mask):
+                x = torch.nan_to_num(x) if self.imputes else x
                 return self.fc2(torch.softmax(self.fc1(x) + mask, dim=-1))
 
-        torch.manual_seed(0)
-        model = Masked()
         mask = torch.zeros(16)
         mask[::2] = float("-inf")
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "run.jsonl")
-            with fpscope_torch.Recorder(model, path, every=10, scaler=False) as recorder:
-                for step in range(3):
-                    x = torch.randn(4, 8)
-                    if step == 1:
-                        x[2, 3] = float("nan")
-                    loss = torch.nn.functional.cross_entropy(model(x, mask), torch.randint(0, 4, (4,)))
-                    loss.backward()
-                    recorder.step(loss, skipped=step == 2)  # step 2: clean, marked skipped all the same
-                    model.zero_grad()
-            steps = read_steps(path)
-            analyzed = json.loads(subprocess.run([FPSCOPE, "analyze", path, "--json"], capture_output=True, text=True, check=True).stdout)
-        culprit = steps[1]["culprit"]
-        self.assertEqual((culprit["name"], culprit["kind"], culprit["fault"], culprit["micro_batch"]), (fpscope_torch.recorder.MODEL_INPUT, "activation", "nan", 0))
-        self.assertNotIn("upstream", culprit)  # the weights before it are not what made it
-        self.assertNotIn("culprit", steps[2])  # the mask's -inf, read on every step, is no fault
-        self.assertEqual([s["step"] for s in analyzed["skipped_steps"]], [1, 2])
+        culprits = {}
+        for imputes in (False, True):
+            torch.manual_seed(0)
+            model = Masked(imputes)
+            step = [0]
+            handle = poison(model.fc2, float("inf"), lambda: imputes and step[0] == 1)  # another fault, on the NaN batch
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "run.jsonl")
+                with fpscope_torch.Recorder(model, path, every=10, scaler=False) as recorder:
+                    for step[0] in range(4):
+                        x = torch.randn(4, 8)
+                        if step[0] in (1, 3):
+                            x[2, 3] = float("nan") if step[0] == 1 else float("-inf")  # missing; a log of 0
+                        loss = torch.nn.functional.cross_entropy(model(x, mask), torch.randint(0, 4, (4,)))
+                        loss.backward()
+                        recorder.step(loss, skipped=step[0] == 2)  # step 2: clean, marked skipped all the same
+                        model.zero_grad()
+                steps = read_steps(path)
+                if not imputes:
+                    analyzed = json.loads(subprocess.run([FPSCOPE, "analyze", path, "--json"], capture_output=True, text=True,
+                                                         check=True).stdout)
+            handle.remove()
+            culprits[imputes] = [s.get("culprit") for s in steps]
+        named = [(c["name"], c["kind"], c["fault"], c.get("micro_batch")) if c else None for c in culprits[False]]
+        model_input = fpscope_torch.recorder.MODEL_INPUT
+        self.assertEqual(named, [None, (model_input, "activation", "nan", 0), None, (model_input, "activation", "inf", 0)])
+        self.assertNotIn("upstream", culprits[False][1])  # the weights before it are not what made it
+        self.assertEqual([s["step"] for s in analyzed["skipped_steps"]], [1, 2, 3])
         self.assertIn("a NaN appeared in (model input) activation as the step's first tensor", analyzed["skipped_steps"][0]["diagnosis"])
+        # Imputed: step 1's culprit is fc2's infinity, its upstream fc1 (not the input); step 3's
+        # -inf, which nan_to_num makes float32's lowest, is no fault of the input's either.
+        imputed = culprits[True][1]
+        self.assertEqual((imputed["name"], imputed["fault"], imputed["upstream"]["name"]), ("fc2", "inf", "fc1"))
+        self.assertNotEqual((culprits[True][3] or {}).get("name"), model_input)
 
     def test_a_step_that_never_reaches_step_is_logged_unfinished_with_its_culprit(self):
         """A loop that raises on a NaN loss, or a model that raises inside its forward (what it had
