@@ -59,11 +59,13 @@ def _close_on_terminate(signum, frame):
     -- ends the process without running atexit: the open Recorders are closed first, as at exit,
     and then the signal takes its default course, so the process ends by it as it would have. A
     second SIGTERM meanwhile is ignored (it would end the process halfway through a line)."""
-    if os.getpid() == _TERMINATE_PID:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        _close_at_exit()
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    os.kill(os.getpid(), signal.SIGTERM)
+    try:
+        if os.getpid() == _TERMINATE_PID:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            _close_at_exit()
+    finally:  # whatever closing raised, the process ends by the signal
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _close_on_terminate_installed():
