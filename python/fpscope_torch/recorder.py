@@ -305,14 +305,16 @@ def find_culprit(readings, fmt, captured="as_stored"):
     MODEL_INPUT: a NaN or an infinity that broke the forward), with the largest magnitude of what
     leads to it (the gradients before a gradient, the rest but the model's input before anything
     else); None where every reading is clean. `captured`: as_stored where the run's operations
-    round into the format (autocast), before_cast where they run in float32."""
+    round into the format (autocast), before_cast where they run in float32 (and for the model's
+    input, which no operation of the run made)."""
     format_largest = FORMAT_LARGEST.get(fmt, math.inf)
     for position, (name, kind, micro_batch, largest) in enumerate(readings):
         fault = "nan" if math.isnan(largest) else "inf" if math.isinf(largest) else "overflow" if largest > format_largest else None
         if fault is None or (name == MODEL_INPUT and (fault == "overflow" or not _broke_the_forward(readings, position))):
             continue
         culprit = {"name": name, "kind": kind, "fault": fault, "format": fmt, "format_largest": FORMAT_LARGEST.get(fmt, 0.0),
-                   "largest": largest if math.isfinite(largest) else None, "position": position, "captured": captured}
+                   "largest": largest if math.isfinite(largest) else None, "position": position,
+                   "captured": "before_cast" if name == MODEL_INPUT else captured}  # the data: made before any cast
         upstream = None
         for before in readings[:position] if name != MODEL_INPUT else ():  # the data comes from no tensor before it
             if before[0] != MODEL_INPUT and _gradient(before[1]) == _gradient(kind) and (upstream is None or before[3] > upstream[3]):

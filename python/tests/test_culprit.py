@@ -330,6 +330,7 @@ class BridgeCulpritTest(unittest.TestCase):
         model_input = fpscope_torch.recorder.MODEL_INPUT
         self.assertEqual(named, [None, (model_input, "activation", "nan", 0), None, (model_input, "activation", "inf", 0)])
         self.assertNotIn("upstream", culprits[False][1])  # the weights before it are not what made it
+        self.assertEqual(culprits[False][1]["captured"], "before_cast")  # the data, made before any of the run's casts
         self.assertEqual([s["step"] for s in analyzed["skipped_steps"]], [1, 2, 3])
         self.assertIn("a NaN appeared in (model input) activation as the step's first tensor", analyzed["skipped_steps"][0]["diagnosis"])
         # Imputed: step 1's culprit is fc2's infinity, its upstream fc1 (not the input); step 3's
