@@ -262,6 +262,14 @@ def _read_back(steps):
             record[j] = value
 
 
+def _on_host(record):
+    """Whether a step record's values (loss, scales, sentinel readings) are all in host memory, as
+    a CPU training's are: reading them waits on no device."""
+    readings = record[5]
+    values = [record[1], record[2], record[3]] + ([readings[2]] if readings is not None and readings[2] is not None else [])
+    return all(not torch.is_tensor(v) or v.device.type == "cpu" for v in values)
+
+
 # The largest finite value of the formats a header's `format` names: values past it are what a cast
 # into the format overflows (a culprit's "overflow"). Other formats: only NaN and infinity count.
 FORMAT_LARGEST = {"fp16": 65504.0, "bf16": 3.3895313892515355e38, "fp32": 3.4028234663852886e38, "tf32": 3.4028234663852886e38,
@@ -968,6 +976,8 @@ class Recorder:
         try:
             if self._recording():
                 self._write_recorded()
+            elif self._rank == 0 and not self._distributed and _on_host(self._steps[-1]):
+                self._write_held()
         finally:  # a log that could not be written (log_file.append) misses these lines; the next step goes on
             self._scale_used = scale_after
             self.step_index += 1
@@ -1092,6 +1102,17 @@ class Recorder:
             culprit_record = record_of(at[(culprit["name"], culprit["kind"])]) if culprit and (culprit["name"], culprit["kind"]) in at else None
             head = json.dumps(self._step_line(current, None, culprit, culprit_record))
             lines.append(head[:-1] + ', "tensors": [' + ", ".join(json.dumps(record_of(k)) for k in range(len(ordered))) + "]}")
+        self._write_lines(lines)
+
+    def _write_held(self):
+        """Writes the step records held since the last line, where their values are in host memory
+        (_on_host) and no other rank's culprit is to be gathered: a CPU training outside
+        torch.distributed. Writing them at once waits on nothing, a log followed live shows every
+        step, and a process killed loses no step before the one it was in."""
+        _read_back(self._steps)
+        culprits = self._culprits(self._steps, collective=False)
+        lines = [self._step_line(r, culprit=culprits[r[0]]) for r in self._steps]
+        self._steps = []
         self._write_lines(lines)
 
     @staticmethod

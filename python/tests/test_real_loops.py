@@ -537,21 +537,24 @@ class MisuseTest(unittest.TestCase):
                 self.assertNotIn("incomplete", analyzed.stdout + analyzed.stderr)
 
     def test_a_loop_that_raises_without_close_loses_no_step(self):
-        """Recording every 10th step, a loop raises at step 7 and never calls close(): at the
-        interpreter's exit the Recorder writes steps 1..6 (the culprit of the skip at step 5, a NaN
-        put into the first layer's output, with them), which it held for the next recorded step."""
+        """Recording every 10th step, a loop raises at step 7, on the NaN loss its forward made, and
+        never calls close(): steps 0..6 are in the log (the culprit of the skip at step 5, a NaN
+        put into the first layer's output, with them; a CPU training writes each step's line at
+        once, an accelerator's holds them for the next recorded step), and at the interpreter's
+        exit the Recorder writes step 7 as unfinished, with its culprit."""
         child = """
 import sys, torch, fpscope_torch
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
-model[0].register_forward_hook(lambda m, i, out: out.index_fill(1, torch.tensor([2]), float("nan")) if step == 5 else None)
+model[0].register_forward_hook(lambda m, i, out: out.index_fill(1, torch.tensor([2]), float("nan")) if step in (5, 7) else None)
 recorder = fpscope_torch.Recorder(model, sys.argv[1], every=10, scaler=False)
-for step in range(7):
+for step in range(8):
     loss = torch.nn.functional.cross_entropy(model(torch.randn(4, 6)), torch.randint(0, 3, (4,)))
+    if step == 7:
+        raise RuntimeError("the loop stops here")
     loss.backward()
     recorder.step(loss, skipped=step == 5)
     model.zero_grad()
-raise RuntimeError("the loop stops here")
 """
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "run.jsonl")
@@ -560,36 +563,41 @@ raise RuntimeError("the loop stops here")
             self.assertEqual(done.returncode, 1)
             self.assertIn("RuntimeError: the loop stops here", done.stderr)
             lines = read_log(path)[1]
-        self.assertEqual([line["step"] for line in lines], list(range(7)))
-        self.assertEqual([line["step"] for line in lines if line.get("culprit")], [5])
-        self.assertEqual((lines[5]["culprit"]["name"], lines[5]["culprit"]["fault"]), ("0", "nan"))
+        self.assertEqual([line["step"] for line in lines], list(range(8)))
+        self.assertEqual([line["step"] for line in lines if line.get("culprit")], [5, 7])
+        self.assertEqual([line["step"] for line in lines if line.get("finished") is False], [7])
+        for k in (5, 7):
+            self.assertEqual((lines[k]["culprit"]["name"], lines[k]["culprit"]["fault"]), ("0", "nan"))
 
     def test_a_terminated_loop_loses_no_step(self):
         """SIGTERM (a scheduler preempting the job, torchrun ending the other ranks) ends a process
-        without running atexit. Recording every 10th step, a loop terminated after step 5 still
-        writes steps 0..5, and the process ends by the signal as it would have. A DataLoader
-        worker forked from it and terminated writes nothing of its parent's; a handler the program
-        set is left in place."""
+        without running atexit. Recording every 10th step, a loop terminated in step 6, after a
+        forward that made a NaN, still writes step 6 as unfinished with its culprit after steps
+        0..5, and the process ends by the signal as it would have. A DataLoader worker forked from
+        it and terminated writes nothing of its parent's; a handler the program set is left in
+        place."""
         child = """
 import os, signal, sys, time, torch, fpscope_torch
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+model[0].register_forward_hook(lambda m, i, out: out.index_fill(1, torch.tensor([2]), float("nan")) if step == 6 else None)
 recorder = fpscope_torch.Recorder(model, sys.argv[1], every=10, scaler=False)
-for step in range(6):
-    loss = torch.nn.functional.cross_entropy(model(torch.randn(4, 6)), torch.randint(0, 3, (4,)))
-    loss.backward()
-    recorder.step(loss)
-    model.zero_grad()
-    if step == 3:  # a worker forked with the Recorder open, terminated
-        worker = os.fork()
+for step in range(7):
+    if step == 6:  # terminated inside the step, after its forward
+        model(torch.randn(4, 6))
+        worker = os.fork()  # a worker forked there, terminated first
         if worker == 0:
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(10)
             os._exit(3)
         print("worker", os.waitpid(worker, 0)[1], flush=True)
-os.kill(os.getpid(), signal.SIGTERM)
-time.sleep(10)
-print("not terminated", flush=True)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(10)
+        print("not terminated", flush=True)
+    loss = torch.nn.functional.cross_entropy(model(torch.randn(4, 6)), torch.randint(0, 3, (4,)))
+    loss.backward()
+    recorder.step(loss)
+    model.zero_grad()
 """
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "run.jsonl")
@@ -598,7 +606,9 @@ print("not terminated", flush=True)
             self.assertEqual(done.returncode, -signal.SIGTERM, done.stderr)
             self.assertEqual(done.stdout.split(), ["worker", str(signal.SIGTERM)])  # the worker ended by the signal too
             lines = read_log(path)[1]
-        self.assertEqual([line["step"] for line in lines], list(range(6)))
+        self.assertEqual([line["step"] for line in lines], list(range(7)))
+        self.assertEqual([line["step"] for line in lines if line.get("finished") is False], [6])
+        self.assertEqual((lines[6]["culprit"]["name"], lines[6]["culprit"]["fault"]), ("0", "nan"))
 
         def own(signum, frame):
             pass

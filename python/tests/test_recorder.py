@@ -295,6 +295,25 @@ class RecorderTest(unittest.TestCase):
         self.assertIn("nan", lines[2]["culprit"])
         self.assertIn("blocks", lines[2]["tensors"][0])
 
+    def test_a_cpu_training_writes_each_step_as_it_ends(self):
+        """On the CPU a step's values are in host memory when it ends: its line is written then,
+        recorded or not, so a log followed live shows every step and a killed process loses none
+        before the one it was in. (On an accelerator they wait for the next recorded step, whose
+        read-back they share.)"""
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+            model = tiny_model()
+            written = []
+            with fpscope_torch.Recorder(model, path, every=10) as recorder:
+                for step in range(4):
+                    loss = torch.nn.functional.cross_entropy(model(torch.randn(8, 6)), torch.randint(0, 3, (8,)))
+                    loss.backward()
+                    recorder.step(loss)
+                    model.zero_grad()
+                    written.append([line["step"] for line in read_log(path)[1]])
+                    self.assertEqual(read_log(path)[1][-1]["loss"], loss.item())
+        self.assertEqual(written, [[0], [0, 1], [0, 1, 2], [0, 1, 2, 3]])
+
     def test_a_record_for_every_step_and_histograms_every_n_read_by_fpscope(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "run.jsonl")
