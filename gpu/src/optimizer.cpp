@@ -1,6 +1,7 @@
 // SGD, momentum and AdamW on fp32 master weights, with gradient clipping on unscaled gradients.
 #include "fpscope/gpu/optimizer.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -85,11 +86,24 @@ FPSCOPE_UPDATE_CLONES void sgd_range(float* __restrict w, const float* __restric
   for (std::size_t i = 0; i < n; ++i) w[i] = sgd_update_element(w[i], scaled[i], factor);
 }
 
+// The update of parameter p's elements on the element-wise threads (parallel.hpp): `update(begin,
+// end)` over ranges of at most update_range_size, each handed to `updated` as soon as it is written.
+template <typename Update>
+void update_in_ranges(std::size_t p, std::size_t n, const UpdatedRange& updated, const Update& update) {
+  parallel_for(n, update_range_size, [&](std::size_t first, std::size_t last) {
+    for (std::size_t begin = first; begin < last; begin += update_range_size) {
+      const std::size_t end = std::min(last, begin + update_range_size);
+      update(begin, end);
+      if (updated) updated(p, begin, end);
+    }
+  });
+}
+
 }  // namespace
 
 std::optional<double> optimizer_update(const OptimizerConfig& config, float learning_rate, float loss_scale,
                                        std::span<const std::span<float>> parameters, std::span<const std::span<const float>> scaled_gradients,
-                                       OptimizerState& state) {
+                                       OptimizerState& state, const UpdatedRange& updated) {
   if (parameters.size() != scaled_gradients.size()) throw std::invalid_argument("optimizer: as many gradients as parameters are needed");
   const bool first_moment = config.kind != OptimizerKind::sgd, second_moment = config.kind == OptimizerKind::adamw;
   if (state.first.empty() && first_moment) state.first.resize(parameters.size());
@@ -128,7 +142,7 @@ std::optional<double> optimizer_update(const OptimizerConfig& config, float lear
     // Each element on its own: split across the element-wise threads (parallel.hpp), same bits.
     float* first = first_moment ? state.first[p].data() : nullptr;
     float* second = second_moment ? state.second[p].data() : nullptr;
-    parallel_for(w.size(), 16384, [&](std::size_t begin, std::size_t end) {
+    update_in_ranges(p, w.size(), updated, [&](std::size_t begin, std::size_t end) {
       float* const f = first != nullptr ? first + begin : nullptr;
       float* const v = second != nullptr ? second + begin : nullptr;
       switch (config.kind) {
@@ -145,16 +159,16 @@ std::optional<double> optimizer_update(const OptimizerConfig& config, float lear
 }
 
 void update_parameters(const OptimizerConfig& config, float learning_rate, float loss_scale, std::span<const std::span<float>> parameters,
-                       std::span<const std::span<const float>> scaled_gradients, OptimizerState& state) {
+                       std::span<const std::span<const float>> scaled_gradients, OptimizerState& state, const UpdatedRange& updated) {
   if (!config.plain_sgd()) {
-    optimizer_update(config, learning_rate, loss_scale, parameters, scaled_gradients, state);
+    optimizer_update(config, learning_rate, loss_scale, parameters, scaled_gradients, state, updated);
     return;
   }
   if (parameters.size() != scaled_gradients.size()) throw std::invalid_argument("optimizer: as many gradients as parameters are needed");
   const float factor = sgd_step_factor(learning_rate, loss_scale);
   for (std::size_t p = 0; p < parameters.size(); ++p) {
     if (parameters[p].size() != scaled_gradients[p].size()) throw std::invalid_argument("optimizer: a gradient's length is not its parameter's");
-    parallel_for(parameters[p].size(), 16384, [&](std::size_t begin, std::size_t end) {
+    update_in_ranges(p, parameters[p].size(), updated, [&](std::size_t begin, std::size_t end) {
       sgd_range(parameters[p].data() + begin, scaled_gradients[p].data() + begin, end - begin, factor);
     });
   }

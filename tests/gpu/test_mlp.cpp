@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 #include <random>
+#include <utility>
 
 #include "fpscope/core/convert.hpp"
 #include "fpscope/gpu/mlp.hpp"
@@ -214,4 +215,52 @@ TEST_CASE("block statistics: recorded along each tensor's feature axis, and the 
   }
   for (std::size_t l = 0; l < a.weights().size(); ++l) CHECK(a.weights()[l] == b.weights()[l]);
   CHECK(a.state().stochastic_counter == b.state().stochastic_counter);
+}
+
+TEST_CASE("bf16: the weights' bits an update makes for the next step are that step's own cast, bit for bit") {
+  // Two trainers from one seed, one taking the bits its updates make (MlpTrainer::
+  // next_weight_bits_made), the other asking for its weights writable before every step, which
+  // makes each step cast them itself. Recorded steps (which cast their weights themselves), a
+  // skipped step (no update) and a weight changed between steps come between. Small layers take the float32 products (their values
+  // made from the bits), wide ones oneDNN's bf16 kernels where the processor has them.
+  const bool bits_made_here = gemm_has_bf16_products();
+  if (!bits_made_here) MESSAGE("no bf16 products here: the update makes no bits, and both trainers cast their weights");
+  for (const std::vector<int>& sizes : {std::vector<int>{6, 9, 7, 3}, std::vector<int>{96, 256, 160, 10}})
+    for (const OptimizerKind optimizer : {OptimizerKind::sgd, OptimizerKind::momentum, OptimizerKind::adamw}) {
+      CAPTURE(sizes[1]);
+      CAPTURE(static_cast<int>(optimizer));
+      TrainingConfig config;
+      config.layer_sizes = sizes;
+      config.precision = Precision::bf16;
+      config.scaler = LossScalerConfig::pytorch();  // a skipped step backs off
+      config.optimizer.kind = optimizer;
+      config.learning_rate = optimizer == OptimizerKind::adamw ? 1e-3f : 0.05f;
+      MlpTrainer taking(config), casting(config);
+      const FaultInjection fault{FaultInjection::Value::nan, 2, 4, ""};
+      taking.inject(fault);
+      casting.inject(fault);
+      const Batch b = make_batch(32, sizes.front(), sizes.back(), 11);
+      for (int step = 0; step < 9; ++step) {
+        CAPTURE(step);
+        const bool record = step == 2 || step == 6;
+        CHECK(taking.next_weight_bits_made() == (bits_made_here && step > 0 && step != 5));  // step 4 skipped
+        if (step == 7) {  // a weight changed between steps: the next step casts what it finds
+          taking.weights()[0](0, 0) += 0.25f;
+          casting.weights()[0](0, 0) += 0.25f;
+          CHECK_FALSE(taking.next_weight_bits_made());
+        }
+        casting.weights();
+        CHECK_FALSE(casting.next_weight_bits_made());
+        const StepResult a = taking.step(b.inputs, b.labels, record), c = casting.step(b.inputs, b.labels, record);
+        CHECK(std::bit_cast<std::uint64_t>(a.loss) == std::bit_cast<std::uint64_t>(c.loss));
+        CHECK(a.skipped == (step == 4));
+        CHECK(a.skipped == c.skipped);
+        CHECK(a.snapshot == c.snapshot);
+        const auto& wa = std::as_const(taking).weights();
+        const auto& wc = std::as_const(casting).weights();
+        for (std::size_t l = 0; l < wa.size(); ++l)
+          CHECK(std::memcmp(wa[l].data(), wc[l].data(), sizeof(float) * static_cast<std::size_t>(wa[l].size())) == 0);
+        CHECK(taking.state().stochastic_counter == casting.state().stochastic_counter);
+      }
+    }
 }

@@ -97,6 +97,7 @@ bool ProductOperand::start_bits(std::span<float>) { return false; }
 std::span<std::uint16_t> ProductOperand::piece_bits(std::size_t, std::size_t) { throw std::logic_error("piece_bits: no bits are made here"); }
 void ProductOperand::scan_bits(std::size_t, std::size_t) const {}
 void ProductOperand::finish_pieces() {}
+void ProductOperand::restart() {}
 void onednn_on_calling_thread() {}
 bool onednn_runs_avx512() { return false; }
 std::string onednn_description() { return ""; }
@@ -458,6 +459,16 @@ void ProductOperand::finish_pieces() {
   if (packing_->state != Packing::State::in_pieces) return;
   packs.fetch_add(1, std::memory_order_relaxed);
   packing_->state = packing_->scan.bf16() ? Packing::State::bf16 : Packing::State::not_bf16;
+}
+
+void ProductOperand::restart() {
+  Packing& packing = *packing_;
+  if (packing.state == Packing::State::in_pieces) throw std::logic_error("restart: the operand's pieces are being made");
+  packing.state = Packing::State::not_looked_at;
+  packing.scan = Bf16Scan{};
+  packing.from_bits = false;
+  packing.unwritten = {};
+  packing.count = 0;
 }
 
 bool onednn_runs_avx512() { return onednn_runs(dnnl::cpu_isa::avx512_core); }

@@ -147,6 +147,9 @@ MlpTrainer::MlpTrainer(const TrainingConfig& config) : config_(config), scaler_(
   if (config.precision == Precision::fp16_pure)
     for (auto& w : weights_) cast(formats::fp16, true, w, ctx_, nullptr);
   if (per_tensor_fp8(config.recipe.recipe)) fp8_.resize(3 * weights_.size());
+  const bool low = config.precision != Precision::fp32;
+  low_weights_.resize(low ? weights_.size() : 0);
+  for (std::size_t l = 0; l < weights_.size(); ++l) weight_operands_.emplace_back(low ? low_weights_[l] : weights_[l]);
 }
 
 MlpTrainer::State MlpTrainer::position() const { return {steps_, {}, {}, scaler_.state(), ctx_.stochastic_counter, {}, fp8_}; }
@@ -176,7 +179,8 @@ void check_mlp_state(const std::vector<int>& layer_sizes, const TrainerState& st
 void MlpTrainer::restore(const State& state) {
   check_mlp_state(config_.layer_sizes, state, fp8_.size());
   steps_ = state.steps;
-  weights_ = state.weights;
+  weights_ = state.weights;  // element by element (the same layer count): weight_operands_ still refer to them
+  next_weight_bits_made_ = false;
   biases_ = state.biases;
   scaler_.restore(state.scaler);
   ctx_.stochastic_counter = state.stochastic_counter;

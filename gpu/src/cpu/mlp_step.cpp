@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 
 #include "fpscope/core/bulk.hpp"
@@ -109,10 +110,16 @@ class MlpTrainer::Pass {
   // for the bf16 kernels once (gemm.hpp), as their casts make them where no recipe makes the
   // products' operands. The weights' and the first inputs' low-precision copies are read by
   // nothing else then: their casts may make only the bf16 bits (OutputReaders). In fp32 there are
-  // no copies: w_ and a_[0] stay empty (weights_of(), inputs_of()).
-  std::vector<Eigen::MatrixXf> w_, a_, z_;
+  // no copies: w_ and a_[0] stay empty (weights_of(), inputs_of()). The weights' copies and
+  // operands are the trainer's, kept for the next step (update()).
+  std::vector<Eigen::MatrixXf>& w_;
+  std::vector<Eigen::MatrixXf> a_, z_;
   std::vector<Eigen::VectorXf> b_;
-  std::vector<ProductOperand> weight_operands_, input_operands_;
+  std::vector<ProductOperand>& weight_operands_;
+  std::vector<ProductOperand> input_operands_;
+  // Whether the last update made this step's weights' bits (MlpTrainer::next_weight_bits_made),
+  // and the step takes them: it does not record its weights.
+  const bool weight_bits_made_;
   // Under a per-tensor FP8 recipe: each layer's operands, made once for both products using them.
   std::vector<Fp8Operand> fp8_input_, fp8_weight_;
   std::vector<Eigen::MatrixXf> tiled_weights_;
@@ -138,10 +145,12 @@ MlpTrainer::Pass::Pass(MlpTrainer& trainer, const Eigen::MatrixXf& inputs, bool 
       activation_gradient_(layers_),
       weight_(layers_),
       weight_gradient_(layers_),
-      w_(layers_),
+      w_(trainer.low_weights_),
       a_(layers_),
       z_(layers_),
       b_(layers_),
+      weight_operands_(trainer.weight_operands_),
+      weight_bits_made_(trainer.next_weight_bits_made_ && !record),
       fp8_input_(per_tensor_fp8(recipe_) ? layers_ : 0),
       fp8_weight_(fp8_input_.size()),
       tiled_weights_(config_.recipe.square_weight_tiles ? layers_ : 0),
@@ -149,12 +158,14 @@ MlpTrainer::Pass::Pass(MlpTrainer& trainer, const Eigen::MatrixXf& inputs, bool 
       grad_b_(layers_) {
   result.loss_scale = t_.scaler_.scale();
   scale_ = static_cast<float>(result.loss_scale);
+  t_.next_weight_bits_made_ = false;  // taken now, or cast afresh
+  if (!weight_bits_made_)
+    for (ProductOperand& operand : weight_operands_) operand.restart();
   for (std::size_t l = 0; l < layers_; ++l) {
     activation_[l] = new_record(mlp_layer_name(l), TensorKind::activation);
     activation_gradient_[l] = new_record(mlp_layer_name(l), TensorKind::activation_gradient);
     weight_[l] = new_record(mlp_layer_name(l), TensorKind::weight);
     weight_gradient_[l] = new_record(mlp_layer_name(l), TensorKind::weight_gradient);
-    weight_operands_.emplace_back(weights_of(l));
     input_operands_.emplace_back(inputs_of(l));
   }
 }
@@ -175,7 +186,9 @@ void MlpTrainer::Pass::cast_parameters_and_inputs(const Eigen::MatrixXf& inputs)
   // Low-precision copies of the weights (of fp16 values for fp16-pure); in fp32 the master
   // weights themselves, recorded where they are.
   for (std::size_t l = 0; l < layers_; ++l) {
-    if (low_)
+    if (weight_bits_made_)  // the random words the cast would have taken, none of them read in this mode
+      ctx_.stochastic_counter += static_cast<std::uint64_t>(t_.weights_[l].size());
+    else if (low_)
       cast_copy(f_, low_, t_.weights_[l], w_[l], ctx_, recorded(weight_, l), config_.record_blocks, FeatureAxis::second,
                 for_products(weight_operands_[l]), OutputReaders::products_only);
     else
@@ -183,6 +196,7 @@ void MlpTrainer::Pass::cast_parameters_and_inputs(const Eigen::MatrixXf& inputs)
     weight_readings_[l] = watch(l, TensorKind::weight);  // take_sentinel reads it, where the step skips
     cast_copy(f_, low_, t_.biases_[l], b_[l], ctx_, nullptr);
   }
+  if (weight_bits_made_) ctx_.raise(t_.next_weight_flags_);
   if (low_)
     cast_copy(f_, low_, inputs, a_[0], ctx_, nullptr, std::nullopt, FeatureAxis::second, for_products(input_operands_[0]), OutputReaders::products_only);
 }
@@ -354,7 +368,33 @@ void MlpTrainer::Pass::update() {
     parameters.emplace_back(t_.biases_[l].data(), static_cast<std::size_t>(t_.biases_[l].size()));
     gradients.emplace_back(grad_b_[l].data(), static_cast<std::size_t>(grad_b_[l].size()));
   }
-  update_parameters(config_.optimizer, config_.learning_rate, scale_, parameters, gradients, t_.optimizer_);
+  // Where the next step's cast of the weights would be a bf16 rounding to nearest even (a step
+  // that records them casts them itself), the update makes its bits as it writes each range of
+  // weights, while they are in cache: the same f32_to_bits on the same values, into the operands
+  // the next step's products take. The ranges' random-word offsets do not matter in this mode.
+  const bool making = low_ && f_ == formats::bf16 && ctx_.rounding == RoundingMode::nearest_even && recipe_ == GemmRecipe::none &&
+                      gemm_has_bf16_products();
+  for (std::size_t l = 0; making && l < layers_; ++l) {
+    weight_operands_[l].restart();
+    if (!weight_operands_[l].start_bits(std::span<float>(w_[l].data(), static_cast<std::size_t>(w_[l].size()))))
+      throw std::logic_error("MLP update: the next step's weight bits could not be started");
+  }
+  std::atomic<std::uint8_t> next_flags{0};
+  const UpdatedRange make_bits = [&](std::size_t parameter, std::size_t begin, std::size_t end) {
+    if (parameter % 2 != 0) return;  // the biases (weight 2l, bias 2l + 1) are cast by the step
+    const std::size_t l = parameter / 2, n = end - begin;
+    Context context = ctx_;
+    context.flags = 0;
+    f32_to_bits(f_, std::span<const float>(t_.weights_[l].data() + begin, n), weight_operands_[l].piece_bits(begin, n), context);
+    weight_operands_[l].scan_bits(begin, n);
+    next_flags.fetch_or(context.flags, std::memory_order_relaxed);
+  };
+  update_parameters(config_.optimizer, config_.learning_rate, scale_, parameters, gradients, t_.optimizer_, making ? make_bits : UpdatedRange{});
+  if (making) {
+    for (ProductOperand& operand : weight_operands_) operand.finish_pieces();
+    t_.next_weight_bits_made_ = true;
+    t_.next_weight_flags_ = next_flags.load();
+  }
   if (config_.precision == Precision::fp16_pure)
     for (std::size_t l = 0; l < layers_; ++l) {
       cast(formats::fp16, true, t_.weights_[l], ctx_, nullptr);

@@ -87,6 +87,9 @@ class ProductOperand {
   std::span<std::uint16_t> piece_bits(std::size_t offset, std::size_t n);
   void scan_bits(std::size_t offset, std::size_t n) const;
   void finish_pieces();
+  // The operand's values changed (or will be made again): its packing is forgotten, to be made
+  // afresh as for a new operand, its storage kept. Not while the pieces are being made.
+  void restart();
 
   struct Packing;  // bf16_products.cpp
   Packing& packing() const { return *packing_; }

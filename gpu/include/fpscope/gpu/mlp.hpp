@@ -7,6 +7,7 @@
 
 #include "fpscope/core/context.hpp"
 #include "fpscope/gpu/fault_injection.hpp"
+#include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/loss_scaler.hpp"
 #include "fpscope/gpu/optimizer.hpp"
 #include "fpscope/gpu/trainer_backend.hpp"
@@ -37,9 +38,19 @@ class MlpTrainer final : public TrainerBackend {
   std::int64_t step_count() const override { return steps_; }
   LossScalerState scaler_state() const override { return scaler_.state(); }
   void reconfigure_scaler(const LossScalerConfig& config) override { scaler_.reconfigure(config); }
-  // Master weights (fp32; for fp16_pure, the fp16 weights as float32) and biases per layer.
-  std::vector<Eigen::MatrixXf>& weights() { return weights_; }
+  // Master weights (fp32; for fp16_pure, the fp16 weights as float32) and biases per layer. The
+  // writable weights may be changed before the next step: that step casts them afresh.
+  std::vector<Eigen::MatrixXf>& weights() {
+    next_weight_bits_made_ = false;
+    return weights_;
+  }
+  const std::vector<Eigen::MatrixXf>& weights() const { return weights_; }
   std::vector<Eigen::VectorXf>& biases() { return biases_; }
+  // Whether the next step's products take the bf16 bits of the weights that the last update made
+  // as it wrote them, in place of the step's own cast of the weights (the same bits, flags and
+  // random-word count): bf16 in round-to-nearest-even without a recipe, where the weights were not
+  // asked for writable since. A step that records its weights casts them itself.
+  bool next_weight_bits_made() const { return next_weight_bits_made_; }
   Format format() const override;
   void inject(const FaultInjection& fault) override { faults_.push_back(fault); }
 
@@ -59,6 +70,14 @@ class MlpTrainer final : public TrainerBackend {
   std::vector<FaultInjection> faults_;
   OptimizerState optimizer_;
   std::vector<Fp8TensorState> fp8_;  // per-tensor FP8 recipes (TrainerState::fp8)
+  // Each layer's weights as the products take them -- their low-precision copy (empty in fp32,
+  // where the products take the master weights) and its operand, packed for the bf16 kernels --
+  // kept from step to step, so that an update can make the next step's bits (next_weight_bits_made).
+  // The operands refer to the copies (or the master weights): a trainer is moved, never copied.
+  std::vector<Eigen::MatrixXf> low_weights_;
+  std::vector<ProductOperand> weight_operands_;
+  bool next_weight_bits_made_ = false;
+  std::uint8_t next_weight_flags_ = 0;  // the flags those casts raised, raised by the step that takes them
 };
 
 }  // namespace fpscope

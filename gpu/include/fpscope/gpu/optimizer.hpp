@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -52,18 +53,25 @@ struct OptimizerState {
 // buffer per parameter, each buffer empty (not yet used) or of its parameter's length.
 bool optimizer_state_fits(const OptimizerState& state, std::span<const std::size_t> parameter_sizes);
 
+// Called with each range of a parameter's elements [begin, end) as soon as the update has written
+// them, on the thread that wrote them, while they are in its cache (at most update_range_size
+// elements; the ranges come in any order): for work on the new weights that would otherwise read
+// them again, such as the next step's cast of them.
+using UpdatedRange = std::function<void(std::size_t parameter, std::size_t begin, std::size_t end)>;
+inline constexpr std::size_t update_range_size = 16384;
+
 // One update of `parameters` from their `scaled_gradients` (same lengths, carrying loss_scale).
 // Returns the unscaled gradients' global L2 norm before clipping (float64 sum of squares) where
 // the config clips; nothing otherwise (it is not computed). Throws std::invalid_argument when the
-// lengths or the state's buffers do not fit.
+// lengths or the state's buffers do not fit. `updated`, where given, sees every range written.
 std::optional<double> optimizer_update(const OptimizerConfig& config, float learning_rate, float loss_scale,
                                        std::span<const std::span<float>> parameters, std::span<const std::span<const float>> scaled_gradients,
-                                       OptimizerState& state);
+                                       OptimizerState& state, const UpdatedRange& updated = {});
 
 // The update of a step that was not skipped, as both models apply it: plain SGD without clipping
 // by sgd_update.hpp's rule (w -= (lr / S) g, the CUDA backend's), every other optimizer by
 // optimizer_update. Same preconditions and exceptions as optimizer_update.
 void update_parameters(const OptimizerConfig& config, float learning_rate, float loss_scale, std::span<const std::span<float>> parameters,
-                       std::span<const std::span<const float>> scaled_gradients, OptimizerState& state);
+                       std::span<const std::span<const float>> scaled_gradients, OptimizerState& state, const UpdatedRange& updated = {});
 
 }  // namespace fpscope
