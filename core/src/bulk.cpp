@@ -93,9 +93,7 @@ void scalar_narrow(Format f, std::span<const float> in, Out* out, Context& ctx) 
 // rounding, whose output may be its input.
 void keep_largest_magnitude(std::span<const float> in, std::uint32_t* largest) {
   if (largest == nullptr) return;
-  std::uint32_t top = *largest;
-  for (const float value : in) top = std::max(top, float_bits(value) & 0x7FFFFFFFu);
-  *largest = top;
+  *largest = FPSCOPE_BULK_DISPATCH(largest_magnitude_bits, as_bits(in.data()), in.size(), *largest);
 }
 
 }  // namespace

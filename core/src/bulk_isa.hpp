@@ -15,6 +15,7 @@
   bool round_f32(Format f, const std::uint32_t* in, std::uint32_t* out, std::size_t n, Context& ctx);     \
   bool bits16_to_f32(Format f, const std::uint16_t* in, std::uint32_t* out, std::size_t n, Context& ctx); \
   bool bits8_to_f32(Format f, const std::uint8_t* in, std::uint32_t* out, std::size_t n, Context& ctx);   \
+  std::uint32_t largest_magnitude_bits(const std::uint32_t* in, std::size_t n, std::uint32_t top);         \
   bool mx_blocks(const BlockFormat& format, ScaleRule rule, const BlockLayout& layout, const std::uint32_t* values,      \
                  std::uint8_t* codes, std::uint8_t* scales, float tensor_scale, Context& ctx, BlockStatistics* statistics,            \
                  BlockOutcome* outcomes);                                                                                 \

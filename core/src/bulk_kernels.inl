@@ -1,5 +1,6 @@
 // Bulk loops over the branch-free casts; included once per instruction set by bulk_*.cpp,
 // inside a namespace named for that instruction set.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -115,6 +116,13 @@ bool bits8_to_f32(Format f, const std::uint8_t* in, std::uint32_t* out, std::siz
   return with_format(f, [&]<Format F>() {
     if constexpr (F.width() <= 8) ctx.raise(static_cast<std::uint8_t>(widen_loop<F>(in, out, n, options)));
   });
+}
+
+// The largest of `top` and the values' magnitude bits (sign cleared): a reduction the compiler
+// vectorises for the unit's instruction set (unsigned maxima, which the baseline's SSE2 lacks).
+std::uint32_t largest_magnitude_bits(const std::uint32_t* in, std::size_t n, std::uint32_t top) {
+  for (std::size_t i = 0; i < n; ++i) top = std::max(top, in[i] & 0x7FFFFFFFu);
+  return top;
 }
 
 }  // namespace fpscope::BULK_ISA
