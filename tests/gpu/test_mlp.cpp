@@ -217,24 +217,34 @@ TEST_CASE("block statistics: recorded along each tensor's feature axis, and the 
   CHECK(a.state().stochastic_counter == b.state().stochastic_counter);
 }
 
-TEST_CASE("bf16: the weights' bits an update makes for the next step are that step's own cast, bit for bit") {
-  // Two trainers from one seed, one taking the bits its updates make (MlpTrainer::
-  // next_weight_bits_made), the other asking for its weights writable before every step, which
+TEST_CASE("the weights' cast an update makes for the next step is that step's own cast, bit for bit") {
+  // Two trainers from one seed, one taking the cast its updates make (MlpTrainer::
+  // next_weight_cast_made), the other asking for its weights writable before every step, which
   // makes each step cast them itself. Recorded steps (which cast their weights themselves), a
-  // skipped step (no update) and a weight changed between steps come between. Small layers take the float32 products (their values
-  // made from the bits), wide ones oneDNN's bf16 kernels where the processor has them.
-  const bool bits_made_here = gemm_has_bf16_products();
-  if (!bits_made_here) MESSAGE("no bf16 products here: the update makes no bits, and both trainers cast their weights");
+  // skipped step (no update) and a weight changed between steps come between. bf16 casts make
+  // their bits where the processor has bf16 products: small layers take the float32 products
+  // (their values made from the bits), wide ones oneDNN's bf16 kernels. fp16 casts make values.
+  if (!gemm_has_bf16_products()) MESSAGE("no bf16 products here: the bf16 updates make rounded values, as fp16's do");
+  struct Case {
+    Precision precision;
+    RoundingMode rounding;
+    OptimizerKind optimizer;
+  };
   for (const std::vector<int>& sizes : {std::vector<int>{6, 9, 7, 3}, std::vector<int>{96, 256, 160, 10}})
-    for (const OptimizerKind optimizer : {OptimizerKind::sgd, OptimizerKind::momentum, OptimizerKind::adamw}) {
+    for (const Case& c : {Case{Precision::bf16, RoundingMode::nearest_even, OptimizerKind::sgd}, Case{Precision::bf16, RoundingMode::nearest_even, OptimizerKind::momentum},
+                          Case{Precision::bf16, RoundingMode::nearest_even, OptimizerKind::adamw}, Case{Precision::bf16, RoundingMode::toward_zero, OptimizerKind::sgd},
+                          Case{Precision::fp16, RoundingMode::nearest_even, OptimizerKind::sgd}, Case{Precision::fp16, RoundingMode::odd, OptimizerKind::adamw}}) {
       CAPTURE(sizes[1]);
-      CAPTURE(static_cast<int>(optimizer));
+      CAPTURE(precision_name(c.precision));
+      CAPTURE(static_cast<int>(c.rounding));
+      CAPTURE(static_cast<int>(c.optimizer));
       TrainingConfig config;
       config.layer_sizes = sizes;
-      config.precision = Precision::bf16;
+      config.precision = c.precision;
+      config.rounding = c.rounding;
       config.scaler = LossScalerConfig::pytorch();  // a skipped step backs off
-      config.optimizer.kind = optimizer;
-      config.learning_rate = optimizer == OptimizerKind::adamw ? 1e-3f : 0.05f;
+      config.optimizer.kind = c.optimizer;
+      config.learning_rate = c.optimizer == OptimizerKind::adamw ? 1e-3f : 0.05f;
       MlpTrainer taking(config), casting(config);
       const FaultInjection fault{FaultInjection::Value::nan, 2, 4, ""};
       taking.inject(fault);
@@ -243,24 +253,33 @@ TEST_CASE("bf16: the weights' bits an update makes for the next step are that st
       for (int step = 0; step < 9; ++step) {
         CAPTURE(step);
         const bool record = step == 2 || step == 6;
-        CHECK(taking.next_weight_bits_made() == (bits_made_here && step > 0 && step != 5));  // step 4 skipped
+        CHECK(taking.next_weight_cast_made() == (step > 0 && step != 5));  // step 4 skipped
         if (step == 7) {  // a weight changed between steps: the next step casts what it finds
           taking.weights()[0](0, 0) += 0.25f;
           casting.weights()[0](0, 0) += 0.25f;
-          CHECK_FALSE(taking.next_weight_bits_made());
+          CHECK_FALSE(taking.next_weight_cast_made());
         }
         casting.weights();
-        CHECK_FALSE(casting.next_weight_bits_made());
-        const StepResult a = taking.step(b.inputs, b.labels, record), c = casting.step(b.inputs, b.labels, record);
-        CHECK(std::bit_cast<std::uint64_t>(a.loss) == std::bit_cast<std::uint64_t>(c.loss));
+        CHECK_FALSE(casting.next_weight_cast_made());
+        const StepResult a = taking.step(b.inputs, b.labels, record), d = casting.step(b.inputs, b.labels, record);
+        CHECK(std::bit_cast<std::uint64_t>(a.loss) == std::bit_cast<std::uint64_t>(d.loss));
         CHECK(a.skipped == (step == 4));
-        CHECK(a.skipped == c.skipped);
-        CHECK(a.snapshot == c.snapshot);
+        CHECK(a.skipped == d.skipped);
+        CHECK(a.snapshot == d.snapshot);
         const auto& wa = std::as_const(taking).weights();
-        const auto& wc = std::as_const(casting).weights();
+        const auto& wd = std::as_const(casting).weights();
         for (std::size_t l = 0; l < wa.size(); ++l)
-          CHECK(std::memcmp(wa[l].data(), wc[l].data(), sizeof(float) * static_cast<std::size_t>(wa[l].size())) == 0);
+          CHECK(std::memcmp(wa[l].data(), wd[l].data(), sizeof(float) * static_cast<std::size_t>(wa[l].size())) == 0);
         CHECK(taking.state().stochastic_counter == casting.state().stochastic_counter);
       }
     }
+  // Stochastic rounding draws its random words by position: the step casts its weights itself.
+  TrainingConfig stochastic;
+  stochastic.layer_sizes = {6, 9, 3};
+  stochastic.precision = Precision::bf16;
+  stochastic.rounding = RoundingMode::stochastic;
+  MlpTrainer trainer(stochastic);
+  const Batch b = make_batch(8, 6, 3, 12);
+  trainer.step(b.inputs, b.labels, false);
+  CHECK_FALSE(trainer.next_weight_cast_made());
 }

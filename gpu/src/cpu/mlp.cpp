@@ -180,7 +180,7 @@ void MlpTrainer::restore(const State& state) {
   check_mlp_state(config_.layer_sizes, state, fp8_.size());
   steps_ = state.steps;
   weights_ = state.weights;  // element by element (the same layer count): weight_operands_ still refer to them
-  next_weight_bits_made_ = false;
+  next_weight_cast_made_ = false;
   biases_ = state.biases;
   scaler_.restore(state.scaler);
   ctx_.stochastic_counter = state.stochastic_counter;

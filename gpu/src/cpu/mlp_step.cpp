@@ -117,9 +117,9 @@ class MlpTrainer::Pass {
   std::vector<Eigen::VectorXf> b_;
   std::vector<ProductOperand>& weight_operands_;
   std::vector<ProductOperand> input_operands_;
-  // Whether the last update made this step's weights' bits (MlpTrainer::next_weight_bits_made),
-  // and the step takes them: it does not record its weights.
-  const bool weight_bits_made_;
+  // Whether the last update made this step's cast of the weights (MlpTrainer::next_weight_cast_made),
+  // and the step takes it: it does not record its weights.
+  const bool weight_cast_made_;
   // Under a per-tensor FP8 recipe: each layer's operands, made once for both products using them.
   std::vector<Fp8Operand> fp8_input_, fp8_weight_;
   std::vector<Eigen::MatrixXf> tiled_weights_;
@@ -150,7 +150,7 @@ MlpTrainer::Pass::Pass(MlpTrainer& trainer, const Eigen::MatrixXf& inputs, bool 
       z_(layers_),
       b_(layers_),
       weight_operands_(trainer.weight_operands_),
-      weight_bits_made_(trainer.next_weight_bits_made_ && !record),
+      weight_cast_made_(trainer.next_weight_cast_made_ && !record),
       fp8_input_(per_tensor_fp8(recipe_) ? layers_ : 0),
       fp8_weight_(fp8_input_.size()),
       tiled_weights_(config_.recipe.square_weight_tiles ? layers_ : 0),
@@ -158,8 +158,8 @@ MlpTrainer::Pass::Pass(MlpTrainer& trainer, const Eigen::MatrixXf& inputs, bool 
       grad_b_(layers_) {
   result.loss_scale = t_.scaler_.scale();
   scale_ = static_cast<float>(result.loss_scale);
-  t_.next_weight_bits_made_ = false;  // taken now, or cast afresh
-  if (!weight_bits_made_)
+  t_.next_weight_cast_made_ = false;  // taken now, or cast afresh
+  if (!weight_cast_made_)
     for (ProductOperand& operand : weight_operands_) operand.restart();
   for (std::size_t l = 0; l < layers_; ++l) {
     activation_[l] = new_record(mlp_layer_name(l), TensorKind::activation);
@@ -186,7 +186,7 @@ void MlpTrainer::Pass::cast_parameters_and_inputs(const Eigen::MatrixXf& inputs)
   // Low-precision copies of the weights (of fp16 values for fp16-pure); in fp32 the master
   // weights themselves, recorded where they are.
   for (std::size_t l = 0; l < layers_; ++l) {
-    if (weight_bits_made_)  // the random words the cast would have taken, none of them read in this mode
+    if (weight_cast_made_)  // the random words the cast would have taken, none of them read in this mode
       ctx_.stochastic_counter += static_cast<std::uint64_t>(t_.weights_[l].size());
     else if (low_)
       cast_copy(f_, low_, t_.weights_[l], w_[l], ctx_, recorded(weight_, l), config_.record_blocks, FeatureAxis::second,
@@ -196,7 +196,7 @@ void MlpTrainer::Pass::cast_parameters_and_inputs(const Eigen::MatrixXf& inputs)
     weight_readings_[l] = watch(l, TensorKind::weight);  // take_sentinel reads it, where the step skips
     cast_copy(f_, low_, t_.biases_[l], b_[l], ctx_, nullptr);
   }
-  if (weight_bits_made_) ctx_.raise(t_.next_weight_flags_);
+  if (weight_cast_made_) ctx_.raise(t_.next_weight_flags_);
   if (low_)
     cast_copy(f_, low_, inputs, a_[0], ctx_, nullptr, std::nullopt, FeatureAxis::second, for_products(input_operands_[0]), OutputReaders::products_only);
 }
@@ -368,31 +368,39 @@ void MlpTrainer::Pass::update() {
     parameters.emplace_back(t_.biases_[l].data(), static_cast<std::size_t>(t_.biases_[l].size()));
     gradients.emplace_back(grad_b_[l].data(), static_cast<std::size_t>(grad_b_[l].size()));
   }
-  // Where the next step's cast of the weights would be a bf16 rounding to nearest even (a step
-  // that records them casts them itself), the update makes its bits as it writes each range of
-  // weights, while they are in cache: the same f32_to_bits on the same values, into the operands
-  // the next step's products take. The ranges' random-word offsets do not matter in this mode.
-  const bool making = low_ && f_ == formats::bf16 && ctx_.rounding == RoundingMode::nearest_even && recipe_ == GemmRecipe::none &&
-                      gemm_has_bf16_products();
+  // Where the next step's cast of the weights draws no random words (and a recipe does not make
+  // the products' operands), the update makes it as it writes each range of weights, while they
+  // are in cache: the same rounding of the same values -- their bf16 bits, into the operands the
+  // next step's products take, as that cast makes only them where the products go to the bf16
+  // kernels (OutputReaders::products_only), else their values. A step that records its weights
+  // casts them itself; fp16-pure casts its master weights after the update instead.
+  const bool making = low_ && config_.precision != Precision::fp16_pure && ctx_.rounding != RoundingMode::stochastic && recipe_ == GemmRecipe::none;
+  const bool as_bits = making && f_ == formats::bf16 && gemm_has_bf16_products();
   for (std::size_t l = 0; making && l < layers_; ++l) {
     weight_operands_[l].restart();
-    if (!weight_operands_[l].start_bits(std::span<float>(w_[l].data(), static_cast<std::size_t>(w_[l].size()))))
+    if (as_bits && !weight_operands_[l].start_bits(std::span<float>(w_[l].data(), static_cast<std::size_t>(w_[l].size()))))
       throw std::logic_error("MLP update: the next step's weight bits could not be started");
   }
   std::atomic<std::uint8_t> next_flags{0};
-  const UpdatedRange make_bits = [&](std::size_t parameter, std::size_t begin, std::size_t end) {
+  const UpdatedRange make_cast = [&](std::size_t parameter, std::size_t begin, std::size_t end) {
     if (parameter % 2 != 0) return;  // the biases (weight 2l, bias 2l + 1) are cast by the step
     const std::size_t l = parameter / 2, n = end - begin;
+    const std::span<const float> weights(t_.weights_[l].data() + begin, n);
     Context context = ctx_;
     context.flags = 0;
-    f32_to_bits(f_, std::span<const float>(t_.weights_[l].data() + begin, n), weight_operands_[l].piece_bits(begin, n), context);
-    weight_operands_[l].scan_bits(begin, n);
+    if (as_bits) {
+      f32_to_bits(f_, weights, weight_operands_[l].piece_bits(begin, n), context);
+      weight_operands_[l].scan_bits(begin, n);
+    } else {
+      round_f32(f_, weights, std::span<float>(w_[l].data() + begin, n), context);
+    }
     next_flags.fetch_or(context.flags, std::memory_order_relaxed);
   };
-  update_parameters(config_.optimizer, config_.learning_rate, scale_, parameters, gradients, t_.optimizer_, making ? make_bits : UpdatedRange{});
+  update_parameters(config_.optimizer, config_.learning_rate, scale_, parameters, gradients, t_.optimizer_, making ? make_cast : UpdatedRange{});
   if (making) {
-    for (ProductOperand& operand : weight_operands_) operand.finish_pieces();
-    t_.next_weight_bits_made_ = true;
+    if (as_bits)
+      for (ProductOperand& operand : weight_operands_) operand.finish_pieces();
+    t_.next_weight_cast_made_ = true;
     t_.next_weight_flags_ = next_flags.load();
   }
   if (config_.precision == Precision::fp16_pure)

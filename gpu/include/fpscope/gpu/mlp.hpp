@@ -41,16 +41,18 @@ class MlpTrainer final : public TrainerBackend {
   // Master weights (fp32; for fp16_pure, the fp16 weights as float32) and biases per layer. The
   // writable weights may be changed before the next step: that step casts them afresh.
   std::vector<Eigen::MatrixXf>& weights() {
-    next_weight_bits_made_ = false;
+    next_weight_cast_made_ = false;
     return weights_;
   }
   const std::vector<Eigen::MatrixXf>& weights() const { return weights_; }
   std::vector<Eigen::VectorXf>& biases() { return biases_; }
-  // Whether the next step's products take the bf16 bits of the weights that the last update made
-  // as it wrote them, in place of the step's own cast of the weights (the same bits, flags and
-  // random-word count): bf16 in round-to-nearest-even without a recipe, where the weights were not
-  // asked for writable since. A step that records its weights casts them itself.
-  bool next_weight_bits_made() const { return next_weight_bits_made_; }
+  // Whether the next step's products take the cast of the weights that the last update made as it
+  // wrote them (their bf16 bits, where the products go to the bf16 kernels, else their rounded
+  // values), in place of the step's own cast of them -- the same bits, flags and random-word count:
+  // mixed precision (not fp16-pure) without a recipe, in a rounding mode that draws no random
+  // words, where the weights were not asked for writable since. A step that records its weights
+  // casts them itself.
+  bool next_weight_cast_made() const { return next_weight_cast_made_; }
   Format format() const override;
   void inject(const FaultInjection& fault) override { faults_.push_back(fault); }
 
@@ -72,11 +74,11 @@ class MlpTrainer final : public TrainerBackend {
   std::vector<Fp8TensorState> fp8_;  // per-tensor FP8 recipes (TrainerState::fp8)
   // Each layer's weights as the products take them -- their low-precision copy (empty in fp32,
   // where the products take the master weights) and its operand, packed for the bf16 kernels --
-  // kept from step to step, so that an update can make the next step's bits (next_weight_bits_made).
+  // kept from step to step, so that an update can make the next step's cast (next_weight_cast_made).
   // The operands refer to the copies (or the master weights): a trainer is moved, never copied.
   std::vector<Eigen::MatrixXf> low_weights_;
   std::vector<ProductOperand> weight_operands_;
-  bool next_weight_bits_made_ = false;
+  bool next_weight_cast_made_ = false;
   std::uint8_t next_weight_flags_ = 0;  // the flags those casts raised, raised by the step that takes them
 };
 
