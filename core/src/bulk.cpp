@@ -165,12 +165,12 @@ void round_f32(Format f, std::span<const float> in, std::span<float> out, Contex
     ctx.stochastic_counter += in.size();
     return;
   }
-  keep_largest_magnitude(in, largest);
-  if (use_f16c(f, ctx)) {
-    ctx.raise(bulk_f16c::round_f32_fp16(in.data(), out.data(), in.size(), ctx.rounding));
+  if (use_f16c(f, ctx)) {  // the reading in the rounding's pass
+    ctx.raise(bulk_f16c::round_f32_fp16(in.data(), out.data(), in.size(), ctx.rounding, largest));
     ctx.stochastic_counter += in.size();
     return;
   }
+  keep_largest_magnitude(in, largest);
   const bool done = FPSCOPE_BULK_DISPATCH(round_f32, f, as_bits(in.data()), as_bits(out.data()), in.size(), ctx);
   if (done) {
     ctx.stochastic_counter += in.size();

@@ -9,6 +9,8 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
+#include <cstring>
+
 namespace fpscope::bulk_f16c {
 
 namespace {
@@ -54,6 +56,54 @@ __attribute__((target("avx,f16c"))) void round_trip(const float* in, float* out,
   for (; i < n; ++i) out[i] = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph(_mm_set_ss(in[i]), Immediate)));
 }
 
+// round_trip with the inputs' largest magnitude bits read on the way (unsigned maxima: AVX2).
+template <int Immediate>
+__attribute__((target("avx2,f16c"))) void round_trip_reading(const float* in, float* out, std::size_t n, std::uint32_t* largest) {
+  const __m256i magnitude = _mm256_set1_epi32(0x7FFFFFFF);
+  __m256i lanes = _mm256_setzero_si256();
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(in + i);  // read before `out` (which may be `in`) is written
+    lanes = _mm256_max_epu32(lanes, _mm256_and_si256(_mm256_castps_si256(v), magnitude));
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm256_cvtps_ph(v, Immediate)));
+  }
+  alignas(32) std::uint32_t lane[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lane), lanes);
+  std::uint32_t top = *largest;
+  for (const std::uint32_t l : lane) top = l > top ? l : top;
+  for (; i < n; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, in + i, sizeof bits);
+    top = (bits & 0x7FFFFFFFu) > top ? bits & 0x7FFFFFFFu : top;
+    out[i] = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph(_mm_set_ss(in[i]), Immediate)));
+  }
+  *largest = top;
+}
+
+// The reading alone, for processors with F16C but not AVX2.
+void read_largest(const float* in, std::size_t n, std::uint32_t* largest) {
+  std::uint32_t top = *largest;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, in + i, sizeof bits);
+    top = (bits & 0x7FFFFFFFu) > top ? bits & 0x7FFFFFFFu : top;
+  }
+  *largest = top;
+}
+
+bool has_avx2() {
+  static const bool supported = __builtin_cpu_supports("avx2") != 0;
+  return supported;
+}
+
+template <int Immediate>
+void round_trip_and_read(const float* in, float* out, std::size_t n, std::uint32_t* largest) {
+  if (largest == nullptr) return round_trip<Immediate>(in, out, n);
+  if (has_avx2()) return round_trip_reading<Immediate>(in, out, n, largest);
+  read_largest(in, n, largest);
+  round_trip<Immediate>(in, out, n);
+}
+
 __attribute__((target("avx,f16c"))) void widen(const std::uint16_t* in, float* out, std::size_t n) {
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -90,13 +140,13 @@ std::uint8_t f32_to_fp16(const float* in, std::uint16_t* out, std::size_t n, Rou
   });
 }
 
-std::uint8_t round_f32_fp16(const float* in, float* out, std::size_t n, RoundingMode mode) {
+std::uint8_t round_f32_fp16(const float* in, float* out, std::size_t n, RoundingMode mode, std::uint32_t* largest) {
   return with_clean_mxcsr([&] {
     switch (mode) {
-      case RoundingMode::toward_zero: round_trip<_MM_FROUND_TO_ZERO>(in, out, n); break;
-      case RoundingMode::toward_positive: round_trip<_MM_FROUND_TO_POS_INF>(in, out, n); break;
-      case RoundingMode::toward_negative: round_trip<_MM_FROUND_TO_NEG_INF>(in, out, n); break;
-      default: round_trip<_MM_FROUND_TO_NEAREST_INT>(in, out, n); break;
+      case RoundingMode::toward_zero: round_trip_and_read<_MM_FROUND_TO_ZERO>(in, out, n, largest); break;
+      case RoundingMode::toward_positive: round_trip_and_read<_MM_FROUND_TO_POS_INF>(in, out, n, largest); break;
+      case RoundingMode::toward_negative: round_trip_and_read<_MM_FROUND_TO_NEG_INF>(in, out, n, largest); break;
+      default: round_trip_and_read<_MM_FROUND_TO_NEAREST_INT>(in, out, n, largest); break;
     }
   });
 }
@@ -112,7 +162,7 @@ std::uint8_t fp16_to_f32(const std::uint16_t* in, float* out, std::size_t n) {
 namespace fpscope::bulk_f16c {
 bool applies(Format, const Context&) { return false; }
 std::uint8_t f32_to_fp16(const float*, std::uint16_t*, std::size_t, RoundingMode) { return 0; }
-std::uint8_t round_f32_fp16(const float*, float*, std::size_t, RoundingMode) { return 0; }
+std::uint8_t round_f32_fp16(const float*, float*, std::size_t, RoundingMode, std::uint32_t*) { return 0; }
 std::uint8_t fp16_to_f32(const std::uint16_t*, float*, std::size_t) { return 0; }
 }  // namespace fpscope::bulk_f16c
 
