@@ -17,7 +17,6 @@
 #include "fpscope/gpu/parallel.hpp"
 #include "recording.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
-#include "fpscope/gpu/softmax_cross_entropy.hpp"
 #include "fpscope/gpu/step_sentinel.hpp"
 
 namespace fpscope {
@@ -261,13 +260,18 @@ void MlpTrainer::Pass::forward(std::size_t l) {
 }
 
 void MlpTrainer::Pass::loss(const std::vector<int>& labels) {
-  const Eigen::MatrixXf& logits = z_[layers_ - 1];  // column-major: row i's logits are `batch` apart
-  dz_.resize(logits.rows(), logits.cols());
+  // softmax_cross_entropy_row's operations on each row, through the vector pass that is held to it
+  // bit for bit (cross_entropy_rows): on the logits laid out row by row (column-major, row i's
+  // logits are `batch` apart), the gradient laid back.
+  const Eigen::MatrixXf rows = z_[layers_ - 1].transpose();  // classes x batch: row i's logits contiguous
+  Eigen::MatrixXf gradient_rows(rows.rows(), rows.cols());
+  std::vector<float> row_losses(static_cast<std::size_t>(batch_));
   const float factor = scale_ * config_.loss_weight / static_cast<float>(batch_);
-  double loss = 0;
-  for (Eigen::Index i = 0; i < batch_; ++i)
-    loss += softmax_cross_entropy_row(logits.data() + i, static_cast<int>(logits.cols()), static_cast<int>(batch_),
-                                      labels[static_cast<std::size_t>(i)], factor, dz_.data() + i);
+  cross_entropy_rows(rows.data(), static_cast<std::size_t>(rows.rows()), static_cast<std::size_t>(batch_), labels.data(), factor,
+                     gradient_rows.data(), row_losses.data());
+  dz_ = gradient_rows.transpose();
+  double loss = 0;  // summed in order
+  for (const float row_loss : row_losses) loss += static_cast<double>(row_loss);
   result.loss = loss / static_cast<double>(batch_);
 }
 
