@@ -165,8 +165,10 @@ void round_f32(Format f, std::span<const float> in, std::span<float> out, Contex
     ctx.stochastic_counter += in.size();
     return;
   }
-  if (use_f16c(f, ctx)) {  // the reading in the rounding's pass
-    ctx.raise(bulk_f16c::round_f32_fp16(in.data(), out.data(), in.size(), ctx.rounding, largest));
+  if (use_f16c(f, ctx)) {  // the reading in the rounding's pass where it can take it, else in one before
+    std::uint32_t* const in_pass = bulk_f16c::reads_largest_in_pass() ? largest : nullptr;
+    if (in_pass == nullptr) keep_largest_magnitude(in, largest);
+    ctx.raise(bulk_f16c::round_f32_fp16(in.data(), out.data(), in.size(), ctx.rounding, in_pass));
     ctx.stochastic_counter += in.size();
     return;
   }

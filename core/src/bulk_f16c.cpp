@@ -9,7 +9,9 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
-#include <cstring>
+#include <algorithm>
+
+#include "fpscope/core/hd.hpp"
 
 namespace fpscope::bulk_f16c {
 
@@ -70,38 +72,18 @@ __attribute__((target("avx2,f16c"))) void round_trip_reading(const float* in, fl
   alignas(32) std::uint32_t lane[8];
   _mm256_store_si256(reinterpret_cast<__m256i*>(lane), lanes);
   std::uint32_t top = *largest;
-  for (const std::uint32_t l : lane) top = l > top ? l : top;
+  for (const std::uint32_t l : lane) top = std::max(top, l);
   for (; i < n; ++i) {
-    std::uint32_t bits;
-    std::memcpy(&bits, in + i, sizeof bits);
-    top = (bits & 0x7FFFFFFFu) > top ? bits & 0x7FFFFFFFu : top;
+    top = std::max(top, magnitude_bits(in[i]));
     out[i] = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph(_mm_set_ss(in[i]), Immediate)));
   }
   *largest = top;
 }
 
-// The reading alone, for processors with F16C but not AVX2.
-void read_largest(const float* in, std::size_t n, std::uint32_t* largest) {
-  std::uint32_t top = *largest;
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint32_t bits;
-    std::memcpy(&bits, in + i, sizeof bits);
-    top = (bits & 0x7FFFFFFFu) > top ? bits & 0x7FFFFFFFu : top;
-  }
-  *largest = top;
-}
-
-bool has_avx2() {
-  static const bool supported = __builtin_cpu_supports("avx2") != 0;
-  return supported;
-}
-
 template <int Immediate>
 void round_trip_and_read(const float* in, float* out, std::size_t n, std::uint32_t* largest) {
   if (largest == nullptr) return round_trip<Immediate>(in, out, n);
-  if (has_avx2()) return round_trip_reading<Immediate>(in, out, n, largest);
-  read_largest(in, n, largest);
-  round_trip<Immediate>(in, out, n);
+  round_trip_reading<Immediate>(in, out, n, largest);
 }
 
 __attribute__((target("avx,f16c"))) void widen(const std::uint16_t* in, float* out, std::size_t n) {
@@ -155,6 +137,11 @@ std::uint8_t fp16_to_f32(const std::uint16_t* in, float* out, std::size_t n) {
   return with_clean_mxcsr([&] { widen(in, out, n); });
 }
 
+bool reads_largest_in_pass() {
+  static const bool supported = __builtin_cpu_supports("avx2") != 0;
+  return supported;
+}
+
 }  // namespace fpscope::bulk_f16c
 
 #else
@@ -164,6 +151,7 @@ bool applies(Format, const Context&) { return false; }
 std::uint8_t f32_to_fp16(const float*, std::uint16_t*, std::size_t, RoundingMode) { return 0; }
 std::uint8_t round_f32_fp16(const float*, float*, std::size_t, RoundingMode, std::uint32_t*) { return 0; }
 std::uint8_t fp16_to_f32(const std::uint16_t*, float*, std::size_t) { return 0; }
+bool reads_largest_in_pass() { return false; }
 }  // namespace fpscope::bulk_f16c
 
 #endif
