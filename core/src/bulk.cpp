@@ -92,8 +92,7 @@ void scalar_narrow(Format f, std::span<const float> in, Out* out, Context& ctx) 
 // `largest` is null): round_f32's reading where no kernel takes it in its own pass. Before the
 // rounding, whose output may be its input.
 void keep_largest_magnitude(std::span<const float> in, std::uint32_t* largest) {
-  if (largest == nullptr) return;
-  *largest = FPSCOPE_BULK_DISPATCH(largest_magnitude_bits, as_bits(in.data()), in.size(), *largest);
+  if (largest != nullptr) *largest = largest_magnitude_bits(in, *largest);
 }
 
 }  // namespace
@@ -156,6 +155,10 @@ void round_f32_with_bits(Format f, std::span<const float> in, std::span<float> o
 void patterns_of_values(Format f, std::span<const float> values, std::span<std::uint16_t> bits, const Context& ctx) {
   Context exact = ctx;  // a copy: what the conversion raises or draws stays in it
   f32_to_bits(f, values, bits, exact);
+}
+
+std::uint32_t largest_magnitude_bits(std::span<const float> in, std::uint32_t start) {
+  return FPSCOPE_BULK_DISPATCH(largest_magnitude_bits, as_bits(in.data()), in.size(), start);
 }
 
 void round_f32(Format f, std::span<const float> in, std::span<float> out, Context& ctx, std::uint32_t* largest) {

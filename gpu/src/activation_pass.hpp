@@ -25,10 +25,6 @@ void activation_backward(Activation a, const float* z, const float* gradient, fl
 // out[i] = exp(in[i] - shift) (a softmax row's exponentials; out may be in), on the calling thread.
 void shifted_exponentials(const float* in, float shift, float* out, std::size_t n);
 
-// The largest magnitude bits of n values (hd.hpp's magnitude_bits: a NaN's above an infinity's
-// above every number's; 0 for none), on the calling thread: the step sentinel's one reduction.
-std::uint32_t largest_magnitude_bits(const float* in, std::size_t n);
-
 // The GPT's element-wise arithmetic on the calling thread (elementwise_passes.hpp says each):
 // out[i] = a[i] + b[i] (out may be a or b); out[i] = in[i] * factor (out may be in).
 void add_values(const float* a, const float* b, float* out, std::size_t n);

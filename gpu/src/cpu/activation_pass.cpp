@@ -49,8 +49,6 @@ void activation_backward(Activation a, const float* z, const float* gradient, fl
 
 void shifted_exponentials(const float* in, float shift, float* out, std::size_t n) { passes().shifted_exponentials(in, shift, out, n); }
 
-std::uint32_t largest_magnitude_bits(const float* in, std::size_t n) { return passes().largest_magnitude_bits(in, n); }
-
 void add_values(const float* a, const float* b, float* out, std::size_t n) { passes().add(a, b, out, n); }
 
 void scale_values(const float* in, float factor, float* out, std::size_t n) { passes().scale(in, factor, out, n); }

@@ -77,7 +77,7 @@ class PiecewiseCast {
     // values once more.
     const bool histogram_reads = record_ != nullptr && bits_of_ == nullptr;
     const bool rounding_reads = record_ == nullptr && low_ && bits_of_ == nullptr;
-    if (largest_ != nullptr && !histogram_reads && !rounding_reads) top = largest_magnitude_bits(in.data(), in.size());  // activation_pass.hpp
+    if (largest_ != nullptr && !histogram_reads && !rounding_reads) top = largest_magnitude_bits(in);  // bulk.hpp
     std::uint32_t* const reading = largest_ != nullptr && (histogram_reads || rounding_reads) ? &top : nullptr;
     if (!low_) {  // float32: copied, and recorded where there is a record
       if (in.data() != out.data()) std::copy(in.begin(), in.end(), out.begin());

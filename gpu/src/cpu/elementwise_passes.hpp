@@ -27,9 +27,6 @@ struct ElementwisePasses {
   void (*exp)(const float* in, float* out, std::size_t n);
   void (*tanh)(const float* in, float* out, std::size_t n);
   void (*erf)(const float* in, float* out, std::size_t n);
-  // The largest magnitude bits of n values (hd.hpp's magnitude_bits; 0 for none): the step
-  // sentinel's reduction.
-  std::uint32_t (*largest_magnitude_bits)(const float* in, std::size_t n);
 
   // The GPT's element-wise arithmetic (gpt_pass.hpp), each operation rounded as written, in the
   // order written: any width gives the same bits.
@@ -225,15 +222,6 @@ constexpr ElementwisePasses passes_for() {
       [](const float* in, float* out, std::size_t n) { map_lanes<M>(in, out, n, [](L x) { return exp_of(x); }); },
       [](const float* in, float* out, std::size_t n) { map_lanes<M>(in, out, n, [](L x) { return tanh_of(x); }); },
       [](const float* in, float* out, std::size_t n) { map_lanes<M>(in, out, n, [](L x) { return erf_of(x); }); },
-      [](const float* in, std::size_t n) {  // a plain loop: the unit's instruction set vectorises it
-        std::uint32_t top = 0;
-        for (std::size_t i = 0; i < n; ++i) {
-          std::uint32_t bits;
-          std::memcpy(&bits, in + i, sizeof bits);
-          top = std::max(top, bits & 0x7FFFFFFFu);
-        }
-        return top;
-      },
       [](const float* a, const float* b, float* out, std::size_t n) { map_lanes<M>(a, b, out, n, [](L x, L y) { return x + y; }); },
       [](const float* in, float factor, float* out, std::size_t n) { map_lanes<M>(in, out, n, [factor](L x) { return x * L(factor); }); },
       [](const float* in, float divisor, float* out, std::size_t n) { map_lanes<M>(in, out, n, [divisor](L x) { return x / L(divisor); }); },

@@ -492,7 +492,7 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   if (result.skipped)
     for (std::size_t p = 0; p < parameters_.size(); ++p)
       if (weight_readings[p] != nullptr)
-        *weight_readings[p] = largest_magnitude_bits(parameters_[p].data(), static_cast<std::size_t>(parameters_[p].size()));
+        *weight_readings[p] = largest_magnitude_bits(std::span<const float>(parameters_[p].data(), static_cast<std::size_t>(parameters_[p].size())));
   if (!result.skipped) {
     std::vector<std::span<float>> parameters;
     std::vector<std::span<const float>> scaled_gradients;

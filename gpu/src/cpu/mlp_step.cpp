@@ -63,7 +63,7 @@ class MlpTrainer::Pass {
     if (result.skipped)
       for (std::size_t l = 0; l < layers_; ++l)
         if (weight_readings_[l] != nullptr)
-          *weight_readings_[l] = largest_magnitude_bits(t_.weights_[l].data(), static_cast<std::size_t>(t_.weights_[l].size()));
+          *weight_readings_[l] = largest_magnitude_bits(std::span<const float>(t_.weights_[l].data(), static_cast<std::size_t>(t_.weights_[l].size())));
     result.sentinel = sentinel_.take();
   }
 

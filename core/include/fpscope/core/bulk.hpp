@@ -31,6 +31,9 @@ void bits_to_f32(Format f, std::span<const std::uint8_t> in, std::span<float> ou
 // round to nearest even with AVX-512 BF16), else from a pass before the rounding: the step
 // sentinel's reading.
 void round_f32(Format f, std::span<const float> in, std::span<float> out, Context& ctx, std::uint32_t* largest = nullptr);
+// The largest of `start` and the values' magnitude bits (hd.hpp's magnitude_bits: NaNs above
+// infinity), in the best instruction set's kernel: the step sentinel's reading where no cast takes it.
+std::uint32_t largest_magnitude_bits(std::span<const float> in, std::uint32_t start = 0);
 // round_f32 of values the caller has found (from their histogram) all zeros or float32 normals,
 // finite, and below f's largest binade: the same bits, flags and random words; a kernel may skip
 // its checks for subnormals, infinities, NaNs and overflow (bf16 in round to nearest even does).

@@ -1,5 +1,5 @@
 // The step sentinel: on every step, recorded or not, each tensor the step would record read once
-// for its largest magnitude (cast_tensor.hpp's largest_magnitude_bits, in the pass that casts it;
+// for its largest magnitude (core's largest_magnitude_bits (bulk.hpp), in the pass that casts it;
 // on a device, amax_bits beside the cast), in the order the step makes them: the weights, the
 // forward's activations, then the backward's gradients (a GPT's weight gradients after its
 // activation gradients, the last layer's first). What a bad step's culprit is found from
