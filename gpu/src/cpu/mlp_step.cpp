@@ -377,8 +377,11 @@ void MlpTrainer::Pass::update() {
   // are in cache: the same rounding of the same values -- their bf16 bits, into the operands the
   // next step's products take, as that cast makes only them where the products go to the bf16
   // kernels (OutputReaders::products_only), else their values. A step that records its weights
-  // casts them itself; fp16-pure casts its master weights after the update instead.
-  const bool making = low_ && config_.precision != Precision::fp16_pure && ctx_.rounding != RoundingMode::stochastic && recipe_ == GemmRecipe::none;
+  // casts them itself, so a recorded step makes none: runs recording every step would only make
+  // them to throw them away, and one recording every Nth wastes at most the cast of one step in N.
+  // fp16-pure casts its master weights after the update instead.
+  const bool making = low_ && !record_ && config_.precision != Precision::fp16_pure && ctx_.rounding != RoundingMode::stochastic &&
+                      recipe_ == GemmRecipe::none;
   const bool as_bits = making && f_ == formats::bf16 && gemm_has_bf16_products();
   for (std::size_t l = 0; making && l < layers_; ++l) {
     weight_operands_[l].restart();

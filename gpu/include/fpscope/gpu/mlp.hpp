@@ -50,8 +50,8 @@ class MlpTrainer final : public TrainerBackend {
   // wrote them (their bf16 bits, where the products go to the bf16 kernels, else their rounded
   // values), in place of the step's own cast of them -- the same bits, flags and random-word count:
   // mixed precision (not fp16-pure) without a recipe, in a rounding mode that draws no random
-  // words, where the weights were not asked for writable since. A step that records its weights
-  // casts them itself.
+  // words, after an update by an unrecorded step, where the weights were not asked for writable
+  // since. A step that records its weights casts them itself.
   bool next_weight_cast_made() const { return next_weight_cast_made_; }
   Format format() const override;
   void inject(const FaultInjection& fault) override { faults_.push_back(fault); }
