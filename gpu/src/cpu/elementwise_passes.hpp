@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 #include "fpscope/gpu/activation.hpp"
 #include "fpscope/gpu/gpt_element.hpp"
