@@ -10,7 +10,10 @@
 #include <utility>
 
 #include "fpscope/core/convert.hpp"
+#include "fpscope/gpu/activation.hpp"
+#include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/mlp.hpp"
+#include "fpscope/gpu/sgd_update.hpp"
 #include "fpscope/gpu/softmax_cross_entropy.hpp"
 
 using namespace fpscope;
@@ -215,6 +218,133 @@ TEST_CASE("block statistics: recorded along each tensor's feature axis, and the 
   }
   for (std::size_t l = 0; l < a.weights().size(); ++l) CHECK(a.weights()[l] == b.weights()[l]);
   CHECK(a.state().stochastic_counter == b.state().stochastic_counter);
+}
+
+namespace {
+// An MLP's step written plainly from its rules, one element and one tensor at a time, for the
+// trainer to be held to bit for bit: every value cast by the core's scalar conversion; products by
+// gemm on the cast values (whose bits the trainer's fused, packed products promise); the bias
+// added, then z cast; the activation, then its cast; softmax_cross_entropy_row on each sample with
+// the factor scale * loss weight / batch; top down, the output gradient cast, the weight
+// gradient's product cast, the bias gradient as each column's Eigen sum cast, the input gradient's
+// product cast, then times the activation's derivative at the cast z; SGD by sgd_update.hpp's rule.
+struct PlainMlp {
+  TrainingConfig config;
+  std::vector<Eigen::MatrixXf> weights;  // out x in
+  std::vector<Eigen::VectorXf> biases;
+
+  float cast(float x) const {
+    if (config.precision == Precision::fp32) return x;
+    Context ctx;
+    ctx.rounding = config.rounding;
+    const Format f = precision_format(config.precision);
+    return to_float(f, from_float(f, x, ctx), ctx);
+  }
+  template <typename M>
+  M cast_all(M m) const {
+    for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = cast(m.data()[i]);
+    return m;
+  }
+  // The step at loss scale `scale`: the mean loss, and whether a gradient was not finite (the
+  // update is then left out).
+  std::pair<double, bool> step(const Eigen::MatrixXf& inputs, const std::vector<int>& labels, float scale) {
+    const std::size_t layers = weights.size();
+    const Eigen::Index batch = inputs.rows();
+    std::vector<Eigen::MatrixXf> w(layers), a(layers), z(layers);
+    std::vector<Eigen::VectorXf> b(layers);
+    for (std::size_t l = 0; l < layers; ++l) w[l] = cast_all(weights[l]), b[l] = cast_all(biases[l]);
+    a[0] = cast_all(inputs);
+    for (std::size_t l = 0; l < layers; ++l) {
+      z[l] = gemm(a[l], false, w[l], true);
+      for (Eigen::Index o = 0; o < z[l].cols(); ++o)
+        for (Eigen::Index s = 0; s < batch; ++s) z[l](s, o) = cast(z[l](s, o) + b[l](o));
+      if (l + 1 < layers) {
+        a[l + 1].resize(batch, z[l].cols());
+        for (Eigen::Index i = 0; i < z[l].size(); ++i) a[l + 1].data()[i] = cast(activate(config.activation, z[l].data()[i]));
+      }
+    }
+    const Eigen::Index classes = z.back().cols();
+    const float factor = scale * config.loss_weight / static_cast<float>(batch);
+    Eigen::MatrixXf dz(batch, classes);
+    double loss = 0;
+    for (Eigen::Index s = 0; s < batch; ++s)
+      loss += softmax_cross_entropy_row(z.back().data() + s, static_cast<int>(classes), static_cast<int>(batch), labels[static_cast<std::size_t>(s)],
+                                        factor, dz.data() + s);
+    loss /= static_cast<double>(batch);
+    std::vector<Eigen::MatrixXf> grad_w(layers);
+    std::vector<Eigen::VectorXf> grad_b(layers);
+    bool non_finite = false;
+    for (std::size_t l = layers; l-- > 0;) {
+      dz = cast_all(dz);
+      grad_w[l] = cast_all(gemm(dz, true, a[l], false));
+      grad_b[l].resize(dz.cols());
+      for (Eigen::Index o = 0; o < dz.cols(); ++o) grad_b[l](o) = cast(dz.col(o).sum());
+      non_finite = non_finite || !grad_w[l].allFinite() || !grad_b[l].allFinite();
+      if (l == 0) break;
+      const Eigen::MatrixXf da = cast_all(gemm(dz, false, w[l], false));
+      dz.resize(da.rows(), da.cols());
+      for (Eigen::Index i = 0; i < da.size(); ++i) dz.data()[i] = da.data()[i] * activation_derivative(config.activation, z[l - 1].data()[i]);
+    }
+    if (non_finite) return {loss, true};
+    const float step_factor = sgd_step_factor(config.learning_rate, scale);
+    for (std::size_t l = 0; l < layers; ++l) {
+      for (Eigen::Index i = 0; i < weights[l].size(); ++i)
+        weights[l].data()[i] = sgd_update_element(weights[l].data()[i], grad_w[l].data()[i], step_factor);
+      for (Eigen::Index i = 0; i < biases[l].size(); ++i) biases[l](i) = sgd_update_element(biases[l](i), grad_b[l](i), step_factor);
+    }
+    return {loss, false};
+  }
+};
+
+bool same_bits(const float* a, const float* b, Eigen::Index n) { return std::memcmp(a, b, sizeof(float) * static_cast<std::size_t>(n)) == 0; }
+}  // namespace
+
+TEST_CASE("the CPU MLP's step is its rules composed plainly, bit for bit: casts, products, bias, activation, loss, gradients, update") {
+  // Small layers (float32 products) and wide ones (the bf16 kernels, where the processor has them);
+  // bf16 and fp16 in two rounding modes and fp32; each activation; a fixed loss scale and a loss
+  // weight, which the loss's gradient factor carries; steps recorded and not, and steps after
+  // which the update made the next step's weight cast.
+  struct Case {
+    std::vector<int> sizes;
+    Precision precision;
+    RoundingMode rounding;
+    Activation activation;
+  };
+  for (const Case& c : {Case{{6, 9, 7, 3}, Precision::bf16, RoundingMode::nearest_even, Activation::relu},
+                        Case{{6, 9, 7, 3}, Precision::fp16, RoundingMode::toward_zero, Activation::tanh},
+                        Case{{6, 9, 7, 3}, Precision::fp32, RoundingMode::nearest_even, Activation::gelu},
+                        Case{{96, 256, 160, 10}, Precision::bf16, RoundingMode::nearest_even, Activation::tanh},
+                        Case{{96, 256, 160, 10}, Precision::bf16, RoundingMode::toward_zero, Activation::gelu},
+                        Case{{96, 256, 160, 10}, Precision::fp16, RoundingMode::nearest_even, Activation::relu}}) {
+    CAPTURE(c.sizes[1]);
+    CAPTURE(precision_name(c.precision));
+    CAPTURE(static_cast<int>(c.rounding));
+    CAPTURE(activation_name(c.activation));
+    TrainingConfig config;
+    config.layer_sizes = c.sizes;
+    config.precision = c.precision;
+    config.rounding = c.rounding;
+    config.activation = c.activation;
+    config.scaler = c.precision == Precision::fp16 ? LossScalerConfig::fixed(256.0) : LossScalerConfig::none();
+    config.loss_weight = 0.75f;
+    config.learning_rate = 0.05f;
+    MlpTrainer trainer(config);
+    PlainMlp plain{config, std::as_const(trainer).weights(), trainer.biases()};
+    const Batch b = make_batch(24, c.sizes.front(), c.sizes.back(), 21);
+    for (int step = 0; step < 5; ++step) {
+      CAPTURE(step);
+      const StepResult result = trainer.step(b.inputs, b.labels, step == 1 || step == 4);
+      const auto [loss, skipped] = plain.step(b.inputs, b.labels, static_cast<float>(result.loss_scale));
+      CHECK(std::bit_cast<std::uint64_t>(result.loss) == std::bit_cast<std::uint64_t>(loss));
+      CHECK_FALSE(skipped);
+      CHECK(result.skipped == skipped);
+      for (std::size_t l = 0; l < plain.weights.size(); ++l) {
+        CAPTURE(l);
+        CHECK(same_bits(std::as_const(trainer).weights()[l].data(), plain.weights[l].data(), plain.weights[l].size()));
+        CHECK(same_bits(trainer.biases()[l].data(), plain.biases[l].data(), plain.biases[l].size()));
+      }
+    }
+  }
 }
 
 TEST_CASE("the weights' cast an update makes for the next step is that step's own cast, bit for bit") {
