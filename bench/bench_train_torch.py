@@ -1,5 +1,6 @@
 """The CPU backend's training step beside PyTorch's for the same model and batch, as ratios
-(fpscope / PyTorch; below 1 is faster): build/bench/bench_train_step times fpscope with THREADS
+(fpscope / PyTorch; below 1 is faster), with the machine's load average before and after each
+model's rounds: build/bench/bench_train_step times fpscope with THREADS
 threads, this script times torch -- fp32, and bf16 under torch.autocast("cpu") -- on a
 784-1024-1024-10 relu MLP at batch 256 (SGD) and a GPT of 4 layers x 256 wide x context 128 at
 batch 8 (AdamW; the model of tests/gpu/gpt_vs_torch.py). Debian's torch runs its products in
@@ -99,6 +100,11 @@ def fpscope_times(build, model, batch, threads):
     return {name: float(ms) for name, ms in (line.split() for line in out.splitlines())}
 
 
+def load_average():
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min)"
+
+
 def main():
     if sys.argv[1:2] == ["--torch"]:
         torch.set_num_threads(int(sys.argv[3]))
@@ -113,6 +119,7 @@ def main():
     for kind, model, batch in (("mlp", "784-1024-1024-10", 256), ("gpt", "gpt:layers=4,width=256,heads=4,context=128", 8)):
         # Rounds alternate fpscope and torch, so that the machine's drift falls on both; each side
         # is its median over the rounds, each ratio the median of the rounds' ratios.
+        load_before = load_average()
         our_rounds, their_rounds = [], []
         for round_index in range(ROUNDS):
             # Each side first in every other round: a steady drift within rounds falls on both.
@@ -128,7 +135,8 @@ def main():
         spread = {name: [o[name] / t for o, t in zip(our_rounds, best[name][2])] for name in ("fp32", "bf16")}
         spread["fp16"] = [o["fp16"] / t for o, t in zip(our_rounds, best["fp32"][2])]
         paired = {name: statistics.median(ratios) for name, ratios in spread.items()}
-        print(f"\n{model} at batch {batch} (ratio: the median of the rounds' ratios; the ratio of the medians in brackets):")
+        print(f"\n{model} at batch {batch} (ratio: the median of the rounds' ratios; the ratio of the medians in brackets; "
+              f"before its rounds {load_before}, after them {load_average()}):")
         print(f"  fp32 step          fpscope {ours['fp32']:8.2f} ms   torch fp32 {theirs['fp32']:8.2f} ms ({best['fp32'][1]})   "
               f"{paired['fp32']:.2f}x ({ours['fp32'] / theirs['fp32']:.2f}x)")
         print(f"  bf16 mixed step    fpscope {ours['bf16']:8.2f} ms   torch bf16 autocast {theirs['bf16']:8.2f} ms ({best['bf16'][1]})   "
