@@ -13,6 +13,7 @@
 #include "fpscope/gpu/activation.hpp"
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/mlp.hpp"
+#include "fpscope/gpu/parallel.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
 #include "fpscope/gpu/softmax_cross_entropy.hpp"
 
@@ -303,7 +304,8 @@ TEST_CASE("the CPU MLP's step is its rules composed plainly, bit for bit: casts,
   // Small layers (float32 products) and wide ones (the bf16 kernels, where the processor has them);
   // bf16 and fp16 in two rounding modes and fp32; each activation; a fixed loss scale and a loss
   // weight, which the loss's gradient factor carries; steps recorded and not, and steps after
-  // which the update made the next step's weight cast.
+  // which the update made the next step's weight cast; on one thread and on three (whose products'
+  // and casts' slices differ).
   struct Case {
     std::vector<int> sizes;
     Precision precision;
@@ -315,36 +317,41 @@ TEST_CASE("the CPU MLP's step is its rules composed plainly, bit for bit: casts,
                         Case{{6, 9, 7, 3}, Precision::fp32, RoundingMode::nearest_even, Activation::gelu},
                         Case{{96, 256, 160, 10}, Precision::bf16, RoundingMode::nearest_even, Activation::tanh},
                         Case{{96, 256, 160, 10}, Precision::bf16, RoundingMode::toward_zero, Activation::gelu},
-                        Case{{96, 256, 160, 10}, Precision::fp16, RoundingMode::nearest_even, Activation::relu}}) {
-    CAPTURE(c.sizes[1]);
-    CAPTURE(precision_name(c.precision));
-    CAPTURE(static_cast<int>(c.rounding));
-    CAPTURE(activation_name(c.activation));
-    TrainingConfig config;
-    config.layer_sizes = c.sizes;
-    config.precision = c.precision;
-    config.rounding = c.rounding;
-    config.activation = c.activation;
-    config.scaler = c.precision == Precision::fp16 ? LossScalerConfig::fixed(256.0) : LossScalerConfig::none();
-    config.loss_weight = 0.75f;
-    config.learning_rate = 0.05f;
-    MlpTrainer trainer(config);
-    PlainMlp plain{config, std::as_const(trainer).weights(), trainer.biases()};
-    const Batch b = make_batch(24, c.sizes.front(), c.sizes.back(), 21);
-    for (int step = 0; step < 5; ++step) {
-      CAPTURE(step);
-      const StepResult result = trainer.step(b.inputs, b.labels, step == 1 || step == 4);
-      const auto [loss, skipped] = plain.step(b.inputs, b.labels, static_cast<float>(result.loss_scale));
-      CHECK(std::bit_cast<std::uint64_t>(result.loss) == std::bit_cast<std::uint64_t>(loss));
-      CHECK_FALSE(skipped);
-      CHECK(result.skipped == skipped);
-      for (std::size_t l = 0; l < plain.weights.size(); ++l) {
-        CAPTURE(l);
-        CHECK(same_bits(std::as_const(trainer).weights()[l].data(), plain.weights[l].data(), plain.weights[l].size()));
-        CHECK(same_bits(trainer.biases()[l].data(), plain.biases[l].data(), plain.biases[l].size()));
+                        Case{{96, 256, 160, 10}, Precision::fp16, RoundingMode::nearest_even, Activation::relu}})
+    for (const int threads : {1, 3}) {
+      const int threads_before = parallel_threads();
+      set_parallel_threads(threads);
+      CAPTURE(threads);
+      CAPTURE(c.sizes[1]);
+      CAPTURE(precision_name(c.precision));
+      CAPTURE(static_cast<int>(c.rounding));
+      CAPTURE(activation_name(c.activation));
+      TrainingConfig config;
+      config.layer_sizes = c.sizes;
+      config.precision = c.precision;
+      config.rounding = c.rounding;
+      config.activation = c.activation;
+      config.scaler = c.precision == Precision::fp16 ? LossScalerConfig::fixed(256.0) : LossScalerConfig::none();
+      config.loss_weight = 0.75f;
+      config.learning_rate = 0.05f;
+      MlpTrainer trainer(config);
+      PlainMlp plain{config, std::as_const(trainer).weights(), trainer.biases()};
+      const Batch b = make_batch(24, c.sizes.front(), c.sizes.back(), 21);
+      for (int step = 0; step < 5; ++step) {
+        CAPTURE(step);
+        const StepResult result = trainer.step(b.inputs, b.labels, step == 1 || step == 4);
+        const auto [loss, skipped] = plain.step(b.inputs, b.labels, static_cast<float>(result.loss_scale));
+        CHECK(std::bit_cast<std::uint64_t>(result.loss) == std::bit_cast<std::uint64_t>(loss));
+        CHECK_FALSE(skipped);
+        CHECK(result.skipped == skipped);
+        for (std::size_t l = 0; l < plain.weights.size(); ++l) {
+          CAPTURE(l);
+          CHECK(same_bits(std::as_const(trainer).weights()[l].data(), plain.weights[l].data(), plain.weights[l].size()));
+          CHECK(same_bits(trainer.biases()[l].data(), plain.biases[l].data(), plain.biases[l].size()));
+        }
       }
+      set_parallel_threads(threads_before);
     }
-  }
 }
 
 TEST_CASE("the weights' cast an update makes for the next step is that step's own cast, bit for bit") {
