@@ -1,4 +1,5 @@
-// The CPU backend: gradients against float64 finite differences, skipped steps, recording.
+// The CPU backend: gradients against float64 finite differences, the step bit for bit against its
+// rules written plainly, skipped steps, recording.
 #include <doctest/doctest.h>
 
 #include <algorithm>
