@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "fpscope/core/cast.hpp"
+#include "fpscope/core/hd.hpp"
 
 namespace {
 
@@ -118,10 +119,10 @@ bool bits8_to_f32(Format f, const std::uint8_t* in, std::uint32_t* out, std::siz
   });
 }
 
-// The largest of `top` and the values' magnitude bits (sign cleared): a reduction the compiler
-// vectorises for the unit's instruction set (unsigned maxima, which the baseline's SSE2 lacks).
+// The largest of `top` and the values' magnitude bits (hd.hpp's magnitude_bits): a reduction the
+// compiler vectorises for the unit's instruction set (unsigned maxima, which the baseline's SSE2 lacks).
 std::uint32_t largest_magnitude_bits(const std::uint32_t* in, std::size_t n, std::uint32_t top) {
-  for (std::size_t i = 0; i < n; ++i) top = std::max(top, in[i] & 0x7FFFFFFFu);
+  for (std::size_t i = 0; i < n; ++i) top = std::max(top, magnitude_bits(bits_float(in[i])));
   return top;
 }
 
