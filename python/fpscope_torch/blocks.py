@@ -18,6 +18,8 @@ Floating Point v1.0.
 
 import torch
 
+from .histogram import readable
+
 # name -> (element emax, element emin, mantissa bits, largest element, largest's mantissa is odd, integer elements)
 _MX = {
     "mxfp8-e4m3": (8, -6, 3, 448.0, False, False),
@@ -133,7 +135,8 @@ def block_statistics(tensor, fmt="mxfp8-e4m3", rule="floor", block=None):
     if nvfp4 and block != 16:
         raise ValueError(f"nvfp4's blocks are 16 elements, not {block}")
     emax, emin, mbits, largest, largest_odd, integer = _MX["mxfp4" if nvfp4 else fmt]
-    x = tensor.detach().float().reshape(-1, tensor.shape[-1] if tensor.dim() > 0 else 1)
+    x = readable(tensor.detach()).float()
+    x = x.reshape(-1, x.shape[-1] if x.dim() > 0 else 1)
     rows, cols = x.shape
     blocks_per_row = (cols + block - 1) // block
     padded = torch.zeros(rows, blocks_per_row * block, dtype=torch.float32, device=x.device)

@@ -119,6 +119,36 @@ def dense_view(x):
     return permuted if permuted.is_contiguous() else None
 
 
+# What torch's reductions (aminmax, _foreach_norm) and this module's passes read as they are.
+_READ_AS_STORED = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+_FLOAT4_PAIRS = getattr(torch, "float4_e2m1fn_x2", None)  # torch >= 2.8: two E2M1 values a byte
+
+
+def _e2m1_values(device):
+    """The 16 E2M1 codes' values, code c at [c]: sign bit 3, exponent field bits 2-1 (bias 1),
+    mantissa bit 0; field 0 is subnormal, m x 2^-1 (OCP Microscaling Formats v1.0, FP4 E2M1)."""
+    def magnitude(code):
+        field, mantissa = code >> 1, code & 1
+        return mantissa * 0.5 if field == 0 else (1 + mantissa / 2) * 2.0 ** (field - 1)
+    return torch.tensor([(-1.0 if code & 8 else 1.0) * magnitude(code & 7) for code in range(16)], device=device)
+
+
+def readable(x):
+    """x's values in a dtype that torch's reductions and this module's passes read: float16,
+    bfloat16, float32 and float64 as they are; the other float formats torch stores (float8 E4M3,
+    E5M2 and their FNUZ variants, E8M0), which its reductions refuse, widened to float32, which
+    holds each of their values exactly; float4_e2m1fn_x2, which torch cannot even widen, unpacked
+    into float32, each byte's two values side by side along the last dimension, which doubles
+    (the first in the low four bits, as torch's Float4_e2m1fn_x2.h lays them out)."""
+    if x.dtype in _READ_AS_STORED:
+        return x
+    if x.dtype == _FLOAT4_PAIRS:
+        codes = x.view(torch.uint8).long() if x.dim() > 0 else x.reshape(1).view(torch.uint8).long()
+        values = _e2m1_values(x.device)
+        return torch.stack([values[codes & 0xF], values[codes >> 4]], dim=-1).flatten(-2)
+    return x.float()
+
+
 def contiguous_values(x):
     """x's elements in a contiguous tensor: dense_view's, else a contiguous copy."""
     view = dense_view(x)
@@ -129,7 +159,7 @@ def _accelerator_partial(tensor):
     """A tensor on an accelerator: the Triton kernel where it runs (one pass over the tensor in its
     own dtype, a few microseconds of Python around one launch), else PyTorch's ops
     (_device_partial)."""
-    x = tensor.detach()
+    x = readable(tensor.detach())
     if x.dtype not in _TRITON_DTYPES:
         x = x.float()
     x = contiguous_values(x)
@@ -156,7 +186,7 @@ def partial_histogram(tensor):
     """The work on the data for one tensor (see exponent_histogram); lay it out with assemble."""
     if tensor.device.type != "cpu":
         return _accelerator_partial(tensor)
-    x = contiguous_values(tensor.detach())
+    x = contiguous_values(readable(tensor.detach()))
     if x.dtype not in _HOST_DTYPES:
         x = x.float()
     counts = exponent_counts.counts_of(x, COUNTS)  # one pass in C, where it was compiled
@@ -186,7 +216,7 @@ def partial_histograms(tensors):
     groups = {}
     for i, tensor in enumerate(tensors):
         if _batched_on(tensor.device):
-            x = tensor.detach()
+            x = readable(tensor.detach())
             if x.dtype not in _TRITON_DTYPES:
                 x = x.float()
             groups.setdefault((x.device, x.dtype), []).append((i, contiguous_values(x)))
@@ -304,6 +334,7 @@ def tensor_record(name, kind, counts, scale=1.0, captured="before_cast"):
 
 
 def captured_of(tensor):
-    """as_stored for values already held in a 16-bit float format (what a cast flushed is among
-    the zeros); before_cast for float32 and wider, which a cast will still round."""
-    return "as_stored" if tensor.dtype in (torch.float16, torch.bfloat16) else "before_cast"
+    """as_stored for values already held in a float format narrower than float32 (16, 8 or 4 bits:
+    what a cast flushed is among the zeros); before_cast for float32 and wider, which a cast will
+    still round."""
+    return "as_stored" if tensor.element_size() < 4 else "before_cast"

@@ -17,7 +17,7 @@ import torch
 from . import exponent_counts, log_file
 from .blocks import block_statistics, merge_block_statistics, parse_blocks
 from .held import Held, version_of
-from .histogram import COUNTS, assemble, captured_of, dense_view, partial_histograms, tensor_record
+from .histogram import COUNTS, assemble, captured_of, dense_view, partial_histograms, readable, tensor_record
 
 SCHEMA_VERSION = 2
 _C_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # what exponent_counts.c reads
@@ -180,10 +180,10 @@ def _unwrapped(model):
 
 
 def _tensors(value, path=""):
-    """Every floating-point tensor in a module's output, however nested (tuples, lists, dicts),
-    with its path: "" for a lone tensor, "[0]", "[1].key"."""
+    """Every floating-point or complex tensor in a module's output, however nested (tuples, lists,
+    dicts), with its path: "" for a lone tensor, "[0]", "[1].key"."""
     if torch.is_tensor(value):
-        if value.is_floating_point():
+        if value.is_floating_point() or value.is_complex():
             yield path, value
     elif isinstance(value, (tuple, list)):
         for i, item in enumerate(value):
@@ -650,7 +650,7 @@ class Recorder:
         if tensor.numel() == 0:
             return
         self._labels.append((name, kind, self._micro_batch))
-        tensor = tensor.detach()
+        tensor = readable(tensor.detach())
         value = None
         if tensor.device.type == "cpu" and tensor.dtype in _C_DTYPES:
             view = dense_view(tensor)
@@ -691,6 +691,7 @@ class Recorder:
         each would be an object a reading, made and stacked again every step."""
         groups = {}
         for i, tensor in members:
+            tensor = readable(tensor)
             groups.setdefault((tensor.device, tensor.dtype), []).append((i, tensor))
         for group in groups.values():
             largest = torch.stack(torch._foreach_norm([t for _, t in group], math.inf)).float()

@@ -587,6 +587,69 @@ class RecorderTest(unittest.TestCase):
                 self.assertEqual(records[("drop", kind)]["bins"], records[("lstm[0]", kind)]["bins"])
                 self.assertTrue(records[("drop", kind)]["bins"])
 
+    @unittest.skipUnless(hasattr(torch, "float8_e4m3fn"), "torch's float8 dtypes (torch >= 2.1) are not here")
+    def test_float8_fp4_and_complex_outputs_are_read_as_their_values(self):
+        # OCP FP4 (E2M1) codes by value, from the OCP MX spec's table: the packed tensor's values
+        # are known here without fpscope's decoding. Two a byte, the first in the low four bits.
+        e2m1_code = {0.0: 0x0, 0.5: 0x1, 1.0: 0x2, 1.5: 0x3, 2.0: 0x4, 3.0: 0x5, 4.0: 0x6, 6.0: 0x7,
+                     -0.0: 0x8, -0.5: 0x9, -1.0: 0xA, -1.5: 0xB, -2.0: 0xC, -3.0: 0xD, -4.0: 0xE, -6.0: 0xF}
+        fp4_values = [0.5, 1.0, 6.0, -6.0, -0.0, 0.0, -1.5, -0.5, 3.0, 4.0]
+        float4 = getattr(torch, "float4_e2m1fn_x2", None)
+
+        class Cast(torch.nn.Module):
+            def __init__(self, dtype):
+                super().__init__()
+                self.dtype = dtype
+
+            def forward(self, x):
+                return x.to(self.dtype)
+
+        class PackedFp4(torch.nn.Module):
+            def forward(self, x):
+                codes = [e2m1_code[v] for v in fp4_values]
+                packed = [codes[i] | codes[i + 1] << 4 for i in range(0, len(codes), 2)]
+                return torch.tensor(packed, dtype=torch.uint8).view(float4)
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(8, 8)
+                self.e4m3 = Cast(torch.float8_e4m3fn)
+                self.e5m2 = Cast(torch.float8_e5m2)
+                self.rotate = Cast(torch.complex64)
+                self.fp4 = PackedFp4()
+
+            def forward(self, x):
+                h = self.fc(x)
+                if float4 is not None:
+                    self.fp4(h)
+                return self.e4m3(h).float() + self.e5m2(2000 * h).float() + self.rotate(h * 1j).imag
+
+        torch.manual_seed(0)
+        net = Net()
+        x, y = torch.randn(4, 8), torch.randint(0, 8, (4,))
+        h = net.fc(x).detach()
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+            with fpscope_torch.Recorder(net, path, blocks="mxfp4") as recorder:
+                for _ in range(2):
+                    loss = torch.nn.functional.cross_entropy(net(x), y)
+                    loss.backward()
+                    recorder.step(loss)
+            records = records_of(snapshots_of(read_log(path)[1])[0])
+        expected = {"e4m3": h.to(torch.float8_e4m3fn).float(), "e5m2": (2000 * h).to(torch.float8_e5m2).float(),
+                    "rotate": torch.view_as_real(h * 1j)}
+        if float4 is not None:
+            expected["fp4"] = torch.tensor(fp4_values)
+        for name, values in expected.items():
+            record = records[(name, "activation")]
+            self.assertEqual(record_histogram(record), numpy_histogram(values.numpy()), name)
+            self.assertEqual(record["captured"], "before_cast" if name == "rotate" else "as_stored", name)
+            self.assertIn("blocks", record, name)
+        # Their gradients come back in the outputs' own dtypes.
+        self.assertEqual(records[("e4m3", "activation_gradient")]["captured"], "as_stored")
+        self.assertEqual(records[("rotate", "activation_gradient")]["captured"], "before_cast")
+
     def test_append_goes_on_with_the_same_log(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "run.jsonl")
