@@ -182,8 +182,38 @@ def _load_triton():
     _triton = histogram_triton
 
 
+def stored_values(x):
+    """A sparse tensor's stored values (a COO tensor's coalesced: entries at one index summed, as
+    its dense form holds them) and the number of zeros it holds without storing them (an
+    embedding's sparse gradient: the rows no index touched); any other tensor: itself and 0."""
+    if x.layout == torch.strided:
+        return x, 0
+    if x.layout == torch.sparse_coo:
+        x = x.coalesce()
+    values = x.values()
+    return values, x.numel() - values.numel()
+
+
+def _with_zeros(partial, zeros):
+    """`partial` (any of partial_histogram's kinds) with `zeros` more zeros, left as it was."""
+    if zeros == 0:
+        return partial
+    if isinstance(partial, Partial):
+        return Partial(partial.by_field, partial.zeros + zeros, partial.rare)
+    if isinstance(partial, DevicePartial):
+        by_slot = partial.by_slot.clone()
+        by_slot[0] += zeros  # slot 0: the zeros (_device_partial)
+        return DevicePartial(by_slot, partial.nans)
+    counts = partial.clone()
+    counts[ZERO] += zeros
+    return counts
+
+
 def partial_histogram(tensor):
     """The work on the data for one tensor (see exponent_histogram); lay it out with assemble."""
+    if tensor.layout != torch.strided:
+        values, unstored = stored_values(tensor.detach())
+        return _with_zeros(partial_histogram(values), unstored)
     if tensor.device.type != "cpu":
         return _accelerator_partial(tensor)
     x = contiguous_values(readable(tensor.detach()))
@@ -215,7 +245,7 @@ def partial_histograms(tensors):
     partials = [None] * len(tensors)
     groups = {}
     for i, tensor in enumerate(tensors):
-        if _batched_on(tensor.device):
+        if tensor.layout == torch.strided and _batched_on(tensor.device):
             x = readable(tensor.detach())
             if x.dtype not in _TRITON_DTYPES:
                 x = x.float()

@@ -17,7 +17,7 @@ import torch
 from . import exponent_counts, log_file
 from .blocks import block_statistics, merge_block_statistics, parse_blocks
 from .held import Held, version_of
-from .histogram import COUNTS, assemble, captured_of, dense_view, partial_histograms, readable, tensor_record
+from .histogram import COUNTS, assemble, captured_of, dense_view, partial_histograms, readable, stored_values, tensor_record
 
 SCHEMA_VERSION = 2
 _C_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # what exponent_counts.c reads
@@ -183,7 +183,7 @@ def _tensors(value, path=""):
     """Every floating-point or complex tensor in a module's output, however nested (tuples, lists,
     dicts), with its path: "" for a lone tensor, "[0]", "[1].key"."""
     if torch.is_tensor(value):
-        if value.is_floating_point() or value.is_complex():
+        if (value.is_floating_point() or value.is_complex()) and value.device.type != "meta":  # a meta tensor holds no values
             yield path, value
     elif isinstance(value, (tuple, list)):
         for i, item in enumerate(value):
@@ -650,9 +650,10 @@ class Recorder:
         if tensor.numel() == 0:
             return
         self._labels.append((name, kind, self._micro_batch))
-        tensor = readable(tensor.detach())
-        value = None
-        if tensor.device.type == "cpu" and tensor.dtype in _C_DTYPES:
+        # A sparse tensor's stored values: the zeros it does not store move no magnitude.
+        tensor = readable(stored_values(tensor.detach())[0])
+        value = 0.0 if tensor.numel() == 0 else None  # a sparse tensor storing nothing
+        if value is None and tensor.device.type == "cpu" and tensor.dtype in _C_DTYPES:
             view = dense_view(tensor)
             if view is not None:
                 value = exponent_counts.largest_magnitude(view)
@@ -741,7 +742,7 @@ class Recorder:
         if partial is None:
             partial = self._histograms_of([tensor])[0]
         key = (name, kind)
-        if self._blocks is not None:
+        if self._blocks is not None and tensor.layout == torch.strided:  # not a sparse tensor's (docs/bridge.md)
             stats = block_statistics(tensor, self._blocks[0], self._blocks[1], self._block_size)
             if key in self._pending_blocks and not replace:
                 stats = merge_block_statistics(self._pending_blocks[key], stats)

@@ -587,6 +587,48 @@ class RecorderTest(unittest.TestCase):
                 self.assertEqual(records[("drop", kind)]["bins"], records[("lstm[0]", kind)]["bins"])
                 self.assertTrue(records[("drop", kind)]["bins"])
 
+    def test_sparse_gradients_and_outputs_count_the_zeros_they_do_not_store(self):
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = torch.nn.Embedding(50, 4, sparse=True)  # its weight gradient: sparse COO
+                self.fc = torch.nn.Linear(4, 6)
+
+            def forward(self, tokens):
+                h = self.fc(self.embed(tokens).mean(1))
+                self.csr(h.detach())
+                return h
+
+            def csr(self, h):
+                return self.to_csr(h)
+
+        class ToCsr(torch.nn.Module):
+            def forward(self, h):
+                return h.relu().to_sparse_csr()  # stores the positive values only
+
+        class Placeholder(torch.nn.Module):
+            def forward(self, h):
+                return torch.empty(3, device="meta"), h  # a meta tensor: no values to read
+
+        torch.manual_seed(0)
+        net = Net()
+        net.to_csr, net.placeholder = ToCsr(), Placeholder()
+        tokens, targets = torch.randint(0, 50, (4, 3)), torch.randint(0, 6, (4,))
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+            with fpscope_torch.Recorder(net, path) as recorder:
+                _, logits = net.placeholder(net(tokens))
+                loss = torch.nn.functional.cross_entropy(logits, targets)
+                loss.backward()
+                gradient, h = net.embed.weight.grad, net.fc(net.embed(tokens).mean(1)).detach()
+                recorder.step(loss)
+            records = records_of(snapshots_of(read_log(path)[1])[0])
+        self.assertTrue(gradient.is_sparse)
+        self.assertEqual(record_histogram(records[("embed.weight", "weight_gradient")]), numpy_histogram(gradient.to_dense().numpy()))
+        self.assertGreater(records[("embed.weight", "weight_gradient")]["zero"], 50 * 4 - 12 * 4 - 1)  # rows no token touched
+        self.assertEqual(record_histogram(records[("to_csr", "activation")]), numpy_histogram(h.relu().numpy()))
+        self.assertEqual(sorted(name for name, kind in records if name.startswith("placeholder")), ["placeholder[1]", "placeholder[1]"])
+
     @unittest.skipUnless(hasattr(torch, "float8_e4m3fn"), "torch's float8 dtypes (torch >= 2.1) are not here")
     def test_float8_fp4_and_complex_outputs_are_read_as_their_values(self):
         # OCP FP4 (E2M1) codes by value, from the OCP MX spec's table: the packed tensor's values
