@@ -5,29 +5,38 @@
 #include <optional>
 
 #include "fpscope/core/names.hpp"
+#include "fpscope/core/printable_text.hpp"
 
 namespace fpscope::cli {
 
 TargetFormat target_format(const std::string& option, const std::vector<RunHeader>& run_headers) {
   if (!option.empty()) return {parse_format(option), "--format", ""};
   std::vector<std::string> cast_to;  // the formats the runs were cast to, each once
+  std::vector<std::string> unknown;  // names of formats fpscope does not know, each once
   bool float32_run = false;
   for (const RunHeader& header : run_headers) {
     const std::optional<Format> format = run_cast_format(header);
     if (!format) {
-      try {  // a float32 run's, or a name fpscope does not know (left out)
+      try {  // a float32 run's, or a name fpscope does not know
         if (!header.format.empty()) parse_format(header.format), float32_run = true;
       } catch (const UnknownNameError&) {
+        const std::string name = "'" + printable_text(header.format) + "'";
+        if (std::find(unknown.begin(), unknown.end(), name) == unknown.end()) unknown.push_back(name);
       }
       continue;
     }
     const std::string name = format_name(*format);
     if (std::find(cast_to.begin(), cast_to.end(), name) == cast_to.end()) cast_to.push_back(name);
   }
-  if (cast_to.size() == 1 && !float32_run)
+  if (cast_to.size() == 1 && !float32_run && unknown.empty())
     return {parse_format(cast_to.front()), "run", run_headers.size() == 1 ? "the run's own" : "the runs' own"};
   std::string why = "the default";
-  if (cast_to.size() > 1 || (!cast_to.empty() && float32_run)) {
+  if (!unknown.empty()) {  // said first: a name fpscope cannot read is what the user has to fix
+    std::string names;
+    for (std::size_t i = 0; i < unknown.size(); ++i) names += (i == 0 ? "" : i + 1 == unknown.size() ? " and " : ", ") + unknown[i];
+    why += (run_headers.size() == 1 ? ": the run log names a format fpscope does not know, " : ": the run logs name formats fpscope does not know, ") +
+           names;
+  } else if (cast_to.size() > 1 || (!cast_to.empty() && float32_run)) {
     std::sort(cast_to.begin(), cast_to.end());
     if (float32_run) cast_to.push_back("fp32");
     std::string names;

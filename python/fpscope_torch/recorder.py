@@ -5,6 +5,7 @@ import gc
 import inspect
 import json
 import math
+import numbers
 import os
 import signal
 import threading
@@ -16,6 +17,7 @@ import torch
 
 from . import exponent_counts, log_file
 from .blocks import block_statistics, merge_block_statistics, parse_blocks
+from .formats import LARGEST, format_name
 from .held import Held, version_of
 from .histogram import COUNTS, assemble, captured_of, dense_view, partial_histograms, readable, stored_values, tensor_record
 
@@ -270,12 +272,6 @@ def _on_host(record):
     return all(not torch.is_tensor(v) or v.device.type == "cpu" for v in values)
 
 
-# The largest finite value of the formats a header's `format` names: values past it are what a cast
-# into the format overflows (a culprit's "overflow"). Other formats: only NaN and infinity count.
-FORMAT_LARGEST = {"fp16": 65504.0, "bf16": 3.3895313892515355e38, "fp32": 3.4028234663852886e38, "tf32": 3.4028234663852886e38,
-                  "e4m3": 448.0, "e5m2": 57344.0}
-
-
 def _listed(partials):
     """A pending key's partial histograms as a list: its one partial, or the list a repeated key
     made (micro-batches, a module called again in a pass)."""
@@ -315,12 +311,12 @@ def find_culprit(readings, fmt, captured="as_stored"):
     else); None where every reading is clean. `captured`: as_stored where the run's operations
     round into the format (autocast), before_cast where they run in float32 (and for the model's
     input, which no operation of the run made)."""
-    format_largest = FORMAT_LARGEST.get(fmt, math.inf)
+    format_largest = LARGEST.get(fmt, math.inf)  # another format's: only NaN and infinity count
     for position, (name, kind, micro_batch, largest) in enumerate(readings):
         fault = "nan" if math.isnan(largest) else "inf" if math.isinf(largest) else "overflow" if largest > format_largest else None
         if fault is None or (name == MODEL_INPUT and (fault == "overflow" or not _broke_the_forward(readings, position))):
             continue
-        culprit = {"name": name, "kind": kind, "fault": fault, "format": fmt, "format_largest": FORMAT_LARGEST.get(fmt, 0.0),
+        culprit = {"name": name, "kind": kind, "fault": fault, "format": fmt, "format_largest": LARGEST.get(fmt, 0.0),
                    "largest": largest if math.isfinite(largest) else None, "position": position,
                    "captured": "before_cast" if name == MODEL_INPUT else captured}  # the data: made before any cast
         upstream = None
@@ -374,7 +370,8 @@ class Recorder:
     gradients, losses and scales are.
 
     `fmt` is the format the run casts to, the header's `format` that `fpscope analyze` and the app
-    ask about by default: given, or read from `precision` ("bf16 autocast" -> bf16), else fp16.
+    ask about by default: given (a name or a torch dtype; formats.py lists them), or read from
+    `precision` ("bf16 autocast" -> bf16), else fp16.
     `scaler`: the GradScaler whose scale the backward carries (a GradScaler in use but not given is
     refused at the first step: its gradients would be logged as unscaled); `scaler=False` says
     there is none. An existing log at `path` is replaced only with `overwrite=True`, and continued
@@ -405,8 +402,10 @@ class Recorder:
                  kinds=("activation", "activation_gradient", "weight", "weight_gradient"),
                  include=None, exclude=None, append=False, overwrite=False, global_step=None, blocks=None, block_size=None,
                  tensorboard=None, sentinel=True):
-        if every < 1:
-            raise ValueError(f"every must be at least 1, not {every}")
+        if isinstance(every, bool) or not isinstance(every, numbers.Integral) or every < 1:
+            raise ValueError(f"every={every!r}: record every how many steps, a whole number from 1 (every step) up")
+        if scaler not in (None, False) and not callable(getattr(scaler, "get_scale", None)):
+            raise ValueError(f"scaler={scaler!r}: give the GradScaler the loop scales its losses with, or scaler=False where there is none")
         unknown = set(kinds) - {"activation", "activation_gradient", "weight", "weight_gradient"}
         if unknown:
             raise ValueError(f"unknown kinds {sorted(unknown)}: expected activation, activation_gradient, weight, weight_gradient")
@@ -454,7 +453,7 @@ class Recorder:
                                     # (a launch's largest magnitudes, this one's index) (_fill_readings)
         self._micro_batch = 0       # forward passes of the model so far in this step, less one
         self._labels_at_pass = 0    # len(_labels) when the micro-batch under way began (micro_batch())
-        self._format = fmt if fmt is not None else cast_format(precision)
+        self._format = format_name(fmt) if fmt is not None else cast_format(precision)
         self._file = None
         self._events = None         # the live TensorBoard writer, on rank 0
         self._closed = False

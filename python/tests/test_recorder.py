@@ -6,6 +6,7 @@ forward), hooks only on recorded steps, appending, and gloo runs against one pro
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -586,6 +587,34 @@ class RecorderTest(unittest.TestCase):
             for kind in ("activation", "activation_gradient"):
                 self.assertEqual(records[("drop", kind)]["bins"], records[("lstm[0]", kind)]["bins"])
                 self.assertTrue(records[("drop", kind)]["bins"])
+
+    def test_formats_are_fpscope_s_own_names_with_their_largest_values(self):
+        from fpscope_torch.formats import _TORCH_NAMES, LARGEST, format_name
+
+        def table(name):
+            """`fpscope table --exact NAME`: the name it gives the format, and its largest finite value."""
+            result = subprocess.run([FPSCOPE, "table", "--exact", name], capture_output=True, text=True)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            lines = result.stdout.splitlines()
+            largest = next(line for line in lines if line.split()[:1] == ["max"]).split("=")[-1]
+            return lines[0].split(":")[0], float(largest)
+
+        for name, largest in LARGEST.items():
+            self.assertEqual(table(name), (name, largest))
+        for torch_name, name in _TORCH_NAMES.items():
+            # fpscope reads torch's dtype names too; float4_e2m1fn_x2 is two of its float4_e2m1fn.
+            self.assertEqual(table("torch." + torch_name.removesuffix("_x2"))[0], name, torch_name)
+            if hasattr(torch, torch_name):
+                self.assertEqual(format_name(getattr(torch, torch_name)), name)
+        self.assertEqual(format_name(" Torch.BFloat16"), "bf16")
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+            for bad, says in ((dict(fmt="fp17"), "fmt='fp17' is not a format"), (dict(fmt="mxfp4"), "fmt='mxfp4' is a block-scaled format: pass blocks='mxfp4'"),
+                              (dict(fmt=8), "fmt=8: name the format"), (dict(every=1.5), "every=1.5: "), (dict(every="10"), "every='10': "),
+                              (dict(every=True), "every=True: "), (dict(scaler="yes"), "scaler='yes': give the GradScaler")):
+                with self.assertRaisesRegex(ValueError, "^" + re.escape(says)):
+                    fpscope_torch.Recorder(tiny_model(), path, **bad)
+                self.assertFalse(os.path.exists(path))
 
     def test_sparse_gradients_and_outputs_count_the_zeros_they_do_not_store(self):
         class Net(torch.nn.Module):

@@ -1,0 +1,49 @@
+"""The formats a PyTorch run can cast to, by the names fpscope's run log gives them (`fpscope table`
+lists the same names), with each one's largest finite value: a value past it is what a cast into
+the format overflows (a culprit's "overflow"). A test holds every name and value here to
+`fpscope table --exact`."""
+
+import torch
+
+LARGEST = {
+    "fp16": 65504.0,
+    "bf16": 3.3895313892515355e38,  # (2 - 2^-7) x 2^127
+    "fp32": 3.4028234663852886e38,  # (2 - 2^-23) x 2^127
+    "tf32": 3.4011621342146535e38,  # (2 - 2^-10) x 2^127
+    "e4m3": 448.0,
+    "e5m2": 57344.0,
+    "e4m3fnuz": 240.0,
+    "e5m2fnuz": 57344.0,
+    "e2m1": 6.0,
+    "e2m3": 7.5,
+    "e3m2": 28.0,
+}
+
+# torch's names for them (dtype names, and the dtypes' own aliases).
+_TORCH_NAMES = {
+    "float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32",
+    "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2", "float8_e4m3fnuz": "e4m3fnuz", "float8_e5m2fnuz": "e5m2fnuz",
+    "float4_e2m1fn_x2": "e2m1",
+}
+
+_BLOCK_SCALED = ("mx", "nvfp4")
+
+
+def format_name(fmt):
+    """`fmt` -- a name (any case, "torch." before it or not) or a torch dtype -- as the run log names
+    it; ValueError naming `fmt` where it is none of LARGEST's formats."""
+    given = fmt
+    if isinstance(fmt, torch.dtype):
+        fmt = str(fmt)
+    if not isinstance(fmt, str):
+        raise ValueError(f"fmt={given!r}: name the format the run casts to (\"fp16\", \"bf16\", \"e4m3\", ...) or give its torch dtype")
+    name = fmt.strip().lower()
+    name = name[len("torch."):] if name.startswith("torch.") else name
+    name = _TORCH_NAMES.get(name, name)
+    if name in LARGEST:
+        return name
+    if name.startswith(_BLOCK_SCALED):
+        raise ValueError(f"fmt={given!r} is a block-scaled format: pass blocks={given!r} for its block statistics, "
+                         "and fmt the format the run's tensors are cast to")
+    raise ValueError(f"fmt={given!r} is not a format fpscope_torch records for: expected "
+                     + ", ".join(LARGEST) + " (or the torch dtype of one)")
