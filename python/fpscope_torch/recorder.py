@@ -219,12 +219,23 @@ def _recorded_modules(model, include, exclude):
     whose outputs are tuples their children do not show, and any module `include` names exactly (a
     transformer block: its output is the residual stream); filtered by name prefixes."""
     wanted = (torch.nn.MultiheadAttention, torch.nn.RNNBase)
+    scripted = []
     for name, module in model.named_modules():
         label = name or type(module).__name__
+        if isinstance(module, torch.jit.RecursiveScriptModule):  # and every module inside it
+            if not any(_matches(label, [outer]) for outer in scripted):
+                scripted.append(label)
+            continue
         leaf = not any(True for _ in module.children())
         named = include is not None and label in include
         if (leaf or isinstance(module, wanted) or named) and _kept(label, include, exclude):
             yield label, module
+    if scripted:
+        one = len(scripted) == 1
+        warnings.warn(f"fpscope_torch: {', '.join(scripted)} {'is a TorchScript module' if one else 'are TorchScript modules'} "
+                      f"(torch.jit.script), which {'takes' if one else 'take'} no Python hooks: {'its' if one else 'their'} outputs "
+                      f"and gradients are not recorded, {'its' if one else 'their'} parameters are (unscripted, {'it' if one else 'they'} "
+                      "would be recorded whole)", RuntimeWarning, stacklevel=3)
 
 
 def _recorded_parameters(model, include, exclude):
@@ -402,6 +413,12 @@ class Recorder:
                  kinds=("activation", "activation_gradient", "weight", "weight_gradient"),
                  include=None, exclude=None, append=False, overwrite=False, global_step=None, blocks=None, block_size=None,
                  tensorboard=None, sentinel=True):
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError(f"model={model!r}: the Recorder records a torch.nn.Module, the model the loop trains (or its "
+                            "DistributedDataParallel, FSDP or torch.compile wrapper)")
+        if isinstance(_unwrapped(model), torch.jit.RecursiveScriptModule):
+            raise TypeError("model is a TorchScript module (torch.jit.script), which takes no Python hooks: give the Recorder "
+                            "the model unscripted, and train that")
         if isinstance(every, bool) or not isinstance(every, numbers.Integral) or every < 1:
             raise ValueError(f"every={every!r}: record every how many steps, a whole number from 1 (every step) up")
         if scaler not in (None, False) and not callable(getattr(scaler, "get_scale", None)):

@@ -588,6 +588,39 @@ class RecorderTest(unittest.TestCase):
                 self.assertEqual(records[("drop", kind)]["bins"], records[("lstm[0]", kind)]["bins"])
                 self.assertTrue(records[("drop", kind)]["bins"])
 
+    def test_a_model_without_python_hooks_is_refused_or_said_what_is_left_out(self):
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(6, 6)
+                self.inner = torch.jit.script(torch.nn.Sequential(torch.nn.Linear(6, 6), torch.nn.ReLU()))
+
+            def forward(self, x):
+                return self.inner(self.fc(x))
+
+        torch.manual_seed(0)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+            for model, says in ((lambda x: x, "model=<function"), (None, "model=None: the Recorder records a torch.nn.Module"),
+                                (torch.jit.script(tiny_model()), "model is a TorchScript module")):
+                with self.assertRaisesRegex(TypeError, "^" + re.escape(says)):
+                    fpscope_torch.Recorder(model, path)
+                self.assertFalse(os.path.exists(path))
+            net = Net()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                with fpscope_torch.Recorder(net, path) as recorder:
+                    loss = net(torch.randn(4, 6)).sum()
+                    loss.backward()
+                    recorder.step(loss)
+            said = [str(w.message) for w in caught if "TorchScript" in str(w.message)]
+            self.assertEqual(len(said), 1, [str(w.message) for w in caught])
+            self.assertTrue(said[0].startswith("fpscope_torch: inner is a TorchScript module"), said[0])
+            records = records_of(snapshots_of(read_log(path)[1])[0])
+        self.assertIn(("fc", "activation_gradient"), records)
+        self.assertIn(("inner.0.weight", "weight_gradient"), records)  # its parameters are recorded
+        self.assertFalse([name for name, kind in records if name.startswith("inner") and kind.startswith("activation")])
+
     def test_formats_are_fpscope_s_own_names_with_their_largest_values(self):
         from fpscope_torch.formats import _TORCH_NAMES, LARGEST, format_name
 
