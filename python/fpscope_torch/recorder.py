@@ -477,9 +477,25 @@ class Recorder:
         self._scaler_looked_for = self.scaler is not None or self._scaler_declared_none
         self._scale_used = self._scale_now()  # the scale the next backward will use
         self.step_index = 0
+        self._created = False  # whether _open made the log (else it appends to one)
         if self._rank == 0:
             self._open(model_name, precision, self._format, append, overwrite, tensorboard,
                        global_step if append else None)
+        try:
+            self._begin(append, global_step)
+        except BaseException:  # a log this Recorder will not write is not left behind
+            self._disarm()
+            if self._created:
+                os.unlink(self.path)  # while its lock is held: no other writer has taken it meanwhile
+            self._let_the_log_go()
+            raise
+        self._pid = os.getpid()
+        _OPEN.add(self)
+        _close_on_terminate_installed()
+
+    def _begin(self, append, global_step):
+        """The first step's number (where appending: after the log's last, or `global_step`) and its
+        hooks."""
         if append:
             # The log made ready to go on (log_file.cut_back): at global_step where given (a run
             # resumed from a checkpoint), else after its last step.
@@ -497,9 +513,6 @@ class Recorder:
         if global_step is not None:
             self.step_index = global_step
         self._arm_if_recording()
-        self._pid = os.getpid()
-        _OPEN.add(self)
-        _close_on_terminate_installed()
 
     # ---- the log ----
 
@@ -538,6 +551,7 @@ class Recorder:
                       "precision": precision or "", "format": fmt, "rounding": "rne",
                       "scaler": "dynamic" if self._scaler_enabled() else "none", "products": self._products()}
             self._file = log_file.create(self.path, header, overwrite)
+            self._created = True
         if tensorboard is not None:
             from .tensorboard import EventWriter
             self._events = EventWriter(tensorboard, purge_step=resumed_at)
@@ -1243,17 +1257,22 @@ class Recorder:
                     self._write_lines(lines)
                     written = unfinished is not None
                 finally:  # the log and its lock let go even where the last lines could not be written
-                    self._file.close()
-                    self._file = None
-                    if self._events is not None:
-                        self._events.close()
-                        self._events = None
+                    self._let_the_log_go()
         finally:  # said also where the log could not take it
             self._steps = []
             if unreadable is not None:
                 warnings.warn(unreadable, RuntimeWarning, stacklevel=2)
             elif unfinished is not None:
                 warnings.warn(self._unfinished_text(unfinished, written), RuntimeWarning, stacklevel=2)
+
+    def _let_the_log_go(self):
+        """Closes the log (its lock with it) and the TensorBoard writer, where open."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self._events is not None:
+            self._events.close()
+            self._events = None
 
     def _unfinished_step_culprit(self):
         """Where the Recorder closes (or the interpreter exits) within a step that ran a forward but

@@ -588,6 +588,33 @@ class RecorderTest(unittest.TestCase):
                 self.assertEqual(records[("drop", kind)]["bins"], records[("lstm[0]", kind)]["bins"])
                 self.assertTrue(records[("drop", kind)]["bins"])
 
+    def test_a_recorder_that_fails_to_start_leaves_no_log_and_the_old_one_as_it_was(self):
+        from unittest import mock
+        model = tiny_model()
+        x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+        with tempfile.TemporaryDirectory() as d:
+            path, old = os.path.join(d, "new.jsonl"), os.path.join(d, "old.jsonl")
+            with fpscope_torch.Recorder(model, old) as recorder:
+                for _ in range(3):
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    loss.backward()
+                    recorder.step(loss)
+            with open(old, "rb") as f:
+                before = f.read()
+            errors = []  # kept: their tracebacks hold the Recorders that raised
+            with mock.patch.object(fpscope_torch.Recorder, "_arm_if_recording", side_effect=RuntimeError("hooks refused")):
+                for target, kwargs in ((path, {}), (old, {"append": True})):
+                    try:
+                        fpscope_torch.Recorder(model, target, **kwargs)
+                    except RuntimeError as error:  # (assertRaises would let its traceback go)
+                        errors.append(error)
+                    self.assertEqual([str(e) for e in errors][-1:], ["hooks refused"])
+            self.assertFalse(os.path.exists(path))
+            with open(old, "rb") as f:
+                self.assertEqual(f.read(), before)
+            self.assertEqual(sorted(os.listdir(d)), ["old.jsonl"])
+            fpscope_torch.Recorder(model, old, append=True).close()  # its lock was let go, the Recorder still alive
+
     def test_a_model_without_python_hooks_is_refused_or_said_what_is_left_out(self):
         class Net(torch.nn.Module):
             def __init__(self):
