@@ -318,6 +318,7 @@ stdout=closed; bad analyze-stdout-closed 1 "standard output is closed" -- "$fpsc
 # ---- train ----
 bad train-model 2 "784-x-10" -- "$fpscope" train --model 784-x-10 --out never.jsonl
 bad train-model-one-layer 2 "784" -- "$fpscope" train --model 784 --out never.jsonl
+bad train-model-one-class 2 "model '8-8-1': its last size is the number of classes it tells apart, at least 2" -- "$fpscope" train --model 8-8-1 --out never.jsonl
 bad train-model-huge 2 "99999999" -- "$fpscope" train --model 8-99999999-4 --out never.jsonl
 bad_under_memory_limit train-model-past-memory 2 "needs about" -- bash -c "ulimit -v 3000000; exec '$fpscope' train --model 20000-20000-10 --out never.jsonl"
 bad train-batch-past-memory 2 "at batch 100000000 needs about" -- "$fpscope" train --batch 100000000 --out never.jsonl

@@ -109,6 +109,9 @@ std::vector<int> parse_layer_sizes(std::string_view text) {
     start = dash + 1;
   }
   if (sizes.size() < 2) throw std::invalid_argument(message);
+  // One class is a softmax of one value: the loss is 0 and every gradient with it, whatever the data.
+  if (sizes.back() < 2)
+    throw std::invalid_argument("model '" + printable_text(text) + "': its last size is the number of classes it tells apart, at least 2");
   return sizes;
 }
 
