@@ -1,8 +1,9 @@
 """The bridge on a CUDA device, as GPU jobs run it: histograms computed on the device against NumPy,
 torch.amp.GradScaler("cuda") under fp16 CUDA autocast (the scale each backward used, skips from
 step 0 and between recorded steps, gradients read with their scale, activations as stored in
-fp16, each skip's culprit), module outputs and gradients held and read together, the fp32 shadow, and block statistics of CUDA tensors against `fpscope quantize`. Every test
-skips, saying so, where torch sees no CUDA device."""
+fp16, each skip's culprit), module outputs and gradients held and read together, sparse, float8,
+FP4 and complex tensors, the fp32 shadow, and block statistics of CUDA tensors against
+`fpscope quantize`. Every test skips, saying so, where torch sees no CUDA device."""
 
 import os
 import sys
@@ -17,7 +18,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import fpscope_torch  # noqa: E402
 from test_blocks import assert_like_fpscope_quantize, check_every_format_and_rule, fpscope_quantize  # noqa: E402
 from test_held import check_held_against_hooks, check_rewritten_from_step_2  # noqa: E402
-from test_recorder import numpy_histogram, read_log, record_histogram, records_of, snapshots_of  # noqa: E402
+from test_recorder import (check_float8_fp4_and_complex_outputs, check_sparse_gradients_and_outputs, numpy_histogram, read_log,  # noqa: E402
+                           record_histogram, records_of, snapshots_of)
 
 CUDA = torch.cuda.is_available()
 NO_CUDA = "torch sees no CUDA device here: the bridge's CUDA path runs only where one answers"
@@ -101,6 +103,17 @@ class CudaRecorderTest(unittest.TestCase):
         left out of that step and said (test_held.py's checks, on the device)."""
         check_held_against_hooks(self, "cuda")
         check_rewritten_from_step_2(self, 1, "cuda")
+
+    def test_sparse_gradients_and_outputs_on_the_device(self):
+        """An embedding's sparse weight gradient and a CSR output on the device, histogrammed as
+        their dense forms (test_recorder.py's check)."""
+        check_sparse_gradients_and_outputs(self, "cuda")
+
+    @unittest.skipUnless(hasattr(torch, "float8_e4m3fn"), "torch's float8 dtypes (torch >= 2.1) are not here")
+    def test_float8_fp4_and_complex_outputs_on_the_device(self):
+        """Module outputs in float8, packed FP4 and complex on the device, read as their values
+        (test_recorder.py's check): the batched readings and the Triton histograms widen them."""
+        check_float8_fp4_and_complex_outputs(self, "cuda")
 
     def test_grad_scaler_under_fp16_cuda_autocast(self):
         """Skips at step 0 (recorded) and step 4 (not recorded, every=3); the logged scale is the one

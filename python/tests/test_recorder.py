@@ -262,6 +262,115 @@ class CollectingEvents:
         pass
 
 
+def check_sparse_gradients_and_outputs(test, device):
+    """An embedding's sparse weight gradient and a CSR output histogrammed as their dense forms on
+    `device`, a meta tensor among the outputs passed over."""
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(50, 4, sparse=True)  # its weight gradient: sparse COO
+            self.fc = torch.nn.Linear(4, 6)
+
+        def forward(self, tokens):
+            h = self.fc(self.embed(tokens).mean(1))
+            self.csr(h.detach())
+            return h
+
+        def csr(self, h):
+            return self.to_csr(h)
+
+    class ToCsr(torch.nn.Module):
+        def forward(self, h):
+            return h.relu().to_sparse_csr()  # stores the positive values only
+
+    class Placeholder(torch.nn.Module):
+        def forward(self, h):
+            return torch.empty(3, device="meta"), h  # a meta tensor: no values to read
+
+    torch.manual_seed(0)
+    net = Net().to(device)
+    net.to_csr, net.placeholder = ToCsr(), Placeholder()
+    tokens, targets = torch.randint(0, 50, (4, 3), device=device), torch.randint(0, 6, (4,), device=device)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "run.jsonl")
+        with fpscope_torch.Recorder(net, path) as recorder:
+            _, logits = net.placeholder(net(tokens))
+            loss = torch.nn.functional.cross_entropy(logits, targets)
+            loss.backward()
+            gradient, h = net.embed.weight.grad, net.fc(net.embed(tokens).mean(1)).detach()
+            recorder.step(loss)
+        records = records_of(snapshots_of(read_log(path)[1])[0])
+    test.assertTrue(gradient.is_sparse)
+    test.assertEqual(record_histogram(records[("embed.weight", "weight_gradient")]), numpy_histogram(gradient.to_dense().cpu().numpy()))
+    test.assertGreater(records[("embed.weight", "weight_gradient")]["zero"], 50 * 4 - 12 * 4 - 1)  # rows no token touched
+    test.assertEqual(record_histogram(records[("to_csr", "activation")]), numpy_histogram(h.relu().cpu().numpy()))
+    test.assertEqual(sorted(name for name, kind in records if name.startswith("placeholder")), ["placeholder[1]", "placeholder[1]"])
+
+
+def check_float8_fp4_and_complex_outputs(test, device):
+    """Module outputs in float8, packed FP4 and complex on `device`, histogrammed as their values."""
+    # OCP FP4 (E2M1) codes by value, from the OCP MX spec's table: the packed tensor's values
+    # are known here without fpscope's decoding. Two a byte, the first in the low four bits.
+    e2m1_code = {0.0: 0x0, 0.5: 0x1, 1.0: 0x2, 1.5: 0x3, 2.0: 0x4, 3.0: 0x5, 4.0: 0x6, 6.0: 0x7,
+                 -0.0: 0x8, -0.5: 0x9, -1.0: 0xA, -1.5: 0xB, -2.0: 0xC, -3.0: 0xD, -4.0: 0xE, -6.0: 0xF}
+    fp4_values = [0.5, 1.0, 6.0, -6.0, -0.0, 0.0, -1.5, -0.5, 3.0, 4.0]
+    float4 = getattr(torch, "float4_e2m1fn_x2", None)
+
+    class Cast(torch.nn.Module):
+        def __init__(self, dtype):
+            super().__init__()
+            self.dtype = dtype
+
+        def forward(self, x):
+            return x.to(self.dtype)
+
+    class PackedFp4(torch.nn.Module):
+        def forward(self, x):
+            codes = [e2m1_code[v] for v in fp4_values]
+            packed = [codes[i] | codes[i + 1] << 4 for i in range(0, len(codes), 2)]
+            return torch.tensor(packed, dtype=torch.uint8, device=x.device).view(float4)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(8, 8)
+            self.e4m3 = Cast(torch.float8_e4m3fn)
+            self.e5m2 = Cast(torch.float8_e5m2)
+            self.rotate = Cast(torch.complex64)
+            self.fp4 = PackedFp4()
+
+        def forward(self, x):
+            h = self.fc(x)
+            if float4 is not None:
+                self.fp4(h)
+            return self.e4m3(h).float() + self.e5m2(2000 * h).float() + self.rotate(h * 1j).imag
+
+    torch.manual_seed(0)
+    net = Net().to(device)
+    x, y = torch.randn(4, 8, device=device), torch.randint(0, 8, (4,), device=device)
+    h = net.fc(x).detach()
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "run.jsonl")
+        with fpscope_torch.Recorder(net, path, blocks="mxfp4") as recorder:
+            for _ in range(2):
+                loss = torch.nn.functional.cross_entropy(net(x), y)
+                loss.backward()
+                recorder.step(loss)
+        records = records_of(snapshots_of(read_log(path)[1])[0])
+    expected = {"e4m3": h.to(torch.float8_e4m3fn).float(), "e5m2": (2000 * h).to(torch.float8_e5m2).float(),
+                "rotate": torch.view_as_real(h * 1j)}
+    if float4 is not None:
+        expected["fp4"] = torch.tensor(fp4_values)
+    for name, values in expected.items():
+        record = records[(name, "activation")]
+        test.assertEqual(record_histogram(record), numpy_histogram(values.cpu().numpy()), name)
+        test.assertEqual(record["captured"], "before_cast" if name == "rotate" else "as_stored", name)
+        test.assertIn("blocks", record, name)
+    # Their gradients come back in the outputs' own dtypes.
+    test.assertEqual(records[("e4m3", "activation_gradient")]["captured"], "as_stored")
+    test.assertEqual(records[("rotate", "activation_gradient")]["captured"], "before_cast")
+
+
 class RecorderTest(unittest.TestCase):
     def test_a_recorded_line_written_record_by_record_is_the_line_json_writes(self):
         """With no TensorBoard writer, a recorded step's records are encoded one at a time into its
@@ -677,109 +786,11 @@ class RecorderTest(unittest.TestCase):
                 self.assertFalse(os.path.exists(path))
 
     def test_sparse_gradients_and_outputs_count_the_zeros_they_do_not_store(self):
-        class Net(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.embed = torch.nn.Embedding(50, 4, sparse=True)  # its weight gradient: sparse COO
-                self.fc = torch.nn.Linear(4, 6)
-
-            def forward(self, tokens):
-                h = self.fc(self.embed(tokens).mean(1))
-                self.csr(h.detach())
-                return h
-
-            def csr(self, h):
-                return self.to_csr(h)
-
-        class ToCsr(torch.nn.Module):
-            def forward(self, h):
-                return h.relu().to_sparse_csr()  # stores the positive values only
-
-        class Placeholder(torch.nn.Module):
-            def forward(self, h):
-                return torch.empty(3, device="meta"), h  # a meta tensor: no values to read
-
-        torch.manual_seed(0)
-        net = Net()
-        net.to_csr, net.placeholder = ToCsr(), Placeholder()
-        tokens, targets = torch.randint(0, 50, (4, 3)), torch.randint(0, 6, (4,))
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "run.jsonl")
-            with fpscope_torch.Recorder(net, path) as recorder:
-                _, logits = net.placeholder(net(tokens))
-                loss = torch.nn.functional.cross_entropy(logits, targets)
-                loss.backward()
-                gradient, h = net.embed.weight.grad, net.fc(net.embed(tokens).mean(1)).detach()
-                recorder.step(loss)
-            records = records_of(snapshots_of(read_log(path)[1])[0])
-        self.assertTrue(gradient.is_sparse)
-        self.assertEqual(record_histogram(records[("embed.weight", "weight_gradient")]), numpy_histogram(gradient.to_dense().numpy()))
-        self.assertGreater(records[("embed.weight", "weight_gradient")]["zero"], 50 * 4 - 12 * 4 - 1)  # rows no token touched
-        self.assertEqual(record_histogram(records[("to_csr", "activation")]), numpy_histogram(h.relu().numpy()))
-        self.assertEqual(sorted(name for name, kind in records if name.startswith("placeholder")), ["placeholder[1]", "placeholder[1]"])
+        check_sparse_gradients_and_outputs(self, "cpu")
 
     @unittest.skipUnless(hasattr(torch, "float8_e4m3fn"), "torch's float8 dtypes (torch >= 2.1) are not here")
     def test_float8_fp4_and_complex_outputs_are_read_as_their_values(self):
-        # OCP FP4 (E2M1) codes by value, from the OCP MX spec's table: the packed tensor's values
-        # are known here without fpscope's decoding. Two a byte, the first in the low four bits.
-        e2m1_code = {0.0: 0x0, 0.5: 0x1, 1.0: 0x2, 1.5: 0x3, 2.0: 0x4, 3.0: 0x5, 4.0: 0x6, 6.0: 0x7,
-                     -0.0: 0x8, -0.5: 0x9, -1.0: 0xA, -1.5: 0xB, -2.0: 0xC, -3.0: 0xD, -4.0: 0xE, -6.0: 0xF}
-        fp4_values = [0.5, 1.0, 6.0, -6.0, -0.0, 0.0, -1.5, -0.5, 3.0, 4.0]
-        float4 = getattr(torch, "float4_e2m1fn_x2", None)
-
-        class Cast(torch.nn.Module):
-            def __init__(self, dtype):
-                super().__init__()
-                self.dtype = dtype
-
-            def forward(self, x):
-                return x.to(self.dtype)
-
-        class PackedFp4(torch.nn.Module):
-            def forward(self, x):
-                codes = [e2m1_code[v] for v in fp4_values]
-                packed = [codes[i] | codes[i + 1] << 4 for i in range(0, len(codes), 2)]
-                return torch.tensor(packed, dtype=torch.uint8).view(float4)
-
-        class Net(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.fc = torch.nn.Linear(8, 8)
-                self.e4m3 = Cast(torch.float8_e4m3fn)
-                self.e5m2 = Cast(torch.float8_e5m2)
-                self.rotate = Cast(torch.complex64)
-                self.fp4 = PackedFp4()
-
-            def forward(self, x):
-                h = self.fc(x)
-                if float4 is not None:
-                    self.fp4(h)
-                return self.e4m3(h).float() + self.e5m2(2000 * h).float() + self.rotate(h * 1j).imag
-
-        torch.manual_seed(0)
-        net = Net()
-        x, y = torch.randn(4, 8), torch.randint(0, 8, (4,))
-        h = net.fc(x).detach()
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "run.jsonl")
-            with fpscope_torch.Recorder(net, path, blocks="mxfp4") as recorder:
-                for _ in range(2):
-                    loss = torch.nn.functional.cross_entropy(net(x), y)
-                    loss.backward()
-                    recorder.step(loss)
-            records = records_of(snapshots_of(read_log(path)[1])[0])
-        expected = {"e4m3": h.to(torch.float8_e4m3fn).float(), "e5m2": (2000 * h).to(torch.float8_e5m2).float(),
-                    "rotate": torch.view_as_real(h * 1j)}
-        if float4 is not None:
-            expected["fp4"] = torch.tensor(fp4_values)
-        for name, values in expected.items():
-            record = records[(name, "activation")]
-            self.assertEqual(record_histogram(record), numpy_histogram(values.numpy()), name)
-            self.assertEqual(record["captured"], "before_cast" if name == "rotate" else "as_stored", name)
-            self.assertIn("blocks", record, name)
-        # Their gradients come back in the outputs' own dtypes.
-        self.assertEqual(records[("e4m3", "activation_gradient")]["captured"], "as_stored")
-        self.assertEqual(records[("rotate", "activation_gradient")]["captured"], "before_cast")
+        check_float8_fp4_and_complex_outputs(self, "cpu")
 
     def test_append_goes_on_with_the_same_log(self):
         with tempfile.TemporaryDirectory() as d:
