@@ -349,26 +349,31 @@ def check_float8_fp4_and_complex_outputs(test, device):
     net = Net().to(device)
     x, y = torch.randn(4, 8, device=device), torch.randint(0, 8, (4,), device=device)
     h = net.fc(x).detach()
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "run.jsonl")
-        with fpscope_torch.Recorder(net, path, blocks="mxfp4") as recorder:
-            for _ in range(2):
-                loss = torch.nn.functional.cross_entropy(net(x), y)
-                loss.backward()
-                recorder.step(loss)
-        records = records_of(snapshots_of(read_log(path)[1])[0])
     expected = {"e4m3": h.to(torch.float8_e4m3fn).float(), "e5m2": (2000 * h).to(torch.float8_e5m2).float(),
                 "rotate": torch.view_as_real(h * 1j)}
     if float4 is not None:
         expected["fp4"] = torch.tensor(fp4_values)
-    for name, values in expected.items():
-        record = records[(name, "activation")]
-        test.assertEqual(record_histogram(record), numpy_histogram(values.cpu().numpy()), name)
-        test.assertEqual(record["captured"], "before_cast" if name == "rotate" else "as_stored", name)
-        test.assertIn("blocks", record, name)
-    # Their gradients come back in the outputs' own dtypes.
-    test.assertEqual(records[("e4m3", "activation_gradient")]["captured"], "as_stored")
-    test.assertEqual(records[("rotate", "activation_gradient")]["captured"], "before_cast")
+    # With block statistics every tensor is read at its hook; without, an accelerator's (and the
+    # CPU's under FPSCOPE_TORCH_HOLD=1) are held and read together from step 2 on (held.py).
+    for blocks in ("mxfp4", None):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+            with fpscope_torch.Recorder(net, path, blocks=blocks) as recorder:
+                for _ in range(3):
+                    loss = torch.nn.functional.cross_entropy(net(x), y)
+                    loss.backward()
+                    recorder.step(loss)
+            snapshots = snapshots_of(read_log(path)[1])
+        for step in (0, 2):
+            records = records_of(snapshots[step])
+            for name, values in expected.items():
+                record = records[(name, "activation")]
+                test.assertEqual(record_histogram(record), numpy_histogram(values.cpu().numpy()), (name, blocks, step))
+                test.assertEqual(record["captured"], "before_cast" if name == "rotate" else "as_stored", name)
+                test.assertEqual("blocks" in record, blocks is not None, name)
+            # Their gradients come back in the outputs' own dtypes.
+            test.assertEqual(records[("e4m3", "activation_gradient")]["captured"], "as_stored")
+            test.assertEqual(records[("rotate", "activation_gradient")]["captured"], "before_cast")
 
 
 class RecorderTest(unittest.TestCase):
