@@ -478,6 +478,7 @@ class Recorder:
         self._scale_used = self._scale_now()  # the scale the next backward will use
         self.step_index = 0
         self._created = False  # whether _open made the log (else it appends to one)
+        self._take_over_from_this_process(append or overwrite)
         if self._rank == 0:
             self._open(model_name, precision, self._format, append, overwrite, tensorboard,
                        global_step if append else None)
@@ -492,6 +493,22 @@ class Recorder:
         self._pid = os.getpid()
         _OPEN.add(self)
         _close_on_terminate_installed()
+
+    def _take_over_from_this_process(self, asked):
+        """A Recorder of this process still open on the same log -- a notebook's cell run again,
+        the one before no longer held but alive through its hooks on the model -- is closed (its
+        steps written, its hooks removed), with a warning, where this one was `asked` to replace or
+        go on with the log; else refused, saying how. A Recorder of another process keeps its log
+        (log_file says so)."""
+        here = os.path.realpath(self.path)
+        for other in list(_OPEN):
+            if other._pid == os.getpid() and os.path.realpath(other.path) == here:
+                if not asked:
+                    raise log_file.RunLogError(f"{self.path}: a Recorder of this process is writing it (at step {other.step_index}): "
+                                               "close() it, or pass append=True or overwrite=True to close it and take its log")
+                warnings.warn(f"fpscope_torch: closed the Recorder this process had open on {self.path} (at step "
+                              f"{other.step_index}) so that this one can take its log", RuntimeWarning, stacklevel=3)
+                other.close()
 
     def _begin(self, append, global_step):
         """The first step's number (where appending: after the log's last, or `global_step`) and its

@@ -702,6 +702,40 @@ class RecorderTest(unittest.TestCase):
                 self.assertEqual(records[("drop", kind)]["bins"], records[("lstm[0]", kind)]["bins"])
                 self.assertTrue(records[("drop", kind)]["bins"])
 
+    def test_a_recorder_made_again_on_its_log_takes_it_over(self):
+        """A notebook's cell run again: the Recorder before, no longer held but alive through its
+        hooks, is closed when a new one on the same log appends or overwrites, not left holding it."""
+        model = tiny_model()
+        x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+
+        def train_step(recorder):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            recorder.step(loss)
+
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+            first = fpscope_torch.Recorder(model, path)
+            train_step(first)
+            with self.assertRaisesRegex(RunLogError, r"run\.jsonl: a Recorder of this process is writing it \(at step 1\): close\(\) it, "
+                                                     "or pass append=True or overwrite=True"):  # neither asked: the first keeps it
+                fpscope_torch.Recorder(model, os.path.join(d, ".", "run.jsonl"))
+            train_step(first)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                second = fpscope_torch.Recorder(model, os.path.join(d, ".", "run.jsonl"), append=True)
+            self.assertEqual([str(w.message) for w in caught if "closed the Recorder" in str(w.message)],
+                             [f"fpscope_torch: closed the Recorder this process had open on {os.path.join(d, '.', 'run.jsonl')} (at step 2) "
+                              "so that this one can take its log"])
+            with self.assertRaisesRegex(RuntimeError, "after close"):
+                train_step(first)
+            self.assertEqual(len(model._forward_hooks), 2)  # the second's alone: its forward's end and its backward's watch
+            train_step(second)
+            second.close()
+            self.assertEqual(len(model._forward_hooks), 0)
+            _, lines = read_log(path)
+        self.assertEqual([line["step"] for line in lines], [0, 1, 2])
+
     def test_a_recorder_that_fails_to_start_leaves_no_log_and_the_old_one_as_it_was(self):
         from unittest import mock
         model = tiny_model()
