@@ -489,11 +489,28 @@ class MisuseTest(unittest.TestCase):
                 fpscope_torch.Recorder(self.model(), path)
             with open(path) as f:
                 self.assertEqual(f.read(), "what the user had\n")
-            first = fpscope_torch.Recorder(self.model(), path, overwrite=True)
-            for arguments in ({"overwrite": True}, {"append": True}):
-                with self.assertRaisesRegex(RunLogError, r"another writer .* is writing it"):
-                    fpscope_torch.Recorder(self.model(), path, **arguments)
-            first.close()
+            # Another process's Recorder holds the log until it closes (one of this process's is
+            # closed by a new one asked to take the log: test_recorder.py).
+            holder = """
+import sys, torch, fpscope_torch
+recorder = fpscope_torch.Recorder(torch.nn.Linear(2, 2), sys.argv[1], overwrite=True)
+print("open", flush=True)
+sys.stdin.readline()
+recorder.close()
+"""
+            env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
+            with subprocess.Popen([sys.executable, "-c", holder, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  env=env) as other:
+                self.assertEqual(other.stdout.readline(), "open\n")
+                with open(path, "rb") as f:
+                    held = f.read()
+                for arguments in ({"overwrite": True}, {"append": True}):
+                    with self.assertRaisesRegex(RunLogError, r"another writer .* is writing it"):
+                        fpscope_torch.Recorder(self.model(), path, **arguments)
+                with open(path, "rb") as f:
+                    self.assertEqual(f.read(), held)
+                other.communicate("\n", timeout=60)
+            self.assertEqual(other.returncode, 0)
             fpscope_torch.Recorder(self.model(), path, append=True).close()  # free again once closed
 
     def test_a_full_disk_leaves_the_log_whole_and_the_run_goes_on(self):
