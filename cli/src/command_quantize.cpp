@@ -152,10 +152,12 @@ void run_quantize(const QuantizeOptions& options) {
              statistics.flushed_to_zero, share(statistics.flushed_to_zero), statistics.made_subnormal, share(statistics.made_subnormal),
              statistics.saturated, share(statistics.saturated), statistics.nan_blocks, statistics.zeros);
   if (error.compared == 0) fmt::print("error: none measured (no finite values)\n");
-  else if (!error.relative_rms()) fmt::print("error: max {:.6g}, RMS {:.6g} over {} finite values (all zero)\n", error.max_abs, error.rms, error.compared);
+  else if (!error.relative_rms())
+    fmt::print("error: max {:.6g}, RMS {:.6g} over {} finite value{} (all zero)\n", error.max_abs, error.rms, error.compared,
+               error.compared == 1 ? "" : "s");
   else
-    fmt::print("error: max {:.6g}, RMS {:.6g} ({:.4g} of the values' RMS) over {} finite values\n", error.max_abs, error.rms, *error.relative_rms(),
-               error.compared);
+    fmt::print("error: max {:.6g}, RMS {:.6g} ({:.4g} of the values' RMS) over {} finite value{}\n", error.max_abs, error.rms,
+               *error.relative_rms(), error.compared, error.compared == 1 ? "" : "s");
   if (error.beyond_float32 > 0)
     fmt::print("beyond float32's largest: {} quantized value{} (infinities when dequantized to float32, as --out writes them{})\n",
                error.beyond_float32, error.beyond_float32 == 1 ? "" : "s",

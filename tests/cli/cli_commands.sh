@@ -140,6 +140,8 @@ check quantize-npy-codes 0 'flushed to zero 2 \(50\.0000%\)' -- "$fpscope" quant
 { printf '\x93NUMPY\x01\x00\x76\x00'; printf "%-117s\n" "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }"; printf '\x00\x00\x00\x00\x00\x00\x00\x80\x00\x00\x00\x00\x00\x00\x00\x00'; } >"$work/z.npy"
 { printf '\x93NUMPY\x01\x00\x76\x00'; printf "%-117s\n" "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }"; printf '\x00\x00\xc0\x7f\x00\x00\xc0\x7f\x00\x00\x80\x7f\x00\x00\xc0\x7f'; } >"$work/n.npy"
 check quantize-error-all-zero 0 '^error: max 0, RMS 0 over 4 finite values \(all zero\)$' -- "$fpscope" quantize "$work/z.npy" -f mxfp8 --block 4
+{ printf '\x93NUMPY\x01\x00\x76\x00'; printf "%-117s\n" "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }"; printf '\x00\x00\x60\x40'; } >"$work/one.npy"
+check quantize-error-one-value 0 '^error: max 0\.5, RMS 0\.5 \(0\.1429 of the values. RMS\) over 1 finite value$' -- "$fpscope" quantize "$work/one.npy" -f mxfp4
 check quantize-error-none-finite 0 '^error: none measured \(no finite values\)$' -- "$fpscope" quantize "$work/n.npy" -f mxfp8 --block 4
 check quantize-error-all-zero-json 0 '"relative_rms_error": null' -- "$fpscope" quantize "$work/z.npy" -f mxfp8 --block 4 --json
 check analyze-error-all-zero 0 '^z +floor +4 .* 0 +0 +-$' -- "$fpscope" analyze "$work/z.npy" -f mxfp8 --block 4 --compare-scale-rules
