@@ -20,6 +20,7 @@ from .blocks import block_statistics, merge_block_statistics, parse_blocks
 from .formats import LARGEST, format_name
 from .held import Held, version_of
 from .histogram import COUNTS, assemble, captured_of, dense_view, partial_histograms, readable, stored_values, tensor_record
+from .wrappers import FSDP1, fsdp1_holdings, is_wrapper, model_name, warn_left_out
 
 SCHEMA_VERSION = 2
 _C_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # what exponent_counts.c reads
@@ -168,14 +169,14 @@ def _local(tensor):
 
 def _unwrapped(model):
     """The module whose names the log uses: through torch.compile's OptimizedModule (`_orig_mod`),
-    DistributedDataParallel and DataParallel (`module`), so that a compiled or wrapped model's
-    records carry the names of the model itself."""
+    DistributedDataParallel, DataParallel and FSDP1 (`module`), so that a compiled or wrapped
+    model's records carry the names of the model itself (wrappers inside it: wrappers.py)."""
     while True:
         inner = getattr(model, "_orig_mod", None)
         if isinstance(inner, torch.nn.Module):
             model = inner
             continue
-        if isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)):
+        if isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)) or (FSDP1 is not None and isinstance(model, FSDP1)):
             model = model.module
             continue
         return model
@@ -221,7 +222,9 @@ def _recorded_modules(model, include, exclude):
     wanted = (torch.nn.MultiheadAttention, torch.nn.RNNBase)
     scripted = []
     for name, module in model.named_modules():
-        label = name or type(module).__name__
+        label = model_name(name) or type(module).__name__
+        if is_wrapper(module):  # named and hooked as the module it wraps
+            continue
         if isinstance(module, torch.jit.RecursiveScriptModule):  # and every module inside it
             if not any(_matches(label, [outer]) for outer in scripted):
                 scripted.append(label)
@@ -240,6 +243,7 @@ def _recorded_modules(model, include, exclude):
 
 def _recorded_parameters(model, include, exclude):
     for name, parameter in model.named_parameters():
+        name = model_name(name)
         if parameter.requires_grad and _kept(name, include, exclude):
             yield name, parameter
 
@@ -247,7 +251,7 @@ def _recorded_parameters(model, include, exclude):
 def _check_prefixes(model, include, exclude):
     """include= and exclude= name modules or parameters by prefix: one that matches nothing is a
     typo, not a wish to record nothing."""
-    names = [name for name, _ in model.named_modules() if name] + [name for name, _ in model.named_parameters()]
+    names = [model_name(name) for name, _ in model.named_modules() if model_name(name)] + [model_name(name) for name, _ in model.named_parameters()]
     for argument, prefixes in (("include", include), ("exclude", exclude)):
         if prefixes is None:
             continue
@@ -439,7 +443,15 @@ class Recorder:
         self.kinds = set(kinds)
         _check_prefixes(self._root, include, exclude)
         self._modules = list(_recorded_modules(self._root, include, exclude))
-        self._parameters = list(_recorded_parameters(self._root, include, exclude))
+        self._parameters = []              # (name, parameter) of those recorded
+        self._summed_parameters = set()    # the names of those FSDP1 shards: records summed over the ranks
+        sharded, left_out = fsdp1_holdings(model)  # the wrapper too: an FSDP1 root is a unit
+        for name, parameter in _recorded_parameters(self._root, include, exclude):
+            if id(parameter) not in left_out:
+                self._parameters.append((name, parameter))
+            if id(parameter) in sharded:
+                self._summed_parameters.add(name)
+        warn_left_out([(name, left_out[id(p)]) for name, p in _recorded_parameters(self._root, include, exclude) if id(p) in left_out])
         self._distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
         self._rank = torch.distributed.get_rank() if self._distributed else 0
         self._blocks = parse_blocks(blocks) if blocks is not None else None
@@ -785,11 +797,12 @@ class Recorder:
         if kind not in self.kinds or not self._recording():
             return
         tensor, shard = _local(tensor)
-        summed = kind in _SHARDED or shard
+        fsdp1_shard = kind not in _SHARDED and name.removesuffix(" (fp32 shadow)") in self._summed_parameters  # a flat piece
+        summed = kind in _SHARDED or shard or fsdp1_shard
         if partial is None:
             partial = self._histograms_of([tensor])[0]
         key = (name, kind)
-        if self._blocks is not None and tensor.layout == torch.strided:  # not a sparse tensor's (docs/bridge.md)
+        if self._blocks is not None and tensor.layout == torch.strided and not fsdp1_shard:  # docs/bridge.md: which have none
             stats = block_statistics(tensor, self._blocks[0], self._blocks[1], self._block_size)
             if key in self._pending_blocks and not replace:
                 stats = merge_block_statistics(self._pending_blocks[key], stats)

@@ -152,6 +152,24 @@ class CheckpointingTest(unittest.TestCase):
                 for key in plain:
                     self.assertEqual(record_histogram(checkpointed[key]), record_histogram(plain[key]), (how, key))
 
+    def test_checkpoint_wrapped_blocks_keep_the_model_s_names(self):
+        """apply_activation_checkpointing's CheckpointWrapper (as FSDP and Accelerate apply it): the
+        same records under the same names as the plain model, no `_checkpoint_wrapped_module`."""
+        try:
+            from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+        except ImportError:
+            self.skipTest("torch.distributed.algorithms' checkpoint_wrapper is not here")
+        micro = [batch(seed) for seed in range(2)]
+        with tempfile.TemporaryDirectory() as d:
+            wrapped = Net()
+            wrapped.blocks = torch.nn.ModuleList([checkpoint_wrapper(block) for block in wrapped.blocks])
+            checkpointed = train_step(os.path.join(d, "wrapped.jsonl"), wrapped, micro, include=["blocks.0", "blocks.1", "head"])
+            included = train_step(os.path.join(d, "included.jsonl"), Net(), micro, include=["blocks.0", "blocks.1", "head"])
+        self.assertEqual(sorted(checkpointed), sorted(included))
+        self.assertIn(("blocks.1", "activation_gradient"), included)  # the residual stream, by its own name
+        for key in included:
+            self.assertEqual(record_histogram(checkpointed[key]), record_histogram(included[key]), key)
+
 
 class DataParallelWrapperTest(unittest.TestCase):
     def test_a_wrapped_model_is_recorded_under_its_own_names(self):
@@ -279,6 +297,11 @@ def data_parallel_step(path, rank, world, wrap):
         for layer in model:
             fully_shard(layer)
         fully_shard(model)
+    elif wrap in ("fsdp1", "fsdp1-flat"):  # FullyShardedDataParallel, a unit per layer and the root's
+        from torch.distributed.fsdp import FullyShardedDataParallel
+        from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+        model = FullyShardedDataParallel(model, device_id=torch.device("cpu"), use_orig_params=wrap == "fsdp1",
+                                         auto_wrap_policy=ModuleWrapPolicy({torch.nn.Linear}))
     x, weights = dyadic_batch()
     rows = slice(0, 8) if world == 1 else slice(rank * 4, rank * 4 + 4)
     with fpscope_torch.Recorder(model, path, overwrite=True) as recorder:
@@ -350,11 +373,14 @@ def fsdp2_available():
 
 @unittest.skipUnless(torch.distributed.is_available(), "torch.distributed is not here")
 class DataParallelTest(unittest.TestCase):
-    def compare(self, wrap):
+    def compare(self, wrap, kinds=("activation", "activation_gradient", "weight", "weight_gradient")):
+        """One process's records against two ranks' under `wrap`, of `kinds` (the two ranks' have
+        no others)."""
         import torch.multiprocessing as mp
         with tempfile.TemporaryDirectory() as d:
             data_parallel_step(os.path.join(d, "one.jsonl"), 0, 1, None)
             one = records_of(snapshots_of(read_log(os.path.join(d, "one.jsonl"))[1])[0])
+            one = {key: record for key, record in one.items() if key[1] in kinds}
             port = free_port()
             mp.spawn(data_parallel_worker, args=(2, os.path.join(d, "two.jsonl"), port, wrap), nprocs=2, join=True)
             header, lines = read_log(os.path.join(d, "two.jsonl"))
@@ -387,6 +413,16 @@ class DataParallelTest(unittest.TestCase):
     @unittest.skipUnless(fsdp2_available(), "FSDP2 (torch.distributed.fsdp.fully_shard) needs torch >= 2.6")
     def test_fsdp2_shards_sum_to_the_whole_tensors(self):
         self.compare("fsdp2")
+
+    @unittest.skipUnless(fsdp2_available(), "FSDP1 on the CPU is tested with torch >= 2.6")
+    def test_fsdp1_pieces_sum_to_the_whole_tensors_under_the_model_s_names(self):
+        self.compare("fsdp1")
+
+    @unittest.skipUnless(fsdp2_available(), "FSDP1 on the CPU is tested with torch >= 2.6")
+    def test_fsdp1_flat_shards_are_left_out_of_the_weights(self):
+        """use_orig_params=False: the flat shards' pieces cannot be named, so no weight record is
+        made of them (the activations' are whole)."""
+        self.compare("fsdp1-flat", kinds=("activation", "activation_gradient"))
 
 
 @unittest.skipUnless(HAVE_TRANSFORMERS, "HuggingFace transformers is not installed (scripts/test-torch installs it)")
