@@ -20,7 +20,7 @@ from .blocks import block_statistics, merge_block_statistics, parse_blocks
 from .formats import LARGEST, format_name
 from .held import Held, version_of
 from .histogram import COUNTS, assemble, captured_of, dense_view, partial_histograms, readable, stored_values, tensor_record
-from .wrappers import FSDP1, fsdp1_holdings, is_wrapper, model_name, warn_left_out
+from .wrappers import fsdp1_holdings, is_fsdp1, is_wrapper, model_name, warn_left_out
 
 SCHEMA_VERSION = 2
 _C_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # what exponent_counts.c reads
@@ -176,7 +176,7 @@ def _unwrapped(model):
         if isinstance(inner, torch.nn.Module):
             model = inner
             continue
-        if isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)) or (FSDP1 is not None and isinstance(model, FSDP1)):
+        if isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)) or is_fsdp1(model):
             model = model.module
             continue
         return model
@@ -446,12 +446,15 @@ class Recorder:
         self._parameters = []              # (name, parameter) of those recorded
         self._summed_parameters = set()    # the names of those FSDP1 shards: records summed over the ranks
         sharded, left_out = fsdp1_holdings(model)  # the wrapper too: an FSDP1 root is a unit
+        not_recorded = []
         for name, parameter in _recorded_parameters(self._root, include, exclude):
-            if id(parameter) not in left_out:
-                self._parameters.append((name, parameter))
+            if id(parameter) in left_out:
+                not_recorded.append((name, left_out[id(parameter)]))
+                continue
+            self._parameters.append((name, parameter))
             if id(parameter) in sharded:
                 self._summed_parameters.add(name)
-        warn_left_out([(name, left_out[id(p)]) for name, p in _recorded_parameters(self._root, include, exclude) if id(p) in left_out])
+        warn_left_out(not_recorded)
         self._distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
         self._rank = torch.distributed.get_rank() if self._distributed else 0
         self._blocks = parse_blocks(blocks) if blocks is not None else None

@@ -12,6 +12,7 @@ flat shards themselves, whose pieces this module cannot name without FSDP's priv
 under hybrid sharding the pieces of one shard group would be summed with the other groups'
 copies. Those are left out of the weights' records, and a warning says so."""
 
+import sys
 import warnings
 
 import torch
@@ -20,15 +21,17 @@ import torch
 _WRAPPED_AS = ("_fsdp_wrapped_module", "_checkpoint_wrapped_module")
 
 
-def _fsdp1_type():
-    try:
-        from torch.distributed.fsdp import FullyShardedDataParallel
-        return FullyShardedDataParallel
-    except Exception:  # ImportError, or torch 1.13's fsdp package failing to import on a build without distributed
-        return None
+def fsdp1_type():
+    """FullyShardedDataParallel, where the program imported it (a model can be wrapped by it only
+    then), else None: importing torch.distributed.fsdp here would cost every user a third of a
+    second."""
+    fsdp = sys.modules.get("torch.distributed.fsdp")
+    return getattr(fsdp, "FullyShardedDataParallel", None)
 
 
-FSDP1 = _fsdp1_type()
+def is_fsdp1(module):
+    cls = fsdp1_type()
+    return cls is not None and isinstance(module, cls)
 
 
 def model_name(name):
@@ -46,12 +49,12 @@ def fsdp1_holdings(model):
     """{id(parameter): "sharded"} for the parameters FSDP1 shards over all the ranks (their
     records are summed over the ranks), and {id(parameter): why} for those left out, each unit's
     innermost FSDP1 module deciding. Parameters outside FSDP1 are in neither."""
-    if FSDP1 is None:
+    if fsdp1_type() is None:
         return {}, {}
     from torch.distributed.fsdp import ShardingStrategy
     sharded, left_out = {}, {}
     for module in model.modules():  # outer units first: an inner one decides for its own
-        if not isinstance(module, FSDP1):
+        if not is_fsdp1(module):
             continue
         strategy = module.sharding_strategy
         for parameter in module.parameters():
