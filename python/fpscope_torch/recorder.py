@@ -800,7 +800,7 @@ class Recorder:
         if kind not in self.kinds or not self._recording():
             return
         tensor, shard = _local(tensor)
-        fsdp1_shard = kind not in _SHARDED and name.removesuffix(" (fp32 shadow)") in self._summed_parameters  # a flat piece
+        fsdp1_shard = kind not in _SHARDED and name.removesuffix(" (fp32 shadow)") in self._summed_parameters  # this rank's piece (wrappers.py)
         summed = kind in _SHARDED or shard or fsdp1_shard
         if partial is None:
             partial = self._histograms_of([tensor])[0]
