@@ -48,7 +48,8 @@ def is_wrapper(module):
 def fsdp1_holdings(model):
     """{id(parameter): "sharded"} for the parameters FSDP1 shards over all the ranks (their
     records are summed over the ranks), and {id(parameter): why} for those left out, each unit's
-    innermost FSDP1 module deciding. Parameters outside FSDP1 are in neither."""
+    innermost FSDP1 module deciding; a parameter FSDP1 flattened whose unit is not in `model` (the
+    module inside the root FSDP given) is left out. Parameters outside FSDP1 are in neither."""
     if fsdp1_type() is None:
         return {}, {}
     from torch.distributed.fsdp import ShardingStrategy
@@ -67,6 +68,9 @@ def fsdp1_holdings(model):
                 sharded[key] = "sharded"
             elif strategy != ShardingStrategy.NO_SHARD:
                 left_out[key] = f"{strategy.name}: a shard group's pieces would be summed with the other groups' copies"
+    for parameter in model.parameters():  # FSDP1's, of a unit outside `model`: how it is held is not known here
+        if getattr(parameter, "_fsdp_flattened", False) and id(parameter) not in sharded and id(parameter) not in left_out:
+            left_out[id(parameter)] = "its unit outside the model given (give the Recorder the FSDP-wrapped model)"
     return sharded, left_out
 
 

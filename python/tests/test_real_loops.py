@@ -302,10 +302,14 @@ def data_parallel_step(path, rank, world, wrap):
         from torch.distributed.fsdp.wrap import ModuleWrapPolicy
         model = FullyShardedDataParallel(model, device_id=torch.device("cpu"), use_orig_params=wrap == "fsdp1",
                                          auto_wrap_policy=ModuleWrapPolicy({torch.nn.Linear}))
+    trained = model
+    if wrap == "fsdp1-root-only":  # one unit, the root's, trained; the Recorder given the module inside it
+        from torch.distributed.fsdp import FullyShardedDataParallel
+        trained = FullyShardedDataParallel(model, device_id=torch.device("cpu"), use_orig_params=True)
     x, weights = dyadic_batch()
     rows = slice(0, 8) if world == 1 else slice(rank * 4, rank * 4 + 4)
     with fpscope_torch.Recorder(model, path, overwrite=True) as recorder:
-        loss = (model(x[rows]) * weights[rows]).sum()
+        loss = (trained(x[rows]) * weights[rows]).sum()
         loss.backward()
         recorder.step(loss)
 
@@ -423,6 +427,12 @@ class DataParallelTest(unittest.TestCase):
         """use_orig_params=False: the flat shards' pieces cannot be named, so no weight record is
         made of them (the activations' are whole)."""
         self.compare("fsdp1-flat", kinds=("activation", "activation_gradient"))
+
+    @unittest.skipUnless(fsdp2_available(), "FSDP1 on the CPU is tested with torch >= 2.6")
+    def test_fsdp1_pieces_of_a_unit_outside_the_model_given_are_left_out(self):
+        """The Recorder given the module inside the root FSDP1 unit: how the unit holds its
+        parameters is not in sight, so no weight record is made of their pieces."""
+        self.compare("fsdp1-root-only", kinds=("activation", "activation_gradient"))
 
 
 @unittest.skipUnless(HAVE_TRANSFORMERS, "HuggingFace transformers is not installed (scripts/test-torch installs it)")
