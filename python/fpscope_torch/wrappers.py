@@ -53,13 +53,14 @@ def fsdp1_holdings(model):
     if fsdp1_type() is None:
         return {}, {}
     from torch.distributed.fsdp import ShardingStrategy
-    sharded, left_out = {}, {}
+    sharded, left_out, in_a_unit = {}, {}, set()
     for module in model.modules():  # outer units first: an inner one decides for its own
         if not is_fsdp1(module):
             continue
         strategy = module.sharding_strategy
         for parameter in module.parameters():
             key = id(parameter)
+            in_a_unit.add(key)
             sharded.pop(key, None)
             left_out.pop(key, None)
             if getattr(parameter, "_is_flat_param", False):
@@ -69,7 +70,7 @@ def fsdp1_holdings(model):
             elif strategy != ShardingStrategy.NO_SHARD:
                 left_out[key] = f"{strategy.name}: a shard group's pieces would be summed with the other groups' copies"
     for parameter in model.parameters():  # FSDP1's, of a unit outside `model`: how it is held is not known here
-        if getattr(parameter, "_fsdp_flattened", False) and id(parameter) not in sharded and id(parameter) not in left_out:
+        if getattr(parameter, "_fsdp_flattened", False) and id(parameter) not in in_a_unit:
             left_out[id(parameter)] = "its unit outside the model given (give the Recorder the FSDP-wrapped model)"
     return sharded, left_out
 

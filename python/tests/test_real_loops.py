@@ -302,6 +302,10 @@ def data_parallel_step(path, rank, world, wrap):
         from torch.distributed.fsdp.wrap import ModuleWrapPolicy
         model = FullyShardedDataParallel(model, device_id=torch.device("cpu"), use_orig_params=wrap == "fsdp1",
                                          auto_wrap_policy=ModuleWrapPolicy({torch.nn.Linear}))
+    elif wrap == "fsdp1-no-shard":  # every rank holds the whole parameters, as DDP does
+        from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
+        model = FullyShardedDataParallel(model, device_id=torch.device("cpu"), use_orig_params=True,
+                                         sharding_strategy=ShardingStrategy.NO_SHARD)
     trained = model
     if wrap == "fsdp1-root-only":  # one unit, the root's, trained; the Recorder given the module inside it
         from torch.distributed.fsdp import FullyShardedDataParallel
@@ -421,6 +425,10 @@ class DataParallelTest(unittest.TestCase):
     @unittest.skipUnless(fsdp2_available(), "FSDP1 on the CPU is tested with torch >= 2.6")
     def test_fsdp1_pieces_sum_to_the_whole_tensors_under_the_model_s_names(self):
         self.compare("fsdp1")
+
+    @unittest.skipUnless(fsdp2_available(), "FSDP1 on the CPU is tested with torch >= 2.6")
+    def test_fsdp1_unsharded_parameters_are_rank_0_s(self):
+        self.compare("fsdp1-no-shard")
 
     @unittest.skipUnless(fsdp2_available(), "FSDP1 on the CPU is tested with torch >= 2.6")
     def test_fsdp1_flat_shards_are_left_out_of_the_weights(self):
