@@ -34,8 +34,8 @@ TargetFormat target_format(const std::string& option, const std::vector<RunHeade
   if (!unknown.empty()) {  // said first: a name fpscope cannot read is what the user has to fix
     std::string names;
     for (std::size_t i = 0; i < unknown.size(); ++i) names += (i == 0 ? "" : i + 1 == unknown.size() ? " and " : ", ") + unknown[i];
-    why += (run_headers.size() == 1 ? ": the run log names a format fpscope does not know, " : ": the run logs name formats fpscope does not know, ") +
-           names;
+    why += std::string(run_headers.size() == 1 ? ": the run log names " : ": the run logs name ") +
+           (unknown.size() == 1 ? "a format" : "formats") + " fpscope does not know, " + names;
   } else if (cast_to.size() > 1 || (!cast_to.empty() && float32_run)) {
     std::sort(cast_to.begin(), cast_to.end());
     if (float32_run) cast_to.push_back("fp32");

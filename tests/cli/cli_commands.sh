@@ -108,7 +108,7 @@ check analyze-format-option-wins 0 'fc1 activation_gradient +40 +1 +2\^-2 +2\^-3
 check analyze-fp32-run-default 0 '^format fp16 \(the default: the run trained in float32; ' -- "$fpscope" analyze "$work/run-fp32.jsonl"
 sed 's/"fp16"/"fp17"/g' "$work/run.jsonl" >"$work/run-fp17.jsonl"
 check analyze-unknown-run-format 0 "^format fp16 \(the default: the run log names a format fpscope does not know, 'fp17'; " -- "$fpscope" analyze "$work/run-fp17.jsonl"
-check analyze-unknown-among-runs 0 "^format fp16 \(the default: the run logs name formats fpscope does not know, 'fp17'; " -- "$fpscope" analyze "$work/run-fp17.jsonl" "$work/run-bf16.jsonl"
+check analyze-unknown-among-runs 0 "^format fp16 \(the default: the run logs name a format fpscope does not know, 'fp17'; " -- "$fpscope" analyze "$work/run-fp17.jsonl" "$work/run-bf16.jsonl"
 check analyze-runs-disagree 0 '^format fp16 \(the default: the run logs name different formats, bf16 and fp16; ' -- "$fpscope" analyze "$work/run-bf16.jsonl" "$work/run.jsonl"
 check export-run-format 0 '>bf16, the values as recorded' -- bash -c "'$fpscope' export '$work/run-bf16.jsonl' --svg '$work/run-bf16.svg' && cat '$work/run-bf16.svg'"
 check_bad bad-analyze-format "unknown format 'fp17'" -- "$fpscope" analyze "$work/run-bf16.jsonl" -f fp17
