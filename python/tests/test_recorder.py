@@ -265,20 +265,6 @@ class CollectingEvents:
 def check_sparse_gradients_and_outputs(test, device):
     """An embedding's sparse weight gradient and a CSR output histogrammed as their dense forms on
     `device`, a meta tensor among the outputs passed over."""
-    class Net(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.embed = torch.nn.Embedding(50, 4, sparse=True)  # its weight gradient: sparse COO
-            self.fc = torch.nn.Linear(4, 6)
-
-        def forward(self, tokens):
-            h = self.fc(self.embed(tokens).mean(1))
-            self.csr(h.detach())
-            return h
-
-        def csr(self, h):
-            return self.to_csr(h)
-
     class ToCsr(torch.nn.Module):
         def forward(self, h):
             return h.relu().to_sparse_csr()  # stores the positive values only
@@ -287,9 +273,20 @@ def check_sparse_gradients_and_outputs(test, device):
         def forward(self, h):
             return torch.empty(3, device="meta"), h  # a meta tensor: no values to read
 
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(50, 4, sparse=True)  # its weight gradient: sparse COO
+            self.fc = torch.nn.Linear(4, 6)
+            self.to_csr, self.placeholder = ToCsr(), Placeholder()
+
+        def forward(self, tokens):
+            h = self.fc(self.embed(tokens).mean(1))
+            self.to_csr(h.detach())
+            return h
+
     torch.manual_seed(0)
     net = Net().to(device)
-    net.to_csr, net.placeholder = ToCsr(), Placeholder()
     tokens, targets = torch.randint(0, 50, (4, 3), device=device), torch.randint(0, 6, (4,), device=device)
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "run.jsonl")
