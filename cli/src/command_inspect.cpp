@@ -108,7 +108,12 @@ std::string inspect_one(Format f, std::uint64_t bits, std::uint8_t flags, const 
   out += fmt::format("  stored      {}\n", exact_decimal(f, bits));
   if (written != nullptr && written->kind == ParsedNumber::Kind::finite && finite) {
     const ConversionError error = conversion_error(f, bits, *written);
-    out += fmt::format("  error       absolute {} (exact), relative {:.3e}\n", error.absolute, error.relative);
+    // The difference in full (every digit of it), signed as stored minus written: "(exact)" read as
+    // if the value were stored exactly where it was flushed to zero.
+    if (error.absolute == "0")
+      out += "  error       none: the value is stored exactly\n";
+    else
+      out += fmt::format("  error       absolute {} (stored minus written, every digit), relative {:.3e}\n", error.absolute, error.relative);
   } else if (written != nullptr && written->kind == ParsedNumber::Kind::finite) {
     out += "  error       the value is not finite in this format\n";
   }

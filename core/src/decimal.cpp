@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "big_uint.hpp"
 #include "fpscope/core/bits.hpp"
@@ -369,10 +370,20 @@ ConversionError conversion_error(Format f, std::uint64_t bits, const ParsedNumbe
   }
   ConversionError error;
   error.absolute = difference.is_zero() ? "0" : format_scaled(difference, scale, difference_negative);
-  const std::string written_text = format_scaled(written.numerator, scale, false);
-  const double written_magnitude = std::strtod(written_text.c_str(), nullptr);
-  const double absolute = std::fabs(std::strtod(error.absolute.c_str(), nullptr));
-  error.relative = written.numerator.is_zero() ? (difference.is_zero() ? 0.0 : INFINITY) : absolute / written_magnitude;
+  // |difference| / |written| from the two numerators (on one scale, so it cancels), each as its
+  // leading 64 bits times a power of two: read back as doubles, magnitudes below binary64's range
+  // (a binary64 subnormal's error, a written 1e-400) made the ratio 0 or NaN.
+  const auto leading = [](const BigUint& n) {
+    const int low = std::max(0, n.bit_length() - 64);
+    return std::pair{static_cast<double>(static_cast<std::uint64_t>(n.bits_from(low))), low};
+  };
+  if (written.numerator.is_zero()) {
+    error.relative = difference.is_zero() ? 0.0 : INFINITY;
+  } else {
+    const auto [difference_leading, difference_power] = leading(difference);
+    const auto [written_leading, written_power] = leading(written.numerator);
+    error.relative = std::ldexp(difference_leading / written_leading, difference_power - written_power);
+  }
   return error;
 }
 

@@ -46,7 +46,10 @@ check inspect-subnormal-class 0 'class +subnormal' -- "$fpscope" inspect 5.96e-8
 check inspect-three-bf16 0 'hex +0x3DCD' -- "$fpscope" inspect 0.1 --format bf16 --format fp16 --format e4m3
 check inspect-three-fp16 0 'stored +0\.0999755859375' -- "$fpscope" inspect 0.1 --format bf16 --format fp16 --format e4m3
 check inspect-three-e4m3 0 'hex +0x1D' -- "$fpscope" inspect 0.1 --format bf16 --format fp16 --format e4m3
-check inspect-error 0 'absolute -0\.0000244140625 \(exact\)' -- "$fpscope" inspect 0.1 --format fp16
+check inspect-error 0 'absolute -0\.0000244140625 \(stored minus written, every digit\), relative 2\.441e-04' -- "$fpscope" inspect 0.1 --format fp16
+check inspect-error-none 0 'error +none: the value is stored exactly' -- "$fpscope" inspect 3 --format e2m1
+check inspect-error-flushed 0 'absolute 0\.00000001 \(stored minus written, every digit\), relative 1\.000e\+00' -- "$fpscope" inspect -1e-8 --format fp16
+check inspect-error-below-binary64 0 'relative 9\.763e-01' -- "$fpscope" inspect 2.5e-324 --format fp64
 check inspect-bits 0 'stored +1$' -- "$fpscope" inspect --bits 0x3C00 --format fp16
 check inspect-hexfloat 0 'stored +0\.1875' -- "$fpscope" inspect 0x1.8p-3 --format fp32
 check inspect-negative-zero 0 'bits +1 \| 00000 \| 0000000000' -- "$fpscope" inspect -0 --format fp16

@@ -149,6 +149,18 @@ TEST_CASE("conversion error is exact") {
   CHECK(conversion_error(formats::fp16, 0x3C00, parse_number("0x1.001p0")).absolute == "-0.000244140625");
 }
 
+TEST_CASE("relative errors of magnitudes below binary64's range") {
+  // binary64's smallest subnormal, 2^-1074 = 4.9406564584124654...e-324, written 2.5e-324: the
+  // relative error 2^-1074 / 2.5e-324 - 1 = 0.9762625833649861767...
+  CHECK(conversion_error(formats::fp64, 0x1, parse_number("2.5e-324")).relative == doctest::Approx(0.97626258336498618));
+  CHECK(conversion_error(formats::fp64, 0x1, parse_number("0x1p-1075")).relative == 1.0);
+  // 1e-400 flushed to zero: all of it lost.
+  CHECK(conversion_error(formats::fp64, 0x0, parse_number("1e-400")).relative == 1.0);
+  // 1e-320 is 2024 of the smallest subnormal's steps (1.0000...e-320 against 2024 x 2^-1074 =
+  // 0.99998886...e-320): relative 1.1133e-5.
+  CHECK(conversion_error(formats::fp64, 2024, parse_number("1e-320")).relative == doctest::Approx(1.1132817316994587e-5));
+}
+
 TEST_CASE("decimals of thousands of digits round like glibc in four modes (the digits past 1100 become one sticky digit)") {
   // Just above, at and just below points where rounding changes, written with 1,200 to 3,000
   // significant digits: fp32 midpoints (exact in binary64) against strtof, and binary64 values
