@@ -171,6 +171,58 @@ class CheckpointingTest(unittest.TestCase):
             self.assertEqual(record_histogram(checkpointed[key]), record_histogram(included[key]), key)
 
 
+class GradientPenaltyTest(unittest.TestCase):
+    def test_a_penalty_s_autograd_grad_pass_adds_its_activation_gradients_to_the_step_s(self):
+        """A gradient penalty (WGAN-GP, R1): torch.autograd.grad of the output with respect to the
+        input, create_graph=True, then backward() of the loss plus the penalty. Both passes run the
+        modules' backward, so each module's activation gradients are both passes' (as two
+        micro-batches' would be: docs/bridge.md); the weight gradients are the .grad that backward()
+        leaves. The reference: each module output's gradient in the first pass (asked of
+        autograd.grad) and its .grad after the second (retain_grad), which holds the penalty's
+        part too: through Tanh's backward, which reads Tanh's output, the penalty reaches it.
+        (Module full backward hooks miss that part: they see the gradient of a wrapper of the output.)"""
+        x, y = batch(0)
+        names = ("inp", "blocks.0.fc", "blocks.1.act", "head")
+
+        def penalised_step(model, outputs=None):
+            """The step; where `outputs` is a dict, the named modules' outputs are kept in it and
+            the first pass's gradients of them returned."""
+            hooks = [] if outputs is None else [
+                m.register_forward_hook(lambda m, i, o, n=n: outputs.__setitem__(n, o)) for n, m in model.named_modules() if n in names]
+            inputs = x.clone().requires_grad_(True)
+            out = model(inputs)
+            for hook in hooks:
+                hook.remove()
+            kept = [] if outputs is None else [outputs[n] for n in names]
+            for o in kept:
+                o.retain_grad()
+            gradient, *first = torch.autograd.grad(out.sum(), [inputs] + kept, create_graph=True)
+            for o in kept:
+                o.grad = None  # (torch 2.x's retain_grad keeps this pass's too)
+            loss = torch.nn.functional.cross_entropy(out, y) + (gradient.norm(2, dim=1) - 1).pow(2).mean()
+            loss.backward()
+            return loss if outputs is None else first
+
+        model = Net()
+        outputs = {}
+        first = penalised_step(model, outputs)
+        expected = {n: add_histograms(numpy_histogram(g.detach().numpy()), numpy_histogram(outputs[n].grad.numpy())) for n, g in zip(names, first)}
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "penalty.jsonl")
+            recorded_model = Net()
+            with fpscope_torch.Recorder(recorded_model, path) as recorder:
+                recorder.step(penalised_step(recorded_model))
+            records = records_of(snapshots_of(read_log(path)[1])[0])
+        for name in names:
+            self.assertEqual(record_histogram(records[(name, "activation_gradient")]), expected[name], name)
+        head = records[("head", "activation_gradient")]
+        self.assertEqual(sum(c for _, c in head["bins"]) + head["zero"], 2 * 8 * 3)  # two passes of a batch of 8 through 3 outputs
+        for name, parameter in recorded_model.named_parameters():
+            self.assertEqual(record_histogram(records[(name, "weight_gradient")]), numpy_histogram(parameter.grad.numpy()), name)
+        self.assertEqual(record_histogram(records[("blocks.1.fc.weight", "weight_gradient")]),
+                         numpy_histogram(dict(model.named_parameters())["blocks.1.fc.weight"].grad.numpy()))
+
+
 class DataParallelWrapperTest(unittest.TestCase):
     def test_a_wrapped_model_is_recorded_under_its_own_names(self):
         # Without GPUs, DataParallel runs its module as it is: the same step, the same records.
