@@ -25,6 +25,7 @@
 #include "fpscope/core/rounding_choice.hpp"
 #include "plot_frame.hpp"
 #include "ui_scale.hpp"
+#include "wrapped_text.hpp"
 
 namespace fpscope::gui {
 
@@ -293,7 +294,7 @@ void arithmetic_panel(InspectorState& s, const InspectedFormat& shown) {
     a = round_text(f, s.a, read);
     if (s.op != 4) b = round_text(f, s.b, read);
   } catch (const std::exception& e) {
-    ImGui::TextColored(to_imgui_vec4(palette::error_text), "%s", e.what());
+    text_colored_wrapped(palette::error_text, "%s", e.what());
     return;
   }
   ImGui::Text("a %s%s", scientific(f, a).c_str(), s.op != 4 ? fmt::format("    b {}", scientific(f, b)).c_str() : "");
@@ -410,7 +411,7 @@ void draw_float_inspector(App& app) {
     if (!bits_error.empty()) throw std::invalid_argument(bits_error);
     number = parse_number(typed_bits ? value_text(shown.format, *typed_bits) : s.text);
   } catch (const std::exception& e) {
-    ImGui::TextColored(to_imgui_vec4(palette::error_text), "%s", e.what());
+    text_colored_wrapped(palette::error_text, "%s", e.what());
     ImGui::TextDisabled("Numbers: 0.1, -6.1e-5, 65520, hex floats such as 0x1.8p-3, inf, nan; bits: 0x3C00, 0b0011110000000000.");
     return;
   }
@@ -419,7 +420,7 @@ void draw_float_inspector(App& app) {
   const std::string read_as = typed_bits ? fmt::format("read as {}'s bits 0x{:X}", shown.name, *typed_bits)
                                          : std::string("read as a number, rounded into each format");
   if (!custom_error.empty())
-    ImGui::TextColored(to_imgui_vec4(palette::error_text), "custom format: %s; %s", custom_error.c_str(), read_as.c_str());
+    text_colored_wrapped(palette::error_text, "custom format: %s; %s", custom_error.c_str(), read_as.c_str());
   else
     ImGui::TextDisabled("%s", read_as.c_str());
 

@@ -16,6 +16,7 @@
 #include "fpscope/analyzer/scale_semantics.hpp"
 #include "plot_frame.hpp"
 #include "share_text.hpp"
+#include "wrapped_text.hpp"
 
 namespace fpscope::gui {
 
@@ -87,20 +88,20 @@ void draw_histogram(App& app) {
   if (moves && app.preview.scale_log2) {
     const double zero_share = h.total_count() == 0 ? 0.0 : 100.0 * static_cast<double>(h.zero_count()) / static_cast<double>(h.total_count());
     if (rerun != nullptr) {
-      ImGui::TextColored(to_imgui_vec4(palette::ghost_outline), "Outline: step %lld run again at 2^%d, applying nothing: what Apply gives.",
+      text_colored_wrapped(palette::ghost_outline, "Outline: step %lld run again at 2^%d, applying nothing: what Apply gives.",
                          static_cast<long long>(app.counterfactual_preview()->step), preview);
     } else if (app.counterfactual_pending()) {
-      ImGui::TextColored(to_imgui_vec4(palette::ghost_outline), "Computing the next step at 2^%d... (meanwhile the outline moves the recorded values)",
+      text_colored_wrapped(palette::ghost_outline, "Computing the next step at 2^%d... (meanwhile the outline moves the recorded values)",
                          preview);
     } else if (app.follower) {
-      ImGui::TextColored(to_imgui_vec4(palette::subnormal_bar),
+      text_colored_wrapped(palette::subnormal_bar,
                          "Outline: the recorded values moved to 2^%d. It cannot see values flushed downstream: %.1f%% of these are zeros, "
                          "and gradients that later layers flushed may hide among them.",
                          preview, zero_share);
     }
   }
   if (record->captured == Capture::as_stored)
-    ImGui::TextColored(to_imgui_vec4(palette::subnormal_bar),
+    text_colored_wrapped(palette::subnormal_bar,
                        "Captured as stored (already in the low-precision format): values its cast flushed are among the zeros.");
 
   const bool run_format = app.header.format == format;
@@ -143,9 +144,9 @@ void draw_histogram(App& app) {
   bool& log_counts = app.histogram.log_counts;
   ImGui::Checkbox("log counts", &log_counts);
   ImGui::SameLine();
-  ImGui::TextDisabled("bands: what %s does to each binade; bars: %s%s", format,
-                      record->captured == Capture::before_cast ? "the values before the cast" : "the values as stored",
-                      moves ? "; outline: the same values at the preview scale" : "; a loss scale does not move these values");
+  text_disabled_wrapped("bands: what %s does to each binade; bars: %s%s", format,
+                        record->captured == Capture::before_cast ? "the values before the cast" : "the values as stored",
+                        moves ? "; outline: the same values at the preview scale" : "; a loss scale does not move these values");
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("Over the plot: the wheel zooms around the pointer, a drag pans, a double-click goes back to %s's window.", format);
 

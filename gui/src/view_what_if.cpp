@@ -11,6 +11,7 @@
 #include "ui_scale.hpp"
 #include "fpscope/analyzer/scale_semantics.hpp"
 #include "plot_frame.hpp"
+#include "wrapped_text.hpp"
 
 namespace fpscope::gui {
 
@@ -108,7 +109,7 @@ void draw_what_if(App& app) {
     for (const TensorRecord& t : rerun->result.snapshot->tensors)
       if (selected_only ? (t.name == selected_name && t.kind == app.kind) : is_gradient(t.kind) && !is_shadow_tensor(t.name))
         r += analyze_range(t.histogram, app.target_format(), 0);
-    ImGui::TextColored(to_imgui_vec4(palette::ghost_outline),
+    text_colored_wrapped(palette::ghost_outline,
                        "Step %lld re-run at 2^%d, applying nothing (what Apply gives), in %s: %s flushed, %s subnormal, %s overflow",
                        static_cast<long long>(rerun->step), hypothetical, target_format_names[app.format_index], percent(r.flushed_to_zero, r).c_str(),
                        percent(r.subnormal, r).c_str(), percent(r.overflow, r).c_str());
@@ -150,7 +151,7 @@ void draw_what_if(App& app) {
   // Infinities and NaNs recorded in the window are in none of the shares: said, or a window whose
   // gradients overflowed before any cast reads as one that fits.
   if (not_numbers != 0)
-    ImGui::TextColored(to_imgui_vec4(palette::non_finite_bar), "%llu infinite or NaN value%s in the window, in none of the shares (already overflowed, or NaN)",
+    text_colored_wrapped(palette::non_finite_bar, "%llu infinite or NaN value%s in the window, in none of the shares (already overflowed, or NaN)",
                        static_cast<unsigned long long>(not_numbers), not_numbers == 1 ? "" : "s");
   ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
   ImGui::TextWrapped("Predicted at binade granularity (the analyzer's rule) from the window's histograms; the advice keeps the "

@@ -117,6 +117,26 @@ int main(int argc, char** argv) {
       };
       std::printf("band edges %d %d %d\n", first_of(palette::subnormal_band), first_of(palette::normal_band), first_of(palette::overflow_band));
     }
+  } else if (view == "histogram-caveat") {
+    // A followed log's preview says in the subnormal bars' colour what its outline cannot see, above
+    // the plot. In a narrow window the sentence wraps: prints "caveat lines N" (runs of rows holding
+    // that colour above the plot) for the caller; cut off at the view's edge, it was one line.
+    int plot_top = image.height;
+    for (int y = 0; y < image.height && plot_top == image.height; ++y) {
+      int band_pixels = 0;
+      for (int x = 0; x < image.width; ++x) band_pixels += near(&image.rgb[(static_cast<std::size_t>(y) * image.width + x) * 3], palette::flushed_band, 0);
+      if (band_pixels >= 50) plot_top = y;
+    }
+    int lines = 0;
+    bool in_line = false;
+    for (int y = 0; y < plot_top; ++y) {
+      int text_pixels = 0;
+      for (int x = 0; x < image.width; ++x) text_pixels += near(&image.rgb[(static_cast<std::size_t>(y) * image.width + x) * 3], palette::subnormal_bar, 0);
+      const bool text_row = text_pixels >= 10;
+      lines += text_row && !in_line ? 1 : 0;
+      in_line = text_row;
+    }
+    std::printf("caveat lines %d\n", lines);
   } else if (view == "blocks") {  // relative exponents over the element format's window
     expect(image, "band: flushed to zero", palette::flushed_band, 2000);
     expect(image, "band: subnormal", palette::subnormal_band, 2000);

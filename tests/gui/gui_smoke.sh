@@ -70,6 +70,13 @@ else
   fail "preview outline from 2^4 to 2^10: moved $((${first10:-0} - ${first4:-0})) and $((${last10:-0} - ${last4:-0})) px, $per_binade px per binade"
   cat "$work/preview4.out" "$work/preview10.out" "$work/preview4.check" "$work/preview10.check"
 fi
+# What a followed log's outline cannot see is said above the plot, whole: in a window 900 wide
+# the sentence wraps to three lines, where TextColored cut it off at the view's edge after one.
+# (The count includes the table's subnormal swatch, in the same colour: 4 wrapped, 2 cut off.)
+headless --follow "$work/fp16.jsonl" --frames 3 --view histogram --preview-scale 2^10 --width 900 --height 700 \
+  --screenshot "$work/caveat.png" >"$work/caveat.out" 2>&1
+caveat_lines=$("$check" "$work/caveat.png" histogram-caveat | sed -n 's/^caveat lines //p')
+if [[ -n "$caveat_lines" && "$caveat_lines" -ge 3 ]]; then ok; else fail "the preview's caveat in a narrow window: ${caveat_lines:-no} lines"; cat "$work/caveat.out"; fi
 # The preview in every state: running (frames taken while it trains on), paused, finished and
 # following a log, and the bands begin at the same pixels in all four: the axis belongs to the
 # format. Following a log, the outline is the recorded values shifted: it sits 2^6 / 2^0 = 6
