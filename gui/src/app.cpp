@@ -435,7 +435,12 @@ void App::selection_controls() {
     ImGui::EndCombo();
   }
   if (!snapshots.empty()) {
+    // The step's controls on this line where they fit with a slider of some length, else on the
+    // next: in a narrow window they ran off its edge, the slider out of reach.
+    const ImGuiStyle& style = ImGui::GetStyle();
+    const float checkboxes = ImGui::CalcTextSize("latest").x + ImGui::CalcTextSize("pin").x + 2 * (ImGui::GetFrameHeight() + style.ItemInnerSpacing.x);
     ImGui::SameLine();
+    if (ImGui::GetContentRegionAvail().x < checkboxes + 3 * style.ItemSpacing.x + px(160)) ImGui::NewLine();
     bool follow_latest = step_index < 0;
     if (ImGui::Checkbox("latest", &follow_latest)) step_index = follow_latest ? -1 : static_cast<int>(snapshots.size()) - 1;
     ImGui::SameLine();

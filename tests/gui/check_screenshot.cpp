@@ -137,6 +137,16 @@ int main(int argc, char** argv) {
       in_line = text_row;
     }
     std::printf("caveat lines %d\n", lines);
+  } else if (view == "step-slider") {
+    // The step slider's grab in the views' part of the window (right of the training panel, which
+    // holds the loss-scale slider): ImGui's dark style's SliderGrab, (0.24, 0.52, 0.88).
+    const Rgb slider_grab{61, 133, 224};
+    long n = 0;
+    for (int y = 0; y < image.height; ++y)
+      for (int x = image.width * 2 / 5; x < image.width; ++x) n += near(&image.rgb[(static_cast<std::size_t>(y) * image.width + x) * 3], slider_grab, 0);
+    const bool ok = n >= 100;
+    std::printf("%s %-28s %8ld pixels (need 100)\n", ok ? "ok  " : "FAIL", "step slider's grab", n);
+    failures += ok ? 0 : 1;
   } else if (view == "blocks") {  // relative exponents over the element format's window
     expect(image, "band: flushed to zero", palette::flushed_band, 2000);
     expect(image, "band: subnormal", palette::subnormal_band, 2000);

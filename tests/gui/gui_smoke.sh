@@ -77,6 +77,8 @@ headless --follow "$work/fp16.jsonl" --frames 3 --view histogram --preview-scale
   --screenshot "$work/caveat.png" >"$work/caveat.out" 2>&1
 caveat_lines=$("$check" "$work/caveat.png" histogram-caveat | sed -n 's/^caveat lines //p')
 if [[ -n "$caveat_lines" && "$caveat_lines" -ge 3 ]]; then ok; else fail "the preview's caveat in a narrow window: ${caveat_lines:-no} lines"; cat "$work/caveat.out"; fi
+# The step slider stays in the window: on the next line where the selectors leave it no room.
+if "$check" "$work/caveat.png" step-slider >"$work/step-slider.check"; then ok; else fail "the step slider in a narrow window"; cat "$work/step-slider.check"; fi
 # The preview in every state: running (frames taken while it trains on), paused, finished and
 # following a log, and the bands begin at the same pixels in all four: the axis belongs to the
 # format. Following a log, the outline is the recorded values shifted: it sits 2^6 / 2^0 = 6
