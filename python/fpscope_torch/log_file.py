@@ -120,6 +120,20 @@ def append(out, data, given):
         raise RunLogError(f"{given}: cannot write to it ({error.strerror}); it is left as it was, its lines whole") from None
 
 
+def rewrite_header(out, written, header):
+    """Replaces the header `written` at the start of the open log `out` with `header`, whose line
+    is as long (one format's four-letter name for another's): one write in place, so that a
+    reader sees the one line or the other, and the lines after it stay where they are. False, and
+    the log untouched, where the two lines differ in length or the write fails."""
+    old, new = (json.dumps(written) + "\n").encode(), (json.dumps(header) + "\n").encode()
+    if len(old) != len(new):
+        return False
+    try:
+        return os.pwrite(out.fileno(), new, 0) == len(new)
+    except OSError:
+        return False
+
+
 _STEP_FIRST = re.compile(rb'\{"step": (\d+)[,}]')  # how this package writes a step line: its number first
 
 

@@ -17,7 +17,7 @@ import torch
 
 from . import exponent_counts, log_file
 from .blocks import block_statistics, merge_block_statistics, parse_blocks
-from .formats import LARGEST, format_name
+from .formats import LARGEST, format_name, format_of_activations
 from .held import Held, version_of
 from .histogram import COUNTS, assemble, captured_of, dense_view, partial_histograms, readable, stored_values, tensor_record
 from .wrappers import fsdp1_holdings, is_fsdp1, is_wrapper, model_name, warn_left_out
@@ -349,7 +349,7 @@ def find_culprit(readings, fmt, captured="as_stored"):
 def cast_format(precision):
     """The header's `format` -- what `fpscope analyze` and the app ask about by default -- when
     Recorder is not given `fmt`: read from `precision` ("bf16 autocast" -> "bf16", "fp32" -> "fp32"),
-    else "fp16"."""
+    else "fp16" (until the activations say otherwise: Recorder._settle_format)."""
     text = (precision or "").lower()
     if "bf16" in text or "bfloat16" in text:
         return "bf16"
@@ -386,7 +386,8 @@ class Recorder:
 
     `fmt` is the format the run casts to, the header's `format` that `fpscope analyze` and the app
     ask about by default: given (a name or a torch dtype; formats.py lists them), or read from
-    `precision` ("bf16 autocast" -> bf16), else fp16.
+    `precision` ("bf16 autocast" -> bf16), else the one the first recorded step's activations are
+    in (_settle_format; fp16 until then, and where they do not say).
     `scaler`: the GradScaler whose scale the backward carries (a GradScaler in use but not given is
     refused at the first step: its gradients would be logged as unscaled); `scaler=False` says
     there is none. An existing log at `path` is replaced only with `overwrite=True`, and continued
@@ -486,6 +487,12 @@ class Recorder:
         self._micro_batch = 0       # forward passes of the model so far in this step, less one
         self._labels_at_pass = 0    # len(_labels) when the micro-batch under way began (micro_batch())
         self._format = format_name(fmt) if fmt is not None else cast_format(precision)
+        # Neither fmt nor precision given: the format is the one the first recorded step's
+        # activations are in (_settle_format); until then, and where they do not say, cast_format's.
+        self._format_open = fmt is None and precision is None
+        self._activation_dtypes = set()
+        self._header = None         # the header this Recorder wrote (a log it made), else None
+        self._events_header = None  # the header the TensorBoard writer is given with the first lines
         self._file = None
         self._events = None         # the live TensorBoard writer, on rank 0
         self._closed = False
@@ -564,6 +571,10 @@ class Recorder:
         if append and os.path.exists(self.path):
             self._file, header = log_file.open_to_append(self.path)
             refusal = None
+            if self._format_open and header.get("source") == "fpscope_torch" and header.get("format") in LARGEST:
+                # Neither fmt nor precision given: the run goes on in the format its log names.
+                fmt = self._format = header["format"]
+                self._format_open = False
             if header.get("source") != "fpscope_torch":
                 refusal = (f"{self.path} was written by {header.get('source') or 'another writer'}, not by a Recorder: its steps "
                            "are that run's; name a new log")
@@ -584,10 +595,11 @@ class Recorder:
                       "scaler": "dynamic" if self._scaler_enabled() else "none", "products": self._products()}
             self._file = log_file.create(self.path, header, overwrite)
             self._created = True
+            self._header = header
         if tensorboard is not None:
             from .tensorboard import EventWriter
             self._events = EventWriter(tensorboard, purge_step=resumed_at)
-            self._events.header(header)
+            self._events_header = header  # with the first lines: after _settle_format
 
     def _write_lines(self, lines):
         """Writes step lines (dicts, or a line's JSON text already made) to the log, and with a
@@ -595,10 +607,39 @@ class Recorder:
         if lines:
             log_file.append(self._file, "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines).encode(),
                             self.path)
+        self._header_to_events()
         if self._events is not None:
             for line in lines:
                 self._events.line(line)
             self._events.flush()
+
+    def _header_to_events(self):
+        """Gives the TensorBoard writer the log's header, once: with the first lines (the format
+        settled by then), or at close()."""
+        if self._events is not None and self._events_header is not None:
+            self._events.header(self._header or self._events_header)
+            self._events_header = None
+
+    def _settle_format(self):
+        """At the first recorded step, where neither fmt nor precision was given: the format the
+        run casts to, as its activations' dtypes say it (format_of_activations: bf16 under bf16
+        autocast, fp32 for a float32 model), becomes this Recorder's -- the culprit rule's from
+        this step on -- and, in a log this Recorder made, the header's (rewritten in place: the
+        names are all four letters). Where they do not say, the format stays cast_format's. Every
+        rank settles its own from its own activations."""
+        if not self._format_open:
+            return
+        self._format_open = False
+        inferred = format_of_activations(self._activation_dtypes)
+        self._activation_dtypes = set()
+        if inferred is None or inferred == self._format:
+            return
+        if self._header is not None:
+            header = dict(self._header, format=inferred)
+            if not log_file.rewrite_header(self._file, self._header, header):
+                return  # the log says what it said: the culprit rule stays with it
+            self._header = header
+        self._format = inferred
 
     # ---- the scaler ----
 
@@ -841,6 +882,8 @@ class Recorder:
         if not histogram and not reading:
             return
         local, _ = _local(tensor)  # at the hook: a DTensor gathered whole is collective, in every rank's order
+        if histogram and self._format_open and kind == "activation" and not self._shadowing:
+            self._activation_dtypes.add(local.dtype)
         key = (name, kind)
         holding = self._blocks is None and local.layout == torch.strided and self._holds(local.device)
         if holding and self._held.holds(key) and Held.can_hold(local):
@@ -1143,6 +1186,7 @@ class Recorder:
         return keys, matrix
 
     def _write_recorded(self):
+        self._settle_format()  # before this step's culprits, which follow the format
         pending = self._pending  # (name, kind) -> [partials, captured, summed over ranks]
         keys, matrix = self._reduce(*self._laid_out(pending), pending)
         blocks = self._reduce_blocks(self._pending_blocks)
@@ -1303,6 +1347,7 @@ class Recorder:
         if self._file is not None:
             self._file.close()
             self._file = None
+        self._header_to_events()
         if self._events is not None:
             self._events.close()
             self._events = None

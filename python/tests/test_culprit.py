@@ -273,7 +273,8 @@ class BridgeCulpritTest(unittest.TestCase):
             self.assertEqual([k for k, c in culprits.items() if c is not None], [2, 4])
             for k in (2, 4):  # 2: between recorded steps; 4: recorded
                 c = culprits[k]
-                self.assertEqual((c["name"], c["kind"], c["fault"], c["format"]), ("fc2", "activation", "nan", "fp16"))
+                # A float32 model without fmt: its format is fp32, as its first recorded step's activations say.
+                self.assertEqual((c["name"], c["kind"], c["fault"], c["format"]), ("fc2", "activation", "nan", "fp32"))
                 self.assertEqual(c["upstream"]["name"], "fc1")  # the largest before it: fc1's output (weights are under 1)
                 self.assertEqual(c["micro_batch"], 0)
             self.assertNotIn("nan", culprits[2])  # no histograms that step: no counts

@@ -545,6 +545,58 @@ class RecorderTest(unittest.TestCase):
                 self.assertEqual(records[("0.weight", "weight_gradient")]["scale"], snapshot["loss_scale"])
                 self.assertEqual(records[("0", "activation")]["captured"], "as_stored")  # fp16 under autocast
 
+    def test_the_format_is_the_one_the_activations_are_in_where_none_is_given(self):
+        """Neither fmt nor precision: the header's format, and the culprit rule's, is what the first
+        recorded step's activations are in -- bf16 under bf16 autocast, fp32 for a float32 model
+        (analyze then asks about fp16, saying why) -- rewritten in place, the header's other fields
+        and length kept. Given, it stays; kinds without activations keep the default; a log
+        appended to without either goes on in its own."""
+        x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+
+        def run(path, autocast, steps=2, **arguments):
+            model = tiny_model()
+            with fpscope_torch.Recorder(model, path, **arguments) as recorder:
+                with open(path, "rb") as f:
+                    made = f.read()
+                for _ in range(steps):
+                    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                        loss = torch.nn.functional.cross_entropy(model(x), y)
+                    loss.backward()
+                    recorder.step(loss)
+                    model.zero_grad()
+            return made, read_log(path)
+
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "bf16.jsonl")
+            made, (header, lines) = run(path, True)
+            self.assertEqual(json.loads(made)["format"], "fp16")  # before the first step: cast_format's
+            self.assertEqual(header, dict(json.loads(made), format="bf16"))
+            with open(path, "rb") as f:
+                self.assertEqual(len(f.readline()), len(made))
+            self.assertEqual([line["step"] for line in lines], [0, 1])
+            result = subprocess.run([FPSCOPE, "analyze", path], capture_output=True, text=True)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn("format bf16 (the run's own", result.stdout)
+
+            path = os.path.join(d, "fp32.jsonl")
+            self.assertEqual(run(path, False)[1][0]["format"], "fp32")
+            result = subprocess.run([FPSCOPE, "analyze", path], capture_output=True, text=True)
+            self.assertIn("format fp16 (the default: the run trained in float32", result.stdout)
+
+            self.assertEqual(run(os.path.join(d, "given.jsonl"), True, fmt="fp16")[1][0]["format"], "fp16")
+            self.assertEqual(run(os.path.join(d, "precision.jsonl"), True, precision="fp16 autocast")[1][0]["format"], "fp16")
+            self.assertEqual(run(os.path.join(d, "weights.jsonl"), True, kinds=("weight", "weight_gradient"))[1][0]["format"], "fp16")
+
+            # Appended to without fmt or precision: the run goes on in its log's format.
+            path = os.path.join(d, "bf16.jsonl")
+            with open(path, "rb") as f:
+                header_line = f.readline()
+            _, (header, lines) = run(path, False, append=True)
+            self.assertEqual(header["format"], "bf16")
+            with open(path, "rb") as f:
+                self.assertEqual(f.readline(), header_line)
+            self.assertEqual([line["step"] for line in lines], [0, 1, 2, 3])
+
     def test_fp32_shadow_equals_a_separate_fp32_run_and_changes_nothing(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "run.jsonl")
@@ -570,7 +622,8 @@ class RecorderTest(unittest.TestCase):
                 scaler.step(optimizer)
                 scaler.update()
                 recorder.step(loss)
-            _, lines = read_log(path)
+            header, lines = read_log(path)
+            self.assertEqual(header["format"], "bf16")  # neither fmt nor precision given: bf16 autocast's activations say it
             records = records_of(snapshots_of(lines)[0])
             shadow = lambda name, kind: records[(name + " (fp32 shadow)", kind)]
             self.assertEqual(record_histogram(shadow("0", "activation")), numpy_histogram(first.detach().numpy()))
@@ -584,7 +637,7 @@ class RecorderTest(unittest.TestCase):
             # 2^k keeping the largest gradient (at scale 1) one binade under fp16's top, 2^15.
             gradients = [t for t in snapshots_of(lines)[0]["tensors"] if t["name"].endswith("(fp32 shadow)") and "gradient" in t["kind"]]
             highest = max(max(b for b, _ in t["bins"]) - 10 for t in gradients)  # recorded at 2^10
-            result = subprocess.run([FPSCOPE, "analyze", path, "--json", "--scale", "auto", "--tensor", "* (fp32 shadow)"],
+            result = subprocess.run([FPSCOPE, "analyze", path, "--json", "--scale", "auto", "--tensor", "* (fp32 shadow)", "--format", "fp16"],
                                     capture_output=True, text=True)
             self.assertEqual(result.returncode, 0, result.stderr)
             analysis = json.loads(result.stdout)
@@ -896,8 +949,8 @@ class RecorderTest(unittest.TestCase):
             # have the new steps read as what they are not. Nothing changes, and the lock is let go.
             with open(path, "rb") as f:
                 before = f.read()
-            with self.assertRaisesRegex(RunLogError, r"run.jsonl holds a run in fp16 and this Recorder's format is bf16: its steps "
-                                        r"would be read as fp16; pass fmt='fp16' \(or the precision the log was written with\), or name a new log$"):
+            with self.assertRaisesRegex(RunLogError, r"run.jsonl holds a run in fp32 and this Recorder's format is bf16: its steps "
+                                        r"would be read as fp32; pass fmt='fp32' \(or the precision the log was written with\), or name a new log$"):
                 fpscope_torch.Recorder(model, path, append=True, precision="bf16 autocast")
             engine = os.path.join(d, "engine.jsonl")
             subprocess.run([FPSCOPE, "train", "--steps", "1", "--out", engine], capture_output=True, check=True)
