@@ -177,6 +177,36 @@ TEST_CASE("a follower starts over when the log is rewritten in place, the same f
   CHECK(follower.bytes_read().size() == std::filesystem::file_size(path));
 }
 
+TEST_CASE("a follower reads a header rewritten in place to the same length before the first step (the bridge's format, settled)") {
+  // fpscope_torch writes its header as the Recorder is made, and without fmt rewrites its format
+  // ("fp16" -> "bf16", four letters each) at the first recorded step, just before that step's line.
+  TempDir dir;
+  const auto path = dir.path / "run.jsonl";
+  RunHeader header;
+  header.source = "fpscope_torch";
+  header.format = "fp16";
+  header.run_id = std::string(32, 'c');
+  append_text(path, run_header_line(header) + "\n");
+  RunStore store;
+  RunLogFollower follower(path, store);
+  CHECK(follower.poll() == 0);
+  CHECK(store.header().format == "fp16");
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::in | std::ios::out);
+    RunHeader settled = header;
+    settled.format = "bf16";
+    const std::string line = run_header_line(settled) + "\n";
+    REQUIRE(line.size() == run_header_line(header).size() + 1);
+    out.seekp(0);
+    out << line;
+  }
+  append_text(path, snapshot_line(snapshot_at(0)) + "\n");
+  CHECK(follower.poll() == 1);
+  CHECK(follower.restarts() == 1);
+  CHECK(store.header().format == "bf16");
+  CHECK(store.copy_since(0).size() == 1);
+}
+
 TEST_CASE("a follower reports a missing or malformed log and keeps going") {
   TempDir dir;
   const auto path = dir.path / "later.jsonl";
