@@ -108,8 +108,8 @@ std::string inspect_one(Format f, std::uint64_t bits, std::uint8_t flags, const 
   out += fmt::format("  stored      {}\n", exact_decimal(f, bits));
   if (written != nullptr && written->kind == ParsedNumber::Kind::finite && finite) {
     const ConversionError error = conversion_error(f, bits, *written);
-    // The difference in full (every digit of it), signed as stored minus written: "(exact)" read as
-    // if the value were stored exactly where it was flushed to zero.
+    // Every digit of the difference, signed as stored minus written; "none" only where nothing
+    // was lost (a value flushed to zero loses all of it).
     if (error.absolute == "0")
       out += "  error       none: the value is stored exactly\n";
     else

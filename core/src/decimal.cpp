@@ -371,8 +371,8 @@ ConversionError conversion_error(Format f, std::uint64_t bits, const ParsedNumbe
   ConversionError error;
   error.absolute = difference.is_zero() ? "0" : format_scaled(difference, scale, difference_negative);
   // |difference| / |written| from the two numerators (on one scale, so it cancels), each as its
-  // leading 64 bits times a power of two: read back as doubles, magnitudes below binary64's range
-  // (a binary64 subnormal's error, a written 1e-400) made the ratio 0 or NaN.
+  // leading 64 bits times a power of two: doubles cannot hold magnitudes below binary64's range
+  // (a binary64 subnormal's error, a written 1e-400), whose ratio would come out 0 or NaN.
   const auto leading = [](const BigUint& n) {
     const int low = std::max(0, n.bit_length() - 64);
     return std::pair{static_cast<double>(static_cast<std::uint64_t>(n.bits_from(low))), low};

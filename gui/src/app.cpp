@@ -436,7 +436,7 @@ void App::selection_controls() {
   }
   if (!snapshots.empty()) {
     // The step's controls on this line where they fit with a slider of some length, else on the
-    // next: in a narrow window they ran off its edge, the slider out of reach.
+    // next, so that a narrow window keeps them (the slider above all) in reach.
     const ImGuiStyle& style = ImGui::GetStyle();
     const float checkboxes = ImGui::CalcTextSize("latest").x + ImGui::CalcTextSize("pin").x + 2 * (ImGui::GetFrameHeight() + style.ItemInnerSpacing.x);
     ImGui::SameLine();

@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   } else if (view == "histogram-caveat") {
     // A followed log's preview says in the subnormal bars' colour what its outline cannot see, above
     // the plot. In a narrow window the sentence wraps: prints "caveat lines N" (runs of rows holding
-    // that colour above the plot) for the caller; cut off at the view's edge, it was one line.
+    // that colour above the plot) for the caller; cut off at the view's edge it would be one line.
     int plot_top = image.height;
     for (int y = 0; y < image.height && plot_top == image.height; ++y) {
       int band_pixels = 0;

@@ -72,7 +72,7 @@ else
 fi
 # What a followed log's outline cannot see is said above the plot, whole: in a window 900 wide
 # the sentence wraps to three lines, where TextColored cut it off at the view's edge after one.
-# (The count includes the table's subnormal swatch, in the same colour: 4 wrapped, 2 cut off.)
+# (The count includes the table's subnormal swatch, in the same colour: 4 wrapped, 2 were it cut off.)
 headless --follow "$work/fp16.jsonl" --frames 3 --view histogram --preview-scale 2^10 --width 900 --height 700 \
   --screenshot "$work/caveat.png" >"$work/caveat.out" 2>&1
 caveat_lines=$("$check" "$work/caveat.png" histogram-caveat | sed -n 's/^caveat lines //p')
