@@ -49,15 +49,16 @@ def format_name(fmt):
                      + ", ".join(LARGEST) + " (or the torch dtype of one)")
 
 
-def format_of_activations(dtypes):
+def format_of_activations(dtypes, float32_says=True):
     """The format a run casts to, as the floating-point dtypes of its recorded activations (module
     outputs) tell it: "bf16" or "fp16" where the 16-bit ones are all of the one (autocast, or a
     model converted with .to()), "fp32" where every one is float32; None where they do not say --
-    both 16-bit dtypes, float64, only float8 outputs, or none recorded (a compiled model's)."""
+    both 16-bit dtypes, float64, only float8 outputs, or none recorded (a compiled model's).
+    Of parameters' dtypes (float32_says=False), float32 says nothing: autocast keeps them so."""
     floating = {d for d in dtypes if d.is_floating_point}
     halves = floating & {torch.float16, torch.bfloat16}
     if len(halves) == 1:
         return "bf16" if torch.bfloat16 in halves else "fp16"
-    if floating and floating == {torch.float32}:
+    if float32_says and floating and floating == {torch.float32}:
         return "fp32"
     return None

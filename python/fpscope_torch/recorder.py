@@ -623,14 +623,17 @@ class Recorder:
     def _settle_format(self):
         """At the first recorded step, where neither fmt nor precision was given: the format the
         run casts to, as its activations' dtypes say it (format_of_activations: bf16 under bf16
-        autocast, fp32 for a float32 model), becomes this Recorder's -- the culprit rule's from
-        this step on -- and, in a log this Recorder made, the header's (rewritten in place: the
-        names are all four letters). Where they do not say, the format stays cast_format's. Every
-        rank settles its own from its own activations."""
+        autocast, fp32 for a float32 model; without activations, a 16-bit model's parameters),
+        becomes this Recorder's -- the culprit rule's from this step on -- and, in a log this
+        Recorder made, the header's (rewritten in place: the names are all four letters). Where
+        they do not say, the format stays cast_format's. Every rank settles its own."""
         if not self._format_open:
             return
         self._format_open = False
-        inferred = format_of_activations(self._activation_dtypes)
+        # Where no activation was recorded (a compiled model's, or kinds without them), the
+        # recorded parameters tell a model converted to a 16-bit dtype with .to().
+        inferred = (format_of_activations(self._activation_dtypes) if self._activation_dtypes else
+                    format_of_activations({p.dtype for _, p in self._parameters}, float32_says=False))
         self._activation_dtypes = set()
         if inferred is None or inferred == self._format:
             return

@@ -549,8 +549,8 @@ class RecorderTest(unittest.TestCase):
         """Neither fmt nor precision: the header's format, and the culprit rule's, is what the first
         recorded step's activations are in -- bf16 under bf16 autocast, fp32 for a float32 model
         (analyze then asks about fp16, saying why) -- rewritten in place, the header's other fields
-        and length kept. Given, it stays; kinds without activations keep the default; a log
-        appended to without either goes on in its own."""
+        and length kept. Given, it stays; without activations, float32 parameters keep the
+        default and bf16 ones say bf16; a log appended to without either goes on in its own."""
         x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
 
         def run(path, autocast, steps=2, **arguments):
@@ -586,6 +586,13 @@ class RecorderTest(unittest.TestCase):
             self.assertEqual(run(os.path.join(d, "given.jsonl"), True, fmt="fp16")[1][0]["format"], "fp16")
             self.assertEqual(run(os.path.join(d, "precision.jsonl"), True, precision="fp16 autocast")[1][0]["format"], "fp16")
             self.assertEqual(run(os.path.join(d, "weights.jsonl"), True, kinds=("weight", "weight_gradient"))[1][0]["format"], "fp16")
+            # Without activations, a model converted to bf16 says it through its parameters.
+            path = os.path.join(d, "bf16-model.jsonl")
+            model = tiny_model().to(torch.bfloat16)
+            with fpscope_torch.Recorder(model, path, kinds=("weight", "weight_gradient")) as recorder:
+                torch.nn.functional.cross_entropy(model(x.to(torch.bfloat16)).float(), y).backward()
+                recorder.step(torch.tensor(0.0))
+            self.assertEqual(read_log(path)[0]["format"], "bf16")
 
             # Appended to without fmt or precision: the run goes on in its log's format.
             path = os.path.join(d, "bf16.jsonl")
