@@ -499,6 +499,7 @@ class Recorder:
         self._scaler_looked_for = self.scaler is not None or self._scaler_declared_none
         self._scale_used = self._scale_now()  # the scale the next backward will use
         self.step_index = 0
+        self._steps_taken = 0  # step() calls that ended a step
         self._created = False  # whether _open made the log (else it appends to one)
         self._take_over_from_this_process(append or overwrite)
         if self._rank == 0:
@@ -1092,6 +1093,7 @@ class Recorder:
         finally:  # a log that could not be written (log_file.append) misses these lines; the next step goes on
             self._scale_used = scale_after
             self.step_index += 1
+            self._steps_taken += 1
             if not self._armed():  # the hooks stay from one armed step to the next
                 self._disarm()
             self._arm_if_recording()
@@ -1321,6 +1323,8 @@ class Recorder:
             unfinished = self._unfinished_step_culprit()
         except Exception as error:
             unreadable = f"fpscope_torch: the readings of step {self.step_index}, which did not reach Recorder.step(), could not be read: {error}"
+        # A loop that trained (a backward ran) but never called step(): its log holds no step.
+        never_stepped = self._steps_taken == 0 and self._backward_seen and unfinished is None and unreadable is None
         self._disarm()
         self._held.drop()
         _read_back(self._steps)
@@ -1344,6 +1348,10 @@ class Recorder:
                 warnings.warn(unreadable, RuntimeWarning, stacklevel=2)
             elif unfinished is not None:
                 warnings.warn(self._unfinished_text(unfinished, written), RuntimeWarning, stacklevel=2)
+            elif never_stepped and self._rank == 0:
+                warnings.warn(f"fpscope_torch: {self.path}: the model ran backward passes but Recorder.step() was never "
+                              "called, so the log holds no step: call recorder.step(loss) once per optimizer step, after "
+                              "the optimizer's step (and the scaler's update)", RuntimeWarning, stacklevel=2)
 
     def _let_the_log_go(self):
         """Closes the log (its lock with it) and the TensorBoard writer, where open."""

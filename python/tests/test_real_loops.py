@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+import warnings
 
 import numpy as np
 import torch
@@ -585,6 +586,35 @@ class MisuseTest(unittest.TestCase):
             recorder.close()  # twice: nothing
             with self.assertRaisesRegex(RuntimeError, r"^Recorder.step\(\) after close\(\): the run log .*run.jsonl is closed"):
                 recorder.step(1.0)
+
+    def test_a_loop_that_never_calls_step_is_told_at_close(self):
+        """Forward and backward passes and no step(): the log holds its header alone, and close()
+        says why in one warning. A Recorder closed without training, or after a step, says nothing."""
+        x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
+
+        def warnings_of(steps, train_after=0):
+            model = self.model()
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "run.jsonl")
+                with warnings.catch_warnings(record=True) as said:
+                    warnings.simplefilter("always")
+                    recorder = fpscope_torch.Recorder(model, path)
+                    for k in range(steps + train_after):
+                        torch.nn.functional.cross_entropy(model(x), y).backward()
+                        if k < steps:
+                            recorder.step(1.0)
+                    recorder.close()
+                    recorder.close()
+                lines = read_log(path)[1]
+            return [str(w.message) for w in said if issubclass(w.category, RuntimeWarning)], len(lines)
+
+        said, lines = warnings_of(0, train_after=3)
+        self.assertEqual(lines, 0)
+        self.assertEqual(len(said), 1)
+        self.assertRegex(said[0], r"^fpscope_torch: .*run.jsonl: the model ran backward passes but Recorder.step\(\) was never called, "
+                                  r"so the log holds no step: call recorder.step\(loss\) once per optimizer step")
+        self.assertEqual(warnings_of(0), ([], 0))
+        self.assertEqual(warnings_of(1, train_after=1), ([], 1))
 
     def test_an_existing_log_is_neither_truncated_nor_shared(self):
         with tempfile.TemporaryDirectory() as d:
