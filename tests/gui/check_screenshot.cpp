@@ -31,6 +31,17 @@ long count_colour(const Image& image, Rgb c, int tolerance = 2) {
   return n;
 }
 
+// The histogram plot's first row: the first with a run of the flushed band's colour (the table's
+// swatches above it use the bars' colours); the image's height where there is none.
+int plot_top_of(const Image& image) {
+  for (int y = 0; y < image.height; ++y) {
+    int band_pixels = 0;
+    for (int x = 0; x < image.width; ++x) band_pixels += near(&image.rgb[(static_cast<std::size_t>(y) * image.width + x) * 3], palette::flushed_band, 0);
+    if (band_pixels >= 50) return y;
+  }
+  return image.height;
+}
+
 int failures = 0;
 void expect(const Image& image, const char* what, Rgb colour, long at_least, int tolerance = 2) {
   const long n = count_colour(image, colour, tolerance);
@@ -85,14 +96,7 @@ int main(int argc, char** argv) {
           last = std::max(last, x);
         }
     std::printf("ghost x %d %d\n", first, last);
-    // The plot's first row: the first with a run of the flushed band's colour (the table's swatches
-    // above it use the bars' colours).
-    int plot_top = image.height;
-    for (int y = 0; y < image.height && plot_top == image.height; ++y) {
-      int band_pixels = 0;
-      for (int x = 0; x < image.width; ++x) band_pixels += near(&image.rgb[(static_cast<std::size_t>(y) * image.width + x) * 3], palette::flushed_band, 0);
-      if (band_pixels >= 50) plot_top = y;
-    }
+    const int plot_top = plot_top_of(image);
     // The recorded bars' extent in the plot (their region colours, exactly), for the ghost's offset
     // from them within one picture: (preview - recorded scale) binades.
     int bars_first = image.width, bars_last = -1;
@@ -121,12 +125,7 @@ int main(int argc, char** argv) {
     // A followed log's preview says in the subnormal bars' colour what its outline cannot see, above
     // the plot. In a narrow window the sentence wraps: prints "caveat lines N" (runs of rows holding
     // that colour above the plot) for the caller; cut off at the view's edge it would be one line.
-    int plot_top = image.height;
-    for (int y = 0; y < image.height && plot_top == image.height; ++y) {
-      int band_pixels = 0;
-      for (int x = 0; x < image.width; ++x) band_pixels += near(&image.rgb[(static_cast<std::size_t>(y) * image.width + x) * 3], palette::flushed_band, 0);
-      if (band_pixels >= 50) plot_top = y;
-    }
+    const int plot_top = plot_top_of(image);
     int lines = 0;
     bool in_line = false;
     for (int y = 0; y < plot_top; ++y) {
