@@ -316,6 +316,7 @@ std::string run_header_line(const RunHeader& header) {
   if (!header.optimizer.empty()) line["optimizer"] = header.optimizer;
   if (!header.recipe.empty()) line["recipe"] = header.recipe;
   if (!header.products.empty()) line["products"] = header.products;
+  if (header.format_assumed) line["format_assumed"] = true;
   return line.dump();
 }
 
@@ -406,6 +407,10 @@ RunHeader parse_run_header(std::string_view line, const std::string& where) try 
   header.recipe = text("recipe");
   header.products = text("products");
   header.run_id = text("run_id");
+  if (const auto it = value.find("format_assumed"); it != value.end()) {
+    if (!it->is_boolean()) fail(where, std::string("the header's 'format_assumed' must be true or false, not ") + it->type_name());
+    header.format_assumed = it->get<bool>();
+  }
   return header;
 } catch (const json::exception& e) {
   fail(where, std::string("a header field has the wrong type (") + e.what() + ")");

@@ -14,7 +14,12 @@ TargetFormat target_format(const std::string& option, const std::vector<RunHeade
   std::vector<std::string> cast_to;  // the formats the runs were cast to, each once
   std::vector<std::string> unknown;  // names of formats fpscope does not know, each once
   bool float32_run = false;
+  bool assumed = false;  // a log whose writer could not tell the format (RunHeader::format_assumed)
   for (const RunHeader& header : run_headers) {
+    if (header.format_assumed) {
+      assumed = true;
+      continue;
+    }
     const std::optional<Format> format = run_cast_format(header);
     if (!format) {
       try {  // a float32 run's, or a name fpscope does not know
@@ -28,7 +33,7 @@ TargetFormat target_format(const std::string& option, const std::vector<RunHeade
     const std::string name = format_name(*format);
     if (std::find(cast_to.begin(), cast_to.end(), name) == cast_to.end()) cast_to.push_back(name);
   }
-  if (cast_to.size() == 1 && !float32_run && unknown.empty())
+  if (cast_to.size() == 1 && !float32_run && unknown.empty() && !assumed)
     return {parse_format(cast_to.front()), "run", run_headers.size() == 1 ? "the run's own" : "the runs' own"};
   std::string why = "the default";
   if (!unknown.empty()) {  // said first: a name fpscope cannot read is what the user has to fix
@@ -42,6 +47,8 @@ TargetFormat target_format(const std::string& option, const std::vector<RunHeade
     std::string names;
     for (std::size_t i = 0; i < cast_to.size(); ++i) names += (i == 0 ? "" : i + 1 == cast_to.size() ? " and " : ", ") + cast_to[i];
     why += ": the run logs name different formats, " + names;
+  } else if (assumed) {
+    why += run_headers.size() == 1 ? ": the run log does not say what the run cast to" : ": a run log does not say what its run cast to";
   } else if (float32_run) {
     why += run_headers.size() == 1 ? ": the run trained in float32" : ": the runs trained in float32";
   }

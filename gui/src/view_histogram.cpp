@@ -104,9 +104,9 @@ void draw_histogram(App& app) {
     text_colored_wrapped(palette::subnormal_bar,
                        "Captured as stored (already in the low-precision format): values its cast flushed are among the zeros.");
 
-  const bool run_format = app.header.format == format;
+  const bool run_format = run_cast_to(app.header, format);
   const auto exact = [&](std::uint64_t CastCounts::*member) -> std::string {
-    if (!run_format) return "(run cast to " + app.header.format + ")";
+    if (!run_format) return app.header.format_assumed ? "(run's cast not known)" : "(run cast to " + app.header.format + ")";
     return record->cast ? fmt::format("{}", (*record->cast).*member) : std::string("not recorded");
   };
   const FormatEdges edges = format_edges(f);

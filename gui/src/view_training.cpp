@@ -20,6 +20,7 @@
 #include "fpscope/core/printable_text.hpp"
 #include "fpscope/gpu/gpt.hpp"
 #include "plot_frame.hpp"
+#include "wrapped_text.hpp"
 
 namespace fpscope::gui {
 
@@ -99,7 +100,12 @@ void draw_followed(App& app) {
   ImGui::Text("model      %s", app.header.model.empty() ? "-" : app.header.model.c_str());
   const auto or_dash = [](const std::string& text) { return text.empty() ? std::string("-") : text; };
   ImGui::Text("precision  %s%s", or_dash(app.header.precision).c_str(),
-              app.header.format.empty() ? "" : fmt::format(" ({}{})", app.header.format, app.header.rounding.empty() ? "" : ", " + app.header.rounding).c_str());
+              app.header.format.empty() ? ""
+                                        : fmt::format(" ({}{}{})", app.header.format, app.header.format_assumed ? " assumed" : "",
+                                                      app.header.rounding.empty() ? "" : ", " + app.header.rounding)
+                                              .c_str());
+  if (app.header.format_assumed)
+    text_disabled_wrapped("The log does not say what the run cast to: %s is its writer's default, not the run's cast.", app.header.format.c_str());
   ImGui::TextWrapped("scaling    %s", app.header.scaler.c_str());
   if (!app.header.optimizer.empty()) ImGui::TextWrapped("optimizer  %s", app.header.optimizer.c_str());
   if (!app.header.recipe.empty()) ImGui::TextWrapped("recipe     %s", app.header.recipe.c_str());
@@ -121,7 +127,7 @@ void draw_next_step_hint(App& app, const TrainingStatus& status) {
   ImGui::PushStyleColor(ImGuiCol_Text, to_imgui(palette::hint_text));
   const bool active = status.state == TrainingStatus::State::running || status.state == TrainingStatus::State::paused;
   // The red bars are the target format's flushes: the run's own only where it trains in that format.
-  const bool run_format = app.header.format == target_format_names[app.format_index];
+  const bool run_format = run_cast_to(app.header, target_format_names[app.format_index]);
   // Red bars only where there are some: the shown step's own casts flushed a gradient (in the run's
   // format; another format's flushes are the Histogram's prediction, not counted here).
   std::uint64_t flushed = 0;

@@ -62,3 +62,22 @@ def format_of_activations(dtypes, float32_says=True):
     if float32_says and floating and floating == {torch.float32}:
         return "fp32"
     return None
+
+
+def autocast_format(device_type):
+    """The format torch.autocast casts to on `device_type` ("cuda", "cpu", ...) where it is on in
+    the caller: "bf16" or "fp16" (the products' dtype), else None (off, or another dtype)."""
+    try:
+        if hasattr(torch, "get_autocast_dtype"):  # torch >= 2.4: one pair for every device type
+            enabled, dtype = torch.is_autocast_enabled(device_type), torch.get_autocast_dtype(device_type)
+        elif device_type == "cpu":
+            enabled, dtype = torch.is_autocast_cpu_enabled(), torch.get_autocast_cpu_dtype()
+        elif device_type == "cuda":
+            enabled, dtype = torch.is_autocast_enabled(), torch.get_autocast_gpu_dtype()
+        else:
+            return None
+    except (RuntimeError, TypeError, ValueError):  # a device type this torch's autocast does not know
+        return None
+    if not enabled:
+        return None
+    return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype)

@@ -122,12 +122,14 @@ def append(out, data, given):
 
 def rewrite_header(out, written, header):
     """Replaces the header `written` at the start of the open log `out` with `header`, whose line
-    is as long (one format's four-letter name for another's): one write in place, so that a
-    reader sees the one line or the other, and the lines after it stay where they are. False, and
-    the log untouched, where the two lines differ in length or the write fails."""
-    old, new = (json.dumps(written) + "\n").encode(), (json.dumps(header) + "\n").encode()
-    if len(old) != len(new):
+    is no longer (one format's four-letter name for another's, a key left out), padded with spaces
+    to the old line's length: one write in place, so that a reader sees the one line or the other,
+    and the lines after it stay where they are. False, and the log untouched, where the new line
+    is longer or the write fails."""
+    old, new = (json.dumps(written) + "\n").encode(), json.dumps(header).encode()
+    if len(new) + 1 > len(old):
         return False
+    new += b" " * (len(old) - len(new) - 1) + b"\n"
     try:
         return os.pwrite(out.fileno(), new, 0) == len(new)
     except OSError:

@@ -17,7 +17,7 @@ import torch
 
 from . import exponent_counts, log_file
 from .blocks import block_statistics, merge_block_statistics, parse_blocks
-from .formats import LARGEST, format_name, format_of_activations
+from .formats import LARGEST, autocast_format, format_name, format_of_activations
 from .held import Held, version_of
 from .histogram import COUNTS, assemble, captured_of, dense_view, partial_histograms, readable, stored_values, tensor_record
 from .wrappers import fsdp1_holdings, is_fsdp1, is_wrapper, model_name, warn_left_out
@@ -491,6 +491,8 @@ class Recorder:
         # activations are in (_settle_format); until then, and where they do not say, cast_format's.
         self._format_open = fmt is None and precision is None
         self._activation_dtypes = set()
+        self._autocast_formats = set()  # what torch.autocast cast to around the model's training forwards (_note_autocast)
+        self._autocast_hook = None
         self._header = None         # the header this Recorder wrote (a log it made), else None
         self._events_header = None  # the header the TensorBoard writer is given with the first lines
         self._file = None
@@ -513,6 +515,10 @@ class Recorder:
                 os.unlink(self.path)  # while its lock is held: no other writer has taken it meanwhile
             self._let_the_log_go()
             raise
+        if self._format_open:
+            # On the model as given (a torch.compile or DDP wrapper too): a wrapper's forward runs
+            # eagerly, where hooks inside a compiled model do not run at all.
+            self._autocast_hook = model.register_forward_pre_hook(self._note_autocast)
         self._pid = os.getpid()
         _OPEN.add(self)
         _close_on_terminate_installed()
@@ -594,6 +600,8 @@ class Recorder:
                       "source": "fpscope_torch", "model": model_name or _model_name(self._root),
                       "precision": precision or "", "format": fmt, "rounding": "rne",
                       "scaler": "dynamic" if self._scaler_enabled() else "none", "products": self._products()}
+            if self._format_open:  # until _settle_format finds what the run casts to
+                header = dict(header, format_assumed=True)
             self._file = log_file.create(self.path, header, overwrite)
             self._created = True
             self._header = header
@@ -631,19 +639,42 @@ class Recorder:
         if not self._format_open:
             return
         self._format_open = False
-        # Where no activation was recorded (a compiled model's, or kinds without them), the
-        # recorded parameters tell a model converted to a 16-bit dtype with .to().
-        inferred = (format_of_activations(self._activation_dtypes) if self._activation_dtypes else
-                    format_of_activations({p.dtype for _, p in self._parameters}, float32_says=False))
-        self._activation_dtypes = set()
-        if inferred is None or inferred == self._format:
-            return
+        self._stop_noting_autocast()
+        # Where no activation was recorded (a compiled model's, or kinds without them), torch.autocast
+        # around the model's forward tells, and else the recorded parameters tell a model converted
+        # to a 16-bit dtype with .to().
+        inferred = format_of_activations(self._activation_dtypes) if self._activation_dtypes else None
+        if inferred is None and len(self._autocast_formats) == 1:
+            inferred = next(iter(self._autocast_formats))
+        if inferred is None and not self._activation_dtypes:
+            inferred = format_of_activations({p.dtype for _, p in self._parameters}, float32_says=False)
+        self._activation_dtypes, self._autocast_formats = set(), set()
+        if inferred is None:
+            return  # the header goes on saying its format is assumed
         if self._header is not None:
-            header = dict(self._header, format=inferred)
+            header = {k: v for k, v in self._header.items() if k != "format_assumed"}
+            header["format"] = inferred
             if not log_file.rewrite_header(self._file, self._header, header):
                 return  # the log says what it said: the culprit rule stays with it
             self._header = header
         self._format = inferred
+
+    def _note_autocast(self, module, inputs):
+        """A training forward of the model (as given): the format torch.autocast casts to around it,
+        on the device of the model's parameters (else of its first input), where it is on."""
+        if _compiling() or not torch.is_grad_enabled() or not module.training:
+            return
+        device = next((p.device for p in self._root.parameters()), None)
+        if device is None:
+            device = next((t.device for _, t in _tensors(inputs)), torch.device("cpu"))
+        fmt = autocast_format(device.type)
+        if fmt is not None:
+            self._autocast_formats.add(fmt)
+
+    def _stop_noting_autocast(self):
+        if self._autocast_hook is not None:
+            self._autocast_hook.remove()
+            self._autocast_hook = None
 
     # ---- the scaler ----
 
@@ -1326,6 +1357,7 @@ class Recorder:
         # A loop that trained (a backward ran) but never called step(): its log holds no step.
         never_stepped = self._steps_taken == 0 and self._backward_seen and unfinished is None and unreadable is None
         self._disarm()
+        self._stop_noting_autocast()
         self._held.drop()
         _read_back(self._steps)
         written = False

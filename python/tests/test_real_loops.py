@@ -240,14 +240,15 @@ class DataParallelWrapperTest(unittest.TestCase):
 
 @unittest.skipUnless(TORCH_2 and hasattr(torch, "compile"), "torch.compile needs torch >= 2")
 class CompileTest(unittest.TestCase):
-    def train(self, record, d, steps=20):
+    def train(self, record, d, steps=20, record_the_wrapper=True):
         from torch._dynamo.utils import counters
         torch._dynamo.reset()
         counters.clear()
         model = Net()
         compiled = torch.compile(model)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-        recorder = fpscope_torch.Recorder(compiled, os.path.join(d, "compiled.jsonl"), every=1) if record else None
+        recorded = compiled if record_the_wrapper else model
+        recorder = fpscope_torch.Recorder(recorded, os.path.join(d, "compiled.jsonl"), every=1) if record else None
         messages = io.StringIO()
         handler = logging.StreamHandler(messages)
         logging.getLogger("torch._dynamo").addHandler(handler)
@@ -284,6 +285,25 @@ class CompileTest(unittest.TestCase):
             names = {name for name, _ in records_of(snapshots_of(lines)[0])}
             self.assertIn("blocks.0.fc.weight", names)
             self.assertFalse(any("_orig_mod" in name for name in names))
+            # No activation is recorded inside compiled code: the format is the one autocast casts
+            # to around the wrapper's forward (its pre-hook runs eagerly, outside the graph).
+            self.assertEqual(header["format"], "bf16")
+            self.assertNotIn("format_assumed", header)
+
+    def test_a_model_compiled_apart_from_the_one_recorded_has_its_format_assumed(self):
+        """The Recorder given the model, the loop calling a torch.compile of it: every hook of the
+        model runs inside the graph, so nothing tells the bf16 autocast around it. The header says
+        its fp16 is assumed, and analyze asks about fp16 as the default, saying the log does not
+        say what the run cast to -- not as the run's own."""
+        with tempfile.TemporaryDirectory() as d:
+            self.train(True, d, steps=2, record_the_wrapper=False)
+            path = os.path.join(d, "compiled.jsonl")
+            header, lines = read_log(path)
+            self.assertEqual((header["format"], header.get("format_assumed")), ("fp16", True))
+            self.assertEqual(len(snapshots_of(lines)), 2)
+            result = subprocess.run([FPSCOPE, "analyze", path], capture_output=True, text=True)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn("format fp16 (the default: the run log does not say what the run cast to", result.stdout)
 
 
 @unittest.skipUnless(HAVE_TRANSFORMERS, "HuggingFace transformers is not installed (scripts/test-torch installs it)")

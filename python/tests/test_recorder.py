@@ -549,8 +549,10 @@ class RecorderTest(unittest.TestCase):
         """Neither fmt nor precision: the header's format, and the culprit rule's, is what the first
         recorded step's activations are in -- bf16 under bf16 autocast, fp32 for a float32 model
         (analyze then asks about fp16, saying why) -- rewritten in place, the header's other fields
-        and length kept. Given, it stays; without activations, float32 parameters keep the
-        default and bf16 ones say bf16; a log appended to without either goes on in its own."""
+        and length kept, its mark that the format is assumed taken out. Given, it stays; without
+        activations, autocast around the model's forward says bf16, and else bf16 parameters do;
+        where nothing says, the header goes on saying its fp16 is assumed; a log appended to
+        without either goes on in its own."""
         x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
 
         def run(path, autocast, steps=2, **arguments):
@@ -569,10 +571,11 @@ class RecorderTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "bf16.jsonl")
             made, (header, lines) = run(path, True)
-            self.assertEqual(json.loads(made)["format"], "fp16")  # before the first step: cast_format's
-            self.assertEqual(header, dict(json.loads(made), format="bf16"))
+            made = json.loads(made)
+            self.assertEqual((made["format"], made["format_assumed"]), ("fp16", True))  # before the first step: cast_format's
+            self.assertEqual(header, dict({k: v for k, v in made.items() if k != "format_assumed"}, format="bf16"))
             with open(path, "rb") as f:
-                self.assertEqual(len(f.readline()), len(made))
+                self.assertEqual(len(f.readline()), len(json.dumps(made)) + 1)  # padded with spaces
             self.assertEqual([line["step"] for line in lines], [0, 1])
             result = subprocess.run([FPSCOPE, "analyze", path], capture_output=True, text=True)
             self.assertEqual(result.returncode, 0, result.stderr)
@@ -585,7 +588,12 @@ class RecorderTest(unittest.TestCase):
 
             self.assertEqual(run(os.path.join(d, "given.jsonl"), True, fmt="fp16")[1][0]["format"], "fp16")
             self.assertEqual(run(os.path.join(d, "precision.jsonl"), True, precision="fp16 autocast")[1][0]["format"], "fp16")
-            self.assertEqual(run(os.path.join(d, "weights.jsonl"), True, kinds=("weight", "weight_gradient"))[1][0]["format"], "fp16")
+            self.assertEqual(run(os.path.join(d, "weights.jsonl"), True, kinds=("weight", "weight_gradient"))[1][0]["format"], "bf16")
+            path = os.path.join(d, "nothing-says.jsonl")
+            header = run(path, False, kinds=("weight", "weight_gradient"))[1][0]
+            self.assertEqual((header["format"], header["format_assumed"]), ("fp16", True))
+            result = subprocess.run([FPSCOPE, "analyze", path], capture_output=True, text=True)
+            self.assertIn("format fp16 (the default: the run log does not say what the run cast to", result.stdout)
             # Without activations, a model converted to bf16 says it through its parameters.
             path = os.path.join(d, "bf16-model.jsonl")
             model = tiny_model().to(torch.bfloat16)

@@ -426,6 +426,25 @@ TEST_CASE("the format a run cast to: what analyze, export and the app ask about 
   CHECK_FALSE(cast_to("fp17").has_value());     // nor a name fpscope does not know
 }
 
+TEST_CASE("a format the log's writer only assumed is not the run's: read, written back, and never taken for the run's cast") {
+  const std::string line =
+      R"({"fpscope_run_log": true, "schema_version": 2, "source": "fpscope_torch", "model": "m", "precision": "", "format": "fp16", "rounding": "rne", "scaler": "none", "format_assumed": true})";
+  const RunHeader assumed = parse_run_header(line, "log");
+  CHECK(assumed.format == "fp16");
+  CHECK(assumed.format_assumed);
+  CHECK_FALSE(run_cast_format(assumed).has_value());
+  CHECK_FALSE(run_cast_to(assumed, "fp16"));
+  CHECK(parse_run_header(run_header_line(assumed), "again") == assumed);  // the app's export keeps it
+  RunHeader known = assumed;
+  known.format_assumed = false;
+  CHECK(run_cast_format(known) == formats::fp16);
+  CHECK(run_cast_to(known, "fp16"));
+  CHECK_FALSE(run_cast_to(known, "bf16"));
+  CHECK(run_header_line(known).find("format_assumed") == std::string::npos);  // absent where false
+  // Padded with spaces to its old length (the bridge rewrites its header in place): the same header.
+  CHECK(parse_run_header(run_header_line(known) + "      ", "padded") == known);
+}
+
 TEST_CASE("a tensor record keeps block statistics on the heap: one without them is its histogram and a few words") {
   // The app keeps hundreds of snapshots of every tensor: 4.3 KB of empty block counts inline in
   // each record was two thirds of them.

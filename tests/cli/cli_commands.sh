@@ -113,6 +113,13 @@ sed 's/"fp16"/"fp17"/g' "$work/run.jsonl" >"$work/run-fp17.jsonl"
 check analyze-unknown-run-format 0 "^format fp16 \(the default: the run log names a format fpscope does not know, 'fp17'; " -- "$fpscope" analyze "$work/run-fp17.jsonl"
 check analyze-unknown-among-runs 0 "^format fp16 \(the default: the run logs name a format fpscope does not know, 'fp17'; " -- "$fpscope" analyze "$work/run-fp17.jsonl" "$work/run-bf16.jsonl"
 check analyze-runs-disagree 0 '^format fp16 \(the default: the run logs name different formats, bf16 and fp16; ' -- "$fpscope" analyze "$work/run-bf16.jsonl" "$work/run.jsonl"
+# A log whose writer only assumed its format (the bridge, where nothing said it): the default, said
+# so, also beside a run whose format is known; a format_assumed that is not true or false is refused.
+sed '1s/"format": "bf16"/"format": "bf16", "format_assumed": true/' "$work/run-bf16.jsonl" >"$work/run-assumed.jsonl"
+check analyze-assumed-format 0 '^format fp16 \(the default: the run log does not say what the run cast to; ' -- "$fpscope" analyze "$work/run-assumed.jsonl"
+check analyze-assumed-among-runs 0 '^format fp16 \(the default: a run log does not say what its run cast to; ' -- "$fpscope" analyze "$work/run-assumed.jsonl" "$work/run-bf16.jsonl"
+sed '1s/"format": "bf16"/"format": "bf16", "format_assumed": "yes"/' "$work/run-bf16.jsonl" >"$work/run-assumed-bad.jsonl"
+check_bad bad-format-assumed "the header's 'format_assumed' must be true or false, not string" -- "$fpscope" analyze "$work/run-assumed-bad.jsonl"
 check export-run-format 0 '>bf16, the values as recorded' -- bash -c "'$fpscope' export '$work/run-bf16.jsonl' --svg '$work/run-bf16.svg' && cat '$work/run-bf16.svg'"
 check_bad bad-analyze-format "unknown format 'fp17'" -- "$fpscope" analyze "$work/run-bf16.jsonl" -f fp17
 check export-csv 0 '^step,tensor,kind,scale,captured,binade,count$' -- bash -c "'$fpscope' export '$work/run.jsonl' --csv '$work/run.csv' && head -1 '$work/run.csv'"

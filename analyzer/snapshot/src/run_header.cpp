@@ -9,7 +9,7 @@
 namespace fpscope {
 
 std::optional<Format> run_cast_format(const RunHeader& header) {
-  if (header.format.empty()) return std::nullopt;
+  if (header.format.empty() || header.format_assumed) return std::nullopt;
   try {
     const Format format = parse_format(header.format);
     if (format.exponent_bits >= formats::fp32.exponent_bits && format.mantissa_bits >= formats::fp32.mantissa_bits) return std::nullopt;
@@ -18,6 +18,8 @@ std::optional<Format> run_cast_format(const RunHeader& header) {
     return std::nullopt;
   }
 }
+
+bool run_cast_to(const RunHeader& header, const std::string& name) { return !header.format_assumed && header.format == name; }
 
 std::string new_run_id() {
   std::random_device source;

@@ -18,6 +18,9 @@ struct RunHeader {
   std::string model;      // free text, such as "784-512-512-10 relu"
   std::string precision;  // "fp32", "fp16", "bf16", "fp16-pure", ...
   std::string format;     // the low-precision format tensors are cast to, such as "fp16"
+  // The writer could not tell the format (the PyTorch bridge, where nothing it recorded said it):
+  // `format` is its default, not the run's. Optional in the file (`format_assumed`); false there.
+  bool format_assumed = false;
   std::string rounding;   // rounding-mode name
   std::string scaler;     // loss scaling: "none", "static 1024", "dynamic"
   // Who owns the log: a fresh random id per run (new_run_id()); a checkpoint records it, and
@@ -37,8 +40,11 @@ struct RunHeader {
 // asked for: the header's `format` where it names one (parse_format) that can flush or overflow
 // what float32 holds. nullopt for a float32 (or wider) run -- it casts to nothing of its own, so a
 // question about it names the format it asks about --, a header without a format, or a name
-// fpscope does not know.
+// fpscope does not know, or a format the writer only assumed (format_assumed).
 std::optional<Format> run_cast_format(const RunHeader& header);
+
+// Whether the run is known to have cast to the format of that name (the header's, not assumed).
+bool run_cast_to(const RunHeader& header, const std::string& name);
 
 // 32 lowercase hex digits from the system's random source.
 std::string new_run_id();
