@@ -14,6 +14,7 @@
 #include "fpscope/analyzer/scale_semantics.hpp"
 #include "fpscope/core/names.hpp"
 #include "fpscope/core/printable_text.hpp"
+#include "flow_layout.hpp"
 #include "long_name.hpp"
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/gpt_shape.hpp"
@@ -437,10 +438,7 @@ void App::selection_controls() {
   if (!snapshots.empty()) {
     // The step's controls on this line where they fit with a slider of some length, else on the
     // next, so that a narrow window keeps them (the slider above all) in reach.
-    const ImGuiStyle& style = ImGui::GetStyle();
-    const float checkboxes = ImGui::CalcTextSize("latest").x + ImGui::CalcTextSize("pin").x + 2 * (ImGui::GetFrameHeight() + style.ItemInnerSpacing.x);
-    ImGui::SameLine();
-    if (ImGui::GetContentRegionAvail().x < checkboxes + 3 * style.ItemSpacing.x + px(160)) ImGui::NewLine();
+    same_line_if_room(checkbox_width("latest") + checkbox_width("pin") + 3 * ImGui::GetStyle().ItemSpacing.x + px(160));
     bool follow_latest = step_index < 0;
     if (ImGui::Checkbox("latest", &follow_latest)) step_index = follow_latest ? -1 : static_cast<int>(snapshots.size()) - 1;
     ImGui::SameLine();

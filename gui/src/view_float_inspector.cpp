@@ -16,6 +16,7 @@
 
 #include "app.hpp"
 #include "choice_combo.hpp"
+#include "flow_layout.hpp"
 #include "fpscope/core/bits.hpp"
 #include "fpscope/core/convert.hpp"
 #include "fpscope/core/decimal.hpp"
@@ -123,23 +124,41 @@ struct CellFields {
   static constexpr CellFields e8m0() { return {8, 0, false}; }
 };
 
+// How a row's bit cells are laid out: each `cell` pixels wide, at most `per_line` to a line (a
+// narrow view splits fp64's 64 cells into two lines of 32), the lines after the first from
+// window x `line_x`, with `line_gap` pixels under each line but the last (the index ruler's room).
+struct CellLayout {
+  float cell;
+  int per_line;
+  float line_x;
+  float line_gap = 0;
+};
+
 // One row of bit cells; returns the bits with a clicked cell flipped (or unchanged), and each
-// cell's left edge in `cell_x` (for the index ruler).
-std::uint64_t bit_cells(CellFields fields, std::uint64_t bits, const std::string& id, float cell, std::vector<float>& cell_x) {
+// cell's top-left corner in `cell_at` (for the index ruler).
+std::uint64_t bit_cells(CellFields fields, std::uint64_t bits, const std::string& id, const CellLayout& layout, std::vector<ImVec2>& cell_at) {
   const int width = fields.width;
   std::uint64_t result = bits;
-  cell_x.assign(static_cast<std::size_t>(width), 0);
+  cell_at.assign(static_cast<std::size_t>(width), ImVec2(0, 0));
   ImGui::PushID(id.c_str());
   for (int i = width - 1; i >= 0; --i) {
     const bool sign = fields.sign && i == width - 1;
     const bool exponent = !sign && i >= fields.mantissa_bits;
+    if (const int placed = width - 1 - i; placed > 0) {
+      if (placed % layout.per_line == 0) {  // the previous cell ended its line
+        if (layout.line_gap > 0) ImGui::Dummy(ImVec2(1, layout.line_gap));
+        ImGui::SetCursorPosX(layout.line_x);
+      } else {
+        ImGui::SameLine(0, (i + 1 == width - 1 && fields.sign) || i + 1 == fields.mantissa_bits ? px(6) : px(1));
+      }
+    }
     const Rgb c = sign ? palette::sign_cell : exponent ? palette::exponent_cell : palette::mantissa_cell;
     ImGui::PushID(i);
     ImGui::PushStyleColor(ImGuiCol_Button, to_imgui(c));
     ImGui::PushStyleColor(ImGuiCol_ButtonHovered, IM_COL32(std::min(255, c.r + 40), std::min(255, c.g + 40), std::min(255, c.b + 40), 255));
     const bool one = ((bits >> i) & 1u) != 0;
-    cell_x[static_cast<std::size_t>(i)] = ImGui::GetCursorScreenPos().x;
-    if (ImGui::Button(one ? "1" : "0", ImVec2(cell, px(22)))) result = bits ^ (std::uint64_t{1} << i);
+    cell_at[static_cast<std::size_t>(i)] = ImGui::GetCursorScreenPos();
+    if (ImGui::Button(one ? "1" : "0", ImVec2(layout.cell, px(22)))) result = bits ^ (std::uint64_t{1} << i);
     if (ImGui::IsItemHovered()) {
       const int field_bit = sign ? 0 : exponent ? i - fields.mantissa_bits : i;
       ImGui::SetTooltip("bit %d: %s (click to flip)", i,
@@ -149,46 +168,68 @@ std::uint64_t bit_cells(CellFields fields, std::uint64_t bits, const std::string
     }
     ImGui::PopStyleColor(2);
     ImGui::PopID();
-    if (i > 0) ImGui::SameLine(0, ((sign && i == width - 1) || i == fields.mantissa_bits) ? px(6) : px(1));
   }
   ImGui::PopID();
   return result;
 }
 
-// Under the selected format's cells: bit indices at the field edges and every 4 bits, and the
-// fields' names under their spans.
-void index_ruler(Format f, const std::vector<float>& cell_x, float cell) {
-  const float y = ImGui::GetCursorScreenPos().y;
+// The index ruler's height under a line of cells.
+float ruler_height() { return ImGui::GetFontSize() * 2.6f; }
+
+// Under each line of the selected format's cells: bit indices at the field edges and every 4
+// bits, and the fields' names under their spans (a field split between two lines is named
+// under its longer part).
+void index_ruler(Format f, const std::vector<ImVec2>& cell_at, float cell) {
   ImDrawList* draw = ImGui::GetWindowDrawList();
   const ImU32 text = to_imgui(palette::label_text);
   const int width = f.width();
+  // The ruler's top under the line holding cell i: under the last line where the cursor is (below
+  // the row's value, where that went under the cells), under the others where they end.
+  const float cursor_y = ImGui::GetCursorScreenPos().y;
+  const auto ruler_y = [&](int i) {
+    const float top = cell_at[static_cast<std::size_t>(i)].y;
+    return top == cell_at[0].y ? cursor_y : top + px(22) + ImGui::GetStyle().ItemSpacing.y;
+  };
   for (int i = 0; i < width; ++i) {
     const bool edge = i == 0 || i == width - 1 || i == f.mantissa_bits || i == f.mantissa_bits - 1 || i == width - 2;
     if (!edge && i % 4 != 0) continue;
     const std::string label = std::to_string(i);
     const float w = ImGui::CalcTextSize(label.c_str()).x;
-    draw->AddText(ImVec2(cell_x[static_cast<std::size_t>(i)] + (cell - w) / 2, y), text, label.c_str());
+    draw->AddText(ImVec2(cell_at[static_cast<std::size_t>(i)].x + (cell - w) / 2, ruler_y(i)), text, label.c_str());
   }
   auto field = [&](int high, int low, const std::string& name, Rgb colour) {
-    const float x0 = cell_x[static_cast<std::size_t>(high)], x1 = cell_x[static_cast<std::size_t>(low)] + cell;
-    const float line_y = y + ImGui::GetFontSize() * 1.3f;
-    draw->AddLine(ImVec2(x0, line_y), ImVec2(x1, line_y), to_imgui(colour), px(2));
-    // The longest of the name's forms that fits its span: "exponent (5 bits, bias 15)", "exponent", "e".
-    std::string label = name;
-    for (const std::string& shorter : {name, name.substr(0, name.find(' ')), name.substr(0, 1)})
-      if (ImGui::CalcTextSize(shorter.c_str()).x <= x1 - x0 + px(8)) {
-        label = shorter;
-        break;
-      } else {
-        label = shorter;
-      }
-    const float w = ImGui::CalcTextSize(label.c_str()).x;
-    draw->AddText(ImVec2((x0 + x1 - w) / 2, line_y + px(2)), text, label.c_str());
+    // The field's parts, one per line: [from, to] bit ranges, from the highest bit down.
+    std::vector<std::pair<int, int>> parts;
+    for (int i = high; i >= low; --i)
+      if (parts.empty() || cell_at[static_cast<std::size_t>(i)].y != cell_at[static_cast<std::size_t>(parts.back().second)].y)
+        parts.emplace_back(i, i);
+      else
+        parts.back().second = i;
+    std::size_t longest = 0;
+    for (std::size_t p = 0; p < parts.size(); ++p)
+      if (parts[p].first - parts[p].second > parts[longest].first - parts[longest].second) longest = p;
+    for (std::size_t p = 0; p < parts.size(); ++p) {
+      const float x0 = cell_at[static_cast<std::size_t>(parts[p].first)].x, x1 = cell_at[static_cast<std::size_t>(parts[p].second)].x + cell;
+      const float line_y = ruler_y(parts[p].first) + ImGui::GetFontSize() * 1.3f;
+      draw->AddLine(ImVec2(x0, line_y), ImVec2(x1, line_y), to_imgui(colour), px(2));
+      if (p != longest) continue;
+      // The longest of the name's forms that fits its span: "exponent (5 bits, bias 15)", "exponent", "e".
+      std::string label = name;
+      for (const std::string& shorter : {name, name.substr(0, name.find(' ')), name.substr(0, 1)})
+        if (ImGui::CalcTextSize(shorter.c_str()).x <= x1 - x0 + px(8)) {
+          label = shorter;
+          break;
+        } else {
+          label = shorter;
+        }
+      const float w = ImGui::CalcTextSize(label.c_str()).x;
+      draw->AddText(ImVec2((x0 + x1 - w) / 2, line_y + px(2)), text, label.c_str());
+    }
   };
   field(width - 1, width - 1, "S", palette::sign_cell);
   field(width - 2, f.mantissa_bits, fmt::format("exponent ({} bits, bias {})", f.exponent_bits, f.bias()), palette::exponent_cell);
   field(f.mantissa_bits - 1, 0, fmt::format("mantissa ({} bits)", f.mantissa_bits), palette::mantissa_cell);
-  ImGui::Dummy(ImVec2(1, ImGui::GetFontSize() * 2.6f));
+  ImGui::Dummy(ImVec2(1, ruler_height()));
 }
 
 void number_line(Format f, std::uint64_t bits) {
@@ -237,30 +278,36 @@ void long_value(const char* label, Format f, std::uint64_t bits) {
   ImGui::PopID();
 }
 
+// A detail's line: its label in a column of its own, its value wrapping under itself where the
+// panel is narrower than it.
+void detail_line(const char* label, const std::string& value) {
+  ImGui::Text("%-10s ", label);
+  ImGui::SameLine(0, 0);
+  ImGui::TextWrapped("%s", value.c_str());
+}
+
 void details(Format f, std::uint64_t bits, const ParsedNumber& number, std::uint8_t flags) {
   const bool negative = sign_of(f, bits);
   const auto biased = biased_exponent_of(f, bits);
-  ImGui::Text("class      %s", std::string(float_class_name(classify(f, bits))).c_str());
-  ImGui::Text("sign       %d (%s)", negative ? 1 : 0, negative ? "negative" : "positive");
-  ImGui::Text("exponent   biased %llu, bias %d, unbiased %s", static_cast<unsigned long long>(biased), f.bias(),
-              biased == 0 ? fmt::format("{} (subnormal: emin, hidden bit 0)", f.emin()).c_str()
-                          : fmt::format("{} (hidden bit 1)", static_cast<int>(biased) - f.bias()).c_str());
-  ImGui::Text("mantissa   0x%llX of %d bits", static_cast<unsigned long long>(mantissa_of(f, bits)), f.mantissa_bits);
-  ImGui::TextUnformatted("exact      ");
-  ImGui::SameLine(0, 0);
-  ImGui::TextWrapped("%s", value_text(f, bits).c_str());
+  detail_line("class", std::string(float_class_name(classify(f, bits))));
+  detail_line("sign", fmt::format("{} ({})", negative ? 1 : 0, negative ? "negative" : "positive"));
+  detail_line("exponent", fmt::format("biased {}, bias {}, unbiased {}", static_cast<unsigned long long>(biased), f.bias(),
+                                      biased == 0 ? fmt::format("{} (subnormal: emin, hidden bit 0)", f.emin())
+                                                  : fmt::format("{} (hidden bit 1)", static_cast<int>(biased) - f.bias())));
+  detail_line("mantissa", fmt::format("0x{:X} of {} bits", static_cast<unsigned long long>(mantissa_of(f, bits)), f.mantissa_bits));
+  detail_line("exact", value_text(f, bits));
   if (is_finite(f, bits)) {
     long_value("next up", f, next_up(f, bits));
     long_value("next down", f, next_down(f, bits));
-    ImGui::Text("ulp        2^%d", ulp_exponent(f, bits));
+    detail_line("ulp", fmt::format("2^{}", ulp_exponent(f, bits)));
     if (number.kind == ParsedNumber::Kind::finite) {
       const ConversionError error = conversion_error(f, bits, number);
-      ImGui::TextWrapped("error      %s (relative %.3g)", error.absolute.c_str(), error.relative);
+      detail_line("error", fmt::format("{} (relative {:.3g})", error.absolute, error.relative));
     }
   }
-  ImGui::Text("flags      %s", flags == 0 ? "none" : describe_flags(flags).c_str());
-  ImGui::Text("range      min subnormal 2^%d, min normal 2^%d, max %s", f.emin() - f.mantissa_bits, f.emin(),
-              scientific(f, f.max_finite_bits()).c_str());
+  detail_line("flags", flags == 0 ? "none" : describe_flags(flags));
+  detail_line("range", fmt::format("min subnormal 2^{}, min normal 2^{}, max {}", f.emin() - f.mantissa_bits, f.emin(),
+                                   scientific(f, f.max_finite_bits())));
 }
 
 Context context_of(const InspectorState& s, RoundingMode mode) {
@@ -321,9 +368,9 @@ void arithmetic_panel(InspectorState& s, const InspectedFormat& shown) {
                          fmt::format("{:.17g}", value_of(formats::fp64, wide)).c_str());
   }
   if (choice.lower != choice.upper) {
-    ImGui::Text("lower neighbour %s  (0x%llX)", scientific(f, choice.lower).c_str(), static_cast<unsigned long long>(choice.lower));
-    ImGui::Text("upper neighbour %s  (0x%llX)%s", scientific(f, choice.upper).c_str(), static_cast<unsigned long long>(choice.upper),
-                choice.tie ? "   the exact result is exactly halfway" : "");
+    ImGui::TextWrapped("lower neighbour %s  (0x%llX)", scientific(f, choice.lower).c_str(), static_cast<unsigned long long>(choice.lower));
+    ImGui::TextWrapped("upper neighbour %s  (0x%llX)%s", scientific(f, choice.upper).c_str(), static_cast<unsigned long long>(choice.upper),
+                       choice.tie ? "   the exact result is exactly halfway" : "");
   }
   ImGui::PushStyleColor(ImGuiCol_Text, to_imgui(palette::hint_text));
   const char* which = choice.result == choice.upper && choice.lower != choice.upper ? "the upper neighbour, "
@@ -357,7 +404,7 @@ int inspector_format_index(std::string_view name) {
 // Every digit of an E8M0 code's value (a float32 holds each exactly), or "nan".
 std::string e8m0_text(std::uint8_t code) { return e8m0::is_nan(code) ? "nan" : exact_decimal(formats::fp32, float_bits(e8m0::to_float(code))); }
 
-void e8m0_row(InspectorState& s, const ParsedNumber& number, float name_column, float cell) {
+void e8m0_row(InspectorState& s, const ParsedNumber& number, float name_column, const CellLayout& layout) {
   ImGui::AlignTextToFramePadding();
   ImGui::TextUnformatted("e8m0");
   if (ImGui::IsItemHovered())
@@ -367,8 +414,8 @@ void e8m0_row(InspectorState& s, const ParsedNumber& number, float name_column, 
   ImGui::SameLine(name_column);
   Context ctx = context_of(s, s.rounding);
   const std::uint8_t code = round_number_e8m0(number, ctx);
-  std::vector<float> cells;
-  const std::uint64_t clicked = bit_cells(CellFields::e8m0(), code, "e8m0", cell, cells);
+  std::vector<ImVec2> cells;
+  const std::uint64_t clicked = bit_cells(CellFields::e8m0(), code, "e8m0", layout, cells);
   ImGui::SameLine();
   ImGui::Text(" 0x%02X  %s%s", code, e8m0::is_nan(code) ? "nan" : fmt::format("2^{}", e8m0::exponent_of(code)).c_str(),
               ctx.flags != 0 ? fmt::format("   ({})", describe_flags(ctx.flags)).c_str() : "");
@@ -387,19 +434,19 @@ void draw_float_inspector(App& app) {
   ImGui::InputText("number", &s.text);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("0.1, -6.1e-5, 65520, a hex float 0x1.8p-3, inf, nan;\nor the selected format's bits: 0x3C00 (hex) or 0b0011110000000000");
-  ImGui::SameLine();
+  same_line_if_room(labelled_width(px(120), "rounding"));
   ImGui::SetNextItemWidth(px(120));
   choice_combo("rounding", s.rounding, all_rounding_modes, rounding_mode_name);
-  ImGui::SameLine();
+  same_line_if_room(checkbox_width("FTZ"));
   ImGui::Checkbox("FTZ", &s.flush_to_zero);
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("flush to zero: tiny results become a signed zero");
-  ImGui::SameLine();
+  same_line_if_room(checkbox_width("DAZ"));
   ImGui::Checkbox("DAZ", &s.denormals_are_zero);
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("denormals are zero: subnormal operands read as zero (arithmetic)");
-  ImGui::SameLine();
+  same_line_if_room(checkbox_width("saturate"));
   ImGui::Checkbox("saturate", &s.saturate);
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("overflow gives the largest finite value (OCP FP8's SAT conversions)");
-  ImGui::SameLine();
+  same_line_if_room(labelled_width(px(80), "custom"));
   ImGui::SetNextItemWidth(px(80));
   ImGui::InputText("custom", &s.custom);
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("the last row's format: eXmY (IEEE), eXmYfn (OCP FN), eXmYfnuz or eXmYfinite (no inf, no NaN), 2 <= X <= 11, 1 <= Y <= 52");
@@ -437,14 +484,15 @@ void draw_float_inspector(App& app) {
       {"max", sf.max_finite_bits()},
       {"inf", sf.has_infinity() ? infinity(sf, false) : sf.max_finite_bits()},
       {"nan", sf.quiet_nan_bits()}};
+  const auto small_button_width = [](const char* label) { return ImGui::CalcTextSize(label).x + 2 * ImGui::GetStyle().FramePadding.x; };
   for (const auto& [label, bits] : specials) {
-    ImGui::SameLine();
+    same_line_if_room(small_button_width(label));
     if (ImGui::SmallButton(label)) s.text = std::string(label) == "inf" && sf.has_infinity() ? "inf" : value_text(sf, bits);
   }
-  ImGui::SameLine();
+  same_line_if_room(small_button_width("-1 ulp"));
   ImGui::BeginDisabled(!is_finite(sf, shown_bits));
   if (ImGui::SmallButton("-1 ulp")) s.text = value_text(sf, next_down(sf, shown_bits));
-  ImGui::SameLine();
+  same_line_if_room(small_button_width("+1 ulp"));
   if (ImGui::SmallButton("+1 ulp")) s.text = value_text(sf, next_up(sf, shown_bits));
   ImGui::EndDisabled();
 
@@ -454,10 +502,11 @@ void draw_float_inspector(App& app) {
   for (const InspectedFormat& row : list)
     name_column = std::max(name_column, ImGui::GetFrameHeight() + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(row.name.c_str()).x +
                                             ImGui::GetStyle().ItemSpacing.x + ImGui::GetStyle().WindowPadding.x);
-  // Cell width: the widest row (fp64, 64 cells) fits beside its name and value when it can.
-  const float avail = ImGui::GetContentRegionAvail().x - name_column - px(300);
-  const float cell = std::clamp(avail / 66.0f - px(1), px(11), px(22));
-  std::vector<float> shown_cells;
+  // Cell width: the widest row (fp64, 64 cells) fits beside its name and value when it can. Where
+  // even 11-pixel cells do not fit the view, a row's cells go 32 to a line (16 in a very narrow one).
+  const float row_room = ImGui::GetContentRegionAvail().x - name_column;
+  CellLayout layout{std::clamp((row_room - px(300)) / 66.0f - px(1), px(11), px(22)), 64, name_column};
+  while (layout.per_line > 16 && layout.per_line * (layout.cell + px(1)) + px(12) > row_room) layout.per_line /= 2;
   std::string row_tops;  // --report: where each row starts, which no value may move
   for (int i = 0; i < static_cast<int>(list.size()); ++i) {
     const Format f = list[static_cast<std::size_t>(i)].format;
@@ -466,8 +515,10 @@ void draw_float_inspector(App& app) {
     ImGui::RadioButton(list[static_cast<std::size_t>(i)].name.c_str(), &s.detail, i);
     row_tops += fmt::format(" {:.0f}", ImGui::GetItemRectMin().y);
     ImGui::SameLine(name_column);
-    std::vector<float> cells;
-    const std::uint64_t clicked = bit_cells(CellFields::of(f), bits, list[static_cast<std::size_t>(i)].name, cell, cells);
+    std::vector<ImVec2> cells;
+    CellLayout row_layout = layout;
+    if (i == s.detail) row_layout.line_gap = ruler_height();  // each line's indices under it
+    const std::uint64_t clicked = bit_cells(CellFields::of(f), bits, list[static_cast<std::size_t>(i)].name, row_layout, cells);
     // The bits in hex and the value beside the cells, or under them when the row is too wide for
     // the longest this format writes (its largest negative value's), whatever the value now: a
     // row does not move between one line and two as the number changes.
@@ -484,13 +535,13 @@ void draw_float_inspector(App& app) {
     }
     ImGui::TextUnformatted(row_text.c_str());
     if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", value_text(f, bits).c_str());
-    if (i == s.detail) index_ruler(f, cells, cell);
+    if (i == s.detail) index_ruler(f, cells, layout.cell);
     if (clicked != bits) {
       s.text = value_text(f, clicked);
       s.detail = i;
     }
   }
-  e8m0_row(s, number, name_column, cell);
+  e8m0_row(s, number, name_column, layout);
   ImGui::Separator();
   s.report = fmt::format("inspector {} 0x{:X} = {}\n", shown.name, shown_bits, value_text(sf, shown_bits));
   s.report += fmt::format("inspector rows at y{}\n", row_tops);

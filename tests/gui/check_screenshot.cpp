@@ -207,6 +207,22 @@ int main(int argc, char** argv) {
     expect(image, "bit cells: sign", palette::sign_cell, 1500);
     expect(image, "bit cells: exponent", palette::exponent_cell, 5000);
     expect(image, "bit cells: mantissa", palette::mantissa_cell, 5000);
+  } else if (view == "inspector-narrow") {
+    // In a window 1000 wide every row of bit cells stays in the view: fp64's 64 cells go 32 to a
+    // line. Cut off, its cells ran on to where the view clips them, beside its scrollbar (x 978 of
+    // 1000); the rows laid out to fit end more than 40 pixels before the window's edge.
+    expect(image, "bit cells: sign", palette::sign_cell, 1500);
+    expect(image, "bit cells: mantissa", palette::mantissa_cell, 5000);
+    int right_end = -1;
+    for (int y = 0; y < image.height; ++y)
+      for (int x = 0; x < image.width; ++x) {
+        const unsigned char* p = &image.rgb[(static_cast<std::size_t>(y) * image.width + x) * 3];
+        if (near(p, palette::exponent_cell, 0) || near(p, palette::mantissa_cell, 0)) right_end = std::max(right_end, x);
+      }
+    const bool inside = right_end >= 0 && right_end < image.width - 40;
+    std::printf("%s %-28s %8d of %d (need below %d)\n", inside ? "ok  " : "FAIL", "bit cells' right end at x", right_end, image.width,
+                image.width - 40);
+    failures += inside ? 0 : 1;
   } else if (view == "export") {
     expect(image, "state swatch: finished", palette::state_finished, 200);
   } else if (view == "follow-error") {

@@ -79,6 +79,13 @@ caveat_lines=$("$check" "$work/caveat.png" histogram-caveat | sed -n 's/^caveat 
 if [[ -n "$caveat_lines" && "$caveat_lines" -ge 3 ]]; then ok; else fail "the preview's caveat in a narrow window: ${caveat_lines:-no} lines"; cat "$work/caveat.out"; fi
 # The step slider stays in the window: on the next line where the selectors leave it no room.
 if "$check" "$work/caveat.png" step-slider >"$work/step-slider.check"; then ok; else fail "the step slider in a narrow window"; cat "$work/step-slider.check"; fi
+# The float inspector in a window 1000 wide: fp64's cells on two lines, none under the view's edge.
+if headless --frames 3 --view inspector --width 1000 --height 800 --screenshot "$work/inspector-narrow.png" >"$work/inspector-narrow.out" 2>&1 &&
+   "$check" "$work/inspector-narrow.png" inspector-narrow >"$work/inspector-narrow.check"; then
+  ok
+else
+  fail "the float inspector in a narrow window"; cat "$work/inspector-narrow.out" "$work/inspector-narrow.check" 2>/dev/null
+fi
 # The preview in every state: running (frames taken while it trains on), paused, finished and
 # following a log, and the bands begin at the same pixels in all four: the axis belongs to the
 # format. Following a log, the outline is the recorded values shifted: it sits 2^6 / 2^0 = 6
