@@ -18,11 +18,13 @@ from .recorder import Recorder, _compiling
 
 
 def _precision(args):
+    """The Trainer's mixed precision, None without one: the Recorder then reads the format from the
+    model's activations (a model loaded in bf16 trains in bf16 without `bf16=True`)."""
     if getattr(args, "fp16", False):
         return "fp16 autocast"
     if getattr(args, "bf16", False):
         return "bf16 autocast"
-    return "fp32"
+    return None
 
 
 class FpscopeCallback(TrainerCallback):

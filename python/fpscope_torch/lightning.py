@@ -32,8 +32,9 @@ class FpscopeCallback(Callback):
     def on_train_start(self, trainer, pl_module):
         scaler = getattr(trainer.precision_plugin, "scaler", None)
         precision = str(getattr(trainer, "precision", ""))
-        arguments = {"precision": precision, "scaler": scaler if scaler is not None else False,
-                     "fmt": "bf16" if "bf16" in precision else "fp16" if "16" in precision else "fp32"}
+        # The format from the precision's name where it names one ("bf16-mixed", "16-true", "32-true"),
+        # else from what the module's activations are in ("64-true", "transformer-engine").
+        arguments = {"precision": precision, "scaler": scaler if scaler is not None else False}
         arguments.update(self.recorder_arguments)
         if trainer.global_step > 0:
             arguments.setdefault("append", True)

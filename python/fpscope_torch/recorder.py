@@ -7,6 +7,7 @@ import json
 import math
 import numbers
 import os
+import re
 import signal
 import threading
 import uuid
@@ -347,15 +348,19 @@ def find_culprit(readings, fmt, captured="as_stored"):
 
 
 def cast_format(precision):
-    """The header's `format` -- what `fpscope analyze` and the app ask about by default -- when
-    Recorder is not given `fmt`: read from `precision` ("bf16 autocast" -> "bf16", "fp32" -> "fp32"),
-    else "fp16" (until the activations say otherwise: Recorder._settle_format)."""
-    text = (precision or "").lower()
+    """The header's `format` -- what `fpscope analyze` and the app ask about by default -- as the
+    Recorder's `precision` names it, when it is not given `fmt`: "bf16 autocast", "bf16-mixed" ->
+    "bf16"; "fp16 autocast", "16-mixed", "half" -> "fp16"; "fp32", "32-true" -> "fp32". None where
+    it names none ("64-true", "transformer-engine", no precision): the activations then tell it
+    (Recorder._settle_format)."""
+    text = str(precision or "").lower()
     if "bf16" in text or "bfloat16" in text:
         return "bf16"
-    if ("fp32" in text or "float32" in text) and "16" not in text:
+    if re.search(r"fp16|float16|half|(?<![0-9])16(?![0-9])", text):
+        return "fp16"
+    if re.search(r"fp32|float32|(?<![0-9])32(?![0-9])", text):
         return "fp32"
-    return "fp16"
+    return None
 
 
 class Recorder:
@@ -386,8 +391,9 @@ class Recorder:
 
     `fmt` is the format the run casts to, the header's `format` that `fpscope analyze` and the app
     ask about by default: given (a name or a torch dtype; formats.py lists them), or read from
-    `precision` ("bf16 autocast" -> bf16), else the one the first recorded step's activations are
-    in (_settle_format; fp16 until then, and where they do not say).
+    `precision` where it names one ("bf16 autocast" -> bf16; cast_format), else what the first
+    recorded step says (_settle_format: its activations' dtypes, the autocast around the model's
+    forward, 16-bit parameters; fp16 until then, and where nothing says, marked as assumed).
     `scaler`: the GradScaler whose scale the backward carries (a GradScaler in use but not given is
     refused at the first step: its gradients would be logged as unscaled); `scaler=False` says
     there is none. An existing log at `path` is replaced only with `overwrite=True`, and continued
@@ -486,10 +492,11 @@ class Recorder:
                                     # (a launch's largest magnitudes, this one's index) (_fill_readings)
         self._micro_batch = 0       # forward passes of the model so far in this step, less one
         self._labels_at_pass = 0    # len(_labels) when the micro-batch under way began (micro_batch())
-        self._format = format_name(fmt) if fmt is not None else cast_format(precision)
-        # Neither fmt nor precision given: the format is the one the first recorded step's
-        # activations are in (_settle_format); until then, and where they do not say, cast_format's.
-        self._format_open = fmt is None and precision is None
+        self._format = format_name(fmt) if fmt is not None else cast_format(precision) or "fp16"
+        # Neither fmt nor a precision naming a format: the format is the one the first recorded
+        # step's activations are in (_settle_format); until then, and where they do not say, fp16,
+        # the header saying that it is assumed.
+        self._format_open = fmt is None and cast_format(precision) is None
         self._activation_dtypes = set()
         self._autocast_formats = set()  # what torch.autocast cast to around the model's training forwards (_note_autocast)
         self._autocast_hook = None
@@ -579,7 +586,7 @@ class Recorder:
             self._file, header = log_file.open_to_append(self.path)
             refusal = None
             if self._format_open and header.get("source") == "fpscope_torch" and header.get("format") in LARGEST:
-                # Neither fmt nor precision given: the run goes on in the format its log names.
+                # Neither fmt nor a precision naming a format: the run goes on in the format its log names.
                 fmt = self._format = header["format"]
                 self._format_open = False
             if header.get("source") != "fpscope_torch":
@@ -598,7 +605,7 @@ class Recorder:
             self._run_id = uuid.uuid4().hex
             header = {"fpscope_run_log": True, "schema_version": SCHEMA_VERSION, "run_id": self._run_id,
                       "source": "fpscope_torch", "model": model_name or _model_name(self._root),
-                      "precision": precision or "", "format": fmt, "rounding": "rne",
+                      "precision": "" if precision is None else str(precision), "format": fmt, "rounding": "rne",
                       "scaler": "dynamic" if self._scaler_enabled() else "none", "products": self._products()}
             if self._format_open:  # until _settle_format finds what the run casts to
                 header = dict(header, format_assumed=True)
@@ -630,12 +637,13 @@ class Recorder:
             self._events_header = None
 
     def _settle_format(self):
-        """At the first recorded step, where neither fmt nor precision was given: the format the
-        run casts to, as its activations' dtypes say it (format_of_activations: bf16 under bf16
-        autocast, fp32 for a float32 model; without activations, a 16-bit model's parameters),
-        becomes this Recorder's -- the culprit rule's from this step on -- and, in a log this
-        Recorder made, the header's (rewritten in place: the names are all four letters). Where
-        they do not say, the format stays cast_format's. Every rank settles its own."""
+        """At the first recorded step, where neither fmt nor a precision naming a format was given:
+        the format the run casts to, as its activations' dtypes say it (format_of_activations: bf16
+        under bf16 autocast, fp32 for a float32 model), else the autocast around the model's
+        forward, else a 16-bit model's parameters, becomes this Recorder's -- the culprit rule's
+        from this step on -- and, in a log this Recorder made, the header's (rewritten in place, no
+        longer: the names are all four letters, `format_assumed` dropped). Where nothing says, the
+        format stays fp16 and the header says it is assumed. Every rank settles its own."""
         if not self._format_open:
             return
         self._format_open = False

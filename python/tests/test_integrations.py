@@ -66,6 +66,23 @@ class HuggingFaceTest(unittest.TestCase):
         self.assertFalse([n for n in names if "#" in n])  # accumulation and checkpointing: one step's tensors
         self.assertEqual(len(snapshots[0]["tensors"]), len(snapshots[1]["tensors"]))
 
+    def test_a_model_loaded_in_bf16_without_mixed_precision_is_logged_as_bf16(self):
+        """Neither fp16=True nor bf16=True, the model in bf16 (as loaded with torch_dtype=torch.bfloat16):
+        the Trainer names no precision, and the format is the one the activations are in."""
+        from transformers import Trainer, TrainingArguments
+        from fpscope_torch.huggingface import FpscopeCallback
+        torch.manual_seed(1)
+        data = [{"input_ids": t, "labels": t} for t in torch.randint(0, 64, (8, 16))]
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.jsonl")
+            arguments = TrainingArguments(output_dir=d, max_steps=2, per_device_train_batch_size=2, use_cpu=True, report_to=[],
+                                          save_strategy="no", disable_tqdm=True)
+            Trainer(model=tiny_gpt2().to(torch.bfloat16), args=arguments, train_dataset=data, callbacks=[FpscopeCallback(path)]).train()
+            header, lines = read_log(path)
+        self.assertEqual((header["precision"], header["format"]), ("", "bf16"))
+        self.assertNotIn("format_assumed", header)
+        self.assertEqual([line["step"] for line in lines], [0, 1])
+
     def test_a_training_resumed_from_a_checkpoint_writes_its_steps_again(self):
         """Trained to step 6 with checkpoints every 2 steps, then resumed from checkpoint-4 as after
         a crash: the log goes on at the Trainer's step, the old lines of steps 4 and 5 cut (said in a

@@ -470,16 +470,22 @@ class RecorderTest(unittest.TestCase):
             self.assertIn("2.weight weight_gradient", names)
 
     def test_the_header_names_the_format_cast_to_given_or_read_from_precision(self):
-        cases = [({}, "fp16"), ({"precision": "bf16 autocast"}, "bf16"), ({"precision": "torch.bfloat16"}, "bf16"),
+        """A precision that names no format ("64-true", none) leaves it to the first recorded step:
+        a Recorder closed before one keeps fp16, marked as assumed."""
+        cases = [({}, "fp16?"), ({"precision": "bf16 autocast"}, "bf16"), ({"precision": "torch.bfloat16"}, "bf16"),
                  ({"precision": "fp16 autocast"}, "fp16"), ({"precision": "fp32"}, "fp32"),
-                 ({"precision": "bf16", "fmt": "e4m3"}, "e4m3")]
+                 ({"precision": "bf16", "fmt": "e4m3"}, "e4m3"),
+                 # Lightning's names for its precisions
+                 ({"precision": "16-mixed"}, "fp16"), ({"precision": "bf16-mixed"}, "bf16"), ({"precision": "32-true"}, "fp32"),
+                 ({"precision": "16-true"}, "fp16"), ({"precision": "64-true"}, "fp16?"), ({"precision": "transformer-engine"}, "fp16?")]
         with tempfile.TemporaryDirectory() as d:
             for i, (arguments, expected) in enumerate(cases):
                 with self.subTest(**arguments):
                     path = os.path.join(d, f"run{i}.jsonl")
                     fpscope_torch.Recorder(tiny_model(), path, **arguments).close()
                     header, _ = read_log(path)
-                    self.assertEqual(header["format"], expected)
+                    self.assertEqual(header["format"] + ("?" if header.get("format_assumed") else ""), expected)
+                    self.assertEqual(header["precision"], arguments.get("precision", ""))
 
     def test_the_scale_each_backward_used_and_every_skip_from_step_0(self):
         with tempfile.TemporaryDirectory() as d:
