@@ -657,8 +657,14 @@ class Recorder:
         if inferred is None and not self._activation_dtypes:
             inferred = format_of_activations({p.dtype for _, p in self._parameters}, float32_says=False)
         self._activation_dtypes, self._autocast_formats = set(), set()
-        if inferred is None:
-            return  # the header goes on saying its format is assumed
+        if inferred is None:  # the header goes on saying its format is assumed
+            if self._header is not None:
+                warnings.warn(f"fpscope_torch: nothing in the first recorded step says what format {self.path}'s run casts to (no "
+                              "recorded activation, no autocast around the forward of the model given to the Recorder, float32 "
+                              "parameters): the log names fp16 as an assumption, which analyze and the app take as a default; "
+                              "pass fmt= (\"bf16\", \"fp16\", \"fp32\", ...) to name it",
+                              RuntimeWarning, stacklevel=4)
+            return
         if self._header is not None:
             header = {k: v for k, v in self._header.items() if k != "format_assumed"}
             header["format"] = inferred

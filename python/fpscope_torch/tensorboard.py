@@ -86,8 +86,11 @@ class EventWriter:
 
     def header(self, header):
         fmt = header.get("format", "")
-        self._limits = format_range(fmt)
-        if self._limits is None:
+        self._limits = None if header.get("format_assumed") else format_range(fmt)
+        if header.get("format_assumed"):
+            self.warnings.append(f"format {fmt!r} is assumed (the run log does not say what the run cast to): no %zero, %subnormal or "
+                                 "%overflow scalars")
+        elif self._limits is None:
             self.warnings.append(f"format {fmt!r} is not one the TensorBoard writer knows the range of: no %zero, %subnormal or %overflow scalars")
         self._writer.add_text("fpscope/run", "  \n".join(f"**{k}**: {v}" for k, v in header.items() if k != "fpscope_run_log"), 0)
 

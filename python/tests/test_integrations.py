@@ -348,6 +348,24 @@ class TensorBoardTest(unittest.TestCase):
         self.assertGreater(checked, 10)
         self.assertTrue(any(t["flushed_to_zero"] > 0 for t in analysis["tensors"]))  # the check sees flushes
 
+    def test_a_log_whose_format_is_assumed_gets_no_shares_of_it(self):
+        """A header whose format its writer only assumed: the histograms and scalars as ever, but
+        no %zero, %subnormal or %overflow of a format the run may never have cast to -- said."""
+        from fpscope_torch.tensorboard import convert
+        with tempfile.TemporaryDirectory() as d:
+            path = fp16_log(d)
+            with open(path) as f:
+                lines = f.readlines()
+            lines[0] = json.dumps(dict(json.loads(lines[0]), format_assumed=True)) + "\n"
+            with open(path, "w") as f:
+                f.writelines(lines)
+            _, _, said = convert(path, os.path.join(d, "tb"))
+            events = read_events(os.path.join(d, "tb"))
+            self.check_against_the_log(path, events)
+        self.assertFalse([tag for tag in events.Tags()["scalars"] if "%" in tag])
+        self.assertEqual(said, ["format 'fp16' is assumed (the run log does not say what the run cast to): no %zero, %subnormal or "
+                                "%overflow scalars"])
+
     def test_the_live_writer_writes_what_the_converter_writes(self):
         from fpscope_torch.tensorboard import convert
         with tempfile.TemporaryDirectory() as d:
