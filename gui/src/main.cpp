@@ -370,6 +370,7 @@ int run(const Options& o) {
                                    100.0 * count / std::max(1, advised_frames));
       fmt::print("advice shown: {}\n", advice_line);
       if (app.view == fpscope::gui::View::inspector) fmt::print("{}", app.inspector.report);
+      if (app.view == fpscope::gui::View::what_if) fmt::print("{}", app.what_if.report);
       if (const fpscope::Snapshot* shown = app.current_snapshot(); shown != nullptr && !app.tensor_names.empty())
         fmt::print("shown: {} at step {}, {} {}\n", fpscope::gui::view_name(app.view), shown->step,
                    app.tensor_names[static_cast<std::size_t>(app.tensor_index)], fpscope::tensor_kind_name(app.kind));

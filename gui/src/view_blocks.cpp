@@ -15,6 +15,7 @@
 #include "plot_frame.hpp"
 #include "share_text.hpp"
 #include "ui_scale.hpp"
+#include "wrapped_text.hpp"
 
 namespace fpscope::gui {
 
@@ -40,9 +41,10 @@ void draw_recipe_operands(const Snapshot& snapshot, const RunHeader& header) {
   const BlockRecord& first = snapshot.block_operands.front().blocks;
   // The weights in square tiles (--weight-blocks 2d) are quantized once for both their products.
   const char* tiles = recipe_has_weight_tiles(header.recipe) ? "; the weights in square tiles: one copy both their products share" : "";
-  ImGui::Text("The recipe's GEMM operands at step %lld, as its products saw them: %s in blocks of %d (each product's copy blocked along\n"
-              "its own reduction axis, summed%s).\nChoose 'record blocks' for each tensor's own histogram.",
-              static_cast<long long>(snapshot.step), block_format_name(first.format).c_str(), first.format.block_size, tiles);
+  ImGui::TextWrapped("The recipe's GEMM operands at step %lld, as its products saw them: %s in blocks of %d (each product's copy blocked "
+                     "along its own reduction axis, summed%s).",
+                     static_cast<long long>(snapshot.step), block_format_name(first.format).c_str(), first.format.block_size, tiles);
+  ImGui::TextWrapped("Choose 'record blocks' for each tensor's own histogram.");
   if (!ImGui::BeginTable("recipe operands", 6, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_BordersInnerH | ImGuiTableFlags_ScrollY)) return;
   ImGui::TableSetupScrollFreeze(0, 1);
   for (const char* column : {"layer", "operand", "elements", "flushed to zero", "made subnormal", "saturated"}) ImGui::TableSetupColumn(column);
@@ -75,19 +77,19 @@ void draw_blocks(App& app) {
       draw_recipe_operands(*snapshot, app.header);
       return;
     }
-    ImGui::TextDisabled("This run recorded no block statistics. Choose a format under 'record blocks' in the settings on the left and\n"
-                        "Start (or --record-blocks mxfp8-e4m3), or follow a log written by fpscope train --record-blocks.");
+    text_disabled_wrapped("This run recorded no block statistics. Choose a format under 'record blocks' in the settings on the left and "
+                          "Start (or --record-blocks mxfp8-e4m3), or follow a log written by fpscope train --record-blocks.");
     return;
   }
   const BlockRecord& blocks = *record->blocks;
   const BlockStatistics& st = blocks.statistics;
   const bool mx = blocks.format.scale == BlockFormat::Scale::e8m0;
-  ImGui::Text("%s %s at step %lld: %s in blocks of %d along the feature axis (attention scores and probabilities: each query's\n"
-              "keys; %s), %llu elements in %llu blocks", record->name.c_str(),
-              std::string(tensor_kind_name(record->kind)).c_str(), static_cast<long long>(snapshot->step),
-              block_format_name(blocks.format).c_str(), blocks.format.block_size,
-              mx ? (scale_rule_name(blocks.rule) + " rule").c_str() : "E4M3 scales under a float32 tensor scale",
-              static_cast<unsigned long long>(st.elements), static_cast<unsigned long long>(st.blocks));
+  ImGui::TextWrapped("%s %s at step %lld: %s in blocks of %d along the feature axis (attention scores and probabilities: each query's "
+                     "keys; %s), %llu elements in %llu blocks", record->name.c_str(),
+                     std::string(tensor_kind_name(record->kind)).c_str(), static_cast<long long>(snapshot->step),
+                     block_format_name(blocks.format).c_str(), blocks.format.block_size,
+                     mx ? (scale_rule_name(blocks.rule) + " rule").c_str() : "E4M3 scales under a float32 tensor scale",
+                     static_cast<unsigned long long>(st.elements), static_cast<unsigned long long>(st.blocks));
 
   if (ImGui::BeginTable("block counts", 3, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_BordersInnerH)) {
     ImGui::TableSetupColumn("exact counts");
@@ -112,10 +114,10 @@ void draw_blocks(App& app) {
     ImGui::EndTable();
   }
   const auto range = scale_exponent_range(blocks.format, st);
-  ImGui::Text("block scales %s; NaN blocks (a NaN or infinity in the block) %llu",
-              range ? (range->low == range->high ? fmt::format("2^{}", range->low) : fmt::format("2^{} .. 2^{}", range->low, range->high)).c_str()
-                    : "-",
-              static_cast<unsigned long long>(st.nan_blocks));
+  ImGui::TextWrapped("block scales %s; NaN blocks (a NaN or infinity in the block) %llu",
+                     range ? (range->low == range->high ? fmt::format("2^{}", range->low) : fmt::format("2^{} .. 2^{}", range->low, range->high)).c_str()
+                           : "-",
+                     static_cast<unsigned long long>(st.nan_blocks));
 
   // The relative exponents, 0 (the block's largest binade) down to the lowest recorded, and a
   // few binades of the flushed band beyond the element format's window.
@@ -128,9 +130,9 @@ void draw_blocks(App& app) {
     }
   std::uint64_t tallest = 1;
   for (const std::uint64_t count : st.relative_exponents) tallest = std::max(tallest, count);
-  ImGui::TextDisabled("x: each element's binade below its block's largest (0: the largest's own); y: elements, log scale. Bands: where the\n"
-                      "element format puts a binade when the block's largest lands in its top binade (the floor rule; other rules move a block\n"
-                      "up a binade where it would saturate), at binade granularity: a binade's top values may round into the next. The table is exact.");
+  text_disabled_wrapped("x: each element's binade below its block's largest (0: the largest's own); y: elements, log scale. Bands: where the "
+                        "element format puts a binade when the block's largest lands in its top binade (the floor rule; other rules move a block "
+                        "up a binade where it would saturate), at binade granularity: a binade's top values may round into the next. The table is exact.");
   const double x0 = lowest - 0.5, x1 = 0.5;
   const PlotFrame frame = PlotFrame::reserve(ImVec2(0, 0), x0, x1, 0,
                                              std::log10(static_cast<double>(tallest)) + 0.3, "relative exponents",

@@ -9,7 +9,9 @@
 #include <optional>
 
 #include "app.hpp"
+#include "flow_layout.hpp"
 #include "ui_scale.hpp"
+#include "wrapped_text.hpp"
 #include "fpscope/analyzer/csv.hpp"
 #include "fpscope/analyzer/run_log.hpp"
 
@@ -100,37 +102,38 @@ std::string view_png_path(const App& app) {
 }
 
 void draw_export(App& app) {
-  ImGui::TextUnformatted("Files are written whole (a temporary file, then a rename): an existing file is replaced only by a complete one.");
+  ImGui::TextWrapped("Files are written whole (a temporary file, then a rename): an existing file is replaced only by a complete one.");
   ImGui::SetNextItemWidth(px(420));
   ImGui::InputText("folder", &app.export_folder);
   const std::filesystem::path folder = app.export_folder.empty() ? std::filesystem::path(".") : std::filesystem::path(app.export_folder);
   const bool have_run = !app.snapshots.empty();
-  if (!have_run) ImGui::TextDisabled("No run yet: the run log and CSV need recorded steps; the window PNG works any time.");
+  if (!have_run) text_disabled_wrapped("No run yet: the run log and CSV need recorded steps; the window PNG works any time.");
   if (auto result = app.export_job.take_result()) app.export_message = *result;
   const bool saving = app.export_job.busy();
   ImGui::BeginDisabled(!have_run || saving);
+  const auto button_width = [](const char* label) { return ImGui::CalcTextSize(label).x + 2 * ImGui::GetStyle().FramePadding.x; };
   if (ImGui::Button("Save run log (run.jsonl)")) app.export_job.start("run.jsonl", run_log_saver(app, app.export_folder));
-  ImGui::SameLine();
+  same_line_if_room(button_width("Save histograms (histograms.csv)"));
   if (ImGui::Button("Save histograms (histograms.csv)")) app.export_job.start("histograms.csv", histograms_csv_saver(app, app.export_folder));
   ImGui::EndDisabled();
-  ImGui::SameLine();
+  same_line_if_room(button_width("Save a PNG of the window (fpscope-window.png)"));
   if (ImGui::Button("Save a PNG of the window (fpscope-window.png)")) {
     if (!std::filesystem::is_directory(folder)) app.export_message = "cannot save into " + folder.string() + ": not a folder";
     else app.pending_window_png = (folder / "fpscope-window.png").string();
   }
   if (saving) {
-    ImGui::Text("saving %s in the background: %.1f s so far (the window stays live; quitting waits for it)", app.export_job.what().c_str(),
-                app.export_job.seconds());
+    ImGui::TextWrapped("saving %s in the background: %.1f s so far (the window stays live; quitting waits for it)", app.export_job.what().c_str(),
+                       app.export_job.seconds());
     const double done = app.export_job.progress();
     if (done > 0) ImGui::ProgressBar(static_cast<float>(done), ImVec2(px(420), 0));  // a share the save reported
   }
   else if (!app.export_message.empty())
     ImGui::TextWrapped("%s", app.export_message.c_str());
-  ImGui::TextDisabled("Every view has a PNG button at the right of the tabs: it saves the window as it shows that view, as %s.",
-                      view_png_path(app).c_str());
+  text_disabled_wrapped("Every view has a PNG button at the right of the tabs: it saves the window as it shows that view, as %s.",
+                        view_png_path(app).c_str());
   ImGui::Separator();
-  ImGui::TextDisabled("The CLI reads what this saves: fpscope analyze run.jsonl, fpscope export run.jsonl --png plot.png.");
-  if (have_run) ImGui::Text("%zu snapshots, %zu layers; header: %s, %s, %s", app.snapshots.size(), app.tensor_names.size(),
+  text_disabled_wrapped("The CLI reads what this saves: fpscope analyze run.jsonl, fpscope export run.jsonl --png plot.png.");
+  if (have_run) ImGui::TextWrapped("%zu snapshots, %zu layers; header: %s, %s, %s", app.snapshots.size(), app.tensor_names.size(),
                             app.header.model.c_str(), app.header.precision.c_str(), app.header.scaler.c_str());
 }
 

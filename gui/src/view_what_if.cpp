@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "app.hpp"
+#include "flow_layout.hpp"
 #include "ui_scale.hpp"
 #include "fpscope/analyzer/scale_semantics.hpp"
 #include "plot_frame.hpp"
@@ -56,7 +57,7 @@ void draw_what_if(App& app) {
   if (ImGui::RadioButton("every gradient", !selected_only)) selected_only = false;
   ImGui::SameLine();
   if (ImGui::RadioButton("the selected tensor", selected_only)) selected_only = true;
-  ImGui::SameLine();
+  same_line_if_room(labelled_width(px(200), "recorded steps up to this one"));
   ImGui::SetNextItemWidth(px(200));
   ImGui::SliderInt("recorded steps up to this one", &app.what_if.window, 1, 200);
   if (ImGui::IsItemHovered())
@@ -82,11 +83,11 @@ void draw_what_if(App& app) {
   }
   if (!scaled) ImGui::TextDisabled("Activations and weights are not multiplied by the loss scale: the scale does not move them.");
   if (as_stored)
-    ImGui::TextDisabled("Captured as stored (already in the low-precision format): what a cast flushed is among the zeros, and no\n"
-                        "scale can bring it back. Predictions below are for the values that remained.");
+    text_disabled_wrapped("Captured as stored (already in the low-precision format): what a cast flushed is among the zeros, and no "
+                          "scale can bring it back. Predictions below are for the values that remained.");
   const std::uint64_t steps_summed = series.empty() ? 0 : series.front().steps;
-  ImGui::Text("%llu recorded step%s up to step %lld; the shown step's loss scale 2^%d (each step's own is divided out)",
-              static_cast<unsigned long long>(steps_summed), steps_summed == 1 ? "" : "s", static_cast<long long>(snapshot->step), recorded);
+  ImGui::TextWrapped("%llu recorded step%s up to step %lld; the shown step's loss scale 2^%d (each step's own is divided out)",
+                     static_cast<unsigned long long>(steps_summed), steps_summed == 1 ? "" : "s", static_cast<long long>(snapshot->step), recorded);
   ImGui::SetNextItemWidth(px(400));
   // The same preview as the Training panel's slider: one hypothetical scale across the views.
   int hypothetical = app.preview_scale_log2();
@@ -117,9 +118,19 @@ void draw_what_if(App& app) {
     ImGui::TextDisabled("Computing the next step at 2^%d...", hypothetical);
   }
   std::uint64_t not_numbers = 0;
+  // The bar as wide as the view leaves beside the other columns, from 120 to 320 pixels: the
+  // table's last columns stay in a narrow window.
+  float names = 0;
+  for (int i = 0; i < target_format_count; ++i) names = std::max(names, ImGui::CalcTextSize(target_format_names[i]).x);
+  const float share = std::max(ImGui::CalcTextSize("subnormal").x, ImGui::CalcTextSize("100.00%").x);
+  const float others = names + 3 * share + std::max(ImGui::CalcTextSize("recommended").x, ImGui::CalcTextSize("none needed").x) +
+                       12 * ImGui::GetStyle().CellPadding.x + px(8);
+  const float bar = std::clamp(ImGui::GetContentRegionAvail().x - others, px(120), px(320));
+  const float view_right = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+  float advice_right = 0;  // the advice column's widest text's right end
   if (ImGui::BeginTable("what if", 6, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_BordersInnerH)) {
     ImGui::TableSetupColumn("format");
-    ImGui::TableSetupColumn("share of nonzero values", ImGuiTableColumnFlags_WidthFixed, 320);
+    ImGui::TableSetupColumn("share of nonzero values", ImGuiTableColumnFlags_WidthFixed, bar);
     ImGui::TableSetupColumn("flushed");
     ImGui::TableSetupColumn("subnormal");
     ImGui::TableSetupColumn("overflow");
@@ -134,7 +145,7 @@ void draw_what_if(App& app) {
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(target_format_names[i]);
       ImGui::TableNextColumn();
-      stacked_bar(r, 320);
+      stacked_bar(r, bar);
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(percent(r.flushed_to_zero, r).c_str());
       ImGui::TableNextColumn();
@@ -143,11 +154,13 @@ void draw_what_if(App& app) {
       ImGui::TextUnformatted(percent(r.overflow, r).c_str());
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(advice_text(advice).c_str());
+      advice_right = std::max(advice_right, ImGui::GetItemRectMax().x);
       if (ImGui::IsItemHovered() && !advice.decided_by.empty())
         ImGui::SetTooltip("set by %s%s", advice.decided_by.c_str(), advice.from_shadow ? ", from fp32 shadows: values nothing flushed" : "");
     }
     ImGui::EndTable();
   }
+  app.what_if.report = fmt::format("what-if table right x {:.0f} of view right x {:.0f}\n", advice_right, view_right);
   // Infinities and NaNs recorded in the window are in none of the shares: said, or a window whose
   // gradients overflowed before any cast reads as one that fits.
   if (not_numbers != 0)

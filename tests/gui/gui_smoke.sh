@@ -86,6 +86,12 @@ if headless --frames 3 --view inspector --width 1000 --height 800 --screenshot "
 else
   fail "the float inspector in a narrow window"; cat "$work/inspector-narrow.out" "$work/inspector-narrow.check" 2>/dev/null
 fi
+# The What-if view 1000 wide: the formats' table, its bars narrower, ends inside the view (the advice
+# column ran past its edge with 320-pixel bars).
+headless --follow "$work/fp16.jsonl" --frames 3 --view what-if --width 1000 --height 800 --report >"$work/what-if-narrow.out" 2>&1
+read -r table_right view_right < <(sed -n 's/^what-if table right x \([0-9]*\) of view right x \([0-9]*\)$/\1 \2/p' "$work/what-if-narrow.out")
+if [[ -n "${table_right:-}" && "$table_right" -gt 0 && "$table_right" -le "$view_right" ]]; then ok; else
+  fail "the What-if table in a narrow window: right x ${table_right:-?} of ${view_right:-?}"; cat "$work/what-if-narrow.out"; fi
 # The preview in every state: running (frames taken while it trains on), paused, finished and
 # following a log, and the bands begin at the same pixels in all four: the axis belongs to the
 # format. Following a log, the outline is the recorded values shifted: it sits 2^6 / 2^0 = 6
