@@ -327,6 +327,66 @@ TEST_CASE("recording changes no bit of a GPT's training, and a restored state go
   CHECK_THROWS_AS(other.restore(saved), std::invalid_argument);
 }
 
+TEST_CASE("the parameters' cast a GPT's update makes for the next step is that step's own cast, bit for bit") {
+  // Two trainers from one seed, one taking the cast its updates make (GptTrainer::next_cast_made),
+  // the other asking for its parameters writable before every step, which makes each step cast
+  // them itself. Recorded steps (which cast their weights themselves and make none for the next),
+  // a skipped step (no update) and a parameter changed between steps come between. bf16 casts make
+  // the linear weights' bits where the processor has bf16 products (a width of 64 takes oneDNN's
+  // bf16 kernels, 8 the float32 products, their values made from the bits); fp16 casts make values.
+  if (!gemm_has_bf16_products()) MESSAGE("no bf16 products here: the bf16 updates make rounded values, as fp16's do");
+  struct Case {
+    Precision precision;
+    RoundingMode rounding;
+    OptimizerKind optimizer;
+  };
+  for (const GptShape& shape : {tiny, GptShape{1, 64, 2, 8, 32}})
+    for (const Case& c : {Case{Precision::bf16, RoundingMode::nearest_even, OptimizerKind::adamw}, Case{Precision::bf16, RoundingMode::nearest_even, OptimizerKind::sgd},
+                          Case{Precision::bf16, RoundingMode::toward_zero, OptimizerKind::momentum}, Case{Precision::fp16, RoundingMode::nearest_even, OptimizerKind::adamw},
+                          Case{Precision::fp16, RoundingMode::odd, OptimizerKind::sgd}}) {
+      CAPTURE(shape.width);
+      CAPTURE(precision_name(c.precision));
+      CAPTURE(static_cast<int>(c.rounding));
+      CAPTURE(static_cast<int>(c.optimizer));
+      TrainingConfig config = gpt_config(shape, c.precision);
+      config.rounding = c.rounding;
+      config.optimizer.kind = c.optimizer;
+      config.learning_rate = c.optimizer == OptimizerKind::adamw ? 1e-3f : 0.05f;
+      GptTrainer taking(shape, config), casting(shape, config);
+      const FaultInjection fault{FaultInjection::Value::nan, 0, 4, "h0.attn.qkv"};
+      taking.inject(fault);
+      casting.inject(fault);
+      for (int step = 0; step < 9; ++step) {
+        CAPTURE(step);
+        const TokenBatch b = random_tokens(shape, 2, 60 + static_cast<unsigned>(step));
+        const bool record = step == 2 || step == 6;
+        // Made by the update of the step before, where that step was neither recorded nor skipped.
+        CHECK(taking.next_cast_made() == (step > 0 && step != 3 && step != 5 && step != 7));
+        if (step == 8) {  // a parameter changed between steps: the next step casts what it finds
+          taking.parameters()[2](0, 0) += 0.25f;
+          casting.parameters()[2](0, 0) += 0.25f;
+          CHECK_FALSE(taking.next_cast_made());
+        }
+        casting.parameters();
+        CHECK_FALSE(casting.next_cast_made());
+        const StepResult a = taking.step(b.as_inputs(), b.targets, record), d = casting.step(b.as_inputs(), b.targets, record);
+        CHECK(std::bit_cast<std::uint64_t>(a.loss) == std::bit_cast<std::uint64_t>(d.loss));
+        CHECK(a.skipped == (step == 4));
+        CHECK(a.skipped == d.skipped);
+        CHECK(a.snapshot == d.snapshot);
+        CHECK(same_bits(std::as_const(taking).parameters(), std::as_const(casting).parameters()));
+        CHECK(taking.state().stochastic_counter == casting.state().stochastic_counter);
+      }
+    }
+  // Stochastic rounding draws its random words by position: the step casts its parameters itself.
+  TrainingConfig stochastic = gpt_config(tiny, Precision::bf16);
+  stochastic.rounding = RoundingMode::stochastic;
+  GptTrainer trainer(tiny, stochastic);
+  const TokenBatch b = random_tokens(tiny, 2, 12);
+  trainer.step(b.as_inputs(), b.targets, false);
+  CHECK_FALSE(trainer.next_cast_made());
+}
+
 TEST_CASE("a GPT's stored tensors rounded in pieces as products and LayerNorms make them: the bits, records and random words of whole casts") {
   // Block statistics on recorded steps need each tensor whole before its cast, so such a step
   // rounds every stored tensor whole, after it is made; without them, the pass rounds them slice

@@ -3,6 +3,7 @@
 #include "fpscope/gpu/step_sentinel.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <deque>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <unordered_map>
 
 #include "cast_tensor.hpp"
+#include "fpscope/core/bulk.hpp"
 #include "fpscope/core/printable_text.hpp"
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/gemm_recipe.hpp"
@@ -19,6 +21,7 @@
 #include "training_memory.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
 #include "gpt_pass.hpp"
+#include "next_cast.hpp"
 
 namespace fpscope {
 
@@ -283,7 +286,7 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
     if (found == prepared.end()) return ProductOperand(values);
     ProductOperand operand = std::move(found->second);
     prepared.erase(found);
-    if (&operand.values() != &values) throw std::logic_error("GPT pass: " + full + "'s product takes another tensor than the one packed for it");
+    if (!operand.refers_to(values)) throw std::logic_error("GPT pass: " + full + "'s product takes another tensor than the one packed for it");
     return operand;
   }
 
@@ -321,23 +324,30 @@ struct RecordingHooks final : gpt_pass::Hooks<float> {
 
   // Without a recipe, each linear layer's weights and input from its forward product to its
   // backward ones: packed for the bf16 kernels once (gemm.hpp). The pass changes neither between.
+  // The weights' operands are the trainer's (kept from step to step, GptTrainer::weight_operands_)
+  // where it has one for them, else their own.
+  std::unordered_map<const Eigen::MatrixXf*, ProductOperand*> weight_operands;
   struct LinearOperands {
-    ProductOperand weight, input;
+    ProductOperand input;
+    std::optional<ProductOperand> own_weight;
+    ProductOperand* weight = nullptr;
   };
   std::unordered_map<std::string, LinearOperands> linear_operands;
 
   Eigen::MatrixXf plain_forward(const std::string& full, const Eigen::MatrixXf& weight, const Eigen::MatrixXf& x, const GemmEpilogue& slices) {
-    const auto made = linear_operands.insert_or_assign(full, LinearOperands{ProductOperand(weight), operand_of(full, false, x)});
-    return gemm(made.first->second.weight, false, made.first->second.input, false, slices);
+    LinearOperands& made = linear_operands.insert_or_assign(full, LinearOperands{operand_of(full, false, x), std::nullopt, nullptr}).first->second;
+    const auto kept = weight_operands.find(&weight);
+    made.weight = kept != weight_operands.end() ? kept->second : &made.own_weight.emplace(weight);  // where the map keeps it
+    return gemm(*made.weight, false, made.input, false, slices);
   }
   Eigen::MatrixXf plain_backward(const std::string& full, const Eigen::MatrixXf& weight, const Eigen::MatrixXf& x, const Eigen::MatrixXf& dy,
                                  Eigen::MatrixXf& weight_gradient, const GemmEpilogue& slices) {
     const auto it = linear_operands.find(full);
-    if (it == linear_operands.end() || &it->second.weight.values() != &weight || &it->second.input.values() != &x)
+    if (it == linear_operands.end() || !it->second.weight->refers_to(weight) || !it->second.input.refers_to(x))
       throw std::logic_error("GPT pass: " + full + "'s backward products without its forward operands");
     const ProductOperand gradient = operand_of(full, true, dy);
     weight_gradient = gemm(gradient, false, it->second.input, true);
-    return gemm(it->second.weight, true, gradient, false, slices);
+    return gemm(*it->second.weight, true, gradient, false, slices);
   }
   Eigen::MatrixXf linear_forward_in_slices(int block, const char* name, const Eigen::MatrixXf& weight, const Eigen::MatrixXf& x,
                                            const gpt_pass::Slices<float>& slices) override {
@@ -397,6 +407,15 @@ GptTrainer::GptTrainer(const GptShape& shape, const TrainingConfig& config)
   if (config.precision == Precision::fp16_pure)
     for (auto& w : parameters_) cast(formats::fp16, true, w, ctx_, nullptr);
   if (per_tensor_fp8(config.recipe.recipe)) fp8_.resize(gpt_recipe_slots(shape));
+  // The copies and the linear weights' operands, from here on where they are (a vector of them
+  // never grows): the operands refer to the copies.
+  const bool low = config.precision != Precision::fp32;
+  copies_.resize(low ? parameters_.size() : 0);
+  weight_operands_.resize(copies_.size());
+  for (int layer = 0; low && config.recipe.recipe == GemmRecipe::none && layer < shape.layers; ++layer)
+    for (const gpt_pass::Index::Block linear : {gpt_pass::Index::qkv_weight, gpt_pass::Index::proj_weight, gpt_pass::Index::fc_weight,
+                                                gpt_pass::Index::mlp_proj_weight})
+      weight_operands_[static_cast<std::size_t>(gpt_pass::Index::block(layer, linear))].emplace(copies_[static_cast<std::size_t>(gpt_pass::Index::block(layer, linear))]);
 }
 
 Format GptTrainer::format() const { return precision_format(config_.precision); }
@@ -436,9 +455,14 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   const float scale = static_cast<float>(result.loss_scale);
 
   // Low-precision copies of the parameters (of fp16 values for fp16-pure); in fp32 the pass takes
-  // the master weights themselves (the update comes after it), recorded where they are.
+  // the master weights themselves (the update comes after it), recorded where they are. Where the
+  // last update made this step's cast (next_cast_made), the step takes it and records no weights.
   std::vector<TensorRecord> weights, weight_gradients;
-  std::vector<Eigen::MatrixXf> copies(low ? parameters_.size() : 0);
+  const bool cast_made = next_cast_made_ && !record;
+  next_cast_made_ = false;  // taken now, or cast afresh
+  if (!cast_made)
+    for (std::optional<ProductOperand>& operand : weight_operands_)
+      if (operand) operand->restart();
   StepSentinel sentinel;
   // A skipped step leaves the weights as it cast them: their readings are taken from them after
   // the step, where it skipped (the only steps whose readings anyone reads).
@@ -450,10 +474,16 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
     const bool recorded = record && !layout_[p].recorded.empty();
     if (recorded) weights.push_back(new_record(layout_[p].recorded, TensorKind::weight));
     TensorRecord* weight_record = recorded ? &weights.back() : nullptr;
-    if (low) cast_copy(f, low, parameters_[p], copies[p], ctx_, weight_record, config_.record_blocks, weight_features(parameters_[p]));
-    else cast(f, low, parameters_[p], ctx_, weight_record, config_.record_blocks, weight_features(parameters_[p]));
+    if (cast_made)  // the random words the cast would have taken, none of them read in this mode
+      ctx_.stochastic_counter += static_cast<std::uint64_t>(parameters_[p].size());
+    else if (low)  // the linear weights' copies read by their products alone
+      cast_copy(f, low, parameters_[p], copies_[p], ctx_, weight_record, config_.record_blocks, weight_features(parameters_[p]),
+                weight_operands_[p] ? &*weight_operands_[p] : nullptr, weight_operands_[p] ? OutputReaders::products_only : OutputReaders::anyone);
+    else
+      cast(f, low, parameters_[p], ctx_, weight_record, config_.record_blocks, weight_features(parameters_[p]));
     weight_readings[p] = watch(p, TensorKind::weight);  // taken after the step, where it skipped
   }
+  if (cast_made) ctx_.raise(next_flags_);
   RecordingHooks hooks;
   hooks.format = f;
   hooks.low = low;
@@ -464,9 +494,11 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   hooks.recipe = &config_.recipe;
   hooks.fp8 = &fp8_;
   hooks.sentinel = config_.sentinel ? &sentinel : nullptr;
+  for (std::size_t p = 0; p < weight_operands_.size(); ++p)
+    if (weight_operands_[p]) hooks.weight_operands[&copies_[p]] = &*weight_operands_[p];
   const float factor = scale * config_.loss_weight / static_cast<float>(labels.size());
   std::vector<Eigen::MatrixXf> gradients;
-  result.loss = gpt_pass::run<float>(shape_, low ? copies : parameters_, tokens.data(), labels.data(), batch, factor, hooks, &gradients);
+  result.loss = gpt_pass::run<float>(shape_, low ? copies_ : parameters_, tokens.data(), labels.data(), batch, factor, hooks, &gradients);
 
   for (const FaultInjection& fault : faults_)
     for (std::size_t p = 0; p < gradients.size(); ++p)
@@ -500,9 +532,7 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
       parameters.emplace_back(parameters_[p].data(), static_cast<std::size_t>(parameters_[p].size()));
       scaled_gradients.emplace_back(gradients[p].data(), static_cast<std::size_t>(gradients[p].size()));
     }
-    update_parameters(config_.optimizer, config_.learning_rate, scale, parameters, scaled_gradients, optimizer_);
-    if (config_.precision == Precision::fp16_pure)
-      for (auto& w : parameters_) cast(formats::fp16, true, w, ctx_, nullptr);
+    update(scale, parameters, scaled_gradients, record);
   }
   result.sentinel = sentinel.take();
   result.scaling = std::move(hooks.scaling);
@@ -524,6 +554,40 @@ StepResult GptTrainer::step(const Eigen::MatrixXf& inputs, const std::vector<int
   }
   ++steps_;
   return result;
+}
+
+void GptTrainer::update(float scale, std::span<const std::span<float>> parameters, std::span<const std::span<const float>> gradients,
+                        bool recorded) {
+  // Where it may (next_cast.hpp), the update makes the next step's cast of the parameters as it
+  // writes each range of them, while they are in cache: the linear weights' bf16 bits, into the
+  // operands the next step's products take, where those go to the bf16 kernels (the cast makes
+  // only them there, OutputReaders::products_only), else every parameter's rounded values.
+  // fp16-pure casts its master weights after the update instead.
+  const Format f = format();
+  const bool making = update_makes_next_cast(config_, ctx_.rounding, recorded);
+  const bool as_bits = making && next_cast_as_bits(f);
+  for (std::size_t p = 0; making && p < weight_operands_.size(); ++p) {
+    if (!weight_operands_[p]) continue;
+    weight_operands_[p]->restart();
+    if (as_bits && !weight_operands_[p]->start_bits(std::span<float>(copies_[p].data(), static_cast<std::size_t>(copies_[p].size()))))
+      throw std::logic_error("GPT update: the next step's weight bits could not be started");
+  }
+  std::atomic<std::uint8_t> next_flags{0};
+  const UpdatedRange make_cast = [&](std::size_t p, std::size_t begin, std::size_t end) {
+    const std::span<const float> values(parameters_[p].data() + begin, end - begin);
+    ProductOperand* bits = as_bits && weight_operands_[p] ? &*weight_operands_[p] : nullptr;
+    next_flags.fetch_or(make_next_cast(f, values, begin, bits, copies_[p].data(), ctx_), std::memory_order_relaxed);
+  };
+  update_parameters(config_.optimizer, config_.learning_rate, scale, parameters, gradients, optimizer_, making ? make_cast : UpdatedRange{});
+  if (making) {
+    if (as_bits)
+      for (std::optional<ProductOperand>& operand : weight_operands_)
+        if (operand) operand->finish_pieces();
+    next_cast_made_ = true;
+    next_flags_ = next_flags.load();
+  }
+  if (config_.precision == Precision::fp16_pure)
+    for (auto& w : parameters_) cast(formats::fp16, true, w, ctx_, nullptr);
 }
 
 TrainerState GptTrainer::position() const {
@@ -564,6 +628,7 @@ void check_gpt_state(const GptShape& shape, const TrainerState& state, std::size
 
 void GptTrainer::restore(const TrainerState& state) {
   check_gpt_state(shape_, state, fp8_.size());
+  next_cast_made_ = false;  // the parameters change: the next step casts them
   steps_ = state.steps;
   parameters_ = state.weights;
   fp8_ = state.fp8;

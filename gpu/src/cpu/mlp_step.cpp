@@ -18,6 +18,7 @@
 #include "recording.hpp"
 #include "fpscope/gpu/sgd_update.hpp"
 #include "fpscope/gpu/step_sentinel.hpp"
+#include "next_cast.hpp"
 
 namespace fpscope {
 
@@ -372,17 +373,13 @@ void MlpTrainer::Pass::update() {
     parameters.emplace_back(t_.biases_[l].data(), static_cast<std::size_t>(t_.biases_[l].size()));
     gradients.emplace_back(grad_b_[l].data(), static_cast<std::size_t>(grad_b_[l].size()));
   }
-  // Where the next step's cast of the weights draws no random words (and a recipe does not make
-  // the products' operands), the update makes it as it writes each range of weights, while they
-  // are in cache: the same rounding of the same values -- their bf16 bits, into the operands the
+  // Where it may (next_cast.hpp), the update makes the next step's cast of the weights as it
+  // writes each range of them, while they are in cache: their bf16 bits, into the operands the
   // next step's products take, as that cast makes only them where the products go to the bf16
-  // kernels (OutputReaders::products_only), else their values. A step that records its weights
-  // casts them itself, so a recorded step makes none: runs recording every step would only make
-  // them to throw them away, and one recording every Nth wastes at most the cast of one step in N.
-  // fp16-pure casts its master weights after the update instead.
-  const bool making = low_ && !record_ && config_.precision != Precision::fp16_pure && ctx_.rounding != RoundingMode::stochastic &&
-                      recipe_ == GemmRecipe::none;
-  const bool as_bits = making && f_ == formats::bf16 && gemm_has_bf16_products();
+  // kernels (OutputReaders::products_only), else their values. fp16-pure casts its master
+  // weights after the update instead.
+  const bool making = update_makes_next_cast(config_, ctx_.rounding, record_);
+  const bool as_bits = making && next_cast_as_bits(f_);
   for (std::size_t l = 0; making && l < layers_; ++l) {
     weight_operands_[l].restart();
     if (as_bits && !weight_operands_[l].start_bits(std::span<float>(w_[l].data(), static_cast<std::size_t>(w_[l].size()))))
@@ -391,17 +388,9 @@ void MlpTrainer::Pass::update() {
   std::atomic<std::uint8_t> next_flags{0};
   const UpdatedRange make_cast = [&](std::size_t parameter, std::size_t begin, std::size_t end) {
     if (parameter % 2 != 0) return;  // the biases (weight 2l, bias 2l + 1) are cast by the step
-    const std::size_t l = parameter / 2, n = end - begin;
-    const std::span<const float> weights(t_.weights_[l].data() + begin, n);
-    Context context = ctx_;
-    context.flags = 0;
-    if (as_bits) {
-      f32_to_bits(f_, weights, weight_operands_[l].piece_bits(begin, n), context);
-      weight_operands_[l].scan_bits(begin, n);
-    } else {
-      round_f32(f_, weights, std::span<float>(w_[l].data() + begin, n), context);
-    }
-    next_flags.fetch_or(context.flags, std::memory_order_relaxed);
+    const std::size_t l = parameter / 2;
+    const std::span<const float> weights(t_.weights_[l].data() + begin, end - begin);
+    next_flags.fetch_or(make_next_cast(f_, weights, begin, as_bits ? &weight_operands_[l] : nullptr, w_[l].data(), ctx_), std::memory_order_relaxed);
   };
   update_parameters(config_.optimizer, config_.learning_rate, scale_, parameters, gradients, t_.optimizer_, making ? make_cast : UpdatedRange{});
   if (making) {

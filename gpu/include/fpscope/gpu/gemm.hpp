@@ -67,6 +67,8 @@ class ProductOperand {
   const Eigen::MatrixXf& values() const;
   Eigen::Index rows() const { return values_->rows(); }
   Eigen::Index cols() const { return values_->cols(); }
+  // Whether the operand is `m`'s (its values, or its bits where values() would make them).
+  bool refers_to(const Eigen::MatrixXf& m) const { return values_ == &m; }
 
   // False (and nothing to do) where products never go to the bf16 kernels here, or the operand
   // has been looked at already.

@@ -11,6 +11,8 @@
 #include <Eigen/Core>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -104,11 +106,23 @@ class GptTrainer final : public TrainerBackend {
   Format format() const override;
 
   const GptShape& shape() const { return shape_; }
-  // Master weights in gpt_parameters' order (for fp16-pure, the fp16 weights as float32).
-  std::vector<Eigen::MatrixXf>& parameters() { return parameters_; }
+  // Master weights in gpt_parameters' order (for fp16-pure, the fp16 weights as float32). The
+  // writable ones may be changed before the next step: that step casts them afresh.
+  std::vector<Eigen::MatrixXf>& parameters() {
+    next_cast_made_ = false;
+    return parameters_;
+  }
   const std::vector<Eigen::MatrixXf>& parameters() const { return parameters_; }
+  // Whether the next step takes the cast of the parameters that the last update made as it wrote
+  // them (the linear layers' weights as their bf16 bits, where the products go to the bf16
+  // kernels, else every parameter's rounded values) in place of the step's own cast -- the same
+  // bits, flags and random-word count: MlpTrainer::next_weight_cast_made's conditions.
+  bool next_cast_made() const { return next_cast_made_; }
 
  private:
+  // The optimizer's update of a step that was not skipped, making the next step's cast where it can.
+  void update(float scale, std::span<const std::span<float>> parameters, std::span<const std::span<const float>> gradients, bool recorded);
+
   GptShape shape_;
   TrainingConfig config_;
   LossScaler scaler_;
@@ -119,6 +133,14 @@ class GptTrainer final : public TrainerBackend {
   OptimizerState optimizer_;
   std::vector<FaultInjection> faults_;
   std::vector<Fp8TensorState> fp8_;  // per-tensor FP8 recipes (TrainerState::fp8, gpt_recipe_slot's order)
+  // The parameters as the pass takes them -- their low-precision copies (empty in fp32, where it
+  // takes the master weights) and, for the blocks' linear weights, their operands packed for the
+  // bf16 kernels (empty elsewhere) -- kept from step to step, so that an update can make the next
+  // step's cast (next_cast_made). The operands refer to the copies: a trainer is moved, never copied.
+  std::vector<Eigen::MatrixXf> copies_;
+  std::vector<std::optional<ProductOperand>> weight_operands_;
+  bool next_cast_made_ = false;
+  std::uint8_t next_flags_ = 0;  // the flags those casts raised, raised by the step that takes them
 };
 
 }  // namespace fpscope
