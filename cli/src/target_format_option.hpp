@@ -19,7 +19,7 @@ struct TargetFormat {
 
 // `option` (parse_format; "" when not given), else the format every run log among `run_headers`
 // names that it was cast to (run_cast_format: a bf16 run is asked about bf16), else fp16 -- when
-// there is no run log, when the runs trained in float32, when they were cast to different
+// there is no run log, when the runs trained in float32 or float64, when they were cast to different
 // formats, when one names a format fpscope does not know (the reason names it), or when one's
 // writer only assumed its format (RunHeader::format_assumed).
 TargetFormat target_format(const std::string& option, const std::vector<RunHeader>& run_headers);

@@ -9,6 +9,7 @@ LARGEST = {
     "fp16": 65504.0,
     "bf16": 3.3895313892515355e38,  # (2 - 2^-7) x 2^127
     "fp32": 3.4028234663852886e38,  # (2 - 2^-23) x 2^127
+    "fp64": 1.7976931348623157e308,  # (2 - 2^-52) x 2^1023
     "tf32": 3.4011621342146535e38,  # (2 - 2^-10) x 2^127
     "e4m3": 448.0,
     "e5m2": 57344.0,
@@ -21,7 +22,7 @@ LARGEST = {
 
 # torch's names for them (dtype names, and the dtypes' own aliases).
 _TORCH_NAMES = {
-    "float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32",
+    "float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32", "float64": "fp64", "double": "fp64",
     "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2", "float8_e4m3fnuz": "e4m3fnuz", "float8_e5m2fnuz": "e5m2fnuz",
     "float4_e2m1fn_x2": "e2m1",
 }
@@ -52,14 +53,17 @@ def format_name(fmt):
 def format_of_activations(dtypes, float32_says=True):
     """The format a run casts to, as the floating-point dtypes of its recorded activations (module
     outputs) tell it: "bf16" or "fp16" where the 16-bit ones are all of the one (autocast, or a
-    model converted with .to()), "fp32" where every one is float32; None where they do not say --
-    both 16-bit dtypes, float64, only float8 outputs, or none recorded (a compiled model's).
+    model converted with .to()), "fp32" where every one is float32, "fp64" where every one is
+    float64 (a model converted with .double()); None where they do not say -- both 16-bit dtypes,
+    float32 beside float64, only float8 outputs, or none recorded (a compiled model's).
     Of parameters' dtypes (float32_says=False), float32 says nothing: autocast keeps them so."""
     floating = {d for d in dtypes if d.is_floating_point}
     halves = floating & {torch.float16, torch.bfloat16}
     if len(halves) == 1:
         return "bf16" if torch.bfloat16 in halves else "fp16"
-    if float32_says and floating and floating == {torch.float32}:
+    if floating == {torch.float64}:
+        return "fp64"
+    if float32_says and floating == {torch.float32}:
         return "fp32"
     return None
 

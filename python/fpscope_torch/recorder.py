@@ -350,9 +350,9 @@ def find_culprit(readings, fmt, captured="as_stored"):
 def cast_format(precision):
     """The header's `format` -- what `fpscope analyze` and the app ask about by default -- as the
     Recorder's `precision` names it, when it is not given `fmt`: "bf16 autocast", "bf16-mixed" ->
-    "bf16"; "fp16 autocast", "16-mixed", "half" -> "fp16"; "fp32", "32-true" -> "fp32". None where
-    it names none ("64-true", "transformer-engine", no precision): the activations then tell it
-    (Recorder._settle_format)."""
+    "bf16"; "fp16 autocast", "16-mixed", "half" -> "fp16"; "fp32", "32-true" -> "fp32"; "fp64",
+    "64-true", "double" -> "fp64". None where it names none ("transformer-engine", no precision):
+    the activations then tell it (Recorder._settle_format)."""
     text = str(precision or "").lower()
     if "bf16" in text or "bfloat16" in text:
         return "bf16"
@@ -360,6 +360,8 @@ def cast_format(precision):
         return "fp16"
     if re.search(r"fp32|float32|(?<![0-9])32(?![0-9])", text):
         return "fp32"
+    if re.search(r"fp64|float64|double|(?<![0-9])64(?![0-9])", text):
+        return "fp64"
     return None
 
 
@@ -1179,7 +1181,7 @@ class Recorder:
                 low, high = values[entry[0]], values[entry[1]]
                 largest.append(math.nan if math.isnan(low) or math.isnan(high) else max(-low, high))
         # Operations that round into the format (autocast) unless the run is float32 throughout.
-        captured = "before_cast" if self._format in ("fp32", "tf32") else "as_stored"
+        captured = "before_cast" if self._format in ("fp32", "tf32", "fp64") else "as_stored"
         return find_culprit([label + (v,) for label, v in zip(labels, largest) if v != UNREAD], self._format, captured)
 
     def _culprits(self, records, collective):

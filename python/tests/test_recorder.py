@@ -478,7 +478,7 @@ class RecorderTest(unittest.TestCase):
                  ({"precision": "bf16", "fmt": "e4m3"}, "e4m3"),
                  # Lightning's names for its precisions
                  ({"precision": "16-mixed"}, "fp16"), ({"precision": "bf16-mixed"}, "bf16"), ({"precision": "32-true"}, "fp32"),
-                 ({"precision": "16-true"}, "fp16"), ({"precision": "64-true"}, "fp16?"), ({"precision": "transformer-engine"}, "fp16?")]
+                 ({"precision": "16-true"}, "fp16"), ({"precision": "64-true"}, "fp64"), ({"precision": "transformer-engine"}, "fp16?")]
         with tempfile.TemporaryDirectory() as d:
             for i, (arguments, expected) in enumerate(cases):
                 with self.subTest(**arguments):
@@ -592,6 +592,15 @@ class RecorderTest(unittest.TestCase):
             self.assertEqual(run(path, False)[1][0]["format"], "fp32")
             result = subprocess.run([FPSCOPE, "analyze", path], capture_output=True, text=True)
             self.assertIn("format fp16 (the default: the run trained in float32", result.stdout)
+            # A model in float64 (.double()): fp64, said as such.
+            path = os.path.join(d, "fp64.jsonl")
+            model = tiny_model().double()
+            with fpscope_torch.Recorder(model, path) as recorder:
+                torch.nn.functional.cross_entropy(model(x.double()), y).backward()
+                recorder.step(torch.tensor(0.0))
+            self.assertEqual(read_log(path)[0]["format"], "fp64")
+            result = subprocess.run([FPSCOPE, "analyze", path], capture_output=True, text=True)
+            self.assertIn("format fp16 (the default: the run trained in float64", result.stdout)
 
             self.assertEqual(run(os.path.join(d, "given.jsonl"), True, fmt="fp16")[1][0]["format"], "fp16")
             self.assertEqual(run(os.path.join(d, "precision.jsonl"), True, precision="fp16 autocast")[1][0]["format"], "fp16")

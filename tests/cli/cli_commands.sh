@@ -109,6 +109,9 @@ check analyze-run-format-table 0 'fc1 activation_gradient +40 +1 +2\^-2 +2\^-30 
 check analyze-run-format-json 0 '"format_chosen_by": "run"' -- "$fpscope" analyze "$work/run-bf16.jsonl" --json
 check analyze-format-option-wins 0 'fc1 activation_gradient +40 +1 +2\^-2 +2\^-30 +45\.00% +50\.00%' -- "$fpscope" analyze "$work/run-bf16.jsonl" -f fp16
 check analyze-fp32-run-default 0 '^format fp16 \(the default: the run trained in float32; ' -- "$fpscope" analyze "$work/run-fp32.jsonl"
+sed 's/"fp16"/"fp64"/g' "$work/run.jsonl" >"$work/run-fp64.jsonl"
+check analyze-fp64-run-default 0 '^format fp16 \(the default: the run trained in float64; ' -- "$fpscope" analyze "$work/run-fp64.jsonl"
+check analyze-fp32-and-fp64-runs 0 '^format fp16 \(the default: the runs trained in float32 and float64; ' -- "$fpscope" analyze "$work/run-fp64.jsonl" "$work/run-fp32.jsonl"
 sed 's/"fp16"/"fp17"/g' "$work/run.jsonl" >"$work/run-fp17.jsonl"
 check analyze-unknown-run-format 0 "^format fp16 \(the default: the run log names a format fpscope does not know, 'fp17'; " -- "$fpscope" analyze "$work/run-fp17.jsonl"
 check analyze-unknown-among-runs 0 "^format fp16 \(the default: the run logs name a format fpscope does not know, 'fp17'; " -- "$fpscope" analyze "$work/run-fp17.jsonl" "$work/run-bf16.jsonl"
