@@ -93,7 +93,8 @@ std::string svg_open(int width, int height) {
 }
 
 std::string subtitle(const PlotOptions& o) {
-  return format_name(o.format) + ", " + (o.scale_text.empty() ? "values scaled by 2^" + std::to_string(o.scale_log2) : o.scale_text);
+  return format_name(o.format) + (o.format_note.empty() ? "" : " (" + o.format_note + ")") + ", " +
+         (o.scale_text.empty() ? "values scaled by 2^" + std::to_string(o.scale_log2) : o.scale_text);
 }
 
 // The options with the scale clamped as range_analysis.hpp says (no int overflow below).

@@ -170,6 +170,7 @@ void run_export(const ExportOptions& options) {
   if (!target) target = target_format("", {log.header});
   PlotOptions plot;
   plot.format = target->format;
+  if (target->chosen_by == "default") plot.format_note = target->reason;  // not the run's: said why
   plot.title = name + " " + std::string(tensor_kind_name(kind)) +
                (options.plot == "histogram" ? fmt::format(", {} steps merged", steps.size()) : "");
   plot.scale_text = !scale ? std::string("the values as recorded (with the scales the run gave them)")

@@ -124,6 +124,10 @@ check analyze-assumed-among-runs 0 '^format fp16 \(the default: a run log does n
 sed '1s/"format": "bf16"/"format": "bf16", "format_assumed": "yes"/' "$work/run-bf16.jsonl" >"$work/run-assumed-bad.jsonl"
 check_bad bad-format-assumed "the header's 'format_assumed' must be true or false, not string" -- "$fpscope" analyze "$work/run-assumed-bad.jsonl"
 check export-run-format 0 '>bf16, the values as recorded' -- bash -c "'$fpscope' export '$work/run-bf16.jsonl' --svg '$work/run-bf16.svg' && cat '$work/run-bf16.svg'"
+# A format the run did not cast to is shaded as the default, and the plot says so.
+check export-default-format 0 '>fp16 \(the default: the run trained in float32\), the values as recorded' -- bash -c "'$fpscope' export '$work/run-fp32.jsonl' --svg '$work/run-fp32.svg' && cat '$work/run-fp32.svg'"
+check export-assumed-format 0 '>fp16 \(the default: the run log does not say what the run cast to\), the values' -- bash -c "'$fpscope' export '$work/run-assumed.jsonl' --svg '$work/run-assumed.svg' && cat '$work/run-assumed.svg'"
+check export-format-asked 0 '>e4m3, the values as recorded' -- bash -c "'$fpscope' export '$work/run-fp32.jsonl' -f e4m3 --svg '$work/run-e4m3.svg' && cat '$work/run-e4m3.svg'"
 check_bad bad-analyze-format "unknown format 'fp17'" -- "$fpscope" analyze "$work/run-bf16.jsonl" -f fp17
 check export-csv 0 '^step,tensor,kind,scale,captured,binade,count$' -- bash -c "'$fpscope' export '$work/run.jsonl' --csv '$work/run.csv' && head -1 '$work/run.csv'"
 check analyze-csv 0 'fc1 activation_gradient +40 +1 +2\^-2 +2\^-30 +45\.00%' -- "$fpscope" analyze "$work/run.csv"

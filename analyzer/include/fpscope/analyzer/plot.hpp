@@ -23,6 +23,9 @@ struct PlotOptions {
   // Binades the x-axis must span at least (first, last), beside the data's and the format's: two
   // plots given the same span share their axis (a before/after pair). Never hides data.
   std::optional<std::pair<int, int>> binades;
+  // Why `format`, where it is neither the run's own nor asked for, for the subtitle after its
+  // name ("the default: the run trained in float32"); empty: nothing said.
+  std::string format_note;
 };
 
 // Bars: share of the values per binade (x: log2|x| of the unscaled values). Behind them the

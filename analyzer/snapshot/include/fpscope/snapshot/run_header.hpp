@@ -18,9 +18,6 @@ struct RunHeader {
   std::string model;      // free text, such as "784-512-512-10 relu"
   std::string precision;  // "fp32", "fp16", "bf16", "fp16-pure", ...
   std::string format;     // the low-precision format tensors are cast to, such as "fp16"
-  // The writer could not tell the format (the PyTorch bridge, where nothing it recorded said it):
-  // `format` is its default, not the run's. Optional in the file (`format_assumed`); false there.
-  bool format_assumed = false;
   std::string rounding;   // rounding-mode name
   std::string scaler;     // loss scaling: "none", "static 1024", "dynamic"
   // Who owns the log: a fresh random id per run (new_run_id()); a checkpoint records it, and
@@ -33,6 +30,10 @@ struct RunHeader {
   // oneDNN 2.6.3 sgemm (avx512_core_bf16); bf16: oneDNN 2.6.3 (avx512_core_bf16)", "cuBLAS". Optional in the
   // file (older logs, other writers).
   std::string products;
+  // The writer could not tell the format (the PyTorch bridge, where nothing it recorded said it):
+  // `format` is its default, not the run's. Optional in the file (`format_assumed`); false there.
+  // Last, so that a header made field by field in order needs no change.
+  bool format_assumed = false;
   friend bool operator==(const RunHeader&, const RunHeader&) = default;
 };
 
