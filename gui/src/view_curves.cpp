@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "app.hpp"
+#include "flow_layout.hpp"
 #include "fpscope/analyzer/culprit_diagnosis.hpp"
 #include "fpscope/analyzer/smoothing.hpp"
 #include "fpscope/core/printable_text.hpp"
@@ -131,25 +132,25 @@ void draw_curves(App& app) {
   if (!app.header.precision.empty()) headline += " (" + printable_text(app.header.precision, 40) + ")";
   if (!last.finished) headline += fmt::format("; step {} did not finish", last.step);
   ImGui::TextColored(to_imgui_vec4(palette::loss_line), "%s", headline.c_str());
+  // The headline's parts and the smoothing slider on one line where they fit, else on the next.
   if (!baseline_steps.empty()) {
-    ImGui::SameLine();
-    ImGui::TextColored(to_imgui_vec4(palette::baseline_line), "  fp32 baseline %.5g at step %.0f", app.baseline_loss[baseline_steps.size() - 1],
-                       baseline_steps.back());
+    const std::string baseline = fmt::format("  fp32 baseline {:.5g} at step {:.0f}", app.baseline_loss[baseline_steps.size() - 1], baseline_steps.back());
+    same_line_if_room(ImGui::CalcTextSize(baseline.c_str()).x);
+    ImGui::TextColored(to_imgui_vec4(palette::baseline_line), "%s", baseline.c_str());
     if (ImGui::IsItemHovered())
       ImGui::SetTooltip("The same settings in float32 (no casts, no loss scaling; the same data and seed), %s.\n"
                         "Smoothed as the run's curve is.",
                         app.baseline_beside ? "trained beside the run" : "the fp32 run shown before this one");
   }
-  ImGui::SameLine();
-  if (series.unfinished == 0)
-    ImGui::TextColored(to_imgui_vec4(palette::skipped_mark), "  %zu skipped steps", marked.size());
-  else
-    ImGui::TextColored(to_imgui_vec4(palette::skipped_mark), "  %zu skipped steps, %zu unfinished", marked.size() - series.unfinished, series.unfinished);
+  const std::string skipped = series.unfinished == 0 ? fmt::format("  {} skipped steps", marked.size())
+                                                     : fmt::format("  {} skipped steps, {} unfinished", marked.size() - series.unfinished, series.unfinished);
+  same_line_if_room(ImGui::CalcTextSize(skipped.c_str()).x);
+  ImGui::TextColored(to_imgui_vec4(palette::skipped_mark), "%s", skipped.c_str());
   if (ImGui::IsItemHovered() && !marked.empty())
     ImGui::SetTooltip("Red ticks mark them (an unfinished step: its loop stopped inside it). Point at one for its culprit -- the first\n"
                       "tensor that held a NaN, an infinity or a value past the format's largest -- and click it to open that tensor\n"
                       "at that step in Histogram.");
-  ImGui::SameLine();
+  same_line_if_room(labelled_width(px(160), "smoothing"));
   ImGui::SetNextItemWidth(px(160));
   ImGui::SliderFloat("smoothing", &app.curves.smoothing, 0.0f, 0.999f, "%.3f");
   if (ImGui::IsItemHovered())
