@@ -476,6 +476,7 @@ void run_analyze(const AnalyzeOptions& options) {
   if (options.json) {
     nlohmann::json out{{"format", format_name(format)},
                        {"format_chosen_by", target->chosen_by},
+                       {"format_reason", target->reason},
                        {"scale_log2", scale_log2 ? nlohmann::json(*scale_log2) : nlohmann::json("recorded")},
                        {"advice", advice_text(common)},
                        {"advice_decided_by", common.decided_by},

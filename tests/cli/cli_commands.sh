@@ -107,6 +107,7 @@ sed 's/"fp16"/"fp32"/g' "$work/run.jsonl" >"$work/run-fp32.jsonl"
 check analyze-run-format 0 "^format bf16 \(the run's own; --format asks about another\)" -- "$fpscope" analyze "$work/run-bf16.jsonl"
 check analyze-run-format-table 0 'fc1 activation_gradient +40 +1 +2\^-2 +2\^-30 +20\.00% +0\.00% +0\.00% +none needed' -- "$fpscope" analyze "$work/run-bf16.jsonl"
 check analyze-run-format-json 0 '"format_chosen_by": "run"' -- "$fpscope" analyze "$work/run-bf16.jsonl" --json
+check analyze-run-format-json-reason 0 '"format_reason": "the run.s own"' -- "$fpscope" analyze "$work/run-bf16.jsonl" --json
 check analyze-format-option-wins 0 'fc1 activation_gradient +40 +1 +2\^-2 +2\^-30 +45\.00% +50\.00%' -- "$fpscope" analyze "$work/run-bf16.jsonl" -f fp16
 check analyze-fp32-run-default 0 '^format fp16 \(the default: the run trained in float32; ' -- "$fpscope" analyze "$work/run-fp32.jsonl"
 sed 's/"fp16"/"fp64"/g' "$work/run.jsonl" >"$work/run-fp64.jsonl"
@@ -120,6 +121,7 @@ check analyze-runs-disagree 0 '^format fp16 \(the default: the run logs name dif
 # so, also beside a run whose format is known; a format_assumed that is not true or false is refused.
 sed '1s/"format": "bf16"/"format": "bf16", "format_assumed": true/' "$work/run-bf16.jsonl" >"$work/run-assumed.jsonl"
 check analyze-assumed-format 0 '^format fp16 \(the default: the run log does not say what the run cast to; ' -- "$fpscope" analyze "$work/run-assumed.jsonl"
+check analyze-assumed-format-json 0 '"format_reason": "the default: the run log does not say what the run cast to"' -- "$fpscope" analyze "$work/run-assumed.jsonl" --json
 check analyze-assumed-among-runs 0 '^format fp16 \(the default: a run log does not say what its run cast to; ' -- "$fpscope" analyze "$work/run-assumed.jsonl" "$work/run-bf16.jsonl"
 sed '1s/"format": "bf16"/"format": "bf16", "format_assumed": "yes"/' "$work/run-bf16.jsonl" >"$work/run-assumed-bad.jsonl"
 check_bad bad-format-assumed "the header's 'format_assumed' must be true or false, not string" -- "$fpscope" analyze "$work/run-assumed-bad.jsonl"
