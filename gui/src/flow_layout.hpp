@@ -14,6 +14,9 @@ inline float checkbox_width(const char* label) {
 // An item `frame` pixels wide (a combo, an input field) with its label after it.
 inline float labelled_width(float frame, const char* label) { return frame + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(label).x; }
 
+// A button's width with its label (a small button's too: only its height differs).
+inline float button_width(const char* label) { return ImGui::CalcTextSize(label).x + 2 * ImGui::GetStyle().FramePadding.x; }
+
 // The next item, `width` pixels wide, on the current line where it fits there, else on the next.
 inline void same_line_if_room(float width) {
   ImGui::SameLine();

@@ -111,7 +111,6 @@ void draw_export(App& app) {
   if (auto result = app.export_job.take_result()) app.export_message = *result;
   const bool saving = app.export_job.busy();
   ImGui::BeginDisabled(!have_run || saving);
-  const auto button_width = [](const char* label) { return ImGui::CalcTextSize(label).x + 2 * ImGui::GetStyle().FramePadding.x; };
   if (ImGui::Button("Save run log (run.jsonl)")) app.export_job.start("run.jsonl", run_log_saver(app, app.export_folder));
   same_line_if_room(button_width("Save histograms (histograms.csv)"));
   if (ImGui::Button("Save histograms (histograms.csv)")) app.export_job.start("histograms.csv", histograms_csv_saver(app, app.export_folder));

@@ -484,15 +484,14 @@ void draw_float_inspector(App& app) {
       {"max", sf.max_finite_bits()},
       {"inf", sf.has_infinity() ? infinity(sf, false) : sf.max_finite_bits()},
       {"nan", sf.quiet_nan_bits()}};
-  const auto small_button_width = [](const char* label) { return ImGui::CalcTextSize(label).x + 2 * ImGui::GetStyle().FramePadding.x; };
   for (const auto& [label, bits] : specials) {
-    same_line_if_room(small_button_width(label));
+    same_line_if_room(button_width(label));
     if (ImGui::SmallButton(label)) s.text = std::string(label) == "inf" && sf.has_infinity() ? "inf" : value_text(sf, bits);
   }
-  same_line_if_room(small_button_width("-1 ulp"));
+  same_line_if_room(button_width("-1 ulp"));
   ImGui::BeginDisabled(!is_finite(sf, shown_bits));
   if (ImGui::SmallButton("-1 ulp")) s.text = value_text(sf, next_down(sf, shown_bits));
-  same_line_if_room(small_button_width("+1 ulp"));
+  same_line_if_room(button_width("+1 ulp"));
   if (ImGui::SmallButton("+1 ulp")) s.text = value_text(sf, next_up(sf, shown_bits));
   ImGui::EndDisabled();
 
