@@ -12,10 +12,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
 #include <new>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #if FPSCOPE_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.h>
@@ -58,6 +60,53 @@ std::atomic<bool> float32_in_onednn{FPSCOPE_HAVE_ONEDNN != 0 && onednn_runs_avx5
   const char* setting = std::getenv("FPSCOPE_FLOAT32_PRODUCTS");
   return setting == nullptr || std::string_view(setting) != "openblas";
 }()};
+
+// OpenBLAS (driver/others/memory.c) lends each call in flight a buffer from a pool, allocating a
+// buffer the first time the pool has none free (128 MiB of address space and a page on x86-64)
+// and keeping it. Where that allocation fails, OpenBLAS 0.3.21 retries it for ever: a process at
+// its memory limit (ulimit -v, strict overcommit) would hang in a product where it should say it
+// ran out of memory. So before a product reaches OpenBLAS, the buffers its calls can hold at once
+// are taken here (see take_openblas_buffers), each after a malloc of it and some room besides
+// showed that it fits, and handed back to the pool, where the calls find them. Its interface is
+// OpenBLAS's own: blas_memory_alloc(0) takes a buffer, blas_memory_free gives it back.
+extern "C" void* blas_memory_alloc(int procpos);
+extern "C" void blas_memory_free(void* buffer);
+constexpr std::size_t openblas_buffer_bytes = (std::size_t{128} << 20) + 4096;
+constexpr std::size_t openblas_room_besides = std::size_t{16} << 20;
+std::mutex openblas_buffers_mutex;
+std::atomic<int> openblas_buffers_taken{0};
+
+// Makes sure the pool holds `callers` buffers; std::bad_alloc where one more does not fit. Taking
+// them all at once makes the pool allocate only those it lacks (fewer while another product holds
+// some: then it allocates one more than it needs, each checked all the same).
+void take_openblas_buffers(int callers) {
+  if (openblas_buffers_taken.load(std::memory_order_acquire) >= callers) return;
+  const std::lock_guard one_at_a_time(openblas_buffers_mutex);
+  if (openblas_buffers_taken.load(std::memory_order_relaxed) >= callers) return;
+  std::vector<void*> held;
+  held.reserve(static_cast<std::size_t>(callers));
+  const auto hand_back = [&held] {
+    for (void* buffer : held) blas_memory_free(buffer);
+  };
+  for (int taken = 0; taken < callers; ++taken) {
+    void* probe = std::malloc(openblas_buffer_bytes + openblas_room_besides);
+    if (probe == nullptr) {
+      hand_back();
+      throw std::bad_alloc();
+    }
+    std::free(probe);
+    held.push_back(blas_memory_alloc(0));
+  }
+  hand_back();
+  openblas_buffers_taken.store(callers, std::memory_order_release);
+}
+
+// What a product does before its float32 library calls: where they go to OpenBLAS, one buffer for
+// each of the engine's threads and one more (a trainer on a thread of its own, the app's
+// baseline, calls on it while the engine's threads are busy with another's product).
+void prepare_float32_calls() {
+  if (!float32_in_onednn.load(std::memory_order_relaxed)) take_openblas_buffers(parallel_threads() + 1);
+}
 
 // The slice of C = op(a) op(b) (m x n, column-major, leading dimension m) from column `column` on,
 // at most columns_per_call wide, in one single-threaded library call; returns its width. Eigen's
@@ -125,6 +174,7 @@ Eigen::MatrixXf gemm(const ProductOperand& a_operand, bool transpose_a, const Pr
     return c;
   }
   count_product(float32_products, m, n, k);
+  prepare_float32_calls();
   const Eigen::MatrixXf& a = a_operand.values();  // made here where only their bits were
   const Eigen::MatrixXf& b = b_operand.values();
   // C is made in fixed slices of columns, one single-threaded OpenBLAS call each, on the element
@@ -157,6 +207,7 @@ void gemm_block(const MatrixBlock& a, bool transpose_a, const MatrixBlock& b, bo
     return;
   }
   count_product(float32_products, m, n, k);
+  prepare_float32_calls();
   // gemm's calls for copies of the blocks: OpenBLAS reads each operand through its leading
   // dimension, so the block's stride in place of the copy's row count changes no bit.
   for (Eigen::Index column = 0; column < n; column += columns_per_call) float32_slice(a, transpose_a, b, transpose_b, m, k, n, column, c);
