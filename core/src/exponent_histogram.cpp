@@ -8,69 +8,36 @@
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <string_view>
 
 namespace fpscope {
 
 namespace {
 
-// Counts by the biased float32 exponent field (0..255), and exact zeros, where the processor has
-// no AVX-512 (exponent_fields_avx512.cpp). Two steps per chunk
-// of 4096 values: a vectorised pass extracts the exponent bytes (and counts zeros) into a
-// buffer that stays in L1; a scalar pass counts the bytes into eight interleaved tables, so
-// that runs of equal exponents -- the common case in tensors -- don't serialise on one counter.
-// While counting, it prefetches the chunk after next, so memory keeps streaming during the
-// compute-bound step. Built for AVX2 and for the baseline; the loader picks one at run time.
-// (Not under ThreadSanitizer: the loader runs the clone's resolver before TSan is up, and it crashes.)
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
-__attribute__((target_clones("avx2", "default")))
-#endif
+// Counts by the biased float32 exponent field (0..255), and exact zeros, on a processor with
+// neither AVX-512 nor AVX2 (or where FPSCOPE_BULK_ISA=generic asks for it): each value's field
+// taken one at a time.
 FieldCounts count_exponent_fields(const std::uint32_t* bits, std::size_t n) {
-  FieldCounts result;
-  constexpr std::size_t chunk = 4096;
-  constexpr std::size_t tables_count = 8;
-  alignas(64) std::uint8_t fields[chunk];
-  alignas(64) std::uint32_t tables[tables_count][256] = {};
-  std::size_t since_flush = 0;
-  for (std::size_t start = 0; start < n; start += chunk) {
-    const std::size_t length = std::min(chunk, n - start);
-    const std::uint32_t* values = bits + start;
-    std::uint32_t zeros = 0, largest = 0;
+  return count_fields_in_chunks(bits, n, [](const std::uint32_t* values, std::size_t length, std::uint8_t* fields, std::uint64_t& zeros,
+                                            std::uint32_t& largest) {
+    std::uint32_t chunk_zeros = 0;
     for (std::size_t i = 0; i < length; ++i) {
       fields[i] = static_cast<std::uint8_t>(values[i] >> 23);  // the cast drops the sign bit
-      zeros += (values[i] << 1) == 0 ? 1u : 0u;
+      chunk_zeros += (values[i] << 1) == 0 ? 1u : 0u;
       largest = std::max(largest, values[i] & 0x7FFFFFFFu);
     }
-    result.zeros += zeros;
-    result.largest_magnitude = std::max(result.largest_magnitude, largest);
-    const bool prefetch = start + 3 * chunk <= n;
-    const std::uint32_t* after_next = values + 2 * chunk;
-    std::size_t i = 0;
-    for (; i + tables_count <= length; i += tables_count) {
-      if (prefetch && i % 16 == 0) __builtin_prefetch(after_next + i, 0, 3);  // one 64-byte line
-      for (std::size_t k = 0; k < tables_count; ++k) ++tables[k][fields[i + k]];
-    }
-    for (; i < length; ++i) ++tables[0][fields[i]];
-    // A counter gains at most 1/8 of the values counted since the last flush: flush at 2^33.
-    since_flush += length;
-    if (since_flush >= (std::size_t{1} << 33) || start + chunk >= n) {
-      for (std::size_t byte = 0; byte < 256; ++byte) {
-        std::uint64_t sum = 0;
-        for (std::size_t k = 0; k < tables_count; ++k) sum += tables[k][byte];
-        result.by_field[byte] += sum;
-      }
-      std::memset(tables, 0, sizeof tables);
-      since_flush = 0;
-    }
-  }
-  return result;
+    zeros += chunk_zeros;
+  });
 }
 
 }  // namespace
 
 void ExponentHistogram::add_bits(std::span<const std::uint32_t> bits, std::uint32_t* largest_magnitude) {
-  // The AVX-512 counting where the bulk kernels run their AVX-512 build (FPSCOPE_BULK_ISA follows).
-  const FieldCounts counts = bulk_kernel_isa() == "avx512" ? count_exponent_fields_avx512(bits.data(), bits.size())
-                                                           : count_exponent_fields(bits.data(), bits.size());
+  // The counting of the instruction set the bulk kernels run (FPSCOPE_BULK_ISA follows).
+  const std::string_view isa = bulk_kernel_isa();
+  const FieldCounts counts = isa == "avx512" ? count_exponent_fields_avx512(bits.data(), bits.size())
+                             : isa == "avx2" ? count_exponent_fields_avx2(bits.data(), bits.size())
+                                             : count_exponent_fields(bits.data(), bits.size());
   if (largest_magnitude != nullptr) *largest_magnitude = std::max(*largest_magnitude, counts.largest_magnitude);
   for (int field = 1; field <= 254; ++field) bins_[static_cast<std::size_t>(field - 127 - min_binade)] += counts.by_field[field];
   zeros_ += counts.zeros;
