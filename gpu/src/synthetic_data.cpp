@@ -12,7 +12,7 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
-#define FPSCOPE_SYNTHETIC_AVX512 1
+#define FPSCOPE_SYNTHETIC_LANES 1
 #endif
 
 namespace fpscope {
@@ -83,7 +83,7 @@ void noisy_row(std::uint64_t key, const float* centre, float noise, float* value
   }
 }
 
-#if defined(FPSCOPE_SYNTHETIC_AVX512)
+#if defined(FPSCOPE_SYNTHETIC_LANES)
 // (GCC 12 warns inside its own headers about a deliberately undefined vector, and about the ABI of
 // vector returns between functions that all have AVX-512.)
 #pragma GCC diagnostic push
@@ -131,6 +131,49 @@ __attribute__((target("avx512f,avx512dq"))) void noisy_rows16(const std::uint64_
     }
   }
 }
+
+// The same in AVX2's lanes, eight rows at a time: mixed() of four words, its 64-bit products made
+// of 32-bit ones (the low 64 bits of a x b are lo(a) lo(b) + ((hi(a) lo(b) + lo(a) hi(b)) << 32)).
+__attribute__((target("avx2"))) inline __m256i product_low_words(__m256i a, std::uint64_t b) {
+  const __m256i factor = _mm256_set1_epi64x(static_cast<long long>(b)), factor_high = _mm256_set1_epi64x(static_cast<long long>(b >> 32));
+  const __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(_mm256_srli_epi64(a, 32), factor), _mm256_mul_epu32(a, factor_high));
+  return _mm256_add_epi64(_mm256_mul_epu32(a, factor), _mm256_slli_epi64(cross, 32));
+}
+__attribute__((target("avx2"))) inline __m256i mixed_lanes8(__m256i x) {
+  x = _mm256_add_epi64(x, _mm256_set1_epi64x(static_cast<long long>(0x9e3779b97f4a7c15ull)));
+  x = product_low_words(_mm256_xor_si256(x, _mm256_srli_epi64(x, 30)), 0xbf58476d1ce4e5b9ull);
+  x = product_low_words(_mm256_xor_si256(x, _mm256_srli_epi64(x, 27)), 0x94d049bb133111ebull);
+  return _mm256_xor_si256(x, _mm256_srli_epi64(x, 31));
+}
+__attribute__((target("avx2"))) inline __m256 normals_from8(__m256i bits, const float* q) {
+  const __m256i cell = _mm256_srli_epi32(bits, 20);
+  const __m256 place = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(bits, _mm256_set1_epi32(0xfffff))), _mm256_set1_ps(1.0f / 1048576.0f));
+  const __m256 below = _mm256_i32gather_ps(q, cell, 4), above = _mm256_i32gather_ps(q + 1, cell, 4);
+  return _mm256_add_ps(below, _mm256_mul_ps(place, _mm256_sub_ps(above, below)));
+}
+// noisy_pair() for eight rows at once, every feature, as noisy_rows16 lays them out.
+__attribute__((target("avx2"))) void noisy_rows8(const std::uint64_t* keys, const std::int32_t* centre_offsets, const float* centres, float noise,
+                                                 int features, const float* q, float* out, std::size_t stride) {
+  const __m256i first_keys = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(keys));
+  const __m256i last_keys = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(keys + 4));
+  const __m256i offsets = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(centre_offsets));
+  const __m256 times = _mm256_set1_ps(noise);
+  // Each word's halves side by side, then the first four rows' beside the last four's.
+  const __m256i halves = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  for (int j = 0; j < features; j += 2) {
+    const __m256i number = _mm256_set1_epi64x(j / 2 + 1);
+    const __m256i first = _mm256_permutevar8x32_epi32(mixed_lanes8(_mm256_add_epi64(first_keys, number)), halves);
+    const __m256i last = _mm256_permutevar8x32_epi32(mixed_lanes8(_mm256_add_epi64(last_keys, number)), halves);
+    const __m256 centre = _mm256_i32gather_ps(centres, _mm256_add_epi32(offsets, _mm256_set1_epi32(j)), 4);
+    const __m256i low = _mm256_permute2x128_si256(first, last, 0x20);
+    _mm256_storeu_ps(out + static_cast<std::size_t>(j) * stride, _mm256_add_ps(centre, _mm256_mul_ps(times, normals_from8(low, q))));
+    if (j + 1 < features) {
+      const __m256 next = _mm256_i32gather_ps(centres, _mm256_add_epi32(offsets, _mm256_set1_epi32(j + 1)), 4);
+      const __m256i high = _mm256_permute2x128_si256(first, last, 0x31);
+      _mm256_storeu_ps(out + static_cast<std::size_t>(j + 1) * stride, _mm256_add_ps(next, _mm256_mul_ps(times, normals_from8(high, q))));
+    }
+  }
+}
 #pragma GCC diagnostic pop
 #endif
 
@@ -164,13 +207,14 @@ void SyntheticClassification::next_batch(int rows, Eigen::MatrixXf& inputs, std:
   const std::uint64_t batch = batch_++;
   // Row r into row r of the column-major inputs, 16 rows at a time shared among the threads, each
   // feature's 16 values side by side: in AVX-512 lanes where the engine's kernels run AVX-512
-  // (bulk_kernel_isa), else one by one. Every value is its own function of (seed, batch, row,
+  // (bulk_kernel_isa), in AVX2's (two groups of eight) where they run AVX2, else one by one. Every value is its own function of (seed, batch, row,
   // feature), made by the same operations on either path: the same bits.
   constexpr std::size_t group = 16;
   const auto& q = normal_quantiles();
-#if defined(FPSCOPE_SYNTHETIC_AVX512)
+#if defined(FPSCOPE_SYNTHETIC_LANES)
   // The lanes gather the centres at 32-bit offsets.
   const bool lanes = bulk_kernel_isa() == "avx512" && centres_.size() <= 0x7fffffff;
+  const bool avx2_lanes = bulk_kernel_isa() == "avx2" && centres_.size() <= 0x7fffffff;
 #endif
   parallel_for((static_cast<std::size_t>(rows) + group - 1) / group, 1, [&](std::size_t first, std::size_t last) {
     for (std::size_t g = first; g < last; ++g) {
@@ -184,9 +228,15 @@ void SyntheticClassification::next_batch(int rows, Eigen::MatrixXf& inputs, std:
         centres[i] = &centres_(labels[r0 + i], 0);
         centre_offsets[i] = static_cast<std::int32_t>(centres[i] - centres_.data());
       }
-#if defined(FPSCOPE_SYNTHETIC_AVX512)
+#if defined(FPSCOPE_SYNTHETIC_LANES)
       if (lanes && n == group) {
         noisy_rows16(keys.data(), centre_offsets.data(), centres_.data(), noise_, features(), q.data(), inputs.data() + r0, static_cast<std::size_t>(rows));
+        continue;
+      }
+      if (avx2_lanes && n == group) {
+        for (std::size_t half = 0; half < group; half += 8)
+          noisy_rows8(keys.data() + half, centre_offsets.data() + half, centres_.data(), noise_, features(), q.data(), inputs.data() + r0 + half,
+                      static_cast<std::size_t>(rows));
         continue;
       }
 #endif
