@@ -19,7 +19,9 @@ products (their multiply-adds, counted) at the cores' peak rate for the instruct
 (measured by bench_train_step), over torch's bare step -- no step doing those products can go
 below it.
 
-Usage: bench_train_command.py [BUILD_DIR (default build)] [ROUNDS (default 3)]
+Usage: bench_train_command.py [BUILD_DIR (default build)] [ROUNDS (default 3)] [KIND:PRECISION:THREADS ...]
+Configurations named (mlp:fp32:1, gpt:bf16:2, ...) are the only ones timed, without their bare
+steps (on a processor without AVX512-BF16, torch's bf16 autocast takes seconds a step).
 Run it with the torch users run (scripts/test-torch's venv): Debian's torch 1.13 has no fast bf16
 path on CPU."""
 
@@ -116,6 +118,7 @@ def load():
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else "build"
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    named = set(sys.argv[3:])
     import torch
     cores = os.cpu_count()
     print(f"{platform.processor() or platform.machine()}, {cores} cores, torch {torch.__version__}; {rounds} alternating rounds; "
@@ -124,8 +127,11 @@ def main():
           f"{'floor':>6}   rounds   (floor: the bare step's products at the cores' peak, over torch's bare step)")
     for threads in sorted({1, cores}):
         for kind, (model, batch) in (("mlp", MLP), ("gpt", GPT)):
-            bare_rounds = [bare_ratios(build, kind, threads) for _ in range(rounds)]
-            for precision in ("fp32", "bf16"):
+            wanted = [p for p in ("fp32", "bf16") if not named or f"{kind}:{p}:{threads}" in named]
+            if not wanted:
+                continue
+            bare_rounds = [] if named else [bare_ratios(build, kind, threads) for _ in range(rounds)]
+            for precision in wanted:
                 ours, theirs, ratios = [], [], []
                 for r in range(rounds):
                     pair = [lambda: fpscope_command_ms(build, model, batch, precision, threads), lambda: torch_loop_ms(kind, precision, threads)]
@@ -136,14 +142,18 @@ def main():
                     ours.append(ours_ms)
                     theirs.append(theirs_ms)
                     ratios.append(ours_ms / theirs_ms)
-                bare_ours = statistics.median(r[precision][0] for r in bare_rounds)
-                bare_theirs = statistics.median(r[precision][1] for r in bare_rounds)
-                bare = [r[precision][0] / r[precision][1] for r in bare_rounds]
-                floor = statistics.median(r[precision][2] / r[precision][1] for r in bare_rounds)
                 name = f"{kind.upper()} {precision}, {threads} thread{'s' if threads > 1 else ''}, batch {batch}"
-                print(f"{name:44} {statistics.median(ours):11.2f} ms {statistics.median(theirs):8.2f} ms {statistics.median(ratios):5.2f}x   "
-                      f"{bare_ours:6.2f} ms {bare_theirs:5.2f} ms {statistics.median(bare):5.2f}x {floor:5.2f}x   "
-                      + " ".join(f"{x:.2f}x" for x in ratios) + "   bare " + " ".join(f"{x:.2f}x" for x in bare), flush=True)
+                line = f"{name:44} {statistics.median(ours):11.2f} ms {statistics.median(theirs):8.2f} ms {statistics.median(ratios):5.2f}x   "
+                if bare_rounds:
+                    bare_ours = statistics.median(r[precision][0] for r in bare_rounds)
+                    bare_theirs = statistics.median(r[precision][1] for r in bare_rounds)
+                    bare = [r[precision][0] / r[precision][1] for r in bare_rounds]
+                    floor = statistics.median(r[precision][2] / r[precision][1] for r in bare_rounds)
+                    line += f"{bare_ours:6.2f} ms {bare_theirs:5.2f} ms {statistics.median(bare):5.2f}x {floor:5.2f}x   "
+                else:
+                    line += f"{'-':>9} {'-':>8} {'-':>6} {'-':>6}   "
+                print(line + " ".join(f"{x:.2f}x" for x in ratios) + ("   bare " + " ".join(f"{x:.2f}x" for x in bare) if bare_rounds else ""),
+                      flush=True)
     print(f"{load()} after")
 
 
