@@ -207,14 +207,15 @@ void SyntheticClassification::next_batch(int rows, Eigen::MatrixXf& inputs, std:
   const std::uint64_t batch = batch_++;
   // Row r into row r of the column-major inputs, 16 rows at a time shared among the threads, each
   // feature's 16 values side by side: in AVX-512 lanes where the engine's kernels run AVX-512
-  // (bulk_kernel_isa), in AVX2's (two groups of eight) where they run AVX2, else one by one. Every value is its own function of (seed, batch, row,
-  // feature), made by the same operations on either path: the same bits.
+  // (bulk_kernel_isa), in AVX2's (two groups of eight) where they run AVX2, else one by one. Every
+  // value is its own function of (seed, batch, row, feature), made by the same operations on every
+  // path: the same bits.
   constexpr std::size_t group = 16;
   const auto& q = normal_quantiles();
 #if defined(FPSCOPE_SYNTHETIC_LANES)
   // The lanes gather the centres at 32-bit offsets.
-  const bool lanes = bulk_kernel_isa() == "avx512" && centres_.size() <= 0x7fffffff;
-  const bool avx2_lanes = bulk_kernel_isa() == "avx2" && centres_.size() <= 0x7fffffff;
+  const bool offsets_fit = centres_.size() <= 0x7fffffff;
+  const bool lanes = bulk_kernel_isa() == "avx512" && offsets_fit, avx2_lanes = bulk_kernel_isa() == "avx2" && offsets_fit;
 #endif
   parallel_for((static_cast<std::size_t>(rows) + group - 1) / group, 1, [&](std::size_t first, std::size_t last) {
     for (std::size_t g = first; g < last; ++g) {
