@@ -187,19 +187,79 @@ TEST_CASE("gemm: empty shapes, k = 0 gives zeros, and shapes that disagree are r
 TEST_CASE("gemm gives the same bits on any number of threads, where the sums round") {
   std::mt19937 rng(9);
   const auto random = [&](Eigen::Index rows, Eigen::Index cols) { return normal_matrix(rng, rows, cols); };
-  const Eigen::MatrixXf a = random(70, 300), b = random(300, 200), bt = random(200, 300);  // 200 columns: two slices of 128
-  for_each_float32_library([&] {
-    set_gemm_threads(1);
-    const Eigen::MatrixXf one = gemm(a, false, b, false), one_t = gemm(a, false, bt, true);
-    for (const int threads : {2, 3, 7}) {
-      CAPTURE(threads);
-      set_gemm_threads(threads);
-      CHECK(gemm_threads() == threads);
-      CHECK(gemm(a, false, b, false) == one);
-      CHECK(gemm(a, false, bt, true) == one_t);
-    }
-    set_gemm_threads(1);
-  });
+  // Columns: two slices of 128; 43 slices of 24, the last partial, which the threads split at
+  // several places (a whole run each where gemm makes runs); fewer than one slice.
+  for (const Eigen::Index n : {200, 1030, 10}) {
+    CAPTURE(n);
+    const Eigen::MatrixXf a = random(70, 300), b = random(300, n), bt = random(n, 300), at = random(300, 70);
+    for_each_float32_library([&] {
+      set_gemm_threads(1);
+      const Eigen::MatrixXf one = gemm(a, false, b, false), one_t = gemm(a, false, bt, true), one_tt = gemm(at, true, bt, true);
+      for (const int threads : {2, 3, 7}) {
+        CAPTURE(threads);
+        set_gemm_threads(threads);
+        CHECK(gemm_threads() == threads);
+        CHECK(gemm(a, false, b, false) == one);
+        CHECK(gemm(a, false, bt, true) == one_t);
+        CHECK(gemm(at, true, bt, true) == one_tt);
+      }
+      set_gemm_threads(1);
+    });
+  }
+}
+
+TEST_CASE("gemm: where OpenBLAS's calls make whole runs of slices, a run gives each element the bits of a call per slice") {
+  // The property of the machine's OpenBLAS kernels that gemm.cpp relies on where float32_calls_now
+  // says whole_runs: an element's sum does not depend on how many slices its call makes, nor on
+  // where the call starts among the slices. Shapes of the MLP's and GPT's products and odd ones,
+  // every transpose, runs of 1 to 11 slices from several first slices.
+  const Float32Library at_start = gemm_float32_library();
+  set_gemm_float32_library(Float32Library::openblas);
+  const Float32Calls calls = float32_calls_now();
+  set_gemm_float32_library(at_start);
+  if (!calls.whole_runs) {
+    MESSAGE("skipped: OpenBLAS's calls make one slice each on this core (" << std::string(openblas_get_corename()) << ")");
+    CHECK(calls.slice_columns == 128);
+    return;
+  }
+  CHECK(calls.slice_columns % 12 == 0);
+  std::mt19937 rng(17);
+  struct Shape {
+    int m, k, n;
+  };
+  for (const Shape shape : {Shape{256, 784, 1024}, Shape{1024, 256, 1024}, Shape{10, 256, 1024}, Shape{256, 10, 1030}, Shape{37, 129, 300},
+                            Shape{768, 256, 500}, Shape{128, 64, 291}})
+    for (const bool transpose_a : {false, true})
+      for (const bool transpose_b : {false, true}) {
+        const int m = shape.m, k = shape.k;
+        const Eigen::Index n = shape.n;
+        CAPTURE(m);
+        CAPTURE(k);
+        CAPTURE(n);
+        CAPTURE(transpose_a);
+        CAPTURE(transpose_b);
+        const Eigen::MatrixXf a = transpose_a ? normal_matrix(rng, k, m) : normal_matrix(rng, m, k);
+        const Eigen::MatrixXf b = transpose_b ? normal_matrix(rng, n, k) : normal_matrix(rng, k, n);
+        const auto call = [&](Eigen::Index column, Eigen::Index columns, Eigen::MatrixXf& c) {
+          const float* b_columns = transpose_b ? b.data() + column : b.data() + column * b.rows();
+          cblas_sgemm(CblasColMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, m,
+                      static_cast<int>(columns), k, 1.0f, a.data(), static_cast<int>(a.rows()), b_columns, static_cast<int>(b.rows()), 0.0f,
+                      c.data() + column * m, m);
+        };
+        const Eigen::Index width = calls.slice_columns, slices = (n + width - 1) / width;
+        Eigen::MatrixXf per_slice(m, n), in_runs(m, n);
+        for (Eigen::Index slice = 0; slice < slices; ++slice) call(slice * width, std::min(width, n - slice * width), per_slice);
+        for (const Eigen::Index run : {1, 2, 3, 5, 8, 11}) {
+          CAPTURE(run);
+          for (const Eigen::Index first_slice : {Eigen::Index{0}, Eigen::Index{1}, slices / 2, slices - 1}) {
+            const Eigen::Index last_slice = std::min(slices, first_slice + run), column = first_slice * width;
+            const Eigen::Index columns = std::min(n, last_slice * width) - column;
+            in_runs.setConstant(std::numeric_limits<float>::quiet_NaN());
+            call(column, columns, in_runs);
+            CHECK(std::memcmp(in_runs.data() + column * m, per_slice.data() + column * m, sizeof(float) * static_cast<std::size_t>(columns * m)) == 0);
+          }
+        }
+      }
 }
 
 // --- products of bf16 values (oneDNN's bf16 kernels where the processor has them) ---
@@ -580,12 +640,17 @@ TEST_CASE("gemm: the epilogue sees every column once, in the slices of the produ
       const Eigen::MatrixXf plain = gemm(a, false, b, false);
       std::vector<int> seen(static_cast<std::size_t>(n), 0);
       std::mutex mutex;
-      // Slices of 128 columns, or for the bf16 kernels 128 to 512 (256 here on one thread).
-      const Eigen::Index width = bf16 && gemm_has_bf16_products() && threads == 1 ? 256 : 128;
+      // Slices of 128 columns, or for the bf16 kernels 128 to 512 (256 here on one thread); float32
+      // ones where OpenBLAS makes whole runs: a run of 24-column slices per thread.
+      const Float32Calls calls = float32_calls_now();
+      const bool runs = !(bf16 && gemm_has_bf16_products()) && calls.whole_runs;
+      const Eigen::Index width = runs ? calls.slice_columns : bf16 && gemm_has_bf16_products() && threads == 1 ? 256 : 128;
       const Eigen::MatrixXf c = gemm(ProductOperand(a), false, ProductOperand(b), false, [&](float* values, Eigen::Index first, Eigen::Index columns) {
         const std::lock_guard lock(mutex);
         CHECK(first % width == 0);
-        CHECK(columns == std::min<Eigen::Index>(width, n - first));
+        if (runs) CHECK((columns == n - first || columns % width == 0));
+        else CHECK(columns == std::min<Eigen::Index>(width, n - first));
+        if (runs && threads == 1) CHECK(columns == n);  // one call makes it all
         for (Eigen::Index j = first; j < first + columns; ++j) ++seen[static_cast<std::size_t>(j)];
         // The slice is made: its values are the product's, then the epilogue's change stays.
         for (Eigen::Index i = 0; i < m * columns; ++i) {

@@ -108,12 +108,38 @@ void prepare_float32_calls() {
   if (!float32_in_onednn.load(std::memory_order_relaxed)) take_openblas_buffers(parallel_threads() + 1);
 }
 
-// The slice of C = op(a) op(b) (m x n, column-major, leading dimension m) from column `column` on,
-// at most columns_per_call wide, in one single-threaded library call; returns its width. Eigen's
-// default storage is column-major, as CBLAS's ColMajor: leading dimensions are the strides.
-Eigen::Index float32_slice(const MatrixBlock& a, bool transpose_a, const MatrixBlock& b, bool transpose_b, Eigen::Index m, Eigen::Index k,
-                           Eigen::Index n, Eigen::Index column, float* c) {
-  const Eigen::Index columns = std::min(columns_per_call, n - column);
+}  // namespace
+
+// How float32 products are cut into library calls (gemm.hpp's Float32Calls). Each call packs
+// op(a) into the library's own layout, so fewer, wider calls pack it fewer times; but every sum's
+// order must be the same on any number of threads. OpenBLAS's sgemm kernels for the cores in
+// whole_runs_cores make the columns of C in groups of 12 (Sandybridge's: of 4 or fewer) counted from the call's
+// first, the narrower last group its own way: an element's sum then depends only on where its
+// column falls among those groups. Calls that each start at a multiple of 24 columns therefore
+// give every element the bits of one call for all of C, whatever their widths. There each thread
+// makes its whole run of 24-column slices in one call (the 784-1024-1024-10 MLP's fp32 step 5-8%
+// shorter than in calls of 128 columns, on one thread and two); tests/gpu/test_gemm.cpp holds the
+// kernels of the machine's core to it. Elsewhere (oneDNN's sgemm, OpenBLAS's other cores, whose
+// groups were not checked) each call makes one slice of 128 columns, claimed one at a time:
+// narrower ones repack op(a) more often, wider ones measured slower.
+Float32Calls float32_calls_now() {
+  static const bool openblas_groups_known = [] {
+    const std::string_view core = openblas_get_corename();
+    for (const std::string_view whole_runs_core : {"Zen", "Haswell", "Sandybridge"})
+      if (core == whole_runs_core) return true;
+    return false;
+  }();
+  if (float32_in_onednn.load(std::memory_order_relaxed) || !openblas_groups_known) return {columns_per_call, false};
+  return {24, true};
+}
+
+namespace {
+
+// Columns [column, column + columns) of C = op(a) op(b) (m x n, column-major, leading dimension
+// m) in one single-threaded library call. Eigen's default storage is column-major, as CBLAS's
+// ColMajor: leading dimensions are the strides.
+void float32_columns(const MatrixBlock& a, bool transpose_a, const MatrixBlock& b, bool transpose_b, Eigen::Index m, Eigen::Index k,
+                     Eigen::Index column, Eigen::Index columns, float* c) {
   // op(b)'s columns from `column` on: b's columns, or for a transposed b its rows.
   const float* b_slice = transpose_b ? b.data + column : b.data + column * b.stride;
 #if FPSCOPE_HAVE_ONEDNN
@@ -127,13 +153,26 @@ Eigen::Index float32_slice(const MatrixBlock& a, bool transpose_a, const MatrixB
     if (status != dnnl_success)
       throw std::runtime_error("gemm: oneDNN's sgemm refused a " + std::to_string(m) + "x" + std::to_string(k) + " by " + std::to_string(k) +
                                "x" + std::to_string(columns) + " product (status " + std::to_string(static_cast<int>(status)) + ")");
-    return columns;
+    return;
   }
 #endif
   cblas_sgemm(CblasColMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
               static_cast<blasint>(columns), static_cast<blasint>(k), 1.0f, a.data, static_cast<blasint>(a.stride), b_slice,
               static_cast<blasint>(b.stride), 0.0f, c + column * m, static_cast<blasint>(m));
-  return columns;
+}
+
+// Slices [first, last) of C (float32_calls_now's slices) in as few calls as the slicing allows, the
+// columns of each handed to `made` (column, columns) once it returns.
+template <typename Made>
+void float32_slices(const MatrixBlock& a, bool transpose_a, const MatrixBlock& b, bool transpose_b, Eigen::Index m, Eigen::Index k,
+                    Eigen::Index n, float* c, Float32Calls calls, Eigen::Index first, Eigen::Index last, Made&& made) {
+  const Eigen::Index per_call = calls.whole_runs ? last - first : 1;
+  for (Eigen::Index slice = first; slice < last; slice += per_call) {
+    const Eigen::Index column = slice * calls.slice_columns;
+    const Eigen::Index columns = std::min(n, std::min(last, slice + per_call) * calls.slice_columns) - column;
+    float32_columns(a, transpose_a, b, transpose_b, m, k, column, columns, c);
+    made(column, columns);
+  }
 }
 }  // namespace
 
@@ -177,16 +216,19 @@ Eigen::MatrixXf gemm(const ProductOperand& a_operand, bool transpose_a, const Pr
   prepare_float32_calls();
   const Eigen::MatrixXf& a = a_operand.values();  // made here where only their bits were
   const Eigen::MatrixXf& b = b_operand.values();
-  // C is made in fixed slices of columns, one single-threaded OpenBLAS call each, on the element
-  // threads: the calls, and so every sum's order, are the same on any number of threads.
-  const Eigen::Index slices = (n + columns_per_call - 1) / columns_per_call;
+  // C is made in fixed slices of columns (float32_calls_now), in single-threaded library calls on
+  // the element threads: every sum's order is the same on any number of threads.
+  const Float32Calls calls = float32_calls_now();
+  const Eigen::Index slices = (n + calls.slice_columns - 1) / calls.slice_columns;
   const MatrixBlock a_all{a.data(), a.rows(), a.cols(), a.rows()}, b_all{b.data(), b.rows(), b.cols(), b.rows()};
-  parallel_for(static_cast<std::size_t>(slices), 1, [&](std::size_t first, std::size_t last) {
-    for (auto slice = static_cast<Eigen::Index>(first); slice < static_cast<Eigen::Index>(last); ++slice) {
-      const Eigen::Index column = slice * columns_per_call;
-      const Eigen::Index columns = float32_slice(a_all, transpose_a, b_all, transpose_b, m, k, n, column, c.data());
-      if (epilogue) epilogue(c.data() + column * m, column, columns);
-    }
+  // Whole runs: one per thread, each call packing op(a) once (a thread the system sets aside holds
+  // up its share, where single slices would go to the others), else slices claimed one at a time.
+  const std::size_t grain = calls.whole_runs ? std::max<std::size_t>(1, static_cast<std::size_t>(slices) / static_cast<std::size_t>(parallel_threads())) : 1;
+  parallel_for(static_cast<std::size_t>(slices), grain, [&](std::size_t first, std::size_t last) {
+    float32_slices(a_all, transpose_a, b_all, transpose_b, m, k, n, c.data(), calls, static_cast<Eigen::Index>(first), static_cast<Eigen::Index>(last),
+                   [&](Eigen::Index column, Eigen::Index columns) {
+                     if (epilogue) epilogue(c.data() + column * m, column, columns);
+                   });
   });
   return c;
 }
@@ -210,7 +252,9 @@ void gemm_block(const MatrixBlock& a, bool transpose_a, const MatrixBlock& b, bo
   prepare_float32_calls();
   // gemm's calls for copies of the blocks: OpenBLAS reads each operand through its leading
   // dimension, so the block's stride in place of the copy's row count changes no bit.
-  for (Eigen::Index column = 0; column < n; column += columns_per_call) float32_slice(a, transpose_a, b, transpose_b, m, k, n, column, c);
+  const Float32Calls calls = float32_calls_now();
+  float32_slices(a, transpose_a, b, transpose_b, m, k, n, c, calls, 0, (n + calls.slice_columns - 1) / calls.slice_columns,
+                 [](Eigen::Index, Eigen::Index) {});
 }
 
 bool gemm_packed_blocks(const PackedBlock& a, bool transpose_a, const PackedBlock& b, bool transpose_b, float* c) {

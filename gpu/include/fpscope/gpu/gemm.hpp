@@ -151,6 +151,14 @@ enum class Float32Library { openblas, onednn };
 void set_gemm_float32_library(Float32Library library);
 Float32Library gemm_float32_library();
 std::string_view float32_library_name(Float32Library library);  // "OpenBLAS", "oneDNN"
+// How float32 products are cut into single-threaded library calls now: slices of
+// `slice_columns` columns, one call each, or (whole_runs) a thread's run of consecutive slices in
+// one call, where the library sums an element the same way in either (gemm.cpp says where).
+struct Float32Calls {
+  Eigen::Index slice_columns;
+  bool whole_runs;
+};
+Float32Calls float32_calls_now();
 // Where this process's CPU products run now, library, version and kernels, for a run log's
 // header (the same operands give other last bits in other kernels): "float32: oneDNN 2.6.3 sgemm
 // (avx512_core_bf16); bf16: oneDNN 2.6.3 (avx512_core_bf16)", or "float32: OpenBLAS 0.3.21
