@@ -18,16 +18,16 @@ struct FieldCounts {
 
 // The AVX-512 kernel (exponent_fields_avx512.cpp); only where the processor has AVX-512 BW.
 FieldCounts count_exponent_fields_avx512(const std::uint32_t* bits, std::size_t n);
-// The AVX2 kernel (exponent_fields_avx2.cpp); only where the processor has AVX2.
+// The AVX2 kernel (exponent_fields_avx2.cpp, the AVX-512 kernel's method in eight lanes); only
+// where the processor has AVX2.
 FieldCounts count_exponent_fields_avx2(const std::uint32_t* bits, std::size_t n);
 
-// Where the processor has no AVX-512: two steps per chunk of 4096 values. extract(values, length,
-// fields, zeros, largest) writes the chunk's exponent fields as bytes, in any order, and adds its
-// exact zeros to `zeros` and its largest magnitude to `largest` (each instruction set's own, a
-// vector pass in the AVX2 kernel); then a scalar pass counts the bytes, which stay in L1, into
-// eight interleaved tables, so that runs of equal exponents -- the common case in tensors -- do
-// not wait on one counter, prefetching the chunk after next meanwhile so that memory keeps
-// streaming.
+// The baseline's count (exponent_histogram.cpp), for processors with neither kernel: two steps per
+// chunk of 4096 values. extract(values, length, fields, zeros, largest) writes the chunk's
+// exponent fields as bytes, in any order, and adds its exact zeros to `zeros` and its largest
+// magnitude to `largest`; then a scalar pass counts the bytes, which stay in L1, into eight
+// interleaved tables, so that runs of equal exponents -- the common case in tensors -- do not
+// wait on one counter, prefetching the chunk after next meanwhile so that memory keeps streaming.
 template <typename Extract>
 [[gnu::always_inline]] inline FieldCounts count_fields_in_chunks(const std::uint32_t* bits, std::size_t n, Extract extract) {
   FieldCounts result;

@@ -86,7 +86,7 @@ TEST_CASE("an empty histogram") {
   CHECK(empty.lowest_binade() == min_binade - 1);
 }
 
-// The bulk counting (AVX-512 where the processor has it: windows of 32 fields one-hot, pieces of
+// The bulk counting (AVX-512 or AVX2 where the processor has it: windows of 32 fields one-hot, pieces of
 // 64K values; the core_bulk_* tests run it under each instruction set) against add_value one value
 // at a time, on shapes that reach each of its cases.
 TEST_CASE("bulk exponent histogram equals counting one value at a time") {
