@@ -680,23 +680,44 @@ RunLogSink::RunLogSink(OutputTarget target, std::optional<RunLogPosition> resume
     : target_(std::move(target)), resume_from_(resume_from) {}
 
 void RunLogSink::begin(const RunHeader& header) {
+  const std::lock_guard one_writer(mutex_);
+  if (closed_) return;
   log_.reset();  // a lock is released before the same file is opened again
   if (resume_from_) log_.emplace(target_, header, *resume_from_);
   else log_.emplace(target_, header);
 }
 
-void RunLogSink::append(Snapshot snapshot) { log_->append(snapshot); }
+void RunLogSink::append(Snapshot snapshot) {
+  const std::lock_guard one_writer(mutex_);
+  if (closed_) return;
+  log_->append(snapshot);
+  last_step_ = snapshot.step;
+}
 
-void RunLogSink::append_step(const StepRecord& step) { log_->append_step(step); }
+void RunLogSink::append_step(const StepRecord& step) {
+  const std::lock_guard one_writer(mutex_);
+  if (closed_) return;
+  log_->append_step(step);
+  last_step_ = step.step;
+}
 
 RunLogPosition RunLogSink::sync() {
+  const std::lock_guard one_writer(mutex_);
   if (!log_) return {};
-  log_->sync();
+  if (!closed_) log_->sync();  // once closed, keep made it durable as it is
   return log_->position();
 }
 
 void RunLogSink::keep() {
-  if (log_) log_->keep();
+  const std::lock_guard one_writer(mutex_);
+  if (log_ && !closed_) log_->keep();
+}
+
+std::int64_t RunLogSink::keep_as_it_is() {
+  const std::lock_guard one_writer(mutex_);
+  if (log_ && !closed_) log_->keep();
+  closed_ = true;
+  return last_step_;
 }
 
 }  // namespace fpscope

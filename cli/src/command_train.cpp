@@ -3,12 +3,15 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "commands.hpp"
@@ -89,6 +92,24 @@ void export_batch(const std::filesystem::path& folder, std::int64_t step, const 
 // After a SIGINT or a SIGTERM the step in progress finishes, the log is left whole, and train exits
 // with the shell's status for that signal: 128 + its number (130, 143).
 int interrupted_status(int signal_number) { return 128 + signal_number; }
+
+// A second SIGINT or SIGTERM while the step in progress finishes (a step can take minutes, or be
+// stuck in a library): the run ends now, that step abandoned. The log is kept as it is, whole up
+// to the last line written (RunLogSink::keep_as_it_is), with the same status as the first signal
+// gives, and without waiting for the training thread: the process exits from here.
+[[noreturn]] void stop_at_once(RunLogSink* log_sink, std::int64_t first_step, std::int64_t steps, int signal_number, bool checkpoints,
+                               bool after_progress) {
+  const std::int64_t written = log_sink != nullptr ? log_sink->keep_as_it_is() : -1;
+  const std::int64_t step = written >= 0 ? written + 1 : first_step;  // steps done, as the first signal's message counts them
+  const std::string line =
+      fmt::format("{}fpscope: {} again: stopped at once, the step in progress abandoned, after step {} of {}: the run log is whole up to it{}\n",
+                  after_progress ? "\n" : "", signal_number == SIGTERM ? "terminated (SIGTERM)" : "interrupted", step, steps,
+                  checkpoints ? "; --resume goes on from the last checkpoint" : "");
+  std::fflush(stdout);
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+  std::_Exit(interrupted_status(signal_number));
+}
 
 // How often the waiting front end looks at the run: for a Ctrl-C, and for the progress line.
 constexpr std::chrono::milliseconds poll_interval{100};
@@ -226,11 +247,19 @@ void run_train(const TrainOptions& o) {
   // Progress is for a person watching: shown on a terminal, never in a log of stderr.
   const bool show_progress = ::isatty(STDERR_FILENO) != 0;
   int interrupted = 0;  // the signal that stopped the run
+  // The first signal stops the run after the step in progress; session.stop() waits for that on a
+  // thread of its own (made after the watch, so it blocks both signals too), while this one
+  // watches for a second.
+  std::thread stopper;
   std::int64_t shown_step = -1;
   for (;;) {
     const bool ended = session.wait_for_end(poll_interval);
-    if (!ended && interrupted == 0 && (interrupted = interrupts.interrupted()) != 0)
-      session.stop();  // the step in progress finishes; the log is made durable
+    if (!ended && interrupted == 0 && (interrupted = interrupts.interrupted()) != 0) {
+      stopper = std::thread([&session] { session.stop(); });  // the log is made durable
+      if (show_progress) fmt::print(stderr, "\nfinishing the step in progress (interrupt again to stop at once)\n");
+    } else if (!ended && interrupted != 0 && interrupts.interrupted_again()) {
+      stop_at_once(log_sink ? &*log_sink : nullptr, first_step, settings.steps, interrupted, checkpoint_every > 0, show_progress);
+    }
     const TrainingStatus status = session.status();
     if (show_progress && status.step != shown_step) {
       shown_step = status.step;
@@ -238,8 +267,9 @@ void run_train(const TrainOptions& o) {
                  status.loss, status.loss_scale, status.skipped_steps,
                  static_cast<double>(status.step - first_step) / std::max(status.running_seconds, 1e-9));
     }
-    if (ended || interrupted != 0) break;
+    if (ended) break;
   }
+  if (stopper.joinable()) stopper.join();
   if (show_progress) fmt::print(stderr, "\n");
   session.rethrow_failure();
   if (log_sink) log_sink->keep();  // a failed run's log is not kept: the file it replaced goes back

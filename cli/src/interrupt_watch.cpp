@@ -9,10 +9,12 @@
 namespace fpscope::cli {
 
 namespace {
-std::atomic<int> noted{0};  // the first signal noted, by the handler on a thread started before the watch
+std::atomic<int> noted{0};     // the first signal noted, by the handler on a thread started before the watch
+std::atomic<int> arrivals{0};  // how many have been noted
 void note(int signal_number) {
   int none = 0;
   noted.compare_exchange_strong(none, signal_number);
+  arrivals.fetch_add(1);
 }
 
 sigset_t interrupt_set() {
@@ -36,6 +38,7 @@ int take_pending() {
 
 InterruptWatch::InterruptWatch() {
   noted.store(0);
+  arrivals.store(0);
   const sigset_t set = interrupt_set();
   pthread_sigmask(SIG_BLOCK, &set, &previous_mask_);
   struct sigaction action {};
@@ -56,6 +59,11 @@ InterruptWatch::~InterruptWatch() {
 int InterruptWatch::interrupted() {
   if (const int taken = take_pending(); taken != 0) note(taken);
   return noted.load();
+}
+
+bool InterruptWatch::interrupted_again() {
+  (void)interrupted();
+  return arrivals.load() >= 2;
 }
 
 }  // namespace fpscope::cli

@@ -1,5 +1,6 @@
 // Ctrl-C (SIGINT) or SIGTERM (a scheduler preempting the job, `timeout`, `docker stop`) during
-// `fpscope train`: the run stops after its current step, its log whole.
+// `fpscope train`: the run stops after its current step, its log whole; a second one stops it at
+// once, its log whole up to the last step written (command_train.cpp).
 #pragma once
 
 #include <signal.h>
@@ -25,6 +26,9 @@ class InterruptWatch {
   // The first of SIGINT and SIGTERM to arrive since it was made (taking it off the pending set);
   // 0 while neither has.
   int interrupted();
+  // Whether another SIGINT or SIGTERM arrived after the first (taking it off the pending set): a
+  // second Ctrl-C, for a run that should not wait for its step to finish.
+  bool interrupted_again();
 
  private:
   sigset_t previous_mask_;

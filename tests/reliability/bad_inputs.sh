@@ -614,6 +614,31 @@ stopped_by() {  # SIGNAL STATUS SENTENCE NAME
 stopped_by INT 130 "interrupted" interrupted
 stopped_by TERM 143 "terminated (SIGTERM)" terminated
 
+# ... and a second one while that step finishes stops the run at once: the step abandoned, the log
+# kept as it is (whole lines), the same status. The first step of this run takes tens of seconds on
+# one core; both signals come within its first second, and the run must be gone within 10 s of the
+# second. The log it replaced is not put back (the run was stopped, not failed).
+stopped_twice() {  # SIGNAL STATUS SENTENCE NAME
+  "$fpscope" train --model 16-64-10 --steps 3 --out "$4.jsonl" >/dev/null 2>&1  # an earlier log at the same path
+  "$fpscope" train --model 784-8192-8192-10 --batch 4096 --precision fp32 --threads 1 --steps 5 --out "$4.jsonl" >/dev/null 2>"$4.err" &
+  local pid=$! status started
+  # Until the new log's header is written (its first line; the earlier log had more).
+  for _ in $(seq 600); do [[ -e $4.jsonl.previous ]] && (($(wc -l 2>/dev/null <"$4.jsonl" || echo 9) == 1)) && break; sleep 0.1; done
+  sleep 0.5
+  kill -"$1" "$pid"
+  sleep 0.5
+  kill -"$1" "$pid"
+  started=$SECONDS
+  wait "$pid"
+  status=$?
+  if ((status == $2 && SECONDS - started <= 10)) && grep -q "$3 again: stopped at once, the step in progress abandoned, after step 0 of 5" "$4.err" &&
+     (($(wc -l <"$4.jsonl") == 1)) && [[ $(tail -c 1 "$4.jsonl" | od -An -c | tr -d ' ') == '\n' && ! -e $4.jsonl.previous ]] &&
+     grep -q '"run_id"' "$4.jsonl"; then passed=$((passed + 1))
+  else fail "$4: status $status after $((SECONDS - started)) s, $(tail -c 300 "$4.err"), $(wc -l <"$4.jsonl") lines"; fi
+}
+stopped_twice INT 130 "interrupted" interrupted-twice
+stopped_twice TERM 143 "terminated (SIGTERM)" terminated-twice
+
 # ... and no thread that computes runs a handler for either (interrupt_watch.hpp): while a run
 # trains, the main thread and the engine's pool block SIGINT and SIGTERM. (Handled on whichever thread it landed, the
 # handler's frame went where oneDNN 2.6's JIT sgemm had pointed the stack pointer, its heap

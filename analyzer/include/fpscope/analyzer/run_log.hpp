@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json_fwd.hpp>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -127,8 +128,16 @@ class RunLogSink final : public RunSink {
   RunLogPosition sync() override;
   // The run ended or was stopped, its log whole: RunLogAppender::keep. Not called when it failed.
   void keep();
+  // From another thread, for a run stopped at once while its training thread is still inside a
+  // step (a second Ctrl-C): waits for a line being written to be whole, keeps the log as it is
+  // (keep), and from then on the sink writes nothing. Returns the step of the last line written
+  // (recorded or not), or -1 where no step's line was.
+  std::int64_t keep_as_it_is();
 
  private:
+  std::mutex mutex_;  // one writer at a time: the training thread, or keep_as_it_is
+  bool closed_ = false;
+  std::int64_t last_step_ = -1;
   OutputTarget target_;
   std::optional<RunLogPosition> resume_from_;
   std::optional<RunLogAppender> log_;
