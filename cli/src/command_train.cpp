@@ -226,6 +226,11 @@ void run_train(const TrainOptions& o) {
   // With the run log on standard output, the summary goes to standard error.
   std::FILE* summary = log_target && log_target->kind == OutputTarget::Kind::descriptor && log_target->descriptor == 1 ? stderr : stdout;
 
+  // A signal that came while the run was being made (a large model's first weights take seconds
+  // to draw) ends it here, before anything is written.
+  if (const int early = interrupts.interrupted(); early != 0)
+    throw UsageError(fmt::format("{} before the first step: nothing was written", early == SIGTERM ? "terminated (SIGTERM)" : "interrupted"),
+                     interrupted_status(early));
   RunExtras extras;
   if (checkpoint_every > 0) extras.checkpoints = CheckpointPlan{outputs.back(), checkpoint_every, checkpoint_settings};
   if (export_folder) {

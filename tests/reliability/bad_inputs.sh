@@ -639,6 +639,25 @@ stopped_twice() {  # SIGNAL STATUS SENTENCE NAME
 stopped_twice INT 130 "interrupted" interrupted-twice
 stopped_twice TERM 143 "terminated (SIGTERM)" terminated-twice
 
+# ... and one that comes while the run is being made (this model's first weights take seconds to
+# draw) ends it before anything is written: the earlier log at the path stays byte for byte. The
+# signal goes as soon as the run watches for it (its main thread blocks both: SigBlk has 0x4002).
+"$fpscope" train --model 16-64-10 --steps 3 --out early.jsonl >/dev/null 2>&1
+cp early.jsonl early.before
+"$fpscope" train --model 784-8192-8192-10 --batch 4096 --precision fp32 --threads 1 --steps 5 --out early.jsonl >/dev/null 2>early.err &
+pid=$!
+for _ in $(seq 600); do
+  mask=$(awk '/^SigBlk/ { print $2 }' /proc/"$pid"/status 2>/dev/null)
+  (((16#${mask:-0} & 0x4002) == 0x4002)) && break
+  sleep 0.01
+done
+kill -INT "$pid"
+wait "$pid"
+status=$?
+if ((status == 130)) && grep -q "interrupted before the first step: nothing was written" early.err && cmp -s early.jsonl early.before &&
+   [[ ! -e early.jsonl.previous ]]; then passed=$((passed + 1))
+else fail "interrupted-early: status $status, $(tail -c 300 early.err)"; fi
+
 # ... and no thread that computes runs a handler for either (interrupt_watch.hpp): while a run
 # trains, the main thread and the engine's pool block SIGINT and SIGTERM. (Handled on whichever thread it landed, the
 # handler's frame went where oneDNN 2.6's JIT sgemm had pointed the stack pointer, its heap
