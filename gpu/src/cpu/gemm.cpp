@@ -112,16 +112,16 @@ void prepare_float32_calls() {
 
 // How float32 products are cut into library calls (gemm.hpp's Float32Calls). Each call packs
 // op(a) into the library's own layout, so fewer, wider calls pack it fewer times; but every sum's
-// order must be the same on any number of threads. OpenBLAS's sgemm kernels for the cores in
-// whole_runs_cores make the columns of C in groups of 12 (Sandybridge's: of 4 or fewer) counted from the call's
-// first, the narrower last group its own way: an element's sum then depends only on where its
-// column falls among those groups. Calls that each start at a multiple of 24 columns therefore
-// give every element the bits of one call for all of C, whatever their widths. There each thread
-// makes its whole run of 24-column slices in one call (the 784-1024-1024-10 MLP's fp32 step 5-8%
-// shorter than in calls of 128 columns, on one thread and two); tests/gpu/test_gemm.cpp holds the
-// kernels of the machine's core to it. Elsewhere (oneDNN's sgemm, OpenBLAS's other cores, whose
-// groups were not checked) each call makes one slice of 128 columns, claimed one at a time:
-// narrower ones repack op(a) more often, wider ones measured slower.
+// order must be the same on any number of threads. OpenBLAS's sgemm kernels for the cores named
+// below make the columns of C in groups of 12 (Sandybridge's in groups of 4 or fewer) counted
+// from the call's first, the narrower last group its own way: an element's sum then depends only
+// on where its column falls among those groups. Calls that each start at a multiple of 24 columns
+// therefore give every element the bits of one call for all of C, whatever their widths. There
+// each thread makes its whole run of 24-column slices in one call, packing op(a) once
+// (docs/performance.md measures it); tests/gpu/test_gemm.cpp holds the kernels of the machine's
+// core to it. Elsewhere (oneDNN's sgemm, OpenBLAS's other cores, whose groups were not checked)
+// each call makes one slice of 128 columns, claimed one at a time: narrower ones repack op(a)
+// more often, wider ones measured slower.
 Float32Calls float32_calls_now() {
   static const bool openblas_groups_known = [] {
     const std::string_view core = openblas_get_corename();
