@@ -639,6 +639,25 @@ stopped_twice() {  # SIGNAL STATUS SENTENCE NAME
 stopped_twice INT 130 "interrupted" interrupted-twice
 stopped_twice TERM 143 "terminated (SIGTERM)" terminated-twice
 
+# ... and a run stopped at once between its checkpoints goes on with --resume to the log an
+# uninterrupted run writes (but for the run id): the checkpoint covers a prefix of the log kept.
+resume_settings=(train --model 784-2048-2048-10 --batch 4096 --precision fp32 --threads 1 --steps 4 --checkpoint-every 1)
+"$fpscope" "${resume_settings[@]}" --out whole.jsonl >/dev/null 2>&1
+"$fpscope" "${resume_settings[@]}" --out cut.jsonl >/dev/null 2>cut.err &
+pid=$!
+# Two steps in the log (header and two lines), then both signals in the third step (its
+# checkpoint, ~25 MB, is written in a fraction of the step's seconds).
+for _ in $(seq 1200); do (($(wc -l 2>/dev/null <cut.jsonl || echo 0) >= 3)) && break; sleep 0.05; done
+sleep 0.5
+kill -INT "$pid"
+sleep 0.25
+kill -INT "$pid"
+wait "$pid"
+status=$?
+if ((status == 130)) && grep -q "again: stopped at once" cut.err && "$fpscope" "${resume_settings[@]}" --out cut.jsonl --resume >/dev/null 2>>cut.err &&
+   cmp -s <(without_run_id cut.jsonl) <(without_run_id whole.jsonl); then passed=$((passed + 1))
+else fail "stopped-at-once-resumed: status $status, $(tail -c 300 cut.err)"; fi
+
 # ... and one that comes while the run is being made (this model's first weights take seconds to
 # draw) ends it before anything is written: the earlier log at the path stays byte for byte. The
 # signal goes as soon as the run watches for it (its main thread blocks both: SigBlk has 0x4002).
