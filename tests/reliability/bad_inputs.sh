@@ -8,9 +8,11 @@
 set -u
 fpscope=$(realpath "$1")
 gui="${2:+$(realpath "$2")}"
+here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
+x_dir=$(mktemp -d)  # an X server's files, outside the folder whose files are checked
 helpers=()
-trap 'kill "${helpers[@]}" 2>/dev/null; rm -rf "$work"' EXIT
+trap 'kill "${helpers[@]}" 2>/dev/null; rm -rf "$work" "$x_dir"' EXIT
 cd "$work" || exit 1
 passed=0
 failed=0
@@ -492,11 +494,10 @@ if [[ -n "$gui" ]] && { [[ -n "${DISPLAY:-}" ]] || command -v Xvfb >/dev/null; }
   ignore='busy'
   with_display=() display_pid=""
   if [[ -z "${DISPLAY:-}" ]]; then  # an X server of our own (xvfb-run's clean-up fails now and then, exiting 5)
-    for n in $(seq 91 140); do [[ -e "/tmp/.X$n-lock" ]] || break; done
-    Xvfb ":$n" -screen 0 1280x800x24 -nolisten tcp >/dev/null 2>&1 &
-    display_pid=$!
-    for _ in $(seq 50); do [[ -e "/tmp/.X11-unix/X$n" ]] && break; sleep 0.1; done
-    with_display=(env DISPLAY=":$n")
+    source "$here/../x_server.sh"
+    start_x_server "$x_dir"
+    display_pid=$x_server_pid
+    with_display=(env DISPLAY="${x_display:-:none}")
   fi
   # Under AddressSanitizer the app's leak check is off, as in gui_smoke.sh: Mesa's driver, unloaded
   # at exit, leaves allocations LeakSanitizer cannot name.

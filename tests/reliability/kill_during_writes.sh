@@ -7,8 +7,10 @@ set -u
 fpscope="$1"
 kills="${2:-25}"
 gui="${3:-}"
+here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+x_server_pid=""
+trap 'kill $x_server_pid 2>/dev/null; rm -rf "$work"' EXIT
 cd "$work" || exit 1
 failed=0
 RANDOM=7  # the same moments every run
@@ -45,59 +47,103 @@ else
   echo "FAIL: after $killed kills the resumed log differs from the uninterrupted one"; failed=1
 fi
 
+# Where a writer is killed. Where strace may trace: on entering each call the writer makes on its
+# way to replacing files -- every write, fsync, link of the unnamed temporary and rename, one run
+# per call -- so that each state between two of them is left once (random moments land in the
+# reading nearly always: a file's writing is a few milliseconds at the end). Elsewhere: `kills`
+# random moments over the writer's whole run, as long as it was seen to take.
+write_calls=write,pwrite64,fsync,fdatasync,linkat,rename,renameat,renameat2
+can_inject=0
+command -v strace >/dev/null && strace -qq -o /dev/null true 2>/dev/null && can_inject=1
+# kill_writer SECONDS RESET CHECK COMMAND...: RESET, then COMMAND killed, then CHECK, at each kill
+# point (SECONDS: how long COMMAND took whole); sets kill_runs and kill_how.
+kill_writer() {
+  local seconds=$1 reset=$2 check=$3 call n pid
+  shift 3
+  kill_runs=0
+  if ((can_inject)); then
+    kill_how="at each of its writes, fsyncs, links and renames"
+    "$reset"
+    strace -f -qq -o "$work/calls.txt" -e trace="$write_calls" "$@" >/dev/null 2>&1
+    while read -r call n; do
+      "$reset"
+      # (In a group whose standard error goes nowhere: bash's "Killed" for strace, which ends as its
+      # tracee did, with it.)
+      { strace -f -qq -o /dev/null -e trace="$call" -e inject="$call:signal=KILL:when=$n" "$@" >/dev/null 2>&1 || :; } 2>/dev/null
+      "$check"
+      kill_runs=$((kill_runs + 1))
+    done < <(sed -nE 's/^([0-9]+) +([a-z0-9_]+)\(.*/\1 \2/p' "$work/calls.txt" | sort | uniq -c |
+             awk '{ if ($1 > most[$3]) most[$3] = $1 } END { for (c in most) for (n = 1; n <= most[c]; ++n) print c, n }')
+  else
+    kill_how="at random moments (strace cannot trace here)"
+    for ((i = 0; i < kills; ++i)); do
+      "$reset"
+      "$@" >/dev/null 2>&1 &
+      pid=$!
+      random_sleep "$seconds"
+      kill -9 "$pid" 2>/dev/null
+      wait "$pid" 2>/dev/null
+      "$check"
+      kill_runs=$((kill_runs + 1))
+    done
+  fi
+}
+random_sleep() { sleep "$(awk -v s="$1" -v r="$RANDOM" 'BEGIN { printf "%.3f", 1.2 * s * r / 32768 }')"; }  # SECONDS: 0 to 1.2 x SECONDS
+timed() {  # COMMAND...: runs it; sets took (seconds)
+  local start=$EPOCHREALTIME
+  "$@"
+  local status=$?
+  took=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }')
+  return $status
+}
+
 # Export: the old file or the new one, byte for byte.
 # The old files are an earlier export of each kind (an export replaces only a file of its kind),
 # of the run's first steps.
 head -n 4 reference.jsonl >older.jsonl
 for kind in png csv; do
-  "$fpscope" export reference.jsonl "--$kind" "new.$kind" >/dev/null 2>&1 && "$fpscope" export older.jsonl "--$kind" "old.$kind" >/dev/null 2>&1 &&
+  timed "$fpscope" export reference.jsonl "--$kind" "new.$kind" >/dev/null 2>&1 && "$fpscope" export older.jsonl "--$kind" "old.$kind" >/dev/null 2>&1 &&
     ! cmp -s "old.$kind" "new.$kind" || { echo "FAIL: export --$kind"; exit 1; }
-done
-for kind in png csv; do
-  torn=0 new=0
-  for ((i = 0; i < kills; ++i)); do
-    cp "old.$kind" "out.$kind"
-    "$fpscope" export reference.jsonl "--$kind" "out.$kind" >/dev/null 2>&1 &
-    pid=$!
-    sleep "0.$(printf %02d $((RANDOM % 60)))"
-    kill -9 "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
+  reset_export() { cp "old.$kind" "out.$kind"; }
+  check_export() {
     if cmp -s "out.$kind" "new.$kind"; then new=$((new + 1)); elif ! cmp -s "out.$kind" "old.$kind"; then torn=$((torn + 1)); fi
-  done
-  if ((torn == 0)); then echo "ok: $kills kills during export --$kind: always the old file or the new one ($new new)"
-  else echo "FAIL: $torn of $kills kills during export --$kind left a torn file"; failed=1; fi
+  }
+  torn=0 new=0
+  kill_writer "$took" reset_export check_export "$fpscope" export reference.jsonl "--$kind" "out.$kind"
+  if ((torn == 0 && kill_runs > 0)); then echo "ok: $kill_runs kills during export --$kind, $kill_how: always the old file or the new one ($new new)"
+  else echo "FAIL: $torn of $kill_runs kills during export --$kind left a torn file"; failed=1; fi
   "$fpscope" export reference.jsonl "--$kind" "out.$kind" >/dev/null 2>&1 && cmp -s "out.$kind" "new.$kind" || { echo "FAIL: export --$kind after the kills"; failed=1; }
 done
 
 # The app's Export (--export DIR after the followed log is read): each of its three files is the
 # old one or the new one.
+app_files=(run.jsonl histograms.csv fpscope-window.png)
 if [[ -n "$gui" ]]; then
   # Under AddressSanitizer (scripts/test-sanitizers) the app's leak check is off, as in
   # gui_smoke.sh: Mesa's driver, unloaded at exit, leaves allocations LeakSanitizer cannot name.
   export ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"
-  xvfb=()
-  [[ -z "${DISPLAY:-}" ]] && xvfb=(xvfb-run -a -s "-screen 0 1280x800x24")
-  mkdir -p app_new app_out
-  mkdir -p app_old
-  "${xvfb[@]}" "$gui" --follow reference.jsonl --frames 2 --export app_new >/dev/null 2>&1 &&
-    "${xvfb[@]}" "$gui" --follow older.jsonl --frames 2 --export app_old >/dev/null 2>&1 || { echo "FAIL: the app's export"; exit 1; }
-  torn=0 new=0
-  for ((i = 0; i < kills; ++i)); do
-    for name in run.jsonl histograms.csv fpscope-window.png; do cp "app_old/$name" "app_out/$name"; done
-    "${xvfb[@]}" "$gui" --follow reference.jsonl --frames 2 --export app_out >/dev/null 2>&1 &
-    pid=$!
-    sleep "0.$(printf %02d $((RANDOM % 90)))"
-    # The app itself, not xvfb-run (which then stops its X server).
-    pkill -9 -f -- "^$gui --follow reference.jsonl --frames 2 --export app_out" 2>/dev/null
-    wait "$pid" 2>/dev/null
-    for name in run.jsonl histograms.csv fpscope-window.png; do
+  # One X server for every window the test opens, where there is no display.
+  if [[ -z "${DISPLAY:-}" ]]; then
+    source "$here/../x_server.sh"
+    start_x_server "$work" || { echo "FAIL: Xvfb did not start: $(cat "$work/xvfb.log")"; exit 1; }
+    export DISPLAY="$x_display"
+  fi
+  mkdir -p app_new app_out app_old
+  timed "$gui" --follow reference.jsonl --frames 2 --export app_new >/dev/null 2>&1 &&
+    "$gui" --follow older.jsonl --frames 2 --export app_old >/dev/null 2>&1 || { echo "FAIL: the app's export"; exit 1; }
+  app_seconds=$took
+  reset_app() { for name in "${app_files[@]}"; do cp "app_old/$name" "app_out/$name"; done; }
+  check_app() {
+    for name in "${app_files[@]}"; do
       if cmp -s "app_out/$name" "app_new/$name"; then new=$((new + 1))
       elif ! cmp -s "app_out/$name" "app_old/$name"; then torn=$((torn + 1)); echo "torn: $name"; fi
     done
-  done
-  if ((torn == 0)); then echo "ok: $kills kills during the app's export: always the old files or the new ones ($new of $((3 * kills)) new)"
-  else echo "FAIL: $torn files torn by $kills kills during the app's export"; failed=1; fi
-  "${xvfb[@]}" "$gui" --follow reference.jsonl --frames 2 --export app_out >/dev/null 2>&1 || { echo "FAIL: the app's export after the kills"; failed=1; }
+  }
+  torn=0 new=0
+  kill_writer "$app_seconds" reset_app check_app "$gui" --follow reference.jsonl --frames 2 --export app_out
+  if ((torn == 0 && kill_runs > 0)); then echo "ok: $kill_runs kills during the app's export, $kill_how: always the old files or the new ones ($new of $((3 * kill_runs)) new)"
+  else echo "FAIL: $torn files torn by $kill_runs kills during the app's export"; failed=1; fi
+  "$gui" --follow reference.jsonl --frames 2 --export app_out >/dev/null 2>&1 || { echo "FAIL: the app's export after the kills"; failed=1; }
 fi
 
 # A run replacing an earlier log on a disk that fills, killed at random moments: the earlier log
@@ -137,8 +183,9 @@ fi
 # Two writers racing on one log and one checkpoint, killed at random: one of them owns both, the
 # other is refused; whatever the kills leave resumes (the log and its checkpoint agree) and the
 # run then ends as the uninterrupted one.
-race=(train --model 32-256-256-10 --activation tanh --batch 64 --round stochastic --steps 300 --checkpoint-every 1 --out race.jsonl)
-"$fpscope" "${race[@]::${#race[@]}-2}" --out race_reference.jsonl >/dev/null 2>&1
+race=(train --model 32-256-256-10 --activation tanh --batch 64 --round stochastic --steps 150 --checkpoint-every 1 --out race.jsonl)
+timed "$fpscope" "${race[@]::${#race[@]}-2}" --out race_reference.jsonl >/dev/null 2>&1
+race_seconds=$took
 bad_race=0
 for ((i = 0; i < kills; ++i)); do
   rm -f race.jsonl race.jsonl.ckpt race.jsonl.previous
@@ -146,7 +193,7 @@ for ((i = 0; i < kills; ++i)); do
   first=$!
   "$fpscope" "${race[@]}" >/dev/null 2>race2.err &
   second=$!
-  sleep "0.$(printf %02d $((RANDOM % 60)))"
+  random_sleep "$race_seconds"  # over the run's whole length
   kill -9 "$first" "$second" 2>/dev/null
   wait "$first" "$second" 2>/dev/null
   if [[ -e race.jsonl.ckpt ]]; then
@@ -169,10 +216,10 @@ if [[ -n "$gui" ]]; then
   inode=$(stat -c %i busy/run.jsonl)
   refused=0
   for ((i = 0; i < kills; ++i)); do
-    "${xvfb[@]}" "$gui" --follow reference.jsonl --frames 2 --export busy >/dev/null 2>app.err &
+    "$gui" --follow reference.jsonl --frames 2 --export busy >/dev/null 2>app.err &
     pid=$!
-    sleep "0.$(printf %02d $((RANDOM % 90)))"
-    pkill -9 -f -- "^$gui --follow reference.jsonl --frames 2 --export busy" 2>/dev/null
+    random_sleep "$app_seconds"  # over the app's whole run
+    kill -9 "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
     grep -q "another fpscope process is writing it" app.err && refused=$((refused + 1))
   done
