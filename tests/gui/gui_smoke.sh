@@ -211,6 +211,8 @@ if "$check" "$work/no-blocks.png" blocks >/dev/null; then fail "the Blocks view 
 # (Positions for the default 1480x900 window at UI scale 1: the Curves tab at x 507, the PNG
 # button at x 843, both at y 17.)
 if command -v xdotool >/dev/null; then
+  # Until the app's window is on the screen (up to 20 s), and half a second more for its first frames.
+  window_up() { timeout 20 xdotool search --sync --onlyvisible --name "^fpscope$" >/dev/null; sleep 0.5; }
   mkdir -p "$work/interactive"
   gui_path=$(realpath "$gui")
   (cd "$work/interactive" && exec "$gui_path" --follow "$work/state.jsonl" --report >"$work/interactive.out" 2>&1) &
@@ -239,7 +241,7 @@ if command -v xdotool >/dev/null; then
   zoom_run() {  # ACTIONS...: xdotool actions over the plot, then Ctrl+Q; prints the report's histogram line
     (cd "$work/interactive" && exec "$gui_path" --follow "$work/state.jsonl" --report >"$work/zoom.out" 2>&1) &
     local zapp=$!
-    sleep 3
+    window_up
     xdotool mousemove 900 500 sleep 0.3 "$@" sleep 0.5
     xdotool search --name "^fpscope$" windowfocus --sync
     xdotool key ctrl+q
@@ -271,7 +273,7 @@ if command -v xdotool >/dev/null; then
     y=$(awk -v t="$top" -v b="$bottom" 'BEGIN { printf "%d", (t + b) / 2 }')
     (cd "$work/interactive" && exec "$gui_path" --follow "$log" --view curves --report >"$work/$name.out" 2>&1) &
     local app=$!
-    sleep 3
+    window_up
     xdotool mousemove "$x" "$y" sleep 0.5 click 1 sleep 0.5 mousemove 900 40 sleep 0.3 mousemove 910 45 sleep 0.5
     xdotool search --name "^fpscope$" windowfocus --sync
     xdotool key ctrl+q
@@ -306,7 +308,7 @@ if command -v xdotool >/dev/null; then
   mkdir -p "$work/reset"
   (cd "$work/reset" && exec "$gui_path" --start --steps 0 >/dev/null 2>&1) &
   app=$!
-  sleep 3
+  window_up
   xdotool mousemove 234 46 sleep 0.3 click 1 sleep 1 mousemove 843 17 sleep 0.3 click 1 sleep 1  # Reset, then PNG
   xdotool search --name "^fpscope$" windowfocus --sync
   xdotool key ctrl+q
@@ -323,7 +325,7 @@ if command -v xdotool >/dev/null; then
   keys_run() {  # COMMAND...: typing into the number field, then Return and Ctrl+Q; prints the report's inspector line
     (cd "$work/interactive" && exec "$gui_path" --idle --view inspector --inspect 123456 --report >"$work/keys.out" 2>&1) &
     local kapp=$!
-    sleep 3
+    window_up
     xdotool search --name "^fpscope$" windowfocus --sync
     xdotool mousemove 497 40 sleep 0.3 click 1 sleep 0.5
     "$@"
