@@ -206,30 +206,29 @@ done
 if ((bad_race == 0)); then echo "ok: $kills kills of two writers racing on one log and one checkpoint: each time one owned both, and the run went on to the uninterrupted log"
 else echo "FAIL: $bad_race of $kills races left a log and checkpoint that do not go on"; failed=1; fi
 
-# The app's export into the folder of a run being written, killed at random: refused while the
-# run writes; the run's log stays its own file, and is whole when the run is stopped.
+# The app's export into the folder of a run being written: refused while the run writes, and
+# killed at each of its kill points (kill_writer); the run's log stays its own file, and is whole
+# when the run is stopped.
 if [[ -n "$gui" ]]; then
   mkdir -p busy
   "$fpscope" train --model 32-256-256-10 --batch 64 --steps 100000000 --record-every 100 --out busy/run.jsonl >/dev/null 2>busy.err &
   writer=$!
   for _ in $(seq 100); do [[ -s busy/run.jsonl ]] && break; sleep 0.05; done
   inode=$(stat -c %i busy/run.jsonl)
-  refused=0
-  for ((i = 0; i < kills; ++i)); do
-    "$gui" --follow reference.jsonl --frames 2 --export busy >/dev/null 2>app.err &
-    pid=$!
-    random_sleep "$app_seconds"  # over the app's whole run
-    kill -9 "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-    grep -q "another fpscope process is writing it" app.err && refused=$((refused + 1))
-  done
+  "$gui" --follow reference.jsonl --frames 2 --export busy >/dev/null 2>app.err
+  refused_status=$?
+  nothing() { :; }
+  kill_writer "$app_seconds" nothing nothing "$gui" --follow reference.jsonl --frames 2 --export busy
   kill -INT "$writer"
   wait "$writer"
   status=$?
-  if [[ "$(stat -c %i busy/run.jsonl)" == "$inode" && ! -e busy/histograms.csv && ! -e busy/fpscope-window.png ]] &&
+  if [[ "$refused_status" == 1 ]] && grep -q "another fpscope process is writing it" app.err &&
+     [[ "$(stat -c %i busy/run.jsonl)" == "$inode" && ! -e busy/histograms.csv && ! -e busy/fpscope-window.png ]] &&
      "$fpscope" analyze busy/run.jsonl >/dev/null 2>&1; then
-    echo "ok: $kills kills of the app exporting into the folder of a run being written: the run's log its own and whole (stopped with status $status; $refused exports refused before their kill)"
-  else echo "FAIL: the app's export into a run's folder replaced or broke the run's log"; failed=1; fi
+    echo "ok: the app's export into the folder of a run being written refused ($kill_runs kills of it, $kill_how): the run's log its own and whole (stopped with status $status)"
+  else
+    echo "FAIL: the app's export into a run's folder (status $refused_status: $(cat app.err)) replaced or broke the run's log"; failed=1
+  fi
 fi
 
 # What the kills left behind (.NAME.fpscope-tmp-XXXXXXXXXXXX, only if a kill fell between naming a
