@@ -377,6 +377,9 @@ int run(const Options& o) {
       if (app.curves.plot_right > app.curves.plot_left)
         fmt::print("curves scale plot x {:.1f} .. {:.1f} over steps 0 .. {:.0f}, y {:.1f} .. {:.1f}\n", app.curves.plot_left, app.curves.plot_right,
                    app.curves.plot_steps, app.curves.plot_top, app.curves.plot_bottom);
+      if (app.curves.plot_right > app.curves.plot_left)
+        fmt::print("curves loss axis log10 {:.4f} .. {:.4f}, scale axis log2 {:.0f} .. {:.0f}\n", app.curves.loss_axis_lo,
+                   app.curves.loss_axis_hi, app.curves.scale_axis_lo, app.curves.scale_axis_hi);
       if (const auto& series = app.curves.series; !series.marked.empty())
         fmt::print("curves red ticks: {} skipped, {} unfinished\n", series.marked.size() - series.unfinished, series.unfinished);
       const auto& g = app.histogram.geometry;

@@ -100,6 +100,12 @@ const CurveSeries& curve_series(App& app) {
       app.curves.smoothing);
   c.log_baseline.clear();
   for (double l : baseline_smooth) c.log_baseline.push_back(log10_or_nan(l));
+  c.log_loss_lo = std::numeric_limits<double>::infinity(), c.log_loss_hi = -c.log_loss_lo;
+  for (const auto* series : {&c.log_loss, &c.log_baseline})
+    for (double v : *series)
+      if (std::isfinite(v)) c.log_loss_lo = std::min(c.log_loss_lo, v), c.log_loss_hi = std::max(c.log_loss_hi, v);
+  c.scale_lo = *std::min_element(c.scale.begin(), c.scale.end());
+  c.scale_hi = *std::max_element(c.scale.begin(), c.scale.end());
   return c;
 }
 
@@ -117,10 +123,7 @@ void draw_curves(App& app) {
 
   double x1 = steps.back() + 1;
   if (!baseline_steps.empty()) x1 = std::max(x1, baseline_steps.back() + 1);
-  double y0 = std::numeric_limits<double>::infinity(), y1 = -y0;
-  for (const auto* series : {&log_loss, &log_baseline})
-    for (double v : *series)
-      if (std::isfinite(v)) y0 = std::min(y0, v), y1 = std::max(y1, v);
+  double y0 = series.log_loss_lo, y1 = series.log_loss_hi;
   if (!(y0 <= y1)) y0 = -1, y1 = 1;  // no finite loss yet
   y0 = std::floor(y0 * 4) / 4 - 0.05;
   y1 = std::ceil(y1 * 4) / 4 + 0.05;
@@ -192,8 +195,7 @@ void draw_curves(App& app) {
 
   ImGui::TextUnformatted(series.unfinished == 0 ? "loss scale (log2); red ticks: skipped steps (click one for its culprit)"
                                                  : "loss scale (log2); red ticks: skipped and unfinished steps (click one for its culprit)");
-  const double s0 = *std::min_element(scale.begin(), scale.end()), s1 = *std::max_element(scale.begin(), scale.end());
-  const double scale_lo = std::floor(s0) - 1, scale_hi = std::ceil(s1) + 1;
+  const double scale_lo = std::floor(series.scale_lo) - 1, scale_hi = std::ceil(series.scale_hi) + 1;
   const float rest = ImGui::GetContentRegionAvail().y;
   PlotFrame scale_plot = PlotFrame::reserve(ImVec2(0, (fp8 ? rest * 0.4f : rest) - ImGui::GetFontSize()), 0, x1, scale_lo, scale_hi, "##scale",
                                             margin);
@@ -203,6 +205,7 @@ void draw_curves(App& app) {
   polyline(scale_plot, steps, scale, to_imgui(palette::scale_line), px(2));
   app.curves.plot_left = scale_plot.min.x, app.curves.plot_right = scale_plot.max.x;
   app.curves.plot_top = scale_plot.min.y, app.curves.plot_bottom = scale_plot.max.y, app.curves.plot_steps = x1;
+  app.curves.loss_axis_lo = y0, app.curves.loss_axis_hi = y1, app.curves.scale_axis_lo = scale_lo, app.curves.scale_axis_hi = scale_hi;
   for (double s : marked)
     draw->AddLine(ImVec2(std::floor(scale_plot.sx(s)), scale_plot.min.y), ImVec2(std::floor(scale_plot.sx(s)), scale_plot.max.y),
                   to_imgui(palette::skipped_mark), px(1));
@@ -210,10 +213,13 @@ void draw_curves(App& app) {
   // The chosen operand's amax and the scale its cast used, each step, in log2. Under current
   // scaling amax x scale is the format's largest (448 for E4M3, 57344 for E5M2) over the margin;
   // under delayed scaling the gap between them is the history's lag.
-  std::vector<double> amax(steps.size(), std::numeric_limits<double>::quiet_NaN()), fp8_scale(amax);
-  std::vector<const OperandScaling*> chosen(steps.size(), nullptr);
+  std::vector<double> amax, fp8_scale;
+  std::vector<const OperandScaling*> chosen;  // empty for a run without them
   std::optional<PlotFrame> fp8_plot;
   if (fp8) {
+    amax.assign(steps.size(), std::numeric_limits<double>::quiet_NaN());
+    fp8_scale = amax;
+    chosen.assign(steps.size(), nullptr);
     for (std::size_t i = 0; i < app.steps.size(); ++i)
       for (const OperandScaling& o : app.steps[i].scaling)
         if (operand_key(o) == app.curves.scaling_operand) {
@@ -281,7 +287,7 @@ void draw_curves(App& app) {
     text += fmt::format("\nloss scale 2^{:g}{}", scale[i], record.skipped ? "\nskipped: the optimizer step was not taken" : "");
     if (record.skipped || !std::isfinite(record.loss) || !record.finished)
       text += fmt::format("\nculprit: {}{}", culprit_diagnosis(record), record.culprit ? "\n(click: open it in Histogram)" : "");
-    if (const OperandScaling* o = chosen[i])
+    if (const OperandScaling* o = i < chosen.size() ? chosen[i] : nullptr)
       text += fmt::format("\n{} ({}): amax {:.6g}, scale {:.6g}\n{} of {} elements flushed to zero, {} saturated", app.curves.scaling_operand,
                           o->format, o->amax, o->scale, o->flushed_to_zero, o->elements, o->saturated);
     ImGui::SetTooltip("%s", text.c_str());

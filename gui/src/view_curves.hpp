@@ -27,6 +27,9 @@ struct CurveSeries {
   std::size_t unfinished = 0;
   // The baseline's steps up to the run's last, and its smoothed loss's log10.
   std::vector<double> baseline_steps, log_baseline;
+  // The extent of the finite log10 losses (the run's and the baseline's; lo > hi where there is
+  // none) and of the log2 loss scales, made with the series rather than every frame.
+  double log_loss_lo = 0, log_loss_hi = -1, scale_lo = 0, scale_hi = 0;
 };
 
 // Curves state: TensorBoard's smoothing (an exponential moving average, debiased at the start).
@@ -38,6 +41,8 @@ struct CurvesState {
   // steps 0 to `plot_steps`, y from `plot_top` to `plot_bottom` (--report tells, for tests that click).
   float plot_left = 0, plot_right = 0, plot_top = 0, plot_bottom = 0;
   double plot_steps = 0;
+  // The last frame's axes: the loss plot's log10 range and the scale plot's log2 range (--report).
+  double loss_axis_lo = 0, loss_axis_hi = 0, scale_axis_lo = 0, scale_axis_hi = 0;
 };
 
 void draw_curves(App& app);

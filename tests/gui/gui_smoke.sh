@@ -196,6 +196,26 @@ if "$check" "$work/curves-fp8.png" curves-fp8 >/dev/null; then ok; else fail "Cu
 headless --follow "$work/run.jsonl" --view curves --frames 3 --screenshot "$work/curves-plain.png" >/dev/null 2>&1
 if "$check" "$work/curves-plain.png" curves-fp8 >/dev/null; then fail "Curves drew FP8 scaling for a run without a recipe"; else ok; fi
 
+# Curves' axes hold every loss (a quarter decade's rounding and 0.05 of margin either side) and
+# every loss scale (whole powers of two, one more either side): the injected NaN skips a step and
+# halves the scale.
+"$fpscope" train --model 16-32-10 --precision fp16 --loss-scale dynamic --steps 30 --batch 32 --inject nan@fc1:9 \
+  --out "$work/axes.jsonl" >/dev/null 2>&1
+read -r loss_lo loss_hi scale_lo scale_hi < <(headless --follow "$work/axes.jsonl" --view curves --frames 2 --report 2>&1 |
+  sed -n 's/^curves loss axis log10 \([-0-9.]*\) \.\. \([-0-9.]*\), scale axis log2 \([-0-9]*\) \.\. \([-0-9]*\)$/\1 \2 \3 \4/p')
+if grep -o '"loss":[-0-9.e+]*\|"loss_scale":[-0-9.e+]*' "$work/axes.jsonl" |
+   awk -F: -v lo="${loss_lo:-x}" -v hi="${loss_hi:-x}" -v slo="${scale_lo:-x}" -v shi="${scale_hi:-x}" '
+     function floor_(x) { return x == int(x) || x > 0 ? int(x) : int(x) - 1 }
+     $1 == "\"loss\"" { v = log($2) / log(10); if (!n++ || v < a) a = v; if (n == 1 || v > b) b = v }
+     $1 == "\"loss_scale\"" { v = log($2) / log(2); if (!m++ || v < c) c = v; if (m == 1 || v > d) d = v }
+     END { ceil_d = -floor_(-d)
+           exit !(n > 0 && m > 0 && c < d && lo > a - 0.31 && lo <= a - 0.049 && hi >= b + 0.049 && hi < b + 0.31 &&
+                  slo == floor_(c) - 1 && shi == ceil_d + 1) }'; then
+  ok
+else
+  fail "Curves' axes: loss log10 ${loss_lo:-?} .. ${loss_hi:-?}, scale log2 ${scale_lo:-?} .. ${scale_hi:-?} against the log's losses and scales"
+fi
+
 # The Blocks view on a log written with --record-blocks mxfp4: fc1's weights against E2M1's window
 # (normal, subnormal, flushed bands and bars); a log without block statistics says so instead.
 "$fpscope" train "${state_run[@]}" --steps 6 --record-blocks mxfp4 --out "$work/blocks.jsonl" >/dev/null 2>&1
