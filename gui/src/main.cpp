@@ -374,12 +374,12 @@ int run(const Options& o) {
       if (const fpscope::Snapshot* shown = app.current_snapshot(); shown != nullptr && !app.tensor_names.empty())
         fmt::print("shown: {} at step {}, {} {}\n", fpscope::gui::view_name(app.view), shown->step,
                    app.tensor_names[static_cast<std::size_t>(app.tensor_index)], fpscope::tensor_kind_name(app.kind));
-      if (app.curves.plot_right > app.curves.plot_left)
+      if (app.curves.plot_right > app.curves.plot_left) {
         fmt::print("curves scale plot x {:.1f} .. {:.1f} over steps 0 .. {:.0f}, y {:.1f} .. {:.1f}\n", app.curves.plot_left, app.curves.plot_right,
                    app.curves.plot_steps, app.curves.plot_top, app.curves.plot_bottom);
-      if (app.curves.plot_right > app.curves.plot_left)
         fmt::print("curves loss axis log10 {:.4f} .. {:.4f}, scale axis log2 {:.0f} .. {:.0f}\n", app.curves.loss_axis_lo,
                    app.curves.loss_axis_hi, app.curves.scale_axis_lo, app.curves.scale_axis_hi);
+      }
       if (const auto& series = app.curves.series; !series.marked.empty())
         fmt::print("curves red ticks: {} skipped, {} unfinished\n", series.marked.size() - series.unfinished, series.unfinished);
       const auto& g = app.histogram.geometry;
