@@ -12,12 +12,13 @@
 #include "bulk_isa.hpp"
 #include "fpscope/core/convert.hpp"
 #include "fpscope/core/names.hpp"
+#include "kernel_sets.hpp"
 
 namespace fpscope {
 
 namespace {
 
-enum class Isa { generic, avx2, avx512 };
+using Isa = KernelSet;
 
 // FPSCOPE_BULK_ISA=generic|avx2|avx512 forces one kernel build (and turns the F16C and
 // AVX-512 BF16 accelerators off), so that the tests can hold every build to the scalar
@@ -27,30 +28,26 @@ const char* forced_isa() {
   return forced;
 }
 
-bool cpu_has(Isa isa) {
-#if defined(FPSCOPE_HAVE_X86_KERNELS)
+bool compiled(Isa isa) {
   switch (isa) {
-    case Isa::generic: return true;
-    // What bulk_avx2.cpp and bulk_avx512.cpp are compiled for (kernel_unit_baseline.hpp).
-    case Isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2");
-    case Isa::avx512:
-      return cpu_has(Isa::avx2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    case Isa::generic: return bulk_generic::compiled();
+    case Isa::avx2: return bulk_avx2::compiled();
+    case Isa::avx512: return bulk_avx512::compiled();
   }
   return false;
-#else
-  return isa == Isa::generic;
-#endif
 }
+
+// A set's kernels run where the processor runs them and the build compiled them.
+bool runs(Isa isa) { return processor_runs(isa) && compiled(isa); }
 
 Isa best_isa() {
   static const Isa isa = [] {
     if (const char* forced = forced_isa()) {
-      if (std::strcmp(forced, "avx512") == 0 && cpu_has(Isa::avx512)) return Isa::avx512;
-      if (std::strcmp(forced, "avx2") == 0 && cpu_has(Isa::avx2)) return Isa::avx2;
+      for (const Isa set : kernel_sets)
+        if (std::strcmp(forced, kernel_set_name(set)) == 0 && runs(set)) return set;
       return Isa::generic;
     }
-    return cpu_has(Isa::avx512) ? Isa::avx512 : cpu_has(Isa::avx2) ? Isa::avx2 : Isa::generic;
+    return runs(Isa::avx512) ? Isa::avx512 : runs(Isa::avx2) ? Isa::avx2 : Isa::generic;
   }();
   return isa;
 }
@@ -209,20 +206,19 @@ void bits_to_f32(Format f, std::span<const std::uint8_t> in, std::span<float> ou
   for (std::size_t i = 0; i < in.size(); ++i) out[i] = bits_float(static_cast<std::uint32_t>(convert(f, formats::fp32, in[i], ctx)));
 }
 
-std::string_view bulk_kernel_isa() {
-  switch (best_isa()) {
-    case Isa::avx512: return "avx512";
-    case Isa::avx2: return "avx2";
-    case Isa::generic: return "generic";
-  }
-  return "generic";
-}
+std::string_view bulk_kernel_isa() { return kernel_set_name(best_isa()); }
 
-bool bulk_isa_supported(std::string_view isa) {
-  if (isa == "generic") return true;
-  if (isa == "avx2") return cpu_has(Isa::avx2);
-  if (isa == "avx512") return cpu_has(Isa::avx512);
-  return false;
+bool bulk_isa_supported(std::string_view isa) { return bulk_isa_unavailable(isa).empty(); }
+
+std::string bulk_isa_unavailable(std::string_view isa) {
+  for (const Isa set : kernel_sets) {
+    if (isa != kernel_set_name(set)) continue;
+    if (!processor_runs(set)) return "this processor cannot run the " + std::string(isa) + " kernels";
+    if (!compiled(set))
+      return "this build left out the " + std::string(isa) + " kernels (its FPSCOPE_BULK_KERNELS; all builds every set)";
+    return "";
+  }
+  return "there are no " + std::string(isa) + " kernels (generic, avx2 or avx512)";
 }
 
 }  // namespace fpscope

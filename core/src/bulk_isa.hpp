@@ -1,4 +1,5 @@
-// The per-instruction-set bulk kernels (bulk_kernels.inl), declared once for each set.
+// The per-instruction-set bulk kernels (bulk_kernels.inl), declared once for each set. compiled() is
+// false for a set this build left out (bulk_kernels_left_out.inl).
 #pragma once
 
 #include <cstddef>
@@ -10,6 +11,7 @@
 
 #define FPSCOPE_DECLARE_BULK_ISA(isa)                                                                              \
   namespace fpscope::isa {                                                                                         \
+  bool compiled();                                                                                                 \
   bool f32_to_bits16(Format f, const std::uint32_t* in, std::uint16_t* out, std::size_t n, Context& ctx); \
   bool f32_to_bits8(Format f, const std::uint32_t* in, std::uint8_t* out, std::size_t n, Context& ctx);   \
   bool round_f32(Format f, const std::uint32_t* in, std::uint32_t* out, std::size_t n, Context& ctx);     \

@@ -85,6 +85,8 @@ bool with_format(Format f, Body&& body) {
 
 namespace fpscope::BULK_ISA {
 
+bool compiled() { return true; }
+
 bool f32_to_bits16(Format f, const std::uint32_t* in, std::uint16_t* out, std::size_t n, Context& ctx) {
   const CastOptions options = CastOptions::from(ctx);
   return with_format_and_mode(f, ctx.rounding, [&]<Format F, RoundingMode Mode>() {

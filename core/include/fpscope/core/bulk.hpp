@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "fpscope/core/context.hpp"
@@ -52,8 +53,11 @@ void patterns_of_values(Format f, std::span<const float> values, std::span<std::
 
 // The instruction set whose kernels run: "avx512", "avx2" or "generic". The environment
 // variable FPSCOPE_BULK_ISA=generic|avx2|avx512 forces one (and turns the hardware casts off);
-// one this processor lacks cannot be forced, and bulk_isa_supported says so beforehand.
+// one this processor lacks, or this build left out (the CMake option FPSCOPE_BULK_KERNELS), cannot
+// be forced, and bulk_isa_supported says so beforehand; bulk_isa_unavailable says why in a
+// sentence ("" where the set runs).
 std::string_view bulk_kernel_isa();
 bool bulk_isa_supported(std::string_view isa);
+std::string bulk_isa_unavailable(std::string_view isa);
 
 }  // namespace fpscope
