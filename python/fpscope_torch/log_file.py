@@ -58,7 +58,7 @@ def create(path, header, overwrite):
                 raise RunLogError(f"{given} exists: pass append=True to go on with it, or overwrite=True to replace it")
         temporary = os.path.join(folder, f".{os.path.basename(path)}.fpscope-tmp-{os.getpid()}")
         try:
-            out = open(temporary, "x")
+            out = open(temporary, "x+")  # read too: rewrite_header reads the header back
         except OSError as error:
             raise RunLogError(f"{given}: cannot write in its folder ({error.strerror})") from None
         try:
@@ -125,12 +125,15 @@ def rewrite_header(out, written, header):
     is no longer (one format's four-letter name for another's, a key left out), padded with spaces
     to the old line's length: one write in place, so that a reader sees the one line or the other,
     and the lines after it stay where they are. False, and the log untouched, where the new line
-    is longer or the write fails."""
+    is longer, the log's first line is not `written` as this package writes it (a header padded
+    by an earlier rewrite, another writer's spacing), or the write fails."""
     old, new = (json.dumps(written) + "\n").encode(), json.dumps(header).encode()
     if len(new) + 1 > len(old):
         return False
     new += b" " * (len(old) - len(new) - 1) + b"\n"
     try:
+        if os.pread(out.fileno(), len(old), 0) != old:
+            return False
         return os.pwrite(out.fileno(), new, 0) == len(new)
     except OSError:
         return False

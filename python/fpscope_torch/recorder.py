@@ -588,9 +588,14 @@ class Recorder:
             self._file, header = log_file.open_to_append(self.path)
             refusal = None
             if self._format_open and header.get("source") == "fpscope_torch" and header.get("format") in LARGEST:
-                # Neither fmt nor a precision naming a format: the run goes on in the format its log names.
-                fmt = self._format = header["format"]
-                self._format_open = False
+                if header.get("format_assumed"):
+                    # Its writer only assumed its format: this run settles it at its first recorded
+                    # step (_settle_format), and the header with it.
+                    self._header = header
+                else:
+                    # Neither fmt nor a precision naming a format: the run goes on in the format its log names.
+                    fmt = self._format = header["format"]
+                    self._format_open = False
             if header.get("source") != "fpscope_torch":
                 refusal = (f"{self.path} was written by {header.get('source') or 'another writer'}, not by a Recorder: its steps "
                            "are that run's; name a new log")

@@ -559,7 +559,7 @@ class RecorderTest(unittest.TestCase):
         and length kept, its mark that the format is assumed taken out. Given, it stays; without
         activations, autocast around the model's forward says bf16, and else bf16 parameters do;
         where nothing says, the header goes on saying its fp16 is assumed; a log appended to
-        without either goes on in its own."""
+        without either goes on in its own, or, where its own was assumed, the resumed run settles it."""
         x, y = torch.randn(8, 6), torch.randint(0, 3, (8,))
 
         def run(path, autocast, steps=2, **arguments):
@@ -627,6 +627,17 @@ class RecorderTest(unittest.TestCase):
             self.assertEqual(header["format"], "bf16")
             with open(path, "rb") as f:
                 self.assertEqual(f.readline(), header_line)
+            self.assertEqual([line["step"] for line in lines], [0, 1, 2, 3])
+            # Appended to a log whose format was only assumed: the resumed run settles it (bf16
+            # under autocast, from its activations) and rewrites the header in place.
+            path = os.path.join(d, "nothing-says.jsonl")
+            with open(path, "rb") as f:
+                assumed_line = f.readline()
+            _, (header, lines) = run(path, True, append=True)
+            self.assertEqual(header["format"], "bf16")
+            self.assertNotIn("format_assumed", header)
+            with open(path, "rb") as f:
+                self.assertEqual(len(f.readline()), len(assumed_line))  # in place, padded with spaces
             self.assertEqual([line["step"] for line in lines], [0, 1, 2, 3])
 
     def test_fp32_shadow_equals_a_separate_fp32_run_and_changes_nothing(self):
