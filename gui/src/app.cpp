@@ -16,6 +16,7 @@
 #include "fpscope/core/printable_text.hpp"
 #include "flow_layout.hpp"
 #include "long_name.hpp"
+#include "plot_frame.hpp"
 #include "fpscope/gpu/gemm.hpp"
 #include "fpscope/gpu/gpt_shape.hpp"
 
@@ -416,7 +417,7 @@ void App::selection_controls() {
     ImGui::EndCombo();
   }
   if (!tensor_names.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tensor_names[static_cast<std::size_t>(tensor_index)].c_str());
-  ImGui::SameLine();
+  same_line_if_room(labelled_width(px(170), "tensor"));
   ImGui::SetNextItemWidth(px(170));
   static constexpr TensorKind kinds[] = {TensorKind::activation, TensorKind::activation_gradient, TensorKind::weight,
                                          TensorKind::weight_gradient};
@@ -425,7 +426,7 @@ void App::selection_controls() {
       if (ImGui::Selectable(std::string(tensor_kind_name(k)).c_str(), k == kind)) kind = k;
     ImGui::EndCombo();
   }
-  ImGui::SameLine();
+  same_line_if_room(labelled_width(px(120), "format"));
   ImGui::SetNextItemWidth(px(120));
   if (ImGui::BeginCombo("format", target_format_names[format_index])) {
     for (int i = 0; i < target_format_count; ++i)
@@ -457,6 +458,12 @@ void App::selection_controls() {
   }
 }
 
+float panel_width_now(float dragged, float room) {
+  const float wanted = dragged > 0 ? px(dragged) : std::min(px(330), 0.45f * room);
+  const float widest = 0.6f * room;
+  return std::clamp(wanted, std::min(px(180), widest), widest);
+}
+
 void App::draw() {
   const ImGuiViewport* viewport = ImGui::GetMainViewport();
   ImGui::SetNextWindowPos(viewport->WorkPos);
@@ -465,10 +472,25 @@ void App::draw() {
   ImGui::Begin("fpscope", nullptr,
                ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
                    ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoBackground);
-  ImGui::BeginChild("training", ImVec2(px(330), 0), true);
+  const float room = ImGui::GetContentRegionAvail().x;
+  panel_width_shown = panel_width_now(panel_width_dragged, room);
+  ImGui::BeginChild("training", ImVec2(panel_width_shown, 0), true);
   draw_training(*this);
   ImGui::EndChild();
-  ImGui::SameLine();
+  // The panel's right edge: a drag moves it, a double-click puts it back.
+  ImGui::SameLine(0, 0);
+  const float edge_width = ImGui::GetStyle().ItemSpacing.x;
+  ImGui::InvisibleButton("##panel edge", ImVec2(edge_width, std::max(1.0f, ImGui::GetContentRegionAvail().y)));
+  if (ImGui::IsItemHovered() || ImGui::IsItemActive()) {
+    ImGui::SetMouseCursor(ImGuiMouseCursor_ResizeEW);
+    const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+    ImGui::GetWindowDrawList()->AddLine(ImVec2((a.x + b.x) / 2, a.y), ImVec2((a.x + b.x) / 2, b.y), to_imgui(palette::axis_line), px(2));
+  }
+  if (ImGui::IsItemActive() && ImGui::GetIO().MouseDelta.x != 0)
+    panel_width_dragged = (panel_width_shown + ImGui::GetIO().MouseDelta.x) / px(1);
+  if (ImGui::IsItemHovered() && ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) panel_width_dragged = 0;
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("Drag to widen or narrow the panel; double-click for its default width.");
+  ImGui::SameLine(0, 0);
   ImGui::BeginChild("views", ImVec2(0, 0), false);
   if (ImGui::BeginTabBar("view tabs")) {
     struct Tab {

@@ -69,6 +69,11 @@ inline constexpr std::uint64_t follow_poll_bytes = std::uint64_t{2} << 20;
 
 
 
+// The training panel's width in pixels where the window's content is `room` pixels wide: the
+// width the user dragged it to (for UI scale 1; 0 where none), else 330 or, in a narrower window,
+// 45% of it; between 180 and 60% of the room, so that the views keep the rest.
+float panel_width_now(float dragged, float room);
+
 struct AppOptions {
   std::string follow;  // a run log to follow instead of training here
   bool demo = false;   // train an fp32 baseline, then fp16 without loss scaling, on the paper's settings
@@ -145,6 +150,12 @@ class App {
   bool format_chosen = false;   // by --target-format or the format menu: training no longer picks it
   int step_index = -1;   // into snapshots; -1 follows the latest
   View view = View::histogram;
+
+  // --- layout ---
+  // The training panel's width as the user dragged its right edge, for UI scale 1 (0: not dragged;
+  // panel_width_now says what a frame gives it).
+  float panel_width_dragged = 0;
+  float panel_width_shown = 0;  // what the last frame gave it, in pixels (--report)
 
   // --- per-view state ---
   TrainingForm form;

@@ -360,6 +360,7 @@ int run(const Options& o) {
                  peak_memory_mib(), app.snapshots.size(), static_cast<double>(app.store.snapshot_bytes()) / (1 << 20),
                  app.store.thinned_snapshots(), app.steps.size());
       fmt::print("ui scale {:.2f} (font {:.0f} px)\n", fpscope::gui::current_ui_scale(), ImGui::GetFontSize());
+      fmt::print("training panel {:.0f} px wide in a window {:.0f} px wide\n", app.panel_width_shown, ImGui::GetIO().DisplaySize.x);
       fmt::print("frames at full rate after input {}\n", frames_for_input);
       fmt::print("target format {}\n", fpscope::gui::target_format_names[app.format_index]);
       int advised_frames = 0;

@@ -20,7 +20,7 @@ PlotFrame PlotFrame::reserve(ImVec2 size, double x0, double x1, double y0, doubl
   ImGui::InvisibleButton(id, size);
   PlotFrame frame;
   frame.min = ImVec2(origin.x + (left_margin > 0 ? left_margin : px(56)), origin.y + px(6));
-  frame.max = ImVec2(origin.x + size.x - px(8), origin.y + size.y - px(22));
+  frame.max = ImVec2(origin.x + size.x - right_margin(), origin.y + size.y - px(22));
   frame.x0 = x0;
   frame.x1 = x1 == x0 ? x0 + 1 : x1;
   frame.y0 = y0;
@@ -35,6 +35,8 @@ void begin_opaque_fills(ImDrawList* draw) {
 void end_opaque_fills(ImDrawList* draw) {
   draw->AddCallback([](const ImDrawList*, const ImDrawCmd*) { glEnable(GL_BLEND); }, nullptr);
 }
+
+float PlotFrame::right_margin() { return px(8); }
 
 bool PlotFrame::hovered() const {
   const ImVec2 m = ImGui::GetIO().MousePos;
@@ -54,9 +56,11 @@ void PlotFrame::axes(double x_step, std::string (*x_label)(double), int y_ticks,
       draw->AddLine(ImVec2(tick_x, max.y), ImVec2(tick_x, max.y + px(4)), axis);
       const std::string label = x_label(x);
       const float width = ImGui::CalcTextSize(label.c_str()).x;
-      if (tick_x - width / 2 > last_label_end + px(6)) {
-        draw->AddText(ImVec2(tick_x - width / 2, max.y + px(5)), text, label.c_str());
-        last_label_end = tick_x + width / 2;
+      // Centred on its tick, but never past the margin reserve() left right of the frame.
+      const float left = std::min(tick_x - width / 2, max.x + right_margin() - width);
+      if (left > last_label_end + px(6)) {
+        draw->AddText(ImVec2(left, max.y + px(5)), text, label.c_str());
+        last_label_end = left + width;
       }
     }
   }

@@ -27,6 +27,8 @@ struct PlotFrame {
   double data_x(float screen_x) const { return x0 + (screen_x - min.x) / (max.x - min.x) * (x1 - x0); }
   double data_y(float screen_y) const { return y0 + (max.y - screen_y) / (max.y - min.y) * (y1 - y0); }
   bool hovered() const;
+  // What reserve() leaves right of the frame, the last x label's room.
+  static float right_margin();
   // Ticks: every `x_step` along x up to `x_tick_end` (columns past it are not on the x scale),
   // labelled by `x_label(value)`, and `y_ticks` evenly spaced on y.
   void axes(double x_step, std::string (*x_label)(double), int y_ticks, std::string (*y_label)(double),

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "app.hpp"
+#include "flow_layout.hpp"
 #include "format_regions.hpp"
 #include "heatmap_image.hpp"
 #include "plot_frame.hpp"
@@ -127,10 +128,16 @@ void draw_heatmap(App& app) {
   hi = shown.shown_hi = std::max(shown.shown_hi, hi);
 
   const bool several = static_cast<std::size_t>(state.columns) < app.snapshots.size();
-  ImGui::Text("%s over %zu recorded steps in %d columns%s", key.c_str(), app.snapshots.size(), state.columns,
-              several ? "; each column shows its steps'" : "");
+  // The caption, with the aggregate's menu after it where the line has room, else wrapped and the
+  // menu under it.
+  const std::string caption = fmt::format("{} over {} recorded steps in {} columns{}", key, app.snapshots.size(), state.columns,
+                                          several ? "; each column shows its steps'" : "");
+  const float menu_width = several ? px(70) + ImGui::GetStyle().ItemSpacing.x : 0;
+  const bool one_line = ImGui::CalcTextSize(caption.c_str()).x + menu_width <= ImGui::GetContentRegionAvail().x;
+  if (one_line) ImGui::TextUnformatted(caption.c_str());
+  else ImGui::TextWrapped("%s", caption.c_str());
   if (several) {
-    ImGui::SameLine();
+    if (one_line) ImGui::SameLine();
     int aggregate = static_cast<int>(state.aggregate);
     ImGui::SetNextItemWidth(px(70));
     if (ImGui::Combo("##aggregate", &aggregate, "mean\0max\0")) app.heatmap.aggregate = static_cast<HeatmapColumns::Aggregate>(aggregate);
@@ -140,9 +147,9 @@ void draw_heatmap(App& app) {
                         "max: its largest count (a one-step spike stays visible).");
   }
   ImGui::TextColored(to_imgui_vec4(palette::min_subnormal_line), "smallest %s subnormal", target_format_names[app.format_index]);
-  ImGui::SameLine();
+  same_line_if_room(ImGui::CalcTextSize("smallest normal").x);
   ImGui::TextColored(to_imgui_vec4(palette::min_normal_line), "smallest normal");
-  ImGui::SameLine();
+  same_line_if_room(ImGui::CalcTextSize("overflow").x);
   ImGui::TextColored(to_imgui_vec4(palette::overflow_line), "overflow");
   const float avail = ImGui::GetContentRegionAvail().y;
   // The columns' step axis: a column sits where its steps are, however they were recorded or thinned.

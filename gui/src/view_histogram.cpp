@@ -70,7 +70,7 @@ void draw_histogram(App& app) {
   const RangeReport previewed = rerun != nullptr ? analyze_range(rerun->histogram, f, 0) : analyze_range(h, f, shift);
   const ExponentHistogram ghost = rerun != nullptr ? rerun->histogram : shift_histogram(h, shift).histogram;
   const bool draw_ghost = rerun != nullptr || shift != 0;
-  ImGui::Text("%s %s at step %lld: %llu values, carrying a scale of 2^%d%s", record->name.c_str(),
+  ImGui::TextWrapped("%s %s at step %lld: %llu values, carrying a scale of 2^%d%s", record->name.c_str(),
               std::string(tensor_kind_name(record->kind)).c_str(), static_cast<long long>(snapshot->step),
               static_cast<unsigned long long>(h.total_count()), carried.log2, carried.exact ? "" : " (about)");
   if (snapshot->culprit) {  // a bad step: what broke it, and whether this is it
@@ -118,7 +118,15 @@ void draw_histogram(App& app) {
                                              edges.overflow, format, f.mantissa_bits + 1);
   const std::string overflow_tip = fmt::format("From 2^{} up, past {}'s largest finite value: the cast gives {}.", edges.overflow, format,
                                                overflow_description(f));
-  if (ImGui::BeginTable("regions", 6, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_BordersInnerV)) {
+  // Scrolled sideways, the region names held, where the view is narrower than the table; as tall
+  // as its rows, and the scroll bar where the last frame needed one.
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const float table_height = 7 * (ImGui::GetTextLineHeight() + 2 * style.CellPadding.y) + px(2) +
+                             (app.histogram.table_scrolls ? style.ScrollbarSize : 0);
+  if (ImGui::BeginTable("regions", 6, ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollX,
+                        ImVec2(0, table_height))) {
+    app.histogram.table_scrolls = ImGui::GetScrollMaxX() > 0;
+    ImGui::TableSetupScrollFreeze(1, 0);
     ImGui::TableSetupColumn("region");
     ImGui::TableSetupColumn("values");
     ImGui::TableSetupColumn("of all");
@@ -198,17 +206,20 @@ void draw_histogram(App& app) {
   const Rgb special_colours[] = {palette::zero_bar, palette::non_finite_bar, palette::non_finite_bar};
   const int special_x[] = {zero_x, inf_x, nan_x};
   const char* special_names[] = {"0", "inf", "NaN"};
+  // Columns narrower than their names (a narrow view): "inf" a line lower than its neighbours, the
+  // counts a line lower still.
+  const bool crowded = plot.sx(special_width) - plot.sx(0) < ImGui::CalcTextSize("NaN").x + px(4);
   for (int i = 0; i < 3; ++i) {
     if (specials[i] > 0) bar(special_x[i], std::min(specials[i], top), special_colours[i], special_width);
     if (specials[i] > top) {  // cut: the count on the bar
       const std::string count = fmt::format("{}", specials[i]);
       const ImVec2 count_size = ImGui::CalcTextSize(count.c_str());
-      draw->AddText(ImVec2((plot.sx(special_x[i]) + plot.sx(special_x[i] + special_width) - count_size.x) / 2, plot.min.y + px(18)),
+      draw->AddText(ImVec2((plot.sx(special_x[i]) + plot.sx(special_x[i] + special_width) - count_size.x) / 2, plot.min.y + px(crowded ? 34 : 18)),
                     to_imgui(palette::label_text), count.c_str());
     }
     const ImVec2 size = ImGui::CalcTextSize(special_names[i]);
-    draw->AddText(ImVec2((plot.sx(special_x[i]) + plot.sx(special_x[i] + special_width) - size.x) / 2, plot.min.y + px(2)), to_imgui(palette::label_text),
-                  special_names[i]);
+    draw->AddText(ImVec2((plot.sx(special_x[i]) + plot.sx(special_x[i] + special_width) - size.x) / 2, plot.min.y + px(crowded && i == 1 ? 18 : 2)),
+                  to_imgui(palette::label_text), special_names[i]);
   }
   if (below > 0) draw->AddText(ImVec2(plot.min.x + px(4), plot.min.y + px(18)), to_imgui(palette::label_text), fmt::format("<- {} below", below).c_str());
   if (above > 0) {

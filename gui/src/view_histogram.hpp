@@ -15,6 +15,7 @@ struct HistogramState {
   // zooms around the pointer, a drag pans, a double-click goes back to the format's window.
   std::optional<std::pair<int, int>> zoom;
   float pan_remainder = 0;  // a drag's part of a binade not yet applied
+  bool table_scrolls = false;  // the regions table was wider than the view last frame
   // Where the last frame drew the plot (for --report and the screenshot tests): its screen x range
   // and the binades it spans.
   struct Geometry {

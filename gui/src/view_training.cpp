@@ -16,6 +16,7 @@
 #include "ui_scale.hpp"
 #include "fpscope/analyzer/scale_semantics.hpp"
 #include "choice_combo.hpp"
+#include "flow_layout.hpp"
 #include "fpscope/core/names.hpp"
 #include "fpscope/core/printable_text.hpp"
 #include "fpscope/gpu/gpt.hpp"
@@ -111,7 +112,7 @@ void draw_followed(App& app) {
   if (!app.header.recipe.empty()) ImGui::TextWrapped("recipe     %s", app.header.recipe.c_str());
   if (!app.header.products.empty()) ImGui::TextWrapped("products   %s", app.header.products.c_str());
   if (const Snapshot* s = app.current_snapshot())
-    ImGui::Text("step %lld  loss %.5f  scale 2^%.0f%s", static_cast<long long>(s->step), s->loss, std::log2(s->loss_scale),
+    ImGui::TextWrapped("step %lld  loss %.5f  scale 2^%.0f%s", static_cast<long long>(s->step), s->loss, std::log2(s->loss_scale),
                 s->skipped ? "  skipped" : "");
   const Snapshot* latest = app.snapshots.empty() ? nullptr : app.snapshots.back().get();
   draw_scale_preview(app, nullptr, latest != nullptr ? latest->loss_scale : 1.0);
@@ -157,8 +158,9 @@ void draw_next_step_hint(App& app, const TrainingStatus& status) {
 
 // Start / Pause / Resume / Step / Stop / Reset.
 void draw_run_controls(App& app, TrainingSession& session, const TrainingStatus& status, bool active) {
+  // Each button on the line where it fits, else on the next (a narrow panel).
   if (ImGui::Button(active ? "Restart" : "Start")) app.start_training(app.form);
-  ImGui::SameLine();
+  same_line_if_room(button_width(status.state == TrainingStatus::State::running ? "Pause" : "Resume"));
   if (status.state == TrainingStatus::State::running) {
     if (ImGui::Button("Pause")) session.pause();
   } else {
@@ -166,7 +168,7 @@ void draw_run_controls(App& app, TrainingSession& session, const TrainingStatus&
     if (ImGui::Button("Resume")) session.resume();
     ImGui::EndDisabled();
   }
-  ImGui::SameLine();
+  same_line_if_room(button_width("Step"));
   ImGui::BeginDisabled(!active);
   const bool step_pressed = ImGui::Button("Step");
   ImGui::EndDisabled();
@@ -174,11 +176,11 @@ void draw_run_controls(App& app, TrainingSession& session, const TrainingStatus&
     if (status.state == TrainingStatus::State::paused) session.single_step();
     else if (status.state == TrainingStatus::State::running) session.pause();
   }
-  ImGui::SameLine();
+  same_line_if_room(button_width("Stop"));
   ImGui::BeginDisabled(!active);
   if (ImGui::Button("Stop")) session.stop();  // finished: what was recorded stays
   ImGui::EndDisabled();
-  ImGui::SameLine();
+  same_line_if_room(button_width("Reset"));
   if (ImGui::Button("Reset")) {
     session.reset();  // idle, nothing recorded: the form takes effect at the next Start
     app.training_message.clear();
@@ -200,9 +202,9 @@ void draw_run_status(App& app, const TrainingStatus& status) {
   state_swatch(state_colour(status.state));
   // Steps done (the views name a recorded step by its number, which starts at 0).
   ImGui::Text("%s  %lld steps done", std::string(training_state_name(status.state)).c_str(), static_cast<long long>(status.step));
-  ImGui::Text("loss %.5f   %.1f steps/s%s%s", status.loss, status.steps_per_second, status.backend.empty() ? "" : "   on the ",
+  ImGui::TextWrapped("loss %.5f   %.1f steps/s%s%s", status.loss, status.steps_per_second, status.backend.empty() ? "" : "   on the ",
               status.backend.empty() ? "" : (status.backend == "cuda" ? "GPU (CUDA)" : "CPU"));
-  ImGui::Text("scale 2^%.0f (%s)   skipped %lld", std::log2(status.loss_scale), status.dynamic_scaling ? "dynamic" : "static",
+  ImGui::TextWrapped("scale 2^%.0f (%s)   skipped %lld", std::log2(status.loss_scale), status.dynamic_scaling ? "dynamic" : "static",
               static_cast<long long>(status.skipped_steps));
   if (!status.error.empty() || !app.training_message.empty()) {
     ImGui::PushStyleColor(ImGuiCol_Text, to_imgui(palette::error_text));
@@ -238,7 +240,7 @@ void draw_inject(App& app, TrainingSession& session, bool active) {
     ImGui::SliderInt("##inject layer", &inject.layer, 1, layers, "fc%d");
     target = mlp_layer_name(static_cast<std::size_t>(inject.layer) - 1);
   }
-  ImGui::SameLine();
+  same_line_if_room(button_width("Inject"));
   ImGui::BeginDisabled(!active);
   if (ImGui::Button("Inject")) {
     if (gpt) session.inject_next_step(inject.value, target);

@@ -362,6 +362,33 @@ if command -v xdotool >/dev/null; then
   else
     fail "typing: four quick BackSpaces gave '$backspaced' (wanted 12), Ctrl+A and 0.5 gave '$replaced'"
   fi
+
+  # The training panel's right edge in an 800 x 600 window: 330 px by default, 80 px narrower
+  # after a drag of it 80 px to the left, and a double-click on it puts the default back; in a
+  # 500 px window the default leaves the views more than half.
+  panel_run() {  # WIDTH ACTIONS...: xdotool actions at the panel's edge, then Ctrl+Q; prints the report's panel width
+    local width=$1
+    shift
+    (cd "$work/interactive" && exec "$gui_path" --follow "$work/state.jsonl" --width "$width" --height 600 --report >"$work/panel.out" 2>&1) &
+    local papp=$!
+    window_up
+    "$@"
+    xdotool search --name "^fpscope$" windowfocus --sync
+    xdotool key ctrl+q
+    for _ in $(seq 50); do kill -0 "$papp" 2>/dev/null || break; sleep 0.1; done
+    kill "$papp" 2>/dev/null; wait "$papp" 2>/dev/null
+    sed -n 's/^training panel \([0-9]*\) px wide in a window \([0-9]*\) px wide$/\1 \2/p' "$work/panel.out"
+  }
+  # The edge: the 8 px between the panel (from x 8) and the views.
+  panel_default=$(panel_run 800 xdotool mousemove 700 300 sleep 0.3)
+  panel_dragged=$(panel_run 800 xdotool mousemove 342 300 sleep 0.3 mousedown 1 sleep 0.2 mousemove 322 300 sleep 0.1 mousemove 302 300 sleep 0.1 mousemove 262 300 sleep 0.3 mouseup 1 sleep 0.3 mousemove 700 300 sleep 0.3)
+  panel_reset=$(panel_run 800 xdotool mousemove 342 300 sleep 0.3 mousedown 1 sleep 0.2 mousemove 262 300 sleep 0.3 mouseup 1 sleep 0.3 click --repeat 2 --delay 80 1 sleep 0.3 mousemove 700 300 sleep 0.3)
+  panel_small=$(panel_run 500 xdotool mousemove 450 300 sleep 0.3)
+  if [[ "$panel_default" == "330 800" && "$panel_dragged" == "250 800" && "$panel_reset" == "330 800" && "$panel_small" == "218 500" ]]; then
+    ok
+  else
+    fail "the training panel's edge: '$panel_default' by default, '$panel_dragged' after a drag 80 px left, '$panel_reset' after a double-click, '$panel_small' in a 500 px window (panel px, window px)"
+  fi
 else
   echo "xdotool not found: skipping the interactive checks (scripts/install-deps installs it)"
 fi
