@@ -34,6 +34,7 @@
 #include "fpscope/analyzer/run_log.hpp"
 #include "fpscope/snapshot/output_file.hpp"
 #include "screenshot.hpp"
+#include "software_gl.hpp"
 #include "ui_scale.hpp"
 
 namespace {
@@ -170,11 +171,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 int run(const Options& o) {
   glfwSetErrorCallback(on_glfw_error);
-  // Mesa's software rasterizer (llvmpipe: Xvfb, machines without a GPU driver) starts a thread
-  // per core; on a small machine they take the cores a run training in this window needs (a GPT
-  // trained at 0.70x its headless speed beside them, 0.92x with one). The user's own setting wins;
-  // hardware drivers ignore the variable.
-  if (std::thread::hardware_concurrency() <= 4) ::setenv("LP_NUM_THREADS", "1", 0);
+  fpscope::gui::choose_software_gl_threads(o.app.follow.empty());
   if (!glfwInit()) {
     std::fprintf(stderr, "fpscope-gui: cannot open a window (%s): run it on a desktop, or headless under xvfb-run\n",
                  glfw_error_text.c_str());

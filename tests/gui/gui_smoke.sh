@@ -363,6 +363,30 @@ if command -v xdotool >/dev/null; then
     fail "typing: four quick BackSpaces gave '$backspaced' (wanted 12), Ctrl+A and 0.5 gave '$replaced'"
   fi
 
+  # Mesa's software rasteriser: one render thread in a window that can train here (on a machine of
+  # 4 processors or fewer, where more took the trainer's cores), Mesa's own choice (one per
+  # processor) in a window following a log, and the user's LP_NUM_THREADS where set.
+  render_threads() {  # APP ARGUMENTS...: the number of llvmpipe threads of a window opened with them
+    (cd "$work/interactive" && exec "$gui_path" "$@" >/dev/null 2>&1) &
+    local rapp=$!
+    window_up
+    cat /proc/$rapp/task/*/comm 2>/dev/null | grep -c '^llvmpipe'
+    kill "$rapp" 2>/dev/null; wait "$rapp" 2>/dev/null
+  }
+  processors=$(nproc)
+  if (( processors >= 2 && processors <= 4 )); then
+    threads_training=$(render_threads --idle)
+    threads_following=$(render_threads --follow "$work/state.jsonl")
+    threads_chosen=$(LP_NUM_THREADS=2 render_threads --idle)
+    if [[ "$threads_training" == 1 && "$threads_following" == "$processors" && "$threads_chosen" == 2 ]]; then
+      ok
+    else
+      fail "software GL render threads: $threads_training in a window that trains, $threads_following following a log ($processors processors), $threads_chosen with LP_NUM_THREADS=2"
+    fi
+  else
+    echo "$processors processors: the software GL threads check is for 2 to 4"
+  fi
+
   # The training panel's right edge in an 800 x 600 window: 330 px by default, 80 px narrower
   # after a drag of it 80 px to the left, and a double-click on it puts the default back; in a
   # 500 px window the default leaves the views more than half.
